@@ -1,0 +1,28 @@
+"""The pure core (everything in workers/ but the Celery entry points) never imports the market."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+WORKERS = Path(__file__).resolve().parents[2] / "workers"
+ENTRY_POINTS = {"celery_app.py", "tasks.py"}
+FORBIDDEN = ("django", "rest_framework", "celery", "kombu", "market", "frontend")
+
+
+def imported_top_level_names(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+CORE_MODULES = sorted(path for path in WORKERS.rglob("*.py") if path.name not in ENTRY_POINTS)
+
+
+@pytest.mark.parametrize("path", CORE_MODULES, ids=lambda path: str(path.relative_to(WORKERS)))
+def test_core_module_imports_nothing_from_the_market(path):
+    assert imported_top_level_names(path).isdisjoint(FORBIDDEN)
