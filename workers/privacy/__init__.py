@@ -1,0 +1,27 @@
+"""Differential privacy for FedKT's votes: noise mechanisms and privacy accounting (pure core).
+
+``mechanisms`` adds secure, unseeded OpenDP noise to integer vote counts; ``accounting`` turns
+a run's parameters (and its noiseless votes) into labelled (ε, δ) reports; ``rdp`` and
+``data_dependent`` hold the underlying Rényi-DP curves.
+"""
+
+from workers.privacy.accounting import (
+    PrivacyAnalysis,
+    PrivacyReport,
+    party_noise_privacy,
+    party_noise_privacy_bound,
+    server_noise_privacy,
+    server_noise_privacy_bound,
+)
+from workers.privacy.mechanisms import GaussianNoise, LaplaceNoise
+
+__all__ = [
+    "GaussianNoise",
+    "LaplaceNoise",
+    "PrivacyAnalysis",
+    "PrivacyReport",
+    "party_noise_privacy",
+    "party_noise_privacy_bound",
+    "server_noise_privacy",
+    "server_noise_privacy_bound",
+]
