@@ -1,0 +1,307 @@
+"""FedKT: one-shot federated learning by two tiers of knowledge transfer.
+
+Li, He, Song, *Practical One-Shot Federated Learning for Cross-Silo Setting* (IJCAI 2021),
+Algorithm 1 and section 4 (privacy levels).
+
+- Party side (:func:`party_fit`, Algorithm 1 lines 1-9): for each of ``s`` partitions shuffle
+  the party's data, split it into ``t`` disjoint subsets, train one teacher per subset, count the
+  teachers' votes on the queried public examples, optionally add noise to the counts (L2,
+  example-level DP), label each queried example with the arg-max and train one student on them.
+- Server side (:func:`server_fit`, lines 10-14): every party's ``s`` students predict the public
+  data, consistent voting (a party adds ``s`` votes to class m only when all its students predict
+  m), optionally noise (L1, party-level DP), arg-max labels, final model on the labelled queried
+  examples. Abstentions are not trained on; the tie and abstention rules are in
+  :mod:`workers.algorithms.voting`.
+
+Privacy is composed in, not branched on: ``noise`` is ``None`` (L0) or a mechanism with
+``noisy_counts(counts) -> counts`` (``workers.privacy.mechanisms``). At L1 the server adds
+noise, at L2 the parties do and the server adds none. :func:`fedkt_fit` runs both sides and
+hands the noiseless counts to ``workers.privacy.accounting``.
+
+Which public examples are queried is drawn once from a seed, independently of any data (a
+party's own seed on the party side, the server's seed on the server side). Every other random
+choice (shuffles, model seeds) also derives from the caller's seed through
+``numpy.random.SeedSequence``; only DP noise is unseeded, by design.
+
+The noiseless counts kept in the results are for the privacy accountant and stay with whoever
+computed them (the silo for party counts, the server for consistent counts): never publish them.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from workers.algorithms.stages import StageClock, StageStats, merge_stages
+from workers.algorithms.voting import consistent_vote_counts, label_by_vote, vote_counts
+from workers.learners import Learner, fit_aligned
+
+Query = int | float
+
+
+@dataclass(frozen=True)
+class PartyResult:
+    """One party's output: ``students`` (one per partition, fitted, ``classes_ = 0..K-1``),
+    the ``queried_indices`` of the public data it labelled, and per partition the noiseless
+    teacher ``vote_counts`` (n_queried × K, for the L2 accountant; never uploaded)."""
+
+    students: tuple[Any, ...]
+    queried_indices: np.ndarray
+    vote_counts: tuple[np.ndarray, ...]
+    stages: dict[str, StageStats] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ServerResult:
+    """The server's output. Arrays are over the queried public examples (``queried_indices``):
+    ``consistent_counts`` noiseless (for the L1 accountant), ``noisy_counts`` (``None`` at
+    L0/L2), ``labels`` (arg-max), ``abstained`` (no party consistent: all-zero noiseless row),
+    ``trained`` (examples the final model was fitted on: the (noisy) max count was > 0)."""
+
+    final_model: Any
+    queried_indices: np.ndarray
+    consistent_counts: np.ndarray
+    noisy_counts: np.ndarray | None
+    labels: np.ndarray
+    abstained: np.ndarray
+    trained: np.ndarray
+    stages: dict[str, StageStats] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FedKTConfig:
+    """Hyperparameters of a FedKT run. Learners are family names, ``{"family": ...}`` mappings or
+    unfitted scikit-learn classifiers (:func:`workers.learners.make_learner`). A query is a count
+    (int) or a fraction of the public data (float in (0, 1])."""
+
+    teacher: Learner
+    student: Learner
+    final: Learner
+    partitions: int = 2
+    teachers: int = 5
+    party_query: Query = 1.0
+    server_query: Query = 1.0
+
+
+@dataclass(frozen=True)
+class FedKTResult:
+    """A whole run: ``level`` ("L0", "L1" or "L2"), the parties' and the server's results, the
+    ``privacy`` analysis (``workers.privacy.accounting.PrivacyAnalysis``, ``None`` at L0), and
+    ``stages``: per stage the summed wall seconds over parties (CPU work) and the largest peak
+    RSS, plus ``parties_elapsed`` (wall seconds of the whole, possibly parallel, party side)."""
+
+    level: str
+    parties: tuple[PartyResult, ...]
+    server: ServerResult
+    privacy: Any
+    stages: dict[str, StageStats]
+
+    @property
+    def final_model(self):
+        return self.server.final_model
+
+
+def child_seeds(seed: int | np.random.SeedSequence, count: int) -> list[int]:
+    """``count`` independent integer seeds derived from ``seed`` (stable across runs)."""
+    sequence = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    return [int(child.generate_state(1)[0]) for child in sequence.spawn(count)]
+
+
+def select_queries(n_public: int, query: Query, *, seed: int) -> np.ndarray:
+    """Sorted indices of the queried public examples: all of them for ``query=1.0``, else a
+    uniform sample without replacement of ``query`` examples (int) or ``ceil(query·n_public)``
+    (float fraction)."""
+    if isinstance(query, bool) or not isinstance(query, (int, float, np.integer, np.floating)):
+        raise ValueError(f"The query must be a count or a fraction of the public data, not {query!r}.")
+    if isinstance(query, (float, np.floating)):
+        if not 0.0 < query <= 1.0:
+            raise ValueError(f"A query fraction must lie in (0, 1], not {query}.")
+        size = int(np.ceil(query * n_public))
+    else:
+        size = int(query)
+    if not 1 <= size <= n_public:
+        raise ValueError(f"Cannot query {size} of {n_public} public examples.")
+    if size == n_public:
+        return np.arange(n_public)
+    return np.sort(np.random.default_rng(seed).choice(n_public, size=size, replace=False))
+
+
+def train_teachers(features, labels, *, n_classes: int, learner: Learner, partitions: int, teachers: int,
+                   seed: int) -> tuple[tuple[Any, ...], ...]:
+    """Teachers per partition (Algorithm 1 lines 2-4): for each of ``partitions`` partitions,
+    shuffle, split into ``teachers`` disjoint subsets and fit one teacher on each.
+
+    Returns ``[partition][teacher]`` fitted :class:`~workers.learners.AlignedClassifier`.
+    """
+    n_examples = len(labels)
+    if n_examples < teachers:
+        raise ValueError(f"A party with {n_examples} examples cannot train {teachers} teachers on disjoint subsets.")
+    partition_seeds = child_seeds(seed, partitions)
+    result = []
+    for partition_seed in partition_seeds:
+        shuffle_seed, *teacher_seeds = child_seeds(partition_seed, teachers + 1)
+        subsets = np.array_split(np.random.default_rng(shuffle_seed).permutation(n_examples), teachers)
+        result.append(tuple(fit_aligned(learner, features[subset], labels[subset], n_classes=n_classes,
+                                        seed=teacher_seed)
+                            for subset, teacher_seed in zip(subsets, teacher_seeds)))
+    return tuple(result)
+
+
+def predict_classes(models: Sequence[Any], features) -> np.ndarray:
+    """Class indices predicted by each model: int64 array (n_models, n_examples)."""
+    return np.stack([np.asarray(model.predict(features), dtype=np.int64) for model in models]) \
+        if len(models) else np.empty((0, len(features)), dtype=np.int64)
+
+
+def fit_on_votes(counts, features, *, learner: Learner, n_classes: int, seed: int, noise=None):
+    """Label examples by (noisy) vote and fit a model on the non-abstaining ones.
+
+    Returns ``(model, noisy_counts or None, labels, trained_mask)``.
+    """
+    noisy = None if noise is None else np.asarray(noise.noisy_counts(counts))
+    labels, abstained = label_by_vote(counts if noisy is None else noisy)
+    trained = ~abstained
+    if not trained.any():
+        raise ValueError("Every queried example abstained (no votes above zero); query more public examples "
+                         "or use less noise.")
+    model = fit_aligned(learner, features[trained], labels[trained], n_classes=n_classes, seed=seed)
+    return model, noisy, labels, trained
+
+
+def party_fit(features, labels, public_features, *, n_classes: int, teacher: Learner, student: Learner,
+              partitions: int = 2, teachers: int = 5, query: Query = 1.0, noise=None, seed: int) -> PartyResult:
+    """The party side of FedKT (Algorithm 1 lines 1-9) on one party's labelled data.
+
+    Parameters
+    ----------
+    features, labels : arrays (n_examples, n_features), (n_examples,)
+        The party's private data; labels in ``0 .. n_classes-1``.
+    public_features : array (n_public, n_features)
+    teacher, student : learners
+    partitions, teachers : int
+        ``s`` and ``t``.
+    query : int or float
+        Public examples labelled for the students (count or fraction); the L2 privacy knob.
+    noise : mechanism or None
+        L2: noise added to each partition's teacher counts before the arg-max.
+    seed : int
+        Seeds the shuffles, the teachers, the query sample and the students.
+    """
+    features, labels = np.asarray(features), np.asarray(labels).astype(np.int64)
+    public_features = np.asarray(public_features)
+    teacher_seed, query_seed, student_seed = child_seeds(seed, 3)
+    clock = StageClock()
+    with clock.stage("teachers"):
+        teacher_models = train_teachers(features, labels, n_classes=n_classes, learner=teacher,
+                                        partitions=partitions, teachers=teachers, seed=teacher_seed)
+    queried = select_queries(len(public_features), query, seed=query_seed)
+    queried_features = public_features[queried]
+    with clock.stage("party_votes"):
+        counts = tuple(vote_counts(predict_classes(models, queried_features), n_classes)
+                       for models in teacher_models)
+    students = []
+    with clock.stage("students"):
+        for partition_counts, partition_seed in zip(counts, child_seeds(student_seed, partitions)):
+            model, *_ = fit_on_votes(partition_counts, queried_features, learner=student, n_classes=n_classes,
+                                     seed=partition_seed, noise=noise)
+            students.append(model)
+    return PartyResult(tuple(students), queried, counts, clock.stages)
+
+
+def server_fit(student_predictions, public_features, *, n_classes: int, final: Learner, query: Query = 1.0,
+               noise=None, seed: int) -> ServerResult:
+    """The server side of FedKT (Algorithm 1 lines 10-14) from the students' predictions.
+
+    Parameters
+    ----------
+    student_predictions : int array (n_parties, s, n_public)
+        Each student's predicted class on every public example (:func:`predict_classes`).
+    public_features : array (n_public, n_features)
+    final : learner of the final model
+    query : int or float
+        Public examples the server queries (count or fraction); the L1 privacy knob.
+    noise : mechanism or None
+        L1: noise added to the consistent vote counts.
+    seed : int
+        Seeds the query sample and the final model.
+    """
+    student_predictions = np.asarray(student_predictions)
+    public_features = np.asarray(public_features)
+    query_seed, model_seed = child_seeds(seed, 2)
+    queried = select_queries(public_features.shape[0], query, seed=query_seed)
+    clock = StageClock()
+    with clock.stage("server_votes"):
+        counts = consistent_vote_counts(student_predictions[:, :, queried], n_classes, student_predictions.shape[1])
+    with clock.stage("final_model"):
+        model, noisy, labels, trained = fit_on_votes(counts, public_features[queried], learner=final,
+                                                     n_classes=n_classes, seed=model_seed, noise=noise)
+    return ServerResult(model, queried, counts, noisy, labels, ~counts.any(axis=1), trained, clock.stages)
+
+
+def _party_task(arguments: tuple) -> PartyResult:
+    features, labels, public_features, keywords = arguments
+    return party_fit(features, labels, public_features, **keywords)
+
+
+def _limit_threads() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def fit_parties(parties: Sequence[tuple[Any, Any]], public_features, *, n_classes: int, config: FedKTConfig,
+                noise=None, seed: int, n_jobs: int = 1) -> tuple[PartyResult, ...]:
+    """:func:`party_fit` for every party, in ``n_jobs`` worker processes (1: in this process).
+    Party ``j`` gets the ``j``-th child seed of ``seed``, so results do not depend on ``n_jobs``."""
+    keywords = {"n_classes": n_classes, "teacher": config.teacher, "student": config.student,
+                "partitions": config.partitions, "teachers": config.teachers, "query": config.party_query,
+                "noise": noise}
+    tasks = [(features, labels, public_features, {**keywords, "seed": party_seed})
+             for (features, labels), party_seed in zip(parties, child_seeds(seed, len(parties)))]
+    if n_jobs <= 1:
+        return tuple(_party_task(task) for task in tasks)
+    context = multiprocessing.get_context("spawn")   # fork after torch/OpenMP start-up can deadlock
+    with ProcessPoolExecutor(max_workers=n_jobs, mp_context=context, initializer=_limit_threads) as pool:
+        return tuple(pool.map(_party_task, tasks))
+
+
+def fedkt_fit(parties: Sequence[tuple[Any, Any]], public_features, *, n_classes: int, config: FedKTConfig,
+              seed: int, party_noise=None, server_noise=None, delta: float = 1e-5, n_jobs: int = 1) -> FedKTResult:
+    """Run FedKT end to end on simulated parties.
+
+    ``parties`` holds each party's ``(features, labels)``. L0: no noise; L1: ``server_noise``;
+    L2: ``party_noise`` (the two are exclusive). ``delta`` is the δ of the reported (ε, δ).
+    """
+    if party_noise is not None and server_noise is not None:
+        raise ValueError("Choose one privacy level: party noise (L2) or server noise (L1), not both.")
+    level = "L2" if party_noise is not None else "L1" if server_noise is not None else "L0"
+    public_features = np.asarray(public_features)
+    party_seed, server_seed = child_seeds(seed, 2)
+    clock = StageClock()
+    with clock.stage("parties_elapsed"):
+        party_results = fit_parties(parties, public_features, n_classes=n_classes, config=config,
+                                    noise=party_noise, seed=party_seed, n_jobs=n_jobs)
+    with clock.stage("server_votes"):
+        predictions = np.stack([predict_classes(party.students, public_features) for party in party_results])
+    server = server_fit(predictions, public_features, n_classes=n_classes, final=config.final,
+                        query=config.server_query, noise=server_noise, seed=server_seed)
+    stages = merge_stages([party.stages for party in party_results] + [clock.stages, server.stages])
+    privacy = _privacy_analysis(level, party_noise or server_noise, party_results, server, config, delta)
+    return FedKTResult(level, party_results, server, privacy, stages)
+
+
+def _privacy_analysis(level: str, mechanism, party_results, server: ServerResult, config: FedKTConfig, delta: float):
+    if level == "L0":
+        return None
+    from workers.privacy.accounting import party_noise_privacy, server_noise_privacy
+
+    if level == "L1":
+        return server_noise_privacy(mechanism=mechanism, vote_counts=server.consistent_counts,
+                                    partitions=config.partitions, teachers=config.teachers, delta=delta)
+    return party_noise_privacy(mechanism=mechanism, party_vote_counts=[list(p.vote_counts) for p in party_results],
+                               partitions=config.partitions, teachers=config.teachers, delta=delta)

@@ -1,0 +1,103 @@
+"""Vote counting for FedKT (Li, He, Song, *Practical One-Shot Federated Learning for
+Cross-Silo Setting*, Algorithm 1).
+
+- :func:`vote_counts` — party side, Algorithm 1 line "vote count of class m = number of teachers
+  predicting m".
+- :func:`consistent_vote_counts` — server side, section 3.2 *consistent voting*: a party adds
+  ``s`` votes to class m for an example only when all ``s`` of its students predict m.
+- :func:`label_by_vote` — arg-max labels with the abstention rule and the tie rule.
+
+Tie rule: the lowest class index wins (``numpy.argmax``), deterministic, no randomness.
+Abstention rule: an example whose (possibly noisy) maximum count is ≤ 0 gets no label and is not
+used for training. Without noise that is exactly the all-zero row (no teacher, or at the server
+no consistent party, voted for anything). With noise it is decided on the *noisy* counts only:
+deciding it on the noiseless counts would publish, through which examples were kept, whether any
+party agreed on them, which the noise is meant to hide. Deciding on the noisy counts is
+post-processing and costs no privacy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def vote_counts(predictions, n_classes: int) -> np.ndarray:
+    """Votes per class: ``counts[i, m]`` = number of voters predicting class m on example i.
+
+    Parameters
+    ----------
+    predictions : int array of shape (n_voters, n_examples)
+        Class index in ``0 .. n_classes-1`` predicted by each voter (teacher) for each example.
+    n_classes : int
+
+    Returns
+    -------
+    int64 array of shape (n_examples, n_classes); every row sums to ``n_voters``.
+    """
+    predictions = _class_indices(predictions, n_classes, ndim=2)
+    n_examples = predictions.shape[1]
+    counts = np.zeros((n_examples, n_classes), dtype=np.int64)
+    examples = np.broadcast_to(np.arange(n_examples), predictions.shape)
+    np.add.at(counts, (examples.ravel(), predictions.ravel()), 1)
+    return counts
+
+
+def consistent_vote_counts(student_predictions, n_classes: int, partitions: int | None = None) -> np.ndarray:
+    """Consistent votes per class: party p adds ``partitions`` votes to class m on example i
+    only when all its ``partitions`` students predict m there, and nothing otherwise.
+
+    Parameters
+    ----------
+    student_predictions : int array of shape (n_parties, partitions, n_examples)
+        Class index predicted by each party's students (one per partition).
+    n_classes : int
+    partitions : int, optional
+        ``s``, the number of students per party; checked against the array's second axis.
+
+    Returns
+    -------
+    int64 array of shape (n_examples, n_classes). Row sums are multiples of ``partitions``; an
+    all-zero row means no party was consistent on that example (an abstention).
+    """
+    predictions = _class_indices(student_predictions, n_classes, ndim=3)
+    n_parties, n_partitions, n_examples = predictions.shape
+    if partitions is not None and partitions != n_partitions:
+        raise ValueError(f"The predictions hold {n_partitions} students per party but partitions={partitions}.")
+    consistent = np.all(predictions == predictions[:, :1, :], axis=1)          # (n_parties, n_examples)
+    parties, examples = np.nonzero(consistent)
+    counts = np.zeros((n_examples, n_classes), dtype=np.int64)
+    np.add.at(counts, (examples, predictions[parties, 0, examples]), n_partitions)
+    return counts
+
+
+def label_by_vote(counts) -> tuple[np.ndarray, np.ndarray]:
+    """Arg-max labels of (noisy or noiseless) vote counts, and which examples abstain.
+
+    Parameters
+    ----------
+    counts : array of shape (n_examples, n_classes)
+
+    Returns
+    -------
+    labels : int64 array (n_examples,)
+        Arg-max class, ties to the lowest index; meaningless where ``abstained``.
+    abstained : bool array (n_examples,)
+        True where the maximum count is ≤ 0 (no votes, or noise pushed every count to ≤ 0).
+    """
+    counts = np.asarray(counts)
+    if counts.ndim != 2:
+        raise ValueError(f"Vote counts must be a 2-D (examples × classes) array, not {counts.ndim}-D.")
+    labels = np.argmax(counts, axis=1).astype(np.int64)
+    abstained = counts.max(axis=1, initial=0) <= 0 if counts.shape[1] else np.ones(len(counts), dtype=bool)
+    return labels, abstained
+
+
+def _class_indices(predictions, n_classes: int, *, ndim: int) -> np.ndarray:
+    predictions = np.asarray(predictions)
+    if predictions.ndim != ndim:
+        raise ValueError(f"Expected a {ndim}-D array of predicted classes, got {predictions.ndim}-D.")
+    if not np.issubdtype(predictions.dtype, np.integer):
+        raise ValueError("Predicted classes must be integers.")
+    if predictions.size and (predictions.min() < 0 or predictions.max() >= n_classes):
+        raise ValueError(f"Predicted classes must lie in 0..{n_classes - 1}.")
+    return predictions.astype(np.int64, copy=False)

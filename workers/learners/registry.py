@@ -1,0 +1,83 @@
+"""Learner families by name, and seeding of any scikit-learn classifier.
+
+A *learner* is what a caller configures for teachers, students or the final model:
+
+- a family name from :data:`LEARNER_FAMILIES` (``"random_forest"``, ``"xgboost"``,
+  ``"logistic_regression"``, ``"mlp"``, ``"cnn"``) with keyword hyperparameters;
+- a mapping ``{"family": name, **hyperparameters}`` (JSON-friendly, as a job's parameters hold it);
+- any unfitted scikit-learn classifier, which is cloned (and its hyperparameters updated).
+
+Models are single-threaded by default (``n_jobs=1``): FedKT parallelises across parties.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Union
+
+from sklearn.base import BaseEstimator, clone
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.linear_model import LogisticRegression
+
+from workers.learners.torch_classifier import TorchClassifier
+
+Learner = Union[str, Mapping, BaseEstimator]
+
+
+def _random_forest(**params) -> BaseEstimator:
+    return RandomForestClassifier(**{"n_estimators": 100, "n_jobs": 1, **params})
+
+
+def _xgboost(**params) -> BaseEstimator:
+    from xgboost import XGBClassifier  # imported here: xgboost's import costs ~1 s
+
+    return XGBClassifier(**{"n_estimators": 100, "max_depth": 6, "n_jobs": 1, "tree_method": "hist", **params})
+
+
+def _logistic_regression(**params) -> BaseEstimator:
+    return LogisticRegression(**{"max_iter": 1000, **params})
+
+
+def _mlp(**params) -> BaseEstimator:
+    return TorchClassifier(**{"architecture": "mlp", **params})
+
+
+def _cnn(**params) -> BaseEstimator:
+    defaults = {"architecture": "cnn", "image_shape": [1, 28, 28], "conv_channels": [6, 16], "kernel_size": 5,
+                "hidden_sizes": [120, 84]}
+    return TorchClassifier(**{**defaults, **params})
+
+
+LEARNER_FAMILIES: dict[str, Callable[..., BaseEstimator]] = {
+    "random_forest": _random_forest,
+    "xgboost": _xgboost,
+    "logistic_regression": _logistic_regression,
+    "mlp": _mlp,
+    "cnn": _cnn,
+}
+
+
+def make_learner(learner: Learner, **params: Any) -> BaseEstimator:
+    """An unfitted classifier for a family name, a ``{"family": ...}`` mapping or an estimator.
+
+    ``params`` override the configured hyperparameters. Raises ``ValueError`` for an unknown
+    family.
+    """
+    if isinstance(learner, BaseEstimator):
+        return clone(learner).set_params(**params) if params else clone(learner)
+    if isinstance(learner, Mapping):
+        configured = dict(learner)
+        family = configured.pop("family", None)
+        return make_learner(family, **{**configured, **params})
+    if learner not in LEARNER_FAMILIES:
+        raise ValueError(f"Unknown learner family {learner!r}; choose one of {sorted(LEARNER_FAMILIES)} "
+                         "or pass a scikit-learn classifier.")
+    return LEARNER_FAMILIES[learner](**params)
+
+
+def seeded_learner(learner: Learner, seed: int) -> BaseEstimator:
+    """:func:`make_learner`, with ``random_state=seed`` where the estimator takes one."""
+    estimator = make_learner(learner)
+    if "random_state" in estimator.get_params():
+        estimator.set_params(random_state=int(seed))
+    return estimator
