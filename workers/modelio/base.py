@@ -1,0 +1,70 @@
+"""The nouns of safe model I/O: formats, limits, what a validation learned, and the refusal."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+EXPORT_ADVICE = "Export your model to ONNX, XGBoost JSON or safetensors (see the silo guide)."
+
+
+class ModelFormat(StrEnum):
+    """A model file format Onefold accepts, identified from the bytes, never from the file name."""
+
+    ONNX = "onnx"
+    XGBOOST_JSON = "xgboost-json"
+    XGBOOST_UBJSON = "xgboost-ubjson"
+    SAFETENSORS = "safetensors"
+
+
+class RefusedModelError(ValueError):
+    """A model file Onefold will not load; the message tells the uploader what to fix."""
+
+
+@dataclass(frozen=True)
+class ModelLimits:
+    """Size caps checked from a model's metadata before any native library sees it.
+
+    The market builds one from its settings; the defaults suit the product's own exports.
+    """
+
+    max_model_bytes: int = 100 * 2**20
+    max_trees: int = 2_000
+    max_nodes_per_tree: int = 100_000
+    max_depth: int = 64
+    max_parameters: int = 20_000_000
+    max_onnx_nodes: int = 10_000
+    max_onnx_initializer_bytes: int = 100 * 2**20
+    max_header_bytes: int = 2**20
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What static validation learned about a model.
+
+    ``classes`` are the federation class indices the model's outputs stand for, in output order;
+    ``family`` is ``"tree-ensemble"``, ``"linear"``, ``"xgboost"``, ``"mlp"``, ``"cnn"`` or
+    ``"neural-network"``; ``detail`` holds counts such as ``n_trees``, ``max_depth``,
+    ``n_parameters`` and ``opset``.
+    """
+
+    format: ModelFormat
+    n_features: int
+    classes: tuple[int, ...]
+    family: str
+    detail: dict = field(default_factory=dict)
+
+
+def refuse(message: str) -> RefusedModelError:
+    """A refusal to raise: ``raise refuse("...")``."""
+    return RefusedModelError(message)
+
+
+def check_classes(classes: list[int], n_classes: int) -> tuple[int, ...]:
+    """The model's class labels, refused unless they are distinct federation classes 0..n_classes-1."""
+    if len(set(classes)) != len(classes):
+        raise refuse("The model lists the same class label twice.")
+    outside = [label for label in classes if not 0 <= label < n_classes]
+    if outside:
+        raise refuse(f"The model predicts class {outside[0]}, but the federation's classes are 0 to {n_classes - 1}.")
+    return tuple(int(label) for label in classes)

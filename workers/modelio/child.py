@@ -1,0 +1,57 @@
+"""Sandbox child: ``python -m workers.modelio.child EXCHANGE_DIR``; started only by ``predict_in_sandbox``.
+
+Reads ``request.json``, ``features.npy`` and ``model_<i>.bin`` from the exchange folder and writes,
+after each model, ``probabilities_<i>.npy`` (float64) and ``result_<i>.json`` (``{"error": ...}``),
+so that the parent knows which models finished if a later one kills this process.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from workers.modelio.base import ModelLimits, RefusedModelError
+from workers.modelio.identify import identify_format
+from workers.modelio.native import predict_probabilities
+from workers.modelio.validate import inspect_model
+
+
+def main(exchange: Path) -> None:
+    request = json.loads((exchange / "request.json").read_text())
+    features = np.load(exchange / "features.npy", allow_pickle=False)
+    limits = ModelLimits(**request["model_limits"])
+    for index in request["indices"]:
+        data = (exchange / f"model_{index}.bin").read_bytes()
+        try:
+            probabilities = _predict_one(data, features, request, limits)
+            np.save(exchange / f"probabilities_{index}.npy", probabilities, allow_pickle=False)
+            error = None
+        except RefusedModelError as refusal:
+            error = str(refusal)
+        except MemoryError:
+            error = f"The model needed more memory than the predictor may use ({_memory_limit_mb()} MB)."
+        except Exception as failure:  # noqa: BLE001 - any native failure rejects the model, not the child
+            error = f"The model could not be loaded or run: {type(failure).__name__}: {str(failure)[:400]}"
+        (exchange / f"result_{index}.json").write_text(json.dumps({"error": error}))
+        gc.collect()
+
+
+def _predict_one(data: bytes, features: np.ndarray, request: dict, limits: ModelLimits) -> np.ndarray:
+    model_format = identify_format(data)  # always: pickles are refused even when checks are skipped
+    if not request["skip_structural_checks"]:
+        inspect_model(data, n_features=features.shape[1], n_classes=request["n_classes"], limits=limits)
+    return predict_probabilities(data, model_format, features, n_classes=request["n_classes"])
+
+
+def _memory_limit_mb() -> int:
+    import resource
+
+    return resource.getrlimit(resource.RLIMIT_AS)[0] // 2**20
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))

@@ -1,0 +1,97 @@
+"""Native load and predict of a model, for the sandbox child only (``workers.modelio.child``).
+
+Never call these in a long-lived process: even a validated model is run by native code.
+Each predictor returns ``(n_examples, n_classes)`` float64 probabilities whose columns are the
+federation's classes 0..n_classes-1 (zero for classes the model does not know).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from workers.modelio.base import ModelFormat, check_classes, refuse
+
+
+def predict_probabilities(data: bytes, model_format: ModelFormat, features: np.ndarray, *, n_classes: int) -> np.ndarray:
+    """Probabilities of every federation class for every row of ``features`` (float32)."""
+    predictors = {ModelFormat.ONNX: _predict_onnx, ModelFormat.XGBOOST_JSON: _predict_xgboost,
+                  ModelFormat.XGBOOST_UBJSON: _predict_xgboost, ModelFormat.SAFETENSORS: _predict_safetensors}
+    classes, probabilities = predictors[model_format](data, features, n_classes)
+    probabilities = np.asarray(probabilities, dtype=np.float64)
+    if probabilities.shape != (len(features), len(classes)):
+        raise refuse(f"The model returned outputs of shape {probabilities.shape}; expected "
+                     f"{(len(features), len(classes))}.")
+    if not np.all(np.isfinite(probabilities)):
+        raise refuse("The model predicted NaN or infinite probabilities.")
+    aligned = np.zeros((len(features), n_classes), dtype=np.float64)
+    aligned[:, list(check_classes(list(classes), n_classes))] = probabilities
+    return aligned
+
+
+def _predict_onnx(data: bytes, features: np.ndarray, n_classes: int):
+    import onnxruntime
+
+    from workers.modelio.onnx_checks import CLASSIFIER_OPERATORS, _classifier_labels, load_onnx_model, probability_output_name
+
+    model = load_onnx_model(data)
+    classifiers = [node for node in model.graph.node if node.op_type in CLASSIFIER_OPERATORS]
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    session = onnxruntime.InferenceSession(data, sess_options=options, providers=["CPUExecutionProvider"])
+    input_name = session.get_inputs()[0].name
+    if classifiers:
+        classes = _classifier_labels(classifiers)
+        (probabilities,) = session.run([probability_output_name(model)], {input_name: features})
+        return classes, probabilities
+    (logits,) = session.run(None, {input_name: features})
+    return list(range(n_classes)), _softmax(np.asarray(logits, dtype=np.float64))
+
+
+def _predict_xgboost(data: bytes, features: np.ndarray, n_classes: int):
+    import xgboost
+
+    booster = xgboost.Booster(params={"nthread": 1})
+    booster.load_model(bytearray(data))
+    config = json.loads(booster.save_config())["learner"]
+    objective = config["objective"]["name"]
+    matrix = xgboost.DMatrix(features, nthread=1)
+    if objective in ("binary:logistic", "reg:logistic"):
+        positive = booster.predict(matrix).astype(np.float64).reshape(-1)
+        return [0, 1], np.column_stack([1.0 - positive, positive])
+    num_class = int(config["learner_model_param"]["num_class"])
+    if objective == "multi:softprob":
+        return list(range(num_class)), booster.predict(matrix).reshape(len(features), num_class)
+    if objective == "multi:softmax":
+        margins = booster.predict(matrix, output_margin=True).reshape(len(features), num_class)
+        return list(range(num_class)), _softmax(margins.astype(np.float64))
+    raise refuse(f"The XGBoost objective {objective!r} is not accepted.")
+
+
+def _predict_safetensors(data: bytes, features: np.ndarray, n_classes: int):
+    import torch
+    from safetensors.torch import load
+
+    from workers.modelio.base import ModelLimits
+    from workers.modelio.safetensors_checks import read_header, spec_of
+    from workers.zoo import build_module
+
+    torch.set_num_threads(1)
+    spec = spec_of(read_header(data, ModelLimits(max_header_bytes=len(data)))[0])
+    module = build_module(spec)
+    state = load(bytes(data))
+    if not all(bool(torch.isfinite(tensor).all()) for tensor in state.values()):
+        raise refuse("The state dict holds NaN or infinite values.")
+    module.load_state_dict(state, strict=True)
+    module.eval()
+    with torch.no_grad():
+        logits = module(torch.from_numpy(features)).double().numpy()
+    return list(range(spec["n_classes"])), _softmax(logits)
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    exponentials = np.exp(shifted)
+    return exponentials / exponentials.sum(axis=1, keepdims=True)

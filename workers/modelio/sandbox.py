@@ -1,0 +1,178 @@
+"""Run native loads and predictions of uploaded models in a resource-limited child process.
+
+A validated model can still crash or hang a native library, so the calling process (a Celery
+worker) never loads one itself. All models go to one child (``python -m workers.modelio.child``)
+with memory, CPU, file-size and open-file limits, a stripped environment, an empty working
+directory and a wall-clock timeout. If that child dies, every model it had not finished is
+retried in a child of its own, so only the culprit gets the error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from workers.modelio.base import ModelLimits
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Resource limits of one sandbox child: bytes, seconds, and a count of open files."""
+
+    memory_bytes: int = 4 * 2**30
+    cpu_seconds: int = 120
+    wall_seconds: float = 60.0
+    file_size_bytes: int = 512 * 2**20
+    open_files: int = 256
+
+
+@dataclass(frozen=True)
+class SandboxOutcome:
+    """One model's result: ``(n_examples, n_classes)`` float64 probabilities, or an error sentence."""
+
+    probabilities: np.ndarray | None
+    error: str | None
+
+
+def predict_in_sandbox(models: list[bytes], features: np.ndarray, *, n_classes: int, limits: SandboxLimits,
+                       skip_structural_checks: bool = False,
+                       model_limits: ModelLimits | None = None) -> list[SandboxOutcome]:
+    """Class probabilities of each model on ``features``, computed in a sandboxed child process.
+
+    Parameters
+    ----------
+    models
+        Model file bytes, in any accepted format.
+    features
+        ``(n_examples, n_features)`` matrix; sent to the child as float32.
+    n_classes
+        The federation's number of classes; output columns are classes 0..n_classes-1.
+    limits
+        Resource limits of each child.
+    skip_structural_checks
+        For tests only: skip ``inspect_model`` in the child (pickles are still refused).
+    model_limits
+        Caps for the child's ``inspect_model``; defaults to ``ModelLimits()``.
+
+    Returns
+    -------
+    list[SandboxOutcome]
+        One per model, in order. The caller survives whatever the models do.
+    """
+    features = np.ascontiguousarray(features, dtype=np.float32)
+    outcomes: dict[int, SandboxOutcome] = {}
+    pending = list(range(len(models)))
+    request = {"n_classes": n_classes, "skip_structural_checks": skip_structural_checks,
+               "model_limits": asdict(model_limits or ModelLimits())}
+    if pending:
+        death = _run_child(models, pending, features, request, limits, outcomes)
+        leftover = [index for index in pending if index not in outcomes]
+        if len(leftover) == 1 and len(pending) == 1:
+            outcomes[leftover[0]] = SandboxOutcome(None, death)
+        else:
+            for index in leftover:
+                death = _run_child(models, [index], features, request, limits, outcomes)
+                if index not in outcomes:
+                    outcomes[index] = SandboxOutcome(None, death)
+    return [outcomes[index] for index in range(len(models))]
+
+
+def _run_child(models, indices, features, request, limits: SandboxLimits, outcomes: dict) -> str:
+    """Run one child over ``indices``; record finished models in ``outcomes``; say why it died, if it did."""
+    exchange = Path(tempfile.mkdtemp(prefix="onefold-sandbox-"))
+    try:
+        for index in indices:
+            (exchange / f"model_{index}.bin").write_bytes(models[index])
+        np.save(exchange / "features.npy", features, allow_pickle=False)
+        (exchange / "request.json").write_text(json.dumps({**request, "indices": indices}))
+        home = exchange / "home"
+        home.mkdir()
+        returncode, timed_out = _spawn(exchange, home, limits)
+        for index in indices:
+            outcome = _read_result(exchange, index, len(features), request["n_classes"])
+            if outcome is not None:
+                outcomes[index] = outcome
+        return _death_reason(returncode, timed_out, limits, exchange)
+    finally:
+        shutil.rmtree(exchange, ignore_errors=True)
+
+
+def _spawn(exchange: Path, home: Path, limits: SandboxLimits) -> tuple[int, bool]:
+    environment = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(PROJECT_ROOT),
+                   "HOME": str(home), "TMPDIR": str(home), "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
+                   "LANG": "C.UTF-8", **{name: "1" for name in THREAD_VARIABLES}}
+    with open(exchange / "child.log", "wb") as log:
+        child = subprocess.Popen([sys.executable, "-m", "workers.modelio.child", str(exchange)], cwd=home,
+                                 env=environment, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                 close_fds=True, start_new_session=True, preexec_fn=_limiter(limits))
+        try:
+            return child.wait(timeout=limits.wall_seconds), False
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            return child.wait(), True
+
+
+def _limiter(limits: SandboxLimits):
+    """The function the child runs between fork and exec: set its resource limits."""
+    cpu = int(max(1, limits.cpu_seconds))
+
+    def set_limits() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_bytes, limits.file_size_bytes))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+    return set_limits
+
+
+def _read_result(exchange: Path, index: int, n_examples: int, n_classes: int) -> SandboxOutcome | None:
+    status_path = exchange / f"result_{index}.json"
+    if not status_path.exists():
+        return None
+    try:
+        status = json.loads(status_path.read_text())
+        if status.get("error"):
+            return SandboxOutcome(None, str(status["error"])[:1000])
+        probabilities = np.load(exchange / f"probabilities_{index}.npy", allow_pickle=False)
+    except (ValueError, OSError):
+        return SandboxOutcome(None, "The predictor's result could not be read; the model is malformed.")
+    if probabilities.dtype != np.float64 or probabilities.shape != (n_examples, n_classes):
+        return SandboxOutcome(None, "The predictor returned results of the wrong shape; the model is malformed.")
+    return SandboxOutcome(probabilities, None)
+
+
+def _death_reason(returncode: int, timed_out: bool, limits: SandboxLimits, exchange: Path) -> str:
+    if timed_out:
+        return f"The model did not finish predicting within {limits.wall_seconds:g} seconds."
+    if returncode == -signal.SIGXCPU or returncode == -signal.SIGKILL:
+        return f"The model needed more than {limits.cpu_seconds} seconds of CPU time."
+    if returncode < 0:
+        name = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else str(-returncode)
+        if name == "SIGABRT" and _log_mentions_memory(exchange):
+            return f"The model needed more than {limits.memory_bytes // 2**20} MB of memory."
+        return f"The model crashed the predictor (signal {name}); it is malformed."
+    if _log_mentions_memory(exchange):
+        return f"The model needed more than {limits.memory_bytes // 2**20} MB of memory."
+    return f"The predictor stopped unexpectedly (exit status {returncode}); the model is malformed."
+
+
+def _log_mentions_memory(exchange: Path) -> bool:
+    try:
+        tail = (exchange / "child.log").read_bytes()[-4000:].lower()
+    except OSError:
+        return False
+    return any(word in tail for word in (b"memoryerror", b"bad_alloc", b"bad allocation", b"failed to allocate"))
