@@ -41,18 +41,21 @@ class TableLimits:
     max_unpacked_bytes: int = 2 * 1024**3
 
 
+def table_format(data: bytes) -> str:
+    """``"parquet"``, ``"npz"`` or ``"csv"``, judged from the content alone."""
+    if data.startswith(PARQUET_MAGIC):
+        return "parquet"
+    return "npz" if data.startswith(ZIP_MAGIC) else "csv"
+
+
 def read_table(data: bytes, *, limits: TableLimits = TableLimits()) -> pd.DataFrame:
     """Read a CSV, Parquet or NPZ table from bytes, whatever its file name says.
 
     NPZ files must hold a 2-D numeric array ``X`` (columns become ``f0 … f{n-1}``) and may
     hold a 1-D array ``y`` (column ``label``).
     """
-    if data.startswith(PARQUET_MAGIC):
-        frame = _read_parquet(data)
-    elif data.startswith(ZIP_MAGIC):
-        frame = _read_npz(data, limits)
-    else:
-        frame = _read_csv(data)
+    readers = {"parquet": _read_parquet, "npz": lambda data: _read_npz(data, limits), "csv": _read_csv}
+    frame = readers[table_format(data)](data)
     if frame.shape[0] == 0:
         raise TableError("The table has no rows; upload a file with a header and at least one data row.")
     if frame.shape[0] > limits.max_rows or frame.shape[1] > limits.max_columns:

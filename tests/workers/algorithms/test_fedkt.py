@@ -159,3 +159,40 @@ def test_fedkt_refuses_noise_at_both_levels(breast_cancer):
     with pytest.raises(ValueError, match="not both"):
         fedkt_fit(parties, public_x, n_classes=2, config=FOREST_CONFIG, seed=0, party_noise=ShiftNoise(0),
                   server_noise=ShiftNoise(0))
+
+
+def test_fedkt_l1_adds_server_noise_and_reports_party_level_privacy(breast_cancer):
+    from workers.privacy.mechanisms import LaplaceNoise
+
+    parties, public_x, test_x, test_y = breast_cancer
+    config = FedKTConfig(**{**FOREST_CONFIG.__dict__, "server_query": 20})
+    result = fedkt_fit(parties, public_x, n_classes=2, config=config, seed=0, server_noise=LaplaceNoise(gamma=0.5))
+    report = result.privacy.data_independent
+    assert result.level == "L1" and result.server.noisy_counts is not None
+    assert (report.unit, report.n_queries, report.partitions, report.teachers) == ("party-level", 20, 2, 5)
+    assert result.privacy.data_dependent.epsilon <= report.epsilon
+    assert result.final_model.predict(test_x).shape == test_y.shape
+
+
+def test_fedkt_l2_adds_party_noise_and_reports_example_level_privacy(breast_cancer):
+    from workers.privacy.mechanisms import LaplaceNoise
+
+    parties, public_x, *_ = breast_cancer
+    config = FedKTConfig(**{**FOREST_CONFIG.__dict__, "party_query": 30})
+    result = fedkt_fit(parties, public_x, n_classes=2, config=config, seed=0, party_noise=LaplaceNoise(gamma=0.5))
+    report = result.privacy.data_independent
+    assert result.level == "L2" and result.server.noisy_counts is None
+    assert (report.unit, report.n_queries) == ("example-level", 60)        # 30 queries × s = 2 partitions
+    assert result.privacy.data_dependent.epsilon <= report.epsilon
+
+
+def test_secure_noise_differs_between_calls_while_the_noiseless_counts_do_not():
+    from workers.privacy.mechanisms import LaplaceNoise
+
+    predictions = np.zeros((50, 2, 200), dtype=np.int64)
+    public_x = np.arange(200, dtype=float).reshape(-1, 1)
+    predictions[:, :, 100:] = 1
+    first, second = (server_fit(predictions, public_x, n_classes=2, final="logistic_regression",
+                                noise=LaplaceNoise(gamma=0.1), seed=0) for _ in range(2))
+    assert np.array_equal(first.consistent_counts, second.consistent_counts)
+    assert not np.array_equal(first.noisy_counts, second.noisy_counts)

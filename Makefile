@@ -1,0 +1,27 @@
+# The README's two commands: `make run` (the market on embedded defaults) and `make test`.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+TEST_ENV := ONEFOLD_DEBUG=true DATABASE_URL=postgres://postgres@127.0.0.1:5432/onefold \
+	CELERY_BROKER_URL=redis://127.0.0.1:6379/15
+
+.PHONY: run test services
+
+$(BIN)/.installed: requirements.txt requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip==25.3
+	$(BIN)/pip install --quiet -r requirements-dev.txt
+	touch $@
+
+run: $(BIN)/.installed
+	ONEFOLD_DEBUG=true $(BIN)/python manage.py migrate --noinput
+	ONEFOLD_DEBUG=true $(BIN)/python manage.py onefold_demo
+	ONEFOLD_DEBUG=true $(BIN)/celery -A workers.celery_app worker --concurrency 1 --loglevel INFO & \
+	worker=$$!; trap "kill $$worker" EXIT INT TERM; \
+	ONEFOLD_DEBUG=true $(BIN)/python manage.py runserver 127.0.0.1:8000
+
+services:
+	bash .ci/services
+
+test: $(BIN)/.installed services
+	$(TEST_ENV) $(BIN)/python -m pytest $(PYTEST_ARGS)

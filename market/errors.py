@@ -1,0 +1,51 @@
+"""Domain errors and the one handler that turns them into API responses.
+
+Services raise these with a plain sentence for the person who caused the error; the API answers
+``{"detail": <sentence>}`` with the error's status code.
+"""
+
+from rest_framework.response import Response
+from rest_framework.views import exception_handler
+
+from workers.features import TableError
+from workers.modelio.base import RefusedModelError
+
+
+class DomainError(Exception):
+    status_code = 400
+
+
+class InvalidInput(DomainError):
+    status_code = 400
+
+
+class PermissionDenied(DomainError):
+    status_code = 403
+
+
+class NotFound(DomainError):
+    status_code = 404
+
+
+class Conflict(DomainError):
+    status_code = 409
+
+
+class RefusedFormat(DomainError):
+    status_code = 415
+
+
+def domain_error_from(error: Exception) -> DomainError | None:
+    """The domain error an exception from the pure core stands for, if any."""
+    if isinstance(error, DomainError):
+        return error
+    if isinstance(error, (TableError, RefusedModelError)):
+        return InvalidInput(str(error))
+    return None
+
+
+def api_exception_handler(exception, context):
+    domain_error = domain_error_from(exception)
+    if domain_error is not None:
+        return Response({"detail": str(domain_error)}, status=domain_error.status_code)
+    return exception_handler(exception, context)

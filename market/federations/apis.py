@@ -1,0 +1,163 @@
+import json
+
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.parsers import MultiPartParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from market.federations.models import PrivacyLevel
+from market.federations.selectors import (evaluation_split_current, federation_get, federation_list,
+                                          federation_require_member, public_dataset_current)
+from market.federations.services import (evaluation_split_upload, federation_create, federation_join,
+                                         public_dataset_upload)
+from market.storage import artifact_read
+
+
+class FederationOutput(serializers.Serializer):
+    slug = serializers.SlugField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    class_labels = serializers.ListField(child=serializers.CharField())
+    label_column = serializers.CharField()
+    allowed_privacy_levels = serializers.ListField(child=serializers.ChoiceField(PrivacyLevel.choices))
+    default_privacy_level = serializers.ChoiceField(PrivacyLevel.choices)
+    default_parameters = serializers.DictField()
+    is_member = serializers.BooleanField()
+    created_at = serializers.DateTimeField()
+
+
+class FederationInput(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+    description = serializers.CharField(allow_blank=True, default="")
+    class_labels = serializers.ListField(child=serializers.CharField(max_length=200), min_length=2, max_length=10_000)
+    label_column = serializers.CharField(max_length=200, default="label")
+    allowed_privacy_levels = serializers.ListField(child=serializers.ChoiceField(PrivacyLevel.choices), min_length=1)
+    default_privacy_level = serializers.ChoiceField(PrivacyLevel.choices)
+    default_parameters = serializers.DictField(default=dict)
+
+
+class UploadInput(serializers.Serializer):
+    file = serializers.FileField(help_text="CSV, Parquet or NPZ; the format is read from the content.")
+
+
+class PublicDatasetOutput(serializers.Serializer):
+    content_sha256 = serializers.CharField()
+    features_sha256 = serializers.CharField()
+    source_format = serializers.CharField()
+    n_rows = serializers.IntegerField()
+    n_features = serializers.IntegerField()
+    feature_spec = serializers.DictField()
+    created_at = serializers.DateTimeField()
+
+
+class EvaluationSplitOutput(serializers.Serializer):
+    content_sha256 = serializers.CharField()
+    n_rows = serializers.IntegerField()
+    class_counts = serializers.ListField(child=serializers.IntegerField())
+    created_at = serializers.DateTimeField()
+
+
+def uploaded_bytes(request) -> bytes:
+    upload = UploadInput(data=request.data)
+    upload.is_valid(raise_exception=True)
+    return upload.validated_data["file"].read()
+
+
+class FederationListApi(APIView):
+    @extend_schema(responses=FederationOutput(many=True))
+    def get(self, request):
+        return Response(FederationOutput(federation_list(user=request.user), many=True).data)
+
+    @extend_schema(request=FederationInput, responses={201: FederationOutput})
+    def post(self, request):
+        given = FederationInput(data=request.data)
+        given.is_valid(raise_exception=True)
+        federation = federation_create(**given.validated_data, created_by=request.user)
+        federation = federation_get(slug=federation.slug, user=request.user)
+        return Response(FederationOutput(federation).data, status=status.HTTP_201_CREATED)
+
+
+class FederationDetailApi(APIView):
+    @extend_schema(responses=FederationOutput)
+    def get(self, request, slug):
+        return Response(FederationOutput(federation_get(slug=slug, user=request.user)).data)
+
+
+class FederationJoinApi(APIView):
+    @extend_schema(request=None, responses={200: FederationOutput, 201: FederationOutput})
+    def post(self, request, slug):
+        federation = federation_get(slug=slug, user=request.user)
+        _, created = federation_join(federation=federation, user=request.user)
+        federation = federation_get(slug=slug, user=request.user)
+        return Response(FederationOutput(federation).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+
+class PublicDatasetApi(APIView):
+    parser_classes = [MultiPartParser]
+
+    @extend_schema(responses=PublicDatasetOutput)
+    def get(self, request, slug):
+        federation = federation_get(slug=slug, user=request.user)
+        federation_require_member(federation=federation, user=request.user)
+        return Response(PublicDatasetOutput(public_dataset_current(federation=federation)).data)
+
+    @extend_schema(request=UploadInput, responses={201: PublicDatasetOutput})
+    def post(self, request, slug):
+        federation = federation_get(slug=slug, user=request.user)
+        public_dataset = public_dataset_upload(federation=federation, data=uploaded_bytes(request), uploaded_by=request.user)
+        return Response(PublicDatasetOutput(public_dataset).data, status=status.HTTP_201_CREATED)
+
+
+def attachment(content: bytes, *, filename: str, content_type: str) -> HttpResponse:
+    response = HttpResponse(content, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+class PublicFeaturesDownloadApi(APIView):
+    @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY},
+                   description="The encoded public features: an NPZ with one float32 array 'features'.")
+    def get(self, request, slug):
+        federation = federation_get(slug=slug, user=request.user)
+        federation_require_member(federation=federation, user=request.user)
+        public_dataset = public_dataset_current(federation=federation)
+        return attachment(artifact_read(public_dataset.features_file), content_type="application/octet-stream",
+                          filename=f"{slug}-public-features-{public_dataset.content_sha256[:12]}.npz")
+
+
+class FeatureSpecDownloadApi(APIView):
+    @extend_schema(responses={(200, "application/json"): OpenApiTypes.OBJECT})
+    def get(self, request, slug):
+        federation = federation_get(slug=slug, user=request.user)
+        federation_require_member(federation=federation, user=request.user)
+        public_dataset = public_dataset_current(federation=federation)
+        return attachment(json.dumps(public_dataset.feature_spec, indent=2).encode(), content_type="application/json",
+                          filename=f"{slug}-feature-spec-{public_dataset.content_sha256[:12]}.json")
+
+
+class EvaluationSplitApi(APIView):
+    parser_classes = [MultiPartParser]
+
+    @extend_schema(responses=EvaluationSplitOutput)
+    def get(self, request, slug):
+        federation = federation_get(slug=slug, user=request.user)
+        return Response(EvaluationSplitOutput(evaluation_split_current(federation=federation, user=request.user)).data)
+
+    @extend_schema(request=UploadInput, responses={201: EvaluationSplitOutput})
+    def post(self, request, slug):
+        federation = federation_get(slug=slug, user=request.user)
+        split = evaluation_split_upload(federation=federation, data=uploaded_bytes(request), uploaded_by=request.user)
+        return Response(EvaluationSplitOutput(split).data, status=status.HTTP_201_CREATED)
+
+
+class EvaluationSplitDownloadApi(APIView):
+    @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY},
+                   description="Operators only: an NPZ with arrays 'features' (float32) and 'labels' (class indices).")
+    def get(self, request, slug):
+        federation = federation_get(slug=slug, user=request.user)
+        split = evaluation_split_current(federation=federation, user=request.user)
+        return attachment(artifact_read(split.data_file), content_type="application/octet-stream",
+                          filename=f"{slug}-evaluation-{split.content_sha256[:12]}.npz")

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class FederationsConfig(AppConfig):
+    name = "market.federations"
+    label = "federations"

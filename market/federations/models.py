@@ -1,0 +1,84 @@
+from django.conf import settings
+from django.db import models
+
+from market.accounts.models import Organisation
+
+
+class PrivacyLevel(models.TextChoices):
+    L0 = "L0", "L0: no noise (members trust each other)"
+    L1 = "L1", "L1: server noise, party-level DP"
+    L2 = "L2", "L2: party noise, example-level DP"
+
+
+class Federation(models.Model):
+    """One learning task: public data, feature specification, classes, privacy rules, members."""
+
+    slug = models.SlugField(max_length=100, unique=True)
+    name = models.CharField(max_length=200, unique=True)
+    description = models.TextField(blank=True)
+    class_labels = models.JSONField(help_text="Class labels as text, in the order of class indices 0…K-1.")
+    label_column = models.CharField(max_length=200, default="label")
+    allowed_privacy_levels = models.JSONField()
+    default_privacy_level = models.CharField(max_length=2, choices=PrivacyLevel.choices)
+    default_parameters = models.JSONField(default=dict, blank=True)
+    members = models.ManyToManyField(Organisation, through="Membership", related_name="federations")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.class_labels)
+
+
+class Membership(models.Model):
+    federation = models.ForeignKey(Federation, on_delete=models.CASCADE)
+    organisation = models.ForeignKey(Organisation, on_delete=models.CASCADE)
+    joined_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["federation", "organisation"], name="one_membership")]
+
+
+class PublicDataset(models.Model):
+    """A version of a federation's public data: its encoded features and the specification that made them.
+
+    The newest version is the current one. Labels, if the upload had any, are dropped and never stored.
+    """
+
+    federation = models.ForeignKey(Federation, on_delete=models.CASCADE, related_name="public_datasets")
+    content_sha256 = models.CharField(max_length=64, help_text="SHA-256 of the uploaded file.")
+    features_sha256 = models.CharField(max_length=64, help_text="SHA-256 of the encoded features NPZ.")
+    features_file = models.CharField(max_length=500, help_text="Storage name of the encoded features NPZ.")
+    feature_spec = models.JSONField()
+    source_format = models.CharField(max_length=20)
+    n_rows = models.PositiveIntegerField()
+    n_features = models.PositiveIntegerField()
+    uploaded_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["federation", "content_sha256"], name="one_public_dataset_per_content")]
+
+
+class EvaluationSplit(models.Model):
+    """Labelled data only the server sees, encoded with a public dataset's specification."""
+
+    federation = models.ForeignKey(Federation, on_delete=models.CASCADE, related_name="evaluation_splits")
+    public_dataset = models.ForeignKey(PublicDataset, on_delete=models.PROTECT, related_name="+")
+    content_sha256 = models.CharField(max_length=64)
+    data_file = models.CharField(max_length=500, help_text="Storage name of the NPZ with arrays 'features' and 'labels'.")
+    n_rows = models.PositiveIntegerField()
+    class_counts = models.JSONField()
+    uploaded_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["federation", "content_sha256"], name="one_evaluation_split_per_content")]

@@ -1,0 +1,114 @@
+import numpy as np
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils.text import slugify
+
+from market.accounts.models import User
+from market.errors import Conflict, InvalidInput, PermissionDenied
+from market.federations.models import EvaluationSplit, Federation, Membership, PrivacyLevel, PublicDataset
+from market.federations.selectors import public_dataset_current
+from market.storage import artifact_save, artifacts_removed_on_error, arrays_to_npz, sha256_of
+from workers.features import (TableError, TableLimits, encode_features, encode_labels, infer_feature_spec, read_table,
+                              table_format)
+
+
+def require_operator(user: User, action: str) -> None:
+    if not user.is_operator:
+        raise PermissionDenied(f"Only market operators can {action}.")
+
+
+def table_limits() -> TableLimits:
+    return TableLimits(max_rows=settings.ONEFOLD_TABLE_MAX_ROWS,
+                       max_archive_entries=settings.ONEFOLD_ARCHIVE_MAX_ENTRIES,
+                       max_unpacked_bytes=settings.ONEFOLD_ARCHIVE_MAX_UNPACKED_BYTES)
+
+
+def _clean_class_labels(class_labels: list) -> list[str]:
+    labels = [str(label).strip() for label in class_labels]
+    if len(labels) < 2 or any(not label for label in labels):
+        raise InvalidInput("A federation needs at least two non-empty class labels.")
+    if len(set(labels)) != len(labels):
+        raise InvalidInput("The class labels must be distinct.")
+    return labels
+
+
+def _clean_privacy_levels(allowed: list[str], default: str) -> list[str]:
+    unknown = sorted(set(allowed) - set(PrivacyLevel.values))
+    if not allowed or unknown:
+        raise InvalidInput(f"Allowed privacy levels must be a non-empty list of {', '.join(PrivacyLevel.values)}.")
+    if default not in allowed:
+        raise InvalidInput(f"The default privacy level {default} must be one of the allowed levels ({', '.join(allowed)}).")
+    return [level for level in PrivacyLevel.values if level in allowed]
+
+
+@transaction.atomic
+def federation_create(*, name: str, description: str, class_labels: list, label_column: str,
+                      allowed_privacy_levels: list[str], default_privacy_level: str,
+                      default_parameters: dict, created_by: User) -> Federation:
+    require_operator(created_by, "create federations")
+    slug = slugify(name)
+    if not slug:
+        raise InvalidInput("The federation's name needs at least one letter or digit.")
+    if Federation.objects.filter(slug=slug).exists() or Federation.objects.filter(name=name).exists():
+        raise Conflict(f"A federation called {name!r} already exists; choose another name.")
+    return Federation.objects.create(
+        slug=slug, name=name, description=description, class_labels=_clean_class_labels(class_labels),
+        label_column=label_column.strip(), default_parameters=default_parameters, created_by=created_by,
+        allowed_privacy_levels=_clean_privacy_levels(allowed_privacy_levels, default_privacy_level),
+        default_privacy_level=default_privacy_level)
+
+
+def federation_join(*, federation: Federation, user: User) -> tuple[Membership, bool]:
+    """Make the user's organisation a member; joining again changes nothing. Returns (membership, created)."""
+    organisation = user.organisation
+    if organisation is None or not organisation.is_silo:
+        raise PermissionDenied("Only members of a silo organisation can join a federation.")
+    try:
+        with transaction.atomic():
+            return Membership.objects.get_or_create(federation=federation, organisation=organisation)
+    except IntegrityError:  # a concurrent join won the race
+        return Membership.objects.get(federation=federation, organisation=organisation), False
+
+
+def public_dataset_upload(*, federation: Federation, data: bytes, uploaded_by: User) -> PublicDataset:
+    """Infer the feature specification, encode the features once and store them with content hashes."""
+    require_operator(uploaded_by, "upload public datasets")
+    content_sha256 = sha256_of(data)
+    if federation.public_datasets.filter(content_sha256=content_sha256).exists():
+        raise Conflict("This file is already one of the federation's public dataset versions.")
+    frame = read_table(data, limits=table_limits())
+    spec = infer_feature_spec(frame, label_column=federation.label_column)
+    features_npz = arrays_to_npz(features=encode_features(frame, spec))
+    with artifacts_removed_on_error() as stored_names, transaction.atomic():
+        features_file = artifact_save(name=f"federations/{federation.slug}/public/{content_sha256}.npz",
+                                      data=features_npz, stored_names=stored_names)
+        return PublicDataset.objects.create(
+            federation=federation, content_sha256=content_sha256, features_sha256=sha256_of(features_npz),
+            features_file=features_file, feature_spec=spec, source_format=table_format(data),
+            n_rows=len(frame), n_features=spec["n_features"], uploaded_by=uploaded_by)
+
+
+def evaluation_split_upload(*, federation: Federation, data: bytes, uploaded_by: User) -> EvaluationSplit:
+    """Encode a labelled split with the current public specification; only operators ever read it back."""
+    require_operator(uploaded_by, "upload evaluation splits")
+    public_dataset = public_dataset_current(federation=federation)
+    content_sha256 = sha256_of(data)
+    if federation.evaluation_splits.filter(content_sha256=content_sha256).exists():
+        raise Conflict("This file is already one of the federation's evaluation splits.")
+    frame = read_table(data, limits=table_limits())
+    if federation.label_column not in frame.columns:
+        raise InvalidInput(f"The evaluation split has no '{federation.label_column}' column; "
+                           "it needs the federation's label column.")
+    try:
+        labels = encode_labels(frame[federation.label_column], federation.class_labels)
+    except TableError as error:
+        raise InvalidInput(str(error)) from error
+    features = encode_features(frame, public_dataset.feature_spec)
+    data_npz = arrays_to_npz(features=features, labels=labels)
+    with artifacts_removed_on_error() as stored_names, transaction.atomic():
+        data_file = artifact_save(name=f"federations/{federation.slug}/evaluation/{content_sha256}.npz",
+                                  data=data_npz, stored_names=stored_names)
+        return EvaluationSplit.objects.create(
+            federation=federation, public_dataset=public_dataset, content_sha256=content_sha256,
+            data_file=data_file, n_rows=len(frame), uploaded_by=uploaded_by,
+            class_counts=np.bincount(labels, minlength=federation.n_classes).tolist())

@@ -1,0 +1,179 @@
+"""Onefold settings: every value comes from an environment variable (listed in docker/.env.example).
+
+Without any variable set, Onefold runs on its embedded defaults: SQLite and a filesystem Celery
+broker under ``ONEFOLD_VAR_DIR``. A bad value stops start-up with a message naming the variable.
+"""
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_text(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    if value.lower() not in {"true", "false", "1", "0", "yes", "no"}:
+        raise ImproperlyConfigured(f"{name} must be true or false, not {value!r}.")
+    return value.lower() in {"true", "1", "yes"}
+
+
+def env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a whole number, not {value!r}.") from None
+    if number <= 0:
+        raise ImproperlyConfigured(f"{name} must be positive, not {number}.")
+    return number
+
+
+DEBUG = env_bool("ONEFOLD_DEBUG", False)
+SECRET_KEY = os.environ.get("ONEFOLD_SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured("ONEFOLD_SECRET_KEY must be set (or ONEFOLD_DEBUG=true for a local demo).")
+    SECRET_KEY = "onefold-insecure-development-key"
+ALLOWED_HOSTS = [host for host in env_text("ONEFOLD_ALLOWED_HOSTS", "localhost,127.0.0.1").split(",") if host]
+CSRF_TRUSTED_ORIGINS = [origin for origin in env_text("ONEFOLD_CSRF_TRUSTED_ORIGINS", "").split(",") if origin]
+
+VAR_DIR = Path(env_text("ONEFOLD_VAR_DIR", str(BASE_DIR / "var"))).resolve()
+MEDIA_ROOT = Path(env_text("ONEFOLD_MEDIA_ROOT", str(VAR_DIR / "media"))).resolve()
+MEDIA_URL = "/media/"
+STATIC_URL = "/static/"
+STATIC_ROOT = Path(env_text("ONEFOLD_STATIC_ROOT", str(VAR_DIR / "static"))).resolve()
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "market.accounts",
+    "market.federations",
+    "market.submissions",
+    "frontend",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "market.urls"
+WSGI_APPLICATION = "market.wsgi.application"
+TEMPLATES = [{
+    "BACKEND": "django.template.backends.django.DjangoTemplates",
+    "DIRS": [],
+    "APP_DIRS": True,
+    "OPTIONS": {"context_processors": [
+        "django.template.context_processors.request",
+        "django.contrib.auth.context_processors.auth",
+        "django.contrib.messages.context_processors.messages",
+    ]},
+}]
+
+DATABASES = {"default": dj_database_url.parse(
+    env_text("DATABASE_URL", f"sqlite:///{VAR_DIR / 'onefold.sqlite3'}"), conn_max_age=0)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+AUTH_USER_MODEL = "accounts.User"
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "federation-list"
+LOGOUT_REDIRECT_URL = "login"
+AUTH_PASSWORD_VALIDATORS = [{"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"}]
+LANGUAGE_CODE = "en"
+TIME_ZONE = "UTC"
+USE_TZ = True
+
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+
+# Uploads: the size limit is enforced while the body streams in (market.uploads).
+ONEFOLD_MAX_UPLOAD_BYTES = env_int("ONEFOLD_MAX_UPLOAD_BYTES", 64 * 1024**2)
+FILE_UPLOAD_HANDLERS = ["market.uploads.SizeLimitedUploadHandler"]
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024**2
+DATA_UPLOAD_MAX_NUMBER_FILES = env_int("ONEFOLD_MAX_MODEL_FILES", 20)
+
+# Limits on uploaded tables and models, checked before anything is unpacked or loaded.
+ONEFOLD_TABLE_MAX_ROWS = env_int("ONEFOLD_TABLE_MAX_ROWS", 2_000_000)
+ONEFOLD_ARCHIVE_MAX_ENTRIES = env_int("ONEFOLD_ARCHIVE_MAX_ENTRIES", 16)
+ONEFOLD_ARCHIVE_MAX_UNPACKED_BYTES = env_int("ONEFOLD_ARCHIVE_MAX_UNPACKED_BYTES", 2 * 1024**3)
+ONEFOLD_MODEL_MAX_TREES = env_int("ONEFOLD_MODEL_MAX_TREES", 2_000)
+ONEFOLD_MODEL_MAX_TREE_NODES = env_int("ONEFOLD_MODEL_MAX_TREE_NODES", 100_000)
+ONEFOLD_MODEL_MAX_TREE_DEPTH = env_int("ONEFOLD_MODEL_MAX_TREE_DEPTH", 64)
+ONEFOLD_MODEL_MAX_PARAMETERS = env_int("ONEFOLD_MODEL_MAX_PARAMETERS", 20_000_000)
+ONEFOLD_SANDBOX_MEMORY_MB = env_int("ONEFOLD_SANDBOX_MEMORY_MB", 4096)
+ONEFOLD_SANDBOX_CPU_SECONDS = env_int("ONEFOLD_SANDBOX_CPU_SECONDS", 120)
+ONEFOLD_SANDBOX_WALL_SECONDS = env_int("ONEFOLD_SANDBOX_WALL_SECONDS", 120)
+ONEFOLD_VALIDATION_SAMPLE_ROWS = env_int("ONEFOLD_VALIDATION_SAMPLE_ROWS", 256)
+# Tests only: lets a tampered model reach the native library so that the sandbox is exercised.
+ONEFOLD_UNSAFE_SKIP_STRUCTURAL_CHECKS = env_bool("ONEFOLD_UNSAFE_SKIP_STRUCTURAL_CHECKS", False)
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "market.errors.api_exception_handler",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Onefold API",
+    "DESCRIPTION": "A model market for one-shot federated learning.",
+    "VERSION": "0.1.0",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# Celery: JSON only, late acknowledgement, explicit time limits; state lives in PostgreSQL rows.
+CELERY_BROKER_URL = env_text("CELERY_BROKER_URL", "filesystem://")
+CELERY_BROKER_FOLDER = VAR_DIR / "broker"
+if CELERY_BROKER_URL == "filesystem://":
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(CELERY_BROKER_FOLDER / "queue"),
+        "data_folder_out": str(CELERY_BROKER_FOLDER / "queue"),
+        "control_folder": str(CELERY_BROKER_FOLDER / "control"),
+        "store_processed": False,
+    }
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("ONEFOLD_TASK_SOFT_TIME_LIMIT", 30 * 60)
+CELERY_TASK_TIME_LIMIT = env_int("ONEFOLD_TASK_TIME_LIMIT", 35 * 60)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_text("ONEFOLD_LOG_LEVEL", "INFO")},
+}

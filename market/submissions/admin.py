@@ -1,0 +1,18 @@
+from django.contrib import admin
+
+from market.submissions.models import ModelFile, Submission
+
+
+class ModelFileInline(admin.TabularInline):
+    model = ModelFile
+    extra = 0
+    readonly_fields = ("position", "original_name", "format", "sha256", "size_bytes", "info")
+    exclude = ("stored_name",)
+
+
+@admin.register(Submission)
+class SubmissionAdmin(admin.ModelAdmin):
+    list_display = ("id", "federation", "organisation", "model_family", "privacy_level", "status", "created_at")
+    list_filter = ("status", "privacy_level", "model_family", "federation")
+    readonly_fields = ("content_sha256", "validated_by", "validation_started_at", "validated_at")
+    inlines = [ModelFileInline]

@@ -1,0 +1,93 @@
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.parsers import MultiPartParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from market.federations.models import PrivacyLevel
+from market.federations.selectors import federation_get
+from market.submissions.models import ModelFamily, SubmissionStatus
+from market.submissions.selectors import submission_get, submission_list
+from market.submissions.services import UploadedModel, submission_create
+
+
+class ModelFileOutput(serializers.Serializer):
+    original_name = serializers.CharField()
+    format = serializers.CharField()
+    sha256 = serializers.CharField()
+    size_bytes = serializers.IntegerField()
+    info = serializers.DictField()
+
+
+class SubmissionOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    federation = serializers.SlugField(source="federation.slug")
+    organisation = serializers.CharField(source="organisation.name")
+    model_family = serializers.ChoiceField(ModelFamily.choices)
+    n_local_examples = serializers.IntegerField()
+    local_validation_score = serializers.FloatField()
+    label_distribution = serializers.ListField(child=serializers.IntegerField(), allow_null=True)
+    privacy_level = serializers.ChoiceField(PrivacyLevel.choices)
+    privacy_parameters = serializers.DictField()
+    declared_epsilon = serializers.FloatField(allow_null=True)
+    status = serializers.ChoiceField(SubmissionStatus.choices)
+    status_display = serializers.CharField(source="get_status_display")
+    rejection_reason = serializers.CharField()
+    content_sha256 = serializers.CharField()
+    model_files = ModelFileOutput(many=True)
+    created_at = serializers.DateTimeField()
+    validated_at = serializers.DateTimeField(allow_null=True)
+
+
+class SubmissionInput(serializers.Serializer):
+    federation = serializers.SlugField()
+    files = serializers.ListField(child=serializers.FileField(), min_length=1,
+                                  help_text="ONNX, XGBoost JSON/UBJSON or safetensors files, recognised by content.")
+    model_family = serializers.ChoiceField(ModelFamily.choices, error_messages={
+        "invalid_choice": f'"{{input}}" is not a model family Onefold knows; use one of {", ".join(ModelFamily.values)}.'})
+    n_local_examples = serializers.IntegerField(min_value=1)
+    local_validation_score = serializers.FloatField(min_value=0, max_value=1)
+    label_distribution = serializers.JSONField(required=False, allow_null=True, default=None,
+                                               help_text="Example counts per class, e.g. [700, 300].")
+    privacy_level = serializers.ChoiceField(PrivacyLevel.choices)
+    privacy_parameters = serializers.JSONField(required=False, default=dict,
+                                               help_text='For L2, e.g. {"gamma": 0.04, "delta": 1e-5, "partitions": 2, '
+                                                         '"teachers": 5, "queries": 60}.')
+    declared_epsilon = serializers.FloatField(required=False, allow_null=True, default=None, min_value=0)
+
+    def validate_label_distribution(self, value):
+        if value is not None and not isinstance(value, list):
+            raise serializers.ValidationError("Give a JSON list of example counts per class, e.g. [700, 300].")
+        return value
+
+    def validate_privacy_parameters(self, value):
+        if not isinstance(value, dict):
+            raise serializers.ValidationError('Give a JSON object, e.g. {"gamma": 0.04, "delta": 1e-5}.')
+        return value
+
+
+class SubmissionListApi(APIView):
+    parser_classes = [MultiPartParser]
+
+    @extend_schema(parameters=[OpenApiParameter("federation", str, description="Only this federation's submissions.")],
+                   responses=SubmissionOutput(many=True))
+    def get(self, request):
+        submissions = submission_list(user=request.user, federation_slug=request.query_params.get("federation"))
+        return Response(SubmissionOutput(submissions, many=True).data)
+
+    @extend_schema(request=SubmissionInput, responses={201: SubmissionOutput})
+    def post(self, request):
+        given = SubmissionInput(data=request.data)
+        given.is_valid(raise_exception=True)
+        fields = dict(given.validated_data)
+        federation = federation_get(slug=fields.pop("federation"), user=request.user)
+        models = [UploadedModel(name=upload.name, data=upload.read()) for upload in fields.pop("files")]
+        submission = submission_create(federation=federation, user=request.user, models=models, **fields)
+        submission = submission_get(submission_id=submission.id, user=request.user)
+        return Response(SubmissionOutput(submission).data, status=status.HTTP_201_CREATED)
+
+
+class SubmissionDetailApi(APIView):
+    @extend_schema(responses=SubmissionOutput)
+    def get(self, request, submission_id):
+        return Response(SubmissionOutput(submission_get(submission_id=submission_id, user=request.user)).data)

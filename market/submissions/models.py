@@ -1,0 +1,71 @@
+from django.conf import settings
+from django.db import models
+
+from market.accounts.models import Organisation
+from market.federations.models import Federation, PrivacyLevel, PublicDataset
+
+
+class ModelFamily(models.TextChoices):
+    RANDOM_FOREST = "random_forest", "Random forest"
+    XGBOOST = "xgboost", "Gradient-boosted trees (XGBoost)"
+    LOGISTIC_REGRESSION = "logistic_regression", "Logistic regression"
+    MLP = "mlp", "Multi-layer perceptron"
+    CNN = "cnn", "Convolutional network"
+    OTHER_SKLEARN = "other_sklearn", "Other scikit-learn classifier"
+
+
+class SubmissionStatus(models.TextChoices):
+    PENDING = "pending", "Waiting for validation"
+    VALIDATING = "validating", "Being validated"
+    VALID = "valid", "Valid"
+    REJECTED = "rejected", "Rejected"
+
+
+class Submission(models.Model):
+    """Student models a silo uploaded for a federation, with what the silo declares about them."""
+
+    federation = models.ForeignKey(Federation, on_delete=models.PROTECT, related_name="submissions")
+    organisation = models.ForeignKey(Organisation, on_delete=models.PROTECT, related_name="submissions")
+    submitted_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    public_dataset = models.ForeignKey(PublicDataset, on_delete=models.PROTECT, related_name="+",
+                                       help_text="The public data version the models were validated against.")
+    model_family = models.CharField(max_length=40, choices=ModelFamily.choices)
+    n_local_examples = models.PositiveIntegerField()
+    local_validation_score = models.FloatField()
+    label_distribution = models.JSONField(null=True, blank=True)
+    privacy_level = models.CharField(max_length=2, choices=PrivacyLevel.choices)
+    privacy_parameters = models.JSONField(default=dict, blank=True)
+    declared_epsilon = models.FloatField(null=True, blank=True)
+    content_sha256 = models.CharField(max_length=64, help_text="SHA-256 over the model files' hashes, in upload order.")
+    status = models.CharField(max_length=20, choices=SubmissionStatus.choices, default=SubmissionStatus.PENDING)
+    rejection_reason = models.TextField(blank=True)
+    validated_by = models.CharField(max_length=200, blank=True, help_text="Worker host and process id.")
+    validation_started_at = models.DateTimeField(null=True, blank=True)
+    validated_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["federation", "organisation", "content_sha256"], name="no_duplicate_submission"),
+            models.CheckConstraint(condition=models.Q(local_validation_score__gte=0, local_validation_score__lte=1),
+                                   name="validation_score_is_a_fraction"),
+        ]
+
+    def __str__(self):
+        return f"Submission #{self.id} by {self.organisation} to {self.federation}"
+
+
+class ModelFile(models.Model):
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="model_files")
+    position = models.PositiveSmallIntegerField()
+    original_name = models.CharField(max_length=255)
+    stored_name = models.CharField(max_length=500)
+    format = models.CharField(max_length=40)
+    sha256 = models.CharField(max_length=64)
+    size_bytes = models.PositiveBigIntegerField()
+    info = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [models.UniqueConstraint(fields=["submission", "position"], name="one_file_per_position")]

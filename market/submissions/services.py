@@ -1,0 +1,185 @@
+import logging
+import math
+import os
+import socket
+from dataclasses import dataclass
+from datetime import timedelta
+
+import numpy as np
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from market.accounts.models import User
+from market.errors import Conflict, InvalidInput, PermissionDenied, RefusedFormat
+from market.federations.models import Federation, PrivacyLevel
+from market.federations.selectors import federation_is_member, public_dataset_current
+from market.storage import artifact_read, artifact_save, artifacts_removed_on_error, arrays_from_npz, sha256_of
+from market.submissions.models import ModelFile, Submission, SubmissionStatus
+from workers.modelio import (ModelLimits, RefusedModelError, SandboxLimits, identify_format, inspect_model,
+                             predict_in_sandbox)
+
+logger = logging.getLogger(__name__)
+PROBABILITY_TOLERANCE = 1e-3
+
+
+@dataclass(frozen=True)
+class UploadedModel:
+    name: str
+    data: bytes
+
+
+def model_limits() -> ModelLimits:
+    return ModelLimits(max_model_bytes=settings.ONEFOLD_MAX_UPLOAD_BYTES, max_trees=settings.ONEFOLD_MODEL_MAX_TREES,
+                       max_nodes_per_tree=settings.ONEFOLD_MODEL_MAX_TREE_NODES,
+                       max_depth=settings.ONEFOLD_MODEL_MAX_TREE_DEPTH,
+                       max_parameters=settings.ONEFOLD_MODEL_MAX_PARAMETERS)
+
+
+def sandbox_limits() -> SandboxLimits:
+    return SandboxLimits(memory_bytes=settings.ONEFOLD_SANDBOX_MEMORY_MB * 1024**2,
+                         cpu_seconds=settings.ONEFOLD_SANDBOX_CPU_SECONDS,
+                         wall_seconds=settings.ONEFOLD_SANDBOX_WALL_SECONDS)
+
+
+def _check_privacy_declaration(*, federation: Federation, privacy_level: str, privacy_parameters: dict,
+                               declared_epsilon: float | None) -> None:
+    if privacy_level not in federation.allowed_privacy_levels:
+        raise InvalidInput(f"The federation allows privacy levels {', '.join(federation.allowed_privacy_levels)}, "
+                           f"not {privacy_level}.")
+    if privacy_level != PrivacyLevel.L2:
+        if declared_epsilon is not None:
+            raise InvalidInput(f"Only L2 submissions declare an ε; at {privacy_level} the server accounts for privacy.")
+        return
+    if declared_epsilon is None or not math.isfinite(declared_epsilon) or declared_epsilon <= 0:
+        raise InvalidInput("An L2 submission must declare the positive ε its party-side noise spent.")
+    if not {"delta", "partitions", "teachers"} <= privacy_parameters.keys() or not (
+            {"gamma", "sigma"} & privacy_parameters.keys()):
+        raise InvalidInput("L2 privacy parameters must include 'delta', 'partitions', 'teachers' and the noise "
+                           "parameter 'gamma' (Laplace) or 'sigma' (Gaussian).")
+
+
+def _check_label_distribution(label_distribution: list | None, *, n_classes: int, n_local_examples: int) -> None:
+    if label_distribution is None:
+        return
+    if len(label_distribution) != n_classes or any(
+            not isinstance(count, int) or isinstance(count, bool) or count < 0 for count in label_distribution):
+        raise InvalidInput(f"The label distribution must list {n_classes} non-negative example counts, one per class.")
+    if sum(label_distribution) != n_local_examples:
+        raise InvalidInput(f"The label distribution adds up to {sum(label_distribution)} examples, "
+                           f"but the submission declares {n_local_examples}.")
+
+
+def _inspect_upload(model: UploadedModel, *, n_features: int, n_classes: int) -> dict:
+    """Static checks on an upload's bytes: format by content, then structure; nothing native is loaded."""
+    try:
+        model_format = identify_format(model.data)
+    except RefusedModelError as error:
+        raise RefusedFormat(f"'{model.name}': {error}") from error
+    try:
+        info = inspect_model(model.data, n_features=n_features, n_classes=n_classes, limits=model_limits())
+    except RefusedModelError as error:
+        raise InvalidInput(f"'{model.name}': {error}") from error
+    return {"format": model_format, "info": {"family": info.family, "classes": list(info.classes), **info.detail}}
+
+
+def submission_create(*, federation: Federation, user: User, models: list[UploadedModel], model_family: str,
+                      n_local_examples: int, local_validation_score: float, label_distribution: list | None,
+                      privacy_level: str, privacy_parameters: dict, declared_epsilon: float | None) -> Submission:
+    """Check and store a silo's upload, then queue its validation by a worker."""
+    if user.organisation is None or not federation_is_member(federation=federation, user=user):
+        raise PermissionDenied(f"Your organisation is not a member of '{federation.slug}'; join it first.")
+    if not models:
+        raise InvalidInput("Attach at least one model file.")
+    public_dataset = public_dataset_current(federation=federation)
+    _check_privacy_declaration(federation=federation, privacy_level=privacy_level,
+                               privacy_parameters=privacy_parameters, declared_epsilon=declared_epsilon)
+    _check_label_distribution(label_distribution, n_classes=federation.n_classes, n_local_examples=n_local_examples)
+    inspections = [_inspect_upload(model, n_features=public_dataset.n_features, n_classes=federation.n_classes)
+                   for model in models]
+    file_hashes = [sha256_of(model.data) for model in models]
+    content_sha256 = sha256_of("".join(file_hashes).encode())
+    if Submission.objects.filter(federation=federation, organisation=user.organisation,
+                                 content_sha256=content_sha256).exists():
+        raise Conflict("Your organisation already submitted exactly these model files to this federation.")
+    with artifacts_removed_on_error() as stored_names, transaction.atomic():
+        submission = Submission.objects.create(
+            federation=federation, organisation=user.organisation, submitted_by=user, public_dataset=public_dataset,
+            model_family=model_family, n_local_examples=n_local_examples,
+            local_validation_score=local_validation_score, label_distribution=label_distribution,
+            privacy_level=privacy_level, privacy_parameters=privacy_parameters, declared_epsilon=declared_epsilon,
+            content_sha256=content_sha256)
+        for position, (model, inspection, file_hash) in enumerate(zip(models, inspections, file_hashes)):
+            stored_name = artifact_save(name=f"federations/{federation.slug}/submissions/{submission.id}/{file_hash}",
+                                        data=model.data, stored_names=stored_names)
+            ModelFile.objects.create(submission=submission, position=position, original_name=model.name[:255],
+                                     stored_name=stored_name, sha256=file_hash, size_bytes=len(model.data),
+                                     **inspection)
+        transaction.on_commit(lambda: _queue_validation(submission.id))
+    return submission
+
+
+def _queue_validation(submission_id: int) -> None:
+    from workers.tasks import submission_validate_task
+
+    submission_validate_task.delay(submission_id)
+
+
+def _claim_for_validation(submission_id: int) -> bool:
+    """Flip pending → validating; a row left validating past the task time limit may be claimed again."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT)
+    claimable = (Submission.objects.filter(id=submission_id, status=SubmissionStatus.PENDING)
+                 | Submission.objects.filter(id=submission_id, status=SubmissionStatus.VALIDATING,
+                                             validation_started_at__lt=stale))
+    return Submission.objects.filter(id__in=claimable.values("id")).update(
+        status=SubmissionStatus.VALIDATING, validation_started_at=now,
+        validated_by=f"{socket.gethostname()}:{os.getpid()}") == 1
+
+
+def _sample_public_features(submission: Submission) -> np.ndarray:
+    features = arrays_from_npz(submission.public_dataset.features_file)["features"]
+    n_rows = min(settings.ONEFOLD_VALIDATION_SAMPLE_ROWS, len(features))
+    rows = np.random.default_rng(submission.id).choice(len(features), size=n_rows, replace=False)
+    return features[np.sort(rows)]
+
+
+def _prediction_problem(probabilities: np.ndarray, *, n_rows: int, n_classes: int) -> str | None:
+    if probabilities.shape != (n_rows, n_classes):
+        return f"it returned predictions of shape {probabilities.shape}, expected ({n_rows}, {n_classes})."
+    if not np.all(np.isfinite(probabilities)):
+        return "it predicted non-finite probabilities."
+    if np.any(probabilities < -PROBABILITY_TOLERANCE) or not np.allclose(probabilities.sum(axis=1), 1,
+                                                                         atol=PROBABILITY_TOLERANCE):
+        return "its predicted probabilities are not a distribution over the federation's classes."
+    return None
+
+
+def _validation_failure(submission: Submission) -> str | None:
+    """The reason the submission's models fail validation in the sandbox, or None when all pass."""
+    model_files = list(submission.model_files.all())
+    sample = _sample_public_features(submission)
+    outcomes = predict_in_sandbox([artifact_read(model_file.stored_name) for model_file in model_files], sample,
+                                  n_classes=submission.federation.n_classes, limits=sandbox_limits(),
+                                  skip_structural_checks=settings.ONEFOLD_UNSAFE_SKIP_STRUCTURAL_CHECKS)
+    for model_file, outcome in zip(model_files, outcomes):
+        problem = outcome.error or _prediction_problem(outcome.probabilities, n_rows=len(sample),
+                                                       n_classes=submission.federation.n_classes)
+        if problem:
+            return f"Model file '{model_file.original_name}' failed validation: {problem}"
+    return None
+
+
+def submission_validate(*, submission_id: int) -> None:
+    """Load every model of the submission in the sandbox, predict on public rows, mark it valid or rejected."""
+    if not _claim_for_validation(submission_id):
+        return
+    submission = Submission.objects.select_related("federation", "public_dataset").get(id=submission_id)
+    try:
+        reason = _validation_failure(submission)
+    except Exception:
+        logger.exception("Validation of submission %s failed inside the market", submission_id)
+        reason = "The market could not validate this submission because of an internal error; an operator has been told."
+    Submission.objects.filter(id=submission_id, status=SubmissionStatus.VALIDATING).update(
+        status=SubmissionStatus.REJECTED if reason else SubmissionStatus.VALID, rejection_reason=reason or "",
+        validated_at=timezone.now())
