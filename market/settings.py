@@ -148,6 +148,7 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "0.1.0",
     "COMPONENT_SPLIT_REQUEST": True,
     "SERVE_INCLUDE_SCHEMA": False,
+    "ENUM_NAME_OVERRIDES": {"PrivacyLevelEnum": "market.federations.models.PrivacyLevel"},
 }
 
 # Celery: JSON only, late acknowledgement, explicit time limits; state lives in PostgreSQL rows.
