@@ -72,13 +72,13 @@ def _zip_message(data: bytes) -> str:
         names = zipfile.ZipFile(io.BytesIO(data)).namelist()
     except (zipfile.BadZipFile, ValueError, OSError):
         names = []
+    if any(name.endswith("constants.pkl") or "/code/" in name or name.startswith("code/") for name in names):
+        return ("This file is a TorchScript archive, which contains code and pickles, so Onefold refuses it. "
+                "Save the state dict with safetensors or export to ONNX (see the silo guide).")
     if any(name.endswith("data.pkl") for name in names):
         return ("This file is a PyTorch checkpoint saved with torch.save (a pickle inside a ZIP); pickles can run "
                 "code when loaded, so Onefold refuses them. Save the state dict with safetensors instead "
                 "(see the silo guide).")
-    if any(name.endswith("constants.pkl") or "/code/" in name or name.startswith("code/") for name in names):
-        return ("This file is a TorchScript archive, which contains code and pickles, so Onefold refuses it. "
-                "Save the state dict with safetensors or export to ONNX (see the silo guide).")
     if any(name.endswith(".npy") for name in names):
         return ("This file is a numpy archive (.npz); Onefold does not load numpy files, which may hold pickled "
                 "objects. " + EXPORT_ADVICE)

@@ -69,7 +69,7 @@ def _check_trees(arrays: dict, is_leaf: np.ndarray, where: str, limits: ModelLim
     depths, leaves = [], set()
     for start, end in zip(starts, np.r_[starts[1:], len(tree_ids)]):
         tree_id = int(tree_ids[start])
-        depths.append(_check_one_tree(arrays, is_leaf, start, end, f"{where}, tree {tree_id},", limits))
+        depths.append(_check_one_tree(arrays, is_leaf, start, end, f"{where}, tree {tree_id}", limits))
         leaves.update((tree_id, int(node_id)) for node_id in arrays["nodes_nodeids"][start:end][is_leaf[start:end]])
     return depths, leaves
 
@@ -94,7 +94,7 @@ def _positions(child_ids: np.ndarray, leaf: np.ndarray, position: dict, where: s
     for index in np.flatnonzero(~leaf):
         child = int(child_ids[index])
         if child not in position:
-            raise refuse(f"{where} node {index} points to node id {child}, which the tree does not have.")
+            raise refuse(f"{where}: node {index} points to node id {child}, which the tree does not have.")
         mapped[index] = position[child]
     return mapped
 
