@@ -173,6 +173,36 @@ def fit_on_votes(counts, features, *, learner: Learner, n_classes: int, seed: in
     return model, noisy, labels, trained
 
 
+def party_students(teacher_predictions, queried_features, *, n_classes: int, student: Learner, noise=None,
+                   seed: int) -> tuple[tuple[Any, ...], tuple[np.ndarray, ...], dict[str, StageStats]]:
+    """Votes and students of one party (Algorithm 1 lines 5-8) from its teachers' predictions.
+
+    Parameters
+    ----------
+    teacher_predictions : int array (s, t, n_queried)
+        Class predicted by each teacher of each partition on each queried public example.
+    queried_features : array (n_queried, n_features)
+    noise : mechanism or None
+        L2: added to each partition's counts before the arg-max.
+    seed : int
+        Seeds the students.
+
+    Returns
+    -------
+    ``(students, noiseless vote counts per partition, stage costs)``.
+    """
+    clock = StageClock()
+    with clock.stage("party_votes"):
+        counts = tuple(vote_counts(predictions, n_classes) for predictions in teacher_predictions)
+    students = []
+    with clock.stage("students"):
+        for partition_counts, partition_seed in zip(counts, child_seeds(seed, len(counts))):
+            model, *_ = fit_on_votes(partition_counts, queried_features, learner=student, n_classes=n_classes,
+                                     seed=partition_seed, noise=noise)
+            students.append(model)
+    return tuple(students), counts, clock.stages
+
+
 def party_fit(features, labels, public_features, *, n_classes: int, teacher: Learner, student: Learner,
               partitions: int = 2, teachers: int = 5, query: Query = 1.0, noise=None, seed: int) -> PartyResult:
     """The party side of FedKT (Algorithm 1 lines 1-9) on one party's labelled data.
@@ -202,15 +232,10 @@ def party_fit(features, labels, public_features, *, n_classes: int, teacher: Lea
     queried = select_queries(len(public_features), query, seed=query_seed)
     queried_features = public_features[queried]
     with clock.stage("party_votes"):
-        counts = tuple(vote_counts(predict_classes(models, queried_features), n_classes)
-                       for models in teacher_models)
-    students = []
-    with clock.stage("students"):
-        for partition_counts, partition_seed in zip(counts, child_seeds(student_seed, partitions)):
-            model, *_ = fit_on_votes(partition_counts, queried_features, learner=student, n_classes=n_classes,
-                                     seed=partition_seed, noise=noise)
-            students.append(model)
-    return PartyResult(tuple(students), queried, counts, clock.stages)
+        predictions = np.stack([predict_classes(models, queried_features) for models in teacher_models])
+    students, counts, stages = party_students(predictions, queried_features, n_classes=n_classes, student=student,
+                                              noise=noise, seed=student_seed)
+    return PartyResult(students, queried, counts, merge_stages([clock.stages, stages]))
 
 
 def server_fit(student_predictions, public_features, *, n_classes: int, final: Learner, query: Query = 1.0,
