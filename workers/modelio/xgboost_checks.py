@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from workers.modelio.base import ModelFormat, ModelInfo, ModelLimits, refuse
+from workers.modelio.base import ModelFormat, ModelInfo, ModelLimits, RefusedModelError, refuse
 from workers.modelio.trees import check_binary_tree
 from workers.modelio.ubjson import decode_ubjson
 
@@ -54,6 +54,8 @@ def _decode(data: bytes, model_format: ModelFormat) -> dict:
     else:
         try:
             document = json.loads(data, parse_constant=_refuse_constant)
+        except RefusedModelError:
+            raise
         except (ValueError, RecursionError):
             raise refuse("The XGBoost JSON model is not valid JSON; the file is damaged.") from None
     if not isinstance(document, dict):
