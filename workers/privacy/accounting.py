@@ -15,85 +15,56 @@ Choices, and the reference code's defects we do not reproduce:
   quantity ("z") instead of s, which is neither the sensitivity nor data-independent.
 * The validity condition q < 1/(e^{ε₀}+1) of PATE Theorem 3 is evaluated with the same ε₀
   that enters the bound (the reference evaluates it with another ε₀).
-* The data-independent bound is a real computation, the exact Rényi curve of the discrete
-  Laplace noise OpenDP samples (or the Gaussian α·Δ²/2σ² bound, valid for discrete Gaussian
-  noise), composed over a wide grid of orders (:data:`~workers.privacy.rdp.RENYI_ORDERS`), not
-  a printout of 8 integer moments. It is computable before a job runs, so the market can
-  reserve it.
+* The reference code's data-independent printout is broken. Here the data-independent bound
+  is a real computation: the exact Rényi curve of the discrete Laplace noise OpenDP samples
+  (or the Gaussian α·Δ²/2σ² bound, valid for discrete Gaussian noise), composed over a wide
+  grid of orders (:data:`~workers.privacy.rdp.RENYI_ORDERS`), not 8 integer moments. It is
+  computable before a job runs, so the market can reserve it.
+* Discrete noise is accounted as discrete: its own Rényi curve and its own tail in q (the
+  continuous formulas understate both by a few percent). The paper's continuous per-query
+  log moments stay available as :func:`workers.privacy.data_dependent.laplace_log_moments`.
 * The data-dependent curve is capped at every order by the data-independent one, and both
   are converted with the same rule, so data-dependent ε ≤ data-independent ε always.
 * Conversion to (ε, δ): Canonne–Kamath–Steinke 2020 Prop. 12 (see :mod:`workers.privacy.rdp`),
   tighter than the paper's ε = min_λ (Σα(λ) + ln(1/δ))/λ. ``order`` in a report is the
   Rényi order α at which ε was attained (moment order λ = α − 1).
 * Vote gaps are in votes; at L1 the consistent-vote counts must be multiples of s.
+* Every noisy query is charged, abstentions (all-zero counts) included: they cost the full
+  data-independent amount, since q ≥ ½ there. Dropping them from the accounting after looking
+  at the noiseless counts would be a data-dependent selection no theorem here covers.
 """
-
-from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from workers.privacy.mechanisms import validate_vote_counts
 from workers.privacy.rdp import RENYI_ORDERS, epsilon_from_rdp, validate_delta
+from workers.privacy.reports import EXAMPLE_LEVEL, PARTY_LEVEL, PrivacyAnalysis, PrivacyReport
 
-PARTY_LEVEL = "party-level"
-EXAMPLE_LEVEL = "example-level"
-
-
-@dataclass(frozen=True)
-class PrivacyReport:
-    """One (ε, δ) guarantee, labelled with everything needed to read it.
-
-    Attributes
-    ----------
-    epsilon, delta : float
-        The guarantee, ε in nats.
-    unit : str
-        "party-level" (L1: neighbours differ in one silo) or "example-level" (L2: in one record).
-    mechanism : str
-        "laplace" or "gaussian".
-    gamma, sigma : float or None
-        The noise parameter of the mechanism (the other is None).
-    n_queries : int
-        Noisy queries composed (at L2: by one party, over its s partitions).
-    partitions, teachers : int
-        FedKT's s and t.
-    data_dependent : bool
-        Whether ε depends on the vote margins (then it is itself private information).
-    order : float
-        Rényi order α at which ε was attained.
-    """
-
-    epsilon: float
-    delta: float
-    unit: str
-    mechanism: str
-    gamma: float | None
-    sigma: float | None
-    n_queries: int
-    partitions: int
-    teachers: int
-    data_dependent: bool
-    order: float
-
-    def as_dict(self) -> dict:
-        """Every field under its own name, JSON-ready (plain floats, ints, str, bool, None)."""
-        return asdict(self)
+__all__ = [
+    "PrivacyAnalysis",
+    "PrivacyReport",
+    "party_noise_privacy",
+    "party_noise_privacy_bound",
+    "server_noise_privacy",
+    "server_noise_privacy_bound",
+]
 
 
-@dataclass(frozen=True)
-class PrivacyAnalysis:
-    """The data-independent and data-dependent guarantees of one run."""
-
-    data_independent: PrivacyReport
-    data_dependent: PrivacyReport
-
-
-def _report(mechanism, composed_rdp, *, delta, unit, n_queries, partitions, teachers, data_dependent) -> PrivacyReport:
+def _report(
+    mechanism, composed_rdp, *, delta, unit, n_queries, partitions, teachers, data_dependent
+) -> PrivacyReport:
     epsilon, order = epsilon_from_rdp(RENYI_ORDERS, composed_rdp, delta=delta)
     return PrivacyReport(
-        epsilon=epsilon, delta=float(delta), unit=unit, mechanism=mechanism.name,
-        **mechanism.parameters, n_queries=int(n_queries), partitions=int(partitions),
-        teachers=int(teachers), data_dependent=data_dependent, order=order,
+        epsilon=epsilon,
+        delta=float(delta),
+        unit=unit,
+        mechanism=mechanism.name,
+        **mechanism.parameters,
+        n_queries=int(n_queries),
+        partitions=int(partitions),
+        teachers=int(teachers),
+        data_dependent=data_dependent,
+        order=order,
     )
 
 
@@ -110,12 +81,18 @@ def _composed_data_dependent_rdp(mechanism, counts: np.ndarray, *, vote_shift: i
 
 def _validate_design(*, partitions: int, teachers: int, delta: float, n_queries: int = 0) -> None:
     validate_delta(delta)
-    for name, value, minimum in (("partitions", partitions, 1), ("teachers", teachers, 1), ("n_queries", n_queries, 0)):
+    for name, value, minimum in (
+        ("partitions", partitions, 1),
+        ("teachers", teachers, 1),
+        ("n_queries", n_queries, 0),
+    ):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
             raise ValueError(f"The number of {name} must be an integer of at least {minimum}, got {value!r}.")
 
 
-def server_noise_privacy_bound(*, mechanism, n_queries: int, partitions: int, teachers: int, delta: float) -> PrivacyReport:
+def server_noise_privacy_bound(
+    *, mechanism, n_queries: int, partitions: int, teachers: int, delta: float
+) -> PrivacyReport:
     """Data-independent party-level (ε, δ) of FedKT-L1, computable before the job runs.
 
     Parameters
@@ -136,11 +113,21 @@ def server_noise_privacy_bound(*, mechanism, n_queries: int, partitions: int, te
     """
     _validate_design(partitions=partitions, teachers=teachers, delta=delta, n_queries=n_queries)
     composed = n_queries * mechanism.query_rdp(RENYI_ORDERS, vote_shift=partitions)
-    return _report(mechanism, composed, delta=delta, unit=PARTY_LEVEL, n_queries=n_queries,
-                   partitions=partitions, teachers=teachers, data_dependent=False)
+    return _report(
+        mechanism,
+        composed,
+        delta=delta,
+        unit=PARTY_LEVEL,
+        n_queries=n_queries,
+        partitions=partitions,
+        teachers=teachers,
+        data_dependent=False,
+    )
 
 
-def party_noise_privacy_bound(*, mechanism, n_queries: int, partitions: int, teachers: int, delta: float) -> PrivacyReport:
+def party_noise_privacy_bound(
+    *, mechanism, n_queries: int, partitions: int, teachers: int, delta: float
+) -> PrivacyReport:
     """Data-independent example-level (ε, δ) of one FedKT-L2 party.
 
     Parameters
@@ -162,11 +149,21 @@ def party_noise_privacy_bound(*, mechanism, n_queries: int, partitions: int, tea
     _validate_design(partitions=partitions, teachers=teachers, delta=delta, n_queries=n_queries)
     composed_queries = n_queries * partitions
     composed = composed_queries * mechanism.query_rdp(RENYI_ORDERS, vote_shift=1)
-    return _report(mechanism, composed, delta=delta, unit=EXAMPLE_LEVEL, n_queries=composed_queries,
-                   partitions=partitions, teachers=teachers, data_dependent=False)
+    return _report(
+        mechanism,
+        composed,
+        delta=delta,
+        unit=EXAMPLE_LEVEL,
+        n_queries=composed_queries,
+        partitions=partitions,
+        teachers=teachers,
+        data_dependent=False,
+    )
 
 
-def server_noise_privacy(*, mechanism, vote_counts: np.ndarray, partitions: int, teachers: int, delta: float) -> PrivacyAnalysis:
+def server_noise_privacy(
+    *, mechanism, vote_counts: np.ndarray, partitions: int, teachers: int, delta: float
+) -> PrivacyAnalysis:
     """Data-independent and data-dependent party-level (ε, δ) of one FedKT-L1 run.
 
     Parameters
@@ -187,31 +184,48 @@ def server_noise_privacy(*, mechanism, vote_counts: np.ndarray, partitions: int,
     """
     _validate_design(partitions=partitions, teachers=teachers, delta=delta)
     counts = validate_vote_counts(vote_counts)
+    if np.any(counts < 0):
+        raise ValueError("Consistent-vote counts cannot be negative; pass the noiseless counts.")
     if np.any(counts % partitions):
         raise ValueError(
             f"Consistent-vote counts must be multiples of s = {partitions} (a consistent party adds s votes)."
         )
-    independent = server_noise_privacy_bound(mechanism=mechanism, n_queries=len(counts),
-                                             partitions=partitions, teachers=teachers, delta=delta)
+    independent = server_noise_privacy_bound(
+        mechanism=mechanism, n_queries=len(counts), partitions=partitions, teachers=teachers, delta=delta
+    )
     composed = _composed_data_dependent_rdp(mechanism, counts, vote_shift=partitions)
-    dependent = _report(mechanism, composed, delta=delta, unit=PARTY_LEVEL, n_queries=len(counts),
-                        partitions=partitions, teachers=teachers, data_dependent=True)
+    dependent = _report(
+        mechanism,
+        composed,
+        delta=delta,
+        unit=PARTY_LEVEL,
+        n_queries=len(counts),
+        partitions=partitions,
+        teachers=teachers,
+        data_dependent=True,
+    )
     return PrivacyAnalysis(data_independent=independent, data_dependent=dependent)
 
 
 def _party_counts(party_index: int, partition_counts: list, *, partitions: int, teachers: int) -> np.ndarray:
     if len(partition_counts) != partitions:
-        raise ValueError(f"Party {party_index} has vote counts for {len(partition_counts)} partitions, expected s = {partitions}.")
+        raise ValueError(
+            f"Party {party_index} has vote counts for {len(partition_counts)} partitions, expected s = {partitions}."
+        )
     arrays = [validate_vote_counts(counts) for counts in partition_counts]
     if len({array.shape[1] for array in arrays}) > 1:
         raise ValueError(f"Party {party_index}'s partitions disagree on the number of classes.")
     stacked = np.concatenate(arrays, axis=0)
     if np.any(stacked < 0) or np.any(stacked.sum(axis=1) > teachers):
-        raise ValueError(f"Party {party_index} has vote counts that are negative or exceed the {teachers} teachers.")
+        raise ValueError(
+            f"Party {party_index} has vote counts that are negative or exceed the {teachers} teachers."
+        )
     return stacked
 
 
-def party_noise_privacy(*, mechanism, party_vote_counts: list[list[np.ndarray]], partitions: int, teachers: int, delta: float) -> PrivacyAnalysis:
+def party_noise_privacy(
+    *, mechanism, party_vote_counts: list[list[np.ndarray]], partitions: int, teachers: int, delta: float
+) -> PrivacyAnalysis:
     """Data-independent and data-dependent example-level (ε, δ) of FedKT-L2 (Theorem 4).
 
     Each party composes its queries over its s partitions; parties hold disjoint data, so the
@@ -238,19 +252,36 @@ def party_noise_privacy(*, mechanism, party_vote_counts: list[list[np.ndarray]],
     _validate_design(partitions=partitions, teachers=teachers, delta=delta)
     if not party_vote_counts:
         raise ValueError("At least one party's vote counts are needed.")
-    per_party = [_party_counts(index, counts, partitions=partitions, teachers=teachers)
-                 for index, counts in enumerate(party_vote_counts)]
+    per_party = [
+        _party_counts(index, counts, partitions=partitions, teachers=teachers)
+        for index, counts in enumerate(party_vote_counts)
+    ]
     independent_per_query = mechanism.query_rdp(RENYI_ORDERS, vote_shift=1)
     design = {"delta": delta, "unit": EXAMPLE_LEVEL, "partitions": partitions, "teachers": teachers}
     independent = max(
-        (_report(mechanism, len(counts) * independent_per_query, n_queries=len(counts), data_dependent=False, **design)
-         for counts in per_party),
+        (
+            _report(
+                mechanism,
+                len(counts) * independent_per_query,
+                n_queries=len(counts),
+                data_dependent=False,
+                **design,
+            )
+            for counts in per_party
+        ),
         key=lambda report: report.epsilon,
     )
     dependent = max(
-        (_report(mechanism, _composed_data_dependent_rdp(mechanism, counts, vote_shift=1),
-                 n_queries=len(counts), data_dependent=True, **design)
-         for counts in per_party),
+        (
+            _report(
+                mechanism,
+                _composed_data_dependent_rdp(mechanism, counts, vote_shift=1),
+                n_queries=len(counts),
+                data_dependent=True,
+                **design,
+            )
+            for counts in per_party
+        ),
         key=lambda report: report.epsilon,
     )
     return PrivacyAnalysis(data_independent=independent, data_dependent=dependent)

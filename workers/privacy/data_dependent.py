@@ -5,14 +5,9 @@ wide margin, the noise almost never flips the answer, and the query costs much l
 data-independent RDP. Everything here works on arrays of shape (n_queries, n_classes) and
 (n_queries, n_orders), with no Python loop over queries.
 
-* q, the probability that the noisy arg-max differs from j*, is bounded by the union bound of
-  PATE (Papernot et al. 2017, *Semi-supervised knowledge transfer ...*, Lemma 4):
-  q ≤ Σ_{j≠j*} Pr[Z_j − Z_{j*} ≥ n_{j*} − n_j]. For continuous Laplace noise the tail is
-  (2 + γd)/(4e^{γd}). OpenDP samples *discrete* noise, so the engine uses the discrete
-  distributions' own tails: for discrete Laplace the closed form derived from
-  Pr[Z_1 − Z_2 = m] = c² r^{|m|} (B + |m|), r = e^{−γ}, c = (1−r)/(1+r), B = (1+r²)/(1−r²);
-  for the discrete Gaussian a log-space sum over its pmf. Ties count as flips (an arg-max that
-  breaks ties by index may pick the other class), so the gaps are used with ``≥``.
+* q, the probability that the noisy arg-max differs from j*, comes from
+  :mod:`workers.privacy.flip_probability` (PATE Lemma 4's union bound, with the discrete
+  noise's own tails).
 * Laplace: per-query log-moment bound of PATE Theorem 3 (FedKT Theorems 2–3), for an
   ε₀-pure-DP query, λ the moment order (= Rényi order − 1):
   α(λ) ≤ min(½ε₀²λ(λ+1), ε₀λ, log((1−q)((1−q)/(1−e^{ε₀}q))^λ + q·e^{ε₀λ})), the last term
@@ -23,125 +18,18 @@ data-independent RDP. Everything here works on arrays of shape (n_queries, n_cla
   and Theorem 6 with the higher orders μ₂ = √(−log q / c), μ₁ = μ₂ + 1 of their Prop. 10,
   generalised to any data-independent RDP curve c·α (c = 1/σ² for their sensitivity √2).
   No smooth-sensitivity step: the bound is kept internally, as DESIGN.md asks.
-
-Vote gaps are measured in votes, the unit the noise is added in. At FedKT L1 consistent votes
-come in multiples of s and one party moves s of them: that enters ε₀ = 2sγ and the
-data-independent curve through the vote shift, never by rescaling the gap (the gap in parties
-times γ would understate q s-fold in the exponent).
 """
 
 import numpy as np
-from scipy.special import logsumexp
 
+from workers.privacy.flip_probability import (
+    continuous_laplace_log_tail,
+    discrete_gaussian_log_tail,
+    discrete_laplace_log_tail,
+    union_bound_log_q,
+    vote_gaps,
+)
 from workers.privacy.rdp import RENYI_ORDERS
-
-_MAX_TABLE_CELLS = 2_000_000
-
-
-def vote_gaps(vote_counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Gap between the true winner's count and each class's count.
-
-    Parameters
-    ----------
-    vote_counts : numpy.ndarray of int, shape (n_queries, n_classes)
-        Noiseless vote counts.
-
-    Returns
-    -------
-    gaps : numpy.ndarray of int, shape (n_queries, n_classes)
-        n_{j*} − n_j, in votes (0 for the winner itself).
-    winners : numpy.ndarray of int, shape (n_queries,)
-        j*, the arg-max (lowest index on ties).
-    """
-    winners = np.argmax(vote_counts, axis=1)
-    top = np.take_along_axis(vote_counts, winners[:, None], axis=1)
-    return top - vote_counts, winners
-
-
-def continuous_laplace_log_tail(gaps, *, gamma: float) -> np.ndarray:
-    """log Pr[Z₁ − Z₂ ≥ d] for two independent continuous Laplace(1/γ) noises, d ≥ 0 (Lemma 4)."""
-    gaps = np.asarray(gaps, dtype=float)
-    return np.log((2 + gamma * gaps) / 4) - gamma * gaps
-
-
-def discrete_laplace_log_tail(gaps, *, gamma: float) -> np.ndarray:
-    """log Pr[Z₁ − Z₂ ≥ d] for two independent discrete Laplace noises (pmf ∝ e^{−γ|k|}).
-
-    Parameters
-    ----------
-    gaps : array_like of int
-        Integer gaps d ≥ 0, in votes.
-    gamma : float
-        Noise parameter γ.
-
-    Returns
-    -------
-    numpy.ndarray of float, same shape as ``gaps``
-        Natural log of the tail probability (ties, Z₁ − Z₂ = d, included).
-    """
-    gaps = np.asarray(gaps, dtype=float)
-    r = np.exp(-gamma)
-    one_minus_r = -np.expm1(-gamma)
-    b = (1 + r**2) / (one_minus_r * (1 + r))
-    bracket = (b + gaps) / one_minus_r + r / one_minus_r**2
-    return 2 * np.log(np.tanh(gamma / 2)) - gamma * gaps + np.log(bracket)
-
-
-def discrete_gaussian_log_tail(gaps, *, sigma: float) -> np.ndarray:
-    """log Pr[Z₁ − Z₂ ≥ d] for two independent discrete Gaussian noises (pmf ∝ e^{−k²/2σ²}).
-
-    Computed as log Σ_k p(k)·Pr[Z₁ ≥ d + k] in log space over k ∈ [−K, K], K ≈ 39σ, where the
-    neglected mass is below e^{−750} (it underflows to zero in double precision).
-
-    Parameters
-    ----------
-    gaps : array_like of int
-        Integer gaps d ≥ 0, in votes.
-    sigma : float
-        Noise scale σ, in votes.
-
-    Returns
-    -------
-    numpy.ndarray of float, same shape as ``gaps``
-        Natural log of the tail probability (ties included).
-    """
-    gaps = np.asarray(gaps, dtype=np.int64)
-    unique_gaps, inverse = np.unique(gaps, return_inverse=True)
-    half_width = int(np.ceil(39 * sigma)) + 1
-    support = np.arange(-half_width, half_width + 1)
-    log_pmf = -(support.astype(float) ** 2) / (2 * sigma**2)
-    log_pmf -= logsumexp(log_pmf)
-    log_survival = np.logaddexp.accumulate(log_pmf[::-1])[::-1]  # log Pr[Z ≥ support[i]]
-    rows_per_chunk = max(1, _MAX_TABLE_CELLS // support.size)
-    log_tails = np.empty(unique_gaps.size)
-    for start in range(0, unique_gaps.size, rows_per_chunk):
-        chunk = unique_gaps[start : start + rows_per_chunk]
-        index = chunk[:, None] + support[None, :] + half_width
-        inside = np.clip(index, 0, support.size - 1)
-        log_survival_at = np.where(index < 0, 0.0, log_survival[inside])
-        log_survival_at = np.where(index >= support.size, -np.inf, log_survival_at)
-        log_tails[start : start + rows_per_chunk] = logsumexp(log_pmf + log_survival_at, axis=1)
-    return log_tails[inverse].reshape(gaps.shape)
-
-
-def union_bound_log_q(log_tails: np.ndarray, winners: np.ndarray) -> np.ndarray:
-    """log q, q = min(1, Σ_{j≠j*} tail_j): PATE Lemma 4's bound on Pr[noisy arg-max ≠ j*].
-
-    Parameters
-    ----------
-    log_tails : numpy.ndarray of float, shape (n_queries, n_classes)
-        log Pr[class j's noisy count reaches the winner's].
-    winners : numpy.ndarray of int, shape (n_queries,)
-        Index j* of the true winner per query.
-
-    Returns
-    -------
-    numpy.ndarray of float, shape (n_queries,)
-        log q ≤ 0 (−inf when there is a single class).
-    """
-    log_tails = np.array(log_tails, dtype=float)
-    np.put_along_axis(log_tails, winners[:, None], -np.inf, axis=1)
-    return np.minimum(logsumexp(log_tails, axis=1), 0.0)
 
 
 def _log1mexp(x: np.ndarray) -> np.ndarray:
@@ -181,7 +69,9 @@ def pure_dp_log_moments(log_q, *, pure_epsilon: float, moment_orders) -> np.ndar
     return np.where(valid, np.minimum(independent, dependent), independent)
 
 
-def laplace_log_moments(vote_counts, *, gamma: float, pure_epsilon: float, moment_orders, discrete: bool = False) -> np.ndarray:
+def laplace_log_moments(
+    vote_counts, *, gamma: float, pure_epsilon: float, moment_orders, discrete: bool = False
+) -> np.ndarray:
     """FedKT / PATE per-query log moments of the Laplace noisy arg-max (Theorems 2–3).
 
     This is the paper's per-query quantity: q from Lemma 4 (continuous, or discrete Laplace
@@ -213,7 +103,14 @@ def laplace_log_moments(vote_counts, *, gamma: float, pure_epsilon: float, momen
     return moments[0] if counts.ndim == 1 else moments
 
 
-def laplace_data_dependent_rdp(vote_counts: np.ndarray, *, gamma: float, vote_shift: int, independent_rdp: np.ndarray, orders=RENYI_ORDERS) -> np.ndarray:
+def laplace_data_dependent_rdp(
+    vote_counts: np.ndarray,
+    *,
+    gamma: float,
+    vote_shift: int,
+    independent_rdp: np.ndarray,
+    orders=RENYI_ORDERS,
+) -> np.ndarray:
     """Per-query data-dependent RDP of the discrete-Laplace noisy arg-max.
 
     Parameters
@@ -243,7 +140,9 @@ def laplace_data_dependent_rdp(vote_counts: np.ndarray, *, gamma: float, vote_sh
     return np.minimum(dependent, independent_rdp[None, :])
 
 
-def gaussian_data_dependent_rdp(vote_counts: np.ndarray, *, sigma: float, rdp_slope: float, orders=RENYI_ORDERS) -> np.ndarray:
+def gaussian_data_dependent_rdp(
+    vote_counts: np.ndarray, *, sigma: float, rdp_slope: float, orders=RENYI_ORDERS
+) -> np.ndarray:
     """Per-query data-dependent RDP of GNMax (Papernot et al. 2018, Theorem 6, Prop. 7 and 10).
 
     Parameters
@@ -277,7 +176,9 @@ def gaussian_data_dependent_rdp(vote_counts: np.ndarray, *, sigma: float, rdp_sl
         safe_log_q = np.where(valid, log_q, -1.0)
         safe_mu_2 = np.where(valid, mu_high_2, 2.0)
         log_one_minus_q = _log1mexp(safe_log_q)
-        log_a = (orders - 1) * (log_one_minus_q - _log1mexp((safe_log_q + rdp_slope * safe_mu_2) * (1 - 1 / safe_mu_2)))
+        log_a = (orders - 1) * (
+            log_one_minus_q - _log1mexp((safe_log_q + rdp_slope * safe_mu_2) * (1 - 1 / safe_mu_2))
+        )
         log_b = (orders - 1) * (np.where(valid, rdp_high_1, 0.0) - safe_log_q / (safe_mu_2))
         dependent = np.logaddexp(log_one_minus_q + log_a, safe_log_q + log_b) / (orders - 1)
     certain = np.isneginf(log_q)  # a fixed answer costs nothing

@@ -119,12 +119,13 @@ class LaplaceNoise:
 
 @dataclass(frozen=True)
 class GaussianNoise:
-    """Discrete Gaussian noise of standard deviation σ added to every vote count (GNMax).
+    """Discrete Gaussian noise of scale σ added to every vote count (GNMax).
 
     Parameters
     ----------
     sigma : float
-        σ > 0, in votes. Larger σ means more noise and less ε.
+        σ > 0, in votes: the pmf is ∝ exp(−k²/2σ²), whose standard deviation is σ up to a
+        negligible difference once σ ≳ 1. Larger σ means more noise and less ε.
     """
 
     sigma: float

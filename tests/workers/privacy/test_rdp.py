@@ -39,7 +39,9 @@ def test_order_grid_is_wide_and_fine():
 @pytest.mark.parametrize("gamma, shift", [(0.1, 1), (0.1, 3), (0.04, 2), (0.5, 5)])
 def test_discrete_laplace_rdp_equals_the_sum_over_its_pmf(gamma, shift):
     expected = [brute_force_discrete_laplace_rdp(order, gamma, shift) for order in ORDERS[:5]]
-    np.testing.assert_allclose(discrete_laplace_rdp(ORDERS[:5], gamma=gamma, shift=shift), expected, rtol=1e-9)
+    np.testing.assert_allclose(
+        discrete_laplace_rdp(ORDERS[:5], gamma=gamma, shift=shift), expected, rtol=1e-9
+    )
 
 
 @pytest.mark.parametrize("gamma, shift", [(0.1, 1), (0.04, 2), (1.0, 3)])
@@ -63,13 +65,17 @@ def test_gaussian_rdp_matches_dp_accounting_at_each_order():
     accountant_orders = [1.5, 2.0, 8.0, 64.0]
     accountant = RdpAccountant(orders=accountant_orders)
     accountant.compose(GaussianDpEvent(noise_multiplier=5.0 / 2))
-    np.testing.assert_allclose(gaussian_rdp(accountant_orders, sigma=5.0, shift=2), accountant._rdp, rtol=1e-12)
+    np.testing.assert_allclose(
+        gaussian_rdp(accountant_orders, sigma=5.0, shift=2), accountant._rdp, rtol=1e-12
+    )
 
 
 def test_conversion_matches_dp_accounting_on_the_same_curve():
     rdp = 100 * continuous_laplace_rdp(RENYI_ORDERS, gamma=0.04, shift=1)
     expected_epsilon, expected_order = compute_epsilon(list(RENYI_ORDERS), list(rdp), 1e-5)
-    assert epsilon_from_rdp(RENYI_ORDERS, rdp, delta=1e-5) == pytest.approx((expected_epsilon, expected_order))
+    assert epsilon_from_rdp(RENYI_ORDERS, rdp, delta=1e-5) == pytest.approx(
+        (expected_epsilon, expected_order)
+    )
 
 
 # ENVIRONMENT.md §3: 100 Laplace releases, δ = 1e-5 → RDP 4.5327 / 1.6500 / 0.7788,
@@ -87,7 +93,9 @@ def test_continuous_laplace_bound_is_close_to_dp_accounting_rdp_and_above_pld(sc
 
 @pytest.mark.parametrize("scale", [10, 25, 50])
 def test_discrete_laplace_bound_is_above_the_exact_discrete_pld(scale):
-    discrete_event = SelfComposedDpEvent(DiscreteLaplaceDpEvent(noise_parameter=1 / scale, sensitivity=1), 100)
+    discrete_event = SelfComposedDpEvent(
+        DiscreteLaplaceDpEvent(noise_parameter=1 / scale, sensitivity=1), 100
+    )
     pld_epsilon = epsilon_of_accountant(PLDAccountant(), discrete_event)
     ours, _ = epsilon_from_rdp(
         RENYI_ORDERS, 100 * discrete_laplace_rdp(RENYI_ORDERS, gamma=1 / scale, shift=1), delta=1e-5

@@ -1,0 +1,55 @@
+"""The labelled results of privacy accounting: every ε says what it means."""
+
+from dataclasses import asdict, dataclass
+
+PARTY_LEVEL = "party-level"
+EXAMPLE_LEVEL = "example-level"
+
+
+@dataclass(frozen=True)
+class PrivacyReport:
+    """One (ε, δ) guarantee, labelled with everything needed to read it.
+
+    Attributes
+    ----------
+    epsilon, delta : float
+        The guarantee, ε in nats.
+    unit : str
+        "party-level" (L1: neighbours differ in one silo) or "example-level" (L2: in one record).
+    mechanism : str
+        "laplace" or "gaussian".
+    gamma, sigma : float or None
+        The noise parameter of the mechanism (the other is None).
+    n_queries : int
+        Noisy queries composed (at L2: by one party, over its s partitions).
+    partitions, teachers : int
+        FedKT's s and t.
+    data_dependent : bool
+        Whether ε depends on the vote margins (then it is itself private information).
+    order : float
+        Rényi order α at which ε was attained.
+    """
+
+    epsilon: float
+    delta: float
+    unit: str
+    mechanism: str
+    gamma: float | None
+    sigma: float | None
+    n_queries: int
+    partitions: int
+    teachers: int
+    data_dependent: bool
+    order: float
+
+    def as_dict(self) -> dict:
+        """Every field under its own name, JSON-ready (plain floats, ints, str, bool, None)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class PrivacyAnalysis:
+    """The data-independent and data-dependent guarantees of one run."""
+
+    data_independent: PrivacyReport
+    data_dependent: PrivacyReport
