@@ -36,7 +36,7 @@ Choices, and the reference code's defects we do not reproduce:
 
 import numpy as np
 
-from workers.privacy.mechanisms import validate_vote_counts
+from workers.privacy.mechanisms import GaussianNoise, LaplaceNoise, validate_vote_counts
 from workers.privacy.rdp import RENYI_ORDERS, epsilon_from_rdp, validate_delta
 from workers.privacy.reports import EXAMPLE_LEVEL, PARTY_LEVEL, PrivacyAnalysis, PrivacyReport
 
@@ -79,7 +79,9 @@ def _composed_data_dependent_rdp(mechanism, counts: np.ndarray, *, vote_shift: i
     return np.minimum(per_query.sum(axis=0), independent)
 
 
-def _validate_design(*, partitions: int, teachers: int, delta: float, n_queries: int = 0) -> None:
+def _validate_design(*, mechanism, partitions: int, teachers: int, delta: float, n_queries: int = 0) -> None:
+    if not isinstance(mechanism, (LaplaceNoise, GaussianNoise)):
+        raise ValueError(f"The noise mechanism must be LaplaceNoise or GaussianNoise, got {mechanism!r}.")
     validate_delta(delta)
     for name, value, minimum in (
         ("partitions", partitions, 1),
@@ -111,7 +113,9 @@ def server_noise_privacy_bound(
     PrivacyReport
         Unit "party-level", ``data_dependent=False``.
     """
-    _validate_design(partitions=partitions, teachers=teachers, delta=delta, n_queries=n_queries)
+    _validate_design(
+        mechanism=mechanism, partitions=partitions, teachers=teachers, delta=delta, n_queries=n_queries
+    )
     composed = n_queries * mechanism.query_rdp(RENYI_ORDERS, vote_shift=partitions)
     return _report(
         mechanism,
@@ -146,7 +150,9 @@ def party_noise_privacy_bound(
     PrivacyReport
         Unit "example-level", ``n_queries`` = n_queries·s, ``data_dependent=False``.
     """
-    _validate_design(partitions=partitions, teachers=teachers, delta=delta, n_queries=n_queries)
+    _validate_design(
+        mechanism=mechanism, partitions=partitions, teachers=teachers, delta=delta, n_queries=n_queries
+    )
     composed_queries = n_queries * partitions
     composed = composed_queries * mechanism.query_rdp(RENYI_ORDERS, vote_shift=1)
     return _report(
@@ -182,7 +188,7 @@ def server_noise_privacy(
     PrivacyAnalysis
         Both reports, unit "party-level".
     """
-    _validate_design(partitions=partitions, teachers=teachers, delta=delta)
+    _validate_design(mechanism=mechanism, partitions=partitions, teachers=teachers, delta=delta)
     counts = validate_vote_counts(vote_counts)
     if np.any(counts < 0):
         raise ValueError("Consistent-vote counts cannot be negative; pass the noiseless counts.")
@@ -249,7 +255,7 @@ def party_noise_privacy(
         Both reports for the worst party, unit "example-level"; ``n_queries`` counts that
         party's queries over its partitions.
     """
-    _validate_design(partitions=partitions, teachers=teachers, delta=delta)
+    _validate_design(mechanism=mechanism, partitions=partitions, teachers=teachers, delta=delta)
     if not party_vote_counts:
         raise ValueError("At least one party's vote counts are needed.")
     per_party = [

@@ -175,6 +175,11 @@ def test_bounds_refuse_bad_parameters(bad):
         server_noise_privacy_bound(**arguments)
 
 
+def test_accounting_refuses_an_unknown_mechanism():
+    with pytest.raises(ValueError, match="LaplaceNoise or GaussianNoise"):
+        server_noise_privacy_bound(mechanism=None, n_queries=10, partitions=2, teachers=5, delta=DELTA)
+
+
 def test_party_noise_privacy_refuses_a_wrong_number_of_partitions():
     counts = np.array([[3, 2]])
     with pytest.raises(ValueError, match="1 partitions, expected s = 2"):
