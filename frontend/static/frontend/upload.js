@@ -1,0 +1,213 @@
+// The upload page: files come from the file input or the drop zone, the form goes to the REST API
+// (POST /api/submissions/) with XMLHttpRequest because fetch() cannot report upload progress, API
+// errors are shown next to their fields, and after a 201 htmx loads the status partial, which
+// polls itself until the submission is valid or rejected.
+(function () {
+  "use strict";
+
+  const form = document.getElementById("upload-form");
+  if (!form) {
+    return;
+  }
+  const fileInput = document.getElementById("field-files");
+  const dropZone = document.getElementById("drop-zone");
+  const fileList = document.getElementById("file-list");
+  const clearFilesButton = document.getElementById("clear-files");
+  const privacyLevel = document.getElementById("field-privacy_level");
+  const partyPrivacy = document.getElementById("party-privacy");
+  const progressBlock = document.getElementById("progress-block");
+  const progressBar = document.getElementById("upload-progress");
+  const progressText = document.getElementById("upload-progress-text");
+  const uploadButton = document.getElementById("upload-button");
+  const formError = document.getElementById("form-error");
+  const result = document.getElementById("submission-result");
+  const resultHeading = document.getElementById("submission-result-heading");
+
+  function formatBytes(size) {
+    if (size < 1024) {
+      return `${size} bytes`;
+    }
+    if (size < 1024 * 1024) {
+      return `${(size / 1024).toFixed(1)} KiB`;
+    }
+    return `${(size / 1024 / 1024).toFixed(1)} MiB`;
+  }
+
+  function showChosenFiles() {
+    const items = Array.from(fileInput.files, (file) => {
+      const item = document.createElement("li");
+      item.textContent = `${file.name} (${formatBytes(file.size)})`;
+      return item;
+    });
+    fileList.replaceChildren(...items);
+    clearFilesButton.hidden = items.length === 0;
+  }
+
+  // Dropped files join the input's own list, so the form sends one list however the files came in.
+  function addFiles(files) {
+    const combined = new DataTransfer();
+    for (const file of fileInput.files) {
+      combined.items.add(file);
+    }
+    for (const file of files) {
+      combined.items.add(file);
+    }
+    fileInput.files = combined.files;
+    showChosenFiles();
+  }
+
+  fileInput.addEventListener("change", showChosenFiles);
+  clearFilesButton.addEventListener("click", () => {
+    fileInput.value = "";
+    showChosenFiles();
+    fileInput.focus();
+  });
+  for (const eventName of ["dragenter", "dragover"]) {
+    dropZone.addEventListener(eventName, (event) => {
+      event.preventDefault();
+      dropZone.classList.add("drop-zone-active");
+    });
+  }
+  dropZone.addEventListener("dragleave", () => dropZone.classList.remove("drop-zone-active"));
+  dropZone.addEventListener("drop", (event) => {
+    event.preventDefault();
+    dropZone.classList.remove("drop-zone-active");
+    addFiles(event.dataTransfer.files);
+  });
+
+  function showPartyPrivacyFields() {
+    const isL2 = privacyLevel.value === "L2";
+    partyPrivacy.hidden = !isL2;
+    partyPrivacy.disabled = !isL2;
+  }
+  privacyLevel.addEventListener("change", showPartyPrivacyFields);
+  showPartyPrivacyFields();
+
+  function setProgress(fraction) {
+    const percent = Math.round(fraction * 100);
+    progressBar.value = percent;
+    progressBar.textContent = `${percent} %`;
+    progressText.textContent = `${percent} %`;
+  }
+
+  // The API may answer {"detail": "..."}, {"field": ["..."]} or, for one of several files,
+  // {"files": {"0": ["..."]}}; every answer becomes plain sentences.
+  function sentences(value) {
+    if (Array.isArray(value)) {
+      return value.flatMap(sentences);
+    }
+    if (value && typeof value === "object") {
+      return Object.values(value).flatMap(sentences);
+    }
+    return [String(value)];
+  }
+
+  function clearErrors() {
+    formError.hidden = true;
+    formError.replaceChildren();
+    for (const element of form.querySelectorAll(".field-error")) {
+      element.hidden = true;
+      element.textContent = "";
+    }
+    for (const element of form.querySelectorAll("[aria-invalid]")) {
+      element.removeAttribute("aria-invalid");
+    }
+  }
+
+  function showFormError(messages) {
+    formError.replaceChildren(...messages.map((message) => {
+      const paragraph = document.createElement("p");
+      paragraph.textContent = message;
+      return paragraph;
+    }));
+    formError.hidden = false;
+    formError.focus();
+  }
+
+  function showApiErrors(answer) {
+    const general = [];
+    let fieldsWithErrors = 0;
+    for (const [field, value] of Object.entries(answer)) {
+      const fieldError = document.getElementById(`error-${field}`);
+      if (field === "detail" || field === "non_field_errors" || !fieldError) {
+        general.push(...sentences(value));
+        continue;
+      }
+      fieldError.textContent = sentences(value).join(" ");
+      fieldError.hidden = false;
+      document.getElementById(`field-${field}`).setAttribute("aria-invalid", "true");
+      fieldsWithErrors += 1;
+    }
+    if (fieldsWithErrors > 0) {
+      general.push("Please correct the fields marked below.");
+    }
+    showFormError(general);
+  }
+
+  function showSubmission(submission) {
+    resultHeading.textContent = `Submission #${submission.id} uploaded`;
+    result.hidden = false;
+    const statusUrl = form.dataset.statusUrl.replace("/0/", `/${submission.id}/`);
+    htmx.ajax("GET", statusUrl, {target: "#submission-status", swap: "innerHTML"});
+    fileInput.value = "";
+    showChosenFiles();
+  }
+
+  function parseJson(text) {
+    try {
+      return JSON.parse(text);
+    } catch (error) {
+      return null;
+    }
+  }
+
+  function handleAnswer(request) {
+    const answer = parseJson(request.responseText);
+    if (request.status === 201 && answer) {
+      showSubmission(answer);
+    } else if (answer && typeof answer === "object") {
+      showApiErrors(answer);
+    } else {
+      showFormError([`The market could not take this upload (HTTP ${request.status}). Please try again later.`]);
+    }
+  }
+
+  // Empty optional fields are left out, so that the API applies its defaults instead of parsing "".
+  function formBody() {
+    const body = new FormData(form);
+    for (const [name, value] of Array.from(body.entries())) {
+      if (value === "") {
+        body.delete(name);
+      }
+    }
+    return body;
+  }
+
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    clearErrors();
+    const request = new XMLHttpRequest();
+    request.open("POST", form.action);
+    request.setRequestHeader("Accept", "application/json");
+    request.setRequestHeader("X-CSRFToken", form.elements.csrfmiddlewaretoken.value);
+    // Upload listeners must be attached before send(), or the browser may not report progress.
+    request.upload.addEventListener("progress", (progress) => {
+      if (progress.lengthComputable) {
+        setProgress(progress.loaded / progress.total);
+      }
+    });
+    request.upload.addEventListener("load", () => setProgress(1));
+    request.addEventListener("load", () => handleAnswer(request));
+    request.addEventListener("error", () => showFormError(
+      ["The upload did not reach the market. Check your connection and try again."]));
+    request.addEventListener("loadend", () => {
+      uploadButton.disabled = false;
+      uploadButton.textContent = "Upload";
+    });
+    uploadButton.disabled = true;
+    uploadButton.textContent = "Uploading…";
+    progressBlock.hidden = false;
+    setProgress(0);
+    request.send(formBody());
+  });
+}());

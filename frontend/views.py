@@ -1,0 +1,104 @@
+"""Page views: parse the request, call one market selector or service, render a template.
+
+Pages call the same services and selectors as the REST API; the upload itself goes from the
+browser straight to the API (``POST /api/submissions/``), so there is one upload path to secure.
+"""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from frontend.errors import renders_domain_errors
+from market.errors import NotFound, PermissionDenied
+from market.federations.models import Federation, PrivacyLevel
+from market.federations.selectors import (federation_get, federation_list, federation_require_member,
+                                          public_dataset_current)
+from market.federations.services import federation_join
+from market.submissions.models import ModelFamily
+from market.submissions.selectors import submission_get, submission_list
+
+
+def page(view):
+    """Every page needs a signed-in user and shows domain errors as error pages."""
+    return login_required(renders_domain_errors(view))
+
+
+@require_GET
+def home(request):
+    return redirect("federation-list")
+
+
+@require_GET
+@page
+def federation_list_page(request):
+    return render(request, "frontend/federation_list.html",
+                  {"section": "federations", "federations": federation_list(user=request.user)})
+
+
+def public_data_for(*, federation: Federation, user) -> dict:
+    """Members and operators see the public data (or that there is none yet); anyone else gets a join prompt."""
+    try:
+        federation_require_member(federation=federation, user=user)
+    except PermissionDenied:
+        return {"may_use_public_data": False, "public_dataset": None}
+    try:
+        return {"may_use_public_data": True, "public_dataset": public_dataset_current(federation=federation)}
+    except NotFound:
+        return {"may_use_public_data": True, "public_dataset": None}
+
+
+@require_GET
+@page
+def federation_detail_page(request, slug):
+    federation = federation_get(slug=slug, user=request.user)
+    return render(request, "frontend/federation_detail.html",
+                  {"section": "federations", "federation": federation,
+                   "privacy_levels": privacy_level_choices(federation),
+                   **public_data_for(federation=federation, user=request.user)})
+
+
+@require_POST
+@page
+def federation_join_action(request, slug):
+    federation = federation_get(slug=slug, user=request.user)
+    _, created = federation_join(federation=federation, user=request.user)
+    if created:
+        messages.success(request, f"{request.user.organisation.name} joined {federation.name}.")
+    else:
+        messages.info(request, f"{request.user.organisation.name} was already a member of {federation.name}.")
+    return redirect("federation-detail", slug=federation.slug)
+
+
+def privacy_level_choices(federation: Federation) -> list[tuple[str, str]]:
+    return [(level, PrivacyLevel(level).label) for level in federation.allowed_privacy_levels]
+
+
+@require_GET
+@page
+def submission_upload_page(request, slug):
+    federation = federation_get(slug=slug, user=request.user)
+    federation_require_member(federation=federation, user=request.user)
+    return render(request, "frontend/submission_upload.html", {
+        "section": "federations", "federation": federation,
+        "public_dataset": public_dataset_current(federation=federation),
+        "model_families": ModelFamily.choices, "privacy_levels": privacy_level_choices(federation),
+        "api_url": reverse("api-submission-list")})
+
+
+@require_GET
+@page
+def submission_list_page(request):
+    federation_slug = request.GET.get("federation") or None
+    return render(request, "frontend/submission_list.html", {
+        "section": "submissions", "federation_slug": federation_slug,
+        "submissions": submission_list(user=request.user, federation_slug=federation_slug)})
+
+
+@require_GET
+@page
+def submission_status_partial(request, submission_id):
+    """The status badge htmx polls: it keeps polling itself until the status is final."""
+    submission = submission_get(submission_id=submission_id, user=request.user)
+    return render(request, "frontend/partials/submission_status.html", {"submission": submission})
