@@ -1,0 +1,44 @@
+"""Fixtures for the web pages: Debian's Chromium for Playwright, real student models, submissions."""
+
+import pytest
+
+from tests.conftest import ADULT_LABELS
+from workers.features import encode_features, encode_labels, infer_feature_spec, read_table
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-gpu"]
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    # Browsers cannot be downloaded here: drive the distribution's Chromium instead of Playwright's own build.
+    return {**browser_type_launch_args, "executable_path": "/usr/bin/chromium", "args": CHROMIUM_ARGS}
+
+
+@pytest.fixture(scope="session")
+def student_model_files(adult_frame, adult_public_csv) -> list[bytes]:
+    """Two XGBoost JSON students, each trained on one half of 2,000 encoded Adult rows (as FedKT's partitions)."""
+    from xgboost import XGBClassifier
+
+    from workers.modelio.export import export_xgboost_json
+
+    spec = infer_feature_spec(read_table(adult_public_csv), label_column="income")
+    rows = adult_frame.iloc[:2000]
+    features, labels = encode_features(rows, spec), encode_labels(rows["income"], ADULT_LABELS)
+    halves = [slice(0, 1000), slice(1000, 2000)]
+    return [export_xgboost_json(XGBClassifier(n_estimators=10, max_depth=3, random_state=0)
+                                .fit(features[half], labels[half])) for half in halves]
+
+
+@pytest.fixture
+def submit(federation_with_data, student_model_files):
+    """Create a submission through the service, as the API would; its validation is queued on commit only."""
+    from market.submissions.services import UploadedModel, submission_create
+
+    def submit_as(user, *, model_index: int = 0):
+        return submission_create(
+            federation=federation_with_data, user=user,
+            models=[UploadedModel(name=f"student-{model_index}.json", data=student_model_files[model_index])],
+            model_family="xgboost", n_local_examples=1000, local_validation_score=0.84, label_distribution=None,
+            privacy_level="L1", privacy_parameters={}, declared_epsilon=None)
+    return submit_as

@@ -1,0 +1,218 @@
+"""Page views with Django's test client: pages render, sign-in is required, permissions match the API's."""
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from market.federations.models import Membership
+from market.submissions.models import Submission, SubmissionStatus
+
+
+def client_for(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def silo_client(silo_user):
+    return client_for(silo_user)
+
+
+@pytest.fixture
+def other_silo_client(other_silo_user):
+    return client_for(other_silo_user)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("url", ["/", "/federations/", "/federations/adult-income/", "/federations/adult-income/upload/",
+                                 "/submissions/", "/submissions/1/status/"])
+def test_pages_redirect_anonymous_visitors_to_sign_in(url):
+    response = Client().get(url, follow=True)
+
+    assert response.redirect_chain[-1][0].startswith("/sign-in/?next=")
+    assert 'name="password"' in response.text
+
+
+def test_sign_in_with_password_lands_on_the_federation_list(silo_user):
+    client = Client()
+
+    response = client.post("/sign-in/", {"username": "sam-silo", "password": "silo-password"}, follow=True)
+
+    assert response.redirect_chain[-1] == ("/federations/", 302)
+    assert "Northwind Hospital" in response.text
+    assert 'action="/sign-out/"' in response.text
+
+
+def test_sign_in_with_a_wrong_password_says_so(silo_user):
+    response = Client().post("/sign-in/", {"username": "sam-silo", "password": "wrong"})
+
+    assert response.status_code == 200
+    assert "Please enter a correct username and password" in response.text
+
+
+def test_sign_out_ends_the_session(silo_client):
+    response = silo_client.post("/sign-out/")
+
+    assert response.status_code == 302 and response.url == "/sign-in/"
+    assert silo_client.get("/federations/").status_code == 302
+
+
+def test_base_layout_has_navigation_and_vendored_htmx(silo_client, federation):
+    page = silo_client.get("/federations/").text
+
+    for link in ['href="/federations/"', 'href="/submissions/"', 'href="/api/docs/"']:
+        assert link in page
+    assert 'href="/admin/"' not in page
+    assert "/static/frontend/vendor/htmx-2.0.11.min.js" in page
+
+
+def test_operators_get_an_admin_link(operator):
+    assert 'href="/admin/"' in client_for(operator).get("/federations/").text
+
+
+def test_federation_list_shows_membership_and_a_join_button(silo_client, other_silo_client, federation_with_data):
+    member_page = silo_client.get("/federations/").text
+    stranger_page = other_silo_client.get("/federations/").text
+
+    assert "Adult income" in member_page and "Member" in member_page
+    assert 'action="/federations/adult-income/join/"' not in member_page
+    assert 'action="/federations/adult-income/join/"' in stranger_page
+
+
+def test_join_button_makes_the_organisation_a_member(other_silo_client, other_silo_user, federation_with_data):
+    response = other_silo_client.post("/federations/adult-income/join/", follow=True)
+
+    assert response.redirect_chain[-1] == ("/federations/adult-income/", 302)
+    assert "Contoso Bank joined Adult income." in response.text
+    assert Membership.objects.filter(federation=federation_with_data, organisation=other_silo_user.organisation).exists()
+    assert reverse("api-public-features", args=["adult-income"]) in response.text
+
+
+def test_join_needs_a_csrf_token(other_silo_user, federation_with_data):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(other_silo_user)
+
+    response = client.post("/federations/adult-income/join/")
+
+    assert response.status_code == 403
+    assert not Membership.objects.filter(organisation=other_silo_user.organisation).exists()
+
+
+def test_operators_cannot_join_and_are_told_why(operator, federation):
+    response = client_for(operator).post("/federations/adult-income/join/")
+
+    assert response.status_code == 403
+    assert "Only members of a silo organisation can join a federation." in response.text
+    assert not Membership.objects.exists()
+
+
+def test_member_sees_public_data_facts_and_download_links(silo_client, federation_with_data):
+    public_dataset = federation_with_data.public_datasets.first()
+
+    response = silo_client.get("/federations/adult-income/")
+
+    assert response.status_code == 200
+    assert public_dataset.content_sha256 in response.text
+    assert f"<dd>{public_dataset.n_rows}</dd>" in response.text
+    assert f"<dd>{public_dataset.n_features} (from" in response.text
+    assert 'href="/api/federations/adult-income/public-dataset/features.npz"' in response.text
+    assert 'href="/api/federations/adult-income/public-dataset/feature-spec.json"' in response.text
+    assert 'href="/federations/adult-income/upload/"' in response.text
+
+
+def test_non_member_sees_a_join_prompt_and_no_download_links(other_silo_client, federation_with_data):
+    response = other_silo_client.get("/federations/adult-income/")
+
+    assert response.status_code == 200
+    assert "Join this federation to download" in response.text
+    assert "features.npz" not in response.text and "feature-spec.json" not in response.text
+    assert federation_with_data.public_datasets.first().content_sha256 not in response.text
+
+
+def test_download_links_work_with_the_browser_session(silo_client, federation_with_data):
+    features = silo_client.get("/api/federations/adult-income/public-dataset/features.npz")
+    spec = silo_client.get("/api/federations/adult-income/public-dataset/feature-spec.json")
+
+    assert features.status_code == 200 and features.content[:2] == b"PK"
+    assert spec.status_code == 200 and spec.json()["n_features"] == federation_with_data.public_datasets.first().n_features
+
+
+def test_unknown_federation_is_a_friendly_404(silo_client, db):
+    response = silo_client.get("/federations/no-such-thing/")
+
+    assert response.status_code == 404
+    assert "There is no federation &#x27;no-such-thing&#x27;." in response.text
+    assert "Back to the federations" in response.text
+
+
+def test_upload_page_offers_the_federation_s_choices(silo_client, federation_with_data):
+    response = silo_client.get("/federations/adult-income/upload/")
+
+    assert response.status_code == 200
+    assert 'action="/api/submissions/"' in response.text
+    assert 'name="csrfmiddlewaretoken"' in response.text
+    assert 'id="drop-zone"' in response.text and 'name="files" type="file" multiple' in response.text
+    assert '<option value="L1" selected>' in response.text
+    assert '<option value="xgboost">' in response.text
+    assert "/static/frontend/upload.js" in response.text
+
+
+def test_upload_page_refuses_non_members_with_the_api_s_sentence(other_silo_client, federation_with_data):
+    response = other_silo_client.get("/federations/adult-income/upload/")
+
+    assert response.status_code == 403
+    assert "Your organisation is not a member of &#x27;adult-income&#x27;; join it first." in response.text
+
+
+def test_status_partial_polls_while_pending_and_stops_when_final(silo_client, silo_user, submit):
+    submission = submit(silo_user)
+    url = f"/submissions/{submission.id}/status/"
+
+    pending = silo_client.get(url).text
+    Submission.objects.filter(id=submission.id).update(status=SubmissionStatus.VALID)
+    valid = silo_client.get(url).text
+
+    assert 'hx-trigger="every 1s"' in pending and "Waiting for validation" in pending
+    assert "<html" not in pending
+    assert 'hx-trigger' not in valid and ">Valid<" in valid
+
+
+def test_status_partial_shows_the_rejection_reason(silo_client, silo_user, submit):
+    submission = submit(silo_user)
+    Submission.objects.filter(id=submission.id).update(
+        status=SubmissionStatus.REJECTED, rejection_reason="Model file 'student-0.json' failed validation: it crashed.")
+
+    response = silo_client.get(f"/submissions/{submission.id}/status/")
+
+    assert ">Rejected<" in response.text
+    assert "Model file &#x27;student-0.json&#x27; failed validation: it crashed." in response.text
+    assert "hx-trigger" not in response.text
+
+
+def test_another_organisation_s_status_partial_is_404(other_silo_client, silo_user, submit):
+    submission = submit(silo_user)
+
+    response = other_silo_client.get(f"/submissions/{submission.id}/status/")
+
+    assert response.status_code == 404
+    assert f"There is no submission #{submission.id} that your organisation can see." in response.text
+
+
+def test_submission_list_shows_only_the_own_organisation_s_submissions(
+        silo_client, silo_user, other_silo_user, federation_with_data, submit):
+    from market.federations.services import federation_join
+
+    federation_join(federation=federation_with_data, user=other_silo_user)
+    own = submit(silo_user, model_index=0)
+    others = submit(other_silo_user, model_index=1)
+
+    page = silo_client.get("/submissions/").text
+
+    assert f'id="submission-{own.id}"' in page and "student-0.json" in page
+    assert f'id="submission-{others.id}"' not in page and "student-1.json" not in page
+    assert 'hx-trigger="every 1s"' in page
+
+
+def test_submission_list_without_submissions_says_so(silo_client, db):
+    assert "No submissions yet." in silo_client.get("/submissions/").text
