@@ -33,9 +33,9 @@ def main(exchange: Path) -> None:
         except RefusedModelError as refusal:
             error = str(refusal)
         except MemoryError:
-            error = f"The model needed more memory than the predictor may use ({_memory_limit_mb()} MB)."
+            error = f"The model needed more than {_memory_limit_mb()} MB of memory."
         except Exception as failure:  # noqa: BLE001 - any native failure rejects the model, not the child
-            error = f"The model could not be loaded or run: {type(failure).__name__}: {str(failure)[:400]}"
+            error = _describe(failure)
         (exchange / f"result_{index}.json").write_text(json.dumps({"error": error}))
         gc.collect()
 
@@ -45,6 +45,13 @@ def _predict_one(data: bytes, features: np.ndarray, request: dict, limits: Model
     if not request["skip_structural_checks"]:
         inspect_model(data, n_features=features.shape[1], n_classes=request["n_classes"], limits=limits)
     return predict_probabilities(data, model_format, features, n_classes=request["n_classes"])
+
+
+def _describe(failure: Exception) -> str:
+    message = str(failure)
+    if any(words in message.lower() for words in ("allocat", "failed to map", "out of memory")):
+        return f"The model needed more than {_memory_limit_mb()} MB of memory."
+    return f"The model could not be loaded or run: {type(failure).__name__}: {message[:400]}"
 
 
 def _memory_limit_mb() -> int:

@@ -73,20 +73,23 @@ def predict_in_sandbox(models: list[bytes], features: np.ndarray, *, n_classes: 
         One per model, in order. The caller survives whatever the models do.
     """
     features = np.ascontiguousarray(features, dtype=np.float32)
-    outcomes: dict[int, SandboxOutcome] = {}
-    pending = list(range(len(models)))
     request = {"n_classes": n_classes, "skip_structural_checks": skip_structural_checks,
                "model_limits": asdict(model_limits or ModelLimits())}
-    if pending:
-        death = _run_child(models, pending, features, request, limits, outcomes)
-        leftover = [index for index in pending if index not in outcomes]
-        if len(leftover) == 1 and len(pending) == 1:
-            outcomes[leftover[0]] = SandboxOutcome(None, death)
-        else:
-            for index in leftover:
-                death = _run_child(models, [index], features, request, limits, outcomes)
-                if index not in outcomes:
-                    outcomes[index] = SandboxOutcome(None, death)
+    outcomes: dict[int, SandboxOutcome] = {}
+    pending = list(range(len(models)))
+    while pending:
+        batch = pending
+        death = _run_child(models, batch, features, request, limits, outcomes)
+        unfinished = [index for index in batch if index not in outcomes]
+        if not unfinished:
+            break
+        # The child writes results in order, so the first unfinished model was running when it died.
+        # Rerun it alone: the error is its own only if it also fails in a child of its own.
+        suspect, pending = unfinished[0], unfinished[1:]
+        if len(batch) > 1:
+            death = _run_child(models, [suspect], features, request, limits, outcomes)
+        if suspect not in outcomes:
+            outcomes[suspect] = SandboxOutcome(None, death)
     return [outcomes[index] for index in range(len(models))]
 
 
@@ -110,10 +113,15 @@ def _run_child(models, indices, features, request, limits: SandboxLimits, outcom
         shutil.rmtree(exchange, ignore_errors=True)
 
 
+def child_environment(home: Path) -> dict[str, str]:
+    """The child's whole environment: no inherited variables (so no secrets), one thread per library."""
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(PROJECT_ROOT), "HOME": str(home),
+            "TMPDIR": str(home), "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8",
+            **{name: "1" for name in THREAD_VARIABLES}}
+
+
 def _spawn(exchange: Path, home: Path, limits: SandboxLimits) -> tuple[int, bool]:
-    environment = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(PROJECT_ROOT),
-                   "HOME": str(home), "TMPDIR": str(home), "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
-                   "LANG": "C.UTF-8", **{name: "1" for name in THREAD_VARIABLES}}
+    environment = child_environment(home)
     with open(exchange / "child.log", "wb") as log:
         child = subprocess.Popen([sys.executable, "-m", "workers.modelio.child", str(exchange)], cwd=home,
                                  env=environment, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
@@ -175,4 +183,4 @@ def _log_mentions_memory(exchange: Path) -> bool:
         tail = (exchange / "child.log").read_bytes()[-4000:].lower()
     except OSError:
         return False
-    return any(word in tail for word in (b"memoryerror", b"bad_alloc", b"bad allocation", b"failed to allocate"))
+    return any(word in tail for word in (b"memoryerror", b"bad_alloc", b"bad allocation", b"failed to allocate", b"can't allocate"))
