@@ -42,6 +42,8 @@ def inspect_onnx(data: bytes, *, n_features: int, n_classes: int, limits: ModelL
     model = load_onnx_model(data)
     graph = model.graph
     _check_opsets(model)
+    if len(model.training_info):
+        raise refuse("The ONNX model carries training graphs; export an inference-only model. " + EXPORT_ADVICE)
     if len(model.functions):
         raise refuse("The ONNX model defines its own functions; Onefold accepts plain graphs only. " + EXPORT_ADVICE)
     if len(graph.node) > limits.max_onnx_nodes:
@@ -52,6 +54,9 @@ def inspect_onnx(data: bytes, *, n_features: int, n_classes: int, limits: ModelL
     _check_input(graph, n_features)
     classifiers = [node for node in graph.node if node.op_type in CLASSIFIER_OPERATORS]
     trees = [node for node in graph.node if node.op_type.startswith("TreeEnsemble")]
+    for node in graph.node:
+        if node.op_type in ("LinearClassifier", "LinearRegressor", "Scaler"):
+            _check_linear(node, n_features)
     tree_detail = [check_tree_ensemble(node, n_features=n_features, limits=limits) for node in trees]
     detail = {"opset": _opset(model, ("", "ai.onnx")), "ml_opset": _opset(model, ("ai.onnx.ml",)), "n_nodes": len(graph.node),
               "n_trees": sum(part["n_trees"] for part in tree_detail),
@@ -126,6 +131,25 @@ def _check_input(graph, n_features: int) -> None:
     if dims[1].HasField("dim_value") and dims[1].dim_value != n_features:
         raise refuse(f"The model expects {dims[1].dim_value} features but the federation's public data has "
                      f"{n_features}.")
+
+
+def _check_linear(node, n_features: int) -> None:
+    """Coefficients of a linear model (or scaler) must be finite and fit the features they read."""
+    from workers.modelio.onnx_trees import attributes_of
+
+    attributes = attributes_of(node)
+    arrays = {name: np.asarray(attributes.get(name, []), dtype=np.float64)
+              for name in ("coefficients", "intercepts", "offset", "scale")}
+    if not all(np.all(np.isfinite(array)) for array in arrays.values()):
+        raise refuse(f"The ONNX {node.op_type} has NaN or infinite coefficients.")
+    if node.op_type == "Scaler":
+        if len(arrays["offset"]) not in (1, n_features) or len(arrays["scale"]) not in (1, n_features):
+            raise refuse("The ONNX Scaler's offset and scale do not fit the number of features.")
+        return
+    n_targets = max(len(arrays["intercepts"]), 1)
+    if len(arrays["coefficients"]) != n_targets * n_features:
+        raise refuse(f"The ONNX {node.op_type} has {len(arrays['coefficients'])} coefficients; "
+                     f"{n_features} features need {n_targets * n_features}.")
 
 
 def _classifier_labels(classifiers) -> list[int]:

@@ -129,7 +129,10 @@ def _spawn(exchange: Path, home: Path, limits: SandboxLimits) -> tuple[int, bool
         try:
             return child.wait(timeout=limits.wall_seconds), False
         except subprocess.TimeoutExpired:
-            os.killpg(child.pid, signal.SIGKILL)
+            try:
+                os.killpg(child.pid, signal.SIGKILL)  # the child's own session: nothing else is in it
+            except ProcessLookupError:
+                pass
             return child.wait(), True
 
 
@@ -166,8 +169,11 @@ def _read_result(exchange: Path, index: int, n_examples: int, n_classes: int) ->
 def _death_reason(returncode: int, timed_out: bool, limits: SandboxLimits, exchange: Path) -> str:
     if timed_out:
         return f"The model did not finish predicting within {limits.wall_seconds:g} seconds."
-    if returncode == -signal.SIGXCPU or returncode == -signal.SIGKILL:
+    if returncode == -signal.SIGXCPU:
         return f"The model needed more than {limits.cpu_seconds} seconds of CPU time."
+    if returncode == -signal.SIGKILL:
+        return (f"The predictor was killed: the model needed more than {limits.cpu_seconds} seconds of CPU time "
+                f"or more than {limits.memory_bytes // 2**20} MB of memory.")
     if returncode < 0:
         name = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else str(-returncode)
         if name == "SIGABRT" and _log_mentions_memory(exchange):

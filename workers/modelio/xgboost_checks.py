@@ -17,9 +17,9 @@ from workers.modelio.trees import check_binary_tree
 from workers.modelio.ubjson import decode_ubjson
 
 OBJECTIVES = {"binary:logistic", "reg:logistic", "multi:softprob", "multi:softmax"}
-NODE_INT_ARRAYS = ("left_children", "right_children", "parents", "split_indices")
-NODE_FLOAT_ARRAYS = ("split_conditions", "base_weights")
-OPTIONAL_NODE_FLOAT_ARRAYS = ("loss_changes", "sum_hessian")
+NODE_INT_ARRAYS = ("left_children", "right_children", "parents", "split_indices", "default_left", "split_type")
+NODE_FLOAT_ARRAYS = ("split_conditions", "base_weights", "loss_changes", "sum_hessian")
+CATEGORY_ARRAYS = ("categories", "categories_nodes", "categories_segments", "categories_sizes")
 ROOT_PARENT = 2147483647
 
 
@@ -152,14 +152,12 @@ def _check_tree(tree, index: int, num_feature: int, limits: ModelLimits) -> int:
     if _int_text(parameters.get("num_feature", num_feature), "num_feature") != num_feature:
         raise refuse(f"{where} declares another number of features than the model.")
     arrays = {name: _int_array(tree.get(name), f"{where}: {name}", n_nodes) for name in NODE_INT_ARRAYS}
-    for name in NODE_FLOAT_ARRAYS + OPTIONAL_NODE_FLOAT_ARRAYS:
-        if name in tree or name in NODE_FLOAT_ARRAYS:
-            _finite_array(tree.get(name), f"{where}: {name}", n_nodes)
-    split_type = tree.get("split_type")
-    if split_type is not None and np.any(_int_array(split_type, f"{where}: split_type", n_nodes) != 0):
+    for name in NODE_FLOAT_ARRAYS:
+        _finite_array(tree.get(name), f"{where}: {name}", n_nodes)
+    if np.any(arrays["split_type"] != 0) or any(len(tree.get(name, [])) for name in CATEGORY_ARRAYS):
         raise refuse(f"{where} uses categorical splits; encode features as numbers.")
-    if tree.get("categories_nodes") is not None and len(tree["categories_nodes"]):
-        raise refuse(f"{where} uses categorical splits; encode features as numbers.")
+    if np.any((arrays["default_left"] != 0) & (arrays["default_left"] != 1)):
+        raise refuse(f"{where}: default_left must hold 0 or 1 only.")
     features = arrays["split_indices"]
     if features.min() < 0 or features.max() >= num_feature:
         raise refuse(f"{where} splits on feature {int(features.max())}, but the model reads only "

@@ -168,3 +168,17 @@ def test_safetensors_network_predicts_softmax_of_its_logits(toy_data, toy_mlp):
         expected = torch.softmax(module(torch.from_numpy(features)).double(), dim=1).numpy()
     np.testing.assert_allclose(outcome.probabilities, expected, atol=1e-6)
     assert N_FEATURES == features.shape[1]
+
+
+def test_a_model_past_the_cpu_limit_gets_an_error():
+    from workers.modelio.export import export_torch_safetensors
+    from workers.zoo import build_module
+
+    spec = {"architecture": "mlp", "n_features": 8, "hidden_sizes": [1024, 1024], "n_classes": 2}
+    wide = export_torch_safetensors(build_module(spec), spec)  # ~100 GFLOP on 50,000 rows: seconds of CPU
+    features = np.random.default_rng(0).normal(size=(50_000, 8)).astype(np.float32)
+    outcome, = predict_in_sandbox([wide], features, n_classes=2, limits=SandboxLimits(cpu_seconds=1))
+    assert outcome.probabilities is None
+    assert outcome.error in ("The model needed more than 1 seconds of CPU time.",
+                             "The predictor was killed: the model needed more than 1 seconds of CPU time "
+                             "or more than 4096 MB of memory.")
