@@ -1,26 +1,37 @@
 """Sandbox child: ``python -m workers.modelio.child EXCHANGE_DIR``; started only by ``predict_in_sandbox``.
 
-Reads ``request.json``, ``features.npy`` and ``model_<i>.bin`` from the exchange folder and writes,
-after each model, ``probabilities_<i>.npy`` (float64) and ``result_<i>.json`` (``{"error": ...}``),
-so that the parent knows which models finished if a later one kills this process.
+Sets its resource limits first, before numpy or any native library is imported (the parent uses
+no ``preexec_fn``, which is unsafe in a threaded worker). Then reads ``request.json``,
+``features.npy`` and ``model_<i>.bin`` from the exchange folder and writes, after each model,
+``probabilities_<i>.npy`` (float64) and ``result_<i>.json`` (``{"error": ...}``), so that the
+parent knows which models finished if a later one kills this process.
 """
 
-from __future__ import annotations
-
-import gc
 import json
+import resource
 import sys
 from pathlib import Path
 
-import numpy as np
+RESOURCE_LIMITS = {"memory_bytes": resource.RLIMIT_AS, "cpu_seconds": resource.RLIMIT_CPU,
+                   "file_size_bytes": resource.RLIMIT_FSIZE, "open_files": resource.RLIMIT_NOFILE}
 
-from workers.modelio.base import ModelLimits, RefusedModelError
-from workers.modelio.identify import identify_format
-from workers.modelio.native import predict_probabilities
-from workers.modelio.validate import inspect_model
+
+def apply_resource_limits(limits: dict) -> None:
+    """Lower this process's limits; they cannot be raised again by anything it later runs."""
+    for name, which in RESOURCE_LIMITS.items():
+        value = int(limits[name])
+        hard = value + 1 if which == resource.RLIMIT_CPU else value  # SIGXCPU first, then SIGKILL
+        resource.setrlimit(which, (value, hard))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 def main(exchange: Path) -> None:
+    import gc
+
+    import numpy as np
+
+    from workers.modelio.base import ModelLimits, RefusedModelError
+
     request = json.loads((exchange / "request.json").read_text())
     features = np.load(exchange / "features.npy", allow_pickle=False)
     limits = ModelLimits(**request["model_limits"])
@@ -40,7 +51,11 @@ def main(exchange: Path) -> None:
         gc.collect()
 
 
-def _predict_one(data: bytes, features: np.ndarray, request: dict, limits: ModelLimits) -> np.ndarray:
+def _predict_one(data: bytes, features, request: dict, limits):
+    from workers.modelio.identify import identify_format
+    from workers.modelio.native import predict_probabilities
+    from workers.modelio.validate import inspect_model
+
     model_format = identify_format(data)  # always: pickles are refused even when checks are skipped
     if not request["skip_structural_checks"]:
         inspect_model(data, n_features=features.shape[1], n_classes=request["n_classes"], limits=limits)
@@ -55,10 +70,10 @@ def _describe(failure: Exception) -> str:
 
 
 def _memory_limit_mb() -> int:
-    import resource
-
     return resource.getrlimit(resource.RLIMIT_AS)[0] // 2**20
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    exchange_folder = Path(sys.argv[1])
+    apply_resource_limits(json.loads((exchange_folder / "request.json").read_text())["sandbox_limits"])
+    main(exchange_folder)

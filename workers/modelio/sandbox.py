@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -100,7 +99,8 @@ def _run_child(models, indices, features, request, limits: SandboxLimits, outcom
         for index in indices:
             (exchange / f"model_{index}.bin").write_bytes(models[index])
         np.save(exchange / "features.npy", features, allow_pickle=False)
-        (exchange / "request.json").write_text(json.dumps({**request, "indices": indices}))
+        (exchange / "request.json").write_text(json.dumps({**request, "indices": indices,
+                                                           "sandbox_limits": asdict(limits)}))
         home = exchange / "home"
         home.mkdir()
         returncode, timed_out = _spawn(exchange, home, limits)
@@ -125,7 +125,7 @@ def _spawn(exchange: Path, home: Path, limits: SandboxLimits) -> tuple[int, bool
     with open(exchange / "child.log", "wb") as log:
         child = subprocess.Popen([sys.executable, "-m", "workers.modelio.child", str(exchange)], cwd=home,
                                  env=environment, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                 close_fds=True, start_new_session=True, preexec_fn=_limiter(limits))
+                                 close_fds=True, start_new_session=True)
         try:
             return child.wait(timeout=limits.wall_seconds), False
         except subprocess.TimeoutExpired:
@@ -134,20 +134,6 @@ def _spawn(exchange: Path, home: Path, limits: SandboxLimits) -> tuple[int, bool
             except ProcessLookupError:
                 pass
             return child.wait(), True
-
-
-def _limiter(limits: SandboxLimits):
-    """The function the child runs between fork and exec: set its resource limits."""
-    cpu = int(max(1, limits.cpu_seconds))
-
-    def set_limits() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_bytes, limits.file_size_bytes))
-        resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-    return set_limits
 
 
 def _read_result(exchange: Path, index: int, n_examples: int, n_classes: int) -> SandboxOutcome | None:

@@ -85,15 +85,25 @@ def npy_object_payload(marker: Path) -> bytes:
     return buffer.getvalue()
 
 
+def npz_object_payload(marker: Path) -> bytes:
+    """A ``.npz`` archive whose array is an object array holding a marker-creating pickle."""
+    buffer = io.BytesIO()
+    array = np.empty(1, dtype=object)
+    array[0] = CreatesMarkerWhenUnpickled(marker)
+    np.savez(buffer, weights=array)
+    return buffer.getvalue()
+
+
 def hostile_payloads(marker: Path) -> dict[str, bytes]:
     """Every hostile payload by name; all but TorchScript would create ``marker`` if deserialised."""
     return {
         "pickle": pickle_payload(marker), "text-pickle": text_pickle_payload(marker),
+        "pickle-protocol-1": pickle_payload(marker, protocol=1),
         "cloudpickle": cloudpickle_payload(marker), "joblib": joblib_payload(marker),
         "joblib-zlib": joblib_payload(marker, 3), "joblib-gzip": joblib_payload(marker, ("gzip", 3)),
         "joblib-lzma": joblib_payload(marker, ("lzma", 3)), "joblib-bz2": joblib_payload(marker, ("bz2", 3)),
         "torch-pickle": torch_pickle_payload(marker), "torchscript": torchscript_payload(),
-        "npy-object": npy_object_payload(marker),
+        "npy-object": npy_object_payload(marker), "npz-object": npz_object_payload(marker),
     }
 
 
