@@ -112,11 +112,28 @@ def _check_tensors(graph, limits: ModelLimits) -> None:
     if total_bytes > limits.max_onnx_initializer_bytes:
         raise refuse(f"The ONNX model's weights take {total_bytes} bytes; the limit is "
                      f"{limits.max_onnx_initializer_bytes}.")
+    for tensor in tensors:
+        if tensor.data_type in FLOAT_TYPES and not np.all(np.isfinite(tensor_values(tensor))):
+            raise refuse(f"The ONNX weight tensor {tensor.name!r} holds NaN or infinite values.")
+
+
+def tensor_values(tensor) -> np.ndarray:
+    """A float tensor's values, refused unless its data length matches its shape (checked first)."""
     from onnx import numpy_helper
 
-    for tensor in tensors:
-        if tensor.data_type in FLOAT_TYPES and not np.all(np.isfinite(numpy_helper.to_array(tensor))):
-            raise refuse(f"The ONNX weight tensor {tensor.name!r} holds NaN or infinite values.")
+    if tensor.data_type not in FLOAT_TYPES:
+        raise refuse(f"The ONNX tensor {tensor.name!r} must hold float32 or float64 values.")
+    n_elements = 1
+    for dim in tensor.dims:
+        if dim < 0:
+            raise refuse(f"The ONNX tensor {tensor.name!r} has a negative dimension; the file is damaged.")
+        n_elements *= dim
+    item_size = 4 if tensor.data_type == 1 else 8
+    stored = len(tensor.raw_data) // item_size if tensor.raw_data else len(tensor.float_data) + len(tensor.double_data)
+    if stored != n_elements:
+        raise refuse(f"The ONNX tensor {tensor.name!r} holds {stored} values but its shape needs {n_elements}; "
+                     "the file is damaged.")
+    return numpy_helper.to_array(tensor)
 
 
 def _check_input(graph, n_features: int) -> None:

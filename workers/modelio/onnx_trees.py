@@ -18,13 +18,15 @@ NODE_ARRAYS = ("nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_true
 
 def attributes_of(node) -> dict:
     """The node's attributes as Python lists and numpy arrays (tensor attributes decoded)."""
-    from onnx import helper, numpy_helper
+    from onnx import helper
+
+    from workers.modelio.onnx_checks import tensor_values
 
     values = {}
     for attribute in node.attribute:
         value = helper.get_attribute_value(attribute)
         if attribute.name.endswith("_as_tensor"):
-            values[attribute.name.removesuffix("_as_tensor")] = numpy_helper.to_array(value).ravel()
+            values[attribute.name.removesuffix("_as_tensor")] = tensor_values(value).ravel()
         else:
             values[attribute.name] = value
     return values

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workers.modelio.base import ModelFormat, ModelInfo, ModelLimits, refuse
+from workers.modelio.base import ModelFormat, ModelInfo, ModelLimits, RefusedModelError, refuse
 from workers.modelio.identify import identify_format
 
 
@@ -26,6 +26,18 @@ def inspect_model(data: bytes, *, n_features: int, n_classes: int, limits: Model
     if len(data) > limits.max_model_bytes:
         raise refuse(f"The model file has {len(data)} bytes; the limit is {limits.max_model_bytes}.")
     model_format = identify_format(data)
+    try:
+        return _inspect(data, model_format, n_features=n_features, n_classes=n_classes, limits=limits)
+    except RefusedModelError:
+        raise
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, RecursionError) as error:
+        # Fail closed: a file our validators did not expect is refused, never passed on.
+        raise refuse(f"The {model_format} model is malformed and could not be validated "
+                     f"({type(error).__name__}); re-export it with the silo toolkit.") from None
+
+
+def _inspect(data: bytes, model_format: ModelFormat, *, n_features: int, n_classes: int,
+             limits: ModelLimits) -> ModelInfo:
     if model_format == ModelFormat.ONNX:
         from workers.modelio.onnx_checks import inspect_onnx
 
