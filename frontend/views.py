@@ -99,6 +99,10 @@ def submission_list_page(request):
 @require_GET
 @page
 def submission_status_partial(request, submission_id):
-    """The status badge htmx polls: it keeps polling itself until the status is final."""
+    """The status badge htmx polls: it keeps polling itself until the status is final.
+
+    ``?explain=1`` adds a sentence on what the status means (the upload page has room for it; the list has not).
+    """
     submission = submission_get(submission_id=submission_id, user=request.user)
-    return render(request, "frontend/partials/submission_status.html", {"submission": submission})
+    return render(request, "frontend/partials/submission_status.html",
+                  {"submission": submission, "show_explanation": request.GET.get("explain") == "1"})

@@ -178,6 +178,17 @@ def test_status_partial_polls_while_pending_and_stops_when_final(silo_client, si
     assert 'hx-trigger' not in valid and ">Valid<" in valid
 
 
+def test_status_partial_explains_itself_on_request_and_keeps_asking_for_it(silo_client, silo_user, submit):
+    submission = submit(silo_user)
+
+    compact = silo_client.get(f"/submissions/{submission.id}/status/").text
+    explained = silo_client.get(f"/submissions/{submission.id}/status/?explain=1").text
+
+    assert "status-explanation" not in compact
+    assert "A worker loads the models in a sandbox" in explained
+    assert f'hx-get="/submissions/{submission.id}/status/?explain=1"' in explained
+
+
 def test_status_partial_shows_the_rejection_reason(silo_client, silo_user, submit):
     submission = submit(silo_user)
     Submission.objects.filter(id=submission.id).update(

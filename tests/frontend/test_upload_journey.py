@@ -20,17 +20,29 @@ DROPPED_FILE_SCRIPT = """([name, text]) => {
 @pytest.mark.worker
 def test_silo_uploads_students_and_sees_them_validated_without_reload(
         live_server, celery_worker, federation_with_data, student_model_files, page):
-    browser_errors = []
-    page.on("pageerror", lambda error: browser_errors.append(str(error)))
-    page.on("console", lambda message: browser_errors.append(message.text) if message.type == "error" else None)
+    script_errors, failed_requests = [], []
+    page.on("pageerror", lambda error: script_errors.append(str(error)))
+    page.on("response", lambda response: failed_requests.append(f"{response.status} {response.request.method} {response.url}")
+            if response.status >= 400 else None)
 
     page.goto(f"{live_server.url}/sign-in/")
     page.get_by_label("Username").fill("sam-silo")
     page.get_by_label("Password").fill("silo-password")
     page.get_by_role("button", name="Sign in").click()
     page.get_by_role("link", name="Adult income").click()
+    page.get_by_role("link", name="Download features (NPZ)").wait_for()
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=ARTIFACTS / "federation-detail.png", full_page=True)
     page.get_by_role("link", name="Upload models").first.click()
     page.wait_for_url(f"{live_server.url}/federations/adult-income/upload/")
+
+    # Sent empty, the API's field errors appear next to their fields.
+    page.get_by_role("button", name="Upload").click()
+    page.locator("#error-files").filter(has_text="This field is required.").wait_for()
+    assert page.locator("#form-error").inner_text() == "Please correct the fields marked below."
+    assert page.locator("#progress-block").is_hidden()
+    assert page.locator("#field-n_local_examples").get_attribute("aria-invalid") == "true"
+    page.screenshot(path=ARTIFACTS / "upload-errors.png", full_page=True)
 
     # One student through the file input, the other dropped on the drop zone.
     page.set_input_files("#field-files", files=[{"name": "student-partition-0.json", "mimeType": "application/json",
@@ -53,8 +65,8 @@ def test_silo_uploads_students_and_sees_them_validated_without_reload(
     page.locator('#submission-status [data-status="valid"], #submission-status [data-status="rejected"]').wait_for(
         timeout=90_000)
     assert page.locator("#submission-status .badge").inner_text() == "Valid"
+    assert page.locator("#error-files").is_hidden() and page.locator("#form-error").is_hidden()
 
-    ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=ARTIFACTS / "upload-journey.png", full_page=True)
     assert page.evaluate("window.notReloaded") is True
     submission = Submission.objects.get()
@@ -63,4 +75,10 @@ def test_silo_uploads_students_and_sees_them_validated_without_reload(
         "student-partition-0.json", "student-partition-1.json"]
     assert submission.label_distribution == [760, 240]
     assert page.locator("#submission-result-heading").inner_text() == f"Submission #{submission.id} uploaded"
-    assert browser_errors == []
+    assert script_errors == []
+    assert failed_requests == [f"400 POST {live_server.url}/api/submissions/"]  # only the deliberately empty upload
+
+    page.get_by_role("link", name="See all your submissions").click()
+    row = page.locator(f"#submission-{submission.id}")
+    assert row.locator(".badge").inner_text() == "Valid"
+    page.screenshot(path=ARTIFACTS / "submission-list.png", full_page=True)

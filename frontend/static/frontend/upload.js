@@ -22,6 +22,7 @@
   const formError = document.getElementById("form-error");
   const result = document.getElementById("submission-result");
   const resultHeading = document.getElementById("submission-result-heading");
+  const resultFiles = document.getElementById("submission-files");
 
   function formatBytes(size) {
     if (size < 1024) {
@@ -146,8 +147,13 @@
 
   function showSubmission(submission) {
     resultHeading.textContent = `Submission #${submission.id} uploaded`;
+    resultFiles.replaceChildren(...submission.model_files.map((modelFile) => {
+      const item = document.createElement("li");
+      item.textContent = `${modelFile.original_name} (${modelFile.format}, ${formatBytes(modelFile.size_bytes)})`;
+      return item;
+    }));
     result.hidden = false;
-    const statusUrl = form.dataset.statusUrl.replace("/0/", `/${submission.id}/`);
+    const statusUrl = `${form.dataset.statusUrl.replace("/0/", `/${submission.id}/`)}?explain=1`;
     htmx.ajax("GET", statusUrl, {target: "#submission-status", swap: "innerHTML"});
     fileInput.value = "";
     showChosenFiles();
@@ -166,17 +172,24 @@
     if (request.status === 201 && answer) {
       showSubmission(answer);
     } else if (answer && typeof answer === "object") {
+      progressBlock.hidden = true;
       showApiErrors(answer);
     } else {
+      progressBlock.hidden = true;
       showFormError([`The market could not take this upload (HTTP ${request.status}). Please try again later.`]);
     }
   }
 
-  // Empty optional fields are left out, so that the API applies its defaults instead of parsing "".
+  // Empty fields are left out, so that the API applies its defaults or says what is missing, instead of
+  // parsing "" (or, with no file chosen, the empty nameless file the browser would send).
+  function isEmpty(value) {
+    return value === "" || (value instanceof File && value.name === "" && value.size === 0);
+  }
+
   function formBody() {
     const body = new FormData(form);
     for (const [name, value] of Array.from(body.entries())) {
-      if (value === "") {
+      if (isEmpty(value)) {
         body.delete(name);
       }
     }
@@ -198,8 +211,10 @@
     });
     request.upload.addEventListener("load", () => setProgress(1));
     request.addEventListener("load", () => handleAnswer(request));
-    request.addEventListener("error", () => showFormError(
-      ["The upload did not reach the market. Check your connection and try again."]));
+    request.addEventListener("error", () => {
+      progressBlock.hidden = true;
+      showFormError(["The upload did not reach the market. Check your connection and try again."]);
+    });
     request.addEventListener("loadend", () => {
       uploadButton.disabled = false;
       uploadButton.textContent = "Upload";
