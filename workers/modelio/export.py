@@ -39,7 +39,10 @@ def export_xgboost_onnx(model, n_features: int) -> bytes:
 
 
 def export_xgboost_json(model) -> bytes:
-    """XGBoost's own JSON model format for a fitted ``XGBClassifier`` or ``Booster``."""
+    """XGBoost's own JSON model format for a fitted ``XGBClassifier`` or ``Booster``.
+
+    Clears the booster's feature names first (see ``_clear_feature_names``).
+    """
     return bytes(_clear_feature_names(model).save_raw(raw_format="json"))
 
 
@@ -74,7 +77,10 @@ def export_torch_onnx(module, n_features: int) -> bytes:
 
 
 def _clear_feature_names(model):
-    """The booster, with feature names removed (onnxmltools and our validator expect f0, f1, …)."""
+    """The model's booster, with its feature names and types removed in place.
+
+    onnxmltools needs names ``f0, f1, …`` or none, and the federation's matrix has no column names.
+    """
     booster = model.get_booster() if hasattr(model, "get_booster") else model
     booster.feature_names = None
     booster.feature_types = None
@@ -83,6 +89,8 @@ def _clear_feature_names(model):
 
 def _drop_zipmap(onnx_model) -> None:
     """Remove a trailing ZipMap so that the probabilities leave the graph as a plain tensor."""
+    from onnx import TensorProto, helper
+
     graph = onnx_model.graph
     for node in list(graph.node):
         if node.op_type != "ZipMap":
@@ -91,16 +99,9 @@ def _drop_zipmap(onnx_model) -> None:
         graph.node.remove(node)
         for output in graph.output:
             if output.name == node.output[0]:
-                probability_type = _float_matrix_type(output, tensor_name)
                 graph.output.remove(output)
-                graph.output.append(probability_type)
+                graph.output.append(helper.make_tensor_value_info(tensor_name, TensorProto.FLOAT, [None, None]))
                 break
-
-
-def _float_matrix_type(old_output, tensor_name: str):
-    from onnx import TensorProto, helper
-
-    return helper.make_tensor_value_info(tensor_name, TensorProto.FLOAT, [None, None])
 
 
 __all__ = ["export_sklearn_onnx", "export_xgboost_onnx", "export_xgboost_json", "export_xgboost_ubjson",

@@ -55,6 +55,8 @@ def _predict_xgboost(data: bytes, features: np.ndarray, n_classes: int):
 
     booster = xgboost.Booster(params={"nthread": 1})
     booster.load_model(bytearray(data))
+    booster.feature_names = None  # the federation's matrix has no column names
+    booster.feature_types = None
     config = json.loads(booster.save_config())["learner"]
     objective = config["objective"]["name"]
     matrix = xgboost.DMatrix(features, nthread=1)

@@ -67,7 +67,7 @@ def inspect_onnx(data: bytes, *, n_features: int, n_classes: int, limits: ModelL
         family = "tree-ensemble" if trees else "linear"
     else:
         classes = tuple(range(n_classes))
-        detail["output"] = _logits_output_name(graph)
+        detail["output"] = _logits_output_name(graph, n_classes)
         family = "neural-network"
     return ModelInfo(format=ModelFormat.ONNX, n_features=n_features, classes=classes, family=family, detail=detail)
 
@@ -198,9 +198,12 @@ def probability_output_name(model) -> str:
     return floats[0]
 
 
-def _logits_output_name(graph) -> str:
+def _logits_output_name(graph, n_classes: int) -> str:
     if len(graph.output) != 1 or graph.output[0].type.tensor_type.elem_type not in FLOAT_TYPES:
         raise refuse("The ONNX network must have exactly one float output, its logits.")
+    dims = graph.output[0].type.tensor_type.shape.dim
+    if len(dims) == 2 and dims[1].HasField("dim_value") and dims[1].dim_value != n_classes:
+        raise refuse(f"The model has {dims[1].dim_value} classes but the federation has {n_classes}.")
     return graph.output[0].name
 
 

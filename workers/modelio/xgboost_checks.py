@@ -108,6 +108,9 @@ def _check_base_score(value) -> None:
 
 
 def _check_feature_types(learner: dict) -> None:
+    names = learner.get("feature_names", [])
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        raise refuse("The XGBoost model's feature_names must be a list of names.")
     types = learner.get("feature_types", [])
     if not isinstance(types, list) or any(kind not in ("float", "q", "int", "i") for kind in types):
         raise refuse("The XGBoost model uses categorical or unknown feature types; encode features as numbers "

@@ -182,3 +182,19 @@ def test_a_model_past_the_cpu_limit_gets_an_error():
     assert outcome.error in ("The model needed more than 1 seconds of CPU time.",
                              "The predictor was killed: the model needed more than 1 seconds of CPU time "
                              "or more than 4096 MB of memory.")
+
+
+def test_three_class_xgboost_and_a_booster_with_column_names_predict_as_natively(toy_data):
+    import pandas as pd
+    from xgboost import XGBClassifier
+
+    features, binary, three = toy_data
+    multi = XGBClassifier(n_estimators=4, max_depth=3, random_state=0).fit(features, three)
+    frame = pd.DataFrame(features, columns=[f"column {index}" for index in range(N_FEATURES)])
+    named = XGBClassifier(n_estimators=4, max_depth=3, random_state=0).fit(frame, binary)
+    models = [export_xgboost_json(multi), export_xgboost_ubjson(multi), bytes(named.get_booster().save_raw("json"))]
+    outcomes = predict_in_sandbox(models, features[:40], n_classes=3, limits=LIMITS)
+    for outcome in outcomes[:2]:
+        np.testing.assert_allclose(outcome.probabilities, multi.predict_proba(features[:40]), atol=1e-6)
+    expected = np.column_stack([named.predict_proba(frame[:40]), np.zeros(40)])
+    np.testing.assert_allclose(outcomes[2].probabilities, expected, atol=1e-6)

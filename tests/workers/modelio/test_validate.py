@@ -243,3 +243,10 @@ def test_safetensors_with_an_oversized_header_is_refused():
     forged = struct.pack("<Q", 10**12) + b'{"a": 1}'
     with pytest.raises(RefusedModelError):
         inspect(forged, n_classes=3)
+
+
+def test_onnx_network_with_another_number_of_classes_is_refused(toy_mlp):
+    from workers.modelio.export import export_torch_onnx
+
+    with pytest.raises(RefusedModelError, match="has 3 classes but the federation has 4"):
+        inspect(export_torch_onnx(toy_mlp[0], N_FEATURES), n_classes=4)
