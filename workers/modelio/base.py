@@ -28,14 +28,14 @@ class ModelLimits:
     The market builds one from its settings; the defaults suit the product's own exports.
     """
 
-    max_model_bytes: int = 100 * 2**20
-    max_trees: int = 2_000
+    max_model_bytes: int = 100 * 2**20  # size of the whole file
+    max_trees: int = 2_000  # trees in one ensemble (XGBoost, or all tree nodes of an ONNX graph)
     max_nodes_per_tree: int = 100_000
-    max_depth: int = 64
-    max_parameters: int = 20_000_000
-    max_onnx_nodes: int = 10_000
-    max_onnx_initializer_bytes: int = 100 * 2**20
-    max_header_bytes: int = 2**20
+    max_depth: int = 64  # root-to-leaf edges
+    max_parameters: int = 20_000_000  # torch safetensors: numbers in the zoo module's state dict
+    max_onnx_nodes: int = 10_000  # operators in an ONNX graph
+    max_onnx_initializer_bytes: int = 100 * 2**20  # serialised weight tensors of an ONNX graph
+    max_header_bytes: int = 2**20  # safetensors JSON header
 
 
 @dataclass(frozen=True)

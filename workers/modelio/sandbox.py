@@ -29,13 +29,13 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"
 
 @dataclass(frozen=True)
 class SandboxLimits:
-    """Resource limits of one sandbox child: bytes, seconds, and a count of open files."""
+    """Resource limits of one sandbox child (a batch of models, or one model on a retry)."""
 
-    memory_bytes: int = 4 * 2**30
-    cpu_seconds: int = 120
-    wall_seconds: float = 60.0
-    file_size_bytes: int = 512 * 2**20
-    open_files: int = 256
+    memory_bytes: int = 4 * 2**30  # address space (RLIMIT_AS); importing torch alone maps about 1.1 GB
+    cpu_seconds: int = 120  # RLIMIT_CPU: SIGXCPU at this many CPU seconds, SIGKILL one second later
+    wall_seconds: float = 60.0  # wall-clock time before the parent kills the child
+    file_size_bytes: int = 512 * 2**20  # largest file the child may write (its results)
+    open_files: int = 256  # RLIMIT_NOFILE
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,8 @@ def _run_child(models, indices, features, request, limits: SandboxLimits, outcom
 
 def child_environment(home: Path) -> dict[str, str]:
     """The child's whole environment: no inherited variables (so no secrets), one thread per library."""
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(PROJECT_ROOT), "HOME": str(home),
+    python_path = os.pathsep.join([str(PROJECT_ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": python_path, "HOME": str(home),
             "TMPDIR": str(home), "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8",
             **{name: "1" for name in THREAD_VARIABLES}}
 

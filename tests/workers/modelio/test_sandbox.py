@@ -1,6 +1,7 @@
 """predict_in_sandbox: native loads and predictions run in a limited child; the caller always lives on."""
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -148,6 +149,7 @@ def test_the_child_environment_carries_no_secrets(tmp_path, monkeypatch):
     monkeypatch.setenv("SECRET_KEY", "hunter2")
     monkeypatch.setenv("DATABASE_URL", "postgres://user:password@db/onefold")
     environment = child_environment(tmp_path)
+    assert environment["PYTHONPATH"].startswith(str(Path(__file__).resolve().parents[3]))
     assert set(environment) == {"PATH", "PYTHONPATH", "HOME", "TMPDIR", "PYTHONNOUSERSITE", "PYTHONDONTWRITEBYTECODE",
                                 "LANG", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                                 "NUMEXPR_NUM_THREADS"}
