@@ -4,13 +4,13 @@ Pages call the same services and selectors as the REST API; the upload itself go
 browser straight to the API (``POST /api/submissions/``), so there is one upload path to secure.
 """
 
+from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from frontend.errors import renders_domain_errors
+from frontend.decorators import page
 from market.errors import NotFound, PermissionDenied
 from market.federations.models import Federation, PrivacyLevel
 from market.federations.selectors import (federation_get, federation_list, federation_require_member,
@@ -18,11 +18,6 @@ from market.federations.selectors import (federation_get, federation_list, feder
 from market.federations.services import federation_join
 from market.submissions.models import ModelFamily
 from market.submissions.selectors import submission_get, submission_list
-
-
-def page(view):
-    """Every page needs a signed-in user and shows domain errors as error pages."""
-    return login_required(renders_domain_errors(view))
 
 
 @require_GET
@@ -84,7 +79,7 @@ def submission_upload_page(request, slug):
         "section": "federations", "federation": federation,
         "public_dataset": public_dataset_current(federation=federation),
         "model_families": ModelFamily.choices, "privacy_levels": privacy_level_choices(federation),
-        "api_url": reverse("api-submission-list")})
+        "api_url": reverse("api-submission-list"), "max_upload_bytes": settings.ONEFOLD_MAX_UPLOAD_BYTES})
 
 
 @require_GET

@@ -34,6 +34,14 @@ def test_pages_redirect_anonymous_visitors_to_sign_in(url):
     assert 'name="password"' in response.text
 
 
+def test_polling_after_the_session_ended_sends_the_page_to_sign_in(db):
+    response = Client().get("/submissions/1/status/", headers={
+        "HX-Request": "true", "HX-Current-URL": "http://testserver/federations/adult-income/upload/"})
+
+    assert response.status_code == 401
+    assert response["HX-Redirect"] == "/sign-in/?next=http%3A//testserver/federations/adult-income/upload/"
+
+
 def test_sign_in_with_password_lands_on_the_federation_list(silo_user):
     client = Client()
 
@@ -156,6 +164,7 @@ def test_upload_page_offers_the_federation_s_choices(silo_client, federation_wit
     assert '<option value="L1" selected>' in response.text
     assert '<option value="xgboost">' in response.text
     assert "/static/frontend/upload.js" in response.text
+    assert 'data-max-upload-bytes="67108864"' in response.text
 
 
 def test_upload_page_refuses_non_members_with_the_api_s_sentence(other_silo_client, federation_with_data):

@@ -196,9 +196,28 @@
     return body;
   }
 
+  // The market stops an oversized body as it streams in, and a browser may then report only a broken
+  // connection; checking the size first gives the person the market's own sentence instead.
+  function tooLargeMessage() {
+    const limit = Number(form.dataset.maxUploadBytes);
+    const total = Array.from(fileInput.files).reduce((sum, file) => sum + file.size, 0);
+    if (total <= limit) {
+      return null;
+    }
+    return `The upload is larger than the ${limit / 1024 / 1024} MB limit; send a smaller file.`;
+  }
+
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     clearErrors();
+    const sizeProblem = tooLargeMessage();
+    if (sizeProblem) {
+      document.getElementById("error-files").textContent = sizeProblem;
+      document.getElementById("error-files").hidden = false;
+      fileInput.setAttribute("aria-invalid", "true");
+      showFormError(["Please correct the fields marked below."]);
+      return;
+    }
     const request = new XMLHttpRequest();
     request.open("POST", form.action);
     request.setRequestHeader("Accept", "application/json");
