@@ -44,7 +44,8 @@ def identify_format(data: bytes) -> ModelFormat:
     if _looks_like_safetensors(data):
         return ModelFormat.SAFETENSORS
     if data[:1] == b"{":
-        return ModelFormat.XGBOOST_UBJSON if data[1:2] and data[1] in UBJSON_KEY_LENGTH_MARKERS else ModelFormat.XGBOOST_JSON
+        is_ubjson = data[1:2] != b"" and data[1] in UBJSON_KEY_LENGTH_MARKERS
+        return ModelFormat.XGBOOST_UBJSON if is_ubjson else ModelFormat.XGBOOST_JSON
     if data.lstrip(b" \t\r\n\xef\xbb\xbf")[:1] == b"{":
         return ModelFormat.XGBOOST_JSON
     if _parses_as_pickle(data):

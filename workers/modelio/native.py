@@ -14,7 +14,8 @@ import numpy as np
 from workers.modelio.base import ModelFormat, check_classes, refuse
 
 
-def predict_probabilities(data: bytes, model_format: ModelFormat, features: np.ndarray, *, n_classes: int) -> np.ndarray:
+def predict_probabilities(data: bytes, model_format: ModelFormat, features: np.ndarray, *,
+                          n_classes: int) -> np.ndarray:
     """Probabilities of every federation class for every row of ``features`` (float32)."""
     predictors = {ModelFormat.ONNX: _predict_onnx, ModelFormat.XGBOOST_JSON: _predict_xgboost,
                   ModelFormat.XGBOOST_UBJSON: _predict_xgboost, ModelFormat.SAFETENSORS: _predict_safetensors}
@@ -33,7 +34,8 @@ def predict_probabilities(data: bytes, model_format: ModelFormat, features: np.n
 def _predict_onnx(data: bytes, features: np.ndarray, n_classes: int):
     import onnxruntime
 
-    from workers.modelio.onnx_checks import CLASSIFIER_OPERATORS, _classifier_labels, load_onnx_model, probability_output_name
+    from workers.modelio.onnx_checks import (CLASSIFIER_OPERATORS, classifier_labels, load_onnx_model,
+                                             probability_output_name)
 
     model = load_onnx_model(data)
     classifiers = [node for node in model.graph.node if node.op_type in CLASSIFIER_OPERATORS]
@@ -43,7 +45,7 @@ def _predict_onnx(data: bytes, features: np.ndarray, n_classes: int):
     session = onnxruntime.InferenceSession(data, sess_options=options, providers=["CPUExecutionProvider"])
     input_name = session.get_inputs()[0].name
     if classifiers:
-        classes = _classifier_labels(classifiers)
+        classes = classifier_labels(classifiers)
         (probabilities,) = session.run([probability_output_name(model)], {input_name: features})
         return classes, probabilities
     (logits,) = session.run(None, {input_name: features})

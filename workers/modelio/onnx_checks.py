@@ -58,11 +58,12 @@ def inspect_onnx(data: bytes, *, n_features: int, n_classes: int, limits: ModelL
         if node.op_type in ("LinearClassifier", "LinearRegressor", "Scaler"):
             _check_linear(node, n_features)
     tree_detail = [check_tree_ensemble(node, n_features=n_features, limits=limits) for node in trees]
-    detail = {"opset": _opset(model, ("", "ai.onnx")), "ml_opset": _opset(model, ("ai.onnx.ml",)), "n_nodes": len(graph.node),
+    detail = {"opset": _opset(model, ("", "ai.onnx")), "ml_opset": _opset(model, ("ai.onnx.ml",)),
+              "n_nodes": len(graph.node),
               "n_trees": sum(part["n_trees"] for part in tree_detail),
               "max_depth": max((part["max_depth"] for part in tree_detail), default=0)}
     if classifiers:
-        classes = check_classes(_classifier_labels(classifiers), n_classes)
+        classes = check_classes(classifier_labels(classifiers), n_classes)
         detail["output"] = probability_output_name(model)
         family = "tree-ensemble" if trees else "linear"
     else:
@@ -169,7 +170,8 @@ def _check_linear(node, n_features: int) -> None:
                      f"{n_features} features need {n_targets * n_features}.")
 
 
-def _classifier_labels(classifiers) -> list[int]:
+def classifier_labels(classifiers) -> list[int]:
+    """The integer class labels the graph's classifier operators declare, in output order."""
     from onnx import helper
 
     label_sets = []

@@ -24,6 +24,7 @@ import numpy as np
 from workers.modelio.base import ModelLimits
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+MEMORY_WORDS = (b"memoryerror", b"bad_alloc", b"bad allocation", b"failed to allocate", b"can't allocate")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 
 
@@ -115,7 +116,8 @@ def _run_child(models, indices, features, request, limits: SandboxLimits, outcom
 
 def child_environment(home: Path) -> dict[str, str]:
     """The child's whole environment: no inherited variables (so no secrets), one thread per library."""
-    python_path = os.pathsep.join([str(PROJECT_ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
+    inherited = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    python_path = os.pathsep.join([str(PROJECT_ROOT), *inherited])
     return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": python_path, "HOME": str(home),
             "TMPDIR": str(home), "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8",
             **{name: "1" for name in THREAD_VARIABLES}}
@@ -176,4 +178,4 @@ def _log_mentions_memory(exchange: Path) -> bool:
         tail = (exchange / "child.log").read_bytes()[-4000:].lower()
     except OSError:
         return False
-    return any(word in tail for word in (b"memoryerror", b"bad_alloc", b"bad allocation", b"failed to allocate", b"can't allocate"))
+    return any(word in tail for word in MEMORY_WORDS)

@@ -37,7 +37,8 @@ def toy_tree_models(toy_data):
     features, binary, _ = toy_data
     forest = RandomForestClassifier(n_estimators=4, max_depth=4, random_state=0).fit(features, binary)
     boosted = XGBClassifier(n_estimators=3, max_depth=3, random_state=0).fit(features, binary)
-    return {"xgboost-json": export.export_xgboost_json(boosted), "xgboost-ubjson": export.export_xgboost_ubjson(boosted),
+    return {"xgboost-json": export.export_xgboost_json(boosted),
+            "xgboost-ubjson": export.export_xgboost_ubjson(boosted),
             "onnx-random-forest": export.export_sklearn_onnx(forest, N_FEATURES),
             "onnx-xgboost": export.export_xgboost_onnx(boosted, N_FEATURES)}
 

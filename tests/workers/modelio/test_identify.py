@@ -5,11 +5,12 @@ import pytest
 from tests.workers.modelio import payloads
 from workers.modelio import ModelFormat, ModelLimits, RefusedModelError, identify_format, inspect_model
 
-PAYLOAD_NAMES = ("pickle", "text-pickle", "pickle-protocol-1", "cloudpickle", "joblib", "joblib-zlib", "joblib-gzip", "joblib-lzma",
-                 "joblib-bz2", "torch-pickle", "torchscript", "npy-object", "npz-object")
-EXPECTED_WORDS = {"pickle": "pickle", "text-pickle": "pickle", "pickle-protocol-1": "pickle", "npz-object": "npz", "cloudpickle": "pickle", "joblib": "pickle",
-                  "joblib-zlib": "zlib", "joblib-gzip": "gzip", "joblib-lzma": "lzma", "joblib-bz2": "bzip2",
-                  "torch-pickle": "torch.save", "torchscript": "TorchScript", "npy-object": "numpy"}
+PAYLOAD_NAMES = ("pickle", "text-pickle", "pickle-protocol-1", "cloudpickle", "joblib", "joblib-zlib", "joblib-gzip",
+                 "joblib-lzma", "joblib-bz2", "torch-pickle", "torchscript", "npy-object", "npz-object")
+EXPECTED_WORDS = {"pickle": "pickle", "text-pickle": "pickle", "pickle-protocol-1": "pickle", "cloudpickle": "pickle",
+                  "joblib": "pickle", "joblib-zlib": "zlib", "joblib-gzip": "gzip", "joblib-lzma": "lzma",
+                  "joblib-bz2": "bzip2", "torch-pickle": "torch.save", "torchscript": "TorchScript",
+                  "npy-object": "numpy", "npz-object": "npz"}
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,8 @@ from hypothesis import strategies as st
 from tests.workers.modelio.conftest import N_FEATURES
 from workers.modelio import ModelLimits, RefusedModelError, inspect_model
 
+FUZZ_SETTINGS = settings(max_examples=150, derandomize=True, deadline=None,
+                         suppress_health_check=[HealthCheck.function_scoped_fixture])
 EDITS = st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.integers(0, 255)), min_size=1, max_size=4)
 
 
@@ -18,7 +20,7 @@ def _damaged(data: bytes, edits, keep_fraction: float) -> bytes:
 
 
 @pytest.mark.parametrize("model_name", ["xgboost-json", "xgboost-ubjson", "onnx-random-forest", "onnx-xgboost"])
-@settings(max_examples=150, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@FUZZ_SETTINGS
 @given(edits=EDITS, keep_fraction=st.sampled_from([1.0, 1.0, 1.0, 0.5, 0.99]))
 def test_damaged_tree_model_is_validated_or_refused_never_anything_else(toy_tree_models, model_name, edits,
                                                                         keep_fraction):
@@ -29,7 +31,7 @@ def test_damaged_tree_model_is_validated_or_refused_never_anything_else(toy_tree
         assert str(refusal)
 
 
-@settings(max_examples=150, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@FUZZ_SETTINGS
 @given(edits=EDITS, keep_fraction=st.sampled_from([1.0, 1.0, 1.0, 0.5, 0.99]))
 def test_damaged_safetensors_is_validated_or_refused_never_anything_else(toy_mlp, edits, keep_fraction):
     try:
