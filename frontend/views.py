@@ -6,6 +6,7 @@ browser straight to the API (``POST /api/submissions/``), so there is one upload
 
 from django.conf import settings
 from django.contrib import messages
+from django.core.paginator import Paginator
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -82,13 +83,17 @@ def submission_upload_page(request, slug):
         "api_url": reverse("api-submission-list"), "max_upload_bytes": settings.ONEFOLD_MAX_UPLOAD_BYTES})
 
 
+SUBMISSIONS_PER_PAGE = 50  # the API's page size
+
+
 @require_GET
 @page
 def submission_list_page(request):
     federation_slug = request.GET.get("federation") or None
+    submissions = submission_list(user=request.user, federation_slug=federation_slug)
     return render(request, "frontend/submission_list.html", {
         "section": "submissions", "federation_slug": federation_slug,
-        "submissions": submission_list(user=request.user, federation_slug=federation_slug)})
+        "submissions": Paginator(submissions, SUBMISSIONS_PER_PAGE).get_page(request.GET.get("page"))})
 
 
 @require_GET

@@ -234,5 +234,17 @@ def test_submission_list_shows_only_the_own_organisation_s_submissions(
     assert 'hx-trigger="every 1s"' in page
 
 
+def test_submission_list_pages_through_many_submissions(silo_client, silo_user, submit, monkeypatch):
+    monkeypatch.setattr("frontend.views.SUBMISSIONS_PER_PAGE", 1)
+    older, newer = submit(silo_user, model_index=0), submit(silo_user, model_index=1)
+
+    first = silo_client.get("/submissions/?federation=adult-income").text
+    second = silo_client.get("/submissions/?federation=adult-income&page=2").text
+
+    assert f'id="submission-{newer.id}"' in first and f'id="submission-{older.id}"' not in first
+    assert "Page 1 of 2" in first and 'href="?federation=adult-income&amp;page=2"' in first
+    assert f'id="submission-{older.id}"' in second and "Page 2 of 2" in second
+
+
 def test_submission_list_without_submissions_says_so(silo_client, db):
     assert "No submissions yet." in silo_client.get("/submissions/").text
