@@ -154,6 +154,19 @@ def test_unknown_federation_is_a_friendly_404(silo_client, db):
     assert "Back to the federations" in response.text
 
 
+def test_before_public_data_exists_members_are_told_and_upload_waits(silo_client, silo_user, federation):
+    from market.federations.services import federation_join
+
+    federation_join(federation=federation, user=silo_user)
+
+    detail = silo_client.get("/federations/adult-income/")
+    upload = silo_client.get("/federations/adult-income/upload/")
+
+    assert "The operator has not uploaded public data yet." in detail.text and "features.npz" not in detail.text
+    assert upload.status_code == 404
+    assert "The federation &#x27;adult-income&#x27; has no public dataset yet." in upload.text
+
+
 def test_upload_page_offers_the_federation_s_choices(silo_client, federation_with_data):
     response = silo_client.get("/federations/adult-income/upload/")
 
