@@ -13,11 +13,6 @@ ADULT = Path(__file__).resolve().parents[4] / "shared" / "data" / "adult.parquet
 N_FEATURES = 6
 
 
-@pytest.fixture(autouse=True)
-def media_root():
-    """The pure core stores no artifacts: replaces the market's autouse fixture, which needs Django."""
-
-
 @pytest.fixture(scope="session")
 def toy_data():
     """600 rows of 6 float32 features with a binary and a 3-class label."""
