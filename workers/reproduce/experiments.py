@@ -21,6 +21,7 @@ import numpy as np
 from workers.algorithms.fedkt import (child_seeds, party_fit, party_students, predict_classes, select_queries,
                                       server_fit, train_teachers)
 from workers.algorithms.stages import StageClock, merge_stages
+from workers.algorithms.voting import vote_counts
 from workers.datasets import Dataset, load_dataset
 from workers.learners import fit_aligned
 from workers.partition import dirichlet_label_partition
@@ -61,7 +62,10 @@ def _student_task(teacher_predictions, queried, predict_rows, setting: Setting, 
     students, counts, stages = party_students(teacher_predictions[:, :, queried], public_x[queried],
                                               n_classes=n_classes, student=setting.student, noise=noise,
                                               seed=student_seed)
-    return predict_classes(students, public_x[predict_rows]), counts, stages
+    clock = StageClock()
+    with clock.stage("server_votes"):         # the server's step: the uploaded students predict the public data
+        predictions = predict_classes(students, public_x[predict_rows])
+    return predictions, counts, merge_stages([stages, clock.stages])
 
 
 def _pate_task(data: Dataset, setting: Setting, seed: int) -> float:
@@ -148,11 +152,25 @@ class Run:
                 self.student_predictions = predictions
                 self.results["fedkt_l0"] = accuracy
                 self.results["abstention_rate"] = float(server.abstained.mean())
+                self.results.update(self._label_diagnostics(server))
                 stages = merge_stages([self.party_stages, student_stages, server.stages])
                 self.results["stages"] = {name: stats.as_dict() for name, stats in stages.items()}
                 self._log_stages(stages)
             self.log(f"  [{self.setting.dataset} seed {self.seed}] FedKT-L0 with {fraction:.0%} public: "
                      f"{accuracy:.4f} ({time.perf_counter() - started:.0f} s)")
+
+    def _label_diagnostics(self, server) -> dict:
+        """How often the vote labels agree with the public data's true labels, which the algorithm
+        never sees (diagnostics only): each partition's teacher vote, and the server's consistent vote."""
+        public_y = self.data.public_y
+        party_votes = [np.mean(np.argmax(vote_counts(partition, self.data.n_classes), axis=1) == public_y)
+                       for predictions in self.teacher_predictions for partition in predictions]
+        used = server.trained
+        return {"party_vote_label_accuracy": float(np.mean(party_votes)),
+                "consistent_vote_label_accuracy": float(np.mean(server.labels[used] == public_y[used])),
+                "majority_class_share_of_parties": [float(np.bincount(self.data.train_y[part],
+                                                                      minlength=self.data.n_classes).max()
+                                                          / len(part)) for part in self.parts]}
 
     def _log_stages(self, stages) -> None:
         for name in ("teachers", "party_votes", "students", "server_votes", "final_model"):
