@@ -1,0 +1,17 @@
+import io
+
+METADATA = {"federation": "adult-income", "model_family": "random_forest", "n_local_examples": 2000,
+            "local_validation_score": 0.81, "privacy_level": "L1"}
+
+
+def submit(api, files: dict[str, bytes], **changes):
+    uploads = []
+    for name, data in files.items():
+        upload = io.BytesIO(data)
+        upload.name = name
+        uploads.append(upload)
+    return api.post("/api/submissions/", {**METADATA, **changes, "files": uploads}, format="multipart")
+
+
+def stored_files(media_root, part: str = "submissions") -> list:
+    return [path for path in media_root.rglob("*") if path.is_file() and part in str(path)] if media_root.exists() else []

@@ -1,0 +1,92 @@
+"""A real Celery worker process on the real Redis broker and PostgreSQL validates uploads end to end."""
+
+import numpy as np
+import pytest
+
+from market.storage import artifact_read, arrays_from_npz
+from market.submissions.models import ModelFile, Submission, SubmissionStatus
+from market.submissions.services import sandbox_limits
+from tests.conftest import native_probabilities, wait_until
+from tests.market.submissions.helpers import submit
+from tests.workers.modelio.payloads import (TAMPERINGS, hostile_payloads, tamper_onnx_tree, tamper_xgboost_json,
+                                            tamper_xgboost_ubjson)
+from workers.modelio import predict_in_sandbox
+
+pytestmark = pytest.mark.worker
+FINISHED = (SubmissionStatus.VALID, SubmissionStatus.REJECTED)
+
+
+def wait_for_validation(submission_ids: list[int], *, timeout: float = 240) -> dict[int, Submission]:
+    wait_until(lambda: Submission.objects.filter(id__in=submission_ids, status__in=FINISHED).count() == len(submission_ids),
+               timeout=timeout, interval=0.5, message="the worker did not validate every submission in time")
+    return Submission.objects.in_bulk(submission_ids)
+
+
+def test_worker_validates_real_models_and_the_safe_path_matches_native_predictions(
+        celery_worker, silo_api, federation_with_data, model_files, adult_models):
+    names = ["forest.onnx", "boosted.json", "network.safetensors"]
+    ids = [submit(silo_api, {name: model_files[name]}, model_family=family).json()["id"]
+           for name, family in zip(names, ["random_forest", "xgboost", "mlp"])]
+    submissions = wait_for_validation(ids)
+    assert [submissions[id].status for id in ids] == [SubmissionStatus.VALID] * 3, [submissions[id].rejection_reason for id in ids]
+    assert {submissions[id].validated_by.split(":")[1] for id in ids} == {str(celery_worker.pid)}
+
+    features = arrays_from_npz(federation_with_data.public_datasets.first().features_file)["features"]
+    stored = [artifact_read(ModelFile.objects.get(submission_id=id).stored_name) for id in ids]
+    native = native_probabilities(adult_models, features)
+    for name, outcome in zip(names, predict_in_sandbox(stored, features, n_classes=2, limits=sandbox_limits())):
+        assert np.max(np.abs(outcome.probabilities - native[name])) <= 1e-5, name
+
+
+def test_worker_refuses_pickles_that_bypassed_the_web_checks_and_never_runs_them(
+        celery_worker, silo_api, federation_with_data, model_files, tmp_path):
+    """Rows are forged past the web layer's refusal, so that the worker and its child meet the pickles."""
+    marker = tmp_path / "pwned"
+    template_id = submit(silo_api, {"forest.onnx": model_files["forest.onnx"]}).json()["id"]
+    wait_for_validation([template_id])
+    template_file = ModelFile.objects.get(submission_id=template_id)
+    ids = []
+    for index, payload in enumerate(hostile_payloads(marker).values()):
+        submission = Submission.objects.get(id=template_id)
+        submission.pk, submission.status, submission.content_sha256 = None, SubmissionStatus.PENDING, f"forged-{index}"
+        submission.save()
+        stored_name = template_file.stored_name + f"-forged-{index}"
+        (tmp_path / "media" / stored_name).write_bytes(payload)
+        ModelFile.objects.create(submission=submission, position=0, original_name="model.onnx", stored_name=stored_name,
+                                 format="onnx", sha256="forged", size_bytes=len(payload))
+        from workers.tasks import submission_validate_task
+
+        submission_validate_task.delay(submission.id)
+        ids.append(submission.id)
+    submissions = wait_for_validation(ids)
+    assert all(submissions[id].status == SubmissionStatus.REJECTED for id in ids)
+    assert not marker.exists()
+
+
+@pytest.fixture
+def worker_without_structural_checks(transactional_db, settings, request):
+    settings.ONEFOLD_UNSAFE_SKIP_STRUCTURAL_CHECKS = True
+    return request.getfixturevalue("celery_worker")
+
+
+# A node with two parents breaks no native library (it predicts through one of them), so only our validator
+# catches it (tests/market/submissions/test_security.py); the other tamperings crash XGBoost with SIGSEGV
+# or make onnxruntime refuse the model.
+NATIVE_FAILURES = [kind for kind in TAMPERINGS if kind != "two_parents"]
+
+
+def test_native_crashes_on_tampered_trees_are_recorded_and_the_worker_lives_on(
+        worker_without_structural_checks, silo_api, federation_with_data, model_files):
+    tamperers = {"boosted.json": tamper_xgboost_json, "boosted.ubj": tamper_xgboost_ubjson, "forest.onnx": tamper_onnx_tree}
+    tampered_ids = [submit(silo_api, {name: tamper(model_files[name], kind)}).json()["id"]
+                    for name, tamper in tamperers.items() for kind in NATIVE_FAILURES]
+    good_id = submit(silo_api, {"boosted.json": model_files["boosted.json"]}).json()["id"]
+    submissions = wait_for_validation(tampered_ids + [good_id], timeout=400)
+    for id in tampered_ids:
+        assert submissions[id].status == SubmissionStatus.REJECTED
+        assert submissions[id].rejection_reason.startswith("Model file '"), submissions[id].rejection_reason
+    assert any("SIGSEGV" in submissions[id].rejection_reason for id in tampered_ids)
+    assert submissions[good_id].status == SubmissionStatus.VALID
+    assert {submission.validated_by for submission in submissions.values()} == {submissions[good_id].validated_by}
+    assert submissions[good_id].validated_by.endswith(f":{worker_without_structural_checks.pid}")
+    assert worker_without_structural_checks.poll() is None
