@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from workers.reproduce.report import write_tables
@@ -20,8 +21,8 @@ from workers.reproduce.settings import SETTINGS
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
 
 
-def _save(folder: Path, results: dict) -> None:
-    path = folder / f"fedkt_{results['dataset']}.json"
+def _save(folder: Path, results: dict, suffix: str = "") -> None:
+    path = folder / f"fedkt_{results['dataset']}{suffix}.json"
     runs = json.loads(path.read_text()) if path.exists() else []
     earlier = next((run for run in runs if run["seed"] == results["seed"]), {})
     if "table3" in earlier and "table3" in results:          # a Table-2-only run keeps the earlier fractions
@@ -39,6 +40,8 @@ def main(argv=None) -> int:
     parser.add_argument("--tables", default="1,3", help="comma-separated: 1, 2, 3 (2 needs 1; 3 includes 1)")
     parser.add_argument("--n-jobs", type=int, default=2, help="worker processes for the parties")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--beta", type=float, default=None,
+                        help="override the Dirichlet β (sensitivity study, saved as fedkt_<dataset>_beta<β>.json)")
     arguments = parser.parse_args(argv)
     arguments.out.mkdir(parents=True, exist_ok=True)
     if arguments.experiment == "fedkt":
@@ -54,6 +57,9 @@ def _run(arguments) -> None:
 
     tables = {int(table) for table in arguments.tables.split(",")}
     setting = SETTINGS[arguments.dataset]
+    suffix = ""
+    if arguments.beta is not None:
+        setting, suffix = replace(setting, beta=arguments.beta), f"_beta{arguments.beta:g}"
     for seed in range(arguments.first_seed, arguments.first_seed + arguments.seeds):
         started = time.perf_counter()
         with Run(setting, seed, arguments.n_jobs, log=lambda line: print(line, flush=True)) as run:
@@ -62,7 +68,8 @@ def _run(arguments) -> None:
             if 2 in tables:
                 run.table2(table2_mechanisms())
         run.results["wall_seconds"] = time.perf_counter() - started
-        _save(arguments.out, run.results)
+        run.results["beta"] = setting.beta
+        _save(arguments.out, run.results, suffix)
         print(f"[{arguments.dataset} seed {seed}] done in {run.results['wall_seconds']:.0f} s: SOLO "
               f"{run.results['solo']:.4f} PATE {run.results['pate']:.4f} FedKT-L0 {run.results['fedkt_l0']:.4f} "
               f"centralised {run.results['centralised']:.4f}", flush=True)
