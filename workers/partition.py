@@ -18,7 +18,7 @@ def _generator(seed: SeedLike) -> np.random.Generator:
 
 
 def dirichlet_label_partition(labels, n_parties: int, *, beta: float, seed: SeedLike, min_size: int = 10,
-                              max_attempts: int = 1000) -> list[np.ndarray]:
+                              max_attempts: int = 1000, cap_at_mean: bool = False) -> list[np.ndarray]:
     """Indices of each party's examples under a Dirichlet(``beta``) label partition.
 
     Parameters
@@ -32,6 +32,10 @@ def dirichlet_label_partition(labels, n_parties: int, *, beta: float, seed: Seed
         Drives every draw; the same seed gives the same partition.
     min_size : int
         Each party gets at least this many examples; the draw is repeated until it does.
+    cap_at_mean : bool
+        NIID-Bench's variant (the code behind the FedKT paper's experiments): while classes are
+        dealt out in order, a party already holding ``n_examples / n_parties`` examples or more
+        gets no share of the later classes. Off by default: the plain rule above.
 
     Returns
     -------
@@ -50,21 +54,27 @@ def dirichlet_label_partition(labels, n_parties: int, *, beta: float, seed: Seed
         raise ValueError(f"{len(labels)} examples cannot give {n_parties} parties at least {min_size} each.")
     rng = _generator(seed)
     for _ in range(max_attempts):
-        parties = _dirichlet_draw(labels, n_parties, beta, rng)
+        parties = _dirichlet_draw(labels, n_parties, beta, rng, cap_at_mean)
         if min(len(indices) for indices in parties) >= min_size:
             return parties
     raise ValueError(f"No Dirichlet(beta={beta}) draw gave every one of {n_parties} parties {min_size} examples "
                      f"in {max_attempts} attempts; lower min_size or raise beta.")
 
 
-def _dirichlet_draw(labels: np.ndarray, n_parties: int, beta: float, rng: np.random.Generator) -> list[np.ndarray]:
+def _dirichlet_draw(labels: np.ndarray, n_parties: int, beta: float, rng: np.random.Generator,
+                    cap_at_mean: bool) -> list[np.ndarray]:
     shares: list[list[np.ndarray]] = [[] for _ in range(n_parties)]
+    sizes = np.zeros(n_parties)
     for label in np.unique(labels):
         members = rng.permutation(np.flatnonzero(labels == label))
         proportions = rng.dirichlet(np.full(n_parties, beta))
+        if cap_at_mean:
+            proportions = proportions * (sizes < len(labels) / n_parties)
+            proportions = proportions / proportions.sum()
         cuts = (np.cumsum(proportions)[:-1] * len(members)).astype(np.int64)
         for party, share in enumerate(np.split(members, cuts)):
             shares[party].append(share)
+            sizes[party] += len(share)
     return [np.sort(np.concatenate(share)).astype(np.int64) for share in shares]
 
 

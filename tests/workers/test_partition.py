@@ -51,3 +51,12 @@ def test_iid_partition_splits_into_near_equal_disjoint_parts():
     parts = iid_partition(103, 4, seed=0)
     _assert_disjoint_cover(parts, 103)
     assert sorted(len(part) for part in parts) == [25, 26, 26, 26]
+
+
+def test_capped_dirichlet_partition_gives_no_later_class_to_parties_already_at_the_mean_size():
+    labels = np.repeat([0, 1], [900, 100])
+    parts = dirichlet_label_partition(labels, 5, beta=0.5, seed=2, min_size=1, cap_at_mean=True)
+    _assert_disjoint_cover(parts, len(labels))
+    for part in parts:
+        if np.sum(labels[part] == 0) >= 200:            # reached the mean size (1000 / 5) on class 0
+            assert not np.any(labels[part] == 1)

@@ -42,6 +42,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--beta", type=float, default=None,
                         help="override the Dirichlet β (sensitivity study, saved as fedkt_<dataset>_beta<β>.json)")
+    parser.add_argument("--cap-at-mean", action="store_true",
+                        help="NIID-Bench's capped Dirichlet partition (sensitivity, fedkt_<dataset>_capped.json)")
     arguments = parser.parse_args(argv)
     arguments.out.mkdir(parents=True, exist_ok=True)
     if arguments.experiment == "fedkt":
@@ -60,6 +62,8 @@ def _run(arguments) -> None:
     suffix = ""
     if arguments.beta is not None:
         setting, suffix = replace(setting, beta=arguments.beta), f"_beta{arguments.beta:g}"
+    if arguments.cap_at_mean:
+        setting, suffix = replace(setting, cap_at_mean=True), suffix + "_capped"
     for seed in range(arguments.first_seed, arguments.first_seed + arguments.seeds):
         started = time.perf_counter()
         with Run(setting, seed, arguments.n_jobs, log=lambda line: print(line, flush=True)) as run:
@@ -68,7 +72,7 @@ def _run(arguments) -> None:
             if 2 in tables:
                 run.table2(table2_mechanisms())
         run.results["wall_seconds"] = time.perf_counter() - started
-        run.results["beta"] = setting.beta
+        run.results["partition"] = {"beta": setting.beta, "cap_at_mean": setting.cap_at_mean}
         _save(arguments.out, run.results, suffix)
         print(f"[{arguments.dataset} seed {seed}] done in {run.results['wall_seconds']:.0f} s: SOLO "
               f"{run.results['solo']:.4f} PATE {run.results['pate']:.4f} FedKT-L0 {run.results['fedkt_l0']:.4f} "

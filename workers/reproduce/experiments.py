@@ -88,7 +88,7 @@ class Run:
         self.setting, self.seed, self.log = setting, seed, log
         self.data = load_dataset(setting.dataset, seed=seed)
         self.parts = dirichlet_label_partition(self.data.train_y, setting.n_parties, beta=setting.beta, seed=seed,
-                                               min_size=setting.min_party_size)
+                                               min_size=setting.min_party_size, cap_at_mean=setting.cap_at_mean)
         # the seeds fedkt_fit(seed=seed) derives for parties and server
         party_root, self.server_seed = child_seeds(seed, 2)
         self.party_seeds = child_seeds(party_root, setting.n_parties)

@@ -34,6 +34,7 @@ class Setting:
     teachers: int = 5
     beta: float = 0.5
     min_party_size: int = 10
+    cap_at_mean: bool = False        # NIID-Bench's party-size cap (sensitivity runs only)
     targets: dict = field(default_factory=dict)
 
 
