@@ -94,6 +94,8 @@ TEMPLATES = [{
     ]},
 }]
 
+if "DATABASE_URL" not in os.environ:  # the embedded default: SQLite in the var folder
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
 DATABASES = {"default": dj_database_url.parse(
     env_text("DATABASE_URL", f"sqlite:///{VAR_DIR / 'onefold.sqlite3'}"), conn_max_age=0)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -6,6 +6,7 @@ fresh media folder per test.
 
 import io
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -195,23 +196,12 @@ def wait_until(condition, *, timeout: float, interval: float = 0.2, message: str
     raise AssertionError(message)
 
 
-@pytest.fixture
-def celery_worker(transactional_db, settings, media_root, tmp_path):
-    """A real Celery worker process (solo pool, so its pid is the one that validates) on the real broker."""
+@contextmanager
+def running_celery_worker(env: dict, log_path: Path):
+    """A real Celery worker process (solo pool, so its pid is the one that validates), stopped on exit."""
     import subprocess
     import sys
 
-    from django.db import connection
-
-    from workers.celery_app import app
-
-    database = connection.settings_dict
-    env = {**os.environ, "ONEFOLD_DEBUG": "true", "ONEFOLD_MEDIA_ROOT": str(media_root),
-           "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
-           "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
-           "ONEFOLD_UNSAFE_SKIP_STRUCTURAL_CHECKS": str(settings.ONEFOLD_UNSAFE_SKIP_STRUCTURAL_CHECKS).lower()}
-    app.control.purge()
-    log_path = tmp_path / "worker.log"
     with open(log_path, "wb") as log:
         worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "--pool", "solo",
                                    "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
@@ -220,8 +210,28 @@ def celery_worker(transactional_db, settings, media_root, tmp_path):
         wait_until(lambda: b" ready." in log_path.read_bytes() or worker.poll() is not None, timeout=60,
                    message="the Celery worker did not start")
         assert worker.poll() is None, log_path.read_text()
-        worker.log_path = log_path
         yield worker
     finally:
         worker.terminate()
         worker.wait(timeout=30)
+
+
+def worker_environment(settings, media_root) -> dict:
+    """What a worker on another machine would be given: the same database, broker and artifact store."""
+    from django.db import connection
+
+    database = connection.settings_dict
+    return {**os.environ, "ONEFOLD_DEBUG": "true", "ONEFOLD_MEDIA_ROOT": str(media_root),
+            "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+            "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
+            "ONEFOLD_UNSAFE_SKIP_STRUCTURAL_CHECKS": str(settings.ONEFOLD_UNSAFE_SKIP_STRUCTURAL_CHECKS).lower()}
+
+
+@pytest.fixture
+def celery_worker(transactional_db, settings, media_root, tmp_path):
+    """A real worker on the real broker (Redis under ``make test``) and the test PostgreSQL database."""
+    from workers.celery_app import app
+
+    app.control.purge()
+    with running_celery_worker(worker_environment(settings, media_root), tmp_path / "worker.log") as worker:
+        yield worker

@@ -17,8 +17,9 @@ def user_create(*, username: str, password: str, organisation: Organisation | No
                 is_operator: bool = False) -> User:
     if User.objects.filter(username=username).exists():
         raise Conflict(f"A user called {username!r} already exists; choose another username.")
+    # Operators administer the whole market, in the admin site too.
     return User.objects.create_user(username=username, password=password, organisation=organisation,
-                                    is_staff=is_operator)
+                                    is_staff=is_operator, is_superuser=is_operator)
 
 
 def user_token(*, user: User) -> str:

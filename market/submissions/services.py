@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import numpy as np
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from market.accounts.models import User
@@ -101,23 +101,27 @@ def submission_create(*, federation: Federation, user: User, models: list[Upload
                    for model in models]
     file_hashes = [sha256_of(model.data) for model in models]
     content_sha256 = sha256_of("".join(file_hashes).encode())
+    duplicate = Conflict("Your organisation already submitted exactly these model files to this federation.")
     if Submission.objects.filter(federation=federation, organisation=user.organisation,
                                  content_sha256=content_sha256).exists():
-        raise Conflict("Your organisation already submitted exactly these model files to this federation.")
-    with artifacts_removed_on_error() as stored_names, transaction.atomic():
-        submission = Submission.objects.create(
-            federation=federation, organisation=user.organisation, submitted_by=user, public_dataset=public_dataset,
-            model_family=model_family, n_local_examples=n_local_examples,
-            local_validation_score=local_validation_score, label_distribution=label_distribution,
-            privacy_level=privacy_level, privacy_parameters=privacy_parameters, declared_epsilon=declared_epsilon,
-            content_sha256=content_sha256)
-        for position, (model, inspection, file_hash) in enumerate(zip(models, inspections, file_hashes)):
-            stored_name = artifact_save(name=f"federations/{federation.slug}/submissions/{submission.id}/{file_hash}",
-                                        data=model.data, stored_names=stored_names)
-            ModelFile.objects.create(submission=submission, position=position, original_name=model.name[:255],
-                                     stored_name=stored_name, sha256=file_hash, size_bytes=len(model.data),
-                                     **inspection)
-        transaction.on_commit(lambda: _queue_validation(submission.id))
+        raise duplicate
+    try:
+        with artifacts_removed_on_error() as stored_names, transaction.atomic():
+            submission = Submission.objects.create(
+                federation=federation, organisation=user.organisation, submitted_by=user, public_dataset=public_dataset,
+                model_family=model_family, n_local_examples=n_local_examples,
+                local_validation_score=local_validation_score, label_distribution=label_distribution,
+                privacy_level=privacy_level, privacy_parameters=privacy_parameters, declared_epsilon=declared_epsilon,
+                content_sha256=content_sha256)
+            for position, (model, inspection, file_hash) in enumerate(zip(models, inspections, file_hashes)):
+                stored_name = artifact_save(name=f"federations/{federation.slug}/submissions/{submission.id}/{file_hash}",
+                                            data=model.data, stored_names=stored_names)
+                ModelFile.objects.create(submission=submission, position=position, original_name=model.name[:255],
+                                         stored_name=stored_name, sha256=file_hash, size_bytes=len(model.data),
+                                         **inspection)
+            transaction.on_commit(lambda: _queue_validation(submission.id))
+    except IntegrityError as error:  # the same files arrived twice at once; the constraint let only one through
+        raise duplicate from error
     return submission
 
 

@@ -90,3 +90,27 @@ def test_native_crashes_on_tampered_trees_are_recorded_and_the_worker_lives_on(
     assert {submission.validated_by for submission in submissions.values()} == {submissions[good_id].validated_by}
     assert submissions[good_id].validated_by.endswith(f":{worker_without_structural_checks.pid}")
     assert worker_without_structural_checks.poll() is None
+
+
+def test_worker_validates_through_the_embedded_filesystem_broker(transactional_db, settings, media_root, tmp_path,
+                                                                 silo_api, federation_with_data, model_files,
+                                                                 monkeypatch):
+    """The one-machine default: no broker server, a real worker process reading kombu's filesystem queue."""
+    from celery import Celery
+
+    from tests.conftest import running_celery_worker, worker_environment
+
+    env = {**worker_environment(settings, media_root), "ONEFOLD_VAR_DIR": str(tmp_path / "var")}
+    del env["CELERY_BROKER_URL"]
+    queue, control = tmp_path / "var" / "broker" / "queue", tmp_path / "var" / "broker" / "control"
+    submission_id = submit(silo_api, {"boosted.json": model_files["boosted.json"]}).json()["id"]
+    monkeypatch.delenv("CELERY_BROKER_URL")  # Celery prefers this variable to the broker it is given
+    sender = Celery(broker="filesystem://")
+    sender.conf.broker_transport_options = {"data_folder_in": str(queue), "data_folder_out": str(queue),
+                                            "control_folder": str(control), "store_processed": False}
+    with running_celery_worker(env, tmp_path / "worker.log") as worker:
+        sender.send_task("onefold.submission_validate", args=[submission_id])
+        submission = wait_for_validation([submission_id])[submission_id]
+    assert submission.status == SubmissionStatus.VALID
+    assert submission.validated_by.endswith(f":{worker.pid}")
+    assert b"filesystem://" in (tmp_path / "worker.log").read_bytes()

@@ -27,8 +27,6 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         operator = User.objects.filter(username=OPERATOR[0]).first() or user_create(
             username=OPERATOR[0], password=OPERATOR[1], is_operator=True)
-        operator.is_superuser = True
-        operator.save(update_fields=["is_superuser"])
         hospital = Organisation.objects.filter(name="Demo Hospital").first() or organisation_create(name="Demo Hospital")
         silo = User.objects.filter(username=SILO[0]).first() or user_create(
             username=SILO[0], password=SILO[1], organisation=hospital)
