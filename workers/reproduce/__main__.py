@@ -42,6 +42,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--beta", type=float, default=None,
                         help="override the Dirichlet β (sensitivity study, saved as fedkt_<dataset>_beta<β>.json)")
+    parser.add_argument("--torch-epochs", type=int, default=None,
+                        help="override the epochs of every torch learner (compute sensitivity, _epochs<N>.json)")
     parser.add_argument("--cap-at-mean", action="store_true",
                         help="NIID-Bench's capped Dirichlet partition (sensitivity, fedkt_<dataset>_capped.json)")
     arguments = parser.parse_args(argv)
@@ -64,6 +66,10 @@ def _run(arguments) -> None:
         setting, suffix = replace(setting, beta=arguments.beta), f"_beta{arguments.beta:g}"
     if arguments.cap_at_mean:
         setting, suffix = replace(setting, cap_at_mean=True), suffix + "_capped"
+    if arguments.torch_epochs is not None:
+        setting = replace(setting, teacher=_with_epochs(setting.teacher, arguments.torch_epochs),
+                          student=_with_epochs(setting.student, arguments.torch_epochs))
+        suffix += f"_epochs{arguments.torch_epochs}"
     for seed in range(arguments.first_seed, arguments.first_seed + arguments.seeds):
         started = time.perf_counter()
         with Run(setting, seed, arguments.n_jobs, log=lambda line: print(line, flush=True)) as run:
@@ -73,10 +79,17 @@ def _run(arguments) -> None:
                 run.table2(table2_mechanisms())
         run.results["wall_seconds"] = time.perf_counter() - started
         run.results["partition"] = {"beta": setting.beta, "cap_at_mean": setting.cap_at_mean}
+        run.results["variant"] = suffix.lstrip("_") or "protocol"
         _save(arguments.out, run.results, suffix)
         print(f"[{arguments.dataset} seed {seed}] done in {run.results['wall_seconds']:.0f} s: SOLO "
               f"{run.results['solo']:.4f} PATE {run.results['pate']:.4f} FedKT-L0 {run.results['fedkt_l0']:.4f} "
               f"centralised {run.results['centralised']:.4f}", flush=True)
+
+
+def _with_epochs(learner, epochs: int):
+    if isinstance(learner, dict) and learner.get("family") in ("mlp", "cnn"):
+        return {**learner, "epochs": epochs}
+    return learner
 
 
 if __name__ == "__main__":

@@ -155,7 +155,8 @@ def stage_table(results) -> str:
 
 
 def sensitivity_table(folder: Path) -> str:
-    """Runs with another partition (``--beta``, ``--cap-at-mean``) next to the protocol's."""
+    """Runs with another partition (``--beta``, ``--cap-at-mean``) or more torch epochs
+    (``--torch-epochs``) next to the protocol's."""
     lines = ["| dataset | partition | seeds | SOLO | PATE (pooled) | FedKT-L0 | centralised | party-vote label acc. | "
              "consistent-vote label acc. |", "|---|---|---|---|---|---|---|---|---|"]
     for name in DATASETS:
@@ -166,6 +167,8 @@ def sensitivity_table(folder: Path) -> str:
             runs = [run for run in json.loads(path.read_text()) if "fedkt_l0" in run]
             partition = runs[0].get("partition", {"beta": 0.5, "cap_at_mean": False}) if runs else {}
             label = f"β = {partition.get('beta', 0.5):g}" + (", NIID-Bench cap" if partition.get("cap_at_mean") else "")
+            if runs and "epochs" in runs[0].get("variant", ""):
+                label += f", torch {runs[0]['variant'].split('epochs')[1]} epochs"
             keys = ("solo", "pate", "fedkt_l0", "centralised", "party_vote_label_accuracy",
                     "consistent_vote_label_accuracy")
             cells = [mean_std([run.get(key) for run in runs]) for key in keys]
@@ -191,7 +194,7 @@ def write_tables(folder: Path) -> Path:
                  "", stage_table(results), ""]
     sensitivity = sensitivity_table(folder)
     if sensitivity:
-        sections += ["## Sensitivity to the partition (not part of the paper's protocol)", "",
+        sections += ["## Sensitivity to the partition and to training length (not part of the paper's protocol)", "",
                      "Vote-label accuracies compare the vote's arg-max with the public data's true labels, "
                      "which the algorithm never sees (diagnostics only).", "", sensitivity, ""]
     path = folder / "fedkt_tables.md"
