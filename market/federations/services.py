@@ -63,29 +63,30 @@ def federation_join(*, federation: Federation, user: User) -> tuple[Membership, 
     organisation = user.organisation
     if organisation is None or not organisation.is_silo:
         raise PermissionDenied("Only members of a silo organisation can join a federation.")
-    try:
-        with transaction.atomic():
-            return Membership.objects.get_or_create(federation=federation, organisation=organisation)
-    except IntegrityError:  # a concurrent join won the race
-        return Membership.objects.get(federation=federation, organisation=organisation), False
+    # get_or_create survives a concurrent join: it catches the unique constraint's error and reads the winner's row.
+    return Membership.objects.get_or_create(federation=federation, organisation=organisation)
 
 
 def public_dataset_upload(*, federation: Federation, data: bytes, uploaded_by: User) -> PublicDataset:
     """Infer the feature specification, encode the features once and store them with content hashes."""
     require_operator(uploaded_by, "upload public datasets")
     content_sha256 = sha256_of(data)
+    duplicate = Conflict("This file is already one of the federation's public dataset versions.")
     if federation.public_datasets.filter(content_sha256=content_sha256).exists():
-        raise Conflict("This file is already one of the federation's public dataset versions.")
+        raise duplicate
     frame = read_table(data, limits=table_limits())
     spec = infer_feature_spec(frame, label_column=federation.label_column)
     features_npz = arrays_to_npz(features=encode_features(frame, spec))
-    with artifacts_removed_on_error() as stored_names, transaction.atomic():
-        features_file = artifact_save(name=f"federations/{federation.slug}/public/{content_sha256}.npz",
-                                      data=features_npz, stored_names=stored_names)
-        return PublicDataset.objects.create(
-            federation=federation, content_sha256=content_sha256, features_sha256=sha256_of(features_npz),
-            features_file=features_file, feature_spec=spec, source_format=table_format(data),
-            n_rows=len(frame), n_features=spec["n_features"], uploaded_by=uploaded_by)
+    try:
+        with artifacts_removed_on_error() as stored_names, transaction.atomic():
+            features_file = artifact_save(name=f"federations/{federation.slug}/public/{content_sha256}.npz",
+                                          data=features_npz, stored_names=stored_names)
+            return PublicDataset.objects.create(
+                federation=federation, content_sha256=content_sha256, features_sha256=sha256_of(features_npz),
+                features_file=features_file, feature_spec=spec, source_format=table_format(data),
+                n_rows=len(frame), n_features=spec["n_features"], uploaded_by=uploaded_by)
+    except IntegrityError as error:  # the same file arrived twice at once
+        raise duplicate from error
 
 
 def evaluation_split_upload(*, federation: Federation, data: bytes, uploaded_by: User) -> EvaluationSplit:
@@ -93,8 +94,9 @@ def evaluation_split_upload(*, federation: Federation, data: bytes, uploaded_by:
     require_operator(uploaded_by, "upload evaluation splits")
     public_dataset = public_dataset_current(federation=federation)
     content_sha256 = sha256_of(data)
+    duplicate = Conflict("This file is already one of the federation's evaluation splits.")
     if federation.evaluation_splits.filter(content_sha256=content_sha256).exists():
-        raise Conflict("This file is already one of the federation's evaluation splits.")
+        raise duplicate
     frame = read_table(data, limits=table_limits())
     if federation.label_column not in frame.columns:
         raise InvalidInput(f"The evaluation split has no '{federation.label_column}' column; "
@@ -105,10 +107,13 @@ def evaluation_split_upload(*, federation: Federation, data: bytes, uploaded_by:
         raise InvalidInput(str(error)) from error
     features = encode_features(frame, public_dataset.feature_spec)
     data_npz = arrays_to_npz(features=features, labels=labels)
-    with artifacts_removed_on_error() as stored_names, transaction.atomic():
-        data_file = artifact_save(name=f"federations/{federation.slug}/evaluation/{content_sha256}.npz",
-                                  data=data_npz, stored_names=stored_names)
-        return EvaluationSplit.objects.create(
-            federation=federation, public_dataset=public_dataset, content_sha256=content_sha256,
-            data_file=data_file, n_rows=len(frame), uploaded_by=uploaded_by,
-            class_counts=np.bincount(labels, minlength=federation.n_classes).tolist())
+    try:
+        with artifacts_removed_on_error() as stored_names, transaction.atomic():
+            data_file = artifact_save(name=f"federations/{federation.slug}/evaluation/{content_sha256}.npz",
+                                      data=data_npz, stored_names=stored_names)
+            return EvaluationSplit.objects.create(
+                federation=federation, public_dataset=public_dataset, content_sha256=content_sha256,
+                data_file=data_file, n_rows=len(frame), uploaded_by=uploaded_by,
+                class_counts=np.bincount(labels, minlength=federation.n_classes).tolist())
+    except IntegrityError as error:  # the same file arrived twice at once
+        raise duplicate from error
