@@ -1,5 +1,6 @@
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
+from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -66,14 +67,23 @@ class SubmissionInput(serializers.Serializer):
         return value
 
 
+class SubmissionPagination(LimitOffsetPagination):
+    default_limit = 50
+    max_limit = 500
+
+
 class SubmissionListApi(APIView):
     parser_classes = [MultiPartParser]
 
-    @extend_schema(parameters=[OpenApiParameter("federation", str, description="Only this federation's submissions.")],
+    @extend_schema(parameters=[OpenApiParameter("federation", str, description="Only this federation's submissions."),
+                               OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
                    responses=SubmissionOutput(many=True))
     def get(self, request):
+        """Newest first, 50 a page (``limit`` up to 500, ``offset``); operators see every organisation's."""
         submissions = submission_list(user=request.user, federation_slug=request.query_params.get("federation"))
-        return Response(SubmissionOutput(submissions, many=True).data)
+        paginator = SubmissionPagination()
+        page = paginator.paginate_queryset(submissions, request, view=self)
+        return paginator.get_paginated_response(SubmissionOutput(page, many=True).data)
 
     @extend_schema(request=SubmissionInput, responses={201: SubmissionOutput})
     def post(self, request):

@@ -104,13 +104,22 @@ def test_missing_token_is_401(client, federation_with_data):
 def test_silo_never_reads_another_silos_submissions(silo_api, other_silo_api, operator_api, federation_with_data,
                                                      model_files):
     submission_id = submit(silo_api, {"forest.onnx": model_files["forest.onnx"]}).json()["id"]
-    assert [row["id"] for row in silo_api.get("/api/submissions/").json()] == [submission_id]
-    assert other_silo_api.get("/api/submissions/").json() == []
+    assert [row["id"] for row in silo_api.get("/api/submissions/").json()["results"]] == [submission_id]
+    assert other_silo_api.get("/api/submissions/").json()["count"] == 0
     response = other_silo_api.get(f"/api/submissions/{submission_id}/")
     assert response.status_code == 404
     assert response.json() == {"detail": f"There is no submission #{submission_id} that your organisation can see."}
     assert operator_api.get(f"/api/submissions/{submission_id}/").json()["organisation"] == "Northwind Hospital"
-    assert [row["id"] for row in operator_api.get("/api/submissions/?federation=adult-income").json()] == [submission_id]
+    assert [row["id"] for row in operator_api.get("/api/submissions/?federation=adult-income").json()["results"]] \
+        == [submission_id]
+
+
+def test_submission_list_pages_newest_first(silo_api, federation_with_data, model_files):
+    ids = [submit(silo_api, {name: data}).json()["id"] for name, data in model_files.items()]
+    first_page = silo_api.get("/api/submissions/?limit=3").json()
+    assert first_page["count"] == 4
+    assert [row["id"] for row in first_page["results"]] == ids[::-1][:3]
+    assert [row["id"] for row in silo_api.get(first_page["next"]).json()["results"]] == [ids[0]]
 
 
 def test_submission_is_queued_for_validation_on_commit(silo_api, federation_with_data, model_files,
