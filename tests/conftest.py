@@ -235,3 +235,26 @@ def celery_worker(transactional_db, settings, media_root, tmp_path):
     app.control.purge()
     with running_celery_worker(worker_environment(settings, media_root), tmp_path / "worker.log") as worker:
         yield worker
+
+
+def run_at_once(function, arguments: list) -> list:
+    """Call ``function`` on every argument in its own thread, all released together; results in order.
+
+    Each thread closes its own database connection, so this works in ``transaction=True`` tests.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import Barrier
+
+    from django.db import connection
+
+    barrier = Barrier(len(arguments))
+
+    def call(argument):
+        try:
+            barrier.wait()
+            return function(argument)
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(max_workers=len(arguments)) as pool:
+        return list(pool.map(call, arguments))

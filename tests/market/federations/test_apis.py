@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from market.federations.models import EvaluationSplit, Federation, PublicDataset
-from tests.conftest import csv_bytes
+from market.accounts.services import user_create
+from tests.conftest import api_client_for, csv_bytes, run_at_once
 
 FEDERATION = {"name": "Adult income", "description": "Census income.", "class_labels": ["<=50K", ">50K"],
               "label_column": "income", "allowed_privacy_levels": ["L1", "L2"], "default_privacy_level": "L1",
@@ -195,52 +196,19 @@ def test_upload_larger_than_the_limit_is_stopped_with_413(operator_api, federati
 
 @pytest.mark.django_db(transaction=True)
 def test_two_members_of_one_silo_joining_at_once_make_one_membership(federation, silo_user):
-    from concurrent.futures import ThreadPoolExecutor
-    from threading import Barrier
-
-    from django.db import connection
-
-    from market.accounts.services import user_create
-    from tests.conftest import api_client_for
-
     colleague = user_create(username="sam-colleague", password="colleague-password", organisation=silo_user.organisation)
-    barrier = Barrier(2)
-
-    def join(user):
-        try:
-            barrier.wait()
-            return api_client_for(user).post("/api/federations/adult-income/join/").status_code
-        finally:
-            connection.close()
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        statuses = sorted(pool.map(join, [silo_user, colleague]))
-    assert statuses == [200, 201]
+    statuses = run_at_once(lambda user: api_client_for(user).post("/api/federations/adult-income/join/").status_code,
+                           [silo_user, colleague])
+    assert sorted(statuses) == [200, 201]
     assert federation.members.count() == 1
 
 
 @pytest.mark.django_db(transaction=True)
 def test_the_same_public_file_uploaded_twice_at_once_makes_one_version_and_one_409(federation, operator,
                                                                                     adult_public_csv, media_root):
-    from concurrent.futures import ThreadPoolExecutor
-    from threading import Barrier
-
-    from django.db import connection
-
-    from tests.conftest import api_client_for
-
-    barrier = Barrier(2)
-
-    def upload_in_thread(_):
-        try:
-            barrier.wait()
-            return upload(api_client_for(operator), "/api/federations/adult-income/public-dataset/",
-                          adult_public_csv).status_code
-        finally:
-            connection.close()
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        statuses = sorted(pool.map(upload_in_thread, range(2)))
-    assert statuses == [201, 409]
+    statuses = run_at_once(lambda client: upload(client, "/api/federations/adult-income/public-dataset/",
+                                                 adult_public_csv).status_code,
+                           [api_client_for(operator), api_client_for(operator)])
+    assert sorted(statuses) == [201, 409]
     assert PublicDataset.objects.count() == 1
     assert len(stored_files(media_root)) == 1

@@ -3,6 +3,7 @@ import json
 import pytest
 
 from market.submissions.models import ModelFile, Submission, SubmissionStatus
+from tests.conftest import api_client_for, run_at_once
 from tests.market.submissions.helpers import stored_files, submit
 
 
@@ -135,24 +136,8 @@ def test_submission_is_queued_for_validation_on_commit(silo_api, federation_with
 @pytest.mark.django_db(transaction=True)
 def test_the_same_files_submitted_twice_at_once_make_one_submission_and_one_409(federation_with_data, silo_user,
                                                                                   model_files, media_root):
-    from concurrent.futures import ThreadPoolExecutor
-    from threading import Barrier
-
-    from django.db import connection
-
-    from tests.conftest import api_client_for
-
-    barrier = Barrier(2)
-
-    def submit_in_thread(_):
-        try:
-            barrier.wait()
-            return submit(api_client_for(silo_user), {"forest.onnx": model_files["forest.onnx"]}).status_code
-        finally:
-            connection.close()
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        statuses = sorted(pool.map(submit_in_thread, range(2)))
-    assert statuses == [201, 409]
+    statuses = run_at_once(lambda client: submit(client, {"forest.onnx": model_files["forest.onnx"]}).status_code,
+                           [api_client_for(silo_user), api_client_for(silo_user)])
+    assert sorted(statuses) == [201, 409]
     assert Submission.objects.count() == 1 and ModelFile.objects.count() == 1
     assert len(stored_files(media_root)) == 1
