@@ -282,7 +282,11 @@ def _limit_threads() -> None:
 def fit_parties(parties: Sequence[tuple[Any, Any]], public_features, *, n_classes: int, config: FedKTConfig,
                 noise=None, seed: int, n_jobs: int = 1) -> tuple[PartyResult, ...]:
     """:func:`party_fit` for every party, in ``n_jobs`` worker processes (1: in this process).
-    Party ``j`` gets the ``j``-th child seed of ``seed``, so results do not depend on ``n_jobs``."""
+    Party ``j`` gets the ``j``-th child seed of ``seed``, so results do not depend on ``n_jobs``.
+
+    Workers are started with ``spawn``: a script calling this with ``n_jobs > 1`` needs the
+    ``if __name__ == "__main__":`` guard, and a daemonic process (a Celery prefork child) cannot
+    start them, so call it there with ``n_jobs=1`` and fan out with Celery instead."""
     keywords = {"n_classes": n_classes, "teacher": config.teacher, "student": config.student,
                 "partitions": config.partitions, "teachers": config.teachers, "query": config.party_query,
                 "noise": noise}
