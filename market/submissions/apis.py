@@ -31,6 +31,7 @@ class SubmissionOutput(serializers.Serializer):
     privacy_level = serializers.ChoiceField(PrivacyLevel.choices)
     privacy_parameters = serializers.DictField()
     declared_epsilon = serializers.FloatField(allow_null=True)
+    privacy_report = serializers.DictField(allow_null=True)
     status = serializers.ChoiceField(SubmissionStatus.choices)
     status_display = serializers.CharField(source="get_status_display")
     rejection_reason = serializers.CharField()
@@ -52,8 +53,9 @@ class SubmissionInput(serializers.Serializer):
                                                help_text="Example counts per class, e.g. [700, 300].")
     privacy_level = serializers.ChoiceField(PrivacyLevel.choices)
     privacy_parameters = serializers.JSONField(required=False, default=dict,
-                                               help_text='For L2, e.g. {"gamma": 0.04, "delta": 1e-5, "partitions": 2, '
-                                                         '"teachers": 5, "queries": 60}.')
+                                               help_text='For L2: {"gamma" or "sigma", "delta", "partitions", "teachers", '
+                                                         '"queries"}, e.g. {"gamma": 0.04, "delta": 1e-5, '
+                                                         '"partitions": 2, "teachers": 5, "queries": 30}.')
     declared_epsilon = serializers.FloatField(required=False, allow_null=True, default=None, min_value=0)
 
     def validate_label_distribution(self, value):

@@ -36,6 +36,8 @@ class Submission(models.Model):
     privacy_level = models.CharField(max_length=2, choices=PrivacyLevel.choices)
     privacy_parameters = models.JSONField(default=dict, blank=True)
     declared_epsilon = models.FloatField(null=True, blank=True)
+    privacy_report = models.JSONField(null=True, blank=True,
+                                      help_text="L2: the data-independent example-level ε the declared parameters imply.")
     content_sha256 = models.CharField(max_length=64, help_text="SHA-256 over the model files' hashes, in upload order.")
     status = models.CharField(max_length=20, choices=SubmissionStatus.choices, default=SubmissionStatus.PENDING)
     rejection_reason = models.TextField(blank=True)

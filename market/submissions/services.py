@@ -18,6 +18,8 @@ from market.storage import artifact_read, artifact_save, artifacts_removed_on_er
 from market.submissions.models import ModelFile, Submission, SubmissionStatus
 from workers.modelio import (ModelLimits, RefusedModelError, SandboxLimits, identify_format, inspect_model,
                              predict_in_sandbox)
+from workers.privacy.accounting import party_noise_privacy_bound
+from workers.privacy.mechanisms import GaussianNoise, LaplaceNoise
 
 logger = logging.getLogger(__name__)
 PROBABILITY_TOLERANCE = 1e-3
@@ -42,21 +44,44 @@ def sandbox_limits() -> SandboxLimits:
                          wall_seconds=settings.ONEFOLD_SANDBOX_WALL_SECONDS)
 
 
+L2_PARAMETERS = ("delta", "partitions", "teachers", "queries")
+
+
 def _check_privacy_declaration(*, federation: Federation, privacy_level: str, privacy_parameters: dict,
-                               declared_epsilon: float | None) -> None:
+                               declared_epsilon: float | None) -> dict | None:
+    """Check the declared privacy; for L2 return the data-independent report the parameters imply."""
     if privacy_level not in federation.allowed_privacy_levels:
         raise InvalidInput(f"The federation allows privacy levels {', '.join(federation.allowed_privacy_levels)}, "
                            f"not {privacy_level}.")
     if privacy_level != PrivacyLevel.L2:
         if declared_epsilon is not None:
             raise InvalidInput(f"Only L2 submissions declare an ε; at {privacy_level} the server accounts for privacy.")
-        return
+        return None
     if declared_epsilon is None or not math.isfinite(declared_epsilon) or declared_epsilon <= 0:
         raise InvalidInput("An L2 submission must declare the positive ε its party-side noise spent.")
-    if not {"delta", "partitions", "teachers"} <= privacy_parameters.keys() or not (
-            {"gamma", "sigma"} & privacy_parameters.keys()):
-        raise InvalidInput("L2 privacy parameters must include 'delta', 'partitions', 'teachers' and the noise "
-                           "parameter 'gamma' (Laplace) or 'sigma' (Gaussian).")
+    bound = _party_noise_bound(privacy_parameters)
+    if declared_epsilon < bound.epsilon:
+        raise InvalidInput(f"You declared ε = {declared_epsilon:g}, but these parameters spend ε = {bound.epsilon:.4g} "
+                           f"(example-level, data-independent, δ = {bound.delta:g}); declare at least that.")
+    return bound.as_dict()
+
+
+def _party_noise_bound(privacy_parameters: dict):
+    """The data-independent example-level ε of a silo's L2 noise, from its declared parameters."""
+    missing = [name for name in L2_PARAMETERS if name not in privacy_parameters]
+    noise_parameters = [name for name in ("gamma", "sigma") if name in privacy_parameters]
+    if missing or len(noise_parameters) != 1:
+        raise InvalidInput("L2 privacy parameters must include 'delta', 'partitions', 'teachers', 'queries' (public "
+                           "examples labelled per partition) and one noise parameter: 'gamma' (Laplace) or "
+                           "'sigma' (Gaussian).")
+    try:
+        noise = (LaplaceNoise(gamma=privacy_parameters["gamma"]) if noise_parameters == ["gamma"]
+                 else GaussianNoise(sigma=privacy_parameters["sigma"]))
+        return party_noise_privacy_bound(mechanism=noise, n_queries=privacy_parameters["queries"],
+                                         partitions=privacy_parameters["partitions"],
+                                         teachers=privacy_parameters["teachers"], delta=privacy_parameters["delta"])
+    except (TypeError, ValueError) as error:
+        raise InvalidInput(f"The L2 privacy parameters are not valid: {error}") from error
 
 
 def _check_label_distribution(label_distribution: list | None, *, n_classes: int, n_local_examples: int) -> None:
@@ -94,8 +119,8 @@ def submission_create(*, federation: Federation, user: User, models: list[Upload
     if not models:
         raise InvalidInput("Attach at least one model file.")
     public_dataset = public_dataset_current(federation=federation)
-    _check_privacy_declaration(federation=federation, privacy_level=privacy_level,
-                               privacy_parameters=privacy_parameters, declared_epsilon=declared_epsilon)
+    privacy_report = _check_privacy_declaration(federation=federation, privacy_level=privacy_level,
+                                                privacy_parameters=privacy_parameters, declared_epsilon=declared_epsilon)
     _check_label_distribution(label_distribution, n_classes=federation.n_classes, n_local_examples=n_local_examples)
     inspections = [_inspect_upload(model, n_features=public_dataset.n_features, n_classes=federation.n_classes)
                    for model in models]
@@ -112,7 +137,7 @@ def submission_create(*, federation: Federation, user: User, models: list[Upload
                 model_family=model_family, n_local_examples=n_local_examples,
                 local_validation_score=local_validation_score, label_distribution=label_distribution,
                 privacy_level=privacy_level, privacy_parameters=privacy_parameters, declared_epsilon=declared_epsilon,
-                content_sha256=content_sha256)
+                privacy_report=privacy_report, content_sha256=content_sha256)
             for position, (model, inspection, file_hash) in enumerate(zip(models, inspections, file_hashes)):
                 stored_name = artifact_save(name=f"federations/{federation.slug}/submissions/{submission.id}/{file_hash}",
                                             data=model.data, stored_names=stored_names)

@@ -20,10 +20,34 @@ def test_member_submits_a_model_in_each_accepted_format(silo_api, federation_wit
 def test_submission_with_several_files_and_l2_declaration(silo_api, federation_with_data, model_files):
     response = submit(silo_api, {"a.onnx": model_files["forest.onnx"], "b.json": model_files["boosted.json"]},
                       privacy_level="L2", declared_epsilon=2.5, label_distribution=json.dumps([1500, 500]),
-                      privacy_parameters=json.dumps({"gamma": 0.04, "delta": 1e-5, "partitions": 2, "teachers": 5}))
+                      privacy_parameters=json.dumps(L2_PARAMETERS))
     assert response.status_code == 201, response.json()
     assert [file["format"] for file in response.json()["model_files"]] == ["onnx", "xgboost-json"]
     assert response.json()["declared_epsilon"] == 2.5
+    report = response.json()["privacy_report"]
+    assert (report["unit"], report["mechanism"], report["n_queries"], report["data_dependent"]) == \
+        ("example-level", "laplace", 60, False)
+    assert report["epsilon"] == pytest.approx(1.8425, abs=1e-4)
+
+
+L2_PARAMETERS = {"gamma": 0.04, "delta": 1e-5, "partitions": 2, "teachers": 5, "queries": 30}
+
+
+@pytest.mark.parametrize("parameters, epsilon, message", [
+    (L2_PARAMETERS, 1.0, "You declared ε = 1, but these parameters spend ε = 1.842"),
+    ({**L2_PARAMETERS, "queries": None}, 2.5, "are not valid"),
+    ({key: value for key, value in L2_PARAMETERS.items() if key != "queries"}, 2.5, "'queries'"),
+    ({**L2_PARAMETERS, "sigma": 30.0}, 2.5, "one noise parameter"),
+    ({**L2_PARAMETERS, "gamma": -1}, 2.5, "are not valid"),
+    ({**L2_PARAMETERS, "delta": 2}, 2.5, "are not valid"),
+])
+def test_l2_declarations_are_checked_against_the_privacy_accountant(silo_api, federation_with_data, model_files,
+                                                                    parameters, epsilon, message):
+    response = submit(silo_api, {"forest.onnx": model_files["forest.onnx"]}, privacy_level="L2",
+                      declared_epsilon=epsilon, privacy_parameters=json.dumps(parameters))
+    assert response.status_code == 400
+    assert message in response.json()["detail"]
+    assert not Submission.objects.exists()
 
 
 @pytest.mark.parametrize("changes, status, message", [
