@@ -38,10 +38,13 @@ from typing import Any
 import numpy as np
 
 from workers.algorithms.stages import StageClock, StageStats, merge_stages
-from workers.algorithms.voting import consistent_vote_counts, label_by_vote, vote_counts
+from workers.algorithms.transfer import Query, child_seeds, fit_on_votes, predict_classes, select_queries
+from workers.algorithms.voting import consistent_vote_counts, vote_counts
 from workers.learners import Learner, fit_aligned
 
-Query = int | float
+__all__ = ["FedKTConfig", "FedKTResult", "PartyResult", "ServerResult", "child_seeds", "fedkt_fit", "fit_on_votes",
+           "fit_parties", "party_fit", "party_students", "predict_classes", "select_queries", "server_fit",
+           "train_teachers"]
 
 
 @dataclass(frozen=True)
@@ -106,31 +109,6 @@ class FedKTResult:
         return self.server.final_model
 
 
-def child_seeds(seed: int | np.random.SeedSequence, count: int) -> list[int]:
-    """``count`` independent integer seeds derived from ``seed`` (stable across runs)."""
-    sequence = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
-    return [int(child.generate_state(1)[0]) for child in sequence.spawn(count)]
-
-
-def select_queries(n_public: int, query: Query, *, seed: int) -> np.ndarray:
-    """Sorted indices of the queried public examples: all of them for ``query=1.0``, else a
-    uniform sample without replacement of ``query`` examples (int) or ``ceil(query·n_public)``
-    (float fraction)."""
-    if isinstance(query, bool) or not isinstance(query, (int, float, np.integer, np.floating)):
-        raise ValueError(f"The query must be a count or a fraction of the public data, not {query!r}.")
-    if isinstance(query, (float, np.floating)):
-        if not 0.0 < query <= 1.0:
-            raise ValueError(f"A query fraction must lie in (0, 1], not {query}.")
-        size = int(np.ceil(query * n_public))
-    else:
-        size = int(query)
-    if not 1 <= size <= n_public:
-        raise ValueError(f"Cannot query {size} of {n_public} public examples.")
-    if size == n_public:
-        return np.arange(n_public)
-    return np.sort(np.random.default_rng(seed).choice(n_public, size=size, replace=False))
-
-
 def train_teachers(features, labels, *, n_classes: int, learner: Learner, partitions: int, teachers: int,
                    seed: int) -> tuple[tuple[Any, ...], ...]:
     """Teachers per partition (Algorithm 1 lines 2-4): for each of ``partitions`` partitions,
@@ -150,27 +128,6 @@ def train_teachers(features, labels, *, n_classes: int, learner: Learner, partit
                                         seed=teacher_seed)
                             for subset, teacher_seed in zip(subsets, teacher_seeds)))
     return tuple(result)
-
-
-def predict_classes(models: Sequence[Any], features) -> np.ndarray:
-    """Class indices predicted by each model: int64 array (n_models, n_examples)."""
-    return np.stack([np.asarray(model.predict(features), dtype=np.int64) for model in models]) \
-        if len(models) else np.empty((0, len(features)), dtype=np.int64)
-
-
-def fit_on_votes(counts, features, *, learner: Learner, n_classes: int, seed: int, noise=None):
-    """Label examples by (noisy) vote and fit a model on the non-abstaining ones.
-
-    Returns ``(model, noisy_counts or None, labels, trained_mask)``.
-    """
-    noisy = None if noise is None else np.asarray(noise.noisy_counts(counts))
-    labels, abstained = label_by_vote(counts if noisy is None else noisy)
-    trained = ~abstained
-    if not trained.any():
-        raise ValueError("Every queried example abstained (no votes above zero); query more public examples "
-                         "or use less noise.")
-    model = fit_aligned(learner, features[trained], labels[trained], n_classes=n_classes, seed=seed)
-    return model, noisy, labels, trained
 
 
 def party_students(teacher_predictions, queried_features, *, n_classes: int, student: Learner, noise=None,

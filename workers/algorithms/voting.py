@@ -88,7 +88,7 @@ def label_by_vote(counts) -> tuple[np.ndarray, np.ndarray]:
     if counts.ndim != 2:
         raise ValueError(f"Vote counts must be a 2-D (examples × classes) array, not {counts.ndim}-D.")
     labels = np.argmax(counts, axis=1).astype(np.int64)
-    abstained = counts.max(axis=1, initial=0) <= 0 if counts.shape[1] else np.ones(len(counts), dtype=bool)
+    abstained = counts.max(axis=1, initial=0) <= 0      # initial=0: an empty or all-negative row abstains
     return labels, abstained
 
 
