@@ -124,9 +124,10 @@ def plot_table3(results, folder: Path) -> str | None:
     drawn = False
     for name, runs in results.items():
         runs = [run for run in runs if "table3" in run]
-        if runs:
-            means = [np.mean([run["table3"][str(f)] for run in runs]) * 100 for f in TABLE3_FRACTIONS]
-            axis.plot([f * 100 for f in TABLE3_FRACTIONS], means, marker="o", label=name)
+        fractions = [f for f in TABLE3_FRACTIONS if runs and all(str(f) in run["table3"] for run in runs)]
+        if len(fractions) > 1:
+            means = [np.mean([run["table3"][str(f)] for run in runs]) * 100 for f in fractions]
+            axis.plot([f * 100 for f in fractions], means, marker="o", label=name)
             drawn = True
     if not drawn:
         plt.close(figure)
