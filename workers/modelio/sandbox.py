@@ -24,7 +24,8 @@ import numpy as np
 from workers.modelio.base import ModelLimits
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-MEMORY_WORDS = (b"memoryerror", b"bad_alloc", b"bad allocation", b"failed to allocate", b"can't allocate")
+MEMORY_WORDS = (b"memoryerror", b"bad_alloc", b"bad allocation", b"failed to allocate", b"can't allocate",
+                b"memory allocation")  # the last: OpenBLAS, when the limit is hit while numpy loads
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 
 

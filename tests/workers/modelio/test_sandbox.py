@@ -139,6 +139,13 @@ def test_a_model_over_the_memory_limit_gets_an_error_and_the_caller_lives(toy_da
     assert os.getpid() == caller
 
 
+def test_a_limit_too_small_for_the_libraries_is_reported_as_memory(toy_data, toy_mlp):
+    """At 64 MB OpenBLAS cannot even allocate its buffers while numpy loads; the reason must still say memory."""
+    outcome, = predict_in_sandbox([toy_mlp[2]], toy_data[0][:10], n_classes=3,
+                                  limits=SandboxLimits(memory_bytes=64 * 2**20))
+    assert outcome.error == "The model needed more than 64 MB of memory."
+
+
 def test_a_model_past_the_wall_clock_limit_gets_an_error_and_the_caller_lives(toy_data, toy_mlp):
     outcome, = predict_in_sandbox([toy_mlp[2]], toy_data[0][:10], n_classes=3,
                                   limits=SandboxLimits(wall_seconds=0.2))
