@@ -2,9 +2,6 @@
 
 import pytest
 
-from tests.conftest import ADULT_LABELS
-from workers.features import encode_features, encode_labels, infer_feature_spec, read_table
-
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--disable-gpu"]
 
@@ -16,15 +13,13 @@ def browser_type_launch_args(browser_type_launch_args):
 
 
 @pytest.fixture(scope="session")
-def student_model_files(adult_frame, adult_public_csv) -> list[bytes]:
+def student_model_files(adult_training) -> list[bytes]:
     """Two XGBoost JSON students, each trained on one half of 2,000 encoded Adult rows (as FedKT's partitions)."""
     from xgboost import XGBClassifier
 
     from workers.modelio.export import export_xgboost_json
 
-    spec = infer_feature_spec(read_table(adult_public_csv), label_column="income")
-    rows = adult_frame.iloc[:2000]
-    features, labels = encode_features(rows, spec), encode_labels(rows["income"], ADULT_LABELS)
+    features, labels = adult_training
     halves = [slice(0, 1000), slice(1000, 2000)]
     return [export_xgboost_json(XGBClassifier(n_estimators=10, max_depth=3, random_state=0)
                                 .fit(features[half], labels[half])) for half in halves]
