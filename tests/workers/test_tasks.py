@@ -11,6 +11,7 @@ from tests.market.submissions.helpers import submit
 from tests.workers.modelio.payloads import (TAMPERINGS, hostile_payloads, tamper_onnx_tree, tamper_xgboost_json,
                                             tamper_xgboost_ubjson)
 from workers.modelio import predict_in_sandbox
+from workers.tasks import submission_validate_task
 
 pytestmark = pytest.mark.worker
 FINISHED = (SubmissionStatus.VALID, SubmissionStatus.REJECTED)
@@ -39,7 +40,7 @@ def test_worker_validates_real_models_and_the_safe_path_matches_native_predictio
 
 
 def test_worker_refuses_pickles_that_bypassed_the_web_checks_and_never_runs_them(
-        celery_worker, silo_api, federation_with_data, model_files, tmp_path):
+        celery_worker, silo_api, federation_with_data, model_files, media_root, tmp_path):
     """Rows are forged past the web layer's refusal, so that the worker and its child meet the pickles."""
     marker = tmp_path / "pwned"
     template_id = submit(silo_api, {"forest.onnx": model_files["forest.onnx"]}).json()["id"]
@@ -51,11 +52,9 @@ def test_worker_refuses_pickles_that_bypassed_the_web_checks_and_never_runs_them
         submission.pk, submission.status, submission.content_sha256 = None, SubmissionStatus.PENDING, f"forged-{index}"
         submission.save()
         stored_name = template_file.stored_name + f"-forged-{index}"
-        (tmp_path / "media" / stored_name).write_bytes(payload)
+        (media_root / stored_name).write_bytes(payload)
         ModelFile.objects.create(submission=submission, position=0, original_name="model.onnx", stored_name=stored_name,
                                  format="onnx", sha256="forged", size_bytes=len(payload))
-        from workers.tasks import submission_validate_task
-
         submission_validate_task.delay(submission.id)
         ids.append(submission.id)
     submissions = wait_for_validation(ids)
