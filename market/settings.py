@@ -67,6 +67,10 @@ INSTALLED_APPS = [
     "market.accounts",
     "market.federations",
     "market.submissions",
+    "market.jobs",
+    "market.budgets",
+    "market.commerce",
+    "market.audit",
     "frontend",
 ]
 

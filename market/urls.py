@@ -6,6 +6,10 @@ api_patterns = [
     path("", include("market.accounts.urls")),
     path("", include("market.federations.urls")),
     path("", include("market.submissions.urls")),
+    path("", include("market.jobs.urls")),
+    path("", include("market.budgets.urls")),
+    path("", include("market.commerce.urls")),
+    path("", include("market.audit.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]

@@ -1,0 +1,59 @@
+import hashlib
+import json
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from market.audit.models import AuditEvent, AuditOutcome
+
+GENESIS_HASH = "0" * 64
+# Any constant: PostgreSQL's transaction-level advisory lock that serialises appends to the chain.
+_CHAIN_LOCK = 7_412_006
+
+
+def audit_entry_hash(*, previous_hash: str, fields: dict) -> str:
+    """SHA-256 over the previous entry's hash and this entry's fields as canonical JSON."""
+    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(f"{previous_hash}\n{canonical}".encode()).hexdigest()
+
+
+def audit_event_fields(event: AuditEvent) -> dict:
+    """The fields the hash covers, as they read back from the database."""
+    return {
+        "created_at": event.created_at.isoformat(), "actor_id": event.actor_id,
+        "organisation_id": event.organisation_id, "action": event.action, "object_type": event.object_type,
+        "object_id": event.object_id, "outcome": event.outcome, "client_address": event.client_address,
+        "details": event.details,
+    }
+
+
+def client_address_of(request) -> str | None:
+    return request.META.get("REMOTE_ADDR") if request is not None else None
+
+
+def audit_record(*, action: str, outcome: str = AuditOutcome.SUCCESS, actor=None, organisation=None, target=None,
+                 request=None, details: dict | None = None) -> AuditEvent:
+    """Append one event to the audit chain, inside the caller's transaction when there is one.
+
+    ``actor`` is a user (or None for the system); ``organisation`` defaults to the actor's; ``target`` is the
+    model instance acted on; ``details`` is JSON-ready and never holds secrets or model contents.
+    """
+    if actor is not None and not actor.is_authenticated:
+        actor = None
+    if organisation is None and actor is not None:
+        organisation = actor.organisation
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_CHAIN_LOCK])
+        last = AuditEvent.objects.order_by("-id").only("entry_hash").first()
+        event = AuditEvent(
+            created_at=timezone.now(), actor=actor, organisation=organisation, action=action,
+            object_type=type(target).__name__ if target is not None else "",
+            object_id=str(target.pk) if target is not None else "", outcome=outcome,
+            client_address=client_address_of(request), details=details or {},
+            previous_hash=last.entry_hash if last else GENESIS_HASH,
+        )
+        event.entry_hash = audit_entry_hash(previous_hash=event.previous_hash, fields=audit_event_fields(event))
+        event.save(force_insert=True)
+    return event

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class CommerceConfig(AppConfig):
+    name = "market.commerce"
+    label = "commerce"

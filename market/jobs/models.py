@@ -1,0 +1,109 @@
+from django.conf import settings
+from django.db import models
+
+from market.accounts.models import Organisation
+from market.federations.models import EvaluationSplit, Federation, PrivacyLevel, PublicDataset
+from market.submissions.models import Submission
+
+
+class JobKind(models.TextChoices):
+    FEDKT = "fedkt", "FedKT"
+    ENSEMBLE = "ensemble", "Ensemble of local models"
+    DISTILL = "distill", "Ensemble distilled into one model"
+    CPFL = "cpfl", "Cohort-parallel distillation"
+    FD = "fd", "Federated distillation"
+
+
+class JobStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+class Job(models.Model):
+    """A request to fuse validated submissions into one global model. This row, not the broker, is the truth."""
+
+    federation = models.ForeignKey(Federation, on_delete=models.PROTECT, related_name="jobs")
+    kind = models.CharField(max_length=20, choices=JobKind.choices)
+    privacy_level = models.CharField(max_length=2, choices=PrivacyLevel.choices)
+    parameters = models.JSONField(default=dict, help_text="Validated parameters of the kind, defaults filled in.")
+    seed = models.BigIntegerField(help_text="Seed of every non-DP random choice; DP noise is never seeded.")
+    submissions = models.ManyToManyField(Submission, related_name="jobs")
+    public_dataset = models.ForeignKey(PublicDataset, on_delete=models.PROTECT, related_name="+")
+    evaluation_split = models.ForeignKey(EvaluationSplit, on_delete=models.PROTECT, related_name="+")
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    requesting_organisation = models.ForeignKey(Organisation, null=True, blank=True, on_delete=models.PROTECT,
+                                                related_name="+")
+    status = models.CharField(max_length=20, choices=JobStatus.choices, default=JobStatus.QUEUED)
+    failure_reason = models.TextField(blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    progress_stage = models.CharField(max_length=100, blank=True)
+    progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0)
+    privacy_bound = models.JSONField(null=True, blank=True,
+                                     help_text="L1: the data-independent bound reserved for every participating silo.")
+    worker = models.CharField(max_length=200, blank=True, help_text="Host and process id of the worker holding the lease.")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(progress_done__lte=models.F("progress_total")),
+                                   name="progress_within_total"),
+        ]
+
+    def __str__(self):
+        return f"Job #{self.id} ({self.kind}, {self.privacy_level}) in {self.federation}"
+
+
+class GlobalModel(models.Model):
+    """What a succeeded job produced: files, platform-measured metrics, privacy report, lineage, contributions.
+
+    ``metrics`` (and each value of ``submission_metrics``): {"accuracy", "balanced_accuracy", "macro_f1",
+    "roc_auc", "confusion_matrix": [[int]], "reliability": {"bin_edges", "confidence", "accuracy", "count"}},
+    measured on ``job.evaluation_split``. ``contribution_weights``: {"<organisation id>": weight}, weights ≥ 0
+    summing to 1, by the rule named in ``contribution_rule``.
+    """
+
+    job = models.OneToOneField(Job, on_delete=models.PROTECT, related_name="global_model")
+    federation = models.ForeignKey(Federation, on_delete=models.PROTECT, related_name="global_models")
+    model_family = models.CharField(max_length=40, help_text="The learner of the final model, or 'ensemble'.")
+    n_features = models.PositiveIntegerField()
+    n_classes = models.PositiveIntegerField()
+    metrics = models.JSONField()
+    submission_metrics = models.JSONField(help_text='{"<submission id>": metrics}, same keys as metrics.')
+    privacy_report = models.JSONField(help_text="data_independent and data_dependent kept apart, each labelled.")
+    lineage = models.JSONField(help_text="Job, submissions, public-data hash, code version, seeds.")
+    contribution_weights = models.JSONField()
+    contribution_rule = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"Global model of job #{self.job_id}"
+
+
+class GlobalModelFile(models.Model):
+    """One downloadable form of a global model. ``format``: onnx, skops, xgboost_json, safetensors or bundle
+    (a zip of member files and manifest.json for ensembles). ``role``: native (the safe format of the model
+    family) or portable (ONNX, runnable with onnxruntime alone)."""
+
+    global_model = models.ForeignKey(GlobalModel, on_delete=models.CASCADE, related_name="files")
+    role = models.CharField(max_length=20, choices=[("native", "Native safe format"), ("portable", "ONNX")])
+    format = models.CharField(max_length=40)
+    stored_name = models.CharField(max_length=500)
+    sha256 = models.CharField(max_length=64)
+    size_bytes = models.PositiveBigIntegerField()
+
+    class Meta:
+        ordering = ["role", "format"]
+        constraints = [models.UniqueConstraint(fields=["global_model", "format"], name="one_file_per_format")]

@@ -1,0 +1,114 @@
+"""One calling convention for every way of fusing uploaded models into a global model.
+
+A job (``market.jobs``) never holds all members at once: it fans out over chunks of members, and
+each chunk turns every member's predicted probabilities on the public data into a *signal* with
+:meth:`FusionAlgorithm.member_signal`. Signals are summable, so chunks return partial sums and a
+callback adds them up and calls :meth:`FusionAlgorithm.fuse` once. Selection of members (Guha's
+strategies) happens before the fan-out, from declared metadata only.
+
+Signals per kind (all arrays are ``(n_public, n_classes)``):
+
+- FedKT: the member's consistent votes: ``s`` on class m where all its ``s`` students predict m,
+  else zeros (:func:`workers.algorithms.voting.consistent_vote_counts`).
+- Ensemble and distillation: the member's averaged class probabilities.
+- Cohort distillation: the cohort's logits scaled per class by its count of that class; ``fuse``
+  divides by the class totals (CPFL section 3.1).
+
+Privacy is composed in: ``fuse`` receives ``noise`` (``None`` or a mechanism with
+``noisy_counts``), never a flag.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Member:
+    """One uploaded submission as the engines see it: declared metadata, no data.
+
+    ``key`` identifies the submission, ``organisation`` the silo (both as text); ``n_models`` is the
+    number of model files it holds (FedKT: s students); ``label_distribution`` is a count or share per
+    class, or ``None`` if not declared.
+    """
+
+    key: str
+    organisation: str
+    n_examples: int
+    validation_score: float
+    n_models: int = 1
+    label_distribution: tuple[float, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """The result of :meth:`FusionAlgorithm.fuse`.
+
+    Attributes
+    ----------
+    model : fitted classifier or None
+        The global model (scikit-learn contract, ``classes_ = 0..K-1``); ``None`` when the global
+        model is the selected members themselves (an ensemble bundle).
+    labels : int array (n_public,)
+        The class the fused teacher assigns to each public example, ``-1`` where it abstains.
+    trained : bool array (n_public,)
+        Public examples the global model was fitted on (all False for a bundle).
+    privacy : workers.privacy.reports.PrivacyAnalysis or None
+        ``None`` unless noise was added by this fusion (L1).
+    details : dict
+        JSON-ready facts worth recording (e.g. queried count, abstentions, distillation fidelity).
+    """
+
+    model: Any
+    labels: np.ndarray
+    trained: np.ndarray
+    privacy: Any = None
+    details: dict = field(default_factory=dict)
+
+
+class FusionAlgorithm(Protocol):
+    """What every job kind implements. ``params`` are the job's validated parameters."""
+
+    name: str
+
+    def select(self, members: Sequence[Member], params: Mapping, *, seed: int) -> list[int]:
+        """Indices of the members to use, in a deterministic order."""
+
+    def member_signal(self, probabilities: np.ndarray, *, member: Member, n_classes: int,
+                      params: Mapping) -> np.ndarray:
+        """One member's summable signal from its models' probabilities ``(n_models, n_public, K)``."""
+
+    def fuse(self, signal_sum: np.ndarray, public_features: np.ndarray, *, members: Sequence[Member],
+             n_classes: int, params: Mapping, noise=None, seed: int) -> Fusion:
+        """Fuse the summed signal of ``members`` into a global model."""
+
+
+ALGORITHMS: dict[str, FusionAlgorithm] = {}
+
+
+def register(algorithm: FusionAlgorithm) -> FusionAlgorithm:
+    """Add an algorithm to :data:`ALGORITHMS` under its ``name``."""
+    ALGORITHMS[algorithm.name] = algorithm
+    return algorithm
+
+
+def algorithm_get(name: str) -> FusionAlgorithm:
+    """The algorithm registered as ``name``; a ValueError naming the known ones otherwise."""
+    if name not in ALGORITHMS:
+        raise ValueError(f"Unknown algorithm {name!r}; known: {', '.join(sorted(ALGORITHMS))}.")
+    return ALGORITHMS[name]
+
+
+def agreement_counts(signal: np.ndarray, labels: np.ndarray) -> int:
+    """Public examples where a member's signal (its arg-max, when non-zero) agrees with the fused label.
+
+    The documented contribution rule of every job kind: a silo's weight is its members' agreement
+    counts over the examples the global model was trained on, normalised to sum to 1.
+    """
+    signal = np.asarray(signal)
+    voted = signal.any(axis=1)
+    return int(np.count_nonzero(voted & (signal.argmax(axis=1) == np.asarray(labels))))
