@@ -21,6 +21,15 @@ class Federation(models.Model):
     allowed_privacy_levels = models.JSONField()
     default_privacy_level = models.CharField(max_length=2, choices=PrivacyLevel.choices)
     default_parameters = models.JSONField(default=dict, blank=True)
+    default_epsilon_limit = models.DecimalField(max_digits=12, decimal_places=6, default=10,
+                                                help_text="ε limit of a new member's privacy budget.")
+    default_delta = models.DecimalField(max_digits=20, decimal_places=18, default="0.00001",
+                                        help_text="δ of a new member's privacy budget.")
+    publish_data_dependent_epsilon = models.BooleanField(
+        default=False, help_text="Whether data-dependent ε may be shown outside the operator's dashboard.")
+    publish_contributions = models.BooleanField(
+        default=False, help_text="Whether model cards may reveal which silo contributed what.")
+    buyers_may_launch_jobs = models.BooleanField(default=False, help_text="Whether buyers may create jobs.")
     members = models.ManyToManyField(Organisation, through="Membership", related_name="federations")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
