@@ -138,6 +138,15 @@ ONEFOLD_VALIDATION_SAMPLE_ROWS = env_int("ONEFOLD_VALIDATION_SAMPLE_ROWS", 256)
 # Tests only: lets a tampered model reach the native library so that the sandbox is exercised.
 ONEFOLD_UNSAFE_SKIP_STRUCTURAL_CHECKS = env_bool("ONEFOLD_UNSAFE_SKIP_STRUCTURAL_CHECKS", False)
 
+# Market: the fee kept from every sale (whole percent, 0-100), download-link lifetime, prediction API limits.
+_market_fee = env_text("ONEFOLD_MARKET_FEE_PERCENT", "10")
+if not _market_fee.isdigit() or int(_market_fee) > 100:
+    raise ImproperlyConfigured(f"ONEFOLD_MARKET_FEE_PERCENT must be a whole number from 0 to 100, not {_market_fee!r}.")
+ONEFOLD_MARKET_FEE_PERCENT = int(_market_fee)
+ONEFOLD_DOWNLOAD_LINK_TTL_SECONDS = env_int("ONEFOLD_DOWNLOAD_LINK_TTL_SECONDS", 300)
+ONEFOLD_PREDICT_RATE = env_text("ONEFOLD_PREDICT_RATE", "60/minute")
+ONEFOLD_PREDICT_MAX_ROWS = env_int("ONEFOLD_PREDICT_MAX_ROWS", 10_000)
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.TokenAuthentication",

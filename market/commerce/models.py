@@ -1,0 +1,173 @@
+"""The market: listings of global models, wallets with an append-only ledger, purchases and entitlements.
+
+Money is integer cents. A wallet's ``balance_cents`` is the sum of its entries, kept in step under a row lock
+in the transaction that appends the entry; a CHECK constraint keeps it from going negative and (on
+PostgreSQL) a trigger refuses UPDATE and DELETE of entries.
+"""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from market.accounts.models import Organisation
+from market.federations.models import Federation, PrivacyLevel
+from market.jobs.models import GlobalModel
+
+
+class ListingStatus(models.TextChoices):
+    DRAFT = "draft", "Draft"
+    PUBLISHED = "published", "Published"
+    RETIRED = "retired", "Retired"
+
+
+class Listing(models.Model):
+    """A global model offered for sale. Once published, what it sells (model, price, licence) never changes;
+    a new version is a new listing that names this one as ``previous_version``.
+
+    ``model_family``, ``privacy_level`` and the headline metrics are copied from the global model when the
+    listing is created (the global model is immutable), so that the catalog filters without JSON lookups.
+    """
+
+    global_model = models.ForeignKey(GlobalModel, on_delete=models.PROTECT, related_name="listings")
+    federation = models.ForeignKey(Federation, on_delete=models.PROTECT, related_name="listings")
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    licence_text = models.TextField()
+    price_cents = models.BigIntegerField()
+    status = models.CharField(max_length=20, choices=ListingStatus.choices, default=ListingStatus.DRAFT)
+    previous_version = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
+                                         related_name="next_versions")
+    model_family = models.CharField(max_length=40)
+    privacy_level = models.CharField(max_length=2, choices=PrivacyLevel.choices)
+    accuracy = models.FloatField(null=True)
+    balanced_accuracy = models.FloatField(null=True)
+    macro_f1 = models.FloatField(null=True)
+    roc_auc = models.FloatField(null=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    published_at = models.DateTimeField(null=True, blank=True)
+    retired_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-published_at", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(price_cents__gte=0), name="listing_price_not_negative"),
+            models.CheckConstraint(condition=Q(status="draft") | Q(published_at__isnull=False),
+                                   name="listing_published_has_date"),
+        ]
+        indexes = [models.Index(fields=["status", "-published_at", "-id"], name="listing_catalog_order"),
+                   models.Index(fields=["status", "price_cents"], name="listing_catalog_price")]
+
+    def __str__(self):
+        return f"{self.name} ({self.get_status_display()})"
+
+
+class Wallet(models.Model):
+    """An organisation's credit (created on first use); the one wallet without an organisation is the market's,
+    which receives the market fees."""
+
+    organisation = models.OneToOneField(Organisation, null=True, blank=True, on_delete=models.PROTECT,
+                                        related_name="wallet")
+    is_market = models.BooleanField(default=False)
+    balance_cents = models.BigIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(balance_cents__gte=0), name="wallet_balance_not_negative"),
+            models.CheckConstraint(condition=Q(is_market=True, organisation__isnull=True)
+                                   | Q(is_market=False, organisation__isnull=False), name="wallet_has_one_owner"),
+            models.UniqueConstraint(fields=["is_market"], condition=Q(is_market=True), name="one_market_wallet"),
+        ]
+
+    def __str__(self):
+        return "Market wallet" if self.is_market else f"Wallet of {self.organisation}"
+
+
+class WalletEntryKind(models.TextChoices):
+    TOP_UP = "top_up", "Top-up"
+    PURCHASE_DEBIT = "purchase_debit", "Purchase"
+    REVENUE_CREDIT = "revenue_credit", "Revenue share"
+    MARKET_FEE = "market_fee", "Market fee"
+
+
+class Purchase(models.Model):
+    """One sale: what the buyer paid for which listing, and how it was split."""
+
+    listing = models.ForeignKey(Listing, on_delete=models.PROTECT, related_name="purchases")
+    global_model = models.ForeignKey(GlobalModel, on_delete=models.PROTECT, related_name="purchases")
+    buyer_organisation = models.ForeignKey(Organisation, on_delete=models.PROTECT, related_name="purchases")
+    buyer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    price_cents = models.BigIntegerField()
+    fee_cents = models.BigIntegerField()
+    fee_percent = models.PositiveSmallIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["buyer_organisation", "global_model"], name="one_purchase_per_model"),
+            models.CheckConstraint(condition=Q(fee_cents__gte=0) & Q(fee_cents__lte=models.F("price_cents")),
+                                   name="purchase_fee_within_price"),
+        ]
+
+    def __str__(self):
+        return f"Purchase #{self.id}: {self.listing} by {self.buyer_organisation}"
+
+
+class WalletEntry(models.Model):
+    """One movement of credit. Append-only; ``amount_cents`` is signed (debits negative)."""
+
+    wallet = models.ForeignKey(Wallet, on_delete=models.PROTECT, related_name="entries")
+    kind = models.CharField(max_length=20, choices=WalletEntryKind.choices)
+    amount_cents = models.BigIntegerField()
+    balance_after_cents = models.BigIntegerField()
+    reference = models.CharField(max_length=200, blank=True,
+                                 help_text="Top-ups: the payment's reference; posting it again changes nothing.")
+    purchase = models.ForeignKey(Purchase, null=True, blank=True, on_delete=models.PROTECT, related_name="entries")
+    note = models.CharField(max_length=500, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+        verbose_name_plural = "wallet entries"
+        constraints = [
+            models.UniqueConstraint(fields=["reference"], condition=~Q(reference=""), name="one_entry_per_reference"),
+            models.CheckConstraint(condition=Q(balance_after_cents__gte=0), name="entry_balance_not_negative"),
+            models.CheckConstraint(
+                condition=(Q(kind="top_up", amount_cents__gt=0, purchase__isnull=True)
+                           | Q(kind="purchase_debit", amount_cents__lt=0, purchase__isnull=False)
+                           | Q(kind__in=["revenue_credit", "market_fee"], amount_cents__gt=0, purchase__isnull=False)),
+                name="entry_sign_matches_kind"),
+        ]
+
+    def __str__(self):
+        return f"{self.get_kind_display()} {self.amount_cents:+d} cents"
+
+
+class Entitlement(models.Model):
+    """An organisation's right to download and call one global model."""
+
+    organisation = models.ForeignKey(Organisation, on_delete=models.PROTECT, related_name="entitlements")
+    global_model = models.ForeignKey(GlobalModel, on_delete=models.PROTECT, related_name="entitlements")
+    purchase = models.OneToOneField(Purchase, on_delete=models.PROTECT, related_name="entitlement")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["organisation", "global_model"], name="one_entitlement_per_model")]
+
+
+class IdempotencyKey(models.Model):
+    """A client's ``Idempotency-Key`` for a purchase: the same key from the same organisation returns the first
+    purchase and never charges again."""
+
+    organisation = models.ForeignKey(Organisation, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=200)
+    listing = models.ForeignKey(Listing, on_delete=models.CASCADE, related_name="+")
+    purchase = models.ForeignKey(Purchase, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["organisation", "key"], name="one_purchase_per_idempotency_key")]
