@@ -1,0 +1,292 @@
+"""What a job or a submission costs a silo's privacy budget, how costs compose, and what still fits.
+
+A budget holds a list of :class:`PrivacyCost` (charged or reserved). Its spend is
+:func:`compose_costs` of that list at the budget's δ:
+
+* **RDP rule** — costs that carry a Rényi curve (every L1 FedKT job: its data-independent
+  curve is known before it runs) are composed by adding their curves order by order
+  (Mironov 2017, *Rényi Differential Privacy*, Prop. 1) and converting the sum once, at the
+  budget's δ (:func:`workers.privacy.rdp.epsilon_from_rdp`). k jobs therefore cost less than
+  k times one job: the remainder reflects the better-than-additive composition.
+* **Additive rule** — costs known only as a declared (ε, δ) pair (an L2 submission whose
+  declared ε is larger than what its parameters imply) add up by basic composition:
+  ε and δ both add (Dwork and Roth 2014, Thm. 3.16).
+* A budget mixing both has ε = ε_RDP(δ_budget) + Σ ε_additive and
+  δ = δ_budget + Σ δ_additive; :class:`Composition` records which rule applied.
+
+Units: a party-level guarantee (L1: neighbours differ in one silo's whole data) implies the
+same example-level guarantee, so party-level and example-level costs of one silo compose
+into an example-level bound; the composition says "party-level" only when every cost is.
+
+Pure core: numpy and :mod:`workers.privacy` only.
+"""
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from workers.privacy.accounting import server_noise_privacy_bound
+from workers.privacy.mechanisms import GaussianNoise, LaplaceNoise
+from workers.privacy.rdp import RENYI_ORDERS, epsilon_from_rdp, validate_delta
+from workers.privacy.reports import EXAMPLE_LEVEL, PARTY_LEVEL, PrivacyReport
+
+RULE_RDP = "rdp"
+RULE_ADDITIVE = "additive"
+RULE_RDP_AND_ADDITIVE = "rdp+additive"
+RULE_NONE = "none"
+
+#: Relative slack when deciding that a declared ε equals the ε its parameters imply.
+_DECLARED_MATCH_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class PrivacyCost:
+    """One spend of privacy, labelled.
+
+    Attributes
+    ----------
+    report : PrivacyReport
+        The (ε, δ) of this spend on its own (data-independent).
+    rdp : tuple of float or None
+        Its Rényi curve D_α in nats at :data:`~workers.privacy.rdp.RENYI_ORDERS`, or None when
+        only the (ε, δ) pair is known (then it composes additively).
+    """
+
+    report: PrivacyReport
+    rdp: tuple[float, ...] | None = field(default=None, repr=False)
+
+    def as_dict(self) -> dict:
+        """JSON-ready: the report's fields, and the curve with its orders (or null)."""
+        curve = None if self.rdp is None else {"orders": RENYI_ORDERS.tolist(), "rdp": list(self.rdp)}
+        return {"report": self.report.as_dict(), "rdp": curve}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "PrivacyCost":
+        """The inverse of :meth:`as_dict`; a curve on other orders is refused (re-price it instead)."""
+        curve = data.get("rdp")
+        rdp = None
+        if curve is not None:
+            if not np.array_equal(np.asarray(curve["orders"], dtype=float), RENYI_ORDERS):
+                raise ValueError("This cost's Rényi curve was computed on another order grid.")
+            rdp = tuple(float(value) for value in curve["rdp"])
+        return cls(report=PrivacyReport(**data["report"]), rdp=rdp)
+
+
+@dataclass(frozen=True)
+class Composition:
+    """The guarantee of several costs together.
+
+    Attributes
+    ----------
+    epsilon, delta : float
+        The composed guarantee (δ includes every additive cost's own δ).
+    rule : str
+        "rdp", "additive", "rdp+additive", or "none" (no costs).
+    unit : str
+        "party-level" when every cost is; otherwise "example-level".
+    rdp_epsilon, additive_epsilon : float
+        The two parts of ε.
+    order : float or None
+        Rényi order at which the RDP part was attained.
+    """
+
+    epsilon: float
+    delta: float
+    rule: str
+    unit: str
+    rdp_epsilon: float
+    additive_epsilon: float
+    order: float | None
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def noise_mechanism(*, mechanism: str, gamma: float | None, sigma: float | None):
+    """The noise object for a mechanism name and its one noise parameter."""
+    if mechanism == "laplace":
+        if gamma is None or sigma is not None:
+            raise ValueError("Laplace noise takes 'gamma' (and no 'sigma').")
+        return LaplaceNoise(gamma=gamma)
+    if mechanism == "gaussian":
+        if sigma is None or gamma is not None:
+            raise ValueError("Gaussian noise takes 'sigma' (and no 'gamma').")
+        return GaussianNoise(sigma=sigma)
+    raise ValueError(f"The mechanism must be 'laplace' or 'gaussian', got {mechanism!r}.")
+
+
+def fedkt_l1_cost(*, mechanism: str, gamma: float | None, sigma: float | None, delta: float, n_queries: int,
+                  partitions: int, teachers: int = 1) -> PrivacyCost:
+    """The data-independent party-level cost of one FedKT-L1 job to each participating silo.
+
+    Parameters
+    ----------
+    mechanism : {"laplace", "gaussian"}
+    gamma, sigma : float or None
+        The noise parameter of the mechanism (the other is None).
+    delta : float
+        δ of the job's own report (the budget converts the curve at its own δ).
+    n_queries : int
+        Public rows the server queries.
+    partitions : int
+        FedKT's s: a consistent party moves s votes.
+    teachers : int
+        FedKT's t; recorded only, the bound does not depend on it.
+
+    Returns
+    -------
+    PrivacyCost
+        Its report is :func:`~workers.privacy.accounting.server_noise_privacy_bound`; its curve is
+        n_queries times one query's curve.
+    """
+    noise = noise_mechanism(mechanism=mechanism, gamma=gamma, sigma=sigma)
+    report = server_noise_privacy_bound(mechanism=noise, n_queries=n_queries, partitions=partitions,
+                                        teachers=teachers, delta=delta)
+    curve = n_queries * noise.query_rdp(RENYI_ORDERS, vote_shift=partitions)
+    return PrivacyCost(report=report, rdp=tuple(float(value) for value in curve))
+
+
+def fedkt_l1_cost_from_parameters(privacy: dict, *, partitions: int, teachers: int = 1) -> PrivacyCost:
+    """:func:`fedkt_l1_cost` from a job's ``parameters["privacy"]`` dict (mechanism, gamma, sigma, delta, n_queries)."""
+    missing = [name for name in ("mechanism", "delta", "n_queries") if name not in privacy]
+    if missing:
+        raise ValueError(f"The privacy parameters lack {', '.join(missing)}.")
+    return fedkt_l1_cost(mechanism=privacy["mechanism"], gamma=privacy.get("gamma"), sigma=privacy.get("sigma"),
+                         delta=privacy["delta"], n_queries=privacy["n_queries"], partitions=partitions,
+                         teachers=teachers)
+
+
+def declared_cost(*, epsilon: float, delta: float, unit: str = EXAMPLE_LEVEL, bound: PrivacyReport | None = None,
+                  bound_rdp: Sequence[float] | None = None) -> PrivacyCost:
+    """The cost of an L2 submission: the silo's declared example-level ε.
+
+    The declared ε composes through RDP only when it *is* the bound its parameters imply
+    (``bound.epsilon`` equals ``epsilon`` and the curve is given); a silo that declares more
+    than its parameters imply is charged what it declared, composed additively.
+    """
+    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"A declared ε must be positive and finite, got {epsilon!r}.")
+    validate_delta(delta)
+    matches = (bound is not None and bound_rdp is not None and math.isclose(bound.epsilon, epsilon,
+                                                                            rel_tol=_DECLARED_MATCH_TOLERANCE)
+               and math.isclose(bound.delta, delta, rel_tol=_DECLARED_MATCH_TOLERANCE))
+    if matches:
+        return PrivacyCost(report=bound, rdp=tuple(float(value) for value in bound_rdp))
+    report = PrivacyReport(epsilon=float(epsilon), delta=float(delta), unit=unit,
+                           mechanism=bound.mechanism if bound else "declared",
+                           gamma=bound.gamma if bound else None, sigma=bound.sigma if bound else None,
+                           n_queries=bound.n_queries if bound else 0, partitions=bound.partitions if bound else 0,
+                           teachers=bound.teachers if bound else 0, data_dependent=False, order=0.0)
+    return PrivacyCost(report=report, rdp=None)
+
+
+def compose_costs(costs: Sequence[PrivacyCost], *, delta: float) -> Composition:
+    """Compose costs at δ: curves add and convert once, the rest adds (see the module docstring).
+
+    Parameters
+    ----------
+    costs : sequence of PrivacyCost
+    delta : float
+        The budget's δ, at which the summed curve is converted.
+
+    Returns
+    -------
+    Composition
+    """
+    validate_delta(delta)
+    curves = [np.asarray(cost.rdp) for cost in costs if cost.rdp is not None]
+    declared = [cost.report for cost in costs if cost.rdp is None]
+    rdp_epsilon, order = 0.0, None
+    if curves:
+        rdp_epsilon, order = epsilon_from_rdp(RENYI_ORDERS, np.sum(curves, axis=0), delta=delta)
+    additive_epsilon = float(sum(report.epsilon for report in declared))
+    rule = {(True, True): RULE_RDP_AND_ADDITIVE, (True, False): RULE_RDP, (False, True): RULE_ADDITIVE,
+            (False, False): RULE_NONE}[(bool(curves), bool(declared))]
+    unit = PARTY_LEVEL if costs and all(cost.report.unit == PARTY_LEVEL for cost in costs) else EXAMPLE_LEVEL
+    return Composition(epsilon=rdp_epsilon + additive_epsilon,
+                       delta=float(delta) + float(sum(report.delta for report in declared)),
+                       rule=rule, unit=unit, rdp_epsilon=rdp_epsilon, additive_epsilon=additive_epsilon,
+                       order=order)
+
+
+def rule_description(rule: str) -> str:
+    """A sentence saying how a composed ε was obtained."""
+    return {
+        RULE_RDP: "Rényi curves added order by order and converted once at the budget's δ (Mironov 2017, Prop. 1; "
+                  "Canonne, Kamath, Steinke 2020, Prop. 12).",
+        RULE_ADDITIVE: "Declared (ε, δ) pairs added by basic composition (Dwork and Roth 2014, Thm. 3.16).",
+        RULE_RDP_AND_ADDITIVE: "Rényi curves composed and converted at the budget's δ, plus declared (ε, δ) pairs "
+                               "added by basic composition.",
+        RULE_NONE: "Nothing spent.",
+    }[rule]
+
+
+def fits(committed: Sequence[PrivacyCost], cost: PrivacyCost, *, epsilon_limit: float, delta: float) -> bool:
+    """Whether ``cost`` on top of the ``committed`` costs stays within ``epsilon_limit`` at δ."""
+    return compose_costs([*committed, cost], delta=delta).epsilon <= epsilon_limit
+
+
+@dataclass(frozen=True)
+class BudgetView:
+    """What calibration needs to know about one silo's budget: its limit, δ and committed costs."""
+
+    epsilon_limit: float
+    delta: float
+    committed: tuple[PrivacyCost, ...] = ()
+
+
+def _fits_all(budgets: Sequence[BudgetView], cost: PrivacyCost) -> bool:
+    return all(fits(budget.committed, cost, epsilon_limit=budget.epsilon_limit, delta=budget.delta)
+               for budget in budgets)
+
+
+def calibrate_noise(budgets: Sequence[BudgetView], *, mechanism: str, delta: float, n_queries: int,
+                    partitions: int, teachers: int = 1, iterations: int = 60) -> float | None:
+    """The least noise for which a FedKT-L1 job fits every silo's remaining budget.
+
+    Bisection on log γ (Laplace: the largest γ that fits) or log σ (Gaussian: the smallest σ
+    that fits) through the accountant; ε grows monotonically with γ and falls with σ.
+
+    Returns
+    -------
+    float or None
+        γ or σ, rounded towards more noise; None when not even γ = 1e-6 (σ = 1e6) fits.
+    """
+    def cost_at(log_value: float) -> PrivacyCost:
+        value = math.exp(log_value)
+        return fedkt_l1_cost(mechanism=mechanism, gamma=value if mechanism == "laplace" else None,
+                             sigma=value if mechanism == "gaussian" else None, delta=delta,
+                             n_queries=n_queries, partitions=partitions, teachers=teachers)
+
+    less_noise = 1.0 if mechanism == "laplace" else -1.0  # direction of log value that spends more
+    safe, risky = -less_noise * math.log(1e6), less_noise * math.log(1e6)
+    if not _fits_all(budgets, cost_at(safe)):
+        return None
+    if _fits_all(budgets, cost_at(risky)):
+        return math.exp(risky)
+    for _ in range(iterations):
+        middle = (safe + risky) / 2
+        safe, risky = (middle, risky) if _fits_all(budgets, cost_at(middle)) else (safe, middle)
+    return math.exp(safe)
+
+
+def calibrate_queries(budgets: Sequence[BudgetView], *, mechanism: str, gamma: float | None, sigma: float | None,
+                      delta: float, partitions: int, teachers: int = 1, max_queries: int = 10_000_000) -> int:
+    """The most public rows a FedKT-L1 job may query and still fit every silo's remaining budget.
+
+    Integer bisection through the accountant (ε never decreases with more queries). Returns 0
+    when not even one query fits.
+    """
+    def fits_with(n_queries: int) -> bool:
+        return _fits_all(budgets, fedkt_l1_cost(mechanism=mechanism, gamma=gamma, sigma=sigma, delta=delta,
+                                                n_queries=n_queries, partitions=partitions, teachers=teachers))
+
+    low, high = 0, max_queries  # fits_with(low) is true: zero queries cost nothing
+    if fits_with(high):
+        return high
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if fits_with(middle) else (low, middle)
+    return low
