@@ -1,0 +1,5 @@
+import sys
+
+from workers.silo.cli import main
+
+sys.exit(main())

@@ -1,0 +1,140 @@
+"""``python -m workers.silo``: the silo toolkit's command line (login, pull, train, upload, buy, ...).
+
+Every command prints a short human summary, or with ``--json`` one JSON object on stdout. Every
+error prints one sentence on stderr (with ``--json`` also ``{"error": ...}`` on stdout) and exits
+with the code of its :mod:`workers.silo.errors` class.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import sys
+from pathlib import Path
+
+from workers.silo import commands
+from workers.silo.errors import EXIT_ERROR, OnefoldError
+
+MARKET_ENVIRONMENT_VARIABLE = "ONEFOLD_MARKET_URL"
+
+
+def _common_options() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--market", default=os.environ.get(MARKET_ENVIRONMENT_VARIABLE),
+                        help=f"market address (default: ${MARKET_ENVIRONMENT_VARIABLE}, else the one you logged in to)")
+    common.add_argument("--json", action="store_true", help="print one machine-readable JSON object")
+    common.add_argument("--retries", type=int, default=3, help="retries on connection errors and 5xx (default 3)")
+    common.add_argument("--timeout", type=float, default=60.0, help="seconds per request (default 60)")
+    return common
+
+
+def _training_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("federation", help="federation slug (as in `federations`)")
+    parser.add_argument("--data", required=True, type=Path, help="your labelled table: CSV, Parquet or NPZ")
+    parser.add_argument("--pulled", type=Path, help="folder written by `pull` (default: ./onefold-<federation>)")
+    parser.add_argument("--output", type=Path, help="folder for the students and metadata.json "
+                                                    "(default: ./onefold-<federation>/students)")
+    parser.add_argument("--label-column", help="column with your labels (default: the federation's)")
+    parser.add_argument("-s", "--partitions", type=int, default=2, help="FedKT's s: partitions, one student each")
+    parser.add_argument("-t", "--teachers", type=int, default=5, help="FedKT's t: teachers per partition")
+    parser.add_argument("--teacher", default="random_forest", help="teacher family (random_forest, xgboost, "
+                                                                   "logistic_regression, mlp)")
+    parser.add_argument("--teacher-param", action="append", default=[], metavar="NAME=VALUE",
+                        help="teacher hyperparameter, repeatable (e.g. n_estimators=50)")
+    parser.add_argument("--student", default="random_forest", help="student (or --local model) family")
+    parser.add_argument("--student-param", action="append", default=[], metavar="NAME=VALUE",
+                        help="student hyperparameter, repeatable (e.g. max_depth=8)")
+    parser.add_argument("--privacy-level", choices=["L0", "L1", "L2"], default="L0",
+                        help="L0/L1: no party noise; L2: noise on your teachers' votes (needs --gamma or --sigma)")
+    parser.add_argument("--gamma", type=float, help="L2 Laplace noise parameter γ (larger: less noise, more ε)")
+    parser.add_argument("--sigma", type=float, help="L2 Gaussian noise scale σ")
+    parser.add_argument("--delta", type=float, default=1e-5, help="δ of the declared (ε, δ) (default 1e-5)")
+    parser.add_argument("--queries", default="1.0", help="public rows labelled per partition: a count, or a fraction "
+                                                         "with a decimal point (default 1.0: all)")
+    parser.add_argument("--validation-fraction", type=float, default=0.2, help="share of your rows held out to score "
+                                                                               "the students (default 0.2)")
+    parser.add_argument("--min-rows-per-teacher", type=int, default=10, help="refuse to train teachers on fewer rows")
+    parser.add_argument("--seed", type=int, default=0, help="seed of shuffles and models (never of DP noise)")
+    parser.add_argument("--local", action="store_true", help="train one local model (for ensembles) instead of "
+                                                             "FedKT students")
+    parser.add_argument("--fd-logits", action="store_true", help="also write fd-logits.json: per-label average "
+                                                                 "logits for federated distillation")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m workers.silo", description=(
+        "Onefold's silo toolkit: train FedKT students on your own data and trade with the market. "
+        "Your data never leaves this machine; only the trained models are uploaded."))
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    common = _common_options()
+
+    def command(name: str, help_text: str, handler) -> argparse.ArgumentParser:
+        sub_parser = sub.add_parser(name, help=help_text, description=help_text, parents=[common])
+        sub_parser.set_defaults(handler=handler)
+        return sub_parser
+
+    login = command("login", "Log in to a market and store the token.", commands.login)
+    login.add_argument("--username", required=True)
+    login.add_argument("--password", help="(default: $ONEFOLD_PASSWORD, else asked for)")
+    command("whoami", "Show the logged-in account and organisation.", commands.whoami)
+    command("federations", "List the market's federations.", commands.federations)
+    join = command("join", "Join a federation as your silo organisation.", commands.join)
+    join.add_argument("federation")
+    pull = command("pull", "Download a federation's public features and feature specification.", commands.pull)
+    pull.add_argument("federation")
+    pull.add_argument("--output", type=Path, help="folder (default: ./onefold-<federation>)")
+    train = command("train", "Train FedKT students (or one local model) on your data, offline.", commands.train)
+    _training_options(train)
+    upload = command("upload", "Upload trained students and wait for the market's validation.", commands.upload)
+    upload.add_argument("folder", type=Path, help="folder written by `train` (holds metadata.json)")
+    upload.add_argument("--no-wait", action="store_true", help="do not wait for validation")
+    upload.add_argument("--wait-timeout", type=float, default=600.0, help="seconds to wait for validation")
+    status = command("submission", "Show one of your submissions.", commands.submission)
+    status.add_argument("submission_id", type=int)
+    job = command("job", "Show a job's status and progress.", commands.job)
+    job.add_argument("job_id", type=int)
+    catalog = command("catalog", "List the models for sale.", commands.catalog)
+    catalog.add_argument("--search", help="words to look for")
+    catalog.add_argument("--federation", help="only this federation's models")
+    catalog.add_argument("--ordering", help="e.g. price, -created_at")
+    catalog.add_argument("--page", type=int)
+    card = command("card", "Show a listing's model card.", commands.card)
+    card.add_argument("listing_id", type=int)
+    buy = command("buy", "Buy a listing with your organisation's balance.", commands.buy)
+    buy.add_argument("listing_id", type=int)
+    buy.add_argument("--idempotency-key", help="repeat a purchase safely with the same key (default: a new UUID)")
+    download = command("download", "Download a bought global model.", commands.download)
+    download.add_argument("global_model_id", type=int)
+    download.add_argument("--format", default="onnx", help="file format (onnx, skops, xgboost_json, safetensors, "
+                                                           "bundle; default onnx)")
+    download.add_argument("--output", type=Path, help="file to write (default: global-model-<id>.<format>)")
+    predict = command("predict", "Predict rows of a table with a bought global model (on the market).",
+                      commands.predict)
+    predict.add_argument("global_model_id", type=int)
+    predict.add_argument("--data", required=True, type=Path, help="table of raw rows (CSV, Parquet or NPZ)")
+    predict.add_argument("--limit", type=int, default=1000, help="rows to send at most (default 1000)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "login" and not args.password:
+        args.password = os.environ.get("ONEFOLD_PASSWORD") or getpass.getpass("Password: ")
+    try:
+        result, text = args.handler(args)
+    except OnefoldError as error:
+        return _fail(args, error.message, error.exit_code, status=error.status)
+    except KeyboardInterrupt:
+        return _fail(args, "Interrupted.", EXIT_ERROR)
+    print(json.dumps(result, indent=2, default=str) if args.json else text)
+    return 0
+
+
+def _fail(args, message: str, exit_code: int, *, status: int | None = None) -> int:
+    print(f"Error: {message}", file=sys.stderr)
+    if args.json:
+        print(json.dumps({"error": {"message": message, "status": status, "exit_code": exit_code}}))
+    return exit_code

@@ -1,0 +1,264 @@
+"""A silo's side of training, on its own machine: read its table, encode it with the federation's
+feature specification, run FedKT's party side (or train one local model), score it on held-out
+local rows, and describe the result for the market.
+
+FedKT: Li, He, Song, *Practical One-Shot Federated Learning for Cross-Silo Setting*, Algorithm 1
+lines 1-9 (:func:`workers.algorithms.fedkt.party_fit`); at L2 the party adds noise to its teachers'
+votes and declares the data-independent example-level ε of
+:func:`workers.privacy.accounting.party_noise_privacy_bound`.
+
+Everything here raises :class:`workers.silo.errors.DataError` with a sentence for the silo.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from workers.features import TableError, encode_features, encode_labels, read_table
+from workers.silo.errors import DataError
+
+MIN_ROWS_PER_TEACHER = 10
+
+
+@dataclass(frozen=True)
+class EncodedData:
+    """A silo's rows in the federation's encoding; ``report`` says what encoding had to paper over."""
+
+    features: np.ndarray
+    labels: np.ndarray
+    report: dict
+
+
+@dataclass(frozen=True)
+class TrainingSettings:
+    """What ``train`` was asked to do. ``privacy_level`` L0/L1 add no party noise; L2 adds Laplace
+    (``gamma``) or Gaussian (``sigma``) noise to the teachers' votes on ``queries`` public rows."""
+
+    partitions: int = 2
+    teachers: int = 5
+    teacher: dict = field(default_factory=lambda: {"family": "random_forest"})
+    student: dict = field(default_factory=lambda: {"family": "random_forest"})
+    privacy_level: str = "L0"
+    gamma: float | None = None
+    sigma: float | None = None
+    delta: float = 1e-5
+    queries: int | float = 1.0
+    validation_fraction: float = 0.2
+    min_rows_per_teacher: int = MIN_ROWS_PER_TEACHER
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class TrainingResult:
+    """Fitted models plus the metadata the market asks for with an upload."""
+
+    models: tuple
+    metadata: dict
+
+
+def load_table(path: Path) -> pd.DataFrame:
+    """The silo's CSV, Parquet or NPZ table (recognised by content)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as error:
+        raise DataError(f"Cannot read {path}: {error.strerror}.") from error
+    try:
+        return read_table(data)
+    except TableError as error:
+        raise DataError(f"{path}: {error}") from error
+
+
+def encode_silo_table(frame: pd.DataFrame, spec: dict, *, label_column: str, class_labels: list[str]) -> EncodedData:
+    """Encode features with the federation's specification and map labels to its classes.
+
+    Missing feature values encode as the public mean (numeric) or all zeros (categorical);
+    categories the public data lacks encode as all zeros. Rows without a label are dropped.
+    Columns the specification does not name are ignored. All of it is counted in ``report``.
+    """
+    if label_column not in frame.columns:
+        raise DataError(f"The table has no '{label_column}' column, the federation's label column; name the column "
+                        f"holding your labels '{label_column}' (or pass --label-column).")
+    expected = [column["name"] for column in spec["columns"]]
+    missing = [name for name in expected if name not in frame.columns]
+    if missing:
+        raise DataError(f"The table lacks the column(s) {', '.join(missing)} that the federation's feature "
+                        f"specification names; it expects {', '.join(expected)} plus '{label_column}'.")
+    labelled = frame[frame[label_column].notna()].reset_index(drop=True)
+    labels = _encode_silo_labels(labelled[label_column], class_labels)
+    try:
+        features = encode_features(labelled, spec)
+    except TableError as error:
+        raise DataError(str(error)) from error
+    report = {"rows": int(len(frame)), "rows_without_label": int(len(frame) - len(labelled)),
+              "ignored_columns": [name for name in frame.columns if name not in expected and name != label_column],
+              "missing_values": _missing_values(labelled, spec), "unknown_categories": _unknown_categories(labelled, spec)}
+    return EncodedData(features, labels, report)
+
+
+def _encode_silo_labels(values: pd.Series, class_labels: list[str]) -> np.ndarray:
+    if pd.api.types.is_float_dtype(values) and np.all(np.mod(values, 1) == 0):
+        values = values.astype(np.int64)  # 1.0 read from a CSV is the class "1"
+    text = values.astype(str).str.strip()
+    known = set(class_labels)
+    # Adult's test file writes ">50K." for ">50K": accept a trailing full stop the classes lack
+    text = text.map(lambda value: value[:-1] if value not in known and value[:-1] in known and value.endswith(".")
+                    else value)
+    try:
+        return encode_labels(text, class_labels)
+    except TableError as error:
+        raise DataError(str(error)) from error
+
+
+def _missing_values(frame: pd.DataFrame, spec: dict) -> dict[str, int]:
+    counts = {column["name"]: int(frame[column["name"]].isna().sum()) for column in spec["columns"]}
+    return {name: count for name, count in counts.items() if count}
+
+
+def _unknown_categories(frame: pd.DataFrame, spec: dict) -> dict[str, dict[str, int]]:
+    unknown = {}
+    for column in spec["columns"]:
+        if column["type"] != "categorical":
+            continue
+        values = frame[column["name"]].dropna().astype(str)
+        outside = values[~values.isin(column["categories"])].value_counts()
+        if len(outside):
+            unknown[column["name"]] = {str(value): int(count) for value, count in outside.items()}
+    return unknown
+
+
+def check_enough_rows(n_rows: int, *, partitions: int, teachers: int, min_rows_per_teacher: int) -> None:
+    """Refuse data too small for ``teachers`` disjoint subsets of ``min_rows_per_teacher`` rows."""
+    needed = teachers * min_rows_per_teacher
+    if n_rows < needed:
+        raise DataError(f"{n_rows} training rows are too few for s = {partitions} partitions × t = {teachers} "
+                        f"teachers: each partition splits the rows into {teachers} disjoint teacher subsets of at "
+                        f"least {min_rows_per_teacher} rows, so at least {needed} are needed. Lower --teachers or "
+                        "add rows.")
+
+
+def validation_split(labels: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of training and held-out rows (stratified when every class has two rows or more)."""
+    from sklearn.model_selection import train_test_split
+
+    if not 0 < fraction < 1:
+        raise DataError(f"The validation fraction must lie between 0 and 1, not {fraction}.")
+    indices = np.arange(len(labels))
+    stratify = labels if np.bincount(labels).min(initial=len(labels)) >= 2 and len(np.unique(labels)) > 1 else None
+    try:
+        train, held_out = train_test_split(indices, test_size=fraction, random_state=seed, stratify=stratify)
+    except ValueError:
+        train, held_out = train_test_split(indices, test_size=fraction, random_state=seed)
+    return np.sort(train), np.sort(held_out)
+
+
+def party_noise(settings: TrainingSettings):
+    """The L2 noise mechanism, or ``None`` at L0/L1."""
+    from workers.privacy.mechanisms import GaussianNoise, LaplaceNoise
+
+    if settings.privacy_level != "L2":
+        return None
+    if (settings.gamma is None) == (settings.sigma is None):
+        raise DataError("At L2 give exactly one noise parameter: --gamma (Laplace) or --sigma (Gaussian).")
+    try:
+        return LaplaceNoise(gamma=settings.gamma) if settings.gamma is not None else GaussianNoise(sigma=settings.sigma)
+    except ValueError as error:
+        raise DataError(str(error)) from error
+
+
+def resolved_queries(queries: int | float, n_public: int) -> int:
+    """Public rows labelled per partition: a count, or ``ceil(fraction · n_public)``."""
+    count = int(np.ceil(queries * n_public)) if isinstance(queries, float) else int(queries)
+    if not 1 <= count <= n_public:
+        raise DataError(f"Cannot query {count} of the {n_public} public rows; give a count between 1 and "
+                        f"{n_public} or a fraction in (0, 1].")
+    return count
+
+
+def privacy_declaration(settings: TrainingSettings, n_public: int) -> tuple[dict, float | None, dict | None]:
+    """``(privacy_parameters, declared ε, report)`` of an L2 run; empty at L0/L1."""
+    from workers.privacy.accounting import party_noise_privacy_bound
+
+    mechanism = party_noise(settings)
+    if mechanism is None:
+        return {}, None, None
+    queries = resolved_queries(settings.queries, n_public)
+    report = party_noise_privacy_bound(mechanism=mechanism, n_queries=queries, partitions=settings.partitions,
+                                       teachers=settings.teachers, delta=settings.delta)
+    parameters = {**{name: value for name, value in mechanism.parameters.items() if value is not None},
+                  "delta": settings.delta, "partitions": settings.partitions, "teachers": settings.teachers,
+                  "queries": queries}
+    return parameters, report.epsilon, report.as_dict()
+
+
+def accuracy(model, features: np.ndarray, labels: np.ndarray) -> float:
+    return float(np.mean(np.asarray(model.predict(features)) == labels)) if len(labels) else 0.0
+
+
+def fedkt_party_train(data: EncodedData, public_features: np.ndarray, *, n_classes: int,
+                      settings: TrainingSettings) -> TrainingResult:
+    """FedKT's party side on the silo's training rows; the students are scored on the held-out rows."""
+    from workers.algorithms.fedkt import party_fit
+
+    train, held_out = validation_split(data.labels, settings.validation_fraction, settings.seed)
+    check_enough_rows(len(train), partitions=settings.partitions, teachers=settings.teachers,
+                      min_rows_per_teacher=settings.min_rows_per_teacher)
+    parameters, epsilon, report = privacy_declaration(settings, len(public_features))
+    query = parameters.get("queries", settings.queries if isinstance(settings.queries, float)
+                           else resolved_queries(settings.queries, len(public_features)))
+    try:
+        result = party_fit(data.features[train], data.labels[train], public_features, n_classes=n_classes,
+                           teacher=settings.teacher, student=settings.student, partitions=settings.partitions,
+                           teachers=settings.teachers, query=query, noise=party_noise(settings), seed=settings.seed)
+    except ValueError as error:
+        raise DataError(f"FedKT's party side failed: {error}") from error
+    scores = [accuracy(student, data.features[held_out], data.labels[held_out]) for student in result.students]
+    metadata = _metadata(data, train, n_classes, settings, score=float(np.mean(scores)))
+    metadata.update({"algorithm": "fedkt", "student_validation_scores": scores,
+                     "queried_public_rows": int(len(result.queried_indices)),
+                     "privacy_parameters": parameters, "declared_epsilon": epsilon, "privacy_report": report})
+    return TrainingResult(result.students, metadata)
+
+
+def local_train(data: EncodedData, *, n_classes: int, settings: TrainingSettings) -> TrainingResult:
+    """One model on the silo's training rows (for ensembles); scored on the held-out rows."""
+    from workers.learners import fit_aligned
+
+    train, held_out = validation_split(data.labels, settings.validation_fraction, settings.seed)
+    check_enough_rows(len(train), partitions=1, teachers=1, min_rows_per_teacher=settings.min_rows_per_teacher)
+    if settings.privacy_level == "L2":
+        raise DataError("A single local model has no party-side noise; train it at L0 or L1, or use FedKT for L2.")
+    try:
+        model = fit_aligned(settings.student, data.features[train], data.labels[train], n_classes=n_classes,
+                            seed=settings.seed)
+    except ValueError as error:
+        raise DataError(f"Training the local model failed: {error}") from error
+    metadata = _metadata(data, train, n_classes, settings,
+                         score=accuracy(model, data.features[held_out], data.labels[held_out]))
+    metadata.update({"algorithm": "local", "privacy_parameters": {}, "declared_epsilon": None, "privacy_report": None})
+    return TrainingResult((model,), metadata)
+
+
+def _metadata(data: EncodedData, train: np.ndarray, n_classes: int, settings: TrainingSettings, *, score: float) -> dict:
+    return {"n_local_examples": int(len(train)), "n_validation_rows": int(len(data.labels) - len(train)),
+            "local_validation_score": score, "privacy_level": settings.privacy_level,
+            "label_distribution": np.bincount(data.labels[train], minlength=n_classes).astype(int).tolist(),
+            "partitions": settings.partitions, "teachers": settings.teachers, "teacher": settings.teacher,
+            "student": settings.student, "seed": settings.seed, "encoding": data.report}
+
+
+def per_label_logits(model, features: np.ndarray, labels: np.ndarray, *, n_classes: int) -> list[list[float] | None]:
+    """Federated distillation's payload (Jeong et al., *Federated Distillation and Augmentation*, FD):
+    for each label k, the mean log-probability vector the model gives the silo's rows of label k;
+    ``None`` for a label the silo does not hold. Shape K × K, independent of the model's size."""
+    log_probabilities = np.log(np.clip(model.predict_proba(features), 1e-12, None))
+    return [log_probabilities[labels == label].mean(axis=0).tolist() if np.any(labels == label) else None
+            for label in range(n_classes)]
+
+
+__all__ = ["EncodedData", "MIN_ROWS_PER_TEACHER", "TrainingResult", "TrainingSettings", "accuracy",
+           "check_enough_rows", "encode_silo_table", "fedkt_party_train", "load_table", "local_train",
+           "per_label_logits", "privacy_declaration", "resolved_queries", "validation_split"]
