@@ -39,6 +39,11 @@ teacher, the student is fitted on the public rows (:mod:`workers.algorithms.dist
   torch students;
 - ``proxy`` (count or fraction, default 1.0): public rows used as proxy points (seeded draw).
 - ``Fusion.details["fidelity"]``: agreement of the student with the teacher on the proxy rows.
+
+Aliases (the shape ``market.jobs.parameters`` stores): ``final_model`` for ``final`` (fedkt) and
+for ``student`` (distill), ``query`` for ``proxy`` (distill), the selection keys nested as
+``selection: {"strategy", "k", "threshold"}``, and the strategy names ``validation_score`` for
+``cross_validation`` and ``data_size`` for ``data``.
 """
 
 from __future__ import annotations
@@ -52,6 +57,19 @@ from workers.algorithms.selection import select_members, selection_parameters
 from workers.algorithms.transfer import child_seeds, select_queries
 
 DEFAULT_FINAL = {"family": "random_forest"}
+STRATEGY_ALIASES = {"validation_score": "cross_validation", "data_size": "data"}
+
+
+def _normalised(params: Mapping) -> dict:
+    """``params`` with the aliases of the module docstring resolved (selection keys at the top)."""
+    params = dict(params or {})
+    selection = params.pop("selection", None)
+    if selection is not None:
+        if not isinstance(selection, Mapping):
+            raise ValueError(f"selection must be a mapping with strategy, k and threshold, not {selection!r}.")
+        params.update({key: value for key, value in selection.items() if key in ("strategy", "k", "threshold")})
+    params["strategy"] = STRATEGY_ALIASES.get(params.get("strategy", "all"), params.get("strategy", "all"))
+    return params
 
 
 def _check_query(value, key: str):
@@ -89,12 +107,13 @@ class FedKTFusion:
     name = "fedkt"
 
     def validate(self, params: Mapping) -> dict:
+        params = _normalised(params)
         privacy = params.get("privacy") or {}
         if not isinstance(privacy, Mapping):
             raise ValueError("privacy must be a mapping of the L1 noise settings.")
         return {"partitions": _positive_int(params, "partitions", None), "teachers": _positive_int(params, "teachers", 5),
                 "query": _check_query(params.get("query", 1.0), "query"),
-                "final": _learner(params.get("final", DEFAULT_FINAL), "final"), "delta": float(privacy.get("delta", 1e-5))}
+                "final": _learner(params.get("final", params.get("final_model", DEFAULT_FINAL)), "final"), "delta": float(privacy.get("delta", 1e-5))}
 
     def select(self, members: Sequence[Member], params: Mapping, *, seed: int) -> list[int]:
         settings = self.validate(params)
@@ -142,10 +161,10 @@ class EnsembleFusion:
     name = "ensemble"
 
     def validate(self, params: Mapping) -> dict:
-        return selection_parameters(params)
+        return selection_parameters(_normalised(params))
 
     def select(self, members: Sequence[Member], params: Mapping, *, seed: int) -> list[int]:
-        return select_members(members, **selection_parameters(params), seed=seed)
+        return select_members(members, **selection_parameters(_normalised(params)), seed=seed)
 
     def member_signal(self, probabilities, *, member: Member, n_classes: int, params: Mapping) -> np.ndarray:
         probabilities = np.asarray(probabilities, dtype=np.float64)
@@ -175,8 +194,9 @@ class DistillFusion(EnsembleFusion):
     name = "distill"
 
     def validate(self, params: Mapping) -> dict:
+        params = _normalised(params)
         settings = selection_parameters(params)
-        student = params.get("student", "kernel")
+        student = params.get("student", params.get("final_model", "kernel"))
         target = params.get("target", "soft")
         if target not in ("soft", "argmax"):
             raise ValueError(f"target must be 'soft' or 'argmax', not {target!r}.")
@@ -185,7 +205,7 @@ class DistillFusion(EnsembleFusion):
         if not temperature > 0 or not 0.0 <= hard_label_weight <= 1.0:
             raise ValueError("temperature must be positive and hard_label_weight must lie in [0, 1].")
         return {**settings, "student": _learner(student, "student"), "target": target, "temperature": temperature,
-                "hard_label_weight": hard_label_weight, "proxy": _check_query(params.get("proxy", 1.0), "proxy")}
+                "hard_label_weight": hard_label_weight, "proxy": _check_query(params.get("proxy", params.get("query", 1.0)), "proxy")}
 
     def fuse(self, signal_sum, public_features, *, members: Sequence[Member], n_classes: int, params: Mapping,
              noise=None, seed: int) -> Fusion:

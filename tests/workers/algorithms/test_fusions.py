@@ -165,3 +165,16 @@ def test_binary_ensemble_and_distillation_run_end_to_end_on_breast_cancer():
 def test_validate_names_the_bad_parameter(name, params, message):
     with pytest.raises(ValueError, match=message):
         algorithm_get(name).validate(params)
+
+
+def test_the_job_rows_parameter_shape_is_understood():
+    members = [_member("a", n_examples=10, score=0.9), _member("b", n_examples=500, score=0.6),
+               _member("c", n_examples=300, score=0.8)]
+    ensemble = algorithm_get("ensemble")
+    assert ensemble.select(members, {"selection": {"strategy": "validation_score", "k": 1}}, seed=0) == [0]
+    assert ensemble.select(members, {"selection": {"strategy": "data_size", "k": 2}}, seed=0) == [1, 2]
+    distill = algorithm_get("distill").validate({"final_model": {"family": "mlp"}, "query": 0.5,
+                                                 "selection": {"strategy": "all", "k": None}})
+    assert (distill["student"], distill["proxy"], distill["k"]) == ({"family": "mlp"}, 0.5, None)
+    fedkt = algorithm_get("fedkt").validate({"final_model": {"family": "xgboost"}, "partitions": 2})
+    assert fedkt["final"] == {"family": "xgboost"}
