@@ -1,0 +1,307 @@
+from django.core.files.storage import default_storage
+from django.http import FileResponse, HttpResponse
+from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.parsers import BaseParser, JSONParser
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
+from rest_framework.views import APIView
+
+from market.accounts.models import Organisation
+from market.commerce import plots
+from market.commerce.cards import model_card
+from market.commerce.delivery import download_filename, download_link_create, download_resolve, model_predict
+from market.commerce.models import ListingStatus, WalletEntryKind
+from market.commerce.selectors import (catalog_filters_from, earnings_for, earnings_organisation, global_model_get,
+                                       listing_get, listing_list, purchase_list, wallet_for)
+from market.commerce.services import (listing_create, listing_for_purchase, listing_publish, listing_retire,
+                                      purchase_create, wallet_top_up)
+from market.errors import NotFound
+from market.federations.models import PrivacyLevel
+
+
+class ListingOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    licence_text = serializers.CharField()
+    price_cents = serializers.IntegerField()
+    status = serializers.ChoiceField(ListingStatus.choices)
+    federation = serializers.SlugField(source="federation.slug")
+    global_model = serializers.IntegerField(source="global_model_id")
+    previous_version = serializers.IntegerField(source="previous_version_id", allow_null=True)
+    model_family = serializers.CharField()
+    privacy_level = serializers.ChoiceField(PrivacyLevel.choices)
+    accuracy = serializers.FloatField(allow_null=True)
+    balanced_accuracy = serializers.FloatField(allow_null=True)
+    macro_f1 = serializers.FloatField(allow_null=True)
+    roc_auc = serializers.FloatField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    published_at = serializers.DateTimeField(allow_null=True)
+    retired_at = serializers.DateTimeField(allow_null=True)
+
+
+class ListingInput(serializers.Serializer):
+    global_model = serializers.IntegerField()
+    name = serializers.CharField(max_length=200)
+    description = serializers.CharField(allow_blank=True, default="")
+    licence_text = serializers.CharField()
+    price_cents = serializers.IntegerField(min_value=0)
+    previous_version = serializers.IntegerField(required=False, allow_null=True, default=None)
+
+
+class CatalogPagination(LimitOffsetPagination):
+    default_limit = 20
+    max_limit = 100
+
+
+CATALOG_PARAMETERS = [
+    OpenApiParameter("search", str, description="Words in the name or description."),
+    OpenApiParameter("federation", str), OpenApiParameter("model_family", str),
+    OpenApiParameter("privacy_level", str, enum=PrivacyLevel.values),
+    OpenApiParameter("min_price", int, description="Cents."), OpenApiParameter("max_price", int, description="Cents."),
+    OpenApiParameter("min_accuracy", float), OpenApiParameter("min_balanced_accuracy", float),
+    OpenApiParameter("min_macro_f1", float), OpenApiParameter("min_roc_auc", float),
+    OpenApiParameter("status", str, description="Operators only."),
+    OpenApiParameter("ordering", str, enum=["newest", "oldest", "price", "-price", "accuracy", "-accuracy", "name",
+                                            "-name"]),
+    OpenApiParameter("limit", int), OpenApiParameter("offset", int),
+]
+
+
+class ListingListApi(APIView):
+    @extend_schema(parameters=CATALOG_PARAMETERS, responses=ListingOutput(many=True))
+    def get(self, request):
+        """The catalog: published listings, searched, filtered, ordered and paginated."""
+        listings = listing_list(user=request.user, filters=catalog_filters_from(request.query_params))
+        paginator = CatalogPagination()
+        page = paginator.paginate_queryset(listings, request, view=self)
+        return paginator.get_paginated_response(ListingOutput(page, many=True).data)
+
+    @extend_schema(request=ListingInput, responses={201: ListingOutput})
+    def post(self, request):
+        """Operators: a draft listing of a global model."""
+        given = ListingInput(data=request.data)
+        given.is_valid(raise_exception=True)
+        fields = dict(given.validated_data)
+        previous_id = fields.pop("previous_version")
+        listing = listing_create(
+            global_model=global_model_get(global_model_id=fields.pop("global_model")), actor=request.user,
+            previous_version=listing_get(listing_id=previous_id, user=request.user) if previous_id else None,
+            request=request, **fields)
+        return Response(ListingOutput(listing).data, status=status.HTTP_201_CREATED)
+
+
+class ListingDetailApi(APIView):
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request, listing_id):
+        """The listing with its model card (generated from the job record)."""
+        listing = listing_get(listing_id=listing_id, user=request.user)
+        card = model_card(listing)
+        card["plots"] = {name: request.build_absolute_uri(reverse(f"api-listing-{name}", args=[listing.id]))
+                         for name in ("confusion-matrix", "reliability")}
+        return Response({**ListingOutput(listing).data, "card": card})
+
+
+class ListingPublishApi(APIView):
+    @extend_schema(request=None, responses=ListingOutput)
+    def post(self, request, listing_id):
+        listing = listing_publish(listing=listing_get(listing_id=listing_id, user=request.user), actor=request.user,
+                                  request=request)
+        return Response(ListingOutput(listing).data)
+
+
+class ListingRetireApi(APIView):
+    @extend_schema(request=None, responses=ListingOutput)
+    def post(self, request, listing_id):
+        listing = listing_retire(listing=listing_get(listing_id=listing_id, user=request.user), actor=request.user,
+                                 request=request)
+        return Response(ListingOutput(listing).data)
+
+
+class ListingConfusionMatrixApi(APIView):
+    @extend_schema(responses={(200, "image/png"): OpenApiTypes.BINARY})
+    def get(self, request, listing_id):
+        listing = listing_get(listing_id=listing_id, user=request.user)
+        matrix = (listing.global_model.metrics or {}).get("confusion_matrix")
+        if not matrix:
+            raise NotFound("This model has no confusion matrix.")
+        return HttpResponse(plots.confusion_matrix_png(matrix, listing.federation.class_labels),
+                            content_type="image/png")
+
+
+class ListingReliabilityApi(APIView):
+    @extend_schema(responses={(200, "image/png"): OpenApiTypes.BINARY})
+    def get(self, request, listing_id):
+        listing = listing_get(listing_id=listing_id, user=request.user)
+        reliability = (listing.global_model.metrics or {}).get("reliability")
+        if not reliability:
+            raise NotFound("This model has no reliability measurements.")
+        return HttpResponse(plots.reliability_png(reliability), content_type="image/png")
+
+
+class PurchaseOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    listing = serializers.IntegerField(source="listing_id")
+    listing_name = serializers.CharField(source="listing.name")
+    global_model = serializers.IntegerField(source="global_model_id")
+    buyer_organisation = serializers.CharField(source="buyer_organisation.name")
+    price_cents = serializers.IntegerField()
+    fee_cents = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+
+
+class ListingPurchaseApi(APIView):
+    @extend_schema(request=None, parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+                   responses={201: PurchaseOutput})
+    def post(self, request, listing_id):
+        """Buy a listing; a repeated Idempotency-Key returns the first purchase (header Idempotent-Replayed)."""
+        listing_get(listing_id=listing_id, user=request.user)
+        result = purchase_create(listing=listing_for_purchase(listing_id=listing_id), user=request.user,
+                                 idempotency_key=request.headers.get("Idempotency-Key"), request=request)
+        response = Response(PurchaseOutput(result.purchase).data, status=status.HTTP_201_CREATED)
+        response["Idempotent-Replayed"] = "true" if result.replayed else "false"
+        return response
+
+
+class PurchaseListApi(APIView):
+    @extend_schema(responses=PurchaseOutput(many=True))
+    def get(self, request):
+        """Your organisation's purchases, newest first (operators: everyone's)."""
+        paginator = CatalogPagination()
+        page = paginator.paginate_queryset(purchase_list(user=request.user), request, view=self)
+        return paginator.get_paginated_response(PurchaseOutput(page, many=True).data)
+
+
+class WalletEntryOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    kind = serializers.ChoiceField(WalletEntryKind.choices)
+    amount_cents = serializers.IntegerField()
+    balance_after_cents = serializers.IntegerField()
+    reference = serializers.CharField()
+    purchase = serializers.IntegerField(source="purchase_id", allow_null=True)
+    note = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+def wallet_response(request, organisation_id):
+    organisation, balance_cents, entries = wallet_for(user=request.user, organisation_id=organisation_id)
+    paginator = CatalogPagination()
+    page = paginator.paginate_queryset(entries, request)
+    return Response({"organisation": organisation.id, "organisation_name": organisation.name,
+                     "balance_cents": balance_cents, "count": paginator.count,
+                     "entries": WalletEntryOutput(page, many=True).data})
+
+
+class WalletApi(APIView):
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request):
+        """Your organisation's balance and ledger (newest first, paginated)."""
+        return wallet_response(request, None)
+
+
+class OrganisationWalletApi(APIView):
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request, organisation_id):
+        """An organisation's balance and ledger: your own, or any for operators."""
+        return wallet_response(request, organisation_id)
+
+
+class TopUpInput(serializers.Serializer):
+    amount_cents = serializers.IntegerField(min_value=1)
+    reference = serializers.CharField(max_length=200, help_text="The payment's reference; posting it again is harmless.")
+    note = serializers.CharField(max_length=500, allow_blank=True, default="")
+
+
+class TopUpApi(APIView):
+    @extend_schema(request=TopUpInput, responses={201: WalletEntryOutput, 200: WalletEntryOutput})
+    def post(self, request, organisation_id):
+        """Operators: credit a wallet. 201 when credited, 200 when this reference was already credited."""
+        given = TopUpInput(data=request.data)
+        given.is_valid(raise_exception=True)
+        organisation = Organisation.objects.filter(pk=organisation_id).first()
+        if organisation is None:
+            raise NotFound(f"There is no organisation #{organisation_id}.")
+        entry, created = wallet_top_up(organisation=organisation, actor=request.user, request=request,
+                                       **given.validated_data)
+        return Response(WalletEntryOutput(entry).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+
+class EarningsApi(APIView):
+    @extend_schema(parameters=[OpenApiParameter("organisation", int, description="Operators only.")],
+                   responses=OpenApiTypes.OBJECT)
+    def get(self, request):
+        """Your organisation's revenue shares: total, per listing and per purchase."""
+        organisation_id = request.query_params.get("organisation")
+        organisation = earnings_organisation(user=request.user, organisation_id=int(organisation_id)
+                                             if organisation_id and organisation_id.isdigit() else None)
+        return Response({"organisation": organisation.id, **earnings_for(organisation=organisation)})
+
+
+class DownloadLinkInput(serializers.Serializer):
+    format = serializers.CharField(max_length=40, help_text="onnx, skops, xgboost_json, safetensors or bundle.")
+
+
+class DownloadLinkApi(APIView):
+    @extend_schema(request=DownloadLinkInput, responses={201: OpenApiTypes.OBJECT})
+    def post(self, request, global_model_id):
+        """A short-lived signed link to one file of a model your organisation bought."""
+        given = DownloadLinkInput(data=request.data)
+        given.is_valid(raise_exception=True)
+        link = download_link_create(user=request.user, global_model_id=global_model_id,
+                                    file_format=given.validated_data["format"], request=request)
+        url = request.build_absolute_uri(reverse("api-download", args=[link.token]))
+        return Response({"url": url, "expires_at": link.expires_at}, status=status.HTTP_201_CREATED)
+
+
+class DownloadApi(APIView):
+    authentication_classes = []  # the signed link is the credential; it names its user and is checked again
+    permission_classes = [AllowAny]
+
+    @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY})
+    def get(self, request, token):
+        model_file = download_resolve(token=token, request=request)
+        response = FileResponse(default_storage.open(model_file.stored_name, "rb"), as_attachment=True,
+                                filename=download_filename(model_file), content_type="application/octet-stream")
+        response["Cache-Control"] = "no-store"
+        response["X-Content-SHA256"] = model_file.sha256
+        return response
+
+
+class CsvParser(BaseParser):
+    media_type = "text/csv"
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        return stream.read()
+
+
+class PredictThrottle(ScopedRateThrottle):
+    """The rate comes from settings at request time (ONEFOLD_PREDICT_RATE), so that it can be changed in tests."""
+
+    def get_rate(self):
+        from django.conf import settings
+
+        return settings.ONEFOLD_PREDICT_RATE
+
+
+class PredictApi(APIView):
+    parser_classes = [JSONParser, CsvParser]
+    throttle_classes = [PredictThrottle]
+    throttle_scope = "predict"
+
+    @extend_schema(request={"application/json": OpenApiTypes.OBJECT, "text/csv": OpenApiTypes.STR},
+                   responses=OpenApiTypes.OBJECT)
+    def post(self, request, global_model_id):
+        """Classes and probabilities for rows in the federation's raw feature schema (JSON {"rows": [...]} or CSV)."""
+        if isinstance(request.data, bytes):
+            result = model_predict(user=request.user, global_model_id=global_model_id, csv_data=request.data,
+                                   request=request)
+        else:
+            result = model_predict(user=request.user, global_model_id=global_model_id,
+                                   rows=request.data.get("rows") if hasattr(request.data, "get") else None,
+                                   request=request)
+        return Response(result)

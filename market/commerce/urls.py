@@ -1,1 +1,25 @@
-urlpatterns = []
+from django.urls import path
+
+from market.commerce import apis
+
+urlpatterns = [
+    path("listings/", apis.ListingListApi.as_view(), name="api-listing-list"),
+    path("listings/<int:listing_id>/", apis.ListingDetailApi.as_view(), name="api-listing-detail"),
+    path("listings/<int:listing_id>/publish/", apis.ListingPublishApi.as_view(), name="api-listing-publish"),
+    path("listings/<int:listing_id>/retire/", apis.ListingRetireApi.as_view(), name="api-listing-retire"),
+    path("listings/<int:listing_id>/purchase/", apis.ListingPurchaseApi.as_view(), name="api-listing-purchase"),
+    path("listings/<int:listing_id>/confusion-matrix.png", apis.ListingConfusionMatrixApi.as_view(),
+         name="api-listing-confusion-matrix"),
+    path("listings/<int:listing_id>/reliability.png", apis.ListingReliabilityApi.as_view(),
+         name="api-listing-reliability"),
+    path("purchases/", apis.PurchaseListApi.as_view(), name="api-purchase-list"),
+    path("wallet/", apis.WalletApi.as_view(), name="api-wallet"),
+    path("organisations/<int:organisation_id>/wallet/", apis.OrganisationWalletApi.as_view(),
+         name="api-organisation-wallet"),
+    path("organisations/<int:organisation_id>/wallet/top-ups/", apis.TopUpApi.as_view(), name="api-wallet-top-up"),
+    path("earnings/", apis.EarningsApi.as_view(), name="api-earnings"),
+    path("global-models/<int:global_model_id>/download-links/", apis.DownloadLinkApi.as_view(),
+         name="api-download-link"),
+    path("global-models/<int:global_model_id>/predict/", apis.PredictApi.as_view(), name="api-model-predict"),
+    path("downloads/<str:token>/", apis.DownloadApi.as_view(), name="api-download"),
+]

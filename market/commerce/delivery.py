@@ -1,0 +1,183 @@
+"""Delivering what was bought: short-lived signed download links, and predictions through the platform.
+
+A download link is a ``TimestampSigner`` token naming the file and the user it was made for; it is checked again
+(signature, age, the user's entitlement) when it is used, and files are never served from a public media URL.
+Predictions run the model's ONNX file (or an ensemble bundle's members) in the sandboxed child process.
+"""
+
+import io
+import json
+import math
+import zipfile
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import numpy as np
+import pandas as pd
+from django.conf import settings
+from django.core import signing
+from django.utils import timezone
+
+from market.accounts.models import User
+from market.audit.services import audit_record
+from market.commerce.selectors import global_model_require_access
+from market.errors import DomainError, InvalidInput, PermissionDenied
+from market.jobs.models import GlobalModel, GlobalModelFile
+from market.storage import artifact_read
+from market.submissions.services import sandbox_limits
+from workers.features import TableError, TableLimits, encode_features, read_table
+from workers.modelio import predict_in_sandbox
+
+DOWNLOAD_SALT = "onefold.commerce.download"
+FILE_EXTENSIONS = {"onnx": "onnx", "skops": "skops", "xgboost_json": "json", "safetensors": "safetensors",
+                   "bundle": "zip"}
+
+
+class ModelUnavailable(DomainError):
+    status_code = 503
+
+
+@dataclass(frozen=True)
+class DownloadLink:
+    token: str
+    expires_at: datetime
+
+
+def download_filename(model_file: GlobalModelFile) -> str:
+    return f"onefold-global-model-{model_file.global_model_id}.{FILE_EXTENSIONS.get(model_file.format, 'bin')}"
+
+
+def download_link_create(*, user: User, global_model_id: int, file_format: str, request=None) -> DownloadLink:
+    """A link to one file of a model the user's organisation bought (operators: any), valid for the TTL."""
+    global_model = global_model_require_access(user=user, global_model_id=global_model_id)
+    model_file = global_model.files.filter(format=file_format).first()
+    if model_file is None:
+        available = ", ".join(global_model.files.values_list("format", flat=True))
+        raise InvalidInput(f"Global model #{global_model.id} has no {file_format!r} file; choose one of {available}.")
+    token = signing.TimestampSigner(salt=DOWNLOAD_SALT).sign_object({"file": model_file.id, "user": user.id})
+    audit_record(action="model.download_link_created", actor=user, target=global_model, request=request,
+                 details={"format": file_format})
+    return DownloadLink(token=token, expires_at=timezone.now() + timedelta(
+        seconds=settings.ONEFOLD_DOWNLOAD_LINK_TTL_SECONDS))
+
+
+def download_resolve(*, token: str, request=None) -> GlobalModelFile:
+    """The file a link stands for, if its signature holds, it has not expired and its user is still entitled."""
+    try:
+        payload = signing.TimestampSigner(salt=DOWNLOAD_SALT).unsign_object(
+            token, max_age=settings.ONEFOLD_DOWNLOAD_LINK_TTL_SECONDS)
+    except signing.SignatureExpired:
+        raise PermissionDenied("This download link has expired; ask for a new one from your purchases.") from None
+    except signing.BadSignature:
+        raise PermissionDenied("This download link is not valid; ask for a new one from your purchases.") from None
+    user = User.objects.filter(pk=payload.get("user"), is_active=True).first()
+    model_file = GlobalModelFile.objects.filter(pk=payload.get("file")).first()
+    if user is None or model_file is None:
+        raise PermissionDenied("This download link is no longer valid; ask for a new one from your purchases.")
+    global_model_require_access(user=user, global_model_id=model_file.global_model_id)
+    audit_record(action="model.downloaded", actor=user, target=model_file.global_model, request=request,
+                 details={"format": model_file.format, "sha256": model_file.sha256})
+    return model_file
+
+
+# --- predictions ---
+
+def _check_value(value, *, column: dict, row_number: int) -> None:
+    if column["type"] != "numeric" or value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise InvalidInput(f"Row {row_number}, column '{column['name']}': expected a number, got {value!r}.")
+    if isinstance(value, str) and not value.strip():
+        return
+    try:
+        number = float(value)
+    except ValueError:
+        raise InvalidInput(f"Row {row_number}, column '{column['name']}': expected a number, got {value!r}.") from None
+    if not math.isfinite(number):
+        raise InvalidInput(f"Row {row_number}, column '{column['name']}': expected a finite number, got {value!r}.")
+
+
+def _check_rows(records: list, *, spec: dict, ignored: set[str]) -> None:
+    known = {column["name"] for column in spec["columns"]} | ignored
+    for row_number, record in enumerate(records, start=1):
+        if not isinstance(record, dict):
+            raise InvalidInput(f"Row {row_number} must be an object of column → value, not {type(record).__name__}.")
+        unknown = sorted(set(record) - known)
+        if unknown:
+            raise InvalidInput(f"Row {row_number}, column '{unknown[0]}': the federation's features have no such "
+                               "column.")
+        for column in spec["columns"]:
+            if column["name"] not in record:
+                raise InvalidInput(f"Row {row_number}, column '{column['name']}': missing; every row needs every "
+                                   "feature column (null for a missing value).")
+            value = record[column["name"]]
+            if value is not None and not isinstance(value, (int, float, str, bool)):
+                raise InvalidInput(f"Row {row_number}, column '{column['name']}': expected a plain value, got "
+                                   f"{type(value).__name__}.")
+            _check_value(value, column=column, row_number=row_number)
+
+
+def prediction_frame(*, rows: list | None, csv_data: bytes | None, spec: dict, label_column: str) -> pd.DataFrame:
+    """The request's rows as a table in the federation's raw schema; a malformed row is a 400 naming row and
+    column (rows count from 1; in CSV, the first line after the header is row 1)."""
+    if csv_data is not None:
+        try:
+            frame = read_table(csv_data, limits=TableLimits(max_rows=settings.ONEFOLD_PREDICT_MAX_ROWS))
+        except TableError as error:
+            raise InvalidInput(str(error)) from None
+        records = frame.astype(object).where(frame.notna(), None).to_dict(orient="records")
+    else:
+        if not isinstance(rows, list) or not rows:
+            raise InvalidInput('Send {"rows": [{column: value, ...}, ...]} with at least one row, or a CSV body.')
+        records = rows
+    if len(records) > settings.ONEFOLD_PREDICT_MAX_ROWS:
+        raise InvalidInput(f"Send at most {settings.ONEFOLD_PREDICT_MAX_ROWS} rows per request, not {len(records)}.")
+    _check_rows(records, spec=spec, ignored={label_column})
+    blank_as_missing = [{name: None if isinstance(value, str) and not value.strip() else value
+                         for name, value in record.items()} for record in records]
+    return pd.DataFrame.from_records(blank_as_missing, columns=[column["name"] for column in spec["columns"]])
+
+
+def _bundle_members(data: bytes) -> tuple[list[bytes], list[float]]:
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        if sum(info.file_size for info in archive.infolist()) > settings.ONEFOLD_ARCHIVE_MAX_UNPACKED_BYTES:
+            raise ModelUnavailable("The model's bundle is larger than the market unpacks.")
+        manifest = json.loads(archive.read("manifest.json"))
+        members = manifest["members"]
+        return [archive.read(member["file"]) for member in members], [float(member.get("weight", 1.0))
+                                                                         for member in members]
+
+
+def prediction_models(global_model: GlobalModel) -> tuple[list[bytes], list[float]]:
+    """The model bytes the platform predicts with (the ONNX file, else a bundle's members) and their weights."""
+    files = {model_file.format: model_file for model_file in global_model.files.all()}
+    if "onnx" in files:
+        return [artifact_read(files["onnx"].stored_name)], [1.0]
+    if "bundle" in files:
+        return _bundle_members(artifact_read(files["bundle"].stored_name))
+    raise ModelUnavailable(f"Global model #{global_model.id} has no ONNX file or bundle to predict with.")
+
+
+def global_model_probabilities(global_model: GlobalModel, features: np.ndarray) -> np.ndarray:
+    models, weights = prediction_models(global_model)
+    outcomes = predict_in_sandbox(models, features, n_classes=global_model.n_classes, limits=sandbox_limits())
+    failed = [outcome.error for outcome in outcomes if outcome.error is not None]
+    if failed:
+        raise ModelUnavailable(f"The model could not predict right now ({failed[0]}); try again later.")
+    weights = np.asarray(weights, dtype=np.float64)
+    stacked = np.stack([outcome.probabilities for outcome in outcomes])
+    return np.tensordot(weights / weights.sum(), stacked, axes=1)
+
+
+def model_predict(*, user: User, global_model_id: int, rows: list | None = None, csv_data: bytes | None = None,
+                  request=None) -> dict:
+    """Classes and probabilities of a bought model for rows in the federation's raw feature schema."""
+    global_model = global_model_require_access(user=user, global_model_id=global_model_id)
+    spec = global_model.job.public_dataset.feature_spec
+    frame = prediction_frame(rows=rows, csv_data=csv_data, spec=spec, label_column=global_model.federation.label_column)
+    probabilities = global_model_probabilities(global_model, encode_features(frame, spec))
+    labels = list(global_model.federation.class_labels)
+    audit_record(action="model.predicted", actor=user, target=global_model, request=request,
+                 details={"rows": len(frame)})
+    return {"classes": [labels[index] for index in probabilities.argmax(axis=1)],
+            "probabilities": probabilities.round(6).tolist(), "class_labels": labels}
