@@ -11,6 +11,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from market.accounts.models import User
+from market.audit.models import AuditOutcome
+from market.audit.services import audit_record, audit_refusals
+from market.budgets.services import BudgetExceeded, budget_charge_for_submission, budget_refusal_record
 from market.errors import Conflict, InvalidInput, PermissionDenied, RefusedFormat
 from market.federations.models import Federation, PrivacyLevel
 from market.federations.selectors import federation_is_member, public_dataset_current
@@ -110,6 +113,7 @@ def _inspect_upload(model: UploadedModel, *, n_features: int, n_classes: int) ->
     return {"format": model_format, "info": {"family": info.family, "classes": list(info.classes), **info.detail}}
 
 
+@audit_refusals("submission.uploaded", target_argument="federation")
 def submission_create(*, federation: Federation, user: User, models: list[UploadedModel], model_family: str,
                       n_local_examples: int, local_validation_score: float, label_distribution: list | None,
                       privacy_level: str, privacy_parameters: dict, declared_epsilon: float | None) -> Submission:
@@ -138,15 +142,21 @@ def submission_create(*, federation: Federation, user: User, models: list[Upload
                 local_validation_score=local_validation_score, label_distribution=label_distribution,
                 privacy_level=privacy_level, privacy_parameters=privacy_parameters, declared_epsilon=declared_epsilon,
                 privacy_report=privacy_report, content_sha256=content_sha256)
+            budget_charge_for_submission(submission=submission, actor=user)  # L2: the declared ε, or BudgetExceeded
             for position, (model, inspection, file_hash) in enumerate(zip(models, inspections, file_hashes)):
                 stored_name = artifact_save(name=f"federations/{federation.slug}/submissions/{submission.id}/{file_hash}",
                                             data=model.data, stored_names=stored_names)
                 ModelFile.objects.create(submission=submission, position=position, original_name=model.name[:255],
                                          stored_name=stored_name, sha256=file_hash, size_bytes=len(model.data),
                                          **inspection)
+            audit_record(action="submission.uploaded", actor=user, target=submission,
+                         details={"federation": federation.slug, "files": len(models), "privacy_level": privacy_level})
             transaction.on_commit(lambda: _queue_validation(submission.id))
     except IntegrityError as error:  # the same files arrived twice at once; the constraint let only one through
         raise duplicate from error
+    except BudgetExceeded as error:  # nothing was stored; the refusal is audited outside the rolled-back block
+        budget_refusal_record(error=error, actor=user, target=federation, details={"privacy_level": privacy_level})
+        raise
     return submission
 
 
@@ -212,6 +222,10 @@ def submission_validate(*, submission_id: int) -> None:
     except Exception:
         logger.exception("Validation of submission %s failed inside the market", submission_id)
         reason = "The market could not validate this submission because of an internal error; an operator has been told."
-    Submission.objects.filter(id=submission_id, status=SubmissionStatus.VALIDATING).update(
-        status=SubmissionStatus.REJECTED if reason else SubmissionStatus.VALID, rejection_reason=reason or "",
-        validated_at=timezone.now())
+    with transaction.atomic():
+        decided = Submission.objects.filter(id=submission_id, status=SubmissionStatus.VALIDATING).update(
+            status=SubmissionStatus.REJECTED if reason else SubmissionStatus.VALID, rejection_reason=reason or "",
+            validated_at=timezone.now())
+        if decided:
+            audit_record(action="submission.validated", outcome=AuditOutcome.REFUSED if reason else AuditOutcome.SUCCESS,
+                         organisation=submission.organisation, target=submission, details={"reason": reason or ""})
