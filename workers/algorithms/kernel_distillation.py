@@ -11,6 +11,11 @@ with the RBF kernel ``k(a, b) = exp(−γ ‖a − b‖²)``. Its minimiser solv
 right-hand side per class. The student ``x ↦ Σ_j α'_j k(x'_j, x)`` is a kernel model over the
 proxy points only: no silo's support vectors or data are in it.
 
+The student's probabilities are ``softmax(outputs / τ)`` with one temperature ``τ`` fitted on the
+proxy points (minimum cross-entropy to the teacher): the arg-max is eq. 3's, and the read-out is a
+plain softmax of "logits" ``outputs / τ``, which ONNX can express with the operators the market
+allows (:mod:`workers.algorithms.kernel_onnx`).
+
 Memory: the Cholesky solver needs exactly one n × n float64 matrix (8·n² bytes: 800 MB at
 n = 10,000), filled in row blocks and factorised in place; no distance matrix, no copy. The
 conjugate-gradient solver never holds more than a ``block_size`` × n block of the kernel (it
@@ -22,6 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.linalg import LinAlgError, cho_factor, cho_solve
+from scipy.optimize import minimize_scalar
+from scipy.special import log_softmax, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_array, check_is_fitted
 
@@ -59,7 +66,8 @@ class KernelDistilledClassifier(ClassifierMixin, BaseEstimator):
     Attributes
     ----------
     support_vectors_ : (n_proxy, n_features) the proxy points; ``dual_coef_`` : (n_proxy, C);
-    ``gamma_`` : the resolved width; ``solver_`` : the solver used; ``classes_`` = ``arange(C)``.
+    ``gamma_`` : the resolved width; ``solver_`` : the solver used; ``temperature_`` : τ of the
+    softmax read-out; ``classes_`` = ``arange(C)``.
     """
 
     def __init__(self, gamma="scale", ridge=1e-6, solver="auto", block_size=1024, dense_limit_bytes=2**30,
@@ -86,6 +94,8 @@ class KernelDistilledClassifier(ClassifierMixin, BaseEstimator):
         self.solver_ = self._pick_solver(len(X))
         solve = self._solve_cholesky if self.solver_ == "cholesky" else self._solve_cg
         self.dual_coef_ = solve(X, targets)
+        # outputs on the proxy points: K α = F − ridge·α, no kernel needed
+        self.temperature_ = fit_temperature(targets - self.ridge * self.dual_coef_, targets)
         self.classes_ = np.arange(targets.shape[1])
         self.n_features_in_ = X.shape[1]
         return self
@@ -148,15 +158,22 @@ class KernelDistilledClassifier(ClassifierMixin, BaseEstimator):
         return scores
 
     def predict_proba(self, X) -> np.ndarray:
-        """Outputs clipped at 0 and normalised per row; a row with no positive output is uniform."""
-        scores = np.maximum(self.decision_function(X), 0.0)
-        totals = scores.sum(axis=1, keepdims=True)
-        uniform = np.full_like(scores, 1.0 / scores.shape[1])
-        return np.divide(scores, totals, out=uniform, where=totals > 0)
+        """``softmax(outputs / temperature_)`` per row."""
+        return softmax(self.decision_function(X) / self.temperature_, axis=1)
 
     def predict(self, X) -> np.ndarray:
         """Arg-max of the raw outputs (ties to the lowest class)."""
         return np.argmax(self.decision_function(X), axis=1)
+
+
+def fit_temperature(outputs: np.ndarray, teacher: np.ndarray) -> float:
+    """τ > 0 minimising the cross-entropy from the teacher's rows to ``softmax(outputs / τ)``."""
+    weights = teacher / np.maximum(teacher.sum(axis=1, keepdims=True), 1e-300)
+
+    def cross_entropy(log_temperature: float) -> float:
+        return float(-np.sum(weights * log_softmax(outputs / np.exp(log_temperature), axis=1)))
+
+    return float(np.exp(minimize_scalar(cross_entropy, bounds=(-9.0, 5.0), method="bounded").x))
 
 
 def _resolve_gamma(gamma, X: np.ndarray) -> float:

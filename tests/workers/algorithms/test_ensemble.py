@@ -1,0 +1,107 @@
+import numpy as np
+import pytest
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.datasets import load_iris
+from sklearn.linear_model import LogisticRegression
+
+from workers.algorithms.bundle import BundleClassifier, bundle_read, bundle_write
+from workers.algorithms.ensemble import (EnsembleClassifier, average_probabilities, member_probabilities,
+                                         stacked_probabilities)
+
+
+class FixedProbabilities(ClassifierMixin, BaseEstimator):
+    """A member whose probabilities are given by hand (classes_ may be a subset)."""
+
+    def __init__(self, rows=None, classes=None):
+        self.rows, self.classes = rows, classes
+        self.classes_ = np.asarray(classes)
+
+    def predict_proba(self, X):
+        return np.asarray(self.rows, dtype=float)[np.asarray(X)[:, 0].astype(int)]   # X holds row numbers
+
+
+class VotesOnly:
+    """A member with no probabilities: only hard predictions."""
+
+    def predict(self, X):
+        return np.array([2, 0])[np.asarray(X)[:, 0].astype(int)]
+
+
+MEMBERS = [FixedProbabilities([[0.6, 0.3, 0.1], [0.2, 0.2, 0.6]], [0, 1, 2]),
+           FixedProbabilities([[0.5, 0.5], [0.9, 0.1]], [0, 2]),            # never saw class 1
+           VotesOnly()]
+X = np.array([[0.0], [1.0]])
+
+
+def test_members_that_saw_some_classes_get_zero_for_the_others():
+    assert member_probabilities(MEMBERS[1], X, 3).tolist() == [[0.5, 0.0, 0.5], [0.9, 0.0, 0.1]]
+
+
+def test_members_without_probabilities_cast_hard_votes():
+    assert member_probabilities(MEMBERS[2], X, 3).tolist() == [[0, 0, 1], [1, 0, 0]]
+
+
+def test_ensemble_probabilities_equal_the_hand_computed_average():
+    ensemble = EnsembleClassifier(MEMBERS, n_classes=3).fit(X)
+    expected = np.array([[(0.6 + 0.5 + 0) / 3, 0.3 / 3, (0.1 + 0.5 + 1) / 3],
+                         [(0.2 + 0.9 + 1) / 3, 0.2 / 3, (0.6 + 0.1 + 0) / 3]])
+    assert ensemble.predict_proba(X) == pytest.approx(expected)
+    assert ensemble.predict(X).tolist() == [2, 0]
+
+
+def test_weighted_average_and_subsets_reuse_one_stack():
+    stacked = stacked_probabilities(MEMBERS, X, 3, batch_rows=1)
+    assert average_probabilities(stacked, [0, 2]) == pytest.approx(np.array([[0.3, 0.15, 0.55], [0.6, 0.1, 0.3]]))
+    assert average_probabilities(stacked, weights=[1, 0, 3]) == pytest.approx(
+        np.array([[0.15, 0.075, 0.775], [0.8, 0.05, 0.15]]))
+
+
+def test_bad_weights_are_refused():
+    with pytest.raises(ValueError, match="non-negative"):
+        EnsembleClassifier(MEMBERS, n_classes=3, weights=[1, -1, 1]).fit(X)
+
+
+def test_an_ensemble_saved_as_a_bundle_predicts_the_same_in_the_sandbox():
+    features, labels = load_iris(return_X_y=True)
+    features = features.astype(np.float32)
+    first = LogisticRegression(max_iter=500).fit(features[::2], labels[::2])
+    second = LogisticRegression(max_iter=500, C=0.1).fit(features[1::2], labels[1::2])
+    ensemble = EnsembleClassifier([first, second], n_classes=3, weights=[2, 1]).fit(features)
+    data = ensemble.to_bundle()
+    manifest, files = bundle_read(data)
+    assert [m["format"] for m in manifest["members"]] == ["onnx", "onnx"]
+    assert [m["weight"] for m in manifest["members"]] == [2.0, 1.0] and manifest["n_features"] == 4
+    restored = BundleClassifier(data).fit()
+    assert restored.predict_proba(features[:20]) == pytest.approx(ensemble.predict_proba(features[:20]), abs=1e-4)
+
+
+@pytest.mark.parametrize("manifest, message", [
+    ({"n_classes": 2, "n_features": 3, "members": [{"file": "missing.onnx", "format": "onnx", "weight": 1}]},
+     "does not hold"),
+    ({"n_classes": 2, "n_features": 3, "members": [{"file": "a.onnx", "format": "pickle", "weight": 1}]},
+     "format 'pickle'"),
+    ({"n_classes": 2, "n_features": 3, "members": [{"file": "a.onnx", "format": "onnx", "weight": 0}]},
+     "all zero"),
+    ({"n_classes": 0, "n_features": 3, "members": [{"file": "a.onnx", "format": "onnx", "weight": 1}]},
+     "n_classes"),
+])
+def test_bundle_read_refuses_bad_manifests(manifest, message):
+    import io
+    import json
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("manifest.json", json.dumps(manifest))
+        archive.writestr("a.onnx", b"x")
+    with pytest.raises(ValueError, match=message):
+        bundle_read(buffer.getvalue())
+
+
+def test_bundle_write_names_files_by_format():
+    data = bundle_write([("onnx", b"a"), ("xgboost-json", b"{}"), ("safetensors", b"s")], weights=[1, 1, 1],
+                        n_classes=2, n_features=5)
+    manifest, files = bundle_read(data)
+    assert [m["file"] for m in manifest["members"]] == ["member_0000.onnx", "member_0001.json",
+                                                        "member_0002.safetensors"]
+    assert files == [b"a", b"{}", b"s"]
