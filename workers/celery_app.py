@@ -19,4 +19,14 @@ def ensure_broker_folders() -> None:
 
 
 ensure_broker_folders()
+
+
+def _reaper_interval() -> float:
+    from django.conf import settings
+
+    return float(getattr(settings, "ONEFOLD_JOB_REAPER_SECONDS", 60))
+
+
+# The job reaper: run `celery -A workers.celery_app beat` once per deployment (or `worker -B` with one worker).
+app.conf.beat_schedule = {"job-reaper": {"task": "onefold.job_reap", "schedule": _reaper_interval()}}
 app.autodiscover_tasks(["workers"])

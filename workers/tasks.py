@@ -8,3 +8,54 @@ def submission_validate_task(submission_id: int) -> None:
     from market.submissions.services import submission_validate
 
     submission_validate(submission_id=submission_id)
+
+
+# --- aggregation jobs (market.jobs.runner): every task claims its row first, so a duplicate does nothing ---
+
+def _transient_errors() -> tuple:
+    """Broker, database and storage hiccups: retried with backoff. Bad input is never retried."""
+    from django.db import InterfaceError, OperationalError
+    from kombu.exceptions import OperationalError as BrokerError
+
+    return (OperationalError, InterfaceError, BrokerError, ConnectionError, TimeoutError)
+
+
+TRANSIENT_ERRORS = _transient_errors()
+RETRY = {"autoretry_for": TRANSIENT_ERRORS, "retry_backoff": 2, "retry_backoff_max": 60, "max_retries": 5,
+         "acks_late": True}
+
+
+@app.task(name="onefold.job_start", **RETRY)
+def job_start_task(job_id: int) -> None:
+    from market.jobs.runner import job_start
+
+    job_start(job_id=job_id)
+
+
+@app.task(name="onefold.job_chunk", **RETRY)
+def job_chunk_task(chunk_id: int) -> None:
+    from market.jobs.runner import job_chunk_release, job_chunk_run
+
+    try:
+        job_chunk_run(chunk_id=chunk_id)
+    except TRANSIENT_ERRORS:
+        job_chunk_release(chunk_id=chunk_id)
+        raise
+
+
+@app.task(name="onefold.job_finalize", **RETRY)
+def job_finalize_task(job_id: int) -> None:
+    from market.jobs.runner import job_finalize_release, job_finalize_safely
+
+    try:
+        job_finalize_safely(job_id=job_id)
+    except TRANSIENT_ERRORS:
+        job_finalize_release(job_id=job_id)
+        raise
+
+
+@app.task(name="onefold.job_reap", acks_late=True)
+def job_reap_task() -> dict:
+    from market.jobs.runner import job_reap
+
+    return job_reap()

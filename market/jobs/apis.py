@@ -1,0 +1,120 @@
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from market.federations.models import PrivacyLevel
+from market.federations.selectors import federation_get
+from market.jobs.models import JobKind, JobStatus
+from market.jobs.selectors import global_model_get, job_get, job_list, job_log_lines, job_progress
+from market.jobs.services import job_cancel, job_create
+
+
+class JobInput(serializers.Serializer):
+    kind = serializers.ChoiceField(JobKind.choices)
+    privacy_level = serializers.ChoiceField(PrivacyLevel.choices)
+    parameters = serializers.JSONField(required=False, default=dict,
+                                       help_text='Per kind; omitted ones take their defaults, e.g. {"partitions": 2, '
+                                                 '"query": 0.1, "final_model": {"family": "random_forest"}}.')
+    submissions = serializers.JSONField(default="all", help_text='"all" valid submissions, or a list of ids.')
+    seed = serializers.IntegerField(required=False, allow_null=True, default=None)
+
+
+class JobOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    federation = serializers.SlugField(source="federation.slug")
+    kind = serializers.ChoiceField(JobKind.choices)
+    privacy_level = serializers.ChoiceField(PrivacyLevel.choices)
+    parameters = serializers.DictField()
+    seed = serializers.IntegerField()
+    submissions = serializers.SerializerMethodField()
+    status = serializers.ChoiceField(JobStatus.choices)
+    progress = serializers.SerializerMethodField()
+    log = serializers.SerializerMethodField()
+    failure_reason = serializers.CharField()
+    cancel_requested = serializers.BooleanField()
+    privacy_bound = serializers.DictField(allow_null=True)
+    attempts = serializers.IntegerField()
+    requested_by = serializers.CharField(source="requested_by.username")
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    global_model = serializers.SerializerMethodField()
+
+    def get_submissions(self, job) -> list[int]:
+        return sorted(job.submissions.values_list("id", flat=True))
+
+    def get_progress(self, job) -> dict:
+        return job_progress(job)
+
+    def get_log(self, job) -> list[dict]:
+        return [{**line, "at": line["at"].isoformat()} for line in job_log_lines(job)]
+
+    def get_global_model(self, job) -> int | None:
+        return getattr(getattr(job, "global_model", None), "id", None)
+
+
+class GlobalModelFileOutput(serializers.Serializer):
+    role = serializers.CharField()
+    format = serializers.CharField()
+    sha256 = serializers.CharField()
+    size_bytes = serializers.IntegerField()
+
+
+class GlobalModelOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    job = serializers.IntegerField(source="job_id")
+    federation = serializers.SlugField(source="federation.slug")
+    model_family = serializers.CharField()
+    n_features = serializers.IntegerField()
+    n_classes = serializers.IntegerField()
+    metrics = serializers.DictField()
+    submission_metrics = serializers.DictField()
+    privacy_report = serializers.DictField()
+    lineage = serializers.DictField()
+    contribution_weights = serializers.DictField()
+    contribution_rule = serializers.CharField()
+    files = GlobalModelFileOutput(many=True)
+    created_at = serializers.DateTimeField()
+
+
+class FederationJobListApi(APIView):
+    @extend_schema(request=JobInput, responses={201: JobOutput})
+    def post(self, request, slug):
+        given = JobInput(data=request.data)
+        given.is_valid(raise_exception=True)
+        federation = federation_get(slug=slug, user=request.user)
+        job = job_create(federation=federation, requested_by=request.user, request=request, **given.validated_data)
+        return Response(JobOutput(job_get(job_id=job.id, user=request.user)).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses=JobOutput(many=True))
+    def get(self, request, slug):
+        return Response(JobOutput(job_list(user=request.user, federation_slug=slug)[:200], many=True).data)
+
+
+class JobListApi(APIView):
+    @extend_schema(parameters=[OpenApiParameter("federation", str, description="Only this federation's jobs.")],
+                   responses=JobOutput(many=True))
+    def get(self, request):
+        """Newest first, at most 200."""
+        jobs = job_list(user=request.user, federation_slug=request.query_params.get("federation"))[:200]
+        return Response(JobOutput(jobs, many=True).data)
+
+
+class JobDetailApi(APIView):
+    @extend_schema(responses=JobOutput)
+    def get(self, request, job_id):
+        return Response(JobOutput(job_get(job_id=job_id, user=request.user)).data)
+
+
+class JobCancelApi(APIView):
+    @extend_schema(request=None, responses=JobOutput)
+    def post(self, request, job_id):
+        job = job_cancel(job=job_get(job_id=job_id, user=request.user), user=request.user, request=request)
+        return Response(JobOutput(job_get(job_id=job.id, user=request.user)).data)
+
+
+class GlobalModelDetailApi(APIView):
+    @extend_schema(responses=GlobalModelOutput)
+    def get(self, request, global_model_id):
+        return Response(GlobalModelOutput(global_model_get(global_model_id=global_model_id, user=request.user)).data)

@@ -22,6 +22,11 @@ class JobStatus(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
 
 
+class JobPhase(models.TextChoices):
+    PREDICTING = "predicting", "Members predict the public data"
+    FUSING = "fusing", "Fusing, evaluating and saving"
+
+
 class Job(models.Model):
     """A request to fuse validated submissions into one global model. This row, not the broker, is the truth."""
 
@@ -48,6 +53,11 @@ class Job(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
+    phase = models.CharField(max_length=20, choices=JobPhase.choices, blank=True,
+                             help_text="Which step the lease holder is in; the reaper resumes from here.")
+    noisy_answers_name = models.CharField(max_length=500, blank=True,
+                                          help_text="L1: storage name of the noisy vote counts, once drawn (reused on retry).")
+    noise_drawn_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -107,3 +117,57 @@ class GlobalModelFile(models.Model):
     class Meta:
         ordering = ["role", "format"]
         constraints = [models.UniqueConstraint(fields=["global_model", "format"], name="one_file_per_format")]
+
+
+class ChunkStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+
+
+class JobChunk(models.Model):
+    """A slice of a job's submissions predicted by one task; its partial sums live in storage (``artifact_name``)."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="chunks")
+    index = models.PositiveIntegerField()
+    submission_ids = models.JSONField(help_text="Submission ids of this chunk, in the job's member order.")
+    status = models.CharField(max_length=20, choices=ChunkStatus.choices, default=ChunkStatus.PENDING)
+    members_done = models.PositiveIntegerField(default=0)
+    worker = models.CharField(max_length=200, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    artifact_name = models.CharField(max_length=500, blank=True)
+    member_metrics = models.JSONField(default=dict, help_text='{"<submission id>": metrics on the evaluation split}.')
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["job", "index"]
+        constraints = [models.UniqueConstraint(fields=["job", "index"], name="one_chunk_per_index")]
+
+
+class JobLogEntry(models.Model):
+    """One line of a job's log, shown by the API and the job page."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="log_entries")
+    created_at = models.DateTimeField(auto_now_add=True)
+    level = models.CharField(max_length=10, default="info")
+    message = models.TextField()
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+
+class JobOutbox(models.Model):
+    """A job start that must reach the broker. Written in the job's transaction; published on commit, and
+    swept periodically until published, so a job committed while the broker is down still runs (once: the
+    worker claims the job row with a conditional UPDATE)."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="outbox")
+    created_at = models.DateTimeField(auto_now_add=True)
+    published_at = models.DateTimeField(null=True, blank=True)
+    publish_attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["published_at"], name="jobs_outbox_unpublished")]

@@ -1,0 +1,55 @@
+"""Reads on jobs and global models, with who may see what."""
+
+from django.db.models import Q, QuerySet
+
+from market.accounts.models import User
+from market.errors import NotFound
+from market.jobs.models import GlobalModel, Job, JobStatus
+
+STAGE_PERCENT = {"fusing": 85, "evaluating": 92, "saving": 97, "done": 100}
+PREDICTING_SHARE = 80  # percent of a job's progress bar the members' predictions fill
+
+
+def job_list(*, user: User, federation_slug: str | None = None) -> QuerySet[Job]:
+    """Operators see every job; others the jobs their organisation launched or that used its submissions."""
+    jobs = Job.objects.select_related("federation", "requested_by", "global_model")
+    if not user.is_operator:
+        jobs = jobs.filter(Q(requesting_organisation_id=user.organisation_id)
+                           | Q(submissions__organisation_id=user.organisation_id)).distinct()
+    if federation_slug:
+        jobs = jobs.filter(federation__slug=federation_slug)
+    return jobs
+
+
+def job_get(*, job_id: int, user: User) -> Job:
+    job = job_list(user=user).filter(id=job_id).first()
+    if job is None:
+        raise NotFound(f"There is no job #{job_id} you may see.")
+    return job
+
+
+def job_progress(job: Job) -> dict:
+    """{"stage", "done", "total", "percent"}; percent covers the whole job, predictions filling the first 80 %."""
+    if job.status == JobStatus.SUCCEEDED:
+        percent = 100
+    elif job.progress_stage in STAGE_PERCENT:
+        percent = STAGE_PERCENT[job.progress_stage]
+    elif job.progress_total:
+        percent = round(PREDICTING_SHARE * job.progress_done / job.progress_total)
+    else:
+        percent = 0
+    stage = job.progress_stage or ("waiting for a worker" if job.status == JobStatus.QUEUED else job.status)
+    return {"stage": stage, "done": job.progress_done, "total": job.progress_total, "percent": percent}
+
+
+def job_log_lines(job: Job) -> list[dict]:
+    return [{"at": entry.created_at, "level": entry.level, "message": entry.message}
+            for entry in job.log_entries.all()]
+
+
+def global_model_get(*, global_model_id: int, user: User) -> GlobalModel:
+    model = GlobalModel.objects.select_related("job", "federation").prefetch_related("files").filter(
+        id=global_model_id).first()
+    if model is None or not job_list(user=user).filter(id=model.job_id).exists():
+        raise NotFound(f"There is no global model #{global_model_id} you may see.")
+    return model

@@ -1,0 +1,229 @@
+"""Writes on jobs: create (validated, budget reserved, queued on commit through the outbox), cancel, log.
+
+The worker side (claim, chunks, fusion, reaper) is in :mod:`market.jobs.runner`.
+"""
+
+import logging
+import os
+
+from django.db import transaction
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from market.accounts.models import User
+from market.audit.models import AuditOutcome
+from market.audit.services import audit_record
+from market.errors import Conflict, DomainError, InvalidInput, NotFound, PermissionDenied
+from market.federations.models import Federation, PrivacyLevel
+from market.federations.selectors import public_dataset_current
+from market.jobs.models import Job, JobLogEntry, JobOutbox, JobStatus
+from market.jobs.parameters import job_parameters_validate
+from market.submissions.models import Submission, SubmissionStatus
+
+logger = logging.getLogger(__name__)
+# Which submission levels a job of each level may use: a silo that asked for server noise (L1) is never fused
+# without it, and L2 students are only used by L2 jobs (their ε was charged at upload).
+SUBMISSION_LEVELS_FOR = {PrivacyLevel.L0: {PrivacyLevel.L0}, PrivacyLevel.L1: {PrivacyLevel.L0, PrivacyLevel.L1},
+                         PrivacyLevel.L2: {PrivacyLevel.L2}}
+
+
+def budget_services():
+    """market.budgets.services when it provides the job hooks, else None (the budgets app may be absent)."""
+    try:
+        from market.budgets import services
+    except ImportError:
+        return None
+    return services if hasattr(services, "budget_reserve_for_job") else None
+
+
+def job_log(*, job_id: int, message: str, level: str = "info") -> None:
+    JobLogEntry.objects.create(job_id=job_id, message=message, level=level)
+
+
+def _check_may_launch(*, federation: Federation, user: User) -> None:
+    if user.is_operator:
+        return
+    organisation = user.organisation
+    if federation.buyers_may_launch_jobs and organisation is not None and organisation.is_buyer:
+        return
+    if federation.buyers_may_launch_jobs:
+        raise PermissionDenied("Only operators and buyer organisations may launch jobs in this federation.")
+    raise PermissionDenied(f"Only operators may launch jobs in '{federation.slug}'.")
+
+
+def _chosen_submissions(*, federation: Federation, privacy_level: str, submissions) -> list[Submission]:
+    usable_levels = SUBMISSION_LEVELS_FOR[privacy_level]
+    if submissions == "all":
+        chosen = list(Submission.objects.filter(federation=federation, status=SubmissionStatus.VALID,
+                                                privacy_level__in=usable_levels).order_by("id"))
+        if not chosen:
+            raise InvalidInput(f"'{federation.slug}' has no valid {privacy_level}-compatible submissions yet; "
+                               "wait for silos to upload and for validation to finish.")
+        return chosen
+    if not isinstance(submissions, list) or not submissions or not all(
+            isinstance(id, int) and not isinstance(id, bool) for id in submissions):
+        raise InvalidInput('Give "submissions" as "all" or a non-empty list of submission ids.')
+    if len(set(submissions)) != len(submissions):
+        raise InvalidInput("A submission id is listed twice; list each submission once.")
+    found = Submission.objects.filter(federation=federation, id__in=submissions).in_bulk()
+    for submission_id in submissions:
+        submission = found.get(submission_id)
+        if submission is None:
+            raise InvalidInput(f"Submission #{submission_id} does not belong to '{federation.slug}'.")
+        if submission.status != SubmissionStatus.VALID:
+            raise InvalidInput(f"Submission #{submission_id} is {submission.status}, not valid; only validated "
+                               "submissions can be fused.")
+        if submission.privacy_level not in usable_levels:
+            raise InvalidInput(f"Submission #{submission_id} was uploaded at {submission.privacy_level}; an "
+                               f"{privacy_level} job can use {', '.join(sorted(usable_levels))} submissions only.")
+    return [found[submission_id] for submission_id in sorted(submissions)]
+
+
+def _check_members_fit(*, kind: str, parameters: dict, submissions: list[Submission]) -> None:
+    if kind != "fedkt":
+        return
+    counts = dict(Submission.objects.filter(id__in=[s.id for s in submissions]).order_by().values("id")
+                  .annotate(n=Count("model_files")).values_list("id", "n"))
+    partitions = parameters["partitions"]
+    for submission in submissions:
+        if counts.get(submission.id, 0) != partitions:
+            raise InvalidInput(f"Submission #{submission.id} holds {counts.get(submission.id, 0)} model file(s), but a "
+                               f"FedKT job with s = {partitions} needs one student per partition in every submission; "
+                               "set 'partitions' to match or choose other submissions.")
+
+
+def _reserve_budget(*, job: Job, actor: User) -> None:
+    budgets = budget_services()
+    if budgets is not None:
+        budgets.budget_reserve_for_job(job=job, actor=actor)
+        return
+    # Without the budgets app the bound is still computed and kept on the job (nothing can be reserved).
+    from workers.privacy.accounting import server_noise_privacy_bound
+    from workers.privacy.mechanisms import GaussianNoise, LaplaceNoise
+
+    privacy = job.parameters["privacy"]
+    mechanism = (LaplaceNoise(gamma=privacy["gamma"]) if privacy["mechanism"] == "laplace"
+                 else GaussianNoise(sigma=privacy["sigma"]))
+    bound = server_noise_privacy_bound(mechanism=mechanism, n_queries=privacy["n_queries"],
+                                       partitions=job.parameters["partitions"], teachers=job.parameters["teachers"],
+                                       delta=privacy["delta"])
+    job.privacy_bound = bound.as_dict()
+    job.save(update_fields=["privacy_bound"])
+
+
+def job_create(*, federation: Federation, kind: str, privacy_level: str, parameters: dict | None, submissions,
+               seed: int | None, requested_by: User, request=None) -> Job:
+    """Validate and store a job, reserve its L1 privacy budget, and queue it when the transaction commits."""
+    try:
+        _check_may_launch(federation=federation, user=requested_by)
+        if privacy_level not in federation.allowed_privacy_levels:
+            raise InvalidInput(f"The federation allows privacy levels {', '.join(federation.allowed_privacy_levels)}, "
+                               f"not {privacy_level}.")
+        public_dataset = public_dataset_current(federation=federation)
+        evaluation_split = federation.evaluation_splits.first()
+        if evaluation_split is None:
+            raise InvalidInput(f"'{federation.slug}' has no evaluation split yet; an operator must upload one so "
+                               "that the platform can measure the global model.")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):
+            raise InvalidInput(f"The seed must be a whole number from 0 to 2⁶³−1, not {seed!r}.")
+        validated = job_parameters_validate(kind=kind, privacy_level=privacy_level, parameters=parameters,
+                                            federation=federation, n_public=public_dataset.n_rows)
+        chosen = _chosen_submissions(federation=federation, privacy_level=privacy_level, submissions=submissions)
+        _check_members_fit(kind=kind, parameters=validated, submissions=chosen)
+        with transaction.atomic():
+            job = Job.objects.create(
+                federation=federation, kind=kind, privacy_level=privacy_level, parameters=validated,
+                seed=seed if seed is not None else int.from_bytes(os.urandom(7), "big"),
+                public_dataset=public_dataset, evaluation_split=evaluation_split, requested_by=requested_by,
+                requesting_organisation=requested_by.organisation, progress_total=len(chosen))
+            job.submissions.set(chosen)
+            if privacy_level == PrivacyLevel.L1:
+                _reserve_budget(job=job, actor=requested_by)
+            job_log(job_id=job.id, message=f"Created by {requested_by.username} with {len(chosen)} submission(s).")
+            audit_record(action="job.created", actor=requested_by, organisation=requested_by.organisation, target=job,
+                         request=request, details={"kind": kind, "privacy_level": privacy_level,
+                                                   "submissions": [s.id for s in chosen]})
+            job_enqueue(job=job)
+    except DomainError as error:
+        audit_record(action="job.refused", outcome=AuditOutcome.REFUSED, actor=requested_by,
+                     organisation=requested_by.organisation, target=federation, request=request,
+                     details={"kind": kind, "privacy_level": privacy_level, "reason": str(error)})
+        raise
+    return job
+
+
+def job_enqueue(*, job: Job) -> None:
+    """Write an outbox row in the caller's transaction and publish it once that transaction commits."""
+    outbox = JobOutbox.objects.create(job=job)
+    transaction.on_commit(lambda: outbox_publish(outbox_id=outbox.id))
+
+
+def outbox_publish(*, outbox_id: int) -> bool:
+    """Send one outbox row's job to the broker; a broker that is down leaves the row for the sweeper."""
+    from workers.tasks import job_start_task
+
+    outbox = JobOutbox.objects.filter(id=outbox_id, published_at__isnull=True).first()
+    if outbox is None:
+        return False
+    try:
+        job_start_task.apply_async((outbox.job_id,), retry=False)
+    except Exception as error:  # any broker failure: the row stays and is swept later
+        logger.warning("Could not publish job %s (outbox %s): %s", outbox.job_id, outbox_id, error)
+        JobOutbox.objects.filter(id=outbox_id).update(publish_attempts=outbox.publish_attempts + 1,
+                                                      last_error=str(error)[:2000])
+        return False
+    JobOutbox.objects.filter(id=outbox_id).update(published_at=timezone.now(),
+                                                  publish_attempts=outbox.publish_attempts + 1)
+    return True
+
+
+def outbox_sweep(*, older_than_seconds: float = 0) -> int:
+    """Publish every unpublished outbox row older than the given age; the number published."""
+    cutoff = timezone.now() - timezone.timedelta(seconds=older_than_seconds)
+    published = 0
+    for outbox_id in JobOutbox.objects.filter(published_at__isnull=True, created_at__lte=cutoff).values_list(
+            "id", flat=True):
+        published += outbox_publish(outbox_id=outbox_id)
+    return published
+
+
+def job_settle_budget(*, job: Job, privacy_report: dict | None = None) -> None:
+    """After a failure or cancellation: release the reservation if no noise was drawn, else charge the drawn
+    noise (noisy answers are spent). Call inside the transaction that ends the job."""
+    budgets = budget_services()
+    if budgets is None or job.privacy_level != PrivacyLevel.L1:
+        return
+    if job.noise_drawn_at is None:
+        budgets.budget_release_for_job(job=job)
+    else:
+        budgets.budget_charge_for_job(job=job, privacy_report=privacy_report or {
+            "level": "L1", "data_independent": job.privacy_bound, "data_dependent": None})
+
+
+def job_cancel(*, job: Job, user: User, request=None) -> Job:
+    """Cancel a queued job at once; ask a running one to stop (its worker stops at the next check)."""
+    if not (user.is_operator or user.id == job.requested_by_id):
+        raise PermissionDenied("Only operators and the person who launched a job may cancel it.")
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(id=job.id)
+        if job.status in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED):
+            raise Conflict(f"Job #{job.id} already {job.status}; there is nothing to cancel.")
+        job.cancel_requested = True
+        fields = ["cancel_requested"]
+        if job.status == JobStatus.QUEUED:
+            job.status, job.finished_at = JobStatus.CANCELLED, timezone.now()
+            fields += ["status", "finished_at"]
+            job_settle_budget(job=job)
+        job.save(update_fields=fields)
+        job_log(job_id=job.id, message=f"Cancellation requested by {user.username}."
+                if job.status == JobStatus.RUNNING else f"Cancelled by {user.username} before it started.")
+        audit_record(action="job.cancelled", actor=user, organisation=user.organisation, target=job, request=request,
+                     details={"status_when_cancelled": job.status})
+    return job
+
+
+def job_get_for_update_or_404(job_id: int) -> Job:
+    job = Job.objects.filter(Q(id=job_id)).first()
+    if job is None:
+        raise NotFound(f"There is no job #{job_id}.")
+    return job

@@ -1,0 +1,52 @@
+"""Shared by the job tests (service tests here, worker tests in tests/workers/test_job_tasks*.py)."""
+
+import os
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+from market.jobs.models import Job, JobStatus
+from tests.conftest import wait_until, worker_environment
+
+ROOT = Path(__file__).resolve().parents[3]
+FINISHED = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+# Short intervals so that the reaper acts within seconds in tests.
+FAST_JOB_SETTINGS = {"ONEFOLD_JOB_LEASE_SECONDS": 4, "ONEFOLD_JOB_HEARTBEAT_SECONDS": 1,
+                     "ONEFOLD_JOB_REAPER_SECONDS": 1, "ONEFOLD_JOB_OUTBOX_GRACE_SECONDS": 1,
+                     "ONEFOLD_JOB_CHUNK_SIZE": 1}
+
+
+def wait_for_job(job_id: int, *, timeout: float = 180, statuses=FINISHED) -> Job:
+    wait_until(lambda: Job.objects.filter(id=job_id, status__in=statuses).exists(), timeout=timeout, interval=0.3,
+               message=f"job {job_id} did not reach {statuses} in time: "
+                       f"{Job.objects.filter(id=job_id).values('status', 'progress_stage', 'failure_reason').first()}")
+    return Job.objects.get(id=job_id)
+
+
+@contextmanager
+def job_worker(settings, media_root, log_path: Path, *, beat: bool = True, concurrency: int = 1, extra_env=None):
+    """A real Celery worker process (prefork) with the reaper's beat embedded (``-B``), stopped on exit."""
+    env = {**worker_environment(settings, media_root), **{name: str(value) for name, value in FAST_JOB_SETTINGS.items()},
+           "ONEFOLD_VAR_DIR": str(log_path.parent / "var"), **(extra_env or {})}
+    arguments = [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "--concurrency", str(concurrency),
+                 "--without-gossip", "--without-mingle", "--loglevel", "INFO", "-n", f"jobs-{log_path.stem}@%h"]
+    if beat:
+        arguments.append("-B")
+    log = open(log_path, "ab")
+    worker = subprocess.Popen(arguments, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                              start_new_session=True)
+    try:
+        wait_until(lambda: b" ready." in log_path.read_bytes() or worker.poll() is not None, timeout=60,
+                   message="the Celery worker did not start")
+        assert worker.poll() is None, log_path.read_text()
+        yield worker
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, 15)
+            try:
+                worker.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(worker.pid, 9)
+                worker.wait()
+        log.close()

@@ -1,0 +1,114 @@
+"""The whole job pipeline in this process (Celery eager mode): fan-out, fusion, evaluation, files, lineage.
+
+The same code runs under a real worker in tests/workers/test_job_tasks.py; here it is fast to debug.
+"""
+
+import io
+import json
+import zipfile
+
+import numpy as np
+import onnxruntime
+import pytest
+
+from market.jobs.models import GlobalModel, Job, JobChunk, JobStatus
+from market.storage import artifact_read, arrays_from_npz
+from tests.conftest import api_client_for
+from tests.market.jobs.conftest import FAST_FEDKT
+
+
+@pytest.fixture
+def eager_celery(settings):
+    from workers.celery_app import app
+
+    settings.ONEFOLD_JOB_CHUNK_SIZE = 2
+    app.conf.task_always_eager, app.conf.task_eager_propagates = True, True
+    yield
+    app.conf.task_always_eager, app.conf.task_eager_propagates = False, False
+
+
+def launch(operator, federation, django_capture_on_commit_callbacks, **payload):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api_client_for(operator).post(f"/api/federations/{federation.slug}/jobs/", payload, format="json")
+    assert response.status_code == 201, response.json()
+    return response.json()
+
+
+def test_fedkt_l0_job_runs_to_a_global_model_with_metrics_lineage_and_files(
+        eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks):
+    federation = fedkt_submissions[0].federation
+    body = launch(operator, federation, django_capture_on_commit_callbacks, kind="fedkt", privacy_level="L0",
+                  parameters=FAST_FEDKT, seed=7)
+    job = Job.objects.get(id=body["id"])
+    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    assert JobChunk.objects.filter(job=job).count() == 2
+    model = job.global_model
+    assert model.model_family == "logistic_regression"
+    assert set(model.metrics) == {"accuracy", "balanced_accuracy", "macro_f1", "roc_auc", "confusion_matrix",
+                                  "reliability"}
+    assert sum(map(sum, model.metrics["confusion_matrix"])) == 500
+    assert set(model.submission_metrics) == {str(s.id) for s in fedkt_submissions}
+    assert model.privacy_report == {"level": "L0", "data_independent": None, "data_dependent": None}
+    assert abs(sum(model.contribution_weights.values()) - 1) < 1e-9
+    assert set(model.contribution_weights) == {str(s.organisation_id) for s in fedkt_submissions}
+    assert model.lineage["submissions"] == [s.id for s in fedkt_submissions]
+    assert model.lineage["seed"] == 7
+    assert model.lineage["verification"]["portable_vs_native_max_abs_difference"] < 1e-4
+    files = {file.format: file for file in model.files.all()}
+    assert set(files) == {"skops", "onnx"}
+    session = onnxruntime.InferenceSession(artifact_read(files["onnx"].stored_name))
+    split = arrays_from_npz(job.evaluation_split.data_file)
+    probabilities = session.run(None, {"features": split["features"].astype(np.float32)})[1]
+    assert probabilities.shape == (500, 2)
+    assert abs((probabilities.argmax(axis=1) == split["labels"]).mean() - model.metrics["accuracy"]) < 1e-9
+
+    detail = api_client_for(operator).get(f"/api/jobs/{job.id}/").json()
+    assert detail["progress"] == {"stage": "done", "done": 3, "total": 3, "percent": 100}
+    assert detail["global_model"] == model.id
+    assert any("Succeeded" in line["message"] for line in detail["log"])
+
+
+def test_same_inputs_and_seed_give_the_same_model(eager_celery, operator, fedkt_submissions,
+                                                  django_capture_on_commit_callbacks):
+    federation = fedkt_submissions[0].federation
+    ids = [launch(operator, federation, django_capture_on_commit_callbacks, kind="fedkt", privacy_level="L0",
+                  parameters=FAST_FEDKT, seed=11)["id"] for _ in range(2)]
+    models = [GlobalModel.objects.get(job_id=id) for id in ids]
+    onnx = [artifact_read(m.files.get(format="onnx").stored_name) for m in models]
+    assert onnx[0] == onnx[1]
+    assert models[0].metrics == models[1].metrics
+
+
+def test_fedkt_l1_job_records_both_privacy_analyses_and_stores_its_noisy_answers(
+        eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks):
+    federation = fedkt_submissions[0].federation
+    body = launch(operator, federation, django_capture_on_commit_callbacks, kind="fedkt", privacy_level="L1",
+                  parameters={**FAST_FEDKT, "query": 20, "privacy": {"gamma": 0.02}}, seed=3)
+    job = Job.objects.get(id=body["id"])
+    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    report = job.global_model.privacy_report
+    assert report["level"] == "L1"
+    assert report["data_independent"]["data_dependent"] is False
+    assert report["data_dependent"]["data_dependent"] is True
+    assert report["data_independent"]["unit"] == "party-level"
+    assert report["data_independent"]["n_queries"] == 20
+    assert report["data_dependent"]["epsilon"] <= report["data_independent"]["epsilon"]
+    assert job.noise_drawn_at is not None
+    assert arrays_from_npz(job.noisy_answers_name)["noisy_counts"].shape == (20, 2)
+
+
+def test_ensemble_job_saves_a_bundle_of_its_members(eager_celery, operator, fedkt_submissions,
+                                                    django_capture_on_commit_callbacks):
+    federation = fedkt_submissions[0].federation
+    body = launch(operator, federation, django_capture_on_commit_callbacks, kind="ensemble", privacy_level="L0",
+                  parameters={}, seed=1)
+    job = Job.objects.get(id=body["id"])
+    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    model = job.global_model
+    assert model.model_family == "ensemble"
+    bundle = model.files.get()
+    assert (bundle.role, bundle.format) == ("native", "bundle")
+    with zipfile.ZipFile(io.BytesIO(artifact_read(bundle.stored_name))) as archive:
+        manifest = json.loads(archive.read("manifest.json"))
+        assert len(manifest["members"]) == 6
+        assert abs(sum(member["weight"] for member in manifest["members"]) - 1) < 1e-9

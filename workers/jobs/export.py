@@ -1,0 +1,72 @@
+"""Files of a global model: its native safe format and ONNX, or a bundle zip for an ensemble.
+
+Server-trained scikit-learn models → ``skops`` + ``onnx``; XGBoost → ``xgboost_json`` + ``onnx``; torch zoo
+networks → ``safetensors`` (zoo spec in the metadata) + ``onnx``; ensembles → ``bundle`` (a zip of the member
+files with ``manifest.json``). The engines wrap the final model in
+:class:`workers.learners.AlignedClassifier`; what is exported is the fitted inner estimator, which reads the
+federation's classes ``0 .. K-1`` directly when the final model saw every class.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ExportedFile:
+    role: str  # "native" or "portable"
+    format: str
+    filename: str
+    data: bytes
+
+
+def _inner_estimator(model, n_classes: int):
+    inner = getattr(model, "estimator_", model)
+    present = getattr(model, "present_classes_", None)
+    if inner is None or (present is not None and list(present) != list(range(n_classes))):
+        raise ValueError(f"The final model was trained on examples of classes {list(present)} only, not all "
+                         f"{n_classes}; query more public examples or use less noise so that every class is labelled.")
+    return inner
+
+
+def model_family_of(model) -> str:
+    inner = getattr(model, "estimator_", model)
+    name = type(inner).__name__
+    return {"RandomForestClassifier": "random_forest", "LogisticRegression": "logistic_regression",
+            "XGBClassifier": "xgboost"}.get(name, getattr(inner, "architecture", name.lower()))
+
+
+def export_global_model(model, *, n_features: int, n_classes: int) -> list[ExportedFile]:
+    """Native and portable files of a fitted final model; ValueError if it cannot be exported faithfully."""
+    from workers.modelio.export import (export_sklearn_onnx, export_torch_onnx, export_torch_safetensors,
+                                        export_xgboost_json, export_xgboost_onnx)
+
+    inner = _inner_estimator(model, n_classes)
+    family = model_family_of(model)
+    if family == "xgboost":
+        return [ExportedFile("native", "xgboost_json", "model.json", export_xgboost_json(inner)),
+                ExportedFile("portable", "onnx", "model.onnx", export_xgboost_onnx(inner, n_features))]
+    if hasattr(inner, "module_"):
+        return [ExportedFile("native", "safetensors", "model.safetensors",
+                             export_torch_safetensors(inner.module_, inner.spec_)),
+                ExportedFile("portable", "onnx", "model.onnx", export_torch_onnx(inner.module_, n_features))]
+    import skops.io
+
+    return [ExportedFile("native", "skops", "model.skops", skops.io.dumps(inner)),
+            ExportedFile("portable", "onnx", "model.onnx", export_sklearn_onnx(inner, n_features))]
+
+
+def bundle_zip(members: list[dict], *, n_classes: int, n_features: int) -> bytes:
+    """A zip of ensemble members: ``members`` holds {"filename", "format", "weight", "data"} per member file."""
+    buffer = io.BytesIO()
+    manifest = {"n_classes": n_classes, "n_features": n_features,
+                "members": [{"file": member["filename"], "format": member["format"], "weight": member["weight"]}
+                            for member in members]}
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("manifest.json", json.dumps(manifest, indent=2))
+        for member in members:
+            archive.writestr(member["filename"], member["data"])
+    return buffer.getvalue()
