@@ -1,0 +1,211 @@
+"""Downloads through signed links, loaded by a buyer with public libraries only; predictions through the API."""
+
+import json
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from django.core import signing
+
+from market.audit.models import AuditEvent
+from market.commerce.services import purchase_create
+from tests.conftest import csv_bytes
+
+# What a buyer runs, in a fresh interpreter with only public libraries (no Onefold code on the path).
+BUYER_LOADER = r'''
+import io, json, sys, zipfile
+import numpy as np
+
+def onnx_probabilities(data, features):
+    import onnxruntime
+    session = onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"])
+    outputs = session.run(None, {session.get_inputs()[0].name: features})
+    names = [output.name for output in session.get_outputs()]
+    if "logits" in names:
+        logits = outputs[names.index("logits")].astype(np.float64)
+        exp = np.exp(logits - logits.max(axis=1, keepdims=True))
+        return exp / exp.sum(axis=1, keepdims=True)
+    return next(o for o in outputs if getattr(o, "ndim", 0) == 2 and o.dtype.kind == "f").astype(np.float64)
+
+def xgboost_probabilities(data, features):
+    import xgboost
+    model = xgboost.XGBClassifier()
+    model.load_model(bytearray(data))
+    return model.predict_proba(features)
+
+def skops_probabilities(path, features):
+    import skops.io
+    return skops.io.load(path, trusted=skops.io.get_untrusted_types(file=path)).predict_proba(features)
+
+def safetensors_probabilities(path, features):
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+    with safe_open(path, "pt") as handle:
+        spec = json.loads(handle.metadata()["spec"])
+    widths = [spec["n_features"], *spec["hidden_sizes"]]
+    layers = []
+    for width_in, width_out in zip(widths, widths[1:]):
+        layers += [torch.nn.Linear(width_in, width_out), torch.nn.ReLU()]
+    layers.append(torch.nn.Linear(widths[-1], spec["n_classes"]))
+    network = torch.nn.Sequential(*layers)
+    network.load_state_dict({name.removeprefix("layers."): tensor for name, tensor in load_file(path).items()})
+    with torch.no_grad():
+        return torch.softmax(network(torch.from_numpy(features)), dim=1).double().numpy()
+
+def bundle_probabilities(data, features):
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        manifest = json.loads(archive.read("manifest.json"))
+        total, weights = 0, 0.0
+        for member in manifest["members"]:
+            member_data = archive.read(member["file"])
+            loader = onnx_probabilities if member["format"] == "onnx" else xgboost_probabilities
+            total = total + member["weight"] * loader(member_data, features)
+            weights += member["weight"]
+        return total / weights
+
+model_format, model_path, features_path, output_path = sys.argv[1:]
+features = np.load(features_path).astype(np.float32)
+data = open(model_path, "rb").read()
+probabilities = {
+    "onnx": lambda: onnx_probabilities(data, features), "xgboost_json": lambda: xgboost_probabilities(data, features),
+    "skops": lambda: skops_probabilities(model_path, features),
+    "safetensors": lambda: safetensors_probabilities(model_path, features),
+    "bundle": lambda: bundle_probabilities(data, features),
+}[model_format]()
+np.save(output_path, probabilities)
+print(sorted(m for m in sys.modules if m.split(".")[0] in ("market", "workers", "django")))
+'''
+
+
+def raw_rows(frame) -> list[dict]:
+    return json.loads(frame.drop(columns=["income"]).to_json(orient="records"))
+
+
+def download(api, global_model_id: int, model_format: str) -> bytes:
+    link = api.post(f"/api/global-models/{global_model_id}/download-links/", {"format": model_format}, format="json")
+    assert link.status_code == 201, link.json()
+    response = api.get(link.json()["url"].replace("http://testserver", ""))
+    assert response.status_code == 200, response.content[:200]
+    assert response["Cache-Control"] == "no-store"
+    return b"".join(response.streaming_content)
+
+
+@pytest.mark.parametrize("family, formats", [("random_forest", ["skops", "onnx"]), ("xgboost", ["xgboost_json", "onnx"]),
+                                             ("mlp", ["safetensors", "onnx"]), ("ensemble", ["bundle"])])
+def test_every_downloaded_format_predicts_like_the_platform_with_public_libraries_only(
+        family, formats, published_listing, buyer_user, buyer_api, top_up, adult_evaluation, tmp_path):
+    listing = published_listing(family=family, price_cents=100)
+    top_up(buyer_user.organisation, 100)
+    purchase_create(listing=listing, user=buyer_user)
+    raw, features, _ = adult_evaluation
+    rows = raw.iloc[:200]
+    platform = buyer_api.post(f"/api/global-models/{listing.global_model_id}/predict/", {"rows": raw_rows(rows)},
+                              format="json")
+    assert platform.status_code == 200, platform.json()
+    platform_probabilities = np.asarray(platform.json()["probabilities"])
+    np.save(tmp_path / "features.npy", features[:200])
+
+    for model_format in formats:
+        model_path = tmp_path / f"model.{model_format}"
+        model_path.write_bytes(download(buyer_api, listing.global_model_id, model_format))
+        finished = subprocess.run(
+            [sys.executable, "-I", "-c", BUYER_LOADER, model_format, str(model_path), str(tmp_path / "features.npy"),
+             str(tmp_path / "out.npy")], capture_output=True, text=True, timeout=180, cwd=tmp_path)
+        assert finished.returncode == 0, finished.stderr
+        assert finished.stdout.strip() == "[]"  # no Onefold or Django module was imported
+        downloaded = np.load(tmp_path / "out.npy")
+        np.testing.assert_allclose(downloaded, platform_probabilities, atol=1e-5, err_msg=model_format)
+    assert platform.json()["classes"] == [["<=50K", ">50K"][index] for index in platform_probabilities.argmax(axis=1)]
+
+
+def test_predict_accepts_csv_and_names_the_bad_row_and_column(published_listing, buyer_user, buyer_api, top_up,
+                                                              adult_evaluation):
+    listing = published_listing(price_cents=0)
+    purchase_create(listing=listing, user=buyer_user)
+    raw, _, _ = adult_evaluation
+    url = f"/api/global-models/{listing.global_model_id}/predict/"
+
+    from_csv = buyer_api.post(url, csv_bytes(raw.iloc[:5]), content_type="text/csv")  # label column is ignored
+    from_json = buyer_api.post(url, {"rows": raw_rows(raw.iloc[:5])}, format="json")
+    assert from_csv.status_code == 200, from_csv.json()
+    assert from_csv.json() == from_json.json()
+    assert from_csv.json()["class_labels"] == ["<=50K", ">50K"]
+
+    rows = raw_rows(raw.iloc[:3])
+    rows[1]["age"] = "forty"
+    assert buyer_api.post(url, {"rows": rows}, format="json").json() == {
+        "detail": "Row 2, column 'age': expected a number, got 'forty'."}
+    del rows[1]["age"]
+    assert buyer_api.post(url, {"rows": rows}, format="json").json()["detail"].startswith("Row 2, column 'age': missing")
+    bad_csv = raw.iloc[:4].copy().astype(object)
+    bad_csv.loc[3, "hours-per-week" if "hours-per-week" in raw.columns else raw.columns[0]] = "many"
+    response = buyer_api.post(url, csv_bytes(bad_csv), content_type="text/csv")
+    assert response.status_code == 400 and response.json()["detail"].startswith("Row 4, column '")
+    assert buyer_api.post(url, {"rows": []}, format="json").status_code == 400
+    event = AuditEvent.objects.filter(action="model.predicted").first()
+    assert event.details == {"rows": 5}
+
+
+def test_predict_is_throttled(published_listing, buyer_user, buyer_api, adult_evaluation, settings):
+    from django.core.cache import cache
+
+    cache.clear()
+    settings.ONEFOLD_PREDICT_RATE = "2/minute"
+    listing = published_listing(price_cents=0)
+    purchase_create(listing=listing, user=buyer_user)
+    url = f"/api/global-models/{listing.global_model_id}/predict/"
+    rows = {"rows": raw_rows(adult_evaluation[0].iloc[:1])}
+    statuses = [buyer_api.post(url, rows, format="json").status_code for _ in range(3)]
+    cache.clear()
+    assert statuses == [200, 200, 429]
+
+
+def test_nobody_downloads_or_predicts_with_what_they_did_not_buy(published_listing, buyer_user, buyer_api, silo_api,
+                                                                 operator_api, top_up, adult_evaluation):
+    listing = published_listing(price_cents=100)
+    unbought = published_listing(price_cents=100, family="xgboost")
+    top_up(buyer_user.organisation, 100)
+    purchase_create(listing=listing, user=buyer_user)
+    rows = {"rows": raw_rows(adult_evaluation[0].iloc[:1])}
+
+    for api in (silo_api,):  # a contributing silo has not bought the model
+        assert api.post(f"/api/global-models/{listing.global_model_id}/download-links/", {"format": "onnx"},
+                        format="json").status_code == 404
+        assert api.post(f"/api/global-models/{listing.global_model_id}/predict/", rows, format="json").status_code == 404
+    assert buyer_api.post(f"/api/global-models/{unbought.global_model_id}/download-links/", {"format": "onnx"},
+                          format="json").status_code == 404
+    assert buyer_api.post(f"/api/global-models/{unbought.global_model_id}/predict/", rows,
+                          format="json").status_code == 404
+    missing = buyer_api.post("/api/global-models/999999/download-links/", {"format": "onnx"}, format="json")
+    assert (missing.status_code, missing.json()["detail"]) == (
+        404, "There is no global model #999999 that your organisation has bought.")
+    assert operator_api.post(f"/api/global-models/{unbought.global_model_id}/download-links/", {"format": "onnx"},
+                             format="json").status_code == 201
+    assert buyer_api.post(f"/api/global-models/{listing.global_model_id}/download-links/", {"format": "pickle"},
+                          format="json").status_code == 400
+
+
+def test_signed_links_cannot_be_tampered_with_reused_by_others_or_used_after_expiry(
+        published_listing, buyer_user, buyer_api, top_up, settings, client):
+    listing = published_listing(price_cents=100)
+    top_up(buyer_user.organisation, 100)
+    purchase_create(listing=listing, user=buyer_user)
+    url = buyer_api.post(f"/api/global-models/{listing.global_model_id}/download-links/", {"format": "onnx"},
+                         format="json").json()["url"].replace("http://testserver", "")
+    token = url.rstrip("/").rsplit("/", 1)[1]
+    payload = signing.TimestampSigner(salt="onefold.commerce.download").unsign_object(token)
+
+    assert client.get(url).status_code == 200  # the link is the credential, usable from curl
+    forged = signing.TimestampSigner(salt="onefold.commerce.download", key="guessed-key").sign_object(
+        {**payload, "file": payload["file"] + 1})
+    assert client.get(f"/api/downloads/{forged}/").status_code == 403
+    assert client.get(url.replace(token, token[:-2] + ("AA" if not token.endswith("AA") else "BB"))).status_code == 403
+    public_media = client.get(f"/media/{listing.global_model.files.get(format='onnx').stored_name}")
+    assert public_media.status_code == 404
+    settings.ONEFOLD_DOWNLOAD_LINK_TTL_SECONDS = 1
+    time.sleep(2.1)
+    expired = client.get(url)
+    assert expired.status_code == 403 and "expired" in expired.json()["detail"]
