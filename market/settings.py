@@ -5,6 +5,7 @@ broker under ``ONEFOLD_VAR_DIR``. A bad value stops start-up with a message nami
 """
 
 import os
+import re
 from pathlib import Path
 
 import dj_database_url
@@ -50,7 +51,7 @@ CSRF_TRUSTED_ORIGINS = [origin for origin in env_text("ONEFOLD_CSRF_TRUSTED_ORIG
 
 VAR_DIR = Path(env_text("ONEFOLD_VAR_DIR", str(BASE_DIR / "var"))).resolve()
 MEDIA_ROOT = Path(env_text("ONEFOLD_MEDIA_ROOT", str(VAR_DIR / "media"))).resolve()
-MEDIA_URL = "/media/"
+MEDIA_URL = None  # artifacts are never served from a URL: downloads go through views that check access
 STATIC_URL = "/static/"
 STATIC_ROOT = Path(env_text("ONEFOLD_STATIC_ROOT", str(VAR_DIR / "static"))).resolve()
 
@@ -76,6 +77,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -149,12 +151,18 @@ ONEFOLD_PREDICT_MAX_ROWS = env_int("ONEFOLD_PREDICT_MAX_ROWS", 10_000)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "market.accounts.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "market.errors.api_exception_handler",
+    # Per token (per user for browser sessions, per address without credentials); 429 carries Retry-After.
+    "DEFAULT_THROTTLE_CLASSES": ["market.accounts.authentication.TokenRateThrottle",
+                                 "market.accounts.authentication.AnonymousRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"token": env_text("ONEFOLD_API_RATE_PER_TOKEN", "600/minute"),
+                               "anonymous": env_text("ONEFOLD_API_RATE_ANONYMOUS", "120/minute")},
+    "NUM_PROXIES": 0,  # throttle by REMOTE_ADDR: a client-sent X-Forwarded-For must not pick its own bucket
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Onefold API",
@@ -201,3 +209,34 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_text("ONEFOLD_LOG_LEVEL", "INFO")},
 }
+
+# --- security: tokens, sign-in limits, HTTPS, Content Security Policy (issue 9) ---
+for _scope, _rate in REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"].items():
+    if not re.fullmatch(r"[1-9][0-9]*/(second|minute|hour|day)", _rate):
+        raise ImproperlyConfigured(f"The {_scope} API rate must look like 600/minute, not {_rate!r}.")
+ONEFOLD_TOKEN_DEFAULT_DAYS = env_int("ONEFOLD_TOKEN_DEFAULT_DAYS", 90)
+ONEFOLD_TOKEN_MAX_DAYS = env_int("ONEFOLD_TOKEN_MAX_DAYS", 365)
+ONEFOLD_SIGNIN_MAX_FAILURES = env_int("ONEFOLD_SIGNIN_MAX_FAILURES", 5)
+ONEFOLD_SIGNIN_MAX_FAILURES_PER_ADDRESS = env_int("ONEFOLD_SIGNIN_MAX_FAILURES_PER_ADDRESS", 20)
+ONEFOLD_SIGNIN_WINDOW_SECONDS = env_int("ONEFOLD_SIGNIN_WINDOW_SECONDS", 15 * 60)
+# Sign-in counters and API throttles live in the cache: one Redis shared by every web process in production.
+_CACHE_URL = env_text("ONEFOLD_CACHE_URL", "")
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _CACHE_URL}
+          if _CACHE_URL else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+if not DEBUG and (len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5):
+    raise ImproperlyConfigured("ONEFOLD_SECRET_KEY must be a random string of at least 50 characters.")
+SECURE_SSL_REDIRECT = env_bool("ONEFOLD_SECURE_SSL_REDIRECT", not DEBUG)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("ONEFOLD_SECURE_COOKIES", not DEBUG)
+SECURE_HSTS_SECONDS = 0 if DEBUG else env_int("ONEFOLD_HSTS_SECONDS", 365 * 24 * 3600)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("ONEFOLD_HSTS_INCLUDE_SUBDOMAINS", True)
+SECURE_HSTS_PRELOAD = env_bool("ONEFOLD_HSTS_PRELOAD", True)
+if env_bool("ONEFOLD_BEHIND_HTTPS_PROXY", False):  # only behind a proxy that sets (never forwards) this header
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+X_FRAME_OPTIONS = "DENY"
+# Pages run no inline script and no inline handler: JavaScript comes from our static files only.
+CONTENT_SECURITY_POLICY = {"DIRECTIVES": {
+    "default-src": ["'self'"], "script-src": ["'self'"], "style-src": ["'self'"], "img-src": ["'self'", "data:"],
+    "connect-src": ["'self'"], "font-src": ["'self'"], "object-src": ["'none'"], "base-uri": ["'self'"],
+    "form-action": ["'self'"], "frame-ancestors": ["'none'"],
+}}

@@ -1,6 +1,11 @@
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from csp.decorators import csp_update
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+
+SWAGGER_UI_POLICY = {"script-src": ["https://cdn.jsdelivr.net"],
+                     "style-src": ["https://cdn.jsdelivr.net", "'unsafe-inline'"],
+                     "img-src": ["https://cdn.jsdelivr.net"]}
 
 api_patterns = [
     path("", include("market.accounts.urls")),
@@ -11,7 +16,9 @@ api_patterns = [
     path("", include("market.commerce.urls")),
     path("", include("market.audit.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    # The split view serves its start-up script as a file (no inline script); Swagger UI itself comes from its CDN.
+    path("docs/", csp_update(SWAGGER_UI_POLICY)(SpectacularSwaggerSplitView.as_view(url_name="api-schema")),
+         name="api-docs"),
 ]
 
 urlpatterns = [

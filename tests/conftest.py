@@ -32,6 +32,15 @@ def media_root(request, tmp_path):
     return settings.MEDIA_ROOT
 
 
+@pytest.fixture(autouse=True)
+def fresh_cache(request):
+    """Sign-in counters and API throttles live in the cache; each test starts with none."""
+    if request.config.pluginmanager.hasplugin("django"):
+        from django.core.cache import cache
+
+        cache.clear()
+
+
 @pytest.fixture(scope="session")
 def adult_frame() -> pd.DataFrame:
     """A fixed 3,000-row sample of the real UCI Adult data, income labels included."""

@@ -1,0 +1,96 @@
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from market.audit.models import AuditEvent
+from market.errors import PermissionDenied
+from market.audit.services import GENESIS_HASH, audit_entry_hash, audit_event_fields
+
+CHUNK_SIZE = 2000
+
+
+@dataclass(frozen=True)
+class ChainVerdict:
+    """The outcome of walking the audit chain in id order.
+
+    ``head_hash`` is the last entry's hash: recorded elsewhere (an export, a ticket), it lets a later
+    verification detect entries removed from the end of the chain, which the chain alone cannot.
+    """
+
+    ok: bool
+    checked: int
+    head_hash: str
+    broken_at_id: int | None = None
+    problem: str = ""
+
+    def as_dict(self) -> dict:
+        return {"ok": self.ok, "checked": self.checked, "head_hash": self.head_hash,
+                "broken_at_id": self.broken_at_id, "problem": self.problem}
+
+
+def _broken(event: AuditEvent, expected_previous: str) -> str:
+    """Why this entry does not continue the chain, or '' when it does."""
+    if event.previous_hash != expected_previous:
+        return (f"Entry {event.id} does not follow the entry before it (its previous hash is "
+                f"{event.previous_hash[:12]}…, expected {expected_previous[:12]}…): an entry was deleted, "
+                "inserted or reordered.")
+    if event.entry_hash != audit_entry_hash(previous_hash=event.previous_hash, fields=audit_event_fields(event)):
+        return f"Entry {event.id} does not match its hash: it was edited after it was written."
+    return ""
+
+
+def audit_chain_verify(*, expected_head: str | None = None) -> ChainVerdict:
+    """Recompute every entry's hash in id order; the first entry that breaks the chain is reported.
+
+    Detects edited entries, deleted or inserted entries (the next entry's ``previous_hash`` no longer
+    matches) and reordered ids. With ``expected_head`` (the head hash recorded earlier) it also
+    detects entries deleted from the end.
+    """
+    expected_previous, checked = GENESIS_HASH, 0
+    found_expected_head = expected_head is None or expected_head == GENESIS_HASH
+    for event in AuditEvent.objects.order_by("id").iterator(chunk_size=CHUNK_SIZE):
+        problem = _broken(event, expected_previous)
+        if problem:
+            return ChainVerdict(ok=False, checked=checked, head_hash=expected_previous, broken_at_id=event.id,
+                                problem=problem)
+        expected_previous, checked = event.entry_hash, checked + 1
+        found_expected_head = found_expected_head or event.entry_hash == expected_head
+    if not found_expected_head:
+        return ChainVerdict(ok=False, checked=checked, head_hash=expected_previous,
+                            problem=f"The recorded head {expected_head[:12]}… is no longer in the chain: "
+                                    "entries were removed from its end.")
+    return ChainVerdict(ok=True, checked=checked, head_hash=expected_previous)
+
+
+def audit_event_as_dict(event: AuditEvent) -> dict:
+    """One entry as a JSON-ready dict: the hashed fields plus id and the two hashes (one JSON line of an export)."""
+    return {"id": event.id, **audit_event_fields(event), "previous_hash": event.previous_hash,
+            "entry_hash": event.entry_hash}
+
+
+def audit_events_export() -> Iterator[dict]:
+    """Every entry in chain order, streamed in chunks so that a long log never sits in memory at once."""
+    for event in AuditEvent.objects.order_by("id").iterator(chunk_size=CHUNK_SIZE):
+        yield audit_event_as_dict(event)
+
+
+def audit_json_lines() -> Iterator[str]:
+    """The JSON-lines export: one entry per line as canonical JSON (sorted keys), in chain order."""
+    for entry in audit_events_export():
+        yield json.dumps(entry, sort_keys=True, default=str) + "\n"
+
+
+def audit_event_list(*, action_prefix: str = "", outcome: str = "", limit: int = 200) -> list[AuditEvent]:
+    """The newest entries first, optionally only one action family (``auth.``) or outcome."""
+    events = AuditEvent.objects.select_related("actor", "organisation").order_by("-id")
+    if action_prefix:
+        events = events.filter(action__startswith=action_prefix)
+    if outcome:
+        events = events.filter(outcome=outcome)
+    return list(events[:limit])
+
+
+def audit_require_reader(*, user) -> None:
+    """Only market operators read or export the audit log."""
+    if not getattr(user, "is_operator", False):
+        raise PermissionDenied("Only market operators can read the audit log.")

@@ -1,3 +1,4 @@
+import functools
 import hashlib
 import json
 
@@ -57,3 +58,27 @@ def audit_record(*, action: str, outcome: str = AuditOutcome.SUCCESS, actor=None
         event.entry_hash = audit_entry_hash(previous_hash=event.previous_hash, fields=audit_event_fields(event))
         event.save(force_insert=True)
     return event
+
+
+def audit_refusals(action: str, *, actor_argument: str = "user", target_argument: str | None = None):
+    """Decorate a service so that a domain error it raises is recorded as a refused ``action``, then re-raised.
+
+    The record is written after the service returned (its own transaction already rolled back); the
+    reason is the error's sentence, which never holds secrets or model contents.
+    """
+    from market.errors import domain_error_from
+
+    def decorate(service):
+        @functools.wraps(service)
+        def audited(*args, **kwargs):
+            try:
+                return service(*args, **kwargs)
+            except Exception as error:
+                domain_error = domain_error_from(error)
+                if domain_error is not None:
+                    target = kwargs.get(target_argument) if target_argument else None
+                    audit_record(action=action, outcome=AuditOutcome.REFUSED, actor=kwargs.get(actor_argument),
+                                 target=target, details={"reason": str(domain_error)})
+                raise
+        return audited
+    return decorate

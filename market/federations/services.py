@@ -4,6 +4,7 @@ from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
 from market.accounts.models import User
+from market.audit.services import audit_record, audit_refusals
 from market.errors import Conflict, InvalidInput, PermissionDenied
 from market.federations.models import EvaluationSplit, Federation, Membership, PrivacyLevel, PublicDataset
 from market.federations.selectors import public_dataset_current
@@ -58,13 +59,17 @@ def federation_create(*, name: str, description: str, class_labels: list, label_
         default_privacy_level=default_privacy_level)
 
 
+@audit_refusals("membership.joined", target_argument="federation")
 def federation_join(*, federation: Federation, user: User) -> tuple[Membership, bool]:
     """Make the user's organisation a member; joining again changes nothing. Returns (membership, created)."""
     organisation = user.organisation
     if organisation is None or not organisation.is_silo:
         raise PermissionDenied("Only members of a silo organisation can join a federation.")
     # get_or_create survives a concurrent join: it catches the unique constraint's error and reads the winner's row.
-    return Membership.objects.get_or_create(federation=federation, organisation=organisation)
+    membership, created = Membership.objects.get_or_create(federation=federation, organisation=organisation)
+    if created:
+        audit_record(action="membership.joined", actor=user, target=membership, details={"federation": federation.slug})
+    return membership, created
 
 
 def public_dataset_upload(*, federation: Federation, data: bytes, uploaded_by: User) -> PublicDataset:

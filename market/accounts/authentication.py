@@ -1,0 +1,50 @@
+"""How API requests authenticate and how fast they may come.
+
+``Authorization: Token <key>`` finds a named, unexpired, unrevoked ``ApiToken`` by the key's hash.
+Throttling counts requests per token (per user for browser sessions, per address for anonymous
+clients); DRF answers ``429`` with ``Retry-After``.
+"""
+
+from rest_framework.authentication import TokenAuthentication
+from rest_framework.throttling import SimpleRateThrottle
+
+from market.accounts.models import ApiToken
+from market.accounts.selectors import api_token_for_key
+
+
+class ApiTokenAuthentication(TokenAuthentication):
+    keyword = "Token"
+
+    def authenticate_credentials(self, key):
+        # Imported here: DRF loads this class while market.accounts.services (via market.errors) is importing DRF.
+        from market.accounts.services import api_token_mark_used
+
+        token = api_token_for_key(key=key)
+        api_token_mark_used(token=token)
+        return token.user, token
+
+
+class TokenRateThrottle(SimpleRateThrottle):
+    """Requests per token; a browser session counts per user."""
+
+    scope = "token"
+
+    def get_cache_key(self, request, view):
+        if isinstance(request.auth, ApiToken):
+            ident = f"token-{request.auth.pk}"
+        elif request.user and request.user.is_authenticated:
+            ident = f"user-{request.user.pk}"
+        else:
+            return None
+        return self.cache_format % {"scope": self.scope, "ident": ident}
+
+
+class AnonymousRateThrottle(SimpleRateThrottle):
+    """Requests per client address without credentials (the token endpoint, signed download links)."""
+
+    scope = "anonymous"
+
+    def get_cache_key(self, request, view):
+        if request.user and request.user.is_authenticated:
+            return None
+        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
