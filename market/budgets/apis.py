@@ -1,0 +1,188 @@
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from market.budgets.selectors import (budget_get, budget_ledger, budget_list, budget_summary, entry_summary,
+                                      ledger_csv)
+from market.budgets.services import budget_calibrate, budget_limit_set, budget_price_job
+from market.federations.selectors import federation_get, federation_require_member
+
+
+class BudgetOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    federation = serializers.SlugField()
+    organisation_id = serializers.IntegerField()
+    organisation = serializers.CharField()
+    epsilon_limit = serializers.DecimalField(max_digits=12, decimal_places=6, coerce_to_string=True)
+    delta = serializers.CharField()
+    spent = serializers.DecimalField(max_digits=12, decimal_places=6, coerce_to_string=True)
+    reserved = serializers.DecimalField(max_digits=12, decimal_places=6, coerce_to_string=True)
+    remaining = serializers.DecimalField(max_digits=12, decimal_places=6, coerce_to_string=True)
+    used_fraction = serializers.FloatField()
+    warning = serializers.BooleanField(help_text="Spent and reserved together reach 80 % of the limit.")
+    composition_rule = serializers.CharField()
+    composition = serializers.CharField()
+    updated_at = serializers.DateTimeField()
+
+
+class LimitInput(serializers.Serializer):
+    epsilon_limit = serializers.DecimalField(max_digits=12, decimal_places=6, min_value=0)
+    reason = serializers.CharField(max_length=1000, allow_blank=True, default="")
+
+
+class EntryOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    budget_id = serializers.IntegerField()
+    organisation_id = serializers.IntegerField()
+    organisation = serializers.CharField()
+    kind = serializers.CharField(help_text="reserve, charge, release or adjust")
+    epsilon = serializers.CharField()
+    unit = serializers.CharField()
+    delta = serializers.CharField(allow_null=True)
+    mechanism = serializers.CharField()
+    parameters = serializers.DictField()
+    job_id = serializers.IntegerField(allow_null=True)
+    submission_id = serializers.IntegerField(allow_null=True)
+    actor = serializers.CharField(allow_null=True)
+    reason = serializers.CharField()
+    composition_rule = serializers.CharField()
+    spent_after = serializers.CharField()
+    reserved_after = serializers.CharField()
+    epsilon_limit_after = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class PrivacyParametersInput(serializers.Serializer):
+    mechanism = serializers.ChoiceField(["laplace", "gaussian"])
+    gamma = serializers.FloatField(allow_null=True, required=False, default=None)
+    sigma = serializers.FloatField(allow_null=True, required=False, default=None)
+    delta = serializers.FloatField()
+    n_queries = serializers.IntegerField(min_value=0, required=False)
+
+
+class PriceInput(serializers.Serializer):
+    organisations = serializers.ListField(child=serializers.IntegerField(), required=False,
+                                          help_text="Organisation ids; all members when left out.")
+    privacy = PrivacyParametersInput()
+    partitions = serializers.IntegerField(min_value=1)
+    teachers = serializers.IntegerField(min_value=1, default=1)
+
+
+class CalibrationInput(PriceInput):
+    solve_for = serializers.ChoiceField(["noise", "queries"])
+
+
+class CsvRenderer(BaseRenderer):
+    """Lets ``?format=csv`` through DRF's content negotiation; the view writes the CSV itself."""
+
+    media_type = "text/csv"
+    format = "csv"
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        return data if isinstance(data, (str, bytes)) else b""
+
+
+def _federation(request, slug):
+    federation = federation_get(slug=slug, user=request.user)
+    federation_require_member(federation=federation, user=request.user)
+    return federation
+
+
+class BudgetListApi(APIView):
+    @extend_schema(responses=BudgetOutput(many=True),
+                   description="Operators: every silo's budget; a member silo: its own only.")
+    def get(self, request, slug):
+        federation = federation_get(slug=slug, user=request.user)
+        budgets = budget_list(federation=federation, user=request.user)
+        return Response(BudgetOutput([budget_summary(budget) for budget in budgets], many=True).data)
+
+
+class BudgetDetailApi(APIView):
+    @extend_schema(responses=BudgetOutput)
+    def get(self, request, budget_id):
+        return Response(BudgetOutput(budget_summary(budget_get(budget_id=budget_id, user=request.user))).data)
+
+    @extend_schema(request=LimitInput, responses=BudgetOutput,
+                   description="Operators set a silo's ε limit (audited); below the current spend is a 409.")
+    def patch(self, request, budget_id):
+        budget_get(budget_id=budget_id, user=request.user)
+        given = LimitInput(data=request.data)
+        given.is_valid(raise_exception=True)
+        budget = budget_limit_set(budget_id=budget_id, actor=request.user, request=request, **given.validated_data)
+        return Response(BudgetOutput(budget_summary(budget)).data)
+
+
+class BudgetLedgerApi(APIView):
+    renderer_classes = [JSONRenderer, CsvRenderer]
+
+    @extend_schema(responses={200: EntryOutput(many=True), (200, "text/csv"): OpenApiTypes.STR}, parameters=[
+        OpenApiParameter("silo", int, description="Organisation id"), OpenApiParameter("job", int),
+        OpenApiParameter("kind", str, description="reserve, charge, release or adjust"),
+        OpenApiParameter("since", str, description="YYYY-MM-DD or ISO 8601, inclusive"),
+        OpenApiParameter("until", str, description="YYYY-MM-DD or ISO 8601, inclusive"),
+        OpenApiParameter("format", str, enum=["json", "csv"])])
+    def get(self, request, slug):
+        federation = federation_get(slug=slug, user=request.user)
+        filters = {name: request.query_params.get(name) for name in ("silo", "job", "kind", "since", "until")}
+        entries = budget_ledger(federation=federation, user=request.user, **filters)
+        if request.accepted_renderer.format == "csv":
+            response = HttpResponse(ledger_csv(entries, user=request.user, federation=federation),
+                                    content_type="text/csv; charset=utf-8")
+            response["Content-Disposition"] = f'attachment; filename="{slug}-privacy-ledger.csv"'
+            return response
+        entries = entries[:1000]
+        return Response(EntryOutput([entry_summary(entry, user=request.user, federation=federation)
+                                     for entry in entries], many=True).data)
+
+
+def _organisations(federation, request, given, *, own_only: bool = False) -> list[int]:
+    """The silos to price: those asked for (operators may name any member), else every visible budget's."""
+    if own_only and not request.user.is_operator:
+        return [request.user.organisation_id]
+    if "organisations" in given:
+        return given["organisations"]
+    members = federation.members.values_list("id", flat=True)
+    return list(members)
+
+
+def _visible(quote: dict, request) -> dict:
+    """Non-operators see their own silo's line of a quote only (other silos' budgets are not theirs to read)."""
+    if request.user.is_operator:
+        return quote
+    return {**quote, "silos": [silo for silo in quote["silos"] if silo["organisation_id"] == request.user.organisation_id]}
+
+
+class BudgetPriceApi(APIView):
+    @extend_schema(request=PriceInput, responses={200: OpenApiTypes.OBJECT},
+                   description="Dry run: what an L1 FedKT job would cost each silo; nothing is reserved. "
+                               "A silo sees its own line only.")
+    def post(self, request, slug):
+        federation = _federation(request, slug)
+        given = PriceInput(data=request.data)
+        given.is_valid(raise_exception=True)
+        data = given.validated_data
+        quote = budget_price_job(federation=federation, organisations=_organisations(federation, request, data),
+                                 privacy_parameters=data["privacy"], partitions=data["partitions"],
+                                 teachers=data["teachers"])
+        return Response(_visible(quote, request))
+
+
+class BudgetCalibrationApi(APIView):
+    @extend_schema(request=CalibrationInput, responses={200: OpenApiTypes.OBJECT},
+                   description="The least noise (largest γ, smallest σ) or the most queries that fit every silo.")
+    def post(self, request, slug):
+        federation = _federation(request, slug)
+        given = CalibrationInput(data=request.data)
+        given.is_valid(raise_exception=True)
+        data = given.validated_data
+        # A silo calibrates against its own budget only: the answer for several silos would reveal their remainders.
+        result = budget_calibrate(federation=federation,
+                                  organisations=_organisations(federation, request, data, own_only=True),
+                                  privacy_parameters=data["privacy"], partitions=data["partitions"],
+                                  teachers=data["teachers"], solve_for=data["solve_for"])
+        return Response(result)

@@ -1,0 +1,144 @@
+"""Reads of privacy budgets and their ledger, with who may see what.
+
+Operators see every silo's budget in a federation; a member silo sees only its own (another silo's budget
+is "not found", not "forbidden", so its existence is not confirmed). Data-dependent ε recorded on ledger
+lines is shown outside the operator's views only when the federation publishes it.
+"""
+
+import csv
+import io
+from datetime import datetime, time
+
+from django.db.models import QuerySet
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
+
+from market.accounts.models import User
+from market.budgets.models import BudgetEntry, EntryKind, PrivacyBudget
+from market.budgets.services import budgets_ensure
+from market.errors import InvalidInput, NotFound
+from market.federations.models import Federation
+from market.federations.selectors import federation_require_member
+from workers.privacy.costs import rule_description
+
+#: Budgets at or past this fraction of their limit (spent + reserved) are flagged on the dashboard.
+WARNING_FRACTION = 0.8
+
+
+def budget_list(*, federation: Federation, user: User) -> QuerySet[PrivacyBudget]:
+    """The budgets the user may see in a federation (created for members who have none yet)."""
+    federation_require_member(federation=federation, user=user)
+    budgets_ensure(federation=federation)
+    budgets = PrivacyBudget.objects.filter(federation=federation).select_related("organisation", "federation")
+    if not user.is_operator:
+        budgets = budgets.filter(organisation_id=user.organisation_id)
+    return budgets.order_by("organisation__name")
+
+
+def budget_get(*, budget_id: int, user: User) -> PrivacyBudget:
+    budget = PrivacyBudget.objects.select_related("organisation", "federation").filter(id=budget_id).first()
+    if budget is None or not (user.is_operator or budget.organisation_id == user.organisation_id):
+        raise NotFound(f"There is no privacy budget #{budget_id}.")
+    return budget
+
+
+def budget_summary(budget: PrivacyBudget) -> dict:
+    """A budget's figures as the API and the dashboard show them (ε as decimal strings)."""
+    return {"id": budget.id, "federation": budget.federation.slug, "organisation_id": budget.organisation_id,
+            "organisation": budget.organisation.name, "epsilon_limit": str(budget.epsilon_limit),
+            "delta": format(budget.delta.normalize(), "f"), "spent": str(budget.spent),
+            "reserved": str(budget.reserved), "remaining": str(budget.remaining),
+            "used_fraction": round(budget.used_fraction, 6), "warning": budget.used_fraction >= WARNING_FRACTION,
+            "composition_rule": budget.composition_rule,
+            "composition": rule_description(budget.composition_rule), "updated_at": budget.updated_at}
+
+
+def _moment(text: str, *, end_of_day: bool):
+    moment = parse_datetime(text)
+    if moment is None:
+        day = parse_date(text)
+        if day is None:
+            raise InvalidInput(f"'{text}' is not a date (YYYY-MM-DD) or date and time (ISO 8601).")
+        moment = datetime.combine(day, time.max if end_of_day else time.min)
+    return timezone.make_aware(moment) if timezone.is_naive(moment) else moment
+
+
+def _integer(text, name: str) -> int:
+    try:
+        return int(text)
+    except (TypeError, ValueError) as error:
+        raise InvalidInput(f"The {name} filter must be a number, got '{text}'.") from error
+
+
+def budget_ledger(*, federation: Federation, user: User, silo=None, job=None, kind=None, since=None,
+                  until=None) -> QuerySet[BudgetEntry]:
+    """Ledger lines of the budgets the user may see, newest first, filtered by silo (organisation id), job id,
+    kind and date (``since`` and ``until`` inclusive; a bare date covers the whole day)."""
+    federation_require_member(federation=federation, user=user)
+    entries = BudgetEntry.objects.filter(budget__federation=federation).select_related(
+        "budget__organisation", "actor")
+    if not user.is_operator:
+        entries = entries.filter(budget__organisation_id=user.organisation_id)
+    if silo not in (None, ""):
+        entries = entries.filter(budget__organisation_id=_integer(silo, "silo"))
+    if job not in (None, ""):
+        entries = entries.filter(job_id=_integer(job, "job"))
+    if kind not in (None, ""):
+        if kind not in EntryKind.values:
+            raise InvalidInput(f"The kind filter must be one of {', '.join(EntryKind.values)}, got '{kind}'.")
+        entries = entries.filter(kind=kind)
+    if since:
+        entries = entries.filter(created_at__gte=_moment(since, end_of_day=False))
+    if until:
+        entries = entries.filter(created_at__lte=_moment(until, end_of_day=True))
+    return entries.order_by("-created_at", "-id")
+
+
+def entry_parameters_for(entry: BudgetEntry, *, user: User, federation: Federation) -> dict:
+    """A line's parameters, without the data-dependent ε unless the user is an operator or the federation publishes it."""
+    parameters = dict(entry.parameters or {})
+    if "data_dependent" in parameters and not (user.is_operator or federation.publish_data_dependent_epsilon):
+        parameters.pop("data_dependent")
+    return parameters
+
+
+def entry_summary(entry: BudgetEntry, *, user: User, federation: Federation) -> dict:
+    return {"id": entry.id, "budget_id": entry.budget_id, "organisation_id": entry.budget.organisation_id,
+            "organisation": entry.budget.organisation.name, "kind": entry.kind, "epsilon": str(entry.epsilon),
+            "unit": entry.unit, "delta": format(entry.delta.normalize(), "f") if entry.delta is not None else None,
+            "mechanism": entry.mechanism, "parameters": entry_parameters_for(entry, user=user, federation=federation),
+            "job_id": entry.job_id, "submission_id": entry.submission_id,
+            "actor": entry.actor.username if entry.actor else None, "reason": entry.reason,
+            "composition_rule": entry.composition_rule, "spent_after": str(entry.spent_after),
+            "reserved_after": str(entry.reserved_after), "epsilon_limit_after": str(entry.epsilon_limit_after),
+            "created_at": entry.created_at}
+
+
+CSV_COLUMNS = ["id", "created_at", "organisation", "kind", "epsilon", "unit", "delta", "mechanism", "job_id",
+               "submission_id", "actor", "reason", "composition_rule", "spent_after", "reserved_after",
+               "epsilon_limit_after"]
+
+
+def ledger_csv(entries, *, user: User, federation: Federation) -> str:
+    """The ledger lines as CSV, one row per line, the columns of :data:`CSV_COLUMNS`."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, extrasaction="ignore")
+    writer.writeheader()
+    for entry in entries:
+        row = entry_summary(entry, user=user, federation=federation)
+        row["created_at"] = row["created_at"].isoformat()
+        # A spreadsheet would run a cell that starts with = + - @ as a formula; the reason is free text.
+        if row["reason"][:1] in ("=", "+", "-", "@"):
+            row["reason"] = "'" + row["reason"]
+        writer.writerow(row)
+    return buffer.getvalue()
+
+
+def budget_timeline(*, federation: Federation, user: User) -> dict:
+    """Per silo, the spent and reserved ε after every ledger line, oldest first (for the dashboard's timeline)."""
+    series: dict[str, list] = {}
+    for entry in budget_ledger(federation=federation, user=user).order_by("created_at", "id"):
+        series.setdefault(entry.budget.organisation.name, []).append(
+            {"at": entry.created_at.isoformat(), "kind": entry.kind, "spent": float(entry.spent_after),
+             "reserved": float(entry.reserved_after), "limit": float(entry.epsilon_limit_after)})
+    return series

@@ -1,1 +1,12 @@
-urlpatterns = []
+from django.urls import path
+
+from market.budgets import apis
+
+urlpatterns = [
+    path("federations/<slug:slug>/budgets/", apis.BudgetListApi.as_view(), name="api-budget-list"),
+    path("budgets/<int:budget_id>/", apis.BudgetDetailApi.as_view(), name="api-budget-detail"),
+    path("federations/<slug:slug>/budget-ledger/", apis.BudgetLedgerApi.as_view(), name="api-budget-ledger"),
+    path("federations/<slug:slug>/budget-price/", apis.BudgetPriceApi.as_view(), name="api-budget-price"),
+    path("federations/<slug:slug>/budget-calibration/", apis.BudgetCalibrationApi.as_view(),
+         name="api-budget-calibration"),
+]
