@@ -1,0 +1,115 @@
+"""The toolkit against a live market: real HTTP to a live test server, a real Celery worker validating uploads."""
+
+import json
+
+import pytest
+
+from tests.workers.silo.conftest import SMALL_FORESTS
+from workers.silo.errors import EXIT_AUTH, EXIT_REFUSED
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def login_as(run_cli, live_server):
+    def login(username: str, password: str):
+        return run_cli("login", "--market", live_server.url, "--username", username, "--password", password)
+    return login
+
+
+def test_login_stores_the_token_with_its_market_and_later_commands_use_it(login_as, run_cli, live_server,
+                                                                         federation_with_data, private_config):
+    code, out, err = login_as("sam-silo", "silo-password")
+    assert code == 0, err
+    assert err == ""
+    assert out == f"Logged in to {live_server.url}/ as sam-silo (Northwind Hospital). Token stored in {private_config}.\n"
+    stored = json.loads(private_config.read_text())
+    assert set(stored) == {"market_url", "username", "token"}
+    assert (stored["market_url"], stored["username"]) == (f"{live_server.url}/", "sam-silo")
+    assert len(stored["token"]) >= 20
+    assert private_config.stat().st_mode & 0o777 == 0o600
+    code, out, _ = run_cli("federations", "--json")
+    assert code == 0
+    assert [(item["slug"], item["is_member"]) for item in json.loads(out)["federations"]] == [("adult-income", True)]
+
+
+def test_login_with_a_wrong_password_exits_4_and_stores_nothing(login_as, live_server, silo_user, private_config):
+    code, out, err = login_as("sam-silo", "not-the-password")
+    assert (code, out) == (EXIT_AUTH, "")
+    assert err == (f"Error: The market at {live_server.url}/ refused the username and password (Unable to log in "
+                   "with provided credentials.); check them and try again.\n")
+    assert not private_config.exists()
+
+
+def test_a_token_for_another_market_is_refused_before_anything_is_sent(login_as, run_cli, live_server, silo_user):
+    login_as("sam-silo", "silo-password")
+    code, out, err = run_cli("federations", "--market", "http://market.example.org", "--json")
+    assert code == EXIT_AUTH
+    message = (f"The stored token was issued by the market at {live_server.url}/, not by http://market.example.org/; "
+               "a token only works on the market that issued it. Run `python -m workers.silo login --market "
+               "http://market.example.org/` to log in there.")
+    assert err == f"Error: {message}\n"
+    assert json.loads(out) == {"error": {"message": message, "status": None, "exit_code": EXIT_AUTH}}
+
+
+def test_a_token_this_market_did_not_issue_is_explained(run_cli, live_server, silo_user, private_config):
+    private_config.parent.mkdir(parents=True)
+    private_config.write_text(json.dumps({"market_url": live_server.url, "token": "f" * 40, "username": "sam-silo"}))
+    code, _, err = run_cli("federations")
+    assert code == EXIT_AUTH
+    assert err == (f"Error: The market at {live_server.url}/ refused the stored token (Invalid token.). It may belong "
+                   "to another market or have been revoked; run `python -m workers.silo login` again.\n")
+
+
+def test_pull_writes_the_public_features_and_specification(login_as, run_cli, federation_with_data, tmp_path):
+    import numpy as np
+
+    from market.federations.selectors import public_dataset_current
+
+    login_as("sam-silo", "silo-password")
+    code, out, err = run_cli("pull", "adult-income", "--output", tmp_path / "pulled", "--json")
+    assert code == 0, err
+    assert json.loads(out)["n_public_rows"] == 2000
+    public_dataset = public_dataset_current(federation=federation_with_data)
+    assert json.loads((tmp_path / "pulled" / "feature-spec.json").read_text()) == public_dataset.feature_spec
+    with np.load(tmp_path / "pulled" / "features.npz") as arrays:
+        assert arrays["features"].shape == (2000, public_dataset.n_features)
+
+
+def test_a_silo_that_is_not_a_member_gets_the_markets_reason_and_exit_5(login_as, run_cli, federation_with_data,
+                                                                       other_silo_user, tmp_path):
+    login_as("bea-bank", "bank-password")
+    code, out, err = run_cli("pull", "adult-income", "--output", tmp_path / "pulled")
+    assert (code, out) == (EXIT_REFUSED, "")
+    assert err.startswith("Error: ") and "adult-income" in err
+    code, out, _ = run_cli("join", "adult-income")
+    assert (code, out) == (0, "Your organisation is a member of 'adult-income'.\n")
+    assert run_cli("pull", "adult-income", "--output", tmp_path / "pulled")[0] == 0
+
+
+@pytest.mark.worker
+def test_pull_train_upload_gives_a_submission_the_worker_validates(login_as, run_cli, live_server, celery_worker,
+                                                                    federation_with_data, silo_csv, tmp_path):
+    from market.submissions.models import Submission
+
+    login_as("sam-silo", "silo-password")
+    pulled = tmp_path / "pulled"
+    assert run_cli("pull", "adult-income", "--output", pulled)[0] == 0
+    code, out, err = run_cli("train", "adult-income", "--data", silo_csv, "--pulled", pulled, *SMALL_FORESTS,
+                             "--privacy-level", "L2", "--gamma", "0.05", "--queries", "100", "--json")
+    assert code == 0, err
+    trained = json.loads(out)
+    code, out, err = run_cli("upload", pulled / "students", "--json")
+    assert code == 0, err
+    answer = json.loads(out)
+    assert answer["status"] == "valid"
+    submission = Submission.objects.get(id=answer["id"])
+    assert (submission.status, submission.model_family, submission.privacy_level) == ("valid", "random_forest", "L2")
+    assert (submission.n_local_examples, submission.label_distribution) == (400, trained["label_distribution"])
+    assert submission.local_validation_score == trained["local_validation_score"]
+    assert submission.declared_epsilon == trained["declared_epsilon"]
+    assert submission.privacy_report["epsilon"] == trained["declared_epsilon"]
+    assert [f.original_name for f in submission.model_files.all()] == ["student-1.onnx", "student-2.onnx"]
+    code, out, _ = run_cli("upload", pulled / "students")
+    assert code == EXIT_REFUSED   # the same files twice: the market's 409 sentence, no second row
+    assert Submission.objects.count() == 1
