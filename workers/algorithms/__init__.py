@@ -1,4 +1,5 @@
 """Fusion algorithms of the pure core. Importing the package registers every job kind in
-:mod:`workers.algorithms.registry` (see :mod:`workers.algorithms.fusions`)."""
+:mod:`workers.algorithms.registry` ("fedkt", "ensemble", "distill" in
+:mod:`workers.algorithms.fusions`, "cpfl" in :mod:`workers.algorithms.cohort_fusion`)."""
 
-from workers.algorithms import fusions  # noqa: F401  (registers the job kinds)
+from workers.algorithms import cohort_fusion, fusions  # noqa: F401  (registers the job kinds)

@@ -1,0 +1,107 @@
+"""The "cpfl" job kind: cohort distillation (CPFL, Dhasade et al. 2024, section 3.1) behind
+:mod:`workers.algorithms.registry`. Each member is one cohort's FedAvg model, uploaded with the
+cohort's aggregated label distribution (``Member.label_distribution``: counts or shares per class;
+shares are scaled by ``n_examples``).
+
+Params (validated by ``validate``):
+
+- ``student`` (learner mapping, default ``{"family": "mlp", "hidden_sizes": [100], "epochs": 20}``):
+  a torch family ("mlp", "cnn"); ``final_model`` is accepted as an alias.
+- ``loss`` ("l1" | "kl", default "l1"): L1 between logits (the paper) or softened KL.
+- ``temperature`` (float > 0, default 1.0): KL only.
+- ``proxy`` (count or fraction of the public rows, default 1.0; alias ``query``).
+
+Signal: the cohort's logits (log-probabilities shifted by ``−log 1e-8`` so that they are ≥ 0; a
+per-class constant the weighted average carries through and ``fuse`` removes) times its count of
+each class; ``fuse`` divides the sum by the class totals. Its arg-max is therefore the member's
+count-weighted preference, which is what the contribution rule (agreement counts) sees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from workers.algorithms.cohort import label_counts_of, log_probabilities
+from workers.algorithms.fusions import _check_query, _learner, _rows
+from workers.algorithms.neural_distillation import PROBABILITY_FLOOR
+from workers.algorithms.registry import Fusion, Member, register
+from workers.algorithms.transfer import child_seeds
+
+DEFAULT_STUDENT = {"family": "mlp", "hidden_sizes": [100], "epochs": 20}
+SHIFT = -np.log(PROBABILITY_FLOOR)          # makes log-probabilities non-negative
+
+
+class CohortFusion:
+    """CPFL's one-shot distillation of cohort models into one student (module docstring)."""
+
+    name = "cpfl"
+
+    def validate(self, params: Mapping) -> dict:
+        params = dict(params or {})
+        student = _learner(params.get("student", params.get("final_model", DEFAULT_STUDENT)), "student")
+        family = student if isinstance(student, str) else student["family"]
+        if family not in ("mlp", "cnn"):
+            raise ValueError(f"The cohort student must be a torch network (mlp or cnn), not {family!r}.")
+        loss = params.get("loss", "l1")
+        if loss not in ("l1", "kl"):
+            raise ValueError(f"loss must be 'l1' or 'kl', not {loss!r}.")
+        temperature = float(params.get("temperature", 1.0))
+        if not temperature > 0:
+            raise ValueError("temperature must be positive.")
+        return {"student": student, "loss": loss, "temperature": temperature,
+                "proxy": _check_query(params.get("proxy", params.get("query", 1.0)), "proxy")}
+
+    def select(self, members: Sequence[Member], params: Mapping, *, seed: int) -> list[int]:
+        self.validate(params)
+        missing = [m.key for m in members if m.label_distribution is None]
+        if missing:
+            raise ValueError(f"Cohort distillation needs each cohort's label distribution; submissions "
+                             f"{', '.join(missing)} declare none.")
+        if not members:
+            raise ValueError("Cohort distillation needs at least one cohort model.")
+        return list(range(len(members)))
+
+    def member_signal(self, probabilities, *, member: Member, n_classes: int, params: Mapping) -> np.ndarray:
+        counts = self._counts(member, n_classes)
+        logits = log_probabilities(np.asarray(probabilities, dtype=np.float64).mean(axis=0)) + SHIFT
+        return logits * counts[None, :]
+
+    def fuse(self, signal_sum, public_features, *, members: Sequence[Member], n_classes: int, params: Mapping,
+             noise=None, seed: int) -> Fusion:
+        from workers.algorithms.neural_distillation import distil_torch
+
+        if noise is not None:
+            raise ValueError("Cohort distillation adds no noise; run it at L0 or on L2 submissions.")
+        settings = self.validate(params)
+        totals = np.sum([self._counts(m, n_classes) for m in members], axis=0)
+        teacher = np.full(np.shape(signal_sum), np.log(PROBABILITY_FLOOR))
+        held = totals > 0
+        teacher[:, held] = np.asarray(signal_sum)[:, held] / totals[held] - SHIFT
+        target = teacher if settings["loss"] == "l1" else _softmax(teacher)
+        public_features = np.asarray(public_features)
+        proxy_seed, student_seed = child_seeds(seed, 2)
+        proxy = _rows(len(public_features), settings["proxy"], proxy_seed)
+        student = distil_torch(settings["student"], public_features[proxy], target[proxy], loss=settings["loss"],
+                               temperature=settings["temperature"], seed=student_seed)
+        trained = np.zeros(len(public_features), dtype=bool)
+        trained[proxy] = True
+        agreement = float(np.mean(student.predict(public_features[proxy]) == teacher[proxy].argmax(axis=1)))
+        details = {"n_cohorts": len(members), "n_proxy": int(len(proxy)), "loss": settings["loss"],
+                   "fidelity": agreement, "classes_without_cohort": np.flatnonzero(~held).tolist()}
+        return Fusion(student, teacher.argmax(axis=1), trained, None, details)
+
+    @staticmethod
+    def _counts(member: Member, n_classes: int) -> np.ndarray:
+        if member.label_distribution is None or len(member.label_distribution) != n_classes:
+            raise ValueError(f"Submission {member.key} must declare a label distribution over {n_classes} classes.")
+        return label_counts_of(member.label_distribution, member.n_examples)
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    exponentials = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return exponentials / exponentials.sum(axis=1, keepdims=True)
+
+
+CPFL = register(CohortFusion())

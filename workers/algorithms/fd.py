@@ -1,0 +1,91 @@
+"""Federated distillation (FD): Jeong, Oh, Kim, Park, Bennis, Kim, *Communication-Efficient
+On-Device Machine Learning: Federated Distillation and Augmentation under Non-IID Private Data*
+(2018), Algorithm 1.
+
+Per global round:
+
+1. Device i trains its own model on its own data. While it trains, it accumulates the logit
+   vector its model outputs for every example of label ℓ; their mean is the *local average
+   logit vector* ``F̄_{i,ℓ}`` (:func:`local_label_logits`; C vectors of C numbers).
+2. Devices upload ``F̄_i`` (C × C numbers); the server returns to device i, per label ℓ, the
+   average of the **other** devices' vectors for ℓ: ``F̂_{i,ℓ} = mean_{j ≠ i, ℓ ∈ j} F̄_{j,ℓ}``
+   (:func:`fd_server_aggregate`, a pure function the market can run as rounds).
+3. Next round, device i's loss on an example (x, ℓ) is the cross-entropy to ℓ plus
+   ``β`` times a distillation regulariser toward ``F̂_{i,ℓ}``: here the cross-entropy from
+   ``softmax(F̂_{i,ℓ})`` to ``softmax(F(x))`` (:func:`distillation_regulariser`).
+
+A device that holds no example of ℓ uploads no vector for ℓ (the mask ``present``); a label no
+other device holds gets no global vector and no regulariser (``available``).
+
+Communication (:func:`fd_round_bits`): each device uploads and downloads C² numbers per round,
+independent of the model size; FedAvg moves the model's parameters both ways
+(:func:`fedavg_round_bits`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+BITS_PER_NUMBER = 32
+
+
+def local_label_logits(logits, labels, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
+    """A device's per-label mean logit vectors.
+
+    Parameters
+    ----------
+    logits : (n, C) the device model's outputs on its examples; labels : (n,) their labels.
+
+    Returns
+    -------
+    ``(F̄ (C, C), present (C,) bool)``: row ℓ is the mean logit vector of the examples labelled
+    ℓ (zeros where the device holds none, ``present[ℓ] = False``).
+    """
+    logits, labels = np.asarray(logits, dtype=np.float64), np.asarray(labels, dtype=np.int64)
+    sums = np.zeros((n_classes, logits.shape[1]))
+    np.add.at(sums, labels, logits)
+    counts = np.bincount(labels, minlength=n_classes)
+    present = counts > 0
+    sums[present] /= counts[present, None]
+    return sums, present
+
+
+def fd_server_aggregate(local_logits, present) -> tuple[np.ndarray, np.ndarray]:
+    """For every device, the average of the **other** devices' per-label logit vectors.
+
+    Parameters
+    ----------
+    local_logits : array (S devices, C labels, C) of ``F̄_{i,ℓ}``
+    present : bool array (S, C): device i uploaded a vector for label ℓ
+
+    Returns
+    -------
+    ``(F̂ (S, C, C), available (S, C) bool)``: ``F̂[i, ℓ] = Σ_{j≠i, present[j,ℓ]} F̄[j, ℓ] / #{j≠i:
+    present[j,ℓ]}``; zeros with ``available = False`` where no other device holds ℓ.
+    """
+    local_logits = np.asarray(local_logits, dtype=np.float64)
+    present = np.asarray(present, dtype=bool)
+    masked = local_logits * present[:, :, None]
+    others_sum = masked.sum(axis=0, keepdims=True) - masked              # leave-one-out sums
+    others_count = present.sum(axis=0, keepdims=True) - present           # (S, C)
+    available = others_count > 0
+    averages = np.divide(others_sum, others_count[:, :, None], out=np.zeros_like(others_sum),
+                         where=available[:, :, None])
+    return averages, available
+
+
+def distillation_regulariser(logits, global_logits):
+    """Mean over a batch of ``CE(softmax(global_logits), softmax(logits))`` (torch tensors (b, C))."""
+    import torch
+
+    return -(torch.softmax(global_logits, dim=-1) * torch.log_softmax(logits, dim=-1)).sum(dim=-1).mean()
+
+
+def fd_round_bits(n_devices: int, n_classes: int, *, bits: int = BITS_PER_NUMBER) -> int:
+    """Bits one FD round moves: every device uploads and downloads C × C numbers."""
+    return 2 * n_devices * n_classes * n_classes * bits
+
+
+def fedavg_round_bits(n_devices: int, n_parameters: int, *, bits: int = BITS_PER_NUMBER) -> int:
+    """Bits one FedAvg round moves: every device downloads and uploads the whole model."""
+    return 2 * n_devices * n_parameters * bits
