@@ -1,0 +1,169 @@
+"""Budgets under concurrency and faults, on the real PostgreSQL: threads, each with its own connection."""
+
+from decimal import Decimal
+
+import pytest
+from django.db import transaction
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from market.audit.models import AuditEvent
+from market.budgets.models import BudgetEntry, PrivacyBudget
+from market.budgets.services import (BudgetExceeded, budget_amounts, budget_charge_for_job, budget_limit_set,
+                                     budget_refusal_record, budget_release_for_job, budget_reserve_for_job,
+                                     budgets_ensure, epsilon_decimal, ledger_state)
+from market.errors import Conflict
+from tests.conftest import run_at_once
+from tests.market.budgets.conftest import LAPLACE
+from workers.privacy.costs import compose_costs, fedkt_l1_cost
+
+ONE_JOB = fedkt_l1_cost(mechanism="laplace", gamma=0.04, sigma=None, delta=1e-5, n_queries=100, partitions=2)
+
+
+def admits_exactly(n_jobs: int) -> Decimal:
+    """A limit that n jobs fit and n + 1 do not (through the RDP accountant, not n times one job)."""
+    limit = epsilon_decimal(compose_costs([ONE_JOB] * n_jobs, delta=1e-5).epsilon)
+    assert epsilon_decimal(compose_costs([ONE_JOB] * (n_jobs + 1), delta=1e-5).epsilon) > limit
+    return limit
+
+
+def assert_budget_matches_its_ledger(budget: PrivacyBudget) -> None:
+    budget.refresh_from_db()
+    state = ledger_state(budget)
+    amounts = budget_amounts(budget=budget, charged=state.charged,
+                             reserved=[cost for cost, _ in state.open_reservations.values()])
+    assert (budget.spent, budget.reserved) == (amounts.spent, amounts.reserved)
+    last = budget.entries.order_by("-id").first()
+    if last is not None:
+        assert (last.spent_after, last.reserved_after, last.epsilon_limit_after) == (
+            budget.spent, budget.reserved, budget.epsilon_limit)
+    assert Decimal(0) <= budget.spent and Decimal(0) <= budget.reserved
+    assert budget.spent + budget.reserved <= budget.epsilon_limit
+
+
+def reserve_or_refuse(job, actor) -> str:
+    try:
+        with transaction.atomic():
+            budget_reserve_for_job(job=job, actor=actor)
+    except BudgetExceeded as error:
+        budget_refusal_record(error=error, actor=actor, target=job)
+        return "refused"
+    return "admitted"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_fifty_concurrent_jobs_against_budgets_that_admit_five(make_job, operator, federation_with_data):
+    limit = admits_exactly(5)
+    budgets_ensure(federation=federation_with_data)
+    for budget in PrivacyBudget.objects.filter(federation=federation_with_data):
+        budget_limit_set(budget_id=budget.id, epsilon_limit=limit, reason="five jobs", actor=operator)
+    jobs = [make_job() for _ in range(50)]
+
+    outcomes = run_at_once(lambda job: reserve_or_refuse(job, operator), jobs)
+
+    assert outcomes.count("admitted") == 5 and outcomes.count("refused") == 45
+    admitted = {job.id for job, outcome in zip(jobs, outcomes) if outcome == "admitted"}
+    for budget in PrivacyBudget.objects.filter(federation=federation_with_data):
+        assert set(budget.entries.filter(kind="reserve").values_list("job_id", flat=True)) == admitted
+        assert budget.entries.filter(kind="reserve").count() == 5
+        assert (budget.spent, budget.reserved) == (0, limit)
+        assert sum(entry.epsilon for entry in budget.entries.filter(kind="reserve")) == 5 * epsilon_decimal(
+            ONE_JOB.report.epsilon)  # the lines' own amounts; the reservation is their RDP composition
+        assert_budget_matches_its_ledger(budget)
+    assert AuditEvent.objects.filter(action="budget.refused").count() == 45
+    assert AuditEvent.objects.filter(action="budget.limit_changed", outcome="success").count() == 2
+    for job in jobs:
+        job.refresh_from_db()
+        assert (job.privacy_bound is not None) == (job.id in admitted)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_settling_concurrently_keeps_the_ledger_whole(make_job, operator, federation_with_data):
+    small = fedkt_l1_cost(mechanism="laplace", gamma=0.04, sigma=None, delta=1e-5, n_queries=20, partitions=2)
+    jobs = [make_job(privacy={**LAPLACE, "n_queries": 20}) for _ in range(6)]
+    for job in jobs:
+        budget_reserve_for_job(job=job, actor=operator)
+    report = {"level": "L1", "data_independent": small.report.as_dict(), "data_dependent": None}
+
+    def settle(job):
+        # Half fail before any noise (release), half after (charge); each twice, as a retried task would.
+        for _ in range(2):
+            if job.id % 2:
+                budget_release_for_job(job=job)
+            else:
+                budget_charge_for_job(job=job, privacy_report=report)
+
+    run_at_once(settle, jobs)
+    charged = sum(1 for job in jobs if job.id % 2 == 0)
+    for budget in PrivacyBudget.objects.filter(federation=federation_with_data):
+        kinds = list(budget.entries.values_list("kind", flat=True))
+        assert (kinds.count("reserve"), kinds.count("charge"), kinds.count("release")) == (6, charged, 6 - charged)
+        assert budget.reserved == 0
+        assert budget.spent == epsilon_decimal(compose_costs([small] * charged, delta=1e-5).epsilon)
+        assert_budget_matches_its_ledger(budget)
+
+
+def test_a_job_transaction_that_fails_after_reserving_leaves_nothing(make_job, operator, federation_with_data):
+    job = make_job()
+    with pytest.raises(RuntimeError), transaction.atomic():
+        budget_reserve_for_job(job=job, actor=operator)
+        raise RuntimeError("the broker is down")
+    assert BudgetEntry.objects.count() == 0
+    assert all((b.spent, b.reserved) == (0, 0) for b in PrivacyBudget.objects.filter(federation=federation_with_data))
+
+
+@pytest.fixture
+def job_pool(make_job):
+    return [make_job(privacy={**LAPLACE, "n_queries": n_queries}) for n_queries in (5, 20, 50, 100, 150, 300)]
+
+
+operations = st.lists(st.one_of(
+    st.tuples(st.just("reserve"), st.integers(0, 5)),
+    st.tuples(st.just("charge"), st.integers(0, 5), st.floats(0.0, 1.0)),
+    st.tuples(st.just("release"), st.integers(0, 5)),
+    st.tuples(st.just("adjust"), st.decimals(0, 20, places=2)),
+), min_size=1, max_size=12)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=operations)
+def test_no_sequence_of_operations_overspends(job_pool, operator, federation_with_data, steps):
+    with transaction.atomic():
+        budgets_ensure(federation=federation_with_data)
+        budgets = list(PrivacyBudget.objects.filter(federation=federation_with_data))
+        for step in steps:
+            apply(step, job_pool, operator, budgets[0])
+            for budget in budgets:
+                assert_budget_matches_its_ledger(budget)
+        transaction.set_rollback(True)  # the next example starts from fresh budgets
+
+
+def apply(step, job_pool, operator, budget) -> None:
+    kind, *arguments = step
+    if kind == "reserve":
+        try:
+            with transaction.atomic():
+                budget_reserve_for_job(job=job_pool[arguments[0]], actor=operator)
+        except BudgetExceeded:
+            pass
+    elif kind == "charge":  # the job answered a fraction of the queries it reserved
+        job = job_pool[arguments[0]]
+        privacy = job.parameters["privacy"]
+        actual = fedkt_l1_cost(mechanism="laplace", gamma=privacy["gamma"], sigma=None, delta=privacy["delta"],
+                               n_queries=int(privacy["n_queries"] * arguments[1]), partitions=2)
+        try:
+            with transaction.atomic():
+                budget_charge_for_job(job=job, privacy_report={"level": "L1",
+                                                               "data_independent": actual.report.as_dict()})
+        except BudgetExceeded:  # only a job charged without (or after releasing) its reservation can get here
+            assert not any(job.id in ledger_state(b).open_reservations for b in PrivacyBudget.objects.all())
+    elif kind == "release":
+        budget_release_for_job(job=job_pool[arguments[0]])
+    else:
+        budget.refresh_from_db()
+        committed = budget.spent + budget.reserved
+        try:
+            budget_limit_set(budget_id=budget.id, epsilon_limit=arguments[0], reason="property", actor=operator)
+            assert arguments[0] >= committed
+        except Conflict:
+            assert arguments[0] < committed
