@@ -1,0 +1,121 @@
+"""Market pages: catalog, model card, buying with a confirmation, purchases with downloads, wallet, earnings.
+
+They call the same selectors and services as the REST API (market.commerce).
+"""
+
+import uuid
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from frontend.decorators import page
+from market.commerce.cards import model_card
+from market.commerce.delivery import download_link_create
+from market.commerce.models import ListingStatus
+from market.commerce.selectors import (catalog_filters_from, earnings_for, earnings_organisation, entitlement_exists,
+                                       listing_get, listing_list, purchase_list, wallet_for)
+from market.commerce.services import listing_publish, listing_retire, purchase_create
+from market.federations.models import Federation, PrivacyLevel
+from market.jobs.models import GlobalModel
+
+PAGE_SIZE = 20
+
+
+@require_GET
+@page
+def catalog_page(request):
+    filters = catalog_filters_from(request.GET)
+    listings = Paginator(listing_list(user=request.user, filters=filters), PAGE_SIZE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(request, "frontend/commerce/catalog.html", {
+        "section": "market", "listings": listings, "filters": filters, "query": query.urlencode(),
+        "federations": Federation.objects.order_by("name").values_list("slug", "name"),
+        "model_families": GlobalModel.objects.order_by().values_list("model_family", flat=True).distinct(),
+        "privacy_levels": PrivacyLevel.choices, "statuses": ListingStatus.choices})
+
+
+def _balance_cents(request) -> int | None:
+    if request.user.organisation_id is None:
+        return None
+    return wallet_for(user=request.user)[1]
+
+
+@require_GET
+@page
+def listing_page(request, listing_id):
+    listing = listing_get(listing_id=listing_id, user=request.user)
+    return render(request, "frontend/commerce/listing.html", {
+        "section": "market", "listing": listing, "card": model_card(listing),
+        "owned": entitlement_exists(user=request.user, global_model=listing.global_model)})
+
+
+@require_GET
+@page
+def purchase_confirm_page(request, listing_id):
+    listing = listing_get(listing_id=listing_id, user=request.user)
+    balance = _balance_cents(request)
+    return render(request, "frontend/commerce/confirm.html", {
+        "section": "market", "listing": listing, "balance_cents": balance,
+        "balance_after_cents": None if balance is None else balance - listing.price_cents,
+        "owned": entitlement_exists(user=request.user, global_model=listing.global_model),
+        # One key per confirmation page: a double click or a resent form buys once.
+        "idempotency_key": f"page-{uuid.uuid4()}"})
+
+
+@require_POST
+@page
+def purchase_action(request, listing_id):
+    listing = listing_get(listing_id=listing_id, user=request.user)
+    result = purchase_create(listing=listing, user=request.user,
+                             idempotency_key=request.POST.get("idempotency_key") or None, request=request)
+    if not result.replayed:
+        messages.success(request, f"You bought {listing.name}. Download it below.")
+    return redirect(f"{reverse('commerce-purchases')}#purchase-{result.purchase.id}")
+
+
+@require_POST
+@page
+def listing_state_action(request, listing_id, action):
+    listing = listing_get(listing_id=listing_id, user=request.user)
+    change = {"publish": listing_publish, "retire": listing_retire}[action]
+    listing = change(listing=listing, actor=request.user, request=request)
+    messages.success(request, f"{listing.name} is now {listing.get_status_display().lower()}.")
+    return redirect("commerce-listing", listing_id=listing.id)
+
+
+@require_GET
+@page
+def purchases_page(request):
+    purchases = Paginator(purchase_list(user=request.user).prefetch_related("global_model__files"),
+                          PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(request, "frontend/commerce/purchases.html", {"section": "purchases", "purchases": purchases})
+
+
+@require_POST
+@page
+def download_action(request, global_model_id):
+    """A fresh signed link, followed at once: the browser downloads the file."""
+    link = download_link_create(user=request.user, global_model_id=global_model_id,
+                                file_format=request.POST.get("format", ""), request=request)
+    return redirect("api-download", token=link.token)
+
+
+@require_GET
+@page
+def wallet_page(request):
+    organisation, balance, entries = wallet_for(user=request.user)
+    return render(request, "frontend/commerce/wallet.html", {
+        "section": "wallet", "organisation": organisation, "balance_cents": balance,
+        "entries": Paginator(entries, 50).get_page(request.GET.get("page"))})
+
+
+@require_GET
+@page
+def earnings_page(request):
+    organisation = earnings_organisation(user=request.user)
+    return render(request, "frontend/commerce/earnings.html", {
+        "section": "earnings", "organisation": organisation, "earnings": earnings_for(organisation=organisation)})

@@ -1,0 +1,73 @@
+"""Market pages with Django's test client: they show what the commerce services and selectors return."""
+
+import re
+
+from market.commerce.models import Purchase, Wallet
+from market.commerce.services import purchase_create
+from market.storage import artifact_read
+from tests.market.commerce.conftest import *  # noqa: F401,F403 (global-model, listing, buyer and top-up fixtures)
+
+
+def signed_in(client, user):
+    client.force_login(user)
+    return client
+
+
+def test_catalog_page_searches_and_links_model_cards(client, buyer_user, published_listing):
+    published_listing(name="Forest income model", price_cents=1250)
+    published_listing(name="Boosted income model", family="xgboost", description="Gradient boosting.")
+    page = signed_in(client, buyer_user).get("/market/?search=forest").content.decode()
+    assert "Forest income model" in page and "Boosted income model" not in page
+    assert "12.50 credits" in page
+    assert "1 model" in page
+
+
+def test_listing_page_shows_the_generated_card_and_plots(client, buyer_user, published_listing):
+    listing = published_listing(price_cents=1250)
+    page = signed_in(client, buyer_user).get(f"/market/listings/{listing.id}/").content.decode()
+    assert f'src="/api/listings/{listing.id}/confusion-matrix.png"' in page
+    assert f'src="/api/listings/{listing.id}/reliability.png"' in page
+    assert re.search(r'id="public-epsilon">2.5 \(data-independent upper bound\)', page)
+    assert "Best single silo" in page and "Contributions" not in page
+    assert client.get(f"/api/listings/{listing.id}/reliability.png").status_code == 200  # session works for images
+
+
+def test_buying_from_the_confirmation_shows_balances_and_charges_once(client, buyer_user, published_listing, top_up):
+    listing = published_listing(price_cents=1250)
+    top_up(buyer_user.organisation, 5000)
+    confirm = signed_in(client, buyer_user).get(f"/market/listings/{listing.id}/buy/").content.decode()
+    assert re.search(r'id="balance-before">50.00<', confirm) and re.search(r'id="balance-after">37.50<', confirm)
+    key = re.search(r'name="idempotency_key" value="([^"]+)"', confirm).group(1)
+
+    first = client.post(f"/market/listings/{listing.id}/purchase/", {"idempotency_key": key})
+    resent = client.post(f"/market/listings/{listing.id}/purchase/", {"idempotency_key": key})  # a double click
+
+    assert first.status_code == resent.status_code == 302
+    assert Purchase.objects.count() == 1
+    assert Wallet.objects.get(organisation=buyer_user.organisation).balance_cents == 3750
+    purchases = client.get("/market/purchases/").content.decode()
+    assert "You bought" in purchases and ">skops<" in purchases and ">onnx<" in purchases
+    wallet = client.get("/market/wallet/").content.decode()
+    assert 'id="wallet-balance">37.50 credits' in wallet and "−12.50" in wallet
+
+
+def test_download_button_redirects_to_a_signed_link(client, buyer_user, silo_user, published_listing):
+    listing = published_listing(price_cents=0)
+    purchase_create(listing=listing, user=buyer_user)
+    response = signed_in(client, buyer_user).post(f"/market/models/{listing.global_model_id}/download/",
+                                                  {"format": "onnx"})
+    assert response.status_code == 302 and response["Location"].startswith("/api/downloads/")
+    data = b"".join(client.get(response["Location"]).streaming_content)
+    assert data == artifact_read(listing.global_model.files.get(format="onnx").stored_name)
+    client.force_login(silo_user)
+    refused = client.post(f"/market/models/{listing.global_model_id}/download/", {"format": "onnx"})
+    assert refused.status_code == 404
+
+
+def test_earnings_page_lists_shares_per_listing_and_purchase(client, buyer_user, silo_user, published_listing, top_up):
+    listing = published_listing(price_cents=1000, name="Forest income model")
+    top_up(buyer_user.organisation, 1000)
+    purchase = purchase_create(listing=listing, user=buyer_user).purchase
+    page = signed_in(client, silo_user).get("/market/earnings/").content.decode()
+    assert 'id="earnings-total">6.30 credits' in page
+    assert f"#{purchase.id}" in page and "Forest income model" in page
