@@ -170,7 +170,9 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "0.1.0",
     "COMPONENT_SPLIT_REQUEST": True,
     "SERVE_INCLUDE_SCHEMA": False,
-    "ENUM_NAME_OVERRIDES": {"PrivacyLevelEnum": "market.federations.models.PrivacyLevel"},
+    "ENUM_NAME_OVERRIDES": {"PrivacyLevelEnum": "market.federations.models.PrivacyLevel",
+                            "JobKindEnum": "market.jobs.models.JobKind",
+                            "WalletEntryKindEnum": "market.commerce.models.WalletEntryKind"},
 }
 
 # Celery: JSON only, late acknowledgement, explicit time limits; state lives in PostgreSQL rows.

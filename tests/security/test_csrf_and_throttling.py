@@ -1,0 +1,77 @@
+from django.test import Client
+from rest_framework.test import APIClient
+
+from market.accounts.models import ApiToken
+from market.federations.models import Membership
+
+
+def test_the_api_refuses_a_session_authenticated_write_without_the_csrf_token(silo_user):
+    browser = APIClient(enforce_csrf_checks=True)
+    browser.force_login(silo_user)
+    response = browser.post("/api/auth/tokens/", {"name": "sneaky"}, format="json")
+    assert (response.status_code, response.json()["detail"]) == (403, "CSRF Failed: CSRF cookie not set.")
+    assert not ApiToken.objects.filter(name="sneaky").exists()
+    assert browser.get("/api/auth/tokens/").status_code == 200  # reads need no token
+
+
+def test_the_api_accepts_a_session_write_with_the_csrf_token(silo_user):
+    browser = APIClient(enforce_csrf_checks=True)
+    browser.force_login(silo_user)
+    browser.get("/security/tokens/")  # a page with a form sets the CSRF cookie
+    token = browser.cookies["csrftoken"].value
+    response = browser.post("/api/auth/tokens/", {"name": "from the page"}, format="json", HTTP_X_CSRFTOKEN=token)
+    assert response.status_code == 201
+
+
+def test_a_token_authenticated_write_needs_no_csrf_token(silo_api):
+    silo_api.handler.enforce_csrf_checks = True
+    assert silo_api.post("/api/auth/tokens/", {"name": "script"}, format="json").status_code == 201
+
+
+def test_web_forms_refuse_a_post_without_the_csrf_token(federation, other_silo_user):
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(other_silo_user)
+    assert browser.post(f"/federations/{federation.slug}/join/").status_code == 403
+    assert browser.post("/security/tokens/new/", {"name": "x"}).status_code == 403
+    assert browser.post("/sign-out/").status_code == 403
+    assert not Membership.objects.filter(organisation=other_silo_user.organisation).exists()
+    assert not ApiToken.objects.filter(user=other_silo_user).exists()
+
+
+def test_the_api_throttles_per_token_with_retry_after(silo_user, settings):
+    from market.accounts.services import api_token_create
+
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK,
+                               "DEFAULT_THROTTLE_RATES": {"token": "3/minute", "anonymous": "100/minute"}}
+    from rest_framework.settings import api_settings
+    from rest_framework.throttling import SimpleRateThrottle
+
+    SimpleRateThrottle.THROTTLE_RATES = api_settings.DEFAULT_THROTTLE_RATES
+    try:
+        first, second = (api_token_create(user=silo_user, name=name)[1] for name in ("one", "two"))
+        client_one, client_two = APIClient(), APIClient()
+        client_one.credentials(HTTP_AUTHORIZATION=f"Token {first}")
+        client_two.credentials(HTTP_AUTHORIZATION=f"Token {second}")
+        assert [client_one.get("/api/me/").status_code for _ in range(3)] == [200, 200, 200]
+        throttled = client_one.get("/api/me/")
+        assert throttled.status_code == 429
+        assert 0 < int(throttled["Retry-After"]) <= 60
+        assert client_two.get("/api/me/").status_code == 200  # another token has its own allowance
+    finally:
+        SimpleRateThrottle.THROTTLE_RATES = api_settings.DEFAULT_THROTTLE_RATES
+
+
+def test_a_forged_forwarded_for_header_does_not_buy_a_fresh_anonymous_allowance(db, settings):
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK,
+                               "DEFAULT_THROTTLE_RATES": {"token": "100/minute", "anonymous": "2/minute"}}
+    from rest_framework.settings import api_settings
+    from rest_framework.throttling import SimpleRateThrottle
+
+    SimpleRateThrottle.THROTTLE_RATES = api_settings.DEFAULT_THROTTLE_RATES
+    try:
+        client = APIClient()
+        codes = [client.post("/api/auth/token/", {"username": "x", "password": "y"},
+                             HTTP_X_FORWARDED_FOR=f"203.0.113.{n}").status_code for n in range(3)]
+        assert codes == [400, 400, 429]
+    finally:
+        SimpleRateThrottle.THROTTLE_RATES = api_settings.DEFAULT_THROTTLE_RATES

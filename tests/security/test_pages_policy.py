@@ -1,0 +1,57 @@
+"""Pages carry a Content Security Policy that forbids inline script, and no template needs one."""
+
+import re
+from pathlib import Path
+
+import pytest
+from django.test import Client
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATES = sorted((ROOT / "frontend" / "templates").rglob("*.html"))
+
+
+def test_pages_send_a_policy_without_inline_script(silo_user):
+    browser = Client()
+    browser.force_login(silo_user)
+    response = browser.get("/federations/")
+    policy = dict(part.strip().split(" ", 1) for part in response["Content-Security-Policy"].split(";") if part.strip())
+    assert policy["script-src"] == "'self'"
+    assert policy["default-src"] == "'self'"
+    assert policy["object-src"] == "'none'" and policy["frame-ancestors"] == "'none'"
+    assert "unsafe-inline" not in response["Content-Security-Policy"]
+    assert "unsafe-eval" not in response["Content-Security-Policy"]
+
+
+def test_the_sign_in_page_also_carries_the_policy(db):
+    assert "script-src 'self'" in Client().get("/sign-in/")["Content-Security-Policy"]
+
+
+@pytest.mark.parametrize("template", TEMPLATES, ids=lambda path: str(path.relative_to(ROOT)))
+def test_no_template_has_inline_script_or_event_handler_attributes(template):
+    text = template.read_text()
+    inline_scripts = [tag for tag in re.findall(r"<script\b[^>]*>", text, re.IGNORECASE)
+                      if "src=" not in tag and 'type="application/json"' not in tag]
+    handlers = re.findall(r"\s(on[a-z]+|hx-on[:\w-]*)\s*=", text, re.IGNORECASE)
+    assert (inline_scripts, handlers) == ([], [])
+
+
+@pytest.mark.parametrize("template", TEMPLATES, ids=lambda path: str(path.relative_to(ROOT)))
+def test_every_post_form_carries_a_csrf_token(template):
+    text = template.read_text()
+    for form in re.findall(r"<form\b[^>]*>.*?</form>", text, re.IGNORECASE | re.DOTALL):
+        if re.search(r'method="post"', form, re.IGNORECASE):
+            assert "{% csrf_token %}" in form, form[:200]
+
+
+def test_uploaded_artifacts_have_no_public_url(settings, silo_user, media_root):
+    from django.core.files.storage import default_storage
+
+    assert settings.MEDIA_URL is None
+    media_root.mkdir(parents=True, exist_ok=True)
+    (media_root / "secret.npz").write_bytes(b"private")
+    with pytest.raises(ValueError, match="not accessible via a URL"):
+        default_storage.url("secret.npz")
+    browser = Client()
+    browser.force_login(silo_user)
+    for path in ("/media/secret.npz", "/static/secret.npz", "/secret.npz"):
+        assert browser.get(path).status_code == 404
