@@ -170,11 +170,13 @@ class OnefoldClient:
 
     # --- accounts -------------------------------------------------------------------------------
 
-    def obtain_token(self, *, username: str, password: str) -> str:
-        """Exchange a username and password for the API token; a wrong pair raises :class:`AuthenticationFailed`."""
+    def obtain_token(self, *, username: str, password: str, name: str = "onefold silo toolkit") -> str:
+        """Exchange a username and password for a new named API token; a wrong pair raises
+        :class:`AuthenticationFailed`."""
         saved, self.token = self.token, None
         try:
-            response = self.request("POST", "auth/token/", data={"username": username, "password": password})
+            response = self.request("POST", "auth/token/", data={"username": username, "password": password,
+                                                                  "name": name})
         except OnefoldError as error:
             if getattr(error, "status", None) == 400:  # DRF answers bad credentials with a 400
                 raise AuthenticationFailed(f"The market at {self.market_url} refused the username and password "
@@ -302,7 +304,8 @@ class OnefoldClient:
     # --- commerce -------------------------------------------------------------------------------
 
     def listings(self, **filters) -> dict:
-        """The catalog: ``{"count", "next", "previous", "results": [...]}`` (or a plain list)."""
+        """The catalog: ``{"count", "next", "previous", "results": [...]}``; filters: search, federation,
+        model_family, privacy_level, min_price, max_price, min_accuracy, ordering, limit, offset."""
         return self.get("listings/", **filters)
 
     def listing(self, listing_id: int) -> dict:
@@ -310,7 +313,8 @@ class OnefoldClient:
         return self.get(f"listings/{listing_id}/")
 
     def listing_create(self, **fields) -> dict:
-        """Operators: a draft listing for a global model (global_model, title, price, licence, ...)."""
+        """Operators: a draft listing for a global model (global_model, name, description, licence_text,
+        price_cents)."""
         return self.post("listings/", fields)
 
     def listing_publish(self, listing_id: int) -> dict:
@@ -327,10 +331,10 @@ class OnefoldClient:
     def wallet(self) -> dict:
         return self.get("wallet/")
 
-    def wallet_top_up(self, organisation_id: int, *, amount: str, reference: str) -> dict:
+    def wallet_top_up(self, organisation_id: int, *, amount_cents: int, reference: str, note: str = "") -> dict:
         """Operators: credit an organisation's wallet; the same ``reference`` credits once."""
         return self.post(f"organisations/{organisation_id}/wallet/top-ups/",
-                         {"amount": amount, "reference": reference})
+                         {"amount_cents": amount_cents, "reference": reference, "note": note})
 
     def earnings(self) -> Any:
         return self.get("earnings/")

@@ -242,13 +242,17 @@ def job(args):
 
 def catalog(args):
     answer = client_for(args).listings(search=args.search, federation=args.federation, ordering=args.ordering,
-                                       page=args.page)
+                                       limit=args.limit, offset=args.offset)
     listings = answer["results"] if isinstance(answer, dict) and "results" in answer else answer
-    lines = [f"{'id':>5} {'price':>10}  title"] + [
-        f"{item['id']:>5} {str(item.get('price', '')):>10}  {item.get('title') or item.get('name', '')}"
-        for item in listings]
+    lines = [f"{'id':>5} {'price':>10} {'accuracy':>8}  {'model':>5}  name"] + [
+        f"{item['id']:>5} {item['price_cents'] / 100:>10.2f} {_score(item.get('accuracy')):>8}  "
+        f"{item['global_model']:>5}  {item['name']}" for item in listings]
     return {"listings": listings, "count": answer.get("count", len(listings)) if isinstance(answer, dict)
             else len(listings)}, "\n".join(lines) if listings else "No models for sale match."
+
+
+def _score(value) -> str:
+    return "-" if value is None else f"{value:.4f}"
 
 
 def card(args):
@@ -258,7 +262,9 @@ def card(args):
 
 def buy(args):
     purchase = client_for(args).purchase(args.listing_id, idempotency_key=args.idempotency_key)
-    return purchase, f"Bought listing #{args.listing_id}: purchase #{purchase.get('id')}."
+    return purchase, (f"Bought listing #{args.listing_id} ({purchase['listing_name']}) for "
+                      f"{purchase['price_cents'] / 100:.2f}: purchase #{purchase['id']}; download it with "
+                      f"`python -m workers.silo download {purchase['global_model']}`.")
 
 
 def download(args):

@@ -1,0 +1,311 @@
+"""A simulated federation driven through the market's real HTTP API with the silo toolkit.
+
+Only the accounts are made in the database (the market has no sign-up API); everything else goes
+over HTTP like any client's requests: the operator creates the federation and uploads its public
+data and evaluation split, every silo runs the toolkit's command line (login, join, pull, train,
+upload) on its Dirichlet(β) share of the shipped Adult data, the operator launches a job and
+lists its global model, and a buyer is credited, buys and downloads it.
+
+Every step first looks for what an earlier run left (accounts, federation, submissions, job,
+listing, top-up reference, purchase idempotency key), so running the simulation again reuses it.
+
+Baselines follow the FedKT paper (section 5): SOLO is the mean evaluation accuracy of models each
+silo trains on its own data alone; centralised is one model trained on the union of the silos'
+data. Both use the job's final-model learner and the federation's evaluation split.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from workers.features import encode_features, encode_labels, read_table
+from workers.learners import fit_aligned
+from workers.partition import dirichlet_label_partition
+from workers.silo import cli
+from workers.silo.client import OnefoldClient
+from workers.silo.errors import NotFound, OnefoldError
+
+DEMO_DATA = Path(__file__).resolve().parents[2] / "demo_data"
+DATASETS = {"adult": {"public": "adult-public.csv.gz", "evaluation": "adult-evaluation.csv.gz",
+                      "silos": "adult-silos.csv.gz", "label_column": "income", "class_labels": ["<=50K", ">50K"],
+                      "name": "Adult income (simulated federation)",
+                      "description": "Twenty simulated silos hold Dirichlet-skewed shares of UCI Adult; predict "
+                                     "whether a person's income exceeds 50K a year."}}
+OPERATOR = ("operator", "onefold-operator")
+BUYER = ("buyer", "onefold-buyer", "Demo Buyer")
+SILO_PASSWORD = "onefold-silo"
+FINAL_MODEL = {"family": "random_forest", "n_estimators": 100, "max_depth": 8}
+TEACHER = ["--teacher", "random_forest", "--teacher-param", "n_estimators=25", "--teacher-param", "max_depth=8"]
+STUDENT = ["--student", "random_forest", "--student-param", "n_estimators=25", "--student-param", "max_depth=8"]
+PRICE_CENTS = 2500
+TOP_UP_CENTS = 10_000
+
+
+class SimulationError(Exception):
+    """A step of the simulation failed; the message names the step and the market's or toolkit's reason."""
+
+
+@dataclass
+class SimulationSettings:
+    market_url: str
+    dataset: str = "adult"
+    silos: int = 20
+    beta: float = 0.5
+    algorithm: str = "fedkt"
+    privacy_level: str = "L0"
+    partitions: int = 2
+    teachers: int = 5
+    gamma: float = 0.05
+    queries: int = 300
+    job_query: float | int = 1.0
+    seed: int = 0
+    work_dir: Path | None = None
+    say: Callable[[str], None] = print
+
+
+@dataclass
+class SimulationReport:
+    federation: str
+    submissions: list[int] = field(default_factory=list)
+    job: dict | None = None
+    global_model: dict | None = None
+    listing: dict | None = None
+    purchase: dict | None = None
+    download_bytes: int = 0
+    predictions: dict | None = None
+    accuracy: dict = field(default_factory=dict)
+    accounts: dict = field(default_factory=dict)
+
+
+# --- accounts (database: the market has no sign-up API) ------------------------------------------
+
+def accounts_ensure(settings: SimulationSettings) -> dict:
+    """Operator, one user per silo organisation and a buyer; existing ones are reused."""
+    from market.accounts.models import Organisation, User
+    from market.accounts.services import organisation_create, user_create
+
+    def user(username, password, *, organisation=None, is_operator=False):
+        return User.objects.filter(username=username).first() or user_create(
+            username=username, password=password, organisation=organisation, is_operator=is_operator)
+
+    def organisation(name, *, is_silo, is_buyer):
+        return Organisation.objects.filter(name=name).first() or organisation_create(
+            name=name, is_silo=is_silo, is_buyer=is_buyer)
+
+    user(*OPERATOR, is_operator=True)
+    user(BUYER[0], BUYER[1], organisation=organisation(BUYER[2], is_silo=False, is_buyer=True))
+    silos = [(f"silo-{index:02d}", f"Simulated Silo {index:02d}") for index in range(1, settings.silos + 1)]
+    for username, name in silos:
+        user(username, SILO_PASSWORD, organisation=organisation(name, is_silo=True, is_buyer=False))
+    return {"operator": OPERATOR, "buyer": BUYER[:2], "silos": [(username, SILO_PASSWORD) for username, _ in silos]}
+
+
+# --- HTTP -----------------------------------------------------------------------------------------
+
+def signed_in(market_url: str, username: str, password: str) -> OnefoldClient:
+    client = OnefoldClient(market_url)
+    client.token = client.obtain_token(username=username, password=password, name="onefold simulator")
+    return client
+
+
+def dataset_bytes(settings: SimulationSettings, part: str) -> bytes:
+    return gzip.decompress((DEMO_DATA / DATASETS[settings.dataset][part]).read_bytes())
+
+
+def federation_ensure(operator: OnefoldClient, settings: SimulationSettings) -> dict:
+    """The simulated federation with public data and evaluation split (created once)."""
+    dataset = DATASETS[settings.dataset]
+    wanted = next((item for item in operator.federations() if item["name"] == dataset["name"]), None)
+    if wanted is None:
+        wanted = operator.federation_create(
+            name=dataset["name"], description=dataset["description"], class_labels=dataset["class_labels"],
+            label_column=dataset["label_column"], allowed_privacy_levels=["L0", "L1", "L2"],
+            default_privacy_level="L0", default_parameters={})
+    slug = wanted["slug"]
+    try:
+        operator.public_dataset(slug)
+    except NotFound:
+        operator.public_dataset_upload(slug, dataset_bytes(settings, "public"), name="adult-public.csv")
+    try:
+        operator.evaluation_split(slug)
+    except NotFound:
+        operator.evaluation_split_upload(slug, dataset_bytes(settings, "evaluation"), name="adult-evaluation.csv")
+    return wanted
+
+
+def silo_shares(settings: SimulationSettings) -> list[pd.DataFrame]:
+    """Each silo's rows: a Dirichlet(β) label partition of the shipped silo data (seeded)."""
+    frame = read_table(dataset_bytes(settings, "silos"))
+    labels = frame[DATASETS[settings.dataset]["label_column"]].to_numpy()
+    minimum = int(np.ceil(settings.teachers * 10 / 0.8)) + 5   # t teachers × 10 rows after a 20 % hold-out
+    parts = dirichlet_label_partition(labels, settings.silos, beta=settings.beta, seed=settings.seed,
+                                      min_size=minimum)
+    return [frame.iloc[indices].reset_index(drop=True) for indices in parts]
+
+
+def toolkit(config: Path, *arguments) -> dict:
+    """Run ``python -m workers.silo ARGUMENTS --json`` in this process with its own login file."""
+    saved = os.environ.get("ONEFOLD_CONFIG")
+    os.environ["ONEFOLD_CONFIG"] = str(config)
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = cli.main([str(argument) for argument in arguments] + ["--json"])
+    finally:
+        if saved is None:
+            os.environ.pop("ONEFOLD_CONFIG", None)
+        else:
+            os.environ["ONEFOLD_CONFIG"] = saved
+    if code != 0:
+        shown = " ".join(str(argument) for argument in arguments if str(argument) != SILO_PASSWORD)
+        raise SimulationError(f"`python -m workers.silo {shown}` failed: {err.getvalue().strip()}")
+    return json.loads(out.getvalue())
+
+
+def silo_submission(settings: SimulationSettings, slug: str, username: str, share: pd.DataFrame, folder: Path) -> int:
+    """One silo's turn with the toolkit: login, join, pull, train, upload; an earlier upload is reused."""
+    config = folder / "config.json"
+    toolkit(config, "login", "--market", settings.market_url, "--username", username, "--password", SILO_PASSWORD)
+    toolkit(config, "join", slug)
+    existing = OnefoldClient(settings.market_url, json.loads(config.read_text())["token"]).submissions(federation=slug)
+    reusable = [item for item in existing if item["status"] in ("valid", "pending", "validating")
+                and item["privacy_level"] == settings.privacy_level]
+    if reusable:
+        return reusable[0]["id"]
+    toolkit(config, "pull", slug, "--output", folder / "pulled")
+    share.to_csv(folder / "data.csv", index=False)
+    privacy = (["--privacy-level", "L2", "--gamma", settings.gamma, "--queries", settings.queries]
+               if settings.privacy_level == "L2" else ["--privacy-level", settings.privacy_level])
+    mode = ["--local"] if settings.algorithm != "fedkt" else []
+    toolkit(config, "train", slug, "--data", folder / "data.csv", "--pulled", folder / "pulled", "--output",
+            folder / "trained", "-s", settings.partitions, "-t", settings.teachers, *TEACHER, *STUDENT, *privacy,
+            *mode, "--seed", settings.seed)
+    return toolkit(config, "upload", folder / "trained", "--no-wait")["id"]
+
+
+def job_ensure(operator: OnefoldClient, settings: SimulationSettings, slug: str, submissions: list[int]) -> dict:
+    """A succeeded job over exactly these submissions: an earlier one, else a new one waited for."""
+    for job in operator.jobs(federation=slug):
+        if job["status"] == "succeeded" and sorted(job["submissions"]) == sorted(submissions) \
+                and job["kind"] == settings.algorithm and job["privacy_level"] == settings.privacy_level:
+            return job
+    parameters = {"fedkt": {"partitions": settings.partitions, "teachers": settings.teachers,
+                            "query": settings.job_query, "final_model": FINAL_MODEL},
+                  "ensemble": {}, "distill": {"query": settings.job_query, "final_model": FINAL_MODEL}}.get(
+        settings.algorithm, {})
+    if settings.privacy_level == "L1":
+        parameters["privacy"] = {"mechanism": "laplace", "gamma": settings.gamma, "delta": 1e-5}
+    job = operator.job_create(slug, kind=settings.algorithm, privacy_level=settings.privacy_level,
+                              parameters=parameters, submissions=submissions, seed=settings.seed)
+    settings.say(f"Job #{job['id']} ({settings.algorithm}, {settings.privacy_level}) queued; waiting for the worker.")
+    last_stage = [None]
+
+    def show(found):
+        stage = (found.get("progress") or {}).get("stage")
+        if stage and stage != last_stage[0]:
+            last_stage[0] = stage
+            settings.say(f"  job #{found['id']}: {found['status']}, {stage}")
+    return operator.job_wait(job["id"], timeout_seconds=1800, on_poll=show)
+
+
+def listing_ensure(operator: OnefoldClient, global_model: dict, settings: SimulationSettings) -> dict:
+    """A published listing of the global model (an earlier one is reused)."""
+    found = operator.listings(federation=global_model["federation"], limit=100)
+    mine = [item for item in found["results"] if item["global_model"] == global_model["id"]
+            and item["status"] != "retired"]
+    listing = mine[0] if mine else operator.listing_create(
+        global_model=global_model["id"], name=f"Adult income, {settings.algorithm} over {settings.silos} silos "
+                                              f"({settings.privacy_level})",
+        description="Global model of the simulated Adult federation.", price_cents=PRICE_CENTS,
+        licence_text="Demo licence: evaluation use only.")
+    if listing["status"] != "published":
+        listing = operator.listing_publish(listing["id"])
+    return listing
+
+
+def buyer_purchase(operator: OnefoldClient, buyer: OnefoldClient, listing: dict) -> dict:
+    """Credit the buyer once (by reference) and buy once (by idempotency key)."""
+    organisation = buyer.me()["organisation"]
+    operator.wallet_top_up(organisation["id"], amount_cents=TOP_UP_CENTS,
+                           reference=f"simulation-top-up-{organisation['id']}", note="Demo credit")
+    return buyer.purchase(listing["id"], idempotency_key=f"simulation-purchase-{listing['id']}")
+
+
+def baseline_accuracies(settings: SimulationSettings, shares: list[pd.DataFrame], spec: dict) -> dict:
+    """SOLO (mean over silos) and centralised evaluation accuracy with the job's final-model learner."""
+    dataset = DATASETS[settings.dataset]
+    evaluation = read_table(dataset_bytes(settings, "evaluation"))
+    test_x = encode_features(evaluation, spec)
+    test_y = encode_labels(evaluation[dataset["label_column"]], dataset["class_labels"])
+    n_classes = len(dataset["class_labels"])
+
+    def accuracy_of(frame: pd.DataFrame) -> float:
+        labels = encode_labels(frame[dataset["label_column"]], dataset["class_labels"])
+        model = fit_aligned(FINAL_MODEL, encode_features(frame, spec), labels, n_classes=n_classes, seed=settings.seed)
+        return float(np.mean(model.predict(test_x) == test_y))
+    solo = [accuracy_of(share) for share in shares]
+    return {"solo": float(np.mean(solo)), "solo_min": min(solo), "solo_max": max(solo),
+            "centralised": accuracy_of(pd.concat(shares, ignore_index=True))}
+
+
+def simulation_run(settings: SimulationSettings) -> SimulationReport:
+    """Run the whole simulated federation; see the module docstring."""
+    say = settings.say
+    accounts = accounts_ensure(settings)
+    operator = signed_in(settings.market_url, *OPERATOR)
+    federation = federation_ensure(operator, settings)
+    slug = federation["slug"]
+    report = SimulationReport(federation=slug, accounts=accounts)
+    shares = silo_shares(settings)
+    say(f"Federation '{slug}': {settings.silos} silos with Dirichlet(β={settings.beta}) shares of "
+        f"{sum(len(share) for share in shares)} rows ({min(map(len, shares))}–{max(map(len, shares))} each).")
+    with tempfile.TemporaryDirectory(prefix="onefold-simulation-", dir=settings.work_dir) as work:
+        for index, ((username, _), share) in enumerate(zip(accounts["silos"], shares), start=1):
+            folder = Path(work) / username
+            folder.mkdir()
+            report.submissions.append(silo_submission(settings, slug, username, share, folder))
+            counts = share[DATASETS[settings.dataset]["label_column"]].value_counts().to_dict()
+            say(f"  {username}: {len(share)} rows, labels {counts} → submission #{report.submissions[-1]}")
+    for submission_id in report.submissions:
+        operator.submission_wait(submission_id, timeout_seconds=900)
+    say(f"All {len(report.submissions)} submissions are valid.")
+    report.job = job_ensure(operator, settings, slug, report.submissions)
+    report.global_model = operator.global_model(report.job["global_model"])
+    report.listing = listing_ensure(operator, report.global_model, settings)
+    buyer = signed_in(settings.market_url, *BUYER[:2])
+    report.purchase = buyer_purchase(operator, buyer, report.listing)
+    data, _ = buyer.global_model_download(report.global_model["id"], file_format="onnx")
+    report.download_bytes = len(data)
+    rows = read_table(dataset_bytes(settings, "evaluation")).drop(
+        columns=[DATASETS[settings.dataset]["label_column"]]).head(5)
+    report.predictions = buyer.predict(report.global_model["id"], json.loads(rows.to_json(orient="records")))
+    spec = operator.feature_spec(slug)
+    report.accuracy = {"fedkt": report.global_model["metrics"]["accuracy"],
+                       **baseline_accuracies(settings, shares, spec)}
+    return report
+
+
+def summary_table(report: SimulationReport, settings: SimulationSettings) -> str:
+    accuracy = report.accuracy
+    global_name = f"{settings.algorithm} global model (job #{report.job['id']})"
+    solo_name = f"SOLO (mean of {settings.silos} silos)"
+    lines = [f"{'model':<38} {'accuracy':>9}", f"{global_name:<38} {accuracy['fedkt']:>9.4f}",
+             f"{solo_name:<38} {accuracy['solo']:>9.4f}   (silos range {accuracy['solo_min']:.4f}"
+             f"–{accuracy['solo_max']:.4f})",
+             f"{'centralised (all silo data pooled)':<38} {accuracy['centralised']:>9.4f}"]
+    return "\n".join(lines)
+
+
+__all__ = ["SimulationError", "SimulationReport", "SimulationSettings", "simulation_run", "summary_table",
+           "OnefoldError"]

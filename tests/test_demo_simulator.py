@@ -1,0 +1,55 @@
+"""The demo simulator at a small size: a real live market, a real worker, every step over HTTP; a second run reuses."""
+
+import re
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def market_url(request, settings, celery_worker):
+    # Django's live-server thread needs a MEDIA_URL string; the market sets none (artifacts are never served).
+    if settings.MEDIA_URL is None:
+        settings.MEDIA_URL = "/live-server-media-unused/"
+    return request.getfixturevalue("live_server").url
+
+
+def simulate(market_url, tmp_path) -> str:
+    out = StringIO()
+    call_command("onefold_simulate", market_url=market_url, silos=3, beta=0.5, work_dir=tmp_path, stdout=out)
+    return out.getvalue()
+
+
+def test_the_simulator_runs_a_federation_end_to_end_and_a_second_run_reuses_everything(market_url, tmp_path):
+    from market.accounts.models import Organisation, User
+    from market.commerce.models import Purchase
+    from market.federations.models import Federation
+    from market.jobs.models import GlobalModel, Job
+    from market.submissions.models import Submission
+
+    output = simulate(market_url, tmp_path)
+    federation = Federation.objects.get()
+    assert federation.slug == "adult-income-simulated-federation"
+    assert Submission.objects.filter(federation=federation, status="valid").count() == 3
+    job = Job.objects.get()
+    assert (job.kind, job.privacy_level, job.status) == ("fedkt", "L0", "succeeded")
+    assert job.submissions.count() == 3
+    accuracy = GlobalModel.objects.get(job=job).metrics["accuracy"]
+    assert re.search(rf"fedkt global model \(job #{job.id}\)\s+{accuracy:.4f}", output)
+    solo, centralised = (float(re.search(rf"{name}.*?(\d\.\d{{4}})", output).group(1))
+                         for name in ("SOLO \\(mean of 3 silos\\)", "centralised"))
+    assert 0.5 < solo <= centralised <= 1
+    purchase = Purchase.objects.get()
+    assert purchase.buyer_organisation.name == "Demo Buyer"
+    assert f"Market: {market_url}/" in output
+    assert "operator: operator / onefold-operator" in output and "silo-01 … silo-03 / onefold-silo" in output
+
+    counts = (User.objects.count(), Organisation.objects.count(), Submission.objects.count(), Job.objects.count(),
+              Purchase.objects.count())
+    again = simulate(market_url, tmp_path)
+    assert (User.objects.count(), Organisation.objects.count(), Submission.objects.count(), Job.objects.count(),
+            Purchase.objects.count()) == counts
+    assert f"fedkt global model (job #{job.id})" in again
