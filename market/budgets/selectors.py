@@ -14,6 +14,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
 from market.accounts.models import User
+from market.audit.models import AuditEvent
 from market.budgets.models import BudgetEntry, EntryKind, PrivacyBudget
 from market.budgets.services import budgets_ensure
 from market.errors import InvalidInput, NotFound
@@ -142,3 +143,18 @@ def budget_timeline(*, federation: Federation, user: User) -> dict:
             {"at": entry.created_at.isoformat(), "kind": entry.kind, "spent": float(entry.spent_after),
              "reserved": float(entry.reserved_after), "limit": float(entry.epsilon_limit_after)})
     return series
+
+
+def budget_refusals(*, federation: Federation, user: User, limit: int = 50) -> list[dict]:
+    """Recent refused spends ("budget.refused" audit events) in the federation, newest first; a silo sees those
+    that named its own budget or that it asked for."""
+    events = AuditEvent.objects.filter(action="budget.refused", details__federation=federation.slug).select_related(
+        "actor").order_by("-id")[:limit]
+    refusals = []
+    for event in events:
+        silo_ids = {silo.get("organisation_id") for silo in event.details.get("silos", [])}
+        if user.is_operator or user.organisation_id in silo_ids or (
+                event.actor_id is not None and event.actor_id == user.id):
+            refusals.append({"at": event.created_at, "message": event.details.get("message", ""),
+                             "actor": event.actor.username if event.actor else None})
+    return refusals

@@ -1,0 +1,126 @@
+"""Privacy budget pages: the dashboard per federation (chart, timeline, limits, pricing, refusals) and the ledger.
+
+Operators see every silo; a member silo sees its own budget only. The pages call the budget selectors and
+services the REST API calls; the CSV export is the API's (``?format=csv``), linked with the page's filters.
+"""
+
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from frontend.decorators import page
+from market.budgets.models import EntryKind
+from market.budgets.selectors import (budget_get, budget_ledger, budget_list, budget_refusals, budget_summary,
+                                      budget_timeline, entry_summary)
+from market.budgets.services import budget_calibrate, budget_limit_set, budget_price_job
+from market.errors import DomainError, InvalidInput
+from market.federations.selectors import federation_get, federation_list, federation_require_member
+
+LEDGER_PER_PAGE = 50
+PRICE_FIELDS = ("mechanism", "noise", "delta", "n_queries", "partitions")
+
+
+@require_GET
+@page
+def budget_index_page(request):
+    """The federations whose budgets the user may see: all for operators, memberships for silos."""
+    federations = federation_list(user=request.user)
+    if not request.user.is_operator:
+        federations = federations.filter(is_member=True)
+    return render(request, "frontend/budgets/index.html", {"section": "budgets", "federations": federations})
+
+
+def _dashboard_context(request, federation, **extra) -> dict:
+    budgets = [budget_summary(budget) for budget in budget_list(federation=federation, user=request.user)]
+    chart = {"labels": [b["organisation"] for b in budgets], "spent": [float(b["spent"]) for b in budgets],
+             "reserved": [float(b["reserved"]) for b in budgets],
+             "remaining": [float(b["remaining"]) for b in budgets]}
+    return {"section": "budgets", "federation": federation, "budgets": budgets, "chart": chart,
+            "timeline": budget_timeline(federation=federation, user=request.user),
+            "warnings": [b for b in budgets if b["warning"]],
+            "refusals": budget_refusals(federation=federation, user=request.user)[:10],
+            "price_form": {"mechanism": "laplace", "noise": "0.04", "delta": "0.00001", "n_queries": "100",
+                           "partitions": "2"}, **extra}
+
+
+@require_GET
+@page
+def budget_dashboard_page(request, slug):
+    federation = federation_get(slug=slug, user=request.user)
+    federation_require_member(federation=federation, user=request.user)
+    return render(request, "frontend/budgets/dashboard.html", _dashboard_context(request, federation))
+
+
+@require_POST
+@page
+def budget_limit_action(request, slug, budget_id):
+    federation = federation_get(slug=slug, user=request.user)
+    budget = budget_get(budget_id=budget_id, user=request.user)
+    try:
+        budget = budget_limit_set(budget_id=budget.id, epsilon_limit=request.POST.get("epsilon_limit", "").strip(),
+                                  reason=request.POST.get("reason", "").strip()[:1000], actor=request.user,
+                                  request=request)
+    except DomainError as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(request, f"{budget.organisation.name}'s ε limit is now {budget.epsilon_limit}.")
+    return redirect("budget-dashboard", slug=federation.slug)
+
+
+def _privacy_from(form: dict) -> tuple[dict, int]:
+    """The price form's fields as the services' privacy parameters and s."""
+    try:
+        noise = float(form["noise"])
+        privacy = {"mechanism": form["mechanism"], "gamma": noise if form["mechanism"] == "laplace" else None,
+                   "sigma": noise if form["mechanism"] == "gaussian" else None, "delta": float(form["delta"]),
+                   "n_queries": int(form["n_queries"])}
+        return privacy, int(form["partitions"])
+    except (KeyError, ValueError) as error:
+        raise InvalidInput("Fill in the noise, δ, number of queries and partitions with numbers.") from error
+
+
+@require_POST
+@page
+def budget_price_action(request, slug):
+    """Price a job (dry run) or calibrate it; the answer is shown on the dashboard, nothing is reserved."""
+    federation = federation_get(slug=slug, user=request.user)
+    federation_require_member(federation=federation, user=request.user)
+    form = {name: request.POST.get(name, "").strip() for name in PRICE_FIELDS}
+    organisations = [budget["organisation_id"] for budget in
+                     (budget_summary(b) for b in budget_list(federation=federation, user=request.user))]
+    extra = {"price_form": form}
+    try:
+        privacy, partitions = _privacy_from(form)
+        solve_for = request.POST.get("solve_for")
+        if solve_for in ("noise", "queries"):
+            extra["calibration"] = budget_calibrate(federation=federation, organisations=organisations,
+                                                    privacy_parameters=privacy, partitions=partitions,
+                                                    solve_for=solve_for)
+            extra["quote"] = extra["calibration"]["price"]
+        else:
+            extra["quote"] = budget_price_job(federation=federation, organisations=organisations,
+                                              privacy_parameters=privacy, partitions=partitions)
+    except DomainError as error:
+        extra["price_error"] = str(error)
+    return render(request, "frontend/budgets/dashboard.html", _dashboard_context(request, federation, **extra))
+
+
+@require_GET
+@page
+def budget_ledger_page(request, slug):
+    federation = federation_get(slug=slug, user=request.user)
+    filters = {name: request.GET.get(name, "").strip() for name in ("silo", "job", "kind", "since", "until")}
+    entries = budget_ledger(federation=federation, user=request.user, **filters)
+    page_of_entries = Paginator(entries, LEDGER_PER_PAGE).get_page(request.GET.get("page"))
+    active = {name: value for name, value in filters.items() if value}
+    return render(request, "frontend/budgets/ledger.html", {
+        "section": "budgets", "federation": federation, "filters": filters, "kinds": EntryKind.choices,
+        "silos": [(b.organisation_id, b.organisation.name) for b in budget_list(federation=federation,
+                                                                              user=request.user)],
+        "entries": [entry_summary(entry, user=request.user, federation=federation) for entry in page_of_entries],
+        "page_of_entries": page_of_entries, "filter_query": urlencode(active),
+        "csv_url": reverse("api-budget-ledger", args=[federation.slug]) + "?" + urlencode({**active, "format": "csv"})})
