@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 TEST_ENV := ONEFOLD_DEBUG=true DATABASE_URL=postgres://postgres@127.0.0.1:5432/onefold \
 	CELERY_BROKER_URL=redis://127.0.0.1:6379/15
 
-.PHONY: run test services
+.PHONY: run test services check
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -23,5 +23,9 @@ run: $(BIN)/.installed
 services:
 	bash .ci/services
 
-test: $(BIN)/.installed services
+# Forbidden patterns, bandit and pip-audit (.ci/security); `make test` runs them first.
+check: $(BIN)/.installed
+	PYTHON_BIN=$(BIN)/python bash .ci/security
+
+test: $(BIN)/.installed services check
 	$(TEST_ENV) $(BIN)/python -m pytest $(PYTEST_ARGS)
