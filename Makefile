@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 TEST_ENV := ONEFOLD_DEBUG=true DATABASE_URL=postgres://postgres@127.0.0.1:5432/onefold \
 	CELERY_BROKER_URL=redis://127.0.0.1:6379/15
 
-.PHONY: run test services check
+.PHONY: run test services check demo
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,23 @@ run: $(BIN)/.installed
 	ONEFOLD_DEBUG=true $(BIN)/celery -A workers.celery_app worker --concurrency 1 --loglevel INFO & \
 	worker=$$!; trap "kill $$worker" EXIT INT TERM; \
 	ONEFOLD_DEBUG=true $(BIN)/python manage.py runserver 127.0.0.1:8000
+
+# The demo: the market on embedded defaults plus a simulated 20-silo federation driven through its HTTP API
+# (manage.py onefold_simulate); the market keeps running afterwards until Ctrl-C.
+DEMO_PORT ?= 8000
+demo: $(BIN)/.installed
+	ONEFOLD_DEBUG=true $(BIN)/python manage.py migrate --noinput
+	ONEFOLD_DEBUG=true $(BIN)/python manage.py onefold_demo
+	mkdir -p var
+	ONEFOLD_DEBUG=true $(BIN)/celery -A workers.celery_app worker --concurrency 1 --loglevel WARNING \
+		>var/demo-worker.log 2>&1 & worker=$$!; \
+	ONEFOLD_DEBUG=true $(BIN)/python manage.py runserver 127.0.0.1:$(DEMO_PORT) --noreload \
+		>var/demo-web.log 2>&1 & web=$$!; \
+	trap "kill $$worker $$web 2>/dev/null" EXIT INT TERM; \
+	ONEFOLD_DEBUG=true $(BIN)/python manage.py onefold_simulate --market-url http://127.0.0.1:$(DEMO_PORT) \
+		--wait-for-market 120 $(DEMO_ARGS) && \
+	echo "The market keeps running at http://127.0.0.1:$(DEMO_PORT)/ (logs in var/demo-*.log); Ctrl-C stops it." && \
+	wait
 
 services:
 	bash .ci/services

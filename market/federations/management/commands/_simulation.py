@@ -34,7 +34,7 @@ from workers.learners import fit_aligned
 from workers.partition import dirichlet_label_partition
 from workers.silo import cli
 from workers.silo.client import OnefoldClient
-from workers.silo.errors import NotFound, OnefoldError
+from workers.silo.errors import NotFound
 
 DEMO_DATA = Path(__file__).resolve().parents[2] / "demo_data"
 DATASETS = {"adult": {"public": "adult-public.csv.gz", "evaluation": "adult-evaluation.csv.gz",
@@ -112,6 +112,24 @@ def accounts_ensure(settings: SimulationSettings) -> dict:
 
 
 # --- HTTP -----------------------------------------------------------------------------------------
+
+def market_wait(market_url: str, *, timeout_seconds: float) -> None:
+    """Return once the market answers HTTP at all; :class:`SimulationError` after ``timeout_seconds``."""
+    import time
+
+    import requests
+
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        try:
+            requests.get(market_url, timeout=5)
+            return
+        except requests.RequestException as error:
+            if time.monotonic() >= deadline:
+                raise SimulationError(f"The market at {market_url} did not answer within {timeout_seconds:g} s "
+                                      f"({type(error).__name__}); is it running?") from error
+            time.sleep(1)
+
 
 def signed_in(market_url: str, username: str, password: str) -> OnefoldClient:
     client = OnefoldClient(market_url)
@@ -307,5 +325,5 @@ def summary_table(report: SimulationReport, settings: SimulationSettings) -> str
     return "\n".join(lines)
 
 
-__all__ = ["SimulationError", "SimulationReport", "SimulationSettings", "simulation_run", "summary_table",
-           "OnefoldError"]
+__all__ = ["SimulationError", "SimulationReport", "SimulationSettings", "market_wait", "simulation_run",
+           "summary_table"]

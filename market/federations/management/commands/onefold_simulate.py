@@ -9,7 +9,8 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from market.federations.management.commands._simulation import (BUYER, DATASETS, OPERATOR, SILO_PASSWORD,
-                                                                 SimulationError, SimulationSettings, simulation_run,
+                                                                 SimulationError, SimulationSettings, market_wait,
+                                                                 simulation_run,
                                                                  summary_table)
 from workers.silo.errors import OnefoldError
 
@@ -37,6 +38,8 @@ class Command(BaseCommand):
                                                                          "(count, or fraction with a decimal point)")
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--work-dir", type=Path, help="folder for the silos' temporary files")
+        parser.add_argument("--wait-for-market", type=float, default=0, metavar="SECONDS",
+                            help="wait this long for the market to answer before starting (it may be starting up)")
 
     def handle(self, *args, **options):
         if options["silos"] < 2:
@@ -48,6 +51,7 @@ class Command(BaseCommand):
             queries=options["queries"], job_query=options["job_query"], seed=options["seed"],
             work_dir=options["work_dir"], say=self.stdout.write)
         try:
+            market_wait(settings.market_url, timeout_seconds=options["wait_for_market"])
             report = simulation_run(settings)
         except (OnefoldError, SimulationError, ValueError) as error:
             raise CommandError(f"The simulation stopped: {error}") from error
