@@ -12,10 +12,12 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 
 
 def ensure_broker_folders() -> None:
-    """The embedded filesystem broker needs its folders to exist before a message is sent."""
+    """The embedded filesystem broker needs its folders to exist before a message is sent (and beat its own)."""
     for folder in (app.conf.broker_transport_options or {}).values():
         if isinstance(folder, str) and folder.startswith("/"):
             Path(folder).mkdir(parents=True, exist_ok=True)
+    if app.conf.beat_schedule_filename and app.conf.beat_schedule_filename.startswith("/"):
+        Path(app.conf.beat_schedule_filename).parent.mkdir(parents=True, exist_ok=True)
 
 
 ensure_broker_folders()

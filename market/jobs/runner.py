@@ -308,6 +308,9 @@ def _predict_chunk(chunk: JobChunk, features: np.ndarray, n_classes: int) -> dic
 def job_chunk_run(*, chunk_id: int) -> None:
     """Predict the public data and the evaluation split with every member of one chunk; store the partial sums."""
     if not _claim_chunk(chunk_id):
+        job_id = JobChunk.objects.filter(id=chunk_id).values_list("job_id", flat=True).first()
+        if job_id is not None:
+            _stop_if_cancelled(job_id)
         return
     chunk = JobChunk.objects.select_related("job__public_dataset", "job__evaluation_split", "job__federation").get(
         id=chunk_id)

@@ -33,6 +33,7 @@ def job_worker(settings, media_root, log_path: Path, *, beat: bool = True, concu
                  "--without-gossip", "--without-mingle", "--loglevel", "INFO", "-n", f"jobs-{log_path.stem}@%h"]
     if beat:
         arguments.append("-B")
+    (log_path.parent / "var").mkdir(exist_ok=True)
     log = open(log_path, "ab")
     worker = subprocess.Popen(arguments, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
                               start_new_session=True)

@@ -1,0 +1,183 @@
+"""Jobs under real Celery worker processes on the real broker (Redis) and PostgreSQL: the happy path, a worker
+killed with SIGKILL mid-job, bad inputs, duplicate deliveries, a broker outage and cancellation."""
+
+import os
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from market.jobs.models import GlobalModel, Job, JobOutbox, JobStatus
+from market.storage import artifact_read
+from market.submissions.models import ModelFile
+from tests.conftest import api_client_for, wait_until
+from tests.market.jobs.conftest import (FAST_FEDKT, fedkt_student_files, fedkt_submissions,  # noqa: F401 (fixtures)
+                                        third_silo_user)
+from tests.market.jobs.helpers import FAST_JOB_SETTINGS, job_worker, wait_for_job
+
+pytestmark = pytest.mark.worker
+
+
+@pytest.fixture
+def fast_jobs(transactional_db, settings):
+    for name, value in FAST_JOB_SETTINGS.items():
+        setattr(settings, name, value)
+    from workers.celery_app import app
+
+    app.control.purge()
+    return settings
+
+
+def launch(operator, submissions, **changes) -> int:
+    payload = {"kind": "fedkt", "privacy_level": "L0", "parameters": FAST_FEDKT, "seed": 5, **changes}
+    response = api_client_for(operator).post(f"/api/federations/{submissions[0].federation.slug}/jobs/", payload,
+                                             format="json")
+    assert response.status_code == 201, response.json()
+    return response.json()["id"]
+
+
+def test_a_worker_runs_a_fedkt_job_from_the_api_to_one_global_model(fast_jobs, media_root, tmp_path, operator,
+                                                                     fedkt_submissions):
+    with job_worker(fast_jobs, media_root, tmp_path / "worker.log"):
+        job = wait_for_job(launch(operator, fedkt_submissions))
+    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    assert job.attempts == 1
+    assert GlobalModel.objects.filter(job=job).count() == 1
+    detail = api_client_for(operator).get(f"/api/jobs/{job.id}/").json()
+    assert detail["progress"]["percent"] == 100
+    assert [line["message"] for line in detail["log"]][-1].startswith("Succeeded: global model")
+
+
+def test_a_worker_killed_mid_job_is_replaced_and_the_job_finishes_once(fast_jobs, media_root, tmp_path, operator,
+                                                                       fedkt_submissions):
+    with job_worker(fast_jobs, media_root, tmp_path / "first.log") as worker:
+        job_id = launch(operator, fedkt_submissions)
+        wait_until(lambda: Job.objects.filter(id=job_id, status=JobStatus.RUNNING).exists(), timeout=60,
+                   interval=0.05, message="the job did not start")
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait()
+    killed = Job.objects.get(id=job_id)
+    assert killed.status == JobStatus.RUNNING
+    with job_worker(fast_jobs, media_root, tmp_path / "second.log"):
+        job = wait_for_job(job_id, timeout=120)
+    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    assert job.attempts == 2
+    assert GlobalModel.objects.filter(job_id=job_id).count() == 1
+    assert any("re-queued" in entry.message for entry in job.log_entries.all())
+
+
+def test_a_corrupt_model_file_fails_the_job_naming_the_submission(fast_jobs, media_root, tmp_path, operator,
+                                                                  fedkt_submissions):
+    corrupt = fedkt_submissions[1]
+    model_file = ModelFile.objects.filter(submission=corrupt).first()
+    (media_root / model_file.stored_name).write_bytes(b"not a model any more")
+    with job_worker(fast_jobs, media_root, tmp_path / "worker.log"):
+        job = wait_for_job(launch(operator, fedkt_submissions))
+    assert job.status == JobStatus.FAILED
+    assert job.failure_reason.startswith(f"Submission #{corrupt.id}: its model file '{model_file.original_name}' is "
+                                         "corrupt")
+    assert not GlobalModel.objects.exists()
+
+
+def test_a_model_that_fails_at_predict_time_fails_the_job_naming_the_submission(
+        fast_jobs, media_root, tmp_path, operator, fedkt_submissions):
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
+    from market.storage import sha256_of
+    from workers.modelio.export import export_sklearn_onnx
+
+    broken = fedkt_submissions[2]
+    model_file = ModelFile.objects.filter(submission=broken).first()
+    three_features = export_sklearn_onnx(LogisticRegression().fit(np.eye(3), [0, 1, 1]), 3)
+    (media_root / model_file.stored_name).write_bytes(three_features)
+    ModelFile.objects.filter(id=model_file.id).update(sha256=sha256_of(three_features))
+    with job_worker(fast_jobs, media_root, tmp_path / "worker.log"):
+        job = wait_for_job(launch(operator, fedkt_submissions))
+    assert job.status == JobStatus.FAILED
+    assert job.failure_reason.startswith(f"Submission #{broken.id}: model file '{model_file.original_name}' failed at "
+                                         "predict time")
+    assert not GlobalModel.objects.exists()
+
+
+def test_the_same_start_delivered_three_times_runs_the_job_once(fast_jobs, media_root, tmp_path, operator,
+                                                                fedkt_submissions):
+    from workers.tasks import job_start_task
+
+    job_id = launch(operator, fedkt_submissions)
+    job_start_task.delay(job_id)
+    job_start_task.delay(job_id)
+    with job_worker(fast_jobs, media_root, tmp_path / "worker.log", concurrency=2):
+        job = wait_for_job(job_id)
+        time.sleep(2)  # let the duplicates reach the workers
+    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    assert Job.objects.get(id=job_id).attempts == 1
+    assert GlobalModel.objects.filter(job_id=job_id).count() == 1
+    assert sum("Claimed by worker" in entry.message for entry in job.log_entries.all()) == 1
+
+
+def test_cancelling_a_running_job_stops_it_without_a_global_model(fast_jobs, media_root, tmp_path, operator,
+                                                                  fedkt_submissions):
+    with job_worker(fast_jobs, media_root, tmp_path / "worker.log"):
+        job_id = launch(operator, fedkt_submissions)
+        wait_until(lambda: Job.objects.filter(id=job_id, status=JobStatus.RUNNING).exists(), timeout=60,
+                   interval=0.05, message="the job did not start")
+        response = api_client_for(operator).post(f"/api/jobs/{job_id}/cancel/")
+        assert response.status_code == 200, response.json()
+        job = wait_for_job(job_id, timeout=30)
+    assert job.status == JobStatus.CANCELLED
+    assert not GlobalModel.objects.filter(job_id=job_id).exists()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def private_broker(fast_jobs, tmp_path, fedkt_submissions):
+    """A Redis of this test's own on a free port, stopped at first; the test process publishes to it (the
+    submissions are uploaded before, while the shared broker is up)."""
+    from workers.celery_app import app
+
+    port = free_port()
+    url = f"redis://127.0.0.1:{port}/0"
+    original = app.conf.broker_url
+    app.conf.broker_url, app.conf.broker_write_url, fast_jobs.CELERY_BROKER_URL = url, url, url
+    app._pool = None
+    app.amqp._producer_pool = None
+    servers = []
+
+    def start():
+        servers.append(subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                         "--appendonly", "no", "--dir", str(tmp_path)], stdout=subprocess.DEVNULL))
+        wait_until(lambda: socket.socket().connect_ex(("127.0.0.1", port)) == 0, timeout=10, message="no redis")
+
+    yield start
+    for server in servers:
+        server.terminate()
+        server.wait()
+    app.conf.broker_url = app.conf.broker_write_url = original
+    app._pool = None
+    app.amqp._producer_pool = None
+
+
+def test_a_job_created_while_the_broker_is_down_runs_once_when_it_is_back(
+        private_broker, fast_jobs, media_root, tmp_path, operator, fedkt_submissions):
+    from workers.celery_app import app
+
+    app.conf.broker_connection_timeout = 1
+    job_id = launch(operator, fedkt_submissions)
+    outbox = JobOutbox.objects.get(job_id=job_id)
+    assert outbox.published_at is None and outbox.last_error
+    assert Job.objects.get(id=job_id).status == JobStatus.QUEUED
+    private_broker()
+    with job_worker(fast_jobs, media_root, tmp_path / "worker.log"):
+        job = wait_for_job(job_id, timeout=120)
+    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    assert job.attempts == 1
+    assert JobOutbox.objects.get(job_id=job_id).published_at is not None
+    assert GlobalModel.objects.filter(job_id=job_id).count() == 1
