@@ -4,6 +4,16 @@ Runs the FedKT paper's experiments (``workers.reproduce.experiments``), stores e
 results in ``docs/results/fedkt_<dataset>.json`` (merged into that seed's earlier entry) and
 regenerates ``docs/results/fedkt_tables.md`` and the PNG plots. Wall time and peak memory per
 stage are printed as it goes.
+
+The other papers (``workers.reproduce.guha``, ``workers.reproduce.protocols``)::
+
+    python -m workers.reproduce guha --dataset adult|magic [--seeds 3]   # Guha Figures 1 and 3
+    python -m workers.reproduce cpfl [--seeds 3]                         # CPFL Table 1, trade-off
+    python -m workers.reproduce fd [--seeds 3]                           # FD Table 1
+    python -m workers.reproduce kernel-memory [--points 10000]           # kernel distillation memory
+
+Each writes ``docs/results/<paper>_<dataset>.json`` (one entry per seed, replaced on a rerun)
+and regenerates ``docs/results/<paper>_tables.md`` and its PNG plots.
 """
 
 from __future__ import annotations
@@ -33,7 +43,7 @@ def _save(folder: Path, results: dict, suffix: str = "") -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workers.reproduce")
-    parser.add_argument("experiment", choices=["fedkt", "report"])
+    parser.add_argument("experiment", choices=["fedkt", "report", "guha", "cpfl", "fd", "kernel-memory"])
     parser.add_argument("--dataset", choices=sorted(SETTINGS))
     parser.add_argument("--seeds", type=int, default=3, help="number of seeds (0 .. seeds-1)")
     parser.add_argument("--first-seed", type=int, default=0)
@@ -46,8 +56,15 @@ def main(argv=None) -> int:
                         help="override the epochs of every torch learner (compute sensitivity, _epochs<N>.json)")
     parser.add_argument("--cap-at-mean", action="store_true",
                         help="NIID-Bench's capped Dirichlet partition (sensitivity, fedkt_<dataset>_capped.json)")
+    parser.add_argument("--devices", type=int, default=200, help="guha: number of devices")
+    parser.add_argument("--points", type=int, default=10_000, help="kernel-memory: proxy points")
     arguments = parser.parse_args(argv)
     arguments.out.mkdir(parents=True, exist_ok=True)
+    if arguments.experiment in ("guha", "cpfl", "fd", "kernel-memory"):
+        from workers.reproduce.papers_main import run_paper
+
+        print(f"tables: {run_paper(arguments)}")
+        return 0
     if arguments.experiment == "fedkt":
         if arguments.dataset is None:
             parser.error("fedkt needs --dataset")
