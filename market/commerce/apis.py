@@ -8,6 +8,7 @@ from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.parsers import BaseParser, JSONParser
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
@@ -290,7 +291,7 @@ class PredictThrottle(ScopedRateThrottle):
 
 class PredictApi(APIView):
     parser_classes = [JSONParser, CsvParser]
-    throttle_classes = [PredictThrottle]
+    throttle_classes = [*api_settings.DEFAULT_THROTTLE_CLASSES, PredictThrottle]  # the per-token limit still applies
     throttle_scope = "predict"
 
     @extend_schema(request={"application/json": OpenApiTypes.OBJECT, "text/csv": OpenApiTypes.STR},
