@@ -1,7 +1,9 @@
 """The toolkit against a live market: real HTTP to a live test server, a real Celery worker validating uploads."""
 
+import hashlib
 import json
 
+import numpy as np
 import pytest
 
 from tests.workers.silo.conftest import SMALL_FORESTS
@@ -113,3 +115,88 @@ def test_pull_train_upload_gives_a_submission_the_worker_validates(login_as, run
     code, out, _ = run_cli("upload", pulled / "students")
     assert code == EXIT_REFUSED   # the same files twice: the market's 409 sentence, no second row
     assert Submission.objects.count() == 1
+
+
+@pytest.fixture
+def buyer_user(db):
+    from market.accounts.services import organisation_create, user_create
+
+    return user_create(username="bo-buyer", password="buyer-password",
+                       organisation=organisation_create(name="Fabrikam Insurance", is_silo=False, is_buyer=True))
+
+
+def silo_uploads(login_as, run_cli, frames, tmp_path) -> list[int]:
+    """Each (username, password, rows) silo joins, pulls, trains and uploads with the toolkit; submission ids."""
+    from tests.conftest import csv_bytes
+
+    ids = []
+    for username, password, rows in frames:
+        login_as(username, password)
+        assert run_cli("join", "adult-income")[0] == 0
+        pulled = tmp_path / username
+        assert run_cli("pull", "adult-income", "--output", pulled)[0] == 0
+        (tmp_path / f"{username}.csv").write_bytes(csv_bytes(rows))
+        code, _, err = run_cli("train", "adult-income", "--data", tmp_path / f"{username}.csv", "--pulled", pulled,
+                               *SMALL_FORESTS)
+        assert code == 0, err
+        code, out, err = run_cli("upload", pulled / "students", "--json")
+        assert code == 0, err
+        ids.append(json.loads(out)["id"])
+    return ids
+
+
+@pytest.mark.worker
+def test_a_job_over_toolkit_uploads_is_bought_downloaded_and_called_with_the_toolkit(
+        login_as, run_cli, live_server, celery_worker, federation_with_data, other_silo_user, buyer_user, adult_frame,
+        tmp_path):
+    from market.commerce.models import Purchase
+    from market.jobs.models import GlobalModelFile
+    from workers.features import encode_features
+    from workers.modelio.native import predict_probabilities
+    from workers.silo.client import OnefoldClient
+
+    submissions = silo_uploads(login_as, run_cli, [("sam-silo", "silo-password", adult_frame.iloc[2000:2400]),
+                                                   ("bea-bank", "bank-password", adult_frame.iloc[2400:3000])], tmp_path)
+    operator = OnefoldClient(live_server.url)
+    operator.token = operator.obtain_token(username="olivia-operator", password="operator-password")
+    job = operator.job_create("adult-income", kind="fedkt", privacy_level="L0", submissions=submissions, seed=1,
+                              parameters={"partitions": 2, "teachers": 5, "query": 500,
+                                          "final_model": {"family": "random_forest", "n_estimators": 10}})
+    job = operator.job_wait(job["id"], timeout_seconds=600)
+    global_model = operator.global_model(job["global_model"])
+    assert sorted(job["submissions"]) == sorted(submissions)
+    login_as("olivia-operator", "operator-password")
+    code, out, _ = run_cli("job", job["id"])
+    assert code == 0
+    assert out.startswith(f"Job #{job['id']} (fedkt, L0): succeeded; stage ")
+    listing = operator.listing_create(global_model=global_model["id"], name="Adult income FedKT", price_cents=1500,
+                                      description="", licence_text="Evaluation only.")
+    operator.listing_publish(listing["id"])
+    operator.wallet_top_up(buyer_user.organisation_id, amount_cents=5000, reference="invoice-1")
+
+    login_as("bo-buyer", "buyer-password")
+    code, out, _ = run_cli("catalog", "--json")
+    assert code == 0
+    assert [(item["id"], item["global_model"]) for item in json.loads(out)["listings"]] == \
+        [(listing["id"], global_model["id"])]
+    code, out, _ = run_cli("card", listing["id"], "--json")
+    assert (code, json.loads(out)["name"]) == (0, "Adult income FedKT")
+    first = run_cli("buy", listing["id"], "--idempotency-key", "order-77", "--json")
+    again = run_cli("buy", listing["id"], "--idempotency-key", "order-77", "--json")
+    assert first[0] == again[0] == 0
+    assert json.loads(first[1])["id"] == json.loads(again[1])["id"]
+    assert Purchase.objects.count() == 1
+    code, out, err = run_cli("download", global_model["id"], "--format", "onnx", "--output", tmp_path / "model.onnx")
+    assert code == 0, err
+    downloaded = (tmp_path / "model.onnx").read_bytes()
+    assert hashlib.sha256(downloaded).hexdigest() == GlobalModelFile.objects.get(
+        global_model_id=global_model["id"], format="onnx").sha256
+    rows = adult_frame.iloc[:5].drop(columns=["income"])
+    rows.to_csv(tmp_path / "rows.csv", index=False)
+    code, out, err = run_cli("predict", global_model["id"], "--data", tmp_path / "rows.csv", "--json")
+    assert code == 0, err
+    answer = json.loads(out)
+    spec = json.loads((tmp_path / "sam-silo" / "feature-spec.json").read_text())
+    local = predict_probabilities(downloaded, "onnx", encode_features(rows, spec), n_classes=2)
+    assert np.allclose(answer["probabilities"], local, atol=1e-5)
+    assert answer["class_labels"] == ["<=50K", ">50K"]
