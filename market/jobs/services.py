@@ -145,6 +145,10 @@ def job_create(*, federation: Federation, kind: str, privacy_level: str, paramet
                                                    "submissions": [s.id for s in chosen]})
             job_enqueue(job=job)
     except DomainError as error:
+        budgets = budget_services()
+        if budgets is not None and isinstance(error, getattr(budgets, "BudgetExceeded", ())):
+            budgets.budget_refusal_record(error=error, actor=requested_by, target=federation, request=request,
+                                          details={"job_kind": kind})
         audit_record(action="job.refused", outcome=AuditOutcome.REFUSED, actor=requested_by,
                      organisation=requested_by.organisation, target=federation, request=request,
                      details={"kind": kind, "privacy_level": privacy_level, "reason": str(error)})

@@ -1,0 +1,145 @@
+"""Creating and cancelling jobs: validation sentences, permissions, budget reservation, the outbox and audit."""
+
+from decimal import Decimal
+
+import pytest
+
+from market.audit.models import AuditEvent
+from market.jobs.models import Job, JobOutbox, JobStatus
+from tests.conftest import api_client_for, run_at_once
+from tests.market.jobs.conftest import FAST_FEDKT
+
+
+def post_job(user, federation, **payload):
+    return api_client_for(user).post(f"/api/federations/{federation.slug}/jobs/", payload, format="json")
+
+
+def test_job_create_stores_parameters_with_defaults_and_an_unpublished_outbox_row(operator, fedkt_submissions):
+    federation = fedkt_submissions[0].federation
+    response = post_job(operator, federation, kind="fedkt", privacy_level="L0", parameters={"query": 100}, seed=3)
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert body["parameters"] == {"partitions": 2, "teachers": 5, "query": 100,
+                                  "final_model": {"family": "random_forest", "n_estimators": 100, "max_depth": 8}}
+    assert body["submissions"] == [s.id for s in fedkt_submissions]
+    assert body["status"] == "queued"
+    assert body["progress"] == {"stage": "waiting for a worker", "done": 0, "total": 3, "percent": 0}
+    assert body["seed"] == 3 and body["global_model"] is None
+    assert JobOutbox.objects.filter(job_id=body["id"], published_at__isnull=True).count() == 1  # on commit: not yet
+    assert AuditEvent.objects.filter(action="job.created").count() == 1
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"kind": "ensemble", "privacy_level": "L1"}, "Server noise (L1) is only available for FedKT jobs"),
+    ({"parameters": {"partitions": 3}}, "holds 2 model file(s), but a FedKT job with s = 3 needs"),
+    ({"parameters": {"query": 5000}}, "The server can query 1 to 2000 public examples"),
+    ({"parameters": {"query": 1.5}}, "A query fraction must lie in (0, 1], not 1.5."),
+    ({"parameters": {"final_model": {"family": "svm"}}}, "'final_model' is not valid"),
+    ({"parameters": {"gamma": 0.1}}, "Unknown parameter(s) for a fedkt job: gamma."),
+    ({"parameters": {"privacy": {"gamma": 1}}}, "Only L1 jobs take privacy parameters"),
+    ({"privacy_level": "L1", "parameters": {"privacy": {"gamma": -1}}}, "'privacy.gamma' must be a positive number"),
+    ({"submissions": [999999]}, "Submission #999999 does not belong to 'adult-income'."),
+    ({"submissions": []}, 'Give "submissions" as "all" or a non-empty list of submission ids.'),
+])
+def test_job_create_refuses_bad_input_with_a_sentence_and_writes_nothing(operator, fedkt_submissions, changes,
+                                                                         message):
+    payload = {"kind": "fedkt", "privacy_level": "L0", "parameters": FAST_FEDKT, **changes}
+    response = post_job(operator, fedkt_submissions[0].federation, **payload)
+    assert response.status_code == 400
+    assert message in response.json()["detail"]
+    assert not Job.objects.exists() and not JobOutbox.objects.exists()
+    assert AuditEvent.objects.filter(action="job.refused").count() == 1
+
+
+def test_job_create_refuses_a_submission_that_is_not_valid(operator, fedkt_submissions):
+    from market.submissions.models import Submission, SubmissionStatus
+
+    Submission.objects.filter(id=fedkt_submissions[0].id).update(status=SubmissionStatus.REJECTED)
+    response = post_job(operator, fedkt_submissions[0].federation, kind="fedkt", privacy_level="L0",
+                        submissions=[s.id for s in fedkt_submissions])
+    assert response.status_code == 400
+    assert response.json()["detail"].startswith(f"Submission #{fedkt_submissions[0].id} is rejected, not valid")
+    all_valid = post_job(operator, fedkt_submissions[0].federation, kind="fedkt", privacy_level="L0",
+                         submissions="all").json()
+    assert all_valid["submissions"] == [s.id for s in fedkt_submissions[1:]]
+
+
+def test_silos_may_not_launch_jobs_and_buyers_only_where_the_federation_allows(fedkt_submissions, silo_user):
+    from market.accounts.services import organisation_create, user_create
+
+    federation = fedkt_submissions[0].federation
+    buyer = user_create(username="bo-buyer", password="buyer-password",
+                        organisation=organisation_create(name="Buyer Ltd"))
+    buyer.organisation.is_buyer = True
+    buyer.organisation.save()
+    assert post_job(silo_user, federation, kind="fedkt", privacy_level="L0").status_code == 403
+    assert post_job(buyer, federation, kind="fedkt", privacy_level="L0").status_code == 403
+    federation.buyers_may_launch_jobs = True
+    federation.save()
+    assert post_job(silo_user, federation, kind="fedkt", privacy_level="L0").status_code == 403
+    assert post_job(buyer, federation, kind="fedkt", privacy_level="L0").status_code == 201
+    assert Job.objects.count() == 1
+
+
+def test_an_l1_job_reserves_every_silos_budget_and_is_refused_with_409_when_one_would_overspend(
+        operator, fedkt_submissions):
+    from market.budgets.models import PrivacyBudget
+
+    federation = fedkt_submissions[0].federation
+    small = {**FAST_FEDKT, "query": 20, "privacy": {"gamma": 0.02}}
+    created = post_job(operator, federation, kind="fedkt", privacy_level="L1", parameters=small)
+    assert created.status_code == 201, created.json()
+    job = Job.objects.get(id=created.json()["id"])
+    assert job.privacy_bound["n_queries"] == 20
+    reserved = {budget.organisation_id: budget.reserved for budget in PrivacyBudget.objects.all()}
+    assert set(reserved) == {s.organisation_id for s in fedkt_submissions}
+    assert all(amount > 0 for amount in reserved.values())
+
+    refused = post_job(operator, federation, kind="fedkt", privacy_level="L1",
+                       parameters={**FAST_FEDKT, "query": 2000, "privacy": {"gamma": 1.0}})
+    assert refused.status_code == 409
+    assert "privacy budget" in refused.json()["detail"]
+    assert Job.objects.count() == 1
+    assert {b.organisation_id: b.reserved for b in PrivacyBudget.objects.all()} == reserved
+    assert AuditEvent.objects.filter(action="job.refused").count() == 1
+
+
+def test_cancelling_a_queued_l1_job_releases_its_reservation(operator, fedkt_submissions):
+    from market.budgets.models import PrivacyBudget
+
+    federation = fedkt_submissions[0].federation
+    job_id = post_job(operator, federation, kind="fedkt", privacy_level="L1",
+                      parameters={**FAST_FEDKT, "query": 20, "privacy": {"gamma": 0.02}}).json()["id"]
+    response = api_client_for(operator).post(f"/api/jobs/{job_id}/cancel/")
+    assert response.status_code == 200
+    assert response.json()["status"] == "cancelled"
+    assert all(budget.reserved == Decimal(0) for budget in PrivacyBudget.objects.all())
+    again = api_client_for(operator).post(f"/api/jobs/{job_id}/cancel/")
+    assert again.status_code == 409
+    assert AuditEvent.objects.filter(action="job.cancelled").count() == 1
+
+
+def test_a_silo_sees_the_jobs_that_used_its_submissions_but_cannot_cancel_them(operator, fedkt_submissions,
+                                                                              silo_user):
+    job_id = post_job(operator, fedkt_submissions[0].federation, kind="fedkt", privacy_level="L0").json()["id"]
+    silo = api_client_for(silo_user)
+    assert [job["id"] for job in silo.get("/api/jobs/").json()] == [job_id]
+    assert silo.post(f"/api/jobs/{job_id}/cancel/").status_code == 403
+    assert Job.objects.get(id=job_id).status == JobStatus.QUEUED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_workers_racing_to_start_the_same_job_claim_it_once(operator, fedkt_submissions, settings):
+    from market.jobs.models import JobChunk
+    from market.jobs.runner import job_start
+    from workers.celery_app import app
+
+    settings.ONEFOLD_JOB_CHUNK_SIZE = 1
+    job_id = post_job(operator, fedkt_submissions[0].federation, kind="fedkt", privacy_level="L0").json()["id"]
+    app.control.purge()
+    run_at_once(lambda _: job_start(job_id=job_id), [1, 2, 3])
+    app.control.purge()
+    job = Job.objects.get(id=job_id)
+    assert (job.status, job.attempts) == (JobStatus.RUNNING, 1)
+    assert JobChunk.objects.filter(job=job).count() == 3
+    assert sum("Claimed by worker" in entry.message for entry in job.log_entries.all()) == 1
