@@ -1,0 +1,79 @@
+"""The reaper: jobs whose worker vanished are re-queued, or failed after their last attempt, with the budget
+settled by the rule (released before any noise was drawn, charged after)."""
+
+from datetime import timedelta
+from decimal import Decimal
+
+from django.utils import timezone
+
+from market.jobs.models import Job, JobChunk, JobOutbox, JobStatus
+from market.jobs.runner import job_reap
+from tests.conftest import api_client_for
+from tests.market.jobs.conftest import FAST_FEDKT
+
+L1_SMALL = {**FAST_FEDKT, "query": 20, "privacy": {"gamma": 0.02}}
+
+
+def running_job(operator, federation, *, attempts: int, **payload) -> Job:
+    body = api_client_for(operator).post(f"/api/federations/{federation.slug}/jobs/",
+                                         {"kind": "fedkt", "privacy_level": "L0", **payload}, format="json").json()
+    Job.objects.filter(id=body["id"]).update(status=JobStatus.RUNNING, attempts=attempts, worker="gone:1",
+                                             lease_expires_at=timezone.now() - timedelta(seconds=1),
+                                             heartbeat_at=timezone.now() - timedelta(seconds=10))
+    return Job.objects.get(id=body["id"])
+
+
+def test_an_expired_lease_is_requeued_with_its_running_chunks_handed_back(operator, fedkt_submissions, settings):
+    job = running_job(operator, fedkt_submissions[0].federation, attempts=1)
+    chunk = JobChunk.objects.create(job=job, index=0, submission_ids=[fedkt_submissions[0].id], status="running",
+                                    worker="gone:1", lease_expires_at=timezone.now() + timedelta(hours=1))
+    assert job_reap() == {"requeued": 1, "failed": 0, "cancelled": 0}
+    job.refresh_from_db()
+    chunk.refresh_from_db()
+    assert (job.status, job.worker, job.lease_expires_at) == (JobStatus.QUEUED, "", None)
+    assert (chunk.status, chunk.worker) == ("pending", "")
+    assert JobOutbox.objects.filter(job=job).count() == 2
+    assert "re-queued" in job.log_entries.last().message
+    assert job_reap() == {"requeued": 0, "failed": 0, "cancelled": 0}
+
+
+def test_a_live_lease_is_left_alone(operator, fedkt_submissions):
+    job = running_job(operator, fedkt_submissions[0].federation, attempts=1)
+    Job.objects.filter(id=job.id).update(lease_expires_at=timezone.now() + timedelta(seconds=60))
+    assert job_reap() == {"requeued": 0, "failed": 0, "cancelled": 0}
+    assert Job.objects.get(id=job.id).status == JobStatus.RUNNING
+
+
+def test_after_the_last_attempt_the_job_fails_and_its_reservation_is_released(operator, fedkt_submissions,
+                                                                              settings):
+    from market.budgets.models import PrivacyBudget
+
+    settings.ONEFOLD_JOB_MAX_ATTEMPTS = 2
+    job = running_job(operator, fedkt_submissions[0].federation, attempts=2, privacy_level="L1", parameters=L1_SMALL)
+    assert all(budget.reserved > 0 for budget in PrivacyBudget.objects.all())
+    assert job_reap()["failed"] == 1
+    job.refresh_from_db()
+    assert job.status == JobStatus.FAILED
+    assert job.failure_reason.startswith("The worker running this job stopped sending heartbeats")
+    assert all((budget.reserved, budget.spent) == (Decimal(0), Decimal(0)) for budget in PrivacyBudget.objects.all())
+
+
+def test_once_noise_was_drawn_a_failed_job_is_charged_not_released(operator, fedkt_submissions, settings):
+    from market.budgets.models import PrivacyBudget
+
+    settings.ONEFOLD_JOB_MAX_ATTEMPTS = 1
+    job = running_job(operator, fedkt_submissions[0].federation, attempts=1, privacy_level="L1", parameters=L1_SMALL)
+    Job.objects.filter(id=job.id).update(noise_drawn_at=timezone.now(), noisy_answers_name="jobs/x/noisy.npz")
+    assert job_reap()["failed"] == 1
+    bound = Decimal(str(round(job.privacy_bound["epsilon"], 6)))
+    budgets = list(PrivacyBudget.objects.all())
+    assert all(budget.reserved == 0 for budget in budgets)
+    assert all(abs(budget.spent - bound) < Decimal("0.00001") for budget in budgets)
+
+
+def test_a_running_job_whose_cancellation_was_requested_is_cancelled_when_its_worker_vanished(
+        operator, fedkt_submissions):
+    job = running_job(operator, fedkt_submissions[0].federation, attempts=1)
+    Job.objects.filter(id=job.id).update(cancel_requested=True)
+    assert job_reap()["cancelled"] == 1
+    assert Job.objects.get(id=job.id).status == JobStatus.CANCELLED
