@@ -10,6 +10,7 @@ One round is ``local_steps`` SGD steps on each device's own mini-batches, then t
   own models on the test set (FD has no global model), mean over devices.
 - FedAvg: the models (which start from one initialisation) are averaged, weighted by the
   devices' example counts. Accuracy: the global model.
+- local: every device trains alone (no exchange, no bits): the baseline both protocols must beat.
 """
 
 from __future__ import annotations
@@ -57,13 +58,13 @@ def _accuracy(stacked: StackedMLP, test_x, test_y, models) -> np.ndarray:
 
 def simulate(protocol: str, features, labels, devices: list[np.ndarray], test_x, test_y, *, n_classes: int,
              setting: FDSetting, seed: int) -> dict:
-    """Run ``protocol`` ("fd" or "fedavg") and return per-round accuracy and cumulative bits.
+    """Run ``protocol`` ("fd", "fedavg" or "local") and return per-round accuracy and cumulative bits.
 
     Returns ``{"accuracy": final, "device_accuracies": [...], "bits": total, "curve": [{"round",
     "accuracy", "bits"}], "n_parameters": per model}``.
     """
-    if protocol not in ("fd", "fedavg"):
-        raise ValueError(f"Unknown protocol {protocol!r}; use 'fd' or 'fedavg'.")
+    if protocol not in ("fd", "fedavg", "local"):
+        raise ValueError(f"Unknown protocol {protocol!r}; use 'fd', 'fedavg' or 'local'.")
     inputs = torch.as_tensor(np.asarray(features, dtype=np.float32))
     targets = torch.as_tensor(np.asarray(labels, dtype=np.int64))
     n_devices = len(devices)
@@ -100,10 +101,10 @@ def simulate(protocol: str, features, labels, devices: list[np.ndarray], test_x,
             averaged, available_np = fd_server_aggregate(local, present)
             global_logits, available = torch.as_tensor(averaged, dtype=torch.float32), torch.as_tensor(available_np)
             bits += fd_round_bits(n_devices, n_classes)
-        else:
+        elif protocol == "fedavg":
             stacked.average(np.zeros(n_devices, dtype=np.int64), sizes)
             bits += fedavg_round_bits(n_devices, stacked.n_parameters())
-        models = np.arange(n_devices) if protocol == "fd" else np.array([0])
+        models = np.array([0]) if protocol == "fedavg" else np.arange(n_devices)
         curve.append({"round": round_number, "accuracy": float(_accuracy(stacked, test_x, test_y, models).mean()),
                       "bits": int(bits)})
     device_accuracies = _accuracy(stacked, test_x, test_y, np.arange(n_devices))

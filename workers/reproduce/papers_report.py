@@ -150,13 +150,14 @@ def fd_tables(folder: Path) -> str:
     parts = ["# FD reproduction: generated tables", "",
              "MNIST-10k, test accuracy (%); FD: mean over the devices' own models; FedAvg: the global model. "
              "Bits: total over all rounds, uploads and downloads, 32-bit numbers.", "",
-             "| devices | seeds | FD accuracy | FedAvg accuracy | FD bits | FedAvg bits | FedAvg / FD bits |",
-             "|---|---|---|---|---|---|---|"]
+             "| devices | seeds | local only | FD accuracy | FedAvg accuracy | FD bits | FedAvg bits | FedAvg / FD bits |",
+             "|---|---|---|---|---|---|---|---|"]
     for n_devices in sorted({key[0] for key in groups}):
-        fd, fedavg = groups[(n_devices, "fd")], groups[(n_devices, "fedavg")]
+        fd, fedavg, local = groups[(n_devices, "fd")], groups[(n_devices, "fedavg")], groups[(n_devices, "local")]
         if not fd or not fedavg:
             continue
-        parts.append(f"| {n_devices} | {len(fd)} | {mean_std([r['accuracy'] for r in fd])} | "
+        parts.append(f"| {n_devices} | {len(fd)} | {mean_std([r['accuracy'] for r in local])} | "
+                     f"{mean_std([r['accuracy'] for r in fd])} | "
                      f"{mean_std([r['accuracy'] for r in fedavg])} | {fd[0]['bits']:.3e} | {fedavg[0]['bits']:.3e} | "
                      f"{fedavg[0]['bits'] / fd[0]['bits']:.0f} |")
     return "\n".join(parts) + "\n"
@@ -168,8 +169,10 @@ def fd_plot(folder: Path) -> None:
         return
     plt = _plt()
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    for protocol, marker in (("fd", "o"), ("fedavg", "s")):
+    for protocol, marker in (("fd", "o"), ("fedavg", "s"), ("local", "^")):
         devices = sorted({r["n_devices"] for r in records if r["protocol"] == protocol})
+        if not devices:
+            continue
         values = [[r["accuracy"] * 100 for r in records if r["protocol"] == protocol and r["n_devices"] == d]
                   for d in devices]
         left.errorbar(devices, [np.mean(v) for v in values], yerr=[np.std(v, ddof=1) if len(v) > 1 else 0
@@ -177,7 +180,8 @@ def fd_plot(folder: Path) -> None:
         biggest = [r for r in records if r["protocol"] == protocol and r["n_devices"] == max(devices)]
         curves = np.array([[point["accuracy"] * 100 for point in r["curve"]] for r in biggest])
         bits = [point["bits"] for point in biggest[0]["curve"]]
-        right.plot(bits, curves.mean(axis=0), marker=marker, label=f"{protocol}, {max(devices)} devices")
+        if protocol != "local":                                   # no bits to plot against
+            right.plot(bits, curves.mean(axis=0), marker=marker, label=f"{protocol}, {max(devices)} devices")
     left.set(xlabel="devices", ylabel="test accuracy (%)", title="FD vs FedAvg")
     right.set(xscale="log", xlabel="bits moved (cumulative)", ylabel="test accuracy (%)", title="accuracy vs bits")
     left.legend()

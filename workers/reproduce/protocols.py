@@ -55,13 +55,13 @@ def run_cpfl(seed: int, log=print) -> list[dict]:
 
 
 def run_fd(seed: int, log=print) -> list[dict]:
-    """FD and FedAvg for every number of devices, one seed."""
+    """FD, FedAvg and local-only training for every number of devices, one seed."""
     torch.set_num_threads(1)
     data = load_dataset("mnist", seed=seed)
     records = []
     for n_devices in FD_DEVICES:
         devices = starved_partition(data.train_y, n_devices, n_starved=FD_STARVED_LABELS, keep=FD_KEEP, seed=seed)
-        for protocol in ("fd", "fedavg"):
+        for protocol in ("fd", "fedavg", "local"):
             started = time.perf_counter()
             result = simulate(protocol, data.train_x, data.train_y, devices, data.test_x, data.test_y, n_classes=10,
                               setting=FD_SETTING, seed=seed)

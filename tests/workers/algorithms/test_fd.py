@@ -61,3 +61,12 @@ def test_simulator_learns_and_counts_bits(protocol):
     assert result["bits"] == 4 * per_round and [p["bits"] for p in result["curve"]] == [per_round * r for r in
                                                                                           range(1, 5)]
     assert result["accuracy"] > 0.6 and len(result["device_accuracies"]) == 3
+
+
+def test_local_protocol_exchanges_nothing():
+    features, labels = load_digits(return_X_y=True)
+    features = (features / 16.0).astype(np.float32)
+    devices = starved_partition(labels[:600], 2, n_starved=1, keep=5, seed=0)
+    result = simulate("local", features, labels, devices, features[600:700], labels[600:700], n_classes=10,
+                      setting=FDSetting(hidden_sizes=(16,), rounds=2, local_steps=5), seed=0)
+    assert result["bits"] == 0 and len(result["curve"]) == 2

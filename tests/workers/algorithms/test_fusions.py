@@ -47,7 +47,7 @@ def digits_federation():
 
 
 def test_importing_the_package_registers_every_kind():
-    assert {"fedkt", "ensemble", "distill"} <= set(ALGORITHMS)
+    assert {"fedkt", "ensemble", "distill", "cpfl"} <= set(ALGORITHMS)
 
 
 def test_fedkt_member_signal_is_the_members_consistent_votes():
