@@ -17,8 +17,10 @@ def test_metrics_of_a_small_binary_case():
     assert metrics["confusion_matrix"] == [[1, 1], [1, 1]]
     assert metrics["roc_auc"] == 0.75  # positives 0.8, 0.3 vs negatives 0.1, 0.6: 3 of 4 pairs ordered
     assert metrics["macro_f1"] == 0.5
-    assert metrics["reliability"]["count"] == [0, 0, 0, 0, 0, 0, 2, 1, 1, 0]
-    assert metrics["reliability"]["accuracy"][6] == 0.5
+    # top-class confidences 0.9 (right), 0.6 (wrong), 0.8 (right), 0.7 (wrong); bins are (a, b]
+    assert metrics["reliability"]["count"] == [0, 0, 0, 0, 0, 1, 1, 1, 1, 0]
+    assert metrics["reliability"]["accuracy"][5:9] == [0.0, 0.0, 1.0, 1.0]
+    assert metrics["reliability"]["confidence"][0] is None
 
 
 def test_roc_auc_is_none_when_the_split_has_one_class():
