@@ -16,7 +16,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 from market.accounts.models import User
 from market.audit.models import AuditEvent
 from market.budgets.models import BudgetEntry, EntryKind, PrivacyBudget
-from market.budgets.services import budgets_ensure
+from market.budgets.ledger import budgets_ensure
 from market.errors import InvalidInput, NotFound
 from market.federations.models import Federation
 from market.federations.selectors import federation_require_member

@@ -1,0 +1,147 @@
+"""The ledger of a privacy budget, replayed, and the only code that writes budget rows and ledger lines.
+
+The spend of a budget is never a sum of floats kept in the database: under the row lock the ledger's
+costs are composed again by the accountant (:func:`workers.privacy.costs.compose_costs`), and the
+result is stored (rounded up to 1e-6) beside the rule that produced it. Budget rows are always locked
+in id order, so two requests touching the same silos cannot deadlock.
+"""
+
+from dataclasses import dataclass
+from decimal import ROUND_CEILING, Decimal
+
+from market.accounts.models import Organisation, User
+from market.budgets.models import EPSILON_QUANTUM, BudgetEntry, EntryKind, PrivacyBudget
+from market.errors import Conflict, InvalidInput
+from market.federations.models import Federation, Membership
+from market.jobs.models import Job
+from market.submissions.models import Submission
+from workers.privacy.costs import PrivacyCost, compose_costs
+
+
+class BudgetExceeded(Conflict):
+    """A request would overspend at least one silo's budget. ``details["silos"]`` lists each such silo with
+    ``organisation_id``, ``organisation``, ``budget_id``, ``needed`` and ``remaining`` (ε, as strings)."""
+
+    def __init__(self, message: str, *, details: dict):
+        super().__init__(message)
+        self.details = details
+
+
+def epsilon_decimal(epsilon: float) -> Decimal:
+    """ε as a stored Decimal, rounded up to 1e-6 so that rounding never hides a spend."""
+    return Decimal(repr(float(epsilon))).quantize(EPSILON_QUANTUM, rounding=ROUND_CEILING)
+
+
+# --- budgets exist for every member --------------------------------------------------------------------------------
+
+def budgets_ensure(*, federation: Federation, organisation_ids=None) -> None:
+    """Create the missing budgets of members (all, or those listed) with the federation's defaults.
+
+    ``ON CONFLICT DO NOTHING``: two requests creating the same budget at once both succeed, one row results.
+    """
+    members = Membership.objects.filter(federation=federation)
+    if organisation_ids is not None:
+        members = members.filter(organisation_id__in=list(organisation_ids))
+    missing = members.exclude(organisation__privacy_budgets__federation=federation).values_list("organisation_id",
+                                                                                                 flat=True)
+    PrivacyBudget.objects.bulk_create(
+        [PrivacyBudget(federation=federation, organisation_id=organisation_id,
+                       epsilon_limit=federation.default_epsilon_limit, delta=federation.default_delta)
+         for organisation_id in missing], ignore_conflicts=True)
+
+
+def _budgets_locked(*, federation: Federation, organisation_ids) -> list[PrivacyBudget]:
+    """The budgets of these silos, created if missing, locked FOR UPDATE in id order (no deadlocks)."""
+    organisation_ids = sorted(set(organisation_ids))
+    budgets_ensure(federation=federation, organisation_ids=organisation_ids)
+    budgets = list(PrivacyBudget.objects.select_for_update(of=("self",)).select_related("organisation")
+                   .filter(federation=federation, organisation_id__in=organisation_ids).order_by("id"))
+    missing = set(organisation_ids) - {budget.organisation_id for budget in budgets}
+    if missing:
+        names = ", ".join(Organisation.objects.filter(id__in=missing).values_list("name", flat=True))
+        raise InvalidInput(f"{names} must be members of '{federation.slug}' to spend privacy there.")
+    return budgets
+
+
+# --- the ledger, replayed ------------------------------------------------------------------------------------------
+
+@dataclass
+class LedgerState:
+    """A budget's costs, replayed from its ledger: what is charged, and reservations still open per job."""
+
+    charged: list[PrivacyCost]
+    open_reservations: dict[int, tuple[PrivacyCost, BudgetEntry]]
+    charged_jobs: set[int]
+    charged_submissions: set[int]
+
+    def committed(self) -> list[PrivacyCost]:
+        return self.charged + [cost for cost, _ in self.open_reservations.values()]
+
+
+def ledger_state(budget: PrivacyBudget) -> LedgerState:
+    state = LedgerState(charged=[], open_reservations={}, charged_jobs=set(), charged_submissions=set())
+    for entry in budget.entries.order_by("id"):
+        if entry.kind == EntryKind.RESERVE:
+            state.open_reservations[entry.job_id] = (PrivacyCost.from_dict(entry.cost), entry)
+        elif entry.kind in (EntryKind.CHARGE, EntryKind.RELEASE):
+            state.open_reservations.pop(entry.job_id, None)
+        if entry.kind == EntryKind.CHARGE:
+            state.charged.append(PrivacyCost.from_dict(entry.cost))
+            if entry.job_id is not None:
+                state.charged_jobs.add(entry.job_id)
+            if entry.submission_id is not None:
+                state.charged_submissions.add(entry.submission_id)
+    return state
+
+
+@dataclass(frozen=True)
+class BudgetAmounts:
+    spent: Decimal
+    reserved: Decimal
+    rule: str
+
+    @property
+    def committed(self) -> Decimal:
+        return self.spent + self.reserved
+
+
+def budget_amounts(*, budget: PrivacyBudget, charged: list[PrivacyCost], reserved: list[PrivacyCost]) -> BudgetAmounts:
+    """Spent and reserved ε composed by the accountant at the budget's δ (reserved = what reservations add)."""
+    delta = float(budget.delta)
+    spent = epsilon_decimal(compose_costs(charged, delta=delta).epsilon)
+    everything = compose_costs([*charged, *reserved], delta=delta)
+    committed = max(epsilon_decimal(everything.epsilon), spent)
+    return BudgetAmounts(spent=spent, reserved=committed - spent, rule=everything.rule)
+
+
+def _shortfall(budget: PrivacyBudget, amounts: BudgetAmounts) -> dict | None:
+    if amounts.committed <= budget.epsilon_limit:
+        return None
+    return {"organisation_id": budget.organisation_id, "organisation": budget.organisation.name,
+            "budget_id": budget.id, "needed": str(amounts.committed - budget.spent - budget.reserved),
+            "remaining": str(budget.remaining), "epsilon_limit": str(budget.epsilon_limit)}
+
+
+def _refuse(federation: Federation, shortfalls: list[dict], *, what: str, unit: str) -> None:
+    first = shortfalls[0]
+    others = f" ({len(shortfalls) - 1} other silo(s) too)" if len(shortfalls) > 1 else ""
+    raise BudgetExceeded(
+        f"{first['organisation']}'s privacy budget in '{federation.slug}' has ε = {first['remaining']} left, but "
+        f"{what} needs ε = {first['needed']} more ({unit}){others}. Add more noise, query fewer public rows, or ask "
+        "an operator to raise the limit.",
+        details={"federation": federation.slug, "silos": shortfalls})
+
+
+def _write(budget: PrivacyBudget, amounts: BudgetAmounts, *, kind: str, epsilon: Decimal, cost: PrivacyCost | None,
+           job: Job | None = None, submission: Submission | None = None, actor: User | None = None,
+           reason: str = "", parameters: dict | None = None) -> BudgetEntry:
+    budget.spent, budget.reserved, budget.composition_rule = amounts.spent, amounts.reserved, amounts.rule
+    budget.save(update_fields=["spent", "reserved", "composition_rule", "epsilon_limit", "updated_at"])
+    report = cost.report if cost else None
+    return BudgetEntry.objects.create(
+        budget=budget, kind=kind, epsilon=epsilon, unit=report.unit if report else "",
+        delta=Decimal(repr(report.delta)) if report else None, mechanism=report.mechanism if report else "",
+        parameters=parameters or {}, cost=cost.as_dict() if cost else None, job=job, submission=submission,
+        actor=actor if actor is not None and actor.is_authenticated else None, reason=reason,
+        composition_rule=amounts.rule, spent_after=amounts.spent, reserved_after=amounts.reserved,
+        epsilon_limit_after=budget.epsilon_limit)

@@ -1,0 +1,83 @@
+"""Pricing and calibration of L1 jobs against silos' budgets: reads only, nothing is reserved."""
+
+import math
+
+from market.budgets.ledger import LedgerState, budget_amounts, budgets_ensure, ledger_state
+from market.budgets.models import PrivacyBudget
+from market.errors import InvalidInput
+from market.federations.models import Federation
+from workers.privacy.costs import (BudgetView, PrivacyCost, calibrate_noise, calibrate_queries,
+                                   fedkt_l1_cost_from_parameters)
+
+
+def job_privacy_cost(*, privacy_parameters: dict, partitions: int, teachers: int = 1) -> PrivacyCost:
+    """The per-silo data-independent cost of an L1 FedKT job, or InvalidInput naming what is wrong."""
+    try:
+        return fedkt_l1_cost_from_parameters(privacy_parameters, partitions=partitions, teachers=teachers)
+    except (TypeError, ValueError, KeyError) as error:
+        raise InvalidInput(f"The job's privacy parameters are not valid: {error}") from error
+
+
+def _views(*, federation: Federation, organisation_ids) -> list[tuple[PrivacyBudget, LedgerState]]:
+    budgets_ensure(federation=federation, organisation_ids=organisation_ids)
+    budgets = PrivacyBudget.objects.select_related("organisation").filter(
+        federation=federation, organisation_id__in=list(organisation_ids)).order_by("id")
+    found = [(budget, ledger_state(budget)) for budget in budgets]
+    if len(found) != len(set(organisation_ids)):
+        raise InvalidInput(f"Every silo priced must be a member of '{federation.slug}'.")
+    return found
+
+
+def _organisation_ids(organisations) -> list[int]:
+    return sorted({getattr(organisation, "id", organisation) for organisation in organisations})
+
+
+def budget_price_job(*, federation: Federation, organisations, privacy_parameters: dict, partitions: int,
+                     teachers: int = 1) -> dict:
+    """A quote for an L1 job: per silo, the ε it would need on top of its budget and whether it fits. Reserves nothing.
+
+    ``organisations``: Organisation rows or ids. Returns ``{"cost": report, "fits": bool, "silos": [{organisation_id,
+    organisation, budget_id, epsilon_limit, spent, reserved, remaining, needed, remaining_after, fits,
+    composition_rule}]}``, amounts as decimal strings.
+    """
+    cost = job_privacy_cost(privacy_parameters=privacy_parameters, partitions=partitions, teachers=teachers)
+    silos = []
+    for budget, state in _views(federation=federation, organisation_ids=_organisation_ids(organisations)):
+        amounts = budget_amounts(budget=budget, charged=state.charged,
+                                 reserved=[*(c for c, _ in state.open_reservations.values()), cost])
+        needed = amounts.committed - budget.spent - budget.reserved
+        silos.append({"organisation_id": budget.organisation_id, "organisation": budget.organisation.name,
+                      "budget_id": budget.id, "epsilon_limit": str(budget.epsilon_limit), "spent": str(budget.spent),
+                      "reserved": str(budget.reserved), "remaining": str(budget.remaining), "needed": str(needed),
+                      "remaining_after": str(budget.remaining - needed), "fits": amounts.committed <= budget.epsilon_limit,
+                      "composition_rule": amounts.rule})
+    return {"cost": cost.report.as_dict(), "fits": all(silo["fits"] for silo in silos), "silos": silos}
+
+
+def budget_calibrate(*, federation: Federation, organisations, privacy_parameters: dict, partitions: int,
+                     solve_for: str, teachers: int = 1) -> dict:
+    """What fits every listed silo's remaining budget: the least noise (``solve_for="noise"``: largest γ or
+    smallest σ at the given n_queries) or the most queries (``solve_for="queries"`` at the given γ or σ)."""
+    views = [BudgetView(epsilon_limit=float(budget.epsilon_limit), delta=float(budget.delta),
+                        committed=tuple(state.committed()))
+             for budget, state in _views(federation=federation, organisation_ids=_organisation_ids(organisations))]
+    mechanism, delta = privacy_parameters.get("mechanism"), privacy_parameters.get("delta")
+    try:
+        if solve_for == "noise":
+            value = calibrate_noise(views, mechanism=mechanism, delta=delta, n_queries=privacy_parameters["n_queries"],
+                                    partitions=partitions, teachers=teachers)
+            parameter = "gamma" if mechanism == "laplace" else "sigma"
+            solved = {**privacy_parameters, "gamma": None, "sigma": None, parameter: value} if value else None
+        elif solve_for == "queries":
+            value = calibrate_queries(views, mechanism=mechanism, gamma=privacy_parameters.get("gamma"),
+                                      sigma=privacy_parameters.get("sigma"), delta=delta, partitions=partitions,
+                                      teachers=teachers)
+            parameter, solved = "n_queries", {**privacy_parameters, "n_queries": value}
+        else:
+            raise InvalidInput("Calibrate for 'noise' (the least noise that fits) or 'queries' (the most queries).")
+    except (TypeError, ValueError, KeyError) as error:
+        raise InvalidInput(f"The privacy parameters are not valid: {error}") from error
+    price = (budget_price_job(federation=federation, organisations=organisations, privacy_parameters=solved,
+                              partitions=partitions, teachers=teachers) if solved else None)
+    return {"solve_for": solve_for, "parameter": parameter, "value": value if value is None or math.isfinite(value)
+            else None, "privacy": solved, "price": price}
