@@ -9,12 +9,13 @@ from hypothesis import strategies as st
 
 from market.audit.models import AuditEvent
 from market.budgets.models import BudgetEntry, PrivacyBudget
-from market.budgets.services import (BudgetExceeded, budget_amounts, budget_charge_for_job, budget_limit_set,
+from market.budgets.services import (BudgetExceeded, budget_amounts, budget_charge_for_job,
+                                     budget_charge_for_submission, budget_limit_set,
                                      budget_refusal_record, budget_release_for_job, budget_reserve_for_job,
                                      budgets_ensure, epsilon_decimal, ledger_state)
 from market.errors import Conflict
 from tests.conftest import run_at_once
-from tests.market.budgets.conftest import LAPLACE
+from tests.market.budgets.conftest import LAPLACE, submission_row
 from workers.privacy.costs import compose_costs, fedkt_l1_cost
 
 ONE_JOB = fedkt_l1_cost(mechanism="laplace", gamma=0.04, sigma=None, delta=1e-5, n_queries=100, partitions=2)
@@ -167,3 +168,63 @@ def apply(step, job_pool, operator, budget) -> None:
             assert arguments[0] >= committed
         except Conflict:
             assert arguments[0] < committed
+
+
+def l2_submission(federation, user, tag: str, declared_epsilon: float):
+    from market.submissions.models import Submission
+    from market.submissions.services import _party_noise_bound
+
+    L2 = {"gamma": 0.04, "delta": 1e-5, "partitions": 2, "teachers": 5, "queries": 30}
+    submission = submission_row(federation, user, tag=tag, privacy_level="L2")
+    Submission.objects.filter(id=submission.id).update(privacy_parameters=L2, declared_epsilon=declared_epsilon,
+                                                       privacy_report=_party_noise_bound(L2).as_dict())
+    submission.refresh_from_db()
+    return submission
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_l2_charges_admit_exactly_what_the_limit_allows(federation_with_data, silo_user, operator):
+    budgets_ensure(federation=federation_with_data)
+    budget = PrivacyBudget.objects.get(organisation=silo_user.organisation)
+    budget_limit_set(budget_id=budget.id, epsilon_limit="7.5", reason="three uploads", actor=operator)
+    submissions = [l2_submission(federation_with_data, silo_user, f"l2-{index}-x", 2.5) for index in range(12)]
+
+    def charge(submission) -> str:
+        try:
+            with transaction.atomic():
+                budget_charge_for_submission(submission=submission, actor=silo_user)
+        except BudgetExceeded:
+            return "refused"
+        return "charged"
+
+    outcomes = run_at_once(charge, submissions)
+    assert outcomes.count("charged") == 3 and outcomes.count("refused") == 9
+    budget.refresh_from_db()
+    assert (budget.spent, budget.reserved, budget.composition_rule) == (Decimal("7.5"), 0, "additive")
+    assert budget.entries.filter(kind="charge").count() == 3
+    assert_budget_matches_its_ledger(budget)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_limit_changes_racing_reservations_never_leave_a_budget_overspent(make_job, operator, federation_with_data):
+    budgets_ensure(federation=federation_with_data)
+    budget_ids = list(PrivacyBudget.objects.filter(federation=federation_with_data).values_list("id", flat=True))
+    jobs = [make_job(privacy={**LAPLACE, "n_queries": 20}) for _ in range(10)]
+    limits = ["3", "12", "2.5", "9", "4", "15", "1", "6", "8", "5"]
+
+    def act(argument):
+        kind, value = argument
+        if kind == "reserve":
+            return reserve_or_refuse(value, operator)
+        try:
+            budget_limit_set(budget_id=budget_ids[len(value) % 2], epsilon_limit=value, reason="race", actor=operator)
+        except Conflict:
+            return "limit refused"
+        return "limit set"
+
+    outcomes = run_at_once(act, [("reserve", job) for job in jobs] + [("limit", limit) for limit in limits])
+    assert len(outcomes) == 20
+    for budget in PrivacyBudget.objects.filter(federation=federation_with_data):
+        assert_budget_matches_its_ledger(budget)
+    changes = AuditEvent.objects.filter(action="budget.limit_changed").count()
+    assert changes == outcomes.count("limit set") + outcomes.count("limit refused") == 10
