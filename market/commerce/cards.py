@@ -12,6 +12,9 @@ from market.jobs.models import GlobalModel
 
 HEADLINE_METRICS = ("accuracy", "balanced_accuracy", "macro_f1", "roc_auc")
 PRIVACY_FIELDS = ("epsilon", "delta", "unit", "mechanism", "gamma", "sigma", "n_queries", "partitions", "teachers")
+# Lineage fields that say nothing about which silo contributed what (market.jobs.runner writes the lineage).
+PUBLIC_LINEAGE_KEYS = {"job", "kind", "privacy_level", "public_dataset", "evaluation_split", "code_version", "seed",
+                       "seeds", "parameters", "dp_noise", "verification", "public_data_sha256"}
 LEVEL_STATEMENTS = {
     "L0": "No differential privacy: the silos trust each other and no noise was added.",
     "L1": "Party-level differential privacy: the server added noise to the silos' votes, so the model reveals "
@@ -61,8 +64,9 @@ def privacy_section(report: dict, *, publish_data_dependent: bool) -> dict:
 
 def reproducibility_record(global_model: GlobalModel, *, publish_contributions: bool) -> dict:
     job = global_model.job
-    lineage = {key: value for key, value in (global_model.lineage or {}).items()
-               if publish_contributions or not any(word in key for word in ("organisation", "silo", "contribution"))}
+    lineage = global_model.lineage or {}
+    if not publish_contributions:  # submissions and fusion details (member weights) would say who gave what
+        lineage = {key: value for key, value in lineage.items() if key in PUBLIC_LINEAGE_KEYS}
     return {"job": job.id, "kind": job.kind, "seed": job.seed, "parameters": job.parameters,
             "public_data_sha256": job.public_dataset.content_sha256, "lineage": lineage,
             "files_sha256": {model_file.format: model_file.sha256 for model_file in global_model.files.all()},

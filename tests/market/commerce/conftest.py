@@ -51,7 +51,7 @@ def adult_evaluation(adult_frame, adult_public_csv):
 def _bundle(members: dict[str, bytes], weights: dict[str, float], n_features: int) -> bytes:
     buffer = io.BytesIO()
     manifest = {"n_classes": 2, "n_features": n_features,
-                "members": [{"file": name, "format": "onnx" if name.endswith(".onnx") else "xgboost_json",
+                "members": [{"file": name, "format": "onnx" if name.endswith(".onnx") else "xgboost-json",
                              "weight": weights[name]} for name in members]}
     with zipfile.ZipFile(buffer, "w") as archive:
         archive.writestr("manifest.json", json.dumps(manifest))
@@ -133,8 +133,9 @@ def make_global_model(federation_with_data, operator, global_model_artifacts, ad
                                      "gamma": 0.04, "n_queries": 20},
                 "data_dependent": {"epsilon": 0.8, "delta": 1e-5, "unit": "party-level", "mechanism": "laplace",
                                    "gamma": 0.04, "n_queries": 20}},
-            lineage={"job": job.id, "public_data_sha256": job.public_dataset.content_sha256, "seeds": [7],
-                     "silo_submissions": {"11": 1, "12": 2}},
+            lineage={"job": job.id, "public_dataset": {"content_sha256": job.public_dataset.content_sha256},
+                     "seed": 7, "code_version": "test", "submissions": [11, 12],
+                     "fusion": {"weights": {"11": 0.7, "12": 0.3}}},
             contribution_weights=weights or {}, contribution_rule="votes agreeing with the consensus")
         for model_format, data in files.items():
             if model_format not in stored:

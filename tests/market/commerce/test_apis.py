@@ -56,7 +56,8 @@ def test_model_card_is_generated_from_the_job_and_hides_contributions_by_default
     assert card["confusion_matrix"] == global_model.metrics["confusion_matrix"]
     assert sorted(entry["format"] for entry in card["formats"]) == ["onnx", "skops"]
     assert card["size_bytes"] == sum(entry["size_bytes"] for entry in card["formats"])
-    assert card["reproducibility"]["seed"] == 7 and "silo_submissions" not in card["reproducibility"]["lineage"]
+    assert card["reproducibility"]["seed"] == 7
+    assert sorted(card["reproducibility"]["lineage"]) == ["code_version", "job", "public_dataset", "seed"]
     assert "contributions" not in card
     for name in ("confusion-matrix", "reliability"):
         image = buyer_api.get(card["plots"][name].replace("http://testserver", ""))
@@ -72,7 +73,7 @@ def test_model_card_shows_what_the_federation_publishes(published_listing, buyer
     assert card["privacy"]["data_dependent"]["epsilon"] == 0.8
     assert card["contributions"] == [{"organisation": "Northwind Hospital", "weight": 0.7},
                                      {"organisation": "Contoso Bank", "weight": 0.3}]
-    assert card["reproducibility"]["lineage"]["silo_submissions"] == {"11": 1, "12": 2}
+    assert card["reproducibility"]["lineage"]["fusion"] == {"weights": {"11": 0.7, "12": 0.3}}
 
 
 def test_drafts_are_invisible_to_buyers_and_only_operators_publish(make_global_model, operator_api, buyer_api):
