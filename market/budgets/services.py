@@ -69,7 +69,7 @@ def budget_reserve_for_job(*, job: Job, actor: User | None) -> None:
         for budget, amounts in plans:
             _write(budget, amounts, kind=EntryKind.RESERVE, epsilon=epsilon_decimal(cost.report.epsilon), cost=cost,
                    job=job, actor=actor, parameters=_job_ledger_parameters(job))
-        job.privacy_bound = {**cost.report.as_dict(), "organisations": [budget.organisation_id for budget in budgets]}
+        job.privacy_bound = cost.report.as_dict()  # PrivacyReport fields only, as the jobs side stores it
         job.save(update_fields=["privacy_bound"])
 
 

@@ -140,3 +140,24 @@ def api_client_for_outsider(db):
     outsider = user_create(username="otto-outsider", password="outsider-password",
                            organisation=organisation_create(name="Fabrikam"))
     return api_client_for(outsider)
+
+
+def test_a_silo_calibrates_against_its_own_budget_only(silo_api, operator, members, silo_user, make_job):
+    from market.budgets.services import budget_limit_set, budgets_ensure
+
+    budgets_ensure(federation=make_job().federation)
+    other = PrivacyBudget.objects.exclude(organisation=silo_user.organisation).get()
+    budget_limit_set(budget_id=other.id, epsilon_limit="1", reason="tiny", actor=operator)
+    body = {"privacy": LAPLACE, "partitions": 2, "solve_for": "queries", "organisations": [other.organisation_id]}
+    result = silo_api.post("/api/federations/adult-income/budget-calibration/", body, format="json").json()
+    assert [silo["organisation"] for silo in result["price"]["silos"]] == ["Northwind Hospital"]
+    assert result["value"] > 100  # ε = 10 admits more than 100 queries; Contoso's ε = 1 would not
+
+
+def test_pricing_a_non_member_is_a_400(operator_api, members, db):
+    from market.accounts.services import organisation_create
+
+    stranger = organisation_create(name="Stranger Ltd")
+    body = {"privacy": LAPLACE, "partitions": 2, "organisations": [stranger.id]}
+    response = operator_api.post("/api/federations/adult-income/budget-price/", body, format="json")
+    assert response.status_code == 400 and "must be a member" in response.json()["detail"]
