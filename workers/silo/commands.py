@@ -257,7 +257,20 @@ def _score(value) -> str:
 
 def card(args):
     found = client_for(args).listing(args.listing_id)
-    return found, json.dumps(found, indent=2, default=str)
+    details = found.get("card") or {}
+    task, algorithm = details.get("task") or {}, details.get("algorithm") or {}
+    formats = ", ".join(f"{item['format']} ({item['size_bytes'] / 1024:.0f} KiB)" for item in details.get("formats", []))
+    lines = [f"#{found['id']} {found['name']} [{found['status']}] — {found['price_cents'] / 100:.2f}",
+             f"Federation: {found['federation']} ({', '.join(task.get('classes', []))}); global model "
+             f"#{found['global_model']}, {found['model_family']}, {algorithm.get('name', '')}, {found['privacy_level']}",
+             f"Accuracy {_score(found.get('accuracy'))}, balanced accuracy {_score(found.get('balanced_accuracy'))}, "
+             f"macro F1 {_score(found.get('macro_f1'))}, ROC AUC {_score(found.get('roc_auc'))}"
+             f" on {details.get('evaluation_rows', '?')} evaluation rows",
+             f"Contributing silos: {details.get('contributing_silos', '?')}; formats: {formats or '-'}",
+             f"Licence: {found['licence_text']}"]
+    if found.get("description"):
+        lines.insert(1, found["description"])
+    return found, "\n".join(lines)
 
 
 def buy(args):

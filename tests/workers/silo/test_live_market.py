@@ -181,6 +181,9 @@ def test_a_job_over_toolkit_uploads_is_bought_downloaded_and_called_with_the_too
         [(listing["id"], global_model["id"])]
     code, out, _ = run_cli("card", listing["id"], "--json")
     assert (code, json.loads(out)["name"]) == (0, "Adult income FedKT")
+    code, out, _ = run_cli("card", listing["id"])
+    assert out.startswith(f"#{listing['id']} Adult income FedKT [published] — 15.00\nFederation: adult-income "
+                          f"(<=50K, >50K); global model #{global_model['id']}, random_forest, FedKT, L0\n")
     first = run_cli("buy", listing["id"], "--idempotency-key", "order-77", "--json")
     again = run_cli("buy", listing["id"], "--idempotency-key", "order-77", "--json")
     assert first[0] == again[0] == 0
