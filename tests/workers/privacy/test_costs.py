@@ -93,6 +93,14 @@ def test_a_cost_survives_its_json_form():
     assert PrivacyCost.from_dict(declared.as_dict()) == declared
 
 
+def test_a_cost_stored_on_an_old_order_grid_falls_back_to_additive_composition():
+    stored = laplace_job().as_dict()
+    stored["rdp"]["orders"] = stored["rdp"]["orders"][:-1]
+    cost = PrivacyCost.from_dict(stored)
+    assert cost.rdp is None and cost.report == laplace_job().report
+    assert compose_costs([cost, cost], delta=DELTA).rule == RULE_ADDITIVE
+
+
 def test_calibrated_gamma_is_the_largest_that_fits():
     budget = BudgetView(epsilon_limit=10.0, delta=DELTA, committed=(laplace_job(),))
     gamma = calibrate_noise([budget], mechanism="laplace", delta=DELTA, n_queries=100, partitions=2)
