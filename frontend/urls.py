@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from frontend import budgets_views, commerce_views, security_views, views
+from frontend import budgets_views, commerce_views, jobs_views, security_views, views
 from market.accounts.forms import SignInForm
 
 urlpatterns = [
@@ -39,4 +39,11 @@ urlpatterns = [
     path("federations/<slug:slug>/budgets/price/", budgets_views.budget_price_action, name="budget-price"),
     path("federations/<slug:slug>/budgets/<int:budget_id>/limit/", budgets_views.budget_limit_action,
          name="budget-limit"),
+    path("jobs/", jobs_views.job_list_page, name="job-list"),
+    path("jobs/<int:job_id>/", jobs_views.job_detail_page, name="job-detail"),
+    path("jobs/<int:job_id>/progress/", jobs_views.job_progress_partial, name="job-progress"),
+    path("jobs/<int:job_id>/cancel/", jobs_views.job_cancel_action, name="job-cancel"),
+    path("jobs/<int:job_id>/comparison.png", jobs_views.job_comparison_png, name="job-comparison"),
+    path("federations/<slug:slug>/jobs/new/", jobs_views.job_launch_page, name="job-launch"),
+    path("federations/<slug:slug>/jobs/price/", jobs_views.job_price_partial, name="job-price"),
 ]

@@ -1,0 +1,207 @@
+"""Job pages: the launcher (with the privacy price of an L1 job before launching), the job list, and the job
+page whose progress, log and results htmx refreshes every second until the job ends.
+
+They call the same services and selectors as ``/api/federations/<slug>/jobs/`` and ``/api/jobs/<id>/``.
+"""
+
+import io
+import json
+
+from django.contrib import messages
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from frontend.decorators import page
+from market.errors import DomainError, InvalidInput
+from market.federations.selectors import federation_get, public_dataset_current
+from market.jobs.models import JobKind, JobStatus
+from market.jobs.parameters import HELP, KIND_KEYS, job_parameter_defaults
+from market.jobs.selectors import job_get, job_list, job_log_lines, job_progress
+from market.jobs.services import SUBMISSION_LEVELS_FOR, budget_services, job_cancel, job_create
+from market.submissions.models import Submission, SubmissionStatus
+
+FINAL = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+LAUNCHABLE_KINDS = [(value, label) for value, label in JobKind.choices if value in KIND_KEYS]
+
+
+def _defaults_by_kind(federation) -> dict:
+    n_public = public_dataset_current(federation=federation).n_rows
+    defaults = {}
+    for kind, _ in LAUNCHABLE_KINDS:
+        for level in federation.allowed_privacy_levels:
+            try:
+                defaults[f"{kind}-{level}"] = job_parameter_defaults(kind=kind, federation=federation,
+                                                                     n_public=n_public, privacy_level=level)
+            except InvalidInput:
+                continue
+    return defaults
+
+
+def _form_values(request, federation) -> dict:
+    kind = request.POST.get("kind") or request.GET.get("kind") or "fedkt"
+    level = (request.POST.get("privacy_level") or request.GET.get("privacy_level")
+             or federation.default_privacy_level)
+    return {"kind": kind, "privacy_level": level, "parameters": request.POST.get("parameters", ""),
+            "seed": request.POST.get("seed", ""), "submissions": request.POST.getlist("submissions")}
+
+
+def _launcher_context(request, federation, values: dict, error: str = "") -> dict:
+    defaults = _defaults_by_kind(federation)
+    if not values["parameters"]:
+        values["parameters"] = json.dumps(defaults.get(f"{values['kind']}-{values['privacy_level']}", {}), indent=2)
+    submissions = (Submission.objects.filter(federation=federation, status=SubmissionStatus.VALID)
+                   .select_related("organisation").order_by("id"))
+    return {"section": "jobs", "federation": federation, "kinds": LAUNCHABLE_KINDS,
+            "levels": federation.allowed_privacy_levels, "values": values, "help": HELP, "error": error,
+            "submissions": submissions, "defaults": defaults,
+            "chosen": set(values["submissions"]) or {str(s.id) for s in submissions}}
+
+
+@require_http_methods(["GET", "POST"])
+@page
+def job_launch_page(request, slug):
+    federation = federation_get(slug=slug, user=request.user)
+    values = _form_values(request, federation)
+    if request.method == "GET":
+        return render(request, "frontend/jobs/launch.html", _launcher_context(request, federation, values))
+    try:
+        parameters = json.loads(values["parameters"] or "{}")
+        seed = int(values["seed"]) if values["seed"].strip() else None
+    except (json.JSONDecodeError, ValueError):
+        return render(request, "frontend/jobs/launch.html", _launcher_context(
+            request, federation, values, "The parameters must be a JSON object and the seed a whole number."), status=400)
+    try:
+        job = job_create(federation=federation, kind=values["kind"], privacy_level=values["privacy_level"],
+                         parameters=parameters, seed=seed, requested_by=request.user, request=request,
+                         submissions=[int(id) for id in values["submissions"]] or "all")
+    except DomainError as error:
+        return render(request, "frontend/jobs/launch.html", _launcher_context(request, federation, values, str(error)),
+                      status=error.status_code)
+    messages.success(request, f"Job #{job.id} queued.")
+    return redirect("job-detail", job_id=job.id)
+
+
+@require_GET
+@page
+def job_price_partial(request, slug):
+    """The privacy price of the form's L1 parameters for every participating silo, without reserving anything."""
+    federation = federation_get(slug=slug, user=request.user)
+    context = {"quote": None, "message": ""}
+    budgets = budget_services()
+    level = request.GET.get("privacy_level")
+    if level != "L1":
+        context["message"] = ("L0 spends no privacy budget (no noise; members trust each other)." if level == "L0" else
+                              "L2 students were charged their declared ε at upload; this job costs nothing more.")
+    elif budgets is None or not hasattr(budgets, "budget_price_job"):
+        context["message"] = "Privacy budgets are not available, so no price can be shown."
+    else:
+        try:
+            n_public = public_dataset_current(federation=federation).n_rows
+            from market.jobs.parameters import job_parameters_validate
+
+            parameters = job_parameters_validate(kind=request.GET.get("kind", "fedkt"), privacy_level="L1",
+                                                 parameters=json.loads(request.GET.get("parameters") or "{}"),
+                                                 federation=federation, n_public=n_public)
+            ids = [int(id) for id in request.GET.getlist("submissions")]
+            organisations = set(Submission.objects.filter(
+                federation=federation, status=SubmissionStatus.VALID, privacy_level__in=SUBMISSION_LEVELS_FOR["L1"],
+                **({"id__in": ids} if ids else {})).values_list("organisation_id", flat=True))
+            context["quote"] = budgets.budget_price_job(federation=federation, organisations=organisations,
+                                                        privacy_parameters=parameters["privacy"],
+                                                        partitions=parameters["partitions"],
+                                                        teachers=parameters["teachers"])
+        except (json.JSONDecodeError, ValueError, DomainError) as error:
+            context["message"] = f"No price yet: {error}"
+    return render(request, "frontend/jobs/partials/price.html", context)
+
+
+@require_GET
+@page
+def job_list_page(request):
+    from market.federations.selectors import federation_list
+
+    jobs = job_list(user=request.user, federation_slug=request.GET.get("federation"))[:200]
+    federations = federation_list(user=request.user) if request.user.is_operator else []
+    return render(request, "frontend/jobs/list.html", {"section": "jobs", "jobs": jobs, "federations": federations})
+
+
+def _job_context(request, job_id: int) -> dict:
+    job = job_get(job_id=job_id, user=request.user)
+    global_model = getattr(job, "global_model", None) if job.status == JobStatus.SUCCEEDED else None
+    silos = []
+    if global_model is not None:
+        names = dict(Submission.objects.filter(id__in=[int(i) for i in global_model.submission_metrics]).values_list(
+            "id", "organisation__name"))
+        silos = [{"id": int(id), "organisation": names.get(int(id), "?"), **metrics}
+                 for id, metrics in sorted(global_model.submission_metrics.items(), key=lambda item: int(item[0]))]
+    contributions = []
+    if global_model is not None:
+        from market.accounts.models import Organisation
+
+        names = dict(Organisation.objects.filter(id__in=[int(i) for i in global_model.contribution_weights])
+                     .values_list("id", "name"))
+        contributions = [{"organisation": names.get(int(id), f"Organisation {id}"), "weight": weight}
+                         for id, weight in global_model.contribution_weights.items()]
+    return {"section": "jobs", "job": job, "progress": job_progress(job), "log": job_log_lines(job),
+            "contributions": contributions,
+            "is_final": job.status in FINAL, "global_model": global_model, "silos": silos,
+            "may_cancel": job.status not in FINAL and (request.user.is_operator
+                                                       or request.user.id == job.requested_by_id)}
+
+
+@require_GET
+@page
+def job_detail_page(request, job_id):
+    return render(request, "frontend/jobs/detail.html", _job_context(request, job_id))
+
+
+@require_GET
+@page
+def job_progress_partial(request, job_id):
+    """What htmx swaps in every second: progress, log and, once the job ended, its results."""
+    return render(request, "frontend/jobs/partials/progress.html", _job_context(request, job_id))
+
+
+@require_POST
+@page
+def job_cancel_action(request, job_id):
+    job = job_cancel(job=job_get(job_id=job_id, user=request.user), user=request.user, request=request)
+    messages.info(request, f"Job #{job.id}: " + ("cancelled." if job.status == JobStatus.CANCELLED
+                                                 else "cancellation requested; the worker stops at its next check."))
+    return redirect("job-detail", job_id=job.id)
+
+
+@require_GET
+@page
+def job_comparison_png(request, job_id):
+    """A bar chart: the global model against every participating submission, on the evaluation split."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    context = _job_context(request, job_id)
+    global_model = context["global_model"]
+    if global_model is None:
+        return HttpResponse(status=404)
+    metrics = [("accuracy", "Accuracy"), ("balanced_accuracy", "Balanced accuracy"), ("macro_f1", "Macro F1")]
+    rows = [("Global model", global_model.metrics)] + [(f"#{silo['id']} {silo['organisation']}", silo)
+                                                        for silo in context["silos"]]
+    figure = Figure(figsize=(7.5, 3.6), dpi=100)
+    axes = figure.subplots()
+    width = 0.8 / len(rows)
+    for index, (label, values) in enumerate(rows):
+        axes.bar([position + index * width for position in range(len(metrics))],
+                 [values[key] for key, _ in metrics], width=width, label=label,
+                 color="#1f5fa8" if index == 0 else None, alpha=1.0 if index == 0 else 0.7)
+    axes.set_xticks([position + width * (len(rows) - 1) / 2 for position in range(len(metrics))],
+                    [name for _, name in metrics])
+    axes.set_ylim(0, 1)
+    axes.set_ylabel("on the evaluation split")
+    axes.legend(fontsize=8, loc="lower right")
+    axes.set_title(f"Job #{job_id}: global model vs each silo's submission", fontsize=10)
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return HttpResponse(buffer.getvalue(), content_type="image/png")

@@ -1,0 +1,66 @@
+"""An operator launches a FedKT job from the web page and watches it finish, in a real Chromium against a live
+server, a real Celery worker and PostgreSQL."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from market.jobs.models import Job, JobStatus
+from tests.market.jobs.conftest import (FAST_FEDKT, fedkt_student_files, fedkt_submissions,  # noqa: F401 (fixtures)
+                                        third_silo_user)
+from tests.market.jobs.helpers import FAST_JOB_SETTINGS, job_worker
+
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+
+
+@pytest.fixture(scope="module")
+def live_server():
+    """pytest-django's live server, started while MEDIA_URL is a path: Django's test server builds a media handler
+    at start-up and fails on every request when MEDIA_URL is None (the market serves artifacts through views)."""
+    from django.test.utils import override_settings
+    from pytest_django.live_server_helper import LiveServer
+
+    with override_settings(MEDIA_URL="/media-not-served/"):
+        server = LiveServer(os.getenv("DJANGO_LIVE_TEST_SERVER_ADDRESS") or "localhost")
+    yield server
+    server.stop()
+
+
+@pytest.mark.browser
+@pytest.mark.worker
+def test_operator_launches_a_fedkt_job_and_watches_it_finish(live_server, transactional_db, settings, media_root,
+                                                              tmp_path, fedkt_submissions, operator, page):
+    for name, value in FAST_JOB_SETTINGS.items():
+        setattr(settings, name, value)
+    script_errors = []
+    page.on("pageerror", lambda error: script_errors.append(str(error)))
+    page.goto(f"{live_server.url}/sign-in/")
+    page.get_by_label("Username").fill("olivia-operator")
+    page.get_by_label("Password").fill("operator-password")
+    page.get_by_role("button", name="Sign in").click()
+    page.get_by_role("link", name="Jobs", exact=True).click()
+    page.get_by_role("link", name="Adult income").click()
+
+    page.get_by_label("Kind").select_option("fedkt")
+    page.get_by_label("Privacy level").select_option("L0")
+    page.locator("#job-price").filter(has_text="L0 spends no privacy budget").wait_for()
+    assert '"partitions": 2' in page.get_by_label("Parameters (JSON; defaults filled in)").input_value()
+    page.get_by_label("Parameters (JSON; defaults filled in)").fill(json.dumps(FAST_FEDKT))
+    page.get_by_label("Privacy level").select_option("L1")
+    page.locator("#job-price").filter(has_text="Data-independent bound").wait_for()
+    page.get_by_label("Privacy level").select_option("L0")
+
+    with job_worker(settings, media_root, tmp_path / "worker.log"):
+        page.get_by_role("button", name="Launch job").click()
+        page.locator("#job-status").filter(has_text="Succeeded").wait_for(timeout=120_000)
+    job = Job.objects.get()
+    assert job.status == JobStatus.SUCCEEDED
+    assert page.locator("#job-progress-bar").get_attribute("value") == "100"
+    assert page.locator("#job-metrics tbody tr").count() == 4
+    page.locator("#job-comparison").wait_for()
+    assert page.evaluate("document.getElementById('job-comparison').naturalWidth") == 750
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=SCREENSHOTS / "job-fedkt-succeeded.png", full_page=True)
+    assert script_errors == []
