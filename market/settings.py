@@ -104,6 +104,10 @@ if "DATABASE_URL" not in os.environ:  # the embedded default: SQLite in the var 
     VAR_DIR.mkdir(parents=True, exist_ok=True)
 DATABASES = {"default": dj_database_url.parse(
     env_text("DATABASE_URL", f"sqlite:///{VAR_DIR / 'onefold.sqlite3'}"), conn_max_age=0)}
+_conn_max_age = env_text("ONEFOLD_DB_CONN_MAX_AGE", "0")
+if not _conn_max_age.isdigit():
+    raise ImproperlyConfigured(f"ONEFOLD_DB_CONN_MAX_AGE must be a whole number of seconds, not {_conn_max_age!r}.")
+DATABASES["default"]["CONN_MAX_AGE"] = int(_conn_max_age)  # 0: a new connection per request (the default)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_USER_MODEL = "accounts.User"
 LOGIN_URL = "login"
