@@ -23,18 +23,19 @@ run: $(BIN)/.installed
 # The demo: the market on embedded defaults plus a simulated 20-silo federation driven through its HTTP API
 # (manage.py onefold_simulate); the market keeps running afterwards until Ctrl-C.
 DEMO_PORT ?= 8000
+DEMO_LOGS = $(or $(ONEFOLD_VAR_DIR),var)
 demo: $(BIN)/.installed
 	ONEFOLD_DEBUG=true $(BIN)/python manage.py migrate --noinput
 	ONEFOLD_DEBUG=true $(BIN)/python manage.py onefold_demo
-	mkdir -p var
+	mkdir -p $(DEMO_LOGS)
 	ONEFOLD_DEBUG=true $(BIN)/celery -A workers.celery_app worker --concurrency 1 --loglevel WARNING \
-		>var/demo-worker.log 2>&1 & worker=$$!; \
+		>$(DEMO_LOGS)/demo-worker.log 2>&1 & worker=$$!; \
 	ONEFOLD_DEBUG=true $(BIN)/python manage.py runserver 127.0.0.1:$(DEMO_PORT) --noreload \
-		>var/demo-web.log 2>&1 & web=$$!; \
+		>$(DEMO_LOGS)/demo-web.log 2>&1 & web=$$!; \
 	trap "kill $$worker $$web 2>/dev/null" EXIT INT TERM; \
 	ONEFOLD_DEBUG=true $(BIN)/python manage.py onefold_simulate --market-url http://127.0.0.1:$(DEMO_PORT) \
 		--wait-for-market 120 $(DEMO_ARGS) && \
-	echo "The market keeps running at http://127.0.0.1:$(DEMO_PORT)/ (logs in var/demo-*.log); Ctrl-C stops it." && \
+	echo "The market keeps running at http://127.0.0.1:$(DEMO_PORT)/ (logs in $(DEMO_LOGS)/demo-*.log); Ctrl-C stops it." && \
 	wait
 
 services:
