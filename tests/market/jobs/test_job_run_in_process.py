@@ -112,3 +112,19 @@ def test_ensemble_job_saves_a_bundle_of_its_members(eager_celery, operator, fedk
         manifest = json.loads(archive.read("manifest.json"))
         assert len(manifest["members"]) == 6
         assert abs(sum(member["weight"] for member in manifest["members"]) - 1) < 1e-9
+
+
+def test_distill_job_trains_one_student_on_the_ensembles_public_predictions(
+        eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks):
+    federation = fedkt_submissions[0].federation
+    body = launch(operator, federation, django_capture_on_commit_callbacks, kind="distill", privacy_level="L0",
+                  parameters={"query": 300, "final_model": {"family": "logistic_regression"},
+                              "selection": {"strategy": "validation_score", "k": 2}}, seed=2)
+    job = Job.objects.get(id=body["id"])
+    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    model = job.global_model
+    assert model.model_family == "logistic_regression"
+    assert {file.format for file in model.files.all()} == {"skops", "onnx"}
+    assert len(model.lineage["submissions"]) == 2
+    assert 0 <= model.lineage["fusion"]["fidelity"] <= 1
+    assert model.metrics["accuracy"] > 0.7
