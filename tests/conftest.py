@@ -41,6 +41,39 @@ def fresh_cache(request):
         cache.clear()
 
 
+# Fixtures that break an invariant on purpose (to test that it is detected) name the check they skip.
+INVARIANTS_SKIPPED_BY_FIXTURE = {"audit_trigger_disabled": "audit", "invariants_not_checked": "all"}
+
+
+@pytest.fixture(autouse=True)
+def market_invariants(request):
+    """After every test that used the database, before its data is rolled back or flushed: wallets equal their
+    ledgers and are non-negative, budgets are never overspent, no job runs without a live lease, the audit
+    chain verifies (tests/security/invariants.py; checks of models not installed yet are skipped)."""
+    uses_database = request.config.pluginmanager.hasplugin("django") and (
+        "_django_db_helper" in request.fixturenames or request.node.get_closest_marker("django_db"))
+    skipped = frozenset(check for name, check in INVARIANTS_SKIPPED_BY_FIXTURE.items() if name in request.fixturenames)
+    if not uses_database or "all" in skipped:
+        yield
+        return
+    request.getfixturevalue("_django_db_helper")  # so that this check runs before the database is reset
+    yield
+    from django.db import DatabaseError
+
+    from tests.security.invariants import invariant_violations
+
+    try:
+        violations = invariant_violations(skip=skipped)
+    except DatabaseError:  # the test left its transaction aborted; it has failed for that reason already
+        return
+    assert not violations, "Market invariants broken after this test:\n" + "\n".join(violations)
+
+
+@pytest.fixture
+def invariants_not_checked():
+    """For a test that deliberately leaves the market inconsistent (to show a check catches it)."""
+
+
 @pytest.fixture(scope="session")
 def adult_frame() -> pd.DataFrame:
     """A fixed 3,000-row sample of the real UCI Adult data, income labels included."""

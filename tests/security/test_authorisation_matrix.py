@@ -1,0 +1,287 @@
+"""Every operation of the OpenAPI schema, called as every principal on objects owned by every other principal.
+
+The outcome is compared with the declared POLICY: who reaches the operation (``ALLOW``: a 2xx, or a 400/409/415
+about the request's content, which the test sends empty), who is told no (403), who is told the object does
+not exist (404, where existence itself is private) and who must sign in first (401). An operation of the
+schema without a policy row fails the test, as does a row for an operation that no longer exists.
+
+Each call runs inside a savepoint that is rolled back, so that no call changes what the next one sees.
+"""
+
+import re
+from dataclasses import dataclass
+
+import pytest
+from django.db import transaction
+from drf_spectacular.generators import SchemaGenerator
+from rest_framework.test import APIClient
+
+from market.accounts.services import api_token_create, organisation_create, user_create
+
+PRINCIPALS = ("silo_a", "silo_b", "buyer_a", "buyer_b", "operator", "anonymous")
+SILOS, BUYERS = {"silo_a", "silo_b"}, {"buyer_a", "buyer_b"}
+MEMBERS = SILOS | BUYERS  # people who belong to an organisation
+SIGNED_IN = MEMBERS | {"operator"}
+ALLOW, FORBIDDEN, HIDDEN, SIGN_IN = "allow", 403, 404, 401
+REFUSED = "refused"  # 400, 403, 404 or 415: never reached the operation's effect (validation ran before the check)
+
+
+def outcome_class(status: int) -> str | int:
+    if status in (401, 403, 404):
+        return status
+    if 200 <= status < 300 or status in (400, 409, 415):
+        return ALLOW
+    return status  # a 5xx, a 405... is never expected
+
+
+def matches(expected, status: int) -> bool:
+    if expected == REFUSED:
+        return status in (400, 403, 404, 415)
+    return outcome_class(status) == expected
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Expected outcome per (principal, owner of the target); ``targets`` names the world's objects to try."""
+
+    targets: str
+    decide: object  # (principal, owner) -> expected
+
+    def expected(self, principal: str, owner: str | None):
+        if principal == "anonymous" and self.targets not in ("public", "download_link"):
+            return SIGN_IN
+        return self.decide(principal, owner)
+
+
+def signed_in(principal, owner):
+    return ALLOW
+
+
+def operator_only(principal, owner):
+    return ALLOW if principal == "operator" else FORBIDDEN
+
+
+def operator_only_after_validation(principal, owner):
+    return ALLOW if principal == "operator" else REFUSED
+
+
+def owner_or_operator_else_hidden(principal, owner):
+    return ALLOW if principal in (owner, "operator") else HIDDEN
+
+
+def members_of_the_federation(principal, owner):
+    return ALLOW if principal in SILOS | {"operator"} else FORBIDDEN
+
+
+def job_participants(principal, owner):
+    """The job used both silos' submissions; buyers did not launch it."""
+    return ALLOW if principal in SILOS | {"operator"} else HIDDEN
+
+
+def entitled_to_the_model(principal, owner):
+    """buyer_a bought the listed model; operators may use every model; anyone else sees no such model."""
+    return ALLOW if principal in ("buyer_a", "operator") else HIDDEN
+
+
+def listing_manager(principal, owner):
+    if principal == "operator":
+        return ALLOW
+    return HIDDEN if owner == "draft" else FORBIDDEN  # a draft's existence is private
+
+
+def listing_reader(principal, owner):
+    return ALLOW if owner == "published" or principal == "operator" else HIDDEN
+
+
+def purchaser(principal, owner):
+    if owner == "draft" and principal != "operator":
+        return HIDDEN
+    return FORBIDDEN if principal == "operator" else ALLOW  # operators buy nothing; the rest get 409 (funds, owned)
+
+
+def own_organisation_or_operator(principal, owner):
+    return ALLOW if principal in (owner, "operator") else HIDDEN
+
+
+def joiner(principal, owner):
+    return ALLOW if principal in SILOS else FORBIDDEN
+
+
+def budget_operator_change(principal, owner):
+    return ALLOW if principal == "operator" else REFUSED
+
+
+def job_canceller(principal, owner):
+    return {"operator": ALLOW, "silo_a": FORBIDDEN, "silo_b": FORBIDDEN}.get(principal, HIDDEN)
+
+
+def own_wallet(principal, owner):
+    return HIDDEN if principal == "operator" else ALLOW  # operators belong to no organisation
+
+
+def own_earnings(principal, owner):
+    return FORBIDDEN if principal == "operator" else ALLOW
+
+
+def own_token(principal, owner):
+    return ALLOW if principal == owner else HIDDEN  # operators do not manage other people's tokens either
+
+
+def anyone(principal, owner):
+    return ALLOW
+
+
+def forged_link(principal, owner):
+    return FORBIDDEN
+
+
+def members_or_refused(principal, owner):
+    return ALLOW if principal in SILOS | {"operator"} else REFUSED
+
+
+POLICY = {
+    ("POST", "/api/auth/token/"): Rule("public", anyone),
+    ("GET", "/api/auth/tokens/"): Rule("none", signed_in),
+    ("POST", "/api/auth/tokens/"): Rule("none", signed_in),
+    ("POST", "/api/auth/tokens/{token_id}/revoke/"): Rule("token", own_token),
+    ("GET", "/api/me/"): Rule("none", signed_in),
+    ("GET", "/api/federations/"): Rule("none", signed_in),
+    ("POST", "/api/federations/"): Rule("none", operator_only_after_validation),
+    ("GET", "/api/federations/{slug}/"): Rule("federation", signed_in),
+    ("POST", "/api/federations/{slug}/join/"): Rule("federation", joiner),
+    ("GET", "/api/federations/{slug}/public-dataset/"): Rule("federation", members_of_the_federation),
+    ("POST", "/api/federations/{slug}/public-dataset/"): Rule("federation", operator_only_after_validation),
+    ("GET", "/api/federations/{slug}/public-dataset/features.npz"): Rule("federation", members_of_the_federation),
+    ("GET", "/api/federations/{slug}/public-dataset/feature-spec.json"): Rule("federation", members_of_the_federation),
+    ("GET", "/api/federations/{slug}/evaluation-split/"): Rule("federation", operator_only),
+    ("POST", "/api/federations/{slug}/evaluation-split/"): Rule("federation", operator_only_after_validation),
+    ("GET", "/api/federations/{slug}/evaluation-split/data.npz"): Rule("federation", operator_only),
+    ("GET", "/api/federations/{slug}/budgets/"): Rule("federation", members_of_the_federation),
+    ("GET", "/api/federations/{slug}/budget-ledger/"): Rule("federation", members_of_the_federation),
+    ("POST", "/api/federations/{slug}/budget-price/"): Rule("federation", members_or_refused),
+    ("POST", "/api/federations/{slug}/budget-calibration/"): Rule("federation", members_or_refused),
+    ("GET", "/api/federations/{slug}/jobs/"): Rule("federation", signed_in),
+    ("POST", "/api/federations/{slug}/jobs/"): Rule("federation", operator_only_after_validation),
+    ("GET", "/api/budgets/{budget_id}/"): Rule("budget", owner_or_operator_else_hidden),
+    ("PATCH", "/api/budgets/{budget_id}/"): Rule("budget", budget_operator_change),
+    ("GET", "/api/submissions/"): Rule("none", signed_in),
+    ("POST", "/api/submissions/"): Rule("none", lambda principal, owner: ALLOW if principal in SILOS else REFUSED),
+    ("GET", "/api/submissions/{submission_id}/"): Rule("submission", owner_or_operator_else_hidden),
+    ("GET", "/api/jobs/"): Rule("none", signed_in),
+    ("GET", "/api/jobs/{job_id}/"): Rule("job", job_participants),
+    ("POST", "/api/jobs/{job_id}/cancel/"): Rule("job", job_canceller),
+    ("GET", "/api/global-models/{global_model_id}/"): Rule("global_model", job_participants),
+    ("POST", "/api/global-models/{global_model_id}/download-links/"): Rule("global_model", entitled_to_the_model),
+    ("POST", "/api/global-models/{global_model_id}/predict/"): Rule("global_model", entitled_to_the_model),
+    ("GET", "/api/downloads/{token}/"): Rule("download_link", forged_link),
+    ("GET", "/api/listings/"): Rule("none", signed_in),
+    ("POST", "/api/listings/"): Rule("none", operator_only_after_validation),
+    ("GET", "/api/listings/{listing_id}/"): Rule("listing", listing_reader),
+    ("GET", "/api/listings/{listing_id}/confusion-matrix.png"): Rule("listing", listing_reader),
+    ("GET", "/api/listings/{listing_id}/reliability.png"): Rule("listing", listing_reader),
+    ("POST", "/api/listings/{listing_id}/publish/"): Rule("listing", listing_manager),
+    ("POST", "/api/listings/{listing_id}/retire/"): Rule("listing", listing_manager),
+    ("POST", "/api/listings/{listing_id}/purchase/"): Rule("listing", purchaser),
+    ("GET", "/api/purchases/"): Rule("none", signed_in),
+    ("GET", "/api/wallet/"): Rule("none", own_wallet),
+    ("GET", "/api/earnings/"): Rule("none", own_earnings),
+    ("GET", "/api/organisations/{organisation_id}/wallet/"): Rule("organisation", own_organisation_or_operator),
+    ("POST", "/api/organisations/{organisation_id}/wallet/top-ups/"): Rule("organisation", operator_only_after_validation),
+}
+
+
+# Bodies valid enough that the authorisation decision, not validation, answers (others are sent empty).
+BODIES = {
+    ("POST", "/api/global-models/{global_model_id}/download-links/"): {"format": "onnx"},
+}
+
+# Defects found by this test and reported to their owners; each is still checked, and must be removed here
+# once fixed (the test fails when a listed defect no longer occurs).
+KNOWN_DEFECTS = {
+    # commerce: retiring a draft listing breaks the CHECK "listing_published_has_date" (500 instead of a 409).
+    ("POST", "/api/listings/{listing_id}/retire/", "operator", "draft"): 500,
+}
+
+
+def schema_operations() -> set[tuple[str, str]]:
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    return {(method.upper(), path) for path, operations in schema["paths"].items()
+            for method in operations if method in ("get", "post", "put", "patch", "delete")}
+
+
+def test_every_operation_of_the_schema_has_a_policy_row_and_every_row_an_operation():
+    operations = schema_operations()
+    assert sorted(operations - set(POLICY)) == [], "operations without a policy row: declare who may call them"
+    assert sorted(set(POLICY) - operations) == [], "policy rows for operations the schema no longer has"
+
+
+@pytest.fixture
+def world(federation_with_data, operator, silo_user, other_silo_user, published_listing, model_files, top_up):
+    """Two silos (both members, each with a submission and a budget), two buyers (buyer_a bought the model),
+    an operator, a job over both silos' submissions, its global model listed (published) and a draft listing."""
+    from market.budgets.selectors import budget_list
+    from market.commerce.services import listing_create, purchase_create
+    from market.federations.services import federation_join
+    from market.submissions.services import UploadedModel, submission_create
+
+    federation = federation_with_data
+    federation_join(federation=federation, user=other_silo_user)
+    people = {"silo_a": silo_user, "silo_b": other_silo_user, "operator": operator}
+    for name, organisation in (("buyer_a", "Fabrikam Insurance"), ("buyer_b", "Tailspin Retail")):
+        people[name] = user_create(username=name.replace("_", "-"), password=f"{name}-password",
+                                   organisation=organisation_create(name=organisation, is_silo=False, is_buyer=True))
+    submissions = {name: submission_create(
+        federation=federation, user=people[name], models=[UploadedModel(f"{name}.onnx", data)],
+        model_family="random_forest", n_local_examples=1000, local_validation_score=0.8, label_distribution=None,
+        privacy_level="L1", privacy_parameters={}, declared_epsilon=None)
+        for name, data in (("silo_a", model_files["forest.onnx"]), ("silo_b", model_files["boosted.json"]))}
+    listing = published_listing(price_cents=500)
+    listing.global_model.job.submissions.set(submissions.values())
+    draft = listing_create(global_model=listing.global_model, name="Adult income, next version",
+                           description="Not yet published.", licence_text="Lawful use.", price_cents=700, actor=operator)
+    top_up(people["buyer_a"].organisation, 1000)
+    purchase_create(listing=listing, user=people["buyer_a"])
+    budgets = {budget.organisation_id: budget for budget in budget_list(federation=federation, user=operator)}
+    targets = {
+        "none": {None: {}}, "public": {None: {}},
+        "federation": {None: {"slug": federation.slug}},
+        "token": {name: {"token_id": api_token_create(user=people[name], name="target")[0].id} for name in people},
+        "budget": {name: {"budget_id": budgets[people[name].organisation_id].id} for name in SILOS},
+        "submission": {name: {"submission_id": submission.id} for name, submission in submissions.items()},
+        "job": {None: {"job_id": listing.global_model.job_id}},
+        "global_model": {None: {"global_model_id": listing.global_model_id}},
+        "listing": {"published": {"listing_id": listing.id}, "draft": {"listing_id": draft.id}},
+        "organisation": {name: {"organisation_id": people[name].organisation_id} for name in MEMBERS},
+        "download_link": {None: {"token": "forged.signature"}},
+    }
+    clients = {"anonymous": APIClient(raise_request_exception=False)}  # a server error is a 500 to compare
+    for name, user in people.items():
+        clients[name] = APIClient(raise_request_exception=False)
+        clients[name].credentials(HTTP_AUTHORIZATION=f"Token {api_token_create(user=user, name='matrix')[1]}")
+    return clients, targets
+
+
+def call(client: APIClient, method: str, path: str, body: dict) -> int:
+    """One request, rolled back afterwards so that the next call sees the same world."""
+    with transaction.atomic():
+        response = getattr(client, method.lower())(path, body, format="json") if method != "GET" else client.get(path)
+        transaction.set_rollback(True)
+    return response.status_code
+
+
+def test_every_principal_gets_exactly_what_the_policy_allows_on_every_object(world):
+    from django.core.cache import cache
+
+    clients, targets = world
+    mismatches = []
+    for (method, path), rule in sorted(POLICY.items()):
+        for owner, parameters in targets[rule.targets].items():
+            url = re.sub(r"\{(\w+)\}", lambda match: str(parameters[match.group(1)]), path)
+            for principal in PRINCIPALS:
+                cache.clear()  # throttles count every call; this test is about who, not how often
+                expected = KNOWN_DEFECTS.get((method, path, principal, owner), rule.expected(principal, owner))
+                status = call(clients[principal], method, url, BODIES.get((method, path), {}))
+                if not matches(expected, status):
+                    mismatches.append(f"{method} {url} as {principal} (target owned by {owner}): "
+                                      f"expected {expected}, got {status}")
+    assert not mismatches, "\n".join(mismatches)
