@@ -4,8 +4,6 @@ The jobs helper's services create jobs for real; here a Job row is saved as job_
 services are tested on their own.
 """
 
-from decimal import Decimal
-
 import pytest
 
 from market.federations.selectors import public_dataset_current
@@ -55,10 +53,3 @@ def make_job(federation_with_data, submissions, operator):
         return job_row(federation_with_data, options.pop("submissions", submissions), operator, **options)
     return make
 
-
-def set_limits(federation, limit) -> None:
-    from market.budgets.models import PrivacyBudget
-    from market.budgets.services import budgets_ensure
-
-    budgets_ensure(federation=federation)
-    PrivacyBudget.objects.filter(federation=federation).update(epsilon_limit=Decimal(limit))
