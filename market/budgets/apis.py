@@ -6,8 +6,8 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from market.budgets.selectors import (budget_get, budget_ledger, budget_list, budget_summary, entry_summary,
-                                      ledger_csv)
+from market.budgets.selectors import (budget_get, budget_ledger, budget_list, budget_refusals, budget_summary,
+                                      entry_summary, ledger_csv)
 from market.budgets.services import budget_calibrate, budget_limit_set, budget_price_job
 from market.federations.selectors import federation_get, federation_require_member
 
@@ -186,3 +186,18 @@ class BudgetCalibrationApi(APIView):
                                   privacy_parameters=data["privacy"], partitions=data["partitions"],
                                   teachers=data["teachers"], solve_for=data["solve_for"])
         return Response(result)
+
+
+class RefusalOutput(serializers.Serializer):
+    at = serializers.DateTimeField()
+    message = serializers.CharField()
+    actor = serializers.CharField(allow_null=True)
+
+
+class BudgetRefusalListApi(APIView):
+    @extend_schema(responses=RefusalOutput(many=True),
+                   description="Recent spends refused for lack of budget (from the audit log), newest first; a silo "
+                               "sees those that named its budget or that it asked for.")
+    def get(self, request, slug):
+        federation = _federation(request, slug)
+        return Response(RefusalOutput(budget_refusals(federation=federation, user=request.user), many=True).data)

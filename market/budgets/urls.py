@@ -7,6 +7,7 @@ urlpatterns = [
     path("budgets/<int:budget_id>/", apis.BudgetDetailApi.as_view(), name="api-budget-detail"),
     path("federations/<slug:slug>/budget-ledger/", apis.BudgetLedgerApi.as_view(), name="api-budget-ledger"),
     path("federations/<slug:slug>/budget-price/", apis.BudgetPriceApi.as_view(), name="api-budget-price"),
+    path("federations/<slug:slug>/budget-refusals/", apis.BudgetRefusalListApi.as_view(), name="api-budget-refusals"),
     path("federations/<slug:slug>/budget-calibration/", apis.BudgetCalibrationApi.as_view(),
          name="api-budget-calibration"),
 ]

@@ -161,3 +161,22 @@ def test_pricing_a_non_member_is_a_400(operator_api, members, db):
     body = {"privacy": LAPLACE, "partitions": 2, "organisations": [stranger.id]}
     response = operator_api.post("/api/federations/adult-income/budget-price/", body, format="json")
     assert response.status_code == 400 and "must be a member" in response.json()["detail"]
+
+
+def test_refusals_are_listed_for_the_operator_and_for_the_silo_they_named(operator_api, silo_api, other_silo_api,
+                                                                           make_job, operator, federation_with_data):
+    from django.db import transaction
+
+    from market.budgets.services import BudgetExceeded, budget_refusal_record
+
+    job = make_job(privacy={**LAPLACE, "n_queries": 1000})
+    try:
+        with transaction.atomic():
+            budget_reserve_for_job(job=job, actor=operator)
+    except BudgetExceeded as error:
+        budget_refusal_record(error=error, actor=operator, target=job)
+    url = "/api/federations/adult-income/budget-refusals/"
+    [refusal] = operator_api.get(url).json()
+    assert refusal["message"].startswith("Northwind Hospital's privacy budget in 'adult-income' has ε = 10.000000 left")
+    assert refusal["actor"] == "olivia-operator"
+    assert len(silo_api.get(url).json()) == 1 and len(other_silo_api.get(url).json()) == 1  # both silos were short
