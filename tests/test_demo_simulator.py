@@ -53,3 +53,18 @@ def test_the_simulator_runs_a_federation_end_to_end_and_a_second_run_reuses_ever
     assert (User.objects.count(), Organisation.objects.count(), Submission.objects.count(), Job.objects.count(),
             Purchase.objects.count()) == counts
     assert f"fedkt global model (job #{job.id})" in again
+
+
+def test_the_simulator_fuses_local_models_into_an_ensemble(market_url, tmp_path):
+    from market.jobs.models import GlobalModel, Job
+    from market.submissions.models import Submission
+
+    out = StringIO()
+    call_command("onefold_simulate", market_url=market_url, silos=2, algorithm="ensemble", work_dir=tmp_path,
+                 stdout=out)
+    job = Job.objects.get()
+    assert (job.kind, job.status) == ("ensemble", "succeeded")
+    assert [s.model_files.count() for s in Submission.objects.order_by("id")] == [1, 1]   # one local model per silo
+    accuracy = GlobalModel.objects.get(job=job).metrics["accuracy"]
+    assert re.search(rf"ensemble global model \(job #{job.id}\)\s+{accuracy:.4f}", out.getvalue())
+    assert "KiB of bundle)" in out.getvalue()

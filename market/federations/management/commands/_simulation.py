@@ -83,6 +83,7 @@ class SimulationReport:
     listing: dict | None = None
     purchase: dict | None = None
     download_bytes: int = 0
+    download_format: str = ""
     predictions: dict | None = None
     accuracy: dict = field(default_factory=dict)
     accounts: dict = field(default_factory=dict)
@@ -303,13 +304,15 @@ def simulation_run(settings: SimulationSettings) -> SimulationReport:
     report.listing = listing_ensure(operator, report.global_model, settings)
     buyer = signed_in(settings.market_url, *BUYER[:2])
     report.purchase = buyer_purchase(operator, buyer, report.listing)
-    data, _ = buyer.global_model_download(report.global_model["id"], file_format="onnx")
+    files = sorted(report.global_model["files"], key=lambda item: item["role"] != "portable")  # ONNX if there is one
+    report.download_format = files[0]["format"]
+    data, _ = buyer.global_model_download(report.global_model["id"], file_format=report.download_format)
     report.download_bytes = len(data)
     rows = read_table(dataset_bytes(settings, "evaluation")).drop(
         columns=[DATASETS[settings.dataset]["label_column"]]).head(5)
     report.predictions = buyer.predict(report.global_model["id"], json.loads(rows.to_json(orient="records")))
     spec = operator.feature_spec(slug)
-    report.accuracy = {"fedkt": report.global_model["metrics"]["accuracy"],
+    report.accuracy = {"global": report.global_model["metrics"]["accuracy"],
                        **baseline_accuracies(settings, shares, spec)}
     return report
 
@@ -318,7 +321,7 @@ def summary_table(report: SimulationReport, settings: SimulationSettings) -> str
     accuracy = report.accuracy
     global_name = f"{settings.algorithm} global model (job #{report.job['id']})"
     solo_name = f"SOLO (mean of {settings.silos} silos)"
-    lines = [f"{'model':<38} {'accuracy':>9}", f"{global_name:<38} {accuracy['fedkt']:>9.4f}",
+    lines = [f"{'model':<38} {'accuracy':>9}", f"{global_name:<38} {accuracy['global']:>9.4f}",
              f"{solo_name:<38} {accuracy['solo']:>9.4f}   (silos range {accuracy['solo_min']:.4f}"
              f"–{accuracy['solo_max']:.4f})",
              f"{'centralised (all silo data pooled)':<38} {accuracy['centralised']:>9.4f}"]

@@ -62,7 +62,7 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS(
             f"Market: {market}/  (federation {market}/federations/{report.federation}/, job #{report.job['id']}, "
             f"global model #{report.global_model['id']}, listing #{report.listing['id']}, purchase "
-            f"#{report.purchase['id']}, downloaded {report.download_bytes / 1024:.0f} KiB of ONNX)\n"
+            f"#{report.purchase['id']}, downloaded {report.download_bytes / 1024:.0f} KiB of {report.download_format})\n"
             f"  operator: {OPERATOR[0]} / {OPERATOR[1]}\n"
             f"  buyer:    {BUYER[0]} / {BUYER[1]} ({BUYER[2]})\n"
             f"  silos:    silo-01 … silo-{settings.silos:02d} / {SILO_PASSWORD}"))
