@@ -29,8 +29,8 @@ def live_server():
 
 
 @pytest.mark.browser
-def test_buyer_finds_buys_and_downloads_a_model(live_server, transactional_db, buyer_user, published_listing, top_up,
-                                                 page):
+def test_buyer_finds_buys_and_downloads_a_model(live_server, transactional_db, buyer_user, silo_user, published_listing,
+                                                 top_up, page):
     script_errors, failed_requests = [], []
     page.on("pageerror", lambda error: script_errors.append(str(error)))
     page.on("response", lambda response: failed_requests.append(f"{response.status} {response.url}")
@@ -78,4 +78,13 @@ def test_buyer_finds_buys_and_downloads_a_model(live_server, transactional_db, b
     page.screenshot(path=SCREENSHOTS / "market-wallet.png", full_page=True)
     assert Purchase.objects.get().listing_id == listing.id
     assert Wallet.objects.get(organisation=buyer_user.organisation).balance_cents == 3750
+
+    # The hospital whose students went into the model (weight 0.7) sees its share: 0.7 × (1,250 − 125 fee).
+    page.get_by_role("button", name="Sign out").click()
+    page.get_by_label("Username").fill(silo_user.username)
+    page.get_by_label("Password").fill("silo-password")
+    page.get_by_role("button", name="Sign in").click()
+    page.get_by_role("link", name="Earnings").click()
+    assert page.locator("#earnings-total").inner_text() == "7.88 credits"
+    page.screenshot(path=SCREENSHOTS / "market-earnings.png", full_page=True)
     assert script_errors == [] and failed_requests == []

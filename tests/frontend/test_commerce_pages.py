@@ -71,3 +71,19 @@ def test_earnings_page_lists_shares_per_listing_and_purchase(client, buyer_user,
     page = signed_in(client, silo_user).get("/market/earnings/").content.decode()
     assert 'id="earnings-total">6.30 credits' in page
     assert f"#{purchase.id}" in page and "Forest income model" in page
+
+
+def test_operator_publishes_and_retires_from_the_listing_page(client, operator, buyer_user, make_global_model):
+    from market.commerce.models import Listing
+    from market.commerce.services import listing_create
+
+    listing = listing_create(global_model=make_global_model(), name="Draft income model", description="",
+                             licence_text="Any lawful use.", price_cents=100, actor=operator)
+    assert signed_in(client, buyer_user).post(f"/market/listings/{listing.id}/publish/").status_code == 404
+    assert Listing.objects.get().status == "draft"
+    client.force_login(operator)
+    assert "Publish</button>" in client.get(f"/market/listings/{listing.id}/").content.decode()
+    client.post(f"/market/listings/{listing.id}/publish/")
+    assert Listing.objects.get().status == "published"
+    client.post(f"/market/listings/{listing.id}/retire/")
+    assert Listing.objects.get().status == "retired"
