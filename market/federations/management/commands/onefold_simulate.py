@@ -34,8 +34,9 @@ class Command(BaseCommand):
         parser.add_argument("--teachers", type=int, default=5, help="FedKT's t")
         parser.add_argument("--gamma", type=float, default=0.05, help="noise γ at L1 (server) or L2 (silos)")
         parser.add_argument("--queries", type=int, default=300, help="L2: public rows each silo labels per partition")
-        parser.add_argument("--job-query", type=query, default=1.0, help="public rows the server queries "
-                                                                         "(count, or fraction with a decimal point)")
+        parser.add_argument("--job-query", type=query, help="public rows the server queries (count, or fraction "
+                                                            "with a decimal point; default: all, 100 at L1 so that "
+                                                            "the default ε budget suffices)")
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--work-dir", type=Path, help="folder for the silos' temporary files")
         parser.add_argument("--wait-for-market", type=float, default=0, metavar="SECONDS",
@@ -48,7 +49,8 @@ class Command(BaseCommand):
             market_url=options["market_url"], dataset=options["dataset"], silos=options["silos"],
             beta=options["beta"], algorithm=options["algorithm"], privacy_level=options["privacy_level"],
             partitions=options["partitions"], teachers=options["teachers"], gamma=options["gamma"],
-            queries=options["queries"], job_query=options["job_query"], seed=options["seed"],
+            queries=options["queries"], seed=options["seed"],
+            job_query=options["job_query"] or (100 if options["privacy_level"] == "L1" else 1.0),
             work_dir=options["work_dir"], say=self.stdout.write)
         try:
             market_wait(settings.market_url, timeout_seconds=options["wait_for_market"])
