@@ -146,3 +146,11 @@ def test_numeric_labels_read_as_floats_match_text_classes(pulled, adult_frame):
     encoded = encode_silo_table(rows, spec, label_column="income", class_labels=["0", "1"])
     assert encoded.labels.tolist() == [1, 0, 1]
     assert encoded.report["rows_without_label"] == 1
+
+
+def test_train_reads_parquet_as_well_as_csv(run_cli, pulled, tmp_path, adult_frame):
+    path = tmp_path / "silo.data"          # the format is read from the content, not the name
+    adult_frame.iloc[2500:3000].to_parquet(path)
+    code, out, err = run_cli("train", "adult-income", "--data", path, "--pulled", pulled, *SMALL_FORESTS, "--json")
+    assert code == 0, err
+    assert (json.loads(out)["n_local_examples"], json.loads(out)["encoding"]["rows"]) == (400, 500)
