@@ -75,11 +75,13 @@ CATALOG_PARAMETERS = [
 
 
 class ListingListApi(APIView):
+    pagination_class = CatalogPagination  # read by the schema generator, which then documents the page envelope
+
     @extend_schema(parameters=CATALOG_PARAMETERS, responses=ListingOutput(many=True))
     def get(self, request):
         """The catalog: published listings, searched, filtered, ordered and paginated."""
         listings = listing_list(user=request.user, filters=catalog_filters_from(request.query_params))
-        paginator = CatalogPagination()
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(listings, request, view=self)
         return paginator.get_paginated_response(ListingOutput(page, many=True).data)
 
@@ -170,10 +172,13 @@ class ListingPurchaseApi(APIView):
 
 
 class PurchaseListApi(APIView):
-    @extend_schema(responses=PurchaseOutput(many=True))
+    pagination_class = CatalogPagination
+
+    @extend_schema(parameters=[OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
+                   responses=PurchaseOutput(many=True))
     def get(self, request):
         """Your organisation's purchases, newest first (operators: everyone's)."""
-        paginator = CatalogPagination()
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(purchase_list(user=request.user), request, view=self)
         return paginator.get_paginated_response(PurchaseOutput(page, many=True).data)
 
