@@ -1,0 +1,231 @@
+"""Aggregation jobs at scale: wall time and peak worker memory of a FedKT job over 100 / 500 / 2,000 submissions
+with 1 and 2 worker processes, and the overhead against calling the pure engine directly in one process.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/onefold_jobs_bench CELERY_BROKER_URL=redis://127.0.0.1:6379/1 \\
+        .venv/bin/python benchmarks/jobs.py [--sizes 100 500 2000] [--workers 1 2] > benchmarks/jobs.md
+
+The database in DATABASE_URL is dropped, created and migrated. The federation has the Adult public split (1,000
+encoded rows) and an evaluation split (500 rows). Each submission holds s = 2 logistic-regression students
+(ONNX) trained on small Adult partitions; 40 distinct student pairs are cycled so that setup stays short (every
+submission still has its own rows and is predicted on its own). Submissions are written straight into the
+database as valid (the benchmark measures jobs, not uploads).
+
+- *job*: ``job_create`` → Celery workers (one ``celery worker --concurrency N`` with prefork children) until
+  the job row says succeeded. Peak memory is the largest ``VmHWM`` (peak RSS) of any worker process.
+- *engine*: the same inputs in this process, no database or broker: the members' models predict the public and
+  evaluation rows in sandbox children (the same ``predict_in_sandbox`` calls and chunk size as the job), the
+  signals are summed, ``fuse`` is called once and the exported ONNX is evaluated.
+- overhead = job wall time / engine wall time (both on the same machine, measured in one run).
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+DISTINCT_STUDENT_PAIRS = 40
+N_PUBLIC, N_EVALUATION = 1000, 500
+PARAMETERS = {"partitions": 2, "query": 0.5, "final_model": {"family": "logistic_regression"}}
+
+
+def recreate_database(database_url: str) -> None:
+    import psycopg
+
+    parsed = urlparse(database_url)
+    admin = parsed._replace(path="/postgres").geturl()
+    with psycopg.connect(admin, autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{parsed.path.lstrip("/")}"')
+        connection.execute(f'CREATE DATABASE "{parsed.path.lstrip("/")}"')
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, check=True)
+
+
+def student_pairs(features, labels) -> list[dict[str, bytes]]:
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
+    from workers.modelio.export import export_sklearn_onnx
+
+    pairs = []
+    rng = np.random.default_rng(0)
+    for _ in range(DISTINCT_STUDENT_PAIRS):
+        pair = {}
+        for partition in range(2):
+            rows = rng.choice(len(labels), size=200, replace=False)
+            model = LogisticRegression(max_iter=300).fit(features[rows], labels[rows])
+            pair[f"student-{partition}.onnx"] = export_sklearn_onnx(model, features.shape[1])
+        pairs.append(pair)
+    return pairs
+
+
+def setup_federation():
+    import pandas as pd
+
+    from market.accounts.services import user_create
+    from market.federations.services import evaluation_split_upload, federation_create, public_dataset_upload
+    from tests.conftest import ADULT_LABELS, DATA_DIR, csv_bytes
+    from workers.features import encode_features, encode_labels, infer_feature_spec, read_table
+
+    frame = pd.read_parquet(DATA_DIR / "adult.parquet").sample(n=4000, random_state=0).reset_index(drop=True)
+    operator = user_create(username="bench-operator", password="bench-operator-password", is_operator=True)
+    federation = federation_create(name="Adult income", description="Benchmark", class_labels=ADULT_LABELS,
+                                   label_column="income", allowed_privacy_levels=["L0", "L1", "L2"],
+                                   default_privacy_level="L0", default_parameters={}, created_by=operator)
+    public_csv = csv_bytes(frame.iloc[:N_PUBLIC].drop(columns=["income"]))
+    public_dataset_upload(federation=federation, data=public_csv, uploaded_by=operator)
+    evaluation_split_upload(federation=federation, data=csv_bytes(frame.iloc[N_PUBLIC:N_PUBLIC + N_EVALUATION]),
+                            uploaded_by=operator)
+    spec = infer_feature_spec(read_table(public_csv), label_column="income")
+    training = frame.iloc[N_PUBLIC + N_EVALUATION:]
+    return operator, federation, student_pairs(encode_features(training, spec),
+                                               encode_labels(training["income"], ADULT_LABELS))
+
+
+def add_submissions(federation, operator, pairs, count: int) -> list:
+    from market.accounts.models import Organisation
+    from market.storage import artifact_save, sha256_of
+    from market.submissions.models import ModelFile, Submission, SubmissionStatus
+
+    stored = [{name: (artifact_save(name=f"bench/{index}/{name}", data=data, stored_names=[]), sha256_of(data),
+                      len(data)) for name, data in pair.items()} for index, pair in enumerate(pairs)]
+    public_dataset = federation.public_datasets.first()
+    organisations = [Organisation.objects.get_or_create(name=f"Silo {index:02d}")[0] for index in range(50)]
+    submissions = Submission.objects.bulk_create([
+        Submission(federation=federation, organisation=organisations[index % 50], submitted_by=operator,
+                   public_dataset=public_dataset, model_family="logistic_regression", n_local_examples=400,
+                   local_validation_score=0.8, privacy_level="L0", status=SubmissionStatus.VALID,
+                   content_sha256=f"bench-{count}-{index}") for index in range(count)])
+    ModelFile.objects.bulk_create([
+        ModelFile(submission=submission, position=position, original_name=name, stored_name=stored_name,
+                  sha256=sha256, size_bytes=size, format="onnx", info={})
+        for index, submission in enumerate(submissions)
+        for position, (name, (stored_name, sha256, size)) in enumerate(stored[index % len(stored)].items())])
+    return submissions
+
+
+def worker_tree_peak_mib(pid: int) -> float:
+    """Largest peak RSS (VmHWM) among the worker's main process and its prefork children."""
+    peaks = []
+    for candidate in [pid] + [int(child) for child in
+                              subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()]:
+        try:
+            status = Path(f"/proc/{candidate}/status").read_text()
+        except OSError:
+            continue
+        peaks += [int(line.split()[1]) / 1024 for line in status.splitlines() if line.startswith("VmHWM:")]
+    return max(peaks)
+
+
+def run_job(federation, operator, submissions, workers: int, log: Path) -> tuple[float, float]:
+    from django.db import transaction
+
+    from market.jobs.models import Job, JobStatus
+    from market.jobs.services import job_create
+    from workers.celery_app import app
+
+    app.control.purge()
+    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "--concurrency",
+                               str(workers), "--without-gossip", "--without-mingle", "--loglevel", "WARNING",
+                               "-n", f"bench-{workers}@%h"], cwd=ROOT, stdout=log.open("ab"),
+                              stderr=subprocess.STDOUT)
+    try:
+        time.sleep(8)  # let every prefork child import the stack before the clock starts
+        started = time.perf_counter()
+        with transaction.atomic():
+            job = job_create(federation=federation, kind="fedkt", privacy_level="L0", parameters=PARAMETERS,
+                             submissions=[s.id for s in submissions], seed=1, requested_by=operator)
+        while not Job.objects.filter(id=job.id, status__in=[JobStatus.SUCCEEDED, JobStatus.FAILED]).exists():
+            time.sleep(0.2)
+        elapsed = time.perf_counter() - started
+        job.refresh_from_db()
+        if job.status != JobStatus.SUCCEEDED:
+            raise RuntimeError(f"Job {job.id} failed: {job.failure_reason}")
+        return elapsed, worker_tree_peak_mib(worker.pid)
+    finally:
+        worker.terminate()
+        worker.wait(timeout=60)
+
+
+def run_engine(federation, submissions) -> float:
+    """The pure path in this process: sandbox predictions per chunk, summed signals, one fuse, one evaluation."""
+    import numpy as np
+    from django.conf import settings
+
+    from market.storage import artifact_read, arrays_from_npz
+    from market.submissions.services import model_limits, sandbox_limits
+    from workers.algorithms.registry import Member, algorithm_get
+    from workers.jobs.export import export_global_model
+    from workers.modelio import predict_in_sandbox
+
+    public = arrays_from_npz(federation.public_datasets.first().features_file)["features"]
+    evaluation = arrays_from_npz(federation.evaluation_splits.first().data_file)
+    features = np.vstack([public, evaluation["features"]])
+    files = {s.id: [artifact_read(f.stored_name) for f in s.model_files.all()] for s in submissions}
+    algorithm = algorithm_get("fedkt")
+    members = [Member(key=str(s.id), organisation=str(s.organisation_id), n_examples=400, validation_score=0.8,
+                      n_models=2) for s in submissions]
+    started = time.perf_counter()
+    signal_sum, size = None, settings.ONEFOLD_JOB_CHUNK_SIZE
+    for start in range(0, len(submissions), size):
+        chunk = submissions[start:start + size]
+        outcomes = predict_in_sandbox([data for s in chunk for data in files[s.id]], features, n_classes=2,
+                                      limits=sandbox_limits(), model_limits=model_limits())
+        for index, submission in enumerate(chunk):
+            probabilities = np.stack([outcomes[2 * index].probabilities, outcomes[2 * index + 1].probabilities])
+            signal = algorithm.member_signal(probabilities[:, :len(public)], member=members[start + index],
+                                             n_classes=2, params=PARAMETERS)
+            signal_sum = signal if signal_sum is None else signal_sum + signal
+    fusion = algorithm.fuse(signal_sum, public, members=members, n_classes=2, params=PARAMETERS, seed=1)
+    exported = export_global_model(fusion.model, n_features=public.shape[1], n_classes=2)
+    predict_in_sandbox([file.data for file in exported if file.format == "onnx"], evaluation["features"],
+                       n_classes=2, limits=sandbox_limits(), model_limits=model_limits())
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 500, 2000])
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    arguments = parser.parse_args()
+    os.environ.setdefault("ONEFOLD_DEBUG", "true")
+    os.environ.setdefault("ONEFOLD_LOG_LEVEL", "WARNING")
+    os.environ.setdefault("ONEFOLD_MEDIA_ROOT", str(ROOT / "var" / "bench-jobs-media"))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "market.settings")
+    recreate_database(os.environ["DATABASE_URL"])
+    import django
+
+    django.setup()
+    from django.conf import settings
+
+    operator, federation, pairs = setup_federation()
+    log = ROOT / "var" / "bench-jobs-worker.log"
+    rows = []
+    for size in arguments.sizes:
+        submissions = add_submissions(federation, operator, pairs, size)
+        engine = run_engine(federation, submissions)
+        for workers in arguments.workers:
+            elapsed, peak = run_job(federation, operator, submissions, workers, log)
+            rows.append((size, workers, elapsed, peak, engine))
+            print(f"{size} submissions, {workers} worker(s): {elapsed:.1f} s, peak {peak:.0f} MiB, engine "
+                  f"{engine:.1f} s", file=sys.stderr)
+    print("# Aggregation jobs: wall time, peak worker memory, overhead\n")
+    print(f"FedKT L0 jobs, s = 2 logistic-regression students per submission, {N_PUBLIC} public rows (query 0.5), "
+          f"{N_EVALUATION} evaluation rows, chunks of {settings.ONEFOLD_JOB_CHUNK_SIZE} submissions. "
+          "Measured in one run of `benchmarks/jobs.py` on the shared 2-core development machine while other "
+          "sessions were busy: treat the numbers as rough, and ratios as indicative only.\n")
+    print("| submissions | worker processes | job wall time (s) | peak worker RSS (MiB) | engine alone (s) | "
+          "overhead (job / engine) | speed-up vs 1 worker |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    single = {size: elapsed for size, workers, elapsed, _, _ in rows if workers == 1}
+    for size, workers, elapsed, peak, engine in rows:
+        speed_up = f"{single[size] / elapsed:.2f}" if size in single else "–"
+        print(f"| {size} | {workers} | {elapsed:.1f} | {peak:.0f} | {engine:.1f} | {elapsed / engine:.2f} | "
+              f"{speed_up} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,204 @@
+"""Starting a job (claim, plan the chunks once, dispatch them as a Celery group) and running one chunk: every
+member of it predicts the public data and the evaluation split in one sandbox child; the partial signal sum,
+the members' signals and evaluation probabilities go to storage as one NPZ artifact."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import numpy as np
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Exists, F, OuterRef, Q, Subquery, Sum
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from market.jobs.models import ChunkStatus, Job, JobChunk, JobPhase, JobStatus
+from market.jobs.runner.common import (JobInputError, _algorithm, _arrays, _failing_on_unexpected, _members, _renew,
+                                       _stage, _stop_if_cancelled, job_end, job_setting, lease_kept, lease_seconds,
+                                       worker_id)
+from market.jobs.services import job_log
+from market.storage import artifact_read, artifact_save, arrays_to_npz, sha256_of
+from market.submissions.models import Submission, SubmissionStatus
+
+
+@_failing_on_unexpected("starting")
+def job_start(*, job_id: int) -> None:
+    """Claim a queued job, split its members into chunks (once) and dispatch the chunks still to do."""
+    now = timezone.now()
+    claimed = Job.objects.filter(id=job_id, status=JobStatus.QUEUED, cancel_requested=False).update(
+        status=JobStatus.RUNNING, phase=JobPhase.PREDICTING, worker=worker_id(), heartbeat_at=now,
+        lease_expires_at=now + timedelta(seconds=lease_seconds()), attempts=F("attempts") + 1,
+        started_at=Coalesce("started_at", now))
+    if not claimed:
+        return
+    job = Job.objects.get(id=job_id)
+    job_log(job_id=job_id, message=f"Claimed by worker {worker_id()} (attempt {job.attempts}).")
+    try:
+        chunks = _planned_chunks(job)
+    except JobInputError as error:
+        job_end(job_id=job_id, status=JobStatus.FAILED, reason=str(error))
+        return
+    _stage(job_id, "predicting")
+    _dispatch(job_id, [chunk.id for chunk in chunks if chunk.status != ChunkStatus.DONE])
+
+
+def _dispatch(job_id: int, chunk_ids: list[int]) -> None:
+    from celery import group
+
+    from workers.tasks import job_chunk_task, job_finalize_task
+
+    if chunk_ids:
+        group(job_chunk_task.s(chunk_id) for chunk_id in chunk_ids).apply_async()
+    else:
+        job_finalize_task.delay(job_id)
+
+
+def _planned_chunks(job: Job) -> list[JobChunk]:
+    existing = list(job.chunks.all())
+    if existing:
+        return existing
+    submissions = list(job.submissions.order_by("id"))
+    members = _members(submissions)
+    try:
+        selected = _algorithm(job.kind).select(members, job.parameters, seed=job.seed)
+    except ValueError as error:
+        raise JobInputError(f"The members could not be selected: {error}") from error
+    ids = [submissions[index].id for index in selected]
+    size = max(1, int(job_setting("ONEFOLD_JOB_CHUNK_SIZE", 25)))
+    with transaction.atomic():
+        chunks = JobChunk.objects.bulk_create(
+            [JobChunk(job=job, index=index, submission_ids=ids[start:start + size])
+             for index, start in enumerate(range(0, len(ids), size))])
+        Job.objects.filter(id=job.id).update(progress_total=len(ids), progress_done=0)
+    job_log(job_id=job.id, message=f"{len(ids)} member(s) selected, predicted in {len(chunks)} chunk(s).")
+    return chunks
+
+
+def _claim_chunk(chunk_id: int) -> bool:
+    now = timezone.now()
+    claimable = JobChunk.objects.filter(id=chunk_id, job__status=JobStatus.RUNNING, job__cancel_requested=False).filter(
+        Q(status=ChunkStatus.PENDING) | Q(status=ChunkStatus.RUNNING, lease_expires_at__lt=now))
+    return JobChunk.objects.filter(id__in=Subquery(claimable.values("id"))).update(
+        status=ChunkStatus.RUNNING, worker=worker_id(), lease_expires_at=now + timedelta(seconds=lease_seconds()),
+        attempts=F("attempts") + 1, members_done=0) == 1
+
+
+def job_chunk_release(*, chunk_id: int) -> None:
+    """Hand a chunk back (a transient error: the retried task, on any worker, claims it again)."""
+    JobChunk.objects.filter(id=chunk_id, worker=worker_id(), status=ChunkStatus.RUNNING).update(
+        status=ChunkStatus.PENDING, worker="", lease_expires_at=None)
+
+
+def _model_bytes(submission_id: int) -> list[tuple[str, bytes]]:
+    submission = Submission.objects.filter(id=submission_id).prefetch_related("model_files").first()
+    if submission is None:
+        raise JobInputError(f"Submission #{submission_id} was deleted after the job was created.")
+    if submission.status != SubmissionStatus.VALID:
+        raise JobInputError(f"Submission #{submission_id} is no longer valid ({submission.status}).")
+    files = []
+    for model_file in submission.model_files.all():
+        try:
+            files.append((model_file.original_name, artifact_read(model_file.stored_name)))
+        except FileNotFoundError as error:
+            raise JobInputError(f"Submission #{submission_id}: its model file '{model_file.original_name}' is "
+                                "missing from storage.") from error
+        if sha256_of(files[-1][1]) != model_file.sha256:
+            raise JobInputError(f"Submission #{submission_id}: its model file '{model_file.original_name}' is corrupt "
+                                "(its content no longer matches the SHA-256 recorded at upload).")
+    return files
+
+
+def _predict_chunk(chunk: JobChunk, features: np.ndarray, n_classes: int) -> dict[int, np.ndarray]:
+    """Probabilities ``(n_models, n_rows, K)`` of every member of the chunk, computed in one sandbox child."""
+    from market.submissions.services import model_limits, sandbox_limits
+    from workers.modelio import predict_in_sandbox
+
+    files = {submission_id: _model_bytes(submission_id) for submission_id in chunk.submission_ids}
+    flat = [(submission_id, name, data) for submission_id, named in files.items() for name, data in named]
+    outcomes = predict_in_sandbox([data for _, _, data in flat], features, n_classes=n_classes,
+                                  limits=sandbox_limits(), model_limits=model_limits(),
+                                  skip_structural_checks=settings.ONEFOLD_UNSAFE_SKIP_STRUCTURAL_CHECKS)
+    result: dict[int, list] = {submission_id: [] for submission_id in chunk.submission_ids}
+    for (submission_id, name, _), outcome in zip(flat, outcomes):
+        if outcome.error:
+            raise JobInputError(f"Submission #{submission_id}: model file '{name}' failed at predict time: "
+                                f"{outcome.error}")
+        probabilities = outcome.probabilities
+        if probabilities.shape != (len(features), n_classes) or not np.all(np.isfinite(probabilities)):
+            raise JobInputError(f"Submission #{submission_id}: model file '{name}' returned unusable predictions "
+                                f"(shape {probabilities.shape}, finite: {bool(np.all(np.isfinite(probabilities)))}).")
+        result[submission_id].append(probabilities)
+    return {submission_id: np.stack(probabilities) for submission_id, probabilities in result.items()}
+
+
+@_failing_on_unexpected("predicting a chunk of members")
+def job_chunk_run(*, chunk_id: int) -> None:
+    """Predict the public data and the evaluation split with every member of one chunk; store the partial sums."""
+    if not _claim_chunk(chunk_id):
+        job_id = JobChunk.objects.filter(id=chunk_id).values_list("job_id", flat=True).first()
+        if job_id is not None:
+            _stop_if_cancelled(job_id)
+        return
+    chunk = JobChunk.objects.select_related("job__public_dataset", "job__evaluation_split", "job__federation").get(
+        id=chunk_id)
+    job = chunk.job
+    _renew(job_id=job.id, chunk_id=None)
+    if _stop_if_cancelled(job.id):
+        return
+    try:
+        with lease_kept(job_id=job.id, chunk_id=chunk_id):
+            artifact, member_metrics = _chunk_artifact(chunk, job)
+    except JobInputError as error:
+        job_end(job_id=job.id, status=JobStatus.FAILED, reason=str(error))
+        return
+    if _stop_if_cancelled(job.id):
+        return
+    done = JobChunk.objects.filter(id=chunk_id, worker=worker_id(), status=ChunkStatus.RUNNING).update(
+        status=ChunkStatus.DONE, artifact_name=artifact, member_metrics=member_metrics,
+        members_done=len(chunk.submission_ids), finished_at=timezone.now())
+    if not done:  # the reaper handed this chunk to another worker meanwhile; its result wins
+        return
+    chunk_sums = JobChunk.objects.filter(job_id=job.id, status=ChunkStatus.DONE).values("job_id").annotate(
+        total=Sum("members_done")).values("total")
+    Job.objects.filter(id=job.id).update(progress_done=Subquery(chunk_sums))
+    job_log(job_id=job.id, message=f"Chunk {chunk.index + 1}: {len(chunk.submission_ids)} member(s) predicted.")
+    _queue_finalize_if_done(job.id)
+
+
+def _chunk_artifact(chunk: JobChunk, job: Job) -> tuple[str, dict]:
+    from workers.jobs.metrics import classification_metrics
+
+    try:
+        public = _arrays(job.public_dataset.features_file)["features"]
+        evaluation = _arrays(job.evaluation_split.data_file)
+    except FileNotFoundError as error:
+        raise JobInputError("The federation's public data or evaluation split is missing from storage.") from error
+    n_classes = job.federation.n_classes
+    probabilities = _predict_chunk(chunk, np.vstack([public, evaluation["features"]]), n_classes)
+    algorithm = _algorithm(job.kind)
+    members = {member.key: member for member in _members(list(Submission.objects.filter(id__in=chunk.submission_ids)))}
+    signals, evaluation_probabilities, metrics = [], [], {}
+    for submission_id in chunk.submission_ids:
+        member_probabilities = probabilities[submission_id]
+        signals.append(np.asarray(algorithm.member_signal(member_probabilities[:, :len(public)],
+                                                          member=members[str(submission_id)], n_classes=n_classes,
+                                                          params=job.parameters)))
+        averaged = member_probabilities[:, len(public):].mean(axis=0)
+        evaluation_probabilities.append(averaged)
+        metrics[str(submission_id)] = classification_metrics(averaged, evaluation["labels"], n_classes=n_classes)
+    signals = np.stack(signals)
+    data = arrays_to_npz(signal_sum=signals.sum(axis=0), member_signals=signals,
+                         member_ids=np.asarray(chunk.submission_ids, dtype=np.int64),
+                         evaluation_probabilities=np.stack(evaluation_probabilities))
+    name = artifact_save(name=f"jobs/{job.id}/chunks/{chunk.index}.npz", data=data, stored_names=[])
+    return name, metrics
+
+
+def _queue_finalize_if_done(job_id: int) -> None:
+    from workers.tasks import job_finalize_task
+
+    unfinished = JobChunk.objects.filter(job_id=OuterRef("pk")).exclude(status=ChunkStatus.DONE)
+    if Job.objects.filter(id=job_id, status=JobStatus.RUNNING, phase=JobPhase.PREDICTING).filter(
+            ~Exists(unfinished)).exists():
+        job_finalize_task.delay(job_id)

@@ -1,0 +1,256 @@
+"""The chord's callback: sum the chunks' signals, add L1 noise once (stored, replayed on retry), fuse through
+the registry, evaluate the exported portable model in the sandbox, compute contributions, the privacy report
+and the lineage, and save the global model and its files in one transaction with the budget charge."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import numpy as np
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Subquery
+from django.utils import timezone
+
+from market.federations.models import PrivacyLevel
+from market.jobs.models import ChunkStatus, GlobalModel, GlobalModelFile, Job, JobChunk, JobPhase, JobStatus
+from market.jobs.runner.common import (CONTRIBUTION_RULE, JobInputError, _algorithm, _arrays, _delete_artifacts,
+                                       _failing_on_unexpected, _members, _stage, _stop_if_cancelled, _Superseded,
+                                       code_version, job_end, lease_kept, lease_seconds, logger, worker_id)
+from market.jobs.services import job_log
+from market.storage import artifact_read, artifact_save, artifacts_removed_on_error, arrays_from_npz, arrays_to_npz, sha256_of
+from market.submissions.models import Submission
+
+
+def _claim_finalize(job_id: int) -> bool:
+    now = timezone.now()
+    unfinished = JobChunk.objects.filter(job_id=OuterRef("pk")).exclude(status=ChunkStatus.DONE)
+    claimable = Job.objects.filter(id=job_id, status=JobStatus.RUNNING, phase=JobPhase.PREDICTING,
+                                   cancel_requested=False).filter(~Exists(unfinished))
+    return Job.objects.filter(id__in=Subquery(claimable.values("id"))).update(
+        phase=JobPhase.FUSING, worker=worker_id(), heartbeat_at=now,
+        lease_expires_at=now + timedelta(seconds=lease_seconds())) == 1
+
+
+def job_finalize_release(*, job_id: int) -> None:
+    Job.objects.filter(id=job_id, status=JobStatus.RUNNING, phase=JobPhase.FUSING, worker=worker_id()).update(
+        phase=JobPhase.PREDICTING)
+
+
+@_failing_on_unexpected("fusing")
+def job_finalize(*, job_id: int) -> None:
+    """Sum the chunks' signals, add L1 noise once, fuse, evaluate the exported model, save the global model."""
+    if not _claim_finalize(job_id):
+        return
+    job = Job.objects.select_related("federation", "public_dataset", "evaluation_split").get(id=job_id)
+    try:
+        with lease_kept(job_id=job_id):
+            _stage(job_id, "fusing")
+            result = _fused(job)
+            if _stop_if_cancelled(job_id):
+                return
+            _stage(job_id, "evaluating")
+            outcome = _evaluated(job, result)
+            if _stop_if_cancelled(job_id):
+                return
+            _stage(job_id, "saving")
+            _save(job, result, outcome)
+    except JobInputError as error:
+        job_end(job_id=job_id, status=JobStatus.FAILED, reason=str(error))
+
+
+def _chunk_arrays(job: Job):
+    for chunk in job.chunks.order_by("index"):
+        try:
+            yield chunk, arrays_from_npz(chunk.artifact_name)
+        except (FileNotFoundError, ValueError, OSError) as error:
+            raise JobInputError(f"The partial results of chunk {chunk.index + 1} are missing or corrupt.") from error
+
+
+def _noise(job: Job):
+    if job.privacy_level != PrivacyLevel.L1:
+        return None
+    from workers.jobs.noise import replayable_noise
+    from workers.privacy.mechanisms import GaussianNoise, LaplaceNoise
+
+    privacy = job.parameters["privacy"]
+    mechanism = (LaplaceNoise(gamma=privacy["gamma"]) if privacy["mechanism"] == "laplace"
+                 else GaussianNoise(sigma=privacy["sigma"]))
+    stored = arrays_from_npz(job.noisy_answers_name)["noisy_counts"] if job.noisy_answers_name else None
+
+    def store(noisy: np.ndarray) -> None:  # committed before the answers are used: they are spent from now on
+        name = artifact_save(name=f"jobs/{job.id}/noisy-answers.npz", data=arrays_to_npz(noisy_counts=noisy),
+                             stored_names=[])
+        Job.objects.filter(id=job.id).update(noisy_answers_name=name, noise_drawn_at=timezone.now())
+        job.noisy_answers_name, job.noise_drawn_at = name, timezone.now()
+        job_log(job_id=job.id, message="Noise drawn and stored; a retry reuses these noisy answers.")
+
+    if stored is not None:
+        job_log(job_id=job.id, message="Reusing the noisy answers drawn by an earlier attempt.")
+    return replayable_noise(mechanism, stored=stored, on_draw=store)
+
+
+def _fused(job: Job) -> dict:
+    ids, signal_sum = [], None
+    for chunk, arrays in _chunk_arrays(job):
+        ids.extend(int(value) for value in arrays["member_ids"])
+        signal_sum = arrays["signal_sum"] if signal_sum is None else signal_sum + arrays["signal_sum"]
+    submissions = Submission.objects.in_bulk(ids)
+    missing = [submission_id for submission_id in ids if submission_id not in submissions]
+    if missing:
+        raise JobInputError(f"Submission #{missing[0]} was deleted after the job was created.")
+    members = _members([submissions[submission_id] for submission_id in ids])
+    public = _arrays(job.public_dataset.features_file)["features"]
+    try:
+        fusion = _algorithm(job.kind).fuse(signal_sum, public, members=members, n_classes=job.federation.n_classes,
+                                           params=job.parameters, noise=_noise(job), seed=job.seed)
+    except ValueError as error:
+        raise JobInputError(f"The fusion failed: {error}") from error
+    job_log(job_id=job.id, message=f"Fused {len(members)} member(s); the global model was trained on "
+                                   f"{int(np.count_nonzero(fusion.trained))} public example(s).")
+    return {"fusion": fusion, "ids": ids, "submissions": submissions}
+
+
+def _evaluated(job: Job, result: dict) -> dict:
+    from market.submissions.services import model_limits, sandbox_limits
+    from workers.jobs.export import bundle_zip, export_global_model, model_family_of
+    from workers.jobs.metrics import classification_metrics
+    from workers.modelio import predict_in_sandbox
+
+    fusion, n_classes = result["fusion"], job.federation.n_classes
+    evaluation = _arrays(job.evaluation_split.data_file)
+    n_features = job.public_dataset.n_features
+    verification = {}
+    if fusion.model is not None:
+        try:
+            files = export_global_model(fusion.model, n_features=n_features, n_classes=n_classes)
+        except ValueError as error:
+            raise JobInputError(str(error)) from error
+        portable = next(file for file in files if file.format == "onnx")
+        outcome = predict_in_sandbox([portable.data], evaluation["features"], n_classes=n_classes,
+                                     limits=sandbox_limits(), model_limits=model_limits())[0]
+        if outcome.error:
+            raise JobInputError(f"The exported global model could not be run: {outcome.error}")
+        probabilities = outcome.probabilities
+        native = np.asarray(fusion.model.predict_proba(evaluation["features"]))
+        verification = {"portable_vs_native_max_abs_difference": float(np.max(np.abs(probabilities - native)))}
+        family = model_family_of(fusion.model)
+    else:
+        weights = fusion.details.get("weights") or {str(i): 1.0 for i in result["ids"]}
+        total = sum(weights.get(str(i), 0.0) for i in result["ids"])
+        probabilities, members = 0.0, []
+        for chunk, arrays in _chunk_arrays(job):
+            for member_id, member_probabilities in zip(arrays["member_ids"], arrays["evaluation_probabilities"]):
+                weight = weights.get(str(int(member_id)), 0.0) / total
+                probabilities = probabilities + weight * member_probabilities
+                for position, model_file in enumerate(result["submissions"][int(member_id)].model_files.all()):
+                    members.append({"filename": f"member-{int(member_id)}-{position}.{model_file.format}",
+                                    "format": model_file.format, "weight": weight / max(1, result["submissions"][
+                                        int(member_id)].model_files.count()),
+                                    "data": artifact_read(model_file.stored_name)})
+        from workers.jobs.export import ExportedFile
+
+        files = [ExportedFile("native", "bundle", "bundle.zip",
+                              bundle_zip(members, n_classes=n_classes, n_features=n_features))]
+        family = "ensemble"
+    metrics = classification_metrics(probabilities, evaluation["labels"], n_classes=n_classes)
+    job_log(job_id=job.id, message=f"Global model accuracy on the evaluation split: {metrics['accuracy']:.4f}.")
+    return {"files": files, "metrics": metrics, "family": family, "verification": verification}
+
+
+def _contributions(job: Job, result: dict) -> dict:
+    from workers.algorithms.registry import agreement_counts
+
+    fusion = result["fusion"]
+    trained = np.asarray(fusion.trained, dtype=bool)
+    labels = np.asarray(fusion.labels)
+    per_organisation: dict[str, float] = {}
+    for _, arrays in _chunk_arrays(job):
+        for member_id, signal in zip(arrays["member_ids"], arrays["member_signals"]):
+            organisation = str(result["submissions"][int(member_id)].organisation_id)
+            count = agreement_counts(signal[trained], labels[trained]) if trained.any() else 0
+            per_organisation[organisation] = per_organisation.get(organisation, 0) + count
+    total = sum(per_organisation.values())
+    if total == 0:
+        return {organisation: 1 / len(per_organisation) for organisation in per_organisation}
+    return {organisation: count / total for organisation, count in sorted(per_organisation.items())}
+
+
+def _privacy_report(job: Job, result: dict) -> dict:
+    fusion = result["fusion"]
+    report = {"level": job.privacy_level, "data_independent": None, "data_dependent": None}
+    if job.privacy_level == PrivacyLevel.L1:
+        analysis = fusion.privacy
+        if analysis is None:
+            raise JobInputError("The engine returned no privacy analysis for an L1 job; the job cannot be charged.")
+        report["data_independent"] = analysis.data_independent.as_dict()
+        report["data_dependent"] = analysis.data_dependent.as_dict()
+    elif job.privacy_level == PrivacyLevel.L2:
+        report["submissions"] = {str(i): result["submissions"][i].privacy_report for i in result["ids"]}
+    return report
+
+
+def _lineage(job: Job, result: dict, outcome: dict) -> dict:
+    return {"job": job.id, "kind": job.kind, "privacy_level": job.privacy_level, "submissions": result["ids"],
+            "submission_sha256": {str(i): result["submissions"][i].content_sha256 for i in result["ids"]},
+            "public_dataset": {"id": job.public_dataset_id, "content_sha256": job.public_dataset.content_sha256,
+                               "features_sha256": job.public_dataset.features_sha256},
+            "evaluation_split": job.evaluation_split_id, "code_version": code_version(), "seed": job.seed,
+            "parameters": job.parameters, "dp_noise": "unseeded (OpenDP, cryptographically secure)"
+            if job.privacy_level == PrivacyLevel.L1 else None,
+            "fusion": _json_ready(result["fusion"].details), "verification": outcome["verification"]}
+
+
+def _json_ready(value):
+    if isinstance(value, dict):
+        return {str(key): _json_ready(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_ready(item) for item in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist() if value.size <= 1000 else f"<array of shape {value.shape}>"
+    if isinstance(value, np.generic):
+        return value.item()
+    return value if isinstance(value, (str, int, float, bool, type(None))) else str(value)
+
+
+def _save(job: Job, result: dict, outcome: dict) -> None:
+    submission_metrics = {}
+    for chunk in job.chunks.all():
+        submission_metrics.update(chunk.member_metrics)
+    privacy_report = _privacy_report(job, result)
+    fields = {"federation": job.federation, "model_family": outcome["family"],
+              "n_features": job.public_dataset.n_features, "n_classes": job.federation.n_classes,
+              "metrics": outcome["metrics"], "submission_metrics": submission_metrics,
+              "privacy_report": privacy_report, "lineage": _lineage(job, result, outcome),
+              "contribution_weights": _contributions(job, result), "contribution_rule": CONTRIBUTION_RULE}
+    with artifacts_removed_on_error() as stored_names, transaction.atomic():
+        locked = Job.objects.select_for_update().get(id=job.id)
+        if (locked.status != JobStatus.RUNNING or locked.phase != JobPhase.FUSING or locked.worker != worker_id()
+                or locked.cancel_requested):
+            raise _Superseded()
+        global_model = GlobalModel.objects.create(job=locked, **fields)
+        for file in outcome["files"]:
+            stored_name = artifact_save(name=f"federations/{job.federation.slug}/global-models/{global_model.id}/"
+                                             f"{file.filename}", data=file.data, stored_names=stored_names)
+            GlobalModelFile.objects.create(global_model=global_model, role=file.role, format=file.format,
+                                           stored_name=stored_name, sha256=sha256_of(file.data),
+                                           size_bytes=len(file.data))
+        locked.status, locked.finished_at, locked.phase = JobStatus.SUCCEEDED, timezone.now(), ""
+        locked.progress_stage, locked.worker, locked.lease_expires_at = "done", "", None
+        locked.save(update_fields=["status", "finished_at", "phase", "progress_stage", "worker", "lease_expires_at"])
+        if job.privacy_level == PrivacyLevel.L1:
+            from market.jobs.services import budget_services
+
+            budgets = budget_services()
+            if budgets is not None:
+                budgets.budget_charge_for_job(job=locked, privacy_report=privacy_report)
+        job_log(job_id=job.id, message=f"Succeeded: global model #{global_model.id} saved.")
+    _delete_artifacts(job)
+
+
+def job_finalize_safely(*, job_id: int) -> None:
+    try:
+        job_finalize(job_id=job_id)
+    except _Superseded:
+        if _stop_if_cancelled(job_id):
+            return
+        logger.info("Job %s was taken over by another worker; this result is dropped.", job_id)

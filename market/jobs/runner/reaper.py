@@ -1,0 +1,49 @@
+"""The periodic reaper (Celery beat): jobs whose lease expired are re-queued, failed after their last attempt,
+or cancelled if that was asked; unpublished outbox rows are published."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from market.jobs.models import ChunkStatus, Job, JobChunk, JobStatus
+from market.jobs.runner.common import job_end, job_setting
+from market.jobs.services import job_enqueue, job_log
+
+
+def job_reap() -> dict:
+    """Re-queue running jobs whose lease expired, or fail them after too many attempts; sweep the outbox."""
+    from market.jobs.services import outbox_sweep
+
+    now = timezone.now()
+    counts = {"requeued": 0, "failed": 0, "cancelled": 0}
+    for job in Job.objects.filter(status=JobStatus.RUNNING, lease_expires_at__lt=now):
+        if job.cancel_requested:
+            counts["cancelled"] += job_end(job_id=job.id, status=JobStatus.CANCELLED)
+        elif job.attempts >= job_setting("ONEFOLD_JOB_MAX_ATTEMPTS", 3):
+            counts["failed"] += job_end(job_id=job.id, status=JobStatus.FAILED, reason=(
+                f"The worker running this job stopped sending heartbeats (last at {_when(job.heartbeat_at)}) on "
+                f"attempt {job.attempts} of {job.attempts}; it was not retried again."))
+        else:
+            counts["requeued"] += _requeue(job)
+    outbox_sweep(older_than_seconds=job_setting("ONEFOLD_JOB_OUTBOX_GRACE_SECONDS", 10))
+    return counts
+
+
+def _when(moment) -> str:
+    return f"{moment:%Y-%m-%d %H:%M:%S} UTC" if moment else "never"
+
+
+def _requeue(job: Job) -> bool:
+    with transaction.atomic():
+        requeued = Job.objects.filter(id=job.id, status=JobStatus.RUNNING,
+                                      lease_expires_at=job.lease_expires_at).update(
+            status=JobStatus.QUEUED, phase="", worker="", lease_expires_at=None, progress_stage="waiting for a worker")
+        if not requeued:
+            return False
+        JobChunk.objects.filter(job=job, status=ChunkStatus.RUNNING).update(status=ChunkStatus.PENDING, worker="",
+                                                                           lease_expires_at=None)
+        job_log(job_id=job.id, level="warning", message=f"No heartbeat from worker {job.worker or 'unknown'} since "
+                                                        f"{_when(job.heartbeat_at)}; re-queued.")
+        job_enqueue(job=job)
+    return True
