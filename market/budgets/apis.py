@@ -30,7 +30,7 @@ class BudgetOutput(serializers.Serializer):
 
 
 class LimitInput(serializers.Serializer):
-    epsilon_limit = serializers.DecimalField(max_digits=12, decimal_places=6, min_value=0)
+    epsilon_limit = serializers.DecimalField(max_digits=12, decimal_places=6, min_value=0, max_value=999999)
     reason = serializers.CharField(max_length=1000, allow_blank=True, default="")
 
 
@@ -61,15 +61,15 @@ class PrivacyParametersInput(serializers.Serializer):
     gamma = serializers.FloatField(allow_null=True, required=False, default=None)
     sigma = serializers.FloatField(allow_null=True, required=False, default=None)
     delta = serializers.FloatField()
-    n_queries = serializers.IntegerField(min_value=0, required=False)
+    n_queries = serializers.IntegerField(min_value=0, max_value=1_000_000_000, required=False)
 
 
 class PriceInput(serializers.Serializer):
     organisations = serializers.ListField(child=serializers.IntegerField(), required=False,
                                           help_text="Organisation ids; all members when left out.")
     privacy = PrivacyParametersInput()
-    partitions = serializers.IntegerField(min_value=1)
-    teachers = serializers.IntegerField(min_value=1, default=1)
+    partitions = serializers.IntegerField(min_value=1, max_value=10_000)
+    teachers = serializers.IntegerField(min_value=1, max_value=10_000, default=1)
 
 
 class CalibrationInput(PriceInput):

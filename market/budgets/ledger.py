@@ -27,9 +27,16 @@ class BudgetExceeded(Conflict):
         self.details = details
 
 
+#: Largest storable ε; limits stay below it, so an ε clamped to it (or an infinite one) never fits.
+EPSILON_CEILING = Decimal("999999.999999")
+
+
 def epsilon_decimal(epsilon: float) -> Decimal:
-    """ε as a stored Decimal, rounded up to 1e-6 so that rounding never hides a spend."""
-    return Decimal(repr(float(epsilon))).quantize(EPSILON_QUANTUM, rounding=ROUND_CEILING)
+    """ε as a stored Decimal, rounded up to 1e-6 so that rounding never hides a spend (clamped to the column)."""
+    epsilon = float(epsilon)
+    if not epsilon < float(EPSILON_CEILING):  # also catches inf and nan
+        return EPSILON_CEILING
+    return Decimal(repr(epsilon)).quantize(EPSILON_QUANTUM, rounding=ROUND_CEILING)
 
 
 # --- budgets exist for every member --------------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 import math
 
+import numpy as np
+
 from market.budgets.ledger import LedgerState, budget_amounts, budgets_ensure, ledger_state
 from market.budgets.models import PrivacyBudget
 from market.errors import InvalidInput
@@ -13,9 +15,14 @@ from workers.privacy.costs import (BudgetView, PrivacyCost, calibrate_noise, cal
 def job_privacy_cost(*, privacy_parameters: dict, partitions: int, teachers: int = 1) -> PrivacyCost:
     """The per-silo data-independent cost of an L1 FedKT job, or InvalidInput naming what is wrong."""
     try:
-        return fedkt_l1_cost_from_parameters(privacy_parameters, partitions=partitions, teachers=teachers)
+        with np.errstate(over="ignore"):
+            cost = fedkt_l1_cost_from_parameters(privacy_parameters, partitions=partitions, teachers=teachers)
     except (TypeError, ValueError, KeyError) as error:
         raise InvalidInput(f"The job's privacy parameters are not valid: {error}") from error
+    if not math.isfinite(cost.report.epsilon) or not all(map(math.isfinite, cost.rdp)):
+        raise InvalidInput("With so little noise and so many queries these parameters give no privacy at all "
+                           "(ε is unbounded); add noise or query fewer public rows.")
+    return cost
 
 
 def _views(*, federation: Federation, organisation_ids) -> list[tuple[PrivacyBudget, LedgerState]]:

@@ -183,8 +183,8 @@ def _clean_limit(epsilon_limit) -> Decimal:
         limit = Decimal(str(epsilon_limit))
     except (InvalidOperation, ValueError) as error:
         raise InvalidInput(f"The ε limit must be a number, got {epsilon_limit!r}.") from error
-    if not limit.is_finite() or limit < 0 or limit >= Decimal("1000000"):
-        raise InvalidInput("The ε limit must be a number from 0 to 999999.999999.")
+    if not limit.is_finite() or limit < 0 or limit > Decimal("999999"):
+        raise InvalidInput("The ε limit must be a number from 0 to 999999.")
     return limit.quantize(EPSILON_QUANTUM, rounding=ROUND_CEILING)
 
 

@@ -180,3 +180,12 @@ def test_refusals_are_listed_for_the_operator_and_for_the_silo_they_named(operat
     assert refusal["message"].startswith("Northwind Hospital's privacy budget in 'adult-income' has ε = 10.000000 left")
     assert refusal["actor"] == "olivia-operator"
     assert len(silo_api.get(url).json()) == 1 and len(other_silo_api.get(url).json()) == 1  # both silos were short
+
+
+def test_parameters_with_unbounded_epsilon_are_a_400_not_a_crash(operator_api, members):
+    body = {"privacy": {**LAPLACE, "gamma": 1e300, "n_queries": 1_000_000_000}, "partitions": 10_000}
+    response = operator_api.post("/api/federations/adult-income/budget-price/", body, format="json")
+    assert response.status_code == 400 and "ε is unbounded" in response.json()["detail"]
+    too_big = operator_api.post("/api/federations/adult-income/budget-price/",
+                                {"privacy": LAPLACE, "partitions": 10_001}, format="json")
+    assert too_big.status_code == 400
