@@ -65,7 +65,7 @@ def test_cpfl_simulator_runs_cohorts_to_patience_and_distils():
     train, public, test = np.split(np.random.default_rng(0).permutation(len(labels)), [1200, 1500])
     clients = [train[part] for part in dirichlet_label_partition(labels[train], 20, beta=1.0, seed=0, min_size=20)]
     setting = CohortSetting(hidden_sizes=(32,), local_steps=5, max_rounds=15, patience=2, learning_rate=0.1,
-                            student={"family": "mlp", "hidden_sizes": [32], "epochs": 60, "batch_size": 32})
+                            student={"family": "mlp", "hidden_sizes": [32], "epochs": 20, "batch_size": 32}, loss="kl")
     result = simulate_cpfl(features, labels, clients, features[public], features[test], labels[test], n_cohorts=4,
                            n_classes=10, setting=setting, seed=0)
     assert len(result["rounds"]) == 4 and result["rounds_to_convergence"] == max(result["rounds"]) <= 15
