@@ -76,6 +76,7 @@ class SubmissionPagination(LimitOffsetPagination):
 
 class SubmissionListApi(APIView):
     parser_classes = [MultiPartParser]
+    pagination_class = SubmissionPagination  # read by the schema generator, which then documents the page envelope
 
     @extend_schema(parameters=[OpenApiParameter("federation", str, description="Only this federation's submissions."),
                                OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
