@@ -1,12 +1,17 @@
 """The periodic reaper (Celery beat): jobs whose lease expired are re-queued, failed after their last attempt,
-or cancelled if that was asked; unpublished outbox rows are published."""
+or cancelled if that was asked; unpublished outbox rows are published; queued jobs whose start message no
+worker took for ``ONEFOLD_JOB_REPUBLISH_SECONDS`` (a broker that lost it) are published again. A duplicate
+start is harmless: only one worker can claim the job row."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.db import transaction
+from django.db.models import Exists, Max, OuterRef
 from django.utils import timezone
 
-from market.jobs.models import ChunkStatus, Job, JobChunk, JobStatus
+from market.jobs.models import ChunkStatus, Job, JobChunk, JobOutbox, JobStatus
 from market.jobs.runner.common import job_end, job_setting
 from market.jobs.services import job_enqueue, job_log
 
@@ -27,7 +32,23 @@ def job_reap() -> dict:
         else:
             counts["requeued"] += _requeue(job)
     outbox_sweep(older_than_seconds=job_setting("ONEFOLD_JOB_OUTBOX_GRACE_SECONDS", 10))
+    counts["republished"] = _republish_stale(now)
     return counts
+
+
+def _republish_stale(now) -> int:
+    cutoff = now - timedelta(seconds=job_setting("ONEFOLD_JOB_REPUBLISH_SECONDS", 600))
+    unpublished = JobOutbox.objects.filter(job_id=OuterRef("pk"), published_at__isnull=True)
+    stale = (Job.objects.filter(status=JobStatus.QUEUED, cancel_requested=False).filter(~Exists(unpublished))
+             .annotate(last_published=Max("outbox__published_at")).filter(last_published__lt=cutoff))
+    republished = 0
+    for job in stale:
+        with transaction.atomic():
+            job_log(job_id=job.id, level="warning", message="No worker took this job's start message; published "
+                                                            "it again.")
+            job_enqueue(job=job)
+        republished += 1
+    return republished
 
 
 def _when(moment) -> str:

@@ -27,20 +27,20 @@ def test_an_expired_lease_is_requeued_with_its_running_chunks_handed_back(operat
     job = running_job(operator, fedkt_submissions[0].federation, attempts=1)
     chunk = JobChunk.objects.create(job=job, index=0, submission_ids=[fedkt_submissions[0].id], status="running",
                                     worker="gone:1", lease_expires_at=timezone.now() + timedelta(hours=1))
-    assert job_reap() == {"requeued": 1, "failed": 0, "cancelled": 0}
+    assert job_reap() == {"requeued": 1, "failed": 0, "cancelled": 0, "republished": 0}
     job.refresh_from_db()
     chunk.refresh_from_db()
     assert (job.status, job.worker, job.lease_expires_at) == (JobStatus.QUEUED, "", None)
     assert (chunk.status, chunk.worker) == ("pending", "")
     assert JobOutbox.objects.filter(job=job).count() == 2
     assert "re-queued" in job.log_entries.last().message
-    assert job_reap() == {"requeued": 0, "failed": 0, "cancelled": 0}
+    assert job_reap() == {"requeued": 0, "failed": 0, "cancelled": 0, "republished": 0}
 
 
 def test_a_live_lease_is_left_alone(operator, fedkt_submissions):
     job = running_job(operator, fedkt_submissions[0].federation, attempts=1)
     Job.objects.filter(id=job.id).update(lease_expires_at=timezone.now() + timedelta(seconds=60))
-    assert job_reap() == {"requeued": 0, "failed": 0, "cancelled": 0}
+    assert job_reap() == {"requeued": 0, "failed": 0, "cancelled": 0, "republished": 0}
     assert Job.objects.get(id=job.id).status == JobStatus.RUNNING
 
 
@@ -77,3 +77,16 @@ def test_a_running_job_whose_cancellation_was_requested_is_cancelled_when_its_wo
     Job.objects.filter(id=job.id).update(cancel_requested=True)
     assert job_reap()["cancelled"] == 1
     assert Job.objects.get(id=job.id).status == JobStatus.CANCELLED
+
+
+def test_a_queued_job_whose_start_no_worker_took_is_published_again(operator, fedkt_submissions, settings):
+    settings.ONEFOLD_JOB_REPUBLISH_SECONDS = 60
+    federation = fedkt_submissions[0].federation
+    job_id = api_client_for(operator).post(f"/api/federations/{federation.slug}/jobs/",
+                                           {"kind": "fedkt", "privacy_level": "L0"}, format="json").json()["id"]
+    JobOutbox.objects.filter(job_id=job_id).update(published_at=timezone.now() - timedelta(seconds=30))
+    assert job_reap()["republished"] == 0
+    JobOutbox.objects.filter(job_id=job_id).update(published_at=timezone.now() - timedelta(seconds=90))
+    assert job_reap()["republished"] == 1
+    assert JobOutbox.objects.filter(job_id=job_id).count() == 2
+    assert job_reap()["republished"] == 0  # the new row waits for its own publication
