@@ -102,6 +102,10 @@ def seed() -> str:
         price_cents=rng.randrange(100, 10_000), status="published", model_family=model.model_family,
         privacy_level=model.job.privacy_level, accuracy=model.metrics["accuracy"], created_by=operator,
         published_at=now) for index, model in enumerate(models))
+    from django.db import connection
+
+    with connection.cursor() as cursor:  # planner statistics, as autovacuum would gather on a live table
+        cursor.execute("ANALYZE")
     return user_token(user=buyer)
 
 
