@@ -47,8 +47,8 @@ def worker_id() -> str:
 
 @functools.cache
 def code_version() -> str:
-    if os.environ.get("ONEFOLD_CODE_VERSION"):
-        return os.environ["ONEFOLD_CODE_VERSION"]
+    if getattr(settings, "ONEFOLD_CODE_VERSION", ""):
+        return settings.ONEFOLD_CODE_VERSION
     try:
         return subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True, timeout=10,
                               cwd=Path(__file__).resolve().parents[3], check=True).stdout.strip() or "unknown"
