@@ -51,7 +51,9 @@ CSRF_TRUSTED_ORIGINS = [origin for origin in env_text("ONEFOLD_CSRF_TRUSTED_ORIG
 
 VAR_DIR = Path(env_text("ONEFOLD_VAR_DIR", str(BASE_DIR / "var"))).resolve()
 MEDIA_ROOT = Path(env_text("ONEFOLD_MEDIA_ROOT", str(VAR_DIR / "media"))).resolve()
-MEDIA_URL = None  # artifacts are never served from a URL: downloads go through views that check access
+# Nothing serves MEDIA_ROOT (no URL pattern, WhiteNoise serves STATIC_ROOT only): artifacts are downloaded through
+# views that check access. MEDIA_URL stays set only because Django's test live server requires one.
+MEDIA_URL = "/media/"
 STATIC_URL = "/static/"
 STATIC_ROOT = Path(env_text("ONEFOLD_STATIC_ROOT", str(VAR_DIR / "static"))).resolve()
 
