@@ -114,3 +114,26 @@ def test_concurrent_purchases_by_buyers_who_are_each_others_silos_do_not_deadloc
     assert sorted(statuses) == [201, 201] + [409] * 8
     assert Wallet.objects.get(organisation=northwind).balance_cents == 50_000 - 1000 + 900
     assert_ledgers_balance()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_twenty_concurrent_requests_mixing_one_shared_key_and_fresh_keys_charge_once(published_listing, buyer_user,
+                                                                                    top_up):
+    listing = published_listing(price_cents=1500)
+    top_up(buyer_user.organisation, 100_000)
+    keys = ["shared"] * 10 + [f"fresh-{index}" for index in range(10)]
+
+    def buy(key):
+        response = api_client_for(buyer_user).post(f"/api/listings/{listing.id}/purchase/", HTTP_IDEMPOTENCY_KEY=key)
+        return key, response.status_code
+
+    results = run_at_once(buy, keys)
+
+    purchase = Purchase.objects.get()
+    winner = IdempotencyKey.objects.get(purchase=purchase).key
+    # The winner's key (and every repeat of it) answers 201 with the one purchase; every other request is a 409.
+    expected = sorted((key, 201 if key == winner else 409) for key in keys)
+    assert sorted(results) == expected
+    assert Wallet.objects.get(organisation=buyer_user.organisation).balance_cents == 100_000 - 1500
+    assert WalletEntry.objects.filter(kind="purchase_debit").count() == 1
+    assert_ledgers_balance()
