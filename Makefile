@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 TEST_ENV := ONEFOLD_DEBUG=true DATABASE_URL=postgres://postgres@127.0.0.1:5432/onefold \
 	CELERY_BROKER_URL=redis://127.0.0.1:6379/15
 
-.PHONY: run test services check demo
+.PHONY: run test services check demo fuzz
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,10 @@ demo: $(BIN)/.installed
 
 services:
 	bash .ci/services
+
+# Schemathesis against a running market, 100 examples per operation and role (minutes; not part of `make test`).
+fuzz: $(BIN)/.installed services
+	PYTHON_BIN=$(BIN)/python bash .ci/fuzz
 
 # Forbidden patterns, bandit and pip-audit (.ci/security); `make test` runs them first.
 check: $(BIN)/.installed
