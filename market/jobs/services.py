@@ -7,13 +7,13 @@ import logging
 import os
 
 from django.db import transaction
-from django.db.models import Count, Q
+from django.db.models import Count
 from django.utils import timezone
 
 from market.accounts.models import User
 from market.audit.models import AuditOutcome
 from market.audit.services import audit_record
-from market.errors import Conflict, DomainError, InvalidInput, NotFound, PermissionDenied
+from market.errors import Conflict, DomainError, InvalidInput, PermissionDenied
 from market.federations.models import Federation, PrivacyLevel
 from market.federations.selectors import public_dataset_current
 from market.jobs.models import Job, JobLogEntry, JobOutbox, JobStatus
@@ -225,9 +225,3 @@ def job_cancel(*, job: Job, user: User, request=None) -> Job:
                      details={"status_when_cancelled": job.status})
     return job
 
-
-def job_get_for_update_or_404(job_id: int) -> Job:
-    job = Job.objects.filter(Q(id=job_id)).first()
-    if job is None:
-        raise NotFound(f"There is no job #{job_id}.")
-    return job

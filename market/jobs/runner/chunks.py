@@ -76,10 +76,13 @@ def _planned_chunks(job: Job) -> list[JobChunk]:
 
 
 def _claim_chunk(chunk_id: int) -> bool:
+    """The status conditions sit on the updated row itself, so PostgreSQL re-checks them after waiting for a
+    concurrent claim's lock (a condition inside a subquery would not be re-checked: two workers could win)."""
     now = timezone.now()
-    claimable = JobChunk.objects.filter(id=chunk_id, job__status=JobStatus.RUNNING, job__cancel_requested=False).filter(
-        Q(status=ChunkStatus.PENDING) | Q(status=ChunkStatus.RUNNING, lease_expires_at__lt=now))
-    return JobChunk.objects.filter(id__in=Subquery(claimable.values("id"))).update(
+    live_jobs = Job.objects.filter(status=JobStatus.RUNNING, cancel_requested=False).values("id")
+    return JobChunk.objects.filter(
+        Q(status=ChunkStatus.PENDING) | Q(status=ChunkStatus.RUNNING, lease_expires_at__lt=now),
+        id=chunk_id, job_id__in=live_jobs).update(
         status=ChunkStatus.RUNNING, worker=worker_id(), lease_expires_at=now + timedelta(seconds=lease_seconds()),
         attempts=F("attempts") + 1, members_done=0) == 1
 

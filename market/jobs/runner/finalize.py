@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import numpy as np
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Subquery
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from market.federations.models import PrivacyLevel
@@ -23,10 +23,10 @@ from market.submissions.models import Submission
 
 def _claim_finalize(job_id: int) -> bool:
     now = timezone.now()
+    # phase and status are conditions on the updated row: re-checked after a concurrent claim's lock is released
     unfinished = JobChunk.objects.filter(job_id=OuterRef("pk")).exclude(status=ChunkStatus.DONE)
-    claimable = Job.objects.filter(id=job_id, status=JobStatus.RUNNING, phase=JobPhase.PREDICTING,
-                                   cancel_requested=False).filter(~Exists(unfinished))
-    return Job.objects.filter(id__in=Subquery(claimable.values("id"))).update(
+    return Job.objects.filter(~Exists(unfinished), id=job_id, status=JobStatus.RUNNING, phase=JobPhase.PREDICTING,
+                              cancel_requested=False).update(
         phase=JobPhase.FUSING, worker=worker_id(), heartbeat_at=now,
         lease_expires_at=now + timedelta(seconds=lease_seconds())) == 1
 

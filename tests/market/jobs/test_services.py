@@ -143,3 +143,20 @@ def test_two_workers_racing_to_start_the_same_job_claim_it_once(operator, fedkt_
     assert (job.status, job.attempts) == (JobStatus.RUNNING, 1)
     assert JobChunk.objects.filter(job=job).count() == 3
     assert sum("Claimed by worker" in entry.message for entry in job.log_entries.all()) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_workers_racing_for_the_same_chunk_claim_it_once(operator, fedkt_submissions):
+    from market.jobs.models import JobChunk
+    from market.jobs.runner.chunks import _claim_chunk
+
+    job_id = post_job(operator, fedkt_submissions[0].federation, kind="fedkt", privacy_level="L0").json()["id"]
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    Job.objects.filter(id=job_id).update(status=JobStatus.RUNNING, lease_expires_at=timezone.now() + timedelta(hours=1))
+    chunk = JobChunk.objects.create(job_id=job_id, index=0, submission_ids=[fedkt_submissions[0].id])
+    assert sorted(run_at_once(lambda _: _claim_chunk(chunk.id), [1, 2, 3, 4])) == [False, False, False, True]
+    chunk.refresh_from_db()
+    assert (chunk.status, chunk.attempts) == ("running", 1)
