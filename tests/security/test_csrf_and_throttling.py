@@ -1,3 +1,4 @@
+import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
@@ -75,3 +76,11 @@ def test_a_forged_forwarded_for_header_does_not_buy_a_fresh_anonymous_allowance(
         assert codes == [400, 400, 429]
     finally:
         SimpleRateThrottle.THROTTLE_RATES = api_settings.DEFAULT_THROTTLE_RATES
+
+
+@pytest.mark.parametrize("path", ["/api/listings/?search=a%00b", "/api/submissions/?federation=a%00",
+                                  "/api/jobs/?federation=%00", "/federations/?x%00=1"])
+def test_a_nul_character_in_the_address_is_a_400_not_a_server_error(silo_api, path):
+    response = silo_api.get(path)
+    assert (response.status_code, response.json()) == (400, {
+        "detail": "The address contains a NUL character (%00), which no parameter accepts; remove it."})
