@@ -20,7 +20,7 @@ from market.commerce.models import ListingStatus, WalletEntryKind
 from market.commerce.selectors import (catalog_filters_from, earnings_for, earnings_organisation, global_model_get,
                                        listing_get, listing_list, purchase_list, wallet_for)
 from market.commerce.services import (listing_create, listing_for_purchase, listing_publish, listing_retire,
-                                      purchase_create, wallet_top_up)
+                                      purchase_create, require_operator, wallet_top_up)
 from market.errors import NotFound
 from market.federations.models import PrivacyLevel
 
@@ -227,6 +227,7 @@ class TopUpApi(APIView):
     @extend_schema(request=TopUpInput, responses={201: WalletEntryOutput, 200: WalletEntryOutput})
     def post(self, request, organisation_id):
         """Operators: credit a wallet. 201 when credited, 200 when this reference was already credited."""
+        require_operator(request.user, "top up wallets")  # before the lookup: no probing organisation ids
         given = TopUpInput(data=request.data)
         given.is_valid(raise_exception=True)
         organisation = Organisation.objects.filter(pk=organisation_id).first()

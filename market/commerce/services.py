@@ -94,9 +94,10 @@ def listing_publish(*, listing: Listing, actor: User, request=None) -> Listing:
 def listing_retire(*, listing: Listing, actor: User, request=None) -> Listing:
     """No new sales; buyers keep what they bought."""
     require_operator(actor, "retire listings")
-    if not Listing.objects.filter(pk=listing.pk).exclude(status=ListingStatus.RETIRED).update(
+    if not Listing.objects.filter(pk=listing.pk, status=ListingStatus.PUBLISHED).update(
             status=ListingStatus.RETIRED, retired_at=timezone.now()):
-        raise Conflict(f"Listing #{listing.pk} is already retired.")
+        raise Conflict(f"Listing #{listing.pk} is not on sale (it is {listing.get_status_display().lower()}); "
+                       "only published listings can be retired.")
     audit_record(action="listing.retired", actor=actor, target=listing, request=request)
     listing.refresh_from_db()
     return listing

@@ -171,3 +171,15 @@ def test_only_operators_create_and_publish_listings(make_global_model, silo_user
         listing_create(global_model=make_global_model(), name="x", description="", licence_text="y", price_cents=1,
                        actor=silo_user)
     assert not Listing.objects.exists()
+
+
+def test_only_published_listings_can_be_retired(make_global_model, published_listing, operator):
+    draft = listing_create(global_model=make_global_model(), name="Draft", description="", licence_text="x",
+                           price_cents=1, actor=operator)
+    with pytest.raises(Conflict, match="it is draft"):
+        listing_retire(listing=draft, actor=operator)
+    listing = listing_retire(listing=published_listing(), actor=operator)
+    with pytest.raises(Conflict, match="it is retired"):
+        listing_retire(listing=listing, actor=operator)
+    draft.refresh_from_db()
+    assert (draft.status, listing.status) == ("draft", "retired")
