@@ -23,6 +23,26 @@ def test_metrics_of_a_small_binary_case():
     assert metrics["reliability"]["confidence"][0] is None
 
 
+@pytest.mark.parametrize("n_classes", [2, 3, 5])
+def test_metrics_equal_scikit_learns_on_random_predictions(n_classes):
+    from sklearn.metrics import accuracy_score, balanced_accuracy_score, confusion_matrix, f1_score, roc_auc_score
+
+    rng = np.random.default_rng(n_classes)
+    probabilities = rng.dirichlet(np.ones(n_classes), size=400).round(2)  # rounding makes ties
+    probabilities /= probabilities.sum(axis=1, keepdims=True)
+    labels = rng.integers(0, n_classes, size=400)
+    metrics = classification_metrics(probabilities, labels, n_classes=n_classes)
+    predicted = probabilities.argmax(axis=1)
+    assert metrics["accuracy"] == pytest.approx(accuracy_score(labels, predicted))
+    assert metrics["balanced_accuracy"] == pytest.approx(balanced_accuracy_score(labels, predicted))
+    assert metrics["macro_f1"] == pytest.approx(f1_score(labels, predicted, average="macro", zero_division=0,
+                                                         labels=list(range(n_classes))))
+    assert metrics["confusion_matrix"] == confusion_matrix(labels, predicted).tolist()
+    expected_auc = (roc_auc_score(labels, probabilities[:, 1]) if n_classes == 2 else
+                    roc_auc_score(labels, probabilities, multi_class="ovr", average="macro"))
+    assert metrics["roc_auc"] == pytest.approx(expected_auc)
+
+
 def test_roc_auc_is_none_when_the_split_has_one_class():
     metrics = classification_metrics(np.array([[0.9, 0.1], [0.8, 0.2]]), np.array([0, 0]), n_classes=2)
     assert metrics["roc_auc"] is None
