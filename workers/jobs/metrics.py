@@ -44,7 +44,8 @@ def _roc_auc(probabilities: np.ndarray, labels: np.ndarray, n_classes: int) -> f
         return _binary_auc(labels == 1, probabilities[:, 1])
     # one-vs-rest over the classes present in the split, scores renormalised over those classes, macro average
     scores = probabilities[:, present]
-    scores = scores / np.clip(scores.sum(axis=1, keepdims=True), 1e-12, None)
+    if len(present) < n_classes:
+        scores = scores / np.clip(scores.sum(axis=1, keepdims=True), 1e-12, None)
     if len(present) == 2:
         return _binary_auc(labels == present[1], scores[:, 1])
     return float(np.mean([_binary_auc(labels == label, scores[:, column]) for column, label in enumerate(present)]))
