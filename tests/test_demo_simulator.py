@@ -10,11 +10,8 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def market_url(request, settings, celery_worker):
-    # Django's live-server thread needs a MEDIA_URL string; the market sets none (artifacts are never served).
-    if settings.MEDIA_URL is None:
-        settings.MEDIA_URL = "/live-server-media-unused/"
-    return request.getfixturevalue("live_server").url
+def market_url(live_server, celery_worker):
+    return live_server.url
 
 
 def simulate(market_url, tmp_path) -> str:

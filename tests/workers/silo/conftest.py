@@ -55,13 +55,3 @@ def silo_csv(tmp_path, adult_frame):
 
 SMALL_FORESTS = ["--teacher-param", "n_estimators=10", "--student-param", "n_estimators=10",
                  "--student-param", "max_depth=6"]
-
-
-@pytest.fixture
-def live_server(request, settings):
-    """pytest-django's live server. Django's live-server thread wraps the site in a media-files handler that
-    needs a MEDIA_URL string; the market sets none (artifacts are never served from a URL), so one that no
-    route uses is given while the (session-wide) server starts."""
-    if settings.MEDIA_URL is None:
-        settings.MEDIA_URL = "/live-server-media-unused/"
-    return request.getfixturevalue("live_server")
