@@ -60,7 +60,27 @@ def guha_tables(folder: Path) -> str:
             if all(cells):
                 parts.append(f"| {size} | {_auc([c['auc'] for c in cells])} | "
                              f"{mean_std([c['fidelity'] for c in cells])} |")
+    parts += _guha_sensitivity(folder)
     return "\n".join(parts) + "\n"
+
+
+def _guha_sensitivity(folder: Path) -> list[str]:
+    """Runs with another number of devices (``guha_<dataset>_devices<N>.json``): the headline only."""
+    paths = sorted(folder.glob("guha_*_devices*.json"))
+    if not paths:
+        return []
+    parts = ["", "## Sensitivity: number of devices (headline only)", "",
+             "| dataset | devices | seeds | contributing | local | full ensemble | global ideal | relative gain | "
+             "share of global |", "|---|---|---|---|---|---|---|---|---|"]
+    for path in paths:
+        runs = _load(path)
+        gains = [(r["full"] - r["local"]) / r["local"] for r in runs]
+        shares = [r["full"] / r["global"] for r in runs]
+        parts.append(f"| {runs[0]['dataset']} | {runs[0]['n_devices']} | {len(runs)} | "
+                     f"{mean_std([r['n_contributing'] for r in runs], 1)} | {_auc([r['local'] for r in runs])} | "
+                     f"{_auc([r['full'] for r in runs])} | {_auc([r['global'] for r in runs])} | "
+                     f"{mean_std(gains)} % | {mean_std(shares)} % |")
+    return parts
 
 
 def _auc(values) -> str:
