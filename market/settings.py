@@ -154,6 +154,8 @@ if not _market_fee.isdigit() or int(_market_fee) > 100:
 ONEFOLD_MARKET_FEE_PERCENT = int(_market_fee)
 ONEFOLD_DOWNLOAD_LINK_TTL_SECONDS = env_int("ONEFOLD_DOWNLOAD_LINK_TTL_SECONDS", 300)
 ONEFOLD_PREDICT_RATE = env_text("ONEFOLD_PREDICT_RATE", "60/minute")
+if not re.fullmatch(r"[1-9][0-9]*/(second|minute|hour|day)", ONEFOLD_PREDICT_RATE):
+    raise ImproperlyConfigured(f"ONEFOLD_PREDICT_RATE must look like 60/minute, not {ONEFOLD_PREDICT_RATE!r}.")
 ONEFOLD_PREDICT_MAX_ROWS = env_int("ONEFOLD_PREDICT_MAX_ROWS", 10_000)
 
 REST_FRAMEWORK = {
