@@ -157,8 +157,8 @@ def train(args):
                 **result.metadata}
     if args.fd_logits:
         logits = per_label_logits(result.models[0], data.features, data.labels, n_classes=n_classes)
-        (output / "fd-logits.json").write_text(json.dumps({"class_labels": federation["class_labels"],
-                                                           "per_label_logits": logits}, indent=2))
+        (output / "fd-logits.json").write_text(json.dumps({"class_labels": federation["class_labels"], **logits},
+                                                          indent=2))
         metadata["fd_logits_file"] = "fd-logits.json"
     (output / METADATA_FILE).write_text(json.dumps(metadata, indent=2))
     return {**metadata, "output": str(output)}, training_summary(metadata, output)

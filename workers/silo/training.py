@@ -250,13 +250,17 @@ def _metadata(data: EncodedData, train: np.ndarray, n_classes: int, settings: Tr
             "student": settings.student, "seed": settings.seed, "encoding": data.report}
 
 
-def per_label_logits(model, features: np.ndarray, labels: np.ndarray, *, n_classes: int) -> list[list[float] | None]:
-    """Federated distillation's payload (Jeong et al., *Federated Distillation and Augmentation*, FD):
-    for each label k, the mean log-probability vector the model gives the silo's rows of label k;
-    ``None`` for a label the silo does not hold. Shape K × K, independent of the model's size."""
+def per_label_logits(model, features: np.ndarray, labels: np.ndarray, *, n_classes: int) -> dict:
+    """Federated distillation's upload (Jeong et al., *Federated Distillation and Augmentation*, FD,
+    Algorithm 1; :func:`workers.algorithms.fd.local_label_logits`): for each label ℓ, the mean logit
+    vector the model gives the silo's rows of label ℓ, K × K numbers whatever the model's size.
+    Logits are log-probabilities (models without raw logits); ``present[ℓ]`` is False (and the row
+    zeros) for a label the silo does not hold."""
+    from workers.algorithms.fd import local_label_logits
+
     log_probabilities = np.log(np.clip(model.predict_proba(features), 1e-12, None))
-    return [log_probabilities[labels == label].mean(axis=0).tolist() if np.any(labels == label) else None
-            for label in range(n_classes)]
+    logits, present = local_label_logits(log_probabilities, labels, n_classes)
+    return {"per_label_logits": logits.tolist(), "present": present.tolist()}
 
 
 __all__ = ["EncodedData", "MIN_ROWS_PER_TEACHER", "TrainingResult", "TrainingSettings", "accuracy",

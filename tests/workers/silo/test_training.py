@@ -83,7 +83,7 @@ def test_train_local_writes_one_model_and_fd_logits_per_label(run_cli, pulled, s
     assert result["files"] == ["local-model.onnx"]
     assert (result["algorithm"], result["model_family"]) == ("local", "logistic_regression")
     logits = json.loads((pulled / "local-model" / "fd-logits.json").read_text())
-    assert logits["class_labels"] == ["<=50K", ">50K"]
+    assert (logits["class_labels"], logits["present"]) == (["<=50K", ">50K"], [True, True])
     matrix = np.array(logits["per_label_logits"])
     assert matrix.shape == (2, 2)
     spec = json.loads((pulled / "feature-spec.json").read_text())
