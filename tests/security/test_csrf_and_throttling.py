@@ -39,43 +39,32 @@ def test_web_forms_refuse_a_post_without_the_csrf_token(federation, other_silo_u
     assert not ApiToken.objects.filter(user=other_silo_user).exists()
 
 
-def test_the_api_throttles_per_token_with_retry_after(silo_user, settings):
+def test_the_api_throttles_per_token_with_retry_after(silo_user, monkeypatch):
+    from rest_framework.throttling import SimpleRateThrottle
+
     from market.accounts.services import api_token_create
 
-    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK,
-                               "DEFAULT_THROTTLE_RATES": {"token": "3/minute", "anonymous": "100/minute"}}
-    from rest_framework.settings import api_settings
+    # The rates as ONEFOLD_API_RATE_PER_TOKEN / ONEFOLD_API_RATE_ANONYMOUS would set them at start-up.
+    monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", {"token": "3/minute", "anonymous": "100/minute"})
+    first, second = (api_token_create(user=silo_user, name=name)[1] for name in ("one", "two"))
+    client_one, client_two = APIClient(), APIClient()
+    client_one.credentials(HTTP_AUTHORIZATION=f"Token {first}")
+    client_two.credentials(HTTP_AUTHORIZATION=f"Token {second}")
+    assert [client_one.get("/api/me/").status_code for _ in range(3)] == [200, 200, 200]
+    throttled = client_one.get("/api/me/")
+    assert throttled.status_code == 429
+    assert 0 < int(throttled["Retry-After"]) <= 60
+    assert client_two.get("/api/me/").status_code == 200  # another token has its own allowance
+
+
+def test_a_forged_forwarded_for_header_does_not_buy_a_fresh_anonymous_allowance(db, monkeypatch):
     from rest_framework.throttling import SimpleRateThrottle
 
-    SimpleRateThrottle.THROTTLE_RATES = api_settings.DEFAULT_THROTTLE_RATES
-    try:
-        first, second = (api_token_create(user=silo_user, name=name)[1] for name in ("one", "two"))
-        client_one, client_two = APIClient(), APIClient()
-        client_one.credentials(HTTP_AUTHORIZATION=f"Token {first}")
-        client_two.credentials(HTTP_AUTHORIZATION=f"Token {second}")
-        assert [client_one.get("/api/me/").status_code for _ in range(3)] == [200, 200, 200]
-        throttled = client_one.get("/api/me/")
-        assert throttled.status_code == 429
-        assert 0 < int(throttled["Retry-After"]) <= 60
-        assert client_two.get("/api/me/").status_code == 200  # another token has its own allowance
-    finally:
-        SimpleRateThrottle.THROTTLE_RATES = api_settings.DEFAULT_THROTTLE_RATES
-
-
-def test_a_forged_forwarded_for_header_does_not_buy_a_fresh_anonymous_allowance(db, settings):
-    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK,
-                               "DEFAULT_THROTTLE_RATES": {"token": "100/minute", "anonymous": "2/minute"}}
-    from rest_framework.settings import api_settings
-    from rest_framework.throttling import SimpleRateThrottle
-
-    SimpleRateThrottle.THROTTLE_RATES = api_settings.DEFAULT_THROTTLE_RATES
-    try:
-        client = APIClient()
-        codes = [client.post("/api/auth/token/", {"username": "x", "password": "y"},
-                             HTTP_X_FORWARDED_FOR=f"203.0.113.{n}").status_code for n in range(3)]
-        assert codes == [400, 400, 429]
-    finally:
-        SimpleRateThrottle.THROTTLE_RATES = api_settings.DEFAULT_THROTTLE_RATES
+    monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", {"token": "100/minute", "anonymous": "2/minute"})
+    client = APIClient()
+    codes = [client.post("/api/auth/token/", {"username": "x", "password": "y"},
+                         HTTP_X_FORWARDED_FOR=f"203.0.113.{n}").status_code for n in range(3)]
+    assert codes == [400, 400, 429]
 
 
 @pytest.mark.parametrize("path", ["/api/listings/?search=a%00b", "/api/submissions/?federation=a%00",
