@@ -12,22 +12,6 @@ from tests.market.commerce.conftest import BUYER_PASSWORD
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 
-@pytest.fixture(scope="module")
-def live_server():
-    """pytest-django's live server, started while MEDIA_URL is a string: Django's live-server thread wraps a media
-    handler that fails on every request when MEDIA_URL is None (as the settings have it: no media URLs)."""
-    from django.conf import settings
-    from pytest_django.live_server_helper import LiveServer
-
-    media_url, settings.MEDIA_URL = settings.MEDIA_URL, "/live-server-only-media/"
-    try:
-        server = LiveServer("localhost")
-    finally:
-        settings.MEDIA_URL = media_url
-    yield server
-    server.stop()
-
-
 @pytest.mark.browser
 def test_buyer_finds_buys_and_downloads_a_model(live_server, transactional_db, buyer_user, silo_user, published_listing,
                                                  top_up, page):
