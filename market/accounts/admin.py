@@ -1,7 +1,10 @@
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin
 
-from market.accounts.models import Organisation, User
+from market.accounts.forms import AdminSignInForm
+from market.accounts.models import ApiToken, Organisation, User
+
+admin.site.login_form = AdminSignInForm  # failed sign-ins are limited on the admin's page too
 
 
 @admin.register(Organisation)
@@ -15,3 +18,20 @@ class OnefoldUserAdmin(UserAdmin):
     list_display = ("username", "organisation", "is_staff", "is_active")
     list_filter = ("is_staff", "organisation")
     fieldsets = UserAdmin.fieldsets + (("Onefold", {"fields": ("organisation",)}),)
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Operators see who holds which tokens (never the keys, only their hashes are stored); owners revoke them."""
+
+    list_display = ("name", "user", "key_prefix", "created_at", "expires_at", "revoked_at", "last_used_at")
+    list_filter = ("revoked_at",)
+    search_fields = ("name", "user__username")
+    readonly_fields = ("user", "name", "key_hash", "key_prefix", "created_at", "expires_at", "revoked_at",
+                       "last_used_at")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

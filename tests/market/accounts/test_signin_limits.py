@@ -55,3 +55,12 @@ def test_a_web_sign_in_is_audited_with_the_actor_and_address(silo_user):
     event = AuditEvent.objects.get()
     assert (event.action, event.outcome, event.actor, event.organisation, event.client_address, event.details) == (
         "auth.sign_in", "success", silo_user, silo_user.organisation, "127.0.0.1", {"via": "web"})
+
+
+def test_the_admin_sign_in_page_is_limited_too(operator, settings):
+    settings.ONEFOLD_SIGNIN_MAX_FAILURES = 1
+    browser = Client()
+    browser.post("/admin/login/", {"username": "olivia-operator", "password": "nope"})
+    locked = browser.post("/admin/login/", {"username": "olivia-operator", "password": "operator-password"})
+    assert b"Too many failed sign-ins" in locked.content
+    assert "_auth_user_id" not in browser.session
