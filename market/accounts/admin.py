@@ -2,9 +2,11 @@ from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin
 
 from market.accounts.forms import AdminSignInForm
+from market.audit.services import audit_record
 from market.accounts.models import ApiToken, Organisation, User
 
 admin.site.login_form = AdminSignInForm  # failed sign-ins are limited on the admin's page too
+ROLE_FIELDS = ("is_staff", "is_superuser", "is_active", "organisation_id")
 
 
 @admin.register(Organisation)
@@ -18,6 +20,18 @@ class OnefoldUserAdmin(UserAdmin):
     list_display = ("username", "organisation", "is_staff", "is_active")
     list_filter = ("is_staff", "organisation")
     fieldsets = UserAdmin.fieldsets + (("Onefold", {"fields": ("organisation",)}),)
+
+    def save_model(self, request, obj, form, change):
+        """Changes of role (operator, superuser, active) or organisation are security events: audit them."""
+        before = User.objects.filter(pk=obj.pk).values(*ROLE_FIELDS).first() if change else None
+        super().save_model(request, obj, form, change)
+        after = {field: getattr(obj, field) for field in ROLE_FIELDS}
+        changed = {field: [before[field] if before else None, after[field]] for field in ROLE_FIELDS
+                   if before is None or before[field] != after[field]}
+        if changed:
+            audit_record(action="account.role_changed" if change else "account.created", actor=request.user,
+                         organisation=obj.organisation, target=obj, request=request,
+                         details={"username": obj.username, "changes": changed})
 
 
 @admin.register(ApiToken)
