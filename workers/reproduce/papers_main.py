@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from workers.reproduce.papers_report import write_paper_reports
@@ -52,13 +52,13 @@ def run_paper(arguments) -> Path:
 
 
 def _kernel_memory(arguments) -> Path:
-    """Each solver in a fresh process, so that its peak RSS is its own."""
+    """Each solver in a fresh (spawned) process, so that its peak RSS is its own."""
+    from workers.reproduce.protocols import kernel_memory
+
     results = []
     for solver in ("cholesky", "cg"):
-        code = ("import json, sys; from workers.reproduce.protocols import kernel_memory; "
-                f"print(json.dumps(kernel_memory({arguments.points}, {solver!r})))")
-        output = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
-        results.append(json.loads(output.strip().splitlines()[-1]))
+        with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            results.append(pool.submit(kernel_memory, arguments.points, solver).result())
         print(results[-1], flush=True)
     path = arguments.out / "kernel_memory.json"
     path.write_text(json.dumps(results, indent=1))
