@@ -16,13 +16,14 @@ from frontend.decorators import page
 from market.errors import DomainError, InvalidInput
 from market.federations.selectors import federation_get, public_dataset_current
 from market.jobs.models import JobKind, JobStatus
-from market.jobs.parameters import HELP, KIND_KEYS, job_parameter_defaults
+from market.jobs.parameters import ENGINE_VALIDATED_KINDS, HELP, KIND_KEYS, job_parameter_defaults
 from market.jobs.selectors import job_get, job_list, job_log_lines, job_progress
 from market.jobs.services import SUBMISSION_LEVELS_FOR, budget_services, job_cancel, job_create
 from market.submissions.models import Submission, SubmissionStatus
 
 FINAL = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
-LAUNCHABLE_KINDS = [(value, label) for value, label in JobKind.choices if value in KIND_KEYS]
+LAUNCHABLE_KINDS = [(value, label) for value, label in JobKind.choices
+                    if value in KIND_KEYS or value in ENGINE_VALIDATED_KINDS]
 
 
 def _defaults_by_kind(federation) -> dict:
@@ -33,7 +34,7 @@ def _defaults_by_kind(federation) -> dict:
             try:
                 defaults[f"{kind}-{level}"] = job_parameter_defaults(kind=kind, federation=federation,
                                                                      n_public=n_public, privacy_level=level)
-            except InvalidInput:
+            except (InvalidInput, ValueError):
                 continue
     return defaults
 

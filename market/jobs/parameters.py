@@ -30,6 +30,20 @@ KIND_KEYS = {
     "ensemble": ("selection",),
     "distill": ("selection", "query", "final_model"),
 }
+# Kinds whose parameters the engine validates itself (its ``validate`` fills in the defaults): they can run as
+# soon as workers.algorithms registers them.
+ENGINE_VALIDATED_KINDS = ("cpfl", "fd")
+
+
+def _engine_validated(kind: str, given: dict) -> dict:
+    from workers.algorithms import registry
+
+    if kind not in registry.ALGORITHMS:
+        raise InvalidInput(f"Jobs of kind '{kind}' cannot run yet: its engine is not installed.")
+    try:
+        return dict(registry.algorithm_get(kind).validate(given))
+    except (TypeError, ValueError) as error:
+        raise InvalidInput(f"The {kind} parameters are not valid: {error}") from error
 
 
 def _integer(parameters: Mapping, name: str, *, minimum: int, maximum: int) -> int:
@@ -100,6 +114,8 @@ def job_parameters_validate(*, kind: str, privacy_level: str, parameters: Mappin
     if parameters is not None and not isinstance(parameters, Mapping):
         raise InvalidInput('Give the parameters as a JSON object, e.g. {"partitions": 2, "query": 0.1}.')
     given = dict(parameters or {})
+    if kind in ENGINE_VALIDATED_KINDS and privacy_level != PrivacyLevel.L1:
+        return _engine_validated(kind, given)
     if kind not in KIND_KEYS:
         raise InvalidInput(f"Jobs of kind '{kind}' cannot run yet; choose one of {', '.join(KIND_KEYS)}.")
     if privacy_level == PrivacyLevel.L1 and kind != "fedkt":

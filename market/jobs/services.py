@@ -92,6 +92,16 @@ def _check_members_fit(*, kind: str, parameters: dict, submissions: list[Submiss
                                "set 'partitions' to match or choose other submissions.")
 
 
+def _check_selectable(*, kind: str, parameters: dict, submissions: list[Submission], seed: int | None) -> None:
+    """The engine's own check of the members' declared metadata (e.g. CPFL needs label distributions)."""
+    from market.jobs.runner.common import _algorithm, _members
+
+    try:
+        _algorithm(kind).select(_members(submissions), parameters, seed=seed or 0)
+    except ValueError as error:
+        raise InvalidInput(f"These submissions cannot be fused this way: {error}") from error
+
+
 def _reserve_budget(*, job: Job, actor: User) -> None:
     budgets = budget_services()
     if budgets is not None:
@@ -130,6 +140,7 @@ def job_create(*, federation: Federation, kind: str, privacy_level: str, paramet
                                             federation=federation, n_public=public_dataset.n_rows)
         chosen = _chosen_submissions(federation=federation, privacy_level=privacy_level, submissions=submissions)
         _check_members_fit(kind=kind, parameters=validated, submissions=chosen)
+        _check_selectable(kind=kind, parameters=validated, submissions=chosen, seed=seed)
         with transaction.atomic():
             job = Job.objects.create(
                 federation=federation, kind=kind, privacy_level=privacy_level, parameters=validated,

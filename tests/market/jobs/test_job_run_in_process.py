@@ -128,3 +128,32 @@ def test_distill_job_trains_one_student_on_the_ensembles_public_predictions(
     assert len(model.lineage["submissions"]) == 2
     assert 0 <= model.lineage["fusion"]["fidelity"] <= 1
     assert model.metrics["accuracy"] > 0.7
+
+
+def test_cpfl_job_distils_cohort_models_weighted_by_their_label_distributions(
+        eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks):
+    from market.submissions.models import Submission
+
+    for submission, distribution in zip(fedkt_submissions, ([500, 166], [400, 266], [600, 66])):
+        Submission.objects.filter(id=submission.id).update(label_distribution=distribution)
+    federation = fedkt_submissions[0].federation
+    body = launch(operator, federation, django_capture_on_commit_callbacks, kind="cpfl", privacy_level="L0",
+                  parameters={"query": 300, "student": {"family": "mlp", "hidden_sizes": [16], "epochs": 5}}, seed=4)
+    assert body["parameters"] == {"student": {"family": "mlp", "hidden_sizes": [16], "epochs": 5}, "loss": "l1",
+                                  "temperature": 1.0, "proxy": 300}
+    job = Job.objects.get(id=body["id"])
+    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    model = job.global_model
+    assert {file.format for file in model.files.all()} == {"safetensors", "onnx"}
+    assert model.lineage["verification"]["portable_vs_native_max_abs_difference"] < 1e-4
+    assert abs(sum(model.contribution_weights.values()) - 1) < 1e-9
+
+
+def test_cpfl_job_without_label_distributions_is_refused_naming_them(operator, fedkt_submissions):
+    federation = fedkt_submissions[0].federation
+    response = api_client_for(operator).post(f"/api/federations/{federation.slug}/jobs/",
+                                             {"kind": "cpfl", "privacy_level": "L0"}, format="json")
+    assert response.status_code == 400
+    assert response.json()["detail"].startswith("These submissions cannot be fused this way: Cohort distillation "
+                                                "needs each cohort's label distribution")
+    assert not Job.objects.exists()
