@@ -73,3 +73,14 @@ def test_a_nul_character_in_the_address_is_a_400_not_a_server_error(silo_api, pa
     response = silo_api.get(path)
     assert (response.status_code, response.json()) == (400, {
         "detail": "The address contains a NUL character (%00), which no parameter accepts; remove it."})
+
+
+def test_a_nul_character_in_a_json_body_is_a_400_not_a_server_error(operator_api):
+    from market.federations.models import Federation
+
+    response = operator_api.post("/api/federations/", {
+        "name": "Nul", "class_labels": ["a", "b"], "allowed_privacy_levels": ["L0"], "default_privacy_level": "L0",
+        "default_parameters": {"note": "a\x00b"}}, format="json")
+    assert (response.status_code, response.json()) == (400, {
+        "detail": "The request body contains a NUL character (\\u0000), which no field accepts; remove it."})
+    assert not Federation.objects.filter(name="Nul").exists()
