@@ -181,3 +181,26 @@ def test_a_job_created_while_the_broker_is_down_runs_once_when_it_is_back(
     assert job.attempts == 1
     assert JobOutbox.objects.get(job_id=job_id).published_at is not None
     assert GlobalModel.objects.filter(job_id=job_id).count() == 1
+
+
+def test_an_l1_job_whose_worker_was_killed_is_charged_once_when_it_finishes(fast_jobs, media_root, tmp_path,
+                                                                            operator, fedkt_submissions):
+    from decimal import Decimal
+
+    from market.budgets.models import PrivacyBudget
+
+    parameters = {**FAST_FEDKT, "query": 20, "privacy": {"gamma": 0.02}}
+    with job_worker(fast_jobs, media_root, tmp_path / "first.log") as worker:
+        job_id = launch(operator, fedkt_submissions, privacy_level="L1", parameters=parameters)
+        wait_until(lambda: Job.objects.filter(id=job_id, status=JobStatus.RUNNING).exists(), timeout=60,
+                   interval=0.05, message="the job did not start")
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait()
+    with job_worker(fast_jobs, media_root, tmp_path / "second.log"):
+        job = wait_for_job(job_id, timeout=120)
+    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    charged = Decimal(str(round(job.global_model.privacy_report["data_independent"]["epsilon"], 6)))
+    for budget in PrivacyBudget.objects.all():
+        assert budget.reserved == 0
+        assert abs(budget.spent - charged) < Decimal("0.00001")
+    assert job.noise_drawn_at is not None

@@ -157,3 +157,17 @@ def test_cpfl_job_without_label_distributions_is_refused_naming_them(operator, f
     assert response.json()["detail"].startswith("These submissions cannot be fused this way: Cohort distillation "
                                                 "needs each cohort's label distribution")
     assert not Job.objects.exists()
+
+
+def test_a_retried_l1_fusion_reuses_the_stored_noisy_answers(eager_celery, operator, fedkt_submissions,
+                                                             django_capture_on_commit_callbacks):
+    from market.jobs.runner.finalize import _noise
+
+    federation = fedkt_submissions[0].federation
+    body = launch(operator, federation, django_capture_on_commit_callbacks, kind="fedkt", privacy_level="L1",
+                  parameters={**FAST_FEDKT, "query": 20, "privacy": {"gamma": 0.02}}, seed=3)
+    job = Job.objects.get(id=body["id"])
+    stored = arrays_from_npz(job.noisy_answers_name)["noisy_counts"]
+    replayed = _noise(job).noisy_counts(np.zeros((20, 2), dtype=np.int64))
+    assert np.array_equal(replayed, stored)
+    assert Job.objects.get(id=job.id).noise_drawn_at == job.noise_drawn_at
