@@ -250,7 +250,7 @@ class EarningsApi(APIView):
 
 
 class DownloadLinkInput(serializers.Serializer):
-    format = serializers.CharField(max_length=40, help_text="onnx, skops, xgboost_json, safetensors or bundle.")
+    format = serializers.CharField(max_length=40, help_text="onnx, skops, xgboost_json, safetensors, kernel_npz or bundle.")
 
 
 class DownloadLinkApi(APIView):

@@ -30,7 +30,7 @@ from workers.modelio import predict_in_sandbox
 
 DOWNLOAD_SALT = "onefold.commerce.download"
 FILE_EXTENSIONS = {"onnx": "onnx", "skops": "skops", "xgboost_json": "json", "safetensors": "safetensors",
-                   "bundle": "zip"}
+                   "kernel_npz": "npz", "bundle": "zip"}
 
 
 class ModelUnavailable(DomainError):

@@ -14,7 +14,6 @@ from market.errors import InvalidInput
 from market.federations.models import Federation, PrivacyLevel
 
 FINAL_MODEL_FAMILIES = ("logistic_regression", "random_forest", "xgboost", "mlp")
-SELECTION_STRATEGIES = ("all", "validation_score", "data_size", "random")
 DEFAULT_FINAL_MODEL = {"family": "random_forest", "n_estimators": 100, "max_depth": 8}
 HELP = {
     "partitions": "s: students per submission (each FedKT submission holds one student per partition).",
@@ -22,17 +21,18 @@ HELP = {
     "query": "Public examples the server queries: a count (e.g. 500) or a fraction of the public data (e.g. 0.1).",
     "final_model": 'The global model\'s learner: {"family": one of ' + ", ".join(FINAL_MODEL_FAMILIES)
                    + ", ...hyperparameters}.",
-    "selection": 'Which members to use: {"strategy": all | validation_score | data_size | random, "k": top k or null}.',
+    "selection": 'Ensemble and distillation: which members to use: {"strategy": all | cross_validation | data | random, '
+                 '"k": top k or null, "threshold": minimum validation score or examples, or null}.',
+    "student": 'Distillation: "kernel" (Guha eq. 3) or {"family": one of ' + ", ".join(FINAL_MODEL_FAMILIES)
+               + ', ...}; with "target" soft | argmax, "temperature" and "hard_label_weight".',
     "privacy": 'L1 only: {"mechanism": "laplace" with "gamma" | "gaussian" with "sigma", "delta"}.',
 }
 KIND_KEYS = {
     "fedkt": ("partitions", "teachers", "query", "final_model", "privacy"),
-    "ensemble": ("selection",),
-    "distill": ("selection", "query", "final_model"),
 }
-# Kinds whose parameters the engine validates itself (its ``validate`` fills in the defaults): they can run as
-# soon as workers.algorithms registers them.
-ENGINE_VALIDATED_KINDS = ("cpfl", "fd")
+# Kinds whose parameters the engine validates itself (its ``validate`` fills in the defaults, see
+# workers/algorithms/fusions.py): they can run as soon as workers.algorithms registers them.
+ENGINE_VALIDATED_KINDS = ("ensemble", "distill", "cpfl", "fd")
 
 
 def _engine_validated(kind: str, given: dict) -> dict:
@@ -80,16 +80,6 @@ def _final_model(value) -> dict:
     return dict(value)
 
 
-def _selection(value) -> dict:
-    value = {"strategy": "all", "k": None, **(value or {})} if isinstance(value, (Mapping, type(None))) else value
-    if not isinstance(value, Mapping) or value.get("strategy") not in SELECTION_STRATEGIES:
-        raise InvalidInput(f"'selection' is not valid: {value!r}. {HELP['selection']}")
-    k = value.get("k")
-    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
-        raise InvalidInput(f"'selection.k' must be a positive whole number or null, not {k!r}.")
-    return {"strategy": value["strategy"], "k": k}
-
-
 def _privacy(value, *, federation: Federation, n_queries: int) -> dict:
     defaults = federation.default_parameters or {}
     value = dict(value or {})
@@ -114,12 +104,13 @@ def job_parameters_validate(*, kind: str, privacy_level: str, parameters: Mappin
     if parameters is not None and not isinstance(parameters, Mapping):
         raise InvalidInput('Give the parameters as a JSON object, e.g. {"partitions": 2, "query": 0.1}.')
     given = dict(parameters or {})
-    if kind in ENGINE_VALIDATED_KINDS and privacy_level != PrivacyLevel.L1:
-        return _engine_validated(kind, given)
-    if kind not in KIND_KEYS:
-        raise InvalidInput(f"Jobs of kind '{kind}' cannot run yet; choose one of {', '.join(KIND_KEYS)}.")
     if privacy_level == PrivacyLevel.L1 and kind != "fedkt":
         raise InvalidInput("Server noise (L1) is only available for FedKT jobs; choose L0 or L2 for this kind.")
+    if kind in ENGINE_VALIDATED_KINDS:
+        return _engine_validated(kind, given)
+    if kind not in KIND_KEYS:
+        raise InvalidInput(f"Jobs of kind '{kind}' cannot run yet; choose one of "
+                           f"{', '.join([*KIND_KEYS, *ENGINE_VALIDATED_KINDS])}.")
     unknown = sorted(set(given) - set(KIND_KEYS[kind]) - {"seed"})
     if unknown:
         raise InvalidInput(f"Unknown parameter(s) for a {kind} job: {', '.join(unknown)}. "
@@ -127,7 +118,7 @@ def job_parameters_validate(*, kind: str, privacy_level: str, parameters: Mappin
     if "privacy" in given and privacy_level != PrivacyLevel.L1:
         raise InvalidInput("Only L1 jobs take privacy parameters: the server adds noise only at L1.")
     defaults = {"partitions": 2, "teachers": 5, "query": (federation.default_parameters or {}).get("query_fraction", 1.0),
-                "final_model": DEFAULT_FINAL_MODEL, "selection": None}
+                "final_model": DEFAULT_FINAL_MODEL}
     result: dict = {}
     for name in KIND_KEYS[kind]:
         if name == "privacy":
@@ -139,8 +130,6 @@ def job_parameters_validate(*, kind: str, privacy_level: str, parameters: Mappin
             result[name] = _query(value, n_public=n_public)
         elif name == "final_model":
             result[name] = _final_model(value)
-        elif name == "selection":
-            result[name] = _selection(value)
     if privacy_level == PrivacyLevel.L1:
         n_queries = resolved_query_count(result["query"], n_public=n_public)
         result["privacy"] = _privacy(given.get("privacy"), federation=federation, n_queries=n_queries)

@@ -90,11 +90,13 @@ def _positive_int(params: Mapping, key: str, default):
 
 
 def _learner(value, key: str):
-    if isinstance(value, str):
-        return value
-    if not isinstance(value, Mapping) or not isinstance(value.get("family"), str):
-        raise ValueError(f"{key} must be a family name or a mapping with a 'family' name, not {value!r}.")
-    return dict(value)
+    from workers.learners import LEARNER_FAMILIES
+
+    family = value if isinstance(value, str) else value.get("family") if isinstance(value, Mapping) else None
+    known = ("kernel", *LEARNER_FAMILIES) if key == "student" else tuple(LEARNER_FAMILIES)
+    if family not in known:
+        raise ValueError(f"{key} must be one of {', '.join(known)} or a mapping with such a 'family', not {value!r}.")
+    return value if isinstance(value, str) else dict(value)
 
 
 def _rows(n_public: int, query, seed: int) -> np.ndarray:

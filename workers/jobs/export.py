@@ -1,7 +1,9 @@
 """Files of a global model: its native safe format and ONNX, or a bundle zip for an ensemble.
 
 Server-trained scikit-learn models → ``skops`` + ``onnx``; XGBoost → ``xgboost_json`` + ``onnx``; torch zoo
-networks → ``safetensors`` (zoo spec in the metadata) + ``onnx``; ensembles → ``bundle`` (a zip of the member
+networks → ``safetensors`` (zoo spec in the metadata) + ``onnx``; kernel-distilled students (Guha eq. 3) →
+``kernel_npz`` (arrays ``support_vectors``, ``dual_coef``, ``gamma``, ``temperature``: probabilities are
+``softmax(exp(−gamma ‖x − support‖²) @ dual_coef / temperature)``) + ``onnx``; ensembles → ``bundle`` (a zip of the member
 files with ``manifest.json``). The engines wrap the final model in
 :class:`workers.learners.AlignedClassifier`; what is exported is the fitted inner estimator, which reads the
 federation's classes ``0 .. K-1`` directly when the final model saw every class.
@@ -13,6 +15,8 @@ import io
 import json
 import zipfile
 from dataclasses import dataclass
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -36,7 +40,7 @@ def model_family_of(model) -> str:
     inner = getattr(model, "estimator_", model)
     name = type(inner).__name__
     return {"RandomForestClassifier": "random_forest", "LogisticRegression": "logistic_regression",
-            "XGBClassifier": "xgboost"}.get(name, getattr(inner, "architecture", name.lower()))
+            "XGBClassifier": "xgboost", "KernelDistilledClassifier": "kernel"}.get(name, getattr(inner, "architecture", name.lower()))
 
 
 def export_global_model(model, *, n_features: int, n_classes: int) -> list[ExportedFile]:
@@ -44,8 +48,14 @@ def export_global_model(model, *, n_features: int, n_classes: int) -> list[Expor
     from workers.modelio.export import (export_sklearn_onnx, export_torch_onnx, export_torch_safetensors,
                                         export_xgboost_json, export_xgboost_onnx)
 
+    from workers.algorithms.kernel_distillation import KernelDistilledClassifier
+    from workers.algorithms.kernel_onnx import kernel_student_onnx
+
     inner = _inner_estimator(model, n_classes)
     family = model_family_of(model)
+    if isinstance(inner, KernelDistilledClassifier):
+        return [ExportedFile("native", "kernel_npz", "model.npz", _kernel_npz(inner)),
+                ExportedFile("portable", "onnx", "model.onnx", kernel_student_onnx(inner, n_features))]
     if family == "xgboost":
         return [ExportedFile("native", "xgboost_json", "model.json", export_xgboost_json(inner)),
                 ExportedFile("portable", "onnx", "model.onnx", export_xgboost_onnx(inner, n_features))]
@@ -57,6 +67,13 @@ def export_global_model(model, *, n_features: int, n_classes: int) -> list[Expor
 
     return [ExportedFile("native", "skops", "model.skops", skops.io.dumps(inner)),
             ExportedFile("portable", "onnx", "model.onnx", export_sklearn_onnx(inner, n_features))]
+
+
+def _kernel_npz(student) -> bytes:
+    buffer = io.BytesIO()
+    np.savez(buffer, support_vectors=student.support_vectors_, dual_coef=student.dual_coef_,
+             gamma=np.float64(student.gamma_), temperature=np.float64(student.temperature_))
+    return buffer.getvalue()
 
 
 def bundle_zip(members: list[dict], *, n_classes: int, n_features: int) -> bytes:

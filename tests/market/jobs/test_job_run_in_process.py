@@ -130,6 +130,26 @@ def test_distill_job_trains_one_student_on_the_ensembles_public_predictions(
     assert model.metrics["accuracy"] > 0.7
 
 
+def test_distill_job_with_the_default_kernel_student_saves_numpy_arrays_and_an_equal_onnx(
+        eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks):
+    federation = fedkt_submissions[0].federation
+    body = launch(operator, federation, django_capture_on_commit_callbacks, kind="distill", privacy_level="L0",
+                  parameters={"proxy": 200}, seed=3)
+    job = Job.objects.get(id=body["id"])
+    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    assert job.parameters["student"] == "kernel"
+    files = {file.format: file for file in job.global_model.files.all()}
+    assert set(files) == {"kernel_npz", "onnx"}
+    kernel = np.load(io.BytesIO(artifact_read(files["kernel_npz"].stored_name)))
+    assert kernel["support_vectors"].shape[0] == 200
+    features = arrays_from_npz(job.evaluation_split.data_file)["features"][:50].astype(np.float32)
+    distances = ((features[:, None, :] - kernel["support_vectors"][None]) ** 2).sum(axis=2)
+    logits = np.exp(-kernel["gamma"] * distances) @ kernel["dual_coef"] / kernel["temperature"]
+    session = onnxruntime.InferenceSession(artifact_read(files["onnx"].stored_name))
+    (onnx_logits,) = session.run(None, {session.get_inputs()[0].name: features})
+    assert np.allclose(onnx_logits, logits, atol=1e-3)
+
+
 def test_cpfl_job_distils_cohort_models_weighted_by_their_label_distributions(
         eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks):
     from market.submissions.models import Submission
