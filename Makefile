@@ -16,7 +16,7 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt
 run: $(BIN)/.installed
 	ONEFOLD_DEBUG=true $(BIN)/python manage.py migrate --noinput
 	ONEFOLD_DEBUG=true $(BIN)/python manage.py onefold_demo
-	ONEFOLD_DEBUG=true $(BIN)/celery -A workers.celery_app worker --concurrency 1 --loglevel INFO & \
+	ONEFOLD_DEBUG=true $(BIN)/celery -A workers.celery_app worker --beat --concurrency 1 --loglevel INFO & \
 	worker=$$!; trap "kill $$worker" EXIT INT TERM; \
 	ONEFOLD_DEBUG=true $(BIN)/python manage.py runserver 127.0.0.1:8000
 
@@ -28,7 +28,7 @@ demo: $(BIN)/.installed
 	ONEFOLD_DEBUG=true $(BIN)/python manage.py migrate --noinput
 	ONEFOLD_DEBUG=true $(BIN)/python manage.py onefold_demo
 	mkdir -p $(DEMO_LOGS)
-	ONEFOLD_DEBUG=true $(BIN)/celery -A workers.celery_app worker --concurrency 1 --loglevel WARNING \
+	ONEFOLD_DEBUG=true $(BIN)/celery -A workers.celery_app worker --beat --concurrency 1 --loglevel WARNING \
 		>$(DEMO_LOGS)/demo-worker.log 2>&1 & worker=$$!; \
 	ONEFOLD_DEBUG=true $(BIN)/python manage.py runserver 127.0.0.1:$(DEMO_PORT) --noreload \
 		>$(DEMO_LOGS)/demo-web.log 2>&1 & web=$$!; \
