@@ -13,12 +13,13 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from frontend.decorators import page
+from market.budgets.services import budget_price_job
 from market.errors import DomainError, InvalidInput
 from market.federations.selectors import federation_get, public_dataset_current
 from market.jobs.models import JobKind, JobStatus
 from market.jobs.parameters import ENGINE_VALIDATED_KINDS, HELP, KIND_KEYS, job_parameter_defaults
 from market.jobs.selectors import job_get, job_list, job_log_lines, job_progress
-from market.jobs.services import SUBMISSION_LEVELS_FOR, budget_services, job_cancel, job_create
+from market.jobs.services import SUBMISSION_LEVELS_FOR, job_cancel, job_create
 from market.submissions.models import Submission, SubmissionStatus
 
 FINAL = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
@@ -89,13 +90,10 @@ def job_price_partial(request, slug):
     """The privacy price of the form's L1 parameters for every participating silo, without reserving anything."""
     federation = federation_get(slug=slug, user=request.user)
     context = {"quote": None, "message": ""}
-    budgets = budget_services()
     level = request.GET.get("privacy_level")
     if level != "L1":
         context["message"] = ("L0 spends no privacy budget (no noise; members trust each other)." if level == "L0" else
                               "L2 students were charged their declared ε at upload; this job costs nothing more.")
-    elif budgets is None or not hasattr(budgets, "budget_price_job"):
-        context["message"] = "Privacy budgets are not available, so no price can be shown."
     else:
         try:
             n_public = public_dataset_current(federation=federation).n_rows
@@ -108,10 +106,13 @@ def job_price_partial(request, slug):
             organisations = set(Submission.objects.filter(
                 federation=federation, status=SubmissionStatus.VALID, privacy_level__in=SUBMISSION_LEVELS_FOR["L1"],
                 **({"id__in": ids} if ids else {})).values_list("organisation_id", flat=True))
-            context["quote"] = budgets.budget_price_job(federation=federation, organisations=organisations,
-                                                        privacy_parameters=parameters["privacy"],
-                                                        partitions=parameters["partitions"],
-                                                        teachers=parameters["teachers"])
+            quote = budget_price_job(federation=federation, organisations=organisations,
+                                     privacy_parameters=parameters["privacy"], partitions=parameters["partitions"],
+                                     teachers=parameters["teachers"])
+            if not request.user.is_operator:  # other silos' remainders are theirs and the operator's to see
+                quote["silos"] = [line for line in quote["silos"]
+                                  if line["organisation_id"] == request.user.organisation_id]
+            context["quote"] = quote
         except (json.JSONDecodeError, ValueError, DomainError) as error:
             context["message"] = f"No price yet: {error}"
     return render(request, "frontend/jobs/partials/price.html", context)

@@ -13,6 +13,8 @@ from django.utils import timezone
 from market.accounts.models import User
 from market.audit.models import AuditOutcome
 from market.audit.services import audit_record
+from market.budgets.services import (BudgetExceeded, budget_charge_for_job, budget_refusal_record,
+                                     budget_release_for_job, budget_reserve_for_job)
 from market.errors import Conflict, DomainError, InvalidInput, PermissionDenied
 from market.federations.models import Federation, PrivacyLevel
 from market.federations.selectors import public_dataset_current
@@ -25,15 +27,6 @@ logger = logging.getLogger(__name__)
 # without it, and L2 students are only used by L2 jobs (their ε was charged at upload).
 SUBMISSION_LEVELS_FOR = {PrivacyLevel.L0: {PrivacyLevel.L0}, PrivacyLevel.L1: {PrivacyLevel.L0, PrivacyLevel.L1},
                          PrivacyLevel.L2: {PrivacyLevel.L2}}
-
-
-def budget_services():
-    """market.budgets.services when it provides the job hooks, else None (the budgets app may be absent)."""
-    try:
-        from market.budgets import services
-    except ImportError:
-        return None
-    return services if hasattr(services, "budget_reserve_for_job") else None
 
 
 def job_log(*, job_id: int, message: str, level: str = "info") -> None:
@@ -102,25 +95,6 @@ def _check_selectable(*, kind: str, parameters: dict, submissions: list[Submissi
         raise InvalidInput(f"These submissions cannot be fused this way: {error}") from error
 
 
-def _reserve_budget(*, job: Job, actor: User) -> None:
-    budgets = budget_services()
-    if budgets is not None:
-        budgets.budget_reserve_for_job(job=job, actor=actor)
-        return
-    # Without the budgets app the bound is still computed and kept on the job (nothing can be reserved).
-    from workers.privacy.accounting import server_noise_privacy_bound
-    from workers.privacy.mechanisms import GaussianNoise, LaplaceNoise
-
-    privacy = job.parameters["privacy"]
-    mechanism = (LaplaceNoise(gamma=privacy["gamma"]) if privacy["mechanism"] == "laplace"
-                 else GaussianNoise(sigma=privacy["sigma"]))
-    bound = server_noise_privacy_bound(mechanism=mechanism, n_queries=privacy["n_queries"],
-                                       partitions=job.parameters["partitions"], teachers=job.parameters["teachers"],
-                                       delta=privacy["delta"])
-    job.privacy_bound = bound.as_dict()
-    job.save(update_fields=["privacy_bound"])
-
-
 def job_create(*, federation: Federation, kind: str, privacy_level: str, parameters: dict | None, submissions,
                seed: int | None, requested_by: User, request=None) -> Job:
     """Validate and store a job, reserve its L1 privacy budget, and queue it when the transaction commits."""
@@ -149,16 +123,15 @@ def job_create(*, federation: Federation, kind: str, privacy_level: str, paramet
                 requesting_organisation=requested_by.organisation, progress_total=len(chosen))
             job.submissions.set(chosen)
             if privacy_level == PrivacyLevel.L1:
-                _reserve_budget(job=job, actor=requested_by)
+                budget_reserve_for_job(job=job, actor=requested_by)
             job_log(job_id=job.id, message=f"Created by {requested_by.username} with {len(chosen)} submission(s).")
             audit_record(action="job.created", actor=requested_by, organisation=requested_by.organisation, target=job,
                          request=request, details={"kind": kind, "privacy_level": privacy_level,
                                                    "submissions": [s.id for s in chosen]})
             job_enqueue(job=job)
     except DomainError as error:
-        budgets = budget_services()
-        if budgets is not None and isinstance(error, getattr(budgets, "BudgetExceeded", ())):
-            budgets.budget_refusal_record(error=error, actor=requested_by, target=federation, request=request,
+        if isinstance(error, BudgetExceeded):
+            budget_refusal_record(error=error, actor=requested_by, target=federation, request=request,
                                           details={"job_kind": kind})
         audit_record(action="job.refused", outcome=AuditOutcome.REFUSED, actor=requested_by,
                      organisation=requested_by.organisation, target=federation, request=request,
@@ -205,13 +178,12 @@ def outbox_sweep(*, older_than_seconds: float = 0) -> int:
 def job_settle_budget(*, job: Job, privacy_report: dict | None = None) -> None:
     """After a failure or cancellation: release the reservation if no noise was drawn, else charge the drawn
     noise (noisy answers are spent). Call inside the transaction that ends the job."""
-    budgets = budget_services()
-    if budgets is None or job.privacy_level != PrivacyLevel.L1:
+    if job.privacy_level != PrivacyLevel.L1:
         return
     if job.noise_drawn_at is None:
-        budgets.budget_release_for_job(job=job)
+        budget_release_for_job(job=job)
     else:
-        budgets.budget_charge_for_job(job=job, privacy_report=privacy_report or {
+        budget_charge_for_job(job=job, privacy_report=privacy_report or {
             "level": "L1", "data_independent": job.privacy_bound, "data_dependent": None})
 
 

@@ -9,13 +9,12 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("frontend.jobs_views")  # the launcher page belongs to the jobs helper
 
-from market.audit.models import AuditEvent  # noqa: E402
-from market.budgets.models import PrivacyBudget  # noqa: E402
-from market.jobs.models import Job  # noqa: E402
-from tests.frontend.test_budgets_journey import budget_row, live_server, sign_in  # noqa: E402,F401
-from tests.market.jobs.conftest import (fedkt_student_files, fedkt_submissions,  # noqa: E402,F401 (fixtures)
+from market.audit.models import AuditEvent
+from market.budgets.models import PrivacyBudget
+from market.jobs.models import Job
+from tests.frontend.test_budgets_journey import budget_row, live_server, sign_in  # noqa: F401
+from tests.market.jobs.conftest import (fedkt_student_files, fedkt_submissions,  # noqa: F401 (fixtures)
                                         third_silo_user)
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"

@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from market.budgets.services import budget_charge_for_job
 from market.federations.models import PrivacyLevel
 from market.jobs.models import ChunkStatus, GlobalModel, GlobalModelFile, Job, JobChunk, JobPhase, JobStatus
 from market.jobs.runner.common import (CONTRIBUTION_RULE, JobInputError, _algorithm, _arrays, _delete_artifacts,
@@ -238,11 +239,7 @@ def _save(job: Job, result: dict, outcome: dict) -> None:
         locked.progress_stage, locked.worker, locked.lease_expires_at = "done", "", None
         locked.save(update_fields=["status", "finished_at", "phase", "progress_stage", "worker", "lease_expires_at"])
         if job.privacy_level == PrivacyLevel.L1:
-            from market.jobs.services import budget_services
-
-            budgets = budget_services()
-            if budgets is not None:
-                budgets.budget_charge_for_job(job=locked, privacy_report=privacy_report)
+            budget_charge_for_job(job=locked, privacy_report=privacy_report)
         job_log(job_id=job.id, message=f"Succeeded: global model #{global_model.id} saved.")
     _delete_artifacts(job)
 
