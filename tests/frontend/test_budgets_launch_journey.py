@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-
 from market.audit.models import AuditEvent
 from market.budgets.models import PrivacyBudget
 from market.jobs.models import Job
