@@ -4,20 +4,7 @@ their leases, budget ledger entries and audit events), never by editing rows her
 from django.contrib import admin
 
 from market.jobs.models import GlobalModel, GlobalModelFile, Job, JobChunk, JobLogEntry, JobOutbox
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def get_readonly_fields(self, request, obj=None):
-        return [field.name for field in self.model._meta.fields]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
+from market.read_only_admin import ReadOnlyAdmin
 
 
 @admin.register(Job)

@@ -38,7 +38,7 @@ def test_a_broken_audit_chain_is_reported(silo_user, invariants_not_checked):
     event = audit_record(action="token.created", actor=silo_user)
     with connection.cursor() as cursor:
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # no pending foreign-key checks, or ALTER TABLE refuses
-        cursor.execute("ALTER TABLE audit_auditevent DISABLE TRIGGER audit_event_append_only")
+        cursor.execute("ALTER TABLE audit_auditevent DISABLE TRIGGER audit_auditevent_append_only")
         cursor.execute("UPDATE audit_auditevent SET action = 'token.revoked' WHERE id = %s", [event.id])
     assert audit_violations() == [f"the audit chain is broken: Entry {event.id} does not match its hash: "
                                   "it was edited after it was written."]

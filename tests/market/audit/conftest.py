@@ -13,4 +13,4 @@ def audit_trigger_disabled(db):
         pytest.skip("the append-only trigger exists on PostgreSQL only")
     with connection.cursor() as cursor:
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # ALTER TABLE refuses while foreign-key checks are pending
-        cursor.execute("ALTER TABLE audit_auditevent DISABLE TRIGGER audit_event_append_only")
+        cursor.execute("ALTER TABLE audit_auditevent DISABLE TRIGGER audit_auditevent_append_only")
