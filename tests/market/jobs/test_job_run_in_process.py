@@ -191,3 +191,23 @@ def test_a_retried_l1_fusion_reuses_the_stored_noisy_answers(eager_celery, opera
     replayed = _noise(job).noisy_counts(np.zeros((20, 2), dtype=np.int64))
     assert np.array_equal(replayed, stored)
     assert Job.objects.get(id=job.id).noise_drawn_at == job.noise_drawn_at
+
+
+def test_l2_job_reports_each_submissions_own_guarantee_and_charges_no_budget(
+        eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks):
+    from market.budgets.models import BudgetEntry
+    from market.submissions.models import Submission
+
+    reports = {}
+    for index, submission in enumerate(fedkt_submissions):
+        reports[str(submission.id)] = {"epsilon": 1.5 + index, "delta": 1e-5, "unit": "example-level"}
+        Submission.objects.filter(id=submission.id).update(privacy_level="L2", declared_epsilon=1.5 + index,
+                                                           privacy_report=reports[str(submission.id)])
+    federation = fedkt_submissions[0].federation
+    body = launch(operator, federation, django_capture_on_commit_callbacks, kind="fedkt", privacy_level="L2",
+                  parameters=FAST_FEDKT, seed=5)
+    job = Job.objects.get(id=body["id"])
+    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    assert job.global_model.privacy_report == {"level": "L2", "data_independent": None, "data_dependent": None,
+                                               "submissions": reports}
+    assert not BudgetEntry.objects.filter(job=job).exists()
