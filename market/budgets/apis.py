@@ -6,6 +6,7 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from market.audit.services import audit_record
 from market.budgets.selectors import (budget_get, budget_ledger, budget_list, budget_refusals, budget_summary,
                                       entry_summary, ledger_csv)
 from market.budgets.services import budget_calibrate, budget_limit_set, budget_price_job
@@ -134,6 +135,8 @@ class BudgetLedgerApi(APIView):
             response = HttpResponse(ledger_csv(entries, user=request.user, federation=federation),
                                     content_type="text/csv; charset=utf-8")
             response["Content-Disposition"] = f'attachment; filename="{slug}-privacy-ledger.csv"'
+            audit_record(action="budget.ledger_exported", actor=request.user, target=federation, request=request,
+                         details={"filters": {name: value for name, value in filters.items() if value}})
             return response
         entries = entries[:1000]
         return Response(EntryOutput([entry_summary(entry, user=request.user, federation=federation)

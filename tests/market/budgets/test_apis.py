@@ -101,6 +101,8 @@ def test_the_ledger_exports_as_csv(operator_api, charged_job):
     rows = list(csv.DictReader(io.StringIO(response.content.decode())))
     assert [(row["organisation"], row["kind"], row["epsilon"], row["spent_after"]) for row in rows] == [
         ("Contoso Bank", "charge", ONE, ONE), ("Northwind Hospital", "charge", ONE, ONE)]
+    export = AuditEvent.objects.get(action="budget.ledger_exported")
+    assert (export.actor.username, export.details) == ("olivia-operator", {"filters": {"kind": "charge"}})
 
 
 def test_pricing_is_a_dry_run_and_a_silo_sees_its_own_line_only(operator_api, silo_api, members):
