@@ -57,16 +57,10 @@ def code_version() -> str:
 
 
 def _algorithm(kind: str):
-    from importlib import import_module
+    import workers.algorithms  # noqa: F401  (registers every job kind)
+    from workers.algorithms.registry import algorithm_get
 
-    from workers.algorithms import registry
-
-    if kind not in registry.ALGORITHMS:
-        try:
-            import_module(f"workers.algorithms.{kind}")
-        except ImportError:
-            pass
-    return registry.algorithm_get(kind)
+    return algorithm_get(kind)
 
 
 @contextmanager
