@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+from scipy.special import softmax
 
 from workers.algorithms.cohort import label_counts_of, log_probabilities
 from workers.algorithms.fusions import _check_query, _learner, _rows
@@ -79,7 +80,7 @@ class CohortFusion:
         teacher = np.full(np.shape(signal_sum), np.log(PROBABILITY_FLOOR))
         held = totals > 0
         teacher[:, held] = np.asarray(signal_sum)[:, held] / totals[held] - SHIFT
-        target = teacher if settings["loss"] == "l1" else _softmax(teacher)
+        target = teacher if settings["loss"] == "l1" else softmax(teacher, axis=1)
         public_features = np.asarray(public_features)
         proxy_seed, student_seed = child_seeds(seed, 2)
         proxy = _rows(len(public_features), settings["proxy"], proxy_seed)
@@ -97,11 +98,6 @@ class CohortFusion:
         if member.label_distribution is None or len(member.label_distribution) != n_classes:
             raise ValueError(f"Submission {member.key} must declare a label distribution over {n_classes} classes.")
         return label_counts_of(member.label_distribution, member.n_examples)
-
-
-def _softmax(logits: np.ndarray) -> np.ndarray:
-    exponentials = np.exp(logits - logits.max(axis=1, keepdims=True))
-    return exponentials / exponentials.sum(axis=1, keepdims=True)
 
 
 CPFL = register(CohortFusion())
