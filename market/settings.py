@@ -27,7 +27,7 @@ def env_bool(name: str, default: bool) -> bool:
     return value.lower() in {"true", "1", "yes"}
 
 
-def env_int(name: str, default: int) -> int:
+def env_int(name: str, default: int, minimum: int = 1) -> int:
     value = os.environ.get(name)
     if value is None:
         return default
@@ -35,8 +35,8 @@ def env_int(name: str, default: int) -> int:
         number = int(value)
     except ValueError:
         raise ImproperlyConfigured(f"{name} must be a whole number, not {value!r}.") from None
-    if number <= 0:
-        raise ImproperlyConfigured(f"{name} must be positive, not {number}.")
+    if number < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}, not {number}.")
     return number
 
 
@@ -78,6 +78,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "market.client_address.ClientAddressMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -170,7 +171,6 @@ REST_FRAMEWORK = {
                                  "market.accounts.authentication.AnonymousRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"token": env_text("ONEFOLD_API_RATE_PER_TOKEN", "600/minute"),
                                "anonymous": env_text("ONEFOLD_API_RATE_ANONYMOUS", "120/minute")},
-    "NUM_PROXIES": 0,  # throttle by REMOTE_ADDR: a client-sent X-Forwarded-For must not pick its own bucket
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Onefold API",
@@ -243,6 +243,9 @@ SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("ONEFOLD_SECURE_COOKIES", 
 SECURE_HSTS_SECONDS = 0 if DEBUG else env_int("ONEFOLD_HSTS_SECONDS", 365 * 24 * 3600)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("ONEFOLD_HSTS_INCLUDE_SUBDOMAINS", True)
 SECURE_HSTS_PRELOAD = env_bool("ONEFOLD_HSTS_PRELOAD", True)
+# How many reverse proxies append to X-Forwarded-For in front of the app: the client address is the entry
+# that many places from the right (market/client_address.py). 0: REMOTE_ADDR, and X-Forwarded-For is ignored.
+ONEFOLD_TRUSTED_PROXIES = env_int("ONEFOLD_TRUSTED_PROXIES", 0, minimum=0)
 if env_bool("ONEFOLD_BEHIND_HTTPS_PROXY", False):  # only behind a proxy that sets (never forwards) this header
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 X_FRAME_OPTIONS = "DENY"

@@ -10,6 +10,7 @@ from rest_framework.throttling import SimpleRateThrottle
 
 from market.accounts.models import ApiToken
 from market.accounts.selectors import api_token_for_key
+from market.client_address import client_address_of
 
 
 class ApiTokenAuthentication(TokenAuthentication):
@@ -43,6 +44,9 @@ class AnonymousRateThrottle(SimpleRateThrottle):
     """Requests per client address without credentials (the token endpoint, signed download links)."""
 
     scope = "anonymous"
+
+    def get_ident(self, request):
+        return client_address_of(request) or "unknown"
 
     def get_cache_key(self, request, view):
         if request.user and request.user.is_authenticated:

@@ -11,7 +11,8 @@ from django.utils import timezone
 from market.accounts.models import ApiToken, Organisation, User
 from market.accounts.selectors import api_token_hash
 from market.audit.models import AuditOutcome
-from market.audit.services import audit_record, client_address_of
+from market.audit.services import audit_record
+from market.client_address import client_address_of
 from market.errors import Conflict, DomainError, InvalidInput, NotFound
 
 

@@ -6,6 +6,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from market.audit.models import AuditEvent, AuditOutcome
+from market.client_address import client_address_of, current_client_address
 
 GENESIS_HASH = "0" * 64
 # Any constant: PostgreSQL's transaction-level advisory lock that serialises appends to the chain.
@@ -28,16 +29,13 @@ def audit_event_fields(event: AuditEvent) -> dict:
     }
 
 
-def client_address_of(request) -> str | None:
-    return request.META.get("REMOTE_ADDR") if request is not None else None
-
-
 def audit_record(*, action: str, outcome: str = AuditOutcome.SUCCESS, actor=None, organisation=None, target=None,
                  request=None, details: dict | None = None) -> AuditEvent:
     """Append one event to the audit chain, inside the caller's transaction when there is one.
 
     ``actor`` is a user (or None for the system); ``organisation`` defaults to the actor's; ``target`` is the
-    model instance acted on; ``details`` is JSON-ready and never holds secrets or model contents.
+    model instance acted on; ``details`` is JSON-ready and never holds secrets or model contents. The client
+    address is the request's, or without one the current request's (ClientAddressMiddleware).
     """
     if actor is not None and not actor.is_authenticated:
         actor = None
@@ -52,7 +50,8 @@ def audit_record(*, action: str, outcome: str = AuditOutcome.SUCCESS, actor=None
             created_at=timezone.now(), actor=actor, organisation=organisation, action=action,
             object_type=type(target).__name__ if target is not None else "",
             object_id=str(target.pk) if target is not None else "", outcome=outcome,
-            client_address=client_address_of(request), details=details or {},
+            client_address=client_address_of(request) if request is not None else current_client_address(),
+            details=details or {},
             previous_hash=last.entry_hash if last else GENESIS_HASH,
         )
         event.entry_hash = audit_entry_hash(previous_hash=event.previous_hash, fields=audit_event_fields(event))

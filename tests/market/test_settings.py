@@ -18,7 +18,7 @@ def test_every_setting_read_from_the_environment_is_documented_in_env_example():
 
 @pytest.mark.parametrize("reader, value, message", [
     (env_int, "lots", "must be a whole number"),
-    (env_int, "-3", "must be positive"),
+    (env_int, "-3", "must be at least 1"),
     (env_bool, "maybe", "must be true or false"),
 ])
 def test_bad_setting_values_stop_start_up_with_the_variables_name(monkeypatch, reader, value, message):

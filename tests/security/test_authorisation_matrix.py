@@ -16,12 +16,9 @@ from django.db import transaction
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
-from market.accounts.services import api_token_create, organisation_create, user_create
+from tests.security.conftest import MEMBERS, SILOS
 
 PRINCIPALS = ("silo_a", "silo_b", "buyer_a", "buyer_b", "operator", "anonymous")
-SILOS, BUYERS = {"silo_a", "silo_b"}, {"buyer_a", "buyer_b"}
-MEMBERS = SILOS | BUYERS  # people who belong to an organisation
-SIGNED_IN = MEMBERS | {"operator"}
 ALLOW, FORBIDDEN, HIDDEN, SIGN_IN = "allow", 403, 404, 401
 REFUSED = "refused"  # 400, 403, 404 or 415: never reached the operation's effect (validation ran before the check)
 
@@ -216,49 +213,12 @@ def test_every_operation_of_the_schema_has_a_policy_row_and_every_row_an_operati
 
 
 @pytest.fixture
-def world(federation_with_data, operator, silo_user, other_silo_user, published_listing, model_files, top_up):
-    """Two silos (both members, each with a submission and a budget), two buyers (buyer_a bought the model),
-    an operator, a job over both silos' submissions, its global model listed (published) and a draft listing."""
-    from market.budgets.selectors import budget_list
-    from market.commerce.services import listing_create, purchase_create
-    from market.federations.services import federation_join
-    from market.submissions.services import UploadedModel, submission_create
-
-    federation = federation_with_data
-    federation_join(federation=federation, user=other_silo_user)
-    people = {"silo_a": silo_user, "silo_b": other_silo_user, "operator": operator}
-    for name, organisation in (("buyer_a", "Fabrikam Insurance"), ("buyer_b", "Tailspin Retail")):
-        people[name] = user_create(username=name.replace("_", "-"), password=f"{name}-password",
-                                   organisation=organisation_create(name=organisation, is_silo=False, is_buyer=True))
-    submissions = {name: submission_create(
-        federation=federation, user=people[name], models=[UploadedModel(f"{name}.onnx", data)],
-        model_family="random_forest", n_local_examples=1000, local_validation_score=0.8, label_distribution=None,
-        privacy_level="L1", privacy_parameters={}, declared_epsilon=None)
-        for name, data in (("silo_a", model_files["forest.onnx"]), ("silo_b", model_files["boosted.json"]))}
-    listing = published_listing(price_cents=500)
-    listing.global_model.job.submissions.set(submissions.values())
-    draft = listing_create(global_model=listing.global_model, name="Adult income, next version",
-                           description="Not yet published.", licence_text="Lawful use.", price_cents=700, actor=operator)
-    top_up(people["buyer_a"].organisation, 1000)
-    purchase_create(listing=listing, user=people["buyer_a"])
-    budgets = {budget.organisation_id: budget for budget in budget_list(federation=federation, user=operator)}
-    targets = {
-        "none": {None: {}}, "public": {None: {}},
-        "federation": {None: {"slug": federation.slug}},
-        "token": {name: {"token_id": api_token_create(user=people[name], name="target")[0].id} for name in people},
-        "budget": {name: {"budget_id": budgets[people[name].organisation_id].id} for name in SILOS},
-        "submission": {name: {"submission_id": submission.id} for name, submission in submissions.items()},
-        "job": {None: {"job_id": listing.global_model.job_id}},
-        "global_model": {None: {"global_model_id": listing.global_model_id}},
-        "listing": {"published": {"listing_id": listing.id}, "draft": {"listing_id": draft.id}},
-        "organisation": {name: {"organisation_id": people[name].organisation_id} for name in MEMBERS},
-        "download_link": {None: {"token": "forged.signature"}},
-    }
+def clients(world):
     clients = {"anonymous": APIClient(raise_request_exception=False)}  # a server error is a 500 to compare
-    for name, user in people.items():
+    for name, token in world.tokens.items():
         clients[name] = APIClient(raise_request_exception=False)
-        clients[name].credentials(HTTP_AUTHORIZATION=f"Token {api_token_create(user=user, name='matrix')[1]}")
-    return clients, targets
+        clients[name].credentials(HTTP_AUTHORIZATION=f"Token {token}")
+    return clients
 
 
 def call(client: APIClient, method: str, path: str, body: dict) -> int:
@@ -269,10 +229,10 @@ def call(client: APIClient, method: str, path: str, body: dict) -> int:
     return response.status_code
 
 
-def test_every_principal_gets_exactly_what_the_policy_allows_on_every_object(world):
+def test_every_principal_gets_exactly_what_the_policy_allows_on_every_object(world, clients):
     from django.core.cache import cache
 
-    clients, targets = world
+    targets = world.targets
     mismatches = []
     for (method, path), rule in sorted(POLICY.items()):
         for owner, parameters in targets[rule.targets].items():

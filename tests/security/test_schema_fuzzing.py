@@ -1,88 +1,135 @@
 """Schema fuzzing in the test suite: schemathesis generates requests for every operation of the OpenAPI schema
 and sends them, with each role's token, to the real Django application (in process, on the test database).
 
-Zero server errors and zero responses that break the schema. This is the small run (a few examples per
-operation and role) that keeps CI fast; `make fuzz` runs 100 examples per operation and role against a
-running server (.ci/fuzz). Each request runs in a savepoint that is rolled back.
+Zero server errors, zero responses that break the schema and zero authorisation bypasses (``ignored_auth``
+sends each request again without the token). Two phases, as `schemathesis run` has them:
+
+- per operation: 100 examples per operation and role, each request in a savepoint that is rolled back;
+- stateful: scenarios chaining operations through the links schemathesis infers from the schema (a job
+  created, then read and cancelled; a federation joined, then its budgets read), checking also that what
+  was created can be read back and what was deleted stays gone.
+
+`make fuzz` runs the same over HTTP against a live server (.ci/fuzz).
 """
 
 import pytest
 import schemathesis
+from django.core.cache import cache
 from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections, transaction
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
-from schemathesis.checks import ignored_auth, not_a_server_error
-from schemathesis.specs.openapi.checks import response_schema_conformance
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (ensure_resource_availability, ignored_auth,
+                                               response_schema_conformance, use_after_free)
 
-from market.accounts.services import api_token_create, organisation_create, user_create
-
-EXAMPLES_PER_OPERATION_AND_ROLE = 3
+EXAMPLES_PER_OPERATION_AND_ROLE = 100
+SCENARIOS_PER_ROLE = 50
+STEPS_PER_SCENARIO = 10
 # Fuzzing may revoke the very token it sends; revocation is covered by the token and matrix tests.
-NOT_FUZZED = {"POST /api/auth/tokens/{token_id}/revoke/"}
-# Operations whose responses are known not to match their schema (reported to their owners): only server
-# errors are checked on them until they are fixed. Empty now; keep it that way.
-KNOWN_SCHEMA_MISMATCHES: set[str] = set()
+NOT_FUZZED_PATHS = "/revoke/$"
+CHECKS = [not_a_server_error, ignored_auth, response_schema_conformance]
+STATEFUL_CHECKS = CHECKS + [ensure_resource_availability, use_after_free]
+
+
+def hypothesis_run_settings(max_examples: int) -> hypothesis_settings:
+    return hypothesis_settings(max_examples=max_examples, stateful_step_count=STEPS_PER_SCENARIO, deadline=None,
+                               database=None, derandomize=True, suppress_health_check=list(HealthCheck))
 
 
 @pytest.fixture
-def role_tokens(federation_with_data, operator, silo_user, other_silo_user):
-    buyer = user_create(username="fuzz-buyer", password="fuzz-buyer-password",
-                        organisation=organisation_create(name="Fuzz Buyer", is_silo=False, is_buyer=True))
-    users = {"silo": silo_user, "other silo": other_silo_user, "buyer": buyer, "operator": operator}
-    return {role: api_token_create(user=user, name="fuzzing")[1] for role, user in users.items()}
+def role_tokens(world):
+    """A silo, the other silo, a buyer who owns a model and the operator, in the security tests' world."""
+    return {role: world.tokens[role] for role in ("silo_a", "silo_b", "buyer_a", "operator")}
 
 
 @pytest.fixture
-def in_process_requests():
-    """Django closes 'old' connections around each request, which would end the test's transaction."""
+def schema(role_tokens):
+    """The app's schema, with Django's per-request connection closing off (it would end the test's transaction)."""
     request_started.disconnect(close_old_connections)
     request_finished.disconnect(close_old_connections)
-    yield
+    yield schemathesis.openapi.from_wsgi(
+        "/api/schema/?format=json", get_wsgi_application(),
+        headers={"Authorization": f"Token {role_tokens['operator']}"},
+    ).exclude(path_regex=NOT_FUZZED_PATHS)
     request_started.connect(close_old_connections)
     request_finished.connect(close_old_connections)
 
 
-def fuzz_operation(operation, headers: dict, checks: list) -> str | None:
-    """Run the operation's generated cases; the first failure as a sentence, or None."""
+def failure_sentence(failure: Exception) -> str:
+    """schemathesis raises one (group of) exception(s) describing the failing case."""
+    details = [str(error) for error in getattr(failure, "exceptions", [failure])]
+    return " | ".join(" ".join(detail.split())[:400] for detail in details)
+
+
+def fuzz_operation(operation, headers: dict) -> tuple[str | None, int]:
+    """Run the operation's generated cases: the first failure as a sentence (or None), and how many ran."""
+    examples = 0
+
     @given(case=operation.as_strategy())
-    @hypothesis_settings(max_examples=EXAMPLES_PER_OPERATION_AND_ROLE, deadline=None, database=None,
-                         derandomize=True, suppress_health_check=list(HealthCheck))
+    @hypothesis_run_settings(EXAMPLES_PER_OPERATION_AND_ROLE)
     def run(case):
+        nonlocal examples
+        examples += 1
         with transaction.atomic():
             response = case.call(headers=headers)
             transaction.set_rollback(True)
-        case.validate_response(response, checks=checks, headers=headers)
+        case.validate_response(response, checks=CHECKS, headers=headers)
 
     try:
         run()
-    except Exception as failure:  # schemathesis raises one (group of) exception(s) describing the failing case
-        details = [str(error) for error in getattr(failure, "exceptions", [failure])]
-        return " | ".join(" ".join(detail.split())[:400] for detail in details)
-    return None
+    except Exception as failure:
+        return failure_sentence(failure), examples
+    return None, examples
 
 
-def test_no_operation_answers_a_server_error_or_breaks_its_schema_for_any_role(role_tokens, in_process_requests):
-    from django.core.cache import cache
-
-    application = get_wsgi_application()
-    schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", application,
-                                            headers={"Authorization": f"Token {role_tokens['operator']}"})
-    failures, fuzzed = [], 0
+def test_no_operation_answers_a_server_error_or_breaks_its_schema_for_any_role(role_tokens, schema):
+    failures, examples = [], {}
     for result in schema.get_all_operations():
         operation = result.ok()
-        if operation.label in NOT_FUZZED:
-            continue
-        # ignored_auth: the request is sent again without the token; an operation the schema says needs
-        # authentication must then refuse it (an authorisation bypass otherwise).
-        checks = [not_a_server_error, ignored_auth] + ([] if operation.label in KNOWN_SCHEMA_MISMATCHES
-                                                       else [response_schema_conformance])
         for role, key in role_tokens.items():
             cache.clear()  # throttles would answer 429 long before the examples run out
-            failure = fuzz_operation(operation, {"Authorization": f"Token {key}"}, checks)
-            fuzzed += 1
+            failure, examples[operation.label, role] = fuzz_operation(operation, {"Authorization": f"Token {key}"})
             if failure:
                 failures.append(f"{operation.label} as {role}: {failure}")
-    assert fuzzed >= 4 * 40
     assert not failures, "\n".join(failures)
+    assert len({label for label, _ in examples}) >= 40
+    too_few = {pair: count for pair, count in examples.items() if count < EXAMPLES_PER_OPERATION_AND_ROLE}
+    assert not too_few, f"Fewer examples than asked for: {too_few}"
+
+
+def test_no_chain_of_operations_answers_a_server_error_or_breaks_its_schema_for_any_role(role_tokens, schema):
+    machine = schema.as_state_machine()
+    assert len(machine._transitions.operations) >= 20, "schemathesis inferred (almost) no links between operations"
+    failures, steps = [], {}
+    for role, key in role_tokens.items():
+        headers = {"Authorization": f"Token {key}"}
+        operations_called = steps.setdefault(role, set())
+
+        class RoleStateMachine(machine):
+            """Each scenario starts from the same world (a savepoint rolled back at its end), so that
+            Hypothesis can replay and shrink a failing one."""
+
+            def setup(self):
+                cache.clear()  # the throttles, as above
+                self.scenario = transaction.atomic()
+                self.scenario.__enter__()
+
+            def teardown(self):
+                transaction.set_rollback(True)
+                self.scenario.__exit__(None, None, None)
+
+            def get_call_kwargs(self, case):
+                operations_called.add(case.operation.label)
+                return {"headers": headers}
+
+            def validate_response(self, response, case, additional_checks=None, **kwargs):
+                case.validate_response(response, checks=STATEFUL_CHECKS, headers=headers, recorder=self.recorder)
+
+        try:
+            RoleStateMachine.run(settings=hypothesis_run_settings(SCENARIOS_PER_ROLE))
+        except Exception as failure:
+            failures.append(f"a scenario as {role}: {failure_sentence(failure)}")
+    assert not failures, "\n".join(failures)
+    assert all(len(called) >= 15 for called in steps.values()), steps
