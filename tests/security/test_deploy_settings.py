@@ -10,7 +10,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def production_environment(tmp_path, **overrides) -> dict:
     environment = {name: value for name, value in os.environ.items()
                    if not name.startswith("ONEFOLD_") and name not in {"DATABASE_URL", "DJANGO_ALLOW_ASYNC_UNSAFE"}}
-    return {**environment, "ONEFOLD_DEBUG": "false", "ONEFOLD_SECRET_KEY": secrets.token_urlsafe(50),
+    return {**environment, "DJANGO_SETTINGS_MODULE": "market.settings", "ONEFOLD_DEBUG": "false",
+            "ONEFOLD_SECRET_KEY": secrets.token_urlsafe(50),
             "ONEFOLD_ALLOWED_HOSTS": "onefold.example.org", "ONEFOLD_VAR_DIR": str(tmp_path), **overrides}
 
 
