@@ -61,10 +61,14 @@ def schema(role_tokens):
     request_finished.connect(close_old_connections)
 
 
-def failure_sentence(failure: Exception) -> str:
-    """schemathesis raises one (group of) exception(s) describing the failing case."""
-    details = [str(error) for error in getattr(failure, "exceptions", [failure])]
-    return " | ".join(" ".join(detail.split())[:400] for detail in details)
+FAILURES = (Exception, BaseExceptionGroup)  # schemathesis reports what it found as a BaseExceptionGroup
+
+
+def failure_sentence(failure: BaseException) -> str:
+    """What failed ("- ST101 Server error") and the curl command that reproduces it, or the error's text."""
+    lines = [line.strip() for line in str(failure).splitlines()]
+    found = [line for line in lines if line.startswith(("- ", "curl "))]
+    return "; ".join(found) if found else " ".join(str(failure).split())[:400]
 
 
 @pytest.fixture
@@ -105,7 +109,7 @@ def fuzz_operation(operation, headers: dict, existing_path_values: dict, statuse
 
     try:
         run()
-    except Exception as failure:
+    except FAILURES as failure:
         return failure_sentence(failure)
     return None
 
@@ -162,7 +166,7 @@ def test_no_chain_of_operations_answers_a_server_error_or_breaks_its_schema_for_
 
         try:
             RoleStateMachine.run(settings=hypothesis_run_settings(SCENARIOS_PER_ROLE))
-        except Exception as failure:
+        except FAILURES as failure:
             failures.append(f"a scenario as {role}: {failure_sentence(failure)}")
     assert not failures, "\n".join(failures)
     assert all(len(called) >= 15 for called in steps.values()), steps
