@@ -31,11 +31,11 @@ def budget_violations() -> list[str]:
 
     problems = [f"budget #{row.id} spent {row.spent} + reserved {row.reserved} exceeds its limit {row.epsilon_limit}"
                 for row in PrivacyBudget.objects.filter(Q(spent__gt=F("epsilon_limit") - F("reserved"))
-                                                 | Q(spent__lt=0) | Q(reserved__lt=0))]
+                                                        | Q(spent__lt=0) | Q(reserved__lt=0))]
     last = BudgetEntry.objects.filter(budget=OuterRef("pk")).order_by("-id")
     rows = PrivacyBudget.objects.annotate(last_spent=Subquery(last.values("spent_after")[:1]),
-                                   last_reserved=Subquery(last.values("reserved_after")[:1]),
-                                   last_limit=Subquery(last.values("epsilon_limit_after")[:1]))
+                                          last_reserved=Subquery(last.values("reserved_after")[:1]),
+                                          last_limit=Subquery(last.values("epsilon_limit_after")[:1]))
     for row in rows.filter(last_spent__isnull=False):
         if (row.spent, row.reserved, row.epsilon_limit) != (row.last_spent, row.last_reserved, row.last_limit):
             problems.append(f"budget #{row.id} reads spent {row.spent}, reserved {row.reserved}, limit "
