@@ -56,7 +56,8 @@ def fit_on_votes(counts, features, *, learner: Learner, n_classes: int, seed: in
     Returns ``(model, noisy_counts or None, labels, trained_mask)``.
     """
     noisy = None if noise is None else np.asarray(noise.noisy_counts(counts))
-    labels, abstained = label_by_vote(counts if noisy is None else noisy)
+    (tie_seed,) = child_seeds(seed, 1)    # the model keeps ``seed`` itself, as before ties were drawn
+    labels, abstained = label_by_vote(counts if noisy is None else noisy, seed=tie_seed)
     trained = ~abstained
     if not trained.any():
         raise ValueError("Every queried example abstained (no votes above zero); query more public examples "

@@ -7,7 +7,12 @@ Cross-Silo Setting*, Algorithm 1).
   ``s`` votes to class m for an example only when all ``s`` of its students predict m.
 - :func:`label_by_vote` — arg-max labels with the abstention rule and the tie rule.
 
-Tie rule: the lowest class index wins (``numpy.argmax``), deterministic, no randomness.
+Tie rule: among the classes tied for the most votes one is drawn uniformly at random from a
+generator seeded by the caller (the job's or the party's seed), so a run is reproducible and no
+class is favoured by how the labels happen to be numbered. Ties used to go to class index 0, which
+on Adult is '<=50K' (the majority) and cost 0.32 ± 0.14 accuracy points against the reference code,
+where index 0 is '>50K' (issue 19). The draw is made on the counts the arg-max reads (noisy at
+L1/L2), so it is post-processing and costs no privacy.
 Abstention rule: an example whose (possibly noisy) maximum count is ≤ 0 gets no label and is not
 used for training. Without noise that is exactly the all-zero row (no teacher, or at the server
 no consistent party, voted for anything). With noise it is decided on the *noisy* counts only:
@@ -70,24 +75,28 @@ def consistent_vote_counts(student_predictions, n_classes: int, partitions: int 
     return counts
 
 
-def label_by_vote(counts) -> tuple[np.ndarray, np.ndarray]:
+def label_by_vote(counts, *, seed: int | np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Arg-max labels of (noisy or noiseless) vote counts, and which examples abstain.
 
     Parameters
     ----------
     counts : array of shape (n_examples, n_classes)
+    seed : int or numpy Generator
+        Draws the winner among tied classes (uniformly, independently per example).
 
     Returns
     -------
     labels : int64 array (n_examples,)
-        Arg-max class, ties to the lowest index; meaningless where ``abstained``.
+        Arg-max class, ties drawn at random; meaningless where ``abstained``.
     abstained : bool array (n_examples,)
         True where the maximum count is ≤ 0 (no votes, or noise pushed every count to ≤ 0).
     """
     counts = np.asarray(counts)
     if counts.ndim != 2:
         raise ValueError(f"Vote counts must be a 2-D (examples × classes) array, not {counts.ndim}-D.")
-    labels = np.argmax(counts, axis=1).astype(np.int64)
+    tied = counts == counts.max(axis=1, keepdims=True) if counts.shape[1] else np.zeros(counts.shape, dtype=bool)
+    draws = np.random.default_rng(seed).random(counts.shape)
+    labels = np.argmax(np.where(tied, draws, -1.0), axis=1).astype(np.int64)
     abstained = counts.max(axis=1, initial=0) <= 0      # initial=0: an empty or all-negative row abstains
     return labels, abstained
 

@@ -36,7 +36,7 @@ def test_consistent_vote_counts_leaves_an_all_zero_row_when_no_party_is_consiste
     predictions = np.array([[[0, 1], [1, 1]], [[1, 1], [0, 1]]])
     counts = consistent_vote_counts(predictions, 2, partitions=2)
     assert counts.tolist() == [[0, 0], [0, 4]]
-    labels, abstained = label_by_vote(counts)
+    labels, abstained = label_by_vote(counts, seed=0)
     assert abstained.tolist() == [True, False]
     assert labels[1] == 1
 
@@ -51,13 +51,35 @@ def test_consistent_vote_counts_refuses_a_wrong_partition_count():
         consistent_vote_counts(np.zeros((1, 2, 3), dtype=int), 2, partitions=3)
 
 
-def test_label_by_vote_breaks_ties_towards_the_lowest_class():
-    labels, abstained = label_by_vote(np.array([[2, 2, 0], [0, 3, 3], [1, 1, 1]]))
-    assert labels.tolist() == [0, 1, 0]
+def test_label_by_vote_draws_each_tied_class_about_equally_often_and_never_an_untied_one():
+    counts = np.tile([[5, 5, 1], [0, 3, 3]], (2000, 1))
+    labels, abstained = label_by_vote(counts, seed=7)
+    first, second = labels[0::2], labels[1::2]
+    assert set(first.tolist()) == {0, 1} and set(second.tolist()) == {1, 2}
+    assert 0.45 < np.mean(first == 0) < 0.55 and 0.45 < np.mean(second == 1) < 0.55
     assert not abstained.any()
 
 
+def test_label_by_vote_ties_do_not_depend_on_how_classes_are_numbered():
+    """Renumbering the classes (reversing the columns) renumbers the labels and nothing else:
+    the tie rule favours no index."""
+    counts = np.random.default_rng(3).integers(0, 3, size=(4000, 2))
+    labels, _ = label_by_vote(counts, seed=11)
+    reversed_labels, _ = label_by_vote(counts[:, ::-1], seed=11)
+    tied = counts[:, 0] == counts[:, 1]
+    assert np.mean(labels[tied] == 0) == pytest.approx(np.mean(reversed_labels[tied] == 0), abs=0.05)
+    assert np.array_equal(labels[~tied], 1 - reversed_labels[~tied])
+
+
+def test_label_by_vote_is_reproducible_for_a_seed_and_keeps_clear_winners():
+    counts = np.array([[2, 2, 0], [0, 3, 4], [1, 1, 1]])
+    first, _ = label_by_vote(counts, seed=5)
+    again, _ = label_by_vote(counts, seed=5)
+    assert first.tolist() == again.tolist()
+    assert first[1] == 2 and first[0] in (0, 1)
+
+
 def test_label_by_vote_abstains_on_noisy_rows_whose_maximum_is_not_positive():
-    labels, abstained = label_by_vote(np.array([[-1, -3], [0, 0], [-2, 1]]))
+    labels, abstained = label_by_vote(np.array([[-1, -3], [0, 0], [-2, 1]]), seed=0)
     assert abstained.tolist() == [True, True, False]
     assert labels[2] == 1
