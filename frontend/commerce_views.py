@@ -17,7 +17,7 @@ from market.commerce.delivery import download_link_create
 from market.commerce.models import ListingStatus
 from market.commerce.selectors import (catalog_filters_from, earnings_for, earnings_organisation, entitlement_exists,
                                        listing_get, listing_list, purchase_list, wallet_for)
-from market.commerce.services import listing_publish, listing_retire, purchase_create
+from market.commerce.services import PublishGateRefused, listing_publish, listing_retire, purchase_create
 from market.federations.models import Federation, PrivacyLevel
 from market.jobs.models import GlobalModel
 
@@ -44,13 +44,16 @@ def _balance_cents(request) -> int | None:
     return wallet_for(user=request.user)[1]
 
 
+def _listing_page(request, listing, *, refusal: str = "", status: int = 200):
+    return render(request, "frontend/commerce/listing.html", {
+        "section": "market", "listing": listing, "card": model_card(listing), "refusal": refusal,
+        "owned": entitlement_exists(user=request.user, global_model=listing.global_model)}, status=status)
+
+
 @require_GET
 @page
 def listing_page(request, listing_id):
-    listing = listing_get(listing_id=listing_id, user=request.user)
-    return render(request, "frontend/commerce/listing.html", {
-        "section": "market", "listing": listing, "card": model_card(listing),
-        "owned": entitlement_exists(user=request.user, global_model=listing.global_model)})
+    return _listing_page(request, listing_get(listing_id=listing_id, user=request.user))
 
 
 @require_GET
@@ -81,8 +84,14 @@ def purchase_action(request, listing_id):
 @page
 def listing_state_action(request, listing_id, action):
     listing = listing_get(listing_id=listing_id, user=request.user)
-    change = {"publish": listing_publish, "retire": listing_retire}[action]
-    listing = change(listing=listing, actor=request.user, request=request)
+    if action == "publish":
+        try:
+            listing = listing_publish(listing=listing, actor=request.user, request=request,
+                                      override_reason=request.POST.get("override_reason", ""))
+        except PublishGateRefused as refusal:  # the card again, with the sentence and the override form
+            return _listing_page(request, listing, refusal=str(refusal), status=refusal.status_code)
+    else:
+        listing = listing_retire(listing=listing, actor=request.user, request=request)
     messages.success(request, f"{listing.name} is now {listing.get_status_display().lower()}.")
     return redirect("commerce-listing", listing_id=listing.id)
 

@@ -41,6 +41,8 @@ class ListingOutput(serializers.Serializer):
     balanced_accuracy = serializers.FloatField(allow_null=True)
     macro_f1 = serializers.FloatField(allow_null=True)
     roc_auc = serializers.FloatField(allow_null=True)
+    publish_override_reason = serializers.CharField(
+        help_text="Non-empty when an operator published a model that fails the publish gate.")
     created_at = serializers.DateTimeField()
     published_at = serializers.DateTimeField(allow_null=True)
     retired_at = serializers.DateTimeField(allow_null=True)
@@ -110,11 +112,22 @@ class ListingDetailApi(APIView):
         return Response({**ListingOutput(listing).data, "card": card})
 
 
+class ListingPublishInput(serializers.Serializer):
+    override_reason = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=2000,
+        help_text="Only for a model that fails the publish gate (it does not beat the majority-class guess by 5 "
+                  "points of balanced accuracy): why it is sold anyway. Audited, and shown to buyers on the card.")
+
+
 class ListingPublishApi(APIView):
-    @extend_schema(request=None, responses=ListingOutput)
+    @extend_schema(request=ListingPublishInput, responses={200: ListingOutput, 409: OpenApiTypes.OBJECT})
     def post(self, request, listing_id):
+        """Operators: publish a draft. A model that fails the publish gate is refused (409) with the sentence that
+        says which baseline it lost to and by how much, unless ``override_reason`` is given."""
+        given = ListingPublishInput(data=request.data)
+        given.is_valid(raise_exception=True)
         listing = listing_publish(listing=listing_get(listing_id=listing_id, user=request.user), actor=request.user,
-                                  request=request)
+                                  request=request, **given.validated_data)
         return Response(ListingOutput(listing).data)
 
 

@@ -8,6 +8,7 @@ publishes contributions.
 from statistics import fmean
 
 from market.commerce.models import Listing
+from market.commerce.quality import quality_section
 from market.jobs.models import GlobalModel
 
 HEADLINE_METRICS = ("accuracy", "balanced_accuracy", "macro_f1", "roc_auc")
@@ -97,6 +98,7 @@ def model_card(listing: Listing) -> dict:
         "contributing_silos": sum(1 for weight in global_model.contribution_weights.values() if weight > 0),
         "public_data_sha256": job.public_dataset.content_sha256,
         "metrics": metrics_comparison(global_model),
+        "quality": quality_section(listing),
         "evaluation_rows": job.evaluation_split.n_rows,
         "confusion_matrix": (global_model.metrics or {}).get("confusion_matrix"),
         "size_bytes": sum(model_file.size_bytes for model_file in files),

@@ -44,6 +44,9 @@ class Listing(models.Model):
     macro_f1 = models.FloatField(null=True)
     roc_auc = models.FloatField(null=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    publish_override_reason = models.TextField(blank=True, help_text=(
+        "Set when an operator published a model that fails the publish gate (market.commerce.quality); buyers "
+        "see it on the card with the numbers, and the override is in the audit log."))
     created_at = models.DateTimeField(auto_now_add=True)
     published_at = models.DateTimeField(null=True, blank=True)
     retired_at = models.DateTimeField(null=True, blank=True)

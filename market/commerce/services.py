@@ -15,6 +15,7 @@ from market.audit.models import AuditOutcome
 from market.audit.services import audit_record
 from market.commerce.models import (Entitlement, IdempotencyKey, Listing, ListingStatus, Purchase, Wallet, WalletEntry,
                                     WalletEntryKind)
+from market.commerce.quality import QualityVerdict, quality_verdict
 from market.commerce.revenue import market_fee_cents, revenue_shares
 from market.errors import Conflict, DomainError, InvalidInput, NotFound, PermissionDenied
 from market.jobs.models import GlobalModel
@@ -72,20 +73,59 @@ def listing_create(*, global_model: GlobalModel, name: str, description: str, li
     return listing
 
 
-@transaction.atomic
-def listing_publish(*, listing: Listing, actor: User, request=None) -> Listing:
-    """Draft → published; a published previous version is retired at the same moment."""
+class PublishGateRefused(Conflict):
+    """The model does not beat the majority-class guess by the publish margin and no override reason was given."""
+
+
+MAX_OVERRIDE_REASON = 2000
+
+
+def listing_publish(*, listing: Listing, actor: User, override_reason: str = "", request=None) -> Listing:
+    """Draft → published; a published previous version is retired at the same moment.
+
+    The publish gate (market.commerce.quality) refuses a model that does not beat the majority-class guess by
+    five points of balanced accuracy, unless ``override_reason`` says why it is sold anyway: the reason is kept
+    on the listing, shown on its card, and audited. A reason given for a model that passes is not recorded.
+    """
     require_operator(actor, "publish listings")
+    if listing.status != ListingStatus.DRAFT:
+        raise _not_a_draft(listing)
+    verdict = quality_verdict(listing.global_model)
+    override_reason = override_reason.strip() if not verdict.passes_gate else ""
+    if len(override_reason) > MAX_OVERRIDE_REASON:
+        raise InvalidInput(f"The override reason must be at most {MAX_OVERRIDE_REASON} characters, "
+                           f"not {len(override_reason)}.")
+    if not verdict.passes_gate and not override_reason:
+        refusal = verdict.refusal()
+        audit_record(action="listing.published", outcome=AuditOutcome.REFUSED, actor=actor, target=listing,
+                     request=request, details={"reason": refusal})
+        raise PublishGateRefused(refusal)
+    return _publish_in_transaction(listing=listing, actor=actor, verdict=verdict, override_reason=override_reason,
+                                   request=request)
+
+
+def _not_a_draft(listing: Listing) -> Conflict:
+    return Conflict(f"Listing #{listing.pk} is not a draft; only drafts can be published. "
+                    "To change what a published listing sells, create a new version.")
+
+
+@transaction.atomic
+def _publish_in_transaction(*, listing: Listing, actor: User, verdict: QualityVerdict, override_reason: str,
+                            request) -> Listing:
     now = timezone.now()
     if not Listing.objects.filter(pk=listing.pk, status=ListingStatus.DRAFT).update(
-            status=ListingStatus.PUBLISHED, published_at=now):
-        raise Conflict(f"Listing #{listing.pk} is not a draft; only drafts can be published. "
-                       "To change what a published listing sells, create a new version.")
+            status=ListingStatus.PUBLISHED, published_at=now, publish_override_reason=override_reason):
+        raise _not_a_draft(listing)
     if listing.previous_version_id is not None:
         Listing.objects.filter(pk=listing.previous_version_id, status=ListingStatus.PUBLISHED).update(
             status=ListingStatus.RETIRED, retired_at=now)
     audit_record(action="listing.published", actor=actor, target=listing, request=request,
-                 details={"price_cents": listing.price_cents})
+                 details={"price_cents": listing.price_cents, "gate_overridden": bool(override_reason)})
+    if override_reason:
+        audit_record(action="listing.publish_gate_overridden", actor=actor, target=listing, request=request,
+                     details={"reason": override_reason, "gate": verdict.gate_failure(),
+                              "balanced_accuracy": verdict.balanced_accuracy,
+                              "majority_class_balanced_accuracy": verdict.majority_class})
     listing.refresh_from_db()
     return listing
 

@@ -84,3 +84,75 @@ def classification_metrics(probabilities, labels, *, n_classes: int) -> dict:
         "confusion_matrix": confusion.astype(int).tolist(),
         "reliability": reliability(probabilities, labels),
     }
+
+
+# --- baselines: what a buyer could have without the federation -------------------------------------------------
+
+HEADLINE_METRICS = ("accuracy", "balanced_accuracy", "macro_f1", "roc_auc")
+
+
+def headline(metrics: dict | None) -> dict:
+    """The four headline metrics of a metrics record (``None`` where missing)."""
+    return {name: (metrics or {}).get(name) for name in HEADLINE_METRICS}
+
+
+def majority_class_metrics(class_counts) -> dict | None:
+    """Headline metrics of always predicting the class most frequent in the evaluation split.
+
+    The strongest constant guess on these rows: any constant guess has balanced accuracy 1 / (classes present)
+    and ROC AUC 0.5 (all scores tie); the most frequent class also has the highest accuracy and macro F1.
+
+    Parameters
+    ----------
+    class_counts : int array (n_classes,)
+        Evaluation rows per true class (the row sums of the confusion matrix). ``None`` when there are no rows.
+    """
+    counts = np.asarray(class_counts, dtype=np.int64)
+    if counts.sum() == 0:
+        return None
+    n_classes = len(counts)
+    labels = np.repeat(np.arange(n_classes), counts)
+    constant = np.zeros((len(labels), n_classes))
+    constant[:, int(counts.argmax())] = 1.0  # ties in the counts go to the lowest class index, like arg-max
+    return {**headline(classification_metrics(constant, labels, n_classes=n_classes)), "class": int(counts.argmax())}
+
+
+def silo_baselines(metrics_per_silo: dict[str, list[dict]]) -> dict:
+    """The best single silo and the average silo, from the metrics of each silo's submissions.
+
+    A silo with several submissions is represented by its best one (highest balanced accuracy, then accuracy):
+    what that silo could sell alone. The best single silo is the silo whose representative scores highest by the
+    same order; the average silo is the mean of each headline metric over the silos' representatives (over those
+    where the metric is defined).
+
+    Parameters
+    ----------
+    metrics_per_silo : {silo key: [metrics of each submission]}
+        Silos without metrics are skipped.
+
+    Returns
+    -------
+    {"best_single_silo": headline metrics and "silo" (its key) or None, "average_silo": headline metrics or None,
+    "n_silos": number of silos measured}
+    """
+    def order(metrics):
+        return (metrics.get("balanced_accuracy") or 0.0, metrics.get("accuracy") or 0.0)
+
+    representatives = {silo: max(measured, key=order)
+                       for silo, measured in sorted(metrics_per_silo.items()) if measured}
+    if not representatives:
+        return {"best_single_silo": None, "average_silo": None, "n_silos": 0}
+    best_silo = max(representatives, key=lambda silo: order(representatives[silo]))
+
+    def average(name):
+        values = [metrics[name] for metrics in representatives.values() if metrics.get(name) is not None]
+        return float(np.mean(values)) if values else None
+
+    return {"best_single_silo": {**headline(representatives[best_silo]), "silo": best_silo},
+            "average_silo": {name: average(name) for name in HEADLINE_METRICS}, "n_silos": len(representatives)}
+
+
+def baselines(*, class_counts, metrics_per_silo: dict[str, list[dict]]) -> dict:
+    """Every baseline of a global model on one evaluation split: ``majority_class`` (see
+    :func:`majority_class_metrics`) and the silo baselines of :func:`silo_baselines`."""
+    return {"majority_class": majority_class_metrics(class_counts), **silo_baselines(metrics_per_silo)}

@@ -112,7 +112,8 @@ def make_global_model(federation_with_data, operator, global_model_artifacts, ad
     stored = {}  # one stored copy of each file, shared by the models of a test
 
     def make(*, family: str = "random_forest", weights: dict | None = None, privacy_level: str = "L1",
-             privacy_report: dict | None = None, submission_metrics: dict | None = None):
+             privacy_report: dict | None = None, submission_metrics: dict | None = None,
+             metrics: dict | None = None, baselines: dict | None = None):
         files, probabilities = global_model_artifacts[family]
         _, _, labels = adult_evaluation
         federation = federation_with_data
@@ -120,7 +121,7 @@ def make_global_model(federation_with_data, operator, global_model_artifacts, ad
             federation=federation, kind="ensemble" if family == "ensemble" else "fedkt", privacy_level=privacy_level,
             parameters={"partitions": 2, "learner": family}, seed=7, public_dataset=federation.public_datasets.first(),
             evaluation_split=federation.evaluation_splits.first(), requested_by=operator, status=JobStatus.SUCCEEDED)
-        metrics = evaluation_metrics(probabilities, labels)
+        metrics = metrics if metrics is not None else evaluation_metrics(probabilities, labels)
         global_model = GlobalModel.objects.create(
             job=job, federation=federation, model_family=family, n_features=adult_training[0].shape[1],
             n_classes=2, metrics=metrics,
@@ -136,7 +137,8 @@ def make_global_model(federation_with_data, operator, global_model_artifacts, ad
             lineage={"job": job.id, "public_dataset": {"content_sha256": job.public_dataset.content_sha256},
                      "seed": 7, "code_version": "test", "submissions": [11, 12],
                      "fusion": {"weights": {"11": 0.7, "12": 0.3}}},
-            contribution_weights=weights or {}, contribution_rule="votes agreeing with the consensus")
+            contribution_weights=weights or {}, contribution_rule="votes agreeing with the consensus",
+            baselines=baselines)
         for model_format, data in files.items():
             if model_format not in stored:
                 stored[model_format] = artifact_save(name=f"global-models/{family}.{model_format}", data=data,
