@@ -10,6 +10,7 @@ from workers.privacy.accounting import (
     PrivacyReport,
     party_noise_privacy,
     party_noise_privacy_bound,
+    party_vote_shifts,
     server_noise_privacy,
     server_noise_privacy_bound,
 )
@@ -22,6 +23,7 @@ __all__ = [
     "PrivacyReport",
     "party_noise_privacy",
     "party_noise_privacy_bound",
+    "party_vote_shifts",
     "server_noise_privacy",
     "server_noise_privacy_bound",
 ]

@@ -29,10 +29,18 @@ Choices, and the reference code's defects we do not reproduce:
   tighter than the paper's ε = min_λ (Σα(λ) + ln(1/δ))/λ. ``order`` in a report is the
   Rényi order α at which ε was attained (moment order λ = α − 1).
 * Vote gaps are in votes; at L1 the consistent-vote counts must be multiples of s.
+* The sensitivity is per party, not per submission. A silo with k submissions in one L1 job
+  moves k·s consistent votes (all k can switch to the same other class), so its curve is the
+  one for a vote shift of k·s (:func:`party_vote_shifts`); a job's report is that of its
+  worst-placed party, the largest shift. A fusion that weights votes passes s × the largest
+  weight as ``vote_shift`` (weights must keep the counts integers: the noise is integer).
 * Every noisy query is charged, abstentions (all-zero counts) included: they cost the full
   data-independent amount, since q ≥ ½ there. Dropping them from the accounting after looking
   at the noiseless counts would be a data-dependent selection no theorem here covers.
 """
+
+from collections import Counter
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 
@@ -43,6 +51,7 @@ from workers.privacy.reports import EXAMPLE_LEVEL, PARTY_LEVEL, PrivacyAnalysis,
 __all__ = [
     "PrivacyAnalysis",
     "PrivacyReport",
+    "party_vote_shifts",
     "party_noise_privacy",
     "party_noise_privacy_bound",
     "server_noise_privacy",
@@ -51,7 +60,7 @@ __all__ = [
 
 
 def _report(
-    mechanism, composed_rdp, *, delta, unit, n_queries, partitions, teachers, data_dependent
+    mechanism, composed_rdp, *, delta, unit, n_queries, partitions, teachers, data_dependent, vote_shift
 ) -> PrivacyReport:
     epsilon, order = epsilon_from_rdp(RENYI_ORDERS, composed_rdp, delta=delta)
     return PrivacyReport(
@@ -65,6 +74,7 @@ def _report(
         teachers=int(teachers),
         data_dependent=data_dependent,
         order=order,
+        vote_shift=int(vote_shift),
     )
 
 
@@ -79,7 +89,37 @@ def _composed_data_dependent_rdp(mechanism, counts: np.ndarray, *, vote_shift: i
     return np.minimum(per_query.sum(axis=0), independent)
 
 
-def _validate_design(*, mechanism, partitions: int, teachers: int, delta: float, n_queries: int = 0) -> None:
+def party_vote_shifts(parties: Sequence[Hashable], *, votes_per_submission: int) -> dict[Hashable, int]:
+    """Votes each party's data can move per query of an L1 job: its submissions times s.
+
+    A silo's submissions are all trained on its data, so replacing that data can switch every one
+    of their consistent votes from one class to another: k submissions of s students move k·s.
+
+    Parameters
+    ----------
+    parties : sequence of hashable
+        The party (silo) of each submission the job uses, one entry per submission.
+    votes_per_submission : int
+        Votes one submission casts: s for FedKT's consistent votes (s × its largest weight for a
+        weighted vote).
+
+    Returns
+    -------
+    dict
+        party → vote shift (an integer ≥ ``votes_per_submission``).
+    """
+    _validate_count("votes_per_submission", votes_per_submission, 1)
+    return {party: count * votes_per_submission for party, count in Counter(parties).items()}
+
+
+def _validate_count(name: str, value, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"The number of {name} must be an integer of at least {minimum}, got {value!r}.")
+
+
+def _validate_design(
+    *, mechanism, partitions: int, teachers: int, delta: float, n_queries: int = 0, vote_shift: int = 1
+) -> None:
     if not isinstance(mechanism, (LaplaceNoise, GaussianNoise)):
         raise ValueError(f"The noise mechanism must be LaplaceNoise or GaussianNoise, got {mechanism!r}.")
     validate_delta(delta)
@@ -87,13 +127,13 @@ def _validate_design(*, mechanism, partitions: int, teachers: int, delta: float,
         ("partitions", partitions, 1),
         ("teachers", teachers, 1),
         ("n_queries", n_queries, 0),
+        ("votes a party moves (vote_shift)", vote_shift, 1),
     ):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-            raise ValueError(f"The number of {name} must be an integer of at least {minimum}, got {value!r}.")
+        _validate_count(name, value, minimum)
 
 
 def server_noise_privacy_bound(
-    *, mechanism, n_queries: int, partitions: int, teachers: int, delta: float
+    *, mechanism, n_queries: int, partitions: int, teachers: int, delta: float, vote_shift: int | None = None
 ) -> PrivacyReport:
     """Data-independent party-level (ε, δ) of FedKT-L1, computable before the job runs.
 
@@ -104,19 +144,29 @@ def server_noise_privacy_bound(
     n_queries : int
         Number of public examples queried.
     partitions, teachers : int
-        s (a consistent party adds s votes) and t.
+        s (one consistent submission adds s votes) and t.
     delta : float
         Target δ.
+    vote_shift : int, optional
+        Votes one party can move from one class to another per query, the party-level
+        sensitivity: s × its submissions in the job (:func:`party_vote_shifts`), or s × its
+        largest vote weight. Default s (one submission per party).
 
     Returns
     -------
     PrivacyReport
         Unit "party-level", ``data_dependent=False``.
     """
+    vote_shift = partitions if vote_shift is None else vote_shift
     _validate_design(
-        mechanism=mechanism, partitions=partitions, teachers=teachers, delta=delta, n_queries=n_queries
+        mechanism=mechanism,
+        partitions=partitions,
+        teachers=teachers,
+        delta=delta,
+        n_queries=n_queries,
+        vote_shift=vote_shift,
     )
-    composed = n_queries * mechanism.query_rdp(RENYI_ORDERS, vote_shift=partitions)
+    composed = n_queries * mechanism.query_rdp(RENYI_ORDERS, vote_shift=vote_shift)
     return _report(
         mechanism,
         composed,
@@ -126,6 +176,7 @@ def server_noise_privacy_bound(
         partitions=partitions,
         teachers=teachers,
         data_dependent=False,
+        vote_shift=vote_shift,
     )
 
 
@@ -164,11 +215,12 @@ def party_noise_privacy_bound(
         partitions=partitions,
         teachers=teachers,
         data_dependent=False,
+        vote_shift=1,
     )
 
 
 def server_noise_privacy(
-    *, mechanism, vote_counts: np.ndarray, partitions: int, teachers: int, delta: float
+    *, mechanism, vote_counts: np.ndarray, partitions: int, teachers: int, delta: float, vote_shift: int | None = None
 ) -> PrivacyAnalysis:
     """Data-independent and data-dependent party-level (ε, δ) of one FedKT-L1 run.
 
@@ -182,13 +234,19 @@ def server_noise_privacy(
         s and t.
     delta : float
         Target δ.
+    vote_shift : int, optional
+        Votes the worst-placed party can move per query (see :func:`server_noise_privacy_bound`);
+        default s.
 
     Returns
     -------
     PrivacyAnalysis
-        Both reports, unit "party-level".
+        Both reports, unit "party-level", for a party that moves ``vote_shift`` votes.
     """
-    _validate_design(mechanism=mechanism, partitions=partitions, teachers=teachers, delta=delta)
+    vote_shift = partitions if vote_shift is None else vote_shift
+    _validate_design(
+        mechanism=mechanism, partitions=partitions, teachers=teachers, delta=delta, vote_shift=vote_shift
+    )
     counts = validate_vote_counts(vote_counts)
     if np.any(counts < 0):
         raise ValueError("Consistent-vote counts cannot be negative; pass the noiseless counts.")
@@ -197,9 +255,14 @@ def server_noise_privacy(
             f"Consistent-vote counts must be multiples of s = {partitions} (a consistent party adds s votes)."
         )
     independent = server_noise_privacy_bound(
-        mechanism=mechanism, n_queries=len(counts), partitions=partitions, teachers=teachers, delta=delta
+        mechanism=mechanism,
+        n_queries=len(counts),
+        partitions=partitions,
+        teachers=teachers,
+        delta=delta,
+        vote_shift=vote_shift,
     )
-    composed = _composed_data_dependent_rdp(mechanism, counts, vote_shift=partitions)
+    composed = _composed_data_dependent_rdp(mechanism, counts, vote_shift=vote_shift)
     dependent = _report(
         mechanism,
         composed,
@@ -209,6 +272,7 @@ def server_noise_privacy(
         partitions=partitions,
         teachers=teachers,
         data_dependent=True,
+        vote_shift=vote_shift,
     )
     return PrivacyAnalysis(data_independent=independent, data_dependent=dependent)
 
@@ -263,7 +327,7 @@ def party_noise_privacy(
         for index, counts in enumerate(party_vote_counts)
     ]
     independent_per_query = mechanism.query_rdp(RENYI_ORDERS, vote_shift=1)
-    design = {"delta": delta, "unit": EXAMPLE_LEVEL, "partitions": partitions, "teachers": teachers}
+    design = {"delta": delta, "unit": EXAMPLE_LEVEL, "partitions": partitions, "teachers": teachers, "vote_shift": 1}
     independent = max(
         (
             _report(

@@ -22,7 +22,7 @@ Pure core: numpy and :mod:`workers.privacy` only.
 """
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -117,8 +117,8 @@ def noise_mechanism(*, mechanism: str, gamma: float | None, sigma: float | None)
 
 
 def fedkt_l1_cost(*, mechanism: str, gamma: float | None, sigma: float | None, delta: float, n_queries: int,
-                  partitions: int, teachers: int = 1) -> PrivacyCost:
-    """The data-independent party-level cost of one FedKT-L1 job to each participating silo.
+                  partitions: int, teachers: int = 1, vote_shift: int | None = None) -> PrivacyCost:
+    """The data-independent party-level cost of one FedKT-L1 job to one participating silo.
 
     Parameters
     ----------
@@ -130,31 +130,37 @@ def fedkt_l1_cost(*, mechanism: str, gamma: float | None, sigma: float | None, d
     n_queries : int
         Public rows the server queries.
     partitions : int
-        FedKT's s: a consistent party moves s votes.
+        FedKT's s: one consistent submission moves s votes.
     teachers : int
         FedKT's t; recorded only, the bound does not depend on it.
+    vote_shift : int, optional
+        Votes this silo's data can move per query, its sensitivity: s × its submissions in the
+        job (:func:`~workers.privacy.accounting.party_vote_shifts`), or s × its largest vote
+        weight in a weighted vote. Default s. Charging s to a silo that moves more under-charges it.
 
     Returns
     -------
     PrivacyCost
         Its report is :func:`~workers.privacy.accounting.server_noise_privacy_bound`; its curve is
-        n_queries times one query's curve.
+        n_queries times one query's curve at that vote shift.
     """
     noise = noise_mechanism(mechanism=mechanism, gamma=gamma, sigma=sigma)
     report = server_noise_privacy_bound(mechanism=noise, n_queries=n_queries, partitions=partitions,
-                                        teachers=teachers, delta=delta)
-    curve = n_queries * noise.query_rdp(RENYI_ORDERS, vote_shift=partitions)
+                                        teachers=teachers, delta=delta, vote_shift=vote_shift)
+    curve = n_queries * noise.query_rdp(RENYI_ORDERS, vote_shift=report.vote_shift)
     return PrivacyCost(report=report, rdp=tuple(float(value) for value in curve))
 
 
-def fedkt_l1_cost_from_parameters(privacy: dict, *, partitions: int, teachers: int = 1) -> PrivacyCost:
-    """:func:`fedkt_l1_cost` from a job's ``parameters["privacy"]`` dict (mechanism, gamma, sigma, delta, n_queries)."""
+def fedkt_l1_cost_from_parameters(privacy: dict, *, partitions: int, teachers: int = 1,
+                                  vote_shift: int | None = None) -> PrivacyCost:
+    """:func:`fedkt_l1_cost` from a job's ``parameters["privacy"]`` dict (mechanism, gamma, sigma, delta, n_queries)
+    or a stored report of one (the same keys)."""
     missing = [name for name in ("mechanism", "delta", "n_queries") if name not in privacy]
     if missing:
         raise ValueError(f"The privacy parameters lack {', '.join(missing)}.")
     return fedkt_l1_cost(mechanism=privacy["mechanism"], gamma=privacy.get("gamma"), sigma=privacy.get("sigma"),
                          delta=privacy["delta"], n_queries=privacy["n_queries"], partitions=partitions,
-                         teachers=teachers)
+                         teachers=teachers, vote_shift=vote_shift)
 
 
 def declared_cost(*, epsilon: float, delta: float, unit: str = EXAMPLE_LEVEL, bound: PrivacyReport | None = None,
@@ -177,7 +183,8 @@ def declared_cost(*, epsilon: float, delta: float, unit: str = EXAMPLE_LEVEL, bo
                            mechanism=bound.mechanism if bound else "declared",
                            gamma=bound.gamma if bound else None, sigma=bound.sigma if bound else None,
                            n_queries=bound.n_queries if bound else 0, partitions=bound.partitions if bound else 0,
-                           teachers=bound.teachers if bound else 0, data_dependent=False, order=0.0)
+                           teachers=bound.teachers if bound else 0, data_dependent=False, order=0.0,
+                           vote_shift=bound.vote_shift if bound else None)
     return PrivacyCost(report=report, rdp=None)
 
 
@@ -229,21 +236,24 @@ def fits(committed: Sequence[PrivacyCost], cost: PrivacyCost, *, epsilon_limit: 
 
 @dataclass(frozen=True)
 class BudgetView:
-    """What calibration needs to know about one silo's budget: its limit, δ and committed costs."""
+    """What calibration needs to know about one silo's budget: its limit, δ and committed costs, and the votes
+    its data moves in the job being calibrated (None: s, one submission)."""
 
     epsilon_limit: float
     delta: float
     committed: tuple[PrivacyCost, ...] = ()
+    vote_shift: int | None = None
 
 
-def _fits_all(budgets: Sequence[BudgetView], cost: PrivacyCost) -> bool:
-    return all(fits(budget.committed, cost, epsilon_limit=budget.epsilon_limit, delta=budget.delta)
-               for budget in budgets)
+def _fits_all(budgets: Sequence[BudgetView], cost_for: Callable[[int | None], PrivacyCost]) -> bool:
+    """Whether every budget fits the cost ``cost_for(its vote shift)``."""
+    return all(fits(budget.committed, cost_for(budget.vote_shift), epsilon_limit=budget.epsilon_limit,
+                    delta=budget.delta) for budget in budgets)
 
 
 def calibrate_noise(budgets: Sequence[BudgetView], *, mechanism: str, delta: float, n_queries: int,
                     partitions: int, teachers: int = 1, iterations: int = 60) -> float | None:
-    """The least noise for which a FedKT-L1 job fits every silo's remaining budget.
+    """The least noise for which a FedKT-L1 job fits every silo's remaining budget (each at its own vote shift).
 
     Bisection on log γ (Laplace: the largest γ that fits) or log σ (Gaussian: the smallest σ
     that fits) through the accountant; ε grows monotonically with γ and falls with σ.
@@ -253,11 +263,12 @@ def calibrate_noise(budgets: Sequence[BudgetView], *, mechanism: str, delta: flo
     float or None
         γ or σ, rounded towards more noise; None when not even γ = 1e-6 (σ = 1e6) fits.
     """
-    def cost_at(log_value: float) -> PrivacyCost:
+    def cost_at(log_value: float) -> Callable[[int | None], PrivacyCost]:
         value = math.exp(log_value)
-        return fedkt_l1_cost(mechanism=mechanism, gamma=value if mechanism == "laplace" else None,
-                             sigma=value if mechanism == "gaussian" else None, delta=delta,
-                             n_queries=n_queries, partitions=partitions, teachers=teachers)
+        return lambda vote_shift: fedkt_l1_cost(
+            mechanism=mechanism, gamma=value if mechanism == "laplace" else None,
+            sigma=value if mechanism == "gaussian" else None, delta=delta, n_queries=n_queries,
+            partitions=partitions, teachers=teachers, vote_shift=vote_shift)
 
     less_noise = 1.0 if mechanism == "laplace" else -1.0  # direction of log value that spends more
     safe, risky = -less_noise * math.log(1e6), less_noise * math.log(1e6)
@@ -279,8 +290,9 @@ def calibrate_queries(budgets: Sequence[BudgetView], *, mechanism: str, gamma: f
     when not even one query fits.
     """
     def fits_with(n_queries: int) -> bool:
-        return _fits_all(budgets, fedkt_l1_cost(mechanism=mechanism, gamma=gamma, sigma=sigma, delta=delta,
-                                                n_queries=n_queries, partitions=partitions, teachers=teachers))
+        return _fits_all(budgets, lambda vote_shift: fedkt_l1_cost(
+            mechanism=mechanism, gamma=gamma, sigma=sigma, delta=delta, n_queries=n_queries, partitions=partitions,
+            teachers=teachers, vote_shift=vote_shift))
 
     low, high = 0, max_queries  # fits_with(low) is true: zero queries cost nothing
     if fits_with(high):

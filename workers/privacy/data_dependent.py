@@ -7,7 +7,8 @@ data-independent RDP. Everything here works on arrays of shape (n_queries, n_cla
 
 * q, the probability that the noisy arg-max differs from j*, comes from
   :mod:`workers.privacy.flip_probability` (PATE Lemma 4's union bound, with the discrete
-  noise's own tails).
+  noise's own tails, plus the probability that the winner's noisy count falls to ≤ 0: the
+  engine answers that as an abstention and releases it through the training mask).
 * Laplace: per-query log-moment bound of PATE Theorem 3 (FedKT Theorems 2–3), for an
   ε₀-pure-DP query, λ the moment order (= Rényi order − 1):
   α(λ) ≤ min(½ε₀²λ(λ+1), ε₀λ, log((1−q)((1−q)/(1−e^{ε₀}q))^λ + q·e^{ε₀λ})), the last term
@@ -24,8 +25,9 @@ import numpy as np
 
 from workers.privacy.flip_probability import (
     continuous_laplace_log_tail,
-    discrete_gaussian_log_tail,
     discrete_laplace_log_tail,
+    gaussian_noisy_max_log_q,
+    laplace_noisy_max_log_q,
     union_bound_log_q,
     vote_gaps,
 )
@@ -132,8 +134,7 @@ def laplace_data_dependent_rdp(
         RDP of each query at each order, in nats; never above ``independent_rdp``.
     """
     orders = np.asarray(orders, dtype=float)
-    gaps, winners = vote_gaps(vote_counts)
-    log_q = union_bound_log_q(discrete_laplace_log_tail(gaps, gamma=gamma), winners)
+    log_q = laplace_noisy_max_log_q(vote_counts, gamma=gamma)
     lambdas = np.maximum(orders - 1, 1.0)
     moments = pure_dp_log_moments(log_q, pure_epsilon=2 * vote_shift * gamma, moment_orders=lambdas)
     dependent = np.where(orders >= 2, moments / lambdas, np.inf)
@@ -162,8 +163,7 @@ def gaussian_data_dependent_rdp(
         RDP of each query at each order, in nats; never above c·α.
     """
     orders = np.asarray(orders, dtype=float)[None, :]
-    gaps, winners = vote_gaps(vote_counts)
-    log_q = union_bound_log_q(discrete_gaussian_log_tail(gaps, sigma=sigma), winners)[:, None]
+    log_q = gaussian_noisy_max_log_q(vote_counts, sigma=sigma)[:, None]
     independent = rdp_slope * orders
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         mu_high_2 = np.sqrt(-log_q / rdp_slope)

@@ -28,6 +28,10 @@ class PrivacyReport:
         Whether ε depends on the vote margins (then it is itself private information).
     order : float
         Rényi order α at which ε was attained.
+    vote_shift : int or None
+        Votes one neighbour moves between two classes per query, the sensitivity the curve was
+        computed for: at L1 s × the party's submissions in the job (or s × its largest vote
+        weight); 1 at L2. None in reports stored before it was recorded (they used s at L1).
     """
 
     epsilon: float
@@ -41,6 +45,7 @@ class PrivacyReport:
     teachers: int
     data_dependent: bool
     order: float
+    vote_shift: int | None = None
 
     def as_dict(self) -> dict:
         """Every field under its own name, JSON-ready (plain floats, ints, str, bool, None)."""

@@ -121,6 +121,7 @@ def test_report_is_json_ready_and_labelled():
         "teachers",
         "data_dependent",
         "order",
+        "vote_shift",
     }
     assert json.loads(json.dumps(as_dict)) == as_dict
     assert as_dict["data_dependent"] is True and as_dict["order"] > 1
