@@ -5,10 +5,8 @@ What a card shows about privacy follows the federation's policy: the data-indepe
 publishes contributions.
 """
 
-from statistics import fmean
-
 from market.commerce.models import Listing
-from market.commerce.quality import quality_section
+from market.commerce.quality import public_baselines, quality_section
 from market.jobs.models import GlobalModel
 
 HEADLINE_METRICS = ("accuracy", "balanced_accuracy", "macro_f1", "roc_auc")
@@ -30,17 +28,13 @@ def _headline(metrics: dict | None) -> dict:
 
 
 def metrics_comparison(global_model: GlobalModel) -> dict:
-    """Global model vs the best single silo's submission vs the average submission (same evaluation split)."""
-    silos = [metrics for metrics in (global_model.submission_metrics or {}).values() if metrics]
-    best = max(silos, key=lambda metrics: metrics.get("accuracy") or 0.0, default=None)
-
-    def average(name):
-        values = [metrics[name] for metrics in silos if metrics.get(name) is not None]
-        return fmean(values) if values else None
-
-    return {"global": _headline(global_model.metrics), "best_single_silo": _headline(best) if best else None,
-            "average_silo": {name: average(name) for name in HEADLINE_METRICS} if silos else None,
-            "n_silo_models": len(silos)}
+    """The global model against its baselines on the same evaluation split (market.commerce.quality): the
+    majority-class guess, the best single silo and the average silo. Reads every submission's metrics, but shows
+    only these aggregates, which name no silo."""
+    baselines = public_baselines(global_model)
+    return {"global": _headline(global_model.metrics), "majority_class": baselines["majority_class"],
+            "best_single_silo": baselines["best_single_silo"], "average_silo": baselines["average_silo"],
+            "n_silos": baselines["n_silos"]}
 
 
 def _labelled_bound(report: dict | None) -> dict | None:

@@ -76,6 +76,10 @@ class QualityVerdict:
         return warnings
 
 
+def _label(labels: list, class_index: int | None) -> str:
+    return str(labels[class_index]) if class_index is not None and class_index < len(labels) else str(class_index)
+
+
 def quality_verdict(global_model: GlobalModel) -> QualityVerdict:
     baselines = global_model_baselines(global_model)
     labels = global_model.federation.class_labels or []
@@ -83,21 +87,23 @@ def quality_verdict(global_model: GlobalModel) -> QualityVerdict:
     def balanced(name):
         return (baselines.get(name) or {}).get("balanced_accuracy")
 
-    majority_class = (baselines.get("majority_class") or {}).get("class")
     return QualityVerdict(
         global_model_id=global_model.id, balanced_accuracy=(global_model.metrics or {}).get("balanced_accuracy"),
         majority_class=balanced("majority_class"),
-        majority_label=(str(labels[majority_class]) if majority_class is not None and majority_class < len(labels)
-                        else str(majority_class)),
+        majority_label=_label(labels, (baselines.get("majority_class") or {}).get("class")),
         best_single_silo=balanced("best_single_silo"), average_silo=balanced("average_silo"))
 
 
 def public_baselines(global_model: GlobalModel) -> dict:
-    """The baselines as anyone may see them: the best single silo's scores without saying which silo it is."""
+    """The baselines as anyone may see them: the majority class named by its label, the best single silo's scores
+    without saying which silo it is."""
     baselines = global_model_baselines(global_model)
-    best = baselines.get("best_single_silo")
-    return {**baselines, "best_single_silo": None if best is None else {
-        name: value for name, value in best.items() if name != "silo"}}
+    best, majority = baselines.get("best_single_silo"), baselines.get("majority_class")
+    labels = global_model.federation.class_labels or []
+    return {**baselines,
+            "majority_class": None if majority is None else {**majority, "label": _label(labels, majority["class"])},
+            "best_single_silo": None if best is None else {name: value for name, value in best.items()
+                                                           if name != "silo"}}
 
 
 def quality_section(listing) -> dict:

@@ -3,6 +3,7 @@ accuracy, or an operator publishes it with a written, audited reason that buyers
 
 import numpy as np
 import pytest
+from django.utils.html import escape
 
 from market.audit.models import AuditEvent
 from market.commerce.cards import model_card
@@ -110,7 +111,7 @@ def test_the_card_of_an_overridden_model_warns_buyers_with_the_numbers_and_the_r
                                       "The operator's reason: Pilot buyer asked for it.")
     assert quality["baselines"]["majority_class"] == {"accuracy": 0.76, "balanced_accuracy": 0.5,
                                                       "macro_f1": pytest.approx(760 / 880 / 2), "roc_auc": 0.5,
-                                                      "class": 0}
+                                                      "class": 0, "label": "<=50K"}
 
 
 def test_a_model_below_the_best_and_the_average_silo_is_published_and_its_card_says_so(
@@ -151,3 +152,64 @@ def test_an_old_model_without_stored_baselines_gets_them_from_its_confusion_matr
     assert baselines["best_single_silo"] == {**{name: metrics_finding(60)[name] for name in (
         "accuracy", "balanced_accuracy", "macro_f1", "roc_auc")}, "silo": "submission-11"}
     assert baselines["n_silos"] == 2
+
+
+def test_publish_api_refuses_with_the_sentence_then_publishes_with_an_override_reason(
+        weak_draft, operator_api, buyer_api):
+    listing = weak_draft()
+    url = f"/api/listings/{listing.id}/publish/"
+
+    refused = operator_api.post(url)
+    assert (refused.status_code, refused.json()) == (409, {"detail": REFUSAL.format(id=listing.global_model_id)})
+    assert Listing.objects.get(pk=listing.pk).status == "draft"
+
+    published = operator_api.post(url, {"override_reason": "Pilot buyer asked for it."}, format="json")
+    assert published.status_code == 200
+    assert (published.json()["status"], published.json()["publish_override_reason"]) == (
+        "published", "Pilot buyer asked for it.")
+    card = buyer_api.get(f"/api/listings/{listing.id}/").json()["card"]
+    assert card["quality"]["warnings"][0].startswith("Published by an operator's override of the publish gate. "
+                                                     f"Global model #{listing.global_model_id} does not beat")
+    assert card["metrics"]["majority_class"]["balanced_accuracy"] == 0.5
+
+
+def test_publish_api_refuses_an_overlong_reason_with_a_sentence(weak_draft, operator_api):
+    listing = weak_draft()
+    response = operator_api.post(f"/api/listings/{listing.id}/publish/", {"override_reason": "x" * 2001},
+                                 format="json")
+    assert response.status_code == 400
+    assert response.json() == {"override_reason": ["Ensure this field has no more than 2000 characters."]}
+    assert Listing.objects.get(pk=listing.pk).status == "draft"
+
+
+def test_publishing_from_the_page_shows_the_refusal_and_the_override_form_then_publishes_with_a_reason(
+        client, weak_draft, operator, buyer_user):
+    listing = weak_draft()
+    client.force_login(operator)
+
+    refused = client.post(f"/market/listings/{listing.id}/publish/")
+
+    page = refused.content.decode()
+    assert refused.status_code == 409
+    assert f'id="publish-refusal">{escape(REFUSAL.format(id=listing.global_model_id))}</p>' in page
+    assert 'id="override-form"' in page and 'name="override_reason"' in page
+    assert Listing.objects.get(pk=listing.pk).status == "draft"
+
+    client.post(f"/market/listings/{listing.id}/publish/", {"override_reason": "Pilot buyer asked for it."})
+    assert Listing.objects.get(pk=listing.pk).status == "published"
+    client.force_login(buyer_user)
+    card_page = client.get(f"/market/listings/{listing.id}/").content.decode()
+    assert 'id="quality-warnings"' in card_page and "Warning: read before buying" in card_page
+    assert "The operator&#x27;s reason: Pilot buyer asked for it." in card_page
+    assert 'id="override-form"' not in card_page
+    assert 'id="baseline-majority-class"' in card_page
+
+
+def test_the_card_of_a_model_made_before_baselines_still_renders(client, buyer_user, published_listing):
+    listing = published_listing(submission_metrics={})  # no stored baselines and no submission metrics either
+    assert listing.global_model.baselines is None
+    client.force_login(buyer_user)
+    page = client.get(f"/market/listings/{listing.id}/")
+    assert page.status_code == 200
+    assert 'id="baseline-majority-class"' in page.content.decode()
+    assert 'id="baseline-best-single-silo"' not in page.content.decode()
