@@ -17,20 +17,24 @@ from market.budgets.services import budget_price_job
 from market.errors import DomainError, InvalidInput
 from market.federations.selectors import federation_get, public_dataset_current
 from market.jobs.models import JobKind, JobStatus
-from market.jobs.parameters import ENGINE_VALIDATED_KINDS, HELP, KIND_KEYS, job_parameter_defaults
+from market.jobs.parameters import job_kinds_runnable, job_parameter_defaults, job_parameter_help
 from market.jobs.selectors import job_get, job_list, job_log_lines, job_progress
 from market.jobs.services import SUBMISSION_LEVELS_FOR, job_cancel, job_create
 from market.submissions.models import Submission, SubmissionStatus
 
 FINAL = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
-LAUNCHABLE_KINDS = [(value, label) for value, label in JobKind.choices
-                    if value in KIND_KEYS or value in ENGINE_VALIDATED_KINDS]
+
+
+def _launchable_kinds() -> list[tuple[str, str]]:
+    """The kinds whose engine is registered (asked on use: importing the engines loads torch)."""
+    runnable = job_kinds_runnable()
+    return [(value, label) for value, label in JobKind.choices if value in runnable]
 
 
 def _defaults_by_kind(federation) -> dict:
     n_public = public_dataset_current(federation=federation).n_rows
     defaults = {}
-    for kind, _ in LAUNCHABLE_KINDS:
+    for kind, _ in _launchable_kinds():
         for level in federation.allowed_privacy_levels:
             try:
                 defaults[f"{kind}-{level}"] = job_parameter_defaults(kind=kind, federation=federation,
@@ -54,8 +58,8 @@ def _launcher_context(request, federation, values: dict, error: str = "") -> dic
         values["parameters"] = json.dumps(defaults.get(f"{values['kind']}-{values['privacy_level']}", {}), indent=2)
     submissions = (Submission.objects.filter(federation=federation, status=SubmissionStatus.VALID)
                    .select_related("organisation").order_by("id"))
-    return {"section": "jobs", "federation": federation, "kinds": LAUNCHABLE_KINDS,
-            "levels": federation.allowed_privacy_levels, "values": values, "help": HELP, "error": error,
+    return {"section": "jobs", "federation": federation, "kinds": _launchable_kinds(),
+            "levels": federation.allowed_privacy_levels, "values": values, "help": job_parameter_help(), "error": error,
             "submissions": submissions, "defaults": defaults,
             "chosen": set(values["submissions"]) or {str(s.id) for s in submissions}}
 

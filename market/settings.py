@@ -213,6 +213,9 @@ ONEFOLD_JOB_MAX_ATTEMPTS = env_int("ONEFOLD_JOB_MAX_ATTEMPTS", 3)
 ONEFOLD_JOB_CHUNK_SIZE = env_int("ONEFOLD_JOB_CHUNK_SIZE", 25)
 ONEFOLD_JOB_OUTBOX_GRACE_SECONDS = env_int("ONEFOLD_JOB_OUTBOX_GRACE_SECONDS", 10)
 ONEFOLD_JOB_REPUBLISH_SECONDS = env_int("ONEFOLD_JOB_REPUBLISH_SECONDS", 600)
+# Jobs whose estimated work (row-passes: member models × public rows + the fit, e.g. trees × depth × rows) exceeds
+# this are refused at creation; 10⁹ is several minutes of one worker core.
+ONEFOLD_JOB_MAX_WORK = env_int("ONEFOLD_JOB_MAX_WORK", 1_000_000_000)
 ONEFOLD_CODE_VERSION = env_text("ONEFOLD_CODE_VERSION", "")  # recorded in lineage; empty: `git describe`
 
 LOGGING = {

@@ -1,5 +1,9 @@
-"""Parameters of each job kind: defaults, validation with sentences that say what to fix, and the resolved
-privacy parameters of an L1 job (the contract with the budgets app: ``parameters["privacy"]``).
+"""A job's parameters: the engine that owns its kind validates them (types, ranges and defaults, see
+:mod:`workers.algorithms.registry` and :mod:`workers.algorithms.schema`); this module adds only what the
+market knows: the federation's defaults, the size of its public data, the resolved privacy parameters of
+an L1 job (the contract with the budgets app: ``parameters["privacy"]``), a default query for L1 jobs
+that fits a new member's budget, and the refusal of settings that cannot train a model or would hold a
+worker for too long (``ONEFOLD_JOB_MAX_WORK``).
 
 What is stored on the job is the validated dictionary with every default filled in, so a job can be
 repeated exactly from its row.
@@ -10,130 +14,133 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from django.conf import settings
+
 from market.errors import InvalidInput
 from market.federations.models import Federation, PrivacyLevel
 
-FINAL_MODEL_FAMILIES = ("logistic_regression", "random_forest", "xgboost", "mlp")
-DEFAULT_FINAL_MODEL = {"family": "random_forest", "n_estimators": 100, "max_depth": 8}
-HELP = {
-    "partitions": "s: students per submission (each FedKT submission holds one student per partition).",
-    "teachers": "t: teachers per partition the silos trained (enters the privacy analysis).",
-    "query": "Public examples the server queries: a count (e.g. 500) or a fraction of the public data (e.g. 0.1).",
-    "final_model": 'The global model\'s learner: {"family": one of ' + ", ".join(FINAL_MODEL_FAMILIES)
-                   + ", ...hyperparameters}.",
-    "selection": 'Ensemble and distillation: which members to use: {"strategy": all | cross_validation | data | random, '
-                 '"k": top k or null, "threshold": minimum validation score or examples, or null}.',
-    "student": 'Distillation: "kernel" (Guha eq. 3) or {"family": one of ' + ", ".join(FINAL_MODEL_FAMILIES)
-               + ', ...}; with "target" soft | argmax, "temperature" and "hard_label_weight".',
-    "privacy": 'L1 only: {"mechanism": "laplace" with "gamma" | "gaussian" with "sigma", "delta"}.',
-}
-KIND_KEYS = {
-    "fedkt": ("partitions", "teachers", "query", "final_model", "privacy"),
-}
-# Kinds whose parameters the engine validates itself (its ``validate`` fills in the defaults, see
-# workers/algorithms/fusions.py): they can run as soon as workers.algorithms registers them.
-ENGINE_VALIDATED_KINDS = ("ensemble", "distill", "cpfl", "fd")
+PRIVACY_HELP = 'L1 only: {"mechanism": "laplace" with "gamma" | "gaussian" with "sigma", "delta"}.'
+QUERY_KEYS = ("query_fraction", "query_count", "query", "proxy")
+DEFAULT_GAMMA, DEFAULT_SIGMA = 0.04, 40.0
+#: An L1 job that does not say how many rows to query queries as many as fit in this share of a new
+#: member's ε limit, so that a silo can take part in two default jobs (a fixed fraction of the public
+#: data cannot: all 3,000 rows of the demo at γ = 0.04 cost ε 46.6 against a limit of 10).
+L1_DEFAULT_SHARE_OF_LIMIT = 0.5
 
 
-def _engine_validated(kind: str, given: dict) -> dict:
-    from workers.algorithms import registry
+def _algorithms() -> dict:
+    # Imported on use: the engines load torch (seconds), which a web process pays only once it needs a job kind.
+    import workers.algorithms  # noqa: F401  (registers every job kind)
+    from workers.algorithms.registry import ALGORITHMS
 
-    if kind not in registry.ALGORITHMS:
-        raise InvalidInput(f"Jobs of kind '{kind}' cannot run yet: its engine is not installed.")
-    try:
-        return dict(registry.algorithm_get(kind).validate(given))
-    except (TypeError, ValueError) as error:
-        raise InvalidInput(f"The {kind} parameters are not valid: {error}") from error
+    return ALGORITHMS
 
 
-def _integer(parameters: Mapping, name: str, *, minimum: int, maximum: int) -> int:
-    value = parameters[name]
-    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
-        raise InvalidInput(f"'{name}' must be a whole number from {minimum} to {maximum}, not {value!r}. {HELP.get(name, '')}")
-    return value
+def job_kinds_runnable() -> list[str]:
+    """The job kinds whose engine is installed: the only ones the API accepts and the launcher offers."""
+    return sorted(_algorithms())
 
 
-def _query(value, *, n_public: int) -> int | float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidInput(f"'query' must be a count or a fraction, not {value!r}. {HELP['query']}")
-    if isinstance(value, float) and not 0.0 < value <= 1.0:
-        raise InvalidInput(f"A query fraction must lie in (0, 1], not {value}. {HELP['query']}")
-    if isinstance(value, int) and not 1 <= value <= n_public:
-        raise InvalidInput(f"The server can query 1 to {n_public} public examples (the public data's size), not {value}.")
-    return value
-
-
-def resolved_query_count(query: int | float, *, n_public: int) -> int:
-    """How many public rows a query setting means (the same rule as ``workers.algorithms.transfer.select_queries``)."""
-    return int(math.ceil(query * n_public)) if isinstance(query, float) else int(query)
-
-
-def _final_model(value) -> dict:
-    if not isinstance(value, Mapping) or value.get("family") not in FINAL_MODEL_FAMILIES:
-        raise InvalidInput(f"'final_model' is not valid: {value!r}. {HELP['final_model']}")
-    from workers.learners import make_learner
-
-    try:
-        make_learner(dict(value))
-    except (TypeError, ValueError) as error:
-        raise InvalidInput(f"The final model's hyperparameters are not valid: {error}") from error
-    return dict(value)
+def job_parameter_help() -> dict[str, str]:
+    """One sentence per parameter of every runnable kind, as the engines declare them."""
+    merged: dict[str, str] = {}
+    for kind in job_kinds_runnable():
+        for name, text in _algorithms()[kind].help.items():
+            merged.setdefault(name, text)
+    return {**merged, "privacy": PRIVACY_HELP}
 
 
 def _privacy(value, *, federation: Federation, n_queries: int) -> dict:
     defaults = federation.default_parameters or {}
+    if value is not None and not isinstance(value, Mapping):
+        raise InvalidInput(f"'privacy' must be a JSON object, not {value!r}. {PRIVACY_HELP}")
     value = dict(value or {})
     mechanism = value.get("mechanism", "gaussian" if "sigma" in value else "laplace")
     if mechanism not in ("laplace", "gaussian"):
         raise InvalidInput(f"The noise mechanism must be 'laplace' or 'gaussian', not {mechanism!r}.")
     noise_name = "gamma" if mechanism == "laplace" else "sigma"
-    noise = value.get(noise_name, defaults.get(noise_name, 0.04 if mechanism == "laplace" else 40.0))
+    noise = value.get(noise_name, defaults.get(noise_name, DEFAULT_GAMMA if mechanism == "laplace" else DEFAULT_SIGMA))
     delta = value.get("delta", float(federation.default_delta))
     for name, number in ((noise_name, noise), ("delta", delta)):
         if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number) or number <= 0:
-            raise InvalidInput(f"'privacy.{name}' must be a positive number, not {number!r}. {HELP['privacy']}")
+            raise InvalidInput(f"'privacy.{name}' must be a positive number, not {number!r}. {PRIVACY_HELP}")
     if delta >= 1:
         raise InvalidInput(f"'privacy.delta' must be below 1, not {delta}.")
     return {"mechanism": mechanism, "gamma": float(noise) if mechanism == "laplace" else None,
             "sigma": float(noise) if mechanism == "gaussian" else None, "delta": float(delta), "n_queries": n_queries}
 
 
+def _l1_default_query(*, validated: dict, given_privacy, federation: Federation, n_public: int) -> dict:
+    """The most rows (at most all of them) whose data-independent ε fits the share of a new member's limit."""
+    from workers.privacy.costs import BudgetView, calibrate_queries
+
+    privacy = _privacy(given_privacy, federation=federation, n_queries=0)
+    limit = float(federation.default_epsilon_limit) * L1_DEFAULT_SHARE_OF_LIMIT
+    count = calibrate_queries([BudgetView(epsilon_limit=limit, delta=float(federation.default_delta))],
+                              mechanism=privacy["mechanism"], gamma=privacy["gamma"], sigma=privacy["sigma"],
+                              delta=privacy["delta"], partitions=validated["partitions"],
+                              teachers=validated["teachers"], max_queries=n_public)
+    return {"query_count": max(1, count)}
+
+
+def _with_query(validated: dict, query: dict) -> dict:
+    return {**{key: value for key, value in validated.items() if key not in QUERY_KEYS}, **query}
+
+
 def job_parameters_validate(*, kind: str, privacy_level: str, parameters: Mapping | None, federation: Federation,
                             n_public: int) -> dict:
     """The job's parameters with defaults filled in, or InvalidInput naming the first problem."""
     if parameters is not None and not isinstance(parameters, Mapping):
-        raise InvalidInput('Give the parameters as a JSON object, e.g. {"partitions": 2, "query": 0.1}.')
+        raise InvalidInput('Give the parameters as a JSON object, e.g. {"partitions": 2, "query_fraction": 0.1}.')
     given = dict(parameters or {})
-    if privacy_level == PrivacyLevel.L1 and kind != "fedkt":
+    algorithms = _algorithms()
+    if kind not in algorithms:
+        raise InvalidInput(f"Jobs of kind '{kind}' cannot run here; choose one of {', '.join(sorted(algorithms))}.")
+    if privacy_level == PrivacyLevel.L1 and not algorithms[kind].accepts_noise:
         raise InvalidInput("Server noise (L1) is only available for FedKT jobs; choose L0 or L2 for this kind.")
-    if kind in ENGINE_VALIDATED_KINDS:
-        return _engine_validated(kind, given)
-    if kind not in KIND_KEYS:
-        raise InvalidInput(f"Jobs of kind '{kind}' cannot run yet; choose one of "
-                           f"{', '.join([*KIND_KEYS, *ENGINE_VALIDATED_KINDS])}.")
-    unknown = sorted(set(given) - set(KIND_KEYS[kind]) - {"seed"})
-    if unknown:
-        raise InvalidInput(f"Unknown parameter(s) for a {kind} job: {', '.join(unknown)}. "
-                           f"Known: {', '.join(KIND_KEYS[kind])}.")
     if "privacy" in given and privacy_level != PrivacyLevel.L1:
         raise InvalidInput("Only L1 jobs take privacy parameters: the server adds noise only at L1.")
-    defaults = {"partitions": 2, "teachers": 5, "query": (federation.default_parameters or {}).get("query_fraction", 1.0),
-                "final_model": DEFAULT_FINAL_MODEL}
-    result: dict = {}
-    for name in KIND_KEYS[kind]:
-        if name == "privacy":
-            continue
-        value = given.get(name, defaults[name])
-        if name in ("partitions", "teachers"):
-            result[name] = _integer({name: value}, name, minimum=1, maximum=64)
-        elif name == "query":
-            result[name] = _query(value, n_public=n_public)
-        elif name == "final_model":
-            result[name] = _final_model(value)
+    if "seed" in given:
+        raise InvalidInput("Give the seed as the job's own 'seed' field, not inside its parameters.")
+    query_given = any(key in given for key in QUERY_KEYS)
+    queries = "query_fraction" in algorithms[kind].keys
+    federation_query = {key: value for key, value in (federation.default_parameters or {}).items()
+                        if queries and key in ("query_fraction", "query_count")}
+    try:
+        validated = algorithms[kind].validate(given if query_given else {**federation_query, **given})
+    except ValueError as error:
+        raise InvalidInput(f"The {kind} parameters are not valid: {error}") from error
+    if queries and not query_given and not federation_query and privacy_level == PrivacyLevel.L1:
+        validated = _with_query(validated, _l1_default_query(validated=validated, given_privacy=given.get("privacy"),
+                                                             federation=federation, n_public=n_public))
+    if validated.get("query_count", 0) > n_public:
+        raise InvalidInput(f"The server can query 1 to {n_public} public examples (the public data's size), "
+                           f"not {validated['query_count']}.")
+    validated.pop("privacy", None)
     if privacy_level == PrivacyLevel.L1:
-        n_queries = resolved_query_count(result["query"], n_public=n_public)
-        result["privacy"] = _privacy(given.get("privacy"), federation=federation, n_queries=n_queries)
-    return result
+        from workers.algorithms.schema import query_rows
+
+        validated["privacy"] = _privacy(given.get("privacy"), federation=federation,
+                                        n_queries=query_rows(validated, n_public=n_public))
+    return validated
+
+
+def job_workload_check(*, kind: str, parameters: dict, n_public: int, n_classes: int, n_member_models: int) -> float:
+    """Refuse settings that cannot train a model or exceed ``ONEFOLD_JOB_MAX_WORK``; the estimated work otherwise."""
+    from workers.algorithms.schema import MIN_TRAINING_ROWS
+
+    estimate = _algorithms()[kind].estimate(parameters, n_public=n_public, n_member_models=n_member_models)
+    needed = max(MIN_TRAINING_ROWS, n_classes)
+    if estimate.training_rows is not None and estimate.training_rows < needed:
+        raise InvalidInput(f"These settings query {estimate.training_rows} public row(s), too few to train a model "
+                           f"on {n_classes} classes; query at least {needed} (e.g. \"query_count\": {needed}, or "
+                           '"query_fraction": 1 for every row).')
+    limit = settings.ONEFOLD_JOB_MAX_WORK
+    if estimate.work > limit:
+        raise InvalidInput(f"This job would need about {estimate.work:.3g} row-passes of work (member models × public "
+                           f"rows, plus the fit: e.g. trees × depth × queried rows), above this market's limit of "
+                           f"{limit:.3g}; use fewer trees or epochs, a shallower model or fewer queried rows.")
+    return estimate.work
 
 
 def job_parameter_defaults(*, kind: str, federation: Federation, n_public: int, privacy_level: str) -> dict:

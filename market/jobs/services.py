@@ -19,7 +19,7 @@ from market.errors import Conflict, DomainError, InvalidInput, PermissionDenied
 from market.federations.models import Federation, PrivacyLevel
 from market.federations.selectors import public_dataset_current
 from market.jobs.models import Job, JobLogEntry, JobOutbox, JobStatus
-from market.jobs.parameters import job_parameters_validate
+from market.jobs.parameters import job_parameters_validate, job_workload_check
 from market.submissions.models import Submission, SubmissionStatus
 
 logger = logging.getLogger(__name__)
@@ -85,14 +85,19 @@ def _check_members_fit(*, kind: str, parameters: dict, submissions: list[Submiss
                                "set 'partitions' to match or choose other submissions.")
 
 
-def _check_selectable(*, kind: str, parameters: dict, submissions: list[Submission], seed: int | None) -> None:
-    """The engine's own check of the members' declared metadata (e.g. CPFL needs label distributions)."""
+def _check_selectable(*, kind: str, parameters: dict, submissions: list[Submission], seed: int | None,
+                      n_public: int, n_classes: int) -> None:
+    """The engine's own check of the members' declared metadata (e.g. CPFL needs label distributions), then that
+    the settings can train a model within the market's work limit."""
     from market.jobs.runner.common import _algorithm, _members
 
+    members = _members(submissions)
     try:
-        _algorithm(kind).select(_members(submissions), parameters, seed=seed or 0)
+        selected = _algorithm(kind).select(members, parameters, seed=seed or 0)  # refuses an empty selection
     except ValueError as error:
         raise InvalidInput(f"These submissions cannot be fused this way: {error}") from error
+    job_workload_check(kind=kind, parameters=parameters, n_public=n_public, n_classes=n_classes,
+                       n_member_models=sum(members[index].n_models for index in selected))
 
 
 def job_create(*, federation: Federation, kind: str, privacy_level: str, parameters: dict | None, submissions,
@@ -114,7 +119,8 @@ def job_create(*, federation: Federation, kind: str, privacy_level: str, paramet
                                             federation=federation, n_public=public_dataset.n_rows)
         chosen = _chosen_submissions(federation=federation, privacy_level=privacy_level, submissions=submissions)
         _check_members_fit(kind=kind, parameters=validated, submissions=chosen)
-        _check_selectable(kind=kind, parameters=validated, submissions=chosen, seed=seed)
+        _check_selectable(kind=kind, parameters=validated, submissions=chosen, seed=seed,
+                          n_public=public_dataset.n_rows, n_classes=federation.n_classes)
         with transaction.atomic():
             job = Job.objects.create(
                 federation=federation, kind=kind, privacy_level=privacy_level, parameters=validated,

@@ -9,7 +9,8 @@ Params (validated by ``validate``):
   a torch family ("mlp", "cnn"); ``final_model`` is accepted as an alias.
 - ``loss`` ("l1" | "kl", default "l1"): L1 between logits (the paper) or softened KL.
 - ``temperature`` (float > 0, default 1.0): KL only.
-- ``proxy`` (count or fraction of the public rows, default 1.0; alias ``query``).
+- ``query_fraction`` (0 < f ≤ 1, default 1) or ``query_count`` (rows ≥ 1): the public rows used as proxy;
+  ``proxy`` and ``query`` are read where unambiguous (:func:`workers.algorithms.schema.query_setting`).
 
 Signal: the cohort's logits (log-probabilities shifted by ``−log 1e-8`` so that they are ≥ 0; a
 per-class constant the weighted average carries through and ``fuse`` removes) times its count of
@@ -25,9 +26,11 @@ import numpy as np
 from scipy.special import softmax
 
 from workers.algorithms.cohort import label_counts_of, log_probabilities
-from workers.algorithms.fusions import _check_query, _learner, _rows
+from workers.algorithms.fusions import _rows
 from workers.algorithms.neural_distillation import PROBABILITY_FLOOR
 from workers.algorithms.registry import Fusion, Member, register
+from workers.algorithms.schema import (QUERY_HELP, WorkEstimate, learner, learner_work, one_of, prediction_work,
+                                       query_rows, query_setting, real_number, unknown_keys_refused)
 from workers.algorithms.transfer import child_seeds
 
 DEFAULT_STUDENT = {"family": "mlp", "hidden_sizes": [100], "epochs": 20}
@@ -38,21 +41,29 @@ class CohortFusion:
     """CPFL's one-shot distillation of cohort models into one student (module docstring)."""
 
     name = "cpfl"
+    accepts_noise = False
+    keys = ("student", "loss", "temperature", "query_fraction", "query_count")
+    help = {"student": 'Cohort distillation: a torch network {"family": "mlp" | "cnn", ...}.',
+            "loss": '"l1" between logits (the paper) or "kl"; "temperature" (0, 100] for kl.',
+            "query_fraction": QUERY_HELP, "query_count": QUERY_HELP}
 
     def validate(self, params: Mapping) -> dict:
         params = dict(params or {})
-        student = _learner(params.get("student", params.get("final_model", DEFAULT_STUDENT)), "student")
-        family = student if isinstance(student, str) else student["family"]
-        if family not in ("mlp", "cnn"):
-            raise ValueError(f"The cohort student must be a torch network (mlp or cnn), not {family!r}.")
-        loss = params.get("loss", "l1")
-        if loss not in ("l1", "kl"):
-            raise ValueError(f"loss must be 'l1' or 'kl', not {loss!r}.")
-        temperature = float(params.get("temperature", 1.0))
-        if not temperature > 0:
-            raise ValueError("temperature must be positive.")
-        return {"student": student, "loss": loss, "temperature": temperature,
-                "proxy": _check_query(params.get("proxy", params.get("query", 1.0)), "proxy")}
+        unknown_keys_refused(params, known=self.keys, what="a cpfl job",
+                             old_names=("final_model", "query", "proxy"))
+        if "student" in params and "final_model" in params:
+            raise ValueError("Give 'student' only ('final_model' is its other name).")
+        return {"student": learner(params.get("student", params.get("final_model", DEFAULT_STUDENT)), name="student",
+                                   families=("mlp", "cnn")),
+                "loss": one_of(params.get("loss", "l1"), name="loss", choices=("l1", "kl")),
+                "temperature": real_number(params.get("temperature", 1.0), name="temperature", minimum=0.0,
+                                           maximum=100.0, above_minimum=True),
+                **query_setting(params, legacy=("query", "proxy"))}
+
+    def estimate(self, settings: Mapping, *, n_public: int, n_member_models: int) -> WorkEstimate:
+        rows = min(query_rows(settings, n_public=n_public), n_public)
+        return WorkEstimate(rows, prediction_work(n_public=n_public, n_member_models=n_member_models)
+                            + learner_work(settings["student"], n_rows=rows))
 
     def select(self, members: Sequence[Member], params: Mapping, *, seed: int) -> list[int]:
         self.validate(params)
@@ -83,7 +94,7 @@ class CohortFusion:
         target = teacher if settings["loss"] == "l1" else softmax(teacher, axis=1)
         public_features = np.asarray(public_features)
         proxy_seed, student_seed = child_seeds(seed, 2)
-        proxy = _rows(len(public_features), settings["proxy"], proxy_seed)
+        proxy = _rows(len(public_features), settings, proxy_seed)
         student = distil_torch(settings["student"], public_features[proxy], target[proxy], loss=settings["loss"],
                                temperature=settings["temperature"], seed=student_seed)
         trained = np.zeros(len(public_features), dtype=bool)

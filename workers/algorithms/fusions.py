@@ -1,21 +1,24 @@
 """The job kinds behind :mod:`workers.algorithms.registry`: "fedkt", "ensemble", "distill".
 
 Importing this module (``import workers.algorithms`` does) registers them. Each validates its
-``params`` with ``validate(params) -> dict`` (defaults filled in, a ValueError whose sentence
-names the key otherwise); ``select``, ``member_signal`` and ``fuse`` call it themselves.
+``params`` with ``validate(params) -> dict`` (defaults filled in, every key typed and bounded by
+:mod:`workers.algorithms.schema`, a ValueError whose sentence names the key otherwise; what it
+returns is what a job stores); ``select``, ``member_signal`` and ``fuse`` call it themselves, and
+``estimate`` states the rows a fit uses and the work it implies before anything runs.
 
 **fedkt** — Li, He, Song, *Practical One-Shot Federated Learning for Cross-Silo Setting*,
 Algorithm 1 lines 10-14 (the server side; the silos ran lines 1-9 and uploaded s students each):
 
-- ``partitions`` (int ≥ 1, default: each member's ``n_models``): s, students per submission.
-- ``teachers`` (int ≥ 1, default 5): t, recorded in the privacy report only.
-- ``query`` (int count ≥ 1 or float fraction in (0, 1], default 1.0): public rows queried.
-- ``final`` (learner, default ``{"family": "random_forest"}``): the global model, a
-  ``{"family": ..., **hyperparameters}`` mapping (:func:`workers.learners.make_learner`).
+- ``partitions`` (int 1..64, default 2): s, students per submission.
+- ``teachers`` (int 1..64, default 5): t, recorded in the privacy report only.
+- ``query_fraction`` (0 < f ≤ 1, default 1) or ``query_count`` (int ≥ 1): public rows queried.
+- ``final_model`` (learner, default :data:`DEFAULT_FINAL_MODEL`): the global model, a
+  ``{"family": ..., **hyperparameters}`` mapping (:func:`workers.learners.make_learner`) whose
+  hyperparameters :data:`workers.algorithms.schema.LEARNER_HYPERPARAMETERS` bounds.
 - ``privacy`` (mapping, optional): at L1 its ``delta`` (default 1e-5) is the δ of the report.
 - signal: the member's consistent votes (s on the class all its students predict, else 0);
   ``fuse`` adds ``noise`` (L1) to the summed counts of the queried rows, labels by arg-max and
-  fits ``final`` on the non-abstaining rows. With noise, ``Fusion.privacy`` is the
+  fits ``final_model`` on the non-abstaining rows. With noise, ``Fusion.privacy`` is the
   :func:`workers.privacy.accounting.server_noise_privacy` analysis of the noiseless counts.
 
 **ensemble** — Guha, Talwalkar, Smith, *One-Shot Federated Learning*, section 3:
@@ -31,17 +34,17 @@ Algorithm 1 lines 10-14 (the server side; the silos ran lines 1-9 and uploaded s
 teacher, the student is fitted on the public rows (:mod:`workers.algorithms.distillation`):
 
 - the selection keys of ``ensemble``;
-- ``student`` (default "kernel"): "kernel" | ``{"family": "kernel", "gamma": float|"scale",
+- ``student`` (default ``{"family": "kernel"}``): ``{"family": "kernel", "gamma": float|"scale",
   "ridge": float (1e-6), "solver": "auto"|"cholesky"|"cg"}`` | a learner mapping
   (random_forest, xgboost, logistic_regression, mlp, cnn);
 - ``target`` ("soft" | "argmax", default "soft"): labels of scikit-learn students;
-- ``temperature`` (float > 0, default 2.0), ``hard_label_weight`` (float in [0, 1], default 0.0):
+- ``temperature`` (float in (0, 100], default 2.0), ``hard_label_weight`` (float in [0, 1], default 0.0):
   torch students;
-- ``proxy`` (count or fraction, default 1.0): public rows used as proxy points (seeded draw).
+- ``query_fraction`` / ``query_count`` (default all rows): public rows used as proxy points (seeded draw).
 - ``Fusion.details["fidelity"]``: agreement of the student with the teacher on the proxy rows.
 
-Aliases (the shape ``market.jobs.parameters`` stores): ``final_model`` for ``final`` (fedkt) and
-for ``student`` (distill), ``query`` for ``proxy`` (distill), the selection keys nested as
+Aliases read on input: ``final`` for ``final_model`` (fedkt), ``final_model`` for ``student``
+(distill), ``query`` and ``proxy`` for a query where unambiguous, the selection keys nested as
 ``selection: {"strategy", "k", "threshold"}``, and the strategy names ``validation_score`` for
 ``cross_validation`` and ``data_size`` for ``data``.
 """
@@ -53,11 +56,20 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from workers.algorithms.registry import Fusion, Member, register
+from workers.algorithms.schema import (QUERY_HELP, WorkEstimate, learner, learner_work, one_of, prediction_work,
+                                       query_argument, query_rows, query_setting, real_number, unknown_keys_refused,
+                                       whole_number)
 from workers.algorithms.selection import select_members, selection_parameters
 from workers.algorithms.transfer import child_seeds, select_queries
 
-DEFAULT_FINAL = {"family": "random_forest"}
 STRATEGY_ALIASES = {"validation_score": "cross_validation", "data_size": "data"}
+#: What a FedKT job fits its global model with when the job does not say (the API's and the launcher's default).
+DEFAULT_FINAL_MODEL = {"family": "random_forest", "n_estimators": 100, "max_depth": 8}
+FINAL_MODEL_FAMILIES = ("logistic_regression", "random_forest", "xgboost", "mlp")
+STUDENT_FAMILIES = ("kernel", "logistic_regression", "random_forest", "xgboost", "mlp", "cnn")
+SELECTION_KEYS = ("selection", "strategy", "k", "threshold")
+SELECTION_HELP = ('Ensemble and distillation: which members to use: {"strategy": all | cross_validation | data | '
+                  'random, "k": top k or null, "threshold": minimum validation score or examples, or null}.')
 
 
 def _normalised(params: Mapping) -> dict:
@@ -72,35 +84,8 @@ def _normalised(params: Mapping) -> dict:
     return params
 
 
-def _check_query(value, key: str):
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{key} must be a count of public rows or a fraction in (0, 1], not {value!r}.")
-    if isinstance(value, (float, np.floating)) and not 0.0 < value <= 1.0:
-        raise ValueError(f"{key} as a fraction must lie in (0, 1], not {value}.")
-    if isinstance(value, (int, np.integer)) and value < 1:
-        raise ValueError(f"{key} as a count must be at least 1, not {value}.")
-    return value
-
-
-def _positive_int(params: Mapping, key: str, default):
-    value = params.get(key, default)
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
-        raise ValueError(f"{key} must be a positive integer, not {value!r}.")
-    return value
-
-
-def _learner(value, key: str):
-    from workers.learners import LEARNER_FAMILIES
-
-    family = value if isinstance(value, str) else value.get("family") if isinstance(value, Mapping) else None
-    known = ("kernel", *LEARNER_FAMILIES) if key == "student" else tuple(LEARNER_FAMILIES)
-    if family not in known:
-        raise ValueError(f"{key} must be one of {', '.join(known)} or a mapping with such a 'family', not {value!r}.")
-    return value if isinstance(value, str) else dict(value)
-
-
-def _rows(n_public: int, query, seed: int) -> np.ndarray:
-    return select_queries(n_public, query, seed=seed)
+def _rows(n_public: int, setting: Mapping, seed: int) -> np.ndarray:
+    return select_queries(n_public, query_argument(setting), seed=seed)
 
 
 class FedKTFusion:
@@ -108,28 +93,50 @@ class FedKTFusion:
 
     name = "fedkt"
 
+    accepts_noise = True
+    keys = ("partitions", "teachers", "query_fraction", "query_count", "final_model", "privacy")
+    help = {
+        "partitions": "s: students per submission (each FedKT submission holds one student per partition), 1 to 64.",
+        "teachers": "t: teachers per partition the silos trained (enters the privacy analysis), 1 to 64.",
+        "query_fraction": QUERY_HELP,
+        "query_count": QUERY_HELP,
+        "final_model": 'The global model\'s learner: {"family": one of ' + ", ".join(FINAL_MODEL_FAMILIES)
+                       + ", ...hyperparameters}.",
+        "privacy": 'L1 only: {"mechanism": "laplace" with "gamma" | "gaussian" with "sigma", "delta"}.',
+    }
+
     def validate(self, params: Mapping) -> dict:
-        params = _normalised(params)
+        params = dict(params or {})
+        unknown_keys_refused(params, known=self.keys, what="a fedkt job", old_names=("query", "final"))
         privacy = params.get("privacy") or {}
         if not isinstance(privacy, Mapping):
-            raise ValueError("privacy must be a mapping of the L1 noise settings.")
-        return {"partitions": _positive_int(params, "partitions", None), "teachers": _positive_int(params, "teachers", 5),
-                "query": _check_query(params.get("query", 1.0), "query"),
-                "final": _learner(params.get("final", params.get("final_model", DEFAULT_FINAL)), "final"), "delta": float(privacy.get("delta", 1e-5))}
+            raise ValueError("'privacy' must be a mapping of the L1 noise settings.")
+        if "final" in params and "final_model" in params:
+            raise ValueError("Give 'final_model' only ('final' is its old name).")
+        settings = {"partitions": whole_number(params.get("partitions", 2), name="partitions", minimum=1, maximum=64),
+                    "teachers": whole_number(params.get("teachers", 5), name="teachers", minimum=1, maximum=64),
+                    **query_setting(params),
+                    "final_model": learner(params.get("final_model", params.get("final", DEFAULT_FINAL_MODEL)),
+                                           name="final_model", families=FINAL_MODEL_FAMILIES)}
+        return {**settings, "privacy": dict(privacy)} if privacy else settings
+
+    def estimate(self, settings: Mapping, *, n_public: int, n_member_models: int) -> WorkEstimate:
+        rows = min(query_rows(settings, n_public=n_public), n_public)
+        return WorkEstimate(rows, prediction_work(n_public=n_public, n_member_models=n_member_models)
+                            + learner_work(settings["final_model"], n_rows=rows))
 
     def select(self, members: Sequence[Member], params: Mapping, *, seed: int) -> list[int]:
         settings = self.validate(params)
-        if settings["partitions"] is not None:
-            wrong = [m.key for m in members if m.n_models != settings["partitions"]]
-            if wrong:
-                raise ValueError(f"Submissions {', '.join(wrong)} do not hold s = {settings['partitions']} students.")
+        wrong = [m.key for m in members if m.n_models != settings["partitions"]]
+        if wrong:
+            raise ValueError(f"Submissions {', '.join(wrong)} do not hold s = {settings['partitions']} students.")
         return list(range(len(members)))
 
     def member_signal(self, probabilities, *, member: Member, n_classes: int, params: Mapping) -> np.ndarray:
         from workers.algorithms.voting import consistent_vote_counts
 
         probabilities = np.asarray(probabilities)
-        partitions = self.validate(params)["partitions"] or member.n_models
+        partitions = self.validate(params)["partitions"]
         predictions = probabilities.argmax(axis=2)[None]           # (1 party, s, n_public)
         return consistent_vote_counts(predictions, n_classes, partitions)
 
@@ -140,18 +147,23 @@ class FedKTFusion:
         settings = self.validate(params)
         counts, public_features = np.asarray(signal_sum, dtype=np.int64), np.asarray(public_features)
         query_seed, model_seed = child_seeds(seed, 2)                  # as fedkt.server_fit derives them
-        queried = _rows(len(public_features), settings["query"], query_seed)
-        model, _, labels, trained = fit_on_votes(counts[queried], public_features[queried], learner=settings["final"],
+        queried = _rows(len(public_features), settings, query_seed)
+        model, _, labels, trained = fit_on_votes(counts[queried], public_features[queried],
+                                                 learner=settings["final_model"],
                                                  n_classes=n_classes, seed=model_seed, noise=noise)
         all_labels, all_trained = np.full(len(public_features), -1, dtype=np.int64), np.zeros(len(public_features), bool)
         all_labels[queried[trained]], all_trained[queried[trained]] = labels[trained], True
         privacy = None
         if noise is not None:
-            from workers.privacy.accounting import server_noise_privacy
+            from workers.privacy.accounting import party_vote_shifts, server_noise_privacy
 
-            partitions = settings["partitions"] or (members[0].n_models if members else 1)
-            privacy = server_noise_privacy(mechanism=noise, vote_counts=counts[queried], partitions=partitions,
-                                           teachers=settings["teachers"], delta=settings["delta"])
+            # Each of a silo's submissions moves s votes: the job's report is for the silo that moves the most.
+            shifts = party_vote_shifts([member.organisation for member in members],
+                                       votes_per_submission=settings["partitions"])
+            privacy = server_noise_privacy(mechanism=noise, vote_counts=counts[queried],
+                                           partitions=settings["partitions"], teachers=settings["teachers"],
+                                           delta=float(settings.get("privacy", {}).get("delta", 1e-5)),
+                                           vote_shift=max(shifts.values(), default=settings["partitions"]))
         details = {"n_queried": int(len(queried)), "n_abstained": int(len(queried) - trained.sum()),
                    "n_trained": int(trained.sum())}
         return Fusion(model, all_labels, all_trained, privacy, details)
@@ -161,9 +173,16 @@ class EnsembleFusion:
     """Guha's selected ensemble, kept as a bundle of its members (module docstring: params)."""
 
     name = "ensemble"
+    accepts_noise = False
+    keys = SELECTION_KEYS
+    help = {"selection": SELECTION_HELP}
 
     def validate(self, params: Mapping) -> dict:
+        unknown_keys_refused(dict(params or {}), known=self.keys, what=f"an {self.name} job")
         return selection_parameters(_normalised(params))
+
+    def estimate(self, settings: Mapping, *, n_public: int, n_member_models: int) -> WorkEstimate:
+        return WorkEstimate(None, prediction_work(n_public=n_public, n_member_models=n_member_models))
 
     def select(self, members: Sequence[Member], params: Mapping, *, seed: int) -> list[int]:
         return select_members(members, **selection_parameters(_normalised(params)), seed=seed)
@@ -194,20 +213,35 @@ class DistillFusion(EnsembleFusion):
     """The selected ensemble distilled into one student on the public rows (module docstring)."""
 
     name = "distill"
+    keys = (*SELECTION_KEYS, "student", "target", "temperature", "hard_label_weight", "query_fraction", "query_count")
+    help = {
+        "selection": SELECTION_HELP,
+        "student": 'Distillation: "kernel" (Guha eq. 3) or {"family": one of ' + ", ".join(STUDENT_FAMILIES[1:])
+                   + ', ...}; with "target" soft | argmax, "temperature" (0, 100] and "hard_label_weight" [0, 1].',
+        "query_fraction": QUERY_HELP,
+        "query_count": QUERY_HELP,
+    }
 
     def validate(self, params: Mapping) -> dict:
         params = _normalised(params)
-        settings = selection_parameters(params)
-        student = params.get("student", params.get("final_model", "kernel"))
-        target = params.get("target", "soft")
-        if target not in ("soft", "argmax"):
-            raise ValueError(f"target must be 'soft' or 'argmax', not {target!r}.")
-        temperature = float(params.get("temperature", 2.0))
-        hard_label_weight = float(params.get("hard_label_weight", 0.0))
-        if not temperature > 0 or not 0.0 <= hard_label_weight <= 1.0:
-            raise ValueError("temperature must be positive and hard_label_weight must lie in [0, 1].")
-        return {**settings, "student": _learner(student, "student"), "target": target, "temperature": temperature,
-                "hard_label_weight": hard_label_weight, "proxy": _check_query(params.get("proxy", params.get("query", 1.0)), "proxy")}
+        unknown_keys_refused(params, known=self.keys, what="a distill job",
+                             old_names=("final_model", "query", "proxy"))
+        if "student" in params and "final_model" in params:
+            raise ValueError("Give 'student' only ('final_model' is its other name).")
+        return {**selection_parameters(params),
+                "student": learner(params.get("student", params.get("final_model", "kernel")), name="student",
+                                   families=STUDENT_FAMILIES),
+                "target": one_of(params.get("target", "soft"), name="target", choices=("soft", "argmax")),
+                "temperature": real_number(params.get("temperature", 2.0), name="temperature", minimum=0.0,
+                                           maximum=100.0, above_minimum=True),
+                "hard_label_weight": real_number(params.get("hard_label_weight", 0.0), name="hard_label_weight",
+                                                 minimum=0.0, maximum=1.0),
+                **query_setting(params, legacy=("query", "proxy"))}
+
+    def estimate(self, settings: Mapping, *, n_public: int, n_member_models: int) -> WorkEstimate:
+        rows = min(query_rows(settings, n_public=n_public), n_public)
+        return WorkEstimate(rows, prediction_work(n_public=n_public, n_member_models=n_member_models)
+                            + learner_work(settings["student"], n_rows=rows))
 
     def fuse(self, signal_sum, public_features, *, members: Sequence[Member], n_classes: int, params: Mapping,
              noise=None, seed: int) -> Fusion:
@@ -218,7 +252,7 @@ class DistillFusion(EnsembleFusion):
         settings = self.validate(params)
         teacher, public_features = self.teacher(signal_sum, members), np.asarray(public_features)
         proxy_seed, student_seed = child_seeds(seed, 2)
-        proxy = _rows(len(public_features), settings["proxy"], proxy_seed)
+        proxy = _rows(len(public_features), settings, proxy_seed)
         student = distil(settings["student"], public_features[proxy], teacher[proxy], seed=student_seed,
                          target=settings["target"], temperature=settings["temperature"],
                          hard_label_weight=settings["hard_label_weight"])

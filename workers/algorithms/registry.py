@@ -71,9 +71,24 @@ class Fusion:
 
 
 class FusionAlgorithm(Protocol):
-    """What every job kind implements. ``params`` are the job's validated parameters."""
+    """What every job kind implements. ``params`` are the job's validated parameters.
+
+    The kind owns its parameters: ``keys`` and ``help`` (one sentence per key, for the launcher and the
+    docs), ``validate`` (types, ranges and defaults from :mod:`workers.algorithms.schema`; what it
+    returns is what a job stores), ``accepts_noise`` (whether an L1 job may add server noise to its
+    fusion) and ``estimate`` (the rows its fit uses and the work it implies, before anything runs).
+    """
 
     name: str
+    keys: tuple[str, ...]
+    help: dict[str, str]
+    accepts_noise: bool
+
+    def validate(self, params: Mapping) -> dict:
+        """``params`` with every default filled in; a ValueError whose sentence names the bad key."""
+
+    def estimate(self, settings: Mapping, *, n_public: int, n_member_models: int):
+        """A :class:`workers.algorithms.schema.WorkEstimate` of validated ``settings``."""
 
     def select(self, members: Sequence[Member], params: Mapping, *, seed: int) -> list[int]:
         """Indices of the members to use, in a deterministic order."""

@@ -19,7 +19,7 @@ def test_job_create_stores_parameters_with_defaults_and_an_unpublished_outbox_ro
     response = post_job(operator, federation, kind="fedkt", privacy_level="L0", parameters={"query": 100}, seed=3)
     assert response.status_code == 201, response.json()
     body = response.json()
-    assert body["parameters"] == {"partitions": 2, "teachers": 5, "query": 100,
+    assert body["parameters"] == {"partitions": 2, "teachers": 5, "query_count": 100,
                                   "final_model": {"family": "random_forest", "n_estimators": 100, "max_depth": 8}}
     assert body["submissions"] == [s.id for s in fedkt_submissions]
     assert body["status"] == "queued"
@@ -34,7 +34,16 @@ def test_job_create_stores_parameters_with_defaults_and_an_unpublished_outbox_ro
     ({"parameters": {"partitions": 3}}, "holds 2 model file(s), but a FedKT job with s = 3 needs"),
     ({"parameters": {"query": 5000}}, "The server can query 1 to 2000 public examples"),
     ({"parameters": {"query": 1.5}}, "A query fraction must lie in (0, 1], not 1.5."),
-    ({"parameters": {"final_model": {"family": "svm"}}}, "'final_model' is not valid"),
+    ({"parameters": {"final_model": {"family": "svm"}}}, "'final_model' must be a mapping with a 'family' of"),
+    ({"parameters": {"query": 1}}, "'query': 1 is ambiguous (one public row, or all of them?)"),
+    ({"parameters": {"query_count": 1}}, "These settings query 1 public row(s), too few to train a model on 2 "
+                                         "classes; query at least 10"),
+    ({"parameters": {"final_model": {"family": "random_forest", "n_estimators": 10**12}}},
+     "'final_model.n_estimators' must be a whole number from 1 to 1000, not 1000000000000."),
+    ({"kind": "ensemble", "parameters": {"selection": {"strategy": "data", "threshold": 10**6}}},
+     "No member has a number of local examples of at least 1e+06; lower the threshold"),
+    ({"kind": "fd", "parameters": {}}, "Jobs of kind 'fd' cannot run here; choose one of cpfl, distill, ensemble, "
+                                       "fedkt."),
     ({"parameters": {"gamma": 0.1}}, "Unknown parameter(s) for a fedkt job: gamma."),
     ({"parameters": {"privacy": {"gamma": 1}}}, "Only L1 jobs take privacy parameters"),
     ({"privacy_level": "L1", "parameters": {"privacy": {"gamma": -1}}}, "'privacy.gamma' must be a positive number"),
@@ -160,3 +169,38 @@ def test_workers_racing_for_the_same_chunk_claim_it_once(operator, fedkt_submiss
     assert sorted(run_at_once(lambda _: _claim_chunk(chunk.id), [1, 2, 3, 4])) == [False, False, False, True]
     chunk.refresh_from_db()
     assert (chunk.status, chunk.attempts) == ("running", 1)
+
+
+@pytest.mark.parametrize("parameters, message", [
+    ({"query": 1, "privacy": {"gamma": 0.02}}, "'query': 1 is ambiguous"),
+    ({"query_count": 1, "privacy": {"gamma": 0.02}}, "These settings query 1 public row(s), too few to train a model"),
+    ({"final_model": {"family": "random_forest", "n_estimators": 10**12}},
+     "'final_model.n_estimators' must be a whole number from 1 to 1000, not 1000000000000."),
+])
+def test_an_l1_job_that_cannot_train_a_model_is_refused_before_any_budget_is_reserved(
+        operator, fedkt_submissions, parameters, message):
+    from market.budgets.models import BudgetEntry, PrivacyBudget
+
+    response = post_job(operator, fedkt_submissions[0].federation, kind="fedkt", privacy_level="L1",
+                        parameters=parameters)
+    assert response.status_code == 400
+    assert message in response.json()["detail"]
+    assert not Job.objects.exists() and not JobOutbox.objects.exists()
+    assert not BudgetEntry.objects.exists()
+    assert all(budget.reserved == Decimal(0) and budget.spent == Decimal(0) for budget in PrivacyBudget.objects.all())
+
+
+def test_a_job_whose_estimated_work_exceeds_the_setting_is_refused_with_a_sentence(operator, fedkt_submissions,
+                                                                                  settings):
+    settings.ONEFOLD_JOB_MAX_WORK = 1_000_000
+    heavy = {**FAST_FEDKT, "final_model": {"family": "random_forest", "n_estimators": 1000, "max_depth": 64}}
+    response = post_job(operator, fedkt_submissions[0].federation, kind="fedkt", privacy_level="L0",
+                        parameters=heavy)
+    assert response.status_code == 400
+    # 3 submissions × 2 students × 2000 public rows + 1000 trees × depth 64 × 500 queried rows
+    assert response.json()["detail"].startswith("This job would need about 3.2e+07 row-passes of work")
+    assert "above this market's limit of 1e+06" in response.json()["detail"]
+    assert not Job.objects.exists()
+    light = post_job(operator, fedkt_submissions[0].federation, kind="fedkt", privacy_level="L0",
+                     parameters=FAST_FEDKT)
+    assert light.status_code == 201, light.json()
