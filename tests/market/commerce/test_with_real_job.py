@@ -25,6 +25,15 @@ def test_a_job_made_model_is_sold_downloaded_and_predicted_like_the_platform(
     job = Job.objects.get(id=body["id"])
     assert job.status == JobStatus.SUCCEEDED, job.failure_reason
     global_model = job.global_model
+    # The evaluation step stored the baselines: the split's majority class and each silo's best submission.
+    class_counts = [sum(row) for row in global_model.metrics["confusion_matrix"]]
+    baselines = global_model.baselines
+    assert baselines["majority_class"]["class"] == int(np.argmax(class_counts))
+    assert baselines["majority_class"]["accuracy"] == max(class_counts) / sum(class_counts)
+    assert baselines["n_silos"] == len({submission.organisation_id for submission in fedkt_submissions})
+    assert baselines["best_single_silo"]["balanced_accuracy"] == max(
+        metrics["balanced_accuracy"] for metrics in global_model.submission_metrics.values())
+    assert global_model.metrics["balanced_accuracy"] >= baselines["majority_class"]["balanced_accuracy"] + 0.05
     listing = listing_publish(listing=listing_create(
         global_model=global_model, name="FedKT income", description="", licence_text="Any lawful use.",
         price_cents=1000, actor=operator), actor=operator)
