@@ -1,4 +1,8 @@
-"""Pricing and calibration of L1 jobs against silos' budgets: reads only, nothing is reserved."""
+"""Pricing and calibration of L1 jobs against silos' budgets: reads only, nothing is reserved.
+
+Each silo is priced for the votes its data can move: s × its submissions in the job
+(:func:`workers.privacy.accounting.party_vote_shifts`), exactly as the job will reserve and charge it.
+"""
 
 import math
 
@@ -8,15 +12,20 @@ from market.budgets.ledger import LedgerState, budget_amounts, budgets_ensure, l
 from market.budgets.models import PrivacyBudget
 from market.errors import InvalidInput
 from market.federations.models import Federation
+from market.submissions.models import Submission
+from workers.privacy.accounting import party_vote_shifts
 from workers.privacy.costs import (BudgetView, PrivacyCost, calibrate_noise, calibrate_queries,
                                    fedkt_l1_cost_from_parameters)
 
 
-def job_privacy_cost(*, privacy_parameters: dict, partitions: int, teachers: int = 1) -> PrivacyCost:
-    """The per-silo data-independent cost of an L1 FedKT job, or InvalidInput naming what is wrong."""
+def job_privacy_cost(*, privacy_parameters: dict, partitions: int, teachers: int = 1,
+                     vote_shift: int | None = None) -> PrivacyCost:
+    """The data-independent cost of an L1 FedKT job to a silo whose data moves ``vote_shift`` votes per query
+    (default s: one submission), or InvalidInput naming what is wrong."""
     try:
         with np.errstate(over="ignore"):
-            cost = fedkt_l1_cost_from_parameters(privacy_parameters, partitions=partitions, teachers=teachers)
+            cost = fedkt_l1_cost_from_parameters(privacy_parameters, partitions=partitions, teachers=teachers,
+                                                 vote_shift=vote_shift)
     except (TypeError, ValueError, KeyError) as error:
         raise InvalidInput(f"The job's privacy parameters are not valid: {error}") from error
     if not math.isfinite(cost.report.epsilon) or not all(map(math.isfinite, cost.rdp)):
@@ -35,39 +44,67 @@ def _views(*, federation: Federation, organisation_ids) -> list[tuple[PrivacyBud
     return found
 
 
-def _organisation_ids(organisations) -> list[int]:
-    return sorted({getattr(organisation, "id", organisation) for organisation in organisations})
+def submission_silos(*, federation: Federation, submission_ids) -> list[int]:
+    """The organisation id of each listed submission of the federation (one entry per submission), to price a job
+    that would use them; InvalidInput naming a submission that is not the federation's."""
+    found = dict(Submission.objects.filter(federation=federation, id__in=list(submission_ids))
+                 .values_list("id", "organisation_id"))
+    missing = [str(submission_id) for submission_id in submission_ids if submission_id not in found]
+    if missing:
+        raise InvalidInput(f"Submission(s) #{', #'.join(missing)} do not belong to '{federation.slug}'.")
+    return [found[submission_id] for submission_id in dict.fromkeys(submission_ids)]
+
+
+def silo_vote_shifts(*, organisations, partitions: int) -> dict[int, int]:
+    """Votes each silo moves per query: ``organisations`` names the silo (row or id) of each submission the job
+    uses, so a silo listed k times moves k·s votes."""
+    try:
+        return party_vote_shifts([getattr(organisation, "id", organisation) for organisation in organisations],
+                                 votes_per_submission=partitions)
+    except ValueError as error:
+        raise InvalidInput(f"The job's parameters are not valid: {error}") from error
 
 
 def budget_price_job(*, federation: Federation, organisations, privacy_parameters: dict, partitions: int,
                      teachers: int = 1) -> dict:
     """A quote for an L1 job: per silo, the ε it would need on top of its budget and whether it fits. Reserves nothing.
 
-    ``organisations``: Organisation rows or ids. Returns ``{"cost": report, "fits": bool, "silos": [{organisation_id,
-    organisation, budget_id, epsilon_limit, spent, reserved, remaining, needed, remaining_after, fits,
+    ``organisations``: the Organisation (row or id) of each submission the job would use; a silo listed k times
+    is priced for moving k·s votes. Returns ``{"cost": the report of the silo that moves the most votes (the job's
+    bound), "fits": bool, "silos": [{organisation_id, organisation, budget_id, submissions, vote_shift, epsilon (its
+    own cost on its own), epsilon_limit, spent, reserved, remaining, needed, remaining_after, fits,
     composition_rule}]}``, amounts as decimal strings.
     """
-    cost = job_privacy_cost(privacy_parameters=privacy_parameters, partitions=partitions, teachers=teachers)
+    shifts = silo_vote_shifts(organisations=organisations, partitions=partitions)
+    costs = {organisation_id: job_privacy_cost(privacy_parameters=privacy_parameters, partitions=partitions,
+                                               teachers=teachers, vote_shift=shift)
+             for organisation_id, shift in shifts.items()}
     silos = []
-    for budget, state in _views(federation=federation, organisation_ids=_organisation_ids(organisations)):
+    for budget, state in _views(federation=federation, organisation_ids=sorted(shifts)):
+        cost = costs[budget.organisation_id]
         amounts = budget_amounts(budget=budget, charged=state.charged,
                                  reserved=[*(c for c, _ in state.open_reservations.values()), cost])
         needed = amounts.committed - budget.spent - budget.reserved
         silos.append({"organisation_id": budget.organisation_id, "organisation": budget.organisation.name,
-                      "budget_id": budget.id, "epsilon_limit": str(budget.epsilon_limit), "spent": str(budget.spent),
+                      "budget_id": budget.id, "submissions": shifts[budget.organisation_id] // partitions,
+                      "vote_shift": cost.report.vote_shift, "epsilon": cost.report.epsilon,
+                      "epsilon_limit": str(budget.epsilon_limit), "spent": str(budget.spent),
                       "reserved": str(budget.reserved), "remaining": str(budget.remaining), "needed": str(needed),
                       "remaining_after": str(budget.remaining - needed), "fits": amounts.committed <= budget.epsilon_limit,
                       "composition_rule": amounts.rule})
-    return {"cost": cost.report.as_dict(), "fits": all(silo["fits"] for silo in silos), "silos": silos}
+    bound = max(costs.values(), key=lambda cost: cost.report.vote_shift, default=None)
+    return {"cost": bound.report.as_dict() if bound else None, "fits": all(silo["fits"] for silo in silos),
+            "silos": silos}
 
 
 def budget_calibrate(*, federation: Federation, organisations, privacy_parameters: dict, partitions: int,
                      solve_for: str, teachers: int = 1) -> dict:
-    """What fits every listed silo's remaining budget: the least noise (``solve_for="noise"``: largest γ or
+    """What fits every listed silo's remaining budget (``organisations`` as for :func:`budget_price_job`): the least noise (``solve_for="noise"``: largest γ or
     smallest σ at the given n_queries) or the most queries (``solve_for="queries"`` at the given γ or σ)."""
+    shifts = silo_vote_shifts(organisations=organisations, partitions=partitions)
     views = [BudgetView(epsilon_limit=float(budget.epsilon_limit), delta=float(budget.delta),
-                        committed=tuple(state.committed()))
-             for budget, state in _views(federation=federation, organisation_ids=_organisation_ids(organisations))]
+                        committed=tuple(state.committed()), vote_shift=shifts[budget.organisation_id])
+             for budget, state in _views(federation=federation, organisation_ids=sorted(shifts))]
     mechanism, delta = privacy_parameters.get("mechanism"), privacy_parameters.get("delta")
     try:
         if solve_for == "noise":

@@ -16,14 +16,14 @@ from market.audit.services import audit_record
 from market.budgets.ledger import (BudgetAmounts, BudgetExceeded, _budgets_locked, _refuse, _shortfall, _write,
                                    budget_amounts, budgets_ensure, epsilon_decimal, ledger_state)
 from market.budgets.models import EPSILON_QUANTUM, BudgetEntry, EntryKind, PrivacyBudget
-from market.budgets.pricing import budget_calibrate, budget_price_job, job_privacy_cost
+from market.budgets.pricing import budget_calibrate, budget_price_job, job_privacy_cost, silo_vote_shifts
 from market.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from market.federations.models import PrivacyLevel
 from market.jobs.models import Job
 from market.submissions.models import Submission
-from workers.privacy.costs import PrivacyCost, declared_cost, fedkt_l1_cost, noise_mechanism
+from workers.privacy.costs import PrivacyCost, declared_cost, noise_mechanism
 from workers.privacy.rdp import RENYI_ORDERS
-from workers.privacy.reports import PrivacyReport
+from workers.privacy.reports import PARTY_LEVEL, PrivacyReport
 
 __all__ = ["BudgetExceeded", "budget_calibrate", "budget_charge_for_job", "budget_charge_for_submission",
            "budget_limit_set", "budget_price_job", "budget_refusal_record", "budget_release_for_job",
@@ -32,67 +32,76 @@ __all__ = ["BudgetExceeded", "budget_calibrate", "budget_charge_for_job", "budge
 
 
 # --- L1 jobs -------------------------------------------------------------------------------------------------------
+# A silo is reserved and charged for the votes its own data moves: s × its submissions in the job (k submissions
+# of one silo can all switch class together). The job's bound is that of the silo that moves the most.
 
-def _job_cost(job: Job) -> PrivacyCost:
-    parameters = job.parameters or {}
-    return job_privacy_cost(privacy_parameters=parameters.get("privacy") or {},
-                            partitions=parameters.get("partitions", 1), teachers=parameters.get("teachers", 1))
+def _partitions(job: Job) -> int:
+    return (job.parameters or {}).get("partitions") or 1
 
 
-def job_organisation_ids(job: Job) -> list[int]:
-    return sorted(set(job.submissions.values_list("organisation_id", flat=True)))
+def job_vote_shifts(job: Job) -> dict[int, int]:
+    """Organisation id → the votes that silo's data moves per query of the job (s × its submissions in it)."""
+    return silo_vote_shifts(organisations=job.submissions.values_list("organisation_id", flat=True),
+                            partitions=_partitions(job))
+
+
+def _job_costs(job: Job, privacy: dict, shifts: dict[int, int]) -> dict[int, PrivacyCost]:
+    """Each silo's cost of the job: ``privacy`` is the job's privacy parameters or its report (same keys)."""
+    return {organisation_id: job_privacy_cost(privacy_parameters=privacy, partitions=_partitions(job),
+                                              teachers=(job.parameters or {}).get("teachers") or 1, vote_shift=shift)
+            for organisation_id, shift in shifts.items()}
 
 
 def budget_reserve_for_job(*, job: Job, actor: User | None) -> None:
-    """Reserve an L1 job's data-independent bound for every participating silo, or refuse without writing.
+    """Reserve an L1 job's data-independent bound for every participating silo (each for the votes its submissions
+    move), or refuse without writing.
 
-    Call inside the transaction that saved the job and its submissions. Sets ``job.privacy_bound``.
-    Reserving again for the same job changes nothing.
+    Call inside the transaction that saved the job and its submissions. Sets ``job.privacy_bound`` to the bound of
+    the silo that moves the most votes. Reserving again for the same job changes nothing.
     """
     if job.privacy_level != PrivacyLevel.L1:
         return
-    cost = _job_cost(job)
+    shifts = job_vote_shifts(job)
+    costs = _job_costs(job, (job.parameters or {}).get("privacy") or {}, shifts)
     with transaction.atomic():
-        budgets = _budgets_locked(federation=job.federation, organisation_ids=job_organisation_ids(job))
+        budgets = _budgets_locked(federation=job.federation, organisation_ids=shifts)
         plans, shortfalls = [], []
         for budget in budgets:
             state = ledger_state(budget)
             if job.id in state.open_reservations or job.id in state.charged_jobs:
                 continue
+            cost = costs[budget.organisation_id]
             amounts = budget_amounts(budget=budget, charged=state.charged,
                                      reserved=[*(c for c, _ in state.open_reservations.values()), cost])
             shortfall = _shortfall(budget, amounts)
             shortfalls += [shortfall] if shortfall else []
-            plans.append((budget, amounts))
+            plans.append((budget, amounts, cost))
         if shortfalls:
-            _refuse(job.federation, shortfalls, what=f"job #{job.id}", unit=cost.report.unit)
-        for budget, amounts in plans:
+            _refuse(job.federation, shortfalls, what=f"job #{job.id}", unit=PARTY_LEVEL)
+        for budget, amounts, cost in plans:
             _write(budget, amounts, kind=EntryKind.RESERVE, epsilon=epsilon_decimal(cost.report.epsilon), cost=cost,
-                   job=job, actor=actor, parameters=_job_ledger_parameters(job))
-        job.privacy_bound = cost.report.as_dict()  # PrivacyReport fields only, as the jobs side stores it
+                   job=job, actor=actor, parameters=_job_ledger_parameters(job, cost))
+        bound = max(costs.values(), key=lambda cost: cost.report.vote_shift)
+        job.privacy_bound = bound.report.as_dict()  # PrivacyReport fields only, as the jobs side stores it
         job.save(update_fields=["privacy_bound"])
 
 
-def _job_ledger_parameters(job: Job, data_dependent: dict | None = None) -> dict:
+def _job_ledger_parameters(job: Job, cost: PrivacyCost, data_dependent: dict | None = None) -> dict:
     parameters = {"privacy": (job.parameters or {}).get("privacy"), "partitions": (job.parameters or {}).get("partitions"),
-                  "job_kind": job.kind}
+                  "job_kind": job.kind, "vote_shift": cost.report.vote_shift}
     if data_dependent:
         parameters["data_dependent"] = data_dependent
     return parameters
 
 
-def _report_cost(report: dict) -> PrivacyCost:
-    return fedkt_l1_cost(mechanism=report["mechanism"], gamma=report.get("gamma"), sigma=report.get("sigma"),
-                         delta=report["delta"], n_queries=report["n_queries"], partitions=report["partitions"],
-                         teachers=report.get("teachers") or 1)
-
-
 def budget_charge_for_job(*, job: Job, privacy_report: dict) -> None:
-    """Charge each participating silo the data-independent ε of what the job actually queried; idempotent.
+    """Charge each participating silo the data-independent ε of what the job actually queried, for the votes its
+    own submissions move; idempotent.
 
     Call in the transaction that marks the job succeeded (or, after noise was drawn, failed). The
-    data-dependent ε is recorded on the ledger line, never charged: it is itself private information and
-    charging it would publish it through the remainder. A report without a data-independent bound releases.
+    data-dependent ε (of the silo that moves the most votes) is recorded on the ledger line, never charged: it is
+    itself private information and charging it would publish it through the remainder. A report without a
+    data-independent bound releases.
     """
     if job.privacy_level != PrivacyLevel.L1:
         return
@@ -100,15 +109,16 @@ def budget_charge_for_job(*, job: Job, privacy_report: dict) -> None:
     if not independent:
         budget_release_for_job(job=job)
         return
-    try:
-        cost = _report_cost(independent)
-    except (TypeError, ValueError, KeyError) as error:
-        raise InvalidInput(f"The job's privacy report is not valid: {error}") from error
+    if not isinstance(independent, dict):
+        raise InvalidInput("The job's privacy report is not valid: its data-independent bound is not a mapping.")
+    shifts = job_vote_shifts(job)
+    costs = _job_costs(job, independent, shifts)
     with transaction.atomic():
-        for budget in _budgets_locked(federation=job.federation, organisation_ids=job_organisation_ids(job)):
+        for budget in _budgets_locked(federation=job.federation, organisation_ids=shifts):
             state = ledger_state(budget)
             if job.id in state.charged_jobs:
                 continue
+            cost = costs[budget.organisation_id]
             state.open_reservations.pop(job.id, None)
             amounts = budget_amounts(budget=budget, charged=[*state.charged, cost],
                                      reserved=[c for c, _ in state.open_reservations.values()])
@@ -116,7 +126,7 @@ def budget_charge_for_job(*, job: Job, privacy_report: dict) -> None:
             if shortfall:
                 _refuse(job.federation, [shortfall], what=f"job #{job.id}'s actual spend", unit=cost.report.unit)
             _write(budget, amounts, kind=EntryKind.CHARGE, epsilon=epsilon_decimal(cost.report.epsilon), cost=cost,
-                   job=job, parameters=_job_ledger_parameters(job, privacy_report.get("data_dependent")))
+                   job=job, parameters=_job_ledger_parameters(job, cost, privacy_report.get("data_dependent")))
 
 
 def budget_release_for_job(*, job: Job) -> None:
