@@ -107,7 +107,8 @@ def job_price_partial(request, slug):
                                                  parameters=json.loads(request.GET.get("parameters") or "{}"),
                                                  federation=federation, n_public=n_public)
             ids = [int(id) for id in request.GET.getlist("submissions")]
-            organisations = set(Submission.objects.filter(
+            # One entry per submission: a silo with k submissions in the job is priced for moving k·s votes.
+            organisations = list(Submission.objects.filter(
                 federation=federation, status=SubmissionStatus.VALID, privacy_level__in=SUBMISSION_LEVELS_FOR["L1"],
                 **({"id__in": ids} if ids else {})).values_list("organisation_id", flat=True))
             quote = budget_price_job(federation=federation, organisations=organisations,

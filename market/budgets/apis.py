@@ -9,6 +9,7 @@ from rest_framework.views import APIView
 from market.audit.services import audit_record
 from market.budgets.selectors import (budget_get, budget_ledger, budget_list, budget_refusals, budget_summary,
                                       entry_summary, ledger_csv)
+from market.budgets.pricing import submission_silos
 from market.budgets.services import budget_calibrate, budget_limit_set, budget_price_job
 from market.federations.selectors import federation_get, federation_require_member
 
@@ -66,8 +67,14 @@ class PrivacyParametersInput(serializers.Serializer):
 
 
 class PriceInput(serializers.Serializer):
-    organisations = serializers.ListField(child=serializers.IntegerField(), required=False,
-                                          help_text="Organisation ids; all members when left out.")
+    submissions = serializers.ListField(
+        child=serializers.IntegerField(), required=False, max_length=10_000,
+        help_text="Ids of the submissions the job would use: each silo is priced for the s votes each of its "
+                  "submissions moves (k submissions: k·s). Takes precedence over 'organisations'.")
+    organisations = serializers.ListField(
+        child=serializers.IntegerField(), required=False, max_length=10_000,
+        help_text="Organisation ids, one per submission the job would use (a silo listed twice is priced for 2·s "
+                  "votes); every member once when both lists are left out.")
     privacy = PrivacyParametersInput()
     partitions = serializers.IntegerField(min_value=1, max_value=10_000)
     teachers = serializers.IntegerField(min_value=1, max_value=10_000, default=1)
@@ -144,13 +151,15 @@ class BudgetLedgerApi(APIView):
 
 
 def _organisations(federation, request, given, *, own_only: bool = False) -> list[int]:
-    """The silos to price: those asked for (operators may name any member), else every visible budget's."""
+    """The silo of each submission to price: those of the submissions asked for, else the organisations asked for
+    (operators may name any member), else every member once. ``own_only``: a non-operator's own silo only."""
+    if "submissions" in given:
+        silos = submission_silos(federation=federation, submission_ids=given["submissions"])
+    else:
+        silos = given.get("organisations", list(federation.members.values_list("id", flat=True)))
     if own_only and not request.user.is_operator:
-        return [request.user.organisation_id]
-    if "organisations" in given:
-        return given["organisations"]
-    members = federation.members.values_list("id", flat=True)
-    return list(members)
+        return [silo for silo in silos if silo == request.user.organisation_id] or [request.user.organisation_id]
+    return silos
 
 
 def _visible(quote: dict, request) -> dict:
