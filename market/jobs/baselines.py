@@ -41,3 +41,20 @@ def global_model_baselines(global_model: GlobalModel) -> dict:
     organisation_of = dict(Submission.objects.filter(id__in=submission_ids).values_list("id", "organisation_id"))
     return baselines_measure(class_counts=[sum(row) for row in confusion],
                              submission_metrics=global_model.submission_metrics, organisation_of=organisation_of)
+
+
+def baselines_visible(global_model: GlobalModel, *, every_silo: bool, organisation_id: int | None) -> dict:
+    """The baselines as one viewer may see them (the rule of market.jobs.visibility): the majority-class guess, the
+    average silo and the best single silo's scores for everyone who may see the model; which organisation the best
+    silo is ("silo" and "organisation") only to a viewer who may see every silo, or to that silo itself."""
+    from market.accounts.models import Organisation
+
+    baselines = global_model_baselines(global_model)
+    best = baselines.get("best_single_silo")
+    if best is None:
+        return baselines
+    key = best.get("silo")
+    if every_silo or (organisation_id is not None and key == str(organisation_id)):
+        organisation = Organisation.objects.filter(id=int(key)).first() if key and key.isdigit() else None
+        return {**baselines, "best_single_silo": {**best, "organisation": organisation.name if organisation else None}}
+    return {**baselines, "best_single_silo": {name: value for name, value in best.items() if name != "silo"}}

@@ -213,3 +213,22 @@ def test_the_card_of_a_model_made_before_baselines_still_renders(client, buyer_u
     assert page.status_code == 200
     assert 'id="baseline-majority-class"' in page.content.decode()
     assert 'id="baseline-best-single-silo"' not in page.content.decode()
+
+
+def test_who_the_best_single_silo_is_shows_only_to_those_who_may_see_every_silo_or_to_that_silo(
+        make_global_model, silo_user, other_silo_user):
+    from market.jobs.baselines import baselines_visible
+
+    best = {"accuracy": 0.84, "balanced_accuracy": 0.80, "macro_f1": 0.78, "roc_auc": 0.88}
+    global_model = make_global_model(baselines={
+        "majority_class": None, "best_single_silo": {**best, "silo": str(silo_user.organisation_id)},
+        "average_silo": best, "n_silos": 2})
+
+    operator_view = baselines_visible(global_model, every_silo=True, organisation_id=None)
+    own_view = baselines_visible(global_model, every_silo=False, organisation_id=silo_user.organisation_id)
+    other_view = baselines_visible(global_model, every_silo=False, organisation_id=other_silo_user.organisation_id)
+
+    assert operator_view["best_single_silo"] == own_view["best_single_silo"] == {
+        **best, "silo": str(silo_user.organisation_id), "organisation": "Northwind Hospital"}
+    assert other_view["best_single_silo"] == best
+    assert other_view["average_silo"] == best and other_view["n_silos"] == 2
