@@ -4,6 +4,8 @@ Services raise these with a plain sentence for the person who caused the error; 
 ``{"detail": <sentence>}`` with the error's status code.
 """
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
@@ -44,8 +46,26 @@ def domain_error_from(error: Exception) -> DomainError | None:
     return None
 
 
+def request_refusal(exception: Exception) -> tuple[int, str] | None:
+    """Status and sentence for a request Django refused to parse (it would otherwise answer an HTML page)."""
+    if isinstance(exception, TooManyFilesSent):
+        return 400, (f"The request holds more than {settings.DATA_UPLOAD_MAX_NUMBER_FILES} files; "
+                     "send at most that many in one upload.")
+    if isinstance(exception, TooManyFieldsSent):
+        return 400, (f"The request holds more than {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS} fields; "
+                     "send at most that many.")
+    if isinstance(exception, RequestDataTooBig):
+        limit_megabytes = settings.DATA_UPLOAD_MAX_MEMORY_SIZE / 1024**2
+        return 413, (f"The request's fields (files aside) are larger than {limit_megabytes:g} MB; "
+                     "send less data or put it in a file.")
+    return None
+
+
 def api_exception_handler(exception, context):
     domain_error = domain_error_from(exception)
     if domain_error is not None:
         return Response({"detail": str(domain_error)}, status=domain_error.status_code)
+    refusal = request_refusal(exception)
+    if refusal is not None:
+        return Response({"detail": refusal[1]}, status=refusal[0])
     return exception_handler(exception, context)

@@ -1,12 +1,18 @@
-"""An upload handler that stops a request body as soon as it passes the size limit.
+"""Request bodies read in bounded pieces: stopped as soon as they pass the size limit.
 
 The limit is checked against the declared Content-Length before anything is read and again
-while the body streams in, so an oversized upload is never written out in full.
+while the body streams in, so an oversized upload is never written out in full. Multipart uploads
+go through :class:`SizeLimitedUploadHandler`; bodies a parser reads itself (a CSV sent for
+predictions) through :func:`body_chunks`.
 """
+
+from collections.abc import Iterator
 
 from django.conf import settings
 from django.core.files.uploadhandler import TemporaryFileUploadHandler
 from rest_framework.exceptions import APIException
+
+CHUNK_BYTES = 64 * 1024
 
 
 class UploadTooLarge(APIException):
@@ -29,3 +35,13 @@ class SizeLimitedUploadHandler(TemporaryFileUploadHandler):
         if self.received_bytes > settings.ONEFOLD_MAX_UPLOAD_BYTES:
             raise UploadTooLarge()
         return super().receive_data_chunk(raw_data, start)
+
+
+def body_chunks(stream) -> Iterator[bytes]:
+    """The body of a request in chunks; :class:`UploadTooLarge` once it passes ``ONEFOLD_MAX_UPLOAD_BYTES``."""
+    received_bytes = 0
+    while chunk := stream.read(CHUNK_BYTES):
+        received_bytes += len(chunk)
+        if received_bytes > settings.ONEFOLD_MAX_UPLOAD_BYTES:
+            raise UploadTooLarge()
+        yield chunk

@@ -19,122 +19,22 @@ cost FedKT 2.4 accuracy points (issue 19). The ordinal view is computed from the
 views, and every specification ever inferred has both. A model that does not say which view it
 reads (an old submission) reads the one-hot view.
 
-Tables are read from bytes (CSV, Parquet or NPZ, recognised by their content) with limits
-checked before anything is unpacked. NPZ files are read with ``allow_pickle=False``.
+Tables are read from bytes (CSV, Parquet or NPZ) by :mod:`workers.tables`, which checks every limit
+before a table is materialised; its names are re-exported here for the callers that read and encode.
 """
 
 from __future__ import annotations
 
-import io
-import zipfile
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
+
+from workers.tables import TableError, TableLimits, read_table, table_format  # noqa: F401 - callers import them here
 
 SPEC_VERSION = 2        # 2: the specification lists its views (the columns, and so both views, are unchanged)
 ONE_HOT_VIEW = "one_hot"
 ORDINAL_VIEW = "ordinal"
 FEATURE_VIEWS = (ONE_HOT_VIEW, ORDINAL_VIEW)
 TREE_FAMILIES = frozenset({"decision_tree", "random_forest", "xgboost"})
-PARQUET_MAGIC = b"PAR1"
-ZIP_MAGIC = b"PK\x03\x04"
-MISSING_MARKERS = ["?", "", "NA", "N/A", "NaN", "nan", "null", "None"]
-
-
-class TableError(ValueError):
-    """A table that cannot be read or encoded; the message says what to fix."""
-
-
-@dataclass(frozen=True)
-class TableLimits:
-    max_rows: int = 2_000_000
-    max_columns: int = 2_000
-    max_categories: int = 1_000
-    max_archive_entries: int = 16
-    max_unpacked_bytes: int = 2 * 1024**3
-
-
-def table_format(data: bytes) -> str:
-    """``"parquet"``, ``"npz"`` or ``"csv"``, judged from the content alone."""
-    if data.startswith(PARQUET_MAGIC):
-        return "parquet"
-    return "npz" if data.startswith(ZIP_MAGIC) else "csv"
-
-
-def read_table(data: bytes, *, limits: TableLimits = TableLimits()) -> pd.DataFrame:
-    """Read a CSV, Parquet or NPZ table from bytes, whatever its file name says.
-
-    NPZ files must hold a 2-D numeric array ``X`` (columns become ``f0 … f{n-1}``) and may
-    hold a 1-D array ``y`` (column ``label``).
-    """
-    readers = {"parquet": _read_parquet, "npz": lambda data: _read_npz(data, limits), "csv": _read_csv}
-    frame = readers[table_format(data)](data)
-    if frame.shape[0] == 0:
-        raise TableError("The table has no rows; upload a file with a header and at least one data row.")
-    if frame.shape[0] > limits.max_rows or frame.shape[1] > limits.max_columns:
-        raise TableError(f"The table has {frame.shape[0]} rows and {frame.shape[1]} columns; the limits are "
-                         f"{limits.max_rows} rows and {limits.max_columns} columns.")
-    frame.columns = [str(column).strip() for column in frame.columns]
-    if len(set(frame.columns)) != len(frame.columns):
-        raise TableError("The table has two columns with the same name; give every column its own name.")
-    return frame
-
-
-def _read_parquet(data: bytes) -> pd.DataFrame:
-    try:
-        return pd.read_parquet(io.BytesIO(data))
-    except Exception as error:
-        raise TableError(f"The Parquet file could not be read ({error}); check that it is complete.") from error
-
-
-def _read_csv(data: bytes) -> pd.DataFrame:
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        raise TableError("The file is neither Parquet, NPZ nor UTF-8 CSV text; save it as UTF-8 CSV.") from error
-    try:
-        frame = pd.read_csv(io.StringIO(text), skipinitialspace=True, na_values=MISSING_MARKERS,
-                            keep_default_na=True, on_bad_lines="error")
-    except pd.errors.EmptyDataError as error:
-        raise TableError("The CSV file is empty; upload a file with a header and at least one data row.") from error
-    except (pd.errors.ParserError, ValueError) as error:
-        raise TableError(f"The CSV file is malformed: {error}. Every row needs as many fields as the header.") from error
-    if not isinstance(frame.index, pd.RangeIndex):  # pandas' reading of a first row longer than the header
-        raise TableError("The CSV file is malformed: its first data row has more fields than the header.")
-    if frame.shape[1] < 1 or any(str(column).startswith("Unnamed:") for column in frame.columns):
-        raise TableError("The CSV file needs a header row naming every column.")
-    return frame
-
-
-def _read_npz(data: bytes, limits: TableLimits) -> pd.DataFrame:
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-        entries = archive.infolist()
-    except zipfile.BadZipFile as error:
-        raise TableError("The file starts like a ZIP/NPZ archive but is not a valid one.") from error
-    if len(entries) > limits.max_archive_entries:
-        raise TableError(f"The NPZ archive has {len(entries)} entries; at most {limits.max_archive_entries} are allowed.")
-    unpacked = sum(entry.file_size for entry in entries)
-    if unpacked > limits.max_unpacked_bytes:
-        raise TableError(f"The NPZ archive unpacks to {unpacked} bytes; the limit is {limits.max_unpacked_bytes}.")
-    try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
-            if "X" not in arrays.files:
-                raise TableError("The NPZ archive needs a 2-D numeric array named 'X' (and optionally 'y').")
-            features = arrays["X"]
-            labels = arrays["y"] if "y" in arrays.files else None
-    except ValueError as error:
-        raise TableError(f"The NPZ archive holds object arrays or is malformed ({error}); "
-                         "save plain numeric arrays with numpy.savez.") from error
-    if features.ndim != 2 or not np.issubdtype(features.dtype, np.number):
-        raise TableError("The NPZ array 'X' must be a 2-D numeric array.")
-    frame = pd.DataFrame(features, columns=[f"f{index}" for index in range(features.shape[1])])
-    if labels is not None:
-        if labels.shape != (features.shape[0],):
-            raise TableError("The NPZ array 'y' must be 1-D with one label per row of 'X'.")
-        frame["label"] = labels
-    return frame
 
 
 def infer_feature_spec(frame: pd.DataFrame, *, label_column: str | None = None,

@@ -1,37 +1,47 @@
 import json
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import JsonResponse
 
-NUL = "\x00"
-JSON_BODY_LIMIT = 10 * 1024**2  # JSON bodies are small; uploads are multipart and their fields are checked by forms
+from market.errors import request_refusal
+from market.json_input import NUL, TOO_DEEP, json_problem
+
+# Bodies the API reads whole into memory; multipart uploads stream through market.uploads instead, and CSV
+# bodies for predictions through the prediction API's own bounded parser.
+STREAMED_CONTENT_TYPES = ("multipart/form-data", "text/csv")
 
 
-def _holds_nul(value) -> bool:
-    if isinstance(value, str):
-        return NUL in value
-    if isinstance(value, dict):
-        return any(_holds_nul(key) or _holds_nul(item) for key, item in value.items())
-    if isinstance(value, list):
-        return any(_holds_nul(item) for item in value)
-    return False
+def body_too_large_response() -> JsonResponse:
+    status, sentence = request_refusal(RequestDataTooBig())
+    return JsonResponse({"detail": sentence}, status=status)
 
 
-def _json_body_holds_nul(request) -> bool:
-    if not request.content_type.endswith("json") or int(request.META.get("CONTENT_LENGTH") or 0) > JSON_BODY_LIMIT:
-        return False
+def _declared_length(request) -> int:
     try:
-        return _holds_nul(json.loads(request.body))
+        return int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:  # Django reads a malformed Content-Length as an empty body too
+        return 0
+
+
+def _json_body_problem(request) -> str | None:
+    try:
+        value = json.loads(request.body)
+    except RecursionError:  # nested about 1,000 levels deep: refused before anything else walks it
+        return TOO_DEEP
     except ValueError:  # not JSON after all: the API's parser answers that with its own 400
-        return False
+        return None
+    return json_problem(value)
 
 
-class RefuseNullCharactersMiddleware:
-    """Answer 400 to a request whose path, query string or JSON body holds a NUL character.
+class RefuseUnstorableInputMiddleware:
+    """Answer a JSON 4xx to a request the market cannot read or store, before any view sees it.
 
-    PostgreSQL text and jsonb cannot store NUL, so a filter such as ``?search=a%00b`` or a JSON field
-    value with ``\\u0000`` would otherwise end as a database error (a 500) deep inside a query. Form
-    fields are already checked by Django's and DRF's fields; raw query parameters, paths and free-form
-    JSON (dicts of parameters) are checked once here.
+    A NUL character in the path or query string (PostgreSQL text cannot store it, so a filter such as
+    ``?search=a%00b`` would otherwise end as a database error deep inside a query); a body read whole into
+    memory that is larger than ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (413); a JSON body that
+    :func:`market.json_input.json_problem` refuses (NUL, non-finite numbers, integers beyond 64 bits, deep
+    nesting). JSON text inside multipart forms is checked by :class:`market.json_input.CheckedJSONField`.
     """
 
     def __init__(self, get_response):
@@ -42,7 +52,14 @@ class RefuseNullCharactersMiddleware:
                                       for key, values in request.GET.lists()):
             return JsonResponse({"detail": "The address contains a NUL character (%00), which no parameter "
                                            "accepts; remove it."}, status=400)
-        if request.method in ("POST", "PUT", "PATCH") and _json_body_holds_nul(request):
-            return JsonResponse({"detail": "The request body contains a NUL character (\\u0000), which no field "
-                                           "accepts; remove it."}, status=400)
+        if request.method in ("POST", "PUT", "PATCH") and not request.content_type.startswith(STREAMED_CONTENT_TYPES):
+            if _declared_length(request) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+                return body_too_large_response()
+            if request.content_type.endswith("json"):
+                try:
+                    problem = _json_body_problem(request)
+                except RequestDataTooBig:
+                    return body_too_large_response()
+                if problem:
+                    return JsonResponse({"detail": problem}, status=400)
         return self.get_response(request)

@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.core.files.storage import default_storage
 from django.http import FileResponse, HttpResponse
 from django.urls import reverse
@@ -23,6 +24,8 @@ from market.commerce.services import (listing_create, listing_for_purchase, list
                                       purchase_create, require_operator, wallet_top_up)
 from market.errors import NotFound
 from market.federations.models import PrivacyLevel
+from market.uploads import body_chunks
+from workers.tables import csv_stream_read
 
 
 class ListingOutput(serializers.Serializer):
@@ -293,10 +296,13 @@ class DownloadApi(APIView):
 
 
 class CsvParser(BaseParser):
+    """The CSV body's bytes, read in chunks and stopped as soon as it holds more rows than a prediction takes
+    or more bytes than an upload may have, before anything parses it."""
+
     media_type = "text/csv"
 
     def parse(self, stream, media_type=None, parser_context=None):
-        return stream.read()
+        return csv_stream_read(body_chunks(stream), max_rows=settings.ONEFOLD_PREDICT_MAX_ROWS)
 
 
 class PredictThrottle(ScopedRateThrottle):

@@ -7,6 +7,7 @@ from rest_framework.views import APIView
 
 from market.federations.models import PrivacyLevel
 from market.federations.selectors import federation_get
+from market.json_input import CheckedJSONField
 from market.submissions.models import ModelFamily, SubmissionStatus
 from market.submissions.selectors import submission_get, submission_list
 from market.submissions.services import UploadedModel, submission_create
@@ -47,15 +48,15 @@ class SubmissionInput(serializers.Serializer):
                                   help_text="ONNX, XGBoost JSON/UBJSON or safetensors files, recognised by content.")
     model_family = serializers.ChoiceField(ModelFamily.choices, error_messages={
         "invalid_choice": f'"{{input}}" is not a model family Onefold knows; use one of {", ".join(ModelFamily.values)}.'})
-    n_local_examples = serializers.IntegerField(min_value=1)
+    n_local_examples = serializers.IntegerField(min_value=1, max_value=2**31 - 1)  # the column's PositiveIntegerField
     local_validation_score = serializers.FloatField(min_value=0, max_value=1)
-    label_distribution = serializers.JSONField(required=False, allow_null=True, default=None,
-                                               help_text="Example counts per class, e.g. [700, 300].")
+    label_distribution = CheckedJSONField(required=False, allow_null=True, default=None,
+                                          help_text="Example counts per class, e.g. [700, 300].")
     privacy_level = serializers.ChoiceField(PrivacyLevel.choices)
-    privacy_parameters = serializers.JSONField(required=False, default=dict,
-                                               help_text='For L2: {"gamma" or "sigma", "delta", "partitions", "teachers", '
-                                                         '"queries"}, e.g. {"gamma": 0.04, "delta": 1e-5, '
-                                                         '"partitions": 2, "teachers": 5, "queries": 30}.')
+    privacy_parameters = CheckedJSONField(required=False, default=dict,
+                                          help_text='For L2: {"gamma" or "sigma", "delta", "partitions", "teachers", '
+                                                    '"queries"}, e.g. {"gamma": 0.04, "delta": 1e-5, '
+                                                    '"partitions": 2, "teachers": 5, "queries": 30}.')
     declared_epsilon = serializers.FloatField(required=False, allow_null=True, default=None, min_value=0)
 
     def validate_label_distribution(self, value):

@@ -82,5 +82,5 @@ def test_a_nul_character_in_a_json_body_is_a_400_not_a_server_error(operator_api
         "name": "Nul", "class_labels": ["a", "b"], "allowed_privacy_levels": ["L0"], "default_privacy_level": "L0",
         "default_parameters": {"note": "a\x00b"}}, format="json")
     assert (response.status_code, response.json()) == (400, {
-        "detail": "The request body contains a NUL character (\\u0000), which no field accepts; remove it."})
+        "detail": "'default_parameters.note' holds a NUL character (\\u0000), which no field accepts; remove it."})
     assert not Federation.objects.filter(name="Nul").exists()

@@ -1,0 +1,59 @@
+"""What every JSON value sent to the market must be: storable in PostgreSQL's jsonb and safe to walk.
+
+jsonb refuses NUL characters and non-finite numbers (Python's json reads ``NaN``, ``Infinity`` and ``1e400``
+without complaint), integers beyond 64 bits break every integer column and ``float()``, and a value nested
+hundreds of levels deep exhausts Python's stack in any recursive code that touches it. The checks run on
+JSON request bodies (``market.accounts.middleware``) and on JSON text inside multipart forms
+(:class:`CheckedJSONField`), so that every API refuses the same values with the same sentences.
+"""
+
+import math
+
+from rest_framework import serializers
+
+MAX_DEPTH = 32
+LARGEST_INTEGER = 2**63 - 1
+NUL = "\x00"
+TOO_DEEP = f"The JSON nests deeper than {MAX_DEPTH} levels; send a flatter value."
+
+
+def json_problem(value) -> str | None:
+    """A sentence naming the first part of a parsed JSON value that the market refuses, or None.
+
+    Walks the value without recursion, so that its own depth cannot exhaust the stack.
+    """
+    pending = [(value, "", 0)]
+    while pending:
+        item, path, depth = pending.pop()
+        where = f"'{path}'" if path else "The JSON value"
+        if depth > MAX_DEPTH:
+            return TOO_DEEP
+        if isinstance(item, str) and NUL in item:
+            return f"{where} holds a NUL character (\\u0000), which no field accepts; remove it."
+        if isinstance(item, float) and not math.isfinite(item):
+            return (f"{where} holds a number that is not finite ({item}); send a finite number (NaN, Infinity and "
+                    "numbers beyond ±1.8e308, such as 1e400, cannot be stored).")
+        if isinstance(item, int) and not isinstance(item, bool) and abs(item) > LARGEST_INTEGER:
+            return f"{where} holds an integer beyond the 64-bit range (±{LARGEST_INTEGER}); send a smaller number."
+        if isinstance(item, dict):
+            for key, member in item.items():
+                if NUL in key:
+                    return "A key of the JSON holds a NUL character (\\u0000), which no field accepts; remove it."
+                pending.append((member, f"{path}.{key}" if path else key, depth + 1))
+        elif isinstance(item, list):
+            pending.extend((member, f"{path}[{index}]", depth + 1) for index, member in enumerate(item))
+    return None
+
+
+class CheckedJSONField(serializers.JSONField):
+    """A JSON field (for example JSON text in a multipart form) that refuses what :func:`json_problem` names."""
+
+    def to_internal_value(self, data):
+        try:
+            value = super().to_internal_value(data)
+        except RecursionError:  # json.loads of text nested about 1,000 levels deep
+            raise serializers.ValidationError(TOO_DEEP) from None
+        problem = json_problem(value)
+        if problem:
+            raise serializers.ValidationError(problem)
+        return value
