@@ -18,4 +18,4 @@ def test_the_silo_guides_example_produces_a_model_the_market_accepts(silo_api, f
     monkeypatch.chdir(tmp_path)
     exec(compile(example, str(GUIDE), "exec"), {})
     response = submit(silo_api, {"student.json": (tmp_path / "student.json").read_bytes()}, model_family="xgboost")
-    assert response.status_code == 201, response.json()
+    assert response.status_code == 202, response.json()

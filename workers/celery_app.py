@@ -29,6 +29,9 @@ def _reaper_interval() -> float:
     return float(getattr(settings, "ONEFOLD_JOB_REAPER_SECONDS", 60))
 
 
-# The job reaper: run `celery -A workers.celery_app beat` once per deployment (or `worker -B` with one worker).
-app.conf.beat_schedule = {"job-reaper": {"task": "onefold.job_reap", "schedule": _reaper_interval()}}
+# The reapers and the outbox sweep: run `celery -A workers.celery_app beat` once per deployment (or `worker -B`
+# with one worker).
+app.conf.beat_schedule = {name: {"task": task, "schedule": _reaper_interval()} for name, task in (
+    ("job-reaper", "onefold.job_reap"), ("submission-reaper", "onefold.submission_reap"),
+    ("outbox-sweep", "onefold.outbox_sweep"))}
 app.autodiscover_tasks(["workers"])

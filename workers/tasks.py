@@ -3,15 +3,6 @@
 from workers.celery_app import app
 
 
-@app.task(name="onefold.submission_validate")
-def submission_validate_task(submission_id: int) -> None:
-    from market.submissions.services import submission_validate
-
-    submission_validate(submission_id=submission_id)
-
-
-# --- aggregation jobs (market.jobs.runner): every task claims its row first, so a duplicate does nothing ---
-
 def _transient_errors() -> tuple:
     """Broker, database and storage hiccups: retried with backoff. Bad input is never retried."""
     from django.db import InterfaceError, OperationalError
@@ -23,6 +14,39 @@ def _transient_errors() -> tuple:
 TRANSIENT_ERRORS = _transient_errors()
 RETRY = {"autoretry_for": TRANSIENT_ERRORS, "retry_backoff": 2, "retry_backoff_max": 60, "max_retries": 5,
          "acks_late": True}
+
+
+# --- background work arrives through the outbox (market.outbox); every task claims its row first, so a
+# duplicate delivery does nothing ---
+
+@app.task(name="onefold.outbox_sweep", acks_late=True)
+def outbox_sweep_task() -> int:
+    from django.conf import settings
+
+    from market.outbox import outbox_sweep
+
+    return outbox_sweep(older_than_seconds=settings.ONEFOLD_JOB_OUTBOX_GRACE_SECONDS)
+
+
+@app.task(name="onefold.submission_validate", **RETRY)
+def submission_validate_task(submission_id: int) -> None:
+    from market.submissions.services import submission_validate, submission_validation_release
+
+    try:
+        submission_validate(submission_id=submission_id)
+    except TRANSIENT_ERRORS:
+        submission_validation_release(submission_id=submission_id)
+        raise
+
+
+@app.task(name="onefold.submission_reap", acks_late=True)
+def submission_reap_task() -> int:
+    from market.submissions.services import submission_reap
+
+    return submission_reap()
+
+
+# --- aggregation jobs (market.jobs.runner) ---
 
 
 @app.task(name="onefold.job_start", **RETRY)

@@ -3,6 +3,7 @@ from django.db import models
 
 from market.accounts.models import Organisation
 from market.federations.models import EvaluationSplit, Federation, PrivacyLevel, PublicDataset
+from market.outbox import OutboxEntry
 from market.submissions.models import Submission
 
 
@@ -161,17 +162,14 @@ class JobLogEntry(models.Model):
         ordering = ["created_at", "id"]
 
 
-class JobOutbox(models.Model):
-    """A job start that must reach the broker. Written in the job's transaction; published on commit, and
-    swept periodically until published, so a job committed while the broker is down still runs (once: the
-    worker claims the job row with a conditional UPDATE)."""
+class JobOutbox(OutboxEntry):
+    """A job start that must reach the broker (:mod:`market.outbox`): a job committed while the broker is down
+    still runs, once (the worker claims the job row with a conditional UPDATE)."""
+
+    task_name = "onefold.job_start"
+    target_field = "job_id"
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="outbox")
-    created_at = models.DateTimeField(auto_now_add=True)
-    published_at = models.DateTimeField(null=True, blank=True)
-    publish_attempts = models.PositiveIntegerField(default=0)
-    last_error = models.TextField(blank=True)
 
-    class Meta:
-        ordering = ["created_at", "id"]
+    class Meta(OutboxEntry.Meta):
         indexes = [models.Index(fields=["published_at"], name="jobs_outbox_unpublished")]

@@ -3,7 +3,6 @@
 The worker side (claim, chunks, fusion, reaper) is in :mod:`market.jobs.runner`.
 """
 
-import logging
 import os
 
 from django.db import transaction
@@ -20,9 +19,9 @@ from market.federations.models import Federation, PrivacyLevel
 from market.federations.selectors import public_dataset_current
 from market.jobs.models import Job, JobLogEntry, JobOutbox, JobStatus
 from market.jobs.parameters import job_parameters_validate, job_workload_check
+from market.outbox import outbox_add
 from market.submissions.models import Submission, SubmissionStatus
 
-logger = logging.getLogger(__name__)
 # Which submission levels a job of each level may use: a silo that asked for server noise (L1) is never fused
 # without it, and L2 students are only used by L2 jobs (their ε was charged at upload).
 SUBMISSION_LEVELS_FOR = {PrivacyLevel.L0: {PrivacyLevel.L0}, PrivacyLevel.L1: {PrivacyLevel.L0, PrivacyLevel.L1},
@@ -147,38 +146,8 @@ def job_create(*, federation: Federation, kind: str, privacy_level: str, paramet
 
 
 def job_enqueue(*, job: Job) -> None:
-    """Write an outbox row in the caller's transaction and publish it once that transaction commits."""
-    outbox = JobOutbox.objects.create(job=job)
-    transaction.on_commit(lambda: outbox_publish(outbox_id=outbox.id))
-
-
-def outbox_publish(*, outbox_id: int) -> bool:
-    """Send one outbox row's job to the broker; a broker that is down leaves the row for the sweeper."""
-    from workers.tasks import job_start_task
-
-    outbox = JobOutbox.objects.filter(id=outbox_id, published_at__isnull=True).first()
-    if outbox is None:
-        return False
-    try:
-        job_start_task.apply_async((outbox.job_id,), retry=False)
-    except Exception as error:  # any broker failure: the row stays and is swept later
-        logger.warning("Could not publish job %s (outbox %s): %s", outbox.job_id, outbox_id, error)
-        JobOutbox.objects.filter(id=outbox_id).update(publish_attempts=outbox.publish_attempts + 1,
-                                                      last_error=str(error)[:2000])
-        return False
-    JobOutbox.objects.filter(id=outbox_id).update(published_at=timezone.now(),
-                                                  publish_attempts=outbox.publish_attempts + 1)
-    return True
-
-
-def outbox_sweep(*, older_than_seconds: float = 0) -> int:
-    """Publish every unpublished outbox row older than the given age; the number published."""
-    cutoff = timezone.now() - timezone.timedelta(seconds=older_than_seconds)
-    published = 0
-    for outbox_id in JobOutbox.objects.filter(published_at__isnull=True, created_at__lte=cutoff).values_list(
-            "id", flat=True):
-        published += outbox_publish(outbox_id=outbox_id)
-    return published
+    """Queue the job's start through the outbox: published when the caller's transaction commits, or swept later."""
+    outbox_add(JobOutbox(job=job))
 
 
 def job_settle_budget(*, job: Job, privacy_report: dict | None = None) -> None:

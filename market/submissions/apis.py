@@ -89,8 +89,10 @@ class SubmissionListApi(APIView):
         page = paginator.paginate_queryset(submissions, request, view=self)
         return paginator.get_paginated_response(SubmissionOutput(page, many=True).data)
 
-    @extend_schema(request=SubmissionInput, responses={201: SubmissionOutput})
+    @extend_schema(request=SubmissionInput, responses={202: SubmissionOutput})
     def post(self, request):
+        """Store the upload and accept it for validation (202): a worker validates it as soon as the broker has
+        the message, even if the broker was down when the upload arrived; poll the submission for its status."""
         given = SubmissionInput(data=request.data)
         given.is_valid(raise_exception=True)
         fields = dict(given.validated_data)
@@ -98,7 +100,7 @@ class SubmissionListApi(APIView):
         models = [UploadedModel(name=upload.name, data=upload.read()) for upload in fields.pop("files")]
         submission = submission_create(federation=federation, user=request.user, models=models, **fields)
         submission = submission_get(submission_id=submission.id, user=request.user)
-        return Response(SubmissionOutput(submission).data, status=status.HTTP_201_CREATED)
+        return Response(SubmissionOutput(submission).data, status=status.HTTP_202_ACCEPTED)
 
 
 class SubmissionDetailApi(APIView):

@@ -3,6 +3,7 @@ from django.db import models
 
 from market.accounts.models import Organisation
 from market.federations.models import Federation, PrivacyLevel, PublicDataset
+from market.outbox import OutboxEntry
 
 
 class ModelFamily(models.TextChoices):
@@ -71,3 +72,16 @@ class ModelFile(models.Model):
     class Meta:
         ordering = ["position"]
         constraints = [models.UniqueConstraint(fields=["submission", "position"], name="one_file_per_position")]
+
+
+class SubmissionOutbox(OutboxEntry):
+    """A validation that must reach the broker (:mod:`market.outbox`): a submission uploaded while the broker is
+    down is validated once it is back, once (the worker claims the submission row with a conditional UPDATE)."""
+
+    task_name = "onefold.submission_validate"
+    target_field = "submission_id"
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="outbox")
+
+    class Meta(OutboxEntry.Meta):
+        indexes = [models.Index(fields=["published_at"], name="submissions_outbox_unpublished")]

@@ -3,8 +3,6 @@ killed with SIGKILL mid-job, bad inputs, duplicate deliveries, a broker outage a
 
 import os
 import signal
-import socket
-import subprocess
 import time
 
 import pytest
@@ -30,6 +28,17 @@ def fast_jobs(transactional_db, settings):
     return settings
 
 
+def assert_ran_once(job: Job) -> None:
+    """What must hold however slow the machine: one succeeded job with one global model, and every claim after the
+    first followed a re-queue by the reaper (a lease that expired under load), never a duplicate message."""
+    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    assert GlobalModel.objects.filter(job=job).count() == 1
+    messages = [entry.message for entry in job.log_entries.all()]
+    claims = sum(message.startswith("Claimed by worker") for message in messages)
+    requeues = sum("re-queued" in message for message in messages)
+    assert job.attempts == claims == 1 + requeues, messages
+
+
 def launch(operator, submissions, **changes) -> int:
     payload = {"kind": "fedkt", "privacy_level": "L0", "parameters": FAST_FEDKT, "seed": 5, **changes}
     response = api_client_for(operator).post(f"/api/federations/{submissions[0].federation.slug}/jobs/", payload,
@@ -42,9 +51,7 @@ def test_a_worker_runs_a_fedkt_job_from_the_api_to_one_global_model(fast_jobs, m
                                                                      fedkt_submissions):
     with job_worker(fast_jobs, media_root, tmp_path / "worker.log"):
         job = wait_for_job(launch(operator, fedkt_submissions))
-    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
-    assert job.attempts == 1
-    assert GlobalModel.objects.filter(job=job).count() == 1
+    assert_ran_once(job)
     detail = api_client_for(operator).get(f"/api/jobs/{job.id}/").json()
     assert detail["progress"]["percent"] == 100
     assert [line["message"] for line in detail["log"]][-1].startswith("Succeeded: global model")
@@ -62,10 +69,8 @@ def test_a_worker_killed_mid_job_is_replaced_and_the_job_finishes_once(fast_jobs
     assert killed.status == JobStatus.RUNNING
     with job_worker(fast_jobs, media_root, tmp_path / "second.log"):
         job = wait_for_job(job_id, timeout=120)
-    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
-    assert job.attempts == 2
-    assert GlobalModel.objects.filter(job_id=job_id).count() == 1
-    assert any("re-queued" in entry.message for entry in job.log_entries.all())
+    assert_ran_once(job)
+    assert job.attempts >= 2  # the killed worker's claim, then the re-queued one
 
 
 def test_a_corrupt_model_file_fails_the_job_naming_the_submission(fast_jobs, media_root, tmp_path, operator,
@@ -112,10 +117,7 @@ def test_the_same_start_delivered_three_times_runs_the_job_once(fast_jobs, media
     with job_worker(fast_jobs, media_root, tmp_path / "worker.log", concurrency=2):
         job = wait_for_job(job_id)
         time.sleep(2)  # let the duplicates reach the workers
-    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
-    assert Job.objects.get(id=job_id).attempts == 1
-    assert GlobalModel.objects.filter(job_id=job_id).count() == 1
-    assert sum("Claimed by worker" in entry.message for entry in job.log_entries.all()) == 1
+    assert_ran_once(Job.objects.get(id=job_id))  # the two duplicates claimed nothing
 
 
 def test_cancelling_a_running_job_stops_it_without_a_global_model(fast_jobs, media_root, tmp_path, operator,
@@ -131,45 +133,8 @@ def test_cancelling_a_running_job_stops_it_without_a_global_model(fast_jobs, med
     assert not GlobalModel.objects.filter(job_id=job_id).exists()
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@pytest.fixture
-def private_broker(fast_jobs, tmp_path, fedkt_submissions):
-    """A Redis of this test's own on a free port, stopped at first; the test process publishes to it (the
-    submissions are uploaded before, while the shared broker is up)."""
-    from workers.celery_app import app
-
-    port = free_port()
-    url = f"redis://127.0.0.1:{port}/0"
-    original = app.conf.broker_url
-    app.conf.broker_url, app.conf.broker_write_url, fast_jobs.CELERY_BROKER_URL = url, url, url
-    app._pool = None
-    app.amqp._producer_pool = None
-    servers = []
-
-    def start():
-        servers.append(subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                         "--appendonly", "no", "--dir", str(tmp_path)], stdout=subprocess.DEVNULL))
-        wait_until(lambda: socket.socket().connect_ex(("127.0.0.1", port)) == 0, timeout=10, message="no redis")
-
-    yield start
-    for server in servers:
-        server.terminate()
-        server.wait()
-    app.conf.broker_url = app.conf.broker_write_url = original
-    app._pool = None
-    app.amqp._producer_pool = None
-
-
 def test_a_job_created_while_the_broker_is_down_runs_once_when_it_is_back(
-        private_broker, fast_jobs, media_root, tmp_path, operator, fedkt_submissions):
-    from workers.celery_app import app
-
-    app.conf.broker_connection_timeout = 1
+        fast_jobs, media_root, tmp_path, operator, fedkt_submissions, private_broker):
     job_id = launch(operator, fedkt_submissions)
     outbox = JobOutbox.objects.get(job_id=job_id)
     assert outbox.published_at is None and outbox.last_error
@@ -177,10 +142,8 @@ def test_a_job_created_while_the_broker_is_down_runs_once_when_it_is_back(
     private_broker()
     with job_worker(fast_jobs, media_root, tmp_path / "worker.log"):
         job = wait_for_job(job_id, timeout=120)
-    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
-    assert job.attempts == 1
-    assert JobOutbox.objects.get(job_id=job_id).published_at is not None
-    assert GlobalModel.objects.filter(job_id=job_id).count() == 1
+    assert_ran_once(job)
+    assert JobOutbox.objects.filter(job_id=job_id).first().published_at is not None
 
 
 def test_an_l1_job_whose_worker_was_killed_is_charged_once_when_it_finishes(fast_jobs, media_root, tmp_path,
@@ -198,7 +161,7 @@ def test_an_l1_job_whose_worker_was_killed_is_charged_once_when_it_finishes(fast
         worker.wait()
     with job_worker(fast_jobs, media_root, tmp_path / "second.log"):
         job = wait_for_job(job_id, timeout=120)
-    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    assert_ran_once(job)
     charged = Decimal(str(round(job.global_model.privacy_report["data_independent"]["epsilon"], 6)))
     for budget in PrivacyBudget.objects.all():
         assert budget.reserved == 0

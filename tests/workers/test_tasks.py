@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from market.storage import artifact_read, arrays_from_npz
-from market.submissions.models import ModelFile, Submission, SubmissionStatus
+from market.audit.models import AuditEvent
+from market.submissions.models import ModelFile, Submission, SubmissionOutbox, SubmissionStatus
 from market.submissions.services import sandbox_limits
 from tests.conftest import native_probabilities, wait_until
 from tests.market.submissions.helpers import submit
@@ -113,3 +114,21 @@ def test_worker_validates_through_the_embedded_filesystem_broker(transactional_d
     assert submission.status == SubmissionStatus.VALID
     assert submission.validated_by.endswith(f":{worker.pid}")
     assert b"filesystem://" in (tmp_path / "worker.log").read_bytes()
+
+
+def test_an_upload_while_the_broker_is_down_is_accepted_and_validated_once_when_it_is_back(
+        transactional_db, settings, media_root, tmp_path, silo_api, federation_with_data, model_files, private_broker):
+    from tests.market.jobs.helpers import job_worker
+
+    response = submit(silo_api, {"boosted.json": model_files["boosted.json"]})
+    assert response.status_code == 202, response.json()
+    submission_id = response.json()["id"]
+    outbox = SubmissionOutbox.objects.get(submission_id=submission_id)
+    assert outbox.published_at is None and outbox.last_error
+    assert Submission.objects.get(id=submission_id).status == SubmissionStatus.PENDING
+    private_broker()
+    with job_worker(settings, media_root, tmp_path / "worker.log"):  # its beat runs the outbox sweep
+        submission = wait_for_validation([submission_id])[submission_id]
+    assert submission.status == SubmissionStatus.VALID, submission.rejection_reason
+    assert SubmissionOutbox.objects.filter(submission_id=submission_id).first().published_at is not None
+    assert AuditEvent.objects.filter(action="submission.validated", object_id=str(submission_id)).count() == 1

@@ -1,6 +1,6 @@
 // The upload page: files come from the file input or the drop zone, the form goes to the REST API
 // (POST /api/submissions/) with XMLHttpRequest because fetch() cannot report upload progress, API
-// errors are shown next to their fields, and after a 201 htmx loads the status partial, which
+// errors are shown next to their fields, and after a 202 htmx loads the status partial, which
 // polls itself until the submission is valid or rejected.
 (function () {
   "use strict";
@@ -169,7 +169,7 @@
 
   function handleAnswer(request) {
     const answer = parseJson(request.responseText);
-    if (request.status === 201 && answer) {
+    if (request.status === 202 && answer) {
       showSubmission(answer);
     } else if (answer && typeof answer === "object") {
       progressBlock.hidden = true;

@@ -5,7 +5,7 @@ only one worker can win (a duplicate or redelivered message finds nothing to cla
 lease that a heartbeat thread renews, and checks ``cancel_requested`` between steps. The fan-out is a Celery
 group of chunk tasks; each stores its partial signal sum and per-member data as an artifact in Django storage
 (not in the broker), and the last chunk to finish queues the fusion. The periodic reaper re-queues jobs whose
-lease expired (a worker killed mid-job) or fails them after ``ONEFOLD_JOB_MAX_ATTEMPTS``, and sweeps the outbox.
+lease expired (a worker killed mid-job) or fails them after ``ONEFOLD_JOB_MAX_ATTEMPTS``.
 
 Steps: :func:`job_start` (claim, plan chunks, dispatch) → :func:`job_chunk_run` per chunk →
 :func:`job_finalize` (:mod:`.finalize`); :func:`job_reap` periodically (:mod:`.reaper`).

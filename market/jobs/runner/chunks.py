@@ -67,10 +67,12 @@ def _planned_chunks(job: Job) -> list[JobChunk]:
     ids = [submissions[index].id for index in selected]
     size = max(1, int(job_setting("ONEFOLD_JOB_CHUNK_SIZE", 25)))
     with transaction.atomic():
-        chunks = JobChunk.objects.bulk_create(
-            [JobChunk(job=job, index=index, submission_ids=ids[start:start + size])
-             for index, start in enumerate(range(0, len(ids), size))])
+        # A claim re-queued while this one was still planning (its lease expired under load) plans the same chunks
+        # from the same seed; whichever commits second keeps the first's rows.
+        JobChunk.objects.bulk_create([JobChunk(job=job, index=index, submission_ids=ids[start:start + size])
+                                      for index, start in enumerate(range(0, len(ids), size))], ignore_conflicts=True)
         Job.objects.filter(id=job.id).update(progress_total=len(ids), progress_done=0)
+    chunks = list(job.chunks.all())
     job_log(job_id=job.id, message=f"{len(ids)} member(s) selected, predicted in {len(chunks)} chunk(s).")
     return chunks
 

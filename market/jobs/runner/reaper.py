@@ -1,25 +1,22 @@
 """The periodic reaper (Celery beat): jobs whose lease expired are re-queued, failed after their last attempt,
-or cancelled if that was asked; unpublished outbox rows are published; queued jobs whose start message no
-worker took for ``ONEFOLD_JOB_REPUBLISH_SECONDS`` (a broker that lost it) are published again. A duplicate
-start is harmless: only one worker can claim the job row."""
+or cancelled if that was asked; queued jobs whose start message no worker took for
+``ONEFOLD_JOB_REPUBLISH_SECONDS`` (a broker that lost it) are published again. A duplicate start is harmless:
+only one worker can claim the job row. Unpublished outbox rows are swept by their own beat task
+(:func:`market.outbox.outbox_sweep`)."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from django.db import transaction
-from django.db.models import Exists, Max, OuterRef
 from django.utils import timezone
 
-from market.jobs.models import ChunkStatus, Job, JobChunk, JobOutbox, JobStatus
+from market.jobs.models import ChunkStatus, Job, JobChunk, JobStatus
 from market.jobs.runner.common import job_end, job_setting
 from market.jobs.services import job_enqueue, job_log
+from market.outbox import outbox_published_long_ago
 
 
 def job_reap() -> dict:
-    """Re-queue running jobs whose lease expired, or fail them after too many attempts; sweep the outbox."""
-    from market.jobs.services import outbox_sweep
-
+    """Re-queue running jobs whose lease expired, or fail them after too many attempts; republish lost starts."""
     now = timezone.now()
     counts = {"requeued": 0, "failed": 0, "cancelled": 0}
     for job in Job.objects.filter(status=JobStatus.RUNNING, lease_expires_at__lt=now):
@@ -31,16 +28,13 @@ def job_reap() -> dict:
                 f"attempt {job.attempts} of {job.attempts}; it was not retried again."))
         else:
             counts["requeued"] += _requeue(job)
-    outbox_sweep(older_than_seconds=job_setting("ONEFOLD_JOB_OUTBOX_GRACE_SECONDS", 10))
-    counts["republished"] = _republish_stale(now)
+    counts["republished"] = _republish_stale()
     return counts
 
 
-def _republish_stale(now) -> int:
-    cutoff = now - timedelta(seconds=job_setting("ONEFOLD_JOB_REPUBLISH_SECONDS", 600))
-    unpublished = JobOutbox.objects.filter(job_id=OuterRef("pk"), published_at__isnull=True)
-    stale = (Job.objects.filter(status=JobStatus.QUEUED, cancel_requested=False).filter(~Exists(unpublished))
-             .annotate(last_published=Max("outbox__published_at")).filter(last_published__lt=cutoff))
+def _republish_stale() -> int:
+    stale = outbox_published_long_ago(Job.objects.filter(status=JobStatus.QUEUED, cancel_requested=False),
+                                      older_than_seconds=job_setting("ONEFOLD_JOB_REPUBLISH_SECONDS", 600))
     republished = 0
     for job in stale:
         with transaction.atomic():

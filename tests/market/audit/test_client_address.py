@@ -17,7 +17,7 @@ def test_an_upload_accepted_and_one_refused_through_the_api_carry_the_clients_ad
         silo_api, other_silo_api, federation_with_data, model_files):
     silo_api.defaults["REMOTE_ADDR"] = "192.0.2.10"
     other_silo_api.defaults["REMOTE_ADDR"] = "2001:db8::7"
-    assert submit(silo_api, {"forest.onnx": model_files["forest.onnx"]}).status_code == 201
+    assert submit(silo_api, {"forest.onnx": model_files["forest.onnx"]}).status_code == 202
     assert submit(other_silo_api, {"forest.onnx": model_files["forest.onnx"]}).status_code == 403
     assert addresses("submission.uploaded") == [("success", "192.0.2.10"), ("refused", "2001:db8::7")]
 

@@ -25,7 +25,7 @@ def silo_budget(federation, user):
 
 def test_an_l2_submission_charges_its_declared_epsilon(silo_api, silo_user, federation_with_data, model_files):
     response = submit_l2(silo_api, model_files, epsilon=2.5)
-    assert response.status_code == 201, response.json()
+    assert response.status_code == 202, response.json()
     budget = silo_budget(federation_with_data, silo_user)
     assert (budget.spent, budget.reserved, budget.composition_rule) == (Decimal("2.5"), 0, "additive")
     [entry] = budget.entries.all()
@@ -39,7 +39,7 @@ def test_an_l2_submission_declaring_exactly_its_bound_composes_through_rdp(silo_
     first = submit_l2(silo_api, model_files, epsilon=2.5)
     bound = first.json()["privacy_report"]["epsilon"]
     second = submit_l2(silo_api, model_files, epsilon=bound, name="boosted.json")
-    assert second.status_code == 201, second.json()
+    assert second.status_code == 202, second.json()
     budget = silo_budget(federation_with_data, silo_user)
     assert budget.composition_rule == "rdp+additive"
     assert Decimal("2.5") + Decimal(repr(bound)) - Decimal("0.000002") <= budget.spent
@@ -48,7 +48,7 @@ def test_an_l2_submission_declaring_exactly_its_bound_composes_through_rdp(silo_
 def test_an_l2_submission_past_the_remainder_is_refused_with_nothing_stored(silo_api, silo_user, operator,
                                                                             federation_with_data, model_files,
                                                                             media_root):
-    assert submit_l2(silo_api, model_files, epsilon=8.0).status_code == 201
+    assert submit_l2(silo_api, model_files, epsilon=8.0).status_code == 202
     files_before = stored_files(media_root)
     response = submit_l2(silo_api, model_files, epsilon=2.5, name="boosted.json")
     assert response.status_code == 409
@@ -63,7 +63,7 @@ def test_an_l2_submission_past_the_remainder_is_refused_with_nothing_stored(silo
 
 
 def test_l1_submissions_cost_nothing_at_upload(silo_api, federation_with_data, model_files):
-    assert submit(silo_api, {"forest.onnx": model_files["forest.onnx"]}).status_code == 201
+    assert submit(silo_api, {"forest.onnx": model_files["forest.onnx"]}).status_code == 202
     assert BudgetEntry.objects.count() == 0
 
 
@@ -74,7 +74,7 @@ def test_a_raised_limit_admits_the_refused_submission(silo_api, silo_user, opera
     budget_limit_set(budget_id=budget.id, epsilon_limit="2", reason="tight", actor=operator)
     assert submit_l2(silo_api, model_files, epsilon=2.5).status_code == 409
     budget_limit_set(budget_id=budget.id, epsilon_limit="3", reason="looser", actor=operator)
-    assert submit_l2(silo_api, model_files, epsilon=2.5).status_code == 201
+    assert submit_l2(silo_api, model_files, epsilon=2.5).status_code == 202
     budget.refresh_from_db()
     assert (budget.spent, budget.remaining) == (Decimal("2.5"), Decimal("0.5"))
     assert [e.kind for e in budget.entries.order_by("id")] == ["adjust", "adjust", "charge"]
@@ -83,5 +83,5 @@ def test_a_raised_limit_admits_the_refused_submission(silo_api, silo_user, opera
 @pytest.mark.parametrize("epsilon", [10.0])
 def test_a_submission_spending_exactly_the_limit_is_admitted(silo_api, silo_user, federation_with_data, model_files,
                                                              epsilon):
-    assert submit_l2(silo_api, model_files, epsilon=epsilon).status_code == 201
+    assert submit_l2(silo_api, model_files, epsilon=epsilon).status_code == 202
     assert silo_budget(federation_with_data, silo_user).remaining == 0

@@ -48,7 +48,7 @@ def fedkt_submissions(federation_with_data, silo_user, other_silo_user, third_si
         federation_join(federation=federation_with_data, user=user)
         response = submit(api_client_for(user), files, model_family="logistic_regression", n_local_examples=666,
                           privacy_level="L0")
-        assert response.status_code == 201, response.json()
+        assert response.status_code == 202, response.json()
         ids.append(response.json()["id"])
     for submission_id in ids:
         submission_validate(submission_id=submission_id)

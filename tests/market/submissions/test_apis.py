@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from market.submissions.models import ModelFile, Submission, SubmissionStatus
+from market.submissions.models import ModelFile, Submission, SubmissionOutbox, SubmissionStatus
 from tests.conftest import api_client_for, run_at_once
 from tests.market.submissions.helpers import stored_files, submit
 
@@ -10,7 +10,7 @@ from tests.market.submissions.helpers import stored_files, submit
 @pytest.mark.parametrize("name", ["forest.onnx", "boosted.json", "boosted.ubj", "network.safetensors"])
 def test_member_submits_a_model_in_each_accepted_format(silo_api, federation_with_data, model_files, name):
     response = submit(silo_api, {name: model_files[name]})
-    assert response.status_code == 201, response.json()
+    assert response.status_code == 202, response.json()
     body = response.json()
     assert body["status"] == "pending"
     assert body["model_files"][0]["original_name"] == name
@@ -21,7 +21,7 @@ def test_submission_with_several_files_and_l2_declaration(silo_api, federation_w
     response = submit(silo_api, {"a.onnx": model_files["forest.onnx"], "b.json": model_files["boosted.json"]},
                       privacy_level="L2", declared_epsilon=2.5, label_distribution=json.dumps([1500, 500]),
                       privacy_parameters=json.dumps(L2_PARAMETERS))
-    assert response.status_code == 201, response.json()
+    assert response.status_code == 202, response.json()
     assert [file["format"] for file in response.json()["model_files"]] == ["onnx", "xgboost-json"]
     assert response.json()["declared_epsilon"] == 2.5
     report = response.json()["privacy_report"]
@@ -102,7 +102,7 @@ def test_model_predicting_classes_the_federation_lacks_is_refused(silo_api, fede
 
 
 def test_duplicate_submission_is_refused(silo_api, federation_with_data, model_files, media_root):
-    assert submit(silo_api, {"forest.onnx": model_files["forest.onnx"]}).status_code == 201
+    assert submit(silo_api, {"forest.onnx": model_files["forest.onnx"]}).status_code == 202
     files_after_first = stored_files(media_root)
     response = submit(silo_api, {"again.onnx": model_files["forest.onnx"]})
     assert response.status_code == 409
@@ -147,13 +147,15 @@ def test_submission_list_pages_newest_first(silo_api, federation_with_data, mode
     assert [row["id"] for row in silo_api.get(first_page["next"]).json()["results"]] == [ids[0]]
 
 
-def test_submission_is_queued_for_validation_on_commit(silo_api, federation_with_data, model_files,
-                                                       django_capture_on_commit_callbacks, monkeypatch):
+def test_submission_is_queued_for_validation_on_commit_through_the_outbox(
+        silo_api, federation_with_data, model_files, django_capture_on_commit_callbacks, monkeypatch):
     queued = []
-    monkeypatch.setattr("workers.tasks.submission_validate_task.delay", queued.append)
+    monkeypatch.setattr("workers.tasks.submission_validate_task.apply_async",
+                        lambda args, **options: queued.append(args))
     with django_capture_on_commit_callbacks(execute=True):
         submission_id = submit(silo_api, {"forest.onnx": model_files["forest.onnx"]}).json()["id"]
-    assert queued == [submission_id]
+    assert queued == [(submission_id,)]
+    assert SubmissionOutbox.objects.get(submission_id=submission_id).published_at is not None
     assert Submission.objects.get(id=submission_id).status == SubmissionStatus.PENDING
 
 
@@ -162,6 +164,6 @@ def test_the_same_files_submitted_twice_at_once_make_one_submission_and_one_409(
                                                                                   model_files, media_root):
     statuses = run_at_once(lambda client: submit(client, {"forest.onnx": model_files["forest.onnx"]}).status_code,
                            [api_client_for(silo_user), api_client_for(silo_user)])
-    assert sorted(statuses) == [201, 409]
+    assert sorted(statuses) == [202, 409]
     assert Submission.objects.count() == 1 and ModelFile.objects.count() == 1
     assert len(stored_files(media_root)) == 1
