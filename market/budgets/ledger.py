@@ -122,8 +122,13 @@ def budget_amounts(*, budget: PrivacyBudget, charged: list[PrivacyCost], reserve
 
 
 def _shortfall(budget: PrivacyBudget, amounts: BudgetAmounts) -> dict | None:
+    """What the silo lacks for these amounts (the details of :class:`BudgetExceeded`), or None when they fit."""
     if amounts.committed <= budget.epsilon_limit:
         return None
+    return _shortfall_line(budget, amounts)
+
+
+def _shortfall_line(budget: PrivacyBudget, amounts: BudgetAmounts) -> dict:
     return {"organisation_id": budget.organisation_id, "organisation": budget.organisation.name,
             "budget_id": budget.id, "needed": str(amounts.committed - budget.spent - budget.reserved),
             "remaining": str(budget.remaining), "epsilon_limit": str(budget.epsilon_limit)}

@@ -8,15 +8,17 @@ calibration (no writes): :mod:`market.budgets.pricing`, re-exported here.
 
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from market.accounts.models import User
 from market.audit.models import AuditOutcome
 from market.audit.services import audit_record
-from market.budgets.ledger import (BudgetAmounts, BudgetExceeded, _budgets_locked, _refuse, _shortfall, _write,
-                                   budget_amounts, budgets_ensure, epsilon_decimal, ledger_state)
+from market.budgets.ledger import (BudgetAmounts, BudgetExceeded, _budgets_locked, _refuse, _shortfall,
+                                   _shortfall_line, _write, budget_amounts, budgets_ensure, epsilon_decimal,
+                                   ledger_state)
 from market.budgets.models import EPSILON_QUANTUM, BudgetEntry, EntryKind, PrivacyBudget
 from market.budgets.pricing import budget_calibrate, budget_price_job, job_privacy_cost, silo_vote_shifts
+from market.constraints import violated_constraint
 from market.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from market.federations.models import PrivacyLevel
 from market.jobs.models import Job
@@ -171,12 +173,18 @@ def budget_charge_for_submission(*, submission: Submission, actor: User | None) 
             return
         amounts = budget_amounts(budget=budget, charged=[*state.charged, cost],
                                  reserved=[c for c, _ in state.open_reservations.values()])
-        shortfall = _shortfall(budget, amounts)
-        if shortfall:
-            _refuse(submission.federation, [shortfall], what="this submission's declared ε", unit=cost.report.unit)
-        _write(budget, amounts, kind=EntryKind.CHARGE, epsilon=epsilon_decimal(submission.declared_epsilon),
-               cost=cost, submission=submission, actor=actor,
-               parameters={"privacy": submission.privacy_parameters, "declared_epsilon": submission.declared_epsilon})
+        shortfall, what = _shortfall_line(budget, amounts), "this submission's declared ε"
+        if amounts.committed > budget.epsilon_limit:
+            _refuse(submission.federation, [shortfall], what=what, unit=cost.report.unit)
+        try:
+            with transaction.atomic():  # a savepoint: the CHECK constraint has the last word on overspending
+                _write(budget, amounts, kind=EntryKind.CHARGE, epsilon=epsilon_decimal(submission.declared_epsilon),
+                       cost=cost, submission=submission, actor=actor, parameters={
+                           "privacy": submission.privacy_parameters, "declared_epsilon": submission.declared_epsilon})
+        except IntegrityError as error:  # refused by the database all the same: the same sentence as above
+            if violated_constraint(error) != "budget_never_overspent":
+                raise
+            _refuse(submission.federation, [shortfall], what=what, unit=cost.report.unit)
 
 
 # --- refusals and limits -------------------------------------------------------------------------------------------
