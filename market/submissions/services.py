@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import numpy as np
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
 from market.accounts.models import User
@@ -18,8 +18,9 @@ from market.constraints import violated_constraint
 from market.errors import Conflict, InvalidInput, PermissionDenied, RefusedFormat
 from market.federations.models import Federation, PrivacyLevel
 from market.federations.selectors import federation_is_member, public_dataset_current
+from market.outbox import outbox_add, outbox_published_long_ago
 from market.storage import artifact_read, artifact_save, artifacts_removed_on_error, arrays_from_npz, sha256_of
-from market.submissions.models import ModelFile, Submission, SubmissionStatus
+from market.submissions.models import ModelFile, Submission, SubmissionOutbox, SubmissionStatus
 from workers.modelio import (ModelLimits, RefusedModelError, SandboxLimits, identify_format, inspect_model,
                              predict_in_sandbox)
 from workers.privacy.accounting import party_noise_privacy_bound
@@ -152,7 +153,7 @@ def submission_create(*, federation: Federation, user: User, models: list[Upload
                                          **inspection)
             audit_record(action="submission.uploaded", actor=user, target=submission,
                          details={"federation": federation.slug, "files": len(models), "privacy_level": privacy_level})
-            transaction.on_commit(lambda: _queue_validation(submission.id))
+            outbox_add(SubmissionOutbox(submission=submission))  # validated once the broker has it
     except IntegrityError as error:
         if violated_constraint(error) != "no_duplicate_submission":
             raise  # not a duplicate: never answered as one (the budget's own constraint is the budgets' to answer)
@@ -161,12 +162,6 @@ def submission_create(*, federation: Federation, user: User, models: list[Upload
         budget_refusal_record(error=error, actor=user, target=federation, details={"privacy_level": privacy_level})
         raise
     return submission
-
-
-def _queue_validation(submission_id: int) -> None:
-    from workers.tasks import submission_validate_task
-
-    submission_validate_task.delay(submission_id)
 
 
 def _claim_for_validation(submission_id: int) -> bool:
@@ -222,6 +217,8 @@ def submission_validate(*, submission_id: int) -> None:
     submission = Submission.objects.select_related("federation", "public_dataset").get(id=submission_id)
     try:
         reason = _validation_failure(submission)
+    except (OperationalError, InterfaceError):  # the database went away: the task hands the row back and retries
+        raise
     except Exception:
         logger.exception("Validation of submission %s failed inside the market", submission_id)
         reason = "The market could not validate this submission because of an internal error; an operator has been told."
@@ -232,3 +229,24 @@ def submission_validate(*, submission_id: int) -> None:
         if decided:
             audit_record(action="submission.validated", outcome=AuditOutcome.REFUSED if reason else AuditOutcome.SUCCESS,
                          organisation=submission.organisation, target=submission, details={"reason": reason or ""})
+
+
+def submission_validation_release(*, submission_id: int) -> None:
+    """Hand a claimed row back (validating → pending) after a transient error, so that the retry can claim it."""
+    Submission.objects.filter(id=submission_id, status=SubmissionStatus.VALIDATING).update(
+        status=SubmissionStatus.PENDING, validation_started_at=None, validated_by="")
+
+
+def submission_reap() -> int:
+    """Queue again the validations whose message a broker lost or whose worker died (pending, or validating past
+    the task time limit, with every message published over ``ONEFOLD_JOB_REPUBLISH_SECONDS`` ago)."""
+    stale_claim = timezone.now() - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT)
+    waiting = (Submission.objects.filter(status=SubmissionStatus.PENDING)
+               | Submission.objects.filter(status=SubmissionStatus.VALIDATING, validation_started_at__lt=stale_claim))
+    stale = outbox_published_long_ago(waiting, older_than_seconds=settings.ONEFOLD_JOB_REPUBLISH_SECONDS)
+    requeued = 0
+    for submission_id in stale.values_list("id", flat=True):
+        with transaction.atomic():
+            outbox_add(SubmissionOutbox(submission_id=submission_id))
+        requeued += 1
+    return requeued
