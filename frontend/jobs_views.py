@@ -13,14 +13,17 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from frontend.decorators import page
+from market.budgets.selectors import price_quote_visible
 from market.budgets.services import budget_price_job
 from market.errors import DomainError, InvalidInput
 from market.federations.selectors import federation_get, public_dataset_current
 from market.jobs.models import JobKind, JobStatus
 from market.jobs.parameters import job_kinds_runnable, job_parameter_defaults, job_parameter_help
-from market.jobs.selectors import job_get, job_list, job_log_lines, job_progress
+from market.jobs.selectors import job_get, job_launch_require_permission, job_list, job_log_lines, job_progress
 from market.jobs.services import SUBMISSION_LEVELS_FOR, job_cancel, job_create
+from market.jobs.visibility import global_model_view, named_contributions, named_submission_metrics
 from market.submissions.models import Submission, SubmissionStatus
+from market.submissions.selectors import submission_list
 
 FINAL = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
 
@@ -56,8 +59,9 @@ def _launcher_context(request, federation, values: dict, error: str = "") -> dic
     defaults = _defaults_by_kind(federation)
     if not values["parameters"]:
         values["parameters"] = json.dumps(defaults.get(f"{values['kind']}-{values['privacy_level']}", {}), indent=2)
-    submissions = (Submission.objects.filter(federation=federation, status=SubmissionStatus.VALID)
-                   .select_related("organisation").order_by("id"))
+    # As the API lists them: operators every submission, anyone else their own organisation's.
+    submissions = submission_list(user=request.user, federation_slug=federation.slug).filter(
+        status=SubmissionStatus.VALID).order_by("id")
     return {"section": "jobs", "federation": federation, "kinds": _launchable_kinds(),
             "levels": federation.allowed_privacy_levels, "values": values, "help": job_parameter_help(), "error": error,
             "submissions": submissions, "defaults": defaults,
@@ -68,6 +72,7 @@ def _launcher_context(request, federation, values: dict, error: str = "") -> dic
 @page
 def job_launch_page(request, slug):
     federation = federation_get(slug=slug, user=request.user)
+    job_launch_require_permission(federation=federation, user=request.user)
     values = _form_values(request, federation)
     if request.method == "GET":
         return render(request, "frontend/jobs/launch.html", _launcher_context(request, federation, values))
@@ -91,8 +96,10 @@ def job_launch_page(request, slug):
 @require_GET
 @page
 def job_price_partial(request, slug):
-    """The privacy price of the form's L1 parameters for every participating silo, without reserving anything."""
+    """The privacy price of the form's L1 parameters, without reserving anything; like the budget-price API, a
+    non-operator sees its own silo's line and whether the job fits that budget only."""
     federation = federation_get(slug=slug, user=request.user)
+    job_launch_require_permission(federation=federation, user=request.user)
     context = {"quote": None, "message": ""}
     level = request.GET.get("privacy_level")
     if level != "L1":
@@ -114,10 +121,7 @@ def job_price_partial(request, slug):
             quote = budget_price_job(federation=federation, organisations=organisations,
                                      privacy_parameters=parameters["privacy"], partitions=parameters["partitions"],
                                      teachers=parameters["teachers"])
-            if not request.user.is_operator:  # other silos' remainders are theirs and the operator's to see
-                quote["silos"] = [line for line in quote["silos"]
-                                  if line["organisation_id"] == request.user.organisation_id]
-            context["quote"] = quote
+            context["quote"] = price_quote_visible(quote=quote, user=request.user)
         except (json.JSONDecodeError, ValueError, DomainError) as error:
             context["message"] = f"No price yet: {error}"
     return render(request, "frontend/jobs/partials/price.html", context)
@@ -136,23 +140,11 @@ def job_list_page(request):
 def _job_context(request, job_id: int) -> dict:
     job = job_get(job_id=job_id, user=request.user)
     global_model = getattr(job, "global_model", None) if job.status == JobStatus.SUCCEEDED else None
-    silos = []
-    if global_model is not None:
-        names = dict(Submission.objects.filter(id__in=[int(i) for i in global_model.submission_metrics]).values_list(
-            "id", "organisation__name"))
-        silos = [{"id": int(id), "organisation": names.get(int(id), "?"), **metrics}
-                 for id, metrics in sorted(global_model.submission_metrics.items(), key=lambda item: int(item[0]))]
-    contributions = []
-    if global_model is not None:
-        from market.accounts.models import Organisation
-
-        names = dict(Organisation.objects.filter(id__in=[int(i) for i in global_model.contribution_weights])
-                     .values_list("id", "name"))
-        contributions = [{"organisation": names.get(int(id), f"Organisation {id}"), "weight": weight}
-                         for id, weight in global_model.contribution_weights.items()]
+    view = global_model_view(global_model=global_model, user=request.user) if global_model is not None else None
     return {"section": "jobs", "job": job, "progress": job_progress(job), "log": job_log_lines(job),
-            "contributions": contributions,
-            "is_final": job.status in FINAL, "global_model": global_model, "silos": silos,
+            "is_final": job.status in FINAL, "global_model": global_model, "view": view,
+            "silos": named_submission_metrics(view) if view else [],
+            "contributions": named_contributions(view) if view else [],
             "may_cancel": job.status not in FINAL and (request.user.is_operator
                                                        or request.user.id == job.requested_by_id)}
 

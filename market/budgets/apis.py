@@ -8,7 +8,7 @@ from rest_framework.views import APIView
 
 from market.audit.services import audit_record
 from market.budgets.selectors import (budget_get, budget_ledger, budget_list, budget_refusals, budget_summary,
-                                      entry_summary, ledger_csv)
+                                      entry_summary, ledger_csv, price_quote_visible)
 from market.budgets.pricing import submission_silos
 from market.budgets.services import budget_calibrate, budget_limit_set, budget_price_job
 from market.federations.selectors import federation_get, federation_require_member
@@ -162,17 +162,10 @@ def _organisations(federation, request, given, *, own_only: bool = False) -> lis
     return silos
 
 
-def _visible(quote: dict, request) -> dict:
-    """Non-operators see their own silo's line of a quote only (other silos' budgets are not theirs to read)."""
-    if request.user.is_operator:
-        return quote
-    return {**quote, "silos": [silo for silo in quote["silos"] if silo["organisation_id"] == request.user.organisation_id]}
-
-
 class BudgetPriceApi(APIView):
     @extend_schema(request=PriceInput, responses={200: OpenApiTypes.OBJECT},
                    description="Dry run: what an L1 FedKT job would cost each silo; nothing is reserved. "
-                               "A silo sees its own line only.")
+                               "A silo sees its own line only, and whether the job fits its own budget.")
     def post(self, request, slug):
         federation = _federation(request, slug)
         given = PriceInput(data=request.data)
@@ -181,7 +174,7 @@ class BudgetPriceApi(APIView):
         quote = budget_price_job(federation=federation, organisations=_organisations(federation, request, data),
                                  privacy_parameters=data["privacy"], partitions=data["partitions"],
                                  teachers=data["teachers"])
-        return Response(_visible(quote, request))
+        return Response(price_quote_visible(quote=quote, user=request.user))
 
 
 class BudgetCalibrationApi(APIView):

@@ -20,6 +20,7 @@ from market.budgets.ledger import budgets_ensure
 from market.errors import InvalidInput, NotFound
 from market.federations.models import Federation
 from market.federations.selectors import federation_require_member
+from market.jobs.visibility import visibility_for
 from workers.privacy.costs import rule_description
 
 #: Budgets at or past this fraction of their limit (spent + reserved) are flagged on the dashboard.
@@ -95,10 +96,20 @@ def budget_ledger(*, federation: Federation, user: User, silo=None, job=None, ki
     return entries.order_by("-created_at", "-id")
 
 
+def price_quote_visible(*, quote: dict, user: User) -> dict:
+    """A price quote (:func:`market.budgets.pricing.budget_price_job`) as the user may see it: operators all of
+    it; anyone else their own silo's line, and whether the job fits that budget only (``None`` without one).
+    Whether it fits every silo's budget would let anyone binary-search the smallest remainder."""
+    if user.is_operator:
+        return quote
+    own = [silo for silo in quote["silos"] if silo["organisation_id"] == user.organisation_id]
+    return {**quote, "silos": own, "fits": all(silo["fits"] for silo in own) if own else None}
+
+
 def entry_parameters_for(entry: BudgetEntry, *, user: User, federation: Federation) -> dict:
     """A line's parameters, without the data-dependent ε unless the user is an operator or the federation publishes it."""
     parameters = dict(entry.parameters or {})
-    if "data_dependent" in parameters and not (user.is_operator or federation.publish_data_dependent_epsilon):
+    if "data_dependent" in parameters and not visibility_for(user=user, federation=federation).data_dependent_epsilon:
         parameters.pop("data_dependent")
     return parameters
 

@@ -1,19 +1,17 @@
 """The model card: generated from the job and global-model records, never typed by hand.
 
-What a card shows about privacy follows the federation's policy: the data-independent ε bound (data-dependent
-ε only where the federation publishes it), and nothing about which silo contributed what unless the federation
-publishes contributions.
+A card is read by the public, so it shows what :func:`market.jobs.visibility.global_model_view` lets the public
+see: the data-independent ε bound (data-dependent ε only where the federation publishes it), and nothing about
+which silo contributed what unless the federation publishes contributions.
 """
 
 from market.commerce.models import Listing
 from market.commerce.quality import public_baselines, quality_section
 from market.jobs.models import GlobalModel
+from market.jobs.visibility import GlobalModelView, global_model_view, named_contributions
 
 HEADLINE_METRICS = ("accuracy", "balanced_accuracy", "macro_f1", "roc_auc")
 PRIVACY_FIELDS = ("epsilon", "delta", "unit", "mechanism", "gamma", "sigma", "n_queries", "partitions", "teachers")
-# Lineage fields that say nothing about which silo contributed what (market.jobs.runner writes the lineage).
-PUBLIC_LINEAGE_KEYS = {"job", "kind", "privacy_level", "public_dataset", "evaluation_split", "code_version", "seed",
-                       "seeds", "parameters", "dp_noise", "verification", "public_data_sha256"}
 LEVEL_STATEMENTS = {
     "L0": "No differential privacy: the silos trust each other and no noise was added.",
     "L1": "Party-level differential privacy: the server added noise to the silos' votes, so the model reveals "
@@ -41,44 +39,35 @@ def _labelled_bound(report: dict | None) -> dict | None:
     return {field: report.get(field) for field in PRIVACY_FIELDS if field in report} if report else None
 
 
-def privacy_section(report: dict, *, publish_data_dependent: bool) -> dict:
+def privacy_section(report: dict) -> dict:
+    """The card's privacy statement from a :class:`GlobalModelView`'s privacy report (already filtered)."""
     level = report.get("level", "L0")
     section = {"level": level, "statement": LEVEL_STATEMENTS.get(level, ""), "epsilon": None, "delta": None,
                "unit": None, "bound": None}
     if level == "L1" and report.get("data_independent"):
         bound = _labelled_bound(report["data_independent"])
         section.update(bound, bound="data-independent upper bound", details=bound)
-        if publish_data_dependent and report.get("data_dependent"):
+        if report.get("data_dependent"):
             section["data_dependent"] = _labelled_bound(report["data_dependent"])
-    elif level == "L2" and report.get("submissions"):
-        # The weakest guarantee among the silos, without saying whose it is.
-        weakest = max(report["submissions"].values(), key=lambda silo: silo.get("epsilon") or 0.0)
-        section.update(_labelled_bound(weakest), bound="largest ε among the contributing silos' own guarantees")
+    elif level == "L2" and report.get("weakest_silo_guarantee"):
+        section.update(_labelled_bound(report["weakest_silo_guarantee"]),
+                       bound="largest ε among the contributing silos' own guarantees")
     return section
 
 
-def reproducibility_record(global_model: GlobalModel, *, publish_contributions: bool) -> dict:
+def reproducibility_record(view: GlobalModelView) -> dict:
+    global_model = view.global_model
     job = global_model.job
-    lineage = global_model.lineage or {}
-    if not publish_contributions:  # submissions and fusion details (member weights) would say who gave what
-        lineage = {key: value for key, value in lineage.items() if key in PUBLIC_LINEAGE_KEYS}
     return {"job": job.id, "kind": job.kind, "seed": job.seed, "parameters": job.parameters,
-            "public_data_sha256": job.public_dataset.content_sha256, "lineage": lineage,
+            "public_data_sha256": job.public_dataset.content_sha256, "lineage": view.lineage,
             "files_sha256": {model_file.format: model_file.sha256 for model_file in global_model.files.all()},
             "finished_at": job.finished_at}
-
-
-def contributions_section(global_model: GlobalModel) -> list[dict]:
-    from market.accounts.models import Organisation
-
-    names = Organisation.objects.in_bulk([int(key) for key in global_model.contribution_weights if key.isdigit()])
-    return [{"organisation": names[int(key)].name if int(key) in names else key, "weight": weight}
-            for key, weight in sorted(global_model.contribution_weights.items(), key=lambda item: -item[1])]
 
 
 def model_card(listing: Listing) -> dict:
     """Everything a buyer may know about a listed model before buying it."""
     global_model, federation = listing.global_model, listing.federation
+    public = global_model_view(global_model=global_model, user=None)  # whoever reads the card
     job = global_model.job
     files = list(global_model.files.all())
     card = {
@@ -87,8 +76,7 @@ def model_card(listing: Listing) -> dict:
                  "n_classes": global_model.n_classes, "n_features": global_model.n_features},
         "algorithm": {"kind": job.kind, "name": job.get_kind_display(), "model_family": global_model.model_family,
                       "parameters": job.parameters},
-        "privacy": privacy_section(global_model.privacy_report or {},
-                                   publish_data_dependent=federation.publish_data_dependent_epsilon),
+        "privacy": privacy_section(public.privacy_report),
         "contributing_silos": sum(1 for weight in global_model.contribution_weights.values() if weight > 0),
         "public_data_sha256": job.public_dataset.content_sha256,
         "metrics": metrics_comparison(global_model),
@@ -98,9 +86,9 @@ def model_card(listing: Listing) -> dict:
         "size_bytes": sum(model_file.size_bytes for model_file in files),
         "formats": [{"format": model_file.format, "role": model_file.role, "size_bytes": model_file.size_bytes,
                      "sha256": model_file.sha256} for model_file in files],
-        "reproducibility": reproducibility_record(global_model,
-                                                  publish_contributions=federation.publish_contributions),
+        "reproducibility": reproducibility_record(public),
     }
-    if federation.publish_contributions:
-        card["contributions"] = contributions_section(global_model)
+    if public.every_silo:
+        card["contributions"] = [{"organisation": line["organisation"], "weight": line["weight"]}
+                                 for line in named_contributions(public)]
     return card

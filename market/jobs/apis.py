@@ -8,6 +8,7 @@ from market.federations.selectors import federation_get
 from market.jobs.models import JobKind, JobStatus
 from market.jobs.selectors import global_model_get, job_get, job_list, job_log_lines, job_progress
 from market.jobs.services import job_cancel, job_create
+from market.jobs.visibility import global_model_view
 
 
 class JobInput(serializers.Serializer):
@@ -62,20 +63,25 @@ class GlobalModelFileOutput(serializers.Serializer):
 
 
 class GlobalModelOutput(serializers.Serializer):
-    id = serializers.IntegerField()
-    job = serializers.IntegerField(source="job_id")
-    federation = serializers.SlugField(source="federation.slug")
-    model_family = serializers.CharField()
-    n_features = serializers.IntegerField()
-    n_classes = serializers.IntegerField()
+    """Serialises a :class:`~market.jobs.visibility.GlobalModelView`: private fields come from the view only."""
+
+    id = serializers.IntegerField(source="global_model.id")
+    job = serializers.IntegerField(source="global_model.job_id")
+    federation = serializers.SlugField(source="global_model.federation.slug")
+    model_family = serializers.CharField(source="global_model.model_family")
+    n_features = serializers.IntegerField(source="global_model.n_features")
+    n_classes = serializers.IntegerField(source="global_model.n_classes")
     metrics = serializers.DictField()
-    submission_metrics = serializers.DictField()
-    privacy_report = serializers.DictField()
+    submission_metrics = serializers.DictField(help_text="Per submission; only the viewer's own unless the "
+                                                         "federation publishes contributions (operators: all).")
+    privacy_report = serializers.DictField(help_text="data_dependent is null unless the federation publishes it "
+                                                     "(operators: always shown).")
     lineage = serializers.DictField()
-    contribution_weights = serializers.DictField()
+    contribution_weights = serializers.DictField(help_text="Per organisation; only the viewer's own unless the "
+                                                           "federation publishes contributions (operators: all).")
     contribution_rule = serializers.CharField()
-    files = GlobalModelFileOutput(many=True)
-    created_at = serializers.DateTimeField()
+    files = GlobalModelFileOutput(source="global_model.files", many=True)
+    created_at = serializers.DateTimeField(source="global_model.created_at")
 
 
 class FederationJobListApi(APIView):
@@ -117,4 +123,5 @@ class JobCancelApi(APIView):
 class GlobalModelDetailApi(APIView):
     @extend_schema(responses=GlobalModelOutput)
     def get(self, request, global_model_id):
-        return Response(GlobalModelOutput(global_model_get(global_model_id=global_model_id, user=request.user)).data)
+        global_model = global_model_get(global_model_id=global_model_id, user=request.user)
+        return Response(GlobalModelOutput(global_model_view(global_model=global_model, user=request.user)).data)

@@ -3,7 +3,8 @@
 from django.db.models import Q, QuerySet
 
 from market.accounts.models import User
-from market.errors import NotFound
+from market.errors import NotFound, PermissionDenied
+from market.federations.models import Federation
 from market.jobs.models import GlobalModel, Job, JobStatus
 
 STAGE_PERCENT = {"fusing": 85, "evaluating": 92, "saving": 97, "done": 100}
@@ -19,6 +20,19 @@ def job_list(*, user: User, federation_slug: str | None = None) -> QuerySet[Job]
     if federation_slug:
         jobs = jobs.filter(federation__slug=federation_slug)
     return jobs
+
+
+def job_launch_require_permission(*, federation: Federation, user: User) -> None:
+    """Who may launch a job (the API, the launcher page and its price): operators, and buyer organisations
+    where the federation lets buyers launch jobs."""
+    if user.is_operator:
+        return
+    organisation = user.organisation
+    if federation.buyers_may_launch_jobs and organisation is not None and organisation.is_buyer:
+        return
+    if federation.buyers_may_launch_jobs:
+        raise PermissionDenied("Only operators and buyer organisations may launch jobs in this federation.")
+    raise PermissionDenied(f"Only operators may launch jobs in '{federation.slug}'.")
 
 
 def job_get(*, job_id: int, user: User) -> Job:

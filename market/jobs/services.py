@@ -19,6 +19,7 @@ from market.federations.models import Federation, PrivacyLevel
 from market.federations.selectors import public_dataset_current
 from market.jobs.models import Job, JobLogEntry, JobOutbox, JobStatus
 from market.jobs.parameters import job_parameters_validate, job_workload_check
+from market.jobs.selectors import job_launch_require_permission
 from market.outbox import outbox_add
 from market.submissions.models import Submission, SubmissionStatus
 
@@ -30,17 +31,6 @@ SUBMISSION_LEVELS_FOR = {PrivacyLevel.L0: {PrivacyLevel.L0}, PrivacyLevel.L1: {P
 
 def job_log(*, job_id: int, message: str, level: str = "info") -> None:
     JobLogEntry.objects.create(job_id=job_id, message=message, level=level)
-
-
-def _check_may_launch(*, federation: Federation, user: User) -> None:
-    if user.is_operator:
-        return
-    organisation = user.organisation
-    if federation.buyers_may_launch_jobs and organisation is not None and organisation.is_buyer:
-        return
-    if federation.buyers_may_launch_jobs:
-        raise PermissionDenied("Only operators and buyer organisations may launch jobs in this federation.")
-    raise PermissionDenied(f"Only operators may launch jobs in '{federation.slug}'.")
 
 
 def _chosen_submissions(*, federation: Federation, privacy_level: str, submissions) -> list[Submission]:
@@ -103,7 +93,7 @@ def job_create(*, federation: Federation, kind: str, privacy_level: str, paramet
                seed: int | None, requested_by: User, request=None) -> Job:
     """Validate and store a job, reserve its L1 privacy budget, and queue it when the transaction commits."""
     try:
-        _check_may_launch(federation=federation, user=requested_by)
+        job_launch_require_permission(federation=federation, user=requested_by)
         if privacy_level not in federation.allowed_privacy_levels:
             raise InvalidInput(f"The federation allows privacy levels {', '.join(federation.allowed_privacy_levels)}, "
                                f"not {privacy_level}.")

@@ -1,24 +1,126 @@
-"""The job launcher's privacy price: operators see every silo's remainder, anyone else only their own."""
+"""Job pages show what the API shows to the same person: the launcher and its privacy price only to those who may
+launch a job (one rule, market.jobs.selectors.job_launch_require_permission), each silo's remainder only to
+operators, and a job's results as market.jobs.visibility lets the viewer see them."""
 
 import json
+import re
 
+import pytest
+
+from market.budgets.models import PrivacyBudget
+from tests.market.commerce.conftest import (adult_evaluation, buyer_user, global_model_artifacts,  # noqa: F401
+                                            make_global_model)
 from tests.market.jobs.conftest import fedkt_student_files, fedkt_submissions, third_silo_user  # noqa: F401
+from tests.market.jobs.test_visibility import launched_model  # noqa: F401
 
 L1_FEDKT = {"partitions": 2, "query": 100, "privacy": {"mechanism": "laplace", "gamma": 0.04, "delta": 1e-5}}
+SILO_NAMES = ("Northwind Hospital", "Contoso Bank", "Fabrikam Clinic")
 
 
 def price_page(client, user):
     client.force_login(user)
     return client.get("/federations/adult-income/jobs/price/",
-                      {"kind": "fedkt", "privacy_level": "L1", "parameters": json.dumps(L1_FEDKT)}).content.decode()
+                      {"kind": "fedkt", "privacy_level": "L1", "parameters": json.dumps(L1_FEDKT)})
+
+
+@pytest.fixture
+def buyers_may_launch(federation_with_data):
+    federation_with_data.buyers_may_launch_jobs = True
+    federation_with_data.save(update_fields=["buyers_may_launch_jobs"])
+    return federation_with_data
+
+
+@pytest.fixture
+def contoso_budget_spent_out(fedkt_submissions, federation_with_data, other_silo_user):
+    """Contoso Bank's budget is too small for any L1 job; the other silos' budgets are untouched."""
+    from market.budgets.ledger import budgets_ensure
+
+    budgets_ensure(federation=federation_with_data)
+    PrivacyBudget.objects.filter(federation=federation_with_data,
+                                 organisation=other_silo_user.organisation).update(epsilon_limit="0.000001")
 
 
 def test_the_operator_sees_every_silos_remaining_budget(client, operator, fedkt_submissions):
-    page = price_page(client, operator)
-    assert all(name in page for name in ("Northwind Hospital", "Contoso Bank", "Fabrikam Clinic"))
+    page = price_page(client, operator).content.decode()
+    assert all(name in page for name in SILO_NAMES)
 
 
-def test_a_silo_sees_only_its_own_remaining_budget_in_the_price(client, silo_user, fedkt_submissions):
-    page = price_page(client, silo_user)
-    assert "Northwind Hospital" in page
-    assert "Contoso Bank" not in page and "Fabrikam Clinic" not in page
+def test_the_operator_is_told_the_job_exceeds_a_budget(client, operator, contoso_budget_spent_out):
+    assert "Exceeds a budget" in price_page(client, operator).content.decode()
+
+
+@pytest.mark.parametrize("who", ["silo_user", "buyer_user"])
+def test_the_launcher_and_its_price_refuse_whoever_may_not_launch_a_job(client, request, who, fedkt_submissions):
+    client.force_login(request.getfixturevalue(who))
+    launcher = client.get("/federations/adult-income/jobs/new/")
+    assert launcher.status_code == 403
+    assert 'name="submissions"' not in launcher.content.decode() and "Fabrikam Clinic" not in launcher.content.decode()
+    assert price_page(client, request.getfixturevalue(who)).status_code == 403
+
+
+def test_a_buyer_who_may_launch_sees_no_submission_and_no_silo_in_the_launcher(client, buyer_user, buyers_may_launch,
+                                                                               fedkt_submissions):
+    client.force_login(buyer_user)
+    page = client.get("/federations/adult-income/jobs/new/").content.decode()
+    assert not any(name in page for name in SILO_NAMES)
+    assert not any(f'value="{submission.id}"' in page for submission in fedkt_submissions)
+    assert "which silos uploaded them is theirs and the operators' to see" in page
+
+
+def test_the_operator_launcher_lists_every_valid_submission_with_its_silo(client, operator, fedkt_submissions):
+    client.force_login(operator)
+    page = client.get("/federations/adult-income/jobs/new/").content.decode()
+    assert all(name in page for name in SILO_NAMES)
+    assert all(f'value="{submission.id}"' in page for submission in fedkt_submissions)
+
+
+def test_a_buyers_price_says_nothing_about_whether_the_silos_budgets_fit(client, buyer_user, buyers_may_launch,
+                                                                         contoso_budget_spent_out):
+    response = price_page(client, buyer_user)
+    page = response.content.decode()
+    assert response.status_code == 200 and response.context["quote"]["fits"] is None
+    assert response.context["quote"]["silos"] == []
+    assert "Exceeds" not in page and "Fits" not in page and 'id="price-fits-unknown"' in page
+    assert not any(name in page for name in SILO_NAMES)
+
+
+def job_page(client, user, job_id: int) -> str:
+    client.force_login(user)
+    response = client.get(f"/jobs/{job_id}/")
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def contributions_on(page: str) -> str:
+    return re.search(r'<ul id="job-contributions">(.*?)</ul>', page, re.DOTALL).group(1)
+
+
+def test_the_launching_buyers_job_page_shows_no_data_dependent_epsilon_and_no_silo(client, buyer_user,
+                                                                                   launched_model):
+    page = job_page(client, buyer_user, launched_model.job_id)
+    assert "2.5000" in page  # the data-independent bound
+    assert "0.8000" not in page and 'id="job-data-dependent"' not in page
+    assert not any(text in page for text in ("Northwind Hospital", "Contoso Bank", "0.6173", "0.5419"))
+    assert contributions_on(page).strip() == "" and 'id="job-contributions-private"' in page
+
+
+def test_a_silos_job_page_shows_its_own_share_only(client, silo_user, launched_model):
+    page = job_page(client, silo_user, launched_model.job_id)
+    assert "Northwind Hospital" in page and "0.6173" in page
+    assert contributions_on(page) == "<li>Northwind Hospital: 0.700</li>"
+    assert not any(text in page for text in ("Contoso Bank", "0.5419", "0.8000"))
+
+
+def test_the_operators_job_page_shows_everything(client, operator, launched_model):
+    page = job_page(client, operator, launched_model.job_id)
+    assert all(text in page for text in ("Northwind Hospital", "Contoso Bank", "0.6173", "0.5419", "0.8000"))
+    assert contributions_on(page) == "<li>Northwind Hospital: 0.700</li><li>Contoso Bank: 0.300</li>"
+
+
+def test_the_job_page_shows_what_the_federation_publishes(client, buyer_user, launched_model, federation_with_data):
+    federation_with_data.publish_data_dependent_epsilon = True
+    federation_with_data.publish_contributions = True
+    federation_with_data.save()
+    page = job_page(client, buyer_user, launched_model.job_id)
+    assert all(text in page for text in ("Northwind Hospital", "Contoso Bank", "0.6173", "0.5419", "0.8000"))
+    assert 'id="job-contributions-private"' not in page

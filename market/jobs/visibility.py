@@ -1,0 +1,120 @@
+"""What a viewer may see of a global model's results: the one rule behind the global-model API, the job page,
+its comparison chart, the model card and the budget ledger's data-dependent ε.
+
+The operator (the privacy officer) sees everything. Anyone else (the buyer who launched the job, a silo that
+took part, a model card's reader) sees the global model's own metrics and the data-independent ε bound, and:
+
+- the data-dependent ε only when the federation publishes it: it is computed from the vote margins, so it is
+  itself information about the silos' data;
+- which silo contributed what (contribution weights, each submission's metrics and privacy report, the
+  lineage's submissions and fusion details) only when the federation publishes contributions; a silo always
+  sees its own share.
+
+A new field of a global model is private until it is added to :class:`GlobalModelView` with its rule here.
+"""
+
+from dataclasses import dataclass
+
+from market.accounts.models import Organisation, User
+from market.federations.models import Federation
+from market.jobs.models import GlobalModel
+from market.submissions.models import Submission
+
+# Lineage fields that say nothing about which silo contributed what (market.jobs.runner writes the lineage).
+PUBLIC_LINEAGE_KEYS = frozenset({"job", "kind", "privacy_level", "public_dataset", "evaluation_split",
+                                 "code_version", "seed", "seeds", "parameters", "dp_noise", "verification",
+                                 "public_data_sha256"})
+
+
+@dataclass(frozen=True)
+class Visibility:
+    """What one viewer may see of a federation's job results. ``organisation_id``: the viewer's own share."""
+
+    data_dependent_epsilon: bool
+    every_silo: bool
+    organisation_id: int | None
+
+
+def visibility_for(*, user: User | None, federation: Federation) -> Visibility:
+    """``user=None`` is the public: a model card's reader, whoever that is."""
+    if user is not None and user.is_operator:
+        return Visibility(data_dependent_epsilon=True, every_silo=True, organisation_id=None)
+    return Visibility(data_dependent_epsilon=federation.publish_data_dependent_epsilon,
+                      every_silo=federation.publish_contributions,
+                      organisation_id=getattr(user, "organisation_id", None))
+
+
+@dataclass(frozen=True)
+class GlobalModelView:
+    """A global model as one viewer may see it; ``global_model`` is for its non-private fields only."""
+
+    global_model: GlobalModel
+    metrics: dict
+    submission_metrics: dict  # {"<submission id>": metrics}, the visible submissions only
+    privacy_report: dict
+    contribution_weights: dict  # {"<organisation id>": weight}, the visible organisations only
+    contribution_rule: str
+    lineage: dict
+    every_silo: bool  # False: the per-silo fields hold the viewer's own share at most
+
+
+def _own_submission_ids(global_model: GlobalModel, organisation_id: int | None) -> set[str]:
+    if organisation_id is None:
+        return set()
+    keys = [int(key) for key in global_model.submission_metrics if key.isdigit()]
+    return {str(id) for id in Submission.objects.filter(id__in=keys, organisation_id=organisation_id)
+            .values_list("id", flat=True)}
+
+
+def _visible_report(report: dict, *, visibility: Visibility, submission_ids: set[str] | None) -> dict:
+    report = dict(report or {})
+    if not visibility.data_dependent_epsilon and report.get("data_dependent") is not None:
+        report["data_dependent"] = None
+    if report.get("submissions"):  # L2: each silo's own declared guarantee
+        # The model's guarantee is the weakest silo's; it names no silo, so everyone may see it.
+        report["weakest_silo_guarantee"] = max(report["submissions"].values(),
+                                               key=lambda guarantee: (guarantee or {}).get("epsilon") or 0.0)
+        if submission_ids is not None:
+            report["submissions"] = {key: value for key, value in report["submissions"].items()
+                                     if key in submission_ids}
+    return report
+
+
+def global_model_view(*, global_model: GlobalModel, user: User | None) -> GlobalModelView:
+    """What ``user`` (``None``: the public) may see of ``global_model``; who may see it at all is the selectors'."""
+    visibility = visibility_for(user=user, federation=global_model.federation)
+    if visibility.every_silo:
+        submission_ids, organisation_ids = None, None
+    else:
+        submission_ids = _own_submission_ids(global_model, visibility.organisation_id)
+        organisation_ids = {str(visibility.organisation_id)} if visibility.organisation_id else set()
+    lineage = global_model.lineage or {}
+    return GlobalModelView(
+        global_model=global_model, metrics=global_model.metrics,
+        submission_metrics={key: value for key, value in (global_model.submission_metrics or {}).items()
+                            if submission_ids is None or key in submission_ids},
+        privacy_report=_visible_report(global_model.privacy_report, visibility=visibility,
+                                       submission_ids=submission_ids),
+        contribution_weights={key: value for key, value in (global_model.contribution_weights or {}).items()
+                              if organisation_ids is None or key in organisation_ids},
+        contribution_rule=global_model.contribution_rule,
+        lineage=lineage if visibility.every_silo else {key: value for key, value in lineage.items()
+                                                       if key in PUBLIC_LINEAGE_KEYS},
+        every_silo=visibility.every_silo)
+
+
+def named_contributions(view: GlobalModelView) -> list[dict]:
+    """The visible contribution weights with their organisations' names, largest first."""
+    names = Organisation.objects.in_bulk([int(key) for key in view.contribution_weights if key.isdigit()])
+    return [{"organisation_id": key, "organisation": names[int(key)].name if key.isdigit() and int(key) in names
+             else f"Organisation {key}", "weight": weight}
+            for key, weight in sorted(view.contribution_weights.items(), key=lambda item: -item[1])]
+
+
+def named_submission_metrics(view: GlobalModelView) -> list[dict]:
+    """The visible submissions' metrics, each with its id and its organisation's name, by submission id."""
+    ids = [int(key) for key in view.submission_metrics if key.isdigit()]
+    names = dict(Submission.objects.filter(id__in=ids).values_list("id", "organisation__name"))
+    return [{"id": int(key), "organisation": names.get(int(key), "?"), **metrics}
+            for key, metrics in sorted(view.submission_metrics.items(), key=lambda item: int(item[0]))
+            if key.isdigit()]
