@@ -7,7 +7,6 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.parsers import BaseParser, JSONParser
-from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.throttling import ScopedRateThrottle
@@ -282,12 +281,10 @@ class DownloadLinkApi(APIView):
 
 
 class DownloadApi(APIView):
-    authentication_classes = []  # the signed link is the credential; it names its user and is checked again
-    permission_classes = [AllowAny]
-
     @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY})
     def get(self, request, token):
-        model_file = download_resolve(token=token, request=request)
+        """The file of a signed link, for the signed-in user it was made for (session or API token)."""
+        model_file = download_resolve(token=token, user=request.user, request=request)
         response = FileResponse(default_storage.open(model_file.stored_name, "rb"), as_attachment=True,
                                 filename=download_filename(model_file), content_type="application/octet-stream")
         response["Cache-Control"] = "no-store"

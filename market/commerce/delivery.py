@@ -1,7 +1,9 @@
 """Delivering what was bought: short-lived signed download links, and predictions through the platform.
 
-A download link is a ``TimestampSigner`` token naming the file and the user it was made for; it is checked again
-(signature, age, the user's entitlement) when it is used, and files are never served from a public media URL.
+A download link is a ``TimestampSigner`` token naming the file and the user it was made for. It is no bearer
+token: it serves only that user, signed in (session or API token), and only while their organisation still holds
+the entitlement; every use, and every refused one, is audited with who tried. Files are never served from a
+public media URL.
 Predictions run the model's ONNX file (or an ensemble bundle's members) in the sandboxed child process.
 """
 
@@ -19,6 +21,9 @@ from django.core import signing
 from django.utils import timezone
 
 from market.accounts.models import User
+from market.audit.models import AuditOutcome
+from market.audit.models import AuditOutcome
+from market.audit.models import AuditOutcome
 from market.audit.services import audit_record
 from market.commerce.selectors import global_model_require_access
 from market.errors import DomainError, InvalidInput, PermissionDenied
@@ -61,8 +66,7 @@ def download_link_create(*, user: User, global_model_id: int, file_format: str, 
         seconds=settings.ONEFOLD_DOWNLOAD_LINK_TTL_SECONDS))
 
 
-def download_resolve(*, token: str, request=None) -> GlobalModelFile:
-    """The file a link stands for, if its signature holds, it has not expired and its user is still entitled."""
+def _linked_file(*, token: str, user: User) -> GlobalModelFile:
     try:
         payload = signing.TimestampSigner(salt=DOWNLOAD_SALT).unsign_object(
             token, max_age=settings.ONEFOLD_DOWNLOAD_LINK_TTL_SECONDS)
@@ -70,11 +74,25 @@ def download_resolve(*, token: str, request=None) -> GlobalModelFile:
         raise PermissionDenied("This download link has expired; ask for a new one from your purchases.") from None
     except signing.BadSignature:
         raise PermissionDenied("This download link is not valid; ask for a new one from your purchases.") from None
-    user = User.objects.filter(pk=payload.get("user"), is_active=True).first()
-    model_file = GlobalModelFile.objects.filter(pk=payload.get("file")).first()
-    if user is None or model_file is None:
+    if payload.get("user") != user.id:
+        raise PermissionDenied("This download link was made for another account; sign in as its buyer, or ask for "
+                               "a link of your own from your purchases.")
+    model_file = GlobalModelFile.objects.filter(pk=payload.get("file")).select_related("global_model").first()
+    if model_file is None:
         raise PermissionDenied("This download link is no longer valid; ask for a new one from your purchases.")
-    global_model_require_access(user=user, global_model_id=model_file.global_model_id)
+    global_model_require_access(user=user, global_model_id=model_file.global_model_id)  # entitled now, not then
+    return model_file
+
+
+def download_resolve(*, token: str, user: User, request=None) -> GlobalModelFile:
+    """The file a link stands for, for the signed-in ``user`` it was made for, if its signature holds, it has not
+    expired and the user's organisation still holds the entitlement. Uses and refusals are audited with ``user``."""
+    try:
+        model_file = _linked_file(token=token, user=user)
+    except DomainError as refusal:
+        audit_record(action="model.downloaded", outcome=AuditOutcome.REFUSED, actor=user, request=request,
+                     details={"reason": str(refusal)})
+        raise
     audit_record(action="model.downloaded", actor=user, target=model_file.global_model, request=request,
                  details={"format": model_file.format, "sha256": model_file.sha256})
     return model_file

@@ -11,7 +11,7 @@ from django.core import signing
 
 from market.audit.models import AuditEvent
 from market.commerce.services import purchase_create
-from tests.conftest import csv_bytes
+from tests.conftest import api_client_for, csv_bytes
 
 # What a buyer runs, in a fresh interpreter with only public libraries (no Onefold code on the path).
 BUYER_LOADER = r'''
@@ -188,24 +188,73 @@ def test_nobody_downloads_or_predicts_with_what_they_did_not_buy(published_listi
                           format="json").status_code == 400
 
 
-def test_signed_links_cannot_be_tampered_with_reused_by_others_or_used_after_expiry(
-        published_listing, buyer_user, buyer_api, top_up, settings, client):
+def download_url(api, global_model_id: int) -> str:
+    response = api.post(f"/api/global-models/{global_model_id}/download-links/", {"format": "onnx"}, format="json")
+    assert response.status_code == 201, response.json()
+    return response.json()["url"].replace("http://testserver", "")
+
+
+def test_signed_links_cannot_be_tampered_with_or_used_after_expiry(published_listing, buyer_user, buyer_api, top_up,
+                                                                   settings, client):
     listing = published_listing(price_cents=100)
     top_up(buyer_user.organisation, 100)
     purchase_create(listing=listing, user=buyer_user)
-    url = buyer_api.post(f"/api/global-models/{listing.global_model_id}/download-links/", {"format": "onnx"},
-                         format="json").json()["url"].replace("http://testserver", "")
+    url = download_url(buyer_api, listing.global_model_id)
     token = url.rstrip("/").rsplit("/", 1)[1]
     payload = signing.TimestampSigner(salt="onefold.commerce.download").unsign_object(token)
 
-    assert client.get(url).status_code == 200  # the link is the credential, usable from curl
+    assert buyer_api.get(url).status_code == 200
     forged = signing.TimestampSigner(salt="onefold.commerce.download", key="guessed-key").sign_object(
         {**payload, "file": payload["file"] + 1})
-    assert client.get(f"/api/downloads/{forged}/").status_code == 403
-    assert client.get(url.replace(token, token[:-2] + ("AA" if not token.endswith("AA") else "BB"))).status_code == 403
+    assert buyer_api.get(f"/api/downloads/{forged}/").status_code == 403
+    assert buyer_api.get(url.replace(token, token[:-2] + ("AA" if not token.endswith("AA") else "BB"))).status_code == 403
     public_media = client.get(f"/media/{listing.global_model.files.get(format='onnx').stored_name}")
     assert public_media.status_code == 404
     settings.ONEFOLD_DOWNLOAD_LINK_TTL_SECONDS = 1
     time.sleep(2.1)
-    expired = client.get(url)
+    expired = buyer_api.get(url)
     assert expired.status_code == 403 and "expired" in expired.json()["detail"]
+
+
+def test_a_link_serves_only_the_signed_in_buyer_it_was_made_for_and_the_audit_names_who_tried(
+        published_listing, buyer_user, buyer_api, top_up, operator, operator_api, client):
+    from market.accounts.services import user_create
+
+    listing = published_listing(price_cents=100)
+    top_up(buyer_user.organisation, 100)
+    purchase_create(listing=listing, user=buyer_user)
+    colleague = user_create(username="finn-fabrikam", password="colleague-password",
+                            organisation=buyer_user.organisation)
+    url = download_url(buyer_api, listing.global_model_id)
+
+    assert client.get(url).status_code == 401  # no bearer token: the link alone opens nothing
+    for other in (colleague, operator):  # entitled to the model, but the link is not theirs
+        refused = api_client_for(other).get(url)
+        assert (refused.status_code, refused.json()["detail"]) == (
+            403, "This download link was made for another account; sign in as its buyer, or ask for a link of your "
+                 "own from your purchases.")
+    assert buyer_api.get(url).status_code == 200
+    events = AuditEvent.objects.filter(action="model.downloaded").order_by("id")
+    assert [(event.actor_id, event.outcome) for event in events] == [
+        (colleague.id, "refused"), (operator.id, "refused"), (buyer_user.id, "success")]
+    assert events.last().object_id == str(listing.global_model_id)
+    assert events.last().organisation_id == buyer_user.organisation_id
+
+
+def test_a_link_stops_working_at_once_when_its_user_leaves_the_buying_organisation(published_listing, buyer_user,
+                                                                                   buyer_api, top_up):
+    from market.accounts.models import User
+    from market.accounts.services import organisation_create
+
+    listing = published_listing(price_cents=100)
+    top_up(buyer_user.organisation, 100)
+    purchase_create(listing=listing, user=buyer_user)
+    url = download_url(buyer_api, listing.global_model_id)
+    assert buyer_api.get(url).status_code == 200
+    elsewhere = organisation_create(name="Elsewhere Analytics", is_silo=False, is_buyer=True)
+    User.objects.filter(id=buyer_user.id).update(organisation=elsewhere)
+    refused = buyer_api.get(url)
+    assert (refused.status_code, refused.json()["detail"]) == (
+        404, f"There is no global model #{listing.global_model_id} that your organisation has bought.")
+    assert AuditEvent.objects.filter(action="model.downloaded", outcome="refused", actor=buyer_user,
+                                     organisation=elsewhere).count() == 1
