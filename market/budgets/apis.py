@@ -20,7 +20,9 @@ class BudgetOutput(serializers.Serializer):
     organisation_id = serializers.IntegerField()
     organisation = serializers.CharField()
     epsilon_limit = serializers.DecimalField(max_digits=12, decimal_places=6, coerce_to_string=True)
-    delta = serializers.CharField()
+    delta = serializers.CharField(help_text="δ at which the composed spend is converted.")
+    composed_delta = serializers.CharField(help_text="δ of the whole spend: the budget's δ plus the δ of every L2 "
+                                                     "submission charged as declared.")
     spent = serializers.DecimalField(max_digits=12, decimal_places=6, coerce_to_string=True)
     reserved = serializers.DecimalField(max_digits=12, decimal_places=6, coerce_to_string=True)
     remaining = serializers.DecimalField(max_digits=12, decimal_places=6, coerce_to_string=True)

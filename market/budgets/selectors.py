@@ -8,6 +8,7 @@ lines is shown outside the operator's views only when the federation publishes i
 import csv
 import io
 from datetime import datetime, time
+from decimal import Decimal
 
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -16,12 +17,12 @@ from django.utils.dateparse import parse_date, parse_datetime
 from market.accounts.models import User
 from market.audit.models import AuditEvent
 from market.budgets.models import BudgetEntry, EntryKind, PrivacyBudget
-from market.budgets.ledger import budgets_ensure
+from market.budgets.ledger import budgets_ensure, ledger_state
 from market.errors import InvalidInput, NotFound
 from market.federations.models import Federation
 from market.federations.selectors import federation_require_member
 from market.jobs.visibility import visibility_for
-from workers.privacy.costs import rule_description
+from workers.privacy.costs import compose_costs, rule_description
 
 #: Budgets at or past this fraction of their limit (spent + reserved) are flagged on the dashboard.
 WARNING_FRACTION = 0.8
@@ -44,11 +45,20 @@ def budget_get(*, budget_id: int, user: User) -> PrivacyBudget:
     return budget
 
 
+def budget_composed_delta(budget: PrivacyBudget) -> Decimal:
+    """δ of everything spent and reserved: the budget's δ, plus the own δ of every cost composed additively (an L2
+    submission charged as declared brings its declared δ along; Dwork and Roth 2014, Thm. 3.16)."""
+    composition = compose_costs(ledger_state(budget).committed(), delta=float(budget.delta))
+    return Decimal(repr(composition.delta))
+
+
 def budget_summary(budget: PrivacyBudget) -> dict:
-    """A budget's figures as the API and the dashboard show them (ε as decimal strings)."""
+    """A budget's figures as the API and the dashboard show them (ε as decimal strings). ``delta`` is the δ at which
+    the spend is converted; ``composed_delta`` the δ the whole spend holds at (larger when declared δs add)."""
     return {"id": budget.id, "federation": budget.federation.slug, "organisation_id": budget.organisation_id,
             "organisation": budget.organisation.name, "epsilon_limit": str(budget.epsilon_limit),
-            "delta": format(budget.delta.normalize(), "f"), "spent": str(budget.spent),
+            "delta": format(budget.delta.normalize(), "f"),
+            "composed_delta": format(budget_composed_delta(budget).normalize(), "f"), "spent": str(budget.spent),
             "reserved": str(budget.reserved), "remaining": str(budget.remaining),
             "used_fraction": round(budget.used_fraction, 6), "warning": budget.used_fraction >= WARNING_FRACTION,
             "composition_rule": budget.composition_rule,
