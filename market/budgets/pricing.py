@@ -70,8 +70,8 @@ def budget_price_job(*, federation: Federation, organisations, privacy_parameter
     """A quote for an L1 job: per silo, the ε it would need on top of its budget and whether it fits. Reserves nothing.
 
     ``organisations``: the Organisation (row or id) of each submission the job would use; a silo listed k times
-    is priced for moving k·s votes. Returns ``{"cost": the report of the silo that moves the most votes (the job's
-    bound), "fits": bool, "silos": [{organisation_id, organisation, budget_id, submissions, vote_shift, epsilon (its
+    is priced for moving k·s votes. Returns ``{"cost": the report for a silo with one submission (not the most
+    exposed silo's: that would tell anyone who sees the quote how many submissions some silo holds), "fits": bool, "silos": [{organisation_id, organisation, budget_id, submissions, vote_shift, epsilon (its
     own cost on its own), epsilon_limit, spent, reserved, remaining, needed, remaining_after, fits,
     composition_rule}]}``, amounts as decimal strings.
     """
@@ -92,9 +92,8 @@ def budget_price_job(*, federation: Federation, organisations, privacy_parameter
                       "reserved": str(budget.reserved), "remaining": str(budget.remaining), "needed": str(needed),
                       "remaining_after": str(budget.remaining - needed), "fits": amounts.committed <= budget.epsilon_limit,
                       "composition_rule": amounts.rule})
-    bound = max(costs.values(), key=lambda cost: cost.report.vote_shift, default=None)
-    return {"cost": bound.report.as_dict() if bound else None, "fits": all(silo["fits"] for silo in silos),
-            "silos": silos}
+    one_submission = job_privacy_cost(privacy_parameters=privacy_parameters, partitions=partitions, teachers=teachers)
+    return {"cost": one_submission.report.as_dict(), "fits": all(silo["fits"] for silo in silos), "silos": silos}
 
 
 def budget_calibrate(*, federation: Federation, organisations, privacy_parameters: dict, partitions: int,
