@@ -37,6 +37,12 @@ class RefusedFormat(DomainError):
     status_code = 415
 
 
+class IdempotencyKeyReused(DomainError):
+    """The same Idempotency-Key was sent before with a different request."""
+
+    status_code = 422
+
+
 def domain_error_from(error: Exception) -> DomainError | None:
     """The domain error an exception from the pure core stands for, if any."""
     if isinstance(error, DomainError):

@@ -22,8 +22,6 @@ from django.utils import timezone
 
 from market.accounts.models import User
 from market.audit.models import AuditOutcome
-from market.audit.models import AuditOutcome
-from market.audit.models import AuditOutcome
 from market.audit.services import audit_record
 from market.commerce.selectors import global_model_require_access
 from market.errors import DomainError, InvalidInput, PermissionDenied

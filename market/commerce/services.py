@@ -17,16 +17,10 @@ from market.commerce.models import (Entitlement, IdempotencyKey, Listing, Listin
                                     WalletEntryKind)
 from market.commerce.quality import QualityVerdict, quality_verdict
 from market.commerce.revenue import market_fee_cents, revenue_shares
-from market.errors import Conflict, DomainError, InvalidInput, NotFound, PermissionDenied
+from market.errors import Conflict, DomainError, IdempotencyKeyReused, InvalidInput, NotFound, PermissionDenied
 from market.jobs.models import GlobalModel
 
 MAX_PRICE_CENTS = 10**12
-
-
-class IdempotencyKeyReused(DomainError):
-    """The same Idempotency-Key was sent before with a different request."""
-
-    status_code = 422
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from market.federations.models import PrivacyLevel
 from market.federations.selectors import federation_get
 from market.jobs.models import JobKind, JobStatus
 from market.jobs.selectors import global_model_get, job_get, job_list, job_log_lines, job_progress
-from market.jobs.services import job_cancel, job_create
+from market.jobs.services import job_cancel, job_create_once
 from market.jobs.visibility import global_model_view
 
 
@@ -85,13 +85,20 @@ class GlobalModelOutput(serializers.Serializer):
 
 
 class FederationJobListApi(APIView):
-    @extend_schema(request=JobInput, responses={201: JobOutput})
+    @extend_schema(request=JobInput, responses={201: JobOutput},
+                   parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)])
     def post(self, request, slug):
+        """Launch a job; a repeated Idempotency-Key with the same body returns the first job and reserves nothing
+        again (header Idempotent-Replayed)."""
         given = JobInput(data=request.data)
         given.is_valid(raise_exception=True)
         federation = federation_get(slug=slug, user=request.user)
-        job = job_create(federation=federation, requested_by=request.user, request=request, **given.validated_data)
-        return Response(JobOutput(job_get(job_id=job.id, user=request.user)).data, status=status.HTTP_201_CREATED)
+        created = job_create_once(idempotency_key=request.headers.get("Idempotency-Key"), federation=federation,
+                                  requested_by=request.user, request=request, **given.validated_data)
+        response = Response(JobOutput(job_get(job_id=created.job.id, user=request.user)).data,
+                            status=status.HTTP_201_CREATED)
+        response["Idempotent-Replayed"] = "true" if created.replayed else "false"
+        return response
 
     @extend_schema(responses=JobOutput(many=True))
     def get(self, request, slug):

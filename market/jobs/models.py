@@ -162,6 +162,20 @@ class JobLogEntry(models.Model):
         ordering = ["created_at", "id"]
 
 
+class JobIdempotencyKey(models.Model):
+    """A client's ``Idempotency-Key`` for a job creation: the same key from the same person with the same request
+    returns the first job, and reserves no budget again (a toolkit retrying a request that timed out)."""
+
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=200)
+    request_sha256 = models.CharField(max_length=64, help_text="SHA-256 of the request: federation and body.")
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["requested_by", "key"], name="one_job_per_idempotency_key")]
+
+
 class JobOutbox(OutboxEntry):
     """A job start that must reach the broker (:mod:`market.outbox`): a job committed while the broker is down
     still runs, once (the worker claims the job row with a conditional UPDATE)."""

@@ -3,9 +3,13 @@
 The worker side (claim, chunks, fusion, reaper) is in :mod:`market.jobs.runner`.
 """
 
+import hashlib
+import json
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Count
 from django.utils import timezone
 
@@ -14,10 +18,10 @@ from market.audit.models import AuditOutcome
 from market.audit.services import audit_record
 from market.budgets.services import (BudgetExceeded, budget_charge_for_job, budget_refusal_record,
                                      budget_release_for_job, budget_reserve_for_job)
-from market.errors import Conflict, DomainError, InvalidInput, PermissionDenied
+from market.errors import Conflict, DomainError, IdempotencyKeyReused, InvalidInput, PermissionDenied
 from market.federations.models import Federation, PrivacyLevel
 from market.federations.selectors import public_dataset_current
-from market.jobs.models import Job, JobLogEntry, JobOutbox, JobStatus
+from market.jobs.models import Job, JobIdempotencyKey, JobLogEntry, JobOutbox, JobStatus
 from market.jobs.parameters import job_parameters_validate, job_workload_check
 from market.jobs.selectors import job_launch_require_permission
 from market.outbox import outbox_add
@@ -90,8 +94,10 @@ def _check_selectable(*, kind: str, parameters: dict, submissions: list[Submissi
 
 
 def job_create(*, federation: Federation, kind: str, privacy_level: str, parameters: dict | None, submissions,
-               seed: int | None, requested_by: User, request=None) -> Job:
-    """Validate and store a job, reserve its L1 privacy budget, and queue it when the transaction commits."""
+               seed: int | None, requested_by: User, request=None,
+               stored_with_job: Callable[[Job], object] | None = None) -> Job:
+    """Validate and store a job, reserve its L1 privacy budget, and queue it when the transaction commits.
+    ``stored_with_job`` writes what must commit or roll back with the job (its idempotency key)."""
     try:
         job_launch_require_permission(federation=federation, user=requested_by)
         if privacy_level not in federation.allowed_privacy_levels:
@@ -123,6 +129,8 @@ def job_create(*, federation: Federation, kind: str, privacy_level: str, paramet
             audit_record(action="job.created", actor=requested_by, organisation=requested_by.organisation, target=job,
                          request=request, details={"kind": kind, "privacy_level": privacy_level,
                                                    "submissions": [s.id for s in chosen]})
+            if stored_with_job is not None:
+                stored_with_job(job)
             job_enqueue(job=job)
     except DomainError as error:
         if isinstance(error, BudgetExceeded):
@@ -133,6 +141,46 @@ def job_create(*, federation: Federation, kind: str, privacy_level: str, paramet
                      details={"kind": kind, "privacy_level": privacy_level, "reason": str(error)})
         raise
     return job
+
+
+@dataclass(frozen=True)
+class JobCreation:
+    job: Job
+    replayed: bool  # True when an earlier request with the same Idempotency-Key made this job
+
+
+def _earlier_job(*, requested_by: User, idempotency_key: str, request_sha256: str) -> Job | None:
+    earlier = JobIdempotencyKey.objects.filter(requested_by=requested_by, key=idempotency_key).select_related(
+        "job").first()
+    if earlier is not None and earlier.request_sha256 != request_sha256:
+        raise IdempotencyKeyReused(f"The Idempotency-Key {idempotency_key!r} was already used for another request "
+                                   f"(job #{earlier.job_id}); send a new key for a new job.")
+    return earlier.job if earlier is not None else None
+
+
+def job_create_once(*, idempotency_key: str | None, federation: Federation, requested_by: User, request=None,
+                    **job_fields) -> JobCreation:
+    """:func:`job_create`, at most once per ``idempotency_key``: a repeated key with the same federation and job
+    fields returns the first job (nothing reserved again); with a different request it is refused (422)."""
+    if idempotency_key is None:
+        return JobCreation(job=job_create(federation=federation, requested_by=requested_by, request=request,
+                                          **job_fields), replayed=False)
+    if not 1 <= len(idempotency_key) <= 200:
+        raise InvalidInput("The Idempotency-Key header must be 1 to 200 characters long.")
+    request_sha256 = hashlib.sha256(json.dumps({"federation": federation.slug, **job_fields},
+                                               sort_keys=True, default=str).encode()).hexdigest()
+    earlier = dict(requested_by=requested_by, idempotency_key=idempotency_key, request_sha256=request_sha256)
+    if (job := _earlier_job(**earlier)) is not None:
+        return JobCreation(job=job, replayed=True)
+    try:
+        job = job_create(federation=federation, requested_by=requested_by, request=request, **job_fields,
+                         stored_with_job=lambda job: JobIdempotencyKey.objects.create(
+                             requested_by=requested_by, key=idempotency_key, request_sha256=request_sha256, job=job))
+    except IntegrityError:  # the same key arrived twice at once: the first one's job stands, this one rolled back
+        if (job := _earlier_job(**earlier)) is None:
+            raise
+        return JobCreation(job=job, replayed=True)
+    return JobCreation(job=job, replayed=False)
 
 
 def job_enqueue(*, job: Job) -> None:
