@@ -15,7 +15,7 @@ from market.budgets.services import budget_charge_for_job
 from market.federations.models import PrivacyLevel
 from market.jobs.baselines import baselines_measure
 from market.jobs.models import ChunkStatus, GlobalModel, GlobalModelFile, Job, JobChunk, JobPhase, JobStatus
-from market.jobs.runner.common import (CONTRIBUTION_RULE, JobInputError, _algorithm, _arrays, _delete_artifacts,
+from market.jobs.runner.common import (CONTRIBUTION_RULE, JobInputError, _arrays, _delete_artifacts,
                                        _failing_on_unexpected, _members, _stage, _stop_if_cancelled, _Superseded,
                                        code_version, job_end, lease_kept, lease_seconds, logger, worker_id)
 from market.jobs.services import job_log
@@ -68,10 +68,10 @@ def _chunk_arrays(job: Job):
             raise JobInputError(f"The partial results of chunk {chunk.index + 1} are missing or corrupt.") from error
 
 
-def _noise(job: Job):
+def _noise(job: Job) -> dict:
+    """The L1 mechanism, the answers an earlier attempt drew, and how a fresh draw is stored (``fuse_in_child``)."""
     if job.privacy_level != PrivacyLevel.L1:
-        return None
-    from workers.jobs.noise import replayable_noise
+        return {}
     from workers.privacy.mechanisms import GaussianNoise, LaplaceNoise
 
     privacy = job.parameters["privacy"]
@@ -88,10 +88,18 @@ def _noise(job: Job):
 
     if stored is not None:
         job_log(job_id=job.id, message="Reusing the noisy answers drawn by an earlier attempt.")
-    return replayable_noise(mechanism, stored=stored, on_draw=store)
+    return {"noise": mechanism, "stored_noise": stored, "on_noise_drawn": store}
 
 
-def _fused(job: Job) -> dict:
+def _cancel_requested(job_id: int) -> bool:
+    return Job.objects.filter(id=job_id, cancel_requested=True).exists()
+
+
+def _fusion_started(job: Job, pid: int) -> None:
+    job_log(job_id=job.id, message=f"Fusing in a child process (pid {pid}) that a cancel stops.")
+
+
+def _fused(job: Job) -> dict | None:
     ids, signal_sum = [], None
     for chunk, arrays in _chunk_arrays(job):
         ids.extend(int(value) for value in arrays["member_ids"])
@@ -102,11 +110,16 @@ def _fused(job: Job) -> dict:
         raise JobInputError(f"Submission #{missing[0]} was deleted after the job was created.")
     members = _members([submissions[submission_id] for submission_id in ids])
     public = _arrays(job.public_dataset.features_file)["features"]
+    from workers.jobs.interruptible import fuse_in_child
+
     try:
-        fusion = _algorithm(job.kind).fuse(signal_sum, public, members=members, n_classes=job.federation.n_classes,
-                                           params=job.parameters, noise=_noise(job), seed=job.seed)
+        fusion = fuse_in_child(kind=job.kind, signal_sum=signal_sum, public_features=public, members=members,
+                               n_classes=job.federation.n_classes, params=job.parameters, seed=job.seed, **_noise(job),
+                               cancelled=lambda: _cancel_requested(job.id), on_start=lambda pid: _fusion_started(job, pid))
     except ValueError as error:
         raise JobInputError(f"The fusion failed: {error}") from error
+    if fusion is None:  # cancelled while fitting; the child is gone and job_finalize ends the job
+        return None
     job_log(job_id=job.id, message=f"Fused {len(members)} member(s); the global model was trained on "
                                    f"{int(np.count_nonzero(fusion.trained))} public example(s).")
     return {"fusion": fusion, "ids": ids, "submissions": submissions}
