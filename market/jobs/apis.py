@@ -5,6 +5,7 @@ from rest_framework.views import APIView
 
 from market.federations.models import PrivacyLevel
 from market.federations.selectors import federation_get
+from market.jobs.baselines import baselines_visible
 from market.jobs.models import JobKind, JobStatus
 from market.jobs.selectors import global_model_get, job_get, job_list, job_log_lines, job_progress
 from market.jobs.services import job_cancel, job_create_once
@@ -41,6 +42,9 @@ class JobOutput(serializers.Serializer):
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
     global_model = serializers.SerializerMethodField()
+    baselines = serializers.SerializerMethodField(
+        help_text="The global model's baselines as the public sees them (null until it exists); the global model's "
+                  "own endpoint names the best single silo to those who may see it.")
 
     def get_submissions(self, job) -> list[int]:
         return sorted(job.submissions.values_list("id", flat=True))
@@ -53,6 +57,12 @@ class JobOutput(serializers.Serializer):
 
     def get_global_model(self, job) -> int | None:
         return getattr(getattr(job, "global_model", None), "id", None)
+
+    def get_baselines(self, job) -> dict | None:
+        global_model = getattr(job, "global_model", None)
+        if global_model is None:
+            return None
+        return baselines_visible(global_model, every_silo=job.federation.publish_contributions, organisation_id=None)
 
 
 class GlobalModelFileOutput(serializers.Serializer):
@@ -80,6 +90,10 @@ class GlobalModelOutput(serializers.Serializer):
     contribution_weights = serializers.DictField(help_text="Per organisation; only the viewer's own unless the "
                                                            "federation publishes contributions (operators: all).")
     contribution_rule = serializers.CharField()
+    baselines = serializers.DictField(help_text="majority_class, best_single_silo, average_silo (accuracy, "
+                                                "balanced_accuracy, macro_f1, roc_auc) and n_silos on the same "
+                                                "evaluation split; which organisation the best silo is follows the "
+                                                "contributions rule (docs/market.md).")
     files = GlobalModelFileOutput(source="global_model.files", many=True)
     created_at = serializers.DateTimeField(source="global_model.created_at")
 

@@ -8,7 +8,9 @@ took part, a model card's reader) sees the global model's own metrics and the da
   itself information about the silos' data;
 - which silo contributed what (contribution weights, each submission's metrics and privacy report, the
   lineage's submissions and fusion details) only when the federation publishes contributions; a silo always
-  sees its own share.
+  sees its own share;
+- the baselines (majority-class guess, best single silo, average silo) with their scores, but which organisation
+  the best single silo is only under the same rule as contributions (or to that silo itself).
 
 A new field of a global model is private until it is added to :class:`GlobalModelView` with its rule here.
 """
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 
 from market.accounts.models import Organisation, User
 from market.federations.models import Federation
+from market.jobs.baselines import baselines_visible
 from market.jobs.models import GlobalModel
 from market.submissions.models import Submission
 
@@ -55,6 +58,7 @@ class GlobalModelView:
     contribution_weights: dict  # {"<organisation id>": weight}, the visible organisations only
     contribution_rule: str
     lineage: dict
+    baselines: dict  # market.jobs.baselines.baselines_visible: which silo is best only as contributions are shown
     every_silo: bool  # False: the per-silo fields hold the viewer's own share at most
 
 
@@ -100,6 +104,8 @@ def global_model_view(*, global_model: GlobalModel, user: User | None) -> Global
         contribution_rule=global_model.contribution_rule,
         lineage=lineage if visibility.every_silo else {key: value for key, value in lineage.items()
                                                        if key in PUBLIC_LINEAGE_KEYS},
+        baselines=baselines_visible(global_model, every_silo=visibility.every_silo,
+                                    organisation_id=visibility.organisation_id),
         every_silo=visibility.every_silo)
 
 
