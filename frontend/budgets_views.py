@@ -17,7 +17,7 @@ from market.budgets.models import EntryKind
 from market.budgets.selectors import (budget_get, budget_ledger, budget_list, budget_refusals, budget_summary,
                                       budget_timeline, entry_summary)
 from market.budgets.services import budget_calibrate, budget_limit_set, budget_price_job
-from market.errors import DomainError, InvalidInput
+from market.errors import DomainError, InvalidInput, PermissionDenied
 from market.federations.selectors import federation_get, federation_list, federation_require_member
 
 LEDGER_PER_PAGE = 50
@@ -64,6 +64,8 @@ def budget_limit_action(request, slug, budget_id):
         budget = budget_limit_set(budget_id=budget.id, epsilon_limit=request.POST.get("epsilon_limit", "").strip(),
                                   reason=request.POST.get("reason", "").strip()[:1000], actor=request.user,
                                   request=request)
+    except PermissionDenied:
+        raise  # answered 403 like the API, not shown as a form error after a redirect
     except DomainError as error:
         messages.error(request, str(error))
     else:
