@@ -2,8 +2,8 @@
 
 Every method maps to one endpoint and returns the decoded JSON (or bytes for downloads). Errors
 become :mod:`workers.silo.errors` exceptions that carry the market's own sentence and status;
-retries and error translation live in :mod:`workers.silo.http`. A purchase carries an
-``Idempotency-Key``, so retrying it cannot buy twice.
+retries and error translation live in :mod:`workers.silo.http`. A purchase and a job creation carry an
+``Idempotency-Key``, so retrying them cannot buy twice or queue (and reserve privacy budget for) two jobs.
 
 Only ``requests`` and the standard library are used: the toolkit installs on a silo's machine
 without the market's server dependencies.
@@ -127,12 +127,16 @@ class OnefoldClient(MarketSession):
     # --- jobs -----------------------------------------------------------------------------------
 
     def job_create(self, federation: str, *, kind: str, privacy_level: str, parameters: dict | None = None,
-                   submissions: list[int] | str = "all", seed: int | None = None) -> dict:
+                   submissions: list[int] | str = "all", seed: int | None = None,
+                   idempotency_key: str | None = None) -> dict:
+        """Launch a job. The same ``idempotency_key`` with the same request never makes a second job (a fresh
+        UUID when omitted, kept across this call's retries)."""
         body = {"kind": kind, "privacy_level": privacy_level, "parameters": parameters or {},
                 "submissions": submissions}
         if seed is not None:
             body["seed"] = seed
-        return self.post(f"federations/{federation}/jobs/", body)
+        return self.post(f"federations/{federation}/jobs/", body,
+                         headers={"Idempotency-Key": idempotency_key or str(uuid.uuid4())})
 
     def job(self, job_id: int) -> dict:
         return self.get(f"jobs/{job_id}/")
@@ -194,14 +198,15 @@ class OnefoldClient(MarketSession):
     def wallet_top_up(self, organisation_id: int, *, amount_cents: int, reference: str, note: str = "") -> dict:
         """Operators: credit an organisation's wallet; the same ``reference`` credits once."""
         return self.post(f"organisations/{organisation_id}/wallet/top-ups/",
-                         {"amount_cents": amount_cents, "reference": reference, "note": note})
+                         {"amount_cents": amount_cents, "reference": reference, "note": note}, idempotent=True)
 
     def earnings(self) -> Any:
         return self.get("earnings/")
 
     def download_link(self, global_model_id: int, *, file_format: str) -> dict:
         """``{"url", "expires_at"}`` of a signed download link for a bought (or own) global model."""
-        return self.post(f"global-models/{global_model_id}/download-links/", {"format": file_format})
+        return self.post(f"global-models/{global_model_id}/download-links/", {"format": file_format},
+                         idempotent=True)  # a second link changes nothing
 
     def global_model_download(self, global_model_id: int, *, file_format: str) -> tuple[bytes, dict]:
         """The file bytes and the link it came from."""
@@ -210,7 +215,7 @@ class OnefoldClient(MarketSession):
 
     def predict(self, global_model_id: int, rows: list[dict]) -> dict:
         """``{"classes", "probabilities", "class_labels"}`` for raw table rows (column → value)."""
-        return self.post(f"global-models/{global_model_id}/predict/", {"rows": rows})
+        return self.post(f"global-models/{global_model_id}/predict/", {"rows": rows}, idempotent=True)
 
 
 __all__ = ["ModelUpload", "OnefoldClient", "encode_multipart", "normalise_market_url", "server_message", "wait_for"]

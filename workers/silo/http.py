@@ -1,9 +1,12 @@
 """HTTP plumbing of the toolkit's client: market addresses, the market's error sentences, retries with
 backoff, multipart bodies that report upload progress, and polling.
 
-Connection failures and 5xx answers are retried with exponential backoff; 4xx answers never are
-(the request itself is wrong, and repeating it changes nothing). Only ``requests`` and the standard
-library are used.
+Retries never do a thing twice. An idempotent request (GET, PUT, DELETE, or one carrying an
+``Idempotency-Key``) is retried after a connection failure or a 5xx answer, with exponential backoff. Any
+request is retried when it never reached the market (the connection was refused or timed out) and after 429
+or 503 (the market did nothing and said to come back), waiting ``Retry-After`` when the market gives it.
+Other 4xx answers never are (the request itself is wrong, and repeating it changes nothing). Only
+``requests`` and the standard library are used.
 """
 
 from __future__ import annotations
@@ -14,15 +17,20 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import requests
+from urllib3.exceptions import NewConnectionError
 
 from workers.silo.errors import MarketUnreachable, OnefoldError, TimedOut, error_for_status
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
-RETRY_STATUSES = range(500, 600)
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+NOTHING_DONE_STATUSES = frozenset({429, 503})  # the market did nothing and asks to come back: any request may retry
+RETRY_STATUSES = range(500, 600)  # idempotent requests only: a 500, 502 or 504 may come after the work was done
+MAX_RETRY_AFTER_SECONDS = 300.0
 Progress = Callable[[int, int], None]
 
 
@@ -86,20 +94,24 @@ class MarketSession:
     token : str or None
         The API token (``login`` gets one); ``None`` for the token endpoint only.
     retries : int
-        Further attempts after a connection error or a 5xx answer.
+        Further attempts after a failure that may be retried (the module docstring says which).
     backoff_seconds : float
         Wait before the first retry; doubled each time.
     timeout_seconds : float
         Per request (connect and read).
+    max_retry_after_seconds : float
+        The longest ``Retry-After`` the client waits; a market asking for longer gets the error raised.
     """
 
     def __init__(self, market_url: str, token: str | None = None, *, retries: int = 3, backoff_seconds: float = 0.5,
-                 timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS, session: requests.Session | None = None):
+                 timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS, session: requests.Session | None = None,
+                 max_retry_after_seconds: float = MAX_RETRY_AFTER_SECONDS):
         self.market_url = normalise_market_url(market_url)
         self.token = token
         self.retries = retries
         self.backoff_seconds = backoff_seconds
         self.timeout_seconds = timeout_seconds
+        self.max_retry_after_seconds = max_retry_after_seconds
         self.session = session or requests.Session()
 
     def url(self, path: str) -> str:
@@ -109,14 +121,19 @@ class MarketSession:
         return urljoin(self.market_url, path if path.startswith("/") else f"api/{path}")
 
     def request(self, method: str, path: str, *, json_body: Any = None, data: Any = None, headers: dict | None = None,
-                params: dict | None = None, body_factory: Callable[[], Any] | None = None) -> requests.Response:
+                params: dict | None = None, body_factory: Callable[[], Any] | None = None,
+                idempotent: bool | None = None) -> requests.Response:
         """Send one request with retries; raise the matching :class:`~workers.silo.errors.ApiError` on 4xx/5xx.
 
         ``body_factory`` makes a fresh body for every attempt (a file-like body is consumed by sending it).
+        ``idempotent`` says whether sending the request twice does it once; by default, for the idempotent
+        methods and for a request with an ``Idempotency-Key`` header.
         """
         all_headers = {"Accept": "application/json", **(headers or {})}
         if self.token:
             all_headers["Authorization"] = f"Token {self.token}"
+        if idempotent is None:
+            idempotent = method.upper() in IDEMPOTENT_METHODS or "Idempotency-Key" in all_headers
         attempt = 0
         while True:
             try:
@@ -124,18 +141,34 @@ class MarketSession:
                                                 data=body_factory() if body_factory else data,
                                                 headers=all_headers, params=params, timeout=self.timeout_seconds)
             except (requests.ConnectionError, requests.Timeout) as error:
-                if attempt >= self.retries:
+                may_retry = idempotent or _never_sent(error)
+                if attempt >= self.retries or not may_retry:
                     raise MarketUnreachable(f"Could not reach the market at {self.market_url} after "
                                             f"{attempt + 1} attempt(s) ({type(error).__name__}); check the address "
-                                            "and that the market is running.") from error
+                                            "and that the market is running." + ("" if may_retry else (
+                                                " The request may have arrived; check before sending it again."))
+                                            ) from error
+                wait = self.backoff_seconds * 2**attempt
             else:
-                if response.status_code not in RETRY_STATUSES or attempt >= self.retries:
+                wait = self._retry_wait(response, attempt=attempt, idempotent=idempotent)
+                if wait is None:
                     break
-            time.sleep(self.backoff_seconds * 2**attempt)
+            time.sleep(wait)
             attempt += 1
         if response.status_code >= 400:
             raise self._error(response)
         return response
+
+    def _retry_wait(self, response: requests.Response, *, attempt: int, idempotent: bool) -> float | None:
+        """Seconds to wait before retrying this answer, or None to stop here."""
+        retryable = response.status_code in NOTHING_DONE_STATUSES or (
+            idempotent and response.status_code in RETRY_STATUSES)
+        if not retryable or attempt >= self.retries:
+            return None
+        retry_after = retry_after_seconds(response.headers.get("Retry-After"))
+        if retry_after is None:
+            return self.backoff_seconds * 2**attempt
+        return retry_after if retry_after <= self.max_retry_after_seconds else None
 
     def _error(self, response: requests.Response) -> OnefoldError:
         message = server_message(response)
@@ -153,13 +186,37 @@ class MarketSession:
     def get(self, path: str, **params) -> Any:
         return self.request("GET", path, params={k: v for k, v in params.items() if v is not None}).json()
 
-    def post(self, path: str, body: Any = None, *, headers: dict | None = None) -> Any:
-        response = self.request("POST", path, json_body=body if body is not None else {}, headers=headers)
+    def post(self, path: str, body: Any = None, *, headers: dict | None = None, idempotent: bool | None = None) -> Any:
+        response = self.request("POST", path, json_body=body if body is not None else {}, headers=headers,
+                                idempotent=idempotent)
         return response.json() if response.content else None
 
     def download(self, path: str) -> bytes:
         """Raw bytes of a file endpoint (or of a signed URL the market returned)."""
         return self.request("GET", path, headers={"Accept": "*/*"}).content
+
+
+def _never_sent(error: Exception) -> bool:
+    """Whether the request failed before reaching the market (refused or timed-out connection), so that sending
+    it again cannot do anything twice."""
+    if isinstance(error, requests.ConnectTimeout):
+        return True
+    reason = getattr(error.args[0], "reason", None) if error.args else None
+    return isinstance(reason, NewConnectionError)
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """A ``Retry-After`` header in seconds (it gives seconds or an HTTP date); None when absent or unreadable."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
 
 
 def encode_multipart(fields: dict[str, str], files: list[tuple[str, ModelUpload]]) -> tuple[bytes, str]:
@@ -195,4 +252,4 @@ def wait_for(fetch: Callable[[], dict], *, done: Callable[[dict], bool], timeout
 
 
 __all__ = ["MarketSession", "ModelUpload", "ProgressReader", "encode_multipart", "normalise_market_url",
-           "server_message", "wait_for"]
+           "retry_after_seconds", "server_message", "wait_for"]

@@ -10,12 +10,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from workers.silo.client import ModelUpload, OnefoldClient
-from workers.silo.errors import (Conflict, InvalidRequest, MarketUnreachable, NotFound, PermissionDenied, ServerError,
-                                 error_for_status)
+from workers.silo.errors import (ApiError, Conflict, InvalidRequest, MarketUnreachable, NotFound, PermissionDenied,
+                                 ServerError, error_for_status)
+from workers.silo.http import retry_after_seconds
 
 
 class ScriptedMarket:
-    """Answers each request with the next scripted ``(status, JSON body)`` and records what it received."""
+    """Answers each request with the next scripted ``(status, JSON body[, headers])`` (or ``"drop"``: no answer)
+    and records what it received."""
 
     def __init__(self, answers):
         self.answers = list(answers)
@@ -27,9 +29,15 @@ class ScriptedMarket:
                 length = int(self.headers.get("Content-Length") or 0)
                 market.received.append({"method": self.command, "path": self.path, "headers": dict(self.headers),
                                         "body": self.rfile.read(length)})
-                status, body = market.answers.pop(0)
+                answer = market.answers.pop(0)
+                if answer == "drop":  # the request arrived, then the connection broke before any answer
+                    self.close_connection = True
+                    return
+                status, body, *extra = answer
                 payload = json.dumps(body).encode()
                 self.send_response(status)
+                for name, value in (extra[0] if extra else {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
@@ -130,3 +138,68 @@ def test_statuses_map_to_their_error_classes():
     assert type(error_for_status(415, "pickle")).__name__ == "UnsupportedFormat"
     assert type(error_for_status(418, "teapot")).__name__ == "ApiError"
     assert error_for_status(503, "down").exit_code == 6
+
+
+@pytest.fixture
+def waits(monkeypatch):
+    """The client's sleeps between attempts, recorded instead of slept."""
+    slept = []
+    monkeypatch.setattr("workers.silo.http.time.sleep", slept.append)
+    return slept
+
+
+def test_a_post_without_an_idempotency_key_is_not_retried_after_a_5xx(scripted, waits):
+    market, client = scripted((502, {"detail": "Bad gateway."}), (200, {"id": 3, "status": "cancelled"}))
+    with pytest.raises(ServerError) as raised:
+        client.job_cancel(3)
+    assert (raised.value.status, raised.value.message) == (502, "Bad gateway.")
+    assert len(market.received) == 1 and waits == []
+
+
+def test_a_retried_job_creation_sends_the_same_idempotency_key(scripted, waits):
+    market, client = scripted((504, {}), "drop", (201, {"id": 4}))
+    assert client.job_create("adult-income", kind="fedkt", privacy_level="L1") == {"id": 4}
+    keys = [request["headers"]["Idempotency-Key"] for request in market.received]
+    assert len(keys) == 3 and len(set(keys)) == 1 and len(keys[0]) == 36
+    assert [request["path"] for request in market.received] == ["/api/federations/adult-income/jobs/"] * 3
+
+
+def test_a_post_whose_connection_broke_after_sending_is_not_sent_again(scripted, waits):
+    market, client = scripted("drop", (200, {"id": 3}))
+    with pytest.raises(MarketUnreachable) as raised:
+        client.job_cancel(3)
+    assert raised.value.message.endswith("The request may have arrived; check before sending it again.")
+    assert len(market.received) == 1
+
+
+def test_429_and_503_are_retried_for_any_request_after_the_retry_after_the_market_asks(scripted, waits):
+    market, client = scripted((429, {"detail": "Request was throttled."}, {"Retry-After": "7"}),
+                              (503, {"detail": "Busy."}, {"Retry-After": "2"}), (503, {}),
+                              (200, {"id": 3, "status": "cancelled"}))
+    assert client.job_cancel(3) == {"id": 3, "status": "cancelled"}
+    assert waits == [7.0, 2.0, 0.0]  # the market's Retry-After, then the client's own backoff (0 in these tests)
+    assert len(market.received) == 4
+
+
+def test_a_retry_after_longer_than_the_client_waits_raises_the_markets_sentence(scripted, waits):
+    market, client = scripted((429, {"detail": "Request was throttled. Expected available in 3600 seconds."},
+                               {"Retry-After": "3600"}))
+    with pytest.raises(ApiError) as raised:
+        client.federations()
+    assert (raised.value.status, raised.value.message) == (
+        429, "Request was throttled. Expected available in 3600 seconds.")
+    assert len(market.received) == 1 and waits == []
+
+
+def test_a_post_that_never_reached_the_market_is_retried():
+    client = OnefoldClient("http://127.0.0.1:9", "token", retries=2, backoff_seconds=0, timeout_seconds=2)
+    with pytest.raises(MarketUnreachable) as raised:
+        client.job_cancel(3)
+    assert raised.value.message == ("Could not reach the market at http://127.0.0.1:9/ after 3 attempt(s) "
+                                    "(ConnectionError); check the address and that the market is running.")
+
+
+def test_retry_after_reads_seconds_and_http_dates():
+    assert retry_after_seconds("7") == 7.0
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a moment already past: retry now
+    assert retry_after_seconds("soon") is None and retry_after_seconds(None) is None
