@@ -22,9 +22,10 @@ from market.federations.models import Federation, PrivacyLevel
 PRIVACY_HELP = 'L1 only: {"mechanism": "laplace" with "gamma" | "gaussian" with "sigma", "delta"}.'
 QUERY_KEYS = ("query_fraction", "query_count", "query", "proxy")
 DEFAULT_GAMMA, DEFAULT_SIGMA = 0.04, 40.0
-#: An L1 job that does not say how many rows to query queries as many as fit in this share of a new
-#: member's ε limit, so that a silo can take part in two default jobs (a fixed fraction of the public
-#: data cannot: all 3,000 rows of the demo at γ = 0.04 cost ε 46.6 against a limit of 10).
+#: An L1 job that does not say how many rows to query queries its default (the federation's, else all rows)
+#: but at most as many as fit in this share of a new member's ε limit, so that a silo can take part in two
+#: default jobs (a fixed fraction of the public data cannot: all 3,000 rows of the demo at γ = 0.04 cost
+#: ε 46.6 against a limit of 10).
 L1_DEFAULT_SHARE_OF_LIMIT = 0.5
 
 
@@ -102,6 +103,8 @@ def job_parameters_validate(*, kind: str, privacy_level: str, parameters: Mappin
         raise InvalidInput("Only L1 jobs take privacy parameters: the server adds noise only at L1.")
     if "seed" in given:
         raise InvalidInput("Give the seed as the job's own 'seed' field, not inside its parameters.")
+    from workers.algorithms.schema import query_rows
+
     query_given = any(key in given for key in QUERY_KEYS)
     queries = "query_fraction" in algorithms[kind].keys
     federation_query = {key: value for key, value in (federation.default_parameters or {}).items()
@@ -110,16 +113,16 @@ def job_parameters_validate(*, kind: str, privacy_level: str, parameters: Mappin
         validated = algorithms[kind].validate(given if query_given else {**federation_query, **given})
     except ValueError as error:
         raise InvalidInput(f"The {kind} parameters are not valid: {error}") from error
-    if queries and not query_given and not federation_query and privacy_level == PrivacyLevel.L1:
-        validated = _with_query(validated, _l1_default_query(validated=validated, given_privacy=given.get("privacy"),
-                                                             federation=federation, n_public=n_public))
+    if queries and not query_given and privacy_level == PrivacyLevel.L1:
+        fitting = _l1_default_query(validated=validated, given_privacy=given.get("privacy"), federation=federation,
+                                    n_public=n_public)
+        if query_rows(validated, n_public=n_public) > fitting["query_count"]:
+            validated = _with_query(validated, fitting)
     if validated.get("query_count", 0) > n_public:
         raise InvalidInput(f"The server can query 1 to {n_public} public examples (the public data's size), "
                            f"not {validated['query_count']}.")
     validated.pop("privacy", None)
     if privacy_level == PrivacyLevel.L1:
-        from workers.algorithms.schema import query_rows
-
         validated["privacy"] = _privacy(given.get("privacy"), federation=federation,
                                         n_queries=query_rows(validated, n_public=n_public))
     return validated

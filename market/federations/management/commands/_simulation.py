@@ -213,15 +213,21 @@ def silo_submission(settings: SimulationSettings, slug: str, username: str, shar
     return toolkit(config, "upload", folder / "trained", "--no-wait")["id"]
 
 
+def job_query_parameters(job_query: float | int) -> dict:
+    """The job API's query keys for ``--job-query``: a float is a fraction of the public rows, an int a count."""
+    return {"query_fraction": job_query} if isinstance(job_query, float) else {"query_count": job_query}
+
+
 def job_ensure(operator: OnefoldClient, settings: SimulationSettings, slug: str, submissions: list[int]) -> dict:
     """A succeeded job over exactly these submissions: an earlier one, else a new one waited for."""
     for job in operator.jobs(federation=slug):
         if job["status"] == "succeeded" and sorted(job["submissions"]) == sorted(submissions) \
                 and job["kind"] == settings.algorithm and job["privacy_level"] == settings.privacy_level:
             return job
-    parameters = {"fedkt": {"partitions": settings.partitions, "teachers": settings.teachers,
-                            "query": settings.job_query, "final_model": FINAL_MODEL},
-                  "ensemble": {}, "distill": {"query": settings.job_query, "final_model": FINAL_MODEL}}.get(
+    query = job_query_parameters(settings.job_query)
+    parameters = {"fedkt": {"partitions": settings.partitions, "teachers": settings.teachers, **query,
+                            "final_model": FINAL_MODEL},
+                  "ensemble": {}, "distill": {**query, "final_model": FINAL_MODEL}}.get(
         settings.algorithm, {})
     if settings.privacy_level == "L1":
         parameters["privacy"] = {"mechanism": "laplace", "gamma": settings.gamma, "delta": 1e-5}
