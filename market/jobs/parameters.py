@@ -43,12 +43,16 @@ def job_kinds_runnable() -> list[str]:
 
 
 def job_parameter_help() -> dict[str, str]:
-    """One sentence per parameter of every runnable kind, as the engines declare them."""
-    merged: dict[str, str] = {}
+    """One sentence per parameter of every runnable kind, as the engines declare them (a name two kinds explain
+    differently is shown once per kind); parameters that share a sentence share a line."""
+    sentences: dict[str, str] = {}
     for kind in job_kinds_runnable():
         for name, text in _algorithms()[kind].help.items():
-            merged.setdefault(name, text)
-    return {**merged, "privacy": PRIVACY_HELP}
+            sentences.setdefault(name if sentences.get(name, text) == text else f"{name} ({kind})", text)
+    names_by_text: dict[str, list[str]] = {}
+    for name, text in sentences.items():
+        names_by_text.setdefault(text, []).append(name)
+    return {" / ".join(names): text for text, names in names_by_text.items()} | {"privacy": PRIVACY_HELP}
 
 
 def _privacy(value, *, federation: Federation, n_queries: int) -> dict:

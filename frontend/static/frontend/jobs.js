@@ -1,5 +1,8 @@
 // The job launcher: when the kind or privacy level changes, put that combination's defaults in the
 // parameters box (unless the user edited it). Defaults come from the page through json_script.
+// Re-serialising them is safe because no value's meaning depends on how a number is written: queried
+// rows are "query_fraction" (1 = every row) or "query_count", never a bare number whose 1.0 would
+// become 1 (one row) here.
 (function () {
   "use strict";
   const defaults = JSON.parse(document.getElementById("job-defaults").textContent);
