@@ -17,7 +17,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 from market.accounts.models import User
 from market.audit.models import AuditEvent
 from market.budgets.models import BudgetEntry, EntryKind, PrivacyBudget
-from market.budgets.ledger import budgets_ensure, ledger_state
+from market.budgets.ledger import BudgetExceeded, budgets_ensure, ledger_state
 from market.errors import InvalidInput, NotFound
 from market.federations.models import Federation
 from market.federations.selectors import federation_require_member
@@ -114,6 +114,22 @@ def price_quote_visible(*, quote: dict, user: User) -> dict:
         return quote
     own = [silo for silo in quote["silos"] if silo["organisation_id"] == user.organisation_id]
     return {**quote, "silos": own, "fits": all(silo["fits"] for silo in own) if own else None}
+
+
+def budget_refusal_visible(*, error: BudgetExceeded, user: User) -> BudgetExceeded:
+    """A refused spend as the person who asked may read it: operators the sentence naming the silo short of
+    budget and its remainder; anyone else whether the spend fits, and their own silo's remainder only."""
+    if user.is_operator:
+        return error
+    own = [silo for silo in error.details.get("silos", []) if silo.get("organisation_id") == user.organisation_id]
+    federation = error.details.get("federation", "")
+    if own:
+        sentence = (f"Your privacy budget in '{federation}' has ε = {own[0]['remaining']} left, but this needs "
+                    f"ε = {own[0]['needed']} more.")
+    else:
+        sentence = f"This would exceed a participating silo's privacy budget in '{federation}'."
+    return BudgetExceeded(f"{sentence} Add more noise, query fewer public rows, or ask an operator.",
+                          details={"federation": federation, "silos": own})
 
 
 def entry_parameters_for(entry: BudgetEntry, *, user: User, federation: Federation) -> dict:

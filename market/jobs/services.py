@@ -16,6 +16,7 @@ from django.utils import timezone
 from market.accounts.models import User
 from market.audit.models import AuditOutcome
 from market.audit.services import audit_record
+from market.budgets.selectors import budget_refusal_visible
 from market.budgets.services import (BudgetExceeded, budget_charge_for_job, budget_refusal_record,
                                      budget_release_for_job, budget_reserve_for_job)
 from market.errors import Conflict, DomainError, IdempotencyKeyReused, InvalidInput, PermissionDenied
@@ -139,6 +140,8 @@ def job_create(*, federation: Federation, kind: str, privacy_level: str, paramet
         audit_record(action="job.refused", outcome=AuditOutcome.REFUSED, actor=requested_by,
                      organisation=requested_by.organisation, target=federation, request=request,
                      details={"kind": kind, "privacy_level": privacy_level, "reason": str(error)})
+        if isinstance(error, BudgetExceeded):  # other silos' remainders are not the requester's to read
+            raise budget_refusal_visible(error=error, user=requested_by) from None
         raise
     return job
 

@@ -126,3 +126,24 @@ def test_the_job_page_shows_what_the_federation_publishes(client, buyer_user, la
     page = job_page(client, buyer_user, launched_model.job_id)
     assert all(text in page for text in ("Northwind Hospital", "Contoso Bank", "0.6173", "0.5419", "0.8000"))
     assert 'id="job-contributions-private"' not in page
+
+
+L1_JOB = {"kind": "fedkt", "privacy_level": "L1",
+          "parameters": {"partitions": 2, "final_model": {"family": "logistic_regression"},
+                         "privacy": {"mechanism": "laplace", "gamma": 0.04, "delta": 1e-5}}}
+
+
+def test_a_refused_job_names_another_silos_remaining_budget_to_operators_only(buyer_user, operator, buyers_may_launch,
+                                                                             contoso_budget_spent_out):
+    from market.jobs.models import Job
+    from tests.conftest import api_client_for
+
+    refused = {who.username: api_client_for(who).post("/api/federations/adult-income/jobs/", L1_JOB, format="json")
+               for who in (buyer_user, operator)}
+    assert [response.status_code for response in refused.values()] == [409, 409]
+    buyers = refused[buyer_user.username].json()["detail"]
+    assert buyers == ("This would exceed a participating silo's privacy budget in 'adult-income'. Add more noise, "
+                      "query fewer public rows, or ask an operator.")
+    assert "Contoso Bank's privacy budget in 'adult-income' has ε = 0.000001 left" in \
+        refused[operator.username].json()["detail"]
+    assert Job.objects.count() == 0
