@@ -112,13 +112,23 @@ class BudgetAmounts:
         return self.spent + self.reserved
 
 
+def _stored_epsilon(costs: list[PrivacyCost], *, delta: float) -> tuple[Decimal, str]:
+    """The composed ε of ``costs`` as stored, and its rule: the Rényi part rounded up to 1e-6, plus the declared ε
+    added as the decimals they were declared in (summed as floats, 2.5 + 7.500001 would round up to 7.500002 more,
+    and a silo declaring exactly its remainder could be refused)."""
+    composition = compose_costs(costs, delta=delta)
+    declared = sum((Decimal(repr(cost.report.epsilon)) for cost in costs if cost.rdp is None), Decimal(0))
+    total = (epsilon_decimal(composition.rdp_epsilon) + declared).quantize(EPSILON_QUANTUM, rounding=ROUND_CEILING)
+    return min(total, EPSILON_CEILING), composition.rule
+
+
 def budget_amounts(*, budget: PrivacyBudget, charged: list[PrivacyCost], reserved: list[PrivacyCost]) -> BudgetAmounts:
     """Spent and reserved ε composed by the accountant at the budget's δ (reserved = what reservations add)."""
     delta = float(budget.delta)
-    spent = epsilon_decimal(compose_costs(charged, delta=delta).epsilon)
-    everything = compose_costs([*charged, *reserved], delta=delta)
-    committed = max(epsilon_decimal(everything.epsilon), spent)
-    return BudgetAmounts(spent=spent, reserved=committed - spent, rule=everything.rule)
+    spent, _ = _stored_epsilon(charged, delta=delta)
+    everything, rule = _stored_epsilon([*charged, *reserved], delta=delta)
+    committed = max(everything, spent)
+    return BudgetAmounts(spent=spent, reserved=committed - spent, rule=rule)
 
 
 def _shortfall(budget: PrivacyBudget, amounts: BudgetAmounts) -> dict | None:

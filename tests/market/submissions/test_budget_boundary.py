@@ -39,7 +39,8 @@ def budget_of(user) -> PrivacyBudget:
     return PrivacyBudget.objects.get(organisation=user.organisation)
 
 
-@pytest.mark.parametrize("first_epsilon", [2.5, BOUND], ids=["after-an-additive-spend", "after-an-rdp-spend"])
+@pytest.mark.parametrize("first_epsilon", [2.5, 3.3, 2.123456789, BOUND],
+                         ids=["after-2.5", "after-3.3", "after-more-decimals-than-stored", "after-an-rdp-spend"])
 def test_the_exact_remainder_is_accepted_and_a_millionth_more_is_refused_with_nothing_charged(
         silo_api, silo_user, federation_with_data, model_files, media_root, first_epsilon):
     upload_l2(silo_user, federation_with_data, model_files, name="forest.onnx", epsilon=first_epsilon)
@@ -51,10 +52,11 @@ def test_the_exact_remainder_is_accepted_and_a_millionth_more_is_refused_with_no
     assert response.status_code == 409
     assert response.json()["detail"].startswith(
         f"Northwind Hospital's privacy budget in 'adult-income' has ε = {remainder} left, but this submission's "
-        "declared ε needs ε = ")
+        f"declared ε needs ε = {remainder + Decimal('0.000001')} more (example-level).")
     assert "already submitted" not in response.json()["detail"]
     after = budget_of(silo_user)
     assert (after.spent, after.reserved, BudgetEntry.objects.count()) == (before.spent, 0, 1)
+    assert before.spent == Decimal(repr(first_epsilon)).quantize(Decimal("0.000001"), rounding="ROUND_CEILING")
     assert Submission.objects.count() == 1 and stored_files(media_root) == files_before
     event = AuditEvent.objects.get(action="budget.refused")
     assert (event.outcome, event.actor_id, event.details["silos"][0]["remaining"]) == (
