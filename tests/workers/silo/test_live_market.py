@@ -171,7 +171,9 @@ def test_a_job_over_toolkit_uploads_is_bought_downloaded_and_called_with_the_too
     assert out.startswith(f"Job #{job['id']} (fedkt, L0): succeeded; stage ")
     listing = operator.listing_create(global_model=global_model["id"], name="Adult income FedKT", price_cents=1500,
                                       description="", licence_text="Evaluation only.")
-    operator.listing_publish(listing["id"])
+    # This test is about delivery; two silos of 400 and 600 rows may not beat the majority-class guess by the
+    # publish gate's 5 points, so the operator gives its reason (ignored when the model passes the gate).
+    operator.listing_publish(listing["id"], override_reason="Delivery test on a two-silo toy federation.")
     operator.wallet_top_up(buyer_user.organisation_id, amount_cents=5000, reference="invoice-1")
 
     login_as("bo-buyer", "buyer-password")
