@@ -30,13 +30,12 @@ def fast_jobs(transactional_db, settings):
 
 def assert_ran_once(job: Job) -> None:
     """What must hold however slow the machine: one succeeded job with one global model, and every claim after the
-    first followed a re-queue by the reaper (a lease that expired under load), never a duplicate message."""
+    first followed a re-queue by the reaper (a lease that expired under load), never a duplicate message. (Claims
+    are counted by ``attempts``: a worker killed right after its claim may not have logged it.)"""
     assert job.status == JobStatus.SUCCEEDED, job.failure_reason
     assert GlobalModel.objects.filter(job=job).count() == 1
     messages = [entry.message for entry in job.log_entries.all()]
-    claims = sum(message.startswith("Claimed by worker") for message in messages)
-    requeues = sum("re-queued" in message for message in messages)
-    assert job.attempts == claims == 1 + requeues, messages
+    assert job.attempts == 1 + sum("re-queued" in message for message in messages), messages
 
 
 def launch(operator, submissions, **changes) -> int:
