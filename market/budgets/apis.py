@@ -156,7 +156,8 @@ def _organisations(federation, request, given, *, own_only: bool = False) -> lis
     """The silo of each submission to price: those of the submissions asked for, else the organisations asked for
     (operators may name any member), else every member once. ``own_only``: a non-operator's own silo only."""
     if "submissions" in given:
-        silos = submission_silos(federation=federation, submission_ids=given["submissions"])
+        silos = submission_silos(federation=federation, submission_ids=given["submissions"],
+                                 organisation_id=None if request.user.is_operator else request.user.organisation_id)
     else:
         silos = given.get("organisations", list(federation.members.values_list("id", flat=True)))
     if own_only and not request.user.is_operator:

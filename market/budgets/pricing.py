@@ -44,11 +44,15 @@ def _views(*, federation: Federation, organisation_ids) -> list[tuple[PrivacyBud
     return found
 
 
-def submission_silos(*, federation: Federation, submission_ids) -> list[int]:
+def submission_silos(*, federation: Federation, submission_ids, organisation_id: int | None = None) -> list[int]:
     """The organisation id of each listed submission of the federation (one entry per submission), to price a job
-    that would use them; InvalidInput naming a submission that is not the federation's."""
-    found = dict(Submission.objects.filter(federation=federation, id__in=list(submission_ids))
-                 .values_list("id", "organisation_id"))
+    that would use them; InvalidInput naming a submission that is not the federation's. With ``organisation_id``
+    (a non-operator asking) only that organisation's submissions count: another's is "not the federation's" too,
+    so that the answer does not tell which submission ids exist."""
+    submissions = Submission.objects.filter(federation=federation, id__in=list(submission_ids))
+    if organisation_id is not None:
+        submissions = submissions.filter(organisation_id=organisation_id)
+    found = dict(submissions.values_list("id", "organisation_id"))
     missing = [str(submission_id) for submission_id in submission_ids if submission_id not in found]
     if missing:
         raise InvalidInput(f"Submission(s) #{', #'.join(missing)} do not belong to '{federation.slug}'.")

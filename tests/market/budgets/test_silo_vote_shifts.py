@@ -151,3 +151,17 @@ def test_the_launchers_price_charges_each_silo_for_all_its_submissions(
     for name, epsilon in entries(EntryKind.RESERVE).items():
         assert f"<td>{name}</td><td>{EXPECTED[name]}</td>" \
                f"<td>{PrivacyBudget.objects.get(organisation__name=name).epsilon_limit}</td><td>{epsilon}</td>" in html
+
+
+def test_a_silo_prices_its_own_submissions_and_cannot_probe_anothers(
+        silo_api, silo_user, silos_with_one_two_and_three_submissions):
+    own = silos_with_one_two_and_three_submissions["Northwind Hospital"][0]
+    other = silos_with_one_two_and_three_submissions["Contoso Bank"][0]
+    body = {"privacy": GAUSSIAN, "partitions": PARTITIONS}
+    quote = silo_api.post("/api/federations/adult-income/budget-price/", {**body, "submissions": [own.id]},
+                          format="json").json()
+    assert [(silo["organisation"], silo["submissions"]) for silo in quote["silos"]] == [("Northwind Hospital", 1)]
+    probe = silo_api.post("/api/federations/adult-income/budget-price/", {**body, "submissions": [other.id]},
+                          format="json")
+    assert probe.status_code == 400 and probe.json()["detail"] == (
+        f"Submission(s) #{other.id} do not belong to 'adult-income'.")
