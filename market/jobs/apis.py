@@ -9,7 +9,7 @@ from market.jobs.baselines import baselines_visible
 from market.jobs.models import JobKind, JobStatus
 from market.jobs.selectors import global_model_get, job_get, job_list, job_log_lines, job_progress
 from market.jobs.services import job_cancel, job_create_once
-from market.jobs.visibility import global_model_view
+from market.jobs.visibility import global_model_view, visibility_for
 
 
 class JobInput(serializers.Serializer):
@@ -62,7 +62,8 @@ class JobOutput(serializers.Serializer):
         global_model = getattr(job, "global_model", None)
         if global_model is None:
             return None
-        return baselines_visible(global_model, every_silo=job.federation.publish_contributions, organisation_id=None)
+        public = visibility_for(user=None, federation=job.federation)  # the public's rule (the card's)
+        return baselines_visible(global_model, every_silo=public.every_silo, organisation_id=None)
 
 
 class GlobalModelFileOutput(serializers.Serializer):
