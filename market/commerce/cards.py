@@ -25,11 +25,9 @@ def _headline(metrics: dict | None) -> dict:
     return {name: (metrics or {}).get(name) for name in HEADLINE_METRICS}
 
 
-def metrics_comparison(global_model: GlobalModel) -> dict:
-    """The global model against its baselines on the same evaluation split (market.commerce.quality): the
-    majority-class guess, the best single silo and the average silo. Reads every submission's metrics, but shows
-    only these aggregates, which name no silo."""
-    baselines = public_baselines(global_model)
+def metrics_comparison(global_model: GlobalModel, baselines: dict) -> dict:
+    """The global model against its baselines on the same evaluation split (market.commerce.quality.
+    public_baselines): the majority-class guess, the best single silo and the average silo, naming no silo."""
     return {"global": _headline(global_model.metrics), "majority_class": baselines["majority_class"],
             "best_single_silo": baselines["best_single_silo"], "average_silo": baselines["average_silo"],
             "n_silos": baselines["n_silos"]}
@@ -68,6 +66,7 @@ def model_card(listing: Listing) -> dict:
     """Everything a buyer may know about a listed model before buying it."""
     global_model, federation = listing.global_model, listing.federation
     public = global_model_view(global_model=global_model, user=None)  # whoever reads the card
+    baselines = public_baselines(global_model)
     job = global_model.job
     files = list(global_model.files.all())
     card = {
@@ -79,8 +78,8 @@ def model_card(listing: Listing) -> dict:
         "privacy": privacy_section(public.privacy_report),
         "contributing_silos": sum(1 for weight in global_model.contribution_weights.values() if weight > 0),
         "public_data_sha256": job.public_dataset.content_sha256,
-        "metrics": metrics_comparison(global_model),
-        "quality": quality_section(listing),
+        "metrics": metrics_comparison(global_model, baselines),
+        "quality": quality_section(listing, baselines=baselines),
         "evaluation_rows": job.evaluation_split.n_rows,
         "confusion_matrix": (global_model.metrics or {}).get("confusion_matrix"),
         "size_bytes": sum(model_file.size_bytes for model_file in files),

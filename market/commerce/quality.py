@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from market.commerce.models import Listing
 from market.jobs.baselines import global_model_baselines
 from market.jobs.models import GlobalModel
 
@@ -80,8 +81,9 @@ def _label(labels: list, class_index: int | None) -> str:
     return str(labels[class_index]) if class_index is not None and class_index < len(labels) else str(class_index)
 
 
-def quality_verdict(global_model: GlobalModel) -> QualityVerdict:
-    baselines = global_model_baselines(global_model)
+def quality_verdict(global_model: GlobalModel, *, baselines: dict | None = None) -> QualityVerdict:
+    """The model against its baselines (``baselines``: as market.jobs.baselines gives them; read when omitted)."""
+    baselines = baselines if baselines is not None else global_model_baselines(global_model)
     labels = global_model.federation.class_labels or []
 
     def balanced(name):
@@ -106,11 +108,11 @@ def public_baselines(global_model: GlobalModel) -> dict:
                                                            if name != "silo"}}
 
 
-def quality_section(listing) -> dict:
+def quality_section(listing: Listing, *, baselines: dict) -> dict:
     """The card's quality statement: the publish gate's numbers, the operator's override and plain warnings for
     buyers (``warnings``, sentences): the gate's failure with its numbers (an overridden model, or one listed
     before the gate existed), and every baseline silo that did better than the model."""
-    verdict = quality_verdict(listing.global_model)
+    verdict = quality_verdict(listing.global_model, baselines=baselines)
     failure = verdict.gate_failure()
     warnings = []
     if failure and listing.publish_override_reason:
@@ -121,5 +123,4 @@ def quality_section(listing) -> dict:
     return {"gate": {"passes": verdict.passes_gate, "required_margin": PUBLISH_MARGIN,
                      "margin_over_majority_class": verdict.margin_over_majority, "failure": failure},
             "override_reason": listing.publish_override_reason or None,
-            "baselines": public_baselines(listing.global_model),
             "warnings": warnings + verdict.silo_warnings()}
