@@ -8,6 +8,8 @@ reliability diagram of the top-class confidence in equal-width bins.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from scipy.stats import rankdata
 
@@ -96,7 +98,7 @@ def headline(metrics: dict | None) -> dict:
     return {name: (metrics or {}).get(name) for name in HEADLINE_METRICS}
 
 
-def majority_class_metrics(class_counts) -> dict | None:
+def majority_class_metrics(class_counts: Sequence[int] | np.ndarray) -> dict | None:
     """Headline metrics of always predicting the class most frequent in the evaluation split.
 
     The strongest constant guess on these rows: any constant guess has balanced accuracy 1 / (classes present)
@@ -152,7 +154,7 @@ def silo_baselines(metrics_per_silo: dict[str, list[dict]]) -> dict:
             "average_silo": {name: average(name) for name in HEADLINE_METRICS}, "n_silos": len(representatives)}
 
 
-def baselines(*, class_counts, metrics_per_silo: dict[str, list[dict]]) -> dict:
+def baselines(*, class_counts: Sequence[int] | np.ndarray, metrics_per_silo: dict[str, list[dict]]) -> dict:
     """Every baseline of a global model on one evaluation split: ``majority_class`` (see
     :func:`majority_class_metrics`) and the silo baselines of :func:`silo_baselines`."""
     return {"majority_class": majority_class_metrics(class_counts), **silo_baselines(metrics_per_silo)}

@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from sklearn.metrics import f1_score
 
 from workers.jobs.metrics import baselines, majority_class_metrics, silo_baselines
@@ -57,3 +59,12 @@ def test_baselines_combine_the_guess_and_the_silos():
     assert measured["majority_class"]["class"] == 1
     assert measured["best_single_silo"]["silo"] == "1"
     assert measured["n_silos"] == 1
+
+
+@given(st.lists(st.integers(min_value=0, max_value=50), min_size=2, max_size=6).filter(lambda counts: sum(counts) > 0))
+def test_the_majority_guess_scores_one_over_the_classes_present_and_the_largest_share(counts):
+    measured = majority_class_metrics(counts)
+    present = sum(1 for count in counts if count > 0)
+    assert measured["balanced_accuracy"] == pytest.approx(1 / present)
+    assert measured["accuracy"] == max(counts) / sum(counts)
+    assert measured["class"] == counts.index(max(counts))  # ties to the lowest class index
