@@ -13,7 +13,7 @@ from tests.market.commerce.conftest import (adult_evaluation, buyer_user, global
 from tests.market.jobs.conftest import fedkt_student_files, fedkt_submissions, third_silo_user  # noqa: F401
 from tests.market.jobs.test_visibility import launched_model  # noqa: F401
 
-L1_FEDKT = {"partitions": 2, "query": 100, "privacy": {"mechanism": "laplace", "gamma": 0.04, "delta": 1e-5}}
+L1_FEDKT = {"partitions": 2, "privacy": {"mechanism": "laplace", "gamma": 0.04, "delta": 1e-5}}
 SILO_NAMES = ("Northwind Hospital", "Contoso Bank", "Fabrikam Clinic")
 
 
