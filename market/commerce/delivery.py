@@ -25,10 +25,11 @@ from market.audit.models import AuditOutcome
 from market.audit.services import audit_record
 from market.commerce.selectors import global_model_require_access
 from market.errors import DomainError, InvalidInput, PermissionDenied
+from market.feature_views import global_model_feature_view, stored_features_in_view
 from market.jobs.models import GlobalModel, GlobalModelFile
 from market.storage import artifact_read
 from market.submissions.services import sandbox_limits
-from workers.features import TableError, TableLimits, encode_features, read_table
+from workers.features import ONE_HOT_VIEW, TableError, TableLimits, encode_features, read_table
 from workers.modelio import predict_in_sandbox
 
 DOWNLOAD_SALT = "onefold.commerce.download"
@@ -160,23 +161,33 @@ def _bundle_members(data: bytes) -> tuple[list[bytes], list[float]]:
             raise ModelUnavailable("The model's bundle is larger than the market unpacks.")
         manifest = json.loads(archive.read("manifest.json"))
         members = manifest["members"]
-        return [archive.read(member["file"]) for member in members], [float(member.get("weight", 1.0))
-                                                                         for member in members]
+        return ([archive.read(member["file"]) for member in members],
+                [float(member.get("weight", 1.0)) for member in members],
+                [member.get("feature_view", ONE_HOT_VIEW) for member in members])
 
 
-def prediction_models(global_model: GlobalModel) -> tuple[list[bytes], list[float]]:
-    """The model bytes the platform predicts with (the ONNX file, else a bundle's members) and their weights."""
+def prediction_models(global_model: GlobalModel) -> tuple[list[bytes], list[float], list[str]]:
+    """The model bytes the platform predicts with (the ONNX file, else a bundle's members), their weights and the
+    feature view each reads (market.feature_views)."""
     files = {model_file.format: model_file for model_file in global_model.files.all()}
     if "onnx" in files:
-        return [artifact_read(files["onnx"].stored_name)], [1.0]
+        return [artifact_read(files["onnx"].stored_name)], [1.0], [global_model_feature_view(global_model)]
     if "bundle" in files:
         return _bundle_members(artifact_read(files["bundle"].stored_name))
     raise ModelUnavailable(f"Global model #{global_model.id} has no ONNX file or bundle to predict with.")
 
 
-def global_model_probabilities(global_model: GlobalModel, features: np.ndarray) -> np.ndarray:
-    models, weights = prediction_models(global_model)
-    outcomes = predict_in_sandbox(models, features, n_classes=global_model.n_classes, limits=sandbox_limits())
+def global_model_probabilities(global_model: GlobalModel, one_hot_features: np.ndarray) -> np.ndarray:
+    """Weighted probabilities of the global model's files on rows in the one-hot view, each file reading its own."""
+    models, weights, views = prediction_models(global_model)
+    outcomes = [None] * len(models)
+    for view in sorted(set(views)):
+        positions = [position for position, model_view in enumerate(views) if model_view == view]
+        features = stored_features_in_view(one_hot_features, global_model.job.public_dataset, view)
+        predicted = predict_in_sandbox([models[position] for position in positions], features,
+                                       n_classes=global_model.n_classes, limits=sandbox_limits())
+        for position, outcome in zip(positions, predicted):
+            outcomes[position] = outcome
     failed = [outcome.error for outcome in outcomes if outcome.error is not None]
     if failed:
         raise ModelUnavailable(f"The model could not predict right now ({failed[0]}); try again later.")

@@ -3,6 +3,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from market.feature_views import global_model_feature_view
 from market.federations.models import PrivacyLevel
 from market.federations.selectors import federation_get
 from market.jobs.baselines import baselines_visible
@@ -81,6 +82,8 @@ class GlobalModelOutput(serializers.Serializer):
     federation = serializers.SlugField(source="global_model.federation.slug")
     model_family = serializers.CharField(source="global_model.model_family")
     n_features = serializers.IntegerField(source="global_model.n_features")
+    feature_view = serializers.SerializerMethodField(help_text='The view of the federation\'s features the model '
+                                                               'reads: "one_hot" or "ordinal" (docs/silo-guide.md).')
     n_classes = serializers.IntegerField(source="global_model.n_classes")
     metrics = serializers.DictField()
     submission_metrics = serializers.DictField(help_text="Per submission; only the viewer's own unless the "
@@ -97,6 +100,9 @@ class GlobalModelOutput(serializers.Serializer):
                                                 "contributions rule (docs/market.md).")
     files = GlobalModelFileOutput(source="global_model.files", many=True)
     created_at = serializers.DateTimeField(source="global_model.created_at")
+
+    def get_feature_view(self, view) -> str:
+        return global_model_feature_view(view.global_model)
 
 
 class FederationJobListApi(APIView):

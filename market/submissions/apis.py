@@ -11,6 +11,7 @@ from market.json_input import CheckedJSONField
 from market.submissions.models import ModelFamily, SubmissionStatus
 from market.submissions.selectors import submission_get, submission_list
 from market.submissions.services import UploadedModel, submission_create
+from workers.features import FEATURE_VIEWS, ONE_HOT_VIEW
 
 
 class ModelFileOutput(serializers.Serializer):
@@ -58,6 +59,10 @@ class SubmissionInput(serializers.Serializer):
                                                     '"queries"}, e.g. {"gamma": 0.04, "delta": 1e-5, '
                                                     '"partitions": 2, "teachers": 5, "queries": 30}.')
     declared_epsilon = serializers.FloatField(required=False, allow_null=True, default=None, min_value=0)
+    feature_view = serializers.ChoiceField(FEATURE_VIEWS, required=False, default=ONE_HOT_VIEW,
+                                           help_text="The view of the federation's features the models read: "
+                                                     '"one_hot" (the default) or "ordinal" (tree families; see the '
+                                                     "silo guide).")
 
     def validate_label_distribution(self, value):
         if value is not None and not isinstance(value, list):

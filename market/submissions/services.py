@@ -16,11 +16,13 @@ from market.audit.services import audit_record, audit_refusals
 from market.budgets.services import BudgetExceeded, budget_charge_for_submission, budget_refusal_record
 from market.constraints import violated_constraint
 from market.errors import Conflict, InvalidInput, PermissionDenied, RefusedFormat
+from market.feature_views import model_files_feature_view, stored_features_in_view
 from market.federations.models import Federation, PrivacyLevel
 from market.federations.selectors import federation_is_member, public_dataset_current
 from market.outbox import outbox_add, outbox_published_long_ago
 from market.storage import artifact_read, artifact_save, artifacts_removed_on_error, arrays_from_npz, sha256_of
 from market.submissions.models import ModelFile, Submission, SubmissionOutbox, SubmissionStatus
+from workers.features import ONE_HOT_VIEW, view_width
 from workers.modelio import (ModelLimits, RefusedModelError, SandboxLimits, identify_format, inspect_model,
                              predict_in_sandbox)
 from workers.privacy.accounting import party_noise_privacy_bound
@@ -118,8 +120,10 @@ def _inspect_upload(model: UploadedModel, *, n_features: int, n_classes: int) ->
 @audit_refusals("submission.uploaded", target_argument="federation")
 def submission_create(*, federation: Federation, user: User, models: list[UploadedModel], model_family: str,
                       n_local_examples: int, local_validation_score: float, label_distribution: list | None,
-                      privacy_level: str, privacy_parameters: dict, declared_epsilon: float | None) -> Submission:
-    """Check and store a silo's upload, then queue its validation by a worker."""
+                      privacy_level: str, privacy_parameters: dict, declared_epsilon: float | None,
+                      feature_view: str = ONE_HOT_VIEW) -> Submission:
+    """Check and store a silo's upload, then queue its validation by a worker. ``feature_view`` is the view of
+    the federation's features the models read (market.feature_views); their input width must match it."""
     if user.organisation is None or not federation_is_member(federation=federation, user=user):
         raise PermissionDenied(f"Your organisation is not a member of '{federation.slug}'; join it first.")
     if not models:
@@ -128,8 +132,10 @@ def submission_create(*, federation: Federation, user: User, models: list[Upload
     privacy_report = _check_privacy_declaration(federation=federation, privacy_level=privacy_level,
                                                 privacy_parameters=privacy_parameters, declared_epsilon=declared_epsilon)
     _check_label_distribution(label_distribution, n_classes=federation.n_classes, n_local_examples=n_local_examples)
-    inspections = [_inspect_upload(model, n_features=public_dataset.n_features, n_classes=federation.n_classes)
-                   for model in models]
+    n_features = view_width(public_dataset.feature_spec, feature_view)
+    inspections = [_inspect_upload(model, n_features=n_features, n_classes=federation.n_classes) for model in models]
+    for inspection in inspections:
+        inspection["info"]["feature_view"] = feature_view
     file_hashes = [sha256_of(model.data) for model in models]
     content_sha256 = sha256_of("".join(file_hashes).encode())
     duplicate = Conflict("Your organisation already submitted exactly these model files to this federation.")
@@ -180,7 +186,8 @@ def _sample_public_features(submission: Submission) -> np.ndarray:
     features = arrays_from_npz(submission.public_dataset.features_file)["features"]
     n_rows = min(settings.ONEFOLD_VALIDATION_SAMPLE_ROWS, len(features))
     rows = np.random.default_rng(submission.id).choice(len(features), size=n_rows, replace=False)
-    return features[np.sort(rows)]
+    view = model_files_feature_view(submission.model_files.all())
+    return stored_features_in_view(features[np.sort(rows)], submission.public_dataset, view)
 
 
 def _prediction_problem(probabilities: np.ndarray, *, n_rows: int, n_classes: int) -> str | None:

@@ -77,11 +77,12 @@ def _kernel_npz(student) -> bytes:
 
 
 def bundle_zip(members: list[dict], *, n_classes: int, n_features: int) -> bytes:
-    """A zip of ensemble members: ``members`` holds {"filename", "format", "weight", "data"} per member file."""
+    """A zip of ensemble members: ``members`` holds {"filename", "format", "weight", "data"} per member file and
+    optionally the "feature_view" it reads (workers.features; one-hot when absent)."""
     buffer = io.BytesIO()
     manifest = {"n_classes": n_classes, "n_features": n_features,
-                "members": [{"file": member["filename"], "format": member["format"], "weight": member["weight"]}
-                            for member in members]}
+                "members": [{"file": member["filename"], "format": member["format"], "weight": member["weight"],
+                             "feature_view": member.get("feature_view", "one_hot")} for member in members]}
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("manifest.json", json.dumps(manifest, indent=2))
         for member in members:

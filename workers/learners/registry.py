@@ -2,7 +2,7 @@
 
 A *learner* is what a caller configures for teachers, students or the final model:
 
-- a family name from :data:`LEARNER_FAMILIES` (``"random_forest"``, ``"xgboost"``,
+- a family name from :data:`LEARNER_FAMILIES` (``"decision_tree"``, ``"random_forest"``, ``"xgboost"``,
   ``"logistic_regression"``, ``"mlp"``, ``"cnn"``) with keyword hyperparameters;
 - a mapping ``{"family": name, **hyperparameters}`` (JSON-friendly, as a job's parameters hold it);
 - any unfitted scikit-learn classifier, which is cloned (and its hyperparameters updated).
@@ -17,11 +17,17 @@ from typing import Any, Union
 
 from sklearn.base import BaseEstimator, clone
 from sklearn.ensemble import RandomForestClassifier
+from sklearn.tree import DecisionTreeClassifier
 from sklearn.linear_model import LogisticRegression
 
 from workers.learners.torch_classifier import TorchClassifier
 
 Learner = Union[str, Mapping, BaseEstimator]
+
+
+def _decision_tree(**params) -> BaseEstimator:
+    # depth 6: the FedKT reference code's teacher; an unlimited tree on a teacher's slice overfits
+    return DecisionTreeClassifier(**{"max_depth": 6, **params})
 
 
 def _random_forest(**params) -> BaseEstimator:
@@ -49,6 +55,7 @@ def _cnn(**params) -> BaseEstimator:
 
 
 LEARNER_FAMILIES: dict[str, Callable[..., BaseEstimator]] = {
+    "decision_tree": _decision_tree,
     "random_forest": _random_forest,
     "xgboost": _xgboost,
     "logistic_regression": _logistic_regression,

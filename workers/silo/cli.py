@@ -39,11 +39,12 @@ def _training_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--label-column", help="column with your labels (default: the federation's)")
     parser.add_argument("-s", "--partitions", type=int, default=2, help="FedKT's s: partitions, one student each")
     parser.add_argument("-t", "--teachers", type=int, default=5, help="FedKT's t: teachers per partition")
-    parser.add_argument("--teacher", default="random_forest", help="teacher family (random_forest, xgboost, "
-                                                                   "logistic_regression, mlp)")
+    parser.add_argument("--teacher", help="teacher family (decision_tree, random_forest, xgboost, logistic_regression, "
+                                          "mlp; default: depth-6 decision trees)")
     parser.add_argument("--teacher-param", action="append", default=[], metavar="NAME=VALUE",
                         help="teacher hyperparameter, repeatable (e.g. n_estimators=50)")
-    parser.add_argument("--student", default="random_forest", help="student (or --local model) family")
+    parser.add_argument("--student", help="student (or --local model) family (default: a random forest of 100 "
+                                          "depth-6 trees)")
     parser.add_argument("--student-param", action="append", default=[], metavar="NAME=VALUE",
                         help="student hyperparameter, repeatable (e.g. max_depth=8)")
     parser.add_argument("--privacy-level", choices=["L0", "L1", "L2"], default="L0",

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from workers.features import features_in_view, view_width
 from workers.silo.client import ModelUpload, OnefoldClient
 from workers.silo.config import Login, login_load, login_save
 from workers.silo.errors import DataError, OnefoldError
@@ -17,7 +18,7 @@ from workers.silo.errors import DataError, OnefoldError
 PROGRESS_MIN_BYTES = 1024**2
 METADATA_FILE = "metadata.json"
 UPLOADED_METADATA = ("model_family", "n_local_examples", "local_validation_score", "label_distribution",
-                     "privacy_level", "privacy_parameters", "declared_epsilon")
+                     "privacy_level", "privacy_parameters", "declared_epsilon", "feature_view")
 
 
 def client_for(args) -> OnefoldClient:
@@ -105,6 +106,13 @@ def parse_parameters(pairs: list[str], family: str) -> dict:
     return learner
 
 
+def learner_setting(family: str | None, pairs: list[str], default: dict) -> dict:
+    """The learner ``--teacher``/``--student`` and their ``--*-param`` pairs ask for; the toolkit's default
+    (with its hyperparameters) when no family is named or the default's family is."""
+    base = dict(default) if family in (None, default["family"]) else {"family": family}
+    return {**base, **parse_parameters(pairs, base["family"])}
+
+
 def parse_queries(text: str) -> int | float:
     try:
         return float(text) if "." in text or "e" in text.lower() else int(text)
@@ -128,28 +136,31 @@ def read_pulled(folder: Path, slug: str) -> tuple[dict, dict, np.ndarray]:
 
 def train(args):
     from workers.silo.students import export_student
-    from workers.silo.training import (TrainingSettings, encode_silo_table, fedkt_party_train, load_table,
-                                       local_train, per_label_logits)
+    from workers.silo.training import (DEFAULT_STUDENT, DEFAULT_TEACHER, TrainingSettings, encode_silo_table,
+                                       fedkt_party_train, load_table, local_train, per_label_logits)
 
     federation, spec, public_features = read_pulled(pulled_folder(args), args.federation)
     if args.privacy_level not in federation["allowed_privacy_levels"]:
         raise DataError(f"'{args.federation}' allows privacy levels {', '.join(federation['allowed_privacy_levels'])}, "
                         f"not {args.privacy_level}.")
     settings = TrainingSettings(
-        partitions=args.partitions, teachers=args.teachers, teacher=parse_parameters(args.teacher_param, args.teacher),
-        student=parse_parameters(args.student_param, args.student), privacy_level=args.privacy_level,
+        partitions=args.partitions, teachers=args.teachers,
+        teacher=learner_setting(args.teacher, args.teacher_param, DEFAULT_TEACHER),
+        student=learner_setting(args.student, args.student_param, DEFAULT_STUDENT), privacy_level=args.privacy_level,
         gamma=args.gamma, sigma=args.sigma, delta=args.delta, queries=parse_queries(args.queries),
         validation_fraction=args.validation_fraction, min_rows_per_teacher=args.min_rows_per_teacher, seed=args.seed)
     n_classes = len(federation["class_labels"])
+    view = settings.feature_view(local=args.local)
     data = encode_silo_table(load_table(args.data), spec, label_column=args.label_column or federation["label_column"],
-                             class_labels=federation["class_labels"])
+                             class_labels=federation["class_labels"], view=view)
     result = (local_train(data, n_classes=n_classes, settings=settings) if args.local
-              else fedkt_party_train(data, public_features, n_classes=n_classes, settings=settings))
+              else fedkt_party_train(data, features_in_view(public_features, spec, view), n_classes=n_classes,
+                                     settings=settings))
     output = args.output or pulled_folder(args) / ("local-model" if args.local else "students")
     output.mkdir(parents=True, exist_ok=True)
     files = []
     for index, model in enumerate(result.models, start=1):
-        exported = export_student(model, n_features=spec["n_features"], n_classes=n_classes)
+        exported = export_student(model, n_features=view_width(spec, view), n_classes=n_classes)
         name = f"{'local-model' if args.local else f'student-{index}'}{exported.suffix}"
         (output / name).write_bytes(exported.data)
         files.append(name)

@@ -18,10 +18,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from workers.features import TableError, encode_features, encode_labels, read_table
+from workers.features import ONE_HOT_VIEW, TableError, encode_features, encode_labels, feature_view_for, read_table
 from workers.silo.errors import DataError
 
 MIN_ROWS_PER_TEACHER = 10
+#: The toolkit's default learners, chosen on training and validation data only (docs/results/defaults.md):
+#: single depth-6 trees as teachers keep a skewed party's minority-class votes that forests drown.
+DEFAULT_TEACHER = {"family": "decision_tree", "max_depth": 6}
+DEFAULT_STUDENT = {"family": "random_forest", "n_estimators": 100, "max_depth": 6}
 
 
 @dataclass(frozen=True)
@@ -40,8 +44,8 @@ class TrainingSettings:
 
     partitions: int = 2
     teachers: int = 5
-    teacher: dict = field(default_factory=lambda: {"family": "random_forest"})
-    student: dict = field(default_factory=lambda: {"family": "random_forest"})
+    teacher: dict = field(default_factory=lambda: dict(DEFAULT_TEACHER))
+    student: dict = field(default_factory=lambda: dict(DEFAULT_STUDENT))
     privacy_level: str = "L0"
     gamma: float | None = None
     sigma: float | None = None
@@ -50,6 +54,12 @@ class TrainingSettings:
     validation_fraction: float = 0.2
     min_rows_per_teacher: int = MIN_ROWS_PER_TEACHER
     seed: int = 0
+
+    def feature_view(self, *, local: bool = False) -> str:
+        """The view of the federation's features the models read: ordinal when every model trained (the
+        students and teachers, or the one local model) is a tree family, else one-hot (workers.features)."""
+        learners = (self.student,) if local else (self.teacher, self.student)
+        return feature_view_for(*(learner.get("family", "") for learner in learners))
 
 
 @dataclass(frozen=True)
@@ -72,8 +82,9 @@ def load_table(path: Path) -> pd.DataFrame:
         raise DataError(f"{path}: {error}") from error
 
 
-def encode_silo_table(frame: pd.DataFrame, spec: dict, *, label_column: str, class_labels: list[str]) -> EncodedData:
-    """Encode features with the federation's specification and map labels to its classes.
+def encode_silo_table(frame: pd.DataFrame, spec: dict, *, label_column: str, class_labels: list[str],
+                      view: str = ONE_HOT_VIEW) -> EncodedData:
+    """Encode features with the federation's specification, in ``view``, and map labels to its classes.
 
     Missing feature values encode as the public mean (numeric) or all zeros (categorical);
     categories the public data lacks encode as all zeros. Rows without a label are dropped.
@@ -90,7 +101,7 @@ def encode_silo_table(frame: pd.DataFrame, spec: dict, *, label_column: str, cla
     labelled = frame[frame[label_column].notna()].reset_index(drop=True)
     labels = _encode_silo_labels(labelled[label_column], class_labels)
     try:
-        features = encode_features(labelled, spec)
+        features = encode_features(labelled, spec, view=view)
     except TableError as error:
         raise DataError(str(error)) from error
     report = {"rows": int(len(frame)), "rows_without_label": int(len(frame) - len(labelled)),
@@ -217,7 +228,7 @@ def fedkt_party_train(data: EncodedData, public_features: np.ndarray, *, n_class
         raise DataError(f"FedKT's party side failed: {error}") from error
     scores = [accuracy(student, data.features[held_out], data.labels[held_out]) for student in result.students]
     metadata = _metadata(data, train, n_classes, settings, score=float(np.mean(scores)))
-    metadata.update({"algorithm": "fedkt", "student_validation_scores": scores,
+    metadata.update({"algorithm": "fedkt", "student_validation_scores": scores, "feature_view": settings.feature_view(),
                      "queried_public_rows": int(len(result.queried_indices)),
                      "privacy_parameters": parameters, "declared_epsilon": epsilon, "privacy_report": report})
     return TrainingResult(result.students, metadata)
@@ -238,7 +249,7 @@ def local_train(data: EncodedData, *, n_classes: int, settings: TrainingSettings
         raise DataError(f"Training the local model failed: {error}") from error
     metadata = _metadata(data, train, n_classes, settings,
                          score=accuracy(model, data.features[held_out], data.labels[held_out]))
-    metadata.update({"algorithm": "local", "privacy_parameters": {}, "declared_epsilon": None, "privacy_report": None})
+    metadata.update({"algorithm": "local", "feature_view": settings.feature_view(local=True), "privacy_parameters": {}, "declared_epsilon": None, "privacy_report": None})
     return TrainingResult((model,), metadata)
 
 
@@ -263,6 +274,6 @@ def per_label_logits(model, features: np.ndarray, labels: np.ndarray, *, n_class
     return {"per_label_logits": logits.tolist(), "present": present.tolist()}
 
 
-__all__ = ["EncodedData", "MIN_ROWS_PER_TEACHER", "TrainingResult", "TrainingSettings", "accuracy",
+__all__ = ["DEFAULT_STUDENT", "DEFAULT_TEACHER", "EncodedData", "MIN_ROWS_PER_TEACHER", "TrainingResult", "TrainingSettings", "accuracy",
            "check_enough_rows", "encode_silo_table", "fedkt_party_train", "load_table", "local_train",
            "per_label_logits", "privacy_declaration", "resolved_queries", "validation_split"]

@@ -13,6 +13,7 @@ from django.db.models import Exists, F, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from market.feature_views import model_files_feature_view, stored_features_in_view
 from market.jobs.models import ChunkStatus, Job, JobChunk, JobPhase, JobStatus
 from market.jobs.runner.common import (JobInputError, _algorithm, _arrays, _failing_on_unexpected, _members, _renew,
                                        _stage, _stop_if_cancelled, job_end, job_setting, lease_kept, lease_seconds,
@@ -114,16 +115,25 @@ def _model_bytes(submission_id: int) -> list[tuple[str, bytes]]:
     return files
 
 
-def _predict_chunk(chunk: JobChunk, features: np.ndarray, n_classes: int) -> dict[int, np.ndarray]:
-    """Probabilities ``(n_models, n_rows, K)`` of every member of the chunk, computed in one sandbox child."""
+def _predict_chunk(chunk: JobChunk, features: np.ndarray, n_classes: int, public_dataset) -> dict[int, np.ndarray]:
+    """Probabilities ``(n_models, n_rows, K)`` of every member of the chunk, each reading the one-hot ``features``
+    in its own view (market.feature_views), computed in one sandbox child per view."""
     from market.submissions.services import model_limits, sandbox_limits
     from workers.modelio import predict_in_sandbox
 
     files = {submission_id: _model_bytes(submission_id) for submission_id in chunk.submission_ids}
     flat = [(submission_id, name, data) for submission_id, named in files.items() for name, data in named]
-    outcomes = predict_in_sandbox([data for _, _, data in flat], features, n_classes=n_classes,
-                                  limits=sandbox_limits(), model_limits=model_limits(),
-                                  skip_structural_checks=settings.ONEFOLD_UNSAFE_SKIP_STRUCTURAL_CHECKS)
+    views = {submission.id: model_files_feature_view(submission.model_files.all())
+             for submission in Submission.objects.filter(id__in=chunk.submission_ids).prefetch_related("model_files")}
+    outcomes = [None] * len(flat)
+    for view in sorted(set(views.values())):
+        positions = [position for position, (submission_id, _, _) in enumerate(flat) if views[submission_id] == view]
+        predicted = predict_in_sandbox([flat[position][2] for position in positions],
+                                       stored_features_in_view(features, public_dataset, view), n_classes=n_classes,
+                                       limits=sandbox_limits(), model_limits=model_limits(),
+                                       skip_structural_checks=settings.ONEFOLD_UNSAFE_SKIP_STRUCTURAL_CHECKS)
+        for position, outcome in zip(positions, predicted):
+            outcomes[position] = outcome
     result: dict[int, list] = {submission_id: [] for submission_id in chunk.submission_ids}
     for (submission_id, name, _), outcome in zip(flat, outcomes):
         if outcome.error:
@@ -180,7 +190,7 @@ def _chunk_artifact(chunk: JobChunk, job: Job) -> tuple[str, dict]:
     except FileNotFoundError as error:
         raise JobInputError("The federation's public data or evaluation split is missing from storage.") from error
     n_classes = job.federation.n_classes
-    probabilities = _predict_chunk(chunk, np.vstack([public, evaluation["features"]]), n_classes)
+    probabilities = _predict_chunk(chunk, np.vstack([public, evaluation["features"]]), n_classes, job.public_dataset)
     algorithm = _algorithm(job.kind)
     members = {member.key: member for member in _members(list(Submission.objects.filter(id__in=chunk.submission_ids)))}
     signals, evaluation_probabilities, metrics = [], [], {}

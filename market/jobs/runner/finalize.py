@@ -12,15 +12,17 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from market.budgets.services import budget_charge_for_job
+from market.feature_views import job_feature_view, stored_features_in_view
 from market.federations.models import PrivacyLevel
 from market.jobs.baselines import baselines_measure
 from market.jobs.models import ChunkStatus, GlobalModel, GlobalModelFile, Job, JobChunk, JobPhase, JobStatus
-from market.jobs.runner.common import (CONTRIBUTION_RULE, JobInputError, _arrays, _delete_artifacts,
+from market.jobs.runner.common import (CONTRIBUTION_RULE, JobInputError, _algorithm, _arrays, _delete_artifacts,
                                        _failing_on_unexpected, _members, _stage, _stop_if_cancelled, _Superseded,
                                        code_version, job_end, lease_kept, lease_seconds, logger, worker_id)
 from market.jobs.services import job_log
 from market.storage import artifact_read, artifact_save, artifacts_removed_on_error, arrays_from_npz, arrays_to_npz, sha256_of
 from market.submissions.models import Submission
+from workers.features import ONE_HOT_VIEW, view_width
 
 
 def _claim_finalize(job_id: int) -> bool:
@@ -109,7 +111,8 @@ def _fused(job: Job) -> dict | None:
     if missing:
         raise JobInputError(f"Submission #{missing[0]} was deleted after the job was created.")
     members = _members([submissions[submission_id] for submission_id in ids])
-    public = _arrays(job.public_dataset.features_file)["features"]
+    view = job_feature_view(_algorithm(job.kind).validate(job.parameters))
+    public = stored_features_in_view(_arrays(job.public_dataset.features_file)["features"], job.public_dataset, view)
     from workers.jobs.interruptible import fuse_in_child
 
     try:
@@ -122,7 +125,7 @@ def _fused(job: Job) -> dict | None:
         return None
     job_log(job_id=job.id, message=f"Fused {len(members)} member(s); the global model was trained on "
                                    f"{int(np.count_nonzero(fusion.trained))} public example(s).")
-    return {"fusion": fusion, "ids": ids, "submissions": submissions}
+    return {"fusion": fusion, "ids": ids, "submissions": submissions, "feature_view": view}
 
 
 def _evaluated(job: Job, result: dict) -> dict:
@@ -133,7 +136,10 @@ def _evaluated(job: Job, result: dict) -> dict:
 
     fusion, n_classes = result["fusion"], job.federation.n_classes
     evaluation = _arrays(job.evaluation_split.data_file)
-    n_features = job.public_dataset.n_features
+    # a new dict: _arrays caches the stored arrays per process, and other steps read them in the one-hot view
+    evaluation = {**evaluation, "features": stored_features_in_view(evaluation["features"], job.public_dataset,
+                                                                     result["feature_view"])}
+    n_features = evaluation["features"].shape[1]
     verification = {}
     if fusion.model is not None:
         try:
@@ -161,7 +167,8 @@ def _evaluated(job: Job, result: dict) -> dict:
                     members.append({"filename": f"member-{int(member_id)}-{position}.{model_file.format}",
                                     "format": model_file.format, "weight": weight / max(1, result["submissions"][
                                         int(member_id)].model_files.count()),
-                                    "data": artifact_read(model_file.stored_name)})
+                                    "data": artifact_read(model_file.stored_name),
+                                    "feature_view": (model_file.info or {}).get("feature_view", ONE_HOT_VIEW)})
         from workers.jobs.export import ExportedFile
 
         files = [ExportedFile("native", "bundle", "bundle.zip",
@@ -212,7 +219,8 @@ def _lineage(job: Job, result: dict, outcome: dict) -> dict:
             "evaluation_split": job.evaluation_split_id, "code_version": code_version(), "seed": job.seed,
             "parameters": job.parameters, "dp_noise": "unseeded (OpenDP, cryptographically secure)"
             if job.privacy_level == PrivacyLevel.L1 else None,
-            "fusion": _json_ready(result["fusion"].details), "verification": outcome["verification"]}
+            "fusion": _json_ready(result["fusion"].details), "verification": outcome["verification"],
+            "feature_view": result["feature_view"]}
 
 
 def _json_ready(value):
@@ -249,7 +257,8 @@ def _save(job: Job, result: dict, outcome: dict) -> None:
     privacy_report = _privacy_report(job, result)
     baselines = _baselines(job, result, outcome, submission_metrics)
     fields = {"federation": job.federation, "baselines": baselines, "model_family": outcome["family"],
-              "n_features": job.public_dataset.n_features, "n_classes": job.federation.n_classes,
+              "n_features": view_width(job.public_dataset.feature_spec, result["feature_view"]),
+              "n_classes": job.federation.n_classes,
               "metrics": outcome["metrics"], "submission_metrics": submission_metrics,
               "privacy_report": privacy_report, "lineage": _lineage(job, result, outcome),
               "contribution_weights": _contributions(job, result), "contribution_rule": CONTRIBUTION_RULE}

@@ -53,5 +53,4 @@ def silo_csv(tmp_path, adult_frame):
     return path
 
 
-SMALL_FORESTS = ["--teacher-param", "n_estimators=10", "--student-param", "n_estimators=10",
-                 "--student-param", "max_depth=6"]
+SMALL_FORESTS = ["--student-param", "n_estimators=10", "--student-param", "max_depth=6"]  # teachers: the default trees

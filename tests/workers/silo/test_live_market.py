@@ -202,7 +202,8 @@ def test_a_job_over_toolkit_uploads_is_bought_downloaded_and_called_with_the_too
     assert code == 0, err
     answer = json.loads(out)
     spec = json.loads((tmp_path / "sam-silo" / "feature-spec.json").read_text())
-    local = predict_probabilities(downloaded, "onnx", encode_features(rows, spec), n_classes=2)
+    assert global_model["feature_view"] == "ordinal"     # a random forest: codes, not one-hot columns
+    local = predict_probabilities(downloaded, "onnx", encode_features(rows, spec, view="ordinal"), n_classes=2)
     assert np.allclose(answer["probabilities"], local, atol=1e-5)
     assert answer["class_labels"] == ["<=50K", ">50K"]
 

@@ -29,9 +29,10 @@ def test_train_writes_students_that_pass_the_markets_static_checks_and_a_metadat
     assert result["model_family"] == "random_forest"
     assert (result["privacy_level"], result["declared_epsilon"], result["privacy_parameters"]) == ("L0", None, {})
     assert json.loads((folder / "metadata.json").read_text()) == {k: v for k, v in result.items() if k != "output"}
+    assert (result["teacher"], result["feature_view"]) == ({"family": "decision_tree", "max_depth": 6}, "ordinal")
     spec = json.loads((pulled / "feature-spec.json").read_text())
-    for name in result["files"]:
-        info = inspect_model((folder / name).read_bytes(), n_features=spec["n_features"], n_classes=2,
+    for name in result["files"]:   # tree students read the ordinal view: one feature per column
+        info = inspect_model((folder / name).read_bytes(), n_features=len(spec["columns"]), n_classes=2,
                              limits=ModelLimits())
         assert info.classes == (0, 1)
 

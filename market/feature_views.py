@@ -1,0 +1,45 @@
+"""Which view of a federation's features each model reads (:mod:`workers.features`: one-hot or ordinal).
+
+The market stores public data and evaluation splits once, in the one-hot view; a model reading the
+ordinal view gets the same rows through :func:`workers.features.features_in_view`.
+
+- A submission's view is declared at upload (``feature_view``, checked against the models' input
+  width) and kept in each of its model files' ``info``. A submission uploaded before views existed
+  has none there and reads the one-hot view.
+- A global model's view follows the learner the job fits it with on public features (FedKT's
+  ``final_model``, distillation's ``student``): ordinal for tree families, one-hot otherwise and for
+  ensembles (which fit nothing). It is kept in the global model's ``lineage``; a model without one
+  reads the one-hot view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from workers.features import ONE_HOT_VIEW, feature_view_for, features_in_view
+
+__all__ = ["global_model_feature_view", "job_feature_view", "model_files_feature_view", "stored_features_in_view"]
+
+
+def model_files_feature_view(model_files) -> str:
+    """The view of a submission's model files (all were checked against the same view at upload)."""
+    views = {(model_file.info or {}).get("feature_view", ONE_HOT_VIEW) for model_file in model_files}
+    return views.pop() if len(views) == 1 else ONE_HOT_VIEW
+
+
+def job_feature_view(settings: Mapping) -> str:
+    """The view the global model of a job with these validated settings is fitted and evaluated on."""
+    learner = settings.get("final_model") or settings.get("student")
+    family = learner.get("family") if isinstance(learner, Mapping) else learner
+    return feature_view_for(family) if isinstance(family, str) else ONE_HOT_VIEW
+
+
+def global_model_feature_view(global_model) -> str:
+    return (global_model.lineage or {}).get("feature_view", ONE_HOT_VIEW)
+
+
+def stored_features_in_view(features: np.ndarray, public_dataset, view: str) -> np.ndarray:
+    """Stored one-hot ``features`` of ``public_dataset``'s specification in ``view``."""
+    return features_in_view(features, public_dataset.feature_spec, view)
