@@ -41,8 +41,7 @@ def outbox_add(entry: OutboxEntry) -> None:
 
 def outbox_publish(*, entry_model: type[OutboxEntry], entry_id: int) -> bool:
     """Send one row's task to the broker; a broker that is down leaves the row for the sweep."""
-    from workers.celery_app import app
-    from workers import tasks  # noqa: F401 (registers the tasks by name in this process)
+    from workers.celery_app import app  # its tasks are registered when Django starts (market.jobs.apps)
 
     entry = entry_model.objects.filter(id=entry_id, published_at__isnull=True).first()
     if entry is None:
