@@ -163,8 +163,9 @@ def _evaluated(job: Job, result: dict) -> dict:
             for member_id, member_probabilities in zip(arrays["member_ids"], arrays["evaluation_probabilities"]):
                 weight = weights.get(str(int(member_id)), 0.0) / total
                 probabilities = probabilities + weight * member_probabilities
-                for position, model_file in enumerate(result["submissions"][int(member_id)].model_files.all()):
-                    members.append({"filename": f"member-{int(member_id)}-{position}.{model_file.format}",
+                for model_file in result["submissions"][int(member_id)].model_files.all():
+                    # named by position: a submission id in a buyer's download would say whose model it is
+                    members.append({"filename": f"member-{len(members):04d}.{model_file.format}",
                                     "format": model_file.format, "weight": weight / max(1, result["submissions"][
                                         int(member_id)].model_files.count()),
                                     "data": artifact_read(model_file.stored_name),
