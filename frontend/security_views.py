@@ -50,7 +50,8 @@ def token_list_page(request):
 def token_create_action(request):
     days = request.POST.get("expires_in_days", "").strip()
     token, key = api_token_create(user=request.user, name=request.POST.get("name", ""),
-                                  expires_in_days=int(days) if days.isdigit() else None, request=request)
+                                  expires_in_days=int(days) if days.isdecimal() and len(days) < 10 else None,
+                                  request=request)  # isdigit() admits "²", which int() refuses
     # The key is shown on this response only; it is not stored and a reload does not show it again.
     return render(request, "frontend/security/tokens.html",
                   {"section": "tokens", "tokens": _token_rows(request.user), "new_token": token, "new_key": key})

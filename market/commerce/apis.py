@@ -253,14 +253,18 @@ class TopUpApi(APIView):
         return Response(WalletEntryOutput(entry).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
+class EarningsQuery(serializers.Serializer):
+    organisation = serializers.IntegerField(required=False, min_value=1, max_value=2**63 - 1)
+
+
 class EarningsApi(APIView):
     @extend_schema(parameters=[OpenApiParameter("organisation", int, description="Operators only.")],
                    responses=OpenApiTypes.OBJECT)
     def get(self, request):
         """Your organisation's revenue shares: total, per listing and per purchase."""
-        organisation_id = request.query_params.get("organisation")
-        organisation = earnings_organisation(user=request.user, organisation_id=int(organisation_id)
-                                             if organisation_id and organisation_id.isdigit() else None)
+        given = EarningsQuery(data=request.query_params)
+        given.is_valid(raise_exception=True)
+        organisation = earnings_organisation(user=request.user, organisation_id=given.validated_data.get("organisation"))
         return Response({"organisation": organisation.id, **earnings_for(organisation=organisation)})
 
 

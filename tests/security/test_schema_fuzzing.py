@@ -9,15 +9,22 @@ sends each request again without the token). Two phases, as `schemathesis run` h
   rolled back;
 - stateful: scenarios chaining operations through the links schemathesis infers from the schema (a job
   created, then read and cancelled; a federation joined, then its budgets read), checking also that what
-  was created can be read back and what was deleted stays gone.
+  was created can be read back and what was deleted stays gone;
+- hostile values: every path parameter, query parameter and top-level body property of a few generated
+  requests replaced, one at a time, by a value that the schema allows or that a client may send anyway and
+  that once broke the market (issue 17): non-finite numbers, integers beyond 32 and 64 bits, NUL characters,
+  JSON nested hundreds of levels deep, in JSON bodies and as text in multipart fields. No server error, and
+  every refusal is JSON.
 
 `make fuzz` runs the same over HTTP against a live server (.ci/fuzz).
 """
 
+import json
 import zlib
 
 import pytest
 import schemathesis
+from django.conf import settings
 from django.core.cache import cache
 from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
@@ -170,3 +177,98 @@ def test_no_chain_of_operations_answers_a_server_error_or_breaks_its_schema_for_
             failures.append(f"a scenario as {role}: {failure_sentence(failure)}")
     assert not failures, "\n".join(failures)
     assert all(len(called) >= 15 for called in steps.values()), steps
+
+
+HOSTILE_EXAMPLES_PER_OPERATION_AND_ROLE = 1
+HOSTILE_ROLES = ("silo_a", "operator")  # a silo uploads submissions; the operator may call every other operation
+# JSON text no JSON body may hold, whatever the operation (refused before any view: 400): non-finite numbers,
+# integers beyond 64 bits, NUL characters, nesting deeper than any recursion limit Hypothesis sets.
+REFUSED_JSON_TEXTS = ["1e400", "-1e400", str(2**70), '"a\\u0000b"', '{"key": ["a\\u0000b"]}', '{"key": 1e400}',
+                      "[" * 5000 + "]" * 5000]
+# Text in a path, a query string or a multipart field (where JSON fields arrive as text); 5,000 digits pass
+# Python's limit on converting text to int, "²" passes str.isdigit() but not int().
+HOSTILE_TEXTS = ["1e400", "NaN", str(2**31), str(2**70), "9" * 5000, "²", "a\x00b", '{"key": "a\\u0000b"}',
+                 "[" * 5000 + "]" * 5000]
+PLACEHOLDER = "hostile value"
+
+
+def hostile_variants(case):
+    """(location, name, value): each path parameter, declared query parameter and declared top-level body
+    property, generated or not, with each hostile value; and one body too large to read."""
+    names = {"path_parameters": list(case.path_parameters or {}),
+             "query": [parameter.name for parameter in case.operation.query]}
+    for location, declared in names.items():
+        yield from ((location, name, text) for name in declared for text in HOSTILE_TEXTS)
+    if isinstance(case.body, dict):
+        body = next(body for body in case.operation.body if body.media_type == case.media_type)
+        values = HOSTILE_TEXTS if "multipart" in case.media_type else REFUSED_JSON_TEXTS
+        properties = list(body.resolved_schema.get("properties", {}))
+        for name in properties:
+            yield from (("body", name, value) for value in values)
+        if properties:  # one value larger than Django reads into memory: a JSON 413, not Django's HTML page
+            yield "body", properties[0], "x" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1)
+
+
+def is_json_body(case) -> bool:
+    return "json" in (case.media_type or "") and isinstance(case.body, dict)
+
+
+def call_with(case, headers: dict, location: str, name: str, value):
+    """The answer to the case with one value replaced, in a savepoint that is rolled back. Into a JSON body the
+    value goes as raw JSON text (json.dumps cannot write 1e400, and schemathesis refuses NaN and Infinity)."""
+    if location == "body" and is_json_body(case):
+        text = json.dumps({**case.body, name: PLACEHOLDER}).replace(json.dumps(PLACEHOLDER), value)
+        return call_in_savepoint(case, headers=headers, data=text)
+    original = getattr(case, location)
+    setattr(case, location, {**(original or {}), name: value})
+    try:
+        return call_in_savepoint(case, headers=headers)
+    finally:
+        setattr(case, location, original)
+
+
+def call_in_savepoint(case, **call_arguments):
+    with transaction.atomic():
+        response = case.call(**call_arguments)
+        transaction.set_rollback(True)
+    return response
+
+
+def hostile_failure(case, headers: dict, location: str, name: str, value) -> str | None:
+    """Send the case with one value replaced; what is wrong with the answer, or None."""
+    sent = f"{location} {name} = {repr(value)[:40]}"
+    try:
+        response = call_with(case, headers, location, name, value)
+    except Exception as error:  # noqa: BLE001 - schemathesis re-raises what the application raised
+        return f"{sent}: raised {type(error).__name__}: {str(error)[:200]}"
+    content_type = " ".join(response.headers.get("content-type", []))
+    if response.status_code >= 500:
+        return f"{sent}: {response.status_code}"
+    if response.status_code in (400, 413) and "json" not in content_type:
+        return f"{sent}: {response.status_code} answered as {content_type or 'no content type'}"
+    if location == "body" and is_json_body(case) and value in REFUSED_JSON_TEXTS and response.status_code != 400:
+        return f"{sent}: {response.status_code}, not refused"
+    return None
+
+
+def test_no_operation_answers_a_server_error_or_a_page_to_hostile_values(role_tokens, schema, existing_path_values):
+    failures, sent = set(), []
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        for role in HOSTILE_ROLES:
+            headers = {"Authorization": f"Token {role_tokens[role]}"}
+
+            @given(case=operation.as_strategy())
+            @hypothesis_run_settings(HOSTILE_EXAMPLES_PER_OPERATION_AND_ROLE)
+            def run(case):
+                case.path_parameters = pointed_at_existing_objects(case.path_parameters or {}, existing_path_values)
+                for variant in hostile_variants(case):
+                    cache.clear()  # the throttles, as above
+                    sent.append(variant)
+                    failure = hostile_failure(case, headers, *variant)
+                    if failure:
+                        failures.add(f"{operation.label} as {role}: {failure}")
+
+            run()
+    assert not failures, "\n".join(sorted(failures))
+    assert {location for location, _, _ in sent} == {"path_parameters", "query", "body"}
