@@ -18,7 +18,8 @@ class JobInput(serializers.Serializer):
     privacy_level = serializers.ChoiceField(PrivacyLevel.choices)
     parameters = serializers.JSONField(required=False, default=dict,
                                        help_text='Per kind; omitted ones take their defaults, e.g. {"partitions": 2, '
-                                                 '"query": 0.1, "final_model": {"family": "random_forest"}}.')
+                                                 '"query_fraction": 0.1, "final_model": {"family": "random_forest"}}; '
+                                                 'queried rows are "query_fraction" (0 < f ≤ 1) or "query_count".')
     submissions = serializers.JSONField(default="all", help_text='"all" valid submissions, or a list of ids.')
     seed = serializers.IntegerField(required=False, allow_null=True, default=None)
 

@@ -11,7 +11,6 @@ repeated exactly from its row.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 from django.conf import settings
@@ -66,8 +65,10 @@ def _privacy(value, *, federation: Federation, n_queries: int) -> dict:
     noise_name = "gamma" if mechanism == "laplace" else "sigma"
     noise = value.get(noise_name, defaults.get(noise_name, DEFAULT_GAMMA if mechanism == "laplace" else DEFAULT_SIGMA))
     delta = value.get("delta", float(federation.default_delta))
+    from workers.algorithms.schema import finite_number
+
     for name, number in ((noise_name, noise), ("delta", delta)):
-        if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number) or number <= 0:
+        if not finite_number(number) or number <= 0:
             raise InvalidInput(f"'privacy.{name}' must be a positive number, not {number!r}. {PRIVACY_HELP}")
     if delta >= 1:
         raise InvalidInput(f"'privacy.delta' must be below 1, not {delta}.")

@@ -10,7 +10,7 @@ import pytest
 from market.jobs.models import GlobalModel, Job, JobLogEntry, JobStatus
 from tests.conftest import api_client_for, wait_until
 from tests.market.jobs.conftest import fedkt_student_files, fedkt_submissions, third_silo_user  # noqa: F401 (fixtures)
-from tests.market.jobs.helpers import wait_for_job
+from tests.market.jobs.helpers import FAST_JOB_SETTINGS, job_worker, wait_for_job
 
 pytestmark = pytest.mark.worker
 # Within the work limit, yet hours of training on the test machine: only a cancel ends it.
@@ -57,3 +57,23 @@ def test_cancelling_a_job_during_a_long_fit_stops_the_fit_and_frees_the_worker(t
                          "parameters": {"partitions": 2, "query": 0.25,
                                         "final_model": {"family": "logistic_regression"}}}, format="json")
     assert wait_for_job(quick.json()["id"], timeout=300).status == JobStatus.SUCCEEDED
+
+
+def test_a_prefork_worker_fits_a_torch_global_model_in_its_child_and_gets_it_back(transactional_db, settings,
+                                                                                   media_root, tmp_path, operator,
+                                                                                   fedkt_submissions):
+    """Production runs Celery's prefork pool, whose processes multiprocessing sees as daemonic, and a torch network
+    crosses the pipe as shared file descriptors: both must work for the fit to run in a child."""
+    for name, value in FAST_JOB_SETTINGS.items():
+        setattr(settings, name, value)
+    client = api_client_for(operator)
+    with job_worker(settings, media_root, tmp_path / "worker.log"):
+        created = client.post(f"/api/federations/{fedkt_submissions[0].federation.slug}/jobs/",
+                              {"kind": "fedkt", "privacy_level": "L0", "seed": 3,
+                               "parameters": {"partitions": 2, "query_count": 200,
+                                              "final_model": {"family": "mlp", "hidden_sizes": [8], "epochs": 2}}},
+                              format="json")
+        assert created.status_code == 201, created.json()
+        job = wait_for_job(created.json()["id"], timeout=300)
+    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    assert {file.format for file in job.global_model.files.all()} == {"safetensors", "onnx"}

@@ -80,7 +80,8 @@ def _normalised(params: Mapping) -> dict:
         if not isinstance(selection, Mapping):
             raise ValueError(f"selection must be a mapping with strategy, k and threshold, not {selection!r}.")
         params.update({key: value for key, value in selection.items() if key in ("strategy", "k", "threshold")})
-    params["strategy"] = STRATEGY_ALIASES.get(params.get("strategy", "all"), params.get("strategy", "all"))
+    strategy = params.get("strategy", "all")
+    params["strategy"] = STRATEGY_ALIASES.get(strategy, strategy) if isinstance(strategy, str) else strategy
     return params
 
 

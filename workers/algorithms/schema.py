@@ -28,6 +28,16 @@ QUERY_HELP = ('Public rows the server queries: "query_fraction" (0 < f ≤ 1 of 
               'or "query_count" (a whole number of rows, e.g. 500).')
 
 
+def finite_number(value) -> bool:
+    """A number (not a boolean) that a float holds exactly enough: not ±inf, NaN or an integer beyond 1e308."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def whole_number(value, *, name: str, minimum: int, maximum: int, allow_none: bool = False) -> int | None:
     """``value`` as an int in [minimum, maximum] (``None`` too where allowed)."""
     if value is None and allow_none:
@@ -40,8 +50,7 @@ def whole_number(value, *, name: str, minimum: int, maximum: int, allow_none: bo
 
 def real_number(value, *, name: str, minimum: float, maximum: float, above_minimum: bool = False) -> float:
     """``value`` as a finite float in [minimum, maximum], or (minimum, maximum] when ``above_minimum``."""
-    valid = (not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
-             and math.isfinite(value) and (value > minimum if above_minimum else value >= minimum) and value <= maximum)
+    valid = (finite_number(value) and (value > minimum if above_minimum else value >= minimum) and value <= maximum)
     if not valid:
         low = "(" if above_minimum else "["
         raise ValueError(f"'{name}' must be a number in {low}{minimum:g}, {maximum:g}], not {value!r}.")
@@ -98,7 +107,7 @@ def query_setting(params: Mapping, *, legacy: tuple[str, ...] = ("query",), defa
 
 
 def _legacy_query(key: str, value) -> dict:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not math.isfinite(value):
+    if not finite_number(value):
         raise ValueError(f"'{key}' must be a count or a fraction, not {value!r}. {QUERY_HELP}")
     if value == 1:
         raise ValueError(f"'{key}': {value!r} is ambiguous (one public row, or all of them?): write "

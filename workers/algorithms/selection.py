@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from workers.algorithms.registry import Member
+from workers.algorithms.schema import finite_number
 
 STRATEGIES = ("all", "cross_validation", "data", "random")
 
@@ -35,7 +36,7 @@ def selection_parameters(params: Mapping) -> dict:
     a sentence naming the key otherwise.
     """
     strategy = params.get("strategy", "all")
-    if strategy not in STRATEGIES:
+    if not isinstance(strategy, str) or strategy not in STRATEGIES:
         raise ValueError(f"The selection strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}.")
     k = params.get("k")
     if k is not None and (isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1):
@@ -44,8 +45,7 @@ def selection_parameters(params: Mapping) -> dict:
     if threshold is not None:
         if strategy not in ("cross_validation", "data"):
             raise ValueError(f"A threshold applies to the cross_validation and data strategies, not {strategy!r}.")
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.integer, np.floating)) \
-                or not np.isfinite(threshold):
+        if not finite_number(threshold):
             raise ValueError(f"The threshold must be a finite number, not {threshold!r}.")
         threshold = float(threshold)
     return {"strategy": strategy, "k": None if k is None else int(k), "threshold": threshold}

@@ -18,6 +18,7 @@ import multiprocessing
 import os
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -78,6 +79,7 @@ def fuse_in_child(*, kind: str, signal_sum: np.ndarray, public_features: np.ndar
                     on_noise_drawn(value)
                     parent_end.send("stored")
                 elif message == "fusion":
+                    parent_end.send("received")
                     return value
                 elif message == "invalid":
                     raise ValueError(value)
@@ -112,9 +114,12 @@ def _child_main(connection, kind, signal_sum, public_features, members, n_classe
     except ValueError as error:
         connection.send(("invalid", str(error)))
     except Exception as error:  # noqa: BLE001 - reported to the parent, which fails the job with it
+        traceback.print_exc()  # to the worker's log, for whoever investigates the failed job
         connection.send(("crashed", f"{type(error).__name__}: {error}"))
     else:
         connection.send(("fusion", fusion))
+        # torch sends a network's tensors as file descriptors that this process serves until the parent has them
+        connection.recv()
     finally:
         connection.close()
 

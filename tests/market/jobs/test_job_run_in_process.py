@@ -137,7 +137,7 @@ def test_distill_job_with_the_default_kernel_student_saves_numpy_arrays_and_an_e
                   parameters={"proxy": 200}, seed=3)
     job = Job.objects.get(id=body["id"])
     assert job.status == JobStatus.SUCCEEDED, job.failure_reason
-    assert job.parameters["student"] == "kernel"
+    assert job.parameters["student"] == {"family": "kernel"}
     files = {file.format: file for file in job.global_model.files.all()}
     assert set(files) == {"kernel_npz", "onnx"}
     kernel = np.load(io.BytesIO(artifact_read(files["kernel_npz"].stored_name)))
@@ -160,7 +160,7 @@ def test_cpfl_job_distils_cohort_models_weighted_by_their_label_distributions(
     body = launch(operator, federation, django_capture_on_commit_callbacks, kind="cpfl", privacy_level="L0",
                   parameters={"query": 300, "student": {"family": "mlp", "hidden_sizes": [16], "epochs": 5}}, seed=4)
     assert body["parameters"] == {"student": {"family": "mlp", "hidden_sizes": [16], "epochs": 5}, "loss": "l1",
-                                  "temperature": 1.0, "proxy": 300}
+                                  "temperature": 1.0, "query_count": 300}
     job = Job.objects.get(id=body["id"])
     assert job.status == JobStatus.SUCCEEDED, job.failure_reason
     model = job.global_model
@@ -182,13 +182,16 @@ def test_cpfl_job_without_label_distributions_is_refused_naming_them(operator, f
 def test_a_retried_l1_fusion_reuses_the_stored_noisy_answers(eager_celery, operator, fedkt_submissions,
                                                              django_capture_on_commit_callbacks):
     from market.jobs.runner.finalize import _noise
+    from workers.jobs.noise import replayable_noise
 
     federation = fedkt_submissions[0].federation
     body = launch(operator, federation, django_capture_on_commit_callbacks, kind="fedkt", privacy_level="L1",
                   parameters={**FAST_FEDKT, "query": 20, "privacy": {"gamma": 0.02}}, seed=3)
     job = Job.objects.get(id=body["id"])
     stored = arrays_from_npz(job.noisy_answers_name)["noisy_counts"]
-    replayed = _noise(job).noisy_counts(np.zeros((20, 2), dtype=np.int64))
+    setup = _noise(job)  # what the fusion's child process replays
+    replayed = replayable_noise(setup["noise"], stored=setup["stored_noise"], on_draw=setup["on_noise_drawn"]
+                                ).noisy_counts(np.zeros((20, 2), dtype=np.int64))
     assert np.array_equal(replayed, stored)
     assert Job.objects.get(id=job.id).noise_drawn_at == job.noise_drawn_at
 

@@ -55,7 +55,7 @@ def test_cpfl_refuses_cohorts_without_a_label_distribution():
 
 
 def test_cpfl_refuses_a_tree_student():
-    with pytest.raises(ValueError, match="torch network"):
+    with pytest.raises(ValueError, match="'student' must be a mapping with a 'family' of mlp, cnn, not"):
         algorithm_get("cpfl").validate({"student": {"family": "random_forest"}})
 
 

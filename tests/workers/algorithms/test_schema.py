@@ -69,3 +69,14 @@ def test_every_kind_declares_help_for_each_of_its_keys():
         algorithm = algorithm_get(name)
         assert set(algorithm.help) <= set(algorithm.keys) | {"selection"}
         assert all(text.endswith(".") or text.endswith("}") or text.endswith(")") for text in algorithm.help.values())
+
+
+@pytest.mark.parametrize("value", [10**400, float("inf"), float("nan"), "0.5", [0.5], {"a": 1}, None, True])
+def test_numbers_out_of_reach_and_other_types_are_refused_with_a_sentence(value):
+    for params in ({"query": value}, {"query_fraction": value},
+                   {"final_model": {"family": "xgboost", "learning_rate": value}},
+                   {"final_model": {"family": "random_forest", "max_features": value}} if value is not None else {}):
+        if not params:
+            continue
+        with pytest.raises(ValueError):
+            algorithm_get("fedkt").validate(params)
