@@ -192,6 +192,8 @@ def budget_refusals(*, federation: Federation, user: User, limit: int = 50) -> l
         silo_ids = {silo.get("organisation_id") for silo in event.details.get("silos", [])}
         if user.is_operator or user.organisation_id in silo_ids or (
                 event.actor_id is not None and event.actor_id == user.id):
-            refusals.append({"at": event.created_at, "message": event.details.get("message", ""),
+            # the recorded sentence names the first silo short of budget, which may be another silo
+            refused = BudgetExceeded(event.details.get("message", ""), details=event.details)
+            refusals.append({"at": event.created_at, "message": str(budget_refusal_visible(error=refused, user=user)),
                              "actor": event.actor.username if event.actor else None})
     return refusals
