@@ -92,7 +92,7 @@ def _refuse_unstorable_values(frame: pd.DataFrame) -> None:
             continue
         if pd.api.types.is_numeric_dtype(values):
             numbers = values.astype("float64").to_numpy()
-            beyond = np.flatnonzero(np.abs(np.nan_to_num(numbers, nan=0.0)) > FLOAT32_MAX)
+            beyond = np.flatnonzero(np.abs(numbers) > FLOAT32_MAX)  # inf among them; NaN (missing) is not
             if beyond.size:
                 raise TableError(f"Column '{name}', row {beyond[0] + 1}: {numbers[beyond[0]]} is beyond the ±3.4e38 "
                                  "that the models' 32-bit features hold; rescale the column or leave the cell empty.")
