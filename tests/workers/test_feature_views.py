@@ -68,7 +68,8 @@ def test_an_unknown_view_is_refused_with_the_choices():
 
 @pytest.mark.parametrize("families, view", [
     (("random_forest",), "ordinal"), (("decision_tree", "random_forest"), "ordinal"), (("xgboost",), "ordinal"),
-    (("decision_tree", "mlp"), "one_hot"), (("logistic_regression",), "one_hot"), (("cnn",), "one_hot"), ((), "one_hot"),
+    (("decision_tree", "mlp"), "one_hot"), (("logistic_regression",), "one_hot"), (("cnn",), "one_hot"),
+    ((), "one_hot"),
 ])
 def test_tree_families_read_the_ordinal_view_and_any_other_mix_the_one_hot_view(families, view):
     assert feature_view_for(*families) == view

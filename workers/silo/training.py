@@ -249,7 +249,8 @@ def local_train(data: EncodedData, *, n_classes: int, settings: TrainingSettings
         raise DataError(f"Training the local model failed: {error}") from error
     metadata = _metadata(data, train, n_classes, settings,
                          score=accuracy(model, data.features[held_out], data.labels[held_out]))
-    metadata.update({"algorithm": "local", "feature_view": settings.feature_view(local=True), "privacy_parameters": {}, "declared_epsilon": None, "privacy_report": None})
+    metadata.update({"algorithm": "local", "feature_view": settings.feature_view(local=True), "privacy_parameters": {},
+                     "declared_epsilon": None, "privacy_report": None})
     return TrainingResult((model,), metadata)
 
 
