@@ -4,6 +4,7 @@ accepted and published by the sweep once the broker is back; a validation whose 
 
 from datetime import timedelta
 
+import pytest
 from django.utils import timezone
 
 from market.outbox import outbox_sweep
@@ -49,3 +50,25 @@ def test_the_reaper_queues_again_a_validation_whose_message_was_lost(silo_api, f
     Submission.objects.filter(id=submission_id).update(status=SubmissionStatus.VALID)
     SubmissionOutbox.objects.update(published_at=timezone.now() - timedelta(seconds=90))
     assert submission_reap() == 0  # validated: nothing left to do
+
+
+def test_a_database_hiccup_during_validation_hands_the_row_back_for_the_retry(silo_api, federation_with_data,
+                                                                             model_files, monkeypatch):
+    from django.db import OperationalError
+
+    from workers.tasks import submission_validate_task
+
+    submission_id = submit(silo_api, {"forest.onnx": model_files["forest.onnx"]}).json()["id"]
+
+    def hiccup(submission):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr("market.submissions.services._validation_failure", hiccup)
+    with pytest.raises(OperationalError):  # called directly, Celery's autoretry re-raises instead of scheduling
+        submission_validate_task(submission_id)
+    submission = Submission.objects.get(id=submission_id)
+    assert (submission.status, submission.validated_by, submission.validation_started_at) == (
+        SubmissionStatus.PENDING, "", None)
+    monkeypatch.undo()
+    submission_validate_task(submission_id)  # the retry claims it and validates it
+    assert Submission.objects.get(id=submission_id).status == SubmissionStatus.VALID
