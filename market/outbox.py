@@ -50,7 +50,8 @@ def outbox_publish(*, entry_model: type[OutboxEntry], entry_id: int) -> bool:
     try:
         app.tasks[entry_model.task_name].apply_async((target_id,), retry=False)
     except Exception as error:  # any broker failure: the row stays and is swept later
-        logger.warning("Could not publish %s(%s) (outbox row %s): %s", entry_model.task_name, target_id, entry_id, error)
+        logger.warning("Could not publish %s(%s) (outbox row %s): %s", entry_model.task_name, target_id, entry_id,
+                       error)
         entry_model.objects.filter(id=entry_id).update(publish_attempts=entry.publish_attempts + 1,
                                                        last_error=str(error)[:2000])
         return False

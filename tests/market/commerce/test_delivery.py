@@ -207,7 +207,8 @@ def test_signed_links_cannot_be_tampered_with_or_used_after_expiry(published_lis
     forged = signing.TimestampSigner(salt="onefold.commerce.download", key="guessed-key").sign_object(
         {**payload, "file": payload["file"] + 1})
     assert buyer_api.get(f"/api/downloads/{forged}/").status_code == 403
-    assert buyer_api.get(url.replace(token, token[:-2] + ("AA" if not token.endswith("AA") else "BB"))).status_code == 403
+    tampered = url.replace(token, token[:-2] + ("AA" if not token.endswith("AA") else "BB"))
+    assert buyer_api.get(tampered).status_code == 403
     public_media = client.get(f"/media/{listing.global_model.files.get(format='onnx').stored_name}")
     assert public_media.status_code == 404
     settings.ONEFOLD_DOWNLOAD_LINK_TTL_SECONDS = 1
