@@ -6,6 +6,8 @@ Services raise these with a plain sentence for the person who caused the error; 
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
+from django.http import JsonResponse
+from django.views import defaults
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
@@ -75,3 +77,29 @@ def api_exception_handler(exception, context):
     if refusal is not None:
         return Response({"detail": refusal[1]}, status=refusal[0])
     return exception_handler(exception, context)
+
+
+# Django's own error views (urls.py handler400/404/500) answer HTML; under /api/ they answer JSON too, so that
+# every answer of the API, an unknown address or a request Django refused before any view included, is JSON.
+API_PREFIX = "/api/"
+
+
+def bad_request(request, exception):
+    if not request.path.startswith(API_PREFIX):
+        return defaults.bad_request(request, exception)
+    status, sentence = request_refusal(exception) or (400, "The request is malformed; check its headers and body.")
+    return JsonResponse({"detail": sentence}, status=status)
+
+
+def not_found(request, exception):
+    if not request.path.startswith(API_PREFIX):
+        return defaults.page_not_found(request, exception)
+    return JsonResponse({"detail": f"The API has no address {request.path}; see /api/docs/ for the ones it has."},
+                        status=404)
+
+
+def server_error(request):
+    if not request.path.startswith(API_PREFIX):
+        return defaults.server_error(request)
+    return JsonResponse({"detail": "The market failed to answer this request; try again later, and tell its "
+                                   "operators if it keeps failing."}, status=500)

@@ -21,6 +21,10 @@ api_patterns = [
          name="api-docs"),
 ]
 
+handler400 = "market.errors.bad_request"
+handler404 = "market.errors.not_found"
+handler500 = "market.errors.server_error"
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include(api_patterns)),

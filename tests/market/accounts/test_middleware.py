@@ -121,3 +121,24 @@ def test_a_public_csv_with_numbers_jsonb_cannot_hold_is_a_400(operator_api, fede
 def test_a_malformed_content_length_is_not_a_server_error(db):
     response = APIClient().post("/api/auth/token/", "{}", content_type="application/json", CONTENT_LENGTH="many")
     assert response.status_code < 500
+
+
+def test_an_unknown_api_address_is_a_json_404_and_an_unknown_page_stays_a_page(client, settings):
+    settings.DEBUG = False
+    response = client.get("/api/no-such-thing/")
+    assert (response.status_code, response.json()) == (404, {
+        "detail": "The API has no address /api/no-such-thing/; see /api/docs/ for the ones it has."})
+    page = client.get("/no-such-page/")
+    assert page.status_code == 404 and page["Content-Type"].startswith("text/html")
+
+
+def test_a_server_error_under_the_api_is_json(operator_api, settings, monkeypatch):
+    from market.federations import apis
+
+    settings.DEBUG = False
+    monkeypatch.setattr(apis, "federation_list", lambda **_: 1 / 0)
+    operator_api.raise_request_exception = False
+    response = operator_api.get("/api/federations/")
+    assert (response.status_code, response.json()) == (500, {
+        "detail": "The market failed to answer this request; try again later, and tell its operators if it keeps "
+                  "failing."})
