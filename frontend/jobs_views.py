@@ -18,10 +18,12 @@ from market.budgets.services import budget_price_job
 from market.errors import DomainError, InvalidInput
 from market.federations.selectors import federation_get, public_dataset_current
 from market.jobs.models import JobKind, JobStatus
-from market.jobs.parameters import job_kinds_runnable, job_parameter_defaults, job_parameter_help
+from market.jobs.parameters import (job_kinds_runnable, job_parameter_defaults, job_parameter_help,
+                                    job_parameters_validate)
 from market.jobs.selectors import job_get, job_launch_require_permission, job_list, job_log_lines, job_progress
 from market.jobs.services import SUBMISSION_LEVELS_FOR, job_cancel, job_create
 from market.jobs.visibility import global_model_view, named_contributions, named_submission_metrics
+from market.json_input import json_text_parse
 from market.submissions.models import Submission, SubmissionStatus
 from market.submissions.selectors import submission_list
 
@@ -77,15 +79,17 @@ def job_launch_page(request, slug):
     if request.method == "GET":
         return render(request, "frontend/jobs/launch.html", _launcher_context(request, federation, values))
     try:
-        parameters = json.loads(values["parameters"] or "{}")
+        parameters = json_text_parse(values["parameters"] or "{}")
         seed = int(values["seed"]) if values["seed"].strip() else None
-    except (json.JSONDecodeError, ValueError):
+        submission_ids = [int(id) for id in values["submissions"]]
+    except ValueError as error:
         return render(request, "frontend/jobs/launch.html", _launcher_context(
-            request, federation, values, "The parameters must be a JSON object and the seed a whole number."), status=400)
+            request, federation, values, "The parameters must be a JSON object, the seed and the submissions whole "
+            f"numbers: {error}"), status=400)
     try:
         job = job_create(federation=federation, kind=values["kind"], privacy_level=values["privacy_level"],
                          parameters=parameters, seed=seed, requested_by=request.user, request=request,
-                         submissions=[int(id) for id in values["submissions"]] or "all")
+                         submissions=submission_ids or "all")
     except DomainError as error:
         return render(request, "frontend/jobs/launch.html", _launcher_context(request, federation, values, str(error)),
                       status=error.status_code)
@@ -108,10 +112,8 @@ def job_price_partial(request, slug):
     else:
         try:
             n_public = public_dataset_current(federation=federation).n_rows
-            from market.jobs.parameters import job_parameters_validate
-
             parameters = job_parameters_validate(kind=request.GET.get("kind", "fedkt"), privacy_level="L1",
-                                                 parameters=json.loads(request.GET.get("parameters") or "{}"),
+                                                 parameters=json_text_parse(request.GET.get("parameters") or "{}"),
                                                  federation=federation, n_public=n_public)
             ids = [int(id) for id in request.GET.getlist("submissions")]
             # One entry per submission: a silo with k submissions in the job is priced for moving k·s votes.
@@ -122,7 +124,7 @@ def job_price_partial(request, slug):
                                      privacy_parameters=parameters["privacy"], partitions=parameters["partitions"],
                                      teachers=parameters["teachers"])
             context["quote"] = price_quote_visible(quote=quote, user=request.user)
-        except (json.JSONDecodeError, ValueError, DomainError) as error:
+        except (ValueError, DomainError) as error:
             context["message"] = f"No price yet: {error}"
     return render(request, "frontend/jobs/partials/price.html", context)
 

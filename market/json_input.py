@@ -7,6 +7,7 @@ JSON request bodies (``market.accounts.middleware``) and on JSON text inside mul
 (:class:`CheckedJSONField`), so that every API refuses the same values with the same sentences.
 """
 
+import json
 import math
 
 from rest_framework import serializers
@@ -43,6 +44,21 @@ def json_problem(value) -> str | None:
         elif isinstance(item, list):
             pending.extend((member, f"{path}[{index}]", depth + 1) for index, member in enumerate(item))
     return None
+
+
+def json_text_parse(text: str):
+    """``text`` parsed as JSON, or ValueError with a sentence when it is not JSON or holds what
+    :func:`json_problem` names (for forms that carry JSON text outside the API's parsers)."""
+    try:
+        value = json.loads(text)
+    except RecursionError:  # nested about 1,000 levels deep
+        raise ValueError(TOO_DEEP) from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"The text is not JSON ({error.msg} at character {error.pos}).") from None
+    problem = json_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
 
 
 class CheckedJSONField(serializers.JSONField):

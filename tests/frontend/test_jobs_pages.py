@@ -147,3 +147,27 @@ def test_a_refused_job_names_another_silos_remaining_budget_to_operators_only(bu
     assert "Contoso Bank's privacy budget in 'adult-income' has ε = 0.000001 left" in \
         refused[operator.username].json()["detail"]
     assert Job.objects.count() == 0
+
+
+@pytest.mark.parametrize("parameters, submissions, sentence", [
+    ("[" * 2000 + "]" * 2000, [], "nests deeper than"),
+    ('{"partitions": 1e400}', [], "not finite"),
+    ('{"note": "a\\u0000b"}', [], "NUL character"),
+    ("{}", ["not-a-number"], "whole numbers"),
+])
+def test_the_launcher_answers_hostile_input_with_a_sentence_and_creates_nothing(client, operator, fedkt_submissions,
+                                                                                parameters, submissions, sentence):
+    from market.jobs.models import Job
+
+    client.force_login(operator)
+    response = client.post("/federations/adult-income/jobs/new/",
+                           {"kind": "fedkt", "privacy_level": "L0", "parameters": parameters, "seed": "",
+                            "submissions": submissions})
+    assert response.status_code == 400
+    assert sentence in response.content.decode()
+    assert not Job.objects.exists()
+    if submissions:
+        return
+    price = client.get("/federations/adult-income/jobs/price/",
+                       {"kind": "fedkt", "privacy_level": "L1", "parameters": parameters})
+    assert price.status_code == 200 and "No price yet" in price.content.decode()
