@@ -16,6 +16,16 @@ Algorithm 1 lines 10-14 (the server side; the silos ran lines 1-9 and uploaded s
   ``{"family": ..., **hyperparameters}`` mapping (:func:`workers.learners.make_learner`) whose
   hyperparameters :data:`workers.algorithms.schema.LEARNER_HYPERPARAMETERS` bounds.
 - ``privacy`` (mapping, optional): at L1 its ``delta`` (default 1e-5) is the δ of the report.
+- ``vote`` (:data:`VOTE_RULES`, default ``consistent_hard``): how a member votes (issue 19, fusion under
+  label skew). ``consistent_hard`` is the paper's; ``class_weighted`` multiplies a member's consistent
+  votes for class m by its integer weight ``round(W × n_m / max_k n_k)`` from the label distribution
+  it declared (:func:`workers.algorithms.voting.class_vote_weights`; undeclared: W on every class),
+  with W = ``vote_weight_max`` (int 1..16, default 4, given only with ``class_weighted``); ``soft`` sums
+  the students' averaged probabilities instead of votes. At L1 a submission moves s × W votes
+  (:meth:`FedKTFusion.votes_per_submission`), which the report, the price and the ledger use;
+  ``soft`` has no integer sensitivity the accountant covers and is refused at L1
+  (:meth:`FedKTFusion.noise_refusal`). The default is not written into the stored parameters, so a
+  job that names no vote stores what it stored before the rule existed.
 - signal: the member's consistent votes (s on the class all its students predict, else 0);
   ``fuse`` adds ``noise`` (L1) to the summed counts of the queried rows, labels by arg-max and
   fits ``final_model`` on the non-abstaining rows. With noise, ``Fusion.privacy`` is the
@@ -62,6 +72,10 @@ from workers.algorithms.schema import (QUERY_HELP, WorkEstimate, learner, learne
 from workers.algorithms.selection import select_members, selection_parameters
 from workers.algorithms.transfer import child_seeds, select_queries
 
+#: FedKT's vote rules (module docstring); the first is the paper's and the default.
+VOTE_RULES = ("consistent_hard", "class_weighted", "soft")
+DEFAULT_VOTE_WEIGHT_MAX = 4
+MAX_VOTE_WEIGHT = 16
 STRATEGY_ALIASES = {"validation_score": "cross_validation", "data_size": "data"}
 #: What a FedKT job fits its global model with when the job does not say (the API's and the launcher's default).
 DEFAULT_FINAL_MODEL = {"family": "random_forest", "n_estimators": 100, "max_depth": 8}
@@ -95,7 +109,8 @@ class FedKTFusion:
     name = "fedkt"
 
     accepts_noise = True
-    keys = ("partitions", "teachers", "query_fraction", "query_count", "final_model", "privacy")
+    keys = ("partitions", "teachers", "query_fraction", "query_count", "final_model", "privacy", "vote",
+            "vote_weight_max")
     help = {
         "partitions": "s: students per submission (each FedKT submission holds one student per partition), 1 to 64.",
         "teachers": "t: teachers per partition the silos trained (enters the privacy analysis), 1 to 64.",
@@ -104,6 +119,11 @@ class FedKTFusion:
         "final_model": 'The global model\'s learner: {"family": one of ' + ", ".join(FINAL_MODEL_FAMILIES)
                        + ", ...hyperparameters}.",
         "privacy": 'L1 only: {"mechanism": "laplace" with "gamma" | "gaussian" with "sigma", "delta"}.',
+        "vote": ("How silos vote: " + " | ".join(VOTE_RULES) + " (default consistent_hard, the paper's; "
+                 "class_weighted weighs a silo's votes per class by its declared share of that class; soft sums "
+                 "the students' probabilities and is refused at L1)."),
+        "vote_weight_max": (f"class_weighted only: W, the largest integer vote weight, 1 to {MAX_VOTE_WEIGHT} "
+                            f"(default {DEFAULT_VOTE_WEIGHT_MAX}); at L1 each submission moves s × W votes."),
     }
 
     def validate(self, params: Mapping) -> dict:
@@ -118,8 +138,43 @@ class FedKTFusion:
                     "teachers": whole_number(params.get("teachers", 5), name="teachers", minimum=1, maximum=64),
                     **query_setting(params),
                     "final_model": learner(params.get("final_model", params.get("final", DEFAULT_FINAL_MODEL)),
-                                           name="final_model", families=FINAL_MODEL_FAMILIES)}
+                                           name="final_model", families=FINAL_MODEL_FAMILIES),
+                    **self._vote_settings(params)}
         return {**settings, "privacy": dict(privacy)} if privacy else settings
+
+    @staticmethod
+    def _vote_settings(params: Mapping) -> dict:
+        vote = one_of(params.get("vote", VOTE_RULES[0]), name="vote", choices=VOTE_RULES)
+        if vote != "class_weighted":
+            if "vote_weight_max" in params:
+                raise ValueError("'vote_weight_max' applies to \"vote\": \"class_weighted\" only; remove it.")
+            return {} if vote == VOTE_RULES[0] else {"vote": vote}    # the default is not stored (docstring)
+        return {"vote": vote, "vote_weight_max": whole_number(params.get("vote_weight_max", DEFAULT_VOTE_WEIGHT_MAX),
+                                                              name="vote_weight_max", minimum=1,
+                                                              maximum=MAX_VOTE_WEIGHT)}
+
+    @staticmethod
+    def vote_weight(settings: Mapping) -> int:
+        """The largest integer weight a submission's votes carry: W for class_weighted, else 1 (``settings``: a
+        job's stored parameters). The market prices, reserves and charges a silo for s × this × its submissions."""
+        if settings.get("vote") == "class_weighted":
+            return int(settings.get("vote_weight_max", DEFAULT_VOTE_WEIGHT_MAX))
+        return 1
+
+    def votes_per_submission(self, settings: Mapping) -> int:
+        """Votes one submission's data can move per query: s × its largest vote weight (the
+        ``votes_per_submission`` of :func:`workers.privacy.accounting.party_vote_shifts`)."""
+        return (settings.get("partitions") or 1) * self.vote_weight(settings)
+
+    @staticmethod
+    def noise_refusal(settings: Mapping) -> str | None:
+        """Why these settings cannot run with server noise (L1), or None: a vote whose sensitivity the accountant
+        does not cover is refused rather than under-charged."""
+        if settings.get("vote") == "soft":
+            return ("Soft voting cannot run at L1: a silo's summed probabilities have no integer sensitivity the "
+                    "privacy accountant covers, so its ε could not be charged correctly; choose \"vote\": "
+                    "\"consistent_hard\" or \"class_weighted\", or run at L0.")
+        return None
 
     def estimate(self, settings: Mapping, *, n_public: int, n_member_models: int) -> WorkEstimate:
         rows = min(query_rows(settings, n_public=n_public), n_public)
@@ -134,19 +189,30 @@ class FedKTFusion:
         return list(range(len(members)))
 
     def member_signal(self, probabilities, *, member: Member, n_classes: int, params: Mapping) -> np.ndarray:
-        from workers.algorithms.voting import consistent_vote_counts
+        from workers.algorithms.voting import (class_vote_weights, consistent_vote_counts, soft_vote_scores,
+                                               weighted_consistent_vote_counts)
 
         probabilities = np.asarray(probabilities)
-        partitions = self.validate(params)["partitions"]
+        settings = self.validate(params)
+        vote = settings.get("vote", VOTE_RULES[0])
+        if vote == "soft":
+            return soft_vote_scores(probabilities[None])
         predictions = probabilities.argmax(axis=2)[None]           # (1 party, s, n_public)
-        return consistent_vote_counts(predictions, n_classes, partitions)
+        if vote == "class_weighted":
+            weights = class_vote_weights(member.label_distribution, n_classes, maximum=settings["vote_weight_max"])
+            return weighted_consistent_vote_counts(predictions, n_classes, weights[None])
+        return consistent_vote_counts(predictions, n_classes, settings["partitions"])
 
     def fuse(self, signal_sum, public_features, *, members: Sequence[Member], n_classes: int, params: Mapping,
              noise=None, seed: int) -> Fusion:
         from workers.algorithms.transfer import fit_on_votes
 
         settings = self.validate(params)
-        counts, public_features = np.asarray(signal_sum, dtype=np.int64), np.asarray(public_features)
+        if noise is not None and self.noise_refusal(settings):
+            raise ValueError(self.noise_refusal(settings))
+        soft = settings.get("vote") == "soft"
+        counts = np.asarray(signal_sum, dtype=np.float64 if soft else np.int64)
+        public_features = np.asarray(public_features)
         query_seed, model_seed = child_seeds(seed, 2)                  # as fedkt.server_fit derives them
         queried = _rows(len(public_features), settings, query_seed)
         model, _, labels, trained = fit_on_votes(counts[queried], public_features[queried],
@@ -158,13 +224,15 @@ class FedKTFusion:
         if noise is not None:
             from workers.privacy.accounting import party_vote_shifts, server_noise_privacy
 
-            # Each of a silo's submissions moves s votes: the job's report is for the silo that moves the most.
+            # Each of a silo's submissions moves s × its largest weight votes: the job's report is for the silo
+            # that moves the most.
             shifts = party_vote_shifts([member.organisation for member in members],
-                                       votes_per_submission=settings["partitions"])
+                                       votes_per_submission=self.votes_per_submission(settings))
             privacy = server_noise_privacy(mechanism=noise, vote_counts=counts[queried],
                                            partitions=settings["partitions"], teachers=settings["teachers"],
                                            delta=float(settings.get("privacy", {}).get("delta", 1e-5)),
-                                           vote_shift=max(shifts.values(), default=settings["partitions"]))
+                                           vote_shift=max(shifts.values(),
+                                                          default=self.votes_per_submission(settings)))
         details = {"n_queried": int(len(queried)), "n_abstained": int(len(queried) - trained.sum()),
                    "n_trained": int(trained.sum())}
         return Fusion(model, all_labels, all_trained, privacy, details)
