@@ -68,7 +68,7 @@ def make_learner(learner: Learner, **params: Any) -> BaseEstimator:
     """An unfitted classifier for a family name, a ``{"family": ...}`` mapping or an estimator.
 
     ``params`` override the configured hyperparameters. Raises ``ValueError`` for an unknown
-    family.
+    family or a hyperparameter the family's estimator does not take.
     """
     if isinstance(learner, BaseEstimator):
         return clone(learner).set_params(**params) if params else clone(learner)
@@ -79,7 +79,10 @@ def make_learner(learner: Learner, **params: Any) -> BaseEstimator:
     if learner not in LEARNER_FAMILIES:
         raise ValueError(f"Unknown learner family {learner!r}; choose one of {sorted(LEARNER_FAMILIES)} "
                          "or pass a scikit-learn classifier.")
-    return LEARNER_FAMILIES[learner](**params)
+    try:
+        return LEARNER_FAMILIES[learner](**params)
+    except TypeError as error:  # an estimator's __init__ refuses a keyword it does not take
+        raise ValueError(f"The {learner} learner does not take the hyperparameters {sorted(params)} ({error}).") from None
 
 
 def seeded_learner(learner: Learner, seed: int) -> BaseEstimator:

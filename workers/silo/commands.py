@@ -109,8 +109,15 @@ def parse_parameters(pairs: list[str], family: str) -> dict:
 def learner_setting(family: str | None, pairs: list[str], default: dict) -> dict:
     """The learner ``--teacher``/``--student`` and their ``--*-param`` pairs ask for; the toolkit's default
     (with its hyperparameters) when no family is named or the default's family is."""
+    from workers.learners.registry import make_learner  # scikit-learn: loaded only by the commands that train
+
     base = dict(default) if family in (None, default["family"]) else {"family": family}
-    return {**base, **parse_parameters(pairs, base["family"])}
+    setting = {**base, **parse_parameters(pairs, base["family"])}
+    try:
+        make_learner(setting)
+    except ValueError as error:
+        raise DataError(str(error)) from None
+    return setting
 
 
 def parse_queries(text: str) -> int | float:

@@ -31,7 +31,7 @@ def test_training_from_the_command_line_loads_no_server_module(pulled, silo_csv,
         "import sys\n"
         "from workers.silo.cli import main\n"
         f"code = main(['train', 'adult-income', '--data', {str(silo_csv)!r}, '--pulled', {str(pulled)!r},"
-        " '--teacher-param', 'n_estimators=5', '--student-param', 'n_estimators=5', '--json'])\n"
+        " '--teacher-param', 'max_depth=3', '--student-param', 'n_estimators=5', '--json'])\n"
         "import workers.silo.client, workers.silo.commands\n"
         f"loaded = sorted(name for name in sys.modules if name.split('.')[0] in {SERVER_PACKAGES!r})\n"
         "print('SERVER MODULES', loaded)\n"

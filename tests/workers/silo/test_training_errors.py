@@ -78,6 +78,13 @@ def test_train_at_l2_needs_exactly_one_noise_parameter(run_cli, pulled, silo_csv
     assert err == "Error: At L2 give exactly one noise parameter: --gamma (Laplace) or --sigma (Gaussian).\n"
 
 
+def test_train_refuses_a_hyperparameter_the_learner_does_not_take_before_reading_any_data(run_cli, pulled, silo_csv):
+    code, _, err = train(run_cli, pulled, silo_csv, "--teacher-param", "n_estimators=5")
+    assert code == EXIT_DATA
+    assert err.startswith("Error: The decision_tree learner does not take the hyperparameters ['max_depth', "
+                          "'n_estimators']")
+
+
 def test_train_refuses_a_privacy_level_the_federation_does_not_allow(run_cli, pulled, silo_csv):
     federation = (pulled / "federation.json").read_text().replace('"L0", "L1", "L2"', '"L1"')
     (pulled / "federation.json").write_text(federation)
