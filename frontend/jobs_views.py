@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from frontend.decorators import page
 from market.budgets.selectors import price_quote_visible
-from market.budgets.services import budget_price_job
+from market.budgets.services import budget_price_job, job_vote_weight
 from market.errors import DomainError, InvalidInput
 from market.federations.selectors import federation_get, public_dataset_current
 from market.jobs.models import JobKind, JobStatus
@@ -122,7 +122,9 @@ def job_price_partial(request, slug):
                 **({"id__in": ids} if ids else {})).values_list("organisation_id", flat=True))
             quote = budget_price_job(federation=federation, organisations=organisations,
                                      privacy_parameters=parameters["privacy"], partitions=parameters["partitions"],
-                                     teachers=parameters["teachers"])
+                                     teachers=parameters["teachers"],
+                                     vote_weight=job_vote_weight(kind=request.GET.get("kind", "fedkt"),
+                                                                 parameters=parameters))
             context["quote"] = price_quote_visible(quote=quote, user=request.user)
         except (ValueError, DomainError) as error:
             context["message"] = f"No price yet: {error}"

@@ -1,7 +1,8 @@
 """Pricing and calibration of L1 jobs against silos' budgets: reads only, nothing is reserved.
 
 Each silo is priced for the votes its data can move: s × its submissions in the job
-(:func:`workers.privacy.accounting.party_vote_shifts`), exactly as the job will reserve and charge it.
+(:func:`workers.privacy.accounting.party_vote_shifts`), exactly as the job will reserve and charge it;
+a weighted vote multiplies that by its largest integer weight (``vote_weight``, :func:`job_vote_weight`).
 """
 
 import math
@@ -34,6 +35,16 @@ def job_privacy_cost(*, privacy_parameters: dict, partitions: int, teachers: int
     return cost
 
 
+def job_vote_weight(*, kind: str, parameters: dict | None) -> int:
+    """The largest integer weight a submission's votes carry in a job of ``kind`` with these stored parameters
+    (1 for unweighted votes); the engine owns the vote rule (FedKT's ``vote``)."""
+    import workers.algorithms  # noqa: F401  (registers every job kind)
+    from workers.algorithms.registry import ALGORITHMS
+
+    weight = getattr(ALGORITHMS.get(kind), "vote_weight", None)
+    return weight(parameters or {}) if weight else 1
+
+
 def _views(*, federation: Federation, organisation_ids) -> list[tuple[PrivacyBudget, LedgerState]]:
     budgets_ensure(federation=federation, organisation_ids=organisation_ids)
     budgets = PrivacyBudget.objects.select_related("organisation").filter(
@@ -59,27 +70,27 @@ def submission_silos(*, federation: Federation, submission_ids, organisation_id:
     return [found[submission_id] for submission_id in dict.fromkeys(submission_ids)]
 
 
-def silo_vote_shifts(*, organisations, partitions: int) -> dict[int, int]:
+def silo_vote_shifts(*, organisations, partitions: int, vote_weight: int = 1) -> dict[int, int]:
     """Votes each silo moves per query: ``organisations`` names the silo (row or id) of each submission the job
-    uses, so a silo listed k times moves k·s votes."""
+    uses, so a silo listed k times moves k·s votes (k·s·W with votes weighted up to ``vote_weight`` W)."""
     try:
         return party_vote_shifts([getattr(organisation, "id", organisation) for organisation in organisations],
-                                 votes_per_submission=partitions)
+                                 votes_per_submission=partitions * vote_weight)
     except ValueError as error:
         raise InvalidInput(f"The job's parameters are not valid: {error}") from error
 
 
 def budget_price_job(*, federation: Federation, organisations, privacy_parameters: dict, partitions: int,
-                     teachers: int = 1) -> dict:
+                     teachers: int = 1, vote_weight: int = 1) -> dict:
     """A quote for an L1 job: per silo, the ε it would need on top of its budget and whether it fits. Reserves nothing.
 
     ``organisations``: the Organisation (row or id) of each submission the job would use; a silo listed k times
-    is priced for moving k·s votes. Returns ``{"cost": the report for a silo with one submission (not the most
+    is priced for moving k·s votes (k·s·W for votes weighted up to ``vote_weight`` W). Returns ``{"cost": the report for a silo with one submission (not the most
     exposed silo's: that would tell anyone who sees the quote how many submissions some silo holds), "fits": bool, "silos": [{organisation_id, organisation, budget_id, submissions, vote_shift, epsilon (its
     own cost on its own), epsilon_limit, spent, reserved, remaining, needed, remaining_after, fits,
     composition_rule}]}``, amounts as decimal strings.
     """
-    shifts = silo_vote_shifts(organisations=organisations, partitions=partitions)
+    shifts = silo_vote_shifts(organisations=organisations, partitions=partitions, vote_weight=vote_weight)
     costs = {organisation_id: job_privacy_cost(privacy_parameters=privacy_parameters, partitions=partitions,
                                                teachers=teachers, vote_shift=shift)
              for organisation_id, shift in shifts.items()}
@@ -90,21 +101,23 @@ def budget_price_job(*, federation: Federation, organisations, privacy_parameter
                                  reserved=[*(c for c, _ in state.open_reservations.values()), cost])
         needed = amounts.committed - budget.spent - budget.reserved
         silos.append({"organisation_id": budget.organisation_id, "organisation": budget.organisation.name,
-                      "budget_id": budget.id, "submissions": shifts[budget.organisation_id] // partitions,
+                      "budget_id": budget.id,
+                      "submissions": shifts[budget.organisation_id] // (partitions * vote_weight),
                       "vote_shift": cost.report.vote_shift, "epsilon": cost.report.epsilon,
                       "epsilon_limit": str(budget.epsilon_limit), "spent": str(budget.spent),
                       "reserved": str(budget.reserved), "remaining": str(budget.remaining), "needed": str(needed),
                       "remaining_after": str(budget.remaining - needed), "fits": amounts.committed <= budget.epsilon_limit,
                       "composition_rule": amounts.rule})
-    one_submission = job_privacy_cost(privacy_parameters=privacy_parameters, partitions=partitions, teachers=teachers)
+    one_submission = job_privacy_cost(privacy_parameters=privacy_parameters, partitions=partitions, teachers=teachers,
+                                      vote_shift=partitions * vote_weight)
     return {"cost": one_submission.report.as_dict(), "fits": all(silo["fits"] for silo in silos), "silos": silos}
 
 
 def budget_calibrate(*, federation: Federation, organisations, privacy_parameters: dict, partitions: int,
-                     solve_for: str, teachers: int = 1) -> dict:
+                     solve_for: str, teachers: int = 1, vote_weight: int = 1) -> dict:
     """What fits every listed silo's remaining budget (``organisations`` as for :func:`budget_price_job`): the least noise (``solve_for="noise"``: largest γ or
     smallest σ at the given n_queries) or the most queries (``solve_for="queries"`` at the given γ or σ)."""
-    shifts = silo_vote_shifts(organisations=organisations, partitions=partitions)
+    shifts = silo_vote_shifts(organisations=organisations, partitions=partitions, vote_weight=vote_weight)
     views = [BudgetView(epsilon_limit=float(budget.epsilon_limit), delta=float(budget.delta),
                         committed=tuple(state.committed()), vote_shift=shifts[budget.organisation_id])
              for budget, state in _views(federation=federation, organisation_ids=sorted(shifts))]
@@ -125,6 +138,6 @@ def budget_calibrate(*, federation: Federation, organisations, privacy_parameter
     except (TypeError, ValueError, KeyError) as error:
         raise InvalidInput(f"The privacy parameters are not valid: {error}") from error
     price = (budget_price_job(federation=federation, organisations=organisations, privacy_parameters=solved,
-                              partitions=partitions, teachers=teachers) if solved else None)
+                              partitions=partitions, teachers=teachers, vote_weight=vote_weight) if solved else None)
     return {"solve_for": solve_for, "parameter": parameter, "value": value if value is None or math.isfinite(value)
             else None, "privacy": solved, "price": price}

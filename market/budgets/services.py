@@ -17,7 +17,8 @@ from market.budgets.ledger import (BudgetAmounts, BudgetExceeded, _budgets_locke
                                    _shortfall_line, _write, budget_amounts, budgets_ensure, epsilon_decimal,
                                    ledger_state)
 from market.budgets.models import EPSILON_QUANTUM, BudgetEntry, EntryKind, PrivacyBudget
-from market.budgets.pricing import budget_calibrate, budget_price_job, job_privacy_cost, silo_vote_shifts
+from market.budgets.pricing import (budget_calibrate, budget_price_job, job_privacy_cost, job_vote_weight,
+                                    silo_vote_shifts)
 from market.constraints import violated_constraint
 from market.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from market.federations.models import PrivacyLevel
@@ -29,7 +30,8 @@ from workers.privacy.reports import PARTY_LEVEL, PrivacyReport
 
 __all__ = ["BudgetExceeded", "budget_calibrate", "budget_charge_for_job", "budget_charge_for_submission",
            "budget_limit_set", "budget_price_job", "budget_refusal_record", "budget_release_for_job",
-           "budget_reserve_for_job", "budgets_ensure", "epsilon_decimal", "job_privacy_cost", "ledger_state",
+           "budget_reserve_for_job", "budgets_ensure", "epsilon_decimal", "job_privacy_cost", "job_vote_weight",
+           "ledger_state",
            "budget_amounts"]
 
 
@@ -42,9 +44,11 @@ def _partitions(job: Job) -> int:
 
 
 def job_vote_shifts(job: Job) -> dict[int, int]:
-    """Organisation id → the votes that silo's data moves per query of the job (s × its submissions in it)."""
+    """Organisation id → the votes that silo's data moves per query of the job (s × its submissions in it, times
+    the largest vote weight of a weighted vote)."""
     return silo_vote_shifts(organisations=job.submissions.values_list("organisation_id", flat=True),
-                            partitions=_partitions(job))
+                            partitions=_partitions(job), vote_weight=job_vote_weight(kind=job.kind,
+                                                                                     parameters=job.parameters))
 
 
 def _job_costs(job: Job, privacy: dict, shifts: dict[int, int]) -> dict[int, PrivacyCost]:

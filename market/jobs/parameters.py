@@ -76,13 +76,16 @@ def _privacy(value, *, federation: Federation, n_queries: int) -> dict:
             "sigma": float(noise) if mechanism == "gaussian" else None, "delta": float(delta), "n_queries": n_queries}
 
 
-def _l1_default_query(*, validated: dict, given_privacy, federation: Federation, n_public: int) -> dict:
+def _l1_default_query(*, kind: str, validated: dict, given_privacy, federation: Federation, n_public: int) -> dict:
     """The most rows (at most all of them) whose data-independent ε fits the share of a new member's limit."""
     from workers.privacy.costs import BudgetView, calibrate_queries
 
     privacy = _privacy(given_privacy, federation=federation, n_queries=0)
     limit = float(federation.default_epsilon_limit) * L1_DEFAULT_SHARE_OF_LIMIT
-    count = calibrate_queries([BudgetView(epsilon_limit=limit, delta=float(federation.default_delta))],
+    # A weighted vote moves s × W votes per submission: the default query must fit at that cost (never under-charge).
+    vote_shift = validated["partitions"] * getattr(_algorithms()[kind], "vote_weight", lambda _: 1)(validated)
+    count = calibrate_queries([BudgetView(epsilon_limit=limit, delta=float(federation.default_delta),
+                                          vote_shift=vote_shift)],
                               mechanism=privacy["mechanism"], gamma=privacy["gamma"], sigma=privacy["sigma"],
                               delta=privacy["delta"], partitions=validated["partitions"],
                               teachers=validated["teachers"], max_queries=n_public)
@@ -118,8 +121,11 @@ def job_parameters_validate(*, kind: str, privacy_level: str, parameters: Mappin
         validated = algorithms[kind].validate(given if query_given else {**federation_query, **given})
     except ValueError as error:
         raise InvalidInput(f"The {kind} parameters are not valid: {error}") from error
+    refusal = getattr(algorithms[kind], "noise_refusal", lambda _: None)(validated)
+    if privacy_level == PrivacyLevel.L1 and refusal:
+        raise InvalidInput(refusal)
     if queries and not query_given and privacy_level == PrivacyLevel.L1:
-        fitting = _l1_default_query(validated=validated, given_privacy=given.get("privacy"), federation=federation,
+        fitting = _l1_default_query(kind=kind, validated=validated, given_privacy=given.get("privacy"), federation=federation,
                                     n_public=n_public)
         if query_rows(validated, n_public=n_public) > fitting["query_count"]:
             validated = _with_query(validated, fitting)
