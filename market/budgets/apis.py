@@ -80,6 +80,10 @@ class PriceInput(serializers.Serializer):
     privacy = PrivacyParametersInput()
     partitions = serializers.IntegerField(min_value=1, max_value=10_000)
     teachers = serializers.IntegerField(min_value=1, max_value=10_000, default=1)
+    vote_weight = serializers.IntegerField(
+        min_value=1, max_value=16, default=1,
+        help_text="The largest integer vote weight (FedKT's vote_weight_max for a class_weighted vote; 1 otherwise): "
+                  "each submission moves s × this many votes.")
 
 
 class CalibrationInput(PriceInput):
@@ -176,7 +180,7 @@ class BudgetPriceApi(APIView):
         data = given.validated_data
         quote = budget_price_job(federation=federation, organisations=_organisations(federation, request, data),
                                  privacy_parameters=data["privacy"], partitions=data["partitions"],
-                                 teachers=data["teachers"])
+                                 teachers=data["teachers"], vote_weight=data["vote_weight"])
         return Response(price_quote_visible(quote=quote, user=request.user))
 
 
@@ -192,7 +196,8 @@ class BudgetCalibrationApi(APIView):
         result = budget_calibrate(federation=federation,
                                   organisations=_organisations(federation, request, data, own_only=True),
                                   privacy_parameters=data["privacy"], partitions=data["partitions"],
-                                  teachers=data["teachers"], solve_for=data["solve_for"])
+                                  teachers=data["teachers"], solve_for=data["solve_for"],
+                                  vote_weight=data["vote_weight"])
         return Response(result)
 
 

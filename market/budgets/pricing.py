@@ -85,7 +85,8 @@ def budget_price_job(*, federation: Federation, organisations, privacy_parameter
     """A quote for an L1 job: per silo, the ε it would need on top of its budget and whether it fits. Reserves nothing.
 
     ``organisations``: the Organisation (row or id) of each submission the job would use; a silo listed k times
-    is priced for moving k·s votes (k·s·W for votes weighted up to ``vote_weight`` W). Returns ``{"cost": the report for a silo with one submission (not the most
+    is priced for moving k·s votes (k·s·W for votes weighted up to ``vote_weight`` W).
+    Returns ``{"cost": the report for a silo with one submission (not the most
     exposed silo's: that would tell anyone who sees the quote how many submissions some silo holds), "fits": bool, "silos": [{organisation_id, organisation, budget_id, submissions, vote_shift, epsilon (its
     own cost on its own), epsilon_limit, spent, reserved, remaining, needed, remaining_after, fits,
     composition_rule}]}``, amounts as decimal strings.

@@ -125,8 +125,8 @@ def job_parameters_validate(*, kind: str, privacy_level: str, parameters: Mappin
     if privacy_level == PrivacyLevel.L1 and refusal:
         raise InvalidInput(refusal)
     if queries and not query_given and privacy_level == PrivacyLevel.L1:
-        fitting = _l1_default_query(kind=kind, validated=validated, given_privacy=given.get("privacy"), federation=federation,
-                                    n_public=n_public)
+        fitting = _l1_default_query(kind=kind, validated=validated, given_privacy=given.get("privacy"),
+                                    federation=federation, n_public=n_public)
         if query_rows(validated, n_public=n_public) > fitting["query_count"]:
             validated = _with_query(validated, fitting)
     if validated.get("query_count", 0) > n_public:

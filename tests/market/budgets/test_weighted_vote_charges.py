@@ -88,3 +88,26 @@ def test_soft_votes_are_refused_at_l1_with_a_sentence(federation_with_data, oper
                                 federation=federation_with_data, n_public=n_public)
     assert job_parameters_validate(kind="fedkt", privacy_level="L0", parameters={"vote": "soft"},
                                    federation=federation_with_data, n_public=n_public)["vote"] == "soft"
+
+
+def test_the_price_api_with_the_vote_weight_quotes_what_the_job_reserves(weighted_job, operator, operator_api):
+    body = {"privacy": GAUSSIAN, "partitions": PARTITIONS, "vote_weight": WEIGHT,
+            "submissions": list(weighted_job.submissions.values_list("id", flat=True))}
+    quote = operator_api.post("/api/federations/adult-income/budget-price/", body, format="json").json()
+    budget_reserve_for_job(job=weighted_job, actor=operator)
+    reserved = ledger(EntryKind.RESERVE)
+    quoted = {silo["organisation"]: (silo["needed"], silo["vote_shift"], silo["submissions"]) for silo in quote["silos"]}
+    assert quoted == {name: (str(epsilon), shift, shift // (PARTITIONS * WEIGHT)) for name, (epsilon, shift) in reserved.items()}
+    assert quote["cost"]["vote_shift"] == PARTITIONS * WEIGHT        # one submission's, weighted
+
+
+def test_an_l1_class_weighted_job_without_a_query_queries_fewer_rows_than_an_unweighted_one(federation_with_data):
+    from market.jobs.parameters import job_parameters_validate
+
+    def default_query(parameters):
+        validated = job_parameters_validate(kind="fedkt", privacy_level="L1", parameters=parameters,
+                                            federation=federation_with_data,
+                                            n_public=federation_with_data.public_datasets.first().n_rows)
+        return validated["privacy"]["n_queries"]
+    # Each query costs more when a submission moves s × W votes, so fewer fit the same share of the limit.
+    assert default_query({"vote": "class_weighted", "vote_weight_max": 4}) < default_query({})
