@@ -1,0 +1,63 @@
+"""FedKT's vote rules through the whole job pipeline (Celery eager mode, issue 19): an L1 class-weighted job's
+report and every silo's ledger charge are the hand-computed ε of s × W votes; a soft job runs at L0 and is
+refused at L1 with a sentence.
+"""
+
+import numpy as np
+import pytest
+
+from market.budgets.models import BudgetEntry, EntryKind
+from market.budgets.services import epsilon_decimal
+from market.jobs.models import Job, JobStatus
+from tests.conftest import api_client_for
+from tests.market.jobs.conftest import FAST_FEDKT
+from tests.market.jobs.test_job_run_in_process import eager_celery, launch  # noqa: F401  (fixture)
+from workers.privacy.rdp import RENYI_ORDERS
+
+SIGMA, N_QUERIES, DELTA, WEIGHT = 100.0, 20, 1e-5, 4
+
+
+def hand_epsilon(shift: int) -> float:
+    """Two coordinates shift by Δ per query: RDP(α) = n·α·Δ²/σ², then Canonne-Kamath-Steinke's conversion."""
+    alpha = RENYI_ORDERS
+    curve = N_QUERIES * alpha * shift**2 / SIGMA**2
+    return float(np.min(curve + np.log((alpha - 1) / alpha) - (np.log(DELTA) + np.log(alpha)) / (alpha - 1)))
+
+
+def test_an_l1_class_weighted_job_charges_every_silo_s_times_w_votes(
+        eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks):  # noqa: F811
+    from market.submissions.models import Submission
+
+    for submission, distribution in zip(fedkt_submissions, ([500, 166], [400, 266], None)):
+        Submission.objects.filter(id=submission.id).update(label_distribution=distribution)
+    federation = fedkt_submissions[0].federation
+    parameters = {**FAST_FEDKT, "query": N_QUERIES, "vote": "class_weighted", "vote_weight_max": WEIGHT,
+                  "privacy": {"mechanism": "gaussian", "sigma": SIGMA, "delta": DELTA}}
+    body = launch(operator, federation, django_capture_on_commit_callbacks, kind="fedkt", privacy_level="L1",
+                  parameters=parameters, seed=5)
+    assert (body["parameters"]["vote"], body["parameters"]["vote_weight_max"]) == ("class_weighted", WEIGHT)
+    job = Job.objects.get(id=body["id"])
+    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    report = job.global_model.privacy_report["data_independent"]
+    assert (report["vote_shift"], report["n_queries"]) == (2 * WEIGHT, N_QUERIES)   # s = 2, W = 4, one submission each
+    assert report["epsilon"] == pytest.approx(hand_epsilon(2 * WEIGHT), rel=1e-9)
+    charges = BudgetEntry.objects.filter(kind=EntryKind.CHARGE, job=job)
+    assert sorted((entry.epsilon, entry.parameters["vote_shift"]) for entry in charges) == \
+        [(epsilon_decimal(hand_epsilon(2 * WEIGHT)), 2 * WEIGHT)] * 3
+
+
+def test_a_soft_vote_job_runs_at_l0_and_is_refused_at_l1(
+        eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks):  # noqa: F811
+    federation = fedkt_submissions[0].federation
+    body = launch(operator, federation, django_capture_on_commit_callbacks, kind="fedkt", privacy_level="L0",
+                  parameters={**FAST_FEDKT, "vote": "soft"}, seed=6)
+    job = Job.objects.get(id=body["id"])
+    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    assert job.parameters["vote"] == "soft" and job.global_model.metrics["accuracy"] > 0.5
+
+    refused = api_client_for(operator).post(f"/api/federations/{federation.slug}/jobs/",
+                                            {"kind": "fedkt", "privacy_level": "L1", "seed": 1,
+                                             "parameters": {**FAST_FEDKT, "vote": "soft"}}, format="json")
+    assert refused.status_code == 400
+    assert refused.json()["detail"].startswith("Soft voting cannot run at L1: a silo's summed probabilities")
+    assert not Job.objects.filter(privacy_level="L1").exists()
