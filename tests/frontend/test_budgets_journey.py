@@ -137,5 +137,8 @@ def test_operator_sets_a_budget_prices_a_job_watches_the_remainder_fall_and_an_o
     # The silo's own dashboard shows its budget and the refusal.
     page.goto(f"{live_server.url}/federations/adult-income/budgets/")
     assert budget_row(page, "Northwind Hospital").locator("[data-budget-remaining]").inner_text() == "2.674332"
-    page.locator(".refusal-message").filter(has_text="this submission's declared ε").wait_for()
+    # Phrased for the silo (market.budgets.selectors.budget_refusal_visible): its own remainder, no other silo's.
+    page.locator(".refusal-message").filter(
+        has_text="Your privacy budget in 'adult-income' has ε = 2.674332 left, but this needs ε = 3.000000 more."
+    ).wait_for()
     assert script_errors == []

@@ -58,7 +58,9 @@ def test_operator_launches_a_fedkt_job_and_watches_it_finish(live_server, transa
     job = Job.objects.get()
     assert job.status == JobStatus.SUCCEEDED
     assert page.locator("#job-progress-bar").get_attribute("value") == "100"
-    assert page.locator("#job-metrics tbody tr").count() == 4
+    # The global model, the three baselines (majority-class guess, best and average silo) and the three submissions.
+    assert page.locator("#job-metrics tbody tr").count() == 7
+    assert page.locator("#job-baseline-majority-class").count() == 1
     page.locator("#job-comparison").wait_for()
     assert page.evaluate("document.getElementById('job-comparison').naturalWidth") == 750
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)

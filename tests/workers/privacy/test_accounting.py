@@ -18,6 +18,12 @@ from workers.privacy import (
 
 DELTA = 1e-5
 PROPERTY = settings(max_examples=30, deadline=None)
+
+
+def not_below(larger: float, smaller: float) -> bool:
+    """``larger >= smaller`` up to floating-point rounding: with a factor of 1 + 1e-9 the two sides are the same ε
+    computed along different roundings, and may differ in their last bit."""
+    return larger >= smaller * (1 - 1e-12)
 mechanisms = st.one_of(
     st.builds(LaplaceNoise, gamma=st.floats(0.01, 2.0)),
     st.builds(GaussianNoise, sigma=st.floats(0.5, 100.0)),
@@ -243,7 +249,7 @@ def test_data_independent_epsilon_never_decreases_with_more_queries(mechanism, n
         more = bound(
             mechanism=mechanism, n_queries=n_queries + extra, partitions=partitions, teachers=5, delta=DELTA
         )
-        assert more.epsilon >= fewer.epsilon
+        assert not_below(more.epsilon, fewer.epsilon)
 
 
 @PROPERTY
@@ -258,8 +264,8 @@ def test_data_independent_epsilon_never_decreases_with_gamma_or_one_over_sigma(
                 mechanism=mechanism, n_queries=n_queries, partitions=partitions, teachers=5, delta=DELTA
             ).epsilon
 
-        assert epsilon(LaplaceNoise(gamma=noise * factor)) >= epsilon(LaplaceNoise(gamma=noise))
-        assert epsilon(GaussianNoise(sigma=10 * noise)) >= epsilon(GaussianNoise(sigma=10 * noise * factor))
+        assert not_below(epsilon(LaplaceNoise(gamma=noise * factor)), epsilon(LaplaceNoise(gamma=noise)))
+        assert not_below(epsilon(GaussianNoise(sigma=10 * noise)), epsilon(GaussianNoise(sigma=10 * noise * factor)))
 
 
 @PROPERTY
