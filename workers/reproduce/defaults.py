@@ -36,6 +36,7 @@ from workers.algorithms.fedkt import FedKTConfig, fedkt_fit
 from workers.datasets import _tabular_split, data_dir
 from workers.features import encode_features, infer_feature_spec
 from workers.partition import dirichlet_label_partition
+from workers.reproduce.report import mean_std
 
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results" / "defaults_adult.json"
 TREE = {"family": "decision_tree", "max_depth": 6}
@@ -116,11 +117,9 @@ def summary(path: Path = RESULTS) -> str:
         view, teacher, student, final = CONFIGS[name]
         learners = " / ".join(learner["family"].replace("_", " ") for learner in (teacher, student, final))
 
-        def spread(key, scale=1.0):
-            values = scale * np.array([run[key] for run in mine])
-            return f"{values.mean():.2f} ± {values.std(ddof=1) if len(values) > 1 else 0:.2f}"
-        lines.append(f"| {name} | {view} | {learners} | {len(mine)} | {spread('validation_accuracy', 100)} | "
-                     f"{spread('validation_balanced_accuracy')} | {spread('positive_vote_labels', 100)} |")
+        accuracy, balanced, minority = (mean_std((run[key] for run in mine), scale=scale) for key, scale in (
+            ("validation_accuracy", 100), ("validation_balanced_accuracy", 1), ("positive_vote_labels", 100)))
+        lines.append(f"| {name} | {view} | {learners} | {len(mine)} | {accuracy} | {balanced} | {minority} |")
     return "\n".join(lines)
 
 

@@ -31,6 +31,7 @@ from workers.algorithms.fedkt import FedKTConfig, fit_parties
 from workers.algorithms.registry import Member, algorithm_get
 from workers.partition import dirichlet_label_partition
 from workers.reproduce.defaults import N_PARTIES, PRODUCT_DEFAULTS, adult_protocol_test, adult_without_test
+from workers.reproduce.report import mean_std
 
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results" / "fusions_adult.json"
 TEST_RESULTS = RESULTS.with_name("fusions_adult_test.json")
@@ -105,13 +106,9 @@ def summary(path: Path) -> str:
         if not mine:
             continue
 
-        def spread(key, scale=1.0):
-            if mine[0][key] is None:
-                return "—"
-            values = scale * np.array([run[key] for run in mine])
-            return f"{values.mean():.2f} ± {values.std(ddof=1) if len(values) > 1 else 0:.2f}"
-        lines.append(f"| {parties} | {name} | {len(mine)} | {spread('accuracy', 100)} | {spread('balanced_accuracy')} | "
-                     f"{spread('positive_vote_labels', 100)} |")
+        accuracy, balanced, minority = (mean_std((run[key] for run in mine), scale=scale) for key, scale in (
+            ("accuracy", 100), ("balanced_accuracy", 1), ("positive_vote_labels", 100)))
+        lines.append(f"| {parties} | {name} | {len(mine)} | {accuracy} | {balanced} | {minority} |")
     return "\n".join(lines)
 
 
