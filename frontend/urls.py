@@ -1,11 +1,11 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from frontend import budgets_views, commerce_views, jobs_views, security_views, views
+from frontend import budgets_views, commerce_views, home_views, jobs_views, security_views, views
 from market.accounts.forms import SignInForm
 
 urlpatterns = [
-    path("", views.home, name="home"),
+    path("", home_views.home, name="home"),
     path("sign-in/", auth_views.LoginView.as_view(template_name="frontend/login.html", redirect_authenticated_user=True,
                                                   authentication_form=SignInForm),
          name="login"),

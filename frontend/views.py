@@ -22,11 +22,6 @@ from market.submissions.selectors import submission_get, submission_list
 
 
 @require_GET
-def home(request):
-    return redirect("federation-list")
-
-
-@require_GET
 @page
 def federation_list_page(request):
     return render(request, "frontend/federation_list.html",

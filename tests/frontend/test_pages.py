@@ -42,12 +42,12 @@ def test_polling_after_the_session_ended_sends_the_page_to_sign_in(db):
     assert response["HX-Redirect"] == "/sign-in/?next=http%3A//testserver/federations/adult-income/upload/"
 
 
-def test_sign_in_with_password_lands_on_the_federation_list(silo_user):
+def test_sign_in_with_password_lands_on_the_home_page(silo_user):
     client = Client()
 
     response = client.post("/sign-in/", {"username": "sam-silo", "password": "silo-password"}, follow=True)
 
-    assert response.redirect_chain[-1] == ("/federations/", 302)
+    assert response.redirect_chain[-1] == ("/", 302)
     assert "Northwind Hospital" in response.text
     assert 'action="/sign-out/"' in response.text
 

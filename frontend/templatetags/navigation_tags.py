@@ -1,0 +1,11 @@
+from django import template
+
+from frontend.navigation import navigation_items, roles_of
+
+register = template.Library()
+
+
+@register.inclusion_tag("frontend/partials/main_navigation.html", takes_context=True)
+def main_navigation(context):
+    user = context["user"]
+    return {"items": navigation_items(user), "roles": roles_of(user), "section": context.get("section"), "user": user}
