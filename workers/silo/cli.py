@@ -1,4 +1,4 @@
-"""``python -m workers.silo``: the silo toolkit's command line (login, pull, train, upload, buy, ...).
+"""``onefold`` (or ``python -m workers.silo``): the silo toolkit's command line (login, pull, train, upload, buy, ...).
 
 Every command prints a short human summary, or with ``--json`` one JSON object on stdout. Every
 error prints one sentence on stderr (with ``--json`` also ``{"error": ...}`` on stdout) and exits
@@ -18,6 +18,9 @@ from workers.silo import commands
 from workers.silo.errors import EXIT_ERROR, OnefoldError
 
 MARKET_ENVIRONMENT_VARIABLE = "ONEFOLD_MARKET_URL"
+# What `pip install 'onefold-toolkit[train]'` adds; `train` and `predict` load them when they run.
+TRAINING_PACKAGES = frozenset({"numpy", "scipy", "pandas", "pyarrow", "sklearn", "xgboost", "torch", "onnx",
+                               "onnxruntime", "skl2onnx", "onnxmltools", "safetensors", "opendp", "opacus"})
 
 
 def _common_options() -> argparse.ArgumentParser:
@@ -64,8 +67,8 @@ def _training_options(parser: argparse.ArgumentParser) -> None:
                                                                  "logits for federated distillation")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m workers.silo", description=(
+def build_parser(prog: str = "python -m workers.silo") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=(
         "Onefold's silo toolkit: train FedKT students on your own data and trade with the market. "
         "Your data never leaves this machine; only the trained models are uploaded."))
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -120,8 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: list[str] | None = None, *, prog: str = "python -m workers.silo") -> int:
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
     if args.command == "login" and not args.password:
         args.password = os.environ.get("ONEFOLD_PASSWORD") or getpass.getpass("Password: ")
@@ -131,8 +134,18 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(args, error.message, error.exit_code, status=error.status)
     except KeyboardInterrupt:
         return _fail(args, "Interrupted.", EXIT_ERROR)
+    except ModuleNotFoundError as error:
+        if (error.name or "").split(".")[0] not in TRAINING_PACKAGES:
+            raise
+        return _fail(args, f"`{args.command}` needs the toolkit's training extras ({error.name} is not installed); "
+                           "install them with: pip install 'onefold-toolkit[train]'.", EXIT_ERROR)
     print(json.dumps(result, indent=2, default=str) if args.json else text)
     return 0
+
+
+def onefold() -> int:
+    """The ``onefold`` console command of the installed toolkit (``pip install ./workers``)."""
+    return main(prog="onefold")
 
 
 def _fail(args, message: str, exit_code: int, *, status: int | None = None) -> int:

@@ -3,7 +3,7 @@
 import pytest
 
 from workers.learners import make_learner
-from workers.silo.commands import learner_setting
+from workers.silo.training_command import learner_setting
 from workers.silo.training import DEFAULT_STUDENT, DEFAULT_TEACHER, TrainingSettings
 
 
