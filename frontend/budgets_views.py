@@ -12,15 +12,20 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from frontend.budget_charts import budget_overview, budget_strip, budgets_ranked, job_timeline
 from frontend.decorators import page
+from frontend.templatetags.number_tags import epsilon
 from market.budgets.models import EntryKind
-from market.budgets.selectors import (budget_get, budget_ledger, budget_list, budget_refusals, budget_summary,
-                                      budget_timeline, entry_summary)
+from market.budgets.selectors import (WARNING_FRACTION, budget_get, budget_ledger, budget_list, budget_refusals,
+                                      budget_summary, entry_summary)
 from market.budgets.services import budget_calibrate, budget_limit_set, budget_price_job
 from market.errors import DomainError, InvalidInput, PermissionDenied
 from market.federations.selectors import federation_get, federation_list, federation_require_member
 
 LEDGER_PER_PAGE = 50
+BUDGETS_PER_PAGE = 10  # with the strip chart above, 200 silos stay within two screen heights
+WARNINGS_LISTED = 5
+STRIP_MINIMUM_SLOTS = 24  # a few silos get bars of a sensible width, not one bar across the chart
 PRICE_FIELDS = ("mechanism", "noise", "delta", "n_queries", "partitions")
 
 
@@ -35,13 +40,20 @@ def budget_index_page(request):
 
 
 def _dashboard_context(request, federation, **extra) -> dict:
-    budgets = [budget_summary(budget) for budget in budget_list(federation=federation, user=request.user)]
-    chart = {"labels": [b["organisation"] for b in budgets], "spent": [float(b["spent"]) for b in budgets],
-             "reserved": [float(b["reserved"]) for b in budgets],
-             "remaining": [float(b["remaining"]) for b in budgets]}
-    return {"section": "budgets", "federation": federation, "budgets": budgets, "chart": chart,
-            "timeline": budget_timeline(federation=federation, user=request.user),
-            "warnings": [b for b in budgets if b["warning"]],
+    """The dashboard of any number of silos: a summary line, a strip of every silo's bar in percent of its limit,
+    one table page of silos (fullest first, searchable), one timeline point per job."""
+    ranked = budgets_ranked(budget_list(federation=federation, user=request.user))
+    search = request.GET.get("search", "").strip()[:200]
+    shown = [budget for budget in ranked if search.casefold() in budget.organisation.name.casefold()]
+    page_of_budgets = Paginator(shown, BUDGETS_PER_PAGE).get_page(request.GET.get("page"))
+    budgets = [budget_summary(budget) for budget in page_of_budgets]
+    editing = request.GET.get("edit", "")
+    entries = budget_ledger(federation=federation, user=request.user).order_by("created_at", "id")
+    return {"section": "budgets", "federation": federation, "budgets": budgets, "page_of_budgets": page_of_budgets,
+            "search": search, "overview": budget_overview(ranked), "strip": budget_strip(ranked),
+            "strip_width": max(len(ranked), STRIP_MINIMUM_SLOTS),
+            "editing": next((budget for budget in budgets if str(budget["id"]) == editing), None),
+            "timeline": job_timeline(entries), "warnings": [b for b in ranked if b.used_fraction >= WARNING_FRACTION][:WARNINGS_LISTED],
             "refusals": budget_refusals(federation=federation, user=request.user)[:10],
             "price_form": {"mechanism": "laplace", "noise": "0.04", "delta": "0.00001", "n_queries": "100",
                            "partitions": "2"}, **extra}
@@ -69,7 +81,7 @@ def budget_limit_action(request, slug, budget_id):
     except DomainError as error:
         messages.error(request, str(error))
     else:
-        messages.success(request, f"{budget.organisation.name}'s ε limit is now {budget.epsilon_limit}.")
+        messages.success(request, f"{budget.organisation.name}'s ε limit is now {epsilon(budget.epsilon_limit)}.")
     return redirect("budget-dashboard", slug=federation.slug)
 
 
@@ -92,8 +104,7 @@ def budget_price_action(request, slug):
     federation = federation_get(slug=slug, user=request.user)
     federation_require_member(federation=federation, user=request.user)
     form = {name: request.POST.get(name, "").strip() for name in PRICE_FIELDS}
-    organisations = [budget["organisation_id"] for budget in
-                     (budget_summary(b) for b in budget_list(federation=federation, user=request.user))]
+    organisations = [budget.organisation_id for budget in budget_list(federation=federation, user=request.user)]
     extra = {"price_form": form}
     try:
         privacy, partitions = _privacy_from(form)

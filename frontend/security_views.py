@@ -1,16 +1,22 @@
 """Security pages: the operator's audit log (verification and JSON-lines export) and everyone's API tokens."""
 
+from urllib.parse import urlencode
+
+from django.core.paginator import Paginator
 from django.http import StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from frontend.audit_rows import audit_rows
 from frontend.decorators import page
 from market.accounts.selectors import api_token_list, api_token_state
 from market.accounts.services import api_token_create, api_token_revoke
 from market.audit.models import AuditOutcome
-from market.audit.selectors import audit_chain_verify, audit_event_list, audit_json_lines, audit_require_reader
+from market.audit.selectors import audit_chain_verify, audit_event_query, audit_json_lines, audit_require_reader
 from market.audit.services import audit_record
+
+EVENTS_PER_PAGE = 50
 
 
 @require_GET
@@ -19,10 +25,13 @@ def audit_log_page(request):
     audit_require_reader(user=request.user)
     action_prefix = request.GET.get("action", "").strip()[:100]
     outcome = request.GET.get("outcome", "") if request.GET.get("outcome") in AuditOutcome.values else ""
+    events = Paginator(audit_event_query(action_prefix=action_prefix, outcome=outcome), EVENTS_PER_PAGE).get_page(
+        request.GET.get("page"))
+    filters = urlencode({name: value for name, value in (("action", action_prefix), ("outcome", outcome)) if value})
     return render(request, "frontend/security/audit_log.html", {
         "section": "audit", "verdict": audit_chain_verify(), "action_prefix": action_prefix, "outcome": outcome,
-        "outcomes": AuditOutcome.choices,
-        "events": audit_event_list(action_prefix=action_prefix, outcome=outcome)})
+        "outcomes": AuditOutcome.choices, "page_of_events": events, "rows": audit_rows(events),
+        "filter_query": filters})
 
 
 @require_GET

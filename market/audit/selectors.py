@@ -2,6 +2,8 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from django.db.models import QuerySet
+
 from market.audit.models import AuditEvent
 from market.errors import PermissionDenied
 from market.audit.services import GENESIS_HASH, audit_entry_hash, audit_event_fields
@@ -80,14 +82,18 @@ def audit_json_lines() -> Iterator[str]:
         yield json.dumps(entry, sort_keys=True, default=str) + "\n"
 
 
-def audit_event_list(*, action_prefix: str = "", outcome: str = "", limit: int = 200) -> list[AuditEvent]:
-    """The newest entries first, optionally only one action family (``auth.``) or outcome."""
+def audit_event_query(*, action_prefix: str = "", outcome: str = "") -> QuerySet[AuditEvent]:
+    """The newest entries first, optionally only one action family (``auth.``) or outcome (pages paginate it)."""
     events = AuditEvent.objects.select_related("actor", "organisation").order_by("-id")
     if action_prefix:
         events = events.filter(action__startswith=action_prefix)
     if outcome:
         events = events.filter(outcome=outcome)
-    return list(events[:limit])
+    return events
+
+
+def audit_event_list(*, action_prefix: str = "", outcome: str = "", limit: int = 200) -> list[AuditEvent]:
+    return list(audit_event_query(action_prefix=action_prefix, outcome=outcome)[:limit])
 
 
 def audit_require_reader(*, user) -> None:

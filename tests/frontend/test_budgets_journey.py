@@ -48,6 +48,15 @@ def budget_row(page, organisation):
     return page.locator("tr", has=page.get_by_role("rowheader", name=organisation))
 
 
+def exact(row, figure: str) -> str:
+    """A budget figure to the ledger's precision (the page shows 3 significant figures, the cell keeps all)."""
+    return row.locator(f"[data-budget-{figure}]").get_attribute("data-value")
+
+
+def open_pricing(page):
+    page.get_by_text("Price a FedKT L1 job").click()
+
+
 def reserve_and_charge(federation, submission, operator, privacy):
     """What job_create and the job runner do for an L1 FedKT job: reserve, then charge after noise."""
     job = job_row(federation, [submission], operator, privacy=privacy)
@@ -64,15 +73,17 @@ def test_operator_sets_a_budget_prices_a_job_watches_the_remainder_fall_and_an_o
 
     # The operator sets Northwind's budget to ε = 8.
     sign_in(page, live_server, "olivia-operator", "operator-password")
-    page.get_by_role("link", name="Privacy budgets").click()
+    page.get_by_role("link", name="Budgets", exact=True).click()
     page.get_by_role("link", name="Adult income").first.click()
     page.wait_for_url(f"{live_server.url}/federations/adult-income/budgets/")
-    row = budget_row(page, "Northwind Hospital")
-    row.get_by_label("New ε limit for Northwind Hospital").fill("8")
-    row.get_by_label("Reason").fill("pilot agreement")
-    row.get_by_role("button", name="Save").click()
-    page.get_by_text("Northwind Hospital's ε limit is now 8.000000.").wait_for()
-    assert budget_row(page, "Northwind Hospital").locator("[data-budget-remaining]").inner_text() == "8.000000"
+    page.get_by_role("link", name="Change limit of Northwind Hospital").click()
+    dialog = page.get_by_role("dialog")
+    dialog.get_by_label("New ε limit").fill("8")
+    dialog.get_by_label("Reason (kept in the audit log)").fill("pilot agreement")
+    dialog.get_by_role("button", name="Save limit").click()
+    page.get_by_text("Northwind Hospital's ε limit is now 8.").wait_for()
+    assert exact(budget_row(page, "Northwind Hospital"), "remaining") == "8.000000"
+    open_pricing(page)
 
     # Prices a job: γ = 0.04, 100 public rows, s = 2 needs ε = 5.325668 and fits.
     page.get_by_label("γ (Laplace) or σ (Gaussian)").fill("0.04")
@@ -80,24 +91,25 @@ def test_operator_sets_a_budget_prices_a_job_watches_the_remainder_fall_and_an_o
     page.get_by_role("button", name="Price job").click()
     page.get_by_text("This job fits every silo's remaining budget.").wait_for()
     quote = page.locator("#quote tbody tr").first
-    assert quote.locator("td").all_inner_texts()[:3] == ["8.000000", "5.325668", "2.674332"]
+    assert quote.locator("td").all_inner_texts()[:3] == ["8", "5.33", "2.67"]
 
     # The job is reserved (as job_create does), then charged after its noise: the remainder falls.
     job = reserve_and_charge(federation_with_data, submission, operator, LAPLACE)
     page.goto(f"{live_server.url}/federations/adult-income/budgets/")
     row = budget_row(page, "Northwind Hospital")
-    assert row.locator("[data-budget-reserved]").inner_text() == "5.325668"
-    assert row.locator("[data-budget-remaining]").inner_text() == "2.674332"
+    assert (exact(row, "reserved"), row.locator("[data-budget-reserved]").inner_text()) == ("5.325668", "5.33")
+    assert exact(row, "remaining") == "2.674332"
     one_job = fedkt_l1_cost(mechanism="laplace", gamma=0.04, sigma=None, delta=1e-5, n_queries=100, partitions=2)
     budget_charge_for_job(job=job, privacy_report={"level": "L1", "data_independent": one_job.report.as_dict(),
                                                    "data_dependent": None})
     page.reload()
     row = budget_row(page, "Northwind Hospital")
-    assert (row.locator("[data-budget-spent]").inner_text(), row.locator("[data-budget-reserved]").inner_text(),
-            row.locator("[data-budget-remaining]").inner_text()) == ("5.325668", "0.000000", "2.674332")
+    assert (exact(row, "spent"), exact(row, "reserved"), exact(row, "remaining")) == (
+        "5.325668", "0.000000", "2.674332")
     assert page.locator(".budget-warnings").count() == 0  # 67 % used: below the 80 % warning
 
     # The same job again would overspend: the price says so, and a second launch is refused and audited.
+    open_pricing(page)
     page.get_by_role("button", name="Price job").click()
     page.get_by_text("This job would be refused.").wait_for()
     second = job_row(federation_with_data, [submission], operator)
@@ -136,7 +148,7 @@ def test_operator_sets_a_budget_prices_a_job_watches_the_remainder_fall_and_an_o
 
     # The silo's own dashboard shows its budget and the refusal.
     page.goto(f"{live_server.url}/federations/adult-income/budgets/")
-    assert budget_row(page, "Northwind Hospital").locator("[data-budget-remaining]").inner_text() == "2.674332"
+    assert exact(budget_row(page, "Northwind Hospital"), "remaining") == "2.674332"
     # Phrased for the silo (market.budgets.selectors.budget_refusal_visible): its own remainder, no other silo's.
     page.locator(".refusal-message").filter(
         has_text="Your privacy budget in 'adult-income' has ε = 2.674332 left, but this needs ε = 3.000000 more."

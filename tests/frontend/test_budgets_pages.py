@@ -49,19 +49,20 @@ def test_operator_dashboard_shows_every_silo_chart_data_and_a_warning_past_80_pe
     page = text(response)
     assert "Budgets past 80 %" in page and "<strong>Contoso Bank</strong> has used 89 %" in page
     assert "Northwind Hospital" in page and 'name="epsilon_limit"' in page
-    chart = response.context["chart"]
-    assert chart["labels"] == ["Contoso Bank", "Northwind Hospital"]
-    assert chart["spent"] == [5.325668, 5.325668] and chart["remaining"] == [0.674332, 4.674332]
-    assert '<script id="budget-chart-data" type="application/json">' in page
+    strip = response.context["strip"]  # fullest first, in percent of each silo's own limit
+    assert [bar["name"] for bar in strip] == ["Contoso Bank", "Northwind Hospital"]
+    assert [round(bar["spent"], 1) for bar in strip] == [88.8, 53.3]
+    assert '<script id="budget-timeline-data" type="application/json">' in page
     assert "<script>" not in page and " onclick=" not in page
-    assert [point["kind"] for point in response.context["timeline"]["Contoso Bank"]] == ["reserve", "charge", "adjust"]
+    assert [(point["label"], point["state"], point["silos"]) for point in response.context["timeline"]] == [
+        (f"Job #{spent.id}", "charge", 2)]
 
 
 def test_a_silo_sees_only_its_own_budget_and_no_limit_editor(client, silo_user, spent):
     client.force_login(silo_user)
     response = client.get("/federations/adult-income/budgets/")
     page = text(response)
-    assert response.context["chart"]["labels"] == ["Northwind Hospital"]
+    assert [bar["name"] for bar in response.context["strip"]] == ["Northwind Hospital"]
     assert "Contoso Bank" not in page and 'name="epsilon_limit"' not in page
     other = PrivacyBudget.objects.get(organisation__name="Contoso Bank")
     response = client.post(f"/federations/adult-income/budgets/{other.id}/limit/", {"epsilon_limit": "99"})
@@ -75,7 +76,7 @@ def test_operator_changes_a_limit_from_the_page_and_it_is_audited(client, operat
     client.force_login(operator)
     response = client.post(f"/federations/adult-income/budgets/{budget.id}/limit/",
                            {"epsilon_limit": "7.5", "reason": "new agreement"}, follow=True)
-    assert "Northwind Hospital's ε limit is now 7.500000." in text(response)
+    assert "Northwind Hospital's ε limit is now 7.5." in text(response)
     budget.refresh_from_db()
     assert budget.epsilon_limit == Decimal("7.5")
     event = AuditEvent.objects.get(action="budget.limit_changed")
@@ -152,6 +153,6 @@ def test_budget_index_lists_the_federations_a_user_may_see(client, silo_user, ot
 def test_chart_data_is_json_not_markup(client, operator, two_silos):
     client.force_login(operator)
     page = client.get("/federations/adult-income/budgets/").content.decode()
-    start = page.index('<script id="budget-chart-data" type="application/json">') + len(
-        '<script id="budget-chart-data" type="application/json">')
-    assert json.loads(page[start:page.index("</script>", start)])["labels"] == ["Contoso Bank", "Northwind Hospital"]
+    start = page.index('<script id="budget-timeline-data" type="application/json">') + len(
+        '<script id="budget-timeline-data" type="application/json">')
+    assert json.loads(page[start:page.index("</script>", start)]) == []

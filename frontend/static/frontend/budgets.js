@@ -1,67 +1,78 @@
-// Privacy budget dashboard: a stacked bar chart per silo and a timeline of spends (Chart.js 4, vendored).
-// The data comes from json_script elements the page renders; no inline script (the CSP forbids it).
+// Privacy budget dashboard: the per-job timeline (Chart.js 4, vendored) and the limit dialog.
+// The strip of every silo's bar is SVG drawn by the server; the data comes from json_script elements
+// (no inline script: the CSP forbids it).
 (function () {
   "use strict";
 
-  var COLOURS = {spent: "#b3261e", reserved: "#d08a00", remaining: "#2e7d4f"};
-  var SERIES = ["#1f5fae", "#8e44ad", "#00838f", "#6d4c41", "#c2185b", "#558b2f", "#ef6c00", "#37474f"];
+  var STATES = [
+    {kind: "charge", label: "Charged", colour: "#b3261e", shape: "circle"},
+    {kind: "reserve", label: "Reserved (running)", colour: "#d08a00", shape: "triangle"},
+    {kind: "release", label: "Released (failed or cancelled)", colour: "#556070", shape: "crossRot"}
+  ];
+
+  var HOUR = 3600 * 1000;
 
   function readJson(id) {
     var element = document.getElementById(id);
     return element ? JSON.parse(element.textContent) : null;
   }
 
-  function budgetChart(canvas, data) {
+  function timelineChart(canvas, points) {
+    var datasets = STATES.map(function (state) {
+      return {label: state.label, backgroundColor: state.colour, borderColor: state.colour, pointStyle: state.shape,
+              pointRadius: 5, data: points.filter(function (point) { return point.state === state.kind; })
+                .map(function (point) { return {x: Date.parse(point.at), y: point.epsilon, point: point}; })};
+    }).filter(function (dataset) { return dataset.data.length; });
+    var times = points.map(function (point) { return Date.parse(point.at); });
+    var padding = Math.max(HOUR, (Math.max.apply(null, times) - Math.min.apply(null, times)) * 0.05);
     return new window.Chart(canvas, {
-      type: "bar",
-      data: {
-        labels: data.labels,
-        datasets: ["spent", "reserved", "remaining"].map(function (name) {
-          return {label: name.charAt(0).toUpperCase() + name.slice(1) + " ε", data: data[name],
-                  backgroundColor: COLOURS[name]};
-        })
-      },
-      options: {
-        indexAxis: "y", responsive: true, maintainAspectRatio: false, animation: false,
-        scales: {x: {stacked: true, beginAtZero: true, title: {display: true, text: "ε"}}, y: {stacked: true}}
-      }
-    });
-  }
-
-  function timelineChart(canvas, timeline) {
-    var names = Object.keys(timeline);
-    var datasets = [];
-    names.forEach(function (name, index) {
-      var colour = SERIES[index % SERIES.length];
-      var points = timeline[name];
-      datasets.push({label: name + " · spent", borderColor: colour, backgroundColor: colour, stepped: true,
-                     data: points.map(function (point) { return {x: Date.parse(point.at), y: point.spent}; })});
-      datasets.push({label: name + " · spent + reserved", borderColor: colour, borderDash: [6, 4], stepped: true,
-                     pointRadius: 0, data: points.map(function (point) {
-                       return {x: Date.parse(point.at), y: point.spent + point.reserved}; })});
-    });
-    return new window.Chart(canvas, {
-      type: "line",
+      type: "scatter",
       data: {datasets: datasets},
       options: {
         responsive: true, maintainAspectRatio: false, animation: false, parsing: false,
+        plugins: {tooltip: {callbacks: {label: function (item) {
+          var point = item.raw.point;
+          return point.label + ": ε " + point.epsilon.toPrecision(3) + " for " + point.silos + " silo" +
+            (point.silos === 1 ? "" : "s");
+        }}}},
         scales: {
-          x: {type: "linear", title: {display: true, text: "time (UTC)"},
-              ticks: {callback: function (value) { return new Date(value).toISOString().slice(5, 19).replace("T", " "); }}},
-          y: {beginAtZero: true, title: {display: true, text: "ε"}}
+          x: {type: "linear", title: {display: true, text: "date (UTC)"},
+              min: Math.min.apply(null, times) - padding, max: Math.max.apply(null, times) + padding,
+              ticks: {maxTicksLimit: 6, callback: function (value) {
+                return new Date(value).toISOString().slice(5, 16).replace("T", " "); }}},
+          y: {beginAtZero: true, title: {display: true, text: "ε per silo"}}
         }
       }
     });
   }
 
+  function limitDialog() {
+    var dialog = document.getElementById("limit-dialog");
+    if (!dialog || typeof dialog.showModal !== "function") { return; }
+    var form = document.getElementById("limit-form");
+    document.querySelectorAll("[data-limit-edit]").forEach(function (link) {
+      link.addEventListener("click", function (event) {
+        event.preventDefault();
+        form.action = link.dataset.limitAction;
+        document.getElementById("limit-dialog-name").textContent = link.dataset.limitName;
+        document.getElementById("limit-value").value = link.dataset.limitValue;
+        document.getElementById("limit-reason").value = "";
+        if (dialog.open) { dialog.close(); }
+        dialog.showModal();
+        document.getElementById("limit-value").focus();
+      });
+    });
+    document.getElementById("limit-cancel").addEventListener("click", function (event) {
+      event.preventDefault();
+      dialog.close();
+    });
+  }
+
   function start() {
-    if (!window.Chart) { return; }
-    var chartData = readJson("budget-chart-data");
-    var barCanvas = document.getElementById("budget-chart");
-    if (chartData && barCanvas) { budgetChart(barCanvas, chartData); }
+    limitDialog();
     var timeline = readJson("budget-timeline-data");
-    var lineCanvas = document.getElementById("budget-timeline");
-    if (timeline && lineCanvas && Object.keys(timeline).length) { timelineChart(lineCanvas, timeline); }
+    var canvas = document.getElementById("budget-timeline");
+    if (window.Chart && timeline && canvas && timeline.length) { timelineChart(canvas, timeline); }
     document.documentElement.dataset.budgetCharts = "ready";
   }
 
