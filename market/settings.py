@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI served locally, so the API docs work offline
     "market.accounts",
     "market.federations",
     "market.submissions",
@@ -178,6 +179,7 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "0.1.0",
     "COMPONENT_SPLIT_REQUEST": True,
     "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR", "SWAGGER_UI_FAVICON_HREF": "SIDECAR", "REDOC_DIST": "SIDECAR",
     "ENUM_NAME_OVERRIDES": {"PrivacyLevelEnum": "market.federations.models.PrivacyLevel",
                             "JobKindEnum": "market.jobs.models.JobKind",
                             "WalletEntryKindEnum": "market.commerce.models.WalletEntryKind"},

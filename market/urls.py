@@ -3,9 +3,8 @@ from django.urls import include, path
 from csp.decorators import csp_update
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-SWAGGER_UI_POLICY = {"script-src": ["https://cdn.jsdelivr.net"],
-                     "style-src": ["https://cdn.jsdelivr.net", "'unsafe-inline'"],
-                     "img-src": ["https://cdn.jsdelivr.net"]}
+# Swagger UI is served from our own static files (drf-spectacular-sidecar, pinned); it sets inline styles.
+SWAGGER_UI_POLICY = {"style-src": ["'unsafe-inline'"]}
 
 api_patterns = [
     path("", include("market.accounts.urls")),
@@ -16,7 +15,7 @@ api_patterns = [
     path("", include("market.commerce.urls")),
     path("", include("market.audit.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    # The split view serves its start-up script as a file (no inline script); Swagger UI itself comes from its CDN.
+    # The split view serves its start-up script as a file (no inline script); Swagger UI comes from the sidecar.
     path("docs/", csp_update(SWAGGER_UI_POLICY)(SpectacularSwaggerSplitView.as_view(url_name="api-schema")),
          name="api-docs"),
 ]
