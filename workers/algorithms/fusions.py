@@ -24,8 +24,11 @@ Algorithm 1 lines 10-14 (the server side; the silos ran lines 1-9 and uploaded s
   the students' averaged probabilities instead of votes. At L1 a submission moves s × W votes
   (:meth:`FedKTFusion.votes_per_submission`), which the report, the price and the ledger use;
   ``soft`` has no integer sensitivity the accountant covers and is refused at L1
-  (:meth:`FedKTFusion.noise_refusal`). The default is not written into the stored parameters, so a
-  job that names no vote stores what it stored before the rule existed.
+  (:meth:`FedKTFusion.noise_refusal`). ``auto`` builds the three rules and Guha's ensemble with selection
+  from the same uploads, chooses on one half of the federation's evaluation split and reports on the other
+  (:mod:`workers.algorithms.auto_fusion`; its ``vote_weight_max`` is the class-weighted candidate's W); it is
+  refused at L1. The default is not written into the stored parameters, so a job that names no vote stores
+  what it stored before the rule existed.
 - signal: the member's consistent votes (s on the class all its students predict, else 0);
   ``fuse`` adds ``noise`` (L1) to the summed counts of the queried rows, labels by arg-max and
   fits ``final_model`` on the non-abstaining rows. With noise, ``Fusion.privacy`` is the
@@ -72,8 +75,9 @@ from workers.algorithms.schema import (QUERY_HELP, WorkEstimate, learner, learne
 from workers.algorithms.selection import select_members, selection_parameters
 from workers.algorithms.transfer import child_seeds, select_queries
 
-#: FedKT's vote rules (module docstring); the first is the paper's and the default.
-VOTE_RULES = ("consistent_hard", "class_weighted", "soft")
+#: FedKT's vote rules (module docstring); the first is the paper's and the default. ``auto`` chooses among the
+#: others and Guha's ensemble with selection on half of the evaluation split (:mod:`workers.algorithms.auto_fusion`).
+VOTE_RULES = ("consistent_hard", "class_weighted", "soft", "auto")
 DEFAULT_VOTE_WEIGHT_MAX = 4
 MAX_VOTE_WEIGHT = 16
 STRATEGY_ALIASES = {"validation_score": "cross_validation", "data_size": "data"}
@@ -121,8 +125,9 @@ class FedKTFusion:
         "privacy": 'L1 only: {"mechanism": "laplace" with "gamma" | "gaussian" with "sigma", "delta"}.',
         "vote": ("How silos vote: " + " | ".join(VOTE_RULES) + " (default consistent_hard, the paper's; "
                  "class_weighted weighs a silo's votes per class by its declared share of that class; soft sums "
-                 "the students' probabilities and is refused at L1)."),
-        "vote_weight_max": (f"class_weighted only: W, the largest integer vote weight, 1 to {MAX_VOTE_WEIGHT} "
+                 "the students' probabilities and is refused at L1; auto chooses among these and Guha's ensemble "
+                 "with selection on half of the evaluation split, reports on the other half, and runs at L0 only)."),
+        "vote_weight_max": (f"class_weighted and auto only: W, the largest integer vote weight, 1 to {MAX_VOTE_WEIGHT} "
                             f"(default {DEFAULT_VOTE_WEIGHT_MAX}); at L1 each submission moves s × W votes."),
     }
 
@@ -145,9 +150,10 @@ class FedKTFusion:
     @staticmethod
     def _vote_settings(params: Mapping) -> dict:
         vote = one_of(params.get("vote", VOTE_RULES[0]), name="vote", choices=VOTE_RULES)
-        if vote != "class_weighted":
+        if vote not in ("class_weighted", "auto"):
             if "vote_weight_max" in params:
-                raise ValueError("'vote_weight_max' applies to \"vote\": \"class_weighted\" only; remove it.")
+                raise ValueError("'vote_weight_max' applies to \"vote\": \"class_weighted\" or \"auto\" only; "
+                                 "remove it.")
             return {} if vote == VOTE_RULES[0] else {"vote": vote}    # the default is not stored (docstring)
         return {"vote": vote, "vote_weight_max": whole_number(params.get("vote_weight_max", DEFAULT_VOTE_WEIGHT_MAX),
                                                               name="vote_weight_max", minimum=1,
@@ -155,9 +161,10 @@ class FedKTFusion:
 
     @staticmethod
     def vote_weight(settings: Mapping) -> int:
-        """The largest integer weight a submission's votes carry: W for class_weighted, else 1 (``settings``: a
-        job's stored parameters). The market prices, reserves and charges a silo for s × this × its submissions."""
-        if settings.get("vote") == "class_weighted":
+        """The largest integer weight a submission's votes carry: W for class_weighted (and auto, which may choose
+        it), else 1 (``settings``: a job's stored parameters). The market prices, reserves and charges a silo for
+        s × this × its submissions."""
+        if settings.get("vote") in ("class_weighted", "auto"):
             return int(settings.get("vote_weight_max", DEFAULT_VOTE_WEIGHT_MAX))
         return 1
 
@@ -170,6 +177,10 @@ class FedKTFusion:
     def noise_refusal(settings: Mapping) -> str | None:
         """Why these settings cannot run with server noise (L1), or None: a vote whose sensitivity the accountant
         does not cover is refused rather than under-charged."""
+        if settings.get("vote") == "auto":
+            from workers.algorithms.auto_fusion import AUTO_REFUSED_AT_L1
+
+            return AUTO_REFUSED_AT_L1
         if settings.get("vote") == "soft":
             return ("Soft voting cannot run at L1: a silo's summed probabilities have no integer sensitivity the "
                     "privacy accountant covers, so its ε could not be charged correctly; choose \"vote\": "
@@ -195,6 +206,11 @@ class FedKTFusion:
         probabilities = np.asarray(probabilities)
         settings = self.validate(params)
         vote = settings.get("vote", VOTE_RULES[0])
+        if vote == "auto":
+            from workers.algorithms.auto_fusion import auto_member_signal
+
+            return auto_member_signal(probabilities, member=member, n_classes=n_classes,
+                                      partitions=settings["partitions"], weight_max=settings["vote_weight_max"])
         if vote == "soft":
             return soft_vote_scores(probabilities[None])
         predictions = probabilities.argmax(axis=2)[None]           # (1 party, s, n_public)
@@ -203,13 +219,23 @@ class FedKTFusion:
             return weighted_consistent_vote_counts(predictions, n_classes, weights[None])
         return consistent_vote_counts(predictions, n_classes, settings["partitions"])
 
+    @staticmethod
+    def reads_evaluation(settings: Mapping) -> bool:
+        """Whether ``fuse`` needs the federation's evaluation split (``evaluation=``): ``auto`` chooses on it."""
+        return settings.get("vote") == "auto"
+
     def fuse(self, signal_sum, public_features, *, members: Sequence[Member], n_classes: int, params: Mapping,
-             noise=None, seed: int) -> Fusion:
+             noise=None, seed: int, evaluation=None) -> Fusion:
         from workers.algorithms.transfer import fit_on_votes
 
         settings = self.validate(params)
         if noise is not None and self.noise_refusal(settings):
             raise ValueError(self.noise_refusal(settings))
+        if settings.get("vote") == "auto":
+            from workers.algorithms.auto_fusion import auto_fuse
+
+            return auto_fuse(self, signal_sum, public_features, members=members, n_classes=n_classes,
+                             settings=settings, evaluation=evaluation, seed=seed)
         soft = settings.get("vote") == "soft"
         counts = np.asarray(signal_sum, dtype=np.float64 if soft else np.int64)
         public_features = np.asarray(public_features)

@@ -52,18 +52,19 @@ def _children_allowed() -> Iterator[None]:
 def fuse_in_child(*, kind: str, signal_sum: np.ndarray, public_features: np.ndarray, members: list, n_classes: int,
                   params: dict, seed: int, noise=None, stored_noise: np.ndarray | None = None,
                   on_noise_drawn: Callable[[np.ndarray], None] | None = None, cancelled: Callable[[], bool],
-                  on_start: Callable[[int], None] = lambda pid: None, poll_seconds: float = 1.0):
+                  on_start: Callable[[int], None] = lambda pid: None, poll_seconds: float = 1.0, evaluation=None):
     """``algorithm_get(kind).fuse(...)`` in a child process; ``None`` if ``cancelled()`` turned true first.
 
     ``noise`` is a plain mechanism of :mod:`workers.privacy.mechanisms` (or ``None``); ``stored_noise`` the
-    answers drawn by an earlier attempt. A ValueError of the engine is raised here as a ValueError with its
+    answers drawn by an earlier attempt; ``evaluation`` (an :class:`workers.algorithms.auto_fusion.EvaluationRows`
+    or ``None``) is passed to an engine that reads the evaluation split. A ValueError of the engine is raised here as a ValueError with its
     sentence; any other failure of the child as :class:`FusionCrashed`. The child is gone when this returns.
     """
     parent_end, child_end = _CONTEXT.Pipe()
     with _children_allowed():  # the child copies its parent's settings when it is made
         child = _CONTEXT.Process(target=_child_main, name=f"onefold-fuse-{kind}", daemon=True,
                                  args=(child_end, kind, signal_sum, public_features, members, n_classes, params, seed,
-                                       noise, stored_noise))
+                                       noise, stored_noise, evaluation))
         child.start()
     child_end.close()
     on_start(child.pid)
@@ -97,7 +98,7 @@ def fuse_in_child(*, kind: str, signal_sum: np.ndarray, public_features: np.ndar
 
 
 def _child_main(connection, kind, signal_sum, public_features, members, n_classes, params, seed, noise,
-                stored_noise) -> None:
+                stored_noise, evaluation=None) -> None:
     from workers.algorithms.registry import algorithm_get
     from workers.jobs.noise import replayable_noise
 
@@ -109,8 +110,9 @@ def _child_main(connection, kind, signal_sum, public_features, members, n_classe
 
     mechanism = None if noise is None else replayable_noise(noise, stored=stored_noise, on_draw=stored_by_parent)
     try:
+        evaluated = {} if evaluation is None else {"evaluation": evaluation}   # only the engines that read it
         fusion = algorithm_get(kind).fuse(signal_sum, public_features, members=members, n_classes=n_classes,
-                                          params=params, noise=mechanism, seed=seed)
+                                          params=params, noise=mechanism, seed=seed, **evaluated)
     except ValueError as error:
         connection.send(("invalid", str(error)))
     except Exception as error:  # noqa: BLE001 - reported to the parent, which fails the job with it

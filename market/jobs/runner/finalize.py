@@ -111,13 +111,17 @@ def _fused(job: Job) -> dict | None:
     if missing:
         raise JobInputError(f"Submission #{missing[0]} was deleted after the job was created.")
     members = _members([submissions[submission_id] for submission_id in ids])
-    view = job_feature_view(_algorithm(job.kind).validate(job.parameters))
+    settings = _algorithm(job.kind).validate(job.parameters)
+    view = job_feature_view(settings)
     public = stored_features_in_view(_arrays(job.public_dataset.features_file)["features"], job.public_dataset, view)
     from workers.jobs.interruptible import fuse_in_child
 
+    evaluation = _evaluation_rows(job, view) if getattr(_algorithm(job.kind), "reads_evaluation",
+                                                        lambda _: False)(settings) else None
     try:
         fusion = fuse_in_child(kind=job.kind, signal_sum=signal_sum, public_features=public, members=members,
-                               n_classes=job.federation.n_classes, params=job.parameters, seed=job.seed, **_noise(job),
+                               n_classes=job.federation.n_classes, params=job.parameters, seed=job.seed,
+                               evaluation=evaluation, **_noise(job),
                                cancelled=lambda: _cancel_requested(job.id), on_start=lambda pid: _fusion_started(job, pid))
     except ValueError as error:
         raise JobInputError(f"The fusion failed: {error}") from error
@@ -126,6 +130,26 @@ def _fused(job: Job) -> dict | None:
     job_log(job_id=job.id, message=f"Fused {len(members)} member(s); the global model was trained on "
                                    f"{int(np.count_nonzero(fusion.trained))} public example(s).")
     return {"fusion": fusion, "ids": ids, "submissions": submissions, "feature_view": view}
+
+
+def _evaluation_rows(job: Job, view: str):
+    """The evaluation split in ``view`` and every member's probabilities of it, in the members' order (FedKT's
+    ``vote: auto`` chooses on one half of it: workers.algorithms.auto_fusion)."""
+    from workers.algorithms.auto_fusion import EvaluationRows
+
+    evaluation = _arrays(job.evaluation_split.data_file)
+    member_probabilities = np.concatenate([arrays["evaluation_probabilities"] for _, arrays in _chunk_arrays(job)])
+    return EvaluationRows(stored_features_in_view(evaluation["features"], job.public_dataset, view),
+                          evaluation["labels"], member_probabilities)
+
+
+def _report_rows(job: Job, fusion, labels) -> np.ndarray | None:
+    """The evaluation rows a job reports on: the half its ``auto`` choice did not read, else None (all rows)."""
+    if "auto" not in fusion.details:
+        return None
+    from workers.algorithms.auto_fusion import evaluation_halves
+
+    return evaluation_halves(labels, seed=job.seed)[1]
 
 
 def _evaluated(job: Job, result: dict) -> dict:
@@ -163,6 +187,8 @@ def _evaluated(job: Job, result: dict) -> dict:
             for member_id, member_probabilities in zip(arrays["member_ids"], arrays["evaluation_probabilities"]):
                 weight = weights.get(str(int(member_id)), 0.0) / total
                 probabilities = probabilities + weight * member_probabilities
+                if not weight:  # a member the selection left out is not shipped to buyers
+                    continue
                 for model_file in result["submissions"][int(member_id)].model_files.all():
                     # named by position: a submission id in a buyer's download would say whose model it is
                     members.append({"filename": f"member-{len(members):04d}.{model_file.format}",
@@ -175,7 +201,14 @@ def _evaluated(job: Job, result: dict) -> dict:
         files = [ExportedFile("native", "bundle", "bundle.zip",
                               bundle_zip(members, n_classes=n_classes, n_features=n_features))]
         family = "ensemble"
-    metrics = classification_metrics(probabilities, evaluation["labels"], n_classes=n_classes)
+    report = _report_rows(job, fusion, evaluation["labels"])
+    rows = slice(None) if report is None else report
+    metrics = classification_metrics(probabilities[rows], evaluation["labels"][rows], n_classes=n_classes)
+    if report is not None:
+        chosen = fusion.details["auto"]
+        job_log(job_id=job.id, message=f"Fusion chosen by auto: {chosen['chosen']} (best {chosen['criterion']} on "
+                                       f"{chosen['selection_rows']} evaluation rows); metrics below are on the other "
+                                       f"{chosen['report_rows']}.")
     job_log(job_id=job.id, message=f"Global model accuracy on the evaluation split: {metrics['accuracy']:.4f}.")
     return {"files": files, "metrics": metrics, "family": family, "verification": verification}
 
@@ -189,6 +222,7 @@ def _contributions(job: Job, result: dict) -> dict:
     per_organisation: dict[str, float] = {}
     for _, arrays in _chunk_arrays(job):
         for member_id, signal in zip(arrays["member_ids"], arrays["member_signals"]):
+            signal = signal[:, :job.federation.n_classes]  # auto: its first block, the consistent votes
             organisation = str(result["submissions"][int(member_id)].organisation_id)
             count = agreement_counts(signal[trained], labels[trained]) if trained.any() else 0
             per_organisation[organisation] = per_organisation.get(organisation, 0) + count
@@ -251,10 +285,23 @@ def _baselines(job: Job, result: dict, outcome: dict, submission_metrics: dict) 
     return measured
 
 
+def _member_metrics_on(job: Job, rows: np.ndarray) -> dict:
+    from workers.jobs.metrics import classification_metrics
+
+    labels = _arrays(job.evaluation_split.data_file)["labels"][rows]
+    return {str(int(member_id)): classification_metrics(probabilities[rows], labels,
+                                                        n_classes=job.federation.n_classes)
+            for _, arrays in _chunk_arrays(job)
+            for member_id, probabilities in zip(arrays["member_ids"], arrays["evaluation_probabilities"])}
+
+
 def _save(job: Job, result: dict, outcome: dict) -> None:
     submission_metrics = {}
     for chunk in job.chunks.all():
         submission_metrics.update(chunk.member_metrics)
+    report = _report_rows(job, result["fusion"], _arrays(job.evaluation_split.data_file)["labels"])
+    if report is not None:  # the baselines are measured on the rows the global model is reported on
+        submission_metrics = _member_metrics_on(job, report)
     privacy_report = _privacy_report(job, result)
     baselines = _baselines(job, result, outcome, submission_metrics)
     fields = {"federation": job.federation, "baselines": baselines, "model_family": outcome["family"],

@@ -61,3 +61,42 @@ def test_a_soft_vote_job_runs_at_l0_and_is_refused_at_l1(
     assert refused.status_code == 400
     assert refused.json()["detail"].startswith("Soft voting cannot run at L1: a silo's summed probabilities")
     assert not Job.objects.filter(privacy_level="L1").exists()
+
+
+def test_an_auto_vote_job_names_its_choice_and_reports_on_the_half_it_did_not_read(
+        eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks):  # noqa: F811
+    from workers.algorithms.auto_fusion import AUTO_CANDIDATES
+
+    federation = fedkt_submissions[0].federation
+    body = launch(operator, federation, django_capture_on_commit_callbacks, kind="fedkt", privacy_level="L0",
+                  parameters={**FAST_FEDKT, "vote": "auto"}, seed=8)
+    assert (body["parameters"]["vote"], body["parameters"]["vote_weight_max"]) == ("auto", 4)
+    job = Job.objects.get(id=body["id"])
+    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    model = job.global_model
+    chosen = model.lineage["fusion"]["auto"]
+    assert chosen["chosen"] in AUTO_CANDIDATES and set(chosen["candidates"]) == set(AUTO_CANDIDATES)
+    assert chosen["selection_rows"] + chosen["report_rows"] == 500        # the evaluation split's rows
+    assert sum(map(sum, model.metrics["confusion_matrix"])) == chosen["report_rows"]
+    for metrics in model.submission_metrics.values():                     # the baselines read the same rows
+        assert sum(map(sum, metrics["confusion_matrix"])) == chosen["report_rows"]
+    assert any("Fusion chosen by auto" in line.message for line in job.log_entries.all())
+    from django.test import Client
+
+    browser = Client()
+    browser.force_login(operator)
+    page = browser.get(f"/jobs/{job.id}/").content.decode()
+    assert (f'Fusion chosen by <code>auto</code>: <strong>{chosen["chosen"]}</strong>, the best accuracy of 4 '
+            f'candidates on {chosen["selection_rows"]} evaluation rows') in page
+
+
+def test_an_auto_vote_job_is_refused_at_l1_with_a_sentence(operator, fedkt_submissions):
+    from workers.algorithms.auto_fusion import AUTO_REFUSED_AT_L1
+
+    federation = fedkt_submissions[0].federation
+    refused = api_client_for(operator).post(f"/api/federations/{federation.slug}/jobs/",
+                                            {"kind": "fedkt", "privacy_level": "L1", "seed": 1,
+                                             "parameters": {**FAST_FEDKT, "vote": "auto"}}, format="json")
+    assert refused.status_code == 400
+    assert refused.json()["detail"] == AUTO_REFUSED_AT_L1
+    assert not Job.objects.exists()
