@@ -1,6 +1,10 @@
 """A global model that is an ensemble, saved as a *bundle*: a zip of its members' safe-format
 files and a ``manifest.json`` ``{"n_classes", "n_features", "members": [{"file", "format",
-"weight"}]}`` (Guha et al., *One-Shot Federated Learning*, section 3: the ensemble is the model).
+"weight", "feature_view"}]}`` (Guha et al., *One-Shot Federated Learning*, section 3: the ensemble is the
+model). A member's optional ``feature_view`` (:mod:`workers.features`: ``one_hot``, the default, or
+``ordinal``) is the view of the federation's features it reads; the bundle itself reads the one-hot view
+(``n_features`` wide), and :class:`BundleClassifier` hands each member its own view, converted with the
+federation's feature specification (the manifest's ``feature_spec``, or the one given to the classifier).
 
 Reading a bundle never runs a member: :func:`bundle_read` only checks the archive (names, sizes,
 manifest). :class:`BundleClassifier` predicts by handing the member files to
@@ -93,6 +97,9 @@ def _checked_members(manifest, sizes: dict) -> list[dict]:
         if member.get("format") not in FORMAT_EXTENSIONS:
             raise ValueError(f"Member {member['file']} has format {member.get('format')!r}; "
                              f"allowed: {', '.join(FORMAT_EXTENSIONS)}.")
+        if member.get("feature_view", "one_hot") not in ("one_hot", "ordinal"):
+            raise ValueError(f"Member {member['file']} reads feature view {member.get('feature_view')!r}; "
+                             "allowed: one_hot, ordinal.")
         weight = member.get("weight")
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not np.isfinite(weight) or weight < 0:
             raise ValueError(f"Member {member['file']} has weight {weight!r}; weights are non-negative numbers.")
@@ -110,24 +117,48 @@ class BundleClassifier(ClassifierMixin, BaseEstimator):
         A bundle zip (:func:`bundle_write`).
     limits : workers.modelio.SandboxLimits or None
         Limits of the child processes (defaults when ``None``).
+    feature_spec : dict or None
+        The federation's feature specification (:func:`workers.features.infer_feature_spec`), needed when a
+        member reads the ordinal view and the manifest holds no ``feature_spec``. ``X`` is always the one-hot
+        view; each member gets its own.
     """
 
-    def __init__(self, bundle: bytes = b"", limits=None):
+    def __init__(self, bundle: bytes = b"", limits=None, feature_spec=None):
         self.bundle = bundle
         self.limits = limits
+        self.feature_spec = feature_spec
 
     def fit(self, X=None, y=None):
         self.manifest_, self.member_files_ = bundle_read(self.bundle)
         self.classes_ = np.arange(self.manifest_["n_classes"])
         self.n_features_in_ = self.manifest_["n_features"]
+        self.member_views_ = [member.get("feature_view", "one_hot") for member in self.manifest_["members"]]
+        self.feature_spec_ = self.feature_spec or self.manifest_.get("feature_spec")
+        if any(view != "one_hot" for view in self.member_views_) and not isinstance(self.feature_spec_, dict):
+            raise ValueError("Members of this bundle read the ordinal view of the features; give the federation's "
+                             "feature specification (BundleClassifier(bundle, feature_spec=...)) to convert the "
+                             "one-hot rows for them.")
         return self
 
-    def predict_proba(self, X) -> np.ndarray:
+    def _member_outcomes(self, features: np.ndarray) -> list:
+        """Each member's sandbox outcome on ``features`` (one-hot) in its own view, in manifest order."""
+        from workers.features import features_in_view
         from workers.modelio import SandboxLimits, predict_in_sandbox
 
+        outcomes = [None] * len(self.member_files_)
+        for view in sorted(set(self.member_views_)):
+            positions = [index for index, member_view in enumerate(self.member_views_) if member_view == view]
+            in_view = features if view == "one_hot" else features_in_view(features, self.feature_spec_, view)
+            predicted = predict_in_sandbox([self.member_files_[index] for index in positions],
+                                           np.asarray(in_view, dtype=np.float32), n_classes=len(self.classes_),
+                                           limits=self.limits or SandboxLimits())
+            for index, outcome in zip(positions, predicted):
+                outcomes[index] = outcome
+        return outcomes
+
+    def predict_proba(self, X) -> np.ndarray:
         features = np.asarray(X, dtype=np.float32)
-        outcomes = predict_in_sandbox(self.member_files_, features, n_classes=len(self.classes_),
-                                      limits=self.limits or SandboxLimits())
+        outcomes = self._member_outcomes(features)
         failed = [f"{member['file']}: {outcome.error}" for member, outcome in
                   zip(self.manifest_["members"], outcomes) if outcome.error]
         if failed:

@@ -76,13 +76,17 @@ def _kernel_npz(student) -> bytes:
     return buffer.getvalue()
 
 
-def bundle_zip(members: list[dict], *, n_classes: int, n_features: int) -> bytes:
+def bundle_zip(members: list[dict], *, n_classes: int, n_features: int, feature_spec: dict | None = None) -> bytes:
     """A zip of ensemble members: ``members`` holds {"filename", "format", "weight", "data"} per member file and
-    optionally the "feature_view" it reads (workers.features; one-hot when absent)."""
+    optionally the "feature_view" it reads (workers.features; one-hot when absent). ``feature_spec`` (the
+    federation's feature specification) goes into the manifest when a member reads another view than one-hot,
+    so that ``workers.algorithms.bundle.BundleClassifier`` can hand it its own view."""
     buffer = io.BytesIO()
     manifest = {"n_classes": n_classes, "n_features": n_features,
                 "members": [{"file": member["filename"], "format": member["format"], "weight": member["weight"],
                              "feature_view": member.get("feature_view", "one_hot")} for member in members]}
+    if feature_spec is not None and any(member["feature_view"] != "one_hot" for member in manifest["members"]):
+        manifest["feature_spec"] = feature_spec
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("manifest.json", json.dumps(manifest, indent=2))
         for member in members:

@@ -199,7 +199,8 @@ def _evaluated(job: Job, result: dict) -> dict:
         from workers.jobs.export import ExportedFile
 
         files = [ExportedFile("native", "bundle", "bundle.zip",
-                              bundle_zip(members, n_classes=n_classes, n_features=n_features))]
+                              bundle_zip(members, n_classes=n_classes, n_features=n_features,
+                                         feature_spec=job.public_dataset.feature_spec))]
         family = "ensemble"
     report = _report_rows(job, fusion, evaluation["labels"])
     rows = slice(None) if report is None else report

@@ -105,3 +105,34 @@ def test_bundle_write_names_files_by_format():
     assert [m["file"] for m in manifest["members"]] == ["member_0000.onnx", "member_0001.json",
                                                         "member_0002.safetensors"]
     assert files == [b"a", b"{}", b"s"]
+
+
+def test_a_bundle_hands_each_member_its_own_feature_view():
+    """A member that reads the ordinal view gets the one-hot rows converted with the federation's specification."""
+    import pandas as pd
+    from sklearn.tree import DecisionTreeClassifier
+
+    from workers.features import encode_features, infer_feature_spec
+    from workers.jobs.export import bundle_zip
+    from workers.modelio.export import export_sklearn_onnx
+
+    generator = np.random.default_rng(0)
+    frame = pd.DataFrame({"age": generator.integers(18, 80, 300).astype(float),
+                          "work": generator.choice(["a", "b", "c"], 300)})
+    labels = ((frame["work"] == "b") ^ (frame["age"] > 50)).to_numpy().astype(np.int64)
+    spec = infer_feature_spec(frame)
+    one_hot, ordinal = encode_features(frame, spec), encode_features(frame, spec, view="ordinal")
+    linear = LogisticRegression(max_iter=500).fit(one_hot, labels)
+    tree = DecisionTreeClassifier(max_depth=4, random_state=0).fit(ordinal, labels)
+    members = [{"filename": "member-0000.onnx", "format": "onnx", "weight": 1.0, "feature_view": "one_hot",
+                "data": export_sklearn_onnx(linear, one_hot.shape[1])},
+               {"filename": "member-0001.onnx", "format": "onnx", "weight": 3.0, "feature_view": "ordinal",
+                "data": export_sklearn_onnx(tree, ordinal.shape[1])}]
+    expected = (linear.predict_proba(one_hot[:30]) + 3 * tree.predict_proba(ordinal[:30])) / 4
+    with_spec = bundle_zip(members, n_classes=2, n_features=one_hot.shape[1], feature_spec=spec)
+    assert BundleClassifier(with_spec).fit().predict_proba(one_hot[:30]) == pytest.approx(expected, abs=1e-4)
+    without_spec = bundle_zip(members, n_classes=2, n_features=one_hot.shape[1])
+    with pytest.raises(ValueError, match="read the ordinal view"):
+        BundleClassifier(without_spec).fit()
+    given = BundleClassifier(without_spec, feature_spec=spec).fit()
+    assert given.predict_proba(one_hot[:30]) == pytest.approx(expected, abs=1e-4)
