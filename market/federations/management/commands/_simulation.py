@@ -14,8 +14,10 @@ students, on the ordinal view of the features: docs/results/defaults.md), class-
 summary prints the global model next to the market's own baselines on the evaluation split (the
 majority-class guess, the best single silo and the average silo, from the job record), and next
 to the FedKT paper's (section 5): SOLO is the mean evaluation score of models each silo trains on
-its own data alone; centralised is one model trained on the union of the silos' data. Both use
-the job's final-model learner, on its view.
+its own data alone; centralised is one model trained on the union of the silos' data (the baseline only a
+simulation can measure: a market never holds the silos' data). Both use the job's final-model learner, on
+its view, and every row shows the market's four metrics (accuracy, balanced accuracy, macro-F1, ROC AUC:
+:func:`workers.jobs.metrics.classification_metrics`).
 """
 
 from __future__ import annotations
@@ -274,9 +276,10 @@ def buyer_purchase(operator: OnefoldClient, buyer: OnefoldClient, listing: dict)
 
 
 def baseline_accuracies(settings: SimulationSettings, shares: list[pd.DataFrame], spec: dict) -> dict:
-    """SOLO (mean over silos) and centralised evaluation accuracy and balanced accuracy with the job's
-    final-model learner, on the view of the features it reads."""
-    from sklearn.metrics import balanced_accuracy_score
+    """SOLO (mean over silos) and centralised evaluation metrics (``workers.jobs.metrics.HEADLINE_METRICS``) with
+    the job's final-model learner, on the view of the features it reads: ``{"solo": {...}, "solo_min": accuracy,
+    "solo_max": accuracy, "centralised": {...}}``."""
+    from workers.jobs.metrics import HEADLINE_METRICS, classification_metrics
 
     dataset = DATASETS[settings.dataset]
     view = feature_view_for(FINAL_MODEL["family"])
@@ -285,17 +288,18 @@ def baseline_accuracies(settings: SimulationSettings, shares: list[pd.DataFrame]
     test_y = encode_labels(evaluation[dataset["label_column"]], dataset["class_labels"])
     n_classes = len(dataset["class_labels"])
 
-    def scores_of(frame: pd.DataFrame) -> tuple[float, float]:
+    def scores_of(frame: pd.DataFrame) -> dict:
         labels = encode_labels(frame[dataset["label_column"]], dataset["class_labels"])
         model = fit_aligned(FINAL_MODEL, encode_features(frame, spec, view=view), labels, n_classes=n_classes,
                             seed=settings.seed)
-        predicted = model.predict(test_x)
-        return float(np.mean(predicted == test_y)), float(balanced_accuracy_score(test_y, predicted))
-    solo = np.array([scores_of(share) for share in shares])
-    centralised = scores_of(pd.concat(shares, ignore_index=True))
-    return {"solo": float(solo[:, 0].mean()), "solo_balanced": float(solo[:, 1].mean()),
-            "solo_min": float(solo[:, 0].min()), "solo_max": float(solo[:, 0].max()),
-            "centralised": centralised[0], "centralised_balanced": centralised[1]}
+        metrics = classification_metrics(model.predict_proba(test_x), test_y, n_classes=n_classes)
+        return {name: metrics.get(name) for name in HEADLINE_METRICS}
+    solo = [scores_of(share) for share in shares]
+    return {"solo": {name: (float(np.mean([scores[name] for scores in solo]))
+                            if all(scores[name] is not None for scores in solo) else None) for name in HEADLINE_METRICS},
+            "solo_min": min(scores["accuracy"] for scores in solo),
+            "solo_max": max(scores["accuracy"] for scores in solo),
+            "centralised": scores_of(pd.concat(shares, ignore_index=True))}
 
 
 def simulation_run(settings: SimulationSettings) -> SimulationReport:
@@ -332,31 +336,28 @@ def simulation_run(settings: SimulationSettings) -> SimulationReport:
         columns=[DATASETS[settings.dataset]["label_column"]]).head(5)
     report.predictions = buyer.predict(report.global_model["id"], json.loads(rows.to_json(orient="records")))
     spec = operator.feature_spec(slug)
-    report.accuracy = {"global": report.global_model["metrics"]["accuracy"],
-                       "global_balanced": report.global_model["metrics"]["balanced_accuracy"],
-                       **baseline_accuracies(settings, shares, spec)}
+    report.accuracy = {"global": report.global_model["metrics"], **baseline_accuracies(settings, shares, spec)}
     return report
 
 
 def summary_table(report: SimulationReport, settings: SimulationSettings) -> str:
     """The global model, the market's baselines from the job record and the paper's SOLO and centralised."""
+    from workers.jobs.metrics import HEADLINE_METRICS
+
     accuracy, baselines = report.accuracy, report.global_model.get("baselines") or {}
 
     def row(name: str, scores: dict | None, note: str = "") -> str:
         shown = [f"{value:>9.4f}" if isinstance(value, (int, float)) else f"{'—':>9}" for value in
-                 ((scores or {}).get("accuracy"), (scores or {}).get("balanced_accuracy"))]
-        return f"{name:<38} {shown[0]} {shown[1]}{note}"
-    lines = [f"{'model':<38} {'accuracy':>9} {'balanced':>9}",
-             row(f"{settings.algorithm} global model (job #{report.job['id']})",
-                 {"accuracy": accuracy["global"], "balanced_accuracy": accuracy["global_balanced"]}),
+                 ((scores or {}).get(metric) for metric in HEADLINE_METRICS)]
+        return f"{name:<38} " + " ".join(shown) + note
+    lines = [f"{'model':<38} {'accuracy':>9} {'balanced':>9} {'macro-F1':>9} {'ROC AUC':>9}",
+             row(f"{settings.algorithm} global model (job #{report.job['id']})", accuracy["global"]),
              row("majority-class guess", baselines.get("majority_class")),
              row("best single silo (its upload)", baselines.get("best_single_silo")),
              row("average silo (their uploads)", baselines.get("average_silo")),
-             row(f"SOLO (mean of {settings.silos} silos)",
-                 {"accuracy": accuracy["solo"], "balanced_accuracy": accuracy["solo_balanced"]},
-                 f"   (silos range {accuracy['solo_min']:.4f}–{accuracy['solo_max']:.4f})"),
-             row("centralised (all silo data pooled)",
-                 {"accuracy": accuracy["centralised"], "balanced_accuracy": accuracy["centralised_balanced"]})]
+             row(f"SOLO (mean of {settings.silos} silos)", accuracy["solo"],
+                 f"   (silos' accuracy {accuracy['solo_min']:.4f}–{accuracy['solo_max']:.4f})"),
+             row("centralised (all silo data pooled)", accuracy["centralised"])]
     return "\n".join(lines)
 
 
