@@ -66,15 +66,26 @@ def privacy_level_choices(federation: Federation) -> list[tuple[str, str]]:
     return [(level, PrivacyLevel(level).label) for level in federation.allowed_privacy_levels]
 
 
+def feature_view_choices(public_dataset) -> list[tuple[str, str]]:
+    """The views a submission may declare (workers.features), each with the width its models must read."""
+    from workers.features import ONE_HOT_VIEW, ORDINAL_VIEW, view_width
+
+    spec = getattr(public_dataset, "feature_spec", None)
+    width = (lambda view: f" — {view_width(spec, view)} features") if spec else (lambda view: "")
+    return [(ONE_HOT_VIEW, f"One-hot, standardised{width(ONE_HOT_VIEW)}"),
+            (ORDINAL_VIEW, f"Ordinal codes, one per column{width(ORDINAL_VIEW)}")]
+
+
 @require_GET
 @page
 def submission_upload_page(request, slug):
     federation = federation_get(slug=slug, user=request.user)
     federation_require_member(federation=federation, user=request.user)
+    public_dataset = public_dataset_current(federation=federation)
     return render(request, "frontend/submission_upload.html", {
-        "section": "federations", "federation": federation,
-        "public_dataset": public_dataset_current(federation=federation),
+        "section": "federations", "federation": federation, "public_dataset": public_dataset,
         "model_families": ModelFamily.choices, "privacy_levels": privacy_level_choices(federation),
+        "feature_views": feature_view_choices(public_dataset),
         "api_url": reverse("api-submission-list"), "max_upload_bytes": settings.ONEFOLD_MAX_UPLOAD_BYTES})
 
 

@@ -261,3 +261,19 @@ def test_submission_list_pages_through_many_submissions(silo_client, silo_user, 
 
 def test_submission_list_without_submissions_says_so(silo_client, db):
     assert "No submissions yet." in silo_client.get("/submissions/").text
+
+
+def test_the_upload_page_declares_the_feature_view_with_each_views_width(silo_client, silo_user, federation_with_data):
+    from market.federations.services import federation_join
+    from workers.features import view_width
+
+    federation_join(federation=federation_with_data, user=silo_user)
+    spec = federation_with_data.public_datasets.first().feature_spec
+    response = silo_client.get("/federations/adult-income/upload/")
+
+    assert response.status_code == 200
+    assert '<select id="field-feature_view" name="feature_view"' in response.text
+    assert f'<option value="one_hot">One-hot, standardised — {view_width(spec, "one_hot")} features</option>' \
+        in response.text
+    assert (f'<option value="ordinal">Ordinal codes, one per column — {view_width(spec, "ordinal")} features'
+            '</option>') in response.text
