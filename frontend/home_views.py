@@ -31,7 +31,7 @@ def _operator_context(user) -> dict:
 
 def _silo_context(user) -> dict:
     memberships = list(federation_list(user=user).filter(is_member=True))
-    budgets = [budget_summary(budget) for federation in memberships
+    budgets = [{**budget_summary(budget), "federation_name": federation.name} for federation in memberships
                for budget in budget_list(federation=federation, user=user)]
     return {"memberships": memberships, "budgets": budgets,
             "earned_cents": earnings_for(organisation=user.organisation)["total_cents"],

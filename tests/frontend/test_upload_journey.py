@@ -29,6 +29,7 @@ def test_silo_uploads_students_and_sees_them_validated_without_reload(
     page.get_by_label("Username").fill("sam-silo")
     page.get_by_label("Password").fill("silo-password")
     page.get_by_role("button", name="Sign in").click()
+    page.get_by_role("link", name="Federations", exact=True).click()
     page.get_by_role("link", name="Adult income").click()
     page.get_by_role("link", name="Download features (NPZ)").wait_for()
     ARTIFACTS.mkdir(exist_ok=True)

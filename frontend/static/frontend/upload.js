@@ -84,6 +84,54 @@
   privacyLevel.addEventListener("change", showPartyPrivacyFields);
   showPartyPrivacyFields();
 
+  // metadata.json, as `onefold train` writes it, fills in the declared fields; its files still have to be chosen
+  // (a browser may not read other files from the disk by itself).
+  const metadataInput = document.getElementById("field-metadata");
+  const metadataStatus = document.getElementById("metadata-status");
+  const DECLARED_FIELDS = ["model_family", "n_local_examples", "local_validation_score", "label_distribution",
+                           "privacy_level", "privacy_parameters", "declared_epsilon", "feature_view"];
+
+  function fieldText(value) {
+    return value !== null && typeof value === "object" ? JSON.stringify(value) : String(value);
+  }
+
+  // Fills the form and says what to do next; throws, with a sentence, on a file written for another federation.
+  function applyMetadata(metadata) {
+    const federation = form.elements.federation.value;
+    if (metadata.federation && metadata.federation !== federation) {
+      throw new Error(`This metadata.json was written for the federation '${metadata.federation}', not '${federation}'.`);
+    }
+    for (const name of DECLARED_FIELDS) {
+      const field = document.getElementById(`field-${name}`);
+      if (field && metadata[name] !== undefined && metadata[name] !== null) {
+        field.value = fieldText(metadata[name]);
+      }
+    }
+    showPartyPrivacyFields();
+    const files = Array.isArray(metadata.files) ? metadata.files.join(", ") : "";
+    return `Filled in from metadata.json${files ? `; now choose its model files: ${files}` : ""}.`;
+  }
+
+  metadataInput.addEventListener("change", () => {
+    const file = metadataInput.files[0];
+    metadataStatus.className = "";
+    if (!file) {
+      metadataStatus.textContent = "";
+      return;
+    }
+    file.text().then((text) => {
+      const metadata = parseJson(text);
+      if (!metadata || typeof metadata !== "object" || !metadata.model_family) {
+        throw new Error(`${file.name} is not the metadata.json that \`onefold train\` writes (no model_family).`);
+      }
+      metadataStatus.textContent = applyMetadata(metadata);
+      metadataStatus.className = "help";
+    }).catch((error) => {
+      metadataStatus.className = "field-error";
+      metadataStatus.textContent = error.message;
+    });
+  });
+
   function setProgress(fraction) {
     const percent = Math.round(fraction * 100);
     progressBar.value = percent;
@@ -153,6 +201,7 @@
       return item;
     }));
     result.hidden = false;
+    resultHeading.focus();  // the form the person was in has been reset; they continue at the result
     const statusUrl = `${form.dataset.statusUrl.replace("/0/", `/${submission.id}/`)}?explain=1`;
     htmx.ajax("GET", statusUrl, {target: "#submission-status", swap: "innerHTML"});
     fileInput.value = "";

@@ -1,0 +1,110 @@
+"""Every page of the three roles' journeys, at 1280 px and at 390 px, scanned by axe-core in Chromium: no serious
+or critical violation, and no page wider than a 390 px phone.
+
+axe-core 4.14.1 is vendored beside this file (tests/frontend/vendor, MPL-2.0); it is evaluated through the
+DevTools protocol, so the pages' Content Security Policy stays as strict as it is for users.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from market.commerce.services import purchase_create
+from tests.market.commerce.conftest import *  # noqa: F401,F403 (global-model, listing, buyer and top-up fixtures)
+from tests.market.commerce.conftest import BUYER_PASSWORD
+
+AXE_SOURCE = (Path(__file__).parent / "vendor" / "axe-core-4.14.1.min.js").read_text()
+BLOCKING_IMPACTS = ("serious", "critical")
+WIDTHS = (1280, 390)
+RUN_AXE = """async () => {
+  const result = await axe.run(document, {resultTypes: ["violations"]});
+  return result.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
+                                      targets: v.nodes.slice(0, 3).map(n => n.target.join(" "))}));
+}"""
+
+
+@pytest.fixture(scope="module")
+def live_server():
+    """pytest-django's live server, started while MEDIA_URL is a string (see test_budgets_journey.py)."""
+    from django.conf import settings
+    from pytest_django.live_server_helper import LiveServer
+
+    media_url, settings.MEDIA_URL = settings.MEDIA_URL, "/live-server-only-media/"
+    try:
+        server = LiveServer("localhost")
+    finally:
+        settings.MEDIA_URL = media_url
+    yield server
+    server.stop()
+
+
+def sign_in(page, live_server, username, password):
+    page.context.clear_cookies()
+    page.goto(f"{live_server.url}/sign-in/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{live_server.url}/")
+
+
+def page_problems(page, state: str) -> list[str]:
+    """axe's serious and critical violations of the page as it is now, and horizontal overflow at phone width."""
+    page.evaluate(AXE_SOURCE)
+    problems = [f"{state}: {violation['impact']} {violation['id']} ({violation['help']}) at {violation['targets']}"
+                for violation in page.evaluate(RUN_AXE) if violation["impact"] in BLOCKING_IMPACTS]
+    width = page.evaluate("document.documentElement.scrollWidth")
+    if width > page.viewport_size["width"]:
+        problems.append(f"{state}: the page is {width} px wide at {page.viewport_size['width']} px")
+    return problems
+
+
+def scan(page, live_server, paths: list[str], role: str) -> list[str]:
+    problems = []
+    for width in WIDTHS:
+        page.set_viewport_size({"width": width, "height": 900})
+        for path in paths:
+            page.goto(f"{live_server.url}{path}")
+            page.wait_for_load_state("networkidle")
+            problems += page_problems(page, f"{role} {path} @{width}px")
+        if width < 1000:  # the folded menu, opened
+            page.goto(f"{live_server.url}/")
+            page.get_by_role("button", name="Menu").click()
+            problems += page_problems(page, f"{role} menu open @{width}px")
+    return problems
+
+
+@pytest.mark.browser
+def test_every_page_of_every_role_has_no_serious_accessibility_violation_and_fits_a_phone(
+        live_server, transactional_db, page, operator, silo_user, buyer_user, federation_with_data, published_listing,
+        top_up):
+    listing = published_listing(name="Adult income forest", price_cents=1250)
+    other = published_listing(name="Adult income boosted trees", family="xgboost", price_cents=900)
+    top_up(buyer_user.organisation, 5000)
+    purchase_create(listing=other, user=buyer_user, idempotency_key="a11y-1")
+    slug, job_id = federation_with_data.slug, listing.global_model.job_id
+    problems = []
+
+    sign_in(page, live_server, "olivia-operator", "operator-password")
+    problems += scan(page, live_server, [
+        "/", "/federations/", f"/federations/{slug}/", f"/federations/{slug}/jobs/new/", "/jobs/", f"/jobs/{job_id}/",
+        "/budgets/", f"/federations/{slug}/budgets/", f"/federations/{slug}/budgets/ledger/", "/market/",
+        f"/market/listings/{listing.id}/", "/security/audit/", "/security/tokens/"], "operator")
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"{live_server.url}/federations/{slug}/budgets/")
+    page.get_by_role("link", name="Change limit of Northwind Hospital").click()
+    problems += page_problems(page, "operator limit dialog open")
+
+    sign_in(page, live_server, "sam-silo", "silo-password")
+    problems += scan(page, live_server, [
+        "/", "/federations/", f"/federations/{slug}/", f"/federations/{slug}/upload/", "/submissions/", "/budgets/",
+        f"/federations/{slug}/budgets/", "/market/earnings/"], "silo")
+
+    sign_in(page, live_server, buyer_user.username, BUYER_PASSWORD)
+    problems += scan(page, live_server, [
+        "/", "/market/", f"/market/listings/{listing.id}/", f"/market/listings/{listing.id}/buy/",
+        "/market/purchases/", "/market/wallet/"], "buyer")
+
+    page.context.clear_cookies()
+    page.goto(f"{live_server.url}/sign-in/")
+    problems += page_problems(page, "sign-in")
+    assert problems == [], "\n".join(problems)
