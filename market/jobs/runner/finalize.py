@@ -129,7 +129,9 @@ def _fused(job: Job) -> dict | None:
         return None
     job_log(job_id=job.id, message=f"Fused {len(members)} member(s); the global model was trained on "
                                    f"{int(np.count_nonzero(fusion.trained))} public example(s).")
-    return {"fusion": fusion, "ids": ids, "submissions": submissions, "feature_view": view}
+    # an ensemble (also one that vote: auto chose) fits nothing: its bundle reads the one-hot view, each member its own
+    return {"fusion": fusion, "ids": ids, "submissions": submissions,
+            "feature_view": view if fusion.model is not None else ONE_HOT_VIEW}
 
 
 def _evaluation_rows(job: Job, view: str):

@@ -91,3 +91,15 @@ def test_the_choice_reads_only_the_selection_half():
     first = FEDKT.fuse(signal, public, members=members, n_classes=2, params=settings, seed=4, evaluation=evaluation)
     second = FEDKT.fuse(signal, public, members=members, n_classes=2, params=settings, seed=4, evaluation=scrambled)
     assert first.details["auto"] == second.details["auto"]
+
+
+def test_when_the_selected_ensemble_wins_the_global_model_is_its_members_alone():
+    members, probabilities, public, evaluation = _federation()
+    public = np.zeros_like(public)           # the public rows tell a final model nothing: every FedKT candidate guesses
+    settings = FEDKT.validate({"vote": "auto", "final_model": {"family": "logistic_regression"}})
+    signal = sum(FEDKT.member_signal(p, member=m, n_classes=2, params=settings) for p, m in zip(probabilities, members))
+    fusion = FEDKT.fuse(signal, public, members=members, n_classes=2, params=settings, seed=4, evaluation=evaluation)
+    assert fusion.details["auto"]["chosen"] == "ensemble_selected"
+    assert fusion.model is None and not fusion.trained.any()
+    # the two best declared validation scores (members 10 and 11); the others are not shipped
+    assert fusion.details["weights"] == {"10": 1.0, "11": 1.0, "12": 0.0, "13": 0.0}
