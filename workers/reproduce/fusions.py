@@ -13,6 +13,13 @@ every rule then runs on the same students through the market's engine
 label counts as the silo toolkit does. For reference, ``ensemble-all`` scores the average of every
 student's probabilities (Guha's ensemble without selection; not a single model a buyer can run
 as cheaply). Results go to ``docs/results/fusions_adult.json`` (``--test``: ``fusions_adult_test.json``).
+
+With ``--test`` the test split also plays the federation's evaluation split for ``vote: auto``
+(:mod:`workers.algorithms.auto_fusion`): ``auto`` chooses on one stratified half of it and is scored on the
+other half (rule ``auto``); every rule and the selected ensemble are scored on that same report half too
+(rules ``<name>@report``), so the choice can be compared with what each candidate would have given. Each
+party declares as its local validation score its students' mean accuracy on its own rows (the reproduction's
+parties hold out no rows), which Guha's selection ranks.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import numpy as np
 from sklearn.metrics import balanced_accuracy_score
 
 import workers.algorithms  # noqa: F401  (registers the engines)
+from workers.algorithms.auto_fusion import AUTO_CANDIDATES
 from workers.algorithms.fedkt import FedKTConfig, fit_parties
 from workers.algorithms.registry import Member, algorithm_get
 from workers.partition import dirichlet_label_partition
@@ -71,6 +79,51 @@ def run_seed(seed: int, *, test: bool, n_parties: int = N_PARTIES) -> list[dict]
                        axis=0).argmax(axis=1)
     entries.append(_scored("ensemble-all", seed, ensemble, data["validation_y"], seconds=0.0,
                            party_seconds=party_seconds, vote_labels=None, n_parties=n_parties))
+    if test:
+        entries.extend(_auto_entries(engine, final, parties, parts, data, probabilities, seed=seed,
+                                     party_seconds=party_seconds, n_parties=n_parties))
+    return entries
+
+
+def _auto_entries(engine, final, parties, parts, data, probabilities, *, seed: int, party_seconds: float,
+                  n_parties: int) -> list[dict]:
+    """``vote: auto`` chosen on one half of the test split and scored on the other; every candidate on that half."""
+    from workers.algorithms.auto_fusion import AUTO_VOTE_RULES, EvaluationRows, ensemble_members, evaluation_halves
+    from workers.algorithms.ensemble import member_probabilities
+
+    members = [Member(key=str(j), organisation=str(j), n_examples=len(part), n_models=2,
+                      validation_score=float(np.mean([np.mean(model.predict(data["pool_x"][part]) == data["pool_y"][part])
+                                                      for model in party.students])),
+                      label_distribution=tuple(np.bincount(data["pool_y"][part], minlength=2).tolist()))
+               for j, (part, party) in enumerate(zip(parts, parties))]
+    evaluated = np.stack([np.mean([member_probabilities(model, data["validation_x"], 2) for model in party.students],
+                                  axis=0) for party in parties])
+    evaluation = EvaluationRows(data["validation_x"], data["validation_y"], evaluated)
+    _, report = evaluation_halves(data["validation_y"], seed=seed)
+    truth = data["validation_y"][report]
+    params = engine.validate({"final_model": final, "vote": "auto"})
+    started = time.perf_counter()
+    signal = sum(engine.member_signal(p, member=m, n_classes=2, params=params) for p, m in zip(probabilities, members))
+    fusion = engine.fuse(signal, data["public_x"], members=members, n_classes=2, params=params, seed=seed,
+                         evaluation=evaluation)
+    seconds = time.perf_counter() - started
+    predicted = (evaluated[ensemble_members(members)].mean(axis=0) if fusion.model is None
+                 else fusion.model.predict_proba(data["validation_x"])).argmax(axis=1)[report]
+    entry = _scored("auto", seed, predicted, truth, seconds=seconds, party_seconds=party_seconds,
+                    vote_labels=fusion.labels[fusion.trained] if fusion.trained.any() else None, n_parties=n_parties)
+    entries = [{**entry, "chosen": fusion.details["auto"]["chosen"], "selection": fusion.details["auto"]}]
+    for rule in AUTO_VOTE_RULES:   # what each candidate gives on the report half (the same fits auto made)
+        rule_params = engine.validate({"final_model": final, **({"vote": rule} if rule != "consistent_hard" else {})})
+        rule_signal = sum(engine.member_signal(p, member=m, n_classes=2, params=rule_params)
+                          for p, m in zip(probabilities, members))
+        rule_fusion = engine.fuse(rule_signal, data["public_x"], members=members, n_classes=2, params=rule_params,
+                                  seed=seed)
+        entries.append(_scored(f"{rule}@report", seed, rule_fusion.model.predict(data["validation_x"])[report], truth,
+                               seconds=0.0, party_seconds=party_seconds,
+                               vote_labels=rule_fusion.labels[rule_fusion.trained], n_parties=n_parties))
+    selected = evaluated[ensemble_members(members)].mean(axis=0).argmax(axis=1)[report]
+    entries.append(_scored("ensemble_selected@report", seed, selected, truth, seconds=0.0,
+                           party_seconds=party_seconds, vote_labels=None, n_parties=n_parties))
     return entries
 
 
@@ -100,15 +153,18 @@ def summary(path: Path) -> str:
     runs = json.loads(path.read_text())
     lines = ["| parties | rule | seeds | accuracy (%) | balanced accuracy | '>50K' vote labels (%) |",
              "|---|---|---|---|---|---|"]
-    for parties, name in sorted({(run.get("parties", N_PARTIES), name) for run in runs for name in (*RULES, "ensemble-all")},
-                                key=lambda pair: (pair[0], [*RULES, "ensemble-all"].index(pair[1]))):
+    names = [*RULES, "ensemble-all", "auto", *(f"{rule}@report" for rule in AUTO_CANDIDATES)]
+    for parties, name in sorted({(run.get("parties", N_PARTIES), name) for run in runs for name in names},
+                                key=lambda pair: (pair[0], names.index(pair[1]))):
         mine = [run for run in runs if run["rule"] == name and run.get("parties", N_PARTIES) == parties]
         if not mine:
             continue
 
         accuracy, balanced, minority = (mean_std((run[key] for run in mine), scale=scale) for key, scale in (
             ("accuracy", 100), ("balanced_accuracy", 1), ("positive_vote_labels", 100)))
-        lines.append(f"| {parties} | {name} | {len(mine)} | {accuracy} | {balanced} | {minority} |")
+        chosen = ", ".join(run["chosen"] for run in sorted(mine, key=lambda run: run["seed"]) if "chosen" in run)
+        lines.append(f"| {parties} | {name}{f' (chose: {chosen})' if chosen else ''} | {len(mine)} | {accuracy} | "
+                     f"{balanced} | {minority} |")
     return "\n".join(lines)
 
 
