@@ -1,5 +1,6 @@
 """Numbers written for people: ε to three significant figures everywhere, one filter for every page."""
 
+import re
 from decimal import Decimal, InvalidOperation
 
 from django import template
@@ -30,3 +31,13 @@ def epsilon(value) -> str:
     if "." in text:
         text = text.rstrip("0").rstrip(".")
     return text.replace("-", "−")
+
+
+NUMPY_SCALAR_REPR = re.compile(r"\bnp\.(?:u?int\d*|float\d*|bool_?|str_)\(([^()]*)\)")
+
+
+@register.filter
+def without_python_reprs(text) -> str:
+    """A worker's sentence as people read it: numpy 2 writes scalars as ``np.int64(3)`` inside lists and tuples
+    (``[np.int64(0), np.int64(1)]``); the page shows ``3`` and ``[0, 1]``."""
+    return NUMPY_SCALAR_REPR.sub(r"\1", str(text or ""))
