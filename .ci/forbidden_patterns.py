@@ -94,6 +94,13 @@ def _call_problem(call: ast.Call, aliases: dict[str, str]) -> str | None:
     return None
 
 
+def _names_csrf_exempt(node: ast.AST) -> bool:
+    """A use (name or attribute) or an import of ``csrf_exempt``."""
+    return ((isinstance(node, ast.Name) and node.id == "csrf_exempt")
+            or (isinstance(node, ast.Attribute) and node.attr == "csrf_exempt")
+            or (isinstance(node, ast.alias) and node.name.split(".")[-1] == "csrf_exempt"))
+
+
 def findings_in_source(source: str, path: str) -> list[Finding]:
     tree = ast.parse(source, filename=path)
     aliases = _import_aliases(tree)
@@ -103,10 +110,7 @@ def findings_in_source(source: str, path: str) -> list[Finding]:
         message = None
         if isinstance(node, ast.Call):
             message = _call_problem(node, aliases)
-        elif isinstance(node, ast.Name) and node.id == "csrf_exempt" or (
-                isinstance(node, ast.Attribute) and node.attr == "csrf_exempt"):
-            message = "csrf_exempt switches off CSRF protection"
-        elif isinstance(node, ast.alias) and node.name.split(".")[-1] == "csrf_exempt":
+        elif _names_csrf_exempt(node):
             message = "csrf_exempt switches off CSRF protection"
         if message and "# forbidden-ok:" not in lines[node.lineno - 1]:
             found.append(Finding(path, node.lineno, message))

@@ -185,7 +185,7 @@ def run_engine(federation, submissions) -> float:
         chunk = submissions[start:start + size]
         outcomes = predict_in_sandbox([data for s in chunk for data in files[s.id]], features, n_classes=2,
                                       limits=sandbox_limits(), model_limits=model_limits())
-        for index, submission in enumerate(chunk):
+        for index in range(len(chunk)):
             probabilities = np.stack([outcomes[2 * index].probabilities, outcomes[2 * index + 1].probabilities])
             signal = algorithm.member_signal(probabilities[:, :len(public)], member=members[start + index],
                                              n_classes=2, params=PARAMETERS)

@@ -16,7 +16,7 @@ from django.db import transaction
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
-from tests.security.conftest import MEMBERS, SILOS
+from tests.security.conftest import SILOS
 
 PRINCIPALS = ("silo_a", "silo_b", "buyer_a", "buyer_b", "operator", "anonymous")
 ALLOW, FORBIDDEN, HIDDEN, SIGN_IN = "allow", 403, 404, 401
@@ -236,7 +236,7 @@ def test_every_principal_gets_exactly_what_the_policy_allows_on_every_object(wor
     mismatches = []
     for (method, path), rule in sorted(POLICY.items()):
         for owner, parameters in targets[rule.targets].items():
-            url = re.sub(r"\{(\w+)\}", lambda match: str(parameters[match.group(1)]), path)
+            url = re.sub(r"\{(\w+)\}", lambda match, parameters=parameters: str(parameters[match.group(1)]), path)
             for principal in PRINCIPALS:
                 cache.clear()  # throttles count every call; this test is about who, not how often
                 expected = KNOWN_DEFECTS.get((method, path, principal, owner), rule.expected(principal, owner))

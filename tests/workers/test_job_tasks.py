@@ -8,7 +8,6 @@ import time
 import pytest
 
 from market.jobs.models import GlobalModel, Job, JobOutbox, JobStatus
-from market.storage import artifact_read
 from market.submissions.models import ModelFile
 from tests.conftest import api_client_for, wait_until
 from tests.market.jobs.conftest import (FAST_FEDKT, fedkt_student_files, fedkt_submissions,  # noqa: F401 (fixtures)
@@ -114,7 +113,7 @@ def test_the_same_start_delivered_three_times_runs_the_job_once(fast_jobs, media
     job_start_task.delay(job_id)
     job_start_task.delay(job_id)
     with job_worker(fast_jobs, media_root, tmp_path / "worker.log", concurrency=2):
-        job = wait_for_job(job_id)
+        wait_for_job(job_id)
         time.sleep(2)  # let the duplicates reach the workers
     assert_ran_once(Job.objects.get(id=job_id))  # the two duplicates claimed nothing
 

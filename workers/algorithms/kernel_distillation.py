@@ -137,7 +137,8 @@ class KernelDistilledClassifier(ClassifierMixin, BaseEstimator):
         residual_norm = np.einsum("ij,ij->j", residual, residual)
         stop = (self.tol ** 2) * np.maximum(np.einsum("ij,ij->j", targets, targets), 1e-300)
         self.n_iter_ = 0
-        for self.n_iter_ in range(1, self.max_iter + 1):
+        for iteration in range(1, self.max_iter + 1):
+            self.n_iter_ = iteration
             if np.all(residual_norm <= stop):
                 break
             image = self._kernel_times(X, direction)

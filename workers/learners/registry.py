@@ -13,7 +13,7 @@ Models are single-threaded by default (``n_jobs=1``): FedKT parallelises across 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Union
+from typing import Any
 
 from sklearn.base import BaseEstimator, clone
 from sklearn.ensemble import RandomForestClassifier
@@ -22,7 +22,7 @@ from sklearn.linear_model import LogisticRegression
 
 from workers.learners.torch_classifier import TorchClassifier
 
-Learner = Union[str, Mapping, BaseEstimator]
+Learner = str | Mapping | BaseEstimator
 
 
 def _decision_tree(**params) -> BaseEstimator:

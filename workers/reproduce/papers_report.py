@@ -146,7 +146,9 @@ def cpfl_plot(folder: Path) -> None:
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     for alpha in sorted({r["alpha"] for r in records}):
         cohorts = sorted({r["n_cohorts"] for r in records if r["alpha"] == alpha})
-        mean = lambda key, k: np.mean([r[key] for r in records if r["alpha"] == alpha and r["n_cohorts"] == k])  # noqa: E731
+        def mean(key, k, alpha=alpha):
+            return np.mean([r[key] for r in records if r["alpha"] == alpha and r["n_cohorts"] == k])
+
         left.plot(cohorts, [100 * mean("student", k) for k in cohorts], marker="o", label=f"student α={alpha:g}")
         left.plot(cohorts, [100 * mean("teacher", k) for k in cohorts], marker="x", linestyle="--",
                   label=f"teacher α={alpha:g}")

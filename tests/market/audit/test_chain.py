@@ -30,9 +30,9 @@ def test_an_empty_log_verifies(db):
                                        "DELETE FROM audit_auditevent"])
 def test_the_database_refuses_to_update_or_delete_audit_entries(silo_user, statement):
     three_events(silo_user)
-    with pytest.raises(DatabaseError, match="audit events are append-only"):
-        with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(statement)
+    with pytest.raises(DatabaseError, match="audit events are append-only"), transaction.atomic(), \
+            connection.cursor() as cursor:
+        cursor.execute(statement)
     assert AuditEvent.objects.count() == 3
     assert audit_chain_verify().ok
 

@@ -5,7 +5,7 @@ import pytest
 from market.accounts.services import organisation_create, user_create
 from market.audit.models import AuditEvent
 from market.audit.selectors import audit_chain_verify
-from market.errors import PermissionDenied
+from market.errors import PermissionDenied, RefusedFormat
 from market.federations.services import federation_join
 from market.submissions.services import UploadedModel, submission_create, submission_validate
 
@@ -52,7 +52,7 @@ def test_a_refused_upload_is_audited_with_the_reason(federation_with_data, other
 
 
 def test_an_upload_in_a_refused_format_is_audited_with_the_reason(federation_with_data, silo_user):
-    with pytest.raises(Exception):
+    with pytest.raises(RefusedFormat):
         upload(federation_with_data, silo_user, {"model.pkl": b"\x80\x04\x95pickle"})
     [(outcome, actor, _, details)] = events("submission.uploaded")
     assert (outcome, actor) == ("refused", "sam-silo")

@@ -63,9 +63,8 @@ def test_a_job_that_would_overspend_is_refused_and_nothing_is_written(make_job, 
     limit_all(federation_with_data, "5", operator)  # one job needs ε ≈ 5.33
     entries_before = BudgetEntry.objects.count()
     job = make_job()
-    with pytest.raises(BudgetExceeded) as refused:
-        with transaction.atomic():
-            budget_reserve_for_job(job=job, actor=operator)
+    with pytest.raises(BudgetExceeded) as refused, transaction.atomic():
+        budget_reserve_for_job(job=job, actor=operator)
     budget_refusal_record(error=refused.value, actor=operator, target=job)
     assert f"Northwind Hospital's privacy budget in 'adult-income' has ε = 5.000000 left, but job #{job.id} needs ε = " \
            f"{epsilon_decimal(ONE_JOB.report.epsilon)} more (party-level)" in str(refused.value)

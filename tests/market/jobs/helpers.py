@@ -34,7 +34,7 @@ def job_worker(settings, media_root, log_path: Path, *, beat: bool = True, concu
     if beat:
         arguments.append("-B")
     (log_path.parent / "var").mkdir(exist_ok=True)
-    log = open(log_path, "ab")
+    log = open(log_path, "ab")  # noqa: SIM115 - the worker writes to it while it runs; closed after it stops
     worker = subprocess.Popen(arguments, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
                               start_new_session=True)
     try:

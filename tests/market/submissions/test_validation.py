@@ -1,7 +1,6 @@
 """The validation service, in this process: sandboxed prediction on public rows decides valid or rejected."""
 
 import numpy as np
-import pytest
 
 from market.storage import artifact_read, arrays_from_npz
 from market.submissions.models import Submission, SubmissionStatus

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
+from tests.conftest import DATA_DIR
 from workers.modelio import export
 
-ADULT = Path(__file__).resolve().parents[4] / "shared" / "data" / "adult.parquet"
+ADULT = DATA_DIR / "adult.parquet"
 N_FEATURES = 6
 
 

@@ -176,7 +176,7 @@ def test_safetensors_network_predicts_softmax_of_its_logits(toy_data, toy_mlp):
     with torch.no_grad():
         expected = torch.softmax(module(torch.from_numpy(features)).double(), dim=1).numpy()
     np.testing.assert_allclose(outcome.probabilities, expected, atol=1e-6)
-    assert N_FEATURES == features.shape[1]
+    assert features.shape[1] == N_FEATURES
 
 
 def test_a_model_past_the_cpu_limit_gets_an_error():

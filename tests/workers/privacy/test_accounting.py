@@ -259,7 +259,7 @@ def test_data_independent_epsilon_never_decreases_with_gamma_or_one_over_sigma(
 ):
     for bound in (server_noise_privacy_bound, party_noise_privacy_bound):
 
-        def epsilon(mechanism):
+        def epsilon(mechanism, bound=bound):
             return bound(
                 mechanism=mechanism, n_queries=n_queries, partitions=partitions, teachers=5, delta=DELTA
             ).epsilon

@@ -47,7 +47,7 @@ def test_laplace_party_curve_with_k_submissions_equals_the_discrete_sum_at_shift
     support = np.arange(-3000, 3001)
     log_pmf = -gamma * np.abs(support) - logsumexp(-gamma * np.abs(support))
     for order in (2.0, 8.0, 32.0):
-        index = int(np.flatnonzero(RENYI_ORDERS == order)[0])
+        index = int(np.flatnonzero(order == RENYI_ORDERS)[0])
         by_hand = 2 / (order - 1) * logsumexp(order * log_pmf[shift:] + (1 - order) * log_pmf[:-shift])
         assert cost.rdp[index] == pytest.approx(by_hand, rel=1e-9)
 

@@ -314,7 +314,7 @@ def simulation_run(settings: SimulationSettings) -> SimulationReport:
     say(f"Federation '{slug}': {settings.silos} silos with Dirichlet(β={settings.beta}) shares of "
         f"{sum(len(share) for share in shares)} rows ({min(map(len, shares))}–{max(map(len, shares))} each).")
     with tempfile.TemporaryDirectory(prefix="onefold-simulation-", dir=settings.work_dir) as work:
-        for index, ((username, _), share) in enumerate(zip(accounts["silos"], shares), start=1):
+        for (username, _), share in zip(accounts["silos"], shares):
             folder = Path(work) / username
             folder.mkdir()
             report.submissions.append(silo_submission(settings, slug, username, share, folder))
