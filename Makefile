@@ -5,13 +5,20 @@ BIN := $(VENV)/bin
 TEST_ENV := ONEFOLD_DEBUG=true DATABASE_URL=postgres://postgres@127.0.0.1:5432/onefold \
 	CELERY_BROKER_URL=redis://127.0.0.1:6379/15
 
-.PHONY: run test services check demo fuzz
+.PHONY: run test services check lint lock demo fuzz
 
-$(BIN)/.installed: requirements.txt requirements-dev.txt
+# The virtualenv holds exactly requirements-lock.txt: every transitive dependency pinned.
+$(BIN)/.installed: requirements-lock.txt requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip==25.3
-	$(BIN)/pip install --quiet -r requirements-dev.txt
+	$(BIN)/pip install --quiet -r requirements-lock.txt
 	touch $@
+
+# After changing requirements.txt or requirements-dev.txt: pin the new set in requirements-lock.txt (pip-tools;
+# it sees this machine's local torch wheel, which uv does not). Pins already in the lock are kept.
+lock: $(BIN)/.installed
+	$(BIN)/pip-compile --quiet --strip-extras --no-emit-index-url --no-emit-find-links \
+		--output-file requirements-lock.txt requirements-dev.txt
 
 run: $(BIN)/.installed
 	ONEFOLD_DEBUG=true $(BIN)/python manage.py migrate --noinput
@@ -45,8 +52,12 @@ services:
 fuzz: $(BIN)/.installed services
 	PYTHON_BIN=$(BIN)/python bash .ci/fuzz
 
-# Forbidden patterns, bandit and pip-audit (.ci/security); `make test` runs them first.
-check: $(BIN)/.installed
+# ruff (format and lint), import contracts and cycles, mypy on the pure core (.ci/lint); then forbidden patterns,
+# bandit and pip-audit (.ci/security). `make test` (and so CI) runs them first.
+lint: $(BIN)/.installed
+	PYTHON_BIN=$(BIN)/python bash .ci/lint
+
+check: lint
 	PYTHON_BIN=$(BIN)/python bash .ci/security
 
 test: $(BIN)/.installed services check

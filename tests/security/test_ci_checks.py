@@ -16,6 +16,7 @@ def load(name: str):
 
 pip_audit_check = load("pip_audit_check")
 bandit_check = load("bandit_check")
+import_cycles = load("import_cycles")
 TODAY = datetime.date(2026, 11, 23)
 
 
@@ -73,3 +74,30 @@ def test_the_reviewed_bandit_list_gives_every_entry_a_reason_and_date():
 
     entries = tomllib.loads((ROOT / ".ci" / "bandit-reviewed.toml").read_text())["finding"]
     assert entries and all(entry["reason"].strip() and datetime.date.fromisoformat(entry["reviewed"]) for entry in entries)
+
+
+def test_the_lock_file_pins_every_requirement_at_its_own_version():
+    locked = {}
+    for line in (ROOT / "requirements-lock.txt").read_text().splitlines():
+        name, separator, version = line.partition("==")
+        if separator and not line.startswith((" ", "#")):
+            locked[name.lower().replace("_", "-")] = version.split("+")[0]  # torch==2.13.0+cpu: the local CPU build
+    pins = pip_audit_check.pinned_versions()
+    assert {name: locked.get(name) for name in pins} == pins, "run `make lock` after changing a requirements file"
+
+
+class MadeUpGraph:
+    def __init__(self, imports: dict[str, set[str]]):
+        self.imports = imports
+        self.modules = set(imports)
+
+    def find_modules_directly_imported_by(self, module: str) -> set[str]:
+        return self.imports[module] | {"django.db"}  # an outside module is never part of a cycle
+
+
+def test_import_cycles_are_the_strongly_connected_groups_of_modules():
+    graph = MadeUpGraph({"market.a": {"workers.b"}, "workers.b": {"market.c"}, "market.c": {"market.a", "workers.d"},
+                         "workers.d": set(), "workers.e": {"workers.f"}, "workers.f": {"workers.e"},
+                         "frontend.g": {"market.a"}})
+    assert import_cycles.import_cycles(graph) == [["market.a", "market.c", "workers.b"], ["workers.e", "workers.f"]]
+    assert import_cycles.import_cycles(MadeUpGraph({"market.a": {"workers.b"}, "workers.b": set()})) == []
