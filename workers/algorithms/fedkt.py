@@ -31,20 +31,25 @@ from __future__ import annotations
 
 import multiprocessing
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from sklearn.ensemble._forest import BaseForest
+from sklearn.tree import BaseDecisionTree
 
 from workers.algorithms.stages import StageClock, StageStats, merge_stages
 from workers.algorithms.transfer import Query, child_seeds, fit_on_votes, predict_classes, select_queries
 from workers.algorithms.voting import consistent_vote_counts, vote_counts
-from workers.learners import Learner, fit_aligned
+from workers.learners import Learner, fit_aligned, make_learner
 
 __all__ = ["FedKTConfig", "FedKTResult", "PartyResult", "ServerResult", "child_seeds", "fedkt_fit", "fit_on_votes",
            "fit_parties", "party_fit", "party_students", "predict_classes", "select_queries", "server_fit",
            "train_teachers"]
+
+
+_NATIVE_TREES = (BaseDecisionTree, BaseForest)
 
 
 @dataclass(frozen=True)
@@ -236,14 +241,23 @@ def _limit_threads() -> None:
     torch.set_num_threads(1)
 
 
+def runs_without_the_gil(*learners: Learner) -> bool:
+    """True when every learner is a scikit-learn tree or forest: their fits and predictions spend
+    their time in Cython that releases the GIL, so threads of one process run them in parallel
+    without starting, importing into or pickling to worker processes."""
+    return all(isinstance(make_learner(learner), _NATIVE_TREES) for learner in learners)
+
+
 def fit_parties(parties: Sequence[tuple[Any, Any]], public_features, *, n_classes: int, config: FedKTConfig,
                 noise=None, seed: int, n_jobs: int = 1) -> tuple[PartyResult, ...]:
-    """:func:`party_fit` for every party, in ``n_jobs`` worker processes (1: in this process).
+    """:func:`party_fit` for every party, ``n_jobs`` at a time (1: one after the other in this thread).
     Party ``j`` gets the ``j``-th child seed of ``seed``, so results do not depend on ``n_jobs``.
 
-    Workers are started with ``spawn``: a script calling this with ``n_jobs > 1`` needs the
-    ``if __name__ == "__main__":`` guard, and a daemonic process (a Celery prefork child) cannot
-    start them, so call it there with ``n_jobs=1`` and fan out with Celery instead."""
+    Tree and forest learners (:func:`runs_without_the_gil`) run in ``n_jobs`` threads of this
+    process, which also works inside a Celery prefork child. Other learners (torch, XGBoost,
+    linear) run in worker processes started with ``spawn``: a script calling this with
+    ``n_jobs > 1`` needs the ``if __name__ == "__main__":`` guard, and a daemonic process (a Celery
+    prefork child) cannot start them, so call it there with ``n_jobs=1`` and fan out with Celery."""
     keywords = {"n_classes": n_classes, "teacher": config.teacher, "student": config.student,
                 "partitions": config.partitions, "teachers": config.teachers, "query": config.party_query,
                 "noise": noise}
@@ -251,9 +265,25 @@ def fit_parties(parties: Sequence[tuple[Any, Any]], public_features, *, n_classe
              for (features, labels), party_seed in zip(parties, child_seeds(seed, len(parties)))]
     if n_jobs <= 1:
         return tuple(_party_task(task) for task in tasks)
+    if runs_without_the_gil(config.teacher, config.student):
+        with ThreadPoolExecutor(max_workers=n_jobs) as pool:
+            return tuple(pool.map(_party_task, tasks))
     context = multiprocessing.get_context("spawn")   # fork after torch/OpenMP start-up can deadlock
     with ProcessPoolExecutor(max_workers=n_jobs, mp_context=context, initializer=_limit_threads) as pool:
         return tuple(pool.map(_party_task, tasks))
+
+
+def predict_students(party_results: Sequence[PartyResult], public_features, *, n_jobs: int = 1) -> np.ndarray:
+    """Every party's students' classes on the public data: int64 array (n_parties, s, n_public),
+    parties predicted ``n_jobs`` at a time in threads where the students are trees or forests."""
+    def predict(party: PartyResult) -> np.ndarray:
+        return predict_classes(party.students, public_features)
+
+    if n_jobs > 1 and all(isinstance(getattr(student, "estimator_", None), _NATIVE_TREES + (type(None),))
+                          for party in party_results for student in party.students):
+        with ThreadPoolExecutor(max_workers=n_jobs) as pool:
+            return np.stack(list(pool.map(predict, party_results)))
+    return np.stack([predict(party) for party in party_results])
 
 
 def fedkt_fit(parties: Sequence[tuple[Any, Any]], public_features, *, n_classes: int, config: FedKTConfig,
@@ -273,7 +303,7 @@ def fedkt_fit(parties: Sequence[tuple[Any, Any]], public_features, *, n_classes:
         party_results = fit_parties(parties, public_features, n_classes=n_classes, config=config,
                                     noise=party_noise, seed=party_seed, n_jobs=n_jobs)
     with clock.stage("server_votes"):
-        predictions = np.stack([predict_classes(party.students, public_features) for party in party_results])
+        predictions = predict_students(party_results, public_features, n_jobs=n_jobs)
     server = server_fit(predictions, public_features, n_classes=n_classes, final=config.final,
                         query=config.server_query, noise=server_noise, seed=server_seed)
     stages = merge_stages([party.stages for party in party_results] + [clock.stages, server.stages])

@@ -14,6 +14,8 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
+from workers.learners.forest import fit_estimator
+
 PREDICT_BATCH_SIZE = 65_536
 
 
@@ -47,7 +49,7 @@ class AlignedClassifier(ClassifierMixin, BaseEstimator):
         if len(self.present_classes_) == 1:
             self.estimator_ = None
         else:
-            self.estimator_ = clone(self.estimator).fit(X, encoded)
+            self.estimator_ = fit_estimator(clone(self.estimator), X, encoded)
         return self
 
     def predict_proba(self, X) -> np.ndarray:

@@ -68,10 +68,27 @@ def test_fedkt_l0_on_digits_with_torch_mlps_and_mixed_families(digits):
     assert np.array_equal(predictions, second.final_model.predict(test_x))
 
 
-def test_parties_in_worker_processes_give_the_same_model_as_in_process(breast_cancer):
+def test_tree_parties_in_threads_give_the_same_run_as_one_after_the_other(breast_cancer, monkeypatch):
+    import workers.algorithms.fedkt as fedkt
+
     parties, public_x, test_x, _ = breast_cancer
     serial = fedkt_fit(parties, public_x, n_classes=2, config=FOREST_CONFIG, seed=1, n_jobs=1)
+    monkeypatch.setattr(fedkt, "ProcessPoolExecutor", None)       # trees must not start worker processes
     parallel = fedkt_fit(parties, public_x, n_classes=2, config=FOREST_CONFIG, seed=1, n_jobs=2)
+    assert np.array_equal(serial.final_model.predict_proba(test_x), parallel.final_model.predict_proba(test_x))
+    assert np.array_equal(serial.server.consistent_counts, parallel.server.consistent_counts)
+    for mine, theirs in zip(serial.parties, parallel.parties):
+        for student, other in zip(mine.students, theirs.students):
+            assert np.array_equal(student.predict_proba(public_x), other.predict_proba(public_x))
+    predictions = fedkt.predict_students(serial.parties, public_x, n_jobs=1)
+    assert np.array_equal(predictions, fedkt.predict_students(parallel.parties, public_x, n_jobs=2))
+
+
+def test_other_learners_in_worker_processes_give_the_same_model_as_in_process(breast_cancer):
+    parties, public_x, test_x, _ = breast_cancer
+    config = FedKTConfig(teacher="logistic_regression", student="logistic_regression", final="logistic_regression")
+    serial = fedkt_fit(parties, public_x, n_classes=2, config=config, seed=1, n_jobs=1)
+    parallel = fedkt_fit(parties, public_x, n_classes=2, config=config, seed=1, n_jobs=2)
     assert np.array_equal(serial.final_model.predict(test_x), parallel.final_model.predict(test_x))
 
 

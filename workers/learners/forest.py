@@ -1,0 +1,108 @@
+"""A lean fit for scikit-learn's random forests: the same trees, without the per-tree Python overhead.
+
+``RandomForestClassifier.fit`` spends about half of its time on a 6,000-row, depth-6, 100-tree
+forest (FedKT's default student) outside the Cython tree builder: per tree it clones and
+re-parameterises an estimator through ``inspect`` (``get_params``/``set_params``), re-checks the
+targets (``np.unique``), re-validates the sample weights and goes through joblib's dispatch
+(profile of a whole FedKT run, ``benchmarks/engine.md``). :func:`fit_estimator` does the input
+checks once per forest and calls the same Cython builder per tree with the same random draws, so
+the fitted forest is a genuine ``RandomForestClassifier`` whose trees are node for node those of
+``forest.fit(X, y)`` (``tests/workers/test_forest_fit.py``), exported and predicted as before.
+
+Only the settings FedKT's learners use take the lean path (bootstrap without ``max_samples``, no
+class weights, no out-of-bag score, no warm start, no leaf-count limit, no monotonic constraints,
+no pruning, one job, finite dense data); anything else goes through scikit-learn's own ``fit``.
+"""
+
+from __future__ import annotations
+
+import numbers
+import numpy as np
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.tree import DecisionTreeClassifier
+from sklearn.tree._classes import CRITERIA_CLF, DENSE_SPLITTERS
+from sklearn.tree._tree import DepthFirstTreeBuilder, Tree
+from sklearn.utils import check_random_state
+from sklearn.utils.multiclass import check_classification_targets
+
+_MAX_INT = np.iinfo(np.int32).max
+
+
+def fit_estimator(estimator, features, labels):
+    """``estimator.fit(features, labels)``, through :func:`fit_forest` where it applies; returns the estimator."""
+    if type(estimator) is RandomForestClassifier and _lean_forest_applies(estimator, features):
+        return fit_forest(estimator, features, labels)
+    return estimator.fit(features, labels)
+
+
+def _lean_forest_applies(forest: RandomForestClassifier, features) -> bool:
+    if not isinstance(features, np.ndarray) or features.ndim != 2 or features.dtype.kind not in "fiub":
+        return False
+    settings = forest.get_params(deep=False)
+    return (bool(settings["bootstrap"]) and settings["max_samples"] is None and settings["class_weight"] is None
+            and not settings["oob_score"] and not settings["warm_start"] and settings["max_leaf_nodes"] is None
+            and settings["monotonic_cst"] is None and settings["ccp_alpha"] == 0.0
+            and settings["n_jobs"] in (None, 1) and settings["criterion"] in CRITERIA_CLF
+            and isinstance(settings["min_samples_leaf"], numbers.Integral)
+            and isinstance(settings["min_samples_split"], numbers.Integral)
+            and bool(np.isfinite(features).all()))
+
+
+def _max_features(setting, n_features: int) -> int:
+    """scikit-learn's reading of ``max_features`` (``BaseDecisionTree._fit``)."""
+    if setting == "sqrt":
+        return max(1, int(np.sqrt(n_features)))
+    if setting == "log2":
+        return max(1, int(np.log2(n_features)))
+    if setting is None:
+        return n_features
+    if isinstance(setting, numbers.Integral):
+        return int(setting)
+    return max(1, int(setting * n_features)) if setting > 0.0 else 0
+
+
+def fit_forest(forest: RandomForestClassifier, features, labels) -> RandomForestClassifier:
+    """Fit ``forest`` as ``forest.fit(features, labels)`` would (same trees, same attributes), checking
+    the data once rather than once per tree. The caller ensures :func:`_lean_forest_applies`."""
+    features = np.ascontiguousarray(features, dtype=np.float32)
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or len(labels) != len(features) or len(labels) == 0:
+        raise ValueError(f"Expected {len(features)} labels in a 1-D array, got shape {labels.shape}.")
+    check_classification_targets(labels)
+    classes, encoded = np.unique(labels, return_inverse=True)
+    n_samples, n_features = features.shape
+    targets = np.ascontiguousarray(encoded.reshape(-1, 1), dtype=np.float64)
+    tree_classes = np.arange(len(classes), dtype=np.float64)      # what each tree sees: the encoded labels
+    n_classes = np.array([len(classes)], dtype=np.intp)
+
+    forest.n_features_in_ = n_features
+    forest._n_samples, forest.n_outputs_ = n_samples, 1
+    forest._sample_weight, forest._n_samples_bootstrap = None, n_samples
+    forest._validate_estimator()
+    tree_settings = {name: getattr(forest, name) for name in forest.estimator_params}
+    max_features = _max_features(forest.max_features, n_features)
+    min_samples_leaf = forest.min_samples_leaf
+    min_samples_split = max(forest.min_samples_split, 2 * min_samples_leaf)
+    max_depth = _MAX_INT if forest.max_depth is None else forest.max_depth
+    forest_random = check_random_state(forest.random_state)
+
+    trees = []
+    for _ in range(forest.n_estimators):
+        tree = DecisionTreeClassifier(**{**tree_settings, "random_state": forest_random.randint(_MAX_INT)})
+        tree_random = np.random.RandomState(tree.random_state)
+        # the bootstrap draw and the splitter each start from the tree's seed, as in scikit-learn
+        sample_indices = tree_random.randint(0, n_samples, n_samples).astype(np.int32)
+        sample_weight = np.bincount(sample_indices, minlength=n_samples).astype(np.float64)
+        min_weight_leaf = forest.min_weight_fraction_leaf * sample_weight.sum()
+        criterion = CRITERIA_CLF[forest.criterion](1, n_classes)
+        splitter = DENSE_SPLITTERS["best"](criterion, max_features, min_samples_leaf, min_weight_leaf,
+                                           np.random.RandomState(tree.random_state), None)
+        tree.tree_ = Tree(n_features, n_classes, 1)
+        DepthFirstTreeBuilder(splitter, min_samples_split, min_samples_leaf, min_weight_leaf, max_depth,
+                              forest.min_impurity_decrease).build(tree.tree_, features, targets, sample_weight, None)
+        tree.n_features_in_, tree.n_outputs_, tree.max_features_ = n_features, 1, max_features
+        tree.classes_, tree.n_classes_ = tree_classes, len(classes)
+        trees.append(tree)
+    forest.estimators_ = trees
+    forest.classes_, forest.n_classes_ = classes, len(classes)
+    return forest
