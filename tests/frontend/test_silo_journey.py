@@ -56,6 +56,7 @@ def test_silo_uploads_from_metadata_json_and_sees_its_budget_and_earnings(
     assert page.get_by_label("Local training examples").input_value() == "2000"
     assert page.get_by_label("Label distribution").input_value() == "[1520,480]"
     assert page.get_by_label("Privacy level").input_value() == "L0"
+    assert page.get_by_label("Feature view").input_value() == "one_hot"     # the one control, filled in too
     page.set_input_files("#field-files", files=[
         {"name": name, "mimeType": "application/json", "buffer": data}
         for name, data in zip(METADATA["files"], student_model_files)])
