@@ -78,6 +78,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "market.server_timing.ServerTimingMiddleware",  # first, so that its total covers every other middleware
     "django.middleware.security.SecurityMiddleware",
     "market.client_address.ClientAddressMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -90,6 +91,9 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+
+# A Server-Timing header with the request's database time and the rest (market/server_timing.py); for measuring.
+ONEFOLD_SERVER_TIMING = env_bool("ONEFOLD_SERVER_TIMING", False)
 
 ROOT_URLCONF = "market.urls"
 WSGI_APPLICATION = "market.wsgi.application"
@@ -108,10 +112,14 @@ if "DATABASE_URL" not in os.environ:  # the embedded default: SQLite in the var 
     VAR_DIR.mkdir(parents=True, exist_ok=True)
 DATABASES = {"default": dj_database_url.parse(
     env_text("DATABASE_URL", f"sqlite:///{VAR_DIR / 'onefold.sqlite3'}"), conn_max_age=0)}
-_conn_max_age = env_text("ONEFOLD_DB_CONN_MAX_AGE", "0")
+# Persistent connections by default: opening one per request cost about a third of a catalog request
+# (benchmarks/catalog.md). Each web thread or worker process then holds one connection; the health check replaces
+# a connection the server closed.
+_conn_max_age = env_text("ONEFOLD_DB_CONN_MAX_AGE", "60")
 if not _conn_max_age.isdigit():
     raise ImproperlyConfigured(f"ONEFOLD_DB_CONN_MAX_AGE must be a whole number of seconds, not {_conn_max_age!r}.")
-DATABASES["default"]["CONN_MAX_AGE"] = int(_conn_max_age)  # 0: a new connection per request (the default)
+DATABASES["default"]["CONN_MAX_AGE"] = int(_conn_max_age)  # 0: a new connection per request
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_USER_MODEL = "accounts.User"
 LOGIN_URL = "login"
@@ -240,6 +248,9 @@ ONEFOLD_SIGNIN_WINDOW_SECONDS = env_int("ONEFOLD_SIGNIN_WINDOW_SECONDS", 15 * 60
 _CACHE_URL = env_text("ONEFOLD_CACHE_URL", "")
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _CACHE_URL}
           if _CACHE_URL else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# Seconds a catalog page may stay in the cache (market/commerce/catalog_cache.py; a listing change drops it at once).
+# Needs the shared cache: off (0) by default without ONEFOLD_CACHE_URL.
+ONEFOLD_CATALOG_CACHE_SECONDS = env_int("ONEFOLD_CATALOG_CACHE_SECONDS", 60 if _CACHE_URL else 0, minimum=0)
 
 if not DEBUG and (len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5):
     raise ImproperlyConfigured("ONEFOLD_SECRET_KEY must be a random string of at least 50 characters.")

@@ -1,10 +1,12 @@
 """Reads of the market: the catalog, listings, wallets and their ledgers, purchases, earnings, entitlements."""
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.db.models import Count, Q, QuerySet, Sum
 
 from market.accounts.models import Organisation, User
+from market.commerce.catalog_cache import catalog_cached
 from market.commerce.models import (Entitlement, Listing, ListingStatus, Purchase, Wallet, WalletEntry,
                                     WalletEntryKind)
 from market.errors import InvalidInput, NotFound, PermissionDenied
@@ -77,6 +79,29 @@ def listing_list(*, user: User, filters: CatalogFilters = CatalogFilters()) -> Q
     for field, minimum in filters.metric_minimums:
         listings = listings.filter(**{f"{field}__gte": minimum})
     return listings.order_by(*CATALOG_ORDERINGS[filters.ordering])
+
+
+@dataclass(frozen=True)
+class CatalogPage:
+    count: int  # listings that match the filters, on every page
+    rows: list  # the page's listings, ``present(.values(*fields))``, in catalog order
+
+
+def catalog_page(*, user: User, filters: CatalogFilters, fields: tuple[str, ...], limit: int, offset: int,
+                 present: Callable[[list[dict]], list] = list) -> CatalogPage:
+    """One page of the catalog (``listing_list``'s rule), from the cache while no listing has changed. Rows are
+    plain values, not model instances, turned by ``present`` into what the caller sends once per cached page."""
+    audience = "operator" if user.is_operator else "everyone else"  # the only thing listing_list asks of the user
+
+    def read() -> tuple[int, list]:
+        listings = listing_list(user=user, filters=filters)
+        count = listings.count()
+        rows = list(listings.values(*fields)[offset:offset + limit]) if count > 0 and offset <= count else []
+        return count, present(rows)
+
+    request_key = (audience, filters, fields, limit, offset, f"{present.__module__}.{present.__qualname__}")
+    count, rows = catalog_cached(request_key, read)
+    return CatalogPage(count=count, rows=rows)
 
 
 def listing_get(*, listing_id: int, user: User) -> Listing:

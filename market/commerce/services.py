@@ -13,6 +13,7 @@ from django.utils import timezone
 from market.accounts.models import Organisation, User
 from market.audit.models import AuditOutcome
 from market.audit.services import audit_record
+from market.commerce.catalog_cache import catalog_changed
 from market.commerce.models import (Entitlement, IdempotencyKey, Listing, ListingStatus, Purchase, Wallet, WalletEntry,
                                     WalletEntryKind)
 from market.commerce.quality import QualityVerdict, quality_verdict
@@ -62,6 +63,7 @@ def listing_create(*, global_model: GlobalModel, name: str, description: str, li
         previous_version=previous_version, model_family=global_model.model_family,
         privacy_level=global_model.job.privacy_level, created_by=actor,
         **{metric: metrics.get(metric) for metric in ("accuracy", "balanced_accuracy", "macro_f1", "roc_auc")})
+    catalog_changed()
     audit_record(action="listing.created", actor=actor, target=listing, request=request,
                  details={"global_model": global_model.id, "price_cents": price_cents})
     return listing
@@ -110,6 +112,7 @@ def _publish_in_transaction(*, listing: Listing, actor: User, verdict: QualityVe
     if not Listing.objects.filter(pk=listing.pk, status=ListingStatus.DRAFT).update(
             status=ListingStatus.PUBLISHED, published_at=now, publish_override_reason=override_reason):
         raise _not_a_draft(listing)
+    catalog_changed()
     if listing.previous_version_id is not None:
         Listing.objects.filter(pk=listing.previous_version_id, status=ListingStatus.PUBLISHED).update(
             status=ListingStatus.RETIRED, retired_at=now)
@@ -132,6 +135,7 @@ def listing_retire(*, listing: Listing, actor: User, request=None) -> Listing:
             status=ListingStatus.RETIRED, retired_at=timezone.now()):
         raise Conflict(f"Listing #{listing.pk} is not on sale (it is {listing.get_status_display().lower()}); "
                        "only published listings can be retired.")
+    catalog_changed()
     audit_record(action="listing.retired", actor=actor, target=listing, request=request)
     listing.refresh_from_db()
     return listing
