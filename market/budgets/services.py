@@ -24,8 +24,8 @@ from market.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from market.federations.models import PrivacyLevel
 from market.jobs.models import Job
 from market.submissions.models import Submission
-from workers.privacy.costs import PrivacyCost, declared_cost, noise_mechanism
-from workers.privacy.rdp import RENYI_ORDERS
+from workers.privacy.costs import PrivacyCost, declared_cost
+from workers.privacy.declarations import party_side_rdp
 from workers.privacy.reports import PARTY_LEVEL, PrivacyReport
 
 __all__ = ["BudgetExceeded", "budget_calibrate", "budget_charge_for_job", "budget_charge_for_submission",
@@ -157,8 +157,7 @@ def budget_release_for_job(*, job: Job) -> None:
 
 def _submission_cost(submission: Submission) -> PrivacyCost:
     report = PrivacyReport(**submission.privacy_report)
-    noise = noise_mechanism(mechanism=report.mechanism, gamma=report.gamma, sigma=report.sigma)
-    curve = report.n_queries * noise.query_rdp(RENYI_ORDERS, vote_shift=1)  # n_queries counts q·s already
+    curve = party_side_rdp(report)  # FedKT vote noise or DP-SGD (Opacus' RDP accountant)
     return declared_cost(epsilon=float(submission.declared_epsilon), delta=report.delta, bound=report, bound_rdp=curve)
 
 

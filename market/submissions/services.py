@@ -25,11 +25,13 @@ from market.submissions.models import ModelFile, Submission, SubmissionOutbox, S
 from workers.features import ONE_HOT_VIEW, view_width
 from workers.modelio import (ModelLimits, RefusedModelError, SandboxLimits, identify_format, inspect_model,
                              predict_in_sandbox)
-from workers.privacy.accounting import party_noise_privacy_bound
-from workers.privacy.mechanisms import GaussianNoise, LaplaceNoise
+from workers.privacy.declarations import is_dp_sgd, party_side_bound
+from workers.privacy.reports import DP_SGD_MECHANISM
 
 logger = logging.getLogger(__name__)
 PROBABILITY_TOLERANCE = 1e-3
+#: Model families a DP-SGD declaration may come with: the model zoo's networks.
+DP_SGD_FAMILIES = ("mlp", "cnn")
 
 
 @dataclass(frozen=True)
@@ -51,12 +53,10 @@ def sandbox_limits() -> SandboxLimits:
                          wall_seconds=settings.ONEFOLD_SANDBOX_WALL_SECONDS)
 
 
-L2_PARAMETERS = ("delta", "partitions", "teachers", "queries")
-
-
 def _check_privacy_declaration(*, federation: Federation, privacy_level: str, privacy_parameters: dict,
-                               declared_epsilon: float | None) -> dict | None:
-    """Check the declared privacy; for L2 return the data-independent report the parameters imply."""
+                               declared_epsilon: float | None, model_family: str, n_local_examples: int) -> dict | None:
+    """Check the declared privacy; for L2 return the data-independent report the parameters imply
+    (FedKT vote noise, or DP-SGD recomputed with Opacus' RDP accountant: workers.privacy.declarations)."""
     if privacy_level not in federation.allowed_privacy_levels:
         raise InvalidInput(f"The federation allows privacy levels {', '.join(federation.allowed_privacy_levels)}, "
                            f"not {privacy_level}.")
@@ -66,29 +66,19 @@ def _check_privacy_declaration(*, federation: Federation, privacy_level: str, pr
         return None
     if declared_epsilon is None or not math.isfinite(declared_epsilon) or declared_epsilon <= 0:
         raise InvalidInput("An L2 submission must declare the positive ε its party-side noise spent.")
-    bound = _party_noise_bound(privacy_parameters)
-    if declared_epsilon < bound.epsilon:
-        raise InvalidInput(f"You declared ε = {declared_epsilon:g}, but these parameters spend ε = {bound.epsilon:.4g} "
-                           f"(example-level, data-independent, δ = {bound.delta:g}); declare at least that.")
-    return bound.as_dict()
-
-
-def _party_noise_bound(privacy_parameters: dict):
-    """The data-independent example-level ε of a silo's L2 noise, from its declared parameters."""
-    missing = [name for name in L2_PARAMETERS if name not in privacy_parameters]
-    noise_parameters = [name for name in ("gamma", "sigma") if name in privacy_parameters]
-    if missing or len(noise_parameters) != 1:
-        raise InvalidInput("L2 privacy parameters must include 'delta', 'partitions', 'teachers', 'queries' (public "
-                           "examples labelled per partition) and one noise parameter: 'gamma' (Laplace) or "
-                           "'sigma' (Gaussian).")
+    if is_dp_sgd(privacy_parameters) and model_family not in DP_SGD_FAMILIES:
+        raise InvalidInput(f"DP-SGD trains networks: a DP-SGD declaration goes with model family "
+                           f"{' or '.join(DP_SGD_FAMILIES)}, not {model_family}.")
     try:
-        noise = (LaplaceNoise(gamma=privacy_parameters["gamma"]) if noise_parameters == ["gamma"]
-                 else GaussianNoise(sigma=privacy_parameters["sigma"]))
-        return party_noise_privacy_bound(mechanism=noise, n_queries=privacy_parameters["queries"],
-                                         partitions=privacy_parameters["partitions"],
-                                         teachers=privacy_parameters["teachers"], delta=privacy_parameters["delta"])
-    except (TypeError, ValueError) as error:
+        bound, _ = party_side_bound(privacy_parameters, n_local_examples=n_local_examples)
+    except ValueError as error:
         raise InvalidInput(f"The L2 privacy parameters are not valid: {error}") from error
+    if declared_epsilon < bound.epsilon:
+        how = (f"{bound.n_queries} DP-SGD steps at sample rate {bound.sample_rate:.4g}, Opacus' RDP accountant"
+               if bound.mechanism == DP_SGD_MECHANISM else "data-independent")
+        raise InvalidInput(f"You declared ε = {declared_epsilon:g}, but these parameters spend ε = {bound.epsilon:.4g} "
+                           f"(example-level, {how}, δ = {bound.delta:g}); declare at least that.")
+    return bound.as_dict()
 
 
 def _check_label_distribution(label_distribution: list | None, *, n_classes: int, n_local_examples: int) -> None:
@@ -130,7 +120,8 @@ def submission_create(*, federation: Federation, user: User, models: list[Upload
         raise InvalidInput("Attach at least one model file.")
     public_dataset = public_dataset_current(federation=federation)
     privacy_report = _check_privacy_declaration(federation=federation, privacy_level=privacy_level,
-                                                privacy_parameters=privacy_parameters, declared_epsilon=declared_epsilon)
+                                                privacy_parameters=privacy_parameters, declared_epsilon=declared_epsilon,
+                                                model_family=model_family, n_local_examples=n_local_examples)
     _check_label_distribution(label_distribution, n_classes=federation.n_classes, n_local_examples=n_local_examples)
     n_features = view_width(public_dataset.feature_spec, feature_view)
     inspections = [_inspect_upload(model, n_features=n_features, n_classes=federation.n_classes) for model in models]

@@ -4,6 +4,9 @@ from dataclasses import asdict, dataclass
 
 PARTY_LEVEL = "party-level"
 EXAMPLE_LEVEL = "example-level"
+#: The ``mechanism`` of a DP-SGD report (workers.privacy.dp_sgd); its extra fields appear only there.
+DP_SGD_MECHANISM = "dp_sgd"
+_DP_SGD_FIELDS = ("sample_rate", "accountant", "max_grad_norm")
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,10 @@ class PrivacyReport:
         Votes one neighbour moves between two classes per query, the sensitivity the curve was
         computed for: at L1 s × the party's submissions in the job (or s × its largest vote
         weight); 1 at L2. None in reports stored before it was recorded (they used s at L1).
+    sample_rate, accountant, max_grad_norm : float, str, float or None
+        DP-SGD only (``mechanism`` "dp_sgd", :mod:`workers.privacy.dp_sgd`): the Poisson sampling
+        rate q, the accountant ("rdp") and the clipping norm C; ``sigma`` is then the noise
+        multiplier and ``n_queries`` the noisy gradient steps. None for vote noise.
     """
 
     epsilon: float
@@ -46,10 +53,16 @@ class PrivacyReport:
     data_dependent: bool
     order: float
     vote_shift: int | None = None
+    sample_rate: float | None = None
+    accountant: str | None = None
+    max_grad_norm: float | None = None
 
     def as_dict(self) -> dict:
-        """Every field under its own name, JSON-ready (plain floats, ints, str, bool, None)."""
-        return asdict(self)
+        """Every field under its own name, JSON-ready (plain floats, ints, str, bool, None); the DP-SGD
+        fields only in a DP-SGD report, so that vote-noise reports keep their shape."""
+        fields = asdict(self)
+        return fields if self.mechanism == DP_SGD_MECHANISM else {name: value for name, value in fields.items()
+                                                          if name not in _DP_SGD_FIELDS}
 
 
 @dataclass(frozen=True)

@@ -51,10 +51,17 @@ def _training_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--student-param", action="append", default=[], metavar="NAME=VALUE",
                         help="student hyperparameter, repeatable (e.g. max_depth=8)")
     parser.add_argument("--privacy-level", choices=["L0", "L1", "L2"], default="L0",
-                        help="L0/L1: no party noise; L2: noise on your teachers' votes (needs --gamma or --sigma)")
+                        help="L0/L1: no party noise; L2: noise on your teachers' votes (needs --gamma or --sigma), "
+                             "or with --local a network trained with DP-SGD (--noise-multiplier or --target-epsilon)")
     parser.add_argument("--gamma", type=float, help="L2 Laplace noise parameter γ (larger: less noise, more ε)")
     parser.add_argument("--sigma", type=float, help="L2 Gaussian noise scale σ")
     parser.add_argument("--delta", type=float, default=1e-5, help="δ of the declared (ε, δ) (default 1e-5)")
+    parser.add_argument("--noise-multiplier", type=float, help="L2 with --local: DP-SGD noise multiplier σ (Opacus; "
+                                                                 "--student mlp or cnn, batch_size and epochs as "
+                                                                 "--student-param)")
+    parser.add_argument("--target-epsilon", type=float, help="L2 with --local: solve the DP-SGD noise multiplier for "
+                                                             "this ε instead (Opacus' RDP accountant)")
+    parser.add_argument("--max-grad-norm", type=float, default=1.0, help="DP-SGD per-example clipping norm (default 1)")
     parser.add_argument("--queries", default="1.0", help="public rows labelled per partition: a count, or a fraction "
                                                          "with a decimal point (default 1.0: all)")
     parser.add_argument("--validation-fraction", type=float, default=0.2, help="share of your rows held out to score "

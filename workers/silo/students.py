@@ -40,7 +40,7 @@ def model_family_of(estimator) -> str:
     name = type(estimator).__name__
     families = {"RandomForestClassifier": "random_forest", "XGBClassifier": "xgboost",
                 "LogisticRegression": "logistic_regression"}
-    if name == "TorchClassifier":
+    if name in ("TorchClassifier", "DpSgdClassifier"):
         return "cnn" if estimator.architecture == "cnn" else "mlp"
     return families.get(name, "other_sklearn")
 

@@ -40,7 +40,9 @@ class EncodedData:
 @dataclass(frozen=True)
 class TrainingSettings:
     """What ``train`` was asked to do. ``privacy_level`` L0/L1 add no party noise; L2 adds Laplace
-    (``gamma``) or Gaussian (``sigma``) noise to the teachers' votes on ``queries`` public rows."""
+    (``gamma``) or Gaussian (``sigma``) noise to the teachers' votes on ``queries`` public rows, or, for
+    one local network (``--local``), trains it with DP-SGD (``noise_multiplier`` or ``target_epsilon``,
+    ``max_grad_norm``, ``delta``; the batch size and epochs are the student's hyperparameters)."""
 
     partitions: int = 2
     teachers: int = 5
@@ -54,6 +56,9 @@ class TrainingSettings:
     validation_fraction: float = 0.2
     min_rows_per_teacher: int = MIN_ROWS_PER_TEACHER
     seed: int = 0
+    noise_multiplier: float | None = None
+    target_epsilon: float | None = None
+    max_grad_norm: float = 1.0
 
     def feature_view(self, *, local: bool = False) -> str:
         """The view of the federation's features the models read: ordinal when every model trained (the
@@ -240,10 +245,12 @@ def local_train(data: EncodedData, *, n_classes: int, settings: TrainingSettings
 
     train, held_out = validation_split(data.labels, settings.validation_fraction, settings.seed)
     check_enough_rows(len(train), partitions=1, teachers=1, min_rows_per_teacher=settings.min_rows_per_teacher)
-    if settings.privacy_level == "L2":
-        raise DataError("A single local model has no party-side noise; train it at L0 or L1, or use FedKT for L2.")
+    learner = dp_sgd_learner(settings) if settings.privacy_level == "L2" else settings.student
+    if settings.privacy_level == "L2" and len(np.unique(data.labels[train])) < 2:
+        raise DataError("DP-SGD needs rows of at least two classes: a model of one class would tell which class "
+                        "all your rows have.")
     try:
-        model = fit_aligned(settings.student, data.features[train], data.labels[train], n_classes=n_classes,
+        model = fit_aligned(learner, data.features[train], data.labels[train], n_classes=n_classes,
                             seed=settings.seed)
     except ValueError as error:
         raise DataError(f"Training the local model failed: {error}") from error
@@ -251,7 +258,35 @@ def local_train(data: EncodedData, *, n_classes: int, settings: TrainingSettings
                          score=accuracy(model, data.features[held_out], data.labels[held_out]))
     metadata.update({"algorithm": "local", "feature_view": settings.feature_view(local=True), "privacy_parameters": {},
                      "declared_epsilon": None, "privacy_report": None})
+    if settings.privacy_level == "L2":
+        trained = model.estimator_
+        metadata.update({"algorithm": "local_dp_sgd", "privacy_parameters": trained.privacy_.as_declaration(),
+                         "declared_epsilon": trained.privacy_report_.epsilon,
+                         "privacy_report": trained.privacy_report_.as_dict()})
     return TrainingResult((model,), metadata)
+
+
+def dp_sgd_learner(settings: TrainingSettings):
+    """The student network (``mlp`` or ``cnn``, with its family's and the silo's hyperparameters) trained with
+    DP-SGD through Opacus (:class:`workers.learners.dp_sgd.DpSgdClassifier`)."""
+    from workers.learners.dp_sgd import DpSgdClassifier
+    from workers.learners.registry import make_learner
+
+    family = settings.student.get("family")
+    if family not in ("mlp", "cnn"):
+        raise DataError(f"At L2 a local model is a network trained with DP-SGD: use --student mlp or --student cnn, "
+                        f"not {family}.")
+    if (settings.noise_multiplier is None) == (settings.target_epsilon is None):
+        raise DataError("DP-SGD takes exactly one of --noise-multiplier and --target-epsilon.")
+    architecture = {name: value for name, value in make_learner({"family": family}).get_params().items()
+                    if name in ("architecture", "hidden_sizes", "image_shape", "conv_channels", "kernel_size")}
+    chosen = {name: value for name, value in settings.student.items() if name != "family"}
+    try:
+        return DpSgdClassifier(**{**architecture, **chosen}, noise_multiplier=settings.noise_multiplier,
+                               target_epsilon=settings.target_epsilon, max_grad_norm=settings.max_grad_norm,
+                               delta=settings.delta)
+    except TypeError as error:
+        raise DataError(f"The DP-SGD network does not take these hyperparameters: {error}") from None
 
 
 def _metadata(data: EncodedData, train: np.ndarray, n_classes: int, settings: TrainingSettings, *, score: float) -> dict:
@@ -277,4 +312,4 @@ def per_label_logits(model, features: np.ndarray, labels: np.ndarray, *, n_class
 
 __all__ = ["DEFAULT_STUDENT", "DEFAULT_TEACHER", "EncodedData", "MIN_ROWS_PER_TEACHER", "TrainingResult", "TrainingSettings", "accuracy",
            "check_enough_rows", "encode_silo_table", "fedkt_party_train", "load_table", "local_train",
-           "per_label_logits", "privacy_declaration", "resolved_queries", "validation_split"]
+           "per_label_logits", "privacy_declaration", "dp_sgd_learner", "resolved_queries", "validation_split"]

@@ -78,7 +78,10 @@ def train(args):
         teacher=learner_setting(args.teacher, args.teacher_param, DEFAULT_TEACHER),
         student=learner_setting(args.student, args.student_param, DEFAULT_STUDENT), privacy_level=args.privacy_level,
         gamma=args.gamma, sigma=args.sigma, delta=args.delta, queries=parse_queries(args.queries),
-        validation_fraction=args.validation_fraction, min_rows_per_teacher=args.min_rows_per_teacher, seed=args.seed)
+        validation_fraction=args.validation_fraction, min_rows_per_teacher=args.min_rows_per_teacher, seed=args.seed,
+        noise_multiplier=args.noise_multiplier, target_epsilon=args.target_epsilon, max_grad_norm=args.max_grad_norm)
+    if not args.local and (args.noise_multiplier is not None or args.target_epsilon is not None):
+        raise DataError("DP-SGD trains one local network: add --local (FedKT students at L2 take --gamma or --sigma).")
     n_classes = len(federation["class_labels"])
     view = settings.feature_view(local=args.local)
     data = encode_silo_table(load_table(args.data), spec, label_column=args.label_column or federation["label_column"],
@@ -123,8 +126,10 @@ def training_summary(metadata: dict, output: Path) -> str:
     lines.append(f"Local validation score (accuracy on held-out rows): {metadata['local_validation_score']:.4f}.")
     if metadata["declared_epsilon"] is not None:
         report = metadata["privacy_report"]
+        how = (f"{report['n_queries']} DP-SGD steps, noise multiplier {report['sigma']:.4g}, Opacus' RDP accountant"
+               if report["mechanism"] == "dp_sgd" else f"{report['n_queries']} noisy queries")
         lines.append(f"L2: uploading charges ε = {metadata['declared_epsilon']:.4f} (example-level, data-independent, "
-                     f"δ = {report['delta']:g}, {report['n_queries']} noisy queries) to your privacy budget.")
+                     f"δ = {report['delta']:g}, {how}) to your privacy budget.")
     lines.append(f"Wrote {', '.join(metadata['files'])} and {METADATA_FILE} to {output}.")
     return "\n".join(lines)
 

@@ -117,6 +117,41 @@ def test_pull_train_upload_gives_a_submission_the_worker_validates(login_as, run
     assert Submission.objects.count() == 1
 
 
+@pytest.mark.worker
+def test_a_dp_sgd_local_network_is_trained_declared_validated_and_charged_once(login_as, run_cli, live_server,
+                                                                               celery_worker, federation_with_data,
+                                                                               silo_csv, tmp_path):
+    from market.budgets.models import BudgetEntry
+    from market.submissions.models import Submission
+    from workers.privacy.declarations import party_side_bound
+
+    login_as("sam-silo", "silo-password")
+    pulled = tmp_path / "pulled"
+    assert run_cli("pull", "adult-income", "--output", pulled)[0] == 0
+    code, out, err = run_cli("train", "adult-income", "--data", silo_csv, "--pulled", pulled, "--local",
+                             "--student", "mlp", "--student-param", "hidden_sizes=[16]", "--student-param", "epochs=2",
+                             "--student-param", "batch_size=50", "--privacy-level", "L2", "--target-epsilon", "3",
+                             "--max-grad-norm", "1.5", "--json")
+    assert code == 0, err
+    trained = json.loads(out)
+    declaration = trained["privacy_parameters"]
+    assert (declaration["mechanism"], declaration["accountant"], declaration["batch_size"], declaration["epochs"],
+            declaration["max_grad_norm"]) == ("dp_sgd", "rdp", 50, 2, 1.5)
+    assert trained["model_family"] == "mlp" and trained["n_local_examples"] == 400
+    assert 2.9 < trained["declared_epsilon"] <= 3.0
+    assert trained["declared_epsilon"] == party_side_bound(declaration, n_local_examples=400)[0].epsilon
+    code, out, err = run_cli("upload", pulled / "local-model", "--json")
+    assert code == 0, err
+    answer = json.loads(out)
+    assert answer["status"] == "valid"
+    submission = Submission.objects.get(id=answer["id"])
+    assert (submission.model_family, submission.privacy_level, submission.declared_epsilon) == (
+        "mlp", "L2", trained["declared_epsilon"])
+    assert submission.privacy_report == trained["privacy_report"]
+    [charge] = BudgetEntry.objects.filter(submission=submission)
+    assert (charge.kind, BudgetEntry.objects.count()) == ("charge", 1)   # validation charged nothing more
+
+
 @pytest.fixture
 def buyer_user(db):
     from market.accounts.services import organisation_create, user_create
