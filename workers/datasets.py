@@ -60,12 +60,12 @@ def _tabular_split(n_examples: int, labels: np.ndarray, seed: int) -> tuple[np.n
     return train, public, test
 
 
-def load_adult(seed: int) -> Dataset:
+def load_adult(seed: int, view: str = "one_hot") -> Dataset:
     frame = pd.read_parquet(data_dir() / "adult.parquet")
     labels = (frame.pop("income").str.strip().str.rstrip(".") == ">50K").to_numpy().astype(np.int64)
     train, public, test = _tabular_split(len(frame), labels, seed)
     spec = infer_feature_spec(frame.iloc[public])
-    features = encode_features(frame, spec)
+    features = encode_features(frame, spec, view=view)
     return Dataset("adult", features[train], labels[train], features[public], labels[public],
                    features[test], labels[test], ("<=50K", ">50K"))
 
@@ -110,8 +110,9 @@ def load_fashion(seed: int) -> Dataset:
 DATASETS = {"adult": load_adult, "magic": load_magic, "mnist": load_mnist, "fashion": load_fashion}
 
 
-def load_dataset(name: str, *, seed: int) -> Dataset:
-    """Load and split a benchmark dataset by name (``adult``, ``magic``, ``mnist``, ``fashion``)."""
+def load_dataset(name: str, *, seed: int, view: str = "one_hot") -> Dataset:
+    """Load and split a benchmark dataset by name (``adult``, ``magic``, ``mnist``, ``fashion``); ``view`` is the
+    feature specification's view of Adult's table (``one_hot`` or ``ordinal``, :mod:`workers.features`)."""
     if name not in DATASETS:
         raise ValueError(f"Unknown dataset {name!r}; choose one of {sorted(DATASETS)}.")
-    return DATASETS[name](seed)
+    return load_adult(seed, view) if name == "adult" else DATASETS[name](seed)

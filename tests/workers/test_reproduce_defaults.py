@@ -25,3 +25,16 @@ def test_the_product_defaults_are_the_toolkits_and_the_job_apis():
     from workers.silo.training import DEFAULT_STUDENT, DEFAULT_TEACHER
 
     assert defaults.PRODUCT_DEFAULTS == ("ordinal", DEFAULT_TEACHER, DEFAULT_STUDENT, DEFAULT_FINAL_MODEL)
+
+
+def test_the_fedkt_reproduction_runs_the_product_defaults_on_the_tabular_sets():
+    from workers.algorithms.fusions import DEFAULT_FINAL_MODEL
+    from workers.reproduce.settings import SETTINGS
+    from workers.silo.training import DEFAULT_STUDENT, DEFAULT_TEACHER
+
+    for name in ("adult", "magic"):
+        setting = SETTINGS[name]
+        assert (setting.teacher, setting.student, setting.final_learner) == (DEFAULT_TEACHER, DEFAULT_STUDENT,
+                                                                             DEFAULT_FINAL_MODEL)
+    assert SETTINGS["adult"].view == "ordinal" and SETTINGS["adult"].central_learner == DEFAULT_FINAL_MODEL
+    assert SETTINGS["magic"].central_learner == {"family": "xgboost", "max_depth": 6}   # the target's reference

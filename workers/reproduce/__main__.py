@@ -49,6 +49,8 @@ def main(argv=None) -> int:
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--tables", default="1,3", help="comma-separated: 1, 2, 3 (2 needs 1; 3 includes 1)")
     parser.add_argument("--n-jobs", type=int, default=2, help="worker processes for the parties")
+    parser.add_argument("--table2-levels", default="L1,L2",
+                        help="Table 2's levels: L1,L2 or L1 (L2 retrains every party's students per setting)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--beta", type=float, default=None,
                         help="override the Dirichlet β (sensitivity study, saved as fedkt_<dataset>_beta<β>.json)")
@@ -93,10 +95,11 @@ def _run(arguments) -> None:
             run.table1()
             run.table3((0.2, 0.4, 0.6, 0.8, 1.0) if 3 in tables else (1.0,))
             if 2 in tables:
-                run.table2(table2_mechanisms())
+                run.table2(table2_mechanisms(), levels=tuple(arguments.table2_levels.split(",")))
         run.results["wall_seconds"] = time.perf_counter() - started
         run.results["partition"] = {"beta": setting.beta, "cap_at_mean": setting.cap_at_mean}
         run.results["variant"] = suffix.lstrip("_") or "protocol"
+        run.results["learners"] = setting.model
         _save(arguments.out, run.results, suffix)
         print(f"[{arguments.dataset} seed {seed}] done in {run.results['wall_seconds']:.0f} s: SOLO "
               f"{run.results['solo']:.4f} PATE {run.results['pate']:.4f} FedKT-L0 {run.results['fedkt_l0']:.4f} "

@@ -77,7 +77,7 @@ def _pate_task(data: Dataset, setting: Setting, seed: int) -> float:
 
 
 def _central_task(data: Dataset, setting: Setting, seed: int) -> float:
-    model = fit_aligned(setting.student, data.train_x, data.train_y, n_classes=data.n_classes, seed=seed)
+    model = fit_aligned(setting.central_learner, data.train_x, data.train_y, n_classes=data.n_classes, seed=seed)
     return _accuracy(model, data.test_x, data.test_y)
 
 
@@ -86,7 +86,7 @@ class Run:
 
     def __init__(self, setting: Setting, seed: int, n_jobs: int, log=print):
         self.setting, self.seed, self.log = setting, seed, log
-        self.data = load_dataset(setting.dataset, seed=seed)
+        self.data = load_dataset(setting.dataset, seed=seed, view=setting.view)
         self.parts = dirichlet_label_partition(self.data.train_y, setting.n_parties, beta=setting.beta, seed=seed,
                                                min_size=setting.min_party_size, cap_at_mean=setting.cap_at_mean)
         # the seeds fedkt_fit(seed=seed) derives for parties and server
@@ -145,7 +145,7 @@ class Run:
             subset = np.sort(order[:int(np.ceil(fraction * n_public))])
             predictions, _, student_stages = self._students(subset, subset)
             server = server_fit(predictions, self.data.public_x[subset], n_classes=self.data.n_classes,
-                                final=self.setting.student, seed=self.server_seed)
+                                final=self.setting.final_learner, seed=self.server_seed)
             accuracy = _accuracy(server.final_model, self.data.test_x, self.data.test_y)
             self.results["table3"][str(fraction)] = accuracy
             if fraction == 1.0:
@@ -178,8 +178,9 @@ class Run:
             self.log(f"    stage {name:<12} {stats.wall_seconds:8.1f} s (summed over parties)  "
                      f"peak RSS {stats.peak_rss_mib:7.0f} MiB")
 
-    def table2(self, mechanisms) -> None:
-        """FedKT-L1 and -L2 for each mechanism × query fraction: ε and accuracy."""
+    def table2(self, mechanisms, levels=("L1", "L2")) -> None:
+        """FedKT-L1 and -L2 (``levels``) for each mechanism × query fraction: ε and accuracy. L2 retrains every
+        party's students on its noisy queries; L1 only refits the server's final model."""
         from workers.privacy.accounting import party_noise_privacy, server_noise_privacy
 
         rows = []
@@ -188,17 +189,22 @@ class Run:
             for fraction in TABLE2_QUERY_FRACTIONS:
                 started = time.perf_counter()
                 server = server_fit(self.student_predictions, self.data.public_x, n_classes=self.data.n_classes,
-                                    final=self.setting.student, query=fraction, noise=mechanism, seed=self.server_seed)
+                                    final=self.setting.final_learner, query=fraction, noise=mechanism, seed=self.server_seed)
                 analysis = server_noise_privacy(mechanism=mechanism, vote_counts=server.consistent_counts,
                                                 partitions=self.setting.partitions, teachers=self.setting.teachers,
                                                 delta=DELTA)
                 rows.append(self._row("L1", mechanism, fraction, server, analysis))
+                if "L2" not in levels:
+                    self.log(f"  [{self.setting.dataset} seed {self.seed}] {mechanism.name} {mechanism.parameters} "
+                             f"q={fraction:.1%}: L1 {rows[-1]['accuracy']:.4f} eps {rows[-1]['epsilon']:.2f}/"
+                             f"{rows[-1]['epsilon_data_dependent']:.2f} ({time.perf_counter() - started:.0f} s)")
+                    continue
                 # each party samples its own queries with the seed party_fit would use
                 queried = [select_queries(n_public, fraction, seed=child_seeds(party_seed, 3)[1])
                            for party_seed in self.party_seeds]
                 predictions, counts, _ = self._students(queried, np.arange(n_public), noise=mechanism)
                 server = server_fit(predictions, self.data.public_x, n_classes=self.data.n_classes,
-                                    final=self.setting.student, seed=self.server_seed)
+                                    final=self.setting.final_learner, seed=self.server_seed)
                 analysis = party_noise_privacy(mechanism=mechanism, party_vote_counts=counts,
                                                partitions=self.setting.partitions, teachers=self.setting.teachers,
                                                delta=DELTA)

@@ -158,8 +158,8 @@ def stage_table(results) -> str:
 def sensitivity_table(folder: Path) -> str:
     """Runs with another partition (``--beta``, ``--cap-at-mean``) or more torch epochs
     (``--torch-epochs``) next to the protocol's."""
-    lines = ["| dataset | partition | seeds | SOLO | PATE (pooled) | FedKT-L0 | centralised | party-vote label acc. | "
-             "consistent-vote label acc. |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| dataset | partition | learners | seeds | SOLO | PATE (pooled) | FedKT-L0 | centralised | "
+             "party-vote label acc. | consistent-vote label acc. |", "|---|---|---|---|---|---|---|---|---|---|"]
     for name in DATASETS:
         variants = sorted(folder.glob(f"fedkt_{name}_*.json"))
         if not variants or not (folder / f"fedkt_{name}.json").exists():
@@ -173,7 +173,11 @@ def sensitivity_table(folder: Path) -> str:
             keys = ("solo", "pate", "fedkt_l0", "centralised", "party_vote_label_accuracy",
                     "consistent_vote_label_accuracy")
             cells = [mean_std([run.get(key) for run in runs]) for key in keys]
-            lines.append(f"| {name} | {label} | {len(runs)} | " + " | ".join(cells) + " |")
+            # runs saved before issue 19's defaults carry no "learners": Adult and MAGIC then ran the paper's family
+            older = ("the paper's family (forest / XGBoost), one-hot; before issue 19" if name in ("adult", "magic")
+                     else SETTINGS[name].model)
+            learners = runs[0].get("learners", older) if runs else ""
+            lines.append(f"| {name} | {label} | {learners} | {len(runs)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) if len(lines) > 2 else ""
 
 
