@@ -4,6 +4,7 @@ They call the same selectors and services as the REST API (market.commerce).
 """
 
 import uuid
+from decimal import Decimal, InvalidOperation
 
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -18,16 +19,40 @@ from market.commerce.models import ListingStatus
 from market.commerce.selectors import (catalog_filters_from, earnings_for, earnings_organisation, entitlement_exists,
                                        listing_get, listing_list, purchase_list, wallet_for)
 from market.commerce.services import PublishGateRefused, listing_publish, listing_retire, purchase_create
+from market.errors import InvalidInput
 from market.federations.models import Federation, PrivacyLevel
 from market.jobs.models import GlobalModel
 
 PAGE_SIZE = 20
 
 
+CREDIT_PRICE_FIELDS = {"min_credits": "min_price", "max_credits": "max_price"}
+
+
+def _catalog_params(query) -> dict:
+    """The page's price filter is in credits with cents, as prices are shown ("max 30" means 30.00 credits); the
+    selector's (and the API's) is in cents."""
+    params = {name: query.get(name) for name in query}
+    for credits_name, cents_name in CREDIT_PRICE_FIELDS.items():
+        text = (params.pop(credits_name, None) or "").strip()
+        if not text:
+            continue
+        try:
+            credits = Decimal(text)
+        except InvalidOperation:
+            raise InvalidInput(f"The price filter must be an amount of credits such as 12.50, not '{text[:40]}'.") \
+                from None
+        if not credits.is_finite() or credits < 0 or credits != credits.quantize(Decimal("0.01")):
+            raise InvalidInput(f"The price filter must be a non-negative amount of credits with at most two decimals "
+                               f"(cents), not '{text[:40]}'.")
+        params[cents_name] = str(int(credits * 100))
+    return params
+
+
 @require_GET
 @page
 def catalog_page(request):
-    filters = catalog_filters_from(request.GET)
+    filters = catalog_filters_from(_catalog_params(request.GET))
     listings = Paginator(listing_list(user=request.user, filters=filters), PAGE_SIZE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)

@@ -14,6 +14,13 @@ def cents(amount) -> str:
 
 
 @register.filter
+def cents_plain(amount) -> str:
+    """Integer cents as a form value in credits: 1250 → "12.50" (no thousands separator, no sign glyph)."""
+    amount = int(amount)
+    return f"{'-' if amount < 0 else ''}{abs(amount) // 100}.{abs(amount) % 100:02d}"
+
+
+@register.filter
 def percent(value) -> str:
     return "—" if value is None else f"{100 * float(value):.1f} %"
 

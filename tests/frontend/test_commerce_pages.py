@@ -87,3 +87,21 @@ def test_operator_publishes_and_retires_from_the_listing_page(client, operator, 
     assert Listing.objects.get().status == "published"
     client.post(f"/market/listings/{listing.id}/retire/")
     assert Listing.objects.get().status == "retired"
+
+
+def test_the_catalog_price_filter_is_in_credits_with_cents_like_the_prices_shown(client, buyer_user,
+                                                                                published_listing):
+    published_listing(name="Forest income model", price_cents=1250)
+    signed_in(client, buyer_user)
+
+    at_the_price = client.get("/market/?max_credits=12.50").content.decode()
+    one_cent_below = client.get("/market/?max_credits=12.49").content.decode()
+    above = client.get("/market/?min_credits=12.51").content.decode()
+    not_a_number = client.get("/market/?max_credits=30e")
+    too_fine = client.get("/market/?max_credits=12.505")
+
+    assert "Forest income model" in at_the_price and 'name="max_credits" min="0" step="0.01"' in at_the_price
+    assert 'value="12.50"' in at_the_price
+    assert "Forest income model" not in one_cent_below and "Forest income model" not in above
+    assert not_a_number.status_code == 400 and "an amount of credits such as 12.50" in not_a_number.content.decode()
+    assert too_fine.status_code == 400 and "at most two decimals" in too_fine.content.decode()

@@ -98,8 +98,8 @@ def contributions_on(page: str) -> str:
 def test_the_launching_buyers_job_page_shows_no_data_dependent_epsilon_and_no_silo(client, buyer_user,
                                                                                    launched_model):
     page = job_page(client, buyer_user, launched_model.job_id)
-    assert "2.5000" in page  # the data-independent bound
-    assert "0.8000" not in page and 'id="job-data-dependent"' not in page
+    assert "Data-independent: ε = 2.5," in page  # the bound, to 3 significant figures
+    assert "ε = 0.8 at" not in page and 'id="job-data-dependent"' not in page
     assert not any(text in page for text in ("Northwind Hospital", "Contoso Bank", "0.5419"))
     # silo_a's 0.6173 appears only as the unnamed best-single-silo baseline (issue 19), never as its submission's row
     assert page.count("0.6173") == 4 and "Baseline: best single silo</th><td>0.6173</td>" in page
@@ -110,12 +110,12 @@ def test_a_silos_job_page_shows_its_own_share_only(client, silo_user, launched_m
     page = job_page(client, silo_user, launched_model.job_id)
     assert "Northwind Hospital" in page and "0.6173" in page
     assert contributions_on(page) == "<li>Northwind Hospital: 0.700</li>"
-    assert not any(text in page for text in ("Contoso Bank", "0.5419", "0.8000"))
+    assert not any(text in page for text in ("Contoso Bank", "0.5419", "ε = 0.8 at"))
 
 
 def test_the_operators_job_page_shows_everything(client, operator, launched_model):
     page = job_page(client, operator, launched_model.job_id)
-    assert all(text in page for text in ("Northwind Hospital", "Contoso Bank", "0.6173", "0.5419", "0.8000"))
+    assert all(text in page for text in ("Northwind Hospital", "Contoso Bank", "0.6173", "0.5419", "ε = 0.8 at"))
     assert contributions_on(page) == "<li>Northwind Hospital: 0.700</li><li>Contoso Bank: 0.300</li>"
 
 
@@ -124,7 +124,7 @@ def test_the_job_page_shows_what_the_federation_publishes(client, buyer_user, la
     federation_with_data.publish_contributions = True
     federation_with_data.save()
     page = job_page(client, buyer_user, launched_model.job_id)
-    assert all(text in page for text in ("Northwind Hospital", "Contoso Bank", "0.6173", "0.5419", "0.8000"))
+    assert all(text in page for text in ("Northwind Hospital", "Contoso Bank", "0.6173", "0.5419", "ε = 0.8 at"))
     assert 'id="job-contributions-private"' not in page
 
 
