@@ -9,8 +9,15 @@ from market.federations.models import Federation
 
 
 def _federation_slugs(events) -> dict[str, str]:
-    ids = {event.object_id for event in events if event.object_type == "Federation" and event.object_id.isdecimal()}
-    return {str(pk): slug for pk, slug in Federation.objects.filter(pk__in=ids).values_list("pk", "slug")}
+    ids = {
+        event.object_id
+        for event in events
+        if event.object_type == "Federation" and event.object_id.isdecimal()
+    }
+    return {
+        str(pk): slug
+        for pk, slug in Federation.objects.filter(pk__in=ids).values_list("pk", "slug")
+    }
 
 
 def _object_url(event, federation_slugs: dict[str, str]) -> str:
@@ -36,8 +43,15 @@ def readable_value(value) -> str:
 def audit_rows(events) -> list[dict]:
     events = list(events)
     federation_slugs = _federation_slugs(events)
-    return [{"event": event, "object_url": _object_url(event, federation_slugs),
-             "object_label": f"{event.object_type} #{event.object_id}" if event.object_type else "",
-             "details": [(key.replace("_", " "), readable_value(value))
-                         for key, value in sorted((event.details or {}).items())]}
-            for event in events]
+    return [
+        {
+            "event": event,
+            "object_url": _object_url(event, federation_slugs),
+            "object_label": f"{event.object_type} #{event.object_id}" if event.object_type else "",
+            "details": [
+                (key.replace("_", " "), readable_value(value))
+                for key, value in sorted((event.details or {}).items())
+            ],
+        }
+        for event in events
+    ]

@@ -29,19 +29,30 @@ def budget_strip(budgets) -> list[dict]:
     for index, budget in enumerate(budgets):
         spent = _percent(budget.spent, budget.epsilon_limit)
         reserved = min(100.0 - spent, _percent(budget.reserved, budget.epsilon_limit))
-        bars.append({"x": index, "name": budget.organisation.name, "spent_y": round(100 - spent, 3),
-                     "spent": round(spent, 3), "reserved_y": round(100 - spent - reserved, 3),
-                     "reserved": round(reserved, 3), "used_percent": round(spent + reserved)})
+        bars.append(
+            {
+                "x": index,
+                "name": budget.organisation.name,
+                "spent_y": round(100 - spent, 3),
+                "spent": round(spent, 3),
+                "reserved_y": round(100 - spent - reserved, 3),
+                "reserved": round(reserved, 3),
+                "used_percent": round(spent + reserved),
+            }
+        )
     return bars
 
 
 def budget_overview(budgets) -> dict:
     """The summary line: how many silos, how full the typical one is, how many are near or at their limit."""
     fractions = [budget.used_fraction for budget in budgets]
-    return {"silos": len(fractions), "median_percent": round(100 * median(fractions)) if fractions else 0,
-            "past_warning": sum(fraction >= WARNING_FRACTION for fraction in fractions),
-            "exhausted": sum(fraction >= 1 for fraction in fractions),
-            "warning_percent": round(100 * WARNING_FRACTION)}
+    return {
+        "silos": len(fractions),
+        "median_percent": round(100 * median(fractions)) if fractions else 0,
+        "past_warning": sum(fraction >= WARNING_FRACTION for fraction in fractions),
+        "exhausted": sum(fraction >= 1 for fraction in fractions),
+        "warning_percent": round(100 * WARNING_FRACTION),
+    }
 
 
 def job_timeline(entries) -> list[dict]:
@@ -51,9 +62,22 @@ def job_timeline(entries) -> list[dict]:
     for entry in entries:
         if entry.kind == EntryKind.ADJUST:
             continue
-        key = ("job", entry.job_id) if entry.job_id is not None else ("submission", entry.submission_id)
-        point = points.setdefault(key, {"at": entry.created_at.isoformat(), "state": entry.kind, "epsilon": 0.0,
-                                        "silos": set(), "label": _label(*key), "url": _url(*key)})
+        key = (
+            ("job", entry.job_id)
+            if entry.job_id is not None
+            else ("submission", entry.submission_id)
+        )
+        point = points.setdefault(
+            key,
+            {
+                "at": entry.created_at.isoformat(),
+                "state": entry.kind,
+                "epsilon": 0.0,
+                "silos": set(),
+                "label": _label(*key),
+                "url": _url(*key),
+            },
+        )
         point["state"] = entry.kind
         point["epsilon"] = max(point["epsilon"], float(entry.epsilon))
         point["silos"].add(entry.budget_id)

@@ -22,26 +22,36 @@ RECENT = 5
 
 def _operator_context(user) -> dict:
     jobs = job_list(user=user)
-    return {"federation_count": federation_list(user=user).count(),
-            "running_count": jobs.filter(status__in=[JobStatus.QUEUED, JobStatus.RUNNING]).count(),
-            "failed_count": jobs.filter(status=JobStatus.FAILED).count(),
-            "recent_jobs": jobs.order_by("-created_at", "-id")[:RECENT],
-            "recent_events": audit_event_list(limit=RECENT)}
+    return {
+        "federation_count": federation_list(user=user).count(),
+        "running_count": jobs.filter(status__in=[JobStatus.QUEUED, JobStatus.RUNNING]).count(),
+        "failed_count": jobs.filter(status=JobStatus.FAILED).count(),
+        "recent_jobs": jobs.order_by("-created_at", "-id")[:RECENT],
+        "recent_events": audit_event_list(limit=RECENT),
+    }
 
 
 def _silo_context(user) -> dict:
     memberships = list(federation_list(user=user).filter(is_member=True))
-    budgets = [{**budget_summary(budget), "federation_name": federation.name} for federation in memberships
-               for budget in budget_list(federation=federation, user=user)]
-    return {"memberships": memberships, "budgets": budgets,
-            "earned_cents": earnings_for(organisation=user.organisation)["total_cents"],
-            "recent_submissions": submission_list(user=user).order_by("-created_at", "-id")[:RECENT]}
+    budgets = [
+        {**budget_summary(budget), "federation_name": federation.name}
+        for federation in memberships
+        for budget in budget_list(federation=federation, user=user)
+    ]
+    return {
+        "memberships": memberships,
+        "budgets": budgets,
+        "earned_cents": earnings_for(organisation=user.organisation)["total_cents"],
+        "recent_submissions": submission_list(user=user).order_by("-created_at", "-id")[:RECENT],
+    }
 
 
 def _buyer_context(user) -> dict:
-    return {"balance_cents": wallet_for(user=user)[1],
-            "recent_purchases": purchase_list(user=user)[:RECENT],
-            "listing_count": listing_list(user=user).count()}
+    return {
+        "balance_cents": wallet_for(user=user)[1],
+        "recent_purchases": purchase_list(user=user)[:RECENT],
+        "listing_count": listing_list(user=user).count(),
+    }
 
 
 @require_GET

@@ -8,4 +8,9 @@ register = template.Library()
 @register.inclusion_tag("frontend/partials/main_navigation.html", takes_context=True)
 def main_navigation(context):
     user = context["user"]
-    return {"items": navigation_items(user), "roles": roles_of(user), "section": context.get("section"), "user": user}
+    return {
+        "items": navigation_items(user),
+        "roles": roles_of(user),
+        "section": context.get("section"),
+        "user": user,
+    }

@@ -25,7 +25,7 @@ def epsilon(value) -> str:
     if number == 0:
         return "0"
     rounded = float(f"{float(number):.{SIGNIFICANT_FIGURES}g}")
-    if abs(rounded) >= 10 ** SIGNIFICANT_FIGURES:
+    if abs(rounded) >= 10**SIGNIFICANT_FIGURES:
         return f"{rounded:,.0f}".replace("-", "−")
     text = f"{Decimal(repr(rounded)):f}"
     if "." in text:

@@ -50,8 +50,11 @@ def sign_in(page, live_server, username, password):
 def page_problems(page, state: str) -> list[str]:
     """axe's serious and critical violations of the page as it is now, and horizontal overflow at phone width."""
     page.evaluate(AXE_SOURCE)
-    problems = [f"{state}: {violation['impact']} {violation['id']} ({violation['help']}) at {violation['targets']}"
-                for violation in page.evaluate(RUN_AXE) if violation["impact"] in BLOCKING_IMPACTS]
+    problems = [
+        f"{state}: {violation['impact']} {violation['id']} ({violation['help']}) at {violation['targets']}"
+        for violation in page.evaluate(RUN_AXE)
+        if violation["impact"] in BLOCKING_IMPACTS
+    ]
     width = page.evaluate("document.documentElement.scrollWidth")
     if width > page.viewport_size["width"]:
         problems.append(f"{state}: the page is {width} px wide at {page.viewport_size['width']} px")
@@ -75,8 +78,16 @@ def scan(page, live_server, paths: list[str], role: str) -> list[str]:
 
 @pytest.mark.browser
 def test_every_page_of_every_role_has_no_serious_accessibility_violation_and_fits_a_phone(
-        live_server, transactional_db, page, operator, silo_user, buyer_user, federation_with_data, published_listing,
-        top_up):
+    live_server,
+    transactional_db,
+    page,
+    operator,
+    silo_user,
+    buyer_user,
+    federation_with_data,
+    published_listing,
+    top_up,
+):
     listing = published_listing(name="Adult income forest", price_cents=1250)
     other = published_listing(name="Adult income boosted trees", family="xgboost", price_cents=900)
     top_up(buyer_user.organisation, 5000)
@@ -85,24 +96,62 @@ def test_every_page_of_every_role_has_no_serious_accessibility_violation_and_fit
     problems = []
 
     sign_in(page, live_server, "olivia-operator", "operator-password")
-    problems += scan(page, live_server, [
-        "/", "/federations/", f"/federations/{slug}/", f"/federations/{slug}/jobs/new/", "/jobs/", f"/jobs/{job_id}/",
-        "/budgets/", f"/federations/{slug}/budgets/", f"/federations/{slug}/budgets/ledger/", "/market/",
-        f"/market/listings/{listing.id}/", "/security/audit/", "/security/tokens/"], "operator")
+    problems += scan(
+        page,
+        live_server,
+        [
+            "/",
+            "/federations/",
+            f"/federations/{slug}/",
+            f"/federations/{slug}/jobs/new/",
+            "/jobs/",
+            f"/jobs/{job_id}/",
+            "/budgets/",
+            f"/federations/{slug}/budgets/",
+            f"/federations/{slug}/budgets/ledger/",
+            "/market/",
+            f"/market/listings/{listing.id}/",
+            "/security/audit/",
+            "/security/tokens/",
+        ],
+        "operator",
+    )
     page.set_viewport_size({"width": 1280, "height": 900})
     page.goto(f"{live_server.url}/federations/{slug}/budgets/")
     page.get_by_role("link", name="Change limit of Northwind Hospital").click()
     problems += page_problems(page, "operator limit dialog open")
 
     sign_in(page, live_server, "sam-silo", "silo-password")
-    problems += scan(page, live_server, [
-        "/", "/federations/", f"/federations/{slug}/", f"/federations/{slug}/upload/", "/submissions/", "/budgets/",
-        f"/federations/{slug}/budgets/", "/market/earnings/"], "silo")
+    problems += scan(
+        page,
+        live_server,
+        [
+            "/",
+            "/federations/",
+            f"/federations/{slug}/",
+            f"/federations/{slug}/upload/",
+            "/submissions/",
+            "/budgets/",
+            f"/federations/{slug}/budgets/",
+            "/market/earnings/",
+        ],
+        "silo",
+    )
 
     sign_in(page, live_server, buyer_user.username, BUYER_PASSWORD)
-    problems += scan(page, live_server, [
-        "/", "/market/", f"/market/listings/{listing.id}/", f"/market/listings/{listing.id}/buy/",
-        "/market/purchases/", "/market/wallet/"], "buyer")
+    problems += scan(
+        page,
+        live_server,
+        [
+            "/",
+            "/market/",
+            f"/market/listings/{listing.id}/",
+            f"/market/listings/{listing.id}/buy/",
+            "/market/purchases/",
+            "/market/wallet/",
+        ],
+        "buyer",
+    )
 
     page.context.clear_cookies()
     page.goto(f"{live_server.url}/sign-in/")

@@ -18,8 +18,13 @@ VIEWPORT = {"width": 1280, "height": 800}
 
 
 def budget_like(name, spent, reserved, limit):
-    return SimpleNamespace(organisation=SimpleNamespace(name=name), spent=spent, reserved=reserved,
-                           epsilon_limit=limit, used_fraction=(spent + reserved) / limit)
+    return SimpleNamespace(
+        organisation=SimpleNamespace(name=name),
+        spent=spent,
+        reserved=reserved,
+        epsilon_limit=limit,
+        used_fraction=(spent + reserved) / limit,
+    )
 
 
 def test_silos_are_ranked_by_the_share_of_their_own_limit_not_by_absolute_epsilon():
@@ -32,16 +37,26 @@ def test_silos_are_ranked_by_the_share_of_their_own_limit_not_by_absolute_epsilo
     assert [bar["name"] for bar in bars] == ["Small clinic", "Large bank"]
     assert (bars[0]["spent"], bars[0]["spent_y"]) == (80.0, 20.0)
     assert (bars[1]["spent"], bars[1]["reserved"], bars[1]["reserved_y"]) == (7.5, 2.5, 90.0)
-    assert budget_overview(ranked) == {"silos": 2, "median_percent": 45, "past_warning": 1, "exhausted": 0,
-                                       "warning_percent": 80}
+    assert budget_overview(ranked) == {
+        "silos": 2,
+        "median_percent": 45,
+        "past_warning": 1,
+        "exhausted": 0,
+        "warning_percent": 80,
+    }
 
 
 @pytest.fixture
 def two_hundred_silos(federation, operator):
     organisations = Organisation.objects.bulk_create(
-        [Organisation(name=f"Silo {number:03d} Regional Hospital") for number in range(SILOS)])
-    Membership.objects.bulk_create([Membership(federation=federation, organisation=organisation)
-                                    for organisation in organisations])
+        [Organisation(name=f"Silo {number:03d} Regional Hospital") for number in range(SILOS)]
+    )
+    Membership.objects.bulk_create(
+        [
+            Membership(federation=federation, organisation=organisation)
+            for organisation in organisations
+        ]
+    )
     return organisations
 
 
@@ -55,7 +70,8 @@ def sign_in(page, live_server, username, password):
 
 @pytest.mark.browser
 def test_the_dashboard_of_200_silos_stays_within_two_screen_heights_and_edits_a_limit_in_a_dialog(
-        live_server, transactional_db, page, federation, operator, two_hundred_silos):
+    live_server, transactional_db, page, federation, operator, two_hundred_silos
+):
     page.set_viewport_size(VIEWPORT)
     sign_in(page, live_server, "olivia-operator", "operator-password")
     page.goto(f"{live_server.url}/federations/{federation.slug}/budgets/")
@@ -68,7 +84,9 @@ def test_the_dashboard_of_200_silos_stays_within_two_screen_heights_and_edits_a_
 
     page.get_by_role("searchbox", name="Search silos").fill("Silo 117")
     page.get_by_role("button", name="Search").click()
-    assert page.locator(".budget-table tbody th").all_inner_texts() == ["Silo 117 Regional Hospital"]
+    assert page.locator(".budget-table tbody th").all_inner_texts() == [
+        "Silo 117 Regional Hospital"
+    ]
 
     page.get_by_role("link", name="Change limit of Silo 117 Regional Hospital").click()
     dialog = page.get_by_role("dialog")
@@ -76,7 +94,10 @@ def test_the_dashboard_of_200_silos_stays_within_two_screen_heights_and_edits_a_
     dialog.get_by_label("Reason (kept in the audit log)").fill("smaller pilot")
     dialog.get_by_role("button", name="Save limit").click()
     page.get_by_text("Silo 117 Regional Hospital's ε limit is now 2.5.").wait_for()
-    assert PrivacyBudget.objects.get(organisation__name="Silo 117 Regional Hospital").epsilon_limit == 2.5
+    assert (
+        PrivacyBudget.objects.get(organisation__name="Silo 117 Regional Hospital").epsilon_limit
+        == 2.5
+    )
 
     page.set_viewport_size({"width": 390, "height": 844})
     page.reload()

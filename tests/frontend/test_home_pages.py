@@ -37,7 +37,13 @@ def test_a_buyer_sees_models_purchases_and_wallet_and_lands_on_its_balance(db):
 def test_a_silo_sees_federations_submissions_budget_and_earnings(silo_user, federation_with_data):
     response = client_for(silo_user).get("/")
 
-    assert menu_labels(response.text) == ["Home", "Federations", "Submissions", "Budget", "Earnings"]
+    assert menu_labels(response.text) == [
+        "Home",
+        "Federations",
+        "Submissions",
+        "Budget",
+        "Earnings",
+    ]
     assert 'id="home-silo"' in response.text and 'id="home-buyer"' not in response.text
     assert "Upload models to" in response.text
     assert "Audit log" not in response.text
@@ -46,7 +52,14 @@ def test_a_silo_sees_federations_submissions_budget_and_earnings(silo_user, fede
 def test_an_operator_lands_on_the_market_overview(operator, federation):
     response = client_for(operator).get("/")
 
-    assert menu_labels(response.text) == ["Overview", "Federations", "Jobs", "Budgets", "Market", "Audit log"]
+    assert menu_labels(response.text) == [
+        "Overview",
+        "Federations",
+        "Jobs",
+        "Budgets",
+        "Market",
+        "Audit log",
+    ]
     assert "Market overview" in response.text and "Recent audit events" in response.text
 
 

@@ -7,18 +7,26 @@ from market.jobs.models import JobStatus
 from tests.market.budgets.conftest import job_row
 
 
-def test_a_failed_job_page_shows_the_failure_plainly_and_clears_the_queued_flash(operator, federation_with_data):
+def test_a_failed_job_page_shows_the_failure_plainly_and_clears_the_queued_flash(
+    operator, federation_with_data
+):
     job = job_row(federation_with_data, [], operator)
     job.status, job.progress_total, job.progress_done = JobStatus.FAILED, 4, 2
-    job.failure_reason = "The students predict classes [np.int64(0), np.int64(2)] but the federation has 2 classes."
+    job.failure_reason = (
+        "The students predict classes [np.int64(0), np.int64(2)] but the federation has 2 classes."
+    )
     job.save()
     client = Client()
     client.force_login(operator)
 
     page = client.get(f"/jobs/{job.id}/").content.decode()
-    polled = client.get(f"/jobs/{job.id}/progress/", headers={"HX-Request": "true"}).content.decode()
+    polled = client.get(
+        f"/jobs/{job.id}/progress/", headers={"HX-Request": "true"}
+    ).content.decode()
 
     assert "predict classes [0, 2] but" in page and "np.int64" not in page
     assert 'class="progress-failed"' in page and "failed at 40 %" in page
     assert '<div id="flash-messages" hx-swap-oob="true"></div>' in polled
-    assert 'hx-swap-oob' not in page  # a full page keeps its messages; only the live update clears them
+    assert (
+        "hx-swap-oob" not in page
+    )  # a full page keeps its messages; only the live update clears them

@@ -15,24 +15,44 @@ SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 WIDTHS = {"desktop": 1280, "phone": 390}
 
 # What `onefold train` writes beside the students (workers/silo/training_command.py)
-METADATA = {"federation": "adult-income", "model_family": "xgboost", "files": ["student-1.json", "student-2.json"],
-            "n_local_examples": 2000, "local_validation_score": 0.83, "label_distribution": [1520, 480],
-            "privacy_level": "L0", "privacy_parameters": {}, "declared_epsilon": None, "feature_view": "one_hot"}
+METADATA = {
+    "federation": "adult-income",
+    "model_family": "xgboost",
+    "files": ["student-1.json", "student-2.json"],
+    "n_local_examples": 2000,
+    "local_validation_score": 0.83,
+    "label_distribution": [1520, 480],
+    "privacy_level": "L0",
+    "privacy_parameters": {},
+    "declared_epsilon": None,
+    "feature_view": "one_hot",
+}
 
 
 def screenshots(page, name: str):
     """The page as it is now at both widths (phone first at the top of the page, then back to desktop)."""
     for label, width in (("phone", WIDTHS["phone"]), ("desktop", WIDTHS["desktop"])):
         page.set_viewport_size({"width": width, "height": 900})
-        assert page.evaluate("document.documentElement.scrollWidth") <= width, f"{name} overflows at {width} px"
+        assert page.evaluate("document.documentElement.scrollWidth") <= width, (
+            f"{name} overflows at {width} px"
+        )
         page.screenshot(path=SCREENSHOTS / f"silo-{name}-{label}.png", full_page=label == "desktop")
 
 
 @pytest.mark.worker
 @pytest.mark.browser
 def test_silo_uploads_from_metadata_json_and_sees_its_budget_and_earnings(
-        live_server, celery_worker, federation_with_data, student_model_files, buyer_user, silo_user, other_silo_user,
-        published_listing, top_up, page):
+    live_server,
+    celery_worker,
+    federation_with_data,
+    student_model_files,
+    buyer_user,
+    silo_user,
+    other_silo_user,
+    published_listing,
+    top_up,
+    page,
+):
     script_errors = []
     page.on("pageerror", lambda error: script_errors.append(str(error)))
     listing = published_listing(name="Adult income forest", price_cents=1250)
@@ -49,26 +69,46 @@ def test_silo_uploads_from_metadata_json_and_sees_its_budget_and_earnings(
     screenshots(page, "home")
 
     page.get_by_role("link", name="Upload models to Adult income").click()
-    page.get_by_label("metadata.json from onefold train").set_input_files(files=[{
-        "name": "metadata.json", "mimeType": "application/json", "buffer": json.dumps(METADATA).encode()}])
-    page.get_by_text("Filled in from metadata.json; now choose its model files: student-1.json, student-2.json.").wait_for()
+    page.get_by_label("metadata.json from onefold train").set_input_files(
+        files=[
+            {
+                "name": "metadata.json",
+                "mimeType": "application/json",
+                "buffer": json.dumps(METADATA).encode(),
+            }
+        ]
+    )
+    page.get_by_text(
+        "Filled in from metadata.json; now choose its model files: student-1.json, student-2.json."
+    ).wait_for()
     assert page.get_by_label("Model family").input_value() == "xgboost"
     assert page.get_by_label("Local training examples").input_value() == "2000"
     assert page.get_by_label("Label distribution").input_value() == "[1520,480]"
     assert page.get_by_label("Privacy level").input_value() == "L0"
-    assert page.get_by_label("Feature view").input_value() == "one_hot"     # the one control, filled in too
-    page.set_input_files("#field-files", files=[
-        {"name": name, "mimeType": "application/json", "buffer": data}
-        for name, data in zip(METADATA["files"], student_model_files)])
+    assert (
+        page.get_by_label("Feature view").input_value() == "one_hot"
+    )  # the one control, filled in too
+    page.set_input_files(
+        "#field-files",
+        files=[
+            {"name": name, "mimeType": "application/json", "buffer": data}
+            for name, data in zip(METADATA["files"], student_model_files)
+        ],
+    )
     screenshots(page, "upload-from-metadata")
     page.get_by_role("button", name="Upload").click()
-    page.locator('#submission-status [data-status="valid"], #submission-status [data-status="rejected"]').wait_for(
-        timeout=90_000)
+    page.locator(
+        '#submission-status [data-status="valid"], #submission-status [data-status="rejected"]'
+    ).wait_for(timeout=90_000)
     assert page.locator("#submission-status .badge").inner_text() == "Valid"
     assert page.evaluate("document.activeElement.id") == "submission-result-heading"
     submission = Submission.objects.get()
-    assert (submission.status, submission.n_local_examples, submission.privacy_level, submission.label_distribution) \
-        == (SubmissionStatus.VALID, 2000, "L0", [1520, 480])
+    assert (
+        submission.status,
+        submission.n_local_examples,
+        submission.privacy_level,
+        submission.label_distribution,
+    ) == (SubmissionStatus.VALID, 2000, "L0", [1520, 480])
     screenshots(page, "upload-validated")
 
     page.get_by_role("link", name="Budget", exact=True).click()
@@ -78,6 +118,8 @@ def test_silo_uploads_from_metadata_json_and_sees_its_budget_and_earnings(
     screenshots(page, "budget")
 
     page.get_by_role("link", name="Earnings", exact=True).click()
-    assert page.locator("#earnings-total").inner_text() == "7.88 credits"  # 0.7 × (12.50 − 1.25 fee)
+    assert (
+        page.locator("#earnings-total").inner_text() == "7.88 credits"
+    )  # 0.7 × (12.50 − 1.25 fee)
     screenshots(page, "earnings")
     assert script_errors == []
