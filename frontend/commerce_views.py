@@ -16,8 +16,8 @@ from frontend.decorators import page
 from market.commerce.cards import model_card
 from market.commerce.delivery import download_link_create
 from market.commerce.models import ListingStatus
-from market.commerce.selectors import (catalog_filters_from, earnings_for, earnings_organisation, entitlement_exists,
-                                       listing_get, listing_list, purchase_list, wallet_for)
+from market.commerce.selectors import (catalog_filters_from, credit_requests_of, earnings_for, earnings_organisation,
+                                       entitlement_exists, listing_get, listing_list, purchase_list, wallet_for)
 from market.commerce.services import PublishGateRefused, listing_publish, listing_retire, purchase_create
 from market.errors import InvalidInput
 from market.federations.models import Federation, PrivacyLevel
@@ -144,6 +144,7 @@ def wallet_page(request):
     organisation, balance, entries = wallet_for(user=request.user)
     return render(request, "frontend/commerce/wallet.html", {
         "section": "wallet", "organisation": organisation, "balance_cents": balance,
+        "credit_requests": credit_requests_of(organisation=organisation)[:10],
         "entries": Paginator(entries, 50).get_page(request.GET.get("page"))})
 
 

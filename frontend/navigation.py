@@ -20,6 +20,7 @@ OPERATOR_ITEMS = (
     NavigationItem("Jobs", "job-list", "jobs"),
     NavigationItem("Budgets", "budget-index", "budgets"),
     NavigationItem("Market", "commerce-catalog", "market"),
+    NavigationItem("Wallets", "wallet-operations", "wallets"),
     NavigationItem("Audit log", "audit-log", "audit"),
 )
 SILO_ITEMS = (

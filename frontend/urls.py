@@ -1,7 +1,8 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from frontend import budgets_views, commerce_views, home_views, jobs_views, security_views, views
+from frontend import (budgets_views, commerce_views, home_views, jobs_views, model_use_views, operator_views,
+                      security_views, views)
 from market.accounts.forms import SignInForm
 
 urlpatterns = [
@@ -11,7 +12,9 @@ urlpatterns = [
          name="login"),
     path("sign-out/", auth_views.LogoutView.as_view(), name="logout"),
     path("federations/", views.federation_list_page, name="federation-list"),
+    path("federations/new/", operator_views.federation_create_page, name="federation-create"),
     path("federations/<slug:slug>/", views.federation_detail_page, name="federation-detail"),
+    path("federations/<slug:slug>/data/", operator_views.federation_data_page, name="federation-data"),
     path("federations/<slug:slug>/join/", views.federation_join_action, name="federation-join"),
     path("federations/<slug:slug>/upload/", views.submission_upload_page, name="submission-upload"),
     path("submissions/", views.submission_list_page, name="submission-list"),
@@ -31,7 +34,19 @@ urlpatterns = [
          name="commerce-listing-retire"),
     path("market/purchases/", commerce_views.purchases_page, name="commerce-purchases"),
     path("market/models/<int:global_model_id>/download/", commerce_views.download_action, name="commerce-download"),
+    path("market/models/<int:global_model_id>/use/", model_use_views.model_use_page, name="model-use"),
+    path("market/models/<int:global_model_id>/package/", model_use_views.model_download_action, name="model-download"),
+    path("market/models/<int:global_model_id>/feature-spec.json", model_use_views.model_feature_spec_download,
+         name="model-feature-spec"),
+    path("market/models/<int:global_model_id>/try/", model_use_views.model_try_partial, name="model-try"),
+    path("market/models/<int:global_model_id>/list/", operator_views.listing_create_page, name="listing-create"),
     path("market/wallet/", commerce_views.wallet_page, name="commerce-wallet"),
+    path("market/wallet/add-credits/", operator_views.credit_request_create_action, name="wallet-credit-request"),
+    path("market/wallets/", operator_views.wallet_operations_page, name="wallet-operations"),
+    path("market/credit-requests/<int:credit_request_id>/approve/", operator_views.credit_request_decide_action,
+         {"decision": "approve"}, name="credit-request-approve"),
+    path("market/credit-requests/<int:credit_request_id>/decline/", operator_views.credit_request_decide_action,
+         {"decision": "decline"}, name="credit-request-decline"),
     path("market/earnings/", commerce_views.earnings_page, name="commerce-earnings"),
     path("budgets/", budgets_views.budget_index_page, name="budget-index"),
     path("federations/<slug:slug>/budgets/", budgets_views.budget_dashboard_page, name="budget-dashboard"),

@@ -1,3 +1,6 @@
+import hashlib
+import io
+
 from django.conf import settings
 from django.core.files.storage import default_storage
 from django.http import FileResponse, HttpResponse
@@ -17,6 +20,7 @@ from market.commerce import plots
 from market.commerce.cards import model_card
 from market.commerce.delivery import download_filename, download_link_create, download_resolve, model_predict
 from market.commerce.models import ListingStatus, WalletEntryKind
+from market.commerce.packages import download_content
 from market.commerce.selectors import (catalog_filters_from, catalog_page, earnings_for, earnings_organisation,
                                        global_model_get, listing_get, purchase_list, wallet_for)
 from market.commerce.services import (listing_create, listing_for_purchase, listing_publish, listing_retire,
@@ -288,7 +292,10 @@ class EarningsApi(APIView):
 
 
 class DownloadLinkInput(serializers.Serializer):
-    format = serializers.CharField(max_length=40, help_text="onnx, skops, xgboost_json, safetensors, kernel_npz or bundle.")
+    format = serializers.CharField(max_length=40, help_text="onnx, skops, xgboost_json, safetensors, kernel_npz, "
+                                   "bundle, or raw_onnx (the ONNX with the feature encoding in front, built on download).")
+    package = serializers.BooleanField(default=False, help_text="Zip the file with the model card README.md and the "
+                                       "feature specification.")
 
 
 class DownloadLinkApi(APIView):
@@ -298,7 +305,8 @@ class DownloadLinkApi(APIView):
         given = DownloadLinkInput(data=request.data)
         given.is_valid(raise_exception=True)
         link = download_link_create(user=request.user, global_model_id=global_model_id,
-                                    file_format=given.validated_data["format"], request=request)
+                                    file_format=given.validated_data["format"],
+                                    package=given.validated_data["package"], request=request)
         url = request.build_absolute_uri(reverse("api-download", args=[link.token]))
         return Response({"url": url, "expires_at": link.expires_at}, status=status.HTTP_201_CREATED)
 
@@ -307,11 +315,18 @@ class DownloadApi(APIView):
     @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY})
     def get(self, request, token):
         """The file of a signed link, for the signed-in user it was made for (session or API token)."""
-        model_file = download_resolve(token=token, user=request.user, request=request)
-        response = FileResponse(default_storage.open(model_file.stored_name, "rb"), as_attachment=True,
-                                filename=download_filename(model_file), content_type="application/octet-stream")
+        resolved = download_resolve(token=token, user=request.user, request=request)
+        if resolved.variant == "file" and not resolved.package:  # the stored bytes, streamed
+            model_file = resolved.model_file
+            response = FileResponse(default_storage.open(model_file.stored_name, "rb"), as_attachment=True,
+                                    filename=download_filename(model_file), content_type="application/octet-stream")
+            response["X-Content-SHA256"] = model_file.sha256
+        else:
+            filename, data = download_content(resolved)
+            response = FileResponse(io.BytesIO(data), as_attachment=True, filename=filename,
+                                    content_type="application/zip" if resolved.package else "application/octet-stream")
+            response["X-Content-SHA256"] = hashlib.sha256(data).hexdigest()
         response["Cache-Control"] = "no-store"
-        response["X-Content-SHA256"] = model_file.sha256
         return response
 
 

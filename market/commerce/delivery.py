@@ -33,12 +33,25 @@ from workers.features import ONE_HOT_VIEW, TableError, TableLimits, encode_featu
 from workers.modelio import predict_in_sandbox
 
 DOWNLOAD_SALT = "onefold.commerce.download"
+#: Not a stored file: the ONNX file (or an ensemble's ONNX members) with the feature encoding in front, built on
+#: download (market.commerce.packages).
+RAW_ONNX = "raw_onnx"
 FILE_EXTENSIONS = {"onnx": "onnx", "skops": "skops", "xgboost_json": "json", "safetensors": "safetensors",
                    "kernel_npz": "npz", "bundle": "zip"}
 
 
 class ModelUnavailable(DomainError):
     status_code = 503
+
+
+@dataclass(frozen=True)
+class ResolvedDownload:
+    """What a valid link delivers: a stored file, or (``variant`` raw_onnx) the raw-column model built from it;
+    bare, or (``package``) zipped with the model card README.md and the feature specification."""
+
+    model_file: GlobalModelFile
+    variant: str = "file"
+    package: bool = False
 
 
 @dataclass(frozen=True)
@@ -51,21 +64,31 @@ def download_filename(model_file: GlobalModelFile) -> str:
     return f"onefold-global-model-{model_file.global_model_id}.{FILE_EXTENSIONS.get(model_file.format, 'bin')}"
 
 
-def download_link_create(*, user: User, global_model_id: int, file_format: str, request=None) -> DownloadLink:
-    """A link to one file of a model the user's organisation bought (operators: any), valid for the TTL."""
-    global_model = global_model_require_access(user=user, global_model_id=global_model_id)
-    model_file = global_model.files.filter(format=file_format).first()
+def _file_for(global_model: GlobalModel, file_format: str) -> GlobalModelFile:
+    formats = [file_format] if file_format != RAW_ONNX else ["onnx", "bundle"]
+    model_file = global_model.files.filter(format__in=formats).order_by("format").last()  # onnx before bundle
     if model_file is None:
-        available = ", ".join(global_model.files.values_list("format", flat=True))
+        available = ", ".join([*global_model.files.values_list("format", flat=True), RAW_ONNX])
         raise InvalidInput(f"Global model #{global_model.id} has no {file_format!r} file; choose one of {available}.")
-    token = signing.TimestampSigner(salt=DOWNLOAD_SALT).sign_object({"file": model_file.id, "user": user.id})
+    return model_file
+
+
+def download_link_create(*, user: User, global_model_id: int, file_format: str, package: bool = False,
+                         request=None) -> DownloadLink:
+    """A link to one file of a model the user's organisation bought (operators: any), valid for the TTL;
+    ``raw_onnx`` names the raw-column model; ``package`` zips it with the model card and feature specification."""
+    global_model = global_model_require_access(user=user, global_model_id=global_model_id)
+    model_file = _file_for(global_model, file_format)
+    token = signing.TimestampSigner(salt=DOWNLOAD_SALT).sign_object(
+        {"file": model_file.id, "user": user.id, "variant": RAW_ONNX if file_format == RAW_ONNX else "file",
+         "package": bool(package)})
     audit_record(action="model.download_link_created", actor=user, target=global_model, request=request,
-                 details={"format": file_format})
+                 details={"format": file_format, "package": bool(package)})
     return DownloadLink(token=token, expires_at=timezone.now() + timedelta(
         seconds=settings.ONEFOLD_DOWNLOAD_LINK_TTL_SECONDS))
 
 
-def _linked_file(*, token: str, user: User) -> GlobalModelFile:
+def _linked_file(*, token: str, user: User) -> ResolvedDownload:
     try:
         payload = signing.TimestampSigner(salt=DOWNLOAD_SALT).unsign_object(
             token, max_age=settings.ONEFOLD_DOWNLOAD_LINK_TTL_SECONDS)
@@ -80,21 +103,24 @@ def _linked_file(*, token: str, user: User) -> GlobalModelFile:
     if model_file is None:
         raise PermissionDenied("This download link is no longer valid; ask for a new one from your purchases.")
     global_model_require_access(user=user, global_model_id=model_file.global_model_id)  # entitled now, not then
-    return model_file
+    return ResolvedDownload(model_file=model_file, variant=payload.get("variant", "file"),
+                            package=bool(payload.get("package")))
 
 
-def download_resolve(*, token: str, user: User, request=None) -> GlobalModelFile:
+def download_resolve(*, token: str, user: User, request=None) -> ResolvedDownload:
     """The file a link stands for, for the signed-in ``user`` it was made for, if its signature holds, it has not
     expired and the user's organisation still holds the entitlement. Uses and refusals are audited with ``user``."""
     try:
-        model_file = _linked_file(token=token, user=user)
+        resolved = _linked_file(token=token, user=user)
     except DomainError as refusal:
         audit_record(action="model.downloaded", outcome=AuditOutcome.REFUSED, actor=user, request=request,
                      details={"reason": str(refusal)})
         raise
+    model_file = resolved.model_file
     audit_record(action="model.downloaded", actor=user, target=model_file.global_model, request=request,
-                 details={"format": model_file.format, "sha256": model_file.sha256})
-    return model_file
+                 details={"format": RAW_ONNX if resolved.variant == RAW_ONNX else model_file.format,
+                          "package": resolved.package, "sha256": model_file.sha256})
+    return resolved
 
 
 # --- predictions ---

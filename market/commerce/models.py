@@ -174,3 +174,38 @@ class IdempotencyKey(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["organisation", "key"], name="one_purchase_per_idempotency_key")]
+
+
+class CreditRequestStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    APPROVED = "approved", "Approved"
+    DECLINED = "declined", "Declined"
+
+
+class CreditRequest(models.Model):
+    """A buyer's request for credits, as a market without card payments runs it: the buyer states the amount
+    (and, in ``note``, how it pays: an invoice or purchase-order number); an operator approves it once the
+    payment arrived, which tops the wallet up with the request as the payment's reference, or declines it."""
+
+    organisation = models.ForeignKey(Organisation, on_delete=models.PROTECT, related_name="credit_requests")
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    amount_cents = models.BigIntegerField()
+    note = models.CharField(max_length=500, blank=True)
+    status = models.CharField(max_length=20, choices=CreditRequestStatus.choices, default=CreditRequestStatus.PENDING)
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="+")
+    decided_at = models.DateTimeField(null=True, blank=True)
+    top_up = models.OneToOneField(WalletEntry, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(amount_cents__gt=0), name="credit_request_amount_positive"),
+            models.CheckConstraint(condition=Q(status="approved", top_up__isnull=False)
+                                   | (~Q(status="approved") & Q(top_up__isnull=True)),
+                                   name="credit_request_approved_has_top_up"),
+        ]
+
+    def __str__(self):
+        return f"Credit request #{self.id}: {self.amount_cents} cents for {self.organisation}"

@@ -7,7 +7,7 @@ from django.db.models import Count, Q, QuerySet, Sum
 
 from market.accounts.models import Organisation, User
 from market.commerce.catalog_cache import catalog_cached
-from market.commerce.models import (Entitlement, Listing, ListingStatus, Purchase, Wallet, WalletEntry,
+from market.commerce.models import (CreditRequest, Entitlement, Listing, ListingStatus, Purchase, Wallet, WalletEntry,
                                     WalletEntryKind)
 from market.errors import InvalidInput, NotFound, PermissionDenied
 from market.jobs.models import GlobalModel
@@ -187,3 +187,8 @@ def earnings_organisation(*, user: User, organisation_id: int | None = None) -> 
     if organisation is None:
         raise NotFound(f"There is no organisation #{organisation_id}.")
     return organisation
+
+
+def credit_requests_of(*, organisation: Organisation) -> QuerySet[CreditRequest]:
+    """An organisation's requests for credits, newest first."""
+    return CreditRequest.objects.filter(organisation=organisation).order_by("-created_at", "-id")

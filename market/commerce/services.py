@@ -1,4 +1,4 @@
-"""Writes of the market: listings, wallet top-ups and purchases.
+"""Writes of the market: listings, wallet top-ups, credit requests and purchases.
 
 Every change of a balance happens under a row lock on the wallets involved (taken in id order, so two
 purchases never deadlock), with its append-only ledger entry in the same transaction.
@@ -14,8 +14,8 @@ from market.accounts.models import Organisation, User
 from market.audit.models import AuditOutcome
 from market.audit.services import audit_record
 from market.commerce.catalog_cache import catalog_changed
-from market.commerce.models import (Entitlement, IdempotencyKey, Listing, ListingStatus, Purchase, Wallet, WalletEntry,
-                                    WalletEntryKind)
+from market.commerce.models import (CreditRequest, CreditRequestStatus, Entitlement, IdempotencyKey, Listing,
+                                    ListingStatus, Purchase, Wallet, WalletEntry, WalletEntryKind)
 from market.commerce.quality import QualityVerdict, quality_verdict
 from market.commerce.revenue import market_fee_cents, revenue_shares
 from market.errors import Conflict, DomainError, IdempotencyKeyReused, InvalidInput, NotFound, PermissionDenied
@@ -301,3 +301,58 @@ def listing_for_purchase(*, listing_id: int) -> Listing:
     if listing is None:
         raise NotFound(f"There is no listing #{listing_id}.")
     return listing
+
+
+# --- credit requests (a buyer's "add credits"; an operator approves once paid) ---
+
+def credit_request_require_wallet(user: User) -> None:
+    if user.organisation_id is None:
+        raise PermissionDenied("Only members of an organisation have a wallet to add credits to.")
+
+
+def credit_request_create(*, user: User, amount_cents: int, note: str = "", request=None) -> CreditRequest:
+    """A pending request for ``amount_cents`` credits for the user's organisation; nothing is credited yet."""
+    credit_request_require_wallet(user)
+    if not 0 < amount_cents <= MAX_PRICE_CENTS:
+        raise InvalidInput(f"Ask for between 0.01 and {MAX_PRICE_CENTS // 100} credits, not {amount_cents / 100:.2f}.")
+    if len(note) > 500:
+        raise InvalidInput(f"The note must be at most 500 characters, not {len(note)}.")
+    with transaction.atomic():
+        credit_request = CreditRequest.objects.create(organisation=user.organisation, requested_by=user,
+                                                      amount_cents=amount_cents, note=note.strip())
+        audit_record(action="wallet.credit_requested", actor=user, target=credit_request, request=request,
+                     details={"amount_cents": amount_cents})
+    return credit_request
+
+
+def _pending_locked(credit_request: CreditRequest) -> CreditRequest:
+    locked = CreditRequest.objects.select_for_update().get(pk=credit_request.pk)
+    if locked.status != CreditRequestStatus.PENDING:
+        raise Conflict(f"Credit request #{locked.pk} was already {locked.get_status_display().lower()}.")
+    return locked
+
+
+def credit_request_approve(*, credit_request: CreditRequest, actor: User, request=None) -> CreditRequest:
+    """Credit the wallet (the request is the payment's reference, so it is credited once) and mark it approved."""
+    require_operator(actor, "approve credit requests")
+    with transaction.atomic():
+        locked = _pending_locked(credit_request)
+        entry, _ = wallet_top_up(organisation=locked.organisation, amount_cents=locked.amount_cents, actor=actor,
+                                 reference=f"credit-request-{locked.pk}", note=locked.note, request=request)
+        locked.status, locked.decided_by, locked.decided_at, locked.top_up = (
+            CreditRequestStatus.APPROVED, actor, timezone.now(), entry)
+        locked.save(update_fields=["status", "decided_by", "decided_at", "top_up"])
+        audit_record(action="wallet.credit_request_approved", actor=actor, organisation=locked.organisation,
+                     target=locked, request=request, details={"amount_cents": locked.amount_cents})
+    return locked
+
+
+def credit_request_decline(*, credit_request: CreditRequest, actor: User, request=None) -> CreditRequest:
+    require_operator(actor, "decline credit requests")
+    with transaction.atomic():
+        locked = _pending_locked(credit_request)
+        locked.status, locked.decided_by, locked.decided_at = CreditRequestStatus.DECLINED, actor, timezone.now()
+        locked.save(update_fields=["status", "decided_by", "decided_at"])
+        audit_record(action="wallet.credit_request_declined", actor=actor, organisation=locked.organisation,
+                     target=locked, request=request, details={"amount_cents": locked.amount_cents})
+    return locked

@@ -75,7 +75,7 @@ class FederationListApi(APIView):
     def post(self, request):
         given = FederationInput(data=request.data)
         given.is_valid(raise_exception=True)
-        federation = federation_create(**given.validated_data, created_by=request.user)
+        federation = federation_create(**given.validated_data, created_by=request.user, request=request)
         federation = federation_get(slug=federation.slug, user=request.user)
         return Response(FederationOutput(federation).data, status=status.HTTP_201_CREATED)
 
@@ -107,7 +107,8 @@ class PublicDatasetApi(APIView):
     @extend_schema(request=UploadInput, responses={201: PublicDatasetOutput})
     def post(self, request, slug):
         federation = federation_get(slug=slug, user=request.user)
-        public_dataset = public_dataset_upload(federation=federation, data=uploaded_bytes(request), uploaded_by=request.user)
+        public_dataset = public_dataset_upload(federation=federation, data=uploaded_bytes(request), uploaded_by=request.user,
+                                               request=request)
         return Response(PublicDatasetOutput(public_dataset).data, status=status.HTTP_201_CREATED)
 
 
@@ -149,7 +150,8 @@ class EvaluationSplitApi(APIView):
     @extend_schema(request=UploadInput, responses={201: EvaluationSplitOutput})
     def post(self, request, slug):
         federation = federation_get(slug=slug, user=request.user)
-        split = evaluation_split_upload(federation=federation, data=uploaded_bytes(request), uploaded_by=request.user)
+        split = evaluation_split_upload(federation=federation, data=uploaded_bytes(request), uploaded_by=request.user,
+                                        request=request)
         return Response(EvaluationSplitOutput(split).data, status=status.HTTP_201_CREATED)
 
 

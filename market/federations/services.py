@@ -1,3 +1,5 @@
+from decimal import Decimal, InvalidOperation
+
 import numpy as np
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -42,21 +44,56 @@ def _clean_privacy_levels(allowed: list[str], default: str) -> list[str]:
     return [level for level in PrivacyLevel.values if level in allowed]
 
 
+def _clean_policies(policies: dict) -> dict:
+    unknown = sorted(set(policies) - set(FEDERATION_POLICIES))
+    if unknown:
+        raise InvalidInput(f"Unknown federation setting(s): {', '.join(unknown)}.")
+    cleaned = {}
+    for name, value in policies.items():
+        if name in ("default_epsilon_limit", "default_delta"):
+            try:
+                number = Decimal(str(value))
+            except InvalidOperation:
+                raise InvalidInput(f"'{name}' must be a number, not {value!r}.") from None
+            if not number.is_finite() or number <= 0 or (name == "default_delta" and number >= 1):
+                raise InvalidInput(f"'{name}' must be positive{' and below 1' if name == 'default_delta' else ''}, "
+                                   f"not {value}.")
+            cleaned[name] = number
+        elif not isinstance(value, bool):
+            raise InvalidInput(f"'{name}' must be true or false, not {value!r}.")
+        else:
+            cleaned[name] = value
+    return cleaned
+
+
+#: What else an operator may set when creating a federation (the model's defaults apply otherwise).
+FEDERATION_POLICIES = ("default_epsilon_limit", "default_delta", "publish_data_dependent_epsilon",
+                       "publish_contributions", "buyers_may_launch_jobs")
+
+
 @transaction.atomic
 def federation_create(*, name: str, description: str, class_labels: list, label_column: str,
                       allowed_privacy_levels: list[str], default_privacy_level: str,
-                      default_parameters: dict, created_by: User) -> Federation:
+                      default_parameters: dict, created_by: User, policies: dict | None = None,
+                      request=None) -> Federation:
+    """A new federation (audited); ``policies`` may set any of :data:`FEDERATION_POLICIES`."""
     require_operator(created_by, "create federations")
     slug = slugify(name)
     if not slug:
         raise InvalidInput("The federation's name needs at least one letter or digit.")
     if Federation.objects.filter(slug=slug).exists() or Federation.objects.filter(name=name).exists():
         raise Conflict(f"A federation called {name!r} already exists; choose another name.")
-    return Federation.objects.create(
+    if not label_column.strip():
+        raise InvalidInput("Name the label column of the federation's data (for example 'label').")
+    federation = Federation.objects.create(
         slug=slug, name=name, description=description, class_labels=_clean_class_labels(class_labels),
         label_column=label_column.strip(), default_parameters=default_parameters, created_by=created_by,
         allowed_privacy_levels=_clean_privacy_levels(allowed_privacy_levels, default_privacy_level),
-        default_privacy_level=default_privacy_level)
+        default_privacy_level=default_privacy_level, **_clean_policies(policies or {}))
+    audit_record(action="federation.created", actor=created_by, target=federation, request=request,
+                 details={"slug": slug, "classes": len(federation.class_labels),
+                          "allowed_privacy_levels": federation.allowed_privacy_levels})
+    return federation
 
 
 @audit_refusals("membership.joined", target_argument="federation")
@@ -72,8 +109,14 @@ def federation_join(*, federation: Federation, user: User) -> tuple[Membership, 
     return membership, created
 
 
-def public_dataset_upload(*, federation: Federation, data: bytes, uploaded_by: User) -> PublicDataset:
-    """Infer the feature specification, encode the features once and store them with content hashes."""
+def feature_spec_preview(*, federation: Federation, data: bytes, user: User) -> dict:
+    """The feature specification a public dataset upload of ``data`` would infer; nothing is stored."""
+    require_operator(user, "upload public datasets")
+    return infer_feature_spec(read_table(data, limits=table_limits()), label_column=federation.label_column)
+
+
+def public_dataset_upload(*, federation: Federation, data: bytes, uploaded_by: User, request=None) -> PublicDataset:
+    """Infer the feature specification, encode the features once and store them with content hashes (audited)."""
     require_operator(uploaded_by, "upload public datasets")
     content_sha256 = sha256_of(data)
     duplicate = Conflict("This file is already one of the federation's public dataset versions.")
@@ -86,16 +129,21 @@ def public_dataset_upload(*, federation: Federation, data: bytes, uploaded_by: U
         with artifacts_removed_on_error() as stored_names, transaction.atomic():
             features_file = artifact_save(name=f"federations/{federation.slug}/public/{content_sha256}.npz",
                                           data=features_npz, stored_names=stored_names)
-            return PublicDataset.objects.create(
+            public_dataset = PublicDataset.objects.create(
                 federation=federation, content_sha256=content_sha256, features_sha256=sha256_of(features_npz),
                 features_file=features_file, feature_spec=spec, source_format=table_format(data),
                 n_rows=len(frame), n_features=spec["n_features"], uploaded_by=uploaded_by)
+            audit_record(action="public_dataset.uploaded", actor=uploaded_by, target=public_dataset, request=request,
+                         details={"federation": federation.slug, "sha256": content_sha256, "rows": len(frame),
+                                  "features": spec["n_features"]})
+            return public_dataset
     except IntegrityError as error:  # the same file arrived twice at once
         raise duplicate from error
 
 
-def evaluation_split_upload(*, federation: Federation, data: bytes, uploaded_by: User) -> EvaluationSplit:
-    """Encode a labelled split with the current public specification; only operators ever read it back."""
+def evaluation_split_upload(*, federation: Federation, data: bytes, uploaded_by: User,
+                            request=None) -> EvaluationSplit:
+    """Encode a labelled split with the current public specification (audited); only operators ever read it back."""
     require_operator(uploaded_by, "upload evaluation splits")
     public_dataset = public_dataset_current(federation=federation)
     content_sha256 = sha256_of(data)
@@ -116,9 +164,12 @@ def evaluation_split_upload(*, federation: Federation, data: bytes, uploaded_by:
         with artifacts_removed_on_error() as stored_names, transaction.atomic():
             data_file = artifact_save(name=f"federations/{federation.slug}/evaluation/{content_sha256}.npz",
                                       data=data_npz, stored_names=stored_names)
-            return EvaluationSplit.objects.create(
+            split = EvaluationSplit.objects.create(
                 federation=federation, public_dataset=public_dataset, content_sha256=content_sha256,
                 data_file=data_file, n_rows=len(frame), uploaded_by=uploaded_by,
                 class_counts=np.bincount(labels, minlength=federation.n_classes).tolist())
+            audit_record(action="evaluation_split.uploaded", actor=uploaded_by, target=split, request=request,
+                         details={"federation": federation.slug, "sha256": content_sha256, "rows": len(frame)})
+            return split
     except IntegrityError as error:  # the same file arrived twice at once
         raise duplicate from error

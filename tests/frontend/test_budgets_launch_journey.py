@@ -25,6 +25,7 @@ def launch(page, live_server):
     page.goto(f"{live_server.url}/federations/adult-income/jobs/new/")
     page.get_by_label("Kind").select_option("fedkt")
     page.get_by_label("Privacy level").select_option("L1")
+    page.get_by_text("Advanced JSON").click()
     page.get_by_label("Parameters (JSON; defaults filled in)").fill(json.dumps(L1_FEDKT))
     page.get_by_label("Parameters (JSON; defaults filled in)").dispatch_event("change")
 

@@ -47,6 +47,7 @@ def test_operator_launches_a_fedkt_job_and_watches_it_finish(live_server, transa
     page.get_by_label("Privacy level").select_option("L0")
     page.locator("#job-price").filter(has_text="L0 spends no privacy budget").wait_for()
     assert '"partitions": 2' in page.get_by_label("Parameters (JSON; defaults filled in)").input_value()
+    page.get_by_text("Advanced JSON").click()
     page.get_by_label("Parameters (JSON; defaults filled in)").fill(json.dumps(FAST_FEDKT))
     page.get_by_label("Privacy level").select_option("L1")
     page.locator("#job-price").filter(has_text="Data-independent bound").wait_for()

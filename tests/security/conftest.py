@@ -30,7 +30,7 @@ def world(federation_with_data, operator, silo_user, other_silo_user, published_
 
     ``targets`` names each kind of object by its owner, with the path parameters that reach it."""
     from market.budgets.selectors import budget_list
-    from market.commerce.services import listing_create, purchase_create
+    from market.commerce.services import credit_request_create, listing_create, purchase_create
     from market.federations.services import federation_join
     from market.submissions.services import UploadedModel, submission_create
 
@@ -63,6 +63,8 @@ def world(federation_with_data, operator, silo_user, other_silo_user, published_
         "listing": {"published": {"listing_id": listing.id}, "draft": {"listing_id": draft.id}},
         "organisation": {name: {"organisation_id": people[name].organisation_id} for name in MEMBERS},
         "download_link": {None: {"token": "forged.signature"}},
+        "credit_request": {"buyer_b": {"credit_request_id": credit_request_create(user=people["buyer_b"],
+                                                                                amount_cents=300).id}},
     }
     tokens = {name: api_token_create(user=user, name="world")[1] for name, user in people.items()}
     return World(people=people, tokens=tokens, targets=targets)

@@ -83,11 +83,28 @@ PAGE_POLICY = {
     ("GET", "federations/<slug:slug>/jobs/new/"): Rule("federation", job_launcher),
     ("POST", "federations/<slug:slug>/jobs/new/"): Rule("federation", job_launcher),
     ("GET", "federations/<slug:slug>/jobs/price/"): Rule("federation", job_launcher),
+    # The operator's workflow (frontend/operator_views.py) and a bought model's page (frontend/model_use_views.py).
+    ("GET", "federations/new/"): Rule("none", operator_only),
+    ("POST", "federations/new/"): Rule("none", operator_only),
+    ("GET", "federations/<slug:slug>/data/"): Rule("federation", operator_only),
+    ("POST", "federations/<slug:slug>/data/"): Rule("federation", operator_only),
+    ("GET", "market/models/<int:global_model_id>/list/"): Rule("global_model", operator_only),
+    ("POST", "market/models/<int:global_model_id>/list/"): Rule("global_model", operator_only),
+    ("GET", "market/wallets/"): Rule("none", operator_only),
+    ("POST", "market/wallets/"): Rule("none", operator_only),
+    ("POST", "market/credit-requests/<int:credit_request_id>/approve/"): Rule("credit_request", operator_only),
+    ("POST", "market/credit-requests/<int:credit_request_id>/decline/"): Rule("credit_request", operator_only),
+    ("POST", "market/wallet/add-credits/"): Rule("none", own_earnings),  # an organisation's member; operators none
+    ("GET", "market/models/<int:global_model_id>/use/"): Rule("global_model", entitled_to_the_model),
+    ("POST", "market/models/<int:global_model_id>/package/"): Rule("global_model", entitled_to_the_model),
+    ("GET", "market/models/<int:global_model_id>/feature-spec.json"): Rule("global_model", entitled_to_the_model),
+    ("POST", "market/models/<int:global_model_id>/try/"): Rule("global_model", entitled_to_the_model),
 }
 
 # Forms filled in enough that the authorisation decision, not validation, answers (others are sent empty).
 PAGE_BODIES = {
     ("POST", "market/models/<int:global_model_id>/download/"): {"format": "onnx"},
+    ("POST", "market/models/<int:global_model_id>/package/"): {"format": "raw_onnx"},
     ("POST", "federations/<slug:slug>/budgets/<int:budget_id>/limit/"): {"epsilon_limit": "9", "reason": "matrix"},
 }
 # Pages that answer anonymous visitors themselves rather than sending them to sign in.

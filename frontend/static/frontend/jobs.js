@@ -12,10 +12,11 @@
   let shown = parameters.value;
 
   function refill() {
-    if (parameters.value !== shown) return;  // the user's own edits win
+    if (parameters.value !== shown) return;  // the user's own edits (typed or JSON) win
     const chosen = defaults[kind.value + "-" + level.value];
     parameters.value = chosen ? JSON.stringify(chosen, null, 2) : "{}";
     shown = parameters.value;
+    parameters.dispatchEvent(new Event("parameters-refilled"));  // the typed form (job_form.js) follows
   }
   kind.addEventListener("change", refill);
   level.addEventListener("change", refill);
