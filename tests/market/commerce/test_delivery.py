@@ -259,3 +259,49 @@ def test_a_link_stops_working_at_once_when_its_user_leaves_the_buying_organisati
         404, f"There is no global model #{listing.global_model_id} that your organisation has bought.")
     assert AuditEvent.objects.filter(action="model.downloaded", outcome="refused", actor=buyer_user,
                                      organisation=elsewhere).count() == 1
+
+
+def test_a_packaged_raw_column_download_carries_the_model_card_and_runs_on_raw_rows(
+        published_listing, buyer_user, buyer_api, top_up, adult_evaluation):
+    import io
+    import zipfile
+
+    import onnxruntime
+
+    listing = published_listing(price_cents=100)
+    top_up(buyer_user.organisation, 100)
+    purchase_create(listing=listing, user=buyer_user)
+    link = buyer_api.post(f"/api/global-models/{listing.global_model_id}/download-links/",
+                          {"format": "raw_onnx", "package": True}, format="json")
+    response = buyer_api.get(link.json()["url"].replace("http://testserver", ""))
+    assert response.status_code == 200 and response["Content-Type"] == "application/zip"
+    with zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content))) as package:
+        raw_name = f"onefold-global-model-{listing.global_model_id}.raw.onnx"
+        assert sorted(package.namelist()) == sorted([raw_name, "README.md", "feature-spec.json"])
+        readme, model = package.read("README.md").decode(), package.read(raw_name)
+    assert readme.startswith("---\nlicense: other\n") and f"# {listing.name}" in readme
+    raw, _, _ = adult_evaluation
+    session = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])
+    rows = raw.iloc[:20]
+    inputs = {graph_input.name: (rows[[graph_input.name]].to_numpy(dtype=np.float64)
+                                 if graph_input.type == "tensor(double)"
+                                 else rows[[graph_input.name]].fillna("").astype(str).to_numpy(dtype=object))
+              for graph_input in session.get_inputs()}
+    probabilities, labels = session.run(["probabilities", "label"], inputs)
+    platform = buyer_api.post(f"/api/global-models/{listing.global_model_id}/predict/",
+                              {"rows": raw_rows(rows)}, format="json").json()
+    np.testing.assert_allclose(probabilities, np.array(platform["probabilities"]), atol=2e-6)
+    assert list(labels) == platform["classes"]
+    assert AuditEvent.objects.filter(action="model.downloaded", actor=buyer_user,
+                                     details__format="raw_onnx", details__package=True).count() == 1
+
+
+def test_an_ensemble_with_a_non_onnx_member_has_no_raw_column_onnx(published_listing, buyer_user, buyer_api, top_up):
+    listing = published_listing(price_cents=100, family="ensemble")
+    top_up(buyer_user.organisation, 100)
+    purchase_create(listing=listing, user=buyer_user)
+    link = buyer_api.post(f"/api/global-models/{listing.global_model_id}/download-links/",
+                          {"format": "raw_onnx"}, format="json")
+    response = buyer_api.get(link.json()["url"].replace("http://testserver", ""))
+    assert response.status_code == 400
+    assert "members that are not ONNX" in response.json()["detail"]
