@@ -21,13 +21,14 @@ def page_width_overflow(page) -> int:
 
 
 def screenshots(page, name: str) -> None:
-    """``docs/screenshots/<name>-1280.png`` and ``<name>-390.png``; at 390 px the page must not overflow."""
+    """``docs/screenshots/<name>-desktop.png`` (1280 px) and ``<name>-phone.png`` (390 px); at 390 px the page
+    must not overflow."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=SCREENSHOTS / f"{name}-1280.png", full_page=True)
+    page.screenshot(path=SCREENSHOTS / f"{name}-desktop.png", full_page=True)
     page.set_viewport_size(PHONE)
     try:
         overflow = page_width_overflow(page)
         assert overflow <= 0, f"{name}: the page is {overflow} px wider than a 390 px phone"
-        page.screenshot(path=SCREENSHOTS / f"{name}-390.png", full_page=True)
+        page.screenshot(path=SCREENSHOTS / f"{name}-phone.png", full_page=True)
     finally:
         page.set_viewport_size(DESKTOP)

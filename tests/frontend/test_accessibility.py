@@ -113,6 +113,10 @@ def test_every_page_of_every_role_has_no_serious_accessibility_violation_and_fit
             f"/market/listings/{listing.id}/",
             "/security/audit/",
             "/security/tokens/",
+            "/federations/new/",
+            f"/federations/{slug}/data/",
+            f"/market/models/{listing.global_model_id}/list/",
+            "/market/wallets/",
         ],
         "operator",
     )
@@ -149,6 +153,7 @@ def test_every_page_of_every_role_has_no_serious_accessibility_violation_and_fit
             f"/market/listings/{listing.id}/buy/",
             "/market/purchases/",
             "/market/wallet/",
+            f"/market/models/{other.global_model_id}/use/",
         ],
         "buyer",
     )
