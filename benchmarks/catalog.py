@@ -23,6 +23,7 @@ import json
 import os
 import random
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -290,6 +291,60 @@ def _parsed_timing(header: str) -> tuple[float, float, int]:
     return float(match.group(4)), float(match.group(1)), int(match.group(2))
 
 
+def process_cpu_seconds(pids: list[int]) -> dict[int, float]:
+    """User + system CPU seconds each process has used so far (``/proc/<pid>/stat``); gone ones are left out."""
+    seconds = {}
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        seconds[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return seconds
+
+
+def cpu_used(before: dict[int, float], pids: list[int]) -> float:
+    """CPU seconds the processes alive now used since ``before`` (new ones: all of theirs)."""
+    return sum(seconds - before.get(pid, 0.0) for pid, seconds in process_cpu_seconds(pids).items())
+
+
+def server_pids(server: subprocess.Popen) -> list[int]:
+    children = subprocess.run(
+        ["pgrep", "-P", str(server.pid)], capture_output=True, text=True
+    ).stdout
+    return [server.pid, *map(int, children.split())]
+
+
+def database_pids() -> list[int]:
+    """The PostgreSQL backends serving the benchmark's database (the server's connections)."""
+    import psycopg
+
+    name = urlparse(os.environ["DATABASE_URL"]).path.lstrip("/")
+    with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as connection:
+        rows = connection.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            [name],
+        ).fetchall()
+    return [pid for (pid,) in rows]
+
+
+def run_wrk_with_cpu(token: str, script: Path, server: subprocess.Popen, seconds: int) -> dict:
+    """``run_wrk`` with ``CLIENTS`` connections, plus the CPU seconds the server, its database backends and wrk
+    used meanwhile (backends that closed before the end are not counted: with a connection per request the
+    database's share is missing)."""
+    gunicorn = server_pids(server)
+    before = process_cpu_seconds(gunicorn), process_cpu_seconds(database_pids())
+    wrk_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result = run_wrk(token, script, CLIENTS, seconds)
+    wrk_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result["cpu_server"] = cpu_used(before[0], gunicorn)
+    result["cpu_database"] = cpu_used(before[1], database_pids())
+    result["cpu_wrk"] = (wrk_after.ru_utime + wrk_after.ru_stime) - (
+        wrk_before.ru_utime + wrk_before.ru_stime
+    )
+    return result
+
+
 def run_wrk(token: str, script: Path, clients: int, seconds: int) -> dict:
     command = [
         "wrk",
@@ -319,7 +374,7 @@ def measure(token: str, script: Path, environment: dict[str, str]) -> dict:
         timings = server_times(token)
         run_wrk(token, script, CLIENTS, WARM_UP_SECONDS)
         single = run_wrk(token, script, 1, max(5, DURATION // 2))
-        loaded = run_wrk(token, script, CLIENTS, DURATION)
+        loaded = run_wrk_with_cpu(token, script, server, DURATION)
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -353,6 +408,23 @@ def load_row(label: str, clients: int, result: dict) -> str:
         f"| {label} | {clients} | {result['requests']:,} | {result['requests'] / seconds:,.0f} | "
         f"{result['p50'] / 1000:.1f} | {result['p95'] / 1000:.1f} | {result['p99'] / 1000:.1f} | "
         f"{result['max'] / 1000:.1f} | {result['non_2xx']} | {result['socket_errors']} |"
+    )
+
+
+def cpu_per_request_ms(result: dict) -> float:
+    return (
+        1000
+        * (result["cpu_server"] + result["cpu_database"] + result["cpu_wrk"])
+        / result["requests"]
+    )
+
+
+def cpu_row(label: str, result: dict) -> str:
+    requests = result["requests"]
+    return (
+        f"| {label} | {1000 * result['cpu_server'] / requests:.2f} | "
+        f"{1000 * result['cpu_database'] / requests:.2f} | {1000 * result['cpu_wrk'] / requests:.2f} | "
+        f"{cpu_per_request_ms(result):.2f} | {2000 / cpu_per_request_ms(result):,.0f} |"
     )
 
 
@@ -408,6 +480,20 @@ def print_report(
     for label, result in results:
         print(load_row(label, 1, result["single"]))
         print(load_row(label, CLIENTS, result["loaded"]))
+    print(
+        f"\n**CPU per request** with {CLIENTS} connections: CPU time (user + system) the gunicorn processes, their "
+        "PostgreSQL backends and wrk used during the run, divided by the requests answered. Unlike latency, it "
+        "hardly depends on what else runs on the machine, so it bounds what two idle cores can serve: "
+        "2 cores ÷ CPU per request. Not counted: Redis (shared with other processes), and in the first "
+        "configuration the backends that closed after each request.\n"
+    )
+    print(
+        "| configuration | server (ms) | PostgreSQL (ms) | wrk (ms) | total (ms) | "
+        "2 idle cores could serve (req/s) |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
+    for label, result in results:
+        print(cpu_row(label, result["loaded"]))
     print(
         f"\nMachine: {os.cpu_count()} CPU cores; 1-minute load average {load_before:.2f} before and "
         f"{load_after:.2f} after the run (above 0 means other processes shared the cores with the server, PostgreSQL "
@@ -470,6 +556,10 @@ def print_targets(defaults: dict) -> None:
         ),
     ]:
         print(f"| {name} | {measured} | {'**met**' if met else '**missed**'} |")
+    print(
+        f"| (not a target) what two idle cores could serve, from the CPU per request | "
+        f"{2000 / cpu_per_request_ms(loaded):,.0f} req/s | estimate |"
+    )
 
 
 if __name__ == "__main__":

@@ -38,14 +38,26 @@ def catalog_changed() -> None:
     transaction.on_commit(lambda: cache.set(VERSION_KEY, _new_version(), timeout=None))
 
 
+def _page_key(version: str, request_key: tuple) -> str:
+    return "catalog:page:" + hashlib.sha256(repr((version, request_key)).encode()).hexdigest()
+
+
+# The version this process read last: it asks for the version and that version's page in one round trip, and
+# serves the page only if the version it got back is the same.
+_seen_version = [""]
+
+
 def catalog_cached(request_key: tuple, read: Callable[[], Page]) -> Page:
     """``read()``'s result for ``request_key`` (plain values with a stable ``repr``) at the current version."""
     seconds = settings.ONEFOLD_CATALOG_CACHE_SECONDS
     if not seconds:
         return read()
-    digest = hashlib.sha256(repr((catalog_version(), request_key)).encode()).hexdigest()
-    key = f"catalog:page:{digest}"
-    page = cache.get(key)
+    guess = _seen_version[0]
+    found = cache.get_many([VERSION_KEY, _page_key(guess, request_key)]) if guess else {}
+    version = found.get(VERSION_KEY) or catalog_version()
+    _seen_version[0] = version
+    key = _page_key(version, request_key)
+    page = found.get(key) if version == guess else cache.get(key)
     if page is None:
         page = read()
         cache.set(key, page, seconds)

@@ -175,3 +175,24 @@ def test_server_timing_header_separates_database_time_when_enabled(
 
 def test_server_timing_header_is_absent_by_default(buyer_api):
     assert "Server-Timing" not in buyer_api.get("/api/listings/")
+
+
+def test_a_version_moved_by_another_web_process_is_seen_at_the_next_request(
+    catalog_cache, published_listing, buyer_api
+):
+    from django.core.cache import cache
+
+    from market.commerce.catalog_cache import VERSION_KEY
+
+    listing = published_listing(name="Forest income model")
+    assert names(buyer_api.get("/api/listings/")) == ["Forest income model"]
+    Listing.objects.filter(pk=listing.pk).update(name="Renamed")
+    assert names(buyer_api.get("/api/listings/")) == [
+        "Forest income model"
+    ]  # this process's cached page
+
+    cache.set(
+        VERSION_KEY, "moved by another process"
+    )  # what that process's catalog_changed() does on commit
+
+    assert names(buyer_api.get("/api/listings/")) == ["Renamed"]
