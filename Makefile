@@ -28,21 +28,44 @@ run: $(BIN)/.installed
 	ONEFOLD_DEBUG=true $(BIN)/python manage.py runserver 127.0.0.1:8000
 
 # The demo: the market on embedded defaults plus a simulated 20-silo federation driven through its HTTP API
-# (manage.py onefold_simulate); the market keeps running afterwards until Ctrl-C.
+# (manage.py onefold_simulate); the market keeps running afterwards until Ctrl-C. It installs only the runtime
+# packages (requirements.txt at the lock's pins), not the test tooling, and says so while it does.
 DEMO_PORT ?= 8000
 DEMO_LOGS = $(or $(ONEFOLD_VAR_DIR),var)
-demo: $(BIN)/.installed
-	ONEFOLD_DEBUG=true $(BIN)/python manage.py migrate --noinput
-	ONEFOLD_DEBUG=true $(BIN)/python manage.py onefold_demo
-	mkdir -p $(DEMO_LOGS)
-	ONEFOLD_DEBUG=true $(BIN)/celery -A workers.celery_app worker --beat --concurrency 1 --loglevel WARNING \
+DEMO_URL = http://127.0.0.1:$(DEMO_PORT)
+DEMO_ENV = ONEFOLD_DEBUG=true
+
+$(BIN)/.installed-runtime: requirements.txt requirements-lock.txt
+	@if [ -f $(BIN)/.installed ]; then touch $@; else \
+		echo "Installing the market's runtime packages into $(VENV) (first run only: about 2 minutes, 1.5 GB)..."; \
+		$(PYTHON) -m venv $(VENV) && \
+		$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip==25.3 2>/dev/null && \
+		$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt -c requirements-lock.txt \
+			2>&1 | grep -v "is ignored: it is neither a file nor a directory" || true; \
+		$(BIN)/python -c "import django, celery, sklearn" && touch $@; fi
+
+demo: $(BIN)/.installed-runtime
+	@mkdir -p $(DEMO_LOGS)
+	@echo "Preparing the database (SQLite under var/)..."
+	@$(DEMO_ENV) $(BIN)/python manage.py migrate --noinput >$(DEMO_LOGS)/demo-migrate.log
+	@echo "Starting the market on $(DEMO_URL)/ and one worker (logs in $(DEMO_LOGS)/demo-*.log)..."
+	@$(DEMO_ENV) $(BIN)/celery -A workers.celery_app worker --beat --concurrency 1 --loglevel WARNING \
 		>$(DEMO_LOGS)/demo-worker.log 2>&1 & worker=$$!; \
-	ONEFOLD_DEBUG=true $(BIN)/python manage.py runserver 127.0.0.1:$(DEMO_PORT) --noreload \
+	$(DEMO_ENV) $(BIN)/python manage.py runserver 127.0.0.1:$(DEMO_PORT) --noreload \
 		>$(DEMO_LOGS)/demo-web.log 2>&1 & web=$$!; \
 	trap "kill $$worker $$web 2>/dev/null" EXIT INT TERM; \
-	ONEFOLD_DEBUG=true $(BIN)/python manage.py onefold_simulate --market-url http://127.0.0.1:$(DEMO_PORT) \
+	echo "Simulating 20 silos that train at home, upload, get fused and sold (a few minutes on 2 cores)..."; \
+	$(DEMO_ENV) $(BIN)/python manage.py onefold_simulate --market-url $(DEMO_URL) \
 		--wait-for-market 120 $(DEMO_ARGS) && \
-	echo "The market keeps running at http://127.0.0.1:$(DEMO_PORT)/ (logs in $(DEMO_LOGS)/demo-*.log); Ctrl-C stops it." && \
+	printf '%s\n' "" \
+		"The market is ready. Open one link per role (each signs in first, then lands where it says):" \
+		"  Operator  $(DEMO_URL)/sign-in/?next=/budgets/      operator / onefold-operator" \
+		"            the overview, the federation's hub (jobs, budgets, members), 20 silos' budgets, the audit log" \
+		"  Silo      $(DEMO_URL)/sign-in/?next=/               silo-01 / onefold-silo" \
+		"            its privacy budget and its earnings from the sale; upload students from metadata.json" \
+		"  Buyer     $(DEMO_URL)/sign-in/?next=/market/purchases/   buyer / onefold-buyer" \
+		"            the model it bought: download it, read its card; more models in the catalog" \
+		"" "Ctrl-C stops the market." && \
 	wait
 
 services:

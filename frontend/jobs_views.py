@@ -178,7 +178,7 @@ def job_cancel_action(request, job_id):
 @require_GET
 @page
 def job_comparison_png(request, job_id):
-    """A bar chart: the global model against every participating submission, on the evaluation split."""
+    """A strip plot: per metric, one dot per participating submission (sorted) and a line for the global model."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -189,21 +189,23 @@ def job_comparison_png(request, job_id):
     if global_model is None:
         return HttpResponse(status=404)
     metrics = [("accuracy", "Accuracy"), ("balanced_accuracy", "Balanced accuracy"), ("macro_f1", "Macro F1")]
-    rows = [("Global model", global_model.metrics)] + [(f"#{silo['id']} {silo['organisation']}", silo)
-                                                        for silo in context["silos"]]
     figure = Figure(figsize=(7.5, 3.6), dpi=100)
     axes = figure.subplots()
-    width = 0.8 / len(rows)
-    for index, (label, values) in enumerate(rows):
-        axes.bar([position + index * width for position in range(len(metrics))],
-                 [values[key] for key, _ in metrics], width=width, label=label,
-                 color="#1f5fa8" if index == 0 else None, alpha=1.0 if index == 0 else 0.7)
-    axes.set_xticks([position + width * (len(rows) - 1) / 2 for position in range(len(metrics))],
-                    [name for _, name in metrics])
+    for position, (key, _) in enumerate(metrics):
+        # One dot per silo, sorted left to right, so 200 silos read as a strip, not 200 bars or legend entries.
+        values = sorted(silo[key] for silo in context["silos"] if silo.get(key) is not None)
+        spread = [position - 0.3 + 0.6 * (rank + 0.5) / len(values) for rank in range(len(values))]
+        axes.scatter(spread, values, s=14, color="#6b7685", alpha=0.8, zorder=2,
+                     label=f"a silo's submission ({len(values)})" if position == 0 else None)
+        axes.hlines(global_model.metrics[key], position - 0.4, position + 0.4, color="#1f5fa8", linewidth=3,
+                    zorder=3, label="global model" if position == 0 else None)
+    axes.set_xticks(range(len(metrics)), [name for _, name in metrics])
+    axes.set_xlim(-0.5, len(metrics) - 0.5)
     axes.set_ylim(0, 1)
     axes.set_ylabel("on the evaluation split")
+    axes.grid(axis="y", color="#e3e7ec", zorder=0)
     axes.legend(fontsize=8, loc="lower right")
-    axes.set_title(f"Job #{job_id}: global model vs each silo's submission", fontsize=10)
+    axes.set_title(f"Job #{job_id}: the global model (line) against each silo's submission (dots)", fontsize=10)
     figure.tight_layout()
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")

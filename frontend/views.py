@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from frontend.decorators import page
+from frontend.federation_hub import hub_context
 from market.errors import NotFound, PermissionDenied
 from market.federations.models import Federation, PrivacyLevel
 from market.federations.selectors import (federation_get, federation_list, federation_require_member,
@@ -47,7 +48,8 @@ def federation_detail_page(request, slug):
     return render(request, "frontend/federation_detail.html",
                   {"section": "federations", "federation": federation,
                    "privacy_levels": privacy_level_choices(federation),
-                   **public_data_for(federation=federation, user=request.user)})
+                   **public_data_for(federation=federation, user=request.user),
+                   **hub_context(request, federation)})
 
 
 @require_POST

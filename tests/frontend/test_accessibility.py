@@ -16,6 +16,7 @@ from tests.market.commerce.conftest import BUYER_PASSWORD
 AXE_SOURCE = (Path(__file__).parent / "vendor" / "axe-core-4.14.1.min.js").read_text()
 BLOCKING_IMPACTS = ("serious", "critical")
 WIDTHS = (1280, 390)
+HUB_TABS = ("data", "submissions", "jobs", "budgets", "models", "members")
 RUN_AXE = """async () => {
   const result = await axe.run(document, {resultTypes: ["violations"]});
   return result.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
@@ -103,6 +104,7 @@ def test_every_page_of_every_role_has_no_serious_accessibility_violation_and_fit
             "/",
             "/federations/",
             f"/federations/{slug}/",
+            *[f"/federations/{slug}/?tab={tab}" for tab in HUB_TABS],
             f"/federations/{slug}/jobs/new/",
             "/jobs/",
             f"/jobs/{job_id}/",

@@ -58,6 +58,7 @@ def test_an_operator_lands_on_the_market_overview(operator, federation):
         "Jobs",
         "Budgets",
         "Market",
+        "Wallets",
         "Audit log",
     ]
     assert "Market overview" in response.text and "Recent audit events" in response.text

@@ -171,3 +171,11 @@ def test_the_launcher_answers_hostile_input_with_a_sentence_and_creates_nothing(
     price = client.get("/federations/adult-income/jobs/price/",
                        {"kind": "fedkt", "privacy_level": "L1", "parameters": parameters})
     assert price.status_code == 200 and "No price yet" in price.content.decode()
+
+
+def test_the_comparison_is_a_strip_plot_png_with_one_dot_per_submission(client, operator, launched_model):
+    client.force_login(operator)
+    response = client.get(f"/jobs/{launched_model.job_id}/comparison.png")
+    page = job_page(client, operator, launched_model.job_id)
+    assert response.status_code == 200 and response.content.startswith(b"\x89PNG")
+    assert "Strip plot: accuracy, balanced accuracy and macro F1 of each silo" in page
