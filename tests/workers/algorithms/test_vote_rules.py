@@ -81,7 +81,7 @@ def test_the_default_vote_is_the_papers_and_is_not_stored():
     assert FEDKT.votes_per_submission(FEDKT.validate({"partitions": 3, "vote": "class_weighted",
                                                       "vote_weight_max": 5})) == 15
     for params, message in (({"vote": "majority"}, "'vote' must be one of"),
-                            ({"vote_weight_max": 2}, "applies to \"vote\": \"class_weighted\" only"),
+                            ({"vote_weight_max": 2}, "applies to \"vote\": \"class_weighted\" or \"auto\" only"),
                             ({"vote": "class_weighted", "vote_weight_max": 17}, "'vote_weight_max' must be a whole"),
                             ({"vote": "class_weighted", "vote_weight_max": True}, "'vote_weight_max' must be a whole")):
         with pytest.raises(ValueError, match=message):
