@@ -1,6 +1,7 @@
 """A typed Python client for the Onefold REST API, for silos, buyers and operators who automate.
 
-Every method maps to one endpoint and returns the decoded JSON (or bytes for downloads). Errors
+Every method maps to one endpoint and returns a frozen dataclass of :mod:`workers.silo.results` (its
+``data`` holds the whole answer), the decoded JSON for answers the toolkit only passes on, or bytes. Errors
 become :mod:`workers.silo.errors` exceptions that carry the market's own sentence and status;
 retries and error translation live in :mod:`workers.silo.http`. A purchase and a job creation carry an
 ``Idempotency-Key``, so retrying them cannot buy twice or queue (and reserve privacy budget for) two jobs.
@@ -19,6 +20,8 @@ from typing import Any
 from workers.silo.errors import AuthenticationFailed, OnefoldError, Rejected
 from workers.silo.http import (MarketSession, ModelUpload, Progress, ProgressReader, encode_multipart,
                                normalise_market_url, server_message, wait_for)
+from workers.silo.results import (DownloadLink, Federation, GlobalModel, Job, Listing, ListingPage, Prediction, Profile,
+                                  Purchase, Submission)
 
 
 class OnefoldClient(MarketSession):
@@ -43,24 +46,24 @@ class OnefoldClient(MarketSession):
             self.token = saved
         return response.json()["token"]
 
-    def me(self) -> dict:
-        """``{"username", "is_operator", "organisation": {"id", "name", "is_silo", "is_buyer"} | None}``."""
-        return self.get("me/")
+    def me(self) -> Profile:
+        """The account, whether it is an operator, and its organisation (None for an operator without one)."""
+        return Profile.from_json(self.get("me/"))
 
     # --- federations ----------------------------------------------------------------------------
 
-    def federations(self) -> list[dict]:
-        return self.get("federations/")
+    def federations(self) -> list[Federation]:
+        return [Federation.from_json(item) for item in self.get("federations/")]
 
-    def federation(self, slug: str) -> dict:
-        return self.get(f"federations/{slug}/")
+    def federation(self, slug: str) -> Federation:
+        return Federation.from_json(self.get(f"federations/{slug}/"))
 
-    def federation_create(self, **fields) -> dict:
+    def federation_create(self, **fields) -> Federation:
         """Operators: create a federation (name, description, class_labels, label_column, privacy levels, ...)."""
-        return self.post("federations/", fields)
+        return Federation.from_json(self.post("federations/", fields))
 
-    def federation_join(self, slug: str) -> dict:
-        return self.post(f"federations/{slug}/join/")
+    def federation_join(self, slug: str) -> Federation:
+        return Federation.from_json(self.post(f"federations/{slug}/join/"))
 
     def public_dataset(self, slug: str) -> dict:
         return self.get(f"federations/{slug}/public-dataset/")
@@ -90,7 +93,7 @@ class OnefoldClient(MarketSession):
     # --- submissions ----------------------------------------------------------------------------
 
     def submission_create(self, *, federation: str, files: Iterable[ModelUpload], metadata: dict,
-                          progress: Progress | None = None) -> dict:
+                          progress: Progress | None = None) -> Submission:
         """Upload model files with their declared metadata; returns the pending submission.
 
         ``metadata`` holds model_family, n_local_examples, local_validation_score, privacy_level and
@@ -104,90 +107,91 @@ class OnefoldClient(MarketSession):
         body, content_type = encode_multipart(fields, [("files", upload) for upload in files])
         response = self.request("POST", "submissions/", headers={"Content-Type": content_type},
                                 body_factory=lambda: ProgressReader(body, progress))
-        return response.json()
+        return Submission.from_json(response.json())
 
-    def submission(self, submission_id: int) -> dict:
-        return self.get(f"submissions/{submission_id}/")
+    def submission(self, submission_id: int) -> Submission:
+        return Submission.from_json(self.get(f"submissions/{submission_id}/"))
 
-    def submissions(self, *, federation: str | None = None, limit: int = 500) -> list[dict]:
-        return self.get("submissions/", federation=federation, limit=limit)["results"]
+    def submissions(self, *, federation: str | None = None, limit: int = 500) -> list[Submission]:
+        return [Submission.from_json(item)
+                for item in self.get("submissions/", federation=federation, limit=limit)["results"]]
 
     def submission_wait(self, submission_id: int, *, timeout_seconds: float = 600, interval_seconds: float = 1.0,
-                        on_poll: Callable[[dict], None] | None = None) -> dict:
+                        on_poll: Callable[[Submission], None] | None = None) -> Submission:
         """Poll until the submission is ``valid``; a rejection raises :class:`Rejected` with the server's reason."""
         submission = wait_for(lambda: self.submission(submission_id),
-                              done=lambda s: s["status"] in ("valid", "rejected"), timeout_seconds=timeout_seconds,
-                              interval_seconds=interval_seconds, on_poll=on_poll,
+                              done=lambda found: found.status in ("valid", "rejected"),
+                              timeout_seconds=timeout_seconds, interval_seconds=interval_seconds, on_poll=on_poll,
                               what=f"the validation of submission #{submission_id}")
-        if submission["status"] == "rejected":
-            raise Rejected(f"Submission #{submission_id} was rejected: {submission['rejection_reason']}",
-                           payload=submission)
+        if submission.status == "rejected":
+            raise Rejected(f"Submission #{submission_id} was rejected: {submission.rejection_reason}",
+                           payload=submission.data)
         return submission
 
     # --- jobs -----------------------------------------------------------------------------------
 
     def job_create(self, federation: str, *, kind: str, privacy_level: str, parameters: dict | None = None,
                    submissions: list[int] | str = "all", seed: int | None = None,
-                   idempotency_key: str | None = None) -> dict:
+                   idempotency_key: str | None = None) -> Job:
         """Launch a job. The same ``idempotency_key`` with the same request never makes a second job (a fresh
         UUID when omitted, kept across this call's retries)."""
         body = {"kind": kind, "privacy_level": privacy_level, "parameters": parameters or {},
                 "submissions": submissions}
         if seed is not None:
             body["seed"] = seed
-        return self.post(f"federations/{federation}/jobs/", body,
-                         headers={"Idempotency-Key": idempotency_key or str(uuid.uuid4())})
+        return Job.from_json(self.post(f"federations/{federation}/jobs/", body,
+                                       headers={"Idempotency-Key": idempotency_key or str(uuid.uuid4())}))
 
-    def job(self, job_id: int) -> dict:
-        return self.get(f"jobs/{job_id}/")
+    def job(self, job_id: int) -> Job:
+        return Job.from_json(self.get(f"jobs/{job_id}/"))
 
-    def jobs(self, *, federation: str | None = None) -> list[dict]:
+    def jobs(self, *, federation: str | None = None) -> list[Job]:
         answer = self.get("jobs/", federation=federation)
-        return answer["results"] if isinstance(answer, dict) and "results" in answer else answer
+        listed = answer["results"] if isinstance(answer, dict) and "results" in answer else answer
+        return [Job.from_json(item) for item in listed]
 
-    def job_cancel(self, job_id: int) -> dict:
-        return self.post(f"jobs/{job_id}/cancel/")
+    def job_cancel(self, job_id: int) -> Job:
+        return Job.from_json(self.post(f"jobs/{job_id}/cancel/"))
 
     def job_wait(self, job_id: int, *, timeout_seconds: float = 1800, interval_seconds: float = 2.0,
-                 on_poll: Callable[[dict], None] | None = None) -> dict:
+                 on_poll: Callable[[Job], None] | None = None) -> Job:
         """Poll until the job succeeded; failure or cancellation raises :class:`Rejected` with the reason."""
-        job = wait_for(lambda: self.job(job_id), done=lambda j: j["status"] in ("succeeded", "failed", "cancelled"),
+        job = wait_for(lambda: self.job(job_id), done=lambda found: found.status in ("succeeded", "failed", "cancelled"),
                        timeout_seconds=timeout_seconds, interval_seconds=interval_seconds, on_poll=on_poll,
                        what=f"job #{job_id}")
-        if job["status"] != "succeeded":
-            raise Rejected(f"Job #{job_id} {job['status']}: {job.get('failure_reason') or 'no reason given'}",
-                           payload=job)
+        if job.status != "succeeded":
+            raise Rejected(f"Job #{job_id} {job.status}: {job.failure_reason or 'no reason given'}", payload=job.data)
         return job
 
-    def global_model(self, global_model_id: int) -> dict:
-        return self.get(f"global-models/{global_model_id}/")
+    def global_model(self, global_model_id: int) -> GlobalModel:
+        return GlobalModel.from_json(self.get(f"global-models/{global_model_id}/"))
 
     # --- commerce -------------------------------------------------------------------------------
 
-    def listings(self, **filters) -> dict:
-        """The catalog: ``{"count", "next", "previous", "results": [...]}``; filters: search, federation,
-        model_family, privacy_level, min_price, max_price, min_accuracy, ordering, limit, offset."""
-        return self.get("listings/", **filters)
+    def listings(self, **filters) -> ListingPage:
+        """One page of the catalog; filters: search, federation, model_family, privacy_level, min_price,
+        max_price, min_accuracy, ordering, limit, offset."""
+        return ListingPage.from_json(self.get("listings/", **filters))
 
-    def listing(self, listing_id: int) -> dict:
-        """A listing's model card."""
-        return self.get(f"listings/{listing_id}/")
+    def listing(self, listing_id: int) -> Listing:
+        """A listing with its model card."""
+        return Listing.from_json(self.get(f"listings/{listing_id}/"))
 
-    def listing_create(self, **fields) -> dict:
+    def listing_create(self, **fields) -> Listing:
         """Operators: a draft listing for a global model (global_model, name, description, licence_text,
         price_cents)."""
-        return self.post("listings/", fields)
+        return Listing.from_json(self.post("listings/", fields))
 
-    def listing_publish(self, listing_id: int, *, override_reason: str | None = None) -> dict:
+    def listing_publish(self, listing_id: int, *, override_reason: str | None = None) -> Listing:
         """Operators: publish a draft. A model that does not beat the majority-class guess by 5 points of balanced
         accuracy is refused (Conflict, with the numbers) unless ``override_reason`` says why it is sold anyway."""
-        return self.post(f"listings/{listing_id}/publish/",
-                         {"override_reason": override_reason} if override_reason else None)
+        return Listing.from_json(self.post(f"listings/{listing_id}/publish/",
+                                           {"override_reason": override_reason} if override_reason else None))
 
-    def purchase(self, listing_id: int, *, idempotency_key: str | None = None) -> dict:
+    def purchase(self, listing_id: int, *, idempotency_key: str | None = None) -> Purchase:
         """Buy a listing. The same ``idempotency_key`` never buys twice (a fresh UUID when omitted)."""
         key = idempotency_key or str(uuid.uuid4())
-        return self.post(f"listings/{listing_id}/purchase/", headers={"Idempotency-Key": key})
+        return Purchase.from_json(self.post(f"listings/{listing_id}/purchase/", headers={"Idempotency-Key": key}))
 
     def purchases(self) -> Any:
         return self.get("purchases/")
@@ -203,19 +207,20 @@ class OnefoldClient(MarketSession):
     def earnings(self) -> Any:
         return self.get("earnings/")
 
-    def download_link(self, global_model_id: int, *, file_format: str) -> dict:
-        """``{"url", "expires_at"}`` of a signed download link for a bought (or own) global model."""
-        return self.post(f"global-models/{global_model_id}/download-links/", {"format": file_format},
-                         idempotent=True)  # a second link changes nothing
+    def download_link(self, global_model_id: int, *, file_format: str) -> DownloadLink:
+        """A signed download link for a bought (or own) global model."""
+        return DownloadLink.from_json(self.post(f"global-models/{global_model_id}/download-links/",
+                                                {"format": file_format}, idempotent=True))  # a second link changes nothing
 
-    def global_model_download(self, global_model_id: int, *, file_format: str) -> tuple[bytes, dict]:
+    def global_model_download(self, global_model_id: int, *, file_format: str) -> tuple[bytes, DownloadLink]:
         """The file bytes and the link it came from."""
         link = self.download_link(global_model_id, file_format=file_format)
-        return self.download(link["url"]), link
+        return self.download(link.url), link
 
-    def predict(self, global_model_id: int, rows: list[dict]) -> dict:
-        """``{"classes", "probabilities", "class_labels"}`` for raw table rows (column → value)."""
-        return self.post(f"global-models/{global_model_id}/predict/", {"rows": rows}, idempotent=True)
+    def predict(self, global_model_id: int, rows: list[dict]) -> Prediction:
+        """Classes and probabilities for raw table rows (column → value)."""
+        return Prediction.from_json(self.post(f"global-models/{global_model_id}/predict/", {"rows": rows},
+                                              idempotent=True))
 
 
 __all__ = ["ModelUpload", "OnefoldClient", "encode_multipart", "normalise_market_url", "server_message", "wait_for"]

@@ -40,33 +40,34 @@ def login(args):
     client.token = client.obtain_token(username=args.username, password=args.password)
     profile = client.me()
     path = login_save(Login(market_url=client.market_url, token=client.token, username=args.username))
-    organisation = (profile.get("organisation") or {}).get("name")
-    text = (f"Logged in to {client.market_url} as {profile['username']}"
+    organisation = profile.organisation.name if profile.organisation else None
+    text = (f"Logged in to {client.market_url} as {profile.username}"
             f"{f' ({organisation})' if organisation else ''}. Token stored in {path}.")
-    return {"market_url": client.market_url, "username": profile["username"], "organisation": organisation,
-            "is_operator": profile["is_operator"], "config": str(path)}, text
+    return {"market_url": client.market_url, "username": profile.username, "organisation": organisation,
+            "is_operator": profile.is_operator, "config": str(path)}, text
 
 
 def whoami(args):
     client = client_for(args)
     profile = client.me()
-    organisation = profile.get("organisation") or {}
-    return {**profile, "market_url": client.market_url}, (
-        f"{profile['username']} on {client.market_url}; organisation: {organisation.get('name', 'none')}"
-        f"{'; operator' if profile['is_operator'] else ''}")
+    organisation = profile.organisation.name if profile.organisation else "none"
+    return {**profile.data, "market_url": client.market_url}, (
+        f"{profile.username} on {client.market_url}; organisation: {organisation}"
+        f"{'; operator' if profile.is_operator else ''}")
 
 
 def federations(args):
     listed = client_for(args).federations()
     lines = [f"{'slug':<28} {'member':<7} {'classes':<24} name"]
-    lines += [f"{item['slug']:<28} {'yes' if item['is_member'] else 'no':<7} "
-              f"{', '.join(item['class_labels'])[:24]:<24} {item['name']}" for item in listed]
-    return {"federations": listed}, "\n".join(lines) if listed else "The market has no federations yet."
+    lines += [f"{item.slug:<28} {'yes' if item.is_member else 'no':<7} "
+              f"{', '.join(item.class_labels)[:24]:<24} {item.name}" for item in listed]
+    return {"federations": [item.data for item in listed]}, (
+        "\n".join(lines) if listed else "The market has no federations yet.")
 
 
 def join(args):
     federation = client_for(args).federation_join(args.federation)
-    return federation, f"Your organisation is a member of '{federation['slug']}'."
+    return federation.data, f"Your organisation is a member of '{federation.slug}'."
 
 
 def pull(args):
@@ -78,15 +79,15 @@ def pull(args):
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "features.npz").write_bytes(features)
     (folder / "feature-spec.json").write_text(json.dumps(spec, indent=2))
-    (folder / "federation.json").write_text(json.dumps(federation, indent=2))
+    (folder / "federation.json").write_text(json.dumps(federation.data, indent=2))
     n_public = npz_rows(features, "features")
     result = {"folder": str(folder), "n_public_rows": n_public, "n_features": spec["n_features"],
-              "columns": [column["name"] for column in spec["columns"]], "label_column": federation["label_column"],
-              "class_labels": federation["class_labels"]}
+              "columns": [column["name"] for column in spec["columns"]], "label_column": federation.label_column,
+              "class_labels": federation.class_labels}
     return result, (f"Wrote {folder}/features.npz ({n_public} public rows × {spec['n_features']} encoded features), "
                     f"feature-spec.json and federation.json. Your table needs the columns "
-                    f"{', '.join(result['columns'])} and the label column '{federation['label_column']}' "
-                    f"({', '.join(federation['class_labels'])}).")
+                    f"{', '.join(result['columns'])} and the label column '{federation.label_column}' "
+                    f"({', '.join(federation.class_labels)}).")
 
 
 def npz_rows(npz: bytes, name: str) -> int:
@@ -139,39 +140,37 @@ def upload(args):
                                           metadata={name: metadata.get(name) for name in UPLOADED_METADATA},
                                           progress=progress)
     if not args.no_wait:
-        submission = client.submission_wait(submission["id"], timeout_seconds=args.wait_timeout)
+        submission = client.submission_wait(submission.id, timeout_seconds=args.wait_timeout)
     verdict = {"valid": "valid: the market accepted it", "pending": "pending: a worker will validate it",
-               }.get(submission["status"], submission["status"])
-    return submission, (f"Uploaded {len(uploads)} file(s) ({total / 1024:.0f} KiB) as submission #{submission['id']} "
+               }.get(submission.status, submission.status)
+    return submission.data, (f"Uploaded {len(uploads)} file(s) ({total / 1024:.0f} KiB) as submission #{submission.id} "
                         f"to '{metadata['federation']}'; status {verdict}.")
 
 
 def submission(args):
     found = client_for(args).submission(args.submission_id)
-    reason = f" ({found['rejection_reason']})" if found["rejection_reason"] else ""
-    return found, f"Submission #{found['id']} to '{found['federation']}': {found['status']}{reason}."
+    reason = f" ({found.rejection_reason})" if found.rejection_reason else ""
+    return found.data, f"Submission #{found.id} to '{found.federation}': {found.status}{reason}."
 
 
 def job(args):
     found = client_for(args).job(args.job_id)
-    progress = found.get("progress") or {}
-    reason = f" ({found['failure_reason']})" if found.get("failure_reason") else ""
-    return found, (f"Job #{found['id']} ({found.get('kind')}, {found.get('privacy_level')}): {found['status']}"
-                   f"{reason}; stage {progress.get('stage') or '-'} {progress.get('percent', 0)}%; "
-                   f"global model {found.get('global_model') or '-'}.")
+    reason = f" ({found.failure_reason})" if found.failure_reason else ""
+    return found.data, (f"Job #{found.id} ({found.kind}, {found.privacy_level}): {found.status}"
+                        f"{reason}; stage {found.progress.get('stage') or '-'} {found.progress.get('percent', 0)}%; "
+                        f"global model {found.global_model or '-'}.")
 
 
 # --- buyers -------------------------------------------------------------------------------------
 
 def catalog(args):
-    answer = client_for(args).listings(search=args.search, federation=args.federation, ordering=args.ordering,
-                                       limit=args.limit, offset=args.offset)
-    listings = answer["results"] if isinstance(answer, dict) and "results" in answer else answer
+    page = client_for(args).listings(search=args.search, federation=args.federation, ordering=args.ordering,
+                                     limit=args.limit, offset=args.offset)
     lines = [f"{'id':>5} {'price':>10} {'accuracy':>8}  {'model':>5}  name"] + [
-        f"{item['id']:>5} {item['price_cents'] / 100:>10.2f} {_score(item.get('accuracy')):>8}  "
-        f"{item['global_model']:>5}  {item['name']}" for item in listings]
-    return {"listings": listings, "count": answer.get("count", len(listings)) if isinstance(answer, dict)
-            else len(listings)}, "\n".join(lines) if listings else "No models for sale match."
+        f"{item.id:>5} {item.price_cents / 100:>10.2f} {_score(item.accuracy):>8}  "
+        f"{item.global_model:>5}  {item.name}" for item in page.results]
+    return {"listings": [item.data for item in page.results], "count": page.count}, (
+        "\n".join(lines) if page.results else "No models for sale match.")
 
 
 def _score(value) -> str:
@@ -180,34 +179,34 @@ def _score(value) -> str:
 
 def card(args):
     found = client_for(args).listing(args.listing_id)
-    details = found.get("card") or {}
+    details = found.card or {}
     task, algorithm = details.get("task") or {}, details.get("algorithm") or {}
     formats = ", ".join(f"{item['format']} ({item['size_bytes'] / 1024:.0f} KiB)" for item in details.get("formats", []))
-    lines = [f"#{found['id']} {found['name']} [{found['status']}] — {found['price_cents'] / 100:.2f}",
-             f"Federation: {found['federation']} ({', '.join(task.get('classes', []))}); global model "
-             f"#{found['global_model']}, {found['model_family']}, {algorithm.get('name', '')}, {found['privacy_level']}",
-             f"Accuracy {_score(found.get('accuracy'))}, balanced accuracy {_score(found.get('balanced_accuracy'))}, "
-             f"macro F1 {_score(found.get('macro_f1'))}, ROC AUC {_score(found.get('roc_auc'))}"
+    lines = [f"#{found.id} {found.name} [{found.status}] — {found.price_cents / 100:.2f}",
+             f"Federation: {found.federation} ({', '.join(task.get('classes', []))}); global model "
+             f"#{found.global_model}, {found.model_family}, {algorithm.get('name', '')}, {found.privacy_level}",
+             f"Accuracy {_score(found.accuracy)}, balanced accuracy {_score(found.balanced_accuracy)}, "
+             f"macro F1 {_score(found.macro_f1)}, ROC AUC {_score(found.roc_auc)}"
              f" on {details.get('evaluation_rows', '?')} evaluation rows",
              f"Contributing silos: {details.get('contributing_silos', '?')}; formats: {formats or '-'}",
-             f"Licence: {found['licence_text']}"]
-    if found.get("description"):
-        lines.insert(1, found["description"])
-    return found, "\n".join(lines)
+             f"Licence: {found.licence_text}"]
+    if found.description:
+        lines.insert(1, found.description)
+    return found.data, "\n".join(lines)
 
 
 def buy(args):
     purchase = client_for(args).purchase(args.listing_id, idempotency_key=args.idempotency_key)
-    return purchase, (f"Bought listing #{args.listing_id} ({purchase['listing_name']}) for "
-                      f"{purchase['price_cents'] / 100:.2f}: purchase #{purchase['id']}; download it with "
-                      f"`python -m workers.silo download {purchase['global_model']}`.")
+    return purchase.data, (f"Bought listing #{args.listing_id} ({purchase.listing_name}) for "
+                           f"{purchase.price_cents / 100:.2f}: purchase #{purchase.id}; download it with "
+                           f"`python -m workers.silo download {purchase.global_model}`.")
 
 
 def download(args):
     data, link = client_for(args).global_model_download(args.global_model_id, file_format=args.format)
     output = args.output or Path(f"global-model-{args.global_model_id}.{args.format}")
     output.write_bytes(data)
-    return {"file": str(output), "size_bytes": len(data), "expires_at": link.get("expires_at")}, \
+    return {"file": str(output), "size_bytes": len(data), "expires_at": link.expires_at}, \
         f"Wrote {output} ({len(data) / 1024:.0f} KiB)."
 
 
@@ -216,11 +215,10 @@ def predict(args):
 
     frame = load_table(args.data).head(args.limit)
     rows = json.loads(frame.to_json(orient="records"))
-    answer = client_for(args).predict(args.global_model_id, rows)
-    labels = answer.get("class_labels") or []
-    classes = answer.get("classes", [])
-    shown = [labels[value] if isinstance(value, int) and labels else value for value in classes]
-    return answer, "\n".join(str(value) for value in shown)
+    prediction = client_for(args).predict(args.global_model_id, rows)
+    labels = prediction.class_labels
+    shown = [labels[value] if isinstance(value, int) and labels else value for value in prediction.classes]
+    return prediction.data, "\n".join(str(value) for value in shown)
 
 
 __all__ = ["buy", "card", "catalog", "client_for", "download", "federations", "job", "join", "login", "predict",

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urljoin, urlsplit
 
 import requests
@@ -32,6 +32,7 @@ NOTHING_DONE_STATUSES = frozenset({429, 503})  # the market did nothing and asks
 RETRY_STATUSES = range(500, 600)  # idempotent requests only: a 500, 502 or 504 may come after the work was done
 MAX_RETRY_AFTER_SECONDS = 300.0
 Progress = Callable[[int, int], None]
+Polled = TypeVar("Polled")  # what ``wait_for`` polls: a submission, a job
 
 
 def normalise_market_url(url: str) -> str:
@@ -235,8 +236,8 @@ def encode_multipart(fields: dict[str, str], files: list[tuple[str, ModelUpload]
     return lines.getvalue(), f"multipart/form-data; boundary={boundary}"
 
 
-def wait_for(fetch: Callable[[], dict], *, done: Callable[[dict], bool], timeout_seconds: float,
-             interval_seconds: float, what: str, on_poll: Callable[[dict], None] | None = None) -> dict:
+def wait_for(fetch: Callable[[], Polled], *, done: Callable[[Polled], bool], timeout_seconds: float,
+             interval_seconds: float, what: str, on_poll: Callable[[Polled], None] | None = None) -> Polled:
     """Call ``fetch`` until ``done`` holds; :class:`TimedOut` after ``timeout_seconds``."""
     deadline = time.monotonic() + timeout_seconds
     while True:
@@ -246,8 +247,9 @@ def wait_for(fetch: Callable[[], dict], *, done: Callable[[dict], bool], timeout
         if done(value):
             return value
         if time.monotonic() >= deadline:
+            status = getattr(value, "status", None) or "running"
             raise TimedOut(f"Gave up waiting for {what} after {timeout_seconds:g} s; it is still "
-                           f"{value.get('status', 'running')}. Check again later.")
+                           f"{status}. Check again later.")
         time.sleep(interval_seconds)
 
 

@@ -71,7 +71,7 @@ def scripted():
 
 def test_5xx_answers_are_retried_until_one_succeeds(scripted):
     market, client = scripted((503, {"detail": "busy"}), (502, {}), (200, [{"slug": "adult-income"}]))
-    assert client.federations() == [{"slug": "adult-income"}]
+    assert [federation.slug for federation in client.federations()] == ["adult-income"]
     assert [request["path"] for request in market.received] == ["/api/federations/"] * 3
     assert market.received[0]["headers"]["Authorization"] == "Token token-123"
 
@@ -114,7 +114,7 @@ def test_no_market_listening_raises_market_unreachable_after_every_retry():
 
 def test_a_retried_purchase_sends_the_same_idempotency_key(scripted):
     market, client = scripted((502, {}), (201, {"id": 9}))
-    assert client.purchase(4) == {"id": 9}
+    assert client.purchase(4).id == 9
     keys = [request["headers"]["Idempotency-Key"] for request in market.received]
     assert len(keys) == 2 and keys[0] == keys[1] and len(keys[0]) == 36
 
@@ -126,7 +126,7 @@ def test_a_retried_upload_sends_the_whole_body_again_and_reports_progress(script
                                       metadata={"model_family": "random_forest", "n_local_examples": 10,
                                                 "label_distribution": [4, 6], "declared_epsilon": None},
                                       progress=lambda sent, total: seen.append((sent, total)))
-    assert answer == {"id": 5, "status": "pending"}
+    assert (answer.id, answer.status, answer.data) == (5, "pending", {"id": 5, "status": "pending"})
     first, second = (request["body"] for request in market.received)
     assert len(first) == len(second) > 300_000
     assert b'name="label_distribution"\r\n\r\n[4, 6]\r\n' in second and b"declared_epsilon" not in second
@@ -158,7 +158,7 @@ def test_a_post_without_an_idempotency_key_is_not_retried_after_a_5xx(scripted, 
 
 def test_a_retried_job_creation_sends_the_same_idempotency_key(scripted, waits):
     market, client = scripted((504, {}), "drop", (201, {"id": 4}))
-    assert client.job_create("adult-income", kind="fedkt", privacy_level="L1") == {"id": 4}
+    assert client.job_create("adult-income", kind="fedkt", privacy_level="L1").id == 4
     keys = [request["headers"]["Idempotency-Key"] for request in market.received]
     assert len(keys) == 3 and len(set(keys)) == 1 and len(keys[0]) == 36
     assert [request["path"] for request in market.received] == ["/api/federations/adult-income/jobs/"] * 3
@@ -176,7 +176,8 @@ def test_429_and_503_are_retried_for_any_request_after_the_retry_after_the_marke
     market, client = scripted((429, {"detail": "Request was throttled."}, {"Retry-After": "7"}),
                               (503, {"detail": "Busy."}, {"Retry-After": "2"}), (503, {}),
                               (200, {"id": 3, "status": "cancelled"}))
-    assert client.job_cancel(3) == {"id": 3, "status": "cancelled"}
+    cancelled = client.job_cancel(3)
+    assert (cancelled.id, cancelled.status) == (3, "cancelled")
     assert waits == [7.0, 2.0, 0.0]  # the market's Retry-After, then the client's own backoff (0 in these tests)
     assert len(market.received) == 4
 
@@ -203,3 +204,23 @@ def test_retry_after_reads_seconds_and_http_dates():
     assert retry_after_seconds("7") == 7.0
     assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a moment already past: retry now
     assert retry_after_seconds("soon") is None and retry_after_seconds(None) is None
+
+
+def test_answers_come_back_as_typed_results_that_keep_the_whole_answer(scripted):
+    profile_answer = {"username": "sam-silo", "is_operator": False, "organisation": {
+        "id": 7, "name": "Northwind Hospital", "is_silo": True, "is_buyer": False}}
+    catalog_answer = {"count": 3, "next": "http://x/api/listings/?offset=1", "previous": None, "results": [
+        {"id": 2, "name": "Adult income", "price_cents": 1500, "global_model": 5, "accuracy": 0.84, "extra": 1}]}
+    _, client = scripted((200, profile_answer), (200, catalog_answer),
+                         (200, {"classes": [1, 0], "probabilities": [[0.2, 0.8], [0.9, 0.1]],
+                                "class_labels": ["<=50K", ">50K"]}))
+    profile = client.me()
+    assert (profile.username, profile.is_operator, profile.organisation.id, profile.organisation.name) == (
+        "sam-silo", False, 7, "Northwind Hospital")
+    assert profile.data == profile_answer
+    page = client.listings(limit=1)
+    assert (page.count, page.next, [(item.id, item.price_cents, item.accuracy, item.status) for item in page.results]) \
+        == (3, "http://x/api/listings/?offset=1", [(2, 1500, 0.84, None)])
+    assert page.results[0].data["extra"] == 1
+    prediction = client.predict(5, [{"age": 40}])
+    assert (prediction.classes, prediction.class_labels) == ([1, 0], ["<=50K", ">50K"])

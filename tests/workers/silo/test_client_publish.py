@@ -19,6 +19,6 @@ def test_a_refused_publish_raises_conflict_and_an_override_sends_its_reason(scri
     published = client.listing_publish(4, override_reason="A pilot buyer asked for it.")
 
     assert refused.value.message == SENTENCE
-    assert published == {"id": 4, "status": "published"}
+    assert (published.id, published.status) == (4, "published")
     assert [json.loads(request["body"]) for request in market.received] == [
         {}, {"override_reason": "A pilot buyer asked for it."}]

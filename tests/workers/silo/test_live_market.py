@@ -197,47 +197,47 @@ def test_a_job_over_toolkit_uploads_is_bought_downloaded_and_called_with_the_too
     job = operator.job_create("adult-income", kind="fedkt", privacy_level="L0", submissions=submissions, seed=1,
                               parameters={"partitions": 2, "teachers": 5, "query": 500,
                                           "final_model": {"family": "random_forest", "n_estimators": 10}})
-    job = operator.job_wait(job["id"], timeout_seconds=600)
-    global_model = operator.global_model(job["global_model"])
-    assert sorted(job["submissions"]) == sorted(submissions)
+    job = operator.job_wait(job.id, timeout_seconds=600)
+    global_model = operator.global_model(job.global_model)
+    assert sorted(job.submissions) == sorted(submissions)
     login_as("olivia-operator", "operator-password")
-    code, out, _ = run_cli("job", job["id"])
+    code, out, _ = run_cli("job", job.id)
     assert code == 0
-    assert out.startswith(f"Job #{job['id']} (fedkt, L0): succeeded; stage ")
-    listing = operator.listing_create(global_model=global_model["id"], name="Adult income FedKT", price_cents=1500,
+    assert out.startswith(f"Job #{job.id} (fedkt, L0): succeeded; stage ")
+    listing = operator.listing_create(global_model=global_model.id, name="Adult income FedKT", price_cents=1500,
                                       description="", licence_text="Evaluation only.")
     # This test is about delivery; two silos of 400 and 600 rows may not beat the majority-class guess by the
     # publish gate's 5 points, so the operator gives its reason (ignored when the model passes the gate).
-    operator.listing_publish(listing["id"], override_reason="Delivery test on a two-silo toy federation.")
+    operator.listing_publish(listing.id, override_reason="Delivery test on a two-silo toy federation.")
     operator.wallet_top_up(buyer_user.organisation_id, amount_cents=5000, reference="invoice-1")
 
     login_as("bo-buyer", "buyer-password")
     code, out, _ = run_cli("catalog", "--json")
     assert code == 0
     assert [(item["id"], item["global_model"]) for item in json.loads(out)["listings"]] == \
-        [(listing["id"], global_model["id"])]
-    code, out, _ = run_cli("card", listing["id"], "--json")
+        [(listing.id, global_model.id)]
+    code, out, _ = run_cli("card", listing.id, "--json")
     assert (code, json.loads(out)["name"]) == (0, "Adult income FedKT")
-    code, out, _ = run_cli("card", listing["id"])
-    assert out.startswith(f"#{listing['id']} Adult income FedKT [published] — 15.00\nFederation: adult-income "
-                          f"(<=50K, >50K); global model #{global_model['id']}, random_forest, FedKT, L0\n")
-    first = run_cli("buy", listing["id"], "--idempotency-key", "order-77", "--json")
-    again = run_cli("buy", listing["id"], "--idempotency-key", "order-77", "--json")
+    code, out, _ = run_cli("card", listing.id)
+    assert out.startswith(f"#{listing.id} Adult income FedKT [published] — 15.00\nFederation: adult-income "
+                          f"(<=50K, >50K); global model #{global_model.id}, random_forest, FedKT, L0\n")
+    first = run_cli("buy", listing.id, "--idempotency-key", "order-77", "--json")
+    again = run_cli("buy", listing.id, "--idempotency-key", "order-77", "--json")
     assert first[0] == again[0] == 0
     assert json.loads(first[1])["id"] == json.loads(again[1])["id"]
     assert Purchase.objects.count() == 1
-    code, out, err = run_cli("download", global_model["id"], "--format", "onnx", "--output", tmp_path / "model.onnx")
+    code, out, err = run_cli("download", global_model.id, "--format", "onnx", "--output", tmp_path / "model.onnx")
     assert code == 0, err
     downloaded = (tmp_path / "model.onnx").read_bytes()
     assert hashlib.sha256(downloaded).hexdigest() == GlobalModelFile.objects.get(
-        global_model_id=global_model["id"], format="onnx").sha256
+        global_model_id=global_model.id, format="onnx").sha256
     rows = adult_frame.iloc[:5].drop(columns=["income"])
     rows.to_csv(tmp_path / "rows.csv", index=False)
-    code, out, err = run_cli("predict", global_model["id"], "--data", tmp_path / "rows.csv", "--json")
+    code, out, err = run_cli("predict", global_model.id, "--data", tmp_path / "rows.csv", "--json")
     assert code == 0, err
     answer = json.loads(out)
     spec = json.loads((tmp_path / "sam-silo" / "feature-spec.json").read_text())
-    assert global_model["feature_view"] == "ordinal"     # a random forest: codes, not one-hot columns
+    assert global_model.data["feature_view"] == "ordinal"     # a random forest: codes, not one-hot columns
     local = predict_probabilities(downloaded, "onnx", encode_features(rows, spec, view="ordinal"), n_classes=2)
     assert np.allclose(answer["probabilities"], local, atol=1e-5)
     assert answer["class_labels"] == ["<=50K", ">50K"]

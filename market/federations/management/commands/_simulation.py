@@ -41,6 +41,7 @@ from workers.partition import dirichlet_label_partition
 from workers.silo import cli
 from workers.silo.client import OnefoldClient
 from workers.silo.errors import NotFound
+from workers.silo.results import Federation, GlobalModel, Job, Listing, Purchase
 
 DEMO_DATA = Path(__file__).resolve().parents[2] / "demo_data"
 DATASETS = {"adult": {"public": "adult-public.csv.gz", "evaluation": "adult-evaluation.csv.gz",
@@ -150,16 +151,16 @@ def dataset_bytes(settings: SimulationSettings, part: str) -> bytes:
     return gzip.decompress((DEMO_DATA / DATASETS[settings.dataset][part]).read_bytes())
 
 
-def federation_ensure(operator: OnefoldClient, settings: SimulationSettings) -> dict:
+def federation_ensure(operator: OnefoldClient, settings: SimulationSettings) -> Federation:
     """The simulated federation with public data and evaluation split (created once)."""
     dataset = DATASETS[settings.dataset]
-    wanted = next((item for item in operator.federations() if item["name"] == dataset["name"]), None)
+    wanted = next((item for item in operator.federations() if item.name == dataset["name"]), None)
     if wanted is None:
         wanted = operator.federation_create(
             name=dataset["name"], description=dataset["description"], class_labels=dataset["class_labels"],
             label_column=dataset["label_column"], allowed_privacy_levels=["L0", "L1", "L2"],
             default_privacy_level="L0", default_parameters={})
-    slug = wanted["slug"]
+    slug = wanted.slug
     try:
         operator.public_dataset(slug)
     except NotFound:
@@ -206,10 +207,10 @@ def silo_submission(settings: SimulationSettings, slug: str, username: str, shar
     toolkit(config, "login", "--market", settings.market_url, "--username", username, "--password", SILO_PASSWORD)
     toolkit(config, "join", slug)
     existing = OnefoldClient(settings.market_url, json.loads(config.read_text())["token"]).submissions(federation=slug)
-    reusable = [item for item in existing if item["status"] in ("valid", "pending", "validating")
-                and item["privacy_level"] == settings.privacy_level]
+    reusable = [item for item in existing if item.status in ("valid", "pending", "validating")
+                and item.privacy_level == settings.privacy_level]
     if reusable:
-        return reusable[0]["id"]
+        return reusable[0].id
     toolkit(config, "pull", slug, "--output", folder / "pulled")
     share.to_csv(folder / "data.csv", index=False)
     privacy = (["--privacy-level", "L2", "--gamma", settings.gamma, "--queries", settings.queries]
@@ -226,11 +227,11 @@ def job_query_parameters(job_query: float | int) -> dict:
     return {"query_fraction": job_query} if isinstance(job_query, float) else {"query_count": job_query}
 
 
-def job_ensure(operator: OnefoldClient, settings: SimulationSettings, slug: str, submissions: list[int]) -> dict:
+def job_ensure(operator: OnefoldClient, settings: SimulationSettings, slug: str, submissions: list[int]) -> Job:
     """A succeeded job over exactly these submissions: an earlier one, else a new one waited for."""
     for job in operator.jobs(federation=slug):
-        if job["status"] == "succeeded" and sorted(job["submissions"]) == sorted(submissions) \
-                and job["kind"] == settings.algorithm and job["privacy_level"] == settings.privacy_level:
+        if job.status == "succeeded" and sorted(job.submissions) == sorted(submissions) \
+                and job.kind == settings.algorithm and job.privacy_level == settings.privacy_level:
             return job
     query = job_query_parameters(settings.job_query)
     parameters = {"fedkt": {"partitions": settings.partitions, "teachers": settings.teachers, **query,
@@ -241,38 +242,39 @@ def job_ensure(operator: OnefoldClient, settings: SimulationSettings, slug: str,
         parameters["privacy"] = {"mechanism": "laplace", "gamma": settings.gamma, "delta": 1e-5}
     job = operator.job_create(slug, kind=settings.algorithm, privacy_level=settings.privacy_level,
                               parameters=parameters, submissions=submissions, seed=settings.seed)
-    settings.say(f"Job #{job['id']} ({settings.algorithm}, {settings.privacy_level}) queued; waiting for the worker.")
+    settings.say(f"Job #{job.id} ({settings.algorithm}, {settings.privacy_level}) queued; waiting for the worker.")
     last_stage = [None]
 
-    def show(found):
-        stage = (found.get("progress") or {}).get("stage")
+    def show(found: Job):
+        stage = found.progress.get("stage")
         if stage and stage != last_stage[0]:
             last_stage[0] = stage
-            settings.say(f"  job #{found['id']}: {found['status']}, {stage}")
-    return operator.job_wait(job["id"], timeout_seconds=1800, on_poll=show)
+            settings.say(f"  job #{found.id}: {found.status}, {stage}")
+    return operator.job_wait(job.id, timeout_seconds=1800, on_poll=show)
 
 
-def listing_ensure(operator: OnefoldClient, global_model: dict, settings: SimulationSettings) -> dict:
+def listing_ensure(operator: OnefoldClient, global_model: GlobalModel, settings: SimulationSettings) -> Listing:
     """A published listing of the global model (an earlier one is reused)."""
-    found = operator.listings(federation=global_model["federation"], limit=100)
-    mine = [item for item in found["results"] if item["global_model"] == global_model["id"]
-            and item["status"] != "retired"]
+    found = operator.listings(federation=global_model.federation, limit=100)
+    mine = [item for item in found.results if item.global_model == global_model.id and item.status != "retired"]
     listing = mine[0] if mine else operator.listing_create(
-        global_model=global_model["id"], name=f"Adult income, {settings.algorithm} over {settings.silos} silos "
+        global_model=global_model.id, name=f"Adult income, {settings.algorithm} over {settings.silos} silos "
                                               f"({settings.privacy_level})",
         description="Global model of the simulated Adult federation.", price_cents=PRICE_CENTS,
         licence_text="Demo licence: evaluation use only.")
-    if listing["status"] != "published":
-        listing = operator.listing_publish(listing["id"])
+    if listing.status != "published":
+        listing = operator.listing_publish(listing.id)
     return listing
 
 
-def buyer_purchase(operator: OnefoldClient, buyer: OnefoldClient, listing: dict) -> dict:
+def buyer_purchase(operator: OnefoldClient, buyer: OnefoldClient, listing: Listing) -> Purchase:
     """Credit the buyer once (by reference) and buy once (by idempotency key)."""
-    organisation = buyer.me()["organisation"]
-    operator.wallet_top_up(organisation["id"], amount_cents=TOP_UP_CENTS,
-                           reference=f"simulation-top-up-{organisation['id']}", note="Demo credit")
-    return buyer.purchase(listing["id"], idempotency_key=f"simulation-purchase-{listing['id']}")
+    organisation = buyer.me().organisation
+    if organisation is None:
+        raise SimulationError(f"The buyer account '{BUYER[0]}' belongs to no organisation.")
+    operator.wallet_top_up(organisation.id, amount_cents=TOP_UP_CENTS,
+                           reference=f"simulation-top-up-{organisation.id}", note="Demo credit")
+    return buyer.purchase(listing.id, idempotency_key=f"simulation-purchase-{listing.id}")
 
 
 def baseline_accuracies(settings: SimulationSettings, shares: list[pd.DataFrame], spec: dict) -> dict:
@@ -308,7 +310,7 @@ def simulation_run(settings: SimulationSettings) -> SimulationReport:
     accounts = accounts_ensure(settings)
     operator = signed_in(settings.market_url, *OPERATOR)
     federation = federation_ensure(operator, settings)
-    slug = federation["slug"]
+    slug = federation.slug
     report = SimulationReport(federation=slug, accounts=accounts)
     shares = silo_shares(settings)
     say(f"Federation '{slug}': {settings.silos} silos with Dirichlet(β={settings.beta}) shares of "
@@ -323,18 +325,20 @@ def simulation_run(settings: SimulationSettings) -> SimulationReport:
     for submission_id in report.submissions:
         operator.submission_wait(submission_id, timeout_seconds=900)
     say(f"All {len(report.submissions)} submissions are valid.")
-    report.job = job_ensure(operator, settings, slug, report.submissions)
-    report.global_model = operator.global_model(report.job["global_model"])
-    report.listing = listing_ensure(operator, report.global_model, settings)
+    job = job_ensure(operator, settings, slug, report.submissions)
+    global_model = operator.global_model(job.global_model)
+    listing = listing_ensure(operator, global_model, settings)
     buyer = signed_in(settings.market_url, *BUYER[:2])
-    report.purchase = buyer_purchase(operator, buyer, report.listing)
+    purchase = buyer_purchase(operator, buyer, listing)
+    report.job, report.global_model, report.listing, report.purchase = (
+        job.data, global_model.data, listing.data, purchase.data)
     files = sorted(report.global_model["files"], key=lambda item: item["role"] != "portable")  # ONNX if there is one
     report.download_format = files[0]["format"]
-    data, _ = buyer.global_model_download(report.global_model["id"], file_format=report.download_format)
+    data, _ = buyer.global_model_download(global_model.id, file_format=report.download_format)
     report.download_bytes = len(data)
     rows = read_table(dataset_bytes(settings, "evaluation")).drop(
         columns=[DATASETS[settings.dataset]["label_column"]]).head(5)
-    report.predictions = buyer.predict(report.global_model["id"], json.loads(rows.to_json(orient="records")))
+    report.predictions = buyer.predict(global_model.id, json.loads(rows.to_json(orient="records"))).data
     spec = operator.feature_spec(slug)
     report.accuracy = {"global": report.global_model["metrics"], **baseline_accuracies(settings, shares, spec)}
     return report
