@@ -99,6 +99,10 @@ class GlobalModelOutput(serializers.Serializer):
                                                 "balanced_accuracy, macro_f1, roc_auc) and n_silos on the same "
                                                 "evaluation split; which organisation the best silo is follows the "
                                                 "contributions rule (docs/market.md).")
+    fusion_choice = serializers.DictField(allow_null=True, help_text=(
+        'FedKT "vote": "auto" only (else null): the fusion chosen ("chosen"), by which "criterion", on how many '
+        'evaluation rows ("selection_rows"; the metrics are on the other "report_rows"), and every candidate\'s '
+        'selection-half scores ("candidates").'))
     files = GlobalModelFileOutput(source="global_model.files", many=True)
     created_at = serializers.DateTimeField(source="global_model.created_at")
 

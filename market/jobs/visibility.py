@@ -60,6 +60,7 @@ class GlobalModelView:
     lineage: dict
     baselines: dict  # market.jobs.baselines.baselines_visible: which silo is best only as contributions are shown
     every_silo: bool  # False: the per-silo fields hold the viewer's own share at most
+    fusion_choice: dict | None = None  # FedKT vote: auto's choice and candidates' scores; names no silo: for everyone
 
 
 def _own_submission_ids(global_model: GlobalModel, organisation_id: int | None) -> set[str]:
@@ -106,7 +107,14 @@ def global_model_view(*, global_model: GlobalModel, user: User | None) -> Global
                                                        if key in PUBLIC_LINEAGE_KEYS},
         baselines=baselines_visible(global_model, every_silo=visibility.every_silo,
                                     organisation_id=visibility.organisation_id),
-        every_silo=visibility.every_silo)
+        every_silo=visibility.every_silo, fusion_choice=_fusion_choice(lineage))
+
+
+def _fusion_choice(lineage: dict) -> dict | None:
+    """What ``vote: auto`` chose (workers.algorithms.auto_fusion): the rule, the criterion, the rows of each half,
+    every candidate's selection-half scores and the ensemble's size; the member weights stay in the lineage."""
+    chosen = (lineage.get("fusion") or {}).get("auto")
+    return dict(chosen) if isinstance(chosen, dict) else None
 
 
 def named_contributions(view: GlobalModelView) -> list[dict]:

@@ -81,6 +81,8 @@ def test_an_auto_vote_job_names_its_choice_and_reports_on_the_half_it_did_not_re
     for metrics in model.submission_metrics.values():                     # the baselines read the same rows
         assert sum(map(sum, metrics["confusion_matrix"])) == chosen["report_rows"]
     assert any("Fusion chosen by auto" in line.message for line in job.log_entries.all())
+    api = api_client_for(operator).get(f"/api/global-models/{model.id}/").json()
+    assert api["fusion_choice"] == chosen
     from django.test import Client
 
     browser = Client()
