@@ -2,6 +2,7 @@
 machines read them once a shared store is configured. Writes are undone when the database
 transaction they belong to fails, so no orphaned file remains."""
 
+import functools
 import hashlib
 import io
 from contextlib import contextmanager
@@ -48,3 +49,10 @@ def arrays_to_npz(**arrays: np.ndarray) -> bytes:
 def arrays_from_npz(name: str) -> dict[str, np.ndarray]:
     with np.load(io.BytesIO(artifact_read(name)), allow_pickle=False) as arrays:
         return {key: arrays[key] for key in arrays.files}
+
+
+@functools.lru_cache(maxsize=8)
+def arrays_from_npz_cached(name: str) -> dict[str, np.ndarray]:
+    """:func:`arrays_from_npz`, read once per process: for immutable artifacts (a public dataset, an evaluation
+    split). The dict is shared; copy it before changing it."""
+    return arrays_from_npz(name)

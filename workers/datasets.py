@@ -53,7 +53,7 @@ def data_dir() -> Path:
     return Path(os.environ.get("ONEFOLD_DATA_DIR", REPOSITORY_ROOT.parent / "shared" / "data"))
 
 
-def _tabular_split(n_examples: int, labels: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def tabular_split(n_examples: int, labels: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     indices = np.arange(n_examples)
     train, rest = train_test_split(indices, train_size=0.75, random_state=seed, stratify=labels)
     test, public = train_test_split(rest, train_size=0.5, random_state=seed, stratify=labels[rest])
@@ -63,7 +63,7 @@ def _tabular_split(n_examples: int, labels: np.ndarray, seed: int) -> tuple[np.n
 def load_adult(seed: int, view: str = "one_hot") -> Dataset:
     frame = pd.read_parquet(data_dir() / "adult.parquet")
     labels = (frame.pop("income").str.strip().str.rstrip(".") == ">50K").to_numpy().astype(np.int64)
-    train, public, test = _tabular_split(len(frame), labels, seed)
+    train, public, test = tabular_split(len(frame), labels, seed)
     spec = infer_feature_spec(frame.iloc[public])
     features = encode_features(frame, spec, view=view)
     return Dataset("adult", features[train], labels[train], features[public], labels[public],
@@ -75,7 +75,7 @@ def load_magic(seed: int) -> Dataset:
             if line.strip() and not line.startswith("@")]
     features = np.array([[float(value) for value in row[:-1]] for row in rows], dtype=np.float32)
     labels = np.array([row[-1].strip() == "h" for row in rows], dtype=np.int64)
-    train, public, test = _tabular_split(len(labels), labels, seed)
+    train, public, test = tabular_split(len(labels), labels, seed)
     mean, std = features[public].mean(axis=0), features[public].std(axis=0)
     features = (features - mean) / np.where(std > 0, std, 1.0)
     return Dataset("magic", features[train], labels[train], features[public], labels[public],
@@ -85,7 +85,7 @@ def load_magic(seed: int) -> Dataset:
 def load_mnist(seed: int) -> Dataset:
     with np.load(data_dir() / "mnist10k.npz", allow_pickle=False) as archive:
         features, labels = archive["X"].astype(np.float32) / 255.0, archive["y"].astype(np.int64)
-    train, public, test = _tabular_split(len(labels), labels, seed)
+    train, public, test = tabular_split(len(labels), labels, seed)
     return Dataset("mnist", features[train], labels[train], features[public], labels[public],
                    features[test], labels[test], tuple(str(digit) for digit in range(10)))
 

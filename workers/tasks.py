@@ -1,17 +1,15 @@
-"""Celery tasks: thin; each takes an id and calls one market service."""
+"""Celery tasks: the one module that knows both the market's services and Celery. Each task takes an id, calls
+one market step, and chains what that step says is next (a group of chunks, the fusion); the steps themselves
+know nothing of Celery.
 
+The market's modules are imported inside the tasks: this module is imported while Celery (and Django, through
+market.jobs.apps) is still loading, before Django's apps are ready."""
+
+from celery import group
+
+from market.transient import TRANSIENT_ERRORS
 from workers.celery_app import app
 
-
-def _transient_errors() -> tuple:
-    """Broker, database and storage hiccups: retried with backoff. Bad input is never retried."""
-    from django.db import InterfaceError, OperationalError
-    from kombu.exceptions import OperationalError as BrokerError
-
-    return (OperationalError, InterfaceError, BrokerError, ConnectionError, TimeoutError)
-
-
-TRANSIENT_ERRORS = _transient_errors()
 RETRY = {"autoretry_for": TRANSIENT_ERRORS, "retry_backoff": 2, "retry_backoff_max": 60, "max_retries": 5,
          "acks_late": True}
 
@@ -46,14 +44,20 @@ def submission_reap_task() -> int:
     return submission_reap()
 
 
-# --- aggregation jobs (market.jobs.runner) ---
+# --- aggregation jobs (market.jobs.runner): start → a group of chunks → the last chunk queues the fusion ---
 
 
 @app.task(name="onefold.job_start", **RETRY)
 def job_start_task(job_id: int) -> None:
     from market.jobs.runner import job_start
 
-    job_start(job_id=job_id)
+    chunk_ids = job_start(job_id=job_id)
+    if chunk_ids is None:  # another worker claimed the job, or it failed
+        return
+    if chunk_ids:
+        group(job_chunk_task.s(chunk_id) for chunk_id in chunk_ids).apply_async()
+    else:  # a re-queued job whose chunks were all done: only the fusion is left
+        job_finalize_task.delay(job_id)
 
 
 @app.task(name="onefold.job_chunk", **RETRY)
@@ -61,10 +65,12 @@ def job_chunk_task(chunk_id: int) -> None:
     from market.jobs.runner import job_chunk_release, job_chunk_run
 
     try:
-        job_chunk_run(chunk_id=chunk_id)
+        job_due_for_fusion = job_chunk_run(chunk_id=chunk_id)
     except TRANSIENT_ERRORS:
         job_chunk_release(chunk_id=chunk_id)
         raise
+    if job_due_for_fusion is not None:
+        job_finalize_task.delay(job_due_for_fusion)
 
 
 @app.task(name="onefold.job_finalize", **RETRY)

@@ -57,7 +57,7 @@ def budgets_ensure(*, federation: Federation, organisation_ids=None) -> None:
          for organisation_id in missing], ignore_conflicts=True)
 
 
-def _budgets_locked(*, federation: Federation, organisation_ids) -> list[PrivacyBudget]:
+def budgets_locked(*, federation: Federation, organisation_ids) -> list[PrivacyBudget]:
     """The budgets of these silos, created if missing, locked FOR UPDATE in id order (no deadlocks)."""
     organisation_ids = sorted(set(organisation_ids))
     budgets_ensure(federation=federation, organisation_ids=organisation_ids)
@@ -131,20 +131,20 @@ def budget_amounts(*, budget: PrivacyBudget, charged: list[PrivacyCost], reserve
     return BudgetAmounts(spent=spent, reserved=committed - spent, rule=rule)
 
 
-def _shortfall(budget: PrivacyBudget, amounts: BudgetAmounts) -> dict | None:
+def budget_shortfall(budget: PrivacyBudget, amounts: BudgetAmounts) -> dict | None:
     """What the silo lacks for these amounts (the details of :class:`BudgetExceeded`), or None when they fit."""
     if amounts.committed <= budget.epsilon_limit:
         return None
-    return _shortfall_line(budget, amounts)
+    return budget_shortfall_line(budget, amounts)
 
 
-def _shortfall_line(budget: PrivacyBudget, amounts: BudgetAmounts) -> dict:
+def budget_shortfall_line(budget: PrivacyBudget, amounts: BudgetAmounts) -> dict:
     return {"organisation_id": budget.organisation_id, "organisation": budget.organisation.name,
             "budget_id": budget.id, "needed": str(amounts.committed - budget.spent - budget.reserved),
             "remaining": str(budget.remaining), "epsilon_limit": str(budget.epsilon_limit)}
 
 
-def _refuse(federation: Federation, shortfalls: list[dict], *, what: str, unit: str) -> None:
+def budget_refuse(federation: Federation, shortfalls: list[dict], *, what: str, unit: str) -> None:
     first = shortfalls[0]
     others = f" ({len(shortfalls) - 1} other silo(s) too)" if len(shortfalls) > 1 else ""
     raise BudgetExceeded(
@@ -154,9 +154,9 @@ def _refuse(federation: Federation, shortfalls: list[dict], *, what: str, unit: 
         details={"federation": federation.slug, "silos": shortfalls})
 
 
-def _write(budget: PrivacyBudget, amounts: BudgetAmounts, *, kind: str, epsilon: Decimal, cost: PrivacyCost | None,
-           job: Job | None = None, submission: Submission | None = None, actor: User | None = None,
-           reason: str = "", parameters: dict | None = None) -> BudgetEntry:
+def budget_entry_write(budget: PrivacyBudget, amounts: BudgetAmounts, *, kind: str, epsilon: Decimal,
+                       cost: PrivacyCost | None, job: Job | None = None, submission: Submission | None = None,
+                       actor: User | None = None, reason: str = "", parameters: dict | None = None) -> BudgetEntry:
     budget.spent, budget.reserved, budget.composition_rule = amounts.spent, amounts.reserved, amounts.rule
     budget.save(update_fields=["spent", "reserved", "composition_rule", "epsilon_limit", "updated_at"])
     report = cost.report if cost else None

@@ -13,9 +13,9 @@ from django.db import IntegrityError, transaction
 from market.accounts.models import User
 from market.audit.models import AuditOutcome
 from market.audit.services import audit_record
-from market.budgets.ledger import (BudgetAmounts, BudgetExceeded, _budgets_locked, _refuse, _shortfall,
-                                   _shortfall_line, _write, budget_amounts, budgets_ensure, epsilon_decimal,
-                                   ledger_state)
+from market.budgets.ledger import (BudgetAmounts, BudgetExceeded, budget_amounts, budget_entry_write, budget_refuse,
+                                   budget_shortfall, budget_shortfall_line, budgets_ensure, budgets_locked,
+                                   epsilon_decimal, ledger_state)
 from market.budgets.models import EPSILON_QUANTUM, BudgetEntry, EntryKind, PrivacyBudget
 from market.budgets.pricing import (budget_calibrate, budget_price_job, job_privacy_cost, job_vote_weight,
                                     silo_vote_shifts)
@@ -70,7 +70,7 @@ def budget_reserve_for_job(*, job: Job, actor: User | None) -> None:
     shifts = job_vote_shifts(job)
     costs = _job_costs(job, (job.parameters or {}).get("privacy") or {}, shifts)
     with transaction.atomic():
-        budgets = _budgets_locked(federation=job.federation, organisation_ids=shifts)
+        budgets = budgets_locked(federation=job.federation, organisation_ids=shifts)
         plans, shortfalls = [], []
         for budget in budgets:
             state = ledger_state(budget)
@@ -79,14 +79,14 @@ def budget_reserve_for_job(*, job: Job, actor: User | None) -> None:
             cost = costs[budget.organisation_id]
             amounts = budget_amounts(budget=budget, charged=state.charged,
                                      reserved=[*(c for c, _ in state.open_reservations.values()), cost])
-            shortfall = _shortfall(budget, amounts)
+            shortfall = budget_shortfall(budget, amounts)
             shortfalls += [shortfall] if shortfall else []
             plans.append((budget, amounts, cost))
         if shortfalls:
-            _refuse(job.federation, shortfalls, what=f"job #{job.id}", unit=PARTY_LEVEL)
+            budget_refuse(job.federation, shortfalls, what=f"job #{job.id}", unit=PARTY_LEVEL)
         for budget, amounts, cost in plans:
-            _write(budget, amounts, kind=EntryKind.RESERVE, epsilon=epsilon_decimal(cost.report.epsilon), cost=cost,
-                   job=job, actor=actor, parameters=_job_ledger_parameters(job, cost))
+            budget_entry_write(budget, amounts, kind=EntryKind.RESERVE, epsilon=epsilon_decimal(cost.report.epsilon),
+                               cost=cost, job=job, actor=actor, parameters=_job_ledger_parameters(job, cost))
         bound = max(costs.values(), key=lambda cost: cost.report.vote_shift)
         job.privacy_bound = bound.report.as_dict()  # PrivacyReport fields only, as the jobs side stores it
         job.save(update_fields=["privacy_bound"])
@@ -120,7 +120,7 @@ def budget_charge_for_job(*, job: Job, privacy_report: dict) -> None:
     shifts = job_vote_shifts(job)
     costs = _job_costs(job, independent, shifts)
     with transaction.atomic():
-        for budget in _budgets_locked(federation=job.federation, organisation_ids=shifts):
+        for budget in budgets_locked(federation=job.federation, organisation_ids=shifts):
             state = ledger_state(budget)
             if job.id in state.charged_jobs:
                 continue
@@ -128,11 +128,12 @@ def budget_charge_for_job(*, job: Job, privacy_report: dict) -> None:
             state.open_reservations.pop(job.id, None)
             amounts = budget_amounts(budget=budget, charged=[*state.charged, cost],
                                      reserved=[c for c, _ in state.open_reservations.values()])
-            shortfall = _shortfall(budget, amounts)
+            shortfall = budget_shortfall(budget, amounts)
             if shortfall:
-                _refuse(job.federation, [shortfall], what=f"job #{job.id}'s actual spend", unit=cost.report.unit)
-            _write(budget, amounts, kind=EntryKind.CHARGE, epsilon=epsilon_decimal(cost.report.epsilon), cost=cost,
-                   job=job, parameters=_job_ledger_parameters(job, cost, privacy_report.get("data_dependent")))
+                budget_refuse(job.federation, [shortfall], what=f"job #{job.id}'s actual spend", unit=cost.report.unit)
+            budget_entry_write(budget, amounts, kind=EntryKind.CHARGE, epsilon=epsilon_decimal(cost.report.epsilon),
+                               cost=cost, job=job,
+                               parameters=_job_ledger_parameters(job, cost, privacy_report.get("data_dependent")))
 
 
 def budget_release_for_job(*, job: Job) -> None:
@@ -149,8 +150,8 @@ def budget_release_for_job(*, job: Job) -> None:
             cost, entry = reservation
             amounts = budget_amounts(budget=budget, charged=state.charged,
                                      reserved=[c for c, _ in state.open_reservations.values()])
-            _write(budget, amounts, kind=EntryKind.RELEASE, epsilon=entry.epsilon, cost=cost, job=job,
-                   parameters=entry.parameters)
+            budget_entry_write(budget, amounts, kind=EntryKind.RELEASE, epsilon=entry.epsilon, cost=cost, job=job,
+                               parameters=entry.parameters)
 
 
 # --- L2 submissions ------------------------------------------------------------------------------------------------
@@ -170,24 +171,26 @@ def budget_charge_for_submission(*, submission: Submission, actor: User | None) 
         return
     cost = _submission_cost(submission)
     with transaction.atomic():
-        [budget] = _budgets_locked(federation=submission.federation, organisation_ids=[submission.organisation_id])
+        [budget] = budgets_locked(federation=submission.federation, organisation_ids=[submission.organisation_id])
         state = ledger_state(budget)
         if submission.id in state.charged_submissions:
             return
         amounts = budget_amounts(budget=budget, charged=[*state.charged, cost],
                                  reserved=[c for c, _ in state.open_reservations.values()])
-        shortfall, what = _shortfall_line(budget, amounts), "this submission's declared ε"
+        shortfall, what = budget_shortfall_line(budget, amounts), "this submission's declared ε"
         if amounts.committed > budget.epsilon_limit:
-            _refuse(submission.federation, [shortfall], what=what, unit=cost.report.unit)
+            budget_refuse(submission.federation, [shortfall], what=what, unit=cost.report.unit)
         try:
             with transaction.atomic():  # a savepoint: the CHECK constraint has the last word on overspending
-                _write(budget, amounts, kind=EntryKind.CHARGE, epsilon=epsilon_decimal(submission.declared_epsilon),
-                       cost=cost, submission=submission, actor=actor, parameters={
-                           "privacy": submission.privacy_parameters, "declared_epsilon": submission.declared_epsilon})
+                budget_entry_write(budget, amounts, kind=EntryKind.CHARGE,
+                                   epsilon=epsilon_decimal(submission.declared_epsilon), cost=cost,
+                                   submission=submission, actor=actor, parameters={
+                                       "privacy": submission.privacy_parameters,
+                                       "declared_epsilon": submission.declared_epsilon})
         except IntegrityError as error:  # refused by the database all the same: the same sentence as above
             if violated_constraint(error) != "budget_never_overspent":
                 raise
-            _refuse(submission.federation, [shortfall], what=what, unit=cost.report.unit)
+            budget_refuse(submission.federation, [shortfall], what=what, unit=cost.report.unit)
 
 
 # --- refusals and limits -------------------------------------------------------------------------------------------
@@ -229,9 +232,9 @@ def budget_limit_set(*, budget_id: int, epsilon_limit, reason: str, actor: User,
                                f"below that (you asked for {limit}).")
         else:
             budget.epsilon_limit = limit
-            _write(budget, BudgetAmounts(budget.spent, budget.reserved, budget.composition_rule),
-                   kind=EntryKind.ADJUST, epsilon=limit - previous, cost=None, actor=actor, reason=reason,
-                   parameters={"previous_limit": str(previous), "epsilon_limit": str(limit)})
+            budget_entry_write(budget, BudgetAmounts(budget.spent, budget.reserved, budget.composition_rule),
+                               kind=EntryKind.ADJUST, epsilon=limit - previous, cost=None, actor=actor, reason=reason,
+                               parameters={"previous_limit": str(previous), "epsilon_limit": str(limit)})
             audit_record(action="budget.limit_changed", actor=actor, organisation=budget.organisation, target=budget,
                          request=request, details=details)
     if refusal is not None:

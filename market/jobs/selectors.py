@@ -6,6 +6,7 @@ from market.accounts.models import User
 from market.errors import NotFound, PermissionDenied
 from market.federations.models import Federation
 from market.jobs.models import GlobalModel, Job, JobStatus
+from market.submissions.models import Submission
 
 STAGE_PERCENT = {"fusing": 85, "evaluating": 92, "saving": 97, "done": 100}
 PREDICTING_SHARE = 80  # percent of a job's progress bar the members' predictions fill
@@ -67,3 +68,16 @@ def global_model_get(*, global_model_id: int, user: User) -> GlobalModel:
     if model is None or not job_list(user=user).filter(id=model.job_id).exists():
         raise NotFound(f"There is no global model #{global_model_id} you may see.")
     return model
+
+
+def job_members(*, submissions: list[Submission]) -> list:
+    """The submissions as the engine registry's members (what an engine may read of them), in the given order."""
+    # Imported on use: importing the engines' package loads torch (seconds), which a web process pays only once it
+    # needs a job kind.
+    from workers.algorithms.registry import Member
+
+    return [Member(key=str(submission.id), organisation=str(submission.organisation_id),
+                   n_examples=submission.n_local_examples, validation_score=submission.local_validation_score,
+                   n_models=submission.model_files.count(),
+                   label_distribution=tuple(submission.label_distribution) if submission.label_distribution else None)
+            for submission in submissions]

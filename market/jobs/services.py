@@ -24,7 +24,7 @@ from market.federations.models import Federation, PrivacyLevel
 from market.federations.selectors import public_dataset_current
 from market.jobs.models import Job, JobIdempotencyKey, JobLogEntry, JobOutbox, JobStatus
 from market.jobs.parameters import job_parameters_validate, job_workload_check
-from market.jobs.selectors import job_launch_require_permission
+from market.jobs.selectors import job_launch_require_permission, job_members
 from market.outbox import outbox_add
 from market.submissions.models import Submission, SubmissionStatus
 
@@ -83,11 +83,12 @@ def _check_selectable(*, kind: str, parameters: dict, submissions: list[Submissi
                       n_public: int, n_classes: int) -> None:
     """The engine's own check of the members' declared metadata (e.g. CPFL needs label distributions), then that
     the settings can train a model within the market's work limit."""
-    from market.jobs.runner.common import _algorithm, _members
+    # Imported on use: the engines load torch (seconds), which a web process pays only once it needs a job kind.
+    from workers.algorithms import algorithm_get
 
-    members = _members(submissions)
+    members = job_members(submissions=submissions)
     try:
-        selected = _algorithm(kind).select(members, parameters, seed=seed or 0)  # refuses an empty selection
+        selected = algorithm_get(kind).select(members, parameters, seed=seed or 0)  # refuses an empty selection
     except ValueError as error:
         raise InvalidInput(f"These submissions cannot be fused this way: {error}") from error
     job_workload_check(kind=kind, parameters=parameters, n_public=n_public, n_classes=n_classes,

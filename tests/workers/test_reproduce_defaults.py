@@ -3,14 +3,14 @@
 import numpy as np
 import pandas as pd
 
-from workers.datasets import _tabular_split, data_dir
+from workers.datasets import data_dir, tabular_split
 from workers.reproduce import defaults
 
 
 def test_the_validation_protocol_splits_the_training_split_alone_and_the_test_protocol_scores_the_test_split():
     frame = pd.read_parquet(data_dir() / "adult.parquet")
     labels = (frame.pop("income").str.strip().str.rstrip(".") == ">50K").to_numpy().astype(np.int64)
-    train, public, test = _tabular_split(len(frame), labels, 0)
+    train, public, test = tabular_split(len(frame), labels, 0)
     chosen_on = defaults.adult_without_test(0, "ordinal")
     assert len(chosen_on["pool_y"]) + len(chosen_on["validation_y"]) == len(train)   # a split of the train rows
     assert len(chosen_on["validation_y"]) == round(0.15 * len(train))

@@ -3,3 +3,6 @@
 :mod:`workers.algorithms.fusions`, "cpfl" in :mod:`workers.algorithms.cohort_fusion`)."""
 
 from workers.algorithms import cohort_fusion, fusions  # noqa: F401  (registers the job kinds)
+from workers.algorithms.registry import algorithm_get
+
+__all__ = ["algorithm_get"]

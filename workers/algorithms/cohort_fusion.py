@@ -26,12 +26,11 @@ import numpy as np
 from scipy.special import softmax
 
 from workers.algorithms.cohort import label_counts_of, log_probabilities
-from workers.algorithms.fusions import _rows
 from workers.algorithms.neural_distillation import PROBABILITY_FLOOR
 from workers.algorithms.registry import Fusion, Member, register
 from workers.algorithms.schema import (QUERY_HELP, WorkEstimate, learner, learner_work, one_of, prediction_work,
                                        query_rows, query_setting, real_number, unknown_keys_refused)
-from workers.algorithms.transfer import child_seeds
+from workers.algorithms.transfer import child_seeds, queried_rows
 
 DEFAULT_STUDENT = {"family": "mlp", "hidden_sizes": [100], "epochs": 20}
 SHIFT = -np.log(PROBABILITY_FLOOR)          # makes log-probabilities non-negative
@@ -94,7 +93,7 @@ class CohortFusion:
         target = teacher if settings["loss"] == "l1" else softmax(teacher, axis=1)
         public_features = np.asarray(public_features)
         proxy_seed, student_seed = child_seeds(seed, 2)
-        proxy = _rows(len(public_features), settings, proxy_seed)
+        proxy = queried_rows(len(public_features), settings, seed=proxy_seed)
         student = distil_torch(settings["student"], public_features[proxy], target[proxy], loss=settings["loss"],
                                temperature=settings["temperature"], seed=student_seed)
         trained = np.zeros(len(public_features), dtype=bool)

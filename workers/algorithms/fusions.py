@@ -70,10 +70,10 @@ import numpy as np
 
 from workers.algorithms.registry import Fusion, Member, register
 from workers.algorithms.schema import (QUERY_HELP, WorkEstimate, learner, learner_work, one_of, prediction_work,
-                                       query_argument, query_rows, query_setting, real_number, unknown_keys_refused,
+                                       query_rows, query_setting, real_number, unknown_keys_refused,
                                        whole_number)
 from workers.algorithms.selection import select_members, selection_parameters
-from workers.algorithms.transfer import child_seeds, select_queries
+from workers.algorithms.transfer import child_seeds, queried_rows
 
 #: FedKT's vote rules (module docstring); the first is the paper's and the default. ``auto`` chooses among the
 #: others and Guha's ensemble with selection on half of the evaluation split (:mod:`workers.algorithms.auto_fusion`).
@@ -101,10 +101,6 @@ def _normalised(params: Mapping) -> dict:
     strategy = params.get("strategy", "all")
     params["strategy"] = STRATEGY_ALIASES.get(strategy, strategy) if isinstance(strategy, str) else strategy
     return params
-
-
-def _rows(n_public: int, setting: Mapping, seed: int) -> np.ndarray:
-    return select_queries(n_public, query_argument(setting), seed=seed)
 
 
 class FedKTFusion:
@@ -240,7 +236,7 @@ class FedKTFusion:
         counts = np.asarray(signal_sum, dtype=np.float64 if soft else np.int64)
         public_features = np.asarray(public_features)
         query_seed, model_seed = child_seeds(seed, 2)                  # as fedkt.server_fit derives them
-        queried = _rows(len(public_features), settings, query_seed)
+        queried = queried_rows(len(public_features), settings, seed=query_seed)
         model, _, labels, trained = fit_on_votes(counts[queried], public_features[queried],
                                                  learner=settings["final_model"],
                                                  n_classes=n_classes, seed=model_seed, noise=noise)
@@ -347,7 +343,7 @@ class DistillFusion(EnsembleFusion):
         settings = self.validate(params)
         teacher, public_features = self.teacher(signal_sum, members), np.asarray(public_features)
         proxy_seed, student_seed = child_seeds(seed, 2)
-        proxy = _rows(len(public_features), settings, proxy_seed)
+        proxy = queried_rows(len(public_features), settings, seed=proxy_seed)
         student = distil(settings["student"], public_features[proxy], teacher[proxy], seed=student_seed,
                          target=settings["target"], temperature=settings["temperature"],
                          hard_label_weight=settings["hard_label_weight"])

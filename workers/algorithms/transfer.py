@@ -8,11 +8,12 @@ the server.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from workers.algorithms.schema import query_argument
 from workers.algorithms.voting import label_by_vote
 from workers.learners import Learner, fit_aligned
 
@@ -42,6 +43,11 @@ def select_queries(n_public: int, query: Query, *, seed: int) -> np.ndarray:
     if size == n_public:
         return np.arange(n_public)
     return np.sort(np.random.default_rng(seed).choice(n_public, size=size, replace=False))
+
+
+def queried_rows(n_public: int, setting: Mapping, *, seed: int) -> np.ndarray:
+    """:func:`select_queries` for a job's validated query setting (``query_fraction`` or ``query_count``)."""
+    return select_queries(n_public, query_argument(setting), seed=seed)
 
 
 def predict_classes(models: Sequence[Any], features) -> np.ndarray:

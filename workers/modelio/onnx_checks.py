@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from workers.modelio.base import EXPORT_ADVICE, ModelFormat, ModelInfo, ModelLimits, check_classes, refuse
+from workers.modelio.onnx_tensors import FLOAT_TYPES, attributes_of, tensor_values
 from workers.modelio.onnx_trees import check_tree_ensemble, tree_ensemble_classes
 
 ALLOWED_OPERATORS = {
@@ -22,7 +23,6 @@ ALLOWED_OPERATORS = {
 }
 DOMAIN_ALIASES = {"ai.onnx": ""}
 CLASSIFIER_OPERATORS = {"TreeEnsembleClassifier", "LinearClassifier"}
-FLOAT_TYPES = {1, 11}  # TensorProto.FLOAT, TensorProto.DOUBLE
 GRAPH_ATTRIBUTE_TYPES = {5, 10}  # AttributeProto.GRAPH, AttributeProto.GRAPHS
 
 
@@ -118,25 +118,6 @@ def _check_tensors(graph, limits: ModelLimits) -> None:
             raise refuse(f"The ONNX weight tensor {tensor.name!r} holds NaN or infinite values.")
 
 
-def tensor_values(tensor) -> np.ndarray:
-    """A float tensor's values, refused unless its data length matches its shape (checked first)."""
-    from onnx import numpy_helper
-
-    if tensor.data_type not in FLOAT_TYPES:
-        raise refuse(f"The ONNX tensor {tensor.name!r} must hold float32 or float64 values.")
-    n_elements = 1
-    for dim in tensor.dims:
-        if dim < 0:
-            raise refuse(f"The ONNX tensor {tensor.name!r} has a negative dimension; the file is damaged.")
-        n_elements *= dim
-    item_size = 4 if tensor.data_type == 1 else 8
-    stored = len(tensor.raw_data) // item_size if tensor.raw_data else len(tensor.float_data) + len(tensor.double_data)
-    if stored != n_elements:
-        raise refuse(f"The ONNX tensor {tensor.name!r} holds {stored} values but its shape needs {n_elements}; "
-                     "the file is damaged.")
-    return numpy_helper.to_array(tensor)
-
-
 def _check_input(graph, n_features: int) -> None:
     initializer_names = {tensor.name for tensor in graph.initializer}
     inputs = [value for value in graph.input if value.name not in initializer_names]
@@ -153,8 +134,6 @@ def _check_input(graph, n_features: int) -> None:
 
 def _check_linear(node, n_features: int) -> None:
     """Coefficients of a linear model (or scaler) must be finite and fit the features they read."""
-    from workers.modelio.onnx_trees import attributes_of
-
     attributes = attributes_of(node)
     arrays = {name: np.asarray(attributes.get(name, []), dtype=np.float64)
               for name in ("coefficients", "intercepts", "offset", "scale")}

@@ -10,26 +10,11 @@ from __future__ import annotations
 import numpy as np
 
 from workers.modelio.base import ModelLimits, refuse
+from workers.modelio.onnx_tensors import attributes_of
 from workers.modelio.trees import LEAF, check_binary_tree
 
 MODES = {"BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT", "BRANCH_EQ", "BRANCH_NEQ", "LEAF"}
 NODE_ARRAYS = ("nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_truenodeids", "nodes_falsenodeids")
-
-
-def attributes_of(node) -> dict:
-    """The node's attributes as Python lists and numpy arrays (tensor attributes decoded)."""
-    from onnx import helper
-
-    from workers.modelio.onnx_checks import tensor_values
-
-    values = {}
-    for attribute in node.attribute:
-        value = helper.get_attribute_value(attribute)
-        if attribute.name.endswith("_as_tensor"):
-            values[attribute.name.removesuffix("_as_tensor")] = tensor_values(value).ravel()
-        else:
-            values[attribute.name] = value
-    return values
 
 
 def check_tree_ensemble(node, *, n_features: int, limits: ModelLimits) -> dict:

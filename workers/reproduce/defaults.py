@@ -33,7 +33,7 @@ from sklearn.metrics import balanced_accuracy_score
 from sklearn.model_selection import train_test_split
 
 from workers.algorithms.fedkt import FedKTConfig, fedkt_fit
-from workers.datasets import _tabular_split, data_dir
+from workers.datasets import data_dir, tabular_split
 from workers.features import encode_features, infer_feature_spec
 from workers.partition import dirichlet_label_partition
 from workers.reproduce.report import mean_std
@@ -62,7 +62,7 @@ def adult_protocol_test(seed: int, view: str) -> dict:
     """The whole training split as the parties' pool, the public split, and the test split, in ``view``."""
     frame = pd.read_parquet(data_dir() / "adult.parquet")
     labels = (frame.pop("income").str.strip().str.rstrip(".") == ">50K").to_numpy().astype(np.int64)
-    train, public, test = _tabular_split(len(frame), labels, seed)
+    train, public, test = tabular_split(len(frame), labels, seed)
     features = encode_features(frame, infer_feature_spec(frame.iloc[public]), view=view)
     return {"pool_x": features[train], "pool_y": labels[train], "validation_x": features[test],
             "validation_y": labels[test], "public_x": features[public]}
@@ -72,7 +72,7 @@ def adult_without_test(seed: int, view: str) -> dict:
     """Parties' pool, validation and public features of Adult in ``view``; the test rows are dropped."""
     frame = pd.read_parquet(data_dir() / "adult.parquet")
     labels = (frame.pop("income").str.strip().str.rstrip(".") == ">50K").to_numpy().astype(np.int64)
-    train, public, _test = _tabular_split(len(frame), labels, seed)
+    train, public, _test = tabular_split(len(frame), labels, seed)
     pool, validation = train_test_split(train, test_size=VALIDATION_FRACTION, random_state=seed,
                                         stratify=labels[train])
     features = encode_features(frame, infer_feature_spec(frame.iloc[public]), view=view)

@@ -4,15 +4,16 @@ The job row in PostgreSQL is the truth, not the broker. Every step starts with a
 only one worker can win (a duplicate or redelivered message finds nothing to claim and returns), holds a
 lease that a heartbeat thread renews, and checks ``cancel_requested`` between steps. The fan-out is a Celery
 group of chunk tasks; each stores its partial signal sum and per-member data as an artifact in Django storage
-(not in the broker), and the last chunk to finish queues the fusion. The periodic reaper re-queues jobs whose
-lease expired (a worker killed mid-job) or fails them after ``ONEFOLD_JOB_MAX_ATTEMPTS``.
+(not in the broker), and the last chunk to finish says that the fusion is due. The periodic reaper re-queues jobs whose
+lease expired (a worker killed mid-job) or fails them after ``ONEFOLD_JOB_MAX_ATTEMPTS``. The steps return what is
+to run next; only the Celery task module (workers.tasks) dispatches it.
 
-Steps: :func:`job_start` (claim, plan chunks, dispatch) → :func:`job_chunk_run` per chunk →
+Steps: :func:`job_start` (claim, plan chunks) → :func:`job_chunk_run` per chunk →
 :func:`job_finalize` (:mod:`.finalize`); :func:`job_reap` periodically (:mod:`.reaper`).
 """
 
 from market.jobs.runner.chunks import job_chunk_release, job_chunk_run, job_start
-from market.jobs.runner.common import JobInputError, job_end
+from market.jobs.runner.lifecycle import JobInputError, job_end
 from market.jobs.runner.finalize import job_finalize, job_finalize_release, job_finalize_safely
 from market.jobs.runner.reaper import job_reap
 

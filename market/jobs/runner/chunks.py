@@ -1,6 +1,7 @@
-"""Starting a job (claim, plan the chunks once, dispatch them as a Celery group) and running one chunk: every
+"""Starting a job (claim, plan the chunks once, say which chunks are still to run) and running one chunk: every
 member of it predicts the public data and the evaluation split in one sandbox child; the partial signal sum,
-the members' signals and evaluation probabilities go to storage as one NPZ artifact."""
+the members' signals and evaluation probabilities go to storage as one NPZ artifact. The Celery task module
+(workers.tasks) dispatches what these steps return; they know nothing of Celery."""
 
 from __future__ import annotations
 
@@ -15,44 +16,40 @@ from django.utils import timezone
 
 from market.feature_views import model_files_feature_view, stored_features_in_view
 from market.jobs.models import ChunkStatus, Job, JobChunk, JobPhase, JobStatus
-from market.jobs.runner.common import (JobInputError, _algorithm, _arrays, _failing_on_unexpected, _members, _renew,
-                                       _stage, _stop_if_cancelled, job_end, job_setting, lease_kept, lease_seconds,
-                                       worker_id)
+from market.jobs.runner.leases import job_setting, lease_kept, lease_renew, lease_seconds, worker_id
+from market.jobs.runner.lifecycle import (JobInputError, failing_on_unexpected, job_end, job_stage_set,
+                                          job_stop_if_cancelled)
+from market.jobs.selectors import job_members
 from market.jobs.services import job_log
-from market.storage import artifact_read, artifact_save, arrays_to_npz, sha256_of
+from market.storage import artifact_read, artifact_save, arrays_from_npz_cached, arrays_to_npz, sha256_of
 from market.submissions.models import Submission, SubmissionStatus
+from market.submissions.services import model_limits, sandbox_limits
+from workers.algorithms import algorithm_get
+from workers.jobs.metrics import classification_metrics
+from workers.modelio import predict_in_sandbox
 
 
-@_failing_on_unexpected("starting")
-def job_start(*, job_id: int) -> None:
-    """Claim a queued job, split its members into chunks (once) and dispatch the chunks still to do."""
+@failing_on_unexpected("starting")
+def job_start(*, job_id: int) -> list[int] | None:
+    """Claim a queued job and split its members into chunks (once): the ids of the chunks still to run (empty when
+    every chunk is done and the fusion is due), or None when this worker has nothing to dispatch (another one
+    claimed the job, or the job failed)."""
     now = timezone.now()
     claimed = Job.objects.filter(id=job_id, status=JobStatus.QUEUED, cancel_requested=False).update(
         status=JobStatus.RUNNING, phase=JobPhase.PREDICTING, worker=worker_id(), heartbeat_at=now,
         lease_expires_at=now + timedelta(seconds=lease_seconds()), attempts=F("attempts") + 1,
         started_at=Coalesce("started_at", now))
     if not claimed:
-        return
+        return None
     job = Job.objects.get(id=job_id)
     job_log(job_id=job_id, message=f"Claimed by worker {worker_id()} (attempt {job.attempts}).")
     try:
         chunks = _planned_chunks(job)
     except JobInputError as error:
         job_end(job_id=job_id, status=JobStatus.FAILED, reason=str(error))
-        return
-    _stage(job_id, "predicting")
-    _dispatch(job_id, [chunk.id for chunk in chunks if chunk.status != ChunkStatus.DONE])
-
-
-def _dispatch(job_id: int, chunk_ids: list[int]) -> None:
-    from celery import group
-
-    from workers.tasks import job_chunk_task, job_finalize_task
-
-    if chunk_ids:
-        group(job_chunk_task.s(chunk_id) for chunk_id in chunk_ids).apply_async()
-    else:
-        job_finalize_task.delay(job_id)
+        return None
+    job_stage_set(job_id=job_id, stage="predicting")
+    return [chunk.id for chunk in chunks if chunk.status != ChunkStatus.DONE]
 
 
 def _planned_chunks(job: Job) -> list[JobChunk]:
@@ -60,9 +57,9 @@ def _planned_chunks(job: Job) -> list[JobChunk]:
     if existing:
         return existing
     submissions = list(job.submissions.order_by("id"))
-    members = _members(submissions)
+    members = job_members(submissions=submissions)
     try:
-        selected = _algorithm(job.kind).select(members, job.parameters, seed=job.seed)
+        selected = algorithm_get(job.kind).select(members, job.parameters, seed=job.seed)
     except ValueError as error:
         raise JobInputError(f"The members could not be selected: {error}") from error
     ids = [submissions[index].id for index in selected]
@@ -78,7 +75,7 @@ def _planned_chunks(job: Job) -> list[JobChunk]:
     return chunks
 
 
-def _claim_chunk(chunk_id: int) -> bool:
+def job_chunk_claim(*, chunk_id: int) -> bool:
     """The status conditions sit on the updated row itself, so PostgreSQL re-checks them after waiting for a
     concurrent claim's lock (a condition inside a subquery would not be re-checked: two workers could win)."""
     now = timezone.now()
@@ -118,9 +115,6 @@ def _model_bytes(submission_id: int) -> list[tuple[str, bytes]]:
 def _predict_chunk(chunk: JobChunk, features: np.ndarray, n_classes: int, public_dataset) -> dict[int, np.ndarray]:
     """Probabilities ``(n_models, n_rows, K)`` of every member of the chunk, each reading the one-hot ``features``
     in its own view (market.feature_views), computed in one sandbox child per view."""
-    from market.submissions.services import model_limits, sandbox_limits
-    from workers.modelio import predict_in_sandbox
-
     files = {submission_id: _model_bytes(submission_id) for submission_id in chunk.submission_ids}
     flat = [(submission_id, name, data) for submission_id, named in files.items() for name, data in named]
     views = {submission.id: model_files_feature_view(submission.model_files.all())
@@ -147,52 +141,52 @@ def _predict_chunk(chunk: JobChunk, features: np.ndarray, n_classes: int, public
     return {submission_id: np.stack(probabilities) for submission_id, probabilities in result.items()}
 
 
-@_failing_on_unexpected("predicting a chunk of members")
-def job_chunk_run(*, chunk_id: int) -> None:
-    """Predict the public data and the evaluation split with every member of one chunk; store the partial sums."""
-    if not _claim_chunk(chunk_id):
+@failing_on_unexpected("predicting a chunk of members")
+def job_chunk_run(*, chunk_id: int) -> int | None:
+    """Predict the public data and the evaluation split with every member of one chunk; store the partial sums.
+    The job's id when this was its last chunk to finish (its fusion is now due), else None."""
+    if not job_chunk_claim(chunk_id=chunk_id):
         job_id = JobChunk.objects.filter(id=chunk_id).values_list("job_id", flat=True).first()
         if job_id is not None:
-            _stop_if_cancelled(job_id)
-        return
+            job_stop_if_cancelled(job_id=job_id)
+        return None
     chunk = JobChunk.objects.select_related("job__public_dataset", "job__evaluation_split", "job__federation").get(
         id=chunk_id)
     job = chunk.job
-    _renew(job_id=job.id, chunk_id=None)
-    if _stop_if_cancelled(job.id):
-        return
+    lease_renew(job_id=job.id, chunk_id=None)
+    if job_stop_if_cancelled(job_id=job.id):
+        return None
     try:
         with lease_kept(job_id=job.id, chunk_id=chunk_id):
             artifact, member_metrics = _chunk_artifact(chunk, job)
     except JobInputError as error:
         job_end(job_id=job.id, status=JobStatus.FAILED, reason=str(error))
-        return
-    if _stop_if_cancelled(job.id):
-        return
+        return None
+    if job_stop_if_cancelled(job_id=job.id):
+        return None
     done = JobChunk.objects.filter(id=chunk_id, worker=worker_id(), status=ChunkStatus.RUNNING).update(
         status=ChunkStatus.DONE, artifact_name=artifact, member_metrics=member_metrics,
         members_done=len(chunk.submission_ids), finished_at=timezone.now())
     if not done:  # the reaper handed this chunk to another worker meanwhile; its result wins
-        return
+        return None
     chunk_sums = JobChunk.objects.filter(job_id=job.id, status=ChunkStatus.DONE).values("job_id").annotate(
         total=Sum("members_done")).values("total")
     Job.objects.filter(id=job.id).update(progress_done=Subquery(chunk_sums))
     job_log(job_id=job.id, message=f"Chunk {chunk.index + 1}: {len(chunk.submission_ids)} member(s) predicted.")
-    _queue_finalize_if_done(job.id)
+    return job.id if _finalize_due(job.id) else None
 
 
 def _chunk_artifact(chunk: JobChunk, job: Job) -> tuple[str, dict]:
-    from workers.jobs.metrics import classification_metrics
-
     try:
-        public = _arrays(job.public_dataset.features_file)["features"]
-        evaluation = _arrays(job.evaluation_split.data_file)
+        public = arrays_from_npz_cached(job.public_dataset.features_file)["features"]
+        evaluation = arrays_from_npz_cached(job.evaluation_split.data_file)
     except FileNotFoundError as error:
         raise JobInputError("The federation's public data or evaluation split is missing from storage.") from error
     n_classes = job.federation.n_classes
     probabilities = _predict_chunk(chunk, np.vstack([public, evaluation["features"]]), n_classes, job.public_dataset)
-    algorithm = _algorithm(job.kind)
-    members = {member.key: member for member in _members(list(Submission.objects.filter(id__in=chunk.submission_ids)))}
+    algorithm = algorithm_get(job.kind)
+    members = {member.key: member for member in job_members(
+        submissions=list(Submission.objects.filter(id__in=chunk.submission_ids)))}
     signals, evaluation_probabilities, metrics = [], [], {}
     for submission_id in chunk.submission_ids:
         member_probabilities = probabilities[submission_id]
@@ -210,10 +204,7 @@ def _chunk_artifact(chunk: JobChunk, job: Job) -> tuple[str, dict]:
     return name, metrics
 
 
-def _queue_finalize_if_done(job_id: int) -> None:
-    from workers.tasks import job_finalize_task
-
+def _finalize_due(job_id: int) -> bool:
     unfinished = JobChunk.objects.filter(job_id=OuterRef("pk")).exclude(status=ChunkStatus.DONE)
-    if Job.objects.filter(id=job_id, status=JobStatus.RUNNING, phase=JobPhase.PREDICTING).filter(
-            ~Exists(unfinished)).exists():
-        job_finalize_task.delay(job_id)
+    return Job.objects.filter(id=job_id, status=JobStatus.RUNNING, phase=JobPhase.PREDICTING).filter(
+        ~Exists(unfinished)).exists()

@@ -16,13 +16,28 @@ from market.feature_views import job_feature_view, stored_features_in_view
 from market.federations.models import PrivacyLevel
 from market.jobs.baselines import baselines_measure
 from market.jobs.models import ChunkStatus, GlobalModel, GlobalModelFile, Job, JobChunk, JobPhase, JobStatus
-from market.jobs.runner.common import (CONTRIBUTION_RULE, JobInputError, _algorithm, _arrays, _delete_artifacts,
-                                       _failing_on_unexpected, _members, _stage, _stop_if_cancelled, _Superseded,
-                                       code_version, job_end, lease_kept, lease_seconds, logger, worker_id)
+from market.jobs.runner.leases import code_version, lease_kept, lease_seconds, worker_id
+from market.jobs.runner.lifecycle import (JobInputError, JobSuperseded, failing_on_unexpected, job_artifacts_delete,
+                                          job_end, job_stage_set, job_stop_if_cancelled, logger)
+from market.jobs.selectors import job_members
 from market.jobs.services import job_log
-from market.storage import artifact_read, artifact_save, artifacts_removed_on_error, arrays_from_npz, arrays_to_npz, sha256_of
+from market.storage import (artifact_read, artifact_save, artifacts_removed_on_error, arrays_from_npz,
+                            arrays_from_npz_cached, arrays_to_npz, sha256_of)
 from market.submissions.models import Submission
+from market.submissions.services import model_limits, sandbox_limits
+from workers.algorithms import algorithm_get
+from workers.algorithms.auto_fusion import EvaluationRows, evaluation_halves
+from workers.algorithms.registry import agreement_counts
 from workers.features import ONE_HOT_VIEW, view_width
+from workers.jobs.export import ExportedFile, bundle_zip, export_global_model, model_family_of
+from workers.jobs.interruptible import fuse_in_child
+from workers.jobs.metrics import classification_metrics
+from workers.modelio import predict_in_sandbox
+from workers.privacy.mechanisms import GaussianNoise, LaplaceNoise
+
+CONTRIBUTION_RULE = ("Each silo's weight is the number of public examples the global model was trained on where its "
+                     "members' signal (FedKT: consistent votes) agreed with the fused label, summed over its "
+                     "submissions and normalised so that the weights add up to 1 (equal weights if no member agreed).")
 
 
 def _claim_finalize(job_id: int) -> bool:
@@ -40,7 +55,7 @@ def job_finalize_release(*, job_id: int) -> None:
         phase=JobPhase.PREDICTING)
 
 
-@_failing_on_unexpected("fusing")
+@failing_on_unexpected("fusing")
 def job_finalize(*, job_id: int) -> None:
     """Sum the chunks' signals, add L1 noise once, fuse, evaluate the exported model, save the global model."""
     if not _claim_finalize(job_id):
@@ -48,15 +63,15 @@ def job_finalize(*, job_id: int) -> None:
     job = Job.objects.select_related("federation", "public_dataset", "evaluation_split").get(id=job_id)
     try:
         with lease_kept(job_id=job_id):
-            _stage(job_id, "fusing")
+            job_stage_set(job_id=job_id, stage="fusing")
             result = _fused(job)
-            if _stop_if_cancelled(job_id):
+            if job_stop_if_cancelled(job_id=job_id):
                 return
-            _stage(job_id, "evaluating")
+            job_stage_set(job_id=job_id, stage="evaluating")
             outcome = _evaluated(job, result)
-            if _stop_if_cancelled(job_id):
+            if job_stop_if_cancelled(job_id=job_id):
                 return
-            _stage(job_id, "saving")
+            job_stage_set(job_id=job_id, stage="saving")
             _save(job, result, outcome)
     except JobInputError as error:
         job_end(job_id=job_id, status=JobStatus.FAILED, reason=str(error))
@@ -74,8 +89,6 @@ def _noise(job: Job) -> dict:
     """The L1 mechanism, the answers an earlier attempt drew, and how a fresh draw is stored (``fuse_in_child``)."""
     if job.privacy_level != PrivacyLevel.L1:
         return {}
-    from workers.privacy.mechanisms import GaussianNoise, LaplaceNoise
-
     privacy = job.parameters["privacy"]
     mechanism = (LaplaceNoise(gamma=privacy["gamma"]) if privacy["mechanism"] == "laplace"
                  else GaussianNoise(sigma=privacy["sigma"]))
@@ -110,13 +123,13 @@ def _fused(job: Job) -> dict | None:
     missing = [submission_id for submission_id in ids if submission_id not in submissions]
     if missing:
         raise JobInputError(f"Submission #{missing[0]} was deleted after the job was created.")
-    members = _members([submissions[submission_id] for submission_id in ids])
-    settings = _algorithm(job.kind).validate(job.parameters)
+    members = job_members(submissions=[submissions[submission_id] for submission_id in ids])
+    settings = algorithm_get(job.kind).validate(job.parameters)
     view = job_feature_view(settings)
-    public = stored_features_in_view(_arrays(job.public_dataset.features_file)["features"], job.public_dataset, view)
-    from workers.jobs.interruptible import fuse_in_child
+    public = stored_features_in_view(arrays_from_npz_cached(job.public_dataset.features_file)["features"],
+                                     job.public_dataset, view)
 
-    evaluation = _evaluation_rows(job, view) if getattr(_algorithm(job.kind), "reads_evaluation",
+    evaluation = _evaluation_rows(job, view) if getattr(algorithm_get(job.kind), "reads_evaluation",
                                                         lambda _: False)(settings) else None
     try:
         fusion = fuse_in_child(kind=job.kind, signal_sum=signal_sum, public_features=public, members=members,
@@ -137,9 +150,7 @@ def _fused(job: Job) -> dict | None:
 def _evaluation_rows(job: Job, view: str):
     """The evaluation split in ``view`` and every member's probabilities of it, in the members' order (FedKT's
     ``vote: auto`` chooses on one half of it: workers.algorithms.auto_fusion)."""
-    from workers.algorithms.auto_fusion import EvaluationRows
-
-    evaluation = _arrays(job.evaluation_split.data_file)
+    evaluation = arrays_from_npz_cached(job.evaluation_split.data_file)
     member_probabilities = np.concatenate([arrays["evaluation_probabilities"] for _, arrays in _chunk_arrays(job)])
     return EvaluationRows(stored_features_in_view(evaluation["features"], job.public_dataset, view),
                           evaluation["labels"], member_probabilities)
@@ -149,20 +160,13 @@ def _report_rows(job: Job, fusion, labels) -> np.ndarray | None:
     """The evaluation rows a job reports on: the half its ``auto`` choice did not read, else None (all rows)."""
     if "auto" not in fusion.details:
         return None
-    from workers.algorithms.auto_fusion import evaluation_halves
-
     return evaluation_halves(labels, seed=job.seed)[1]
 
 
 def _evaluated(job: Job, result: dict) -> dict:
-    from market.submissions.services import model_limits, sandbox_limits
-    from workers.jobs.export import bundle_zip, export_global_model, model_family_of
-    from workers.jobs.metrics import classification_metrics
-    from workers.modelio import predict_in_sandbox
-
     fusion, n_classes = result["fusion"], job.federation.n_classes
-    evaluation = _arrays(job.evaluation_split.data_file)
-    # a new dict: _arrays caches the stored arrays per process, and other steps read them in the one-hot view
+    evaluation = arrays_from_npz_cached(job.evaluation_split.data_file)
+    # a new dict: the cached arrays are shared by the process, and other steps read them in the one-hot view
     evaluation = {**evaluation, "features": stored_features_in_view(evaluation["features"], job.public_dataset,
                                                                      result["feature_view"])}
     n_features = evaluation["features"].shape[1]
@@ -198,8 +202,6 @@ def _evaluated(job: Job, result: dict) -> dict:
                                         int(member_id)].model_files.count()),
                                     "data": artifact_read(model_file.stored_name),
                                     "feature_view": (model_file.info or {}).get("feature_view", ONE_HOT_VIEW)})
-        from workers.jobs.export import ExportedFile
-
         files = [ExportedFile("native", "bundle", "bundle.zip",
                               bundle_zip(members, n_classes=n_classes, n_features=n_features,
                                          feature_spec=job.public_dataset.feature_spec))]
@@ -217,8 +219,6 @@ def _evaluated(job: Job, result: dict) -> dict:
 
 
 def _contributions(job: Job, result: dict) -> dict:
-    from workers.algorithms.registry import agreement_counts
-
     fusion = result["fusion"]
     trained = np.asarray(fusion.trained, dtype=bool)
     labels = np.asarray(fusion.labels)
@@ -289,9 +289,7 @@ def _baselines(job: Job, result: dict, outcome: dict, submission_metrics: dict) 
 
 
 def _member_metrics_on(job: Job, rows: np.ndarray) -> dict:
-    from workers.jobs.metrics import classification_metrics
-
-    labels = _arrays(job.evaluation_split.data_file)["labels"][rows]
+    labels = arrays_from_npz_cached(job.evaluation_split.data_file)["labels"][rows]
     return {str(int(member_id)): classification_metrics(probabilities[rows], labels,
                                                         n_classes=job.federation.n_classes)
             for _, arrays in _chunk_arrays(job)
@@ -302,7 +300,7 @@ def _save(job: Job, result: dict, outcome: dict) -> None:
     submission_metrics = {}
     for chunk in job.chunks.all():
         submission_metrics.update(chunk.member_metrics)
-    report = _report_rows(job, result["fusion"], _arrays(job.evaluation_split.data_file)["labels"])
+    report = _report_rows(job, result["fusion"], arrays_from_npz_cached(job.evaluation_split.data_file)["labels"])
     if report is not None:  # the baselines are measured on the rows the global model is reported on
         submission_metrics = _member_metrics_on(job, report)
     privacy_report = _privacy_report(job, result)
@@ -317,7 +315,7 @@ def _save(job: Job, result: dict, outcome: dict) -> None:
         locked = Job.objects.select_for_update().get(id=job.id)
         if (locked.status != JobStatus.RUNNING or locked.phase != JobPhase.FUSING or locked.worker != worker_id()
                 or locked.cancel_requested):
-            raise _Superseded()
+            raise JobSuperseded()
         global_model = GlobalModel.objects.create(job=locked, **fields)
         for file in outcome["files"]:
             stored_name = artifact_save(name=f"federations/{job.federation.slug}/global-models/{global_model.id}/"
@@ -331,13 +329,13 @@ def _save(job: Job, result: dict, outcome: dict) -> None:
         if job.privacy_level == PrivacyLevel.L1:
             budget_charge_for_job(job=locked, privacy_report=privacy_report)
         job_log(job_id=job.id, message=f"Succeeded: global model #{global_model.id} saved.")
-    _delete_artifacts(job)
+    job_artifacts_delete(job=job)
 
 
 def job_finalize_safely(*, job_id: int) -> None:
     try:
         job_finalize(job_id=job_id)
-    except _Superseded:
-        if _stop_if_cancelled(job_id):
+    except JobSuperseded:
+        if job_stop_if_cancelled(job_id=job_id):
             return
         logger.info("Job %s was taken over by another worker; this result is dropped.", job_id)

@@ -10,7 +10,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from market.jobs.models import ChunkStatus, Job, JobChunk, JobStatus
-from market.jobs.runner.common import job_end, job_setting
+from market.jobs.runner.leases import job_setting
+from market.jobs.runner.lifecycle import job_end
 from market.jobs.services import job_enqueue, job_log
 from market.outbox import outbox_published_long_ago
 

@@ -157,7 +157,7 @@ def test_two_workers_racing_to_start_the_same_job_claim_it_once(operator, fedkt_
 @pytest.mark.django_db(transaction=True)
 def test_workers_racing_for_the_same_chunk_claim_it_once(operator, fedkt_submissions):
     from market.jobs.models import JobChunk
-    from market.jobs.runner.chunks import _claim_chunk
+    from market.jobs.runner.chunks import job_chunk_claim
 
     job_id = post_job(operator, fedkt_submissions[0].federation, kind="fedkt", privacy_level="L0").json()["id"]
     from datetime import timedelta
@@ -166,7 +166,8 @@ def test_workers_racing_for_the_same_chunk_claim_it_once(operator, fedkt_submiss
 
     Job.objects.filter(id=job_id).update(status=JobStatus.RUNNING, lease_expires_at=timezone.now() + timedelta(hours=1))
     chunk = JobChunk.objects.create(job_id=job_id, index=0, submission_ids=[fedkt_submissions[0].id])
-    assert sorted(run_at_once(lambda _: _claim_chunk(chunk.id), [1, 2, 3, 4])) == [False, False, False, True]
+    claims = run_at_once(lambda _: job_chunk_claim(chunk_id=chunk.id), [1, 2, 3, 4])
+    assert sorted(claims) == [False, False, False, True]
     chunk.refresh_from_db()
     assert (chunk.status, chunk.attempts) == ("running", 1)
 

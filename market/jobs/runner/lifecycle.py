@@ -1,0 +1,84 @@
+"""How a job's steps stop: bad input fails the job at once, an unexpected error fails it with a readable reason,
+a cancel ends it between steps, and ending it settles its budget and deletes its partial artifacts."""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+from django.core.files.storage import default_storage
+from django.db import transaction
+from django.utils import timezone
+
+from market.jobs.models import Job, JobChunk, JobStatus
+from market.jobs.services import job_log, job_settle_budget
+from market.transient import TRANSIENT_ERRORS
+
+logger = logging.getLogger("market.jobs.runner")
+
+
+class JobInputError(Exception):
+    """Bad input (a corrupt artifact, a deleted submission, a model that fails): the job fails at once."""
+
+
+class JobSuperseded(Exception):
+    """The job was cancelled or handed to another worker while this one fused; its result is dropped."""
+
+
+def job_stage_set(*, job_id: int, stage: str) -> None:
+    Job.objects.filter(id=job_id).update(progress_stage=stage)
+    job_log(job_id=job_id, message=f"Stage: {stage}.")
+
+
+def failing_on_unexpected(step: str):
+    """Unexpected errors (a bug, a time limit) fail the job with a readable reason instead of leaving it running;
+    transient ones (database, broker) propagate so that the task retries with backoff."""
+
+    def decorate(function):
+        @functools.wraps(function)
+        def wrapper(*, job_id: int | None = None, chunk_id: int | None = None):
+            try:
+                return function(**({"job_id": job_id} if chunk_id is None else {"chunk_id": chunk_id}))
+            except (TRANSIENT_ERRORS + (JobSuperseded,)):
+                raise
+            except Exception as error:
+                logger.exception("Job step %s failed", step)
+                owner = job_id if chunk_id is None else JobChunk.objects.filter(id=chunk_id).values_list(
+                    "job_id", flat=True).first()
+                if owner is not None:
+                    job_end(job_id=owner, status=JobStatus.FAILED,
+                            reason=f"Internal error while {step}: {type(error).__name__}: {error}")
+                return None
+        return wrapper
+    return decorate
+
+
+def job_artifacts_delete(*, job: Job) -> None:
+    """The chunks' partial results: deleted once the job has ended (they name which member predicted what)."""
+    for name in JobChunk.objects.filter(job=job).exclude(artifact_name="").values_list("artifact_name", flat=True):
+        default_storage.delete(name)
+
+
+def job_end(*, job_id: int, status: str, reason: str = "") -> bool:
+    """Move a running (or queued) job to failed or cancelled, settling its budget; False if it had already ended."""
+    with transaction.atomic():
+        job = Job.objects.select_for_update().filter(id=job_id,
+                                                     status__in=[JobStatus.RUNNING, JobStatus.QUEUED]).first()
+        if job is None:
+            return False
+        job.status, job.failure_reason, job.finished_at = status, reason, timezone.now()
+        job.worker, job.lease_expires_at, job.phase = "", None, ""
+        job.save(update_fields=["status", "failure_reason", "finished_at", "worker", "lease_expires_at", "phase"])
+        job_settle_budget(job=job)
+        job_log(job_id=job.id, level="error" if status == JobStatus.FAILED else "info",
+                message=f"Failed: {reason}" if status == JobStatus.FAILED else "Cancelled; no global model was made.")
+    job_artifacts_delete(job=job)
+    return True
+
+
+def job_stop_if_cancelled(*, job_id: int) -> bool:
+    """End the job if a cancel was asked (True), so that the step stops; False if it goes on."""
+    if Job.objects.filter(id=job_id, cancel_requested=True).exists():
+        job_end(job_id=job_id, status=JobStatus.CANCELLED)
+        return True
+    return False
