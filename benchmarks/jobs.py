@@ -166,11 +166,10 @@ def run_engine(federation, submissions) -> float:
     import numpy as np
     from django.conf import settings
 
+    from market.sandbox import stored_models_predict
     from market.storage import artifact_read, arrays_from_npz
-    from market.submissions.services import model_limits, sandbox_limits
     from workers.algorithms.registry import Member, algorithm_get
     from workers.jobs.export import export_global_model
-    from workers.modelio import predict_in_sandbox
 
     public = arrays_from_npz(federation.public_datasets.first().features_file)["features"]
     evaluation = arrays_from_npz(federation.evaluation_splits.first().data_file)
@@ -183,8 +182,7 @@ def run_engine(federation, submissions) -> float:
     signal_sum, size = None, settings.ONEFOLD_JOB_CHUNK_SIZE
     for start in range(0, len(submissions), size):
         chunk = submissions[start:start + size]
-        outcomes = predict_in_sandbox([data for s in chunk for data in files[s.id]], features, n_classes=2,
-                                      limits=sandbox_limits(), model_limits=model_limits())
+        outcomes = stored_models_predict([data for s in chunk for data in files[s.id]], features, n_classes=2)
         for index in range(len(chunk)):
             probabilities = np.stack([outcomes[2 * index].probabilities, outcomes[2 * index + 1].probabilities])
             signal = algorithm.member_signal(probabilities[:, :len(public)], member=members[start + index],
@@ -192,8 +190,8 @@ def run_engine(federation, submissions) -> float:
             signal_sum = signal if signal_sum is None else signal_sum + signal
     fusion = algorithm.fuse(signal_sum, public, members=members, n_classes=2, params=PARAMETERS, seed=1)
     exported = export_global_model(fusion.model, n_features=public.shape[1], n_classes=2)
-    predict_in_sandbox([file.data for file in exported if file.format == "onnx"], evaluation["features"],
-                       n_classes=2, limits=sandbox_limits(), model_limits=model_limits())
+    stored_models_predict([file.data for file in exported if file.format == "onnx"], evaluation["features"],
+                          n_classes=2)
     return time.perf_counter() - started
 
 

@@ -27,10 +27,9 @@ from market.commerce.selectors import global_model_require_access
 from market.errors import DomainError, InvalidInput, PermissionDenied
 from market.feature_views import global_model_feature_view, stored_features_in_view
 from market.jobs.models import GlobalModel, GlobalModelFile
+from market.sandbox import stored_models_predict
 from market.storage import artifact_read
-from market.submissions.services import sandbox_limits
 from workers.features import ONE_HOT_VIEW, TableError, TableLimits, encode_features, read_table
-from workers.modelio import predict_in_sandbox
 
 DOWNLOAD_SALT = "onefold.commerce.download"
 #: Not a stored file: the ONNX file (or an ensemble's ONNX members) with the feature encoding in front, built on
@@ -210,8 +209,8 @@ def global_model_probabilities(global_model: GlobalModel, one_hot_features: np.n
     for view in sorted(set(views)):
         positions = [position for position, model_view in enumerate(views) if model_view == view]
         features = stored_features_in_view(one_hot_features, global_model.job.public_dataset, view)
-        predicted = predict_in_sandbox([models[position] for position in positions], features,
-                                       n_classes=global_model.n_classes, limits=sandbox_limits())
+        predicted = stored_models_predict([models[position] for position in positions], features,
+                                          n_classes=global_model.n_classes)
         for position, outcome in zip(positions, predicted):
             outcomes[position] = outcome
     failed = [outcome.error for outcome in outcomes if outcome.error is not None]

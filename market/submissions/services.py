@@ -20,11 +20,11 @@ from market.feature_views import model_files_feature_view, stored_features_in_vi
 from market.federations.models import Federation, PrivacyLevel
 from market.federations.selectors import federation_is_member, public_dataset_current
 from market.outbox import outbox_add, outbox_published_long_ago
+from market.sandbox import model_limits, stored_models_predict
 from market.storage import artifact_read, artifact_save, artifacts_removed_on_error, arrays_from_npz, sha256_of
 from market.submissions.models import ModelFile, Submission, SubmissionOutbox, SubmissionStatus
 from workers.features import ONE_HOT_VIEW, view_width
-from workers.modelio import (ModelLimits, RefusedModelError, SandboxLimits, identify_format, inspect_model,
-                             predict_in_sandbox)
+from workers.modelio import RefusedModelError, identify_format, inspect_model
 from workers.privacy.declarations import is_dp_sgd, party_side_bound
 from workers.privacy.reports import DP_SGD_MECHANISM
 
@@ -38,19 +38,6 @@ DP_SGD_FAMILIES = ("mlp", "cnn")
 class UploadedModel:
     name: str
     data: bytes
-
-
-def model_limits() -> ModelLimits:
-    return ModelLimits(max_model_bytes=settings.ONEFOLD_MAX_UPLOAD_BYTES, max_trees=settings.ONEFOLD_MODEL_MAX_TREES,
-                       max_nodes_per_tree=settings.ONEFOLD_MODEL_MAX_TREE_NODES,
-                       max_depth=settings.ONEFOLD_MODEL_MAX_TREE_DEPTH,
-                       max_parameters=settings.ONEFOLD_MODEL_MAX_PARAMETERS)
-
-
-def sandbox_limits() -> SandboxLimits:
-    return SandboxLimits(memory_bytes=settings.ONEFOLD_SANDBOX_MEMORY_MB * 1024**2,
-                         cpu_seconds=settings.ONEFOLD_SANDBOX_CPU_SECONDS,
-                         wall_seconds=settings.ONEFOLD_SANDBOX_WALL_SECONDS)
 
 
 def _check_privacy_declaration(*, federation: Federation, privacy_level: str, privacy_parameters: dict,
@@ -196,10 +183,8 @@ def _validation_failure(submission: Submission) -> str | None:
     """The reason the submission's models fail validation in the sandbox, or None when all pass."""
     model_files = list(submission.model_files.all())
     sample = _sample_public_features(submission)
-    outcomes = predict_in_sandbox([artifact_read(model_file.stored_name) for model_file in model_files], sample,
-                                  n_classes=submission.federation.n_classes, limits=sandbox_limits(),
-                                  skip_structural_checks=settings.ONEFOLD_UNSAFE_SKIP_STRUCTURAL_CHECKS,
-                                  model_limits=model_limits())
+    outcomes = stored_models_predict([artifact_read(model_file.stored_name) for model_file in model_files], sample,
+                                     n_classes=submission.federation.n_classes)
     for model_file, outcome in zip(model_files, outcomes):
         problem = outcome.error or _prediction_problem(outcome.probabilities, n_rows=len(sample),
                                                        n_classes=submission.federation.n_classes)

@@ -6,7 +6,7 @@ import pytest
 from market.storage import artifact_read, arrays_from_npz
 from market.audit.models import AuditEvent
 from market.submissions.models import ModelFile, Submission, SubmissionOutbox, SubmissionStatus
-from market.submissions.services import sandbox_limits
+from market.sandbox import sandbox_limits
 from tests.conftest import native_probabilities, wait_until
 from tests.market.submissions.helpers import submit
 from tests.workers.modelio.payloads import (TAMPERINGS, hostile_payloads, tamper_onnx_tree, tamper_xgboost_json,

@@ -8,7 +8,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import numpy as np
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Coalesce
@@ -21,12 +20,11 @@ from market.jobs.runner.lifecycle import (JobInputError, failing_on_unexpected, 
                                           job_stop_if_cancelled)
 from market.jobs.selectors import job_members
 from market.jobs.services import job_log
+from market.sandbox import stored_models_predict
 from market.storage import artifact_read, artifact_save, arrays_from_npz_cached, arrays_to_npz, sha256_of
 from market.submissions.models import Submission, SubmissionStatus
-from market.submissions.services import model_limits, sandbox_limits
 from workers.algorithms import algorithm_get
 from workers.jobs.metrics import classification_metrics
-from workers.modelio import predict_in_sandbox
 
 
 @failing_on_unexpected("starting")
@@ -122,10 +120,8 @@ def _predict_chunk(chunk: JobChunk, features: np.ndarray, n_classes: int, public
     outcomes = [None] * len(flat)
     for view in sorted(set(views.values())):
         positions = [position for position, (submission_id, _, _) in enumerate(flat) if views[submission_id] == view]
-        predicted = predict_in_sandbox([flat[position][2] for position in positions],
-                                       stored_features_in_view(features, public_dataset, view), n_classes=n_classes,
-                                       limits=sandbox_limits(), model_limits=model_limits(),
-                                       skip_structural_checks=settings.ONEFOLD_UNSAFE_SKIP_STRUCTURAL_CHECKS)
+        predicted = stored_models_predict([flat[position][2] for position in positions],
+                                          stored_features_in_view(features, public_dataset, view), n_classes=n_classes)
         for position, outcome in zip(positions, predicted):
             outcomes[position] = outcome
     result: dict[int, list] = {submission_id: [] for submission_id in chunk.submission_ids}

@@ -21,10 +21,10 @@ from market.jobs.runner.lifecycle import (JobInputError, JobSuperseded, failing_
                                           job_end, job_stage_set, job_stop_if_cancelled, logger)
 from market.jobs.selectors import job_members
 from market.jobs.services import job_log
+from market.sandbox import stored_models_predict
 from market.storage import (artifact_read, artifact_save, artifacts_removed_on_error, arrays_from_npz,
                             arrays_from_npz_cached, arrays_to_npz, sha256_of)
 from market.submissions.models import Submission
-from market.submissions.services import model_limits, sandbox_limits
 from workers.algorithms import algorithm_get
 from workers.algorithms.auto_fusion import EvaluationRows, evaluation_halves
 from workers.algorithms.registry import agreement_counts
@@ -32,7 +32,6 @@ from workers.features import ONE_HOT_VIEW, view_width
 from workers.jobs.export import ExportedFile, bundle_zip, export_global_model, model_family_of
 from workers.jobs.interruptible import fuse_in_child
 from workers.jobs.metrics import classification_metrics
-from workers.modelio import predict_in_sandbox
 from workers.privacy.mechanisms import GaussianNoise, LaplaceNoise
 
 CONTRIBUTION_RULE = ("Each silo's weight is the number of public examples the global model was trained on where its "
@@ -177,8 +176,7 @@ def _evaluated(job: Job, result: dict) -> dict:
         except ValueError as error:
             raise JobInputError(str(error)) from error
         portable = next(file for file in files if file.format == "onnx")
-        outcome = predict_in_sandbox([portable.data], evaluation["features"], n_classes=n_classes,
-                                     limits=sandbox_limits(), model_limits=model_limits())[0]
+        outcome = stored_models_predict([portable.data], evaluation["features"], n_classes=n_classes)[0]
         if outcome.error:
             raise JobInputError(f"The exported global model could not be run: {outcome.error}")
         probabilities = outcome.probabilities

@@ -149,6 +149,18 @@ def test_predict_accepts_csv_and_names_the_bad_row_and_column(published_listing,
     assert event.details == {"rows": 5}
 
 
+def test_predict_honours_the_deployments_caps_on_a_models_structure(published_listing, buyer_user, buyer_api,
+                                                                    adult_evaluation, settings):
+    listing = published_listing(price_cents=0)  # a random forest of 20 trees
+    purchase_create(listing=listing, user=buyer_user)
+    url = f"/api/global-models/{listing.global_model_id}/predict/"
+    rows = {"rows": raw_rows(adult_evaluation[0].iloc[:1])}
+    settings.ONEFOLD_MODEL_MAX_TREES = 10
+    response = buyer_api.post(url, rows, format="json")
+    assert response.status_code == 503
+    assert "20 trees" in response.json()["detail"] and "10" in response.json()["detail"]
+
+
 def test_predict_is_throttled(published_listing, buyer_user, buyer_api, adult_evaluation, settings):
     from django.core.cache import cache
 

@@ -4,7 +4,8 @@ import numpy as np
 
 from market.storage import artifact_read, arrays_from_npz
 from market.submissions.models import Submission, SubmissionStatus
-from market.submissions.services import UploadedModel, sandbox_limits, submission_create, submission_validate
+from market.sandbox import sandbox_limits
+from market.submissions.services import UploadedModel, submission_create, submission_validate
 from tests.conftest import native_probabilities
 from workers.modelio import predict_in_sandbox
 
