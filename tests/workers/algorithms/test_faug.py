@@ -1,0 +1,137 @@
+"""Federated augmentation's conditional generator (workers.algorithms.faug)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from workers.algorithms.faug import (
+    GanSetting,
+    GeneratorPrivacy,
+    device_server_leakage,
+    fill_missing_labels,
+    load_generator,
+    save_generator,
+    target_labels_of,
+    train_generator,
+)
+from workers.privacy.dp_sgd import DpSgdParameters, dp_sgd_privacy_bound
+
+TINY = GanSetting(
+    latent_size=4,
+    generator_hidden_sizes=(8,),
+    discriminator_hidden_sizes=(8,),
+    epochs=2,
+    batch_size=8,
+)
+
+
+@pytest.fixture(scope="module")
+def seeds():
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(3), 12)
+    features = np.clip(rng.normal(0.2 + 0.3 * labels[:, None], 0.05, size=(36, 6)), 0, 1).astype(
+        np.float32
+    )
+    return features, labels
+
+
+def test_leakage_is_the_papers_fraction():
+    assert device_server_leakage(5, 15) == 0.25
+    assert device_server_leakage(3, 0) == 1.0
+    for n_target, n_redundant in ((0, 4), (2, -1), (1.5, 2), (True, 1)):
+        with pytest.raises(ValueError):
+            device_server_leakage(n_target, n_redundant)
+
+
+def test_generate_has_the_asked_shapes_and_labels(seeds):
+    generator = train_generator(*seeds, n_classes=3, setting=TINY, seed=1)
+    features, labels = generator.generate([2, 0], 5, seed=3)
+    assert features.shape == (10, 6) and features.dtype == np.float32
+    assert ((features >= 0) & (features <= 1)).all()
+    assert labels.tolist() == [2] * 5 + [0] * 5
+    for bad in ([3], [-1], [[0]]):
+        with pytest.raises(ValueError):
+            generator.generate(bad, 2, seed=0)
+
+
+def test_training_and_generation_are_deterministic_under_a_seed(seeds):
+    first = train_generator(*seeds, n_classes=3, setting=TINY, seed=7).generate(
+        [0, 1, 2], 4, seed=2
+    )[0]
+    second = train_generator(*seeds, n_classes=3, setting=TINY, seed=7).generate(
+        [0, 1, 2], 4, seed=2
+    )[0]
+    other = train_generator(*seeds, n_classes=3, setting=TINY, seed=8).generate(
+        [0, 1, 2], 4, seed=2
+    )[0]
+    np.testing.assert_array_equal(first, second)
+    assert not np.array_equal(first, other)
+
+
+def test_safetensors_round_trip_keeps_the_generator(seeds):
+    generator = train_generator(*seeds, n_classes=3, setting=TINY, seed=1)
+    data = save_generator(generator)
+    assert not data.startswith(b"\x80")  # not a pickle
+    loaded = load_generator(data)
+    assert loaded.spec == generator.spec and loaded.privacy is None
+    np.testing.assert_array_equal(
+        loaded.generate([1], 3, seed=5)[0], generator.generate([1], 3, seed=5)[0]
+    )
+
+
+def test_load_refuses_a_spec_that_does_not_match_the_tensors(seeds):
+    from safetensors.torch import load, save
+
+    data = save_generator(train_generator(*seeds, n_classes=3, setting=TINY, seed=1))
+    spec = {**load_generator(data).spec, "latent_size": 5}
+    with pytest.raises(ValueError, match="tensors must be exactly"):
+        load_generator(save(load(data), metadata={"spec": json.dumps(spec)}))
+    with pytest.raises(ValueError, match="architecture"):
+        load_generator(
+            save(load(data), metadata={"spec": json.dumps({**spec, "architecture": "mlp"})})
+        )
+    with pytest.raises(ValueError):
+        load_generator(b"\x80\x04not safetensors")
+
+
+def test_the_dp_generator_reports_epsilon_from_the_shared_accountant(seeds):
+    privacy = GeneratorPrivacy(noise_multiplier=1.5, max_grad_norm=1.0, delta=1e-5)
+    generator = train_generator(*seeds, n_classes=3, setting=TINY, seed=1, privacy=privacy)
+    expected = DpSgdParameters(
+        noise_multiplier=1.5, max_grad_norm=1.0, batch_size=8, epochs=2, n_examples=36, delta=1e-5
+    )
+    assert generator.privacy == expected
+    assert generator.privacy_report.epsilon == dp_sgd_privacy_bound(expected)[0].epsilon
+    assert generator.generate([0], 2, seed=0)[0].shape == (2, 6)
+    loaded = load_generator(
+        save_generator(generator)
+    )  # the declaration travels and is re-accounted
+    assert (
+        loaded.privacy == expected
+        and loaded.privacy_report.epsilon == generator.privacy_report.epsilon
+    )
+
+
+def test_a_target_epsilon_is_met(seeds):
+    generator = train_generator(
+        *seeds, n_classes=3, setting=TINY, seed=1, privacy=GeneratorPrivacy(target_epsilon=4.0)
+    )
+    assert 3.9 < generator.privacy_report.epsilon <= 4.0
+
+
+def test_seeds_outside_the_unit_range_or_labels_are_refused(seeds):
+    features, labels = seeds
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        train_generator(features * 3, labels, n_classes=3, setting=TINY, seed=0)
+    with pytest.raises(ValueError, match="labels"):
+        train_generator(features, labels + 1, n_classes=3, setting=TINY, seed=0)
+
+
+def test_fill_missing_labels_appends_generated_target_samples(seeds):
+    features, labels = seeds
+    generator = train_generator(features, labels, n_classes=3, setting=TINY, seed=1)
+    local_x, local_y = features[labels != 1], labels[labels != 1]
+    assert target_labels_of(local_y, 3, below=1) == [1]
+    mixed_x, mixed_y = fill_missing_labels(local_x, local_y, generator, [1], per_label=7, seed=0)
+    assert mixed_x.shape == (len(local_x) + 7, 6) and (mixed_y == 1).sum() == 7
