@@ -1,8 +1,8 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from frontend import (budgets_views, commerce_views, home_views, jobs_views, model_use_views, operator_views,
-                      security_views, views)
+from frontend import (budgets_views, commerce_views, exchanges_views, home_views, jobs_views, model_use_views,
+                      operator_views, security_views, views)
 from market.accounts.forms import SignInForm
 
 urlpatterns = [
@@ -18,6 +18,8 @@ urlpatterns = [
     path("federations/<slug:slug>/join/", views.federation_join_action, name="federation-join"),
     path("federations/<slug:slug>/upload/", views.submission_upload_page, name="submission-upload"),
     path("submissions/", views.submission_list_page, name="submission-list"),
+    path("exchanges/", exchanges_views.exchange_list_page, name="exchange-list"),
+    path("exchanges/<int:exchange_id>/", exchanges_views.exchange_detail_page, name="exchange-detail"),
     path("submissions/<int:submission_id>/status/", views.submission_status_partial, name="submission-status"),
     path("security/audit/", security_views.audit_log_page, name="audit-log"),
     path("security/audit/export.jsonl", security_views.audit_export_download, name="audit-export"),

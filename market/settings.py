@@ -74,6 +74,7 @@ INSTALLED_APPS = [
     "market.budgets",
     "market.commerce",
     "market.audit",
+    "market.exchanges",
     "frontend",
 ]
 
@@ -167,6 +168,11 @@ if not re.fullmatch(r"[1-9][0-9]*/(second|minute|hour|day)", ONEFOLD_PREDICT_RAT
     raise ImproperlyConfigured(f"ONEFOLD_PREDICT_RATE must look like 60/minute, not {ONEFOLD_PREDICT_RATE!r}.")
 ONEFOLD_PREDICT_MAX_ROWS = env_int("ONEFOLD_PREDICT_MAX_ROWS", 10_000)
 
+# Federated distillation exchanges: most rounds, longest round, largest |logit| a silo may upload.
+ONEFOLD_FD_MAX_ROUNDS = env_int("ONEFOLD_FD_MAX_ROUNDS", 100)
+ONEFOLD_FD_MAX_ROUND_SECONDS = env_int("ONEFOLD_FD_MAX_ROUND_SECONDS", 7 * 24 * 3600)
+ONEFOLD_FD_MAX_LOGIT = env_int("ONEFOLD_FD_MAX_LOGIT", 10_000)
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "market.accounts.authentication.ApiTokenAuthentication",
@@ -190,7 +196,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR", "SWAGGER_UI_FAVICON_HREF": "SIDECAR", "REDOC_DIST": "SIDECAR",
     "ENUM_NAME_OVERRIDES": {"PrivacyLevelEnum": "market.federations.models.PrivacyLevel",
                             "JobKindEnum": "market.jobs.models.JobKind",
-                            "WalletEntryKindEnum": "market.commerce.models.WalletEntryKind"},
+                            "WalletEntryKindEnum": "market.commerce.models.WalletEntryKind",
+                            "ExchangeStatusEnum": "market.exchanges.models.ExchangeStatus",
+                            "RoundStatusEnum": "market.exchanges.models.RoundStatus"},
 }
 
 # Celery: JSON only, late acknowledgement, explicit time limits; state lives in PostgreSQL rows.

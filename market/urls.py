@@ -14,6 +14,7 @@ api_patterns = [
     path("", include("market.budgets.urls")),
     path("", include("market.commerce.urls")),
     path("", include("market.audit.urls")),
+    path("", include("market.exchanges.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # The split view serves its start-up script as a file (no inline script); Swagger UI comes from the sidecar.
     path("docs/", csp_update(SWAGGER_UI_POLICY)(SpectacularSwaggerSplitView.as_view(url_name="api-schema")),

@@ -33,5 +33,5 @@ def _reaper_interval() -> float:
 # with one worker).
 app.conf.beat_schedule = {name: {"task": task, "schedule": _reaper_interval()} for name, task in (
     ("job-reaper", "onefold.job_reap"), ("submission-reaper", "onefold.submission_reap"),
-    ("outbox-sweep", "onefold.outbox_sweep"))}
+    ("outbox-sweep", "onefold.outbox_sweep"), ("exchange-reaper", "onefold.exchange_reap"))}
 app.autodiscover_tasks(["workers"])

@@ -89,3 +89,19 @@ def job_reap_task() -> dict:
     from market.jobs.runner import job_reap
 
     return job_reap()
+
+
+# --- federated distillation exchanges (market.exchanges) ---
+
+@app.task(name="onefold.exchange_round_aggregate", **RETRY)
+def exchange_round_aggregate_task(exchange_round_id: int) -> None:
+    from market.exchanges.services import exchange_round_aggregate
+
+    exchange_round_aggregate(exchange_round_id=exchange_round_id)
+
+
+@app.task(name="onefold.exchange_reap", acks_late=True)
+def exchange_reap_task() -> int:
+    from market.exchanges.services import exchange_reap
+
+    return exchange_reap()

@@ -31,6 +31,7 @@ def world(federation_with_data, operator, silo_user, other_silo_user, published_
     ``targets`` names each kind of object by its owner, with the path parameters that reach it."""
     from market.budgets.selectors import budget_list
     from market.commerce.services import credit_request_create, listing_create, purchase_create
+    from market.exchanges.services import exchange_create, logits_upload
     from market.federations.services import federation_join
     from market.submissions.services import UploadedModel, submission_create
 
@@ -52,6 +53,10 @@ def world(federation_with_data, operator, silo_user, other_silo_user, published_
     top_up(people["buyer_a"].organisation, 1000)
     purchase_create(listing=listing, user=people["buyer_a"])
     budgets = {budget.organisation_id: budget for budget in budget_list(federation=federation, user=operator)}
+    exchange = exchange_create(federation=federation, name="FD", rounds=2, round_seconds=3600, min_silos=2,
+                               actor=operator)
+    logits_upload(exchange_round=exchange.exchange_rounds.get(number=1), user=silo_user, labels=[0],
+                  logits=[[1.0, -1.0], [0.0, 0.0]])
     targets = {
         "none": {None: {}}, "public": {None: {}},
         "federation": {None: {"slug": federation.slug}},
@@ -65,6 +70,8 @@ def world(federation_with_data, operator, silo_user, other_silo_user, published_
         "download_link": {None: {"token": "forged.signature"}},
         "credit_request": {"buyer_b": {"credit_request_id": credit_request_create(user=people["buyer_b"],
                                                                                 amount_cents=300).id}},
+        "exchange": {None: {"exchange_id": exchange.id, "number": 1}},
+        "exchange_round": {"silo_a": {"exchange_id": exchange.id, "number": 1}},
     }
     tokens = {name: api_token_create(user=user, name="world")[1] for name, user in people.items()}
     return World(people=people, tokens=tokens, targets=targets)

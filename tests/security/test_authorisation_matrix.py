@@ -75,6 +75,16 @@ def job_participants(principal, owner):
     return ALLOW if principal in SILOS | {"operator"} else HIDDEN
 
 
+def exchange_members(principal, owner):
+    """The exchange's federation has both silos; buyers are not members and see no such exchange."""
+    return ALLOW if principal in SILOS | {"operator"} else HIDDEN
+
+
+def own_logits(principal, owner):
+    """Only the silo that uploaded a round's logits downloads its global logits; to anyone else there are none."""
+    return ALLOW if principal == owner else HIDDEN
+
+
 def entitled_to_the_model(principal, owner):
     """buyer_a bought the listed model; operators may use every model; anyone else sees no such model."""
     return ALLOW if principal in ("buyer_a", "operator") else HIDDEN
@@ -143,6 +153,11 @@ POLICY = {
     ("POST", "/api/auth/tokens/{token_id}/revoke/"): Rule("token", own_token),
     ("GET", "/api/me/"): Rule("none", signed_in),
     ("GET", "/api/federations/"): Rule("none", signed_in),
+    ("GET", "/api/exchanges/"): Rule("none", signed_in),
+    ("POST", "/api/exchanges/"): Rule("none", operator_only_after_validation),
+    ("GET", "/api/exchanges/{exchange_id}/"): Rule("exchange", exchange_members),
+    ("POST", "/api/exchanges/{exchange_id}/rounds/{number}/logits/"): Rule("exchange", exchange_members),
+    ("GET", "/api/exchanges/{exchange_id}/rounds/{number}/download/"): Rule("exchange_round", own_logits),
     ("POST", "/api/federations/"): Rule("none", operator_only_after_validation),
     ("GET", "/api/federations/{slug}/"): Rule("federation", signed_in),
     ("POST", "/api/federations/{slug}/join/"): Rule("federation", joiner),

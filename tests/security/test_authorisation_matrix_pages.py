@@ -14,7 +14,7 @@ from django.db import transaction
 from django.test import Client
 
 from tests.security.conftest import SILOS
-from tests.security.test_authorisation_matrix import (ALLOW, FORBIDDEN, HIDDEN, PRINCIPALS, SIGN_IN, Rule,
+from tests.security.test_authorisation_matrix import (ALLOW, FORBIDDEN, HIDDEN, PRINCIPALS, SIGN_IN, Rule, exchange_members,
                                                       anyone, entitled_to_the_model, job_canceller, job_participants,
                                                       joiner, listing_manager, listing_reader,
                                                       members_of_the_federation, operator_only, own_earnings,
@@ -53,6 +53,8 @@ PAGE_POLICY = {
     ("POST", "federations/<slug:slug>/join/"): Rule("federation", joiner),
     ("GET", "federations/<slug:slug>/upload/"): Rule("federation", members_of_the_federation),
     ("GET", "submissions/"): Rule("none", signed_in),
+    ("GET", "exchanges/"): Rule("none", signed_in),
+    ("GET", "exchanges/<int:exchange_id>/"): Rule("exchange", exchange_members),
     ("GET", "submissions/<int:submission_id>/status/"): Rule("submission", owner_or_operator_else_hidden),
     ("GET", "security/audit/"): Rule("none", operator_only),
     ("GET", "security/audit/export.jsonl"): Rule("none", operator_only),

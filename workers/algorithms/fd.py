@@ -50,6 +50,47 @@ def local_label_logits(logits, labels, n_classes: int) -> tuple[np.ndarray, np.n
     return sums, present
 
 
+def validate_label_logits(logits, labels, *, n_classes: int, max_magnitude: float) -> tuple[np.ndarray, np.ndarray]:
+    """Check one silo's FD upload and return it as ``(F̄ (C, C) float64, present (C,) bool)``.
+
+    Parameters
+    ----------
+    logits : nested list (C rows of C numbers)
+        Row ℓ is the silo's mean logit vector on its examples of label ℓ; rows of labels it does
+        not hold must be zeros.
+    labels : list of int
+        The class indices the silo declares it holds (distinct, in ``0 .. C-1``, at least one).
+    n_classes : int
+        C, the federation's number of classes.
+    max_magnitude : float
+        Largest |logit| accepted (the mean of log-probabilities or raw logits is far smaller; a
+        huge value would let one silo swamp the others' averages).
+
+    Raises
+    ------
+    ValueError
+        With a sentence naming what is wrong.
+    """
+    if (not isinstance(labels, list) or not labels or len(set(map(repr, labels))) != len(labels)
+            or any(isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < n_classes
+                   for label in labels)):
+        raise ValueError(f"'labels' must list the distinct class indices (0 to {n_classes - 1}) you hold, at least one.")
+    if (not isinstance(logits, list) or len(logits) != n_classes
+            or any(not isinstance(row, list) or len(row) != n_classes for row in logits)):
+        raise ValueError(f"'logits' must be {n_classes} rows of {n_classes} numbers (labels × classes).")
+    if any(isinstance(value, bool) or not isinstance(value, (int, float)) for row in logits for value in row):
+        raise ValueError("'logits' must hold numbers only.")
+    array = np.asarray(logits, dtype=np.float64)
+    if not np.all(np.isfinite(array)) or np.abs(array).max() > max_magnitude:
+        raise ValueError(f"Every logit must be finite and at most {max_magnitude:g} in magnitude.")
+    present = np.zeros(n_classes, dtype=bool)
+    present[labels] = True
+    if np.any(array[~present] != 0):
+        raise ValueError("Rows of labels you did not declare must be zeros: declare every label you send a vector "
+                         "for in 'labels'.")
+    return array, present
+
+
 def fd_server_aggregate(local_logits, present) -> tuple[np.ndarray, np.ndarray]:
     """For every device, the average of the **other** devices' per-label logit vectors.
 

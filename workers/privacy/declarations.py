@@ -83,6 +83,8 @@ def _fedkt_party_noise_bound(privacy_parameters: dict) -> PrivacyReport:
 def party_side_rdp(report: PrivacyReport) -> np.ndarray:
     """The Rényi curve at :data:`RENYI_ORDERS` of a stored party-side report (FedKT vote noise or DP-SGD)."""
     if report.mechanism == DP_SGD_MECHANISM:
+        if report.sigma is None or report.sample_rate is None:
+            raise ValueError("A DP-SGD report must carry its noise multiplier (sigma) and sample rate.")
         return dp_sgd_rdp(noise_multiplier=report.sigma, sample_rate=report.sample_rate, steps=report.n_queries)
     noise = noise_mechanism(mechanism=report.mechanism, gamma=report.gamma, sigma=report.sigma)
     return report.n_queries * noise.query_rdp(RENYI_ORDERS, vote_shift=1)  # n_queries counts q·s already

@@ -163,6 +163,37 @@ class OnefoldClient(MarketSession):
             raise Rejected(f"Job #{job_id} {job.status}: {job.failure_reason or 'no reason given'}", payload=job.data)
         return job
 
+    # --- federated distillation exchanges -------------------------------------------------------
+
+    def exchange_create(self, **fields) -> dict:
+        """Operators: open an FD exchange (federation, name, rounds, round_seconds, min_silos)."""
+        return self.post("exchanges/", fields)
+
+    def exchange(self, exchange_id: int) -> dict:
+        """The exchange with ``round_list`` (number, status, deadline, participants, uploaded)."""
+        return self.get(f"exchanges/{exchange_id}/")
+
+    def exchange_logits_upload(self, exchange_id: int, number: int, *, labels: list[int],
+                               logits: list[list[float]]) -> dict:
+        """Upload this silo's per-label mean logits (C × C) for round ``number``; ``labels``: the classes it holds."""
+        return self.post(f"exchanges/{exchange_id}/rounds/{number}/logits/", {"labels": labels, "logits": logits},
+                         idempotent=False)
+
+    def exchange_download(self, exchange_id: int, number: int) -> dict:
+        """This silo's global logits of an aggregated round: ``{"global_logits", "available", "labels"}``."""
+        return self.get(f"exchanges/{exchange_id}/rounds/{number}/download/")
+
+    def exchange_round_wait(self, exchange_id: int, number: int, *, statuses: tuple[str, ...],
+                            timeout_seconds: float = 3600, interval_seconds: float = 1.0) -> dict:
+        """Poll until round ``number`` exists with one of ``statuses``; the round."""
+        def round_of(exchange: dict) -> dict:
+            return next((item for item in exchange["round_list"] if item["number"] == number), {"status": "not open"})
+
+        exchange = wait_for(lambda: self.exchange(exchange_id), done=lambda e: round_of(e)["status"] in statuses,
+                            timeout_seconds=timeout_seconds, interval_seconds=interval_seconds,
+                            what=f"round {number} of exchange #{exchange_id}")
+        return round_of(exchange)
+
     def global_model(self, global_model_id: int) -> GlobalModel:
         return GlobalModel.from_json(self.get(f"global-models/{global_model_id}/"))
 

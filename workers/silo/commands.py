@@ -105,6 +105,13 @@ def npz_rows(npz: bytes, name: str) -> int:
         raise DataError(f"The market sent public features that are not an NPZ array '{name}' ({error}).") from error
 
 
+def fd(args):
+    """``fd``: a silo's rounds of a federated distillation exchange (:mod:`workers.silo.fd_command`, [train] extra)."""
+    from workers.silo.fd_command import fd as fd_rounds  # numpy, torch: loaded only when it runs
+
+    return fd_rounds(args, client_for(args))
+
+
 def train(args):
     """``train``: loads the training extras (:mod:`workers.silo.training_command`) only when it runs."""
     from workers.silo.training_command import train as train_students  # numpy, scikit-learn, torch: [train] extra

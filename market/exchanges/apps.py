@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ExchangesConfig(AppConfig):
+    name = "market.exchanges"
+    label = "exchanges"
