@@ -4,7 +4,7 @@
 
 Protocol: the FedKT split of :mod:`workers.datasets` (train / test / public = 75 / 12.5 / 12.5 %, stratified,
 seeded). One silo holds the whole training split and trains the model zoo's MLP with DP-SGD through Opacus
-(:class:`workers.learners.dp_sgd.DpSgdClassifier`, exactly what ``train --local --privacy-level L2`` runs): the noise
+(:class:`workers.algorithms.dp_sgd.DpSgdClassifier`, exactly what ``train --local --privacy-level L2`` runs): the noise
 multiplier solved for each target ε with Opacus' RDP accountant at δ = 1e-5, clipping norm 1, expected Poisson
 batch 256, SGD with momentum 0.9. The same network without DP-SGD (plain mini-batch SGD, same epochs, batch and
 learning rate, no clipping or noise) is the ε = ∞ row. The learning rate, batch and epochs were set once on MNIST at
@@ -37,7 +37,7 @@ def run(dataset_name: str, *, seed: int, epsilons: list[float]) -> list[dict]:
     import torch
 
     from workers.learners import TorchClassifier
-    from workers.learners.dp_sgd import DpSgdClassifier
+    from workers.algorithms.dp_sgd import DpSgdClassifier
 
     torch.set_num_threads(1)
     data = load_dataset(dataset_name, seed=seed)

@@ -268,8 +268,8 @@ def local_train(data: EncodedData, *, n_classes: int, settings: TrainingSettings
 
 def dp_sgd_learner(settings: TrainingSettings):
     """The student network (``mlp`` or ``cnn``, with its family's and the silo's hyperparameters) trained with
-    DP-SGD through Opacus (:class:`workers.learners.dp_sgd.DpSgdClassifier`)."""
-    from workers.learners.dp_sgd import DpSgdClassifier
+    DP-SGD through Opacus (:class:`workers.algorithms.dp_sgd.DpSgdClassifier`)."""
+    from workers.algorithms.dp_sgd import DpSgdClassifier
     from workers.learners.registry import make_learner
 
     family = settings.student.get("family")
