@@ -29,7 +29,7 @@ def test_buyer_finds_buys_and_downloads_a_model(live_server, transactional_db, b
     page.get_by_label("Username").fill(buyer_user.username)
     page.get_by_label("Password").fill(BUYER_PASSWORD)
     page.get_by_role("button", name="Sign in").click()
-    page.get_by_role("link", name="Models").click()
+    page.get_by_role("link", name="Models", exact=True).click()
     page.get_by_role("textbox", name="Search").fill("forest")
     page.get_by_role("button", name="Search").click()
     assert page.locator("#catalog-count").inner_text() == "1 model"
