@@ -292,7 +292,7 @@ class EarningsApi(APIView):
 
 
 class DownloadLinkInput(serializers.Serializer):
-    format = serializers.CharField(max_length=40, help_text="onnx, skops, xgboost_json, safetensors, kernel_npz, "
+    format = serializers.CharField(max_length=40, help_text="onnx, skops, xgboost-json, safetensors, kernel_npz, "
                                    "bundle, or raw_onnx (the ONNX with the feature encoding in front, built on download).")
     package = serializers.BooleanField(default=False, help_text="Zip the file with the model card README.md and the "
                                        "feature specification.")

@@ -7,10 +7,7 @@ public media URL.
 Predictions run the model's ONNX file (or an ensemble bundle's members) in the sandboxed child process.
 """
 
-import io
-import json
 import math
-import zipfile
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -30,13 +27,13 @@ from market.jobs.models import GlobalModel, GlobalModelFile
 from market.sandbox import stored_models_predict
 from market.storage import artifact_read
 from workers.features import ONE_HOT_VIEW, TableError, TableLimits, encode_features, read_table
+from workers.modelio.base import FILE_EXTENSIONS, artifact_format_named
+from workers.modelio.bundle import bundle_read
 
 DOWNLOAD_SALT = "onefold.commerce.download"
 #: Not a stored file: the ONNX file (or an ensemble's ONNX members) with the feature encoding in front, built on
 #: download (market.commerce.packages).
 RAW_ONNX = "raw_onnx"
-FILE_EXTENSIONS = {"onnx": "onnx", "skops": "skops", "xgboost_json": "json", "safetensors": "safetensors",
-                   "kernel_npz": "npz", "bundle": "zip"}
 
 
 class ModelUnavailable(DomainError):
@@ -77,6 +74,7 @@ def download_link_create(*, user: User, global_model_id: int, file_format: str, 
     """A link to one file of a model the user's organisation bought (operators: any), valid for the TTL;
     ``raw_onnx`` names the raw-column model; ``package`` zips it with the model card and feature specification."""
     global_model = global_model_require_access(user=user, global_model_id=global_model_id)
+    file_format = artifact_format_named(file_format)
     model_file = _file_for(global_model, file_format)
     token = signing.TimestampSigner(salt=DOWNLOAD_SALT).sign_object(
         {"file": model_file.id, "user": user.id, "variant": RAW_ONNX if file_format == RAW_ONNX else "file",
@@ -180,15 +178,14 @@ def prediction_frame(*, rows: list | None, csv_data: bytes | None, spec: dict, l
     return pd.DataFrame.from_records(blank_as_missing, columns=[column["name"] for column in spec["columns"]])
 
 
-def _bundle_members(data: bytes) -> tuple[list[bytes], list[float]]:
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
-        if sum(info.file_size for info in archive.infolist()) > settings.ONEFOLD_ARCHIVE_MAX_UNPACKED_BYTES:
-            raise ModelUnavailable("The model's bundle is larger than the market unpacks.")
-        manifest = json.loads(archive.read("manifest.json"))
-        members = manifest["members"]
-        return ([archive.read(member["file"]) for member in members],
-                [float(member.get("weight", 1.0)) for member in members],
-                [member.get("feature_view", ONE_HOT_VIEW) for member in members])
+def _bundle_members(data: bytes) -> tuple[list[bytes], list[float], list[str]]:
+    try:
+        manifest, files = bundle_read(data, max_unpacked_bytes=settings.ONEFOLD_ARCHIVE_MAX_UNPACKED_BYTES)
+    except ValueError as error:
+        raise ModelUnavailable(f"The model's bundle cannot be read: {error}") from error
+    members = manifest["members"]
+    return (files, [float(member["weight"]) for member in members],
+            [member.get("feature_view", ONE_HOT_VIEW) for member in members])
 
 
 def prediction_models(global_model: GlobalModel) -> tuple[list[bytes], list[float], list[str]]:

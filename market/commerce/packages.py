@@ -29,7 +29,7 @@ PURPOSES = {
     "onnx": ("ONNX, encoded features", "Reads the encoded feature matrix (apply the feature specification first); "
                                        "for ONNX runtimes and converters."),
     "skops": ("scikit-learn (skops)", "The fitted scikit-learn estimator, for skops.io.load in Python."),
-    "xgboost_json": ("XGBoost JSON", "The booster, for xgboost.Booster(model_file=...), on encoded features."),
+    "xgboost-json": ("XGBoost JSON", "The booster, for xgboost.Booster(model_file=...), on encoded features."),
     "safetensors": ("PyTorch safetensors", "Weights of a zoo network (spec in the metadata), on encoded features."),
     "kernel_npz": ("Kernel student (NPZ)", "Support vectors and dual coefficients of the kernel-distilled student."),
     "bundle": ("Ensemble bundle (zip)", "Every member file and manifest.json with the members' weights and views."),

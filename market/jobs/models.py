@@ -108,7 +108,7 @@ class GlobalModel(models.Model):
 
 
 class GlobalModelFile(models.Model):
-    """One downloadable form of a global model. ``format``: onnx, skops, xgboost_json, safetensors or bundle
+    """One downloadable form of a global model. ``format``: an ArtifactFormat (workers.modelio.base), e.g. bundle
     (a zip of member files and manifest.json for ensembles). ``role``: native (the safe format of the model
     family) or portable (ONNX, runnable with onnxruntime alone)."""
 

@@ -1,8 +1,8 @@
-"""A global model that is an ensemble, saved as a *bundle*: a zip of its members' safe-format
-files and a ``manifest.json`` ``{"n_classes", "n_features", "members": [{"file", "format",
-"weight", "feature_view"}]}`` (Guha et al., *One-Shot Federated Learning*, section 3: the ensemble is the
-model). A member's optional ``feature_view`` (:mod:`workers.features`: ``one_hot``, the default, or
-``ordinal``) is the view of the federation's features it reads; the bundle itself reads the one-hot view
+"""A global model that is an ensemble, saved as a *bundle* (the one format: :mod:`workers.modelio.bundle`): a
+zip of its members' safe-format files and a ``manifest.json`` ``{"n_classes", "n_features", "members":
+[{"file", "format", "weight", "feature_view"}]}`` (Guha et al., *One-Shot Federated Learning*, section 3: the
+ensemble is the model). A member's optional ``feature_view`` (:mod:`workers.features`: ``one_hot``, the
+default, or ``ordinal``) is the view of the federation's features it reads; the bundle itself reads the one-hot view
 (``n_features`` wide), and :class:`BundleClassifier` hands each member its own view, converted with the
 federation's feature specification (the manifest's ``feature_spec``, or the one given to the classifier).
 
@@ -14,17 +14,11 @@ structural checks as an upload) and averaging with the manifest's weights.
 
 from __future__ import annotations
 
-import io
-import json
-import zipfile
-
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-MAX_BUNDLE_MEMBERS = 1000
-MAX_MEMBER_BYTES = 100 * 2**20
-MAX_BUNDLE_BYTES = 2 * 2**30
-FORMAT_EXTENSIONS = {"onnx": "onnx", "xgboost-json": "json", "safetensors": "safetensors"}
+from workers.modelio.base import ArtifactFormat
+from workers.modelio.bundle import bundle_read
 
 
 def safe_member_file(model, *, n_features: int, n_classes: int) -> tuple[str, bytes]:
@@ -46,66 +40,10 @@ def safe_member_file(model, *, n_features: int, n_classes: int) -> tuple[str, by
     if isinstance(inner, KernelDistilledClassifier):
         return "onnx", kernel_student_onnx(inner, n_features)
     if type(inner).__name__ == "XGBClassifier":
-        return "xgboost-json", export_xgboost_json(inner)
+        return ArtifactFormat.XGBOOST_JSON, export_xgboost_json(inner)
     if hasattr(inner, "module_"):
         return "safetensors", export_torch_safetensors(inner.module_, inner.spec_)
     return "onnx", export_sklearn_onnx(inner, n_features)
-
-
-def bundle_write(files, *, weights, n_classes: int, n_features: int) -> bytes:
-    """The bundle zip of ``files`` (``[(format, bytes)]``) with one weight each."""
-    if len(files) != len(weights) or not files:
-        raise ValueError("A bundle needs at least one member file and one weight per file.")
-    members = [{"file": f"member_{index:04d}.{FORMAT_EXTENSIONS[model_format]}", "format": model_format,
-                "weight": float(weight)} for index, ((model_format, _), weight) in enumerate(zip(files, weights))]
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr("manifest.json", json.dumps({"n_classes": int(n_classes), "n_features": int(n_features),
-                                                      "members": members}, indent=1))
-        for member, (_, data) in zip(members, files):
-            archive.writestr(member["file"], data)
-    return buffer.getvalue()
-
-
-def bundle_read(data: bytes) -> tuple[dict, list[bytes]]:
-    """``(manifest, member file bytes in manifest order)``; ValueError with the reason otherwise."""
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-    except zipfile.BadZipFile:
-        raise ValueError("The bundle is not a zip archive.") from None
-    with archive:
-        sizes = {info.filename: info.file_size for info in archive.infolist()}
-        if sum(sizes.values()) > MAX_BUNDLE_BYTES or any(size > MAX_MEMBER_BYTES for size in sizes.values()):
-            raise ValueError("The bundle's files are larger than a bundle may hold.")
-        if "manifest.json" not in sizes:
-            raise ValueError("The bundle has no manifest.json.")
-        manifest = json.loads(archive.read("manifest.json"))
-        members = _checked_members(manifest, sizes)
-        return manifest, [archive.read(member["file"]) for member in members]
-
-
-def _checked_members(manifest, sizes: dict) -> list[dict]:
-    members = manifest.get("members") if isinstance(manifest, dict) else None
-    if not isinstance(members, list) or not 1 <= len(members) <= MAX_BUNDLE_MEMBERS:
-        raise ValueError(f"The manifest must list 1 to {MAX_BUNDLE_MEMBERS} members.")
-    for key in ("n_classes", "n_features"):
-        if not isinstance(manifest.get(key), int) or manifest[key] < 1:
-            raise ValueError(f"The manifest's {key} must be a positive integer.")
-    for member in members:
-        if not isinstance(member, dict) or member.get("file") not in sizes or member["file"] == "manifest.json":
-            raise ValueError(f"The manifest names a member file the bundle does not hold: {member!r}.")
-        if member.get("format") not in FORMAT_EXTENSIONS:
-            raise ValueError(f"Member {member['file']} has format {member.get('format')!r}; "
-                             f"allowed: {', '.join(FORMAT_EXTENSIONS)}.")
-        if member.get("feature_view", "one_hot") not in ("one_hot", "ordinal"):
-            raise ValueError(f"Member {member['file']} reads feature view {member.get('feature_view')!r}; "
-                             "allowed: one_hot, ordinal.")
-        weight = member.get("weight")
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not np.isfinite(weight) or weight < 0:
-            raise ValueError(f"Member {member['file']} has weight {weight!r}; weights are non-negative numbers.")
-    if sum(member["weight"] for member in members) <= 0:
-        raise ValueError("The members' weights are all zero.")
-    return members
 
 
 class BundleClassifier(ClassifierMixin, BaseEstimator):

@@ -98,9 +98,12 @@ class EnsembleClassifier(ClassifierMixin, BaseEstimator):
 
     def to_bundle(self, n_features: int | None = None) -> bytes:
         """The bundle zip of the members, each exported to a safe format (see :mod:`workers.algorithms.bundle`)."""
-        from workers.algorithms.bundle import bundle_write, safe_member_file
+        from workers.algorithms.bundle import safe_member_file
+        from workers.modelio.bundle import BundleMember, bundle_write
 
         n_features = n_features or self.n_features_in_
         weights = [1.0] * len(self.estimators_) if self.weights is None else [float(w) for w in self.weights]
         files = [safe_member_file(model, n_features=n_features, n_classes=self.n_classes) for model in self.estimators_]
-        return bundle_write(files, weights=weights, n_classes=self.n_classes, n_features=n_features)
+        members = [BundleMember(format=model_format, data=data, weight=weight)
+                   for (model_format, data), weight in zip(files, weights)]
+        return bundle_write(members, n_classes=self.n_classes, n_features=n_features)

@@ -1,6 +1,6 @@
 """Files of a global model: its native safe format and ONNX, or a bundle zip for an ensemble.
 
-Server-trained scikit-learn models → ``skops`` + ``onnx``; XGBoost → ``xgboost_json`` + ``onnx``; torch zoo
+Server-trained scikit-learn models → ``skops`` + ``onnx``; XGBoost → ``xgboost-json`` + ``onnx``; torch zoo
 networks → ``safetensors`` (zoo spec in the metadata) + ``onnx``; kernel-distilled students (Guha eq. 3) →
 ``kernel_npz`` (arrays ``support_vectors``, ``dual_coef``, ``gamma``, ``temperature``: probabilities are
 ``softmax(exp(−gamma ‖x − support‖²) @ dual_coef / temperature)``) + ``onnx``; ensembles → ``bundle`` (a zip of the member
@@ -12,11 +12,11 @@ federation's classes ``0 .. K-1`` directly when the final model saw every class.
 from __future__ import annotations
 
 import io
-import json
-import zipfile
 from dataclasses import dataclass
 
 import numpy as np
+
+from workers.modelio.base import ArtifactFormat
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def export_global_model(model, *, n_features: int, n_classes: int) -> list[Expor
         return [ExportedFile("native", "kernel_npz", "model.npz", _kernel_npz(inner)),
                 ExportedFile("portable", "onnx", "model.onnx", kernel_student_onnx(inner, n_features))]
     if family == "xgboost":
-        return [ExportedFile("native", "xgboost_json", "model.json", export_xgboost_json(inner)),
+        return [ExportedFile("native", ArtifactFormat.XGBOOST_JSON, "model.json", export_xgboost_json(inner)),
                 ExportedFile("portable", "onnx", "model.onnx", export_xgboost_onnx(inner, n_features))]
     if hasattr(inner, "module_"):
         return [ExportedFile("native", "safetensors", "model.safetensors",
@@ -73,22 +73,4 @@ def _kernel_npz(student) -> bytes:
     buffer = io.BytesIO()
     np.savez(buffer, support_vectors=student.support_vectors_, dual_coef=student.dual_coef_,
              gamma=np.float64(student.gamma_), temperature=np.float64(student.temperature_))
-    return buffer.getvalue()
-
-
-def bundle_zip(members: list[dict], *, n_classes: int, n_features: int, feature_spec: dict | None = None) -> bytes:
-    """A zip of ensemble members: ``members`` holds {"filename", "format", "weight", "data"} per member file and
-    optionally the "feature_view" it reads (workers.features; one-hot when absent). ``feature_spec`` (the
-    federation's feature specification) goes into the manifest when a member reads another view than one-hot,
-    so that ``workers.algorithms.bundle.BundleClassifier`` can hand it its own view."""
-    buffer = io.BytesIO()
-    manifest = {"n_classes": n_classes, "n_features": n_features,
-                "members": [{"file": member["filename"], "format": member["format"], "weight": member["weight"],
-                             "feature_view": member.get("feature_view", "one_hot")} for member in members]}
-    if feature_spec is not None and any(member["feature_view"] != "one_hot" for member in manifest["members"]):
-        manifest["feature_spec"] = feature_spec
-    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr("manifest.json", json.dumps(manifest, indent=2))
-        for member in members:
-            archive.writestr(member["filename"], member["data"])
     return buffer.getvalue()

@@ -17,6 +17,33 @@ class ModelFormat(StrEnum):
     SAFETENSORS = "safetensors"
 
 
+class ArtifactFormat(StrEnum):
+    """Every format a model file is stored and downloaded in: the upload formats (:class:`ModelFormat`) and what
+    the server exports besides (a scikit-learn model's skops file, a kernel student's arrays, an ensemble's
+    bundle zip)."""
+
+    ONNX = "onnx"
+    XGBOOST_JSON = "xgboost-json"
+    XGBOOST_UBJSON = "xgboost-ubjson"
+    SAFETENSORS = "safetensors"
+    SKOPS = "skops"
+    KERNEL_NPZ = "kernel_npz"
+    BUNDLE = "bundle"
+
+
+FILE_EXTENSIONS = {ArtifactFormat.ONNX: "onnx", ArtifactFormat.XGBOOST_JSON: "json",
+                   ArtifactFormat.XGBOOST_UBJSON: "ubj", ArtifactFormat.SAFETENSORS: "safetensors",
+                   ArtifactFormat.SKOPS: "skops", ArtifactFormat.KERNEL_NPZ: "npz", ArtifactFormat.BUNDLE: "zip"}
+# Names a format had before it was spelt one way; global models made then are migrated (market.jobs 0006), and a
+# client that still asks for the old name is answered.
+LEGACY_FORMAT_NAMES = {"xgboost_json": ArtifactFormat.XGBOOST_JSON}
+
+
+def artifact_format_named(name: str) -> str:
+    """The format's one spelling, for a name a client may still write the old way (``xgboost_json``)."""
+    return str(LEGACY_FORMAT_NAMES.get(name, name))
+
+
 class RefusedModelError(ValueError):
     """A model file Onefold will not load; the message tells the uploader what to fix."""
 

@@ -135,7 +135,7 @@ def build_parser(prog: str = "python -m workers.silo") -> argparse.ArgumentParse
     buy.add_argument("--idempotency-key", help="repeat a purchase safely with the same key (default: a new UUID)")
     download = command("download", "Download a bought global model.", commands.download)
     download.add_argument("global_model_id", type=int)
-    download.add_argument("--format", default="onnx", help="file format (onnx, skops, xgboost_json, safetensors, "
+    download.add_argument("--format", default="onnx", help="file format (onnx, skops, xgboost-json, safetensors, "
                                                            "bundle; default onnx)")
     download.add_argument("--output", type=Path, help="file to write (default: global-model-<id>.<format>)")
     predict = command("predict", "Predict rows of a table with a bought global model (on the market).",

@@ -29,9 +29,10 @@ from workers.algorithms import algorithm_get
 from workers.algorithms.auto_fusion import EvaluationRows, evaluation_halves
 from workers.algorithms.registry import agreement_counts
 from workers.features import ONE_HOT_VIEW, view_width
-from workers.jobs.export import ExportedFile, bundle_zip, export_global_model, model_family_of
+from workers.jobs.export import ExportedFile, export_global_model, model_family_of
 from workers.jobs.interruptible import fuse_in_child
 from workers.jobs.metrics import classification_metrics
+from workers.modelio.bundle import BundleMember, bundle_write
 from workers.privacy.mechanisms import GaussianNoise, LaplaceNoise
 
 CONTRIBUTION_RULE = ("Each silo's weight is the number of public examples the global model was trained on where its "
@@ -195,14 +196,13 @@ def _evaluated(job: Job, result: dict) -> dict:
                     continue
                 for model_file in result["submissions"][int(member_id)].model_files.all():
                     # named by position: a submission id in a buyer's download would say whose model it is
-                    members.append({"filename": f"member-{len(members):04d}.{model_file.format}",
-                                    "format": model_file.format, "weight": weight / max(1, result["submissions"][
-                                        int(member_id)].model_files.count()),
-                                    "data": artifact_read(model_file.stored_name),
-                                    "feature_view": (model_file.info or {}).get("feature_view", ONE_HOT_VIEW)})
+                    members.append(BundleMember(
+                        format=model_file.format, data=artifact_read(model_file.stored_name),
+                        weight=weight / max(1, result["submissions"][int(member_id)].model_files.count()),
+                        feature_view=(model_file.info or {}).get("feature_view", ONE_HOT_VIEW)))
         files = [ExportedFile("native", "bundle", "bundle.zip",
-                              bundle_zip(members, n_classes=n_classes, n_features=n_features,
-                                         feature_spec=job.public_dataset.feature_spec))]
+                              bundle_write(members, n_classes=n_classes, n_features=n_features,
+                                           feature_spec=job.public_dataset.feature_spec))]
         family = "ensemble"
     report = _report_rows(job, fusion, evaluation["labels"])
     rows = slice(None) if report is None else report

@@ -1,6 +1,6 @@
 """Global models to sell, built here as the jobs side would: real models trained on the encoded Adult rows,
 measured on the federation's evaluation split, their files written to default storage in the contract's formats
-(scikit-learn: skops + onnx; XGBoost: xgboost_json + onnx; zoo network: safetensors + onnx; ensemble: bundle)."""
+(scikit-learn: skops + onnx; XGBoost: xgboost-json + onnx; zoo network: safetensors + onnx; ensemble: bundle)."""
 
 import io
 import itertools
@@ -78,7 +78,7 @@ def global_model_artifacts(adult_models, adult_training, adult_evaluation):
     forest_probabilities, boosted_probabilities = forest.predict_proba(features), boosted.predict_proba(features)
     return {
         "random_forest": ({"skops": skops.io.dumps(forest), "onnx": forest_onnx}, forest_probabilities),
-        "xgboost": ({"xgboost_json": boosted_json, "onnx": export_xgboost_onnx(boosted, n_features)},
+        "xgboost": ({"xgboost-json": boosted_json, "onnx": export_xgboost_onnx(boosted, n_features)},
                     boosted_probabilities),
         "mlp": ({"safetensors": export_torch_safetensors(network, adult_models["network_spec"]),
                  "onnx": export_torch_onnx(network, n_features)}, network_probabilities),

@@ -1,5 +1,6 @@
 """Downloads through signed links, loaded by a buyer with public libraries only; predictions through the API."""
 
+import importlib
 import json
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from django.core import signing
 
 from market.audit.models import AuditEvent
 from market.commerce.services import purchase_create
+from market.storage import sha256_of
 from tests.conftest import api_client_for, csv_bytes
 
 # What a buyer runs, in a fresh interpreter with only public libraries (no Onefold code on the path).
@@ -70,7 +72,7 @@ model_format, model_path, features_path, output_path = sys.argv[1:]
 features = np.load(features_path).astype(np.float32)
 data = open(model_path, "rb").read()
 probabilities = {
-    "onnx": lambda: onnx_probabilities(data, features), "xgboost_json": lambda: xgboost_probabilities(data, features),
+    "onnx": lambda: onnx_probabilities(data, features), "xgboost-json": lambda: xgboost_probabilities(data, features),
     "skops": lambda: skops_probabilities(model_path, features),
     "safetensors": lambda: safetensors_probabilities(model_path, features),
     "bundle": lambda: bundle_probabilities(data, features),
@@ -93,7 +95,7 @@ def download(api, global_model_id: int, model_format: str) -> bytes:
     return b"".join(response.streaming_content)
 
 
-@pytest.mark.parametrize("family, formats", [("random_forest", ["skops", "onnx"]), ("xgboost", ["xgboost_json", "onnx"]),
+@pytest.mark.parametrize("family, formats", [("random_forest", ["skops", "onnx"]), ("xgboost", ["xgboost-json", "onnx"]),
                                              ("mlp", ["safetensors", "onnx"]), ("ensemble", ["bundle"])])
 def test_every_downloaded_format_predicts_like_the_platform_with_public_libraries_only(
         family, formats, published_listing, buyer_user, buyer_api, top_up, adult_evaluation, tmp_path):
@@ -119,6 +121,28 @@ def test_every_downloaded_format_predicts_like_the_platform_with_public_librarie
         downloaded = np.load(tmp_path / "out.npy")
         np.testing.assert_allclose(downloaded, platform_probabilities, atol=1e-5, err_msg=model_format)
     assert platform.json()["classes"] == [["<=50K", ">50K"][index] for index in platform_probabilities.argmax(axis=1)]
+
+
+def test_a_download_asked_with_the_old_spelling_of_a_format_gets_that_file(published_listing, buyer_user, buyer_api):
+    listing = published_listing(family="xgboost", price_cents=0)
+    purchase_create(listing=listing, user=buyer_user)
+    stored = listing.global_model.files.get(format="xgboost-json")
+    assert sha256_of(download(buyer_api, listing.global_model_id, "xgboost_json")) == stored.sha256
+
+
+def test_a_file_stored_with_the_old_spelling_of_its_format_is_migrated_to_the_one_spelling(
+        published_listing, buyer_user, buyer_api):
+    from django.apps import apps
+
+    migration = importlib.import_module("market.jobs.migrations.0006_global_model_formats_spelt_one_way")
+    listing = published_listing(family="xgboost", price_cents=0)
+    purchase_create(listing=listing, user=buyer_user)
+    listing.global_model.files.filter(format="xgboost-json").update(format="xgboost_json")
+
+    migration.spell_formats_one_way(apps, None)
+
+    stored = listing.global_model.files.get(format="xgboost-json")
+    assert sha256_of(download(buyer_api, listing.global_model_id, "xgboost-json")) == stored.sha256
 
 
 def test_predict_accepts_csv_and_names_the_bad_row_and_column(published_listing, buyer_user, buyer_api, top_up,

@@ -4,7 +4,8 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.datasets import load_iris
 from sklearn.linear_model import LogisticRegression
 
-from workers.algorithms.bundle import BundleClassifier, bundle_read, bundle_write
+from workers.algorithms.bundle import BundleClassifier
+from workers.modelio.bundle import BundleMember, bundle_read, bundle_write
 from workers.algorithms.ensemble import (EnsembleClassifier, average_probabilities, member_probabilities,
                                          stacked_probabilities)
 
@@ -98,12 +99,25 @@ def test_bundle_read_refuses_bad_manifests(manifest, message):
         bundle_read(buffer.getvalue())
 
 
+def test_a_bundle_holding_every_upload_format_is_read_back():
+    members = [BundleMember(model_format, b"x", 1) for model_format in ("onnx", "xgboost-json", "xgboost-ubjson",
+                                                                         "safetensors")]
+    manifest, files = bundle_read(bundle_write(members, n_classes=2, n_features=5))
+    assert [m["format"] for m in manifest["members"]] == ["onnx", "xgboost-json", "xgboost-ubjson", "safetensors"]
+
+
+def test_bundle_read_refuses_more_unpacked_bytes_than_the_reader_allows():
+    data = bundle_write([BundleMember("onnx", b"x" * 1000, 1)], n_classes=2, n_features=5)
+    with pytest.raises(ValueError, match="larger than a bundle may hold"):
+        bundle_read(data, max_unpacked_bytes=500)
+
+
 def test_bundle_write_names_files_by_format():
-    data = bundle_write([("onnx", b"a"), ("xgboost-json", b"{}"), ("safetensors", b"s")], weights=[1, 1, 1],
-                        n_classes=2, n_features=5)
+    data = bundle_write([BundleMember("onnx", b"a", 1), BundleMember("xgboost-json", b"{}", 1),
+                         BundleMember("safetensors", b"s", 1)], n_classes=2, n_features=5)
     manifest, files = bundle_read(data)
-    assert [m["file"] for m in manifest["members"]] == ["member_0000.onnx", "member_0001.json",
-                                                        "member_0002.safetensors"]
+    assert [m["file"] for m in manifest["members"]] == ["member-0000.onnx", "member-0001.json",
+                                                        "member-0002.safetensors"]
     assert files == [b"a", b"{}", b"s"]
 
 
@@ -113,7 +127,6 @@ def test_a_bundle_hands_each_member_its_own_feature_view():
     from sklearn.tree import DecisionTreeClassifier
 
     from workers.features import encode_features, infer_feature_spec
-    from workers.jobs.export import bundle_zip
     from workers.modelio.export import export_sklearn_onnx
 
     generator = np.random.default_rng(0)
@@ -124,14 +137,12 @@ def test_a_bundle_hands_each_member_its_own_feature_view():
     one_hot, ordinal = encode_features(frame, spec), encode_features(frame, spec, view="ordinal")
     linear = LogisticRegression(max_iter=500).fit(one_hot, labels)
     tree = DecisionTreeClassifier(max_depth=4, random_state=0).fit(ordinal, labels)
-    members = [{"filename": "member-0000.onnx", "format": "onnx", "weight": 1.0, "feature_view": "one_hot",
-                "data": export_sklearn_onnx(linear, one_hot.shape[1])},
-               {"filename": "member-0001.onnx", "format": "onnx", "weight": 3.0, "feature_view": "ordinal",
-                "data": export_sklearn_onnx(tree, ordinal.shape[1])}]
+    members = [BundleMember("onnx", export_sklearn_onnx(linear, one_hot.shape[1]), 1.0, "one_hot"),
+               BundleMember("onnx", export_sklearn_onnx(tree, ordinal.shape[1]), 3.0, "ordinal")]
     expected = (linear.predict_proba(one_hot[:30]) + 3 * tree.predict_proba(ordinal[:30])) / 4
-    with_spec = bundle_zip(members, n_classes=2, n_features=one_hot.shape[1], feature_spec=spec)
+    with_spec = bundle_write(members, n_classes=2, n_features=one_hot.shape[1], feature_spec=spec)
     assert BundleClassifier(with_spec).fit().predict_proba(one_hot[:30]) == pytest.approx(expected, abs=1e-4)
-    without_spec = bundle_zip(members, n_classes=2, n_features=one_hot.shape[1])
+    without_spec = bundle_write(members, n_classes=2, n_features=one_hot.shape[1])
     with pytest.raises(ValueError, match="read the ordinal view"):
         BundleClassifier(without_spec).fit()
     given = BundleClassifier(without_spec, feature_spec=spec).fit()

@@ -1,0 +1,110 @@
+"""The one bundle format: an ensemble saved as a zip of its members' files in upload formats and a
+``manifest.json`` ``{"n_classes", "n_features", "members": [{"file", "format", "weight", "feature_view"}],
+"feature_spec"?}`` (Guha et al., *One-Shot Federated Learning*, section 3: the ensemble is the model).
+
+A member's ``feature_view`` (:mod:`workers.features`: ``one_hot``, the default, or ``ordinal``) is the view of
+the federation's features it reads; the bundle itself reads the one-hot view (``n_features`` wide). The
+manifest holds the federation's ``feature_spec`` when a member reads another view, so that a reader can
+convert the rows for it.
+
+Writing names every member file ``member-NNNN.<extension>`` by position (never by whose model it is). Reading
+never runs a member: :func:`bundle_read` checks the archive (sizes, names, formats, views, weights) and returns
+the members' bytes; whoever predicts with them hands them to the sandbox, which checks each like an upload.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from workers.modelio.base import FILE_EXTENSIONS, ModelFormat
+
+MAX_BUNDLE_MEMBERS = 1000
+MAX_MEMBER_BYTES = 100 * 2**20
+MAX_BUNDLE_BYTES = 2 * 2**30
+MEMBER_FORMATS = tuple(str(model_format) for model_format in ModelFormat)
+FEATURE_VIEWS = ("one_hot", "ordinal")
+
+
+@dataclass(frozen=True)
+class BundleMember:
+    """One member file of a bundle: its upload ``format``, its bytes, its (non-negative) weight in the average
+    and the feature view it reads."""
+
+    format: str
+    data: bytes
+    weight: float
+    feature_view: str = "one_hot"
+
+
+def bundle_write(members: Sequence[BundleMember], *, n_classes: int, n_features: int,
+                 feature_spec: dict | None = None) -> bytes:
+    """The bundle zip of ``members``; ``feature_spec`` goes into the manifest when a member reads another view
+    than one-hot. A ValueError names a member the format does not allow."""
+    if not members:
+        raise ValueError("A bundle needs at least one member file.")
+    entries = [{"file": f"member-{index:04d}.{FILE_EXTENSIONS[member.format]}", "format": str(member.format),
+                "weight": float(member.weight), "feature_view": member.feature_view}
+               for index, member in enumerate(members)]
+    manifest = {"n_classes": int(n_classes), "n_features": int(n_features), "members": entries}
+    if feature_spec is not None and any(member.feature_view != "one_hot" for member in members):
+        manifest["feature_spec"] = feature_spec
+    _checked_members(manifest, {entry["file"]: len(member.data) for entry, member in zip(entries, members)})
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("manifest.json", json.dumps(manifest, indent=1))
+        for entry, member in zip(entries, members):
+            archive.writestr(entry["file"], member.data)
+    return buffer.getvalue()
+
+
+def bundle_read(data: bytes, *, max_unpacked_bytes: int = MAX_BUNDLE_BYTES) -> tuple[dict, list[bytes]]:
+    """``(manifest, member file bytes in manifest order)``; a ValueError with the reason otherwise.
+
+    ``max_unpacked_bytes`` caps the sum of the archive's unpacked sizes (as the zip declares them; the reader
+    never unpacks more than each member's declared size)."""
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile:
+        raise ValueError("The bundle is not a zip archive.") from None
+    with archive:
+        sizes = {info.filename: info.file_size for info in archive.infolist()}
+        if sum(sizes.values()) > min(max_unpacked_bytes, MAX_BUNDLE_BYTES) or any(
+                size > MAX_MEMBER_BYTES for size in sizes.values()):
+            raise ValueError("The bundle's files are larger than a bundle may hold.")
+        if "manifest.json" not in sizes:
+            raise ValueError("The bundle has no manifest.json.")
+        try:
+            manifest = json.loads(archive.read("manifest.json"))
+        except ValueError:
+            raise ValueError("The bundle's manifest.json is not JSON.") from None
+        members = _checked_members(manifest, sizes)
+        return manifest, [archive.read(member["file"]) for member in members]
+
+
+def _checked_members(manifest, sizes: dict) -> list[dict]:
+    members = manifest.get("members") if isinstance(manifest, dict) else None
+    if not isinstance(members, list) or not 1 <= len(members) <= MAX_BUNDLE_MEMBERS:
+        raise ValueError(f"The manifest must list 1 to {MAX_BUNDLE_MEMBERS} members.")
+    for key in ("n_classes", "n_features"):
+        if isinstance(manifest.get(key), bool) or not isinstance(manifest.get(key), int) or manifest[key] < 1:
+            raise ValueError(f"The manifest's {key} must be a positive integer.")
+    for member in members:
+        if not isinstance(member, dict) or member.get("file") not in sizes or member["file"] == "manifest.json":
+            raise ValueError(f"The manifest names a member file the bundle does not hold: {member!r}.")
+        if member.get("format") not in MEMBER_FORMATS:
+            raise ValueError(f"Member {member['file']} has format {member.get('format')!r}; "
+                             f"allowed: {', '.join(MEMBER_FORMATS)}.")
+        if member.get("feature_view", "one_hot") not in FEATURE_VIEWS:
+            raise ValueError(f"Member {member['file']} reads feature view {member.get('feature_view')!r}; "
+                             f"allowed: {', '.join(FEATURE_VIEWS)}.")
+        weight = member.get("weight")
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight < 0:
+            raise ValueError(f"Member {member['file']} has weight {weight!r}; weights are non-negative numbers.")
+    if sum(member["weight"] for member in members) <= 0:
+        raise ValueError("The members' weights are all zero.")
+    return members
