@@ -10,58 +10,107 @@ from sklearn.ensemble import RandomForestClassifier
 from workers.learners.forest import fit_estimator, fit_forest
 
 
-def _same_forest(expected: RandomForestClassifier, actual: RandomForestClassifier, features) -> None:
+def _same_forest(
+    expected: RandomForestClassifier, actual: RandomForestClassifier, features
+) -> None:
     assert len(expected.estimators_) == len(actual.estimators_)
     for mine, theirs in zip(actual.estimators_, expected.estimators_):
         assert mine.random_state == theirs.random_state
-        for name in ("feature", "threshold", "children_left", "children_right", "value", "n_node_samples"):
+        for name in (
+            "feature",
+            "threshold",
+            "children_left",
+            "children_right",
+            "value",
+            "n_node_samples",
+        ):
             assert np.array_equal(getattr(mine.tree_, name), getattr(theirs.tree_, name)), name
         assert sorted(vars(mine)) == sorted(vars(theirs))
-        assert np.array_equal(mine.classes_, theirs.classes_) and mine.n_classes_ == theirs.n_classes_
+        assert (
+            np.array_equal(mine.classes_, theirs.classes_) and mine.n_classes_ == theirs.n_classes_
+        )
     assert sorted(vars(actual)) == sorted(vars(expected))
     assert np.array_equal(actual.classes_, expected.classes_)
     assert np.array_equal(actual.predict_proba(features), expected.predict_proba(features))
 
 
-@pytest.mark.parametrize("forest_settings", [
-    {"n_estimators": 30, "max_depth": 6, "random_state": 7},
-    {"n_estimators": 10, "max_depth": None, "criterion": "entropy", "max_features": 0.5, "min_samples_leaf": 3,
-     "min_samples_split": 4, "random_state": 3},
-    {"n_estimators": 5, "max_features": None, "min_weight_fraction_leaf": 0.01, "random_state": 11},
-])
+@pytest.mark.parametrize(
+    "forest_settings",
+    [
+        {"n_estimators": 30, "max_depth": 6, "random_state": 7},
+        {
+            "n_estimators": 10,
+            "max_depth": None,
+            "criterion": "entropy",
+            "max_features": 0.5,
+            "min_samples_leaf": 3,
+            "min_samples_split": 4,
+            "random_state": 3,
+        },
+        {
+            "n_estimators": 5,
+            "max_features": None,
+            "min_weight_fraction_leaf": 0.01,
+            "random_state": 11,
+        },
+    ],
+)
 def test_lean_fit_grows_the_trees_scikit_learn_grows(forest_settings):
     features, labels = load_breast_cancer(return_X_y=True)
     expected = RandomForestClassifier(**forest_settings).fit(features, labels)
     actual = fit_forest(RandomForestClassifier(**forest_settings), features, labels)
     _same_forest(expected, actual, features)
-    assert np.array_equal(pickle.loads(pickle.dumps(actual)).predict(features), expected.predict(features))
+    assert np.array_equal(
+        pickle.loads(pickle.dumps(actual)).predict(features), expected.predict(features)
+    )
 
 
 def test_lean_fit_keeps_the_label_values_of_a_multiclass_target():
     features, labels = load_digits(return_X_y=True)
-    labels = labels * 10 + 3          # classes 3, 13, …, 93: the forest reports them, its trees see 0..9
+    labels = labels * 10 + 3  # classes 3, 13, …, 93: the forest reports them, its trees see 0..9
     forest_settings = {"n_estimators": 8, "max_depth": 5, "random_state": 0}
     actual = fit_estimator(RandomForestClassifier(**forest_settings), features, labels)
     _same_forest(RandomForestClassifier(**forest_settings).fit(features, labels), actual, features)
     assert set(actual.predict(features)) <= set(labels)
 
 
-@pytest.mark.parametrize("forest_settings", [{"class_weight": "balanced"}, {"max_samples": 0.5}, {"oob_score": True},
-                                      {"n_jobs": 2}, {"max_leaf_nodes": 8}])
+@pytest.mark.parametrize(
+    "forest_settings",
+    [
+        {"class_weight": "balanced"},
+        {"max_samples": 0.5},
+        {"oob_score": True},
+        {"n_jobs": 2},
+        {"max_leaf_nodes": 8},
+    ],
+)
 def test_settings_the_lean_fit_does_not_cover_go_through_scikit_learn(forest_settings, monkeypatch):
     import workers.learners.forest as forest
 
-    monkeypatch.setattr(forest, "fit_forest", lambda *arguments: pytest.fail("the lean fit was used"))
+    monkeypatch.setattr(
+        forest, "fit_forest", lambda *arguments: pytest.fail("the lean fit was used")
+    )
     features, labels = load_breast_cancer(return_X_y=True)
-    model = fit_estimator(RandomForestClassifier(n_estimators=5, random_state=0, **forest_settings), features, labels)
+    model = fit_estimator(
+        RandomForestClassifier(n_estimators=5, random_state=0, **forest_settings), features, labels
+    )
     assert len(model.estimators_) == 5
 
 
 def test_missing_values_go_through_scikit_learn(monkeypatch):
     import workers.learners.forest as forest
 
-    monkeypatch.setattr(forest, "fit_forest", lambda *arguments: pytest.fail("the lean fit was used"))
+    monkeypatch.setattr(
+        forest, "fit_forest", lambda *arguments: pytest.fail("the lean fit was used")
+    )
     features, labels = load_breast_cancer(return_X_y=True)
     features = features.copy()
     features[::7, 2] = np.nan
-    assert len(fit_estimator(RandomForestClassifier(n_estimators=3, random_state=0), features, labels).estimators_) == 3
+    assert (
+        len(
+            fit_estimator(
+                RandomForestClassifier(n_estimators=3, random_state=0), features, labels
+            ).estimators_
+        )
+        == 3
+    )

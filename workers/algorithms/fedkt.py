@@ -40,7 +40,13 @@ from sklearn.ensemble._forest import BaseForest
 from sklearn.tree import BaseDecisionTree
 
 from workers.algorithms.stages import StageClock, StageStats, merge_stages
-from workers.algorithms.transfer import Query, child_seeds, fit_on_votes, predict_classes, select_queries
+from workers.algorithms.transfer import (
+    Query,
+    child_seeds,
+    fit_on_votes,
+    predict_classes,
+    select_queries,
+)
 from workers.algorithms.voting import consistent_vote_counts, vote_counts
 from workers.learners import Learner, fit_aligned, make_learner
 

@@ -17,6 +17,7 @@ no pruning, one job, finite dense data); anything else goes through scikit-learn
 from __future__ import annotations
 
 import numbers
+
 import numpy as np
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.tree import DecisionTreeClassifier
@@ -36,16 +37,28 @@ def fit_estimator(estimator, features, labels):
 
 
 def _lean_forest_applies(forest: RandomForestClassifier, features) -> bool:
-    if not isinstance(features, np.ndarray) or features.ndim != 2 or features.dtype.kind not in "fiub":
+    if (
+        not isinstance(features, np.ndarray)
+        or features.ndim != 2
+        or features.dtype.kind not in "fiub"
+    ):
         return False
     settings = forest.get_params(deep=False)
-    return (bool(settings["bootstrap"]) and settings["max_samples"] is None and settings["class_weight"] is None
-            and not settings["oob_score"] and not settings["warm_start"] and settings["max_leaf_nodes"] is None
-            and settings["monotonic_cst"] is None and settings["ccp_alpha"] == 0.0
-            and settings["n_jobs"] in (None, 1) and settings["criterion"] in CRITERIA_CLF
-            and isinstance(settings["min_samples_leaf"], numbers.Integral)
-            and isinstance(settings["min_samples_split"], numbers.Integral)
-            and bool(np.isfinite(features).all()))
+    return (
+        bool(settings["bootstrap"])
+        and settings["max_samples"] is None
+        and settings["class_weight"] is None
+        and not settings["oob_score"]
+        and not settings["warm_start"]
+        and settings["max_leaf_nodes"] is None
+        and settings["monotonic_cst"] is None
+        and settings["ccp_alpha"] == 0.0
+        and settings["n_jobs"] in (None, 1)
+        and settings["criterion"] in CRITERIA_CLF
+        and isinstance(settings["min_samples_leaf"], numbers.Integral)
+        and isinstance(settings["min_samples_split"], numbers.Integral)
+        and bool(np.isfinite(features).all())
+    )
 
 
 def _max_features(setting, n_features: int) -> int:
@@ -67,12 +80,16 @@ def fit_forest(forest: RandomForestClassifier, features, labels) -> RandomForest
     features = np.ascontiguousarray(features, dtype=np.float32)
     labels = np.asarray(labels)
     if labels.ndim != 1 or len(labels) != len(features) or len(labels) == 0:
-        raise ValueError(f"Expected {len(features)} labels in a 1-D array, got shape {labels.shape}.")
+        raise ValueError(
+            f"Expected {len(features)} labels in a 1-D array, got shape {labels.shape}."
+        )
     check_classification_targets(labels)
     classes, encoded = np.unique(labels, return_inverse=True)
     n_samples, n_features = features.shape
     targets = np.ascontiguousarray(encoded.reshape(-1, 1), dtype=np.float64)
-    tree_classes = np.arange(len(classes), dtype=np.float64)      # what each tree sees: the encoded labels
+    tree_classes = np.arange(
+        len(classes), dtype=np.float64
+    )  # what each tree sees: the encoded labels
     n_classes = np.array([len(classes)], dtype=np.intp)
 
     forest.n_features_in_ = n_features
@@ -88,18 +105,32 @@ def fit_forest(forest: RandomForestClassifier, features, labels) -> RandomForest
 
     trees = []
     for _ in range(forest.n_estimators):
-        tree = DecisionTreeClassifier(**{**tree_settings, "random_state": forest_random.randint(_MAX_INT)})
+        tree = DecisionTreeClassifier(
+            **{**tree_settings, "random_state": forest_random.randint(_MAX_INT)}
+        )
         tree_random = np.random.RandomState(tree.random_state)
         # the bootstrap draw and the splitter each start from the tree's seed, as in scikit-learn
         sample_indices = tree_random.randint(0, n_samples, n_samples).astype(np.int32)
         sample_weight = np.bincount(sample_indices, minlength=n_samples).astype(np.float64)
         min_weight_leaf = forest.min_weight_fraction_leaf * sample_weight.sum()
         criterion = CRITERIA_CLF[forest.criterion](1, n_classes)
-        splitter = DENSE_SPLITTERS["best"](criterion, max_features, min_samples_leaf, min_weight_leaf,
-                                           np.random.RandomState(tree.random_state), None)
+        splitter = DENSE_SPLITTERS["best"](
+            criterion,
+            max_features,
+            min_samples_leaf,
+            min_weight_leaf,
+            np.random.RandomState(tree.random_state),
+            None,
+        )
         tree.tree_ = Tree(n_features, n_classes, 1)
-        DepthFirstTreeBuilder(splitter, min_samples_split, min_samples_leaf, min_weight_leaf, max_depth,
-                              forest.min_impurity_decrease).build(tree.tree_, features, targets, sample_weight, None)
+        DepthFirstTreeBuilder(
+            splitter,
+            min_samples_split,
+            min_samples_leaf,
+            min_weight_leaf,
+            max_depth,
+            forest.min_impurity_decrease,
+        ).build(tree.tree_, features, targets, sample_weight, None)
         tree.n_features_in_, tree.n_outputs_, tree.max_features_ = n_features, 1, max_features
         tree.classes_, tree.n_classes_ = tree_classes, len(classes)
         trees.append(tree)

@@ -4,8 +4,15 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.datasets import load_breast_cancer, load_digits
 from sklearn.model_selection import train_test_split
 
-from workers.algorithms.fedkt import (FedKTConfig, fedkt_fit, party_fit, predict_classes, select_queries,
-                                      server_fit, train_teachers)
+from workers.algorithms.fedkt import (
+    FedKTConfig,
+    fedkt_fit,
+    party_fit,
+    predict_classes,
+    select_queries,
+    server_fit,
+    train_teachers,
+)
 from workers.partition import dirichlet_label_partition
 
 FOREST_CONFIG = FedKTConfig(teacher={"family": "random_forest", "n_estimators": 20, "max_depth": 4},

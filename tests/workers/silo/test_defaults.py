@@ -10,7 +10,7 @@ from workers.silo.training import DEFAULT_STUDENT, DEFAULT_TEACHER, TrainingSett
 def test_the_defaults_are_depth_6_tree_teachers_and_forest_students_on_the_ordinal_view():
     settings = TrainingSettings()
     assert settings.teacher == {"family": "decision_tree", "max_depth": 6}
-    assert settings.student == {"family": "random_forest", "n_estimators": 100, "max_depth": 6}
+    assert settings.student == {"family": "random_forest", "n_estimators": 25, "max_depth": 6}
     assert settings.feature_view() == settings.feature_view(local=True) == "ordinal"
     assert type(make_learner(DEFAULT_TEACHER)).__name__ == "DecisionTreeClassifier"
 
