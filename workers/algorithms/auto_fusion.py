@@ -73,11 +73,11 @@ def evaluation_halves(labels, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError("\"vote\": \"auto\" needs an evaluation split of at least 2 rows to choose on one half "
                          "and report on the other.")
     generator = np.random.default_rng(seed)
-    selection = []
+    halves = []
     for label in np.unique(labels):
         rows = generator.permutation(np.flatnonzero(labels == label))
-        selection.append(rows[:len(rows) // 2])
-    selection = np.sort(np.concatenate(selection)).astype(np.int64)
+        halves.append(rows[:len(rows) // 2])
+    selection = np.sort(np.concatenate(halves)).astype(np.int64)
     report = np.setdiff1d(np.arange(len(labels)), selection)
     return selection, report
 

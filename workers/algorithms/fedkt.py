@@ -233,7 +233,8 @@ def server_fit(student_predictions, public_features, *, n_classes: int, final: L
     with clock.stage("final_model"):
         model, noisy, labels, trained = fit_on_votes(counts, public_features[queried], learner=final,
                                                      n_classes=n_classes, seed=model_seed, noise=noise)
-    return ServerResult(model, queried, counts, noisy, labels, ~counts.any(axis=1), trained, clock.stages)
+    abstained = np.logical_not(counts.any(axis=1))
+    return ServerResult(model, queried, counts, noisy, labels, np.asarray(abstained), trained, clock.stages)
 
 
 def _party_task(arguments: tuple) -> PartyResult:

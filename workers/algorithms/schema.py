@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal, overload
 
 import numpy as np
 
@@ -36,6 +37,14 @@ def finite_number(value) -> bool:
         return math.isfinite(value)
     except OverflowError:
         return False
+
+
+@overload
+def whole_number(value, *, name: str, minimum: int, maximum: int, allow_none: Literal[False] = False) -> int: ...
+
+
+@overload
+def whole_number(value, *, name: str, minimum: int, maximum: int, allow_none: bool) -> int | None: ...
 
 
 def whole_number(value, *, name: str, minimum: int, maximum: int, allow_none: bool = False) -> int | None:

@@ -13,6 +13,8 @@ stacked model can be copied into a zoo module (:meth:`StackedMLP.zoo_state`).
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import torch
 
@@ -74,7 +76,7 @@ class StackedMLP:
         loss.backward()
         with torch.no_grad():
             for parameter in self.parameters:
-                step = parameter.grad * learning_rate
+                step = cast(torch.Tensor, parameter.grad) * learning_rate  # backward() just set it
                 if active is not None:
                     step = step * torch.as_tensor(active, dtype=step.dtype).view(-1, 1, 1)
                 parameter -= step

@@ -18,7 +18,7 @@ import numpy as np
 def replayable_noise(mechanism, *, stored: np.ndarray | None, on_draw: Callable[[np.ndarray], None]):
     """``mechanism`` whose ``noisy_counts`` replays ``stored`` (same shape as the counts) or records a fresh draw."""
 
-    class Replayable(type(mechanism)):
+    class Replayable(type(mechanism)):  # type: ignore[misc]  # a subclass of whichever mechanism was given
         def noisy_counts(self, vote_counts):
             counts = np.asarray(vote_counts)
             if stored is not None:

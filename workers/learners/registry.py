@@ -13,7 +13,7 @@ Models are single-threaded by default (``n_jobs=1``): FedKT parallelises across 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeAlias
 
 from sklearn.base import BaseEstimator, clone
 from sklearn.ensemble import RandomForestClassifier
@@ -22,7 +22,7 @@ from sklearn.linear_model import LogisticRegression
 
 from workers.learners.torch_classifier import TorchClassifier
 
-Learner = str | Mapping | BaseEstimator
+Learner: TypeAlias = str | Mapping | BaseEstimator
 
 
 def _decision_tree(**params) -> BaseEstimator:
@@ -73,7 +73,7 @@ def make_learner(learner: Learner, **params: Any) -> BaseEstimator:
     if isinstance(learner, BaseEstimator):
         return clone(learner).set_params(**params) if params else clone(learner)
     if isinstance(learner, Mapping):
-        configured = dict(learner)
+        configured: dict[str, Any] = dict(learner)
         family = configured.pop("family", None)
         return make_learner(family, **{**configured, **params})
     if learner not in LEARNER_FAMILIES:

@@ -174,10 +174,9 @@ def declared_cost(*, epsilon: float, delta: float, unit: str = EXAMPLE_LEVEL, bo
     if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
         raise ValueError(f"A declared ε must be positive and finite, got {epsilon!r}.")
     validate_delta(delta)
-    matches = (bound is not None and bound_rdp is not None and math.isclose(bound.epsilon, epsilon,
-                                                                            rel_tol=_DECLARED_MATCH_TOLERANCE)
-               and math.isclose(bound.delta, delta, rel_tol=_DECLARED_MATCH_TOLERANCE))
-    if matches:
+    if bound is not None and bound_rdp is not None and math.isclose(
+            bound.epsilon, epsilon, rel_tol=_DECLARED_MATCH_TOLERANCE) and math.isclose(
+            bound.delta, delta, rel_tol=_DECLARED_MATCH_TOLERANCE):
         return PrivacyCost(report=bound, rdp=tuple(float(value) for value in bound_rdp))
     report = PrivacyReport(epsilon=float(epsilon), delta=float(delta), unit=unit,
                            mechanism=bound.mechanism if bound else "declared",
