@@ -59,7 +59,7 @@ demo: $(BIN)/.installed-runtime
 		--wait-for-market 120 $(DEMO_ARGS) && \
 	printf '%s\n' "" \
 		"The market is ready. Open one link per role (each signs in first, then lands where it says):" \
-		"  Operator  $(DEMO_URL)/sign-in/?next=/budgets/      operator / onefold-operator" \
+		"  Operator  $(DEMO_URL)/sign-in/?next=/               operator / onefold-operator" \
 		"            the overview, the federation's hub (jobs, budgets, members), 20 silos' budgets, the audit log" \
 		"  Silo      $(DEMO_URL)/sign-in/?next=/               silo-01 / onefold-silo" \
 		"            its privacy budget and its earnings from the sale; upload students from metadata.json" \
