@@ -254,7 +254,7 @@ ONEFOLD_SIGNIN_MAX_FAILURES_PER_ADDRESS = env_int("ONEFOLD_SIGNIN_MAX_FAILURES_P
 ONEFOLD_SIGNIN_WINDOW_SECONDS = env_int("ONEFOLD_SIGNIN_WINDOW_SECONDS", 15 * 60)
 # Sign-in counters and API throttles live in the cache: one Redis shared by every web process in production.
 _CACHE_URL = env_text("ONEFOLD_CACHE_URL", "")
-CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _CACHE_URL}
+CACHES = {"default": {"BACKEND": "market.redis_cache.ReusedClientRedisCache", "LOCATION": _CACHE_URL}
           if _CACHE_URL else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 # Seconds a catalog page may stay in the cache (market/commerce/catalog_cache.py; a listing change drops it at once).
 # Needs the shared cache: off (0) by default without ONEFOLD_CACHE_URL.
