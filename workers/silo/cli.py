@@ -114,6 +114,22 @@ def build_parser(prog: str = "python -m workers.silo") -> argparse.ArgumentParse
     fd.add_argument("--validation-fraction", type=float, default=0.2)
     fd.add_argument("--seed", type=int, default=0, help="seed of the initialisation and batch order")
     fd.add_argument("--wait-timeout", type=float, default=3600.0, help="seconds to wait for a round to close")
+    augment = command("augment", "Append generated samples of your target labels to your table (FAug), offline.",
+                      commands.augment)
+    augment.add_argument("federation", help="federation slug (as in `federations`)")
+    augment.add_argument("--generator", required=True, type=Path, help="the federation's generator file "
+                                                                       "(safetensors, from the market)")
+    augment.add_argument("--data", required=True, type=Path, help="your labelled table: CSV, Parquet or NPZ")
+    augment.add_argument("--target-label", action="append", default=[], metavar="LABEL",
+                         help="a label you lack, repeatable (as the federation names its classes)")
+    augment.add_argument("--per-label", type=int, help="samples per target label (default: your mean count of the "
+                                                       "other labels)")
+    augment.add_argument("--feature-scale", type=float, default=1.0, help="multiply generated features by this "
+                                                                          "(255 for raw pixels; default 1)")
+    augment.add_argument("--pulled", type=Path, help="folder written by `pull` (default: ./onefold-<federation>)")
+    augment.add_argument("--label-column", help="column with your labels (default: the federation's)")
+    augment.add_argument("--output", type=Path, help="CSV to write (default: <data>-augmented.csv)")
+    augment.add_argument("--seed", type=int, default=0, help="seed of the generated samples")
     upload = command("upload", "Upload trained students and wait for the market's validation.", commands.upload)
     upload.add_argument("folder", type=Path, help="folder written by `train` (holds metadata.json)")
     upload.add_argument("--no-wait", action="store_true", help="do not wait for validation")

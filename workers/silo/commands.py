@@ -119,6 +119,13 @@ def train(args):
     return train_students(args)
 
 
+def augment(args):
+    """``augment``: loads the training extras (:mod:`workers.silo.augment`) only when it runs."""
+    from workers.silo.augment import augment as augment_table  # the [train] extra
+
+    return augment_table(args)
+
+
 # --- upload -------------------------------------------------------------------------------------
 
 def progress_bar(sent: int, total: int) -> None:

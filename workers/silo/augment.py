@@ -1,0 +1,109 @@
+"""``augment``: federated augmentation on the silo's machine (FAug, :mod:`workers.algorithms.faug`).
+
+Generates samples of the silo's target labels (those it lacks) with a conditional generator file
+(safetensors + spec, validated before loading, never a pickle) and writes the silo's table with them
+appended, ready for ``train --data``. The generator writes feature values in its seeds' scale (MNIST
+pixels in [0, 1]); ``--feature-scale`` multiplies them for a table stored in another scale (255 for raw
+pixels). Every column of the federation's specification must be numeric, one per generated feature.
+
+Needs the toolkit's training extras (torch, safetensors), imported only when ``augment`` runs.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from workers.silo.errors import DataError
+from workers.silo.folders import pulled_folder
+from workers.silo.training import load_table
+from workers.silo.training_command import read_pulled
+
+MAX_GENERATOR_BYTES = 200_000_000
+
+
+def augment(args):
+    from workers.algorithms.faug import load_generator
+
+    federation, spec, _ = read_pulled(pulled_folder(args), args.federation)
+    class_labels = [str(label) for label in federation["class_labels"]]
+    label_column = args.label_column or federation["label_column"]
+    try:
+        data = Path(args.generator).read_bytes()
+    except OSError as error:
+        raise DataError(f"Cannot read {args.generator}: {error.strerror}.") from error
+    try:
+        generator = load_generator(data, max_bytes=MAX_GENERATOR_BYTES)
+    except ValueError as error:
+        raise DataError(f"{args.generator} is not a usable generator: {error}") from error
+    columns = [column["name"] for column in spec["columns"]]
+    if any(column["type"] != "numeric" for column in spec["columns"]):
+        raise DataError(
+            f"'{args.federation}' has categorical columns; this generator writes numeric features only."
+        )
+    if generator.spec["n_features"] != len(columns) or generator.spec["n_classes"] != len(
+        class_labels
+    ):
+        raise DataError(
+            f"The generator makes {generator.spec['n_features']} features of {generator.spec['n_classes']}"
+            f" classes; '{args.federation}' has {len(columns)} features and {len(class_labels)} classes."
+        )
+    if not (math.isfinite(args.feature_scale) and args.feature_scale > 0):
+        raise DataError(f"--feature-scale must be a positive number, not {args.feature_scale}.")
+    frame = load_table(args.data)
+    missing = [name for name in [*columns, label_column] if name not in frame.columns]
+    if missing:
+        raise DataError(
+            f"{args.data} lacks the columns {', '.join(missing[:5])}"
+            f"{' and more' if len(missing) > 5 else ''}."
+        )
+    unknown = [label for label in args.target_label if label not in class_labels]
+    if unknown or not args.target_label:
+        raise DataError(
+            f"Target labels must be among the federation's classes {', '.join(class_labels)}"
+            + (f", not {', '.join(unknown)}." if unknown else "; give at least one --target-label.")
+        )
+    targets = list(dict.fromkeys(args.target_label))
+    held = frame[label_column].astype(str)
+    counts = held[held.isin(class_labels) & ~held.isin(targets)].value_counts()
+    per_label = (
+        args.per_label if args.per_label is not None else int(counts.mean()) if len(counts) else 0
+    )
+    if not 1 <= per_label <= 100_000:
+        raise DataError(
+            f"Generate between 1 and 100000 samples per label (--per-label), not {per_label}."
+        )
+    features, labels = generator.generate(
+        [class_labels.index(label) for label in targets], per_label, seed=args.seed
+    )
+    generated = pd.DataFrame(features.astype(np.float64) * args.feature_scale, columns=columns)
+    generated[label_column] = [class_labels[label] for label in labels]
+    original = frame[[*columns, label_column]].copy()
+    original[label_column] = original[label_column].astype(str)
+    output = args.output or Path(args.data).with_name(f"{Path(args.data).stem}-augmented.csv")
+    pd.concat([original, generated], ignore_index=True).to_csv(output, index=False)
+    privacy = generator.privacy_report
+    result = {
+        "output": str(output),
+        "rows": len(frame),
+        "generated_rows": len(generated),
+        "target_labels": targets,
+        "per_label": per_label,
+        "generator_epsilon": None if privacy is None else privacy.epsilon,
+        "generator_delta": None if privacy is None else privacy.delta,
+    }
+    guarantee = (
+        "a generator without a privacy guarantee"
+        if privacy is None
+        else f"a generator that is ({privacy.epsilon:.3g}, {privacy.delta:g})-DP w.r.t. the seeds"
+    )
+    return result, (
+        f"Wrote {output}: your {len(frame)} rows and {len(generated)} generated rows ({per_label} of "
+        f"each of {', '.join(targets)}) from {guarantee}. Train on it with `train --data {output}`."
+    )
+
+
+__all__ = ["augment"]
