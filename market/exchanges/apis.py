@@ -4,8 +4,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from market.exchanges.models import ExchangeStatus, RoundStatus
-from market.exchanges.selectors import (exchange_get, exchange_list, exchange_round_get, exchange_rounds,
-                                        logits_download)
+from market.exchanges.selectors import (
+    exchange_get,
+    exchange_list,
+    exchange_round_get,
+    exchange_rounds,
+    logits_download,
+)
 from market.exchanges.services import exchange_create, logits_upload
 from market.federations.selectors import federation_get
 from workers.algorithms.fd import BITS_PER_NUMBER

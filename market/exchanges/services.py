@@ -16,8 +16,14 @@ from django.utils import timezone
 from market.accounts.models import User
 from market.audit.services import audit_record
 from market.errors import Conflict, InvalidInput, PermissionDenied
-from market.exchanges.models import (Exchange, ExchangeRound, ExchangeRoundOutbox, ExchangeStatus, LogitUpload,
-                                     RoundStatus)
+from market.exchanges.models import (
+    Exchange,
+    ExchangeRound,
+    ExchangeRoundOutbox,
+    ExchangeStatus,
+    LogitUpload,
+    RoundStatus,
+)
 from market.federations.models import Federation, Membership
 from market.federations.selectors import federation_is_member
 from market.outbox import outbox_add

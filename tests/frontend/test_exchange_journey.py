@@ -11,7 +11,12 @@ from django.utils import timezone
 def test_a_silo_sees_an_exchanges_rounds_participation_and_a_missed_quorum(live_server, federation_with_data,
                                                                            operator, silo_user, page):
     from market.exchanges.models import ExchangeRound
-    from market.exchanges.services import exchange_create, exchange_reap, exchange_round_aggregate, logits_upload
+    from market.exchanges.services import (
+        exchange_create,
+        exchange_reap,
+        exchange_round_aggregate,
+        logits_upload,
+    )
 
     exchange = exchange_create(federation=federation_with_data, name="FD on Adult", rounds=2, round_seconds=3600,
                                min_silos=2, actor=operator)

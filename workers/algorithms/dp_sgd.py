@@ -76,7 +76,9 @@ class DpSgdClassifier(TorchClassifier):
                                delta=float(self.delta))
 
     def _train(self, module: nn.Module, X: np.ndarray, y: np.ndarray, device, rng: np.random.Generator) -> None:
-        from opacus import PrivacyEngine  # imports torch's functorch helpers; only DP training needs it
+        from opacus import (
+            PrivacyEngine,  # imports torch's functorch helpers; only DP training needs it
+        )
 
         privacy = self._privacy(len(X))
         dataset = torch.utils.data.TensorDataset(torch.from_numpy(X), torch.from_numpy(y.astype(np.int64)))

@@ -36,8 +36,8 @@ def run(dataset_name: str, *, seed: int, epsilons: list[float]) -> list[dict]:
     """One row per ε (and ε = ∞ without DP-SGD): accuracy on the test split, the noise multiplier, the time."""
     import torch
 
-    from workers.learners import TorchClassifier
     from workers.algorithms.dp_sgd import DpSgdClassifier
+    from workers.learners import TorchClassifier
 
     torch.set_num_threads(1)
     data = load_dataset(dataset_name, seed=seed)
