@@ -41,7 +41,7 @@ class CohortFusion:
 
     name = "cpfl"
     accepts_noise = False
-    keys = ("student", "loss", "temperature", "query_fraction", "query_count")
+    keys: tuple[str, ...] = ("student", "loss", "temperature", "query_fraction", "query_count")
     help = {"student": 'Cohort distillation: a torch network {"family": "mlp" | "cnn", ...}.',
             "loss": '"l1" between logits (the paper) or "kl"; "temperature" (0, 100] for kl.',
             "query_fraction": QUERY_HELP, "query_count": QUERY_HELP}

@@ -109,7 +109,7 @@ class FedKTFusion:
     name = "fedkt"
 
     accepts_noise = True
-    keys = ("partitions", "teachers", "query_fraction", "query_count", "final_model", "privacy", "vote",
+    keys: tuple[str, ...] = ("partitions", "teachers", "query_fraction", "query_count", "final_model", "privacy", "vote",
             "vote_weight_max")
     help = {
         "partitions": "s: students per submission (each FedKT submission holds one student per partition), 1 to 64.",
@@ -265,7 +265,7 @@ class EnsembleFusion:
 
     name = "ensemble"
     accepts_noise = False
-    keys = SELECTION_KEYS
+    keys: tuple[str, ...] = SELECTION_KEYS
     help = {"selection": SELECTION_HELP}
 
     def validate(self, params: Mapping) -> dict:
@@ -304,7 +304,7 @@ class DistillFusion(EnsembleFusion):
     """The selected ensemble distilled into one student on the public rows (module docstring)."""
 
     name = "distill"
-    keys = (*SELECTION_KEYS, "student", "target", "temperature", "hard_label_weight", "query_fraction", "query_count")
+    keys: tuple[str, ...] = (*SELECTION_KEYS, "student", "target", "temperature", "hard_label_weight", "query_fraction", "query_count")
     help = {
         "selection": SELECTION_HELP,
         "student": 'Distillation: "kernel" (Guha eq. 3) or {"family": one of ' + ", ".join(STUDENT_FAMILIES[1:])

@@ -70,7 +70,7 @@ def export_torch_onnx(module, n_features: int) -> bytes:
     buffer = io.BytesIO()
     module.eval()
     example = torch.zeros((1, n_features), dtype=torch.float32)
-    torch.onnx.export(module, (example,), buffer, dynamo=False, input_names=[FEATURES_INPUT_NAME],
+    torch.onnx.export(module, (example,), buffer, dynamo=False, input_names=[FEATURES_INPUT_NAME],  # type: ignore[arg-type]  # any binary file
                       output_names=["logits"], opset_version=17,
                       dynamic_axes={FEATURES_INPUT_NAME: {0: "batch"}, "logits": {0: "batch"}})
     return buffer.getvalue()

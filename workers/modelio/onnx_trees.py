@@ -53,10 +53,11 @@ def _check_trees(arrays: dict, is_leaf: np.ndarray, where: str, limits: ModelLim
         raise refuse(f"{where} lists the nodes of one tree in several places; the file is damaged.")
     if len(starts) > limits.max_trees:
         raise refuse(f"The model has {len(starts)} trees; the limit is {limits.max_trees}.")
-    depths, leaves = [], set()
+    depths: list[int] = []
+    leaves: set[tuple[int, int]] = set()
     for start, end in zip(starts, np.r_[starts[1:], len(tree_ids)]):
         tree_id = int(tree_ids[start])
-        depths.append(_check_one_tree(arrays, is_leaf, start, end, f"{where}, tree {tree_id}", limits))
+        depths.append(_check_one_tree(arrays, is_leaf, int(start), int(end), f"{where}, tree {tree_id}", limits))
         leaves.update((tree_id, int(node_id)) for node_id in arrays["nodes_nodeids"][start:end][is_leaf[start:end]])
     return depths, leaves
 

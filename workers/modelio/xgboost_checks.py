@@ -144,7 +144,8 @@ def _check_tree(tree, index: int, num_feature: int, limits: ModelLimits) -> int:
     where = f"Tree {index} of the XGBoost model"
     if not isinstance(tree, dict):
         raise refuse(f"{where} is not an object.")
-    parameters = tree.get("tree_param") if isinstance(tree.get("tree_param"), dict) else {}
+    declared = tree.get("tree_param")
+    parameters = declared if isinstance(declared, dict) else {}
     n_nodes = _int_text(parameters.get("num_nodes"), "num_nodes")
     if n_nodes < 1 or n_nodes > limits.max_nodes_per_tree:
         raise refuse(f"{where} has {n_nodes} nodes; the limit is {limits.max_nodes_per_tree}.")
