@@ -247,7 +247,7 @@ def wait_for(fetch: Callable[[], Polled], *, done: Callable[[Polled], bool], tim
         if done(value):
             return value
         if time.monotonic() >= deadline:
-            status = getattr(value, "status", None) or "running"
+            status = (value.get("status") if isinstance(value, dict) else getattr(value, "status", None)) or "running"
             raise TimedOut(f"Gave up waiting for {what} after {timeout_seconds:g} s; it is still "
                            f"{status}. Check again later.")
         time.sleep(interval_seconds)
