@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_breast_cancer, load_digits
 from sklearn.ensemble import RandomForestClassifier
+from sklearn.tree import DecisionTreeClassifier
 
-from workers.learners.forest import fit_estimator, fit_forest
+from workers.learners.forest import fit_estimator, fit_forest, fit_tree
 
 
 def _same_forest(
@@ -114,3 +115,84 @@ def test_missing_values_go_through_scikit_learn(monkeypatch):
         )
         == 3
     )
+
+
+@pytest.mark.parametrize(
+    "tree_settings",
+    [
+        {"max_depth": 6, "random_state": 0},
+        {
+            "max_depth": None,
+            "criterion": "entropy",
+            "max_features": "sqrt",
+            "min_samples_leaf": 2,
+            "random_state": 5,
+        },
+        {
+            "max_depth": 3,
+            "min_samples_split": 10,
+            "min_weight_fraction_leaf": 0.02,
+            "random_state": 9,
+        },
+    ],
+)
+def test_lean_tree_fit_grows_the_tree_scikit_learn_grows(tree_settings):
+    features, labels = load_digits(return_X_y=True)
+    rows = np.random.default_rng(0).choice(len(labels), 150, replace=False)  # a teacher's slice
+    expected = DecisionTreeClassifier(**tree_settings).fit(features[rows], labels[rows])
+    actual = fit_tree(DecisionTreeClassifier(**tree_settings), features[rows], labels[rows])
+    assert sorted(vars(actual)) == sorted(vars(expected))
+    assert (
+        np.array_equal(actual.classes_, expected.classes_)
+        and actual.classes_.dtype == expected.classes_.dtype
+    )
+    for name in (
+        "feature",
+        "threshold",
+        "children_left",
+        "children_right",
+        "value",
+        "n_node_samples",
+    ):
+        assert np.array_equal(getattr(actual.tree_, name), getattr(expected.tree_, name)), name
+    assert np.array_equal(actual.predict_proba(features), expected.predict_proba(features))
+
+
+def test_trees_the_lean_fit_does_not_cover_go_through_scikit_learn(monkeypatch):
+    import workers.learners.forest as forest
+
+    monkeypatch.setattr(forest, "fit_tree", lambda *arguments: pytest.fail("the lean fit was used"))
+    features, labels = load_breast_cancer(return_X_y=True)
+    for settings in ({"splitter": "random"}, {"class_weight": "balanced"}, {"max_leaf_nodes": 5}):
+        assert (
+            fit_estimator(
+                DecisionTreeClassifier(random_state=0, **settings), features, labels
+            ).tree_.node_count
+            > 1
+        )
+
+
+def test_default_teachers_and_students_take_the_lean_fits(monkeypatch):
+    import workers.learners.forest as forest
+    from workers.learners import fit_aligned
+
+    used = []
+    lean_tree, lean_forest = forest.fit_tree, forest.fit_forest
+    monkeypatch.setattr(
+        forest, "fit_tree", lambda *arguments: used.append("fit_tree") or lean_tree(*arguments)
+    )
+    monkeypatch.setattr(
+        forest,
+        "fit_forest",
+        lambda *arguments: used.append("fit_forest") or lean_forest(*arguments),
+    )
+    features, labels = load_breast_cancer(return_X_y=True)
+    fit_aligned({"family": "decision_tree", "max_depth": 6}, features, labels, n_classes=2, seed=0)
+    fit_aligned(
+        {"family": "random_forest", "n_estimators": 5, "max_depth": 6},
+        features,
+        labels,
+        n_classes=2,
+        seed=0,
+    )
+    assert used == ["fit_tree", "fit_forest"]
