@@ -9,6 +9,7 @@ retried in a child of its own, so only the culprit gets the error.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -133,10 +134,8 @@ def _spawn(exchange: Path, home: Path, limits: SandboxLimits) -> tuple[int, bool
         try:
             return child.wait(timeout=limits.wall_seconds), False
         except subprocess.TimeoutExpired:
-            try:
+            with contextlib.suppress(ProcessLookupError):  # it may have ended on its own meanwhile
                 os.killpg(child.pid, signal.SIGKILL)  # the child's own session: nothing else is in it
-            except ProcessLookupError:
-                pass
             return child.wait(), True
 
 

@@ -116,7 +116,7 @@ def _fusion_started(job: Job, pid: int) -> None:
 
 def _fused(job: Job) -> dict | None:
     ids, signal_sum = [], None
-    for chunk, arrays in _chunk_arrays(job):
+    for _chunk, arrays in _chunk_arrays(job):
         ids.extend(int(value) for value in arrays["member_ids"])
         signal_sum = arrays["signal_sum"] if signal_sum is None else signal_sum + arrays["signal_sum"]
     submissions = Submission.objects.in_bulk(ids)
@@ -188,7 +188,7 @@ def _evaluated(job: Job, result: dict) -> dict:
         weights = fusion.details.get("weights") or {str(i): 1.0 for i in result["ids"]}
         total = sum(weights.get(str(i), 0.0) for i in result["ids"])
         probabilities, members = 0.0, []
-        for chunk, arrays in _chunk_arrays(job):
+        for _chunk, arrays in _chunk_arrays(job):
             for member_id, member_probabilities in zip(arrays["member_ids"], arrays["evaluation_probabilities"]):
                 weight = weights.get(str(int(member_id)), 0.0) / total
                 probabilities = probabilities + weight * member_probabilities
