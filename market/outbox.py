@@ -10,6 +10,7 @@ foreign key to its row, the name of the Celery task that does the work and the f
 import logging
 from datetime import timedelta
 
+from celery import current_app
 from django.db import models, transaction
 from django.db.models import Exists, Max, OuterRef, QuerySet
 from django.utils import timezone
@@ -41,14 +42,12 @@ def outbox_add(entry: OutboxEntry) -> None:
 
 def outbox_publish(*, entry_model: type[OutboxEntry], entry_id: int) -> bool:
     """Send one row's task to the broker; a broker that is down leaves the row for the sweep."""
-    from workers.celery_app import app  # its tasks are registered when Django starts (market.jobs.apps)
-
     entry = entry_model.objects.filter(id=entry_id, published_at__isnull=True).first()
     if entry is None:
         return False
     target_id = getattr(entry, entry_model.target_field)
     try:
-        app.tasks[entry_model.task_name].apply_async((target_id,), retry=False)
+        current_app.tasks[entry_model.task_name].apply_async((target_id,), retry=False)
     except Exception as error:  # any broker failure: the row stays and is swept later
         logger.warning("Could not publish %s(%s) (outbox row %s): %s", entry_model.task_name, target_id, entry_id,
                        error)

@@ -76,6 +76,7 @@ INSTALLED_APPS = [
     "market.audit",
     "market.exchanges",
     "frontend",
+    "workers.apps.WorkersConfig",  # loads the Celery app and its tasks once Django is ready (market.outbox publishes)
 ]
 
 MIDDLEWARE = [
