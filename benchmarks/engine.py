@@ -79,13 +79,13 @@ def write_split(seed: int, path: Path) -> None:
     """Adult by the paper's protocol and the 50 parties' rows, for both sides."""
     import pandas as pd
 
-    from workers.datasets import _tabular_split, data_dir
+    from workers.datasets import data_dir, tabular_split
     from workers.features import encode_features, infer_feature_spec
     from workers.partition import dirichlet_label_partition
 
     frame = pd.read_parquet(data_dir() / "adult.parquet")
     labels = (frame.pop("income").str.strip().str.rstrip(".") == ">50K").to_numpy().astype(np.int64)
-    train, public, test = _tabular_split(len(frame), labels, seed)
+    train, public, test = tabular_split(len(frame), labels, seed)
     features = np.ascontiguousarray(
         encode_features(frame, infer_feature_spec(frame.iloc[public]), view="ordinal"),
         dtype=np.float32,
