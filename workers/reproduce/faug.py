@@ -12,7 +12,9 @@ seeds. Each device then appends generated samples of its target labels, as many 
 of the other labels, and trains the zoo MLP (784-100-10, Adam 1e-3, batch 64, 10 epochs). Reported: test
 accuracy of each device's model, mean over devices, on the whole test split and on the test rows of that
 device's target labels. Rows: ``local`` (own data only), ``faug`` (non-private generator), ``faug_dp`` at each
-ε (discriminator under DP-SGD through Opacus, δ = 1e-5, clipping 1, ε by the market's accountant). Results go
+ε (discriminator under DP-SGD through Opacus, δ = 1e-5, clipping 1, ε by the market's accountant). Each row also
+runs federated distillation on the same devices' data, generated rows included (FD + FAug; the FD reproduction's
+setting, :data:`workers.reproduce.protocols.FD_SETTING`): ``fd_accuracy``, the mean device accuracy. Results go
 to ``docs/results/faug.json``, a sample grid per generator to ``docs/results/faug_samples.png``;
 ``docs/results/faug.md`` discusses them.
 """
@@ -72,6 +74,32 @@ def _local_accuracy(
     )
 
 
+def _federated_distillation(device_data, test_x, test_y, n_classes: int, seed: int) -> dict:
+    """FD (the FD reproduction's setting) on the devices' data, generated rows included: mean device accuracy."""
+    from workers.algorithms.fd_simulation import simulate
+    from workers.reproduce.protocols import FD_SETTING
+
+    features = np.concatenate([features for features, _ in device_data])
+    labels = np.concatenate([labels for _, labels in device_data])
+    ends = np.cumsum([len(labels) for _, labels in device_data])
+    devices = [np.arange(end - len(rows), end) for end, (_, rows) in zip(ends, device_data)]
+    result = simulate(
+        "fd",
+        features,
+        labels,
+        devices,
+        test_x,
+        test_y,
+        n_classes=n_classes,
+        setting=FD_SETTING,
+        seed=seed,
+    )
+    return {
+        "fd_accuracy": float(result["accuracy"]),
+        "fd_accuracy_std": float(np.std(result["device_accuracies"])),
+    }
+
+
 def run(
     *, seed: int, epsilons: list[float], gan_epochs: int, gan_learning_rate: float = 2e-4, log=print
 ) -> tuple[list[dict], dict]:
@@ -111,7 +139,7 @@ def run(
     rows = []
     for name, generator in generators.items():
         started = time.perf_counter()
-        accuracies, target_accuracies = [], []
+        accuracies, target_accuracies, device_data = [], [], []
         for device, (device_rows, target) in enumerate(zip(devices, targets)):
             features, labels = data.train_x[device_rows], data.train_y[device_rows]
             if generator is not None:
@@ -131,6 +159,7 @@ def run(
             )
             accuracies.append(accuracy)
             target_accuracies.append(target_accuracy)
+            device_data.append((features, labels))
         row = {
             "seed": seed,
             "method": name,
@@ -138,6 +167,7 @@ def run(
             "accuracy_std": float(np.std(accuracies)),
             "target_label_accuracy": float(np.mean(target_accuracies)),
             "seconds": round(time.perf_counter() - started, 1),
+            **_federated_distillation(device_data, data.test_x, data.test_y, n_classes, seed),
         }
         if generator is not None and generator.privacy_report is not None:
             row.update(
@@ -202,8 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     epsilons = [float(value) for value in arguments.epsilons.split(",")]
     seeds = [int(value) for value in arguments.seeds.split(",")]
     warnings.filterwarnings("ignore", message="Optimal order is the largest alpha")
-    earlier = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"runs": []}
-    runs = [run_ for run_ in earlier.get("runs", []) if run_["seed"] not in seeds]
+    runs = []
     for seed in seeds:
         rows, context = run(
             seed=seed,
@@ -229,6 +258,10 @@ def main(argv: list[str] | None = None) -> int:
         "redundant": N_REDUNDANT,
         "delta": DELTA,
     }
+    earlier = (
+        json.loads(RESULTS.read_text()) if RESULTS.exists() else {"runs": []}
+    )  # read late: runs may overlap
+    runs += [run_ for run_ in earlier.get("runs", []) if run_["seed"] not in seeds]
     RESULTS.write_text(
         json.dumps(
             {"setting": setting, "runs": sorted(runs, key=lambda run_: run_["seed"])}, indent=2
