@@ -44,7 +44,7 @@ def members_only(principal, owner):
 
 # (method, route of frontend.urls) → rule; ``targets`` names the world's objects (see tests/security/conftest.py).
 PAGE_POLICY = {
-    ("GET", ""): Rule("public", anyone),
+    ("GET", ""): Rule("none", signed_in),
     ("GET", "sign-in/"): Rule("public", anyone),
     ("POST", "sign-in/"): Rule("public", anyone),
     ("POST", "sign-out/"): Rule("public", signed_out),
@@ -110,7 +110,7 @@ PAGE_BODIES = {
     ("POST", "federations/<slug:slug>/budgets/<int:budget_id>/limit/"): {"epsilon_limit": "9", "reason": "matrix"},
 }
 # Pages that answer anonymous visitors themselves rather than sending them to sign in.
-PUBLIC_PAGES = {"", "sign-in/", "sign-out/"}
+PUBLIC_PAGES = {"sign-in/", "sign-out/"}
 
 
 def allowed_methods(view) -> set[str]:

@@ -17,7 +17,7 @@ def test_the_budget_shows_the_delta_of_its_whole_spend(silo_api, client, silo_us
     assert (budget["delta"], budget["composed_delta"], budget["spent"]) == ("0.00001", "0.00101", "2.500000")
     client.force_login(silo_user)
     page = client.get("/federations/adult-income/budgets/").content.decode()
-    assert "0.00101 <span class=\"meta\">(budget δ 0.00001 + declared δ)</span>" in page
+    assert "budget δ 0.00001 plus declared δ\">0.00101</abbr>" in page
 
 
 def test_a_budget_with_nothing_declared_holds_at_its_own_delta(silo_api, federation_with_data):

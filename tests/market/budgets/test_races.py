@@ -172,12 +172,12 @@ def apply(step, job_pool, operator, budget) -> None:
 
 def l2_submission(federation, user, tag: str, declared_epsilon: float):
     from market.submissions.models import Submission
-    from market.submissions.services import _party_noise_bound
+    from workers.privacy.declarations import party_side_bound
 
     L2 = {"gamma": 0.04, "delta": 1e-5, "partitions": 2, "teachers": 5, "queries": 30}
     submission = submission_row(federation, user, tag=tag, privacy_level="L2")
     Submission.objects.filter(id=submission.id).update(privacy_parameters=L2, declared_epsilon=declared_epsilon,
-                                                       privacy_report=_party_noise_bound(L2).as_dict())
+                                                       privacy_report=party_side_bound(L2, n_local_examples=0)[0].as_dict())
     submission.refresh_from_db()
     return submission
 
