@@ -396,8 +396,7 @@ Changes (same trees, same votes, same final model for a seed, except the student
   learners keep the spawn pool. Serial and threaded runs give identical results
   (`tests/workers/algorithms/test_fedkt.py`).
 - Single decision-tree teachers take the same lean path (`fit_tree`: 1.06 → 0.65 ms CPU per fit of a
-  150-row slice, same nodes). It landed after the runs below, which fitted teachers with scikit-learn's
-  own `fit`: the trees are identical, a rerun would be about 0.2 s of CPU faster per Onefold run.
+  150-row slice, same nodes).
 - Students are forests of 25 trees (`DEFAULT_STUDENT`), chosen on validation rows (last section).
 - Unchanged because already so: the encoder's features are float32 and C-contiguous, so no fit or
   prediction converts them.
