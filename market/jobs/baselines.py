@@ -25,7 +25,7 @@ def metrics_per_silo(submission_metrics: dict, *, organisation_of: dict[int, int
 
 def baselines_measure(*, class_counts, submission_metrics: dict, organisation_of: dict[int, int]) -> dict:
     """Baselines from the evaluation split's class counts and each submission's metrics on it."""
-    from workers.jobs.metrics import baselines  # scipy stays out of web processes until a card needs it
+    from workers.metrics import baselines  # scipy stays out of web processes until a card needs it
 
     return baselines(class_counts=class_counts,
                      metrics_per_silo=metrics_per_silo(submission_metrics, organisation_of=organisation_of))

@@ -95,7 +95,7 @@ class GlobalModel(models.Model):
     contribution_weights = models.JSONField()
     contribution_rule = models.TextField()
     baselines = models.JSONField(null=True, blank=True, help_text=(
-        "What a buyer could have without the federation, on the same evaluation split (workers.jobs.metrics."
+        "What a buyer could have without the federation, on the same evaluation split (workers.metrics."
         "baselines): majority_class, best_single_silo (with its organisation id as 'silo'), average_silo, "
         "n_silos. Null for models made before baselines were measured (market.jobs.baselines derives them)."))
     created_at = models.DateTimeField(auto_now_add=True)

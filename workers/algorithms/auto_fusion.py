@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from workers.algorithms.registry import Fusion, Member
+from workers.metrics import classification_metrics
 
 AUTO_CANDIDATES = ("consistent_hard", "class_weighted", "soft", "ensemble_selected")
 #: The FedKT vote rules among the candidates, in the order of their blocks in an ``auto`` member signal.
@@ -113,8 +114,6 @@ def ensemble_members(members: Sequence[Member]) -> list[int]:
 
 
 def _scores(probabilities, labels, n_classes: int) -> dict:
-    from workers.jobs.metrics import classification_metrics
-
     metrics = classification_metrics(probabilities, labels, n_classes=n_classes)
     return {"accuracy": metrics["accuracy"], "balanced_accuracy": metrics["balanced_accuracy"]}
 

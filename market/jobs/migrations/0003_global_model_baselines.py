@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='globalmodel',
             name='baselines',
-            field=models.JSONField(blank=True, help_text="What a buyer could have without the federation, on the same evaluation split (workers.jobs.metrics.baselines): majority_class, best_single_silo (with its organisation id as 'silo'), average_silo, n_silos. Null for models made before baselines were measured (market.jobs.baselines derives them).", null=True),
+            field=models.JSONField(blank=True, help_text="What a buyer could have without the federation, on the same evaluation split (workers.metrics.baselines): majority_class, best_single_silo (with its organisation id as 'silo'), average_silo, n_silos. Null for models made before baselines were measured (market.jobs.baselines derives them).", null=True),
         ),
     ]

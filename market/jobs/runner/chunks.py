@@ -24,7 +24,7 @@ from market.sandbox import stored_models_predict
 from market.storage import artifact_read, artifact_save, arrays_from_npz_cached, arrays_to_npz, sha256_of
 from market.submissions.models import Submission, SubmissionStatus
 from workers.algorithms import algorithm_get
-from workers.jobs.metrics import classification_metrics
+from workers.metrics import classification_metrics
 
 
 @failing_on_unexpected("starting")

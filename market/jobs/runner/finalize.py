@@ -31,7 +31,7 @@ from workers.algorithms.registry import agreement_counts
 from workers.features import ONE_HOT_VIEW, view_width
 from workers.jobs.export import ExportedFile, export_global_model, model_family_of
 from workers.jobs.interruptible import fuse_in_child
-from workers.jobs.metrics import classification_metrics
+from workers.metrics import classification_metrics
 from workers.modelio.bundle import BundleMember, bundle_write
 from workers.privacy.mechanisms import GaussianNoise, LaplaceNoise
 

@@ -10,7 +10,7 @@ from market.commerce.cards import model_card
 from market.commerce.models import Listing
 from market.commerce.services import PublishGateRefused, listing_create, listing_publish
 from market.errors import InvalidInput
-from workers.jobs.metrics import classification_metrics
+from workers.metrics import classification_metrics
 
 # 380 '<=50K' and 120 '>50K' evaluation rows; the weak model finds 6 of the 120: balanced accuracy 0.5 + 6/240.
 LABELS = np.repeat([0, 1], [380, 120])

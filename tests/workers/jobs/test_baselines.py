@@ -1,4 +1,4 @@
-"""Baselines of a global model (workers.jobs.metrics): the majority-class guess and the best and average silo."""
+"""Baselines of a global model (workers.metrics): the majority-class guess and the best and average silo."""
 
 import numpy as np
 import pytest
@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sklearn.metrics import f1_score
 
-from workers.jobs.metrics import baselines, majority_class_metrics, silo_baselines
+from workers.metrics import baselines, majority_class_metrics, silo_baselines
 
 
 def test_majority_guess_of_a_three_to_one_split():

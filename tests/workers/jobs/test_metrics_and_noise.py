@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from workers.jobs.metrics import classification_metrics
+from workers.metrics import classification_metrics
 from workers.jobs.noise import replayable_noise
 from workers.privacy.mechanisms import LaplaceNoise
 

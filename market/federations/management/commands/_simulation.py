@@ -17,7 +17,7 @@ to the FedKT paper's (section 5): SOLO is the mean evaluation score of models ea
 its own data alone; centralised is one model trained on the union of the silos' data (the baseline only a
 simulation can measure: a market never holds the silos' data). Both use the job's final-model learner, on
 its view, and every row shows the market's four metrics (accuracy, balanced accuracy, macro-F1, ROC AUC:
-:func:`workers.jobs.metrics.classification_metrics`).
+:func:`workers.metrics.classification_metrics`).
 """
 
 from __future__ import annotations
@@ -278,10 +278,10 @@ def buyer_purchase(operator: OnefoldClient, buyer: OnefoldClient, listing: Listi
 
 
 def baseline_accuracies(settings: SimulationSettings, shares: list[pd.DataFrame], spec: dict) -> dict:
-    """SOLO (mean over silos) and centralised evaluation metrics (``workers.jobs.metrics.HEADLINE_METRICS``) with
+    """SOLO (mean over silos) and centralised evaluation metrics (``workers.metrics.HEADLINE_METRICS``) with
     the job's final-model learner, on the view of the features it reads: ``{"solo": {...}, "solo_min": accuracy,
     "solo_max": accuracy, "centralised": {...}}``."""
-    from workers.jobs.metrics import HEADLINE_METRICS, classification_metrics
+    from workers.metrics import HEADLINE_METRICS, classification_metrics
 
     dataset = DATASETS[settings.dataset]
     view = feature_view_for(FINAL_MODEL["family"])
@@ -346,7 +346,7 @@ def simulation_run(settings: SimulationSettings) -> SimulationReport:
 
 def summary_table(report: SimulationReport, settings: SimulationSettings) -> str:
     """The global model, the market's baselines from the job record and the paper's SOLO and centralised."""
-    from workers.jobs.metrics import HEADLINE_METRICS
+    from workers.metrics import HEADLINE_METRICS
 
     accuracy, baselines = report.accuracy, report.global_model.get("baselines") or {}
 
