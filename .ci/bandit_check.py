@@ -19,13 +19,19 @@ def reviewed_pairs(path: Path) -> dict[tuple[str, str], str]:
 
 
 def is_reviewed(finding: dict, reviewed: dict) -> bool:
-    return any(test == finding["test_id"] and fnmatch.fnmatch(finding["filename"], pattern)
-               for pattern, test in reviewed)
+    return any(
+        test == finding["test_id"] and fnmatch.fnmatch(finding["filename"], pattern)
+        for pattern, test in reviewed
+    )
 
 
 def bandit_findings() -> list[dict]:
-    result = subprocess.run([sys.executable, "-m", "bandit", "-q", "-r", *ROOTS, "-f", "json"], cwd=ROOT,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "bandit", "-q", "-r", *ROOTS, "-f", "json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     if result.returncode not in (0, 1) or not result.stdout.strip():
         sys.exit(f"bandit did not run: {result.stderr.strip()}")
     report = json.loads(result.stdout)
@@ -43,15 +49,25 @@ def main() -> int:
     findings = bandit_findings()
     new = unreviewed(findings, reviewed)
     for finding in new:
-        print(f"{finding['filename']}:{finding['line_number']}: {finding['test_id']} "
-              f"[{finding['issue_severity']}] {finding['issue_text']}")
-    stale = sorted((pattern, test) for pattern, test in reviewed
-                   if not any(is_reviewed(finding, {(pattern, test): ""}) for finding in findings))
+        print(
+            f"{finding['filename']}:{finding['line_number']}: {finding['test_id']} "
+            f"[{finding['issue_severity']}] {finding['issue_text']}"
+        )
+    stale = sorted(
+        (pattern, test)
+        for pattern, test in reviewed
+        if not any(is_reviewed(finding, {(pattern, test): ""}) for finding in findings)
+    )
     for file, test in stale:
-        print(f"note: the reviewed {test} in {file} no longer occurs; remove it from .ci/bandit-reviewed.toml")
+        print(
+            f"note: the reviewed {test} in {file} no longer occurs; remove it from .ci/bandit-reviewed.toml"
+        )
     if new:
-        print(f"{len(new)} unreviewed bandit finding(s): fix them, or review them in .ci/bandit-reviewed.toml "
-              "with a reason and a date.", file=sys.stderr)
+        print(
+            f"{len(new)} unreviewed bandit finding(s): fix them, or review them in .ci/bandit-reviewed.toml "
+            "with a reason and a date.",
+            file=sys.stderr,
+        )
         return 1
     print(f"bandit: {len(findings)} finding(s), all reviewed.")
     return 0

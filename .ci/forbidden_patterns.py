@@ -25,8 +25,11 @@ from pathlib import Path
 DEFAULT_ROOTS = ("market", "workers", "frontend")
 PICKLE_MODULES = ("pickle", "_pickle", "cPickle", "dill", "cloudpickle")
 ALWAYS_FORBIDDEN = {
-    **{f"{module}.{name}": f"{module}.{name} runs code from the bytes it reads"
-       for module in PICKLE_MODULES for name in ("load", "loads", "Unpickler")},
+    **{
+        f"{module}.{name}": f"{module}.{name} runs code from the bytes it reads"
+        for module in PICKLE_MODULES
+        for name in ("load", "loads", "Unpickler")
+    },
     "joblib.load": "joblib.load unpickles; use a safe format (ONNX, XGBoost JSON, safetensors)",
     "yaml.unsafe_load": "yaml.unsafe_load builds arbitrary objects; use yaml.safe_load",
     "eval": "eval runs a string as code",
@@ -51,7 +54,9 @@ def _import_aliases(tree: ast.AST) -> dict[str, str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                aliases[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+                aliases[alias.asname or alias.name.split(".")[0]] = (
+                    alias.name if alias.asname else alias.name.split(".")[0]
+                )
         elif isinstance(node, ast.ImportFrom) and node.module:
             for alias in node.names:
                 aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
@@ -74,7 +79,8 @@ def _keyword_is(call: ast.Call, name: str, accepted) -> bool:
             if isinstance(value, ast.Constant):
                 return value.value in accepted
             return (isinstance(value, ast.Attribute) and value.attr in accepted) or (
-                isinstance(value, ast.Name) and value.id in accepted)
+                isinstance(value, ast.Name) and value.id in accepted
+            )
     return False
 
 
@@ -83,7 +89,9 @@ def _call_problem(call: ast.Call, aliases: dict[str, str]) -> str | None:
     if name is None:
         return None
     name = name.replace("numpy.", "np.", 1) if name.startswith("numpy.") else name
-    if name in ALWAYS_FORBIDDEN and (name not in ("eval", "exec") or isinstance(call.func, ast.Name)):
+    if name in ALWAYS_FORBIDDEN and (
+        name not in ("eval", "exec") or isinstance(call.func, ast.Name)
+    ):
         return ALWAYS_FORBIDDEN[name]
     if name == "torch.load" and not _keyword_is(call, "weights_only", {True}):
         return "torch.load without weights_only=True unpickles arbitrary objects"
@@ -96,9 +104,11 @@ def _call_problem(call: ast.Call, aliases: dict[str, str]) -> str | None:
 
 def _names_csrf_exempt(node: ast.AST) -> bool:
     """A use (name or attribute) or an import of ``csrf_exempt``."""
-    return ((isinstance(node, ast.Name) and node.id == "csrf_exempt")
-            or (isinstance(node, ast.Attribute) and node.attr == "csrf_exempt")
-            or (isinstance(node, ast.alias) and node.name.split(".")[-1] == "csrf_exempt"))
+    return (
+        (isinstance(node, ast.Name) and node.id == "csrf_exempt")
+        or (isinstance(node, ast.Attribute) and node.attr == "csrf_exempt")
+        or (isinstance(node, ast.alias) and node.name.split(".")[-1] == "csrf_exempt")
+    )
 
 
 def findings_in_source(source: str, path: str) -> list[Finding]:
@@ -135,8 +145,11 @@ def main(arguments: list[str]) -> int:
     for finding in found:
         print(finding)
     if found:
-        print(f"{len(found)} forbidden pattern(s). Use a safe format or loader; a reviewed exception needs "
-              "'# forbidden-ok: <reason>' on the line.", file=sys.stderr)
+        print(
+            f"{len(found)} forbidden pattern(s). Use a safe format or loader; a reviewed exception needs "
+            "'# forbidden-ok: <reason>' on the line.",
+            file=sys.stderr,
+        )
         return 1
     print(f"No forbidden patterns in {', '.join(root.name for root in roots)}.")
     return 0

@@ -46,7 +46,9 @@ def import_cycles(graph) -> list[list[str]]:
                 index[successor] = lowlink[successor] = len(index)
                 stack.append(successor)
                 on_stack.add(successor)
-                work.append((successor, iter(sorted(graph.find_modules_directly_imported_by(successor)))))
+                work.append(
+                    (successor, iter(sorted(graph.find_modules_directly_imported_by(successor))))
+                )
             elif successor in on_stack:
                 lowlink[module] = min(lowlink[module], index[successor])
     return components
@@ -58,8 +60,10 @@ def main() -> int:
     for cycle in cycles:
         print("import cycle: " + " <-> ".join(cycle))
     if cycles:
-        print(f"{len(cycles)} import cycle(s) among the project's modules; give each concept one home.",
-              file=sys.stderr)
+        print(
+            f"{len(cycles)} import cycle(s) among the project's modules; give each concept one home.",
+            file=sys.stderr,
+        )
         return 1
     print("No import cycles among the modules of " + ", ".join(PACKAGES) + ".")
     return 0

@@ -21,7 +21,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUIREMENTS = ["requirements.txt", "requirements-dev.txt"]
-LINE = re.compile(r"^(vulnerability|unaudited)\s+(\S+)(?:\s+(\S+))?\s+until=(\d{4}-\d{2}-\d{2})\s+--\s+(.+)$")
+LINE = re.compile(
+    r"^(vulnerability|unaudited)\s+(\S+)(?:\s+(\S+))?\s+until=(\d{4}-\d{2}-\d{2})\s+--\s+(.+)$"
+)
 
 
 def read_exceptions(path: Path, today: datetime.date) -> tuple[set, set, list[str]]:
@@ -33,12 +35,16 @@ def read_exceptions(path: Path, today: datetime.date) -> tuple[set, set, list[st
             continue
         match = LINE.match(line)
         if not match:
-            problems.append(f"{path.name}:{number}: not 'vulnerability <ID> <package> until=<date> -- <reason>' "
-                            "or 'unaudited <package>==<version> until=<date> -- <reason>'")
+            problems.append(
+                f"{path.name}:{number}: not 'vulnerability <ID> <package> until=<date> -- <reason>' "
+                "or 'unaudited <package>==<version> until=<date> -- <reason>'"
+            )
             continue
         kind, first, second, until, _reason = match.groups()
         if datetime.date.fromisoformat(until) < today:
-            problems.append(f"{path.name}:{number}: the exception for {first} expired on {until}; review it again")
+            problems.append(
+                f"{path.name}:{number}: the exception for {first} expired on {until}; review it again"
+            )
             continue
         if kind == "vulnerability":
             vulnerabilities.add((first, (second or "").lower()))
@@ -58,8 +64,17 @@ def pinned_versions() -> dict[str, str]:
 
 
 def run_pip_audit() -> dict:
-    arguments = [sys.executable, "-m", "pip_audit", "--no-deps", "--disable-pip", "--progress-spinner", "off",
-                 "-f", "json"]
+    arguments = [
+        sys.executable,
+        "-m",
+        "pip_audit",
+        "--no-deps",
+        "--disable-pip",
+        "--progress-spinner",
+        "off",
+        "-f",
+        "json",
+    ]
     for name in REQUIREMENTS:
         arguments += ["-r", name]
     result = subprocess.run(arguments, cwd=ROOT, capture_output=True, text=True, timeout=600)
@@ -67,11 +82,15 @@ def run_pip_audit() -> dict:
         return json.loads(result.stdout)
     except json.JSONDecodeError:
         last = (result.stderr.strip().splitlines() or ["(no output)"])[-1]
-        sys.exit("pip-audit could not reach its vulnerability service (PyPI's JSON API), so the requirements were "
-                 f"NOT audited. Check the network and run `make check` again. pip-audit said: {last}")
+        sys.exit(
+            "pip-audit could not reach its vulnerability service (PyPI's JSON API), so the requirements were "
+            f"NOT audited. Check the network and run `make check` again. pip-audit said: {last}"
+        )
 
 
-def verdict(report: dict, pins: dict, excused_vulnerabilities: set, excused_unaudited: set) -> tuple[list, list, int]:
+def verdict(
+    report: dict, pins: dict, excused_vulnerabilities: set, excused_unaudited: set
+) -> tuple[list, list, int]:
     """(unexcused vulnerabilities, unexcused unaudited pins, number audited)."""
     vulnerable, not_audited, audited = [], [], 0
     for dependency in report["dependencies"]:
@@ -92,17 +111,28 @@ def verdict(report: dict, pins: dict, excused_vulnerabilities: set, excused_unau
 
 def main() -> int:
     excused_vulnerabilities, excused_unaudited, problems = read_exceptions(
-        ROOT / ".ci" / "pip-audit-exceptions.txt", datetime.date.today())
+        ROOT / ".ci" / "pip-audit-exceptions.txt", datetime.date.today()
+    )
     pins = pinned_versions()
-    vulnerable, not_audited, audited = verdict(run_pip_audit(), pins, excused_vulnerabilities, excused_unaudited)
-    for line in problems + [f"vulnerable: {item}" for item in vulnerable] + [f"not audited: {item}" for item in not_audited]:
+    vulnerable, not_audited, audited = verdict(
+        run_pip_audit(), pins, excused_vulnerabilities, excused_unaudited
+    )
+    for line in (
+        problems
+        + [f"vulnerable: {item}" for item in vulnerable]
+        + [f"not audited: {item}" for item in not_audited]
+    ):
         print(line)
     if problems or vulnerable or not_audited:
-        print("pip-audit check failed: upgrade the pin, or add a dated, justified line to .ci/pip-audit-exceptions.txt.",
-              file=sys.stderr)
+        print(
+            "pip-audit check failed: upgrade the pin, or add a dated, justified line to .ci/pip-audit-exceptions.txt.",
+            file=sys.stderr,
+        )
         return 1
-    print(f"pip-audit: {audited} pinned package(s) audited, no known vulnerability; "
-          f"{len(excused_unaudited)} pin(s) excused as not auditable until their dates.")
+    print(
+        f"pip-audit: {audited} pinned package(s) audited, no known vulnerability; "
+        f"{len(excused_unaudited)} pin(s) excused as not auditable until their dates."
+    )
     return 0
 
 

@@ -66,23 +66,48 @@ def setup_federation():
     import pandas as pd
 
     from market.accounts.services import user_create
-    from market.federations.services import evaluation_split_upload, federation_create, public_dataset_upload
+    from market.federations.services import (
+        evaluation_split_upload,
+        federation_create,
+        public_dataset_upload,
+    )
     from tests.conftest import ADULT_LABELS, DATA_DIR, csv_bytes
     from workers.features import encode_features, encode_labels, infer_feature_spec, read_table
 
-    frame = pd.read_parquet(DATA_DIR / "adult.parquet").sample(n=4000, random_state=0).reset_index(drop=True)
-    operator = user_create(username="bench-operator", password="bench-operator-password", is_operator=True)
-    federation = federation_create(name="Adult income", description="Benchmark", class_labels=ADULT_LABELS,
-                                   label_column="income", allowed_privacy_levels=["L0", "L1", "L2"],
-                                   default_privacy_level="L0", default_parameters={}, created_by=operator)
+    frame = (
+        pd.read_parquet(DATA_DIR / "adult.parquet")
+        .sample(n=4000, random_state=0)
+        .reset_index(drop=True)
+    )
+    operator = user_create(
+        username="bench-operator", password="bench-operator-password", is_operator=True
+    )
+    federation = federation_create(
+        name="Adult income",
+        description="Benchmark",
+        class_labels=ADULT_LABELS,
+        label_column="income",
+        allowed_privacy_levels=["L0", "L1", "L2"],
+        default_privacy_level="L0",
+        default_parameters={},
+        created_by=operator,
+    )
     public_csv = csv_bytes(frame.iloc[:N_PUBLIC].drop(columns=["income"]))
     public_dataset_upload(federation=federation, data=public_csv, uploaded_by=operator)
-    evaluation_split_upload(federation=federation, data=csv_bytes(frame.iloc[N_PUBLIC:N_PUBLIC + N_EVALUATION]),
-                            uploaded_by=operator)
+    evaluation_split_upload(
+        federation=federation,
+        data=csv_bytes(frame.iloc[N_PUBLIC : N_PUBLIC + N_EVALUATION]),
+        uploaded_by=operator,
+    )
     spec = infer_feature_spec(read_table(public_csv), label_column="income")
-    training = frame.iloc[N_PUBLIC + N_EVALUATION:]
-    return operator, federation, student_pairs(encode_features(training, spec),
-                                               encode_labels(training["income"], ADULT_LABELS))
+    training = frame.iloc[N_PUBLIC + N_EVALUATION :]
+    return (
+        operator,
+        federation,
+        student_pairs(
+            encode_features(training, spec), encode_labels(training["income"], ADULT_LABELS)
+        ),
+    )
 
 
 def add_submissions(federation, operator, pairs, count: int) -> list:
@@ -90,33 +115,75 @@ def add_submissions(federation, operator, pairs, count: int) -> list:
     from market.storage import artifact_save, sha256_of
     from market.submissions.models import ModelFile, Submission, SubmissionStatus
 
-    stored = [{name: (artifact_save(name=f"bench/{index}/{name}", data=data, stored_names=[]), sha256_of(data),
-                      len(data)) for name, data in pair.items()} for index, pair in enumerate(pairs)]
+    stored = [
+        {
+            name: (
+                artifact_save(name=f"bench/{index}/{name}", data=data, stored_names=[]),
+                sha256_of(data),
+                len(data),
+            )
+            for name, data in pair.items()
+        }
+        for index, pair in enumerate(pairs)
+    ]
     public_dataset = federation.public_datasets.first()
-    organisations = [Organisation.objects.get_or_create(name=f"Silo {index:02d}")[0] for index in range(50)]
-    submissions = Submission.objects.bulk_create([
-        Submission(federation=federation, organisation=organisations[index % 50], submitted_by=operator,
-                   public_dataset=public_dataset, model_family="logistic_regression", n_local_examples=400,
-                   local_validation_score=0.8, privacy_level="L0", status=SubmissionStatus.VALID,
-                   content_sha256=f"bench-{count}-{index}") for index in range(count)])
-    ModelFile.objects.bulk_create([
-        ModelFile(submission=submission, position=position, original_name=name, stored_name=stored_name,
-                  sha256=sha256, size_bytes=size, format="onnx", info={})
-        for index, submission in enumerate(submissions)
-        for position, (name, (stored_name, sha256, size)) in enumerate(stored[index % len(stored)].items())])
+    organisations = [
+        Organisation.objects.get_or_create(name=f"Silo {index:02d}")[0] for index in range(50)
+    ]
+    submissions = Submission.objects.bulk_create(
+        [
+            Submission(
+                federation=federation,
+                organisation=organisations[index % 50],
+                submitted_by=operator,
+                public_dataset=public_dataset,
+                model_family="logistic_regression",
+                n_local_examples=400,
+                local_validation_score=0.8,
+                privacy_level="L0",
+                status=SubmissionStatus.VALID,
+                content_sha256=f"bench-{count}-{index}",
+            )
+            for index in range(count)
+        ]
+    )
+    ModelFile.objects.bulk_create(
+        [
+            ModelFile(
+                submission=submission,
+                position=position,
+                original_name=name,
+                stored_name=stored_name,
+                sha256=sha256,
+                size_bytes=size,
+                format="onnx",
+                info={},
+            )
+            for index, submission in enumerate(submissions)
+            for position, (name, (stored_name, sha256, size)) in enumerate(
+                stored[index % len(stored)].items()
+            )
+        ]
+    )
     return submissions
 
 
 def worker_tree_peak_mib(pid: int) -> float:
     """Largest peak RSS (VmHWM) among the worker's main process and its prefork children."""
     peaks = []
-    for candidate in [pid] + [int(child) for child in
-                              subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()]:
+    for candidate in [pid] + [
+        int(child)
+        for child in subprocess.run(
+            ["pgrep", "-P", str(pid)], capture_output=True, text=True
+        ).stdout.split()
+    ]:
         try:
             status = Path(f"/proc/{candidate}/status").read_text()
         except OSError:
             continue
-        peaks += [int(line.split()[1]) / 1024 for line in status.splitlines() if line.startswith("VmHWM:")]
+        peaks += [
+            int(line.split()[1]) / 1024 for line in status.splitlines() if line.startswith("VmHWM:")
+        ]
     return max(peaks)
 
 
@@ -128,16 +195,43 @@ def run_job(federation, operator, submissions, workers: int, log: Path) -> tuple
     from workers.celery_app import app
 
     app.control.purge()
-    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "--concurrency",
-                               str(workers), "--without-gossip", "--without-mingle", "--loglevel", "WARNING",
-                               "-n", f"bench-{workers}@%h"], cwd=ROOT, stdout=log.open("ab"),
-                              stderr=subprocess.STDOUT)
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "workers.celery_app",
+            "worker",
+            "--concurrency",
+            str(workers),
+            "--without-gossip",
+            "--without-mingle",
+            "--loglevel",
+            "WARNING",
+            "-n",
+            f"bench-{workers}@%h",
+        ],
+        cwd=ROOT,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+    )
+
     def finished_job(members) -> float:
         started = time.perf_counter()
         with transaction.atomic():
-            job = job_create(federation=federation, kind="fedkt", privacy_level="L0", parameters=PARAMETERS,
-                             submissions=[s.id for s in members], seed=1, requested_by=operator)
-        while not Job.objects.filter(id=job.id, status__in=[JobStatus.SUCCEEDED, JobStatus.FAILED]).exists():
+            job = job_create(
+                federation=federation,
+                kind="fedkt",
+                privacy_level="L0",
+                parameters=PARAMETERS,
+                submissions=[s.id for s in members],
+                seed=1,
+                requested_by=operator,
+            )
+        while not Job.objects.filter(
+            id=job.id, status__in=[JobStatus.SUCCEEDED, JobStatus.FAILED]
+        ).exists():
             time.sleep(0.1)
         elapsed = time.perf_counter() - started
         job.refresh_from_db()
@@ -148,7 +242,7 @@ def run_job(federation, operator, submissions, workers: int, log: Path) -> tuple
     try:
         # Warm-up (not timed): every prefork child imports the stack on its first tasks.
         for _ in range(workers):
-            finished_job(submissions[:2 * settings_chunk_size()])
+            finished_job(submissions[: 2 * settings_chunk_size()])
         return finished_job(submissions), worker_tree_peak_mib(worker.pid)
     finally:
         worker.terminate()
@@ -167,7 +261,7 @@ def run_engine(federation, submissions) -> float:
     from django.conf import settings
 
     from market.sandbox import stored_models_predict
-    from market.storage import artifact_read, arrays_from_npz
+    from market.storage import arrays_from_npz, artifact_read
     from workers.algorithms.registry import Member, algorithm_get
     from workers.jobs.export import export_global_model
 
@@ -176,22 +270,43 @@ def run_engine(federation, submissions) -> float:
     features = np.vstack([public, evaluation["features"]])
     files = {s.id: [artifact_read(f.stored_name) for f in s.model_files.all()] for s in submissions}
     algorithm = algorithm_get("fedkt")
-    members = [Member(key=str(s.id), organisation=str(s.organisation_id), n_examples=400, validation_score=0.8,
-                      n_models=2) for s in submissions]
+    members = [
+        Member(
+            key=str(s.id),
+            organisation=str(s.organisation_id),
+            n_examples=400,
+            validation_score=0.8,
+            n_models=2,
+        )
+        for s in submissions
+    ]
     started = time.perf_counter()
     signal_sum, size = None, settings.ONEFOLD_JOB_CHUNK_SIZE
     for start in range(0, len(submissions), size):
-        chunk = submissions[start:start + size]
-        outcomes = stored_models_predict([data for s in chunk for data in files[s.id]], features, n_classes=2)
+        chunk = submissions[start : start + size]
+        outcomes = stored_models_predict(
+            [data for s in chunk for data in files[s.id]], features, n_classes=2
+        )
         for index in range(len(chunk)):
-            probabilities = np.stack([outcomes[2 * index].probabilities, outcomes[2 * index + 1].probabilities])
-            signal = algorithm.member_signal(probabilities[:, :len(public)], member=members[start + index],
-                                             n_classes=2, params=PARAMETERS)
+            probabilities = np.stack(
+                [outcomes[2 * index].probabilities, outcomes[2 * index + 1].probabilities]
+            )
+            signal = algorithm.member_signal(
+                probabilities[:, : len(public)],
+                member=members[start + index],
+                n_classes=2,
+                params=PARAMETERS,
+            )
             signal_sum = signal if signal_sum is None else signal_sum + signal
-    fusion = algorithm.fuse(signal_sum, public, members=members, n_classes=2, params=PARAMETERS, seed=1)
+    fusion = algorithm.fuse(
+        signal_sum, public, members=members, n_classes=2, params=PARAMETERS, seed=1
+    )
     exported = export_global_model(fusion.model, n_features=public.shape[1], n_classes=2)
-    stored_models_predict([file.data for file in exported if file.format == "onnx"], evaluation["features"],
-                          n_classes=2)
+    stored_models_predict(
+        [file.data for file in exported if file.format == "onnx"],
+        evaluation["features"],
+        n_classes=2,
+    )
     return time.perf_counter() - started
 
 
@@ -215,26 +330,37 @@ def main() -> None:
     rows = []
     for size in arguments.sizes:
         submissions = add_submissions(federation, operator, pairs, size)
-        run_engine(federation, submissions[:2])  # warm-up: imports and caches, as the workers get theirs
+        run_engine(
+            federation, submissions[:2]
+        )  # warm-up: imports and caches, as the workers get theirs
         engine = run_engine(federation, submissions)
         for workers in arguments.workers:
             elapsed, peak = run_job(federation, operator, submissions, workers, log)
             rows.append((size, workers, elapsed, peak, engine))
-            print(f"{size} submissions, {workers} worker(s): {elapsed:.1f} s, peak {peak:.0f} MiB, engine "
-                  f"{engine:.1f} s", file=sys.stderr)
+            print(
+                f"{size} submissions, {workers} worker(s): {elapsed:.1f} s, peak {peak:.0f} MiB, engine "
+                f"{engine:.1f} s",
+                file=sys.stderr,
+            )
     print("# Aggregation jobs: wall time, peak worker memory, overhead\n")
-    print(f"FedKT L0 jobs, s = 2 logistic-regression students per submission, {N_PUBLIC} public rows (query 0.5), "
-          f"{N_EVALUATION} evaluation rows, chunks of {settings.ONEFOLD_JOB_CHUNK_SIZE} submissions. "
-          "Measured in one run of `benchmarks/jobs.py` on the shared 2-core development machine while other "
-          "sessions were busy: treat the numbers as rough, and ratios as indicative only.\n")
-    print("| submissions | worker processes | job wall time (s) | peak worker RSS (MiB) | engine alone (s) | "
-          "overhead (job / engine) | speed-up vs 1 worker |")
+    print(
+        f"FedKT L0 jobs, s = 2 logistic-regression students per submission, {N_PUBLIC} public rows (query 0.5), "
+        f"{N_EVALUATION} evaluation rows, chunks of {settings.ONEFOLD_JOB_CHUNK_SIZE} submissions. "
+        "Measured in one run of `benchmarks/jobs.py` on the shared 2-core development machine while other "
+        "sessions were busy: treat the numbers as rough, and ratios as indicative only.\n"
+    )
+    print(
+        "| submissions | worker processes | job wall time (s) | peak worker RSS (MiB) | engine alone (s) | "
+        "overhead (job / engine) | speed-up vs 1 worker |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|")
     single = {size: elapsed for size, workers, elapsed, _, _ in rows if workers == 1}
     for size, workers, elapsed, peak, engine in rows:
         speed_up = f"{single[size] / elapsed:.2f}" if size in single else "–"
-        print(f"| {size} | {workers} | {elapsed:.1f} | {peak:.0f} | {engine:.1f} | {elapsed / engine:.2f} | "
-              f"{speed_up} |")
+        print(
+            f"| {size} | {workers} | {elapsed:.1f} | {peak:.0f} | {engine:.1f} | {elapsed / engine:.2f} | "
+            f"{speed_up} |"
+        )
 
 
 if __name__ == "__main__":

@@ -43,10 +43,14 @@ def voting_row() -> tuple[str, float, float]:
     from workers.algorithms.voting import consistent_vote_counts
 
     predictions = np.random.default_rng(0).integers(0, 2, size=(50, 2, 6105))
-    assert (consistent_vote_counts(predictions, 2, 2) == consistent_votes_by_loop(predictions, 2)).all()
-    return ("consistent voting, 50 parties × 2 students × 6,105 examples",
-            median_seconds(lambda: consistent_votes_by_loop(predictions, 2)),
-            median_seconds(lambda: consistent_vote_counts(predictions, 2, 2)))
+    assert (
+        consistent_vote_counts(predictions, 2, 2) == consistent_votes_by_loop(predictions, 2)
+    ).all()
+    return (
+        "consistent voting, 50 parties × 2 students × 6,105 examples",
+        median_seconds(lambda: consistent_votes_by_loop(predictions, 2)),
+        median_seconds(lambda: consistent_vote_counts(predictions, 2, 2)),
+    )
 
 
 def sandbox_row() -> tuple[str, float, float]:
@@ -58,20 +62,34 @@ def sandbox_row() -> tuple[str, float, float]:
     rng = np.random.default_rng(0)
     features = rng.normal(size=(2000, 20)).astype(np.float32)
     labels = (features[:, 0] + features[:, 1] > 0).astype(int)
-    models = [export_xgboost_json(XGBClassifier(n_estimators=50, max_depth=4, random_state=seed).fit(features, labels))
-              for seed in range(8)]
+    models = [
+        export_xgboost_json(
+            XGBClassifier(n_estimators=50, max_depth=4, random_state=seed).fit(features, labels)
+        )
+        for seed in range(8)
+    ]
     sample, limits = features[:256], SandboxLimits()
-    return ("sandbox validation of 8 XGBoost models, 256 rows",
-            median_seconds(lambda: [predict_in_sandbox([model], sample, n_classes=2, limits=limits) for model in models]),
-            median_seconds(lambda: predict_in_sandbox(models, sample, n_classes=2, limits=limits)))
+    return (
+        "sandbox validation of 8 XGBoost models, 256 rows",
+        median_seconds(
+            lambda: [
+                predict_in_sandbox([model], sample, n_classes=2, limits=limits) for model in models
+            ]
+        ),
+        median_seconds(lambda: predict_in_sandbox(models, sample, n_classes=2, limits=limits)),
+    )
 
 
 def main() -> None:
     print("| what | baseline | Onefold | baseline / Onefold |")
     print("|---|---|---|---|")
     for name, baseline, onefold in (voting_row(), sandbox_row()):
-        print(f"| {name} | {baseline * 1000:.1f} ms | {onefold * 1000:.1f} ms | {baseline / onefold:.1f}× |")
-    print(f"\nMedians of {REPEATS} runs. Baselines: a per-example Python loop; one sandbox child per model.")
+        print(
+            f"| {name} | {baseline * 1000:.1f} ms | {onefold * 1000:.1f} ms | {baseline / onefold:.1f}× |"
+        )
+    print(
+        f"\nMedians of {REPEATS} runs. Baselines: a per-example Python loop; one sandbox child per model."
+    )
 
 
 if __name__ == "__main__":

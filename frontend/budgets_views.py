@@ -16,8 +16,15 @@ from frontend.budget_charts import budget_overview, budget_strip, budgets_ranked
 from frontend.decorators import page
 from frontend.templatetags.number_tags import epsilon
 from market.budgets.models import EntryKind
-from market.budgets.selectors import (WARNING_FRACTION, budget_get, budget_ledger, budget_list, budget_refusals,
-                                      budget_summary, entry_summary)
+from market.budgets.selectors import (
+    WARNING_FRACTION,
+    budget_get,
+    budget_ledger,
+    budget_list,
+    budget_refusals,
+    budget_summary,
+    entry_summary,
+)
 from market.budgets.services import budget_calibrate, budget_limit_set, budget_price_job
 from market.errors import DomainError, InvalidInput, PermissionDenied
 from market.federations.selectors import federation_get, federation_list, federation_require_member
@@ -36,7 +43,9 @@ def budget_index_page(request):
     federations = federation_list(user=request.user)
     if not request.user.is_operator:
         federations = federations.filter(is_member=True)
-    return render(request, "frontend/budgets/index.html", {"section": "budgets", "federations": federations})
+    return render(
+        request, "frontend/budgets/index.html", {"section": "budgets", "federations": federations}
+    )
 
 
 def _dashboard_context(request, federation, **extra) -> dict:
@@ -44,19 +53,35 @@ def _dashboard_context(request, federation, **extra) -> dict:
     one table page of silos (fullest first, searchable), one timeline point per job."""
     ranked = budgets_ranked(budget_list(federation=federation, user=request.user))
     search = request.GET.get("search", "").strip()[:200]
-    shown = [budget for budget in ranked if search.casefold() in budget.organisation.name.casefold()]
+    shown = [
+        budget for budget in ranked if search.casefold() in budget.organisation.name.casefold()
+    ]
     page_of_budgets = Paginator(shown, BUDGETS_PER_PAGE).get_page(request.GET.get("page"))
     budgets = [budget_summary(budget) for budget in page_of_budgets]
     editing = request.GET.get("edit", "")
     entries = budget_ledger(federation=federation, user=request.user).order_by("created_at", "id")
-    return {"section": "budgets", "federation": federation, "budgets": budgets, "page_of_budgets": page_of_budgets,
-            "search": search, "overview": budget_overview(ranked), "strip": budget_strip(ranked),
-            "strip_width": max(len(ranked), STRIP_MINIMUM_SLOTS),
-            "editing": next((budget for budget in budgets if str(budget["id"]) == editing), None),
-            "timeline": job_timeline(entries), "warnings": [b for b in ranked if b.used_fraction >= WARNING_FRACTION][:WARNINGS_LISTED],
-            "refusals": budget_refusals(federation=federation, user=request.user)[:10],
-            "price_form": {"mechanism": "laplace", "noise": "0.04", "delta": "0.00001", "n_queries": "100",
-                           "partitions": "2"}, **extra}
+    return {
+        "section": "budgets",
+        "federation": federation,
+        "budgets": budgets,
+        "page_of_budgets": page_of_budgets,
+        "search": search,
+        "overview": budget_overview(ranked),
+        "strip": budget_strip(ranked),
+        "strip_width": max(len(ranked), STRIP_MINIMUM_SLOTS),
+        "editing": next((budget for budget in budgets if str(budget["id"]) == editing), None),
+        "timeline": job_timeline(entries),
+        "warnings": [b for b in ranked if b.used_fraction >= WARNING_FRACTION][:WARNINGS_LISTED],
+        "refusals": budget_refusals(federation=federation, user=request.user)[:10],
+        "price_form": {
+            "mechanism": "laplace",
+            "noise": "0.04",
+            "delta": "0.00001",
+            "n_queries": "100",
+            "partitions": "2",
+        },
+        **extra,
+    }
 
 
 @require_GET
@@ -64,7 +89,9 @@ def _dashboard_context(request, federation, **extra) -> dict:
 def budget_dashboard_page(request, slug):
     federation = federation_get(slug=slug, user=request.user)
     federation_require_member(federation=federation, user=request.user)
-    return render(request, "frontend/budgets/dashboard.html", _dashboard_context(request, federation))
+    return render(
+        request, "frontend/budgets/dashboard.html", _dashboard_context(request, federation)
+    )
 
 
 @require_POST
@@ -73,15 +100,21 @@ def budget_limit_action(request, slug, budget_id):
     federation = federation_get(slug=slug, user=request.user)
     budget = budget_get(budget_id=budget_id, user=request.user)
     try:
-        budget = budget_limit_set(budget_id=budget.id, epsilon_limit=request.POST.get("epsilon_limit", "").strip(),
-                                  reason=request.POST.get("reason", "").strip()[:1000], actor=request.user,
-                                  request=request)
+        budget = budget_limit_set(
+            budget_id=budget.id,
+            epsilon_limit=request.POST.get("epsilon_limit", "").strip(),
+            reason=request.POST.get("reason", "").strip()[:1000],
+            actor=request.user,
+            request=request,
+        )
     except PermissionDenied:
         raise  # answered 403 like the API, not shown as a form error after a redirect
     except DomainError as error:
         messages.error(request, str(error))
     else:
-        messages.success(request, f"{budget.organisation.name}'s ε limit is now {epsilon(budget.epsilon_limit)}.")
+        messages.success(
+            request, f"{budget.organisation.name}'s ε limit is now {epsilon(budget.epsilon_limit)}."
+        )
     return redirect("budget-dashboard", slug=federation.slug)
 
 
@@ -89,12 +122,18 @@ def _privacy_from(form: dict) -> tuple[dict, int]:
     """The price form's fields as the services' privacy parameters and s."""
     try:
         noise = float(form["noise"])
-        privacy = {"mechanism": form["mechanism"], "gamma": noise if form["mechanism"] == "laplace" else None,
-                   "sigma": noise if form["mechanism"] == "gaussian" else None, "delta": float(form["delta"]),
-                   "n_queries": int(form["n_queries"])}
+        privacy = {
+            "mechanism": form["mechanism"],
+            "gamma": noise if form["mechanism"] == "laplace" else None,
+            "sigma": noise if form["mechanism"] == "gaussian" else None,
+            "delta": float(form["delta"]),
+            "n_queries": int(form["n_queries"]),
+        }
         return privacy, int(form["partitions"])
     except (KeyError, ValueError) as error:
-        raise InvalidInput("Fill in the noise, δ, number of queries and partitions with numbers.") from error
+        raise InvalidInput(
+            "Fill in the noise, δ, number of queries and partitions with numbers."
+        ) from error
 
 
 @require_POST
@@ -104,36 +143,67 @@ def budget_price_action(request, slug):
     federation = federation_get(slug=slug, user=request.user)
     federation_require_member(federation=federation, user=request.user)
     form = {name: request.POST.get(name, "").strip() for name in PRICE_FIELDS}
-    organisations = [budget.organisation_id for budget in budget_list(federation=federation, user=request.user)]
+    organisations = [
+        budget.organisation_id for budget in budget_list(federation=federation, user=request.user)
+    ]
     extra = {"price_form": form}
     try:
         privacy, partitions = _privacy_from(form)
         solve_for = request.POST.get("solve_for")
         if solve_for in ("noise", "queries"):
-            extra["calibration"] = budget_calibrate(federation=federation, organisations=organisations,
-                                                    privacy_parameters=privacy, partitions=partitions,
-                                                    solve_for=solve_for)
+            extra["calibration"] = budget_calibrate(
+                federation=federation,
+                organisations=organisations,
+                privacy_parameters=privacy,
+                partitions=partitions,
+                solve_for=solve_for,
+            )
             extra["quote"] = extra["calibration"]["price"]
         else:
-            extra["quote"] = budget_price_job(federation=federation, organisations=organisations,
-                                              privacy_parameters=privacy, partitions=partitions)
+            extra["quote"] = budget_price_job(
+                federation=federation,
+                organisations=organisations,
+                privacy_parameters=privacy,
+                partitions=partitions,
+            )
     except DomainError as error:
         extra["price_error"] = str(error)
-    return render(request, "frontend/budgets/dashboard.html", _dashboard_context(request, federation, **extra))
+    return render(
+        request, "frontend/budgets/dashboard.html", _dashboard_context(request, federation, **extra)
+    )
 
 
 @require_GET
 @page
 def budget_ledger_page(request, slug):
     federation = federation_get(slug=slug, user=request.user)
-    filters = {name: request.GET.get(name, "").strip() for name in ("silo", "job", "kind", "since", "until")}
+    filters = {
+        name: request.GET.get(name, "").strip()
+        for name in ("silo", "job", "kind", "since", "until")
+    }
     entries = budget_ledger(federation=federation, user=request.user, **filters)
     page_of_entries = Paginator(entries, LEDGER_PER_PAGE).get_page(request.GET.get("page"))
     active = {name: value for name, value in filters.items() if value}
-    return render(request, "frontend/budgets/ledger.html", {
-        "section": "budgets", "federation": federation, "filters": filters, "kinds": EntryKind.choices,
-        "silos": [(b.organisation_id, b.organisation.name) for b in budget_list(federation=federation,
-                                                                              user=request.user)],
-        "entries": [entry_summary(entry, user=request.user, federation=federation) for entry in page_of_entries],
-        "page_of_entries": page_of_entries, "filter_query": urlencode(active),
-        "csv_url": reverse("api-budget-ledger", args=[federation.slug]) + "?" + urlencode({**active, "format": "csv"})})
+    return render(
+        request,
+        "frontend/budgets/ledger.html",
+        {
+            "section": "budgets",
+            "federation": federation,
+            "filters": filters,
+            "kinds": EntryKind.choices,
+            "silos": [
+                (b.organisation_id, b.organisation.name)
+                for b in budget_list(federation=federation, user=request.user)
+            ],
+            "entries": [
+                entry_summary(entry, user=request.user, federation=federation)
+                for entry in page_of_entries
+            ],
+            "page_of_entries": page_of_entries,
+            "filter_query": urlencode(active),
+            "csv_url": reverse("api-budget-ledger", args=[federation.slug])
+            + "?"
+            + urlencode({**active, "format": "csv"}),
+        },
+    )

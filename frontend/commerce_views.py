@@ -16,9 +16,23 @@ from frontend.decorators import page
 from market.commerce.cards import model_card
 from market.commerce.delivery import download_link_create
 from market.commerce.models import ListingStatus
-from market.commerce.selectors import (catalog_filters_from, credit_requests_of, earnings_for, earnings_organisation,
-                                       entitlement_exists, listing_get, listing_list, purchase_list, wallet_for)
-from market.commerce.services import PublishGateRefused, listing_publish, listing_retire, purchase_create
+from market.commerce.selectors import (
+    catalog_filters_from,
+    credit_requests_of,
+    earnings_for,
+    earnings_organisation,
+    entitlement_exists,
+    listing_get,
+    listing_list,
+    purchase_list,
+    wallet_for,
+)
+from market.commerce.services import (
+    PublishGateRefused,
+    listing_publish,
+    listing_retire,
+    purchase_create,
+)
 from market.errors import InvalidInput
 from market.federations.models import Federation, PrivacyLevel
 from market.jobs.models import GlobalModel
@@ -40,11 +54,14 @@ def _catalog_params(query) -> dict:
         try:
             credits = Decimal(text)
         except InvalidOperation:
-            raise InvalidInput(f"The price filter must be an amount of credits such as 12.50, not '{text[:40]}'.") \
-                from None
+            raise InvalidInput(
+                f"The price filter must be an amount of credits such as 12.50, not '{text[:40]}'."
+            ) from None
         if not credits.is_finite() or credits < 0 or credits != credits.quantize(Decimal("0.01")):
-            raise InvalidInput(f"The price filter must be a non-negative amount of credits with at most two decimals "
-                               f"(cents), not '{text[:40]}'.")
+            raise InvalidInput(
+                f"The price filter must be a non-negative amount of credits with at most two decimals "
+                f"(cents), not '{text[:40]}'."
+            )
         params[cents_name] = str(int(credits * 100))
     return params
 
@@ -53,14 +70,27 @@ def _catalog_params(query) -> dict:
 @page
 def catalog_page(request):
     filters = catalog_filters_from(_catalog_params(request.GET))
-    listings = Paginator(listing_list(user=request.user, filters=filters), PAGE_SIZE).get_page(request.GET.get("page"))
+    listings = Paginator(listing_list(user=request.user, filters=filters), PAGE_SIZE).get_page(
+        request.GET.get("page")
+    )
     query = request.GET.copy()
     query.pop("page", None)
-    return render(request, "frontend/commerce/catalog.html", {
-        "section": "market", "listings": listings, "filters": filters, "query": query.urlencode(),
-        "federations": Federation.objects.order_by("name").values_list("slug", "name"),
-        "model_families": GlobalModel.objects.order_by().values_list("model_family", flat=True).distinct(),
-        "privacy_levels": PrivacyLevel.choices, "statuses": ListingStatus.choices})
+    return render(
+        request,
+        "frontend/commerce/catalog.html",
+        {
+            "section": "market",
+            "listings": listings,
+            "filters": filters,
+            "query": query.urlencode(),
+            "federations": Federation.objects.order_by("name").values_list("slug", "name"),
+            "model_families": GlobalModel.objects.order_by()
+            .values_list("model_family", flat=True)
+            .distinct(),
+            "privacy_levels": PrivacyLevel.choices,
+            "statuses": ListingStatus.choices,
+        },
+    )
 
 
 def _balance_cents(request) -> int | None:
@@ -70,9 +100,18 @@ def _balance_cents(request) -> int | None:
 
 
 def _listing_page(request, listing, *, refusal: str = "", status: int = 200):
-    return render(request, "frontend/commerce/listing.html", {
-        "section": "market", "listing": listing, "card": model_card(listing), "refusal": refusal,
-        "owned": entitlement_exists(user=request.user, global_model=listing.global_model)}, status=status)
+    return render(
+        request,
+        "frontend/commerce/listing.html",
+        {
+            "section": "market",
+            "listing": listing,
+            "card": model_card(listing),
+            "refusal": refusal,
+            "owned": entitlement_exists(user=request.user, global_model=listing.global_model),
+        },
+        status=status,
+    )
 
 
 @require_GET
@@ -86,20 +125,31 @@ def listing_page(request, listing_id):
 def purchase_confirm_page(request, listing_id):
     listing = listing_get(listing_id=listing_id, user=request.user)
     balance = _balance_cents(request)
-    return render(request, "frontend/commerce/confirm.html", {
-        "section": "market", "listing": listing, "balance_cents": balance,
-        "balance_after_cents": None if balance is None else balance - listing.price_cents,
-        "owned": entitlement_exists(user=request.user, global_model=listing.global_model),
-        # One key per confirmation page: a double click or a resent form buys once.
-        "idempotency_key": f"page-{uuid.uuid4()}"})
+    return render(
+        request,
+        "frontend/commerce/confirm.html",
+        {
+            "section": "market",
+            "listing": listing,
+            "balance_cents": balance,
+            "balance_after_cents": None if balance is None else balance - listing.price_cents,
+            "owned": entitlement_exists(user=request.user, global_model=listing.global_model),
+            # One key per confirmation page: a double click or a resent form buys once.
+            "idempotency_key": f"page-{uuid.uuid4()}",
+        },
+    )
 
 
 @require_POST
 @page
 def purchase_action(request, listing_id):
     listing = listing_get(listing_id=listing_id, user=request.user)
-    result = purchase_create(listing=listing, user=request.user,
-                             idempotency_key=request.POST.get("idempotency_key") or None, request=request)
+    result = purchase_create(
+        listing=listing,
+        user=request.user,
+        idempotency_key=request.POST.get("idempotency_key") or None,
+        request=request,
+    )
     if not result.replayed:
         messages.success(request, f"You bought {listing.name}. Download it below.")
     return redirect(f"{reverse('commerce-purchases')}#purchase-{result.purchase.id}")
@@ -111,9 +161,15 @@ def listing_state_action(request, listing_id, action):
     listing = listing_get(listing_id=listing_id, user=request.user)
     if action == "publish":
         try:
-            listing = listing_publish(listing=listing, actor=request.user, request=request,
-                                      override_reason=request.POST.get("override_reason", ""))
-        except PublishGateRefused as refusal:  # the card again, with the sentence and the override form
+            listing = listing_publish(
+                listing=listing,
+                actor=request.user,
+                request=request,
+                override_reason=request.POST.get("override_reason", ""),
+            )
+        except (
+            PublishGateRefused
+        ) as refusal:  # the card again, with the sentence and the override form
             return _listing_page(request, listing, refusal=str(refusal), status=refusal.status_code)
     else:
         listing = listing_retire(listing=listing, actor=request.user, request=request)
@@ -124,17 +180,26 @@ def listing_state_action(request, listing_id, action):
 @require_GET
 @page
 def purchases_page(request):
-    purchases = Paginator(purchase_list(user=request.user).prefetch_related("global_model__files"),
-                          PAGE_SIZE).get_page(request.GET.get("page"))
-    return render(request, "frontend/commerce/purchases.html", {"section": "purchases", "purchases": purchases})
+    purchases = Paginator(
+        purchase_list(user=request.user).prefetch_related("global_model__files"), PAGE_SIZE
+    ).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "frontend/commerce/purchases.html",
+        {"section": "purchases", "purchases": purchases},
+    )
 
 
 @require_POST
 @page
 def download_action(request, global_model_id):
     """A fresh signed link, followed at once: the browser downloads the file."""
-    link = download_link_create(user=request.user, global_model_id=global_model_id,
-                                file_format=request.POST.get("format", ""), request=request)
+    link = download_link_create(
+        user=request.user,
+        global_model_id=global_model_id,
+        file_format=request.POST.get("format", ""),
+        request=request,
+    )
     return redirect("api-download", token=link.token)
 
 
@@ -142,15 +207,29 @@ def download_action(request, global_model_id):
 @page
 def wallet_page(request):
     organisation, balance, entries = wallet_for(user=request.user)
-    return render(request, "frontend/commerce/wallet.html", {
-        "section": "wallet", "organisation": organisation, "balance_cents": balance,
-        "credit_requests": credit_requests_of(organisation=organisation)[:10],
-        "entries": Paginator(entries, 50).get_page(request.GET.get("page"))})
+    return render(
+        request,
+        "frontend/commerce/wallet.html",
+        {
+            "section": "wallet",
+            "organisation": organisation,
+            "balance_cents": balance,
+            "credit_requests": credit_requests_of(organisation=organisation)[:10],
+            "entries": Paginator(entries, 50).get_page(request.GET.get("page")),
+        },
+    )
 
 
 @require_GET
 @page
 def earnings_page(request):
     organisation = earnings_organisation(user=request.user)
-    return render(request, "frontend/commerce/earnings.html", {
-        "section": "earnings", "organisation": organisation, "earnings": earnings_for(organisation=organisation)})
+    return render(
+        request,
+        "frontend/commerce/earnings.html",
+        {
+            "section": "earnings",
+            "organisation": organisation,
+            "earnings": earnings_for(organisation=organisation),
+        },
+    )

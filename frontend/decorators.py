@@ -19,14 +19,18 @@ def signed_in_required(view):
     def signed_in_view(request, *args, **kwargs):
         if request.headers.get("HX-Request") and not request.user.is_authenticated:
             response = HttpResponse(status=401)
-            response["HX-Redirect"] = redirect_to_login(request.headers.get("HX-Current-URL", "/")).url
+            response["HX-Redirect"] = redirect_to_login(
+                request.headers.get("HX-Current-URL", "/")
+            ).url
             return response
         return page_view(request, *args, **kwargs)
+
     return signed_in_view
 
 
 def renders_domain_errors(view):
     """A domain error from a service or selector becomes an error page with the API's sentence and status."""
+
     @wraps(view)
     def view_with_error_page(request, *args, **kwargs):
         try:
@@ -35,9 +39,13 @@ def renders_domain_errors(view):
             domain_error = domain_error_from(error)
             if domain_error is None:
                 raise
-            return render(request, "frontend/error.html", {"message": str(domain_error),
-                                                           "status_code": domain_error.status_code},
-                          status=domain_error.status_code)
+            return render(
+                request,
+                "frontend/error.html",
+                {"message": str(domain_error), "status_code": domain_error.status_code},
+                status=domain_error.status_code,
+            )
+
     return view_with_error_page
 
 

@@ -18,9 +18,19 @@ from market.budgets.services import budget_price_job, job_vote_weight
 from market.errors import DomainError, InvalidInput
 from market.federations.selectors import federation_get, public_dataset_current
 from market.jobs.models import JobKind, JobStatus
-from market.jobs.parameters import (job_kinds_runnable, job_parameter_defaults, job_parameter_help,
-                                    job_parameters_validate)
-from market.jobs.selectors import job_get, job_launch_require_permission, job_list, job_log_lines, job_progress
+from market.jobs.parameters import (
+    job_kinds_runnable,
+    job_parameter_defaults,
+    job_parameter_help,
+    job_parameters_validate,
+)
+from market.jobs.selectors import (
+    job_get,
+    job_launch_require_permission,
+    job_list,
+    job_log_lines,
+    job_progress,
+)
 from market.jobs.services import SUBMISSION_LEVELS_FOR, job_cancel, job_create
 from market.jobs.visibility import global_model_view, named_contributions, named_submission_metrics
 from market.json_input import json_text_parse
@@ -42,8 +52,9 @@ def _defaults_by_kind(federation) -> dict:
     for kind, _ in _launchable_kinds():
         for level in federation.allowed_privacy_levels:
             try:
-                defaults[f"{kind}-{level}"] = job_parameter_defaults(kind=kind, federation=federation,
-                                                                     n_public=n_public, privacy_level=level)
+                defaults[f"{kind}-{level}"] = job_parameter_defaults(
+                    kind=kind, federation=federation, n_public=n_public, privacy_level=level
+                )
             except (InvalidInput, ValueError):
                 continue
     return defaults
@@ -51,23 +62,44 @@ def _defaults_by_kind(federation) -> dict:
 
 def _form_values(request, federation) -> dict:
     kind = request.POST.get("kind") or request.GET.get("kind") or "fedkt"
-    level = (request.POST.get("privacy_level") or request.GET.get("privacy_level")
-             or federation.default_privacy_level)
-    return {"kind": kind, "privacy_level": level, "parameters": request.POST.get("parameters", ""),
-            "seed": request.POST.get("seed", ""), "submissions": request.POST.getlist("submissions")}
+    level = (
+        request.POST.get("privacy_level")
+        or request.GET.get("privacy_level")
+        or federation.default_privacy_level
+    )
+    return {
+        "kind": kind,
+        "privacy_level": level,
+        "parameters": request.POST.get("parameters", ""),
+        "seed": request.POST.get("seed", ""),
+        "submissions": request.POST.getlist("submissions"),
+    }
 
 
 def _launcher_context(request, federation, values: dict, error: str = "") -> dict:
     defaults = _defaults_by_kind(federation)
     if not values["parameters"]:
-        values["parameters"] = json.dumps(defaults.get(f"{values['kind']}-{values['privacy_level']}", {}), indent=2)
+        values["parameters"] = json.dumps(
+            defaults.get(f"{values['kind']}-{values['privacy_level']}", {}), indent=2
+        )
     # As the API lists them: operators every submission, anyone else their own organisation's.
-    submissions = submission_list(user=request.user, federation_slug=federation.slug).filter(
-        status=SubmissionStatus.VALID).order_by("id")
-    return {"section": "jobs", "federation": federation, "kinds": _launchable_kinds(),
-            "levels": federation.allowed_privacy_levels, "values": values, "help": job_parameter_help(), "error": error,
-            "submissions": submissions, "defaults": defaults,
-            "chosen": set(values["submissions"]) or {str(s.id) for s in submissions}}
+    submissions = (
+        submission_list(user=request.user, federation_slug=federation.slug)
+        .filter(status=SubmissionStatus.VALID)
+        .order_by("id")
+    )
+    return {
+        "section": "jobs",
+        "federation": federation,
+        "kinds": _launchable_kinds(),
+        "levels": federation.allowed_privacy_levels,
+        "values": values,
+        "help": job_parameter_help(),
+        "error": error,
+        "submissions": submissions,
+        "defaults": defaults,
+        "chosen": set(values["submissions"]) or {str(s.id) for s in submissions},
+    }
 
 
 @require_http_methods(["GET", "POST"])
@@ -77,22 +109,44 @@ def job_launch_page(request, slug):
     job_launch_require_permission(federation=federation, user=request.user)
     values = _form_values(request, federation)
     if request.method == "GET":
-        return render(request, "frontend/jobs/launch.html", _launcher_context(request, federation, values))
+        return render(
+            request, "frontend/jobs/launch.html", _launcher_context(request, federation, values)
+        )
     try:
         parameters = json_text_parse(values["parameters"] or "{}")
         seed = int(values["seed"]) if values["seed"].strip() else None
         submission_ids = [int(id) for id in values["submissions"]]
     except ValueError as error:
-        return render(request, "frontend/jobs/launch.html", _launcher_context(
-            request, federation, values, "The parameters must be a JSON object, the seed and the submissions whole "
-            f"numbers: {error}"), status=400)
+        return render(
+            request,
+            "frontend/jobs/launch.html",
+            _launcher_context(
+                request,
+                federation,
+                values,
+                "The parameters must be a JSON object, the seed and the submissions whole "
+                f"numbers: {error}",
+            ),
+            status=400,
+        )
     try:
-        job = job_create(federation=federation, kind=values["kind"], privacy_level=values["privacy_level"],
-                         parameters=parameters, seed=seed, requested_by=request.user, request=request,
-                         submissions=submission_ids or "all")
+        job = job_create(
+            federation=federation,
+            kind=values["kind"],
+            privacy_level=values["privacy_level"],
+            parameters=parameters,
+            seed=seed,
+            requested_by=request.user,
+            request=request,
+            submissions=submission_ids or "all",
+        )
     except DomainError as error:
-        return render(request, "frontend/jobs/launch.html", _launcher_context(request, federation, values, str(error)),
-                      status=error.status_code)
+        return render(
+            request,
+            "frontend/jobs/launch.html",
+            _launcher_context(request, federation, values, str(error)),
+            status=error.status_code,
+        )
     messages.success(request, f"Job #{job.id} queued.")
     return redirect("job-detail", job_id=job.id)
 
@@ -107,24 +161,41 @@ def job_price_partial(request, slug):
     context = {"quote": None, "message": ""}
     level = request.GET.get("privacy_level")
     if level != "L1":
-        context["message"] = ("L0 spends no privacy budget (no noise; members trust each other)." if level == "L0" else
-                              "L2 students were charged their declared ε at upload; this job costs nothing more.")
+        context["message"] = (
+            "L0 spends no privacy budget (no noise; members trust each other)."
+            if level == "L0"
+            else "L2 students were charged their declared ε at upload; this job costs nothing more."
+        )
     else:
         try:
             n_public = public_dataset_current(federation=federation).n_rows
-            parameters = job_parameters_validate(kind=request.GET.get("kind", "fedkt"), privacy_level="L1",
-                                                 parameters=json_text_parse(request.GET.get("parameters") or "{}"),
-                                                 federation=federation, n_public=n_public)
+            parameters = job_parameters_validate(
+                kind=request.GET.get("kind", "fedkt"),
+                privacy_level="L1",
+                parameters=json_text_parse(request.GET.get("parameters") or "{}"),
+                federation=federation,
+                n_public=n_public,
+            )
             ids = [int(id) for id in request.GET.getlist("submissions")]
             # One entry per submission: a silo with k submissions in the job is priced for moving k·s votes.
-            organisations = list(Submission.objects.filter(
-                federation=federation, status=SubmissionStatus.VALID, privacy_level__in=SUBMISSION_LEVELS_FOR["L1"],
-                **({"id__in": ids} if ids else {})).values_list("organisation_id", flat=True))
-            quote = budget_price_job(federation=federation, organisations=organisations,
-                                     privacy_parameters=parameters["privacy"], partitions=parameters["partitions"],
-                                     teachers=parameters["teachers"],
-                                     vote_weight=job_vote_weight(kind=request.GET.get("kind", "fedkt"),
-                                                                 parameters=parameters))
+            organisations = list(
+                Submission.objects.filter(
+                    federation=federation,
+                    status=SubmissionStatus.VALID,
+                    privacy_level__in=SUBMISSION_LEVELS_FOR["L1"],
+                    **({"id__in": ids} if ids else {}),
+                ).values_list("organisation_id", flat=True)
+            )
+            quote = budget_price_job(
+                federation=federation,
+                organisations=organisations,
+                privacy_parameters=parameters["privacy"],
+                partitions=parameters["partitions"],
+                teachers=parameters["teachers"],
+                vote_weight=job_vote_weight(
+                    kind=request.GET.get("kind", "fedkt"), parameters=parameters
+                ),
+            )
             context["quote"] = price_quote_visible(quote=quote, user=request.user)
         except (ValueError, DomainError) as error:
             context["message"] = f"No price yet: {error}"
@@ -138,19 +209,34 @@ def job_list_page(request):
 
     jobs = job_list(user=request.user, federation_slug=request.GET.get("federation"))[:200]
     federations = federation_list(user=request.user) if request.user.is_operator else []
-    return render(request, "frontend/jobs/list.html", {"section": "jobs", "jobs": jobs, "federations": federations})
+    return render(
+        request,
+        "frontend/jobs/list.html",
+        {"section": "jobs", "jobs": jobs, "federations": federations},
+    )
 
 
 def _job_context(request, job_id: int) -> dict:
     job = job_get(job_id=job_id, user=request.user)
     global_model = getattr(job, "global_model", None) if job.status == JobStatus.SUCCEEDED else None
-    view = global_model_view(global_model=global_model, user=request.user) if global_model is not None else None
-    return {"section": "jobs", "job": job, "progress": job_progress(job), "log": job_log_lines(job),
-            "is_final": job.status in FINAL, "global_model": global_model, "view": view,
-            "silos": named_submission_metrics(view) if view else [],
-            "contributions": named_contributions(view) if view else [],
-            "may_cancel": job.status not in FINAL and (request.user.is_operator
-                                                       or request.user.id == job.requested_by_id)}
+    view = (
+        global_model_view(global_model=global_model, user=request.user)
+        if global_model is not None
+        else None
+    )
+    return {
+        "section": "jobs",
+        "job": job,
+        "progress": job_progress(job),
+        "log": job_log_lines(job),
+        "is_final": job.status in FINAL,
+        "global_model": global_model,
+        "view": view,
+        "silos": named_submission_metrics(view) if view else [],
+        "contributions": named_contributions(view) if view else [],
+        "may_cancel": job.status not in FINAL
+        and (request.user.is_operator or request.user.id == job.requested_by_id),
+    }
 
 
 @require_GET
@@ -169,9 +255,18 @@ def job_progress_partial(request, job_id):
 @require_POST
 @page
 def job_cancel_action(request, job_id):
-    job = job_cancel(job=job_get(job_id=job_id, user=request.user), user=request.user, request=request)
-    messages.info(request, f"Job #{job.id}: " + ("cancelled." if job.status == JobStatus.CANCELLED
-                                                 else "cancellation requested; the worker stops at its next check."))
+    job = job_cancel(
+        job=job_get(job_id=job_id, user=request.user), user=request.user, request=request
+    )
+    messages.info(
+        request,
+        f"Job #{job.id}: "
+        + (
+            "cancelled."
+            if job.status == JobStatus.CANCELLED
+            else "cancellation requested; the worker stops at its next check."
+        ),
+    )
     return redirect("job-detail", job_id=job.id)
 
 
@@ -188,24 +283,44 @@ def job_comparison_png(request, job_id):
     global_model = context["global_model"]
     if global_model is None:
         return HttpResponse(status=404)
-    metrics = [("accuracy", "Accuracy"), ("balanced_accuracy", "Balanced accuracy"), ("macro_f1", "Macro F1")]
+    metrics = [
+        ("accuracy", "Accuracy"),
+        ("balanced_accuracy", "Balanced accuracy"),
+        ("macro_f1", "Macro F1"),
+    ]
     figure = Figure(figsize=(7.5, 3.6), dpi=100)
     axes = figure.subplots()
     for position, (key, _) in enumerate(metrics):
         # One dot per silo, sorted left to right, so 200 silos read as a strip, not 200 bars or legend entries.
         values = sorted(silo[key] for silo in context["silos"] if silo.get(key) is not None)
         spread = [position - 0.3 + 0.6 * (rank + 0.5) / len(values) for rank in range(len(values))]
-        axes.scatter(spread, values, s=14, color="#6b7685", alpha=0.8, zorder=2,
-                     label=f"a silo's submission ({len(values)})" if position == 0 else None)
-        axes.hlines(global_model.metrics[key], position - 0.4, position + 0.4, color="#1f5fa8", linewidth=3,
-                    zorder=3, label="global model" if position == 0 else None)
+        axes.scatter(
+            spread,
+            values,
+            s=14,
+            color="#6b7685",
+            alpha=0.8,
+            zorder=2,
+            label=f"a silo's submission ({len(values)})" if position == 0 else None,
+        )
+        axes.hlines(
+            global_model.metrics[key],
+            position - 0.4,
+            position + 0.4,
+            color="#1f5fa8",
+            linewidth=3,
+            zorder=3,
+            label="global model" if position == 0 else None,
+        )
     axes.set_xticks(range(len(metrics)), [name for _, name in metrics])
     axes.set_xlim(-0.5, len(metrics) - 0.5)
     axes.set_ylim(0, 1)
     axes.set_ylabel("on the evaluation split")
     axes.grid(axis="y", color="#e3e7ec", zorder=0)
     axes.legend(fontsize=8, loc="lower right")
-    axes.set_title(f"Job #{job_id}: the global model (line) against each silo's submission (dots)", fontsize=10)
+    axes.set_title(
+        f"Job #{job_id}: the global model (line) against each silo's submission (dots)", fontsize=10
+    )
     figure.tight_layout()
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")

@@ -16,45 +16,75 @@ from frontend.decorators import page
 from market.accounts.models import Organisation
 from market.commerce.models import CreditRequest, CreditRequestStatus
 from market.commerce.selectors import global_model_get
-from market.commerce.services import (credit_request_approve, credit_request_create, credit_request_decline,
-                                      credit_request_require_wallet, listing_create, require_operator, wallet_top_up)
+from market.commerce.services import (
+    credit_request_approve,
+    credit_request_create,
+    credit_request_decline,
+    credit_request_require_wallet,
+    listing_create,
+    require_operator,
+    wallet_top_up,
+)
 from market.errors import DomainError, InvalidInput, NotFound
 from market.federations.models import PrivacyLevel
 from market.federations.selectors import federation_get
-from market.federations.services import (evaluation_split_upload, feature_spec_preview, federation_create,
-                                         public_dataset_upload)
+from market.federations.services import (
+    evaluation_split_upload,
+    feature_spec_preview,
+    federation_create,
+    public_dataset_upload,
+)
 from market.json_input import json_text_parse
 from workers.features import TableError
 
-DEFAULT_LICENCE = ("The buyer may use the model and its predictions for its own purposes; it may not resell the "
-                   "model files. Provided as is, without warranty.")
+DEFAULT_LICENCE = (
+    "The buyer may use the model and its predictions for its own purposes; it may not resell the "
+    "model files. Provided as is, without warranty."
+)
 
 
 def credits_to_cents(text: str, *, field: str) -> int:
-    """"12.50" credits → 1250 cents; a sentence naming the field otherwise."""
+    """ "12.50" credits → 1250 cents; a sentence naming the field otherwise."""
     try:
         amount = Decimal(text.strip())
     except (InvalidOperation, AttributeError):
-        raise InvalidInput(f"{field} must be an amount of credits such as 25 or 12.50, not {text!r}.") from None
+        raise InvalidInput(
+            f"{field} must be an amount of credits such as 25 or 12.50, not {text!r}."
+        ) from None
     if not amount.is_finite() or amount != amount.quantize(Decimal("0.01")):
-        raise InvalidInput(f"{field} must be an amount of credits with at most two decimals, not {text!r}.")
+        raise InvalidInput(
+            f"{field} must be an amount of credits with at most two decimals, not {text!r}."
+        )
     return int(amount * 100)
 
 
 # --- federations ---
 
+
 def _federation_form_values(post) -> dict:
-    return {"name": post.get("name", "").strip(), "description": post.get("description", ""),
-            "class_labels": [label.strip() for label in post.get("class_labels", "").replace(",", "\n").splitlines()
-                             if label.strip()],
-            "label_column": post.get("label_column", "label"),
-            "allowed_privacy_levels": post.getlist("allowed_privacy_levels"),
-            "default_privacy_level": post.get("default_privacy_level", "L1")}
+    return {
+        "name": post.get("name", "").strip(),
+        "description": post.get("description", ""),
+        "class_labels": [
+            label.strip()
+            for label in post.get("class_labels", "").replace(",", "\n").splitlines()
+            if label.strip()
+        ],
+        "label_column": post.get("label_column", "label"),
+        "allowed_privacy_levels": post.getlist("allowed_privacy_levels"),
+        "default_privacy_level": post.get("default_privacy_level", "L1"),
+    }
 
 
 def _policies(post) -> dict:
-    policies = {name: name in post for name in ("publish_data_dependent_epsilon", "publish_contributions",
-                                                "buyers_may_launch_jobs")}
+    policies = {
+        name: name in post
+        for name in (
+            "publish_data_dependent_epsilon",
+            "publish_contributions",
+            "buyers_may_launch_jobs",
+        )
+    }
     for name in ("default_epsilon_limit", "default_delta"):
         if post.get(name, "").strip():
             policies[name] = post[name].strip()
@@ -66,23 +96,41 @@ def _policies(post) -> dict:
 def federation_create_page(request):
     require_operator(request.user, "create federations")
     posted = request.method == "POST"
-    context = {"section": "federations", "levels": PrivacyLevel.choices, "error": "", "form": request.POST,
-               # L0 (no noise) only where members trust each other: not offered unless the operator ticks it.
-               "chosen_levels": request.POST.getlist("allowed_privacy_levels") if posted else ["L1", "L2"],
-               "chosen_default": request.POST.get("default_privacy_level") if posted else "L1"}
+    context = {
+        "section": "federations",
+        "levels": PrivacyLevel.choices,
+        "error": "",
+        "form": request.POST,
+        # L0 (no noise) only where members trust each other: not offered unless the operator ticks it.
+        "chosen_levels": request.POST.getlist("allowed_privacy_levels") if posted else ["L1", "L2"],
+        "chosen_default": request.POST.get("default_privacy_level") if posted else "L1",
+    }
     if request.method == "GET":
         return render(request, "frontend/operator/federation_new.html", context)
     try:
         parameters = json_text_parse(request.POST.get("default_parameters") or "{}")
         if not isinstance(parameters, dict):
-            raise InvalidInput('Default job parameters must be a JSON object, e.g. {"query_fraction": 0.1}.')
-        federation = federation_create(**_federation_form_values(request.POST), default_parameters=parameters,
-                                       policies=_policies(request.POST), created_by=request.user, request=request)
+            raise InvalidInput(
+                'Default job parameters must be a JSON object, e.g. {"query_fraction": 0.1}.'
+            )
+        federation = federation_create(
+            **_federation_form_values(request.POST),
+            default_parameters=parameters,
+            policies=_policies(request.POST),
+            created_by=request.user,
+            request=request,
+        )
     except (DomainError, ValueError) as error:
         context["error"] = str(error)
-        return render(request, "frontend/operator/federation_new.html", context,
-                      status=getattr(error, "status_code", 400))
-    messages.success(request, f"{federation.name} created. Upload its public data and evaluation split next.")
+        return render(
+            request,
+            "frontend/operator/federation_new.html",
+            context,
+            status=getattr(error, "status_code", 400),
+        )
+    messages.success(
+        request, f"{federation.name} created. Upload its public data and evaluation split next."
+    )
     return redirect("federation-data", slug=federation.slug)
 
 
@@ -99,11 +147,17 @@ def _data_action(request, federation, action: str):
     if action == "preview":
         return "", feature_spec_preview(federation=federation, data=data, user=request.user)
     if action == "public":
-        dataset = public_dataset_upload(federation=federation, data=data, uploaded_by=request.user, request=request)
-        return (f"Public data uploaded: {dataset.n_rows} rows, {len(dataset.feature_spec['columns'])} columns, "
-                f"{dataset.n_features} encoded features."), None
+        dataset = public_dataset_upload(
+            federation=federation, data=data, uploaded_by=request.user, request=request
+        )
+        return (
+            f"Public data uploaded: {dataset.n_rows} rows, {len(dataset.feature_spec['columns'])} columns, "
+            f"{dataset.n_features} encoded features."
+        ), None
     if action == "evaluation":
-        split = evaluation_split_upload(federation=federation, data=data, uploaded_by=request.user, request=request)
+        split = evaluation_split_upload(
+            federation=federation, data=data, uploaded_by=request.user, request=request
+        )
         return f"Evaluation split uploaded: {split.n_rows} labelled rows.", None
     raise InvalidInput(f"Unknown action {action!r}.")
 
@@ -113,8 +167,14 @@ def _data_action(request, federation, action: str):
 def federation_data_page(request, slug):
     federation = federation_get(slug=slug, user=request.user)
     require_operator(request.user, "upload public data and evaluation splits")
-    context = {"section": "federations", "federation": federation, "error": "", "preview": None,
-               "public_dataset": federation.public_datasets.first(), "split": federation.evaluation_splits.first()}
+    context = {
+        "section": "federations",
+        "federation": federation,
+        "error": "",
+        "preview": None,
+        "public_dataset": federation.public_datasets.first(),
+        "split": federation.evaluation_splits.first(),
+    }
     status = 200
     if request.method == "POST":
         action = request.POST.get("action", "")
@@ -128,49 +188,77 @@ def federation_data_page(request, slug):
                 messages.success(request, message)
                 return redirect("federation-data", slug=federation.slug)
     public_dataset = context["public_dataset"]
-    context["spec"] = context["preview"] or (public_dataset.feature_spec if public_dataset else None)
+    context["spec"] = context["preview"] or (
+        public_dataset.feature_spec if public_dataset else None
+    )
     return render(request, "frontend/operator/federation_data.html", context, status=status)
 
 
 # --- listings ---
 
+
 @require_http_methods(["GET", "POST"])
 @page
 def listing_create_page(request, global_model_id):
-    """"List in market": a draft listing of a succeeded job's model, prefilled from the job."""
+    """ "List in market": a draft listing of a succeeded job's model, prefilled from the job."""
     require_operator(request.user, "create listings")
     global_model = global_model_get(global_model_id=global_model_id)
     job = global_model.job
-    initial = {"name": f"{global_model.federation.name}: {job.get_kind_display()} ({global_model.model_family})",
-               "description": f"Fused by job #{job.id} at privacy level {job.privacy_level} from "
-                              f"{job.submissions.count()} silo submission(s); measured on the federation's private "
-                              "evaluation split.",
-               "licence_text": DEFAULT_LICENCE, "price": "25.00"}
+    initial = {
+        "name": f"{global_model.federation.name}: {job.get_kind_display()} ({global_model.model_family})",
+        "description": f"Fused by job #{job.id} at privacy level {job.privacy_level} from "
+        f"{job.submissions.count()} silo submission(s); measured on the federation's private "
+        "evaluation split.",
+        "licence_text": DEFAULT_LICENCE,
+        "price": "25.00",
+    }
     form = request.POST if request.method == "POST" else initial
-    context = {"section": "market", "global_model": global_model, "job": job, "form": form, "error": ""}
+    context = {
+        "section": "market",
+        "global_model": global_model,
+        "job": job,
+        "form": form,
+        "error": "",
+    }
     if request.method == "GET":
         return render(request, "frontend/operator/listing_new.html", context)
     try:
-        listing = listing_create(global_model=global_model, name=form.get("name", ""),
-                                 description=form.get("description", ""), licence_text=form.get("licence_text", ""),
-                                 price_cents=credits_to_cents(form.get("price", ""), field="The price"),
-                                 actor=request.user, request=request)
+        listing = listing_create(
+            global_model=global_model,
+            name=form.get("name", ""),
+            description=form.get("description", ""),
+            licence_text=form.get("licence_text", ""),
+            price_cents=credits_to_cents(form.get("price", ""), field="The price"),
+            actor=request.user,
+            request=request,
+        )
     except DomainError as error:
         context["error"] = str(error)
-        return render(request, "frontend/operator/listing_new.html", context, status=error.status_code)
-    messages.success(request, f"Draft listing #{listing.id} created; publish it when the card reads right.")
+        return render(
+            request, "frontend/operator/listing_new.html", context, status=error.status_code
+        )
+    messages.success(
+        request, f"Draft listing #{listing.id} created; publish it when the card reads right."
+    )
     return redirect("commerce-listing", listing_id=listing.id)
 
 
 # --- wallets: operator top-ups and credit requests ---
 
+
 def _wallets_context(request, error: str = "") -> dict:
-    return {"section": "wallets", "error": error, "form": request.POST,
-            "organisations": Organisation.objects.order_by("name").select_related("wallet"),
-            "pending": CreditRequest.objects.filter(status=CreditRequestStatus.PENDING)
-                                            .select_related("organisation", "requested_by").order_by("id"),
-            "decided": CreditRequest.objects.exclude(status=CreditRequestStatus.PENDING)
-                                            .select_related("organisation", "decided_by")[:20]}
+    return {
+        "section": "wallets",
+        "error": error,
+        "form": request.POST,
+        "organisations": Organisation.objects.order_by("name").select_related("wallet"),
+        "pending": CreditRequest.objects.filter(status=CreditRequestStatus.PENDING)
+        .select_related("organisation", "requested_by")
+        .order_by("id"),
+        "decided": CreditRequest.objects.exclude(status=CreditRequestStatus.PENDING).select_related(
+            "organisation", "decided_by"
+        )[:20],
+    }
 
 
 @require_http_methods(["GET", "POST"])
@@ -182,23 +270,40 @@ def wallet_operations_page(request):
     if request.method == "GET":
         return render(request, "frontend/operator/wallets.html", _wallets_context(request))
     try:
-        organisation = Organisation.objects.filter(pk=request.POST.get("organisation") or None).first()
+        organisation = Organisation.objects.filter(
+            pk=request.POST.get("organisation") or None
+        ).first()
         if organisation is None:
             raise InvalidInput("Choose the organisation whose wallet to top up.")
         amount = credits_to_cents(request.POST.get("amount", ""), field="The amount")
-        _, created = wallet_top_up(organisation=organisation, amount_cents=amount, actor=request.user,
-                                   reference=request.POST.get("reference", ""), note=request.POST.get("note", ""),
-                                   request=request)
+        _, created = wallet_top_up(
+            organisation=organisation,
+            amount_cents=amount,
+            actor=request.user,
+            reference=request.POST.get("reference", ""),
+            note=request.POST.get("note", ""),
+            request=request,
+        )
     except (DomainError, ValueError) as error:
-        return render(request, "frontend/operator/wallets.html", _wallets_context(request, str(error)),
-                      status=getattr(error, "status_code", 400))
-    messages.success(request, f"{organisation.name}: {amount / 100:.2f} credits added." if created else
-                     "That payment reference was already credited; nothing changed.")
+        return render(
+            request,
+            "frontend/operator/wallets.html",
+            _wallets_context(request, str(error)),
+            status=getattr(error, "status_code", 400),
+        )
+    messages.success(
+        request,
+        f"{organisation.name}: {amount / 100:.2f} credits added."
+        if created
+        else "That payment reference was already credited; nothing changed.",
+    )
     return redirect("wallet-operations")
 
 
 def _credit_request(credit_request_id: int) -> CreditRequest:
-    credit_request = CreditRequest.objects.select_related("organisation").filter(pk=credit_request_id).first()
+    credit_request = (
+        CreditRequest.objects.select_related("organisation").filter(pk=credit_request_id).first()
+    )
     if credit_request is None:
         raise NotFound(f"There is no credit request #{credit_request_id}.")
     return credit_request
@@ -208,9 +313,14 @@ def _credit_request(credit_request_id: int) -> CreditRequest:
 @page
 def credit_request_decide_action(request, credit_request_id, decision):
     decide = credit_request_approve if decision == "approve" else credit_request_decline
-    credit_request = decide(credit_request=_credit_request(credit_request_id), actor=request.user, request=request)
-    messages.success(request, f"Credit request #{credit_request.id} of {credit_request.organisation.name} "
-                              f"{credit_request.get_status_display().lower()}.")
+    credit_request = decide(
+        credit_request=_credit_request(credit_request_id), actor=request.user, request=request
+    )
+    messages.success(
+        request,
+        f"Credit request #{credit_request.id} of {credit_request.organisation.name} "
+        f"{credit_request.get_status_display().lower()}.",
+    )
     return redirect("wallet-operations")
 
 
@@ -220,8 +330,12 @@ def credit_request_create_action(request):
     """A buyer's "add credits": a pending request the operators approve once the payment arrived."""
     credit_request_require_wallet(request.user)  # before reading the form: the policy answers first
     amount = credits_to_cents(request.POST.get("amount", ""), field="The amount")
-    credit_request = credit_request_create(user=request.user, amount_cents=amount, note=request.POST.get("note", ""),
-                                           request=request)
-    messages.success(request, f"Request #{credit_request.id} for {amount / 100:.2f} credits sent; the credits "
-                              "appear here once an operator confirms the payment.")
+    credit_request = credit_request_create(
+        user=request.user, amount_cents=amount, note=request.POST.get("note", ""), request=request
+    )
+    messages.success(
+        request,
+        f"Request #{credit_request.id} for {amount / 100:.2f} credits sent; the credits "
+        "appear here once an operator confirms the payment.",
+    )
     return redirect("commerce-wallet")

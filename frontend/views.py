@@ -15,8 +15,12 @@ from frontend.decorators import page
 from frontend.federation_hub import hub_context
 from market.errors import NotFound, PermissionDenied
 from market.federations.models import Federation, PrivacyLevel
-from market.federations.selectors import (federation_get, federation_list, federation_require_member,
-                                          public_dataset_current)
+from market.federations.selectors import (
+    federation_get,
+    federation_list,
+    federation_require_member,
+    public_dataset_current,
+)
 from market.federations.services import federation_join
 from market.submissions.models import ModelFamily
 from market.submissions.selectors import submission_get, submission_list
@@ -25,8 +29,11 @@ from market.submissions.selectors import submission_get, submission_list
 @require_GET
 @page
 def federation_list_page(request):
-    return render(request, "frontend/federation_list.html",
-                  {"section": "federations", "federations": federation_list(user=request.user)})
+    return render(
+        request,
+        "frontend/federation_list.html",
+        {"section": "federations", "federations": federation_list(user=request.user)},
+    )
 
 
 def public_data_for(*, federation: Federation, user) -> dict:
@@ -36,7 +43,10 @@ def public_data_for(*, federation: Federation, user) -> dict:
     except PermissionDenied:
         return {"may_use_public_data": False, "public_dataset": None}
     try:
-        return {"may_use_public_data": True, "public_dataset": public_dataset_current(federation=federation)}
+        return {
+            "may_use_public_data": True,
+            "public_dataset": public_dataset_current(federation=federation),
+        }
     except NotFound:
         return {"may_use_public_data": True, "public_dataset": None}
 
@@ -45,11 +55,17 @@ def public_data_for(*, federation: Federation, user) -> dict:
 @page
 def federation_detail_page(request, slug):
     federation = federation_get(slug=slug, user=request.user)
-    return render(request, "frontend/federation_detail.html",
-                  {"section": "federations", "federation": federation,
-                   "privacy_levels": privacy_level_choices(federation),
-                   **public_data_for(federation=federation, user=request.user),
-                   **hub_context(request, federation)})
+    return render(
+        request,
+        "frontend/federation_detail.html",
+        {
+            "section": "federations",
+            "federation": federation,
+            "privacy_levels": privacy_level_choices(federation),
+            **public_data_for(federation=federation, user=request.user),
+            **hub_context(request, federation),
+        },
+    )
 
 
 @require_POST
@@ -60,7 +76,9 @@ def federation_join_action(request, slug):
     if created:
         messages.success(request, f"{request.user.organisation.name} joined {federation.name}.")
     else:
-        messages.info(request, f"{request.user.organisation.name} was already a member of {federation.name}.")
+        messages.info(
+            request, f"{request.user.organisation.name} was already a member of {federation.name}."
+        )
     return redirect("federation-detail", slug=federation.slug)
 
 
@@ -74,8 +92,10 @@ def feature_view_choices(public_dataset) -> list[tuple[str, str]]:
 
     spec = getattr(public_dataset, "feature_spec", None)
     width = (lambda view: f" — {view_width(spec, view)} features") if spec else (lambda view: "")
-    return [(ONE_HOT_VIEW, f"One-hot, standardised{width(ONE_HOT_VIEW)}"),
-            (ORDINAL_VIEW, f"Ordinal codes, one per column{width(ORDINAL_VIEW)}")]
+    return [
+        (ONE_HOT_VIEW, f"One-hot, standardised{width(ONE_HOT_VIEW)}"),
+        (ORDINAL_VIEW, f"Ordinal codes, one per column{width(ORDINAL_VIEW)}"),
+    ]
 
 
 @require_GET
@@ -84,11 +104,20 @@ def submission_upload_page(request, slug):
     federation = federation_get(slug=slug, user=request.user)
     federation_require_member(federation=federation, user=request.user)
     public_dataset = public_dataset_current(federation=federation)
-    return render(request, "frontend/submission_upload.html", {
-        "section": "federations", "federation": federation, "public_dataset": public_dataset,
-        "model_families": ModelFamily.choices, "privacy_levels": privacy_level_choices(federation),
-        "feature_views": feature_view_choices(public_dataset),
-        "api_url": reverse("api-submission-list"), "max_upload_bytes": settings.ONEFOLD_MAX_UPLOAD_BYTES})
+    return render(
+        request,
+        "frontend/submission_upload.html",
+        {
+            "section": "federations",
+            "federation": federation,
+            "public_dataset": public_dataset,
+            "model_families": ModelFamily.choices,
+            "privacy_levels": privacy_level_choices(federation),
+            "feature_views": feature_view_choices(public_dataset),
+            "api_url": reverse("api-submission-list"),
+            "max_upload_bytes": settings.ONEFOLD_MAX_UPLOAD_BYTES,
+        },
+    )
 
 
 SUBMISSIONS_PER_PAGE = 50  # the API's page size
@@ -99,9 +128,17 @@ SUBMISSIONS_PER_PAGE = 50  # the API's page size
 def submission_list_page(request):
     federation_slug = request.GET.get("federation") or None
     submissions = submission_list(user=request.user, federation_slug=federation_slug)
-    return render(request, "frontend/submission_list.html", {
-        "section": "submissions", "federation_slug": federation_slug,
-        "submissions": Paginator(submissions, SUBMISSIONS_PER_PAGE).get_page(request.GET.get("page"))})
+    return render(
+        request,
+        "frontend/submission_list.html",
+        {
+            "section": "submissions",
+            "federation_slug": federation_slug,
+            "submissions": Paginator(submissions, SUBMISSIONS_PER_PAGE).get_page(
+                request.GET.get("page")
+            ),
+        },
+    )
 
 
 @require_GET
@@ -112,5 +149,8 @@ def submission_status_partial(request, submission_id):
     ``?explain=1`` adds a sentence on what the status means (the upload page has room for it; the list has not).
     """
     submission = submission_get(submission_id=submission_id, user=request.user)
-    return render(request, "frontend/partials/submission_status.html",
-                  {"submission": submission, "show_explanation": request.GET.get("explain") == "1"})
+    return render(
+        request,
+        "frontend/partials/submission_status.html",
+        {"submission": submission, "show_explanation": request.GET.get("explain") == "1"},
+    )

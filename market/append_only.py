@@ -28,4 +28,5 @@ def _on_postgresql(sql: str):
     def run(apps, schema_editor):
         if schema_editor.connection.vendor == "postgresql":
             schema_editor.execute(sql)
+
     return run

@@ -14,7 +14,9 @@ import ipaddress
 
 from django.conf import settings
 
-_current_client_address: contextvars.ContextVar[str | None] = contextvars.ContextVar("client_address", default=None)
+_current_client_address: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "client_address", default=None
+)
 
 
 def _ip_address(value: str | None) -> str | None:

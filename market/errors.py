@@ -57,15 +57,21 @@ def domain_error_from(error: Exception) -> DomainError | None:
 def request_refusal(exception: Exception) -> tuple[int, str] | None:
     """Status and sentence for a request Django refused to parse (it would otherwise answer an HTML page)."""
     if isinstance(exception, TooManyFilesSent):
-        return 400, (f"The request holds more than {settings.DATA_UPLOAD_MAX_NUMBER_FILES} files; "
-                     "send at most that many in one upload.")
+        return 400, (
+            f"The request holds more than {settings.DATA_UPLOAD_MAX_NUMBER_FILES} files; "
+            "send at most that many in one upload."
+        )
     if isinstance(exception, TooManyFieldsSent):
-        return 400, (f"The request holds more than {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS} fields; "
-                     "send at most that many.")
+        return 400, (
+            f"The request holds more than {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS} fields; "
+            "send at most that many."
+        )
     if isinstance(exception, RequestDataTooBig):
         limit_megabytes = settings.DATA_UPLOAD_MAX_MEMORY_SIZE / 1024**2
-        return 413, (f"The request's fields (files aside) are larger than {limit_megabytes:g} MB; "
-                     "send less data or put it in a file.")
+        return 413, (
+            f"The request's fields (files aside) are larger than {limit_megabytes:g} MB; "
+            "send less data or put it in a file."
+        )
     return None
 
 
@@ -87,19 +93,29 @@ API_PREFIX = "/api/"
 def bad_request(request, exception):
     if not request.path.startswith(API_PREFIX):
         return defaults.bad_request(request, exception)
-    status, sentence = request_refusal(exception) or (400, "The request is malformed; check its headers and body.")
+    status, sentence = request_refusal(exception) or (
+        400,
+        "The request is malformed; check its headers and body.",
+    )
     return JsonResponse({"detail": sentence}, status=status)
 
 
 def not_found(request, exception):
     if not request.path.startswith(API_PREFIX):
         return defaults.page_not_found(request, exception)
-    return JsonResponse({"detail": f"The API has no address {request.path}; see /api/docs/ for the ones it has."},
-                        status=404)
+    return JsonResponse(
+        {"detail": f"The API has no address {request.path}; see /api/docs/ for the ones it has."},
+        status=404,
+    )
 
 
 def server_error(request):
     if not request.path.startswith(API_PREFIX):
         return defaults.server_error(request)
-    return JsonResponse({"detail": "The market failed to answer this request; try again later, and tell its "
-                                   "operators if it keeps failing."}, status=500)
+    return JsonResponse(
+        {
+            "detail": "The market failed to answer this request; try again later, and tell its "
+            "operators if it keeps failing."
+        },
+        status=500,
+    )

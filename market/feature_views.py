@@ -20,12 +20,19 @@ import numpy as np
 
 from workers.features import ONE_HOT_VIEW, feature_view_for, features_in_view
 
-__all__ = ["global_model_feature_view", "job_feature_view", "model_files_feature_view", "stored_features_in_view"]
+__all__ = [
+    "global_model_feature_view",
+    "job_feature_view",
+    "model_files_feature_view",
+    "stored_features_in_view",
+]
 
 
 def model_files_feature_view(model_files) -> str:
     """The view of a submission's model files (all were checked against the same view at upload)."""
-    views = {(model_file.info or {}).get("feature_view", ONE_HOT_VIEW) for model_file in model_files}
+    views = {
+        (model_file.info or {}).get("feature_view", ONE_HOT_VIEW) for model_file in model_files
+    }
     return views.pop() if len(views) == 1 else ONE_HOT_VIEW
 
 

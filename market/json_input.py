@@ -32,8 +32,10 @@ def json_problem(value) -> str | None:
         if isinstance(item, str) and NUL in item:
             return f"{where} holds a NUL character (\\u0000), which no field accepts; remove it."
         if isinstance(item, float) and not math.isfinite(item):
-            return (f"{where} holds a number that is not finite ({item}); send a finite number (NaN, Infinity and "
-                    "numbers beyond ±1.8e308, such as 1e400, cannot be stored).")
+            return (
+                f"{where} holds a number that is not finite ({item}); send a finite number (NaN, Infinity and "
+                "numbers beyond ±1.8e308, such as 1e400, cannot be stored)."
+            )
         if isinstance(item, int) and not isinstance(item, bool) and abs(item) > LARGEST_INTEGER:
             return f"{where} holds an integer beyond the 64-bit range (±{LARGEST_INTEGER}); send a smaller number."
         if isinstance(item, dict):
@@ -42,7 +44,9 @@ def json_problem(value) -> str | None:
                     return "A key of the JSON holds a NUL character (\\u0000), which no field accepts; remove it."
                 pending.append((member, f"{path}.{key}" if path else key, depth + 1))
         elif isinstance(item, list):
-            pending.extend((member, f"{path}[{index}]", depth + 1) for index, member in enumerate(item))
+            pending.extend(
+                (member, f"{path}[{index}]", depth + 1) for index, member in enumerate(item)
+            )
     return None
 
 

@@ -49,13 +49,20 @@ def outbox_publish(*, entry_model: type[OutboxEntry], entry_id: int) -> bool:
     try:
         current_app.tasks[entry_model.task_name].apply_async((target_id,), retry=False)
     except Exception as error:  # any broker failure: the row stays and is swept later
-        logger.warning("Could not publish %s(%s) (outbox row %s): %s", entry_model.task_name, target_id, entry_id,
-                       error)
-        entry_model.objects.filter(id=entry_id).update(publish_attempts=entry.publish_attempts + 1,
-                                                       last_error=str(error)[:2000])
+        logger.warning(
+            "Could not publish %s(%s) (outbox row %s): %s",
+            entry_model.task_name,
+            target_id,
+            entry_id,
+            error,
+        )
+        entry_model.objects.filter(id=entry_id).update(
+            publish_attempts=entry.publish_attempts + 1, last_error=str(error)[:2000]
+        )
         return False
-    entry_model.objects.filter(id=entry_id).update(published_at=timezone.now(),
-                                                   publish_attempts=entry.publish_attempts + 1)
+    entry_model.objects.filter(id=entry_id).update(
+        published_at=timezone.now(), publish_attempts=entry.publish_attempts + 1
+    )
     return True
 
 
@@ -65,8 +72,9 @@ def outbox_sweep(*, older_than_seconds: float = 0) -> int:
     cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
     published = 0
     for entry_model in OutboxEntry.__subclasses__():
-        for entry_id in entry_model.objects.filter(published_at__isnull=True, created_at__lte=cutoff).values_list(
-                "id", flat=True):
+        for entry_id in entry_model.objects.filter(
+            published_at__isnull=True, created_at__lte=cutoff
+        ).values_list("id", flat=True):
             published += outbox_publish(entry_model=entry_model, entry_id=entry_id)
     return published
 
@@ -76,6 +84,11 @@ def outbox_published_long_ago(waiting: QuerySet, *, older_than_seconds: float) -
     published more than the given age ago: a broker that lost the message, or a worker that died with it."""
     cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
     entry_model = waiting.model.outbox.rel.related_model
-    unpublished = entry_model.objects.filter(**{entry_model.target_field: OuterRef("pk")}, published_at__isnull=True)
-    return (waiting.filter(~Exists(unpublished)).annotate(last_published=Max("outbox__published_at"))
-            .filter(last_published__lt=cutoff))
+    unpublished = entry_model.objects.filter(
+        **{entry_model.target_field: OuterRef("pk")}, published_at__isnull=True
+    )
+    return (
+        waiting.filter(~Exists(unpublished))
+        .annotate(last_published=Max("outbox__published_at"))
+        .filter(last_published__lt=cutoff)
+    )

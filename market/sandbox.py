@@ -13,22 +13,34 @@ from workers.modelio import ModelLimits, SandboxLimits, SandboxOutcome, predict_
 
 def model_limits() -> ModelLimits:
     """Caps on a model's size and structure (``ONEFOLD_MAX_UPLOAD_BYTES``, ``ONEFOLD_MODEL_MAX_*``)."""
-    return ModelLimits(max_model_bytes=settings.ONEFOLD_MAX_UPLOAD_BYTES, max_trees=settings.ONEFOLD_MODEL_MAX_TREES,
-                       max_nodes_per_tree=settings.ONEFOLD_MODEL_MAX_TREE_NODES,
-                       max_depth=settings.ONEFOLD_MODEL_MAX_TREE_DEPTH,
-                       max_parameters=settings.ONEFOLD_MODEL_MAX_PARAMETERS)
+    return ModelLimits(
+        max_model_bytes=settings.ONEFOLD_MAX_UPLOAD_BYTES,
+        max_trees=settings.ONEFOLD_MODEL_MAX_TREES,
+        max_nodes_per_tree=settings.ONEFOLD_MODEL_MAX_TREE_NODES,
+        max_depth=settings.ONEFOLD_MODEL_MAX_TREE_DEPTH,
+        max_parameters=settings.ONEFOLD_MODEL_MAX_PARAMETERS,
+    )
 
 
 def sandbox_limits() -> SandboxLimits:
     """Resource limits of each sandbox child (``ONEFOLD_SANDBOX_*``)."""
-    return SandboxLimits(memory_bytes=settings.ONEFOLD_SANDBOX_MEMORY_MB * 1024**2,
-                         cpu_seconds=settings.ONEFOLD_SANDBOX_CPU_SECONDS,
-                         wall_seconds=settings.ONEFOLD_SANDBOX_WALL_SECONDS)
+    return SandboxLimits(
+        memory_bytes=settings.ONEFOLD_SANDBOX_MEMORY_MB * 1024**2,
+        cpu_seconds=settings.ONEFOLD_SANDBOX_CPU_SECONDS,
+        wall_seconds=settings.ONEFOLD_SANDBOX_WALL_SECONDS,
+    )
 
 
-def stored_models_predict(models: list[bytes], features: np.ndarray, *, n_classes: int) -> list[SandboxOutcome]:
+def stored_models_predict(
+    models: list[bytes], features: np.ndarray, *, n_classes: int
+) -> list[SandboxOutcome]:
     """Class probabilities ``(n_rows, n_classes)`` of each model on ``features``, or its error sentence, computed
     in sandbox children under this deployment's limits (:func:`workers.modelio.predict_in_sandbox`)."""
-    return predict_in_sandbox(models, features, n_classes=n_classes, limits=sandbox_limits(),
-                              model_limits=model_limits(),
-                              skip_structural_checks=settings.ONEFOLD_UNSAFE_SKIP_STRUCTURAL_CHECKS)
+    return predict_in_sandbox(
+        models,
+        features,
+        n_classes=n_classes,
+        limits=sandbox_limits(),
+        model_limits=model_limits(),
+        skip_structural_checks=settings.ONEFOLD_UNSAFE_SKIP_STRUCTURAL_CHECKS,
+    )

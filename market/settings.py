@@ -44,10 +44,16 @@ DEBUG = env_bool("ONEFOLD_DEBUG", False)
 SECRET_KEY = os.environ.get("ONEFOLD_SECRET_KEY", "")
 if not SECRET_KEY:
     if not DEBUG:
-        raise ImproperlyConfigured("ONEFOLD_SECRET_KEY must be set (or ONEFOLD_DEBUG=true for a local demo).")
+        raise ImproperlyConfigured(
+            "ONEFOLD_SECRET_KEY must be set (or ONEFOLD_DEBUG=true for a local demo)."
+        )
     SECRET_KEY = "onefold-insecure-development-key"
-ALLOWED_HOSTS = [host for host in env_text("ONEFOLD_ALLOWED_HOSTS", "localhost,127.0.0.1").split(",") if host]
-CSRF_TRUSTED_ORIGINS = [origin for origin in env_text("ONEFOLD_CSRF_TRUSTED_ORIGINS", "").split(",") if origin]
+ALLOWED_HOSTS = [
+    host for host in env_text("ONEFOLD_ALLOWED_HOSTS", "localhost,127.0.0.1").split(",") if host
+]
+CSRF_TRUSTED_ORIGINS = [
+    origin for origin in env_text("ONEFOLD_CSRF_TRUSTED_ORIGINS", "").split(",") if origin
+]
 
 VAR_DIR = Path(env_text("ONEFOLD_VAR_DIR", str(BASE_DIR / "var"))).resolve()
 MEDIA_ROOT = Path(env_text("ONEFOLD_MEDIA_ROOT", str(VAR_DIR / "media"))).resolve()
@@ -99,27 +105,36 @@ ONEFOLD_SERVER_TIMING = env_bool("ONEFOLD_SERVER_TIMING", False)
 
 ROOT_URLCONF = "market.urls"
 WSGI_APPLICATION = "market.wsgi.application"
-TEMPLATES = [{
-    "BACKEND": "django.template.backends.django.DjangoTemplates",
-    "DIRS": [],
-    "APP_DIRS": True,
-    "OPTIONS": {"context_processors": [
-        "django.template.context_processors.request",
-        "django.contrib.auth.context_processors.auth",
-        "django.contrib.messages.context_processors.messages",
-    ]},
-}]
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
 
 if "DATABASE_URL" not in os.environ:  # the embedded default: SQLite in the var folder
     VAR_DIR.mkdir(parents=True, exist_ok=True)
-DATABASES = {"default": dj_database_url.parse(
-    env_text("DATABASE_URL", f"sqlite:///{VAR_DIR / 'onefold.sqlite3'}"), conn_max_age=0)}
+DATABASES = {
+    "default": dj_database_url.parse(
+        env_text("DATABASE_URL", f"sqlite:///{VAR_DIR / 'onefold.sqlite3'}"), conn_max_age=0
+    )
+}
 # Persistent connections by default: opening one per request cost about a third of a catalog request
 # (benchmarks/catalog.md). Each web thread or worker process then holds one connection; the health check replaces
 # a connection the server closed.
 _conn_max_age = env_text("ONEFOLD_DB_CONN_MAX_AGE", "60")
 if not _conn_max_age.isdigit():
-    raise ImproperlyConfigured(f"ONEFOLD_DB_CONN_MAX_AGE must be a whole number of seconds, not {_conn_max_age!r}.")
+    raise ImproperlyConfigured(
+        f"ONEFOLD_DB_CONN_MAX_AGE must be a whole number of seconds, not {_conn_max_age!r}."
+    )
 DATABASES["default"]["CONN_MAX_AGE"] = int(_conn_max_age)  # 0: a new connection per request
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -127,7 +142,9 @@ AUTH_USER_MODEL = "accounts.User"
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
-AUTH_PASSWORD_VALIDATORS = [{"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"}]
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"}
+]
 LANGUAGE_CODE = "en"
 TIME_ZONE = "UTC"
 USE_TZ = True
@@ -161,12 +178,16 @@ ONEFOLD_UNSAFE_SKIP_STRUCTURAL_CHECKS = env_bool("ONEFOLD_UNSAFE_SKIP_STRUCTURAL
 # Market: the fee kept from every sale (whole percent, 0-100), download-link lifetime, prediction API limits.
 _market_fee = env_text("ONEFOLD_MARKET_FEE_PERCENT", "10")
 if not _market_fee.isdigit() or int(_market_fee) > 100:
-    raise ImproperlyConfigured(f"ONEFOLD_MARKET_FEE_PERCENT must be a whole number from 0 to 100, not {_market_fee!r}.")
+    raise ImproperlyConfigured(
+        f"ONEFOLD_MARKET_FEE_PERCENT must be a whole number from 0 to 100, not {_market_fee!r}."
+    )
 ONEFOLD_MARKET_FEE_PERCENT = int(_market_fee)
 ONEFOLD_DOWNLOAD_LINK_TTL_SECONDS = env_int("ONEFOLD_DOWNLOAD_LINK_TTL_SECONDS", 300)
 ONEFOLD_PREDICT_RATE = env_text("ONEFOLD_PREDICT_RATE", "60/minute")
 if not re.fullmatch(r"[1-9][0-9]*/(second|minute|hour|day)", ONEFOLD_PREDICT_RATE):
-    raise ImproperlyConfigured(f"ONEFOLD_PREDICT_RATE must look like 60/minute, not {ONEFOLD_PREDICT_RATE!r}.")
+    raise ImproperlyConfigured(
+        f"ONEFOLD_PREDICT_RATE must look like 60/minute, not {ONEFOLD_PREDICT_RATE!r}."
+    )
 ONEFOLD_PREDICT_MAX_ROWS = env_int("ONEFOLD_PREDICT_MAX_ROWS", 10_000)
 
 # Federated distillation exchanges: most rounds, longest round, largest |logit| a silo may upload.
@@ -183,10 +204,14 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "market.errors.api_exception_handler",
     # Per token (per user for browser sessions, per address without credentials); 429 carries Retry-After.
-    "DEFAULT_THROTTLE_CLASSES": ["market.accounts.authentication.TokenRateThrottle",
-                                 "market.accounts.authentication.AnonymousRateThrottle"],
-    "DEFAULT_THROTTLE_RATES": {"token": env_text("ONEFOLD_API_RATE_PER_TOKEN", "600/minute"),
-                               "anonymous": env_text("ONEFOLD_API_RATE_ANONYMOUS", "120/minute")},
+    "DEFAULT_THROTTLE_CLASSES": [
+        "market.accounts.authentication.TokenRateThrottle",
+        "market.accounts.authentication.AnonymousRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "token": env_text("ONEFOLD_API_RATE_PER_TOKEN", "600/minute"),
+        "anonymous": env_text("ONEFOLD_API_RATE_ANONYMOUS", "120/minute"),
+    },
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Onefold API",
@@ -194,12 +219,16 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "0.1.0",
     "COMPONENT_SPLIT_REQUEST": True,
     "SERVE_INCLUDE_SCHEMA": False,
-    "SWAGGER_UI_DIST": "SIDECAR", "SWAGGER_UI_FAVICON_HREF": "SIDECAR", "REDOC_DIST": "SIDECAR",
-    "ENUM_NAME_OVERRIDES": {"PrivacyLevelEnum": "market.federations.models.PrivacyLevel",
-                            "JobKindEnum": "market.jobs.models.JobKind",
-                            "WalletEntryKindEnum": "market.commerce.models.WalletEntryKind",
-                            "ExchangeStatusEnum": "market.exchanges.models.ExchangeStatus",
-                            "RoundStatusEnum": "market.exchanges.models.RoundStatus"},
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "PrivacyLevelEnum": "market.federations.models.PrivacyLevel",
+        "JobKindEnum": "market.jobs.models.JobKind",
+        "WalletEntryKindEnum": "market.commerce.models.WalletEntryKind",
+        "ExchangeStatusEnum": "market.exchanges.models.ExchangeStatus",
+        "RoundStatusEnum": "market.exchanges.models.RoundStatus",
+    },
 }
 
 # Celery: JSON only, late acknowledgement, explicit time limits; state lives in PostgreSQL rows.
@@ -235,7 +264,9 @@ ONEFOLD_JOB_REPUBLISH_SECONDS = env_int("ONEFOLD_JOB_REPUBLISH_SECONDS", 600)
 # Jobs whose estimated work (row-passes: member models × public rows + the fit, e.g. trees × depth × rows) exceeds
 # this are refused at creation; 10⁹ is several minutes of one worker core.
 ONEFOLD_JOB_MAX_WORK = env_int("ONEFOLD_JOB_MAX_WORK", 1_000_000_000)
-ONEFOLD_CODE_VERSION = env_text("ONEFOLD_CODE_VERSION", "")  # recorded in lineage; empty: `git describe`
+ONEFOLD_CODE_VERSION = env_text(
+    "ONEFOLD_CODE_VERSION", ""
+)  # recorded in lineage; empty: `git describe`
 
 LOGGING = {
     "version": 1,
@@ -247,7 +278,9 @@ LOGGING = {
 # --- security: tokens, sign-in limits, HTTPS, Content Security Policy (issue 9) ---
 for _scope, _rate in REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"].items():
     if not re.fullmatch(r"[1-9][0-9]*/(second|minute|hour|day)", _rate):
-        raise ImproperlyConfigured(f"The {_scope} API rate must look like 600/minute, not {_rate!r}.")
+        raise ImproperlyConfigured(
+            f"The {_scope} API rate must look like 600/minute, not {_rate!r}."
+        )
 ONEFOLD_TOKEN_DEFAULT_DAYS = env_int("ONEFOLD_TOKEN_DEFAULT_DAYS", 90)
 ONEFOLD_TOKEN_MAX_DAYS = env_int("ONEFOLD_TOKEN_MAX_DAYS", 365)
 ONEFOLD_SIGNIN_MAX_FAILURES = env_int("ONEFOLD_SIGNIN_MAX_FAILURES", 5)
@@ -255,14 +288,21 @@ ONEFOLD_SIGNIN_MAX_FAILURES_PER_ADDRESS = env_int("ONEFOLD_SIGNIN_MAX_FAILURES_P
 ONEFOLD_SIGNIN_WINDOW_SECONDS = env_int("ONEFOLD_SIGNIN_WINDOW_SECONDS", 15 * 60)
 # Sign-in counters and API throttles live in the cache: one Redis shared by every web process in production.
 _CACHE_URL = env_text("ONEFOLD_CACHE_URL", "")
-CACHES = {"default": {"BACKEND": "market.redis_cache.ReusedClientRedisCache", "LOCATION": _CACHE_URL}
-          if _CACHE_URL else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+CACHES = {
+    "default": {"BACKEND": "market.redis_cache.ReusedClientRedisCache", "LOCATION": _CACHE_URL}
+    if _CACHE_URL
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+}
 # Seconds a catalog page may stay in the cache (market/commerce/catalog_cache.py; a listing change drops it at once).
 # Needs the shared cache: off (0) by default without ONEFOLD_CACHE_URL.
-ONEFOLD_CATALOG_CACHE_SECONDS = env_int("ONEFOLD_CATALOG_CACHE_SECONDS", 60 if _CACHE_URL else 0, minimum=0)
+ONEFOLD_CATALOG_CACHE_SECONDS = env_int(
+    "ONEFOLD_CATALOG_CACHE_SECONDS", 60 if _CACHE_URL else 0, minimum=0
+)
 
 if not DEBUG and (len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5):
-    raise ImproperlyConfigured("ONEFOLD_SECRET_KEY must be a random string of at least 50 characters.")
+    raise ImproperlyConfigured(
+        "ONEFOLD_SECRET_KEY must be a random string of at least 50 characters."
+    )
 SECURE_SSL_REDIRECT = env_bool("ONEFOLD_SECURE_SSL_REDIRECT", not DEBUG)
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("ONEFOLD_SECURE_COOKIES", not DEBUG)
 SECURE_HSTS_SECONDS = 0 if DEBUG else env_int("ONEFOLD_HSTS_SECONDS", 365 * 24 * 3600)
@@ -271,12 +311,23 @@ SECURE_HSTS_PRELOAD = env_bool("ONEFOLD_HSTS_PRELOAD", True)
 # How many reverse proxies append to X-Forwarded-For in front of the app: the client address is the entry
 # that many places from the right (market/client_address.py). 0: REMOTE_ADDR, and X-Forwarded-For is ignored.
 ONEFOLD_TRUSTED_PROXIES = env_int("ONEFOLD_TRUSTED_PROXIES", 0, minimum=0)
-if env_bool("ONEFOLD_BEHIND_HTTPS_PROXY", False):  # only behind a proxy that sets (never forwards) this header
+if env_bool(
+    "ONEFOLD_BEHIND_HTTPS_PROXY", False
+):  # only behind a proxy that sets (never forwards) this header
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 X_FRAME_OPTIONS = "DENY"
 # Pages run no inline script and no inline handler: JavaScript comes from our static files only.
-CONTENT_SECURITY_POLICY = {"DIRECTIVES": {
-    "default-src": ["'self'"], "script-src": ["'self'"], "style-src": ["'self'"], "img-src": ["'self'", "data:"],
-    "connect-src": ["'self'"], "font-src": ["'self'"], "object-src": ["'none'"], "base-uri": ["'self'"],
-    "form-action": ["'self'"], "frame-ancestors": ["'none'"],
-}}
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "font-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}

@@ -5,5 +5,10 @@ retried. Importable before Django's apps are ready (the task module needs it whi
 from django.db import InterfaceError, OperationalError
 from kombu.exceptions import OperationalError as BrokerError
 
-TRANSIENT_ERRORS: tuple[type[Exception], ...] = (OperationalError, InterfaceError, BrokerError, ConnectionError,
-                                                 TimeoutError)
+TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
+    OperationalError,
+    InterfaceError,
+    BrokerError,
+    ConnectionError,
+    TimeoutError,
+)

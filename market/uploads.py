@@ -21,7 +21,9 @@ class UploadTooLarge(APIException):
 
     def __init__(self):
         limit_megabytes = settings.ONEFOLD_MAX_UPLOAD_BYTES / 1024**2
-        super().__init__(f"The upload is larger than the {limit_megabytes:g} MB limit; send a smaller file.")
+        super().__init__(
+            f"The upload is larger than the {limit_megabytes:g} MB limit; send a smaller file."
+        )
 
 
 class SizeLimitedUploadHandler(TemporaryFileUploadHandler):

@@ -1,6 +1,6 @@
+from csp.decorators import csp_update
 from django.contrib import admin
 from django.urls import include, path
-from csp.decorators import csp_update
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 # Swagger UI is served from our own static files (drf-spectacular-sidecar, pinned); it sets inline styles.
@@ -17,8 +17,11 @@ api_patterns = [
     path("", include("market.exchanges.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # The split view serves its start-up script as a file (no inline script); Swagger UI comes from the sidecar.
-    path("docs/", csp_update(SWAGGER_UI_POLICY)(SpectacularSwaggerSplitView.as_view(url_name="api-schema")),
-         name="api-docs"),
+    path(
+        "docs/",
+        csp_update(SWAGGER_UI_POLICY)(SpectacularSwaggerSplitView.as_view(url_name="api-schema")),
+        name="api-docs",
+    ),
 ]
 
 handler400 = "market.errors.bad_request"

@@ -18,7 +18,11 @@ from workers.features import encode_features, encode_labels, infer_feature_spec,
 # Playwright's sync API runs an event loop; the ORM refuses to run inside one unless told (tests only).
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
-DATA_DIR = Path(os.environ.get("ONEFOLD_DATA_DIR", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
+DATA_DIR = Path(
+    os.environ.get(
+        "ONEFOLD_DATA_DIR", Path(__file__).resolve().parents[1].parent / "shared" / "data"
+    )
+)
 ADULT_LABELS = ["<=50K", ">50K"]
 
 
@@ -51,12 +55,19 @@ def market_invariants(request):
     ledgers and are non-negative, budgets are never overspent, no job runs without a live lease, the audit
     chain verifies (tests/security/invariants.py; checks of models not installed yet are skipped)."""
     uses_database = request.config.pluginmanager.hasplugin("django") and (
-        "_django_db_helper" in request.fixturenames or request.node.get_closest_marker("django_db"))
-    skipped = frozenset(check for name, check in INVARIANTS_SKIPPED_BY_FIXTURE.items() if name in request.fixturenames)
+        "_django_db_helper" in request.fixturenames or request.node.get_closest_marker("django_db")
+    )
+    skipped = frozenset(
+        check
+        for name, check in INVARIANTS_SKIPPED_BY_FIXTURE.items()
+        if name in request.fixturenames
+    )
     if not uses_database or "all" in skipped:
         yield
         return
-    request.getfixturevalue("_django_db_helper")  # so that this check runs before the database is reset
+    request.getfixturevalue(
+        "_django_db_helper"
+    )  # so that this check runs before the database is reset
     yield
     from django.db import DatabaseError
 
@@ -64,7 +75,9 @@ def market_invariants(request):
 
     try:
         violations = invariant_violations(skip=skipped)
-    except DatabaseError:  # the test left its transaction aborted; it has failed for that reason already
+    except (
+        DatabaseError
+    ):  # the test left its transaction aborted; it has failed for that reason already
         return
     assert not violations, "Market invariants broken after this test:\n" + "\n".join(violations)
 
@@ -150,16 +163,25 @@ def other_silo_api(other_silo_user):
 def federation(operator):
     from market.federations.services import federation_create
 
-    return federation_create(name="Adult income", description="Predict whether income exceeds 50K.",
-                             class_labels=ADULT_LABELS, label_column="income",
-                             allowed_privacy_levels=["L0", "L1", "L2"], default_privacy_level="L1",
-                             default_parameters={"gamma": 0.04, "query_fraction": 0.01, "delta": 1e-5},
-                             created_by=operator)
+    return federation_create(
+        name="Adult income",
+        description="Predict whether income exceeds 50K.",
+        class_labels=ADULT_LABELS,
+        label_column="income",
+        allowed_privacy_levels=["L0", "L1", "L2"],
+        default_privacy_level="L1",
+        default_parameters={"gamma": 0.04, "query_fraction": 0.01, "delta": 1e-5},
+        created_by=operator,
+    )
 
 
 @pytest.fixture
 def federation_with_data(federation, operator, adult_public_csv, adult_evaluation_csv, silo_user):
-    from market.federations.services import evaluation_split_upload, federation_join, public_dataset_upload
+    from market.federations.services import (
+        evaluation_split_upload,
+        federation_join,
+        public_dataset_upload,
+    )
 
     public_dataset_upload(federation=federation, data=adult_public_csv, uploaded_by=operator)
     evaluation_split_upload(federation=federation, data=adult_evaluation_csv, uploaded_by=operator)
@@ -168,6 +190,7 @@ def federation_with_data(federation, operator, adult_public_csv, adult_evaluatio
 
 
 # --- real models trained on the encoded Adult data, exported to every accepted format ---
+
 
 @pytest.fixture(scope="session")
 def adult_training(adult_frame, adult_public_csv):
@@ -187,9 +210,16 @@ def adult_models(adult_training):
     from workers.zoo import build_module
 
     features, labels = adult_training
-    forest = RandomForestClassifier(n_estimators=20, max_depth=6, random_state=0).fit(features, labels)
+    forest = RandomForestClassifier(n_estimators=20, max_depth=6, random_state=0).fit(
+        features, labels
+    )
     boosted = XGBClassifier(n_estimators=20, max_depth=4, random_state=0).fit(features, labels)
-    spec = {"architecture": "mlp", "n_features": features.shape[1], "hidden_sizes": [16], "n_classes": 2}
+    spec = {
+        "architecture": "mlp",
+        "n_features": features.shape[1],
+        "hidden_sizes": [16],
+        "n_classes": 2,
+    }
     torch.manual_seed(0)
     network = build_module(spec)
     optimiser = torch.optim.Adam(network.parameters(), lr=1e-2)
@@ -204,15 +234,21 @@ def adult_models(adult_training):
 @pytest.fixture(scope="session")
 def model_files(adult_models, adult_training) -> dict[str, bytes]:
     """One file per accepted format, named by the format."""
-    from workers.modelio.export import (export_sklearn_onnx, export_torch_safetensors, export_xgboost_json,
-                                        export_xgboost_ubjson)
+    from workers.modelio.export import (
+        export_sklearn_onnx,
+        export_torch_safetensors,
+        export_xgboost_json,
+        export_xgboost_ubjson,
+    )
 
     n_features = adult_training[0].shape[1]
     return {
         "forest.onnx": export_sklearn_onnx(adult_models["forest"], n_features),
         "boosted.json": export_xgboost_json(adult_models["boosted"]),
         "boosted.ubj": export_xgboost_ubjson(adult_models["boosted"]),
-        "network.safetensors": export_torch_safetensors(adult_models["network"], adult_models["network_spec"]),
+        "network.safetensors": export_torch_safetensors(
+            adult_models["network"], adult_models["network_spec"]
+        ),
     }
 
 
@@ -221,10 +257,12 @@ def native_probabilities(adult_models, features: np.ndarray) -> dict[str, np.nda
 
     with torch.no_grad():
         network = torch.softmax(adult_models["network"](torch.from_numpy(features)), dim=1).numpy()
-    return {"forest.onnx": adult_models["forest"].predict_proba(features),
-            "boosted.json": adult_models["boosted"].predict_proba(features),
-            "boosted.ubj": adult_models["boosted"].predict_proba(features),
-            "network.safetensors": network}
+    return {
+        "forest.onnx": adult_models["forest"].predict_proba(features),
+        "boosted.json": adult_models["boosted"].predict_proba(features),
+        "boosted.ubj": adult_models["boosted"].predict_proba(features),
+        "network.safetensors": network,
+    }
 
 
 def wait_until(condition, *, timeout: float, interval: float = 0.2, message: str):
@@ -245,12 +283,32 @@ def running_celery_worker(env: dict, log_path: Path):
     import sys
 
     with open(log_path, "wb") as log:
-        worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "--pool", "solo",
-                                   "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
-                                  env=env, stdout=log, stderr=subprocess.STDOUT, cwd=Path(__file__).resolve().parents[1])
+        worker = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "workers.celery_app",
+                "worker",
+                "--pool",
+                "solo",
+                "--without-gossip",
+                "--without-mingle",
+                "--loglevel",
+                "INFO",
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=Path(__file__).resolve().parents[1],
+        )
     try:
-        wait_until(lambda: b" ready." in log_path.read_bytes() or worker.poll() is not None, timeout=60,
-                   message="the Celery worker did not start")
+        wait_until(
+            lambda: b" ready." in log_path.read_bytes() or worker.poll() is not None,
+            timeout=60,
+            message="the Celery worker did not start",
+        )
         assert worker.poll() is None, log_path.read_text()
         yield worker
     finally:
@@ -263,10 +321,16 @@ def worker_environment(settings, media_root) -> dict:
     from django.db import connection
 
     database = connection.settings_dict
-    return {**os.environ, "ONEFOLD_DEBUG": "true", "ONEFOLD_MEDIA_ROOT": str(media_root),
-            "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
-            "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
-            "ONEFOLD_UNSAFE_SKIP_STRUCTURAL_CHECKS": str(settings.ONEFOLD_UNSAFE_SKIP_STRUCTURAL_CHECKS).lower()}
+    return {
+        **os.environ,
+        "ONEFOLD_DEBUG": "true",
+        "ONEFOLD_MEDIA_ROOT": str(media_root),
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
+        "ONEFOLD_UNSAFE_SKIP_STRUCTURAL_CHECKS": str(
+            settings.ONEFOLD_UNSAFE_SKIP_STRUCTURAL_CHECKS
+        ).lower(),
+    }
 
 
 @pytest.fixture
@@ -275,7 +339,9 @@ def celery_worker(transactional_db, settings, media_root, tmp_path):
     from workers.celery_app import app
 
     app.control.purge()
-    with running_celery_worker(worker_environment(settings, media_root), tmp_path / "worker.log") as worker:
+    with running_celery_worker(
+        worker_environment(settings, media_root), tmp_path / "worker.log"
+    ) as worker:
         yield worker
 
 

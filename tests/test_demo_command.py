@@ -13,7 +13,12 @@ import pytest
 import requests
 
 ROOT = Path(__file__).resolve().parents[1]
-SERVER_SETTINGS = ("DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE", "ONEFOLD_MEDIA_ROOT")
+SERVER_SETTINGS = (
+    "DATABASE_URL",
+    "CELERY_BROKER_URL",
+    "DJANGO_SETTINGS_MODULE",
+    "ONEFOLD_MEDIA_ROOT",
+)
 
 
 def free_port() -> int:
@@ -23,18 +28,30 @@ def free_port() -> int:
 
 
 @pytest.mark.worker
-def test_make_demo_simulates_a_federation_on_embedded_defaults_and_leaves_the_market_running(tmp_path):
+def test_make_demo_simulates_a_federation_on_embedded_defaults_and_leaves_the_market_running(
+    tmp_path,
+):
     port = free_port()
     environment = {key: value for key, value in os.environ.items() if key not in SERVER_SETTINGS}
-    environment.update(ONEFOLD_VAR_DIR=str(tmp_path / "var"), DEMO_PORT=str(port), DEMO_ARGS="--silos 3")
+    environment.update(
+        ONEFOLD_VAR_DIR=str(tmp_path / "var"), DEMO_PORT=str(port), DEMO_ARGS="--silos 3"
+    )
     log = tmp_path / "make-demo.log"
     with open(log, "wb") as output:
         # -o: the venv is already installed (make test installs it first); never reinstall it from a test
-        demo = subprocess.Popen(["make", "--no-print-directory", "demo", "-o", ".venv/bin/.installed"], cwd=ROOT,
-                                env=environment, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+        demo = subprocess.Popen(
+            ["make", "--no-print-directory", "demo", "-o", ".venv/bin/.installed"],
+            cwd=ROOT,
+            env=environment,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + 900
-        while not re.search(rb"^The market keeps running", log.read_bytes(), re.MULTILINE):  # not make's echo
+        while not re.search(
+            rb"^The market keeps running", log.read_bytes(), re.MULTILINE
+        ):  # not make's echo
             assert demo.poll() is None, log.read_text()
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(2)
@@ -42,8 +59,10 @@ def test_make_demo_simulates_a_federation_on_embedded_defaults_and_leaves_the_ma
         assert "fedkt global model (job #1)" in text
         assert "SOLO (mean of 3 silos)" in text and "centralised (all silo data pooled)" in text
         assert "buyer:    buyer / onefold-buyer (Demo Buyer)" in text
-        assert requests.get(f"http://127.0.0.1:{port}/api/federations/", timeout=10).status_code == 401
-        assert demo.poll() is None   # still serving
+        assert (
+            requests.get(f"http://127.0.0.1:{port}/api/federations/", timeout=10).status_code == 401
+        )
+        assert demo.poll() is None  # still serving
     finally:
         stop_process_group(demo)
 

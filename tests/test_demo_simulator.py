@@ -16,11 +16,15 @@ def market_url(live_server, celery_worker):
 
 def simulate(market_url, tmp_path) -> str:
     out = StringIO()
-    call_command("onefold_simulate", market_url=market_url, silos=3, beta=0.5, work_dir=tmp_path, stdout=out)
+    call_command(
+        "onefold_simulate", market_url=market_url, silos=3, beta=0.5, work_dir=tmp_path, stdout=out
+    )
     return out.getvalue()
 
 
-def test_the_simulator_runs_a_federation_end_to_end_and_a_second_run_reuses_everything(market_url, tmp_path):
+def test_the_simulator_runs_a_federation_end_to_end_and_a_second_run_reuses_everything(
+    market_url, tmp_path
+):
     from market.accounts.models import Organisation, User
     from market.commerce.models import Purchase
     from market.federations.models import Federation
@@ -36,19 +40,34 @@ def test_the_simulator_runs_a_federation_end_to_end_and_a_second_run_reuses_ever
     assert job.submissions.count() == 3
     accuracy = GlobalModel.objects.get(job=job).metrics["accuracy"]
     assert re.search(rf"fedkt global model \(job #{job.id}\)\s+{accuracy:.4f}", output)
-    solo, centralised = (float(re.search(rf"{name}.*?(\d\.\d{{4}})", output).group(1))
-                         for name in ("SOLO \\(mean of 3 silos\\)", "centralised"))
+    solo, centralised = (
+        float(re.search(rf"{name}.*?(\d\.\d{{4}})", output).group(1))
+        for name in ("SOLO \\(mean of 3 silos\\)", "centralised")
+    )
     assert 0.5 < solo <= centralised <= 1
     purchase = Purchase.objects.get()
     assert purchase.buyer_organisation.name == "Demo Buyer"
     assert f"Market: {market_url}/" in output
-    assert "operator: operator / onefold-operator" in output and "silo-01 … silo-03 / onefold-silo" in output
+    assert (
+        "operator: operator / onefold-operator" in output
+        and "silo-01 … silo-03 / onefold-silo" in output
+    )
 
-    counts = (User.objects.count(), Organisation.objects.count(), Submission.objects.count(), Job.objects.count(),
-              Purchase.objects.count())
+    counts = (
+        User.objects.count(),
+        Organisation.objects.count(),
+        Submission.objects.count(),
+        Job.objects.count(),
+        Purchase.objects.count(),
+    )
     again = simulate(market_url, tmp_path)
-    assert (User.objects.count(), Organisation.objects.count(), Submission.objects.count(), Job.objects.count(),
-            Purchase.objects.count()) == counts
+    assert (
+        User.objects.count(),
+        Organisation.objects.count(),
+        Submission.objects.count(),
+        Job.objects.count(),
+        Purchase.objects.count(),
+    ) == counts
     assert f"fedkt global model (job #{job.id})" in again
 
 
@@ -59,11 +78,21 @@ def test_the_simulator_fuses_local_models_into_an_ensemble(market_url, tmp_path)
     out = StringIO()
     # 3 silos: with 2, the Dirichlet(0.5) draw leaves one silo a single class and the ensemble, at 0.55 balanced
     # accuracy, is rightly refused by the publish gate
-    call_command("onefold_simulate", market_url=market_url, silos=3, algorithm="ensemble", work_dir=tmp_path,
-                 stdout=out)
+    call_command(
+        "onefold_simulate",
+        market_url=market_url,
+        silos=3,
+        algorithm="ensemble",
+        work_dir=tmp_path,
+        stdout=out,
+    )
     job = Job.objects.get()
     assert (job.kind, job.status) == ("ensemble", "succeeded")
-    assert [s.model_files.count() for s in Submission.objects.order_by("id")] == [1, 1, 1]   # one local model a silo
+    assert [s.model_files.count() for s in Submission.objects.order_by("id")] == [
+        1,
+        1,
+        1,
+    ]  # one local model a silo
     accuracy = GlobalModel.objects.get(job=job).metrics["accuracy"]
     assert re.search(rf"ensemble global model \(job #{job.id}\)\s+{accuracy:.4f}", out.getvalue())
     assert "KiB of bundle)" in out.getvalue()

@@ -1,7 +1,11 @@
 """The simulator's summary (issue 19): the global model, the market's baselines, SOLO and the centralised baseline
 that only a simulation can measure, each with the market's four metrics."""
 
-from market.federations.management.commands._simulation import SimulationReport, SimulationSettings, summary_table
+from market.federations.management.commands._simulation import (
+    SimulationReport,
+    SimulationSettings,
+    summary_table,
+)
 
 
 def scores(accuracy, balanced, f1, auc):
@@ -9,15 +13,29 @@ def scores(accuracy, balanced, f1, auc):
 
 
 def test_every_row_shows_accuracy_balanced_accuracy_macro_f1_and_roc_auc():
-    report = SimulationReport(federation="f", job={"id": 7}, global_model={"baselines": {
-        "majority_class": scores(0.76, 0.5, 0.43, 0.5), "average_silo": scores(0.7, 0.64, 0.6, 0.7)}})
-    report.accuracy = {"global": {**scores(0.79, 0.739, 0.7, 0.85), "confusion_matrix": [[1]]},
-                       "solo": scores(0.71, 0.63, 0.6, None), "solo_min": 0.6, "solo_max": 0.8,
-                       "centralised": scores(0.865, 0.758, 0.78, 0.91)}
+    report = SimulationReport(
+        federation="f",
+        job={"id": 7},
+        global_model={
+            "baselines": {
+                "majority_class": scores(0.76, 0.5, 0.43, 0.5),
+                "average_silo": scores(0.7, 0.64, 0.6, 0.7),
+            }
+        },
+    )
+    report.accuracy = {
+        "global": {**scores(0.79, 0.739, 0.7, 0.85), "confusion_matrix": [[1]]},
+        "solo": scores(0.71, 0.63, 0.6, None),
+        "solo_min": 0.6,
+        "solo_max": 0.8,
+        "centralised": scores(0.865, 0.758, 0.78, 0.91),
+    }
     lines = summary_table(report, SimulationSettings(market_url="http://x", silos=3)).splitlines()
     assert lines[0].split() == ["model", "accuracy", "balanced", "macro-F1", "ROC", "AUC"]
     assert lines[1].split()[-4:] == ["0.7900", "0.7390", "0.7000", "0.8500"]
     assert "best single silo" in lines[3] and lines[3].split()[-4:] == ["—"] * 4
-    assert lines[5].startswith("SOLO (mean of 3 silos)") and "0.6300    0.6000         —" in lines[5]
+    assert (
+        lines[5].startswith("SOLO (mean of 3 silos)") and "0.6300    0.6000         —" in lines[5]
+    )
     assert lines[6].startswith("centralised (all silo data pooled)")
     assert lines[6].split()[-4:] == ["0.8650", "0.7580", "0.7800", "0.9100"]

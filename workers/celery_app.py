@@ -31,7 +31,13 @@ def _reaper_interval() -> float:
 
 # The reapers and the outbox sweep: run `celery -A workers.celery_app beat` once per deployment (or `worker -B`
 # with one worker).
-app.conf.beat_schedule = {name: {"task": task, "schedule": _reaper_interval()} for name, task in (
-    ("job-reaper", "onefold.job_reap"), ("submission-reaper", "onefold.submission_reap"),
-    ("outbox-sweep", "onefold.outbox_sweep"), ("exchange-reaper", "onefold.exchange_reap"))}
+app.conf.beat_schedule = {
+    name: {"task": task, "schedule": _reaper_interval()}
+    for name, task in (
+        ("job-reaper", "onefold.job_reap"),
+        ("submission-reaper", "onefold.submission_reap"),
+        ("outbox-sweep", "onefold.outbox_sweep"),
+        ("exchange-reaper", "onefold.exchange_reap"),
+    )
+}
 app.autodiscover_tasks(["workers"])

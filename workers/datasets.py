@@ -38,7 +38,7 @@ class Dataset:
     train_x: np.ndarray
     train_y: np.ndarray
     public_x: np.ndarray
-    public_y: np.ndarray           # never used for training; kept for diagnostics only
+    public_y: np.ndarray  # never used for training; kept for diagnostics only
     test_x: np.ndarray
     test_y: np.ndarray
     class_names: tuple[str, ...]
@@ -53,7 +53,9 @@ def data_dir() -> Path:
     return Path(os.environ.get("ONEFOLD_DATA_DIR", REPOSITORY_ROOT.parent / "shared" / "data"))
 
 
-def tabular_split(n_examples: int, labels: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def tabular_split(
+    n_examples: int, labels: np.ndarray, seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     indices = np.arange(n_examples)
     train, rest = train_test_split(indices, train_size=0.75, random_state=seed, stratify=labels)
     test, public = train_test_split(rest, train_size=0.5, random_state=seed, stratify=labels[rest])
@@ -66,28 +68,55 @@ def load_adult(seed: int, view: str = "one_hot") -> Dataset:
     train, public, test = tabular_split(len(frame), labels, seed)
     spec = infer_feature_spec(frame.iloc[public])
     features = encode_features(frame, spec, view=view)
-    return Dataset("adult", features[train], labels[train], features[public], labels[public],
-                   features[test], labels[test], ("<=50K", ">50K"))
+    return Dataset(
+        "adult",
+        features[train],
+        labels[train],
+        features[public],
+        labels[public],
+        features[test],
+        labels[test],
+        ("<=50K", ">50K"),
+    )
 
 
 def load_magic(seed: int) -> Dataset:
-    rows = [line.strip().split(",") for line in (data_dir() / "keel" / "magic.dat").read_text().splitlines()
-            if line.strip() and not line.startswith("@")]
+    rows = [
+        line.strip().split(",")
+        for line in (data_dir() / "keel" / "magic.dat").read_text().splitlines()
+        if line.strip() and not line.startswith("@")
+    ]
     features = np.array([[float(value) for value in row[:-1]] for row in rows], dtype=np.float32)
     labels = np.array([row[-1].strip() == "h" for row in rows], dtype=np.int64)
     train, public, test = tabular_split(len(labels), labels, seed)
     mean, std = features[public].mean(axis=0), features[public].std(axis=0)
     features = (features - mean) / np.where(std > 0, std, 1.0)
-    return Dataset("magic", features[train], labels[train], features[public], labels[public],
-                   features[test], labels[test], ("g", "h"))
+    return Dataset(
+        "magic",
+        features[train],
+        labels[train],
+        features[public],
+        labels[public],
+        features[test],
+        labels[test],
+        ("g", "h"),
+    )
 
 
 def load_mnist(seed: int) -> Dataset:
     with np.load(data_dir() / "mnist10k.npz", allow_pickle=False) as archive:
         features, labels = archive["X"].astype(np.float32) / 255.0, archive["y"].astype(np.int64)
     train, public, test = tabular_split(len(labels), labels, seed)
-    return Dataset("mnist", features[train], labels[train], features[public], labels[public],
-                   features[test], labels[test], tuple(str(digit) for digit in range(10)))
+    return Dataset(
+        "mnist",
+        features[train],
+        labels[train],
+        features[public],
+        labels[public],
+        features[test],
+        labels[test],
+        tuple(str(digit) for digit in range(10)),
+    )
 
 
 def _idx(path: Path, header_bytes: int) -> np.ndarray:
@@ -97,14 +126,39 @@ def _idx(path: Path, header_bytes: int) -> np.ndarray:
 
 def load_fashion(seed: int) -> Dataset:
     folder = data_dir() / "fashion-mnist"
-    train_x = _idx(folder / "train-images-idx3-ubyte.gz", 16).reshape(-1, 784).astype(np.float32) / 255.0
+    train_x = (
+        _idx(folder / "train-images-idx3-ubyte.gz", 16).reshape(-1, 784).astype(np.float32) / 255.0
+    )
     train_y = _idx(folder / "train-labels-idx1-ubyte.gz", 8).astype(np.int64)
-    test_x = _idx(folder / "t10k-images-idx3-ubyte.gz", 16).reshape(-1, 784).astype(np.float32) / 255.0
+    test_x = (
+        _idx(folder / "t10k-images-idx3-ubyte.gz", 16).reshape(-1, 784).astype(np.float32) / 255.0
+    )
     test_y = _idx(folder / "t10k-labels-idx1-ubyte.gz", 8).astype(np.int64)
-    public, test = train_test_split(np.arange(len(test_y)), train_size=0.5, random_state=seed, stratify=test_y)
-    names = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
-             "Ankle boot")
-    return Dataset("fashion", train_x, train_y, test_x[public], test_y[public], test_x[test], test_y[test], names)
+    public, test = train_test_split(
+        np.arange(len(test_y)), train_size=0.5, random_state=seed, stratify=test_y
+    )
+    names = (
+        "T-shirt/top",
+        "Trouser",
+        "Pullover",
+        "Dress",
+        "Coat",
+        "Sandal",
+        "Shirt",
+        "Sneaker",
+        "Bag",
+        "Ankle boot",
+    )
+    return Dataset(
+        "fashion",
+        train_x,
+        train_y,
+        test_x[public],
+        test_y[public],
+        test_x[test],
+        test_y[test],
+        names,
+    )
 
 
 DATASETS = {"adult": load_adult, "magic": load_magic, "mnist": load_mnist, "fashion": load_fashion}

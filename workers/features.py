@@ -30,15 +30,18 @@ import pandas as pd
 
 from workers.tables import TableError, TableLimits, read_table, table_format  # noqa: F401 - callers import them here
 
-SPEC_VERSION = 2        # 2: the specification lists its views (the columns, and so both views, are unchanged)
+SPEC_VERSION = (
+    2  # 2: the specification lists its views (the columns, and so both views, are unchanged)
+)
 ONE_HOT_VIEW = "one_hot"
 ORDINAL_VIEW = "ordinal"
 FEATURE_VIEWS = (ONE_HOT_VIEW, ORDINAL_VIEW)
 TREE_FAMILIES = frozenset({"decision_tree", "random_forest", "xgboost"})
 
 
-def infer_feature_spec(frame: pd.DataFrame, *, label_column: str | None = None,
-                       limits: TableLimits = TableLimits()) -> dict:
+def infer_feature_spec(
+    frame: pd.DataFrame, *, label_column: str | None = None, limits: TableLimits = TableLimits()
+) -> dict:
     """Infer a feature specification from a table; the label column, if present, is left out.
 
     Returns
@@ -56,22 +59,41 @@ def infer_feature_spec(frame: pd.DataFrame, *, label_column: str | None = None,
         if pd.api.types.is_bool_dtype(values) or not pd.api.types.is_numeric_dtype(values):
             categories = sorted(values.dropna().astype(str).unique().tolist())
             if len(categories) > limits.max_categories:
-                raise TableError(f"Column '{name}' has {len(categories)} distinct text values; at most "
-                                 f"{limits.max_categories} categories are allowed. Is it an identifier? Drop it.")
+                raise TableError(
+                    f"Column '{name}' has {len(categories)} distinct text values; at most "
+                    f"{limits.max_categories} categories are allowed. Is it an identifier? Drop it."
+                )
             columns.append({"name": name, "type": "categorical", "categories": categories})
         else:
             numbers = values.astype(float)
             std = float(numbers.std(ddof=0)) if numbers.notna().any() else 0.0
-            columns.append({"name": name, "type": "numeric",
-                            "mean": float(numbers.mean()) if numbers.notna().any() else 0.0,
-                            "std": std if std > 0 else 1.0})
+            columns.append(
+                {
+                    "name": name,
+                    "type": "numeric",
+                    "mean": float(numbers.mean()) if numbers.notna().any() else 0.0,
+                    "std": std if std > 0 else 1.0,
+                }
+            )
     if not columns:
         raise TableError("The table has no feature columns besides the label.")
     feature_names = [name for column in columns for name in _feature_names(column)]
-    spec = {"version": SPEC_VERSION, "columns": columns, "n_features": len(feature_names),
-            "feature_names": feature_names}
-    return {**spec, "views": {view: {"n_features": view_width(spec, view),
-                                     "feature_names": view_feature_names(spec, view)} for view in FEATURE_VIEWS}}
+    spec = {
+        "version": SPEC_VERSION,
+        "columns": columns,
+        "n_features": len(feature_names),
+        "feature_names": feature_names,
+    }
+    return {
+        **spec,
+        "views": {
+            view: {
+                "n_features": view_width(spec, view),
+                "feature_names": view_feature_names(spec, view),
+            }
+            for view in FEATURE_VIEWS
+        },
+    }
 
 
 def _feature_names(column: dict) -> list[str]:
@@ -96,15 +118,19 @@ def encode_features(frame: pd.DataFrame, spec: dict, *, view: str = ONE_HOT_VIEW
 def _one_hot_features(frame: pd.DataFrame, spec: dict) -> np.ndarray:
     missing = [column["name"] for column in spec["columns"] if column["name"] not in frame.columns]
     if missing:
-        raise TableError(f"The table lacks the column(s) {', '.join(missing)} that the federation's "
-                         "feature specification names.")
+        raise TableError(
+            f"The table lacks the column(s) {', '.join(missing)} that the federation's "
+            "feature specification names."
+        )
     blocks = []
     for column in spec["columns"]:
         values = frame[column["name"]]
         if column["type"] == "numeric":
             numbers = pd.to_numeric(values, errors="coerce")
             if (numbers.isna() & values.notna()).any():
-                raise TableError(f"Column '{column['name']}' must be numeric but holds text values.")
+                raise TableError(
+                    f"Column '{column['name']}' must be numeric but holds text values."
+                )
             standardised = ((numbers.astype(float) - column["mean"]) / column["std"]).fillna(0.0)
             blocks.append(standardised.to_numpy(dtype=np.float32)[:, None])
         else:
@@ -119,14 +145,20 @@ def _one_hot_features(frame: pd.DataFrame, spec: dict) -> np.ndarray:
 
 def check_view(view: str) -> str:
     if view not in FEATURE_VIEWS:
-        raise TableError(f"Unknown feature view {view!r}; choose one of {', '.join(FEATURE_VIEWS)}.")
+        raise TableError(
+            f"Unknown feature view {view!r}; choose one of {', '.join(FEATURE_VIEWS)}."
+        )
     return view
 
 
 def feature_view_for(*families: str) -> str:
     """The view models of these families read: ordinal when every one is a tree family (a silo's
     teachers and students read the same matrix), else one-hot."""
-    return ORDINAL_VIEW if families and all(family in TREE_FAMILIES for family in families) else ONE_HOT_VIEW
+    return (
+        ORDINAL_VIEW
+        if families and all(family in TREE_FAMILIES for family in families)
+        else ONE_HOT_VIEW
+    )
 
 
 def view_width(spec: dict, view: str) -> int:
@@ -145,19 +177,28 @@ def ordinal_from_one_hot(one_hot: np.ndarray, spec: dict) -> np.ndarray:
     raw values, each categorical block replaced by its category's index (-1: missing or unknown)."""
     one_hot = np.asarray(one_hot)
     if one_hot.ndim != 2 or one_hot.shape[1] != spec["n_features"]:
-        raise TableError(f"The features have {one_hot.shape[-1]} columns but the one-hot view of the "
-                         f"specification has {spec['n_features']}.")
+        raise TableError(
+            f"The features have {one_hot.shape[-1]} columns but the one-hot view of the "
+            f"specification has {spec['n_features']}."
+        )
     columns, start = [], 0
     for column in spec["columns"]:
         if column["type"] == "numeric":
             columns.append(one_hot[:, start].astype(np.float64) * column["std"] + column["mean"])
             start += 1
         else:
-            block = one_hot[:, start:start + len(column["categories"])]
-            columns.append(np.where(block.any(axis=1), block.argmax(axis=1), -1) if block.shape[1]
-                           else np.full(len(one_hot), -1))
+            block = one_hot[:, start : start + len(column["categories"])]
+            columns.append(
+                np.where(block.any(axis=1), block.argmax(axis=1), -1)
+                if block.shape[1]
+                else np.full(len(one_hot), -1)
+            )
             start += block.shape[1]
-    return np.column_stack(columns).astype(np.float32) if columns else np.empty((len(one_hot), 0), np.float32)
+    return (
+        np.column_stack(columns).astype(np.float32)
+        if columns
+        else np.empty((len(one_hot), 0), np.float32)
+    )
 
 
 def features_in_view(one_hot: np.ndarray, spec: dict, view: str) -> np.ndarray:
@@ -172,6 +213,8 @@ def encode_labels(values: pd.Series, class_labels: list[str]) -> np.ndarray:
     unknown = sorted(set(text) - set(index_of))
     if unknown:
         shown = ", ".join(repr(label) for label in unknown[:5])
-        raise TableError(f"The label column holds {shown}, which the federation's class labels "
-                         f"({', '.join(class_labels)}) do not include.")
+        raise TableError(
+            f"The label column holds {shown}, which the federation's class labels "
+            f"({', '.join(class_labels)}) do not include."
+        )
     return text.map(index_of).to_numpy(dtype=np.int64)

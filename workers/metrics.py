@@ -16,7 +16,9 @@ from scipy.stats import rankdata
 RELIABILITY_BINS = 10
 
 
-def reliability(probabilities: np.ndarray, labels: np.ndarray, *, n_bins: int = RELIABILITY_BINS) -> dict:
+def reliability(
+    probabilities: np.ndarray, labels: np.ndarray, *, n_bins: int = RELIABILITY_BINS
+) -> dict:
     """Per equal-width bin of top-class confidence: mean confidence, accuracy and count (``None`` when empty)."""
     confidence = probabilities.max(axis=1)
     correct = probabilities.argmax(axis=1) == labels
@@ -25,9 +27,16 @@ def reliability(probabilities: np.ndarray, labels: np.ndarray, *, n_bins: int = 
     counts = np.bincount(bins, minlength=n_bins)
     confidence_sums = np.bincount(bins, weights=confidence, minlength=n_bins)
     correct_sums = np.bincount(bins, weights=correct, minlength=n_bins)
-    return {"bin_edges": [float(edge) for edge in edges], "count": [int(count) for count in counts],
-            "confidence": [float(total / count) if count else None for total, count in zip(confidence_sums, counts)],
-            "accuracy": [float(total / count) if count else None for total, count in zip(correct_sums, counts)]}
+    return {
+        "bin_edges": [float(edge) for edge in edges],
+        "count": [int(count) for count in counts],
+        "confidence": [
+            float(total / count) if count else None for total, count in zip(confidence_sums, counts)
+        ],
+        "accuracy": [
+            float(total / count) if count else None for total, count in zip(correct_sums, counts)
+        ],
+    }
 
 
 def _binary_auc(positive: np.ndarray, scores: np.ndarray) -> float:
@@ -35,7 +44,9 @@ def _binary_auc(positive: np.ndarray, scores: np.ndarray) -> float:
     ranks = rankdata(scores)
     n_positive = int(positive.sum())
     n_negative = len(positive) - n_positive
-    return float((ranks[positive].sum() - n_positive * (n_positive + 1) / 2) / (n_positive * n_negative))
+    return float(
+        (ranks[positive].sum() - n_positive * (n_positive + 1) / 2) / (n_positive * n_negative)
+    )
 
 
 def _roc_auc(probabilities: np.ndarray, labels: np.ndarray, n_classes: int) -> float | None:
@@ -50,7 +61,14 @@ def _roc_auc(probabilities: np.ndarray, labels: np.ndarray, n_classes: int) -> f
         scores = scores / np.clip(scores.sum(axis=1, keepdims=True), 1e-12, None)
     if len(present) == 2:
         return _binary_auc(labels == present[1], scores[:, 1])
-    return float(np.mean([_binary_auc(labels == label, scores[:, column]) for column, label in enumerate(present)]))
+    return float(
+        np.mean(
+            [
+                _binary_auc(labels == label, scores[:, column])
+                for column, label in enumerate(present)
+            ]
+        )
+    )
 
 
 def classification_metrics(probabilities, labels, *, n_classes: int) -> dict:
@@ -71,13 +89,16 @@ def classification_metrics(probabilities, labels, *, n_classes: int) -> dict:
     probabilities = np.asarray(probabilities, dtype=np.float64)
     labels = np.asarray(labels, dtype=np.int64)
     predicted = probabilities.argmax(axis=1)
-    confusion = np.bincount(labels * n_classes + predicted, minlength=n_classes * n_classes).reshape(
-        n_classes, n_classes)
+    confusion = np.bincount(
+        labels * n_classes + predicted, minlength=n_classes * n_classes
+    ).reshape(n_classes, n_classes)
     true_positives = np.diag(confusion).astype(np.float64)
     support, predicted_counts = confusion.sum(axis=1), confusion.sum(axis=0)
     present = support > 0
     f1_denominator = support + predicted_counts
-    f1 = np.divide(2 * true_positives, f1_denominator, out=np.zeros(n_classes), where=f1_denominator > 0)
+    f1 = np.divide(
+        2 * true_positives, f1_denominator, out=np.zeros(n_classes), where=f1_denominator > 0
+    )
     return {
         "accuracy": float(true_positives.sum() / len(labels)),
         "balanced_accuracy": float(np.mean(true_positives[present] / support[present])),
@@ -115,8 +136,13 @@ def majority_class_metrics(class_counts: Sequence[int] | np.ndarray) -> dict | N
     n_classes = len(counts)
     labels = np.repeat(np.arange(n_classes), counts)
     constant = np.zeros((len(labels), n_classes))
-    constant[:, int(counts.argmax())] = 1.0  # ties in the counts go to the lowest class index, like arg-max
-    return {**headline(classification_metrics(constant, labels, n_classes=n_classes)), "class": int(counts.argmax())}
+    constant[:, int(counts.argmax())] = (
+        1.0  # ties in the counts go to the lowest class index, like arg-max
+    )
+    return {
+        **headline(classification_metrics(constant, labels, n_classes=n_classes)),
+        "class": int(counts.argmax()),
+    }
 
 
 def silo_baselines(metrics_per_silo: dict[str, list[dict]]) -> dict:
@@ -137,24 +163,38 @@ def silo_baselines(metrics_per_silo: dict[str, list[dict]]) -> dict:
     {"best_single_silo": headline metrics and "silo" (its key) or None, "average_silo": headline metrics or None,
     "n_silos": number of silos measured}
     """
+
     def order(metrics):
         return (metrics.get("balanced_accuracy") or 0.0, metrics.get("accuracy") or 0.0)
 
-    representatives = {silo: max(measured, key=order)
-                       for silo, measured in sorted(metrics_per_silo.items()) if measured}
+    representatives = {
+        silo: max(measured, key=order)
+        for silo, measured in sorted(metrics_per_silo.items())
+        if measured
+    }
     if not representatives:
         return {"best_single_silo": None, "average_silo": None, "n_silos": 0}
     best_silo = max(representatives, key=lambda silo: order(representatives[silo]))
 
     def average(name):
-        values = [metrics[name] for metrics in representatives.values() if metrics.get(name) is not None]
+        values = [
+            metrics[name] for metrics in representatives.values() if metrics.get(name) is not None
+        ]
         return float(np.mean(values)) if values else None
 
-    return {"best_single_silo": {**headline(representatives[best_silo]), "silo": best_silo},
-            "average_silo": {name: average(name) for name in HEADLINE_METRICS}, "n_silos": len(representatives)}
+    return {
+        "best_single_silo": {**headline(representatives[best_silo]), "silo": best_silo},
+        "average_silo": {name: average(name) for name in HEADLINE_METRICS},
+        "n_silos": len(representatives),
+    }
 
 
-def baselines(*, class_counts: Sequence[int] | np.ndarray, metrics_per_silo: dict[str, list[dict]]) -> dict:
+def baselines(
+    *, class_counts: Sequence[int] | np.ndarray, metrics_per_silo: dict[str, list[dict]]
+) -> dict:
     """Every baseline of a global model on one evaluation split: ``majority_class`` (see
     :func:`majority_class_metrics`) and the silo baselines of :func:`silo_baselines`."""
-    return {"majority_class": majority_class_metrics(class_counts), **silo_baselines(metrics_per_silo)}
+    return {
+        "majority_class": majority_class_metrics(class_counts),
+        **silo_baselines(metrics_per_silo),
+    }

@@ -17,8 +17,16 @@ def _generator(seed: SeedLike) -> np.random.Generator:
     return seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
 
 
-def dirichlet_label_partition(labels, n_parties: int, *, beta: float, seed: SeedLike, min_size: int = 10,
-                              max_attempts: int = 1000, cap_at_mean: bool = False) -> list[np.ndarray]:
+def dirichlet_label_partition(
+    labels,
+    n_parties: int,
+    *,
+    beta: float,
+    seed: SeedLike,
+    min_size: int = 10,
+    max_attempts: int = 1000,
+    cap_at_mean: bool = False,
+) -> list[np.ndarray]:
     """Indices of each party's examples under a Dirichlet(``beta``) label partition.
 
     Parameters
@@ -51,18 +59,23 @@ def dirichlet_label_partition(labels, n_parties: int, *, beta: float, seed: Seed
     if n_parties < 1 or beta <= 0:
         raise ValueError("n_parties must be at least 1 and beta must be positive.")
     if n_parties * min_size > len(labels):
-        raise ValueError(f"{len(labels)} examples cannot give {n_parties} parties at least {min_size} each.")
+        raise ValueError(
+            f"{len(labels)} examples cannot give {n_parties} parties at least {min_size} each."
+        )
     rng = _generator(seed)
     for _ in range(max_attempts):
         parties = _dirichlet_draw(labels, n_parties, beta, rng, cap_at_mean)
         if min(len(indices) for indices in parties) >= min_size:
             return parties
-    raise ValueError(f"No Dirichlet(beta={beta}) draw gave every one of {n_parties} parties {min_size} examples "
-                     f"in {max_attempts} attempts; lower min_size or raise beta.")
+    raise ValueError(
+        f"No Dirichlet(beta={beta}) draw gave every one of {n_parties} parties {min_size} examples "
+        f"in {max_attempts} attempts; lower min_size or raise beta."
+    )
 
 
-def _dirichlet_draw(labels: np.ndarray, n_parties: int, beta: float, rng: np.random.Generator,
-                    cap_at_mean: bool) -> list[np.ndarray]:
+def _dirichlet_draw(
+    labels: np.ndarray, n_parties: int, beta: float, rng: np.random.Generator, cap_at_mean: bool
+) -> list[np.ndarray]:
     shares: list[list[np.ndarray]] = [[] for _ in range(n_parties)]
     sizes = np.zeros(n_parties)
     for label in np.unique(labels):

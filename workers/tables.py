@@ -60,7 +60,9 @@ def read_table(data: bytes, *, limits: TableLimits = TableLimits()) -> pd.DataFr
     readers = {"parquet": _read_parquet, "npz": _read_npz, "csv": _read_csv}
     frame = readers[table_format(data)](data, limits)
     if frame.shape[0] == 0:
-        raise TableError("The table has no rows; upload a file with a header and at least one data row.")
+        raise TableError(
+            "The table has no rows; upload a file with a header and at least one data row."
+        )
     check_shape(n_rows=frame.shape[0], n_columns=frame.shape[1], limits=limits)
     frame.columns = [str(column).strip() for column in frame.columns]
     _refuse_repeated_names(frame.columns)
@@ -70,16 +72,24 @@ def read_table(data: bytes, *, limits: TableLimits = TableLimits()) -> pd.DataFr
 
 def check_shape(*, n_rows: int, n_columns: int, limits: TableLimits) -> None:
     """Refuse a table shape beyond the limits (rows, columns or cells)."""
-    if n_rows > limits.max_rows or n_columns > limits.max_columns or n_rows * n_columns > limits.max_cells:
-        raise TableError(f"The table has {n_rows} rows and {n_columns} columns; the limits are {limits.max_rows} "
-                         f"rows, {limits.max_columns} columns and {limits.max_cells} cells in all.")
+    if (
+        n_rows > limits.max_rows
+        or n_columns > limits.max_columns
+        or n_rows * n_columns > limits.max_cells
+    ):
+        raise TableError(
+            f"The table has {n_rows} rows and {n_columns} columns; the limits are {limits.max_rows} "
+            f"rows, {limits.max_columns} columns and {limits.max_cells} cells in all."
+        )
 
 
 def _refuse_repeated_names(names: Iterable[str]) -> None:
     seen: set[str] = set()
     for name in names:
         if name in seen:
-            raise TableError(f"The table has two columns named '{name}'; give every column its own name.")
+            raise TableError(
+                f"The table has two columns named '{name}'; give every column its own name."
+            )
         seen.add(name)
 
 
@@ -87,39 +97,65 @@ def _refuse_unstorable_values(frame: pd.DataFrame) -> None:
     for name in frame.columns:
         values = frame[name]
         if NUL in name:
-            raise TableError("A column name holds a NUL character, which no name may contain; remove it.")
+            raise TableError(
+                "A column name holds a NUL character, which no name may contain; remove it."
+            )
         if pd.api.types.is_bool_dtype(values):
             continue
         if pd.api.types.is_numeric_dtype(values):
             numbers = values.astype("float64").to_numpy()
-            beyond = np.flatnonzero(np.abs(numbers) > FLOAT32_MAX)  # inf among them; NaN (missing) is not
+            beyond = np.flatnonzero(
+                np.abs(numbers) > FLOAT32_MAX
+            )  # inf among them; NaN (missing) is not
             if beyond.size:
-                raise TableError(f"Column '{name}', row {beyond[0] + 1}: {numbers[beyond[0]]} is beyond the ±3.4e38 "
-                                 "that the models' 32-bit features hold; rescale the column or leave the cell empty.")
+                raise TableError(
+                    f"Column '{name}', row {beyond[0] + 1}: {numbers[beyond[0]]} is beyond the ±3.4e38 "
+                    "that the models' 32-bit features hold; rescale the column or leave the cell empty."
+                )
         elif values.dropna().astype(str).str.contains(NUL, regex=False).any():
-            raise TableError(f"Column '{name}' holds a NUL character, which no value may contain; remove it.")
+            raise TableError(
+                f"Column '{name}' holds a NUL character, which no value may contain; remove it."
+            )
 
 
 # --- CSV -------------------------------------------------------------------------------------------------
+
 
 def _read_csv(data: bytes, limits: TableLimits) -> pd.DataFrame:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        raise TableError("The file is neither Parquet, NPZ nor UTF-8 CSV text; save it as UTF-8 CSV.") from error
+        raise TableError(
+            "The file is neither Parquet, NPZ nor UTF-8 CSV text; save it as UTF-8 CSV."
+        ) from error
     if NUL in text:  # pandas would cut the value short at the NUL
         line = text.count("\n", 0, text.index(NUL)) + 1
-        raise TableError(f"Line {line} of the CSV file holds a NUL character, which no value may contain; remove it.")
+        raise TableError(
+            f"Line {line} of the CSV file holds a NUL character, which no value may contain; remove it."
+        )
     _check_csv_header(text, limits)
     if csv_rows_exceed(text, limits.max_rows):
-        raise TableError(f"The CSV file has more than {limits.max_rows} rows; the limit is {limits.max_rows}.")
+        raise TableError(
+            f"The CSV file has more than {limits.max_rows} rows; the limit is {limits.max_rows}."
+        )
     try:
-        frame = pd.read_csv(io.StringIO(text), skipinitialspace=True, na_values=MISSING_MARKERS,
-                            keep_default_na=True, on_bad_lines="error")
+        frame = pd.read_csv(
+            io.StringIO(text),
+            skipinitialspace=True,
+            na_values=MISSING_MARKERS,
+            keep_default_na=True,
+            on_bad_lines="error",
+        )
     except (pd.errors.ParserError, ValueError) as error:
-        raise TableError(f"The CSV file is malformed: {error}. Every row needs as many fields as the header.") from error
-    if not isinstance(frame.index, pd.RangeIndex):  # pandas' reading of a first row longer than the header
-        raise TableError("The CSV file is malformed: its first data row has more fields than the header.")
+        raise TableError(
+            f"The CSV file is malformed: {error}. Every row needs as many fields as the header."
+        ) from error
+    if not isinstance(
+        frame.index, pd.RangeIndex
+    ):  # pandas' reading of a first row longer than the header
+        raise TableError(
+            "The CSV file is malformed: its first data row has more fields than the header."
+        )
     return frame
 
 
@@ -127,13 +163,19 @@ def _check_csv_header(text: str, limits: TableLimits) -> None:
     """The header line alone: its column count against the limit, then its names (pandas would rename a
     repeated name ``a.1``)."""
     try:
-        header = next((row for row in csv.reader(io.StringIO(text), skipinitialspace=True) if row), [])
+        header = next(
+            (row for row in csv.reader(io.StringIO(text), skipinitialspace=True) if row), []
+        )
     except csv.Error as error:
         raise TableError(f"The CSV file's header line is malformed ({error}).") from error
     if not header:
-        raise TableError("The CSV file is empty; upload a file with a header and at least one data row.")
+        raise TableError(
+            "The CSV file is empty; upload a file with a header and at least one data row."
+        )
     if len(header) > limits.max_columns:
-        raise TableError(f"The CSV file's header names {len(header)} columns; the limit is {limits.max_columns}.")
+        raise TableError(
+            f"The CSV file's header names {len(header)} columns; the limit is {limits.max_columns}."
+        )
     names = [name.strip() for name in header]
     if not all(names):
         raise TableError("The CSV file needs a header row naming every column.")
@@ -169,11 +211,14 @@ def csv_stream_read(chunks: Iterable[bytes], *, max_rows: int) -> bytes:
         if lines > next_count_at:
             next_count_at = 2 * lines
             if csv_rows_exceed(b"".join(received).decode("utf-8", errors="replace"), max_rows):
-                raise TableError(f"The CSV file has more than {max_rows} rows; send at most {max_rows} per request.")
+                raise TableError(
+                    f"The CSV file has more than {max_rows} rows; send at most {max_rows} per request."
+                )
     return b"".join(received)
 
 
 # --- Parquet ---------------------------------------------------------------------------------------------
+
 
 def _read_parquet(data: bytes, limits: TableLimits) -> pd.DataFrame:
     import pyarrow.parquet as parquet  # pandas' own Parquet engine; imported here as only Parquet needs it
@@ -182,17 +227,25 @@ def _read_parquet(data: bytes, limits: TableLimits) -> pd.DataFrame:
         parquet_file = parquet.ParquetFile(io.BytesIO(data))
         schema, metadata = parquet_file.schema_arrow, parquet_file.metadata
     except Exception as error:  # noqa: BLE001 - pyarrow raises many types for a damaged file
-        raise TableError(f"The Parquet file could not be read ({error}); check that it is complete.") from error
+        raise TableError(
+            f"The Parquet file could not be read ({error}); check that it is complete."
+        ) from error
     check_shape(n_rows=metadata.num_rows, n_columns=len(schema.names), limits=limits)
-    unpacked = sum(metadata.row_group(index).total_byte_size for index in range(metadata.num_row_groups))
+    unpacked = sum(
+        metadata.row_group(index).total_byte_size for index in range(metadata.num_row_groups)
+    )
     if unpacked > limits.max_unpacked_bytes:
-        raise TableError(f"The Parquet file unpacks to {unpacked} bytes; the limit is {limits.max_unpacked_bytes}.")
+        raise TableError(
+            f"The Parquet file unpacks to {unpacked} bytes; the limit is {limits.max_unpacked_bytes}."
+        )
     for field in schema:
         _check_parquet_type(field.name, field.type)
     try:
         return parquet_file.read().to_pandas()
     except Exception as error:  # noqa: BLE001 - as above
-        raise TableError(f"The Parquet file could not be read ({error}); check that it is complete.") from error
+        raise TableError(
+            f"The Parquet file could not be read ({error}); check that it is complete."
+        ) from error
 
 
 def _check_parquet_type(name: str, arrow_type) -> None:
@@ -200,29 +253,45 @@ def _check_parquet_type(name: str, arrow_type) -> None:
 
     if types.is_dictionary(arrow_type):
         arrow_type = arrow_type.value_type
-    if not (types.is_integer(arrow_type) or types.is_floating(arrow_type) or types.is_boolean(arrow_type)
-            or types.is_string(arrow_type) or types.is_large_string(arrow_type) or types.is_null(arrow_type)):
-        raise TableError(f"Column '{name}' has the Parquet type {arrow_type}, which Onefold does not read; store "
-                         "numbers as integers or floats, categories and dates as text, and no nested columns.")
+    if not (
+        types.is_integer(arrow_type)
+        or types.is_floating(arrow_type)
+        or types.is_boolean(arrow_type)
+        or types.is_string(arrow_type)
+        or types.is_large_string(arrow_type)
+        or types.is_null(arrow_type)
+    ):
+        raise TableError(
+            f"Column '{name}' has the Parquet type {arrow_type}, which Onefold does not read; store "
+            "numbers as integers or floats, categories and dates as text, and no nested columns."
+        )
 
 
 # --- NPZ -------------------------------------------------------------------------------------------------
+
 
 def _read_npz(data: bytes, limits: TableLimits) -> pd.DataFrame:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             _check_archive(archive.infolist(), limits)
-            headers = {NPZ_ARRAY_NAMES[name]: _npy_header(archive, name)
-                       for name in archive.namelist() if name in NPZ_ARRAY_NAMES}
+            headers = {
+                NPZ_ARRAY_NAMES[name]: _npy_header(archive, name)
+                for name in archive.namelist()
+                if name in NPZ_ARRAY_NAMES
+            }
     except ARCHIVE_READ_ERRORS as error:
-        raise TableError("The file starts like a ZIP/NPZ archive but is not a valid one.") from error
+        raise TableError(
+            "The file starts like a ZIP/NPZ archive but is not a valid one."
+        ) from error
     _check_npz_headers(headers, limits)
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
             features = arrays["X"]
             labels = arrays["y"] if "y" in headers else None
     except ARCHIVE_READ_ERRORS + (ValueError,) as error:
-        raise TableError(f"The NPZ archive is damaged ({error}); save it again with numpy.savez.") from error
+        raise TableError(
+            f"The NPZ archive is damaged ({error}); save it again with numpy.savez."
+        ) from error
     frame = pd.DataFrame(features, columns=[f"f{index}" for index in range(features.shape[1])])
     if labels is not None:
         frame["label"] = labels
@@ -231,10 +300,14 @@ def _read_npz(data: bytes, limits: TableLimits) -> pd.DataFrame:
 
 def _check_archive(entries: list[zipfile.ZipInfo], limits: TableLimits) -> None:
     if len(entries) > limits.max_archive_entries:
-        raise TableError(f"The NPZ archive has {len(entries)} entries; at most {limits.max_archive_entries} are allowed.")
+        raise TableError(
+            f"The NPZ archive has {len(entries)} entries; at most {limits.max_archive_entries} are allowed."
+        )
     unpacked = sum(entry.file_size for entry in entries)
     if unpacked > limits.max_unpacked_bytes:
-        raise TableError(f"The NPZ archive unpacks to {unpacked} bytes; the limit is {limits.max_unpacked_bytes}.")
+        raise TableError(
+            f"The NPZ archive unpacks to {unpacked} bytes; the limit is {limits.max_unpacked_bytes}."
+        )
 
 
 def _npy_header(archive: zipfile.ZipFile, name: str) -> tuple[tuple[int, ...], np.dtype]:
@@ -247,7 +320,9 @@ def _npy_header(archive: zipfile.ZipFile, name: str) -> tuple[tuple[int, ...], n
             elif version == (2, 0):
                 shape, _fortran_order, dtype = np.lib.format.read_array_header_2_0(file)
             else:
-                raise TableError(f"The NPZ array '{name}' uses .npy format {version}; save it with numpy.savez.")
+                raise TableError(
+                    f"The NPZ array '{name}' uses .npy format {version}; save it with numpy.savez."
+                )
         except ValueError as error:
             raise TableError(f"The NPZ array '{name}' has a malformed header ({error}).") from error
     return shape, dtype
@@ -255,12 +330,18 @@ def _npy_header(archive: zipfile.ZipFile, name: str) -> tuple[tuple[int, ...], n
 
 def _check_npz_headers(headers: dict, limits: TableLimits) -> None:
     if "X" not in headers:
-        raise TableError("The NPZ archive needs a 2-D numeric array named 'X' (and optionally 'y').")
+        raise TableError(
+            "The NPZ archive needs a 2-D numeric array named 'X' (and optionally 'y')."
+        )
     shape, dtype = headers["X"]
     if dtype.hasobject:
-        raise TableError("The NPZ array 'X' is an array of Python objects (object arrays can hold pickles); save "
-                         "plain numbers with numpy.savez.")
-    if len(shape) != 2 or not (np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating)):
+        raise TableError(
+            "The NPZ array 'X' is an array of Python objects (object arrays can hold pickles); save "
+            "plain numbers with numpy.savez."
+        )
+    if len(shape) != 2 or not (
+        np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating)
+    ):
         raise TableError("The NPZ array 'X' must be a 2-D array of integers or floats.")
     check_shape(n_rows=shape[0], n_columns=shape[1] + ("y" in headers), limits=limits)
     if "y" in headers:
@@ -268,5 +349,7 @@ def _check_npz_headers(headers: dict, limits: TableLimits) -> None:
         if label_shape != (shape[0],):
             raise TableError("The NPZ array 'y' must be 1-D with one label per row of 'X'.")
         if label_dtype.hasobject:
-            raise TableError("The NPZ array 'y' is an array of Python objects (object arrays can hold pickles); save "
-                             "plain numbers or text with numpy.savez.")
+            raise TableError(
+                "The NPZ array 'y' is an array of Python objects (object arrays can hold pickles); save "
+                "plain numbers or text with numpy.savez."
+            )

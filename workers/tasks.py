@@ -10,12 +10,18 @@ from celery import group
 from market.transient import TRANSIENT_ERRORS
 from workers.celery_app import app
 
-RETRY = {"autoretry_for": TRANSIENT_ERRORS, "retry_backoff": 2, "retry_backoff_max": 60, "max_retries": 5,
-         "acks_late": True}
+RETRY = {
+    "autoretry_for": TRANSIENT_ERRORS,
+    "retry_backoff": 2,
+    "retry_backoff_max": 60,
+    "max_retries": 5,
+    "acks_late": True,
+}
 
 
 # --- background work arrives through the outbox (market.outbox); every task claims its row first, so a
 # duplicate delivery does nothing ---
+
 
 @app.task(name="onefold.outbox_sweep", acks_late=True)
 def outbox_sweep_task() -> int:
@@ -92,6 +98,7 @@ def job_reap_task() -> dict:
 
 
 # --- federated distillation exchanges (market.exchanges) ---
+
 
 @app.task(name="onefold.exchange_round_aggregate", **RETRY)
 def exchange_round_aggregate_task(exchange_round_id: int) -> None:

@@ -28,7 +28,9 @@ class SpecError(ValueError):
 def _positive_int(spec: dict, key: str, *, maximum: int) -> int:
     value = spec.get(key)
     if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= maximum:
-        raise SpecError(f"The spec's '{key}' must be an integer between 1 and {maximum}, not {value!r}.")
+        raise SpecError(
+            f"The spec's '{key}' must be an integer between 1 and {maximum}, not {value!r}."
+        )
     return value
 
 
@@ -58,17 +60,29 @@ class MLP(nn.Module):
 class CNN(nn.Module):
     """LeNet-style network of the FedKT paper: conv(5x5) + max-pool blocks, then fully connected."""
 
-    def __init__(self, image_shape: list[int], conv_channels: list[int], kernel_size: int,
-                 hidden_sizes: list[int], n_classes: int):
+    def __init__(
+        self,
+        image_shape: list[int],
+        conv_channels: list[int],
+        kernel_size: int,
+        hidden_sizes: list[int],
+        n_classes: int,
+    ):
         super().__init__()
         self.image_shape = tuple(image_shape)
         channels, height, width = image_shape
         blocks: list[nn.Module] = []
         for channels_out in conv_channels:
             blocks += [nn.Conv2d(channels, channels_out, kernel_size), nn.ReLU(), nn.MaxPool2d(2)]
-            channels, height, width = channels_out, (height - kernel_size + 1) // 2, (width - kernel_size + 1) // 2
+            channels, height, width = (
+                channels_out,
+                (height - kernel_size + 1) // 2,
+                (width - kernel_size + 1) // 2,
+            )
             if height < 1 or width < 1:
-                raise SpecError("The spec's convolutions shrink the image below one pixel; use fewer or smaller ones.")
+                raise SpecError(
+                    "The spec's convolutions shrink the image below one pixel; use fewer or smaller ones."
+                )
         self.convolutions = nn.Sequential(*blocks)
         self.head = MLP(channels * height * width, hidden_sizes, n_classes)
 
@@ -99,7 +113,9 @@ def build_module(spec: dict) -> nn.Module:
     with torch.device("meta"):
         n_parameters = sum(parameter.numel() for parameter in _build(spec).parameters())
     if n_parameters > MAX_PARAMETERS:
-        raise SpecError(f"The spec describes {n_parameters} parameters; the limit is {MAX_PARAMETERS}.")
+        raise SpecError(
+            f"The spec describes {n_parameters} parameters; the limit is {MAX_PARAMETERS}."
+        )
     return _build(spec)
 
 
@@ -116,7 +132,9 @@ def _build(spec: dict) -> nn.Module:
         image_shape = spec.get("image_shape")
         if not isinstance(image_shape, list) or len(image_shape) != 3:
             raise SpecError("The spec's 'image_shape' must be [channels, height, width].")
-        image_shape = [_positive_int({"image_shape": v}, "image_shape", maximum=1024) for v in image_shape]
+        image_shape = [
+            _positive_int({"image_shape": v}, "image_shape", maximum=1024) for v in image_shape
+        ]
         conv_channels = _int_list(spec, "conv_channels", maximum_length=MAX_LAYERS)
         kernel_size = _positive_int(spec, "kernel_size", maximum=15)
         module = CNN(image_shape, conv_channels, kernel_size, hidden_sizes, n_classes)

@@ -48,11 +48,20 @@ class RefuseUnstorableInputMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        if NUL in request.path or any(NUL in key or any(NUL in value for value in values)
-                                      for key, values in request.GET.lists()):
-            return JsonResponse({"detail": "The address contains a NUL character (%00), which no parameter "
-                                           "accepts; remove it."}, status=400)
-        if request.method in ("POST", "PUT", "PATCH") and not request.content_type.startswith(STREAMED_CONTENT_TYPES):
+        if NUL in request.path or any(
+            NUL in key or any(NUL in value for value in values)
+            for key, values in request.GET.lists()
+        ):
+            return JsonResponse(
+                {
+                    "detail": "The address contains a NUL character (%00), which no parameter "
+                    "accepts; remove it."
+                },
+                status=400,
+            )
+        if request.method in ("POST", "PUT", "PATCH") and not request.content_type.startswith(
+            STREAMED_CONTENT_TYPES
+        ):
             if _declared_length(request) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
                 return body_too_large_response()
             if request.content_type.endswith("json"):

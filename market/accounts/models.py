@@ -17,8 +17,9 @@ class Organisation(models.Model):
 class User(AbstractUser):
     """A person; belongs to one organisation. Staff users are the market's operators."""
 
-    organisation = models.ForeignKey(Organisation, null=True, blank=True, on_delete=models.PROTECT,
-                                     related_name="members")
+    organisation = models.ForeignKey(
+        Organisation, null=True, blank=True, on_delete=models.PROTECT, related_name="members"
+    )
 
     @property
     def is_operator(self) -> bool:
@@ -35,7 +36,9 @@ class ApiToken(models.Model):
     user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(max_length=100)
     key_hash = models.CharField(max_length=64, unique=True)
-    key_prefix = models.CharField(max_length=8, help_text="The key's first characters, so owners can tell tokens apart.")
+    key_prefix = models.CharField(
+        max_length=8, help_text="The key's first characters, so owners can tell tokens apart."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()
     revoked_at = models.DateTimeField(null=True, blank=True)

@@ -11,9 +11,14 @@ def user_profile(*, user: User) -> dict:
     return {
         "username": user.username,
         "is_operator": user.is_operator,
-        "organisation": None if organisation is None else {
-            "id": organisation.id, "name": organisation.name,
-            "is_silo": organisation.is_silo, "is_buyer": organisation.is_buyer},
+        "organisation": None
+        if organisation is None
+        else {
+            "id": organisation.id,
+            "name": organisation.name,
+            "is_silo": organisation.is_silo,
+            "is_buyer": organisation.is_buyer,
+        },
     }
 
 
@@ -33,12 +38,18 @@ def api_token_state(token: ApiToken) -> str:
 
 def api_token_for_key(*, key: str) -> ApiToken:
     """The active token with this key, or AuthenticationFailed saying why it does not work."""
-    token = ApiToken.objects.select_related("user", "user__organisation").filter(key_hash=api_token_hash(key)).first()
+    token = (
+        ApiToken.objects.select_related("user", "user__organisation")
+        .filter(key_hash=api_token_hash(key))
+        .first()
+    )
     if token is None or not token.user.is_active:
         raise AuthenticationFailed("Invalid token.")
     state = api_token_state(token)
     if state == "revoked":
         raise AuthenticationFailed("This token was revoked; create a new one.")
     if state == "expired":
-        raise AuthenticationFailed(f"This token expired at {token.expires_at:%Y-%m-%d %H:%M} UTC; create a new one.")
+        raise AuthenticationFailed(
+            f"This token expired at {token.expires_at:%Y-%m-%d %H:%M} UTC; create a new one."
+        )
     return token

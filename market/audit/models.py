@@ -15,9 +15,15 @@ class AuditEvent(models.Model):
     and ``previous_hash``, so editing or deleting an entry breaks the chain."""
 
     created_at = models.DateTimeField()
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
-    organisation = models.ForeignKey(Organisation, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
-    action = models.CharField(max_length=100, help_text="Dotted name, e.g. 'budget.limit_changed', 'purchase.created'.")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    organisation = models.ForeignKey(
+        Organisation, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    action = models.CharField(
+        max_length=100, help_text="Dotted name, e.g. 'budget.limit_changed', 'purchase.created'."
+    )
     object_type = models.CharField(max_length=100, blank=True)
     object_id = models.CharField(max_length=100, blank=True)
     outcome = models.CharField(max_length=20, choices=AuditOutcome.choices)

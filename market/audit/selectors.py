@@ -5,8 +5,8 @@ from dataclasses import dataclass
 from django.db.models import QuerySet
 
 from market.audit.models import AuditEvent
-from market.errors import PermissionDenied
 from market.audit.services import GENESIS_HASH, audit_entry_hash, audit_event_fields
+from market.errors import PermissionDenied
 
 CHUNK_SIZE = 2000
 
@@ -26,17 +26,26 @@ class ChainVerdict:
     problem: str = ""
 
     def as_dict(self) -> dict:
-        return {"ok": self.ok, "checked": self.checked, "head_hash": self.head_hash,
-                "broken_at_id": self.broken_at_id, "problem": self.problem}
+        return {
+            "ok": self.ok,
+            "checked": self.checked,
+            "head_hash": self.head_hash,
+            "broken_at_id": self.broken_at_id,
+            "problem": self.problem,
+        }
 
 
 def _broken(event: AuditEvent, expected_previous: str) -> str:
     """Why this entry does not continue the chain, or '' when it does."""
     if event.previous_hash != expected_previous:
-        return (f"Entry {event.id} does not follow the entry before it (its previous hash is "
-                f"{event.previous_hash[:12]}…, expected {expected_previous[:12]}…): an entry was deleted, "
-                "inserted or reordered.")
-    if event.entry_hash != audit_entry_hash(previous_hash=event.previous_hash, fields=audit_event_fields(event)):
+        return (
+            f"Entry {event.id} does not follow the entry before it (its previous hash is "
+            f"{event.previous_hash[:12]}…, expected {expected_previous[:12]}…): an entry was deleted, "
+            "inserted or reordered."
+        )
+    if event.entry_hash != audit_entry_hash(
+        previous_hash=event.previous_hash, fields=audit_event_fields(event)
+    ):
         return f"Entry {event.id} does not match its hash: it was edited after it was written."
     return ""
 
@@ -53,21 +62,34 @@ def audit_chain_verify(*, expected_head: str | None = None) -> ChainVerdict:
     for event in AuditEvent.objects.order_by("id").iterator(chunk_size=CHUNK_SIZE):
         problem = _broken(event, expected_previous)
         if problem:
-            return ChainVerdict(ok=False, checked=checked, head_hash=expected_previous, broken_at_id=event.id,
-                                problem=problem)
+            return ChainVerdict(
+                ok=False,
+                checked=checked,
+                head_hash=expected_previous,
+                broken_at_id=event.id,
+                problem=problem,
+            )
         expected_previous, checked = event.entry_hash, checked + 1
         found_expected_head = found_expected_head or event.entry_hash == expected_head
     if not found_expected_head:
-        return ChainVerdict(ok=False, checked=checked, head_hash=expected_previous,
-                            problem=f"The recorded head {expected_head[:12]}… is no longer in the chain: "
-                                    "entries were removed from its end.")
+        return ChainVerdict(
+            ok=False,
+            checked=checked,
+            head_hash=expected_previous,
+            problem=f"The recorded head {expected_head[:12]}… is no longer in the chain: "
+            "entries were removed from its end.",
+        )
     return ChainVerdict(ok=True, checked=checked, head_hash=expected_previous)
 
 
 def audit_event_as_dict(event: AuditEvent) -> dict:
     """One entry as a JSON-ready dict: the hashed fields plus id and the two hashes (one JSON line of an export)."""
-    return {"id": event.id, **audit_event_fields(event), "previous_hash": event.previous_hash,
-            "entry_hash": event.entry_hash}
+    return {
+        "id": event.id,
+        **audit_event_fields(event),
+        "previous_hash": event.previous_hash,
+        "entry_hash": event.entry_hash,
+    }
 
 
 def audit_events_export() -> Iterator[dict]:
@@ -92,7 +114,9 @@ def audit_event_query(*, action_prefix: str = "", outcome: str = "") -> QuerySet
     return events
 
 
-def audit_event_list(*, action_prefix: str = "", outcome: str = "", limit: int = 200) -> list[AuditEvent]:
+def audit_event_list(
+    *, action_prefix: str = "", outcome: str = "", limit: int = 200
+) -> list[AuditEvent]:
     return list(audit_event_query(action_prefix=action_prefix, outcome=outcome)[:limit])
 
 

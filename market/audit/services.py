@@ -22,15 +22,28 @@ def audit_entry_hash(*, previous_hash: str, fields: dict) -> str:
 def audit_event_fields(event: AuditEvent) -> dict:
     """The fields the hash covers, as they read back from the database."""
     return {
-        "created_at": event.created_at.isoformat(), "actor_id": event.actor_id,
-        "organisation_id": event.organisation_id, "action": event.action, "object_type": event.object_type,
-        "object_id": event.object_id, "outcome": event.outcome, "client_address": event.client_address,
+        "created_at": event.created_at.isoformat(),
+        "actor_id": event.actor_id,
+        "organisation_id": event.organisation_id,
+        "action": event.action,
+        "object_type": event.object_type,
+        "object_id": event.object_id,
+        "outcome": event.outcome,
+        "client_address": event.client_address,
         "details": event.details,
     }
 
 
-def audit_record(*, action: str, outcome: str = AuditOutcome.SUCCESS, actor=None, organisation=None, target=None,
-                 request=None, details: dict | None = None) -> AuditEvent:
+def audit_record(
+    *,
+    action: str,
+    outcome: str = AuditOutcome.SUCCESS,
+    actor=None,
+    organisation=None,
+    target=None,
+    request=None,
+    details: dict | None = None,
+) -> AuditEvent:
     """Append one event to the audit chain, inside the caller's transaction when there is one.
 
     ``actor`` is a user (or None for the system); ``organisation`` defaults to the actor's; ``target`` is the
@@ -47,19 +60,29 @@ def audit_record(*, action: str, outcome: str = AuditOutcome.SUCCESS, actor=None
                 cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_CHAIN_LOCK])
         last = AuditEvent.objects.order_by("-id").only("entry_hash").first()
         event = AuditEvent(
-            created_at=timezone.now(), actor=actor, organisation=organisation, action=action,
+            created_at=timezone.now(),
+            actor=actor,
+            organisation=organisation,
+            action=action,
             object_type=type(target).__name__ if target is not None else "",
-            object_id=str(target.pk) if target is not None else "", outcome=outcome,
-            client_address=client_address_of(request) if request is not None else current_client_address(),
+            object_id=str(target.pk) if target is not None else "",
+            outcome=outcome,
+            client_address=client_address_of(request)
+            if request is not None
+            else current_client_address(),
             details=details or {},
             previous_hash=last.entry_hash if last else GENESIS_HASH,
         )
-        event.entry_hash = audit_entry_hash(previous_hash=event.previous_hash, fields=audit_event_fields(event))
+        event.entry_hash = audit_entry_hash(
+            previous_hash=event.previous_hash, fields=audit_event_fields(event)
+        )
         event.save(force_insert=True)
     return event
 
 
-def audit_refusals(action: str, *, actor_argument: str = "user", target_argument: str | None = None):
+def audit_refusals(
+    action: str, *, actor_argument: str = "user", target_argument: str | None = None
+):
     """Decorate a service so that a domain error it raises is recorded as a refused ``action``, then re-raised.
 
     The record is written after the service returned (its own transaction already rolled back); the
@@ -76,8 +99,15 @@ def audit_refusals(action: str, *, actor_argument: str = "user", target_argument
                 domain_error = domain_error_from(error)
                 if domain_error is not None:
                     target = kwargs.get(target_argument) if target_argument else None
-                    audit_record(action=action, outcome=AuditOutcome.REFUSED, actor=kwargs.get(actor_argument),
-                                 target=target, details={"reason": str(domain_error)})
+                    audit_record(
+                        action=action,
+                        outcome=AuditOutcome.REFUSED,
+                        actor=kwargs.get(actor_argument),
+                        target=target,
+                        details={"reason": str(domain_error)},
+                    )
                 raise
+
         return audited
+
     return decorate

@@ -8,7 +8,14 @@ from market.read_only_admin import ReadOnlyAdmin
 class PrivacyBudgetAdmin(ReadOnlyAdmin):
     """Read-only: limits change through the dashboard or the API, so every change is on the ledger and audited."""
 
-    list_display = ["federation", "organisation", "epsilon_limit", "spent", "reserved", "composition_rule"]
+    list_display = [
+        "federation",
+        "organisation",
+        "epsilon_limit",
+        "spent",
+        "reserved",
+        "composition_rule",
+    ]
     list_filter = ["federation"]
 
 

@@ -7,9 +7,17 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from market.audit.services import audit_record
-from market.budgets.selectors import (budget_get, budget_ledger, budget_list, budget_refusals, budget_summary,
-                                      entry_summary, ledger_csv, price_quote_visible)
 from market.budgets.pricing import submission_silos
+from market.budgets.selectors import (
+    budget_get,
+    budget_ledger,
+    budget_list,
+    budget_refusals,
+    budget_summary,
+    entry_summary,
+    ledger_csv,
+    price_quote_visible,
+)
 from market.budgets.services import budget_calibrate, budget_limit_set, budget_price_job
 from market.federations.selectors import federation_get, federation_require_member
 
@@ -21,20 +29,26 @@ class BudgetOutput(serializers.Serializer):
     organisation = serializers.CharField()
     epsilon_limit = serializers.DecimalField(max_digits=12, decimal_places=6, coerce_to_string=True)
     delta = serializers.CharField(help_text="δ at which the composed spend is converted.")
-    composed_delta = serializers.CharField(help_text="δ of the whole spend: the budget's δ plus the δ of every L2 "
-                                                     "submission charged as declared.")
+    composed_delta = serializers.CharField(
+        help_text="δ of the whole spend: the budget's δ plus the δ of every L2 "
+        "submission charged as declared."
+    )
     spent = serializers.DecimalField(max_digits=12, decimal_places=6, coerce_to_string=True)
     reserved = serializers.DecimalField(max_digits=12, decimal_places=6, coerce_to_string=True)
     remaining = serializers.DecimalField(max_digits=12, decimal_places=6, coerce_to_string=True)
     used_fraction = serializers.FloatField()
-    warning = serializers.BooleanField(help_text="Spent and reserved together reach 80 % of the limit.")
+    warning = serializers.BooleanField(
+        help_text="Spent and reserved together reach 80 % of the limit."
+    )
     composition_rule = serializers.CharField()
     composition = serializers.CharField()
     updated_at = serializers.DateTimeField()
 
 
 class LimitInput(serializers.Serializer):
-    epsilon_limit = serializers.DecimalField(max_digits=12, decimal_places=6, min_value=0, max_value=999999)
+    epsilon_limit = serializers.DecimalField(
+        max_digits=12, decimal_places=6, min_value=0, max_value=999999
+    )
     reason = serializers.CharField(max_length=1000, allow_blank=True, default="")
 
 
@@ -70,20 +84,29 @@ class PrivacyParametersInput(serializers.Serializer):
 
 class PriceInput(serializers.Serializer):
     submissions = serializers.ListField(
-        child=serializers.IntegerField(), required=False, max_length=10_000,
+        child=serializers.IntegerField(),
+        required=False,
+        max_length=10_000,
         help_text="Ids of the submissions the job would use: each silo is priced for the s votes each of its "
-                  "submissions moves (k submissions: k·s). Takes precedence over 'organisations'.")
+        "submissions moves (k submissions: k·s). Takes precedence over 'organisations'.",
+    )
     organisations = serializers.ListField(
-        child=serializers.IntegerField(), required=False, max_length=10_000,
+        child=serializers.IntegerField(),
+        required=False,
+        max_length=10_000,
         help_text="Organisation ids, one per submission the job would use (a silo listed twice is priced for 2·s "
-                  "votes); every member once when both lists are left out.")
+        "votes); every member once when both lists are left out.",
+    )
     privacy = PrivacyParametersInput()
     partitions = serializers.IntegerField(min_value=1, max_value=10_000)
     teachers = serializers.IntegerField(min_value=1, max_value=10_000, default=1)
     vote_weight = serializers.IntegerField(
-        min_value=1, max_value=16, default=1,
+        min_value=1,
+        max_value=16,
+        default=1,
         help_text="The largest integer vote weight (FedKT's vote_weight_max for a class_weighted vote; 1 otherwise): "
-                  "each submission moves s × this many votes.")
+        "each submission moves s × this many votes.",
+    )
 
 
 class CalibrationInput(PriceInput):
@@ -108,96 +131,149 @@ def _federation(request, slug):
 
 
 class BudgetListApi(APIView):
-    @extend_schema(responses=BudgetOutput(many=True),
-                   description="Operators: every silo's budget; a member silo: its own only.")
+    @extend_schema(
+        responses=BudgetOutput(many=True),
+        description="Operators: every silo's budget; a member silo: its own only.",
+    )
     def get(self, request, slug):
         federation = federation_get(slug=slug, user=request.user)
         budgets = budget_list(federation=federation, user=request.user)
-        return Response(BudgetOutput([budget_summary(budget) for budget in budgets], many=True).data)
+        return Response(
+            BudgetOutput([budget_summary(budget) for budget in budgets], many=True).data
+        )
 
 
 class BudgetDetailApi(APIView):
     @extend_schema(responses=BudgetOutput)
     def get(self, request, budget_id):
-        return Response(BudgetOutput(budget_summary(budget_get(budget_id=budget_id, user=request.user))).data)
+        return Response(
+            BudgetOutput(budget_summary(budget_get(budget_id=budget_id, user=request.user))).data
+        )
 
-    @extend_schema(request=LimitInput, responses=BudgetOutput,
-                   description="Operators set a silo's ε limit (audited); below the current spend is a 409.")
+    @extend_schema(
+        request=LimitInput,
+        responses=BudgetOutput,
+        description="Operators set a silo's ε limit (audited); below the current spend is a 409.",
+    )
     def patch(self, request, budget_id):
         budget_get(budget_id=budget_id, user=request.user)
         given = LimitInput(data=request.data)
         given.is_valid(raise_exception=True)
-        budget = budget_limit_set(budget_id=budget_id, actor=request.user, request=request, **given.validated_data)
+        budget = budget_limit_set(
+            budget_id=budget_id, actor=request.user, request=request, **given.validated_data
+        )
         return Response(BudgetOutput(budget_summary(budget)).data)
 
 
 class BudgetLedgerApi(APIView):
     renderer_classes = [JSONRenderer, CsvRenderer]
 
-    @extend_schema(responses={200: EntryOutput(many=True), (200, "text/csv"): OpenApiTypes.STR}, parameters=[
-        OpenApiParameter("silo", int, description="Organisation id"), OpenApiParameter("job", int),
-        OpenApiParameter("kind", str, description="reserve, charge, release or adjust"),
-        OpenApiParameter("since", str, description="YYYY-MM-DD or ISO 8601, inclusive"),
-        OpenApiParameter("until", str, description="YYYY-MM-DD or ISO 8601, inclusive"),
-        OpenApiParameter("format", str, enum=["json", "csv"])])
+    @extend_schema(
+        responses={200: EntryOutput(many=True), (200, "text/csv"): OpenApiTypes.STR},
+        parameters=[
+            OpenApiParameter("silo", int, description="Organisation id"),
+            OpenApiParameter("job", int),
+            OpenApiParameter("kind", str, description="reserve, charge, release or adjust"),
+            OpenApiParameter("since", str, description="YYYY-MM-DD or ISO 8601, inclusive"),
+            OpenApiParameter("until", str, description="YYYY-MM-DD or ISO 8601, inclusive"),
+            OpenApiParameter("format", str, enum=["json", "csv"]),
+        ],
+    )
     def get(self, request, slug):
         federation = federation_get(slug=slug, user=request.user)
-        filters = {name: request.query_params.get(name) for name in ("silo", "job", "kind", "since", "until")}
+        filters = {
+            name: request.query_params.get(name)
+            for name in ("silo", "job", "kind", "since", "until")
+        }
         entries = budget_ledger(federation=federation, user=request.user, **filters)
         if request.accepted_renderer.format == "csv":
-            response = HttpResponse(ledger_csv(entries, user=request.user, federation=federation),
-                                    content_type="text/csv; charset=utf-8")
+            response = HttpResponse(
+                ledger_csv(entries, user=request.user, federation=federation),
+                content_type="text/csv; charset=utf-8",
+            )
             response["Content-Disposition"] = f'attachment; filename="{slug}-privacy-ledger.csv"'
-            audit_record(action="budget.ledger_exported", actor=request.user, target=federation, request=request,
-                         details={"filters": {name: value for name, value in filters.items() if value}})
+            audit_record(
+                action="budget.ledger_exported",
+                actor=request.user,
+                target=federation,
+                request=request,
+                details={"filters": {name: value for name, value in filters.items() if value}},
+            )
             return response
         entries = entries[:1000]
-        return Response(EntryOutput([entry_summary(entry, user=request.user, federation=federation)
-                                     for entry in entries], many=True).data)
+        return Response(
+            EntryOutput(
+                [
+                    entry_summary(entry, user=request.user, federation=federation)
+                    for entry in entries
+                ],
+                many=True,
+            ).data
+        )
 
 
 def _organisations(federation, request, given, *, own_only: bool = False) -> list[int]:
     """The silo of each submission to price: those of the submissions asked for, else the organisations asked for
     (operators may name any member), else every member once. ``own_only``: a non-operator's own silo only."""
     if "submissions" in given:
-        silos = submission_silos(federation=federation, submission_ids=given["submissions"],
-                                 organisation_id=None if request.user.is_operator else request.user.organisation_id)
+        silos = submission_silos(
+            federation=federation,
+            submission_ids=given["submissions"],
+            organisation_id=None if request.user.is_operator else request.user.organisation_id,
+        )
     else:
         silos = given.get("organisations", list(federation.members.values_list("id", flat=True)))
     if own_only and not request.user.is_operator:
-        return [silo for silo in silos if silo == request.user.organisation_id] or [request.user.organisation_id]
+        return [silo for silo in silos if silo == request.user.organisation_id] or [
+            request.user.organisation_id
+        ]
     return silos
 
 
 class BudgetPriceApi(APIView):
-    @extend_schema(request=PriceInput, responses={200: OpenApiTypes.OBJECT},
-                   description="Dry run: what an L1 FedKT job would cost each silo; nothing is reserved. "
-                               "A silo sees its own line only, and whether the job fits its own budget.")
+    @extend_schema(
+        request=PriceInput,
+        responses={200: OpenApiTypes.OBJECT},
+        description="Dry run: what an L1 FedKT job would cost each silo; nothing is reserved. "
+        "A silo sees its own line only, and whether the job fits its own budget.",
+    )
     def post(self, request, slug):
         federation = _federation(request, slug)
         given = PriceInput(data=request.data)
         given.is_valid(raise_exception=True)
         data = given.validated_data
-        quote = budget_price_job(federation=federation, organisations=_organisations(federation, request, data),
-                                 privacy_parameters=data["privacy"], partitions=data["partitions"],
-                                 teachers=data["teachers"], vote_weight=data["vote_weight"])
+        quote = budget_price_job(
+            federation=federation,
+            organisations=_organisations(federation, request, data),
+            privacy_parameters=data["privacy"],
+            partitions=data["partitions"],
+            teachers=data["teachers"],
+            vote_weight=data["vote_weight"],
+        )
         return Response(price_quote_visible(quote=quote, user=request.user))
 
 
 class BudgetCalibrationApi(APIView):
-    @extend_schema(request=CalibrationInput, responses={200: OpenApiTypes.OBJECT},
-                   description="The least noise (largest γ, smallest σ) or the most queries that fit every silo.")
+    @extend_schema(
+        request=CalibrationInput,
+        responses={200: OpenApiTypes.OBJECT},
+        description="The least noise (largest γ, smallest σ) or the most queries that fit every silo.",
+    )
     def post(self, request, slug):
         federation = _federation(request, slug)
         given = CalibrationInput(data=request.data)
         given.is_valid(raise_exception=True)
         data = given.validated_data
         # A silo calibrates against its own budget only: the answer for several silos would reveal their remainders.
-        result = budget_calibrate(federation=federation,
-                                  organisations=_organisations(federation, request, data, own_only=True),
-                                  privacy_parameters=data["privacy"], partitions=data["partitions"],
-                                  teachers=data["teachers"], solve_for=data["solve_for"],
-                                  vote_weight=data["vote_weight"])
+        result = budget_calibrate(
+            federation=federation,
+            organisations=_organisations(federation, request, data, own_only=True),
+            privacy_parameters=data["privacy"],
+            partitions=data["partitions"],
+            teachers=data["teachers"],
+            solve_for=data["solve_for"],
+            vote_weight=data["vote_weight"],
+        )
         return Response(result)
 
 
@@ -208,9 +284,13 @@ class RefusalOutput(serializers.Serializer):
 
 
 class BudgetRefusalListApi(APIView):
-    @extend_schema(responses=RefusalOutput(many=True),
-                   description="Recent spends refused for lack of budget (from the audit log), newest first; a silo "
-                               "sees those that named its budget or that it asked for.")
+    @extend_schema(
+        responses=RefusalOutput(many=True),
+        description="Recent spends refused for lack of budget (from the audit log), newest first; a silo "
+        "sees those that named its budget or that it asked for.",
+    )
     def get(self, request, slug):
         federation = _federation(request, slug)
-        return Response(RefusalOutput(budget_refusals(federation=federation, user=request.user), many=True).data)
+        return Response(
+            RefusalOutput(budget_refusals(federation=federation, user=request.user), many=True).data
+        )

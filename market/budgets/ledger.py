@@ -41,6 +41,7 @@ def epsilon_decimal(epsilon: float) -> Decimal:
 
 # --- budgets exist for every member --------------------------------------------------------------------------------
 
+
 def budgets_ensure(*, federation: Federation, organisation_ids=None) -> None:
     """Create the missing budgets of members (all, or those listed) with the federation's defaults.
 
@@ -49,28 +50,46 @@ def budgets_ensure(*, federation: Federation, organisation_ids=None) -> None:
     members = Membership.objects.filter(federation=federation)
     if organisation_ids is not None:
         members = members.filter(organisation_id__in=list(organisation_ids))
-    missing = members.exclude(organisation__privacy_budgets__federation=federation).values_list("organisation_id",
-                                                                                                 flat=True)
+    missing = members.exclude(organisation__privacy_budgets__federation=federation).values_list(
+        "organisation_id", flat=True
+    )
     PrivacyBudget.objects.bulk_create(
-        [PrivacyBudget(federation=federation, organisation_id=organisation_id,
-                       epsilon_limit=federation.default_epsilon_limit, delta=federation.default_delta)
-         for organisation_id in missing], ignore_conflicts=True)
+        [
+            PrivacyBudget(
+                federation=federation,
+                organisation_id=organisation_id,
+                epsilon_limit=federation.default_epsilon_limit,
+                delta=federation.default_delta,
+            )
+            for organisation_id in missing
+        ],
+        ignore_conflicts=True,
+    )
 
 
 def budgets_locked(*, federation: Federation, organisation_ids) -> list[PrivacyBudget]:
     """The budgets of these silos, created if missing, locked FOR UPDATE in id order (no deadlocks)."""
     organisation_ids = sorted(set(organisation_ids))
     budgets_ensure(federation=federation, organisation_ids=organisation_ids)
-    budgets = list(PrivacyBudget.objects.select_for_update(of=("self",)).select_related("organisation")
-                   .filter(federation=federation, organisation_id__in=organisation_ids).order_by("id"))
+    budgets = list(
+        PrivacyBudget.objects.select_for_update(of=("self",))
+        .select_related("organisation")
+        .filter(federation=federation, organisation_id__in=organisation_ids)
+        .order_by("id")
+    )
     missing = set(organisation_ids) - {budget.organisation_id for budget in budgets}
     if missing:
-        names = ", ".join(Organisation.objects.filter(id__in=missing).values_list("name", flat=True))
-        raise InvalidInput(f"{names} must be members of '{federation.slug}' to spend privacy there.")
+        names = ", ".join(
+            Organisation.objects.filter(id__in=missing).values_list("name", flat=True)
+        )
+        raise InvalidInput(
+            f"{names} must be members of '{federation.slug}' to spend privacy there."
+        )
     return budgets
 
 
 # --- the ledger, replayed ------------------------------------------------------------------------------------------
+
 
 @dataclass
 class LedgerState:
@@ -86,7 +105,9 @@ class LedgerState:
 
 
 def ledger_state(budget: PrivacyBudget) -> LedgerState:
-    state = LedgerState(charged=[], open_reservations={}, charged_jobs=set(), charged_submissions=set())
+    state = LedgerState(
+        charged=[], open_reservations={}, charged_jobs=set(), charged_submissions=set()
+    )
     for entry in budget.entries.order_by("id"):
         if entry.kind == EntryKind.RESERVE:
             state.open_reservations[entry.job_id] = (PrivacyCost.from_dict(entry.cost), entry)
@@ -117,12 +138,18 @@ def _stored_epsilon(costs: list[PrivacyCost], *, delta: float) -> tuple[Decimal,
     added as the decimals they were declared in (summed as floats, 2.5 + 7.500001 would round up to 7.500002 more,
     and a silo declaring exactly its remainder could be refused)."""
     composition = compose_costs(costs, delta=delta)
-    declared = sum((Decimal(repr(cost.report.epsilon)) for cost in costs if cost.rdp is None), Decimal(0))
-    total = (epsilon_decimal(composition.rdp_epsilon) + declared).quantize(EPSILON_QUANTUM, rounding=ROUND_CEILING)
+    declared = sum(
+        (Decimal(repr(cost.report.epsilon)) for cost in costs if cost.rdp is None), Decimal(0)
+    )
+    total = (epsilon_decimal(composition.rdp_epsilon) + declared).quantize(
+        EPSILON_QUANTUM, rounding=ROUND_CEILING
+    )
     return min(total, EPSILON_CEILING), composition.rule
 
 
-def budget_amounts(*, budget: PrivacyBudget, charged: list[PrivacyCost], reserved: list[PrivacyCost]) -> BudgetAmounts:
+def budget_amounts(
+    *, budget: PrivacyBudget, charged: list[PrivacyCost], reserved: list[PrivacyCost]
+) -> BudgetAmounts:
     """Spent and reserved ε composed by the accountant at the budget's δ (reserved = what reservations add)."""
     delta = float(budget.delta)
     spent, _ = _stored_epsilon(charged, delta=delta)
@@ -139,9 +166,14 @@ def budget_shortfall(budget: PrivacyBudget, amounts: BudgetAmounts) -> dict | No
 
 
 def budget_shortfall_line(budget: PrivacyBudget, amounts: BudgetAmounts) -> dict:
-    return {"organisation_id": budget.organisation_id, "organisation": budget.organisation.name,
-            "budget_id": budget.id, "needed": str(amounts.committed - budget.spent - budget.reserved),
-            "remaining": str(budget.remaining), "epsilon_limit": str(budget.epsilon_limit)}
+    return {
+        "organisation_id": budget.organisation_id,
+        "organisation": budget.organisation.name,
+        "budget_id": budget.id,
+        "needed": str(amounts.committed - budget.spent - budget.reserved),
+        "remaining": str(budget.remaining),
+        "epsilon_limit": str(budget.epsilon_limit),
+    }
 
 
 def budget_refuse(federation: Federation, shortfalls: list[dict], *, what: str, unit: str) -> None:
@@ -151,19 +183,47 @@ def budget_refuse(federation: Federation, shortfalls: list[dict], *, what: str, 
         f"{first['organisation']}'s privacy budget in '{federation.slug}' has ε = {first['remaining']} left, but "
         f"{what} needs ε = {first['needed']} more ({unit}){others}. Add more noise, query fewer public rows, or ask "
         "an operator to raise the limit.",
-        details={"federation": federation.slug, "silos": shortfalls})
+        details={"federation": federation.slug, "silos": shortfalls},
+    )
 
 
-def budget_entry_write(budget: PrivacyBudget, amounts: BudgetAmounts, *, kind: str, epsilon: Decimal,
-                       cost: PrivacyCost | None, job: Job | None = None, submission: Submission | None = None,
-                       actor: User | None = None, reason: str = "", parameters: dict | None = None) -> BudgetEntry:
-    budget.spent, budget.reserved, budget.composition_rule = amounts.spent, amounts.reserved, amounts.rule
-    budget.save(update_fields=["spent", "reserved", "composition_rule", "epsilon_limit", "updated_at"])
+def budget_entry_write(
+    budget: PrivacyBudget,
+    amounts: BudgetAmounts,
+    *,
+    kind: str,
+    epsilon: Decimal,
+    cost: PrivacyCost | None,
+    job: Job | None = None,
+    submission: Submission | None = None,
+    actor: User | None = None,
+    reason: str = "",
+    parameters: dict | None = None,
+) -> BudgetEntry:
+    budget.spent, budget.reserved, budget.composition_rule = (
+        amounts.spent,
+        amounts.reserved,
+        amounts.rule,
+    )
+    budget.save(
+        update_fields=["spent", "reserved", "composition_rule", "epsilon_limit", "updated_at"]
+    )
     report = cost.report if cost else None
     return BudgetEntry.objects.create(
-        budget=budget, kind=kind, epsilon=epsilon, unit=report.unit if report else "",
-        delta=Decimal(repr(report.delta)) if report else None, mechanism=report.mechanism if report else "",
-        parameters=parameters or {}, cost=cost.as_dict() if cost else None, job=job, submission=submission,
-        actor=actor if actor is not None and actor.is_authenticated else None, reason=reason,
-        composition_rule=amounts.rule, spent_after=amounts.spent, reserved_after=amounts.reserved,
-        epsilon_limit_after=budget.epsilon_limit)
+        budget=budget,
+        kind=kind,
+        epsilon=epsilon,
+        unit=report.unit if report else "",
+        delta=Decimal(repr(report.delta)) if report else None,
+        mechanism=report.mechanism if report else "",
+        parameters=parameters or {},
+        cost=cost.as_dict() if cost else None,
+        job=job,
+        submission=submission,
+        actor=actor if actor is not None and actor.is_authenticated else None,
+        reason=reason,
+        composition_rule=amounts.rule,
+        spent_after=amounts.spent,
+        reserved_after=amounts.reserved,
+        epsilon_limit_after=budget.epsilon_limit,
+    )

@@ -38,25 +38,42 @@ class EntryKind(models.TextChoices):
 class PrivacyBudget(models.Model):
     """How much privacy one silo may spend in one federation, and how much is spent and reserved."""
 
-    federation = models.ForeignKey(Federation, on_delete=models.PROTECT, related_name="privacy_budgets")
-    organisation = models.ForeignKey(Organisation, on_delete=models.PROTECT, related_name="privacy_budgets")
+    federation = models.ForeignKey(
+        Federation, on_delete=models.PROTECT, related_name="privacy_budgets"
+    )
+    organisation = models.ForeignKey(
+        Organisation, on_delete=models.PROTECT, related_name="privacy_budgets"
+    )
     epsilon_limit = models.DecimalField(**EPSILON_DIGITS)
-    delta = models.DecimalField(**DELTA_DIGITS, help_text="δ at which composed Rényi curves are converted.")
+    delta = models.DecimalField(
+        **DELTA_DIGITS, help_text="δ at which composed Rényi curves are converted."
+    )
     spent = models.DecimalField(**EPSILON_DIGITS, default=Decimal(0))
     reserved = models.DecimalField(**EPSILON_DIGITS, default=Decimal(0))
-    composition_rule = models.CharField(max_length=20, default="none",
-                                        help_text="How the spend was composed: rdp, additive, rdp+additive, none.")
+    composition_rule = models.CharField(
+        max_length=20,
+        default="none",
+        help_text="How the spend was composed: rdp, additive, rdp+additive, none.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["federation_id", "organisation__name"]
         constraints = [
-            models.UniqueConstraint(fields=["federation", "organisation"], name="one_budget_per_silo_and_federation"),
-            models.CheckConstraint(condition=Q(spent__gte=0) & Q(reserved__gte=0), name="budget_amounts_not_negative"),
-            models.CheckConstraint(condition=Q(spent__lte=F("epsilon_limit") - F("reserved")),
-                                   name="budget_never_overspent"),
-            models.CheckConstraint(condition=Q(delta__gt=0) & Q(delta__lt=1), name="budget_delta_in_open_unit_interval"),
+            models.UniqueConstraint(
+                fields=["federation", "organisation"], name="one_budget_per_silo_and_federation"
+            ),
+            models.CheckConstraint(
+                condition=Q(spent__gte=0) & Q(reserved__gte=0), name="budget_amounts_not_negative"
+            ),
+            models.CheckConstraint(
+                condition=Q(spent__lte=F("epsilon_limit") - F("reserved")),
+                name="budget_never_overspent",
+            ),
+            models.CheckConstraint(
+                condition=Q(delta__gt=0) & Q(delta__lt=1), name="budget_delta_in_open_unit_interval"
+            ),
         ]
 
     def __str__(self):
@@ -68,7 +85,9 @@ class PrivacyBudget(models.Model):
 
     @property
     def used_fraction(self) -> float:
-        return float((self.spent + self.reserved) / self.epsilon_limit) if self.epsilon_limit else 1.0
+        return (
+            float((self.spent + self.reserved) / self.epsilon_limit) if self.epsilon_limit else 1.0
+        )
 
 
 class BudgetEntry(models.Model):
@@ -86,13 +105,20 @@ class BudgetEntry(models.Model):
     delta = models.DecimalField(**DELTA_DIGITS, null=True, blank=True)
     mechanism = models.CharField(max_length=20, blank=True)
     parameters = models.JSONField(default=dict, blank=True)
-    cost = models.JSONField(null=True, blank=True,
-                            help_text="The PrivacyCost: its report and Rényi curve with orders (null for adjustments).")
-    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.PROTECT, related_name="budget_entries")
-    submission = models.ForeignKey(Submission, null=True, blank=True, on_delete=models.PROTECT,
-                                   related_name="budget_entries")
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
-                              related_name="+")
+    cost = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="The PrivacyCost: its report and Rényi curve with orders (null for adjustments).",
+    )
+    job = models.ForeignKey(
+        Job, null=True, blank=True, on_delete=models.PROTECT, related_name="budget_entries"
+    )
+    submission = models.ForeignKey(
+        Submission, null=True, blank=True, on_delete=models.PROTECT, related_name="budget_entries"
+    )
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     reason = models.TextField(blank=True)
     composition_rule = models.CharField(max_length=20)
     spent_after = models.DecimalField(**EPSILON_DIGITS)
@@ -104,7 +130,9 @@ class BudgetEntry(models.Model):
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["budget", "kind"]), models.Index(fields=["job"])]
         constraints = [
-            models.CheckConstraint(condition=Q(kind="adjust") | Q(epsilon__gte=0), name="entry_amount_not_negative"),
+            models.CheckConstraint(
+                condition=Q(kind="adjust") | Q(epsilon__gte=0), name="entry_amount_not_negative"
+            ),
         ]
 
     def __str__(self):

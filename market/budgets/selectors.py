@@ -16,8 +16,8 @@ from django.utils.dateparse import parse_date, parse_datetime
 
 from market.accounts.models import User
 from market.audit.models import AuditEvent
-from market.budgets.models import BudgetEntry, EntryKind, PrivacyBudget
 from market.budgets.ledger import BudgetExceeded, budgets_ensure, ledger_state
+from market.budgets.models import BudgetEntry, EntryKind, PrivacyBudget
 from market.errors import InvalidInput, NotFound
 from market.federations.models import Federation
 from market.federations.selectors import federation_require_member
@@ -32,14 +32,20 @@ def budget_list(*, federation: Federation, user: User) -> QuerySet[PrivacyBudget
     """The budgets the user may see in a federation (created for members who have none yet)."""
     federation_require_member(federation=federation, user=user)
     budgets_ensure(federation=federation)
-    budgets = PrivacyBudget.objects.filter(federation=federation).select_related("organisation", "federation")
+    budgets = PrivacyBudget.objects.filter(federation=federation).select_related(
+        "organisation", "federation"
+    )
     if not user.is_operator:
         budgets = budgets.filter(organisation_id=user.organisation_id)
     return budgets.order_by("organisation__name")
 
 
 def budget_get(*, budget_id: int, user: User) -> PrivacyBudget:
-    budget = PrivacyBudget.objects.select_related("organisation", "federation").filter(id=budget_id).first()
+    budget = (
+        PrivacyBudget.objects.select_related("organisation", "federation")
+        .filter(id=budget_id)
+        .first()
+    )
     if budget is None or not (user.is_operator or budget.organisation_id == user.organisation_id):
         raise NotFound(f"There is no privacy budget #{budget_id}.")
     return budget
@@ -55,14 +61,23 @@ def budget_composed_delta(budget: PrivacyBudget) -> Decimal:
 def budget_summary(budget: PrivacyBudget) -> dict:
     """A budget's figures as the API and the dashboard show them (ε as decimal strings). ``delta`` is the δ at which
     the spend is converted; ``composed_delta`` the δ the whole spend holds at (larger when declared δs add)."""
-    return {"id": budget.id, "federation": budget.federation.slug, "organisation_id": budget.organisation_id,
-            "organisation": budget.organisation.name, "epsilon_limit": str(budget.epsilon_limit),
-            "delta": format(budget.delta.normalize(), "f"),
-            "composed_delta": format(budget_composed_delta(budget).normalize(), "f"), "spent": str(budget.spent),
-            "reserved": str(budget.reserved), "remaining": str(budget.remaining),
-            "used_fraction": round(budget.used_fraction, 6), "warning": budget.used_fraction >= WARNING_FRACTION,
-            "composition_rule": budget.composition_rule,
-            "composition": rule_description(budget.composition_rule), "updated_at": budget.updated_at}
+    return {
+        "id": budget.id,
+        "federation": budget.federation.slug,
+        "organisation_id": budget.organisation_id,
+        "organisation": budget.organisation.name,
+        "epsilon_limit": str(budget.epsilon_limit),
+        "delta": format(budget.delta.normalize(), "f"),
+        "composed_delta": format(budget_composed_delta(budget).normalize(), "f"),
+        "spent": str(budget.spent),
+        "reserved": str(budget.reserved),
+        "remaining": str(budget.remaining),
+        "used_fraction": round(budget.used_fraction, 6),
+        "warning": budget.used_fraction >= WARNING_FRACTION,
+        "composition_rule": budget.composition_rule,
+        "composition": rule_description(budget.composition_rule),
+        "updated_at": budget.updated_at,
+    }
 
 
 def _moment(text: str, *, end_of_day: bool):
@@ -82,13 +97,15 @@ def _integer(text, name: str) -> int:
         raise InvalidInput(f"The {name} filter must be a number, got '{text}'.") from error
 
 
-def budget_ledger(*, federation: Federation, user: User, silo=None, job=None, kind=None, since=None,
-                  until=None) -> QuerySet[BudgetEntry]:
+def budget_ledger(
+    *, federation: Federation, user: User, silo=None, job=None, kind=None, since=None, until=None
+) -> QuerySet[BudgetEntry]:
     """Ledger lines of the budgets the user may see, newest first, filtered by silo (organisation id), job id,
     kind and date (``since`` and ``until`` inclusive; a bare date covers the whole day)."""
     federation_require_member(federation=federation, user=user)
     entries = BudgetEntry.objects.filter(budget__federation=federation).select_related(
-        "budget__organisation", "actor")
+        "budget__organisation", "actor"
+    )
     if not user.is_operator:
         entries = entries.filter(budget__organisation_id=user.organisation_id)
     if silo not in (None, ""):
@@ -97,7 +114,9 @@ def budget_ledger(*, federation: Federation, user: User, silo=None, job=None, ki
         entries = entries.filter(job_id=_integer(job, "job"))
     if kind not in (None, ""):
         if kind not in EntryKind.values:
-            raise InvalidInput(f"The kind filter must be one of {', '.join(EntryKind.values)}, got '{kind}'.")
+            raise InvalidInput(
+                f"The kind filter must be one of {', '.join(EntryKind.values)}, got '{kind}'."
+            )
         entries = entries.filter(kind=kind)
     if since:
         entries = entries.filter(created_at__gte=_moment(since, end_of_day=False))
@@ -121,40 +140,78 @@ def budget_refusal_visible(*, error: BudgetExceeded, user: User) -> BudgetExceed
     budget and its remainder; anyone else whether the spend fits, and their own silo's remainder only."""
     if user.is_operator:
         return error
-    own = [silo for silo in error.details.get("silos", []) if silo.get("organisation_id") == user.organisation_id]
+    own = [
+        silo
+        for silo in error.details.get("silos", [])
+        if silo.get("organisation_id") == user.organisation_id
+    ]
     federation = error.details.get("federation", "")
     if own:
-        sentence = (f"Your privacy budget in '{federation}' has ε = {own[0]['remaining']} left, but this needs "
-                    f"ε = {own[0]['needed']} more.")
+        sentence = (
+            f"Your privacy budget in '{federation}' has ε = {own[0]['remaining']} left, but this needs "
+            f"ε = {own[0]['needed']} more."
+        )
     else:
         sentence = f"This would exceed a participating silo's privacy budget in '{federation}'."
-    return BudgetExceeded(f"{sentence} Add more noise, query fewer public rows, or ask an operator.",
-                          details={"federation": federation, "silos": own})
+    return BudgetExceeded(
+        f"{sentence} Add more noise, query fewer public rows, or ask an operator.",
+        details={"federation": federation, "silos": own},
+    )
 
 
 def entry_parameters_for(entry: BudgetEntry, *, user: User, federation: Federation) -> dict:
     """A line's parameters, without the data-dependent ε unless the user is an operator or the federation publishes it."""
     parameters = dict(entry.parameters or {})
-    if "data_dependent" in parameters and not visibility_for(user=user, federation=federation).data_dependent_epsilon:
+    if (
+        "data_dependent" in parameters
+        and not visibility_for(user=user, federation=federation).data_dependent_epsilon
+    ):
         parameters.pop("data_dependent")
     return parameters
 
 
 def entry_summary(entry: BudgetEntry, *, user: User, federation: Federation) -> dict:
-    return {"id": entry.id, "budget_id": entry.budget_id, "organisation_id": entry.budget.organisation_id,
-            "organisation": entry.budget.organisation.name, "kind": entry.kind, "epsilon": str(entry.epsilon),
-            "unit": entry.unit, "delta": format(entry.delta.normalize(), "f") if entry.delta is not None else None,
-            "mechanism": entry.mechanism, "parameters": entry_parameters_for(entry, user=user, federation=federation),
-            "job_id": entry.job_id, "submission_id": entry.submission_id,
-            "actor": entry.actor.username if entry.actor else None, "reason": entry.reason,
-            "composition_rule": entry.composition_rule, "spent_after": str(entry.spent_after),
-            "reserved_after": str(entry.reserved_after), "epsilon_limit_after": str(entry.epsilon_limit_after),
-            "created_at": entry.created_at}
+    return {
+        "id": entry.id,
+        "budget_id": entry.budget_id,
+        "organisation_id": entry.budget.organisation_id,
+        "organisation": entry.budget.organisation.name,
+        "kind": entry.kind,
+        "epsilon": str(entry.epsilon),
+        "unit": entry.unit,
+        "delta": format(entry.delta.normalize(), "f") if entry.delta is not None else None,
+        "mechanism": entry.mechanism,
+        "parameters": entry_parameters_for(entry, user=user, federation=federation),
+        "job_id": entry.job_id,
+        "submission_id": entry.submission_id,
+        "actor": entry.actor.username if entry.actor else None,
+        "reason": entry.reason,
+        "composition_rule": entry.composition_rule,
+        "spent_after": str(entry.spent_after),
+        "reserved_after": str(entry.reserved_after),
+        "epsilon_limit_after": str(entry.epsilon_limit_after),
+        "created_at": entry.created_at,
+    }
 
 
-CSV_COLUMNS = ["id", "created_at", "organisation", "kind", "epsilon", "unit", "delta", "mechanism", "job_id",
-               "submission_id", "actor", "reason", "composition_rule", "spent_after", "reserved_after",
-               "epsilon_limit_after"]
+CSV_COLUMNS = [
+    "id",
+    "created_at",
+    "organisation",
+    "kind",
+    "epsilon",
+    "unit",
+    "delta",
+    "mechanism",
+    "job_id",
+    "submission_id",
+    "actor",
+    "reason",
+    "composition_rule",
+    "spent_after",
+    "reserved_after",
+    "epsilon_limit_after",
+]
 
 
 def ledger_csv(entries, *, user: User, federation: Federation) -> str:
@@ -177,23 +234,40 @@ def budget_timeline(*, federation: Federation, user: User) -> dict:
     series: dict[str, list] = {}
     for entry in budget_ledger(federation=federation, user=user).order_by("created_at", "id"):
         series.setdefault(entry.budget.organisation.name, []).append(
-            {"at": entry.created_at.isoformat(), "kind": entry.kind, "spent": float(entry.spent_after),
-             "reserved": float(entry.reserved_after), "limit": float(entry.epsilon_limit_after)})
+            {
+                "at": entry.created_at.isoformat(),
+                "kind": entry.kind,
+                "spent": float(entry.spent_after),
+                "reserved": float(entry.reserved_after),
+                "limit": float(entry.epsilon_limit_after),
+            }
+        )
     return series
 
 
 def budget_refusals(*, federation: Federation, user: User, limit: int = 50) -> list[dict]:
     """Recent refused spends ("budget.refused" audit events) in the federation, newest first; a silo sees those
     that named its own budget or that it asked for."""
-    events = AuditEvent.objects.filter(action="budget.refused", details__federation=federation.slug).select_related(
-        "actor").order_by("-id")[:limit]
+    events = (
+        AuditEvent.objects.filter(action="budget.refused", details__federation=federation.slug)
+        .select_related("actor")
+        .order_by("-id")[:limit]
+    )
     refusals = []
     for event in events:
         silo_ids = {silo.get("organisation_id") for silo in event.details.get("silos", [])}
-        if user.is_operator or user.organisation_id in silo_ids or (
-                event.actor_id is not None and event.actor_id == user.id):
+        if (
+            user.is_operator
+            or user.organisation_id in silo_ids
+            or (event.actor_id is not None and event.actor_id == user.id)
+        ):
             # the recorded sentence names the first silo short of budget, which may be another silo
             refused = BudgetExceeded(event.details.get("message", ""), details=event.details)
-            refusals.append({"at": event.created_at, "message": str(budget_refusal_visible(error=refused, user=user)),
-                             "actor": event.actor.username if event.actor else None})
+            refusals.append(
+                {
+                    "at": event.created_at,
+                    "message": str(budget_refusal_visible(error=refused, user=user)),
+                    "actor": event.actor.username if event.actor else None,
+                }
+            )
     return refusals

@@ -13,12 +13,27 @@ from django.db import IntegrityError, transaction
 from market.accounts.models import User
 from market.audit.models import AuditOutcome
 from market.audit.services import audit_record
-from market.budgets.ledger import (BudgetAmounts, BudgetExceeded, budget_amounts, budget_entry_write, budget_refuse,
-                                   budget_shortfall, budget_shortfall_line, budgets_ensure, budgets_locked,
-                                   epsilon_decimal, ledger_state)
+from market.budgets.ledger import (
+    BudgetAmounts,
+    BudgetExceeded,
+    budget_amounts,
+    budget_entry_write,
+    budget_refuse,
+    budget_shortfall,
+    budget_shortfall_line,
+    budgets_ensure,
+    budgets_locked,
+    epsilon_decimal,
+    ledger_state,
+)
 from market.budgets.models import EPSILON_QUANTUM, BudgetEntry, EntryKind, PrivacyBudget
-from market.budgets.pricing import (budget_calibrate, budget_price_job, job_privacy_cost, job_vote_weight,
-                                    silo_vote_shifts)
+from market.budgets.pricing import (
+    budget_calibrate,
+    budget_price_job,
+    job_privacy_cost,
+    job_vote_weight,
+    silo_vote_shifts,
+)
 from market.constraints import violated_constraint
 from market.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from market.federations.models import PrivacyLevel
@@ -28,16 +43,29 @@ from workers.privacy.costs import PrivacyCost, declared_cost
 from workers.privacy.declarations import party_side_rdp
 from workers.privacy.reports import PARTY_LEVEL, PrivacyReport
 
-__all__ = ["BudgetExceeded", "budget_calibrate", "budget_charge_for_job", "budget_charge_for_submission",
-           "budget_limit_set", "budget_price_job", "budget_refusal_record", "budget_release_for_job",
-           "budget_reserve_for_job", "budgets_ensure", "epsilon_decimal", "job_privacy_cost", "job_vote_weight",
-           "ledger_state",
-           "budget_amounts"]
+__all__ = [
+    "BudgetExceeded",
+    "budget_calibrate",
+    "budget_charge_for_job",
+    "budget_charge_for_submission",
+    "budget_limit_set",
+    "budget_price_job",
+    "budget_refusal_record",
+    "budget_release_for_job",
+    "budget_reserve_for_job",
+    "budgets_ensure",
+    "epsilon_decimal",
+    "job_privacy_cost",
+    "job_vote_weight",
+    "ledger_state",
+    "budget_amounts",
+]
 
 
 # --- L1 jobs -------------------------------------------------------------------------------------------------------
 # A silo is reserved and charged for the votes its own data moves: s × its submissions in the job (k submissions
 # of one silo can all switch class together). The job's bound is that of the silo that moves the most.
+
 
 def _partitions(job: Job) -> int:
     return (job.parameters or {}).get("partitions") or 1
@@ -46,16 +74,24 @@ def _partitions(job: Job) -> int:
 def job_vote_shifts(job: Job) -> dict[int, int]:
     """Organisation id → the votes that silo's data moves per query of the job (s × its submissions in it, times
     the largest vote weight of a weighted vote)."""
-    return silo_vote_shifts(organisations=job.submissions.values_list("organisation_id", flat=True),
-                            partitions=_partitions(job), vote_weight=job_vote_weight(kind=job.kind,
-                                                                                     parameters=job.parameters))
+    return silo_vote_shifts(
+        organisations=job.submissions.values_list("organisation_id", flat=True),
+        partitions=_partitions(job),
+        vote_weight=job_vote_weight(kind=job.kind, parameters=job.parameters),
+    )
 
 
 def _job_costs(job: Job, privacy: dict, shifts: dict[int, int]) -> dict[int, PrivacyCost]:
     """Each silo's cost of the job: ``privacy`` is the job's privacy parameters or its report (same keys)."""
-    return {organisation_id: job_privacy_cost(privacy_parameters=privacy, partitions=_partitions(job),
-                                              teachers=(job.parameters or {}).get("teachers") or 1, vote_shift=shift)
-            for organisation_id, shift in shifts.items()}
+    return {
+        organisation_id: job_privacy_cost(
+            privacy_parameters=privacy,
+            partitions=_partitions(job),
+            teachers=(job.parameters or {}).get("teachers") or 1,
+            vote_shift=shift,
+        )
+        for organisation_id, shift in shifts.items()
+    }
 
 
 def budget_reserve_for_job(*, job: Job, actor: User | None) -> None:
@@ -77,24 +113,41 @@ def budget_reserve_for_job(*, job: Job, actor: User | None) -> None:
             if job.id in state.open_reservations or job.id in state.charged_jobs:
                 continue
             cost = costs[budget.organisation_id]
-            amounts = budget_amounts(budget=budget, charged=state.charged,
-                                     reserved=[*(c for c, _ in state.open_reservations.values()), cost])
+            amounts = budget_amounts(
+                budget=budget,
+                charged=state.charged,
+                reserved=[*(c for c, _ in state.open_reservations.values()), cost],
+            )
             shortfall = budget_shortfall(budget, amounts)
             shortfalls += [shortfall] if shortfall else []
             plans.append((budget, amounts, cost))
         if shortfalls:
             budget_refuse(job.federation, shortfalls, what=f"job #{job.id}", unit=PARTY_LEVEL)
         for budget, amounts, cost in plans:
-            budget_entry_write(budget, amounts, kind=EntryKind.RESERVE, epsilon=epsilon_decimal(cost.report.epsilon),
-                               cost=cost, job=job, actor=actor, parameters=_job_ledger_parameters(job, cost))
+            budget_entry_write(
+                budget,
+                amounts,
+                kind=EntryKind.RESERVE,
+                epsilon=epsilon_decimal(cost.report.epsilon),
+                cost=cost,
+                job=job,
+                actor=actor,
+                parameters=_job_ledger_parameters(job, cost),
+            )
         bound = max(costs.values(), key=lambda cost: cost.report.vote_shift)
-        job.privacy_bound = bound.report.as_dict()  # PrivacyReport fields only, as the jobs side stores it
+        job.privacy_bound = (
+            bound.report.as_dict()
+        )  # PrivacyReport fields only, as the jobs side stores it
         job.save(update_fields=["privacy_bound"])
 
 
 def _job_ledger_parameters(job: Job, cost: PrivacyCost, data_dependent: dict | None = None) -> dict:
-    parameters = {"privacy": (job.parameters or {}).get("privacy"), "partitions": (job.parameters or {}).get("partitions"),
-                  "job_kind": job.kind, "vote_shift": cost.report.vote_shift}
+    parameters = {
+        "privacy": (job.parameters or {}).get("privacy"),
+        "partitions": (job.parameters or {}).get("partitions"),
+        "job_kind": job.kind,
+        "vote_shift": cost.report.vote_shift,
+    }
     if data_dependent:
         parameters["data_dependent"] = data_dependent
     return parameters
@@ -116,7 +169,9 @@ def budget_charge_for_job(*, job: Job, privacy_report: dict) -> None:
         budget_release_for_job(job=job)
         return
     if not isinstance(independent, dict):
-        raise InvalidInput("The job's privacy report is not valid: its data-independent bound is not a mapping.")
+        raise InvalidInput(
+            "The job's privacy report is not valid: its data-independent bound is not a mapping."
+        )
     shifts = job_vote_shifts(job)
     costs = _job_costs(job, independent, shifts)
     with transaction.atomic():
@@ -126,40 +181,76 @@ def budget_charge_for_job(*, job: Job, privacy_report: dict) -> None:
                 continue
             cost = costs[budget.organisation_id]
             state.open_reservations.pop(job.id, None)
-            amounts = budget_amounts(budget=budget, charged=[*state.charged, cost],
-                                     reserved=[c for c, _ in state.open_reservations.values()])
+            amounts = budget_amounts(
+                budget=budget,
+                charged=[*state.charged, cost],
+                reserved=[c for c, _ in state.open_reservations.values()],
+            )
             shortfall = budget_shortfall(budget, amounts)
             if shortfall:
-                budget_refuse(job.federation, [shortfall], what=f"job #{job.id}'s actual spend", unit=cost.report.unit)
-            budget_entry_write(budget, amounts, kind=EntryKind.CHARGE, epsilon=epsilon_decimal(cost.report.epsilon),
-                               cost=cost, job=job,
-                               parameters=_job_ledger_parameters(job, cost, privacy_report.get("data_dependent")))
+                budget_refuse(
+                    job.federation,
+                    [shortfall],
+                    what=f"job #{job.id}'s actual spend",
+                    unit=cost.report.unit,
+                )
+            budget_entry_write(
+                budget,
+                amounts,
+                kind=EntryKind.CHARGE,
+                epsilon=epsilon_decimal(cost.report.epsilon),
+                cost=cost,
+                job=job,
+                parameters=_job_ledger_parameters(job, cost, privacy_report.get("data_dependent")),
+            )
 
 
 def budget_release_for_job(*, job: Job) -> None:
     """Release a job's open reservations (failure or cancellation before any noise was drawn); idempotent."""
     with transaction.atomic():
-        reserved_in = BudgetEntry.objects.filter(job=job, kind=EntryKind.RESERVE).values("budget_id")
-        budgets = list(PrivacyBudget.objects.select_for_update(of=("self",)).select_related("organisation")
-                       .filter(id__in=reserved_in).order_by("id"))
+        reserved_in = BudgetEntry.objects.filter(job=job, kind=EntryKind.RESERVE).values(
+            "budget_id"
+        )
+        budgets = list(
+            PrivacyBudget.objects.select_for_update(of=("self",))
+            .select_related("organisation")
+            .filter(id__in=reserved_in)
+            .order_by("id")
+        )
         for budget in budgets:
             state = ledger_state(budget)
             reservation = state.open_reservations.pop(job.id, None)
             if reservation is None:
                 continue
             cost, entry = reservation
-            amounts = budget_amounts(budget=budget, charged=state.charged,
-                                     reserved=[c for c, _ in state.open_reservations.values()])
-            budget_entry_write(budget, amounts, kind=EntryKind.RELEASE, epsilon=entry.epsilon, cost=cost, job=job,
-                               parameters=entry.parameters)
+            amounts = budget_amounts(
+                budget=budget,
+                charged=state.charged,
+                reserved=[c for c, _ in state.open_reservations.values()],
+            )
+            budget_entry_write(
+                budget,
+                amounts,
+                kind=EntryKind.RELEASE,
+                epsilon=entry.epsilon,
+                cost=cost,
+                job=job,
+                parameters=entry.parameters,
+            )
 
 
 # --- L2 submissions ------------------------------------------------------------------------------------------------
 
+
 def _submission_cost(submission: Submission) -> PrivacyCost:
     report = PrivacyReport(**submission.privacy_report)
     curve = party_side_rdp(report)  # FedKT vote noise or DP-SGD (Opacus' RDP accountant)
-    return declared_cost(epsilon=float(submission.declared_epsilon), delta=report.delta, bound=report, bound_rdp=curve)
+    return declared_cost(
+        epsilon=float(submission.declared_epsilon),
+        delta=report.delta,
+        bound=report,
+        bound_rdp=curve,
+    )
 
 
 def budget_charge_for_submission(*, submission: Submission, actor: User | None) -> None:
@@ -171,23 +262,40 @@ def budget_charge_for_submission(*, submission: Submission, actor: User | None) 
         return
     cost = _submission_cost(submission)
     with transaction.atomic():
-        [budget] = budgets_locked(federation=submission.federation, organisation_ids=[submission.organisation_id])
+        [budget] = budgets_locked(
+            federation=submission.federation, organisation_ids=[submission.organisation_id]
+        )
         state = ledger_state(budget)
         if submission.id in state.charged_submissions:
             return
-        amounts = budget_amounts(budget=budget, charged=[*state.charged, cost],
-                                 reserved=[c for c, _ in state.open_reservations.values()])
+        amounts = budget_amounts(
+            budget=budget,
+            charged=[*state.charged, cost],
+            reserved=[c for c, _ in state.open_reservations.values()],
+        )
         shortfall, what = budget_shortfall_line(budget, amounts), "this submission's declared ε"
         if amounts.committed > budget.epsilon_limit:
             budget_refuse(submission.federation, [shortfall], what=what, unit=cost.report.unit)
         try:
-            with transaction.atomic():  # a savepoint: the CHECK constraint has the last word on overspending
-                budget_entry_write(budget, amounts, kind=EntryKind.CHARGE,
-                                   epsilon=epsilon_decimal(submission.declared_epsilon), cost=cost,
-                                   submission=submission, actor=actor, parameters={
-                                       "privacy": submission.privacy_parameters,
-                                       "declared_epsilon": submission.declared_epsilon})
-        except IntegrityError as error:  # refused by the database all the same: the same sentence as above
+            with (
+                transaction.atomic()
+            ):  # a savepoint: the CHECK constraint has the last word on overspending
+                budget_entry_write(
+                    budget,
+                    amounts,
+                    kind=EntryKind.CHARGE,
+                    epsilon=epsilon_decimal(submission.declared_epsilon),
+                    cost=cost,
+                    submission=submission,
+                    actor=actor,
+                    parameters={
+                        "privacy": submission.privacy_parameters,
+                        "declared_epsilon": submission.declared_epsilon,
+                    },
+                )
+        except (
+            IntegrityError
+        ) as error:  # refused by the database all the same: the same sentence as above
             if violated_constraint(error) != "budget_never_overspent":
                 raise
             budget_refuse(submission.federation, [shortfall], what=what, unit=cost.report.unit)
@@ -195,11 +303,24 @@ def budget_charge_for_submission(*, submission: Submission, actor: User | None) 
 
 # --- refusals and limits -------------------------------------------------------------------------------------------
 
-def budget_refusal_record(*, error: BudgetExceeded, actor: User | None, target=None, request=None,
-                          details: dict | None = None) -> None:
+
+def budget_refusal_record(
+    *,
+    error: BudgetExceeded,
+    actor: User | None,
+    target=None,
+    request=None,
+    details: dict | None = None,
+) -> None:
     """Audit a refusal ("budget.refused"); call after the rolled-back block, so the event survives."""
-    audit_record(action="budget.refused", outcome=AuditOutcome.REFUSED, actor=actor, target=target, request=request,
-                 details={**error.details, "message": str(error), **(details or {})})
+    audit_record(
+        action="budget.refused",
+        outcome=AuditOutcome.REFUSED,
+        actor=actor,
+        target=target,
+        request=request,
+        details={**error.details, "message": str(error), **(details or {})},
+    )
 
 
 def _clean_limit(epsilon_limit) -> Decimal:
@@ -212,34 +333,66 @@ def _clean_limit(epsilon_limit) -> Decimal:
     return limit.quantize(EPSILON_QUANTUM, rounding=ROUND_CEILING)
 
 
-def budget_limit_set(*, budget_id: int, epsilon_limit, reason: str, actor: User, request=None) -> PrivacyBudget:
+def budget_limit_set(
+    *, budget_id: int, epsilon_limit, reason: str, actor: User, request=None
+) -> PrivacyBudget:
     """An operator sets a silo's ε limit; refused (409) below what is already spent and reserved. Audited."""
     if not actor.is_operator:
         raise PermissionDenied("Only market operators can change privacy budget limits.")
     limit = _clean_limit(epsilon_limit)
     refusal = None
     with transaction.atomic():
-        budget = PrivacyBudget.objects.select_for_update(of=("self",)).select_related("organisation", "federation").filter(
-            id=budget_id).first()
+        budget = (
+            PrivacyBudget.objects.select_for_update(of=("self",))
+            .select_related("organisation", "federation")
+            .filter(id=budget_id)
+            .first()
+        )
         if budget is None:
             raise NotFound(f"There is no privacy budget #{budget_id}.")
         previous = budget.epsilon_limit
-        details = {"federation": budget.federation.slug, "organisation": budget.organisation.name,
-                   "previous_limit": str(previous), "requested_limit": str(limit), "reason": reason}
+        details = {
+            "federation": budget.federation.slug,
+            "organisation": budget.organisation.name,
+            "previous_limit": str(previous),
+            "requested_limit": str(limit),
+            "reason": reason,
+        }
         if limit < budget.spent + budget.reserved:
-            refusal = Conflict(f"{budget.organisation.name} has already spent and reserved ε = "
-                               f"{budget.spent + budget.reserved} in '{budget.federation.slug}'; the limit cannot go "
-                               f"below that (you asked for {limit}).")
+            refusal = Conflict(
+                f"{budget.organisation.name} has already spent and reserved ε = "
+                f"{budget.spent + budget.reserved} in '{budget.federation.slug}'; the limit cannot go "
+                f"below that (you asked for {limit})."
+            )
         else:
             budget.epsilon_limit = limit
-            budget_entry_write(budget, BudgetAmounts(budget.spent, budget.reserved, budget.composition_rule),
-                               kind=EntryKind.ADJUST, epsilon=limit - previous, cost=None, actor=actor, reason=reason,
-                               parameters={"previous_limit": str(previous), "epsilon_limit": str(limit)})
-            audit_record(action="budget.limit_changed", actor=actor, organisation=budget.organisation, target=budget,
-                         request=request, details=details)
+            budget_entry_write(
+                budget,
+                BudgetAmounts(budget.spent, budget.reserved, budget.composition_rule),
+                kind=EntryKind.ADJUST,
+                epsilon=limit - previous,
+                cost=None,
+                actor=actor,
+                reason=reason,
+                parameters={"previous_limit": str(previous), "epsilon_limit": str(limit)},
+            )
+            audit_record(
+                action="budget.limit_changed",
+                actor=actor,
+                organisation=budget.organisation,
+                target=budget,
+                request=request,
+                details=details,
+            )
     if refusal is not None:
-        audit_record(action="budget.limit_changed", outcome=AuditOutcome.REFUSED, actor=actor,
-                     organisation=budget.organisation, target=budget, request=request,
-                     details={**details, "message": str(refusal)})
+        audit_record(
+            action="budget.limit_changed",
+            outcome=AuditOutcome.REFUSED,
+            actor=actor,
+            organisation=budget.organisation,
+            target=budget,
+            request=request,
+            details={**details, "message": str(refusal)},
+        )
         raise refusal
     return budget

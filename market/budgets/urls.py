@@ -5,9 +5,24 @@ from market.budgets import apis
 urlpatterns = [
     path("federations/<slug:slug>/budgets/", apis.BudgetListApi.as_view(), name="api-budget-list"),
     path("budgets/<int:budget_id>/", apis.BudgetDetailApi.as_view(), name="api-budget-detail"),
-    path("federations/<slug:slug>/budget-ledger/", apis.BudgetLedgerApi.as_view(), name="api-budget-ledger"),
-    path("federations/<slug:slug>/budget-price/", apis.BudgetPriceApi.as_view(), name="api-budget-price"),
-    path("federations/<slug:slug>/budget-refusals/", apis.BudgetRefusalListApi.as_view(), name="api-budget-refusals"),
-    path("federations/<slug:slug>/budget-calibration/", apis.BudgetCalibrationApi.as_view(),
-         name="api-budget-calibration"),
+    path(
+        "federations/<slug:slug>/budget-ledger/",
+        apis.BudgetLedgerApi.as_view(),
+        name="api-budget-ledger",
+    ),
+    path(
+        "federations/<slug:slug>/budget-price/",
+        apis.BudgetPriceApi.as_view(),
+        name="api-budget-price",
+    ),
+    path(
+        "federations/<slug:slug>/budget-refusals/",
+        apis.BudgetRefusalListApi.as_view(),
+        name="api-budget-refusals",
+    ),
+    path(
+        "federations/<slug:slug>/budget-calibration/",
+        apis.BudgetCalibrationApi.as_view(),
+        name="api-budget-calibration",
+    ),
 ]

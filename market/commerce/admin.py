@@ -9,7 +9,16 @@ from market.read_only_admin import ReadOnlyAdmin
 
 @admin.register(Listing)
 class ListingAdmin(ReadOnlyAdmin):
-    list_display = ("id", "name", "federation", "model_family", "privacy_level", "price_cents", "status", "published_at")
+    list_display = (
+        "id",
+        "name",
+        "federation",
+        "model_family",
+        "privacy_level",
+        "price_cents",
+        "status",
+        "published_at",
+    )
     list_filter = ("status", "privacy_level", "model_family", "federation")
     search_fields = ("name", "description")
 
@@ -21,7 +30,16 @@ class WalletAdmin(ReadOnlyAdmin):
 
 @admin.register(WalletEntry)
 class WalletEntryAdmin(ReadOnlyAdmin):
-    list_display = ("id", "wallet", "kind", "amount_cents", "balance_after_cents", "reference", "purchase", "created_at")
+    list_display = (
+        "id",
+        "wallet",
+        "kind",
+        "amount_cents",
+        "balance_after_cents",
+        "reference",
+        "purchase",
+        "created_at",
+    )
     list_filter = ("kind",)
     search_fields = ("reference",)
 

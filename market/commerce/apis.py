@@ -18,13 +18,33 @@ from rest_framework.views import APIView
 from market.accounts.models import Organisation
 from market.commerce import plots
 from market.commerce.cards import model_card
-from market.commerce.delivery import download_filename, download_link_create, download_resolve, model_predict
+from market.commerce.delivery import (
+    download_filename,
+    download_link_create,
+    download_resolve,
+    model_predict,
+)
 from market.commerce.models import ListingStatus, WalletEntryKind
 from market.commerce.packages import download_content
-from market.commerce.selectors import (catalog_filters_from, catalog_page, earnings_for, earnings_organisation,
-                                       global_model_get, listing_get, purchase_list, wallet_for)
-from market.commerce.services import (listing_create, listing_for_purchase, listing_publish, listing_retire,
-                                      purchase_create, require_operator, wallet_top_up)
+from market.commerce.selectors import (
+    catalog_filters_from,
+    catalog_page,
+    earnings_for,
+    earnings_organisation,
+    global_model_get,
+    listing_get,
+    purchase_list,
+    wallet_for,
+)
+from market.commerce.services import (
+    listing_create,
+    listing_for_purchase,
+    listing_publish,
+    listing_retire,
+    purchase_create,
+    require_operator,
+    wallet_top_up,
+)
 from market.errors import NotFound
 from market.federations.models import PrivacyLevel
 from market.uploads import body_chunks
@@ -48,7 +68,8 @@ class ListingOutput(serializers.Serializer):
     macro_f1 = serializers.FloatField(allow_null=True)
     roc_auc = serializers.FloatField(allow_null=True)
     publish_override_reason = serializers.CharField(
-        help_text="Non-empty when an operator published a model that fails the publish gate.")
+        help_text="Non-empty when an operator published a model that fails the publish gate."
+    )
     created_at = serializers.DateTimeField()
     published_at = serializers.DateTimeField(allow_null=True)
     retired_at = serializers.DateTimeField(allow_null=True)
@@ -64,23 +85,31 @@ class ListingInput(serializers.Serializer):
 
 
 # ListingOutput's fields with the database columns they read (``federation.slug`` → ``federation__slug``).
-LISTING_OUTPUT_FIELDS = [(name, field, field.source.replace(".", "__"))
-                         for name, field in ListingOutput().fields.items()]
+LISTING_OUTPUT_FIELDS = [
+    (name, field, field.source.replace(".", "__")) for name, field in ListingOutput().fields.items()
+]
 LISTING_OUTPUT_COLUMNS = tuple(column for _, _, column in LISTING_OUTPUT_FIELDS)
 
 
 def listing_output_rows(rows: list[dict]) -> list[dict]:
     """``ListingOutput(listings, many=True).data`` from ``.values(*LISTING_OUTPUT_COLUMNS)`` rows: each field's own
     conversion, without a serializer walking model instances. Same JSON."""
-    return [{name: None if row[column] is None else field.to_representation(row[column])
-             for name, field, column in LISTING_OUTPUT_FIELDS} for row in rows]
+    return [
+        {
+            name: None if row[column] is None else field.to_representation(row[column])
+            for name, field, column in LISTING_OUTPUT_FIELDS
+        }
+        for row in rows
+    ]
 
 
 class CatalogPagination(LimitOffsetPagination):
     default_limit = 20
     max_limit = 100
 
-    def page_response(self, request, *, count: int, limit: int, offset: int, results: list) -> Response:
+    def page_response(
+        self, request, *, count: int, limit: int, offset: int, results: list
+    ) -> Response:
         """The same envelope as ``paginate_queryset`` + ``get_paginated_response``, for a page read elsewhere."""
         self.request, self.count, self.limit, self.offset = request, count, limit, offset
         return self.get_paginated_response(results)
@@ -88,29 +117,47 @@ class CatalogPagination(LimitOffsetPagination):
 
 CATALOG_PARAMETERS = [
     OpenApiParameter("search", str, description="Words in the name or description."),
-    OpenApiParameter("federation", str), OpenApiParameter("model_family", str),
+    OpenApiParameter("federation", str),
+    OpenApiParameter("model_family", str),
     OpenApiParameter("privacy_level", str, enum=PrivacyLevel.values),
-    OpenApiParameter("min_price", int, description="Cents."), OpenApiParameter("max_price", int, description="Cents."),
-    OpenApiParameter("min_accuracy", float), OpenApiParameter("min_balanced_accuracy", float),
-    OpenApiParameter("min_macro_f1", float), OpenApiParameter("min_roc_auc", float),
+    OpenApiParameter("min_price", int, description="Cents."),
+    OpenApiParameter("max_price", int, description="Cents."),
+    OpenApiParameter("min_accuracy", float),
+    OpenApiParameter("min_balanced_accuracy", float),
+    OpenApiParameter("min_macro_f1", float),
+    OpenApiParameter("min_roc_auc", float),
     OpenApiParameter("status", str, description="Operators only."),
-    OpenApiParameter("ordering", str, enum=["newest", "oldest", "price", "-price", "accuracy", "-accuracy", "name",
-                                            "-name"]),
-    OpenApiParameter("limit", int), OpenApiParameter("offset", int),
+    OpenApiParameter(
+        "ordering",
+        str,
+        enum=["newest", "oldest", "price", "-price", "accuracy", "-accuracy", "name", "-name"],
+    ),
+    OpenApiParameter("limit", int),
+    OpenApiParameter("offset", int),
 ]
 
 
 class ListingListApi(APIView):
-    pagination_class = CatalogPagination  # read by the schema generator, which then documents the page envelope
+    pagination_class = (
+        CatalogPagination  # read by the schema generator, which then documents the page envelope
+    )
 
     @extend_schema(parameters=CATALOG_PARAMETERS, responses=ListingOutput(many=True))
     def get(self, request):
         """The catalog: published listings, searched, filtered, ordered and paginated."""
         paginator = self.pagination_class()
         limit, offset = paginator.get_limit(request), paginator.get_offset(request)
-        page = catalog_page(user=request.user, filters=catalog_filters_from(request.query_params),
-                            fields=LISTING_OUTPUT_COLUMNS, limit=limit, offset=offset, present=listing_output_rows)
-        return paginator.page_response(request, count=page.count, limit=limit, offset=offset, results=page.rows)
+        page = catalog_page(
+            user=request.user,
+            filters=catalog_filters_from(request.query_params),
+            fields=LISTING_OUTPUT_COLUMNS,
+            limit=limit,
+            offset=offset,
+            present=listing_output_rows,
+        )
+        return paginator.page_response(
+            request, count=page.count, limit=limit, offset=offset, results=page.rows
+        )
 
     @extend_schema(request=ListingInput, responses={201: ListingOutput})
     def post(self, request):
@@ -120,9 +167,14 @@ class ListingListApi(APIView):
         fields = dict(given.validated_data)
         previous_id = fields.pop("previous_version")
         listing = listing_create(
-            global_model=global_model_get(global_model_id=fields.pop("global_model")), actor=request.user,
-            previous_version=listing_get(listing_id=previous_id, user=request.user) if previous_id else None,
-            request=request, **fields)
+            global_model=global_model_get(global_model_id=fields.pop("global_model")),
+            actor=request.user,
+            previous_version=listing_get(listing_id=previous_id, user=request.user)
+            if previous_id
+            else None,
+            request=request,
+            **fields,
+        )
         return Response(ListingOutput(listing).data, status=status.HTTP_201_CREATED)
 
 
@@ -132,35 +184,50 @@ class ListingDetailApi(APIView):
         """The listing with its model card (generated from the job record)."""
         listing = listing_get(listing_id=listing_id, user=request.user)
         card = model_card(listing)
-        card["plots"] = {name: request.build_absolute_uri(reverse(f"api-listing-{name}", args=[listing.id]))
-                         for name in ("confusion-matrix", "reliability")}
+        card["plots"] = {
+            name: request.build_absolute_uri(reverse(f"api-listing-{name}", args=[listing.id]))
+            for name in ("confusion-matrix", "reliability")
+        }
         return Response({**ListingOutput(listing).data, "card": card})
 
 
 class ListingPublishInput(serializers.Serializer):
     override_reason = serializers.CharField(
-        required=False, allow_blank=True, default="", max_length=2000,
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=2000,
         help_text="Only for a model that fails the publish gate (it does not beat the majority-class guess by 5 "
-                  "points of balanced accuracy): why it is sold anyway. Audited, and shown to buyers on the card.")
+        "points of balanced accuracy): why it is sold anyway. Audited, and shown to buyers on the card.",
+    )
 
 
 class ListingPublishApi(APIView):
-    @extend_schema(request=ListingPublishInput, responses={200: ListingOutput, 409: OpenApiTypes.OBJECT})
+    @extend_schema(
+        request=ListingPublishInput, responses={200: ListingOutput, 409: OpenApiTypes.OBJECT}
+    )
     def post(self, request, listing_id):
         """Operators: publish a draft. A model that fails the publish gate is refused (409) with the sentence that
         says which baseline it lost to and by how much, unless ``override_reason`` is given."""
         given = ListingPublishInput(data=request.data)
         given.is_valid(raise_exception=True)
-        listing = listing_publish(listing=listing_get(listing_id=listing_id, user=request.user), actor=request.user,
-                                  request=request, **given.validated_data)
+        listing = listing_publish(
+            listing=listing_get(listing_id=listing_id, user=request.user),
+            actor=request.user,
+            request=request,
+            **given.validated_data,
+        )
         return Response(ListingOutput(listing).data)
 
 
 class ListingRetireApi(APIView):
     @extend_schema(request=None, responses=ListingOutput)
     def post(self, request, listing_id):
-        listing = listing_retire(listing=listing_get(listing_id=listing_id, user=request.user), actor=request.user,
-                                 request=request)
+        listing = listing_retire(
+            listing=listing_get(listing_id=listing_id, user=request.user),
+            actor=request.user,
+            request=request,
+        )
         return Response(ListingOutput(listing).data)
 
 
@@ -171,8 +238,10 @@ class ListingConfusionMatrixApi(APIView):
         matrix = (listing.global_model.metrics or {}).get("confusion_matrix")
         if not matrix:
             raise NotFound("This model has no confusion matrix.")
-        return HttpResponse(plots.confusion_matrix_png(matrix, listing.federation.class_labels),
-                            content_type="image/png")
+        return HttpResponse(
+            plots.confusion_matrix_png(matrix, listing.federation.class_labels),
+            content_type="image/png",
+        )
 
 
 class ListingReliabilityApi(APIView):
@@ -197,13 +266,20 @@ class PurchaseOutput(serializers.Serializer):
 
 
 class ListingPurchaseApi(APIView):
-    @extend_schema(request=None, parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
-                   responses={201: PurchaseOutput})
+    @extend_schema(
+        request=None,
+        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+        responses={201: PurchaseOutput},
+    )
     def post(self, request, listing_id):
         """Buy a listing; a repeated Idempotency-Key returns the first purchase (header Idempotent-Replayed)."""
         listing_get(listing_id=listing_id, user=request.user)
-        result = purchase_create(listing=listing_for_purchase(listing_id=listing_id), user=request.user,
-                                 idempotency_key=request.headers.get("Idempotency-Key"), request=request)
+        result = purchase_create(
+            listing=listing_for_purchase(listing_id=listing_id),
+            user=request.user,
+            idempotency_key=request.headers.get("Idempotency-Key"),
+            request=request,
+        )
         response = Response(PurchaseOutput(result.purchase).data, status=status.HTTP_201_CREATED)
         response["Idempotent-Replayed"] = "true" if result.replayed else "false"
         return response
@@ -212,8 +288,10 @@ class ListingPurchaseApi(APIView):
 class PurchaseListApi(APIView):
     pagination_class = CatalogPagination
 
-    @extend_schema(parameters=[OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
-                   responses=PurchaseOutput(many=True))
+    @extend_schema(
+        parameters=[OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
+        responses=PurchaseOutput(many=True),
+    )
     def get(self, request):
         """Your organisation's purchases, newest first (operators: everyone's)."""
         paginator = self.pagination_class()
@@ -233,12 +311,20 @@ class WalletEntryOutput(serializers.Serializer):
 
 
 def wallet_response(request, organisation_id):
-    organisation, balance_cents, entries = wallet_for(user=request.user, organisation_id=organisation_id)
+    organisation, balance_cents, entries = wallet_for(
+        user=request.user, organisation_id=organisation_id
+    )
     paginator = CatalogPagination()
     page = paginator.paginate_queryset(entries, request)
-    return Response({"organisation": organisation.id, "organisation_name": organisation.name,
-                     "balance_cents": balance_cents, "count": paginator.count,
-                     "entries": WalletEntryOutput(page, many=True).data})
+    return Response(
+        {
+            "organisation": organisation.id,
+            "organisation_name": organisation.name,
+            "balance_cents": balance_cents,
+            "count": paginator.count,
+            "entries": WalletEntryOutput(page, many=True).data,
+        }
+    )
 
 
 class WalletApi(APIView):
@@ -257,7 +343,9 @@ class OrganisationWalletApi(APIView):
 
 class TopUpInput(serializers.Serializer):
     amount_cents = serializers.IntegerField(min_value=1)
-    reference = serializers.CharField(max_length=200, help_text="The payment's reference; posting it again is harmless.")
+    reference = serializers.CharField(
+        max_length=200, help_text="The payment's reference; posting it again is harmless."
+    )
     note = serializers.CharField(max_length=500, allow_blank=True, default="")
 
 
@@ -265,15 +353,21 @@ class TopUpApi(APIView):
     @extend_schema(request=TopUpInput, responses={201: WalletEntryOutput, 200: WalletEntryOutput})
     def post(self, request, organisation_id):
         """Operators: credit a wallet. 201 when credited, 200 when this reference was already credited."""
-        require_operator(request.user, "top up wallets")  # before the lookup: no probing organisation ids
+        require_operator(
+            request.user, "top up wallets"
+        )  # before the lookup: no probing organisation ids
         given = TopUpInput(data=request.data)
         given.is_valid(raise_exception=True)
         organisation = Organisation.objects.filter(pk=organisation_id).first()
         if organisation is None:
             raise NotFound(f"There is no organisation #{organisation_id}.")
-        entry, created = wallet_top_up(organisation=organisation, actor=request.user, request=request,
-                                       **given.validated_data)
-        return Response(WalletEntryOutput(entry).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+        entry, created = wallet_top_up(
+            organisation=organisation, actor=request.user, request=request, **given.validated_data
+        )
+        return Response(
+            WalletEntryOutput(entry).data,
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )
 
 
 class EarningsQuery(serializers.Serializer):
@@ -281,21 +375,32 @@ class EarningsQuery(serializers.Serializer):
 
 
 class EarningsApi(APIView):
-    @extend_schema(parameters=[OpenApiParameter("organisation", int, description="Operators only.")],
-                   responses=OpenApiTypes.OBJECT)
+    @extend_schema(
+        parameters=[OpenApiParameter("organisation", int, description="Operators only.")],
+        responses=OpenApiTypes.OBJECT,
+    )
     def get(self, request):
         """Your organisation's revenue shares: total, per listing and per purchase."""
         given = EarningsQuery(data=request.query_params)
         given.is_valid(raise_exception=True)
-        organisation = earnings_organisation(user=request.user, organisation_id=given.validated_data.get("organisation"))
-        return Response({"organisation": organisation.id, **earnings_for(organisation=organisation)})
+        organisation = earnings_organisation(
+            user=request.user, organisation_id=given.validated_data.get("organisation")
+        )
+        return Response(
+            {"organisation": organisation.id, **earnings_for(organisation=organisation)}
+        )
 
 
 class DownloadLinkInput(serializers.Serializer):
-    format = serializers.CharField(max_length=40, help_text="onnx, skops, xgboost-json, safetensors, kernel_npz, "
-                                   "bundle, or raw_onnx (the ONNX with the feature encoding in front, built on download).")
-    package = serializers.BooleanField(default=False, help_text="Zip the file with the model card README.md and the "
-                                       "feature specification.")
+    format = serializers.CharField(
+        max_length=40,
+        help_text="onnx, skops, xgboost-json, safetensors, kernel_npz, "
+        "bundle, or raw_onnx (the ONNX with the feature encoding in front, built on download).",
+    )
+    package = serializers.BooleanField(
+        default=False,
+        help_text="Zip the file with the model card README.md and the feature specification.",
+    )
 
 
 class DownloadLinkApi(APIView):
@@ -304,9 +409,13 @@ class DownloadLinkApi(APIView):
         """A short-lived signed link to one file of a model your organisation bought."""
         given = DownloadLinkInput(data=request.data)
         given.is_valid(raise_exception=True)
-        link = download_link_create(user=request.user, global_model_id=global_model_id,
-                                    file_format=given.validated_data["format"],
-                                    package=given.validated_data["package"], request=request)
+        link = download_link_create(
+            user=request.user,
+            global_model_id=global_model_id,
+            file_format=given.validated_data["format"],
+            package=given.validated_data["package"],
+            request=request,
+        )
         url = request.build_absolute_uri(reverse("api-download", args=[link.token]))
         return Response({"url": url, "expires_at": link.expires_at}, status=status.HTTP_201_CREATED)
 
@@ -318,13 +427,21 @@ class DownloadApi(APIView):
         resolved = download_resolve(token=token, user=request.user, request=request)
         if resolved.variant == "file" and not resolved.package:  # the stored bytes, streamed
             model_file = resolved.model_file
-            response = FileResponse(default_storage.open(model_file.stored_name, "rb"), as_attachment=True,
-                                    filename=download_filename(model_file), content_type="application/octet-stream")
+            response = FileResponse(
+                default_storage.open(model_file.stored_name, "rb"),
+                as_attachment=True,
+                filename=download_filename(model_file),
+                content_type="application/octet-stream",
+            )
             response["X-Content-SHA256"] = model_file.sha256
         else:
             filename, data = download_content(resolved)
-            response = FileResponse(io.BytesIO(data), as_attachment=True, filename=filename,
-                                    content_type="application/zip" if resolved.package else "application/octet-stream")
+            response = FileResponse(
+                io.BytesIO(data),
+                as_attachment=True,
+                filename=filename,
+                content_type="application/zip" if resolved.package else "application/octet-stream",
+            )
             response["X-Content-SHA256"] = hashlib.sha256(data).hexdigest()
         response["Cache-Control"] = "no-store"
         return response
@@ -351,18 +468,30 @@ class PredictThrottle(ScopedRateThrottle):
 
 class PredictApi(APIView):
     parser_classes = [JSONParser, CsvParser]
-    throttle_classes = [*api_settings.DEFAULT_THROTTLE_CLASSES, PredictThrottle]  # the per-token limit still applies
+    throttle_classes = [
+        *api_settings.DEFAULT_THROTTLE_CLASSES,
+        PredictThrottle,
+    ]  # the per-token limit still applies
     throttle_scope = "predict"
 
-    @extend_schema(request={"application/json": OpenApiTypes.OBJECT, "text/csv": OpenApiTypes.STR},
-                   responses=OpenApiTypes.OBJECT)
+    @extend_schema(
+        request={"application/json": OpenApiTypes.OBJECT, "text/csv": OpenApiTypes.STR},
+        responses=OpenApiTypes.OBJECT,
+    )
     def post(self, request, global_model_id):
         """Classes and probabilities for rows in the federation's raw feature schema (JSON {"rows": [...]} or CSV)."""
         if isinstance(request.data, bytes):
-            result = model_predict(user=request.user, global_model_id=global_model_id, csv_data=request.data,
-                                   request=request)
+            result = model_predict(
+                user=request.user,
+                global_model_id=global_model_id,
+                csv_data=request.data,
+                request=request,
+            )
         else:
-            result = model_predict(user=request.user, global_model_id=global_model_id,
-                                   rows=request.data.get("rows") if hasattr(request.data, "get") else None,
-                                   request=request)
+            result = model_predict(
+                user=request.user,
+                global_model_id=global_model_id,
+                rows=request.data.get("rows") if hasattr(request.data, "get") else None,
+                request=request,
+            )
         return Response(result)

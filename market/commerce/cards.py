@@ -11,13 +11,23 @@ from market.jobs.models import GlobalModel
 from market.jobs.visibility import GlobalModelView, global_model_view, named_contributions
 
 HEADLINE_METRICS = ("accuracy", "balanced_accuracy", "macro_f1", "roc_auc")
-PRIVACY_FIELDS = ("epsilon", "delta", "unit", "mechanism", "gamma", "sigma", "n_queries", "partitions", "teachers")
+PRIVACY_FIELDS = (
+    "epsilon",
+    "delta",
+    "unit",
+    "mechanism",
+    "gamma",
+    "sigma",
+    "n_queries",
+    "partitions",
+    "teachers",
+)
 LEVEL_STATEMENTS = {
     "L0": "No differential privacy: the silos trust each other and no noise was added.",
     "L1": "Party-level differential privacy: the server added noise to the silos' votes, so the model reveals "
-          "little about whether any one silo took part.",
+    "little about whether any one silo took part.",
     "L2": "Example-level differential privacy: each silo added noise before uploading, so the model reveals little "
-          "about any one record of a silo's data.",
+    "about any one record of a silo's data.",
 }
 
 
@@ -28,38 +38,62 @@ def _headline(metrics: dict | None) -> dict:
 def metrics_comparison(global_model: GlobalModel, baselines: dict) -> dict:
     """The global model against its baselines on the same evaluation split (market.commerce.quality.
     public_baselines): the majority-class guess, the best single silo and the average silo, naming no silo."""
-    return {"global": _headline(global_model.metrics), "majority_class": baselines["majority_class"],
-            "best_single_silo": baselines["best_single_silo"], "average_silo": baselines["average_silo"],
-            "n_silos": baselines["n_silos"]}
+    return {
+        "global": _headline(global_model.metrics),
+        "majority_class": baselines["majority_class"],
+        "best_single_silo": baselines["best_single_silo"],
+        "average_silo": baselines["average_silo"],
+        "n_silos": baselines["n_silos"],
+    }
 
 
 def _labelled_bound(report: dict | None) -> dict | None:
-    return {field: report.get(field) for field in PRIVACY_FIELDS if field in report} if report else None
+    return (
+        {field: report.get(field) for field in PRIVACY_FIELDS if field in report}
+        if report
+        else None
+    )
 
 
 def privacy_section(report: dict) -> dict:
     """The card's privacy statement from a :class:`GlobalModelView`'s privacy report (already filtered)."""
     level = report.get("level", "L0")
-    section = {"level": level, "statement": LEVEL_STATEMENTS.get(level, ""), "epsilon": None, "delta": None,
-               "unit": None, "bound": None}
+    section = {
+        "level": level,
+        "statement": LEVEL_STATEMENTS.get(level, ""),
+        "epsilon": None,
+        "delta": None,
+        "unit": None,
+        "bound": None,
+    }
     if level == "L1" and report.get("data_independent"):
         bound = _labelled_bound(report["data_independent"])
         section.update(bound, bound="data-independent upper bound", details=bound)
         if report.get("data_dependent"):
             section["data_dependent"] = _labelled_bound(report["data_dependent"])
     elif level == "L2" and report.get("weakest_silo_guarantee"):
-        section.update(_labelled_bound(report["weakest_silo_guarantee"]),
-                       bound="largest ε among the contributing silos' own guarantees")
+        section.update(
+            _labelled_bound(report["weakest_silo_guarantee"]),
+            bound="largest ε among the contributing silos' own guarantees",
+        )
     return section
 
 
 def reproducibility_record(view: GlobalModelView) -> dict:
     global_model = view.global_model
     job = global_model.job
-    return {"job": job.id, "kind": job.kind, "seed": job.seed, "parameters": job.parameters,
-            "public_data_sha256": job.public_dataset.content_sha256, "lineage": view.lineage,
-            "files_sha256": {model_file.format: model_file.sha256 for model_file in global_model.files.all()},
-            "finished_at": job.finished_at}
+    return {
+        "job": job.id,
+        "kind": job.kind,
+        "seed": job.seed,
+        "parameters": job.parameters,
+        "public_data_sha256": job.public_dataset.content_sha256,
+        "lineage": view.lineage,
+        "files_sha256": {
+            model_file.format: model_file.sha256 for model_file in global_model.files.all()
+        },
+        "finished_at": job.finished_at,
+    }
 
 
 def model_card(listing: Listing) -> dict:
@@ -70,24 +104,44 @@ def model_card(listing: Listing) -> dict:
     job = global_model.job
     files = list(global_model.files.all())
     card = {
-        "task": {"federation": federation.slug, "federation_name": federation.name,
-                 "description": federation.description, "classes": federation.class_labels,
-                 "n_classes": global_model.n_classes, "n_features": global_model.n_features},
-        "algorithm": {"kind": job.kind, "name": job.get_kind_display(), "model_family": global_model.model_family,
-                      "parameters": job.parameters},
+        "task": {
+            "federation": federation.slug,
+            "federation_name": federation.name,
+            "description": federation.description,
+            "classes": federation.class_labels,
+            "n_classes": global_model.n_classes,
+            "n_features": global_model.n_features,
+        },
+        "algorithm": {
+            "kind": job.kind,
+            "name": job.get_kind_display(),
+            "model_family": global_model.model_family,
+            "parameters": job.parameters,
+        },
         "privacy": privacy_section(public.privacy_report),
-        "contributing_silos": sum(1 for weight in global_model.contribution_weights.values() if weight > 0),
+        "contributing_silos": sum(
+            1 for weight in global_model.contribution_weights.values() if weight > 0
+        ),
         "public_data_sha256": job.public_dataset.content_sha256,
         "metrics": metrics_comparison(global_model, baselines),
         "quality": quality_section(listing, baselines=baselines),
         "evaluation_rows": job.evaluation_split.n_rows,
         "confusion_matrix": (global_model.metrics or {}).get("confusion_matrix"),
         "size_bytes": sum(model_file.size_bytes for model_file in files),
-        "formats": [{"format": model_file.format, "role": model_file.role, "size_bytes": model_file.size_bytes,
-                     "sha256": model_file.sha256} for model_file in files],
+        "formats": [
+            {
+                "format": model_file.format,
+                "role": model_file.role,
+                "size_bytes": model_file.size_bytes,
+                "sha256": model_file.sha256,
+            }
+            for model_file in files
+        ],
         "reproducibility": reproducibility_record(public),
     }
     if public.every_silo:
-        card["contributions"] = [{"organisation": line["organisation"], "weight": line["weight"]}
-                                 for line in named_contributions(public)]
+        card["contributions"] = [
+            {"organisation": line["organisation"], "weight": line["weight"]}
+            for line in named_contributions(public)
+        ]
     return card

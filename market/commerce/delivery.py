@@ -62,46 +62,81 @@ def download_filename(model_file: GlobalModelFile) -> str:
 
 def _file_for(global_model: GlobalModel, file_format: str) -> GlobalModelFile:
     formats = [file_format] if file_format != RAW_ONNX else ["onnx", "bundle"]
-    model_file = global_model.files.filter(format__in=formats).order_by("format").last()  # onnx before bundle
+    model_file = (
+        global_model.files.filter(format__in=formats).order_by("format").last()
+    )  # onnx before bundle
     if model_file is None:
         available = ", ".join([*global_model.files.values_list("format", flat=True), RAW_ONNX])
-        raise InvalidInput(f"Global model #{global_model.id} has no {file_format!r} file; choose one of {available}.")
+        raise InvalidInput(
+            f"Global model #{global_model.id} has no {file_format!r} file; choose one of {available}."
+        )
     return model_file
 
 
-def download_link_create(*, user: User, global_model_id: int, file_format: str, package: bool = False,
-                         request=None) -> DownloadLink:
+def download_link_create(
+    *, user: User, global_model_id: int, file_format: str, package: bool = False, request=None
+) -> DownloadLink:
     """A link to one file of a model the user's organisation bought (operators: any), valid for the TTL;
     ``raw_onnx`` names the raw-column model; ``package`` zips it with the model card and feature specification."""
     global_model = global_model_require_access(user=user, global_model_id=global_model_id)
     file_format = artifact_format_named(file_format)
     model_file = _file_for(global_model, file_format)
     token = signing.TimestampSigner(salt=DOWNLOAD_SALT).sign_object(
-        {"file": model_file.id, "user": user.id, "variant": RAW_ONNX if file_format == RAW_ONNX else "file",
-         "package": bool(package)})
-    audit_record(action="model.download_link_created", actor=user, target=global_model, request=request,
-                 details={"format": file_format, "package": bool(package)})
-    return DownloadLink(token=token, expires_at=timezone.now() + timedelta(
-        seconds=settings.ONEFOLD_DOWNLOAD_LINK_TTL_SECONDS))
+        {
+            "file": model_file.id,
+            "user": user.id,
+            "variant": RAW_ONNX if file_format == RAW_ONNX else "file",
+            "package": bool(package),
+        }
+    )
+    audit_record(
+        action="model.download_link_created",
+        actor=user,
+        target=global_model,
+        request=request,
+        details={"format": file_format, "package": bool(package)},
+    )
+    return DownloadLink(
+        token=token,
+        expires_at=timezone.now() + timedelta(seconds=settings.ONEFOLD_DOWNLOAD_LINK_TTL_SECONDS),
+    )
 
 
 def _linked_file(*, token: str, user: User) -> ResolvedDownload:
     try:
         payload = signing.TimestampSigner(salt=DOWNLOAD_SALT).unsign_object(
-            token, max_age=settings.ONEFOLD_DOWNLOAD_LINK_TTL_SECONDS)
+            token, max_age=settings.ONEFOLD_DOWNLOAD_LINK_TTL_SECONDS
+        )
     except signing.SignatureExpired:
-        raise PermissionDenied("This download link has expired; ask for a new one from your purchases.") from None
+        raise PermissionDenied(
+            "This download link has expired; ask for a new one from your purchases."
+        ) from None
     except signing.BadSignature:
-        raise PermissionDenied("This download link is not valid; ask for a new one from your purchases.") from None
+        raise PermissionDenied(
+            "This download link is not valid; ask for a new one from your purchases."
+        ) from None
     if payload.get("user") != user.id:
-        raise PermissionDenied("This download link was made for another account; sign in as its buyer, or ask for "
-                               "a link of your own from your purchases.")
-    model_file = GlobalModelFile.objects.filter(pk=payload.get("file")).select_related("global_model").first()
+        raise PermissionDenied(
+            "This download link was made for another account; sign in as its buyer, or ask for "
+            "a link of your own from your purchases."
+        )
+    model_file = (
+        GlobalModelFile.objects.filter(pk=payload.get("file"))
+        .select_related("global_model")
+        .first()
+    )
     if model_file is None:
-        raise PermissionDenied("This download link is no longer valid; ask for a new one from your purchases.")
-    global_model_require_access(user=user, global_model_id=model_file.global_model_id)  # entitled now, not then
-    return ResolvedDownload(model_file=model_file, variant=payload.get("variant", "file"),
-                            package=bool(payload.get("package")))
+        raise PermissionDenied(
+            "This download link is no longer valid; ask for a new one from your purchases."
+        )
+    global_model_require_access(
+        user=user, global_model_id=model_file.global_model_id
+    )  # entitled now, not then
+    return ResolvedDownload(
+        model_file=model_file,
+        variant=payload.get("variant", "file"),
+        package=bool(payload.get("package")),
+    )
 
 
 def download_resolve(*, token: str, user: User, request=None) -> ResolvedDownload:
@@ -110,82 +145,130 @@ def download_resolve(*, token: str, user: User, request=None) -> ResolvedDownloa
     try:
         resolved = _linked_file(token=token, user=user)
     except DomainError as refusal:
-        audit_record(action="model.downloaded", outcome=AuditOutcome.REFUSED, actor=user, request=request,
-                     details={"reason": str(refusal)})
+        audit_record(
+            action="model.downloaded",
+            outcome=AuditOutcome.REFUSED,
+            actor=user,
+            request=request,
+            details={"reason": str(refusal)},
+        )
         raise
     model_file = resolved.model_file
-    audit_record(action="model.downloaded", actor=user, target=model_file.global_model, request=request,
-                 details={"format": RAW_ONNX if resolved.variant == RAW_ONNX else model_file.format,
-                          "package": resolved.package, "sha256": model_file.sha256})
+    audit_record(
+        action="model.downloaded",
+        actor=user,
+        target=model_file.global_model,
+        request=request,
+        details={
+            "format": RAW_ONNX if resolved.variant == RAW_ONNX else model_file.format,
+            "package": resolved.package,
+            "sha256": model_file.sha256,
+        },
+    )
     return resolved
 
 
 # --- predictions ---
 
+
 def _check_value(value, *, column: dict, row_number: int) -> None:
     if column["type"] != "numeric" or value is None:
         return
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise InvalidInput(f"Row {row_number}, column '{column['name']}': expected a number, got {value!r}.")
+        raise InvalidInput(
+            f"Row {row_number}, column '{column['name']}': expected a number, got {value!r}."
+        )
     if isinstance(value, str) and not value.strip():
         return
     try:
         number = float(value)
     except ValueError:
-        raise InvalidInput(f"Row {row_number}, column '{column['name']}': expected a number, got {value!r}.") from None
+        raise InvalidInput(
+            f"Row {row_number}, column '{column['name']}': expected a number, got {value!r}."
+        ) from None
     if not math.isfinite(number):
-        raise InvalidInput(f"Row {row_number}, column '{column['name']}': expected a finite number, got {value!r}.")
+        raise InvalidInput(
+            f"Row {row_number}, column '{column['name']}': expected a finite number, got {value!r}."
+        )
 
 
 def _check_rows(records: list, *, spec: dict, ignored: set[str]) -> None:
     known = {column["name"] for column in spec["columns"]} | ignored
     for row_number, record in enumerate(records, start=1):
         if not isinstance(record, dict):
-            raise InvalidInput(f"Row {row_number} must be an object of column → value, not {type(record).__name__}.")
+            raise InvalidInput(
+                f"Row {row_number} must be an object of column → value, not {type(record).__name__}."
+            )
         unknown = sorted(set(record) - known)
         if unknown:
-            raise InvalidInput(f"Row {row_number}, column '{unknown[0]}': the federation's features have no such "
-                               "column.")
+            raise InvalidInput(
+                f"Row {row_number}, column '{unknown[0]}': the federation's features have no such "
+                "column."
+            )
         for column in spec["columns"]:
             if column["name"] not in record:
-                raise InvalidInput(f"Row {row_number}, column '{column['name']}': missing; every row needs every "
-                                   "feature column (null for a missing value).")
+                raise InvalidInput(
+                    f"Row {row_number}, column '{column['name']}': missing; every row needs every "
+                    "feature column (null for a missing value)."
+                )
             value = record[column["name"]]
             if value is not None and not isinstance(value, (int, float, str, bool)):
-                raise InvalidInput(f"Row {row_number}, column '{column['name']}': expected a plain value, got "
-                                   f"{type(value).__name__}.")
+                raise InvalidInput(
+                    f"Row {row_number}, column '{column['name']}': expected a plain value, got "
+                    f"{type(value).__name__}."
+                )
             _check_value(value, column=column, row_number=row_number)
 
 
-def prediction_frame(*, rows: list | None, csv_data: bytes | None, spec: dict, label_column: str) -> pd.DataFrame:
+def prediction_frame(
+    *, rows: list | None, csv_data: bytes | None, spec: dict, label_column: str
+) -> pd.DataFrame:
     """The request's rows as a table in the federation's raw schema; a malformed row is a 400 naming row and
     column (rows count from 1; in CSV, the first line after the header is row 1)."""
     if csv_data is not None:
         try:
-            frame = read_table(csv_data, limits=TableLimits(max_rows=settings.ONEFOLD_PREDICT_MAX_ROWS))
+            frame = read_table(
+                csv_data, limits=TableLimits(max_rows=settings.ONEFOLD_PREDICT_MAX_ROWS)
+            )
         except TableError as error:
             raise InvalidInput(str(error)) from None
         records = frame.astype(object).where(frame.notna(), None).to_dict(orient="records")
     else:
         if not isinstance(rows, list) or not rows:
-            raise InvalidInput('Send {"rows": [{column: value, ...}, ...]} with at least one row, or a CSV body.')
+            raise InvalidInput(
+                'Send {"rows": [{column: value, ...}, ...]} with at least one row, or a CSV body.'
+            )
         records = rows
     if len(records) > settings.ONEFOLD_PREDICT_MAX_ROWS:
-        raise InvalidInput(f"Send at most {settings.ONEFOLD_PREDICT_MAX_ROWS} rows per request, not {len(records)}.")
+        raise InvalidInput(
+            f"Send at most {settings.ONEFOLD_PREDICT_MAX_ROWS} rows per request, not {len(records)}."
+        )
     _check_rows(records, spec=spec, ignored={label_column})
-    blank_as_missing = [{name: None if isinstance(value, str) and not value.strip() else value
-                         for name, value in record.items()} for record in records]
-    return pd.DataFrame.from_records(blank_as_missing, columns=[column["name"] for column in spec["columns"]])
+    blank_as_missing = [
+        {
+            name: None if isinstance(value, str) and not value.strip() else value
+            for name, value in record.items()
+        }
+        for record in records
+    ]
+    return pd.DataFrame.from_records(
+        blank_as_missing, columns=[column["name"] for column in spec["columns"]]
+    )
 
 
 def _bundle_members(data: bytes) -> tuple[list[bytes], list[float], list[str]]:
     try:
-        manifest, files = bundle_read(data, max_unpacked_bytes=settings.ONEFOLD_ARCHIVE_MAX_UNPACKED_BYTES)
+        manifest, files = bundle_read(
+            data, max_unpacked_bytes=settings.ONEFOLD_ARCHIVE_MAX_UNPACKED_BYTES
+        )
     except ValueError as error:
         raise ModelUnavailable(f"The model's bundle cannot be read: {error}") from error
     members = manifest["members"]
-    return (files, [float(member["weight"]) for member in members],
-            [member.get("feature_view", ONE_HOT_VIEW) for member in members])
+    return (
+        files,
+        [float(member["weight"]) for member in members],
+        [member.get("feature_view", ONE_HOT_VIEW) for member in members],
+    )
 
 
 def prediction_models(global_model: GlobalModel) -> tuple[list[bytes], list[float], list[str]]:
@@ -193,40 +276,67 @@ def prediction_models(global_model: GlobalModel) -> tuple[list[bytes], list[floa
     feature view each reads (market.feature_views)."""
     files = {model_file.format: model_file for model_file in global_model.files.all()}
     if "onnx" in files:
-        return [artifact_read(files["onnx"].stored_name)], [1.0], [global_model_feature_view(global_model)]
+        return (
+            [artifact_read(files["onnx"].stored_name)],
+            [1.0],
+            [global_model_feature_view(global_model)],
+        )
     if "bundle" in files:
         return _bundle_members(artifact_read(files["bundle"].stored_name))
-    raise ModelUnavailable(f"Global model #{global_model.id} has no ONNX file or bundle to predict with.")
+    raise ModelUnavailable(
+        f"Global model #{global_model.id} has no ONNX file or bundle to predict with."
+    )
 
 
-def global_model_probabilities(global_model: GlobalModel, one_hot_features: np.ndarray) -> np.ndarray:
+def global_model_probabilities(
+    global_model: GlobalModel, one_hot_features: np.ndarray
+) -> np.ndarray:
     """Weighted probabilities of the global model's files on rows in the one-hot view, each file reading its own."""
     models, weights, views = prediction_models(global_model)
     outcomes = [None] * len(models)
     for view in sorted(set(views)):
         positions = [position for position, model_view in enumerate(views) if model_view == view]
         features = stored_features_in_view(one_hot_features, global_model.job.public_dataset, view)
-        predicted = stored_models_predict([models[position] for position in positions], features,
-                                          n_classes=global_model.n_classes)
+        predicted = stored_models_predict(
+            [models[position] for position in positions], features, n_classes=global_model.n_classes
+        )
         for position, outcome in zip(positions, predicted):
             outcomes[position] = outcome
     failed = [outcome.error for outcome in outcomes if outcome.error is not None]
     if failed:
-        raise ModelUnavailable(f"The model could not predict right now ({failed[0]}); try again later.")
+        raise ModelUnavailable(
+            f"The model could not predict right now ({failed[0]}); try again later."
+        )
     weights = np.asarray(weights, dtype=np.float64)
     stacked = np.stack([outcome.probabilities for outcome in outcomes])
     return np.tensordot(weights / weights.sum(), stacked, axes=1)
 
 
-def model_predict(*, user: User, global_model_id: int, rows: list | None = None, csv_data: bytes | None = None,
-                  request=None) -> dict:
+def model_predict(
+    *,
+    user: User,
+    global_model_id: int,
+    rows: list | None = None,
+    csv_data: bytes | None = None,
+    request=None,
+) -> dict:
     """Classes and probabilities of a bought model for rows in the federation's raw feature schema."""
     global_model = global_model_require_access(user=user, global_model_id=global_model_id)
     spec = global_model.job.public_dataset.feature_spec
-    frame = prediction_frame(rows=rows, csv_data=csv_data, spec=spec, label_column=global_model.federation.label_column)
+    frame = prediction_frame(
+        rows=rows, csv_data=csv_data, spec=spec, label_column=global_model.federation.label_column
+    )
     probabilities = global_model_probabilities(global_model, encode_features(frame, spec))
     labels = list(global_model.federation.class_labels)
-    audit_record(action="model.predicted", actor=user, target=global_model, request=request,
-                 details={"rows": len(frame)})
-    return {"classes": [labels[index] for index in probabilities.argmax(axis=1)],
-            "probabilities": probabilities.round(6).tolist(), "class_labels": labels}
+    audit_record(
+        action="model.predicted",
+        actor=user,
+        target=global_model,
+        request=request,
+        details={"rows": len(frame)},
+    )
+    return {
+        "classes": [labels[index] for index in probabilities.argmax(axis=1)],
+        "probabilities": probabilities.round(6).tolist(),
+        "class_labels": labels,
+    }

@@ -34,19 +34,28 @@ class Listing(models.Model):
     description = models.TextField(blank=True)
     licence_text = models.TextField()
     price_cents = models.BigIntegerField()
-    status = models.CharField(max_length=20, choices=ListingStatus.choices, default=ListingStatus.DRAFT)
-    previous_version = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
-                                         related_name="next_versions")
+    status = models.CharField(
+        max_length=20, choices=ListingStatus.choices, default=ListingStatus.DRAFT
+    )
+    previous_version = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="next_versions"
+    )
     model_family = models.CharField(max_length=40)
     privacy_level = models.CharField(max_length=2, choices=PrivacyLevel.choices)
     accuracy = models.FloatField(null=True)
     balanced_accuracy = models.FloatField(null=True)
     macro_f1 = models.FloatField(null=True)
     roc_auc = models.FloatField(null=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    publish_override_reason = models.TextField(blank=True, help_text=(
-        "Set when an operator published a model that fails the publish gate (market.commerce.quality); buyers "
-        "see it on the card with the numbers, and the override is in the audit log."))
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    publish_override_reason = models.TextField(
+        blank=True,
+        help_text=(
+            "Set when an operator published a model that fails the publish gate (market.commerce.quality); buyers "
+            "see it on the card with the numbers, and the override is in the audit log."
+        ),
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     published_at = models.DateTimeField(null=True, blank=True)
     retired_at = models.DateTimeField(null=True, blank=True)
@@ -54,12 +63,18 @@ class Listing(models.Model):
     class Meta:
         ordering = ["-published_at", "-id"]
         constraints = [
-            models.CheckConstraint(condition=Q(price_cents__gte=0), name="listing_price_not_negative"),
-            models.CheckConstraint(condition=Q(status="draft") | Q(published_at__isnull=False),
-                                   name="listing_published_has_date"),
+            models.CheckConstraint(
+                condition=Q(price_cents__gte=0), name="listing_price_not_negative"
+            ),
+            models.CheckConstraint(
+                condition=Q(status="draft") | Q(published_at__isnull=False),
+                name="listing_published_has_date",
+            ),
         ]
-        indexes = [models.Index(fields=["status", "-published_at", "-id"], name="listing_catalog_order"),
-                   models.Index(fields=["status", "price_cents"], name="listing_catalog_price")]
+        indexes = [
+            models.Index(fields=["status", "-published_at", "-id"], name="listing_catalog_order"),
+            models.Index(fields=["status", "price_cents"], name="listing_catalog_price"),
+        ]
 
     def __str__(self):
         return f"{self.name} ({self.get_status_display()})"
@@ -69,18 +84,26 @@ class Wallet(models.Model):
     """An organisation's credit (created on first use); the one wallet without an organisation is the market's,
     which receives the market fees."""
 
-    organisation = models.OneToOneField(Organisation, null=True, blank=True, on_delete=models.PROTECT,
-                                        related_name="wallet")
+    organisation = models.OneToOneField(
+        Organisation, null=True, blank=True, on_delete=models.PROTECT, related_name="wallet"
+    )
     is_market = models.BooleanField(default=False)
     balance_cents = models.BigIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         constraints = [
-            models.CheckConstraint(condition=Q(balance_cents__gte=0), name="wallet_balance_not_negative"),
-            models.CheckConstraint(condition=Q(is_market=True, organisation__isnull=True)
-                                   | Q(is_market=False, organisation__isnull=False), name="wallet_has_one_owner"),
-            models.UniqueConstraint(fields=["is_market"], condition=Q(is_market=True), name="one_market_wallet"),
+            models.CheckConstraint(
+                condition=Q(balance_cents__gte=0), name="wallet_balance_not_negative"
+            ),
+            models.CheckConstraint(
+                condition=Q(is_market=True, organisation__isnull=True)
+                | Q(is_market=False, organisation__isnull=False),
+                name="wallet_has_one_owner",
+            ),
+            models.UniqueConstraint(
+                fields=["is_market"], condition=Q(is_market=True), name="one_market_wallet"
+            ),
         ]
 
     def __str__(self):
@@ -98,8 +121,12 @@ class Purchase(models.Model):
     """One sale: what the buyer paid for which listing, and how it was split."""
 
     listing = models.ForeignKey(Listing, on_delete=models.PROTECT, related_name="purchases")
-    global_model = models.ForeignKey(GlobalModel, on_delete=models.PROTECT, related_name="purchases")
-    buyer_organisation = models.ForeignKey(Organisation, on_delete=models.PROTECT, related_name="purchases")
+    global_model = models.ForeignKey(
+        GlobalModel, on_delete=models.PROTECT, related_name="purchases"
+    )
+    buyer_organisation = models.ForeignKey(
+        Organisation, on_delete=models.PROTECT, related_name="purchases"
+    )
     buyer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     price_cents = models.BigIntegerField()
     fee_cents = models.BigIntegerField()
@@ -109,9 +136,13 @@ class Purchase(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
-            models.UniqueConstraint(fields=["buyer_organisation", "global_model"], name="one_purchase_per_model"),
-            models.CheckConstraint(condition=Q(fee_cents__gte=0) & Q(fee_cents__lte=models.F("price_cents")),
-                                   name="purchase_fee_within_price"),
+            models.UniqueConstraint(
+                fields=["buyer_organisation", "global_model"], name="one_purchase_per_model"
+            ),
+            models.CheckConstraint(
+                condition=Q(fee_cents__gte=0) & Q(fee_cents__lte=models.F("price_cents")),
+                name="purchase_fee_within_price",
+            ),
         ]
 
     def __str__(self):
@@ -125,25 +156,42 @@ class WalletEntry(models.Model):
     kind = models.CharField(max_length=20, choices=WalletEntryKind.choices)
     amount_cents = models.BigIntegerField()
     balance_after_cents = models.BigIntegerField()
-    reference = models.CharField(max_length=200, blank=True,
-                                 help_text="Top-ups: the payment's reference; posting it again changes nothing.")
-    purchase = models.ForeignKey(Purchase, null=True, blank=True, on_delete=models.PROTECT, related_name="entries")
+    reference = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="Top-ups: the payment's reference; posting it again changes nothing.",
+    )
+    purchase = models.ForeignKey(
+        Purchase, null=True, blank=True, on_delete=models.PROTECT, related_name="entries"
+    )
     note = models.CharField(max_length=500, blank=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
-                                   related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-id"]
         verbose_name_plural = "wallet entries"
         constraints = [
-            models.UniqueConstraint(fields=["reference"], condition=~Q(reference=""), name="one_entry_per_reference"),
-            models.CheckConstraint(condition=Q(balance_after_cents__gte=0), name="entry_balance_not_negative"),
+            models.UniqueConstraint(
+                fields=["reference"], condition=~Q(reference=""), name="one_entry_per_reference"
+            ),
             models.CheckConstraint(
-                condition=(Q(kind="top_up", amount_cents__gt=0, purchase__isnull=True)
-                           | Q(kind="purchase_debit", amount_cents__lt=0, purchase__isnull=False)
-                           | Q(kind__in=["revenue_credit", "market_fee"], amount_cents__gt=0, purchase__isnull=False)),
-                name="entry_sign_matches_kind"),
+                condition=Q(balance_after_cents__gte=0), name="entry_balance_not_negative"
+            ),
+            models.CheckConstraint(
+                condition=(
+                    Q(kind="top_up", amount_cents__gt=0, purchase__isnull=True)
+                    | Q(kind="purchase_debit", amount_cents__lt=0, purchase__isnull=False)
+                    | Q(
+                        kind__in=["revenue_credit", "market_fee"],
+                        amount_cents__gt=0,
+                        purchase__isnull=False,
+                    )
+                ),
+                name="entry_sign_matches_kind",
+            ),
         ]
 
     def __str__(self):
@@ -153,13 +201,21 @@ class WalletEntry(models.Model):
 class Entitlement(models.Model):
     """An organisation's right to download and call one global model."""
 
-    organisation = models.ForeignKey(Organisation, on_delete=models.PROTECT, related_name="entitlements")
-    global_model = models.ForeignKey(GlobalModel, on_delete=models.PROTECT, related_name="entitlements")
+    organisation = models.ForeignKey(
+        Organisation, on_delete=models.PROTECT, related_name="entitlements"
+    )
+    global_model = models.ForeignKey(
+        GlobalModel, on_delete=models.PROTECT, related_name="entitlements"
+    )
     purchase = models.OneToOneField(Purchase, on_delete=models.PROTECT, related_name="entitlement")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["organisation", "global_model"], name="one_entitlement_per_model")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organisation", "global_model"], name="one_entitlement_per_model"
+            )
+        ]
 
 
 class IdempotencyKey(models.Model):
@@ -173,7 +229,11 @@ class IdempotencyKey(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["organisation", "key"], name="one_purchase_per_idempotency_key")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organisation", "key"], name="one_purchase_per_idempotency_key"
+            )
+        ]
 
 
 class CreditRequestStatus(models.TextChoices):
@@ -187,24 +247,37 @@ class CreditRequest(models.Model):
     (and, in ``note``, how it pays: an invoice or purchase-order number); an operator approves it once the
     payment arrived, which tops the wallet up with the request as the payment's reference, or declines it."""
 
-    organisation = models.ForeignKey(Organisation, on_delete=models.PROTECT, related_name="credit_requests")
-    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    organisation = models.ForeignKey(
+        Organisation, on_delete=models.PROTECT, related_name="credit_requests"
+    )
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
     amount_cents = models.BigIntegerField()
     note = models.CharField(max_length=500, blank=True)
-    status = models.CharField(max_length=20, choices=CreditRequestStatus.choices, default=CreditRequestStatus.PENDING)
-    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
-                                   related_name="+")
+    status = models.CharField(
+        max_length=20, choices=CreditRequestStatus.choices, default=CreditRequestStatus.PENDING
+    )
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     decided_at = models.DateTimeField(null=True, blank=True)
-    top_up = models.OneToOneField(WalletEntry, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    top_up = models.OneToOneField(
+        WalletEntry, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
-            models.CheckConstraint(condition=Q(amount_cents__gt=0), name="credit_request_amount_positive"),
-            models.CheckConstraint(condition=Q(status="approved", top_up__isnull=False)
-                                   | (~Q(status="approved") & Q(top_up__isnull=True)),
-                                   name="credit_request_approved_has_top_up"),
+            models.CheckConstraint(
+                condition=Q(amount_cents__gt=0), name="credit_request_amount_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(status="approved", top_up__isnull=False)
+                | (~Q(status="approved") & Q(top_up__isnull=True)),
+                name="credit_request_approved_has_top_up",
+            ),
         ]
 
     def __str__(self):

@@ -16,7 +16,12 @@ from dataclasses import dataclass
 
 from django.core.cache import cache
 
-from market.commerce.delivery import RAW_ONNX, ResolvedDownload, download_filename, prediction_models
+from market.commerce.delivery import (
+    RAW_ONNX,
+    ResolvedDownload,
+    download_filename,
+    prediction_models,
+)
 from market.commerce.models import Listing
 from market.errors import DomainError, InvalidInput
 from market.jobs.models import GlobalModel
@@ -24,15 +29,36 @@ from market.storage import artifact_read
 from workers.modelio.raw_columns import RawColumnMember, input_schema, raw_column_onnx
 
 PURPOSES = {
-    RAW_ONNX: ("ONNX, raw columns", "Feed the federation's raw columns (one input per CSV column); the encoding is "
-                                    "inside the graph. Runs with onnxruntime alone. Start here."),
-    "onnx": ("ONNX, encoded features", "Reads the encoded feature matrix (apply the feature specification first); "
-                                       "for ONNX runtimes and converters."),
-    "skops": ("scikit-learn (skops)", "The fitted scikit-learn estimator, for skops.io.load in Python."),
-    "xgboost-json": ("XGBoost JSON", "The booster, for xgboost.Booster(model_file=...), on encoded features."),
-    "safetensors": ("PyTorch safetensors", "Weights of a zoo network (spec in the metadata), on encoded features."),
-    "kernel_npz": ("Kernel student (NPZ)", "Support vectors and dual coefficients of the kernel-distilled student."),
-    "bundle": ("Ensemble bundle (zip)", "Every member file and manifest.json with the members' weights and views."),
+    RAW_ONNX: (
+        "ONNX, raw columns",
+        "Feed the federation's raw columns (one input per CSV column); the encoding is "
+        "inside the graph. Runs with onnxruntime alone. Start here.",
+    ),
+    "onnx": (
+        "ONNX, encoded features",
+        "Reads the encoded feature matrix (apply the feature specification first); "
+        "for ONNX runtimes and converters.",
+    ),
+    "skops": (
+        "scikit-learn (skops)",
+        "The fitted scikit-learn estimator, for skops.io.load in Python.",
+    ),
+    "xgboost-json": (
+        "XGBoost JSON",
+        "The booster, for xgboost.Booster(model_file=...), on encoded features.",
+    ),
+    "safetensors": (
+        "PyTorch safetensors",
+        "Weights of a zoo network (spec in the metadata), on encoded features.",
+    ),
+    "kernel_npz": (
+        "Kernel student (NPZ)",
+        "Support vectors and dual coefficients of the kernel-distilled student.",
+    ),
+    "bundle": (
+        "Ensemble bundle (zip)",
+        "Every member file and manifest.json with the members' weights and views.",
+    ),
 }
 
 
@@ -55,23 +81,36 @@ def raw_column_members(global_model: GlobalModel) -> list[RawColumnMember] | Non
         return None
     if any(identify_format(data) != ModelFormat.ONNX for data in models):
         return None
-    return [RawColumnMember(data=data, weight=weight, feature_view=view)
-            for data, weight, view in zip(models, weights, views)]
+    return [
+        RawColumnMember(data=data, weight=weight, feature_view=view)
+        for data, weight, view in zip(models, weights, views)
+    ]
 
 
 def raw_column_model(global_model: GlobalModel) -> bytes:
     """The raw-column ONNX of a global model (InvalidInput when its members cannot be expressed in one graph)."""
-    members = raw_column_members(global_model) if global_model.files.filter(format__in=("onnx", "bundle")) else None
+    members = (
+        raw_column_members(global_model)
+        if global_model.files.filter(format__in=("onnx", "bundle"))
+        else None
+    )
     if members is None:
-        raise InvalidInput(f"Global model #{global_model.id} has no raw-column ONNX: its ensemble holds members "
-                           "that are not ONNX. Use the prediction API, or the bundle with the feature specification.")
+        raise InvalidInput(
+            f"Global model #{global_model.id} has no raw-column ONNX: its ensemble holds members "
+            "that are not ONNX. Use the prediction API, or the bundle with the feature specification."
+        )
     try:
-        return raw_column_onnx(members, spec=global_model.job.public_dataset.feature_spec,
-                               class_labels=global_model.federation.class_labels,
-                               description=f"Onefold global model #{global_model.id} of "
-                                           f"{global_model.federation.name}, reading the federation's raw columns.")
+        return raw_column_onnx(
+            members,
+            spec=global_model.job.public_dataset.feature_spec,
+            class_labels=global_model.federation.class_labels,
+            description=f"Onefold global model #{global_model.id} of "
+            f"{global_model.federation.name}, reading the federation's raw columns.",
+        )
     except ValueError as error:
-        raise InvalidInput(f"Global model #{global_model.id} has no raw-column ONNX: {error}") from error
+        raise InvalidInput(
+            f"Global model #{global_model.id} has no raw-column ONNX: {error}"
+        ) from error
 
 
 def _raw_size(global_model: GlobalModel) -> int | None:
@@ -93,20 +132,26 @@ def download_choices(global_model: GlobalModel) -> list[DownloadChoice]:
     if raw_size is not None:
         choices.append(DownloadChoice(RAW_ONNX, *PURPOSES[RAW_ONNX], raw_size))
     for model_file in global_model.files.all():
-        title, purpose = PURPOSES.get(model_file.format, (model_file.format, "A stored file of the model."))
+        title, purpose = PURPOSES.get(
+            model_file.format, (model_file.format, "A stored file of the model.")
+        )
         choices.append(DownloadChoice(model_file.format, title, purpose, model_file.size_bytes))
     return choices
 
 
 # --- the model card as README.md ---
 
+
 def _yaml(value) -> str:
     return json.dumps(value, ensure_ascii=False)  # a JSON scalar or flow collection is valid YAML
 
 
 def _metric_lines(metrics: dict) -> list[str]:
-    return [f"      - {{type: {name}, value: {round(float(metrics[name]), 4)}}}" for name in
-            ("accuracy", "balanced_accuracy", "macro_f1", "roc_auc") if metrics.get(name) is not None]
+    return [
+        f"      - {{type: {name}, value: {round(float(metrics[name]), 4)}}}"
+        for name in ("accuracy", "balanced_accuracy", "macro_f1", "roc_auc")
+        if metrics.get(name) is not None
+    ]
 
 
 def usage_snippet(global_model: GlobalModel, filename: str = "model.raw.onnx") -> str:
@@ -138,34 +183,79 @@ def model_card_readme(global_model: GlobalModel, listing: Listing | None) -> str
     card = model_card(listing) if listing is not None else None
     name = listing.name if listing is not None else f"Onefold global model #{global_model.id}"
     metrics = global_model.metrics or {}
-    lines = ["---", "license: other", f"license_name: {_yaml(f'onefold-listing-{listing.id}' if listing else 'onefold')}",
-             "library_name: onnx", "pipeline_tag: tabular-classification",
-             f"tags: {_yaml(['onefold', 'federated-learning', 'tabular-classification', job.kind, global_model.model_family, f'privacy-{job.privacy_level}'])}",
-             "model-index:", f"- name: {_yaml(name)}", "  results:", "  - task: {type: tabular-classification}",
-             f"    dataset: {{name: {_yaml(federation.name + ' evaluation split')}, type: {_yaml('onefold/' + federation.slug)}}}",
-             "    metrics:", *_metric_lines(metrics), "---", "", f"# {name}", ""]
-    lines += [listing.description if listing is not None and listing.description else federation.description, "",
-              f"Federation **{federation.name}** (`{federation.slug}`), job #{job.id} ({job.get_kind_display()}, "
-              f"{job.privacy_level}), model family `{global_model.model_family}`.", "",
-              f"Classes, in output order: {', '.join(f'`{label}`' for label in federation.class_labels)}.", "",
-              "## Inputs", "", "| column | type | missing value | categories |", "|---|---|---|---|"]
+    lines = [
+        "---",
+        "license: other",
+        f"license_name: {_yaml(f'onefold-listing-{listing.id}' if listing else 'onefold')}",
+        "library_name: onnx",
+        "pipeline_tag: tabular-classification",
+        f"tags: {_yaml(['onefold', 'federated-learning', 'tabular-classification', job.kind, global_model.model_family, f'privacy-{job.privacy_level}'])}",
+        "model-index:",
+        f"- name: {_yaml(name)}",
+        "  results:",
+        "  - task: {type: tabular-classification}",
+        f"    dataset: {{name: {_yaml(federation.name + ' evaluation split')}, type: {_yaml('onefold/' + federation.slug)}}}",
+        "    metrics:",
+        *_metric_lines(metrics),
+        "---",
+        "",
+        f"# {name}",
+        "",
+    ]
+    lines += [
+        listing.description
+        if listing is not None and listing.description
+        else federation.description,
+        "",
+        f"Federation **{federation.name}** (`{federation.slug}`), job #{job.id} ({job.get_kind_display()}, "
+        f"{job.privacy_level}), model family `{global_model.model_family}`.",
+        "",
+        f"Classes, in output order: {', '.join(f'`{label}`' for label in federation.class_labels)}.",
+        "",
+        "## Inputs",
+        "",
+        "| column | type | missing value | categories |",
+        "|---|---|---|---|",
+    ]
     for column in input_schema(job.public_dataset.feature_spec):
         categories = ", ".join(column.get("categories", []))
-        lines.append(f"| {column['name']} | {column['onnx_type']} | {column['missing']} | {categories} |")
-    lines += ["", "## Use this model", "", "```python", usage_snippet(global_model).rstrip(), "```", ""]
+        lines.append(
+            f"| {column['name']} | {column['onnx_type']} | {column['missing']} | {categories} |"
+        )
+    lines += [
+        "",
+        "## Use this model",
+        "",
+        "```python",
+        usage_snippet(global_model).rstrip(),
+        "```",
+        "",
+    ]
     if card is not None:
         lines += ["## Privacy", "", card["privacy"]["statement"], ""]
         if card["privacy"].get("epsilon") is not None:
-            lines += [f"ε = {card['privacy']['epsilon']:.3g}, δ = {card['privacy']['delta']:.3g} "
-                      f"({card['privacy'].get('unit') or ''}, {card['privacy'].get('bound') or ''}).", ""]
+            lines += [
+                f"ε = {card['privacy']['epsilon']:.3g}, δ = {card['privacy']['delta']:.3g} "
+                f"({card['privacy'].get('unit') or ''}, {card['privacy'].get('bound') or ''}).",
+                "",
+            ]
         lines += ["## Licence", "", listing.licence_text, ""]
-    lines += ["## Evaluation", "", "Measured by the market on the federation's private evaluation split:", ""]
-    lines += [f"- {name.replace('_', ' ')}: {float(metrics[name]):.3f}" for name in
-              ("accuracy", "balanced_accuracy", "macro_f1", "roc_auc") if metrics.get(name) is not None]
+    lines += [
+        "## Evaluation",
+        "",
+        "Measured by the market on the federation's private evaluation split:",
+        "",
+    ]
+    lines += [
+        f"- {name.replace('_', ' ')}: {float(metrics[name]):.3f}"
+        for name in ("accuracy", "balanced_accuracy", "macro_f1", "roc_auc")
+        if metrics.get(name) is not None
+    ]
     return "\n".join(lines) + "\n"
 
 
 # --- packages ---
+
 
 def _listing_of(global_model: GlobalModel) -> Listing | None:
     return global_model.listings.order_by("-published_at", "-id").first()
@@ -176,7 +266,10 @@ def download_content(resolved: ResolvedDownload) -> tuple[str, bytes]:
     model_file = resolved.model_file
     global_model = model_file.global_model
     if resolved.variant == RAW_ONNX:
-        filename, data = f"onefold-global-model-{global_model.id}.raw.onnx", raw_column_model(global_model)
+        filename, data = (
+            f"onefold-global-model-{global_model.id}.raw.onnx",
+            raw_column_model(global_model),
+        )
     else:
         filename, data = download_filename(model_file), artifact_read(model_file.stored_name)
     if not resolved.package:
@@ -185,5 +278,7 @@ def download_content(resolved: ResolvedDownload) -> tuple[str, bytes]:
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         archive.writestr(filename, data)
         archive.writestr("README.md", model_card_readme(global_model, _listing_of(global_model)))
-        archive.writestr("feature-spec.json", json.dumps(global_model.job.public_dataset.feature_spec, indent=2))
+        archive.writestr(
+            "feature-spec.json", json.dumps(global_model.job.public_dataset.feature_spec, indent=2)
+        )
     return f"{filename}.zip", buffer.getvalue()

@@ -9,7 +9,9 @@ def _figure():
     import matplotlib
 
     matplotlib.use("Agg")
-    from matplotlib.figure import Figure  # a Figure without pyplot keeps no global state between requests
+    from matplotlib.figure import (
+        Figure,  # a Figure without pyplot keeps no global state between requests
+    )
 
     return Figure(figsize=(4.2, 3.6), dpi=100)
 
@@ -34,8 +36,14 @@ def confusion_matrix_png(matrix: list[list[int]], class_labels: list[str]) -> by
     threshold = counts.max() / 2 if counts.size else 0
     if len(class_labels) <= 12:
         for (row, column), count in np.ndenumerate(counts):
-            axes.text(column, row, str(count), ha="center", va="center",
-                      color="white" if count > threshold else "black")
+            axes.text(
+                column,
+                row,
+                str(count),
+                ha="center",
+                va="center",
+                color="white" if count > threshold else "black",
+            )
     axes.set_title("Confusion matrix (evaluation split)")
     return _png(figure)
 
@@ -50,8 +58,15 @@ def reliability_png(reliability: dict) -> bytes:
     counts = np.asarray(reliability.get("count", []), dtype=float)
     filled = counts > 0 if counts.size else np.ones_like(accuracy, dtype=bool)
     widths = np.diff(edges)[: len(accuracy)]
-    axes.bar(edges[:-1][: len(accuracy)][filled], accuracy[filled], width=widths[filled], align="edge",
-             edgecolor="#1f4e79", color="#9dc3e6", label="Accuracy")
+    axes.bar(
+        edges[:-1][: len(accuracy)][filled],
+        accuracy[filled],
+        width=widths[filled],
+        align="edge",
+        edgecolor="#1f4e79",
+        color="#9dc3e6",
+        label="Accuracy",
+    )
     axes.plot(confidence[filled], accuracy[filled], "o", color="#1f4e79", label="Mean confidence")
     axes.plot([0, 1], [0, 1], "--", color="grey", label="Perfect calibration")
     axes.set_xlim(0, 1)

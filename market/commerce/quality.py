@@ -44,7 +44,9 @@ class QualityVerdict:
     @property
     def passes_gate(self) -> bool:
         margin = self.margin_over_majority
-        return margin is not None and round(margin, 9) >= PUBLISH_MARGIN  # rounded: 0.55 - 0.50 is 0.0499…9
+        return (
+            margin is not None and round(margin, 9) >= PUBLISH_MARGIN
+        )  # rounded: 0.55 - 0.50 is 0.0499…9
 
     def gate_failure(self) -> str | None:
         """Why the model may not be published without an override (``None`` when it passes)."""
@@ -53,32 +55,58 @@ class QualityVerdict:
         margin = self.margin_over_majority
         needed = f"at least {_points(PUBLISH_MARGIN)} of balanced accuracy"
         if margin is None:
-            return (f"Global model #{self.global_model_id} has no balanced accuracy on the evaluation split to "
-                    f"compare with the majority-class guess, which it must beat by {needed}.")
-        standing = (f"{_points(margin)} below it" if margin < 0 else
-                    f"only {_points(margin)} above it, {_points(PUBLISH_MARGIN - margin)} short")
-        return (f"Global model #{self.global_model_id} does not beat the majority-class guess (always "
-                f"'{self.majority_label}') by {needed}: it scores {_percent(self.balanced_accuracy)} and the guess "
-                f"{_percent(self.majority_class)}, {standing}.")
+            return (
+                f"Global model #{self.global_model_id} has no balanced accuracy on the evaluation split to "
+                f"compare with the majority-class guess, which it must beat by {needed}."
+            )
+        standing = (
+            f"{_points(margin)} below it"
+            if margin < 0
+            else f"only {_points(margin)} above it, {_points(PUBLISH_MARGIN - margin)} short"
+        )
+        return (
+            f"Global model #{self.global_model_id} does not beat the majority-class guess (always "
+            f"'{self.majority_label}') by {needed}: it scores {_percent(self.balanced_accuracy)} and the guess "
+            f"{_percent(self.majority_class)}, {standing}."
+        )
 
     def refusal(self) -> str | None:
         failure = self.gate_failure()
-        return None if failure is None else (f"{failure} Publishing is refused; an operator may publish it anyway "
-                                             f"with a written override reason, which buyers will see.")
+        return (
+            None
+            if failure is None
+            else (
+                f"{failure} Publishing is refused; an operator may publish it anyway "
+                f"with a written override reason, which buyers will see."
+            )
+        )
 
     def silo_warnings(self) -> list[str]:
         """Plain sentences for buyers where a single silo alone did better than the federation's model."""
         warnings = []
-        for name, value in (("the best single silo", self.best_single_silo), ("the average silo", self.average_silo)):
-            if self.balanced_accuracy is not None and value is not None and self.balanced_accuracy < value:
-                warnings.append(f"This model is below {name}: its balanced accuracy is "
-                                f"{_percent(self.balanced_accuracy)} against {_percent(value)} for {name} on the "
-                                f"same evaluation rows ({_points(value - self.balanced_accuracy)} lower).")
+        for name, value in (
+            ("the best single silo", self.best_single_silo),
+            ("the average silo", self.average_silo),
+        ):
+            if (
+                self.balanced_accuracy is not None
+                and value is not None
+                and self.balanced_accuracy < value
+            ):
+                warnings.append(
+                    f"This model is below {name}: its balanced accuracy is "
+                    f"{_percent(self.balanced_accuracy)} against {_percent(value)} for {name} on the "
+                    f"same evaluation rows ({_points(value - self.balanced_accuracy)} lower)."
+                )
         return warnings
 
 
 def _label(labels: list, class_index: int | None) -> str:
-    return str(labels[class_index]) if class_index is not None and class_index < len(labels) else str(class_index)
+    return (
+        str(labels[class_index])
+        if class_index is not None and class_index < len(labels)
+        else str(class_index)
+    )
 
 
 def quality_verdict(global_model: GlobalModel, *, baselines: dict | None = None) -> QualityVerdict:
@@ -90,10 +118,13 @@ def quality_verdict(global_model: GlobalModel, *, baselines: dict | None = None)
         return (baselines.get(name) or {}).get("balanced_accuracy")
 
     return QualityVerdict(
-        global_model_id=global_model.id, balanced_accuracy=(global_model.metrics or {}).get("balanced_accuracy"),
+        global_model_id=global_model.id,
+        balanced_accuracy=(global_model.metrics or {}).get("balanced_accuracy"),
         majority_class=balanced("majority_class"),
         majority_label=_label(labels, (baselines.get("majority_class") or {}).get("class")),
-        best_single_silo=balanced("best_single_silo"), average_silo=balanced("average_silo"))
+        best_single_silo=balanced("best_single_silo"),
+        average_silo=balanced("average_silo"),
+    )
 
 
 def public_baselines(global_model: GlobalModel) -> dict:
@@ -102,10 +133,15 @@ def public_baselines(global_model: GlobalModel) -> dict:
     baselines = global_model_baselines(global_model)
     best, majority = baselines.get("best_single_silo"), baselines.get("majority_class")
     labels = global_model.federation.class_labels or []
-    return {**baselines,
-            "majority_class": None if majority is None else {**majority, "label": _label(labels, majority["class"])},
-            "best_single_silo": None if best is None else {name: value for name, value in best.items()
-                                                           if name != "silo"}}
+    return {
+        **baselines,
+        "majority_class": None
+        if majority is None
+        else {**majority, "label": _label(labels, majority["class"])},
+        "best_single_silo": None
+        if best is None
+        else {name: value for name, value in best.items() if name != "silo"},
+    }
 
 
 def quality_section(listing: Listing, *, baselines: dict) -> dict:
@@ -116,11 +152,19 @@ def quality_section(listing: Listing, *, baselines: dict) -> dict:
     failure = verdict.gate_failure()
     warnings = []
     if failure and listing.publish_override_reason:
-        warnings.append(f"Published by an operator's override of the publish gate. {failure} "
-                        f"The operator's reason: {listing.publish_override_reason}")
+        warnings.append(
+            f"Published by an operator's override of the publish gate. {failure} "
+            f"The operator's reason: {listing.publish_override_reason}"
+        )
     elif failure:
         warnings.append(failure)
-    return {"gate": {"passes": verdict.passes_gate, "required_margin": PUBLISH_MARGIN,
-                     "margin_over_majority_class": verdict.margin_over_majority, "failure": failure},
-            "override_reason": listing.publish_override_reason or None,
-            "warnings": warnings + verdict.silo_warnings()}
+    return {
+        "gate": {
+            "passes": verdict.passes_gate,
+            "required_margin": PUBLISH_MARGIN,
+            "margin_over_majority_class": verdict.margin_over_majority,
+            "failure": failure,
+        },
+        "override_reason": listing.publish_override_reason or None,
+        "warnings": warnings + verdict.silo_warnings(),
+    }

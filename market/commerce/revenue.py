@@ -25,14 +25,18 @@ def revenue_shares(*, amount_cents: int, weights: dict[str, float]) -> dict[str,
     Weights need not sum to one; silos with weight 0 get nothing and are left out. With no positive weight the
     result is empty (the caller keeps the amount).
     """
-    exact_weights = {key: Fraction(Decimal(str(weight))) for key, weight in weights.items() if weight > 0}
+    exact_weights = {
+        key: Fraction(Decimal(str(weight))) for key, weight in weights.items() if weight > 0
+    }
     total = sum(exact_weights.values())
     if not exact_weights or amount_cents == 0:
         return {}
     quotas = {key: amount_cents * weight / total for key, weight in exact_weights.items()}
     shares = {key: floor(quota) for key, quota in quotas.items()}
     left_over = amount_cents - sum(shares.values())
-    by_remainder = sorted(quotas, key=lambda key: (-(quotas[key] - shares[key]), _organisation_order(key)))
+    by_remainder = sorted(
+        quotas, key=lambda key: (-(quotas[key] - shares[key]), _organisation_order(key))
+    )
     for key in by_remainder[:left_over]:
         shares[key] += 1
     return shares

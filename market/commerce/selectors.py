@@ -7,19 +7,35 @@ from django.db.models import Count, Q, QuerySet, Sum
 
 from market.accounts.models import Organisation, User
 from market.commerce.catalog_cache import catalog_cached
-from market.commerce.models import (CreditRequest, Entitlement, Listing, ListingStatus, Purchase, Wallet, WalletEntry,
-                                    WalletEntryKind)
+from market.commerce.models import (
+    CreditRequest,
+    Entitlement,
+    Listing,
+    ListingStatus,
+    Purchase,
+    Wallet,
+    WalletEntry,
+    WalletEntryKind,
+)
 from market.errors import InvalidInput, NotFound, PermissionDenied
 from market.jobs.models import GlobalModel
 
 CATALOG_ORDERINGS = {
-    "newest": ["-published_at", "-id"], "oldest": ["published_at", "id"],
-    "price": ["price_cents", "id"], "-price": ["-price_cents", "-id"],
-    "accuracy": ["accuracy", "id"], "-accuracy": ["-accuracy", "-id"],
-    "name": ["name", "id"], "-name": ["-name", "-id"],
+    "newest": ["-published_at", "-id"],
+    "oldest": ["published_at", "id"],
+    "price": ["price_cents", "id"],
+    "-price": ["-price_cents", "-id"],
+    "accuracy": ["accuracy", "id"],
+    "-accuracy": ["-accuracy", "-id"],
+    "name": ["name", "id"],
+    "-name": ["-name", "-id"],
 }
-METRIC_THRESHOLDS = {"min_accuracy": "accuracy", "min_balanced_accuracy": "balanced_accuracy",
-                     "min_macro_f1": "macro_f1", "min_roc_auc": "roc_auc"}
+METRIC_THRESHOLDS = {
+    "min_accuracy": "accuracy",
+    "min_balanced_accuracy": "balanced_accuracy",
+    "min_macro_f1": "macro_f1",
+    "min_roc_auc": "roc_auc",
+}
 
 
 @dataclass(frozen=True)
@@ -37,6 +53,7 @@ class CatalogFilters:
 
 def catalog_filters_from(params) -> CatalogFilters:
     """Parse query parameters (a QueryDict or dict); a malformed number is a 400 naming the parameter."""
+
     def number(name: str, kind):
         value = (params.get(name) or "").strip()
         if not value:
@@ -52,12 +69,22 @@ def catalog_filters_from(params) -> CatalogFilters:
     status = params.get("status") or ""
     if status and status not in ListingStatus.values:
         raise InvalidInput(f"The status filter must be one of {', '.join(ListingStatus.values)}.")
-    minimums = tuple((field, value) for name, field in METRIC_THRESHOLDS.items()
-                     if (value := number(name, float)) is not None)
-    return CatalogFilters(search=(params.get("search") or "").strip(), federation=params.get("federation") or "",
-                          model_family=params.get("model_family") or "", privacy_level=params.get("privacy_level") or "",
-                          min_price_cents=number("min_price", int), max_price_cents=number("max_price", int),
-                          metric_minimums=minimums, status=status, ordering=ordering)
+    minimums = tuple(
+        (field, value)
+        for name, field in METRIC_THRESHOLDS.items()
+        if (value := number(name, float)) is not None
+    )
+    return CatalogFilters(
+        search=(params.get("search") or "").strip(),
+        federation=params.get("federation") or "",
+        model_family=params.get("model_family") or "",
+        privacy_level=params.get("privacy_level") or "",
+        min_price_cents=number("min_price", int),
+        max_price_cents=number("max_price", int),
+        metric_minimums=minimums,
+        status=status,
+        ordering=ordering,
+    )
 
 
 def listing_list(*, user: User, filters: CatalogFilters = CatalogFilters()) -> QuerySet[Listing]:
@@ -68,9 +95,14 @@ def listing_list(*, user: User, filters: CatalogFilters = CatalogFilters()) -> Q
     else:
         listings = listings.filter(status=ListingStatus.PUBLISHED)
     if filters.search:
-        listings = listings.filter(Q(name__icontains=filters.search) | Q(description__icontains=filters.search))
-    exact = {"federation__slug": filters.federation, "model_family": filters.model_family,
-             "privacy_level": filters.privacy_level}
+        listings = listings.filter(
+            Q(name__icontains=filters.search) | Q(description__icontains=filters.search)
+        )
+    exact = {
+        "federation__slug": filters.federation,
+        "model_family": filters.model_family,
+        "privacy_level": filters.privacy_level,
+    }
     listings = listings.filter(**{field: value for field, value in exact.items() if value})
     if filters.min_price_cents is not None:
         listings = listings.filter(price_cents__gte=filters.min_price_cents)
@@ -87,52 +119,89 @@ class CatalogPage:
     rows: list  # the page's listings, ``present(.values(*fields))``, in catalog order
 
 
-def catalog_page(*, user: User, filters: CatalogFilters, fields: tuple[str, ...], limit: int, offset: int,
-                 present: Callable[[list[dict]], list] = list) -> CatalogPage:
+def catalog_page(
+    *,
+    user: User,
+    filters: CatalogFilters,
+    fields: tuple[str, ...],
+    limit: int,
+    offset: int,
+    present: Callable[[list[dict]], list] = list,
+) -> CatalogPage:
     """One page of the catalog (``listing_list``'s rule), from the cache while no listing has changed. Rows are
     plain values, not model instances, turned by ``present`` into what the caller sends once per cached page."""
-    audience = "operator" if user.is_operator else "everyone else"  # the only thing listing_list asks of the user
+    audience = (
+        "operator" if user.is_operator else "everyone else"
+    )  # the only thing listing_list asks of the user
 
     def read() -> tuple[int, list]:
         listings = listing_list(user=user, filters=filters)
         count = listings.count()
-        rows = list(listings.values(*fields)[offset:offset + limit]) if count > 0 and offset <= count else []
+        rows = (
+            list(listings.values(*fields)[offset : offset + limit])
+            if count > 0 and offset <= count
+            else []
+        )
         return count, present(rows)
 
-    request_key = (audience, filters, fields, limit, offset, f"{present.__module__}.{present.__qualname__}")
+    request_key = (
+        audience,
+        filters,
+        fields,
+        limit,
+        offset,
+        f"{present.__module__}.{present.__qualname__}",
+    )
     count, rows = catalog_cached(request_key, read)
     return CatalogPage(count=count, rows=rows)
 
 
 def listing_get(*, listing_id: int, user: User) -> Listing:
     """A listing the user may see: published or retired ones for everyone, drafts for operators only."""
-    listing = Listing.objects.select_related("federation", "global_model__job__public_dataset").filter(
-        pk=listing_id).first()
+    listing = (
+        Listing.objects.select_related("federation", "global_model__job__public_dataset")
+        .filter(pk=listing_id)
+        .first()
+    )
     if listing is None or (listing.status == ListingStatus.DRAFT and not user.is_operator):
         raise NotFound(f"There is no listing #{listing_id}.")
     return listing
 
 
 def global_model_get(*, global_model_id: int) -> GlobalModel:
-    global_model = GlobalModel.objects.select_related("federation", "job__public_dataset").filter(
-        pk=global_model_id).first()
+    global_model = (
+        GlobalModel.objects.select_related("federation", "job__public_dataset")
+        .filter(pk=global_model_id)
+        .first()
+    )
     if global_model is None:
         raise NotFound(f"There is no global model #{global_model_id}.")
     return global_model
 
 
 def entitlement_exists(*, user: User, global_model: GlobalModel) -> bool:
-    return user.organisation_id is not None and Entitlement.objects.filter(
-        organisation_id=user.organisation_id, global_model=global_model).exists()
+    return (
+        user.organisation_id is not None
+        and Entitlement.objects.filter(
+            organisation_id=user.organisation_id, global_model=global_model
+        ).exists()
+    )
 
 
 def global_model_require_access(*, user: User, global_model_id: int) -> GlobalModel:
     """The global model, if the user's organisation bought it (operators: always). Anyone else gets the same
     404 as for a model that does not exist, so ids cannot be probed."""
-    global_model = GlobalModel.objects.select_related("federation", "job__public_dataset").filter(
-        pk=global_model_id).first()
-    if global_model is None or not (user.is_operator or entitlement_exists(user=user, global_model=global_model)):
-        raise NotFound(f"There is no global model #{global_model_id} that your organisation has bought.")
+    global_model = (
+        GlobalModel.objects.select_related("federation", "job__public_dataset")
+        .filter(pk=global_model_id)
+        .first()
+    )
+    if global_model is None or not (
+        user.is_operator or entitlement_exists(user=user, global_model=global_model)
+    ):
+        raise NotFound(
+            f"There is no global model #{global_model_id} that your organisation has bought."
+        )
     return global_model
 
 
@@ -140,7 +209,9 @@ def wallet_of(*, organisation: Organisation) -> Wallet | None:
     return Wallet.objects.filter(organisation=organisation).first()
 
 
-def wallet_for(*, user: User, organisation_id: int | None = None) -> tuple[Organisation, int, QuerySet[WalletEntry]]:
+def wallet_for(
+    *, user: User, organisation_id: int | None = None
+) -> tuple[Organisation, int, QuerySet[WalletEntry]]:
     """An organisation's balance and ledger (newest first): the user's own, or any for an operator."""
     organisation_id = organisation_id if organisation_id is not None else user.organisation_id
     if organisation_id is None:
@@ -151,8 +222,11 @@ def wallet_for(*, user: User, organisation_id: int | None = None) -> tuple[Organ
     if organisation is None:
         raise NotFound(f"There is no organisation #{organisation_id}.")
     wallet = wallet_of(organisation=organisation)
-    entries = WalletEntry.objects.filter(wallet=wallet).select_related("purchase__listing") if wallet else \
-        WalletEntry.objects.none()
+    entries = (
+        WalletEntry.objects.filter(wallet=wallet).select_related("purchase__listing")
+        if wallet
+        else WalletEntry.objects.none()
+    )
     return organisation, wallet.balance_cents if wallet else 0, entries.order_by("-id")
 
 
@@ -165,23 +239,45 @@ def purchase_list(*, user: User) -> QuerySet[Purchase]:
 
 def earnings_for(*, organisation: Organisation) -> dict:
     """A silo's revenue shares: the total, per listing, and per purchase (newest first)."""
-    credits = WalletEntry.objects.filter(wallet__organisation=organisation, kind=WalletEntryKind.REVENUE_CREDIT)
-    per_listing = list(credits.values("purchase__listing_id", "purchase__listing__name")
-                       .annotate(earned_cents=Sum("amount_cents"), sales=Count("id"))
-                       .order_by("-earned_cents", "purchase__listing_id"))
+    credits = WalletEntry.objects.filter(
+        wallet__organisation=organisation, kind=WalletEntryKind.REVENUE_CREDIT
+    )
+    per_listing = list(
+        credits.values("purchase__listing_id", "purchase__listing__name")
+        .annotate(earned_cents=Sum("amount_cents"), sales=Count("id"))
+        .order_by("-earned_cents", "purchase__listing_id")
+    )
     per_purchase = list(credits.select_related("purchase__listing").order_by("-id"))
-    return {"total_cents": sum(row["earned_cents"] for row in per_listing),
-            "per_listing": [{"listing_id": row["purchase__listing_id"], "listing_name": row["purchase__listing__name"],
-                             "earned_cents": row["earned_cents"], "sales": row["sales"]} for row in per_listing],
-            "per_purchase": [{"purchase_id": entry.purchase_id, "listing_id": entry.purchase.listing_id,
-                              "listing_name": entry.purchase.listing.name, "price_cents": entry.purchase.price_cents,
-                              "earned_cents": entry.amount_cents, "created_at": entry.created_at}
-                             for entry in per_purchase]}
+    return {
+        "total_cents": sum(row["earned_cents"] for row in per_listing),
+        "per_listing": [
+            {
+                "listing_id": row["purchase__listing_id"],
+                "listing_name": row["purchase__listing__name"],
+                "earned_cents": row["earned_cents"],
+                "sales": row["sales"],
+            }
+            for row in per_listing
+        ],
+        "per_purchase": [
+            {
+                "purchase_id": entry.purchase_id,
+                "listing_id": entry.purchase.listing_id,
+                "listing_name": entry.purchase.listing.name,
+                "price_cents": entry.purchase.price_cents,
+                "earned_cents": entry.amount_cents,
+                "created_at": entry.created_at,
+            }
+            for entry in per_purchase
+        ],
+    }
 
 
 def earnings_organisation(*, user: User, organisation_id: int | None = None) -> Organisation:
     organisation_id = organisation_id if organisation_id is not None else user.organisation_id
-    if organisation_id is None or (not user.is_operator and organisation_id != user.organisation_id):
+    if organisation_id is None or (
+        not user.is_operator and organisation_id != user.organisation_id
+    ):
         raise PermissionDenied("You can read your own organisation's earnings only.")
     organisation = Organisation.objects.filter(pk=organisation_id).first()
     if organisation is None:

@@ -25,7 +25,9 @@ class RoundOutput(serializers.Serializer):
     deadline = serializers.DateTimeField()
     closed_at = serializers.DateTimeField(allow_null=True)
     participants = serializers.IntegerField()
-    uploaded = serializers.BooleanField(source="own_uploads", help_text="Whether your organisation uploaded.")
+    uploaded = serializers.BooleanField(
+        source="own_uploads", help_text="Whether your organisation uploaded."
+    )
 
 
 class ExchangeOutput(serializers.Serializer):
@@ -36,19 +38,25 @@ class ExchangeOutput(serializers.Serializer):
     round_seconds = serializers.IntegerField()
     min_silos = serializers.IntegerField()
     status = serializers.ChoiceField(ExchangeStatus.choices)
-    class_labels = serializers.ListField(source="federation.class_labels", child=serializers.CharField())
-    payload_bits_per_silo_round = serializers.SerializerMethodField(help_text="C² numbers of 32 bits, each way.")
+    class_labels = serializers.ListField(
+        source="federation.class_labels", child=serializers.CharField()
+    )
+    payload_bits_per_silo_round = serializers.SerializerMethodField(
+        help_text="C² numbers of 32 bits, each way."
+    )
     created_at = serializers.DateTimeField()
 
     def get_payload_bits_per_silo_round(self, exchange) -> int:
-        return exchange.federation.n_classes ** 2 * BITS_PER_NUMBER
+        return exchange.federation.n_classes**2 * BITS_PER_NUMBER
 
 
 class ExchangeDetailOutput(ExchangeOutput):
     round_list = serializers.SerializerMethodField()
 
     def get_round_list(self, exchange) -> list[dict]:
-        return RoundOutput(exchange_rounds(exchange=exchange, user=self.context["user"]), many=True).data
+        return RoundOutput(
+            exchange_rounds(exchange=exchange, user=self.context["user"]), many=True
+        ).data
 
 
 class ExchangeInput(serializers.Serializer):
@@ -61,14 +69,18 @@ class ExchangeInput(serializers.Serializer):
 
 class LogitsInput(serializers.Serializer):
     labels = serializers.JSONField(help_text="Class indices you hold, e.g. [0, 3, 7].")
-    logits = serializers.JSONField(help_text="C rows of C numbers: row ℓ is your model's mean logit vector on your "
-                                             "examples of label ℓ (zeros for labels you do not hold).")
+    logits = serializers.JSONField(
+        help_text="C rows of C numbers: row ℓ is your model's mean logit vector on your "
+        "examples of label ℓ (zeros for labels you do not hold)."
+    )
 
 
 class DownloadOutput(serializers.Serializer):
     round = serializers.IntegerField(source="exchange_round.number")
     labels = serializers.ListField(child=serializers.IntegerField())
-    global_logits = serializers.ListField(child=serializers.ListField(child=serializers.FloatField()))
+    global_logits = serializers.ListField(
+        child=serializers.ListField(child=serializers.FloatField())
+    )
     available = serializers.ListField(child=serializers.BooleanField())
 
 
@@ -85,8 +97,10 @@ class ExchangeListApi(APIView):
         fields = dict(given.validated_data)
         federation = federation_get(slug=fields.pop("federation"), user=request.user)
         exchange = exchange_create(federation=federation, actor=request.user, **fields)
-        return Response(ExchangeDetailOutput(exchange, context={"user": request.user}).data,
-                        status=status.HTTP_201_CREATED)
+        return Response(
+            ExchangeDetailOutput(exchange, context={"user": request.user}).data,
+            status=status.HTTP_201_CREATED,
+        )
 
 
 class ExchangeDetailApi(APIView):
@@ -103,8 +117,11 @@ class LogitsUploadApi(APIView):
         exchange = exchange_get(exchange_id=exchange_id, user=request.user)
         given = LogitsInput(data=request.data)
         given.is_valid(raise_exception=True)
-        logits_upload(exchange_round=exchange_round_get(exchange=exchange, number=number), user=request.user,
-                      **given.validated_data)
+        logits_upload(
+            exchange_round=exchange_round_get(exchange=exchange, number=number),
+            user=request.user,
+            **given.validated_data,
+        )
         exchange_round = exchange_rounds(exchange=exchange, user=request.user).get(number=number)
         return Response(RoundOutput(exchange_round).data, status=status.HTTP_201_CREATED)
 
@@ -114,6 +131,7 @@ class LogitsDownloadApi(APIView):
     def get(self, request, exchange_id, number):
         """Your global logits of an aggregated round: per label, the other participants' average."""
         exchange = exchange_get(exchange_id=exchange_id, user=request.user)
-        upload = logits_download(exchange_round=exchange_round_get(exchange=exchange, number=number),
-                                 user=request.user)
+        upload = logits_download(
+            exchange_round=exchange_round_get(exchange=exchange, number=number), user=request.user
+        )
         return Response(DownloadOutput(upload).data)

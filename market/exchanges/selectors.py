@@ -11,7 +11,9 @@ def exchange_list(*, user: User) -> QuerySet:
     exchanges = Exchange.objects.select_related("federation")
     if user.is_operator:
         return exchanges
-    federations = Membership.objects.filter(organisation_id=user.organisation_id).values("federation_id")
+    federations = Membership.objects.filter(organisation_id=user.organisation_id).values(
+        "federation_id"
+    )
     return exchanges.filter(federation_id__in=federations)
 
 
@@ -40,14 +42,21 @@ def exchange_round_get(*, exchange: Exchange, number: int) -> ExchangeRound:
 
 def logits_download(*, exchange_round: ExchangeRound, user: User) -> LogitUpload:
     """The viewer's own upload of the round, with its global logits; a silo never sees another's."""
-    upload = exchange_round.uploads.filter(organisation_id=user.organisation_id).first() \
-        if user.organisation_id else None
+    upload = (
+        exchange_round.uploads.filter(organisation_id=user.organisation_id).first()
+        if user.organisation_id
+        else None
+    )
     if upload is None:
-        raise NotFound(f"Your organisation uploaded no logits in round {exchange_round.number}; only participants "
-                       "download a round's global logits.")
+        raise NotFound(
+            f"Your organisation uploaded no logits in round {exchange_round.number}; only participants "
+            "download a round's global logits."
+        )
     if exchange_round.status in (RoundStatus.OPEN, RoundStatus.CLOSING):
-        raise Conflict(f"Round {exchange_round.number} has no global logits yet ({exchange_round.get_status_display()}"
-                       f"; deadline {exchange_round.deadline:%Y-%m-%d %H:%M:%S} UTC); try again later.")
+        raise Conflict(
+            f"Round {exchange_round.number} has no global logits yet ({exchange_round.get_status_display()}"
+            f"; deadline {exchange_round.deadline:%Y-%m-%d %H:%M:%S} UTC); try again later."
+        )
     if exchange_round.status == RoundStatus.MISSED_QUORUM:
         raise Conflict(exchange_round.status_reason)
     return upload

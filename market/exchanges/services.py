@@ -30,32 +30,59 @@ from market.outbox import outbox_add
 from workers.algorithms.fd import BITS_PER_NUMBER, fd_server_aggregate, validate_label_logits
 
 
-def exchange_create(*, federation: Federation, name: str, rounds: int, round_seconds: int, min_silos: int,
-                    actor: User) -> Exchange:
+def exchange_create(
+    *,
+    federation: Federation,
+    name: str,
+    rounds: int,
+    round_seconds: int,
+    min_silos: int,
+    actor: User,
+) -> Exchange:
     """An operator opens an FD exchange in ``federation``; its first round opens at once."""
     if not actor.is_operator:
         raise PermissionDenied("Only operators open federated distillation exchanges.")
     if not 1 <= rounds <= settings.ONEFOLD_FD_MAX_ROUNDS:
-        raise InvalidInput(f"An exchange runs 1 to {settings.ONEFOLD_FD_MAX_ROUNDS} rounds, not {rounds}.")
+        raise InvalidInput(
+            f"An exchange runs 1 to {settings.ONEFOLD_FD_MAX_ROUNDS} rounds, not {rounds}."
+        )
     if not 60 <= round_seconds <= settings.ONEFOLD_FD_MAX_ROUND_SECONDS:
-        raise InvalidInput(f"A round lasts 60 to {settings.ONEFOLD_FD_MAX_ROUND_SECONDS} seconds, not {round_seconds}.")
+        raise InvalidInput(
+            f"A round lasts 60 to {settings.ONEFOLD_FD_MAX_ROUND_SECONDS} seconds, not {round_seconds}."
+        )
     members = Membership.objects.filter(federation=federation).count()
     if not 2 <= min_silos <= max(members, 2):
-        raise InvalidInput(f"A round's quorum is 2 to {max(members, 2)} silos (the federation has {members} "
-                           f"members; each silo learns from the others' logits), not {min_silos}.")
+        raise InvalidInput(
+            f"A round's quorum is 2 to {max(members, 2)} silos (the federation has {members} "
+            f"members; each silo learns from the others' logits), not {min_silos}."
+        )
     with transaction.atomic():
-        exchange = Exchange.objects.create(federation=federation, name=name, rounds=rounds,
-                                           round_seconds=round_seconds, min_silos=min_silos, created_by=actor)
+        exchange = Exchange.objects.create(
+            federation=federation,
+            name=name,
+            rounds=rounds,
+            round_seconds=round_seconds,
+            min_silos=min_silos,
+            created_by=actor,
+        )
         _round_open(exchange, number=1)
-        audit_record(action="exchange.created", actor=actor, target=exchange,
-                     details={"federation": federation.slug, "rounds": rounds, "min_silos": min_silos})
+        audit_record(
+            action="exchange.created",
+            actor=actor,
+            target=exchange,
+            details={"federation": federation.slug, "rounds": rounds, "min_silos": min_silos},
+        )
     return exchange
 
 
 def _round_open(exchange: Exchange, *, number: int) -> ExchangeRound:
     now = timezone.now()
-    return ExchangeRound.objects.create(exchange=exchange, number=number, opens_at=now,
-                                        deadline=now + timedelta(seconds=exchange.round_seconds))
+    return ExchangeRound.objects.create(
+        exchange=exchange,
+        number=number,
+        opens_at=now,
+        deadline=now + timedelta(seconds=exchange.round_seconds),
+    )
 
 
 def logits_upload(*, exchange_round: ExchangeRound, user: User, labels, logits) -> LogitUpload:
@@ -63,27 +90,47 @@ def logits_upload(*, exchange_round: ExchangeRound, user: User, labels, logits) 
     exchange = exchange_round.exchange
     federation = exchange.federation
     if user.organisation_id is None or not federation_is_member(federation=federation, user=user):
-        raise PermissionDenied(f"Your organisation is not a member of '{federation.slug}'; join it first.")
+        raise PermissionDenied(
+            f"Your organisation is not a member of '{federation.slug}'; join it first."
+        )
     if exchange_round.status != RoundStatus.OPEN or exchange_round.deadline <= timezone.now():
-        raise Conflict(f"Round {exchange_round.number} of exchange #{exchange.id} is closed (its deadline was "
-                       f"{exchange_round.deadline:%Y-%m-%d %H:%M:%S} UTC); upload to the open round.")
+        raise Conflict(
+            f"Round {exchange_round.number} of exchange #{exchange.id} is closed (its deadline was "
+            f"{exchange_round.deadline:%Y-%m-%d %H:%M:%S} UTC); upload to the open round."
+        )
     try:
-        _, present = validate_label_logits(logits, labels, n_classes=federation.n_classes,
-                                           max_magnitude=settings.ONEFOLD_FD_MAX_LOGIT)
+        _, present = validate_label_logits(
+            logits,
+            labels,
+            n_classes=federation.n_classes,
+            max_magnitude=settings.ONEFOLD_FD_MAX_LOGIT,
+        )
     except ValueError as error:
         raise InvalidInput(f"The logits are not valid: {error}") from error
     with transaction.atomic():
         round_locked = ExchangeRound.objects.select_for_update().get(id=exchange_round.id)
         if round_locked.status != RoundStatus.OPEN:
-            raise Conflict(f"Round {round_locked.number} of exchange #{exchange.id} closed while you uploaded.")
+            raise Conflict(
+                f"Round {round_locked.number} of exchange #{exchange.id} closed while you uploaded."
+            )
         if round_locked.uploads.filter(organisation_id=user.organisation_id).exists():
-            raise Conflict(f"Your organisation already uploaded logits for round {round_locked.number}.")
+            raise Conflict(
+                f"Your organisation already uploaded logits for round {round_locked.number}."
+            )
         upload = LogitUpload.objects.create(
-            exchange_round=round_locked, organisation_id=user.organisation_id, uploaded_by=user,
-            labels=sorted(labels), logits=[[float(value) for value in row] for row in logits],
-            payload_bits=federation.n_classes**2 * BITS_PER_NUMBER)
-        audit_record(action="exchange.logits_uploaded", actor=user, target=exchange,
-                     details={"round": round_locked.number, "labels": int(present.sum())})
+            exchange_round=round_locked,
+            organisation_id=user.organisation_id,
+            uploaded_by=user,
+            labels=sorted(labels),
+            logits=[[float(value) for value in row] for row in logits],
+            payload_bits=federation.n_classes**2 * BITS_PER_NUMBER,
+        )
+        audit_record(
+            action="exchange.logits_uploaded",
+            actor=user,
+            target=exchange,
+            details={"round": round_locked.number, "labels": int(present.sum())},
+        )
         members = Membership.objects.filter(federation=federation).count()
         if round_locked.uploads.count() >= members:
             _round_close(round_locked)
@@ -92,8 +139,12 @@ def logits_upload(*, exchange_round: ExchangeRound, user: User, labels, logits) 
 
 def _round_close(exchange_round: ExchangeRound) -> bool:
     """open → closing (a conditional UPDATE: one closer wins) and queue the aggregation; call inside a transaction."""
-    closed = ExchangeRound.objects.filter(id=exchange_round.id, status=RoundStatus.OPEN).update(
-        status=RoundStatus.CLOSING, closed_at=timezone.now()) == 1
+    closed = (
+        ExchangeRound.objects.filter(id=exchange_round.id, status=RoundStatus.OPEN).update(
+            status=RoundStatus.CLOSING, closed_at=timezone.now()
+        )
+        == 1
+    )
     if closed:
         outbox_add(ExchangeRoundOutbox(exchange_round_id=exchange_round.id))
     return closed
@@ -102,7 +153,9 @@ def _round_close(exchange_round: ExchangeRound) -> bool:
 def exchange_reap() -> int:
     """Close every open round past its deadline (run periodically by beat); the number closed."""
     closed = 0
-    for exchange_round in ExchangeRound.objects.filter(status=RoundStatus.OPEN, deadline__lte=timezone.now()):
+    for exchange_round in ExchangeRound.objects.filter(
+        status=RoundStatus.OPEN, deadline__lte=timezone.now()
+    ):
         with transaction.atomic():
             closed += _round_close(exchange_round)
     return closed
@@ -111,8 +164,12 @@ def exchange_reap() -> int:
 def exchange_round_aggregate(*, exchange_round_id: int) -> None:
     """The worker's step: global logits for every participant (or ``missed_quorum``), then the next round."""
     with transaction.atomic():
-        exchange_round = (ExchangeRound.objects.select_for_update().select_related("exchange")
-                          .filter(id=exchange_round_id, status=RoundStatus.CLOSING).first())
+        exchange_round = (
+            ExchangeRound.objects.select_for_update()
+            .select_related("exchange")
+            .filter(id=exchange_round_id, status=RoundStatus.CLOSING)
+            .first()
+        )
         if exchange_round is None:
             return  # already done by another delivery
         exchange = exchange_round.exchange
@@ -121,7 +178,8 @@ def exchange_round_aggregate(*, exchange_round_id: int) -> None:
             exchange_round.status = RoundStatus.MISSED_QUORUM
             exchange_round.status_reason = (
                 f"Round {exchange_round.number} closed with {len(uploads)} of the {exchange.min_silos} silos its "
-                f"quorum needs; no global logits were computed and nothing was charged.")
+                f"quorum needs; no global logits were computed and nothing was charged."
+            )
         else:
             _aggregate(exchange, uploads)
             exchange_round.status = RoundStatus.AGGREGATED
@@ -130,9 +188,16 @@ def exchange_round_aggregate(*, exchange_round_id: int) -> None:
             _round_open(exchange, number=exchange_round.number + 1)
         else:
             Exchange.objects.filter(id=exchange.id).update(status=ExchangeStatus.FINISHED)
-        audit_record(action="exchange.round_closed", target=exchange, organisation=None,
-                     details={"round": exchange_round.number, "status": exchange_round.status,
-                              "participants": len(uploads)})
+        audit_record(
+            action="exchange.round_closed",
+            target=exchange,
+            organisation=None,
+            details={
+                "round": exchange_round.number,
+                "status": exchange_round.status,
+                "participants": len(uploads),
+            },
+        )
 
 
 def _aggregate(exchange: Exchange, uploads: list[LogitUpload]) -> None:

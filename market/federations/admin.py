@@ -17,7 +17,14 @@ class FederationAdmin(admin.ModelAdmin):
 
 @admin.register(PublicDataset)
 class PublicDatasetAdmin(admin.ModelAdmin):
-    list_display = ("federation", "content_sha256", "source_format", "n_rows", "n_features", "created_at")
+    list_display = (
+        "federation",
+        "content_sha256",
+        "source_format",
+        "n_rows",
+        "n_features",
+        "created_at",
+    )
     readonly_fields = [field.name for field in PublicDataset._meta.fields]
 
 

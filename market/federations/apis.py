@@ -9,10 +9,19 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from market.federations.models import PrivacyLevel
-from market.federations.selectors import (evaluation_split_current, federation_get, federation_list,
-                                          federation_require_member, public_dataset_current)
-from market.federations.services import (evaluation_split_upload, federation_create, federation_join,
-                                         public_dataset_upload)
+from market.federations.selectors import (
+    evaluation_split_current,
+    federation_get,
+    federation_list,
+    federation_require_member,
+    public_dataset_current,
+)
+from market.federations.services import (
+    evaluation_split_upload,
+    federation_create,
+    federation_join,
+    public_dataset_upload,
+)
 from market.storage import artifact_read
 
 
@@ -22,7 +31,9 @@ class FederationOutput(serializers.Serializer):
     description = serializers.CharField()
     class_labels = serializers.ListField(child=serializers.CharField())
     label_column = serializers.CharField()
-    allowed_privacy_levels = serializers.ListField(child=serializers.ChoiceField(PrivacyLevel.choices))
+    allowed_privacy_levels = serializers.ListField(
+        child=serializers.ChoiceField(PrivacyLevel.choices)
+    )
     default_privacy_level = serializers.ChoiceField(PrivacyLevel.choices)
     default_parameters = serializers.DictField()
     is_member = serializers.BooleanField()
@@ -32,15 +43,21 @@ class FederationOutput(serializers.Serializer):
 class FederationInput(serializers.Serializer):
     name = serializers.CharField(max_length=200)
     description = serializers.CharField(allow_blank=True, default="")
-    class_labels = serializers.ListField(child=serializers.CharField(max_length=200), min_length=2, max_length=10_000)
+    class_labels = serializers.ListField(
+        child=serializers.CharField(max_length=200), min_length=2, max_length=10_000
+    )
     label_column = serializers.CharField(max_length=200, default="label")
-    allowed_privacy_levels = serializers.ListField(child=serializers.ChoiceField(PrivacyLevel.choices), min_length=1)
+    allowed_privacy_levels = serializers.ListField(
+        child=serializers.ChoiceField(PrivacyLevel.choices), min_length=1
+    )
     default_privacy_level = serializers.ChoiceField(PrivacyLevel.choices)
     default_parameters = serializers.DictField(default=dict)
 
 
 class UploadInput(serializers.Serializer):
-    file = serializers.FileField(help_text="CSV, Parquet or NPZ; the format is read from the content.")
+    file = serializers.FileField(
+        help_text="CSV, Parquet or NPZ; the format is read from the content."
+    )
 
 
 class PublicDatasetOutput(serializers.Serializer):
@@ -75,7 +92,9 @@ class FederationListApi(APIView):
     def post(self, request):
         given = FederationInput(data=request.data)
         given.is_valid(raise_exception=True)
-        federation = federation_create(**given.validated_data, created_by=request.user, request=request)
+        federation = federation_create(
+            **given.validated_data, created_by=request.user, request=request
+        )
         federation = federation_get(slug=federation.slug, user=request.user)
         return Response(FederationOutput(federation).data, status=status.HTTP_201_CREATED)
 
@@ -92,7 +111,10 @@ class FederationJoinApi(APIView):
         federation = federation_get(slug=slug, user=request.user)
         _, created = federation_join(federation=federation, user=request.user)
         federation = federation_get(slug=slug, user=request.user)
-        return Response(FederationOutput(federation).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+        return Response(
+            FederationOutput(federation).data,
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )
 
 
 class PublicDatasetApi(APIView):
@@ -107,8 +129,12 @@ class PublicDatasetApi(APIView):
     @extend_schema(request=UploadInput, responses={201: PublicDatasetOutput})
     def post(self, request, slug):
         federation = federation_get(slug=slug, user=request.user)
-        public_dataset = public_dataset_upload(federation=federation, data=uploaded_bytes(request), uploaded_by=request.user,
-                                               request=request)
+        public_dataset = public_dataset_upload(
+            federation=federation,
+            data=uploaded_bytes(request),
+            uploaded_by=request.user,
+            request=request,
+        )
         return Response(PublicDatasetOutput(public_dataset).data, status=status.HTTP_201_CREATED)
 
 
@@ -119,14 +145,19 @@ def attachment(content: bytes, *, filename: str, content_type: str) -> HttpRespo
 
 
 class PublicFeaturesDownloadApi(APIView):
-    @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY},
-                   description="The encoded public features: an NPZ with one float32 array 'features'.")
+    @extend_schema(
+        responses={(200, "application/octet-stream"): OpenApiTypes.BINARY},
+        description="The encoded public features: an NPZ with one float32 array 'features'.",
+    )
     def get(self, request, slug):
         federation = federation_get(slug=slug, user=request.user)
         federation_require_member(federation=federation, user=request.user)
         public_dataset = public_dataset_current(federation=federation)
-        return attachment(artifact_read(public_dataset.features_file), content_type="application/octet-stream",
-                          filename=f"{slug}-public-features-{public_dataset.content_sha256[:12]}.npz")
+        return attachment(
+            artifact_read(public_dataset.features_file),
+            content_type="application/octet-stream",
+            filename=f"{slug}-public-features-{public_dataset.content_sha256[:12]}.npz",
+        )
 
 
 class FeatureSpecDownloadApi(APIView):
@@ -135,8 +166,11 @@ class FeatureSpecDownloadApi(APIView):
         federation = federation_get(slug=slug, user=request.user)
         federation_require_member(federation=federation, user=request.user)
         public_dataset = public_dataset_current(federation=federation)
-        return attachment(json.dumps(public_dataset.feature_spec, indent=2).encode(), content_type="application/json",
-                          filename=f"{slug}-feature-spec-{public_dataset.content_sha256[:12]}.json")
+        return attachment(
+            json.dumps(public_dataset.feature_spec, indent=2).encode(),
+            content_type="application/json",
+            filename=f"{slug}-feature-spec-{public_dataset.content_sha256[:12]}.json",
+        )
 
 
 class EvaluationSplitApi(APIView):
@@ -145,21 +179,34 @@ class EvaluationSplitApi(APIView):
     @extend_schema(responses=EvaluationSplitOutput)
     def get(self, request, slug):
         federation = federation_get(slug=slug, user=request.user)
-        return Response(EvaluationSplitOutput(evaluation_split_current(federation=federation, user=request.user)).data)
+        return Response(
+            EvaluationSplitOutput(
+                evaluation_split_current(federation=federation, user=request.user)
+            ).data
+        )
 
     @extend_schema(request=UploadInput, responses={201: EvaluationSplitOutput})
     def post(self, request, slug):
         federation = federation_get(slug=slug, user=request.user)
-        split = evaluation_split_upload(federation=federation, data=uploaded_bytes(request), uploaded_by=request.user,
-                                        request=request)
+        split = evaluation_split_upload(
+            federation=federation,
+            data=uploaded_bytes(request),
+            uploaded_by=request.user,
+            request=request,
+        )
         return Response(EvaluationSplitOutput(split).data, status=status.HTTP_201_CREATED)
 
 
 class EvaluationSplitDownloadApi(APIView):
-    @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY},
-                   description="Operators only: an NPZ with arrays 'features' (float32) and 'labels' (class indices).")
+    @extend_schema(
+        responses={(200, "application/octet-stream"): OpenApiTypes.BINARY},
+        description="Operators only: an NPZ with arrays 'features' (float32) and 'labels' (class indices).",
+    )
     def get(self, request, slug):
         federation = federation_get(slug=slug, user=request.user)
         split = evaluation_split_current(federation=federation, user=request.user)
-        return attachment(artifact_read(split.data_file), content_type="application/octet-stream",
-                          filename=f"{slug}-evaluation-{split.content_sha256[:12]}.npz")
+        return attachment(
+            artifact_read(split.data_file),
+            content_type="application/octet-stream",
+            filename=f"{slug}-evaluation-{split.content_sha256[:12]}.npz",
+        )

@@ -16,22 +16,39 @@ class Federation(models.Model):
     slug = models.SlugField(max_length=100, unique=True)
     name = models.CharField(max_length=200, unique=True)
     description = models.TextField(blank=True)
-    class_labels = models.JSONField(help_text="Class labels as text, in the order of class indices 0…K-1.")
+    class_labels = models.JSONField(
+        help_text="Class labels as text, in the order of class indices 0…K-1."
+    )
     label_column = models.CharField(max_length=200, default="label")
     allowed_privacy_levels = models.JSONField()
     default_privacy_level = models.CharField(max_length=2, choices=PrivacyLevel.choices)
     default_parameters = models.JSONField(default=dict, blank=True)
-    default_epsilon_limit = models.DecimalField(max_digits=12, decimal_places=6, default=10,
-                                                help_text="ε limit of a new member's privacy budget.")
-    default_delta = models.DecimalField(max_digits=20, decimal_places=18, default="0.00001",
-                                        help_text="δ of a new member's privacy budget.")
+    default_epsilon_limit = models.DecimalField(
+        max_digits=12,
+        decimal_places=6,
+        default=10,
+        help_text="ε limit of a new member's privacy budget.",
+    )
+    default_delta = models.DecimalField(
+        max_digits=20,
+        decimal_places=18,
+        default="0.00001",
+        help_text="δ of a new member's privacy budget.",
+    )
     publish_data_dependent_epsilon = models.BooleanField(
-        default=False, help_text="Whether data-dependent ε may be shown outside the operator's dashboard.")
+        default=False,
+        help_text="Whether data-dependent ε may be shown outside the operator's dashboard.",
+    )
     publish_contributions = models.BooleanField(
-        default=False, help_text="Whether model cards may reveal which silo contributed what.")
-    buyers_may_launch_jobs = models.BooleanField(default=False, help_text="Whether buyers may create jobs.")
+        default=False, help_text="Whether model cards may reveal which silo contributed what."
+    )
+    buyers_may_launch_jobs = models.BooleanField(
+        default=False, help_text="Whether buyers may create jobs."
+    )
     members = models.ManyToManyField(Organisation, through="Membership", related_name="federations")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -51,7 +68,9 @@ class Membership(models.Model):
     joined_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["federation", "organisation"], name="one_membership")]
+        constraints = [
+            models.UniqueConstraint(fields=["federation", "organisation"], name="one_membership")
+        ]
 
 
 class PublicDataset(models.Model):
@@ -60,34 +79,56 @@ class PublicDataset(models.Model):
     The newest version is the current one. Labels, if the upload had any, are dropped and never stored.
     """
 
-    federation = models.ForeignKey(Federation, on_delete=models.CASCADE, related_name="public_datasets")
+    federation = models.ForeignKey(
+        Federation, on_delete=models.CASCADE, related_name="public_datasets"
+    )
     content_sha256 = models.CharField(max_length=64, help_text="SHA-256 of the uploaded file.")
-    features_sha256 = models.CharField(max_length=64, help_text="SHA-256 of the encoded features NPZ.")
-    features_file = models.CharField(max_length=500, help_text="Storage name of the encoded features NPZ.")
+    features_sha256 = models.CharField(
+        max_length=64, help_text="SHA-256 of the encoded features NPZ."
+    )
+    features_file = models.CharField(
+        max_length=500, help_text="Storage name of the encoded features NPZ."
+    )
     feature_spec = models.JSONField()
     source_format = models.CharField(max_length=20)
     n_rows = models.PositiveIntegerField()
     n_features = models.PositiveIntegerField()
-    uploaded_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        constraints = [models.UniqueConstraint(fields=["federation", "content_sha256"], name="one_public_dataset_per_content")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["federation", "content_sha256"], name="one_public_dataset_per_content"
+            )
+        ]
 
 
 class EvaluationSplit(models.Model):
     """Labelled data only the server sees, encoded with a public dataset's specification."""
 
-    federation = models.ForeignKey(Federation, on_delete=models.CASCADE, related_name="evaluation_splits")
+    federation = models.ForeignKey(
+        Federation, on_delete=models.CASCADE, related_name="evaluation_splits"
+    )
     public_dataset = models.ForeignKey(PublicDataset, on_delete=models.PROTECT, related_name="+")
     content_sha256 = models.CharField(max_length=64)
-    data_file = models.CharField(max_length=500, help_text="Storage name of the NPZ with arrays 'features' and 'labels'.")
+    data_file = models.CharField(
+        max_length=500, help_text="Storage name of the NPZ with arrays 'features' and 'labels'."
+    )
     n_rows = models.PositiveIntegerField()
     class_counts = models.JSONField()
-    uploaded_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        constraints = [models.UniqueConstraint(fields=["federation", "content_sha256"], name="one_evaluation_split_per_content")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["federation", "content_sha256"], name="one_evaluation_split_per_content"
+            )
+        ]

@@ -7,7 +7,9 @@ from market.federations.models import EvaluationSplit, Federation, Membership, P
 
 def federation_list(*, user: User) -> QuerySet[Federation]:
     """Every federation, each marked ``is_member`` for the user's organisation."""
-    memberships = Membership.objects.filter(federation=OuterRef("pk"), organisation_id=user.organisation_id)
+    memberships = Membership.objects.filter(
+        federation=OuterRef("pk"), organisation_id=user.organisation_id
+    )
     return Federation.objects.annotate(is_member=Exists(memberships))
 
 
@@ -19,14 +21,20 @@ def federation_get(*, slug: str, user: User) -> Federation:
 
 
 def federation_is_member(*, federation: Federation, user: User) -> bool:
-    return user.organisation_id is not None and Membership.objects.filter(
-        federation=federation, organisation_id=user.organisation_id).exists()
+    return (
+        user.organisation_id is not None
+        and Membership.objects.filter(
+            federation=federation, organisation_id=user.organisation_id
+        ).exists()
+    )
 
 
 def federation_require_member(*, federation: Federation, user: User) -> None:
     """Operators and members pass; anyone else is told to join first."""
     if not (user.is_operator or federation_is_member(federation=federation, user=user)):
-        raise PermissionDenied(f"Your organisation is not a member of '{federation.slug}'; join it first.")
+        raise PermissionDenied(
+            f"Your organisation is not a member of '{federation.slug}'; join it first."
+        )
 
 
 def public_dataset_current(*, federation: Federation) -> PublicDataset:

@@ -8,11 +8,24 @@ from django.utils.text import slugify
 from market.accounts.models import User
 from market.audit.services import audit_record, audit_refusals
 from market.errors import Conflict, InvalidInput, PermissionDenied
-from market.federations.models import EvaluationSplit, Federation, Membership, PrivacyLevel, PublicDataset
+from market.federations.models import (
+    EvaluationSplit,
+    Federation,
+    Membership,
+    PrivacyLevel,
+    PublicDataset,
+)
 from market.federations.selectors import public_dataset_current
-from market.storage import artifact_save, artifacts_removed_on_error, arrays_to_npz, sha256_of
-from workers.features import (TableError, TableLimits, encode_features, encode_labels, infer_feature_spec, read_table,
-                              table_format)
+from market.storage import arrays_to_npz, artifact_save, artifacts_removed_on_error, sha256_of
+from workers.features import (
+    TableError,
+    TableLimits,
+    encode_features,
+    encode_labels,
+    infer_feature_spec,
+    read_table,
+    table_format,
+)
 
 
 def require_operator(user: User, action: str) -> None:
@@ -21,9 +34,11 @@ def require_operator(user: User, action: str) -> None:
 
 
 def table_limits() -> TableLimits:
-    return TableLimits(max_rows=settings.ONEFOLD_TABLE_MAX_ROWS,
-                       max_archive_entries=settings.ONEFOLD_ARCHIVE_MAX_ENTRIES,
-                       max_unpacked_bytes=settings.ONEFOLD_ARCHIVE_MAX_UNPACKED_BYTES)
+    return TableLimits(
+        max_rows=settings.ONEFOLD_TABLE_MAX_ROWS,
+        max_archive_entries=settings.ONEFOLD_ARCHIVE_MAX_ENTRIES,
+        max_unpacked_bytes=settings.ONEFOLD_ARCHIVE_MAX_UNPACKED_BYTES,
+    )
 
 
 def _clean_class_labels(class_labels: list) -> list[str]:
@@ -38,9 +53,13 @@ def _clean_class_labels(class_labels: list) -> list[str]:
 def _clean_privacy_levels(allowed: list[str], default: str) -> list[str]:
     unknown = sorted(set(allowed) - set(PrivacyLevel.values))
     if not allowed or unknown:
-        raise InvalidInput(f"Allowed privacy levels must be a non-empty list of {', '.join(PrivacyLevel.values)}.")
+        raise InvalidInput(
+            f"Allowed privacy levels must be a non-empty list of {', '.join(PrivacyLevel.values)}."
+        )
     if default not in allowed:
-        raise InvalidInput(f"The default privacy level {default} must be one of the allowed levels ({', '.join(allowed)}).")
+        raise InvalidInput(
+            f"The default privacy level {default} must be one of the allowed levels ({', '.join(allowed)})."
+        )
     return [level for level in PrivacyLevel.values if level in allowed]
 
 
@@ -56,8 +75,10 @@ def _clean_policies(policies: dict) -> dict:
             except InvalidOperation:
                 raise InvalidInput(f"'{name}' must be a number, not {value!r}.") from None
             if not number.is_finite() or number <= 0 or (name == "default_delta" and number >= 1):
-                raise InvalidInput(f"'{name}' must be positive{' and below 1' if name == 'default_delta' else ''}, "
-                                   f"not {value}.")
+                raise InvalidInput(
+                    f"'{name}' must be positive{' and below 1' if name == 'default_delta' else ''}, "
+                    f"not {value}."
+                )
             cleaned[name] = number
         elif not isinstance(value, bool):
             raise InvalidInput(f"'{name}' must be true or false, not {value!r}.")
@@ -67,32 +88,64 @@ def _clean_policies(policies: dict) -> dict:
 
 
 #: What else an operator may set when creating a federation (the model's defaults apply otherwise).
-FEDERATION_POLICIES = ("default_epsilon_limit", "default_delta", "publish_data_dependent_epsilon",
-                       "publish_contributions", "buyers_may_launch_jobs")
+FEDERATION_POLICIES = (
+    "default_epsilon_limit",
+    "default_delta",
+    "publish_data_dependent_epsilon",
+    "publish_contributions",
+    "buyers_may_launch_jobs",
+)
 
 
 @transaction.atomic
-def federation_create(*, name: str, description: str, class_labels: list, label_column: str,
-                      allowed_privacy_levels: list[str], default_privacy_level: str,
-                      default_parameters: dict, created_by: User, policies: dict | None = None,
-                      request=None) -> Federation:
+def federation_create(
+    *,
+    name: str,
+    description: str,
+    class_labels: list,
+    label_column: str,
+    allowed_privacy_levels: list[str],
+    default_privacy_level: str,
+    default_parameters: dict,
+    created_by: User,
+    policies: dict | None = None,
+    request=None,
+) -> Federation:
     """A new federation (audited); ``policies`` may set any of :data:`FEDERATION_POLICIES`."""
     require_operator(created_by, "create federations")
     slug = slugify(name)
     if not slug:
         raise InvalidInput("The federation's name needs at least one letter or digit.")
-    if Federation.objects.filter(slug=slug).exists() or Federation.objects.filter(name=name).exists():
+    if (
+        Federation.objects.filter(slug=slug).exists()
+        or Federation.objects.filter(name=name).exists()
+    ):
         raise Conflict(f"A federation called {name!r} already exists; choose another name.")
     if not label_column.strip():
         raise InvalidInput("Name the label column of the federation's data (for example 'label').")
     federation = Federation.objects.create(
-        slug=slug, name=name, description=description, class_labels=_clean_class_labels(class_labels),
-        label_column=label_column.strip(), default_parameters=default_parameters, created_by=created_by,
+        slug=slug,
+        name=name,
+        description=description,
+        class_labels=_clean_class_labels(class_labels),
+        label_column=label_column.strip(),
+        default_parameters=default_parameters,
+        created_by=created_by,
         allowed_privacy_levels=_clean_privacy_levels(allowed_privacy_levels, default_privacy_level),
-        default_privacy_level=default_privacy_level, **_clean_policies(policies or {}))
-    audit_record(action="federation.created", actor=created_by, target=federation, request=request,
-                 details={"slug": slug, "classes": len(federation.class_labels),
-                          "allowed_privacy_levels": federation.allowed_privacy_levels})
+        default_privacy_level=default_privacy_level,
+        **_clean_policies(policies or {}),
+    )
+    audit_record(
+        action="federation.created",
+        actor=created_by,
+        target=federation,
+        request=request,
+        details={
+            "slug": slug,
+            "classes": len(federation.class_labels),
+            "allowed_privacy_levels": federation.allowed_privacy_levels,
+        },
+    )
     return federation
 
 
@@ -103,19 +156,30 @@ def federation_join(*, federation: Federation, user: User) -> tuple[Membership, 
     if organisation is None or not organisation.is_silo:
         raise PermissionDenied("Only members of a silo organisation can join a federation.")
     # get_or_create survives a concurrent join: it catches the unique constraint's error and reads the winner's row.
-    membership, created = Membership.objects.get_or_create(federation=federation, organisation=organisation)
+    membership, created = Membership.objects.get_or_create(
+        federation=federation, organisation=organisation
+    )
     if created:
-        audit_record(action="membership.joined", actor=user, target=membership, details={"federation": federation.slug})
+        audit_record(
+            action="membership.joined",
+            actor=user,
+            target=membership,
+            details={"federation": federation.slug},
+        )
     return membership, created
 
 
 def feature_spec_preview(*, federation: Federation, data: bytes, user: User) -> dict:
     """The feature specification a public dataset upload of ``data`` would infer; nothing is stored."""
     require_operator(user, "upload public datasets")
-    return infer_feature_spec(read_table(data, limits=table_limits()), label_column=federation.label_column)
+    return infer_feature_spec(
+        read_table(data, limits=table_limits()), label_column=federation.label_column
+    )
 
 
-def public_dataset_upload(*, federation: Federation, data: bytes, uploaded_by: User, request=None) -> PublicDataset:
+def public_dataset_upload(
+    *, federation: Federation, data: bytes, uploaded_by: User, request=None
+) -> PublicDataset:
     """Infer the feature specification, encode the features once and store them with content hashes (audited)."""
     require_operator(uploaded_by, "upload public datasets")
     content_sha256 = sha256_of(data)
@@ -127,22 +191,42 @@ def public_dataset_upload(*, federation: Federation, data: bytes, uploaded_by: U
     features_npz = arrays_to_npz(features=encode_features(frame, spec))
     try:
         with artifacts_removed_on_error() as stored_names, transaction.atomic():
-            features_file = artifact_save(name=f"federations/{federation.slug}/public/{content_sha256}.npz",
-                                          data=features_npz, stored_names=stored_names)
+            features_file = artifact_save(
+                name=f"federations/{federation.slug}/public/{content_sha256}.npz",
+                data=features_npz,
+                stored_names=stored_names,
+            )
             public_dataset = PublicDataset.objects.create(
-                federation=federation, content_sha256=content_sha256, features_sha256=sha256_of(features_npz),
-                features_file=features_file, feature_spec=spec, source_format=table_format(data),
-                n_rows=len(frame), n_features=spec["n_features"], uploaded_by=uploaded_by)
-            audit_record(action="public_dataset.uploaded", actor=uploaded_by, target=public_dataset, request=request,
-                         details={"federation": federation.slug, "sha256": content_sha256, "rows": len(frame),
-                                  "features": spec["n_features"]})
+                federation=federation,
+                content_sha256=content_sha256,
+                features_sha256=sha256_of(features_npz),
+                features_file=features_file,
+                feature_spec=spec,
+                source_format=table_format(data),
+                n_rows=len(frame),
+                n_features=spec["n_features"],
+                uploaded_by=uploaded_by,
+            )
+            audit_record(
+                action="public_dataset.uploaded",
+                actor=uploaded_by,
+                target=public_dataset,
+                request=request,
+                details={
+                    "federation": federation.slug,
+                    "sha256": content_sha256,
+                    "rows": len(frame),
+                    "features": spec["n_features"],
+                },
+            )
             return public_dataset
     except IntegrityError as error:  # the same file arrived twice at once
         raise duplicate from error
 
 
-def evaluation_split_upload(*, federation: Federation, data: bytes, uploaded_by: User,
-                            request=None) -> EvaluationSplit:
+def evaluation_split_upload(
+    *, federation: Federation, data: bytes, uploaded_by: User, request=None
+) -> EvaluationSplit:
     """Encode a labelled split with the current public specification (audited); only operators ever read it back."""
     require_operator(uploaded_by, "upload evaluation splits")
     public_dataset = public_dataset_current(federation=federation)
@@ -152,8 +236,10 @@ def evaluation_split_upload(*, federation: Federation, data: bytes, uploaded_by:
         raise duplicate
     frame = read_table(data, limits=table_limits())
     if federation.label_column not in frame.columns:
-        raise InvalidInput(f"The evaluation split has no '{federation.label_column}' column; "
-                           "it needs the federation's label column.")
+        raise InvalidInput(
+            f"The evaluation split has no '{federation.label_column}' column; "
+            "it needs the federation's label column."
+        )
     try:
         labels = encode_labels(frame[federation.label_column], federation.class_labels)
     except TableError as error:
@@ -162,14 +248,31 @@ def evaluation_split_upload(*, federation: Federation, data: bytes, uploaded_by:
     data_npz = arrays_to_npz(features=features, labels=labels)
     try:
         with artifacts_removed_on_error() as stored_names, transaction.atomic():
-            data_file = artifact_save(name=f"federations/{federation.slug}/evaluation/{content_sha256}.npz",
-                                      data=data_npz, stored_names=stored_names)
+            data_file = artifact_save(
+                name=f"federations/{federation.slug}/evaluation/{content_sha256}.npz",
+                data=data_npz,
+                stored_names=stored_names,
+            )
             split = EvaluationSplit.objects.create(
-                federation=federation, public_dataset=public_dataset, content_sha256=content_sha256,
-                data_file=data_file, n_rows=len(frame), uploaded_by=uploaded_by,
-                class_counts=np.bincount(labels, minlength=federation.n_classes).tolist())
-            audit_record(action="evaluation_split.uploaded", actor=uploaded_by, target=split, request=request,
-                         details={"federation": federation.slug, "sha256": content_sha256, "rows": len(frame)})
+                federation=federation,
+                public_dataset=public_dataset,
+                content_sha256=content_sha256,
+                data_file=data_file,
+                n_rows=len(frame),
+                uploaded_by=uploaded_by,
+                class_counts=np.bincount(labels, minlength=federation.n_classes).tolist(),
+            )
+            audit_record(
+                action="evaluation_split.uploaded",
+                actor=uploaded_by,
+                target=split,
+                request=request,
+                details={
+                    "federation": federation.slug,
+                    "sha256": content_sha256,
+                    "rows": len(frame),
+                },
+            )
             return split
     except IntegrityError as error:  # the same file arrived twice at once
         raise duplicate from error

@@ -9,14 +9,33 @@ from market.read_only_admin import ReadOnlyAdmin
 
 @admin.register(Job)
 class JobAdmin(ReadOnlyAdmin):
-    list_display = ("id", "federation", "kind", "privacy_level", "status", "progress_stage", "attempts", "worker",
-                    "lease_expires_at", "created_at")
+    list_display = (
+        "id",
+        "federation",
+        "kind",
+        "privacy_level",
+        "status",
+        "progress_stage",
+        "attempts",
+        "worker",
+        "lease_expires_at",
+        "created_at",
+    )
     list_filter = ("status", "kind", "privacy_level", "federation")
 
 
 @admin.register(JobChunk)
 class JobChunkAdmin(ReadOnlyAdmin):
-    list_display = ("id", "job", "index", "status", "members_done", "worker", "attempts", "finished_at")
+    list_display = (
+        "id",
+        "job",
+        "index",
+        "status",
+        "members_done",
+        "worker",
+        "attempts",
+        "finished_at",
+    )
     list_filter = ("status",)
 
 
@@ -33,7 +52,15 @@ class JobOutboxAdmin(ReadOnlyAdmin):
 
 @admin.register(GlobalModel)
 class GlobalModelAdmin(ReadOnlyAdmin):
-    list_display = ("id", "job", "federation", "model_family", "n_features", "n_classes", "created_at")
+    list_display = (
+        "id",
+        "job",
+        "federation",
+        "model_family",
+        "n_features",
+        "n_classes",
+        "created_at",
+    )
     list_filter = ("model_family", "federation")
 
 

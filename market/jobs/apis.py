@@ -16,11 +16,16 @@ from market.jobs.visibility import global_model_view, visibility_for
 class JobInput(serializers.Serializer):
     kind = serializers.ChoiceField(JobKind.choices)
     privacy_level = serializers.ChoiceField(PrivacyLevel.choices)
-    parameters = serializers.JSONField(required=False, default=dict,
-                                       help_text='Per kind; omitted ones take their defaults, e.g. {"partitions": 2, '
-                                                 '"query_fraction": 0.1, "final_model": {"family": "random_forest"}}; '
-                                                 'queried rows are "query_fraction" (0 < f ≤ 1) or "query_count".')
-    submissions = serializers.JSONField(default="all", help_text='"all" valid submissions, or a list of ids.')
+    parameters = serializers.JSONField(
+        required=False,
+        default=dict,
+        help_text='Per kind; omitted ones take their defaults, e.g. {"partitions": 2, '
+        '"query_fraction": 0.1, "final_model": {"family": "random_forest"}}; '
+        'queried rows are "query_fraction" (0 < f ≤ 1) or "query_count".',
+    )
+    submissions = serializers.JSONField(
+        default="all", help_text='"all" valid submissions, or a list of ids.'
+    )
     seed = serializers.IntegerField(required=False, allow_null=True, default=None)
 
 
@@ -46,7 +51,8 @@ class JobOutput(serializers.Serializer):
     global_model = serializers.SerializerMethodField()
     baselines = serializers.SerializerMethodField(
         help_text="The global model's baselines as the public sees them (null until it exists); the global model's "
-                  "own endpoint names the best single silo to those who may see it.")
+        "own endpoint names the best single silo to those who may see it."
+    )
 
     def get_submissions(self, job) -> list[int]:
         return sorted(job.submissions.values_list("id", flat=True))
@@ -64,7 +70,9 @@ class JobOutput(serializers.Serializer):
         global_model = getattr(job, "global_model", None)
         if global_model is None:
             return None
-        public = visibility_for(user=None, federation=job.federation)  # the public's rule (the card's)
+        public = visibility_for(
+            user=None, federation=job.federation
+        )  # the public's rule (the card's)
         return baselines_visible(global_model, every_silo=public.every_silo, organisation_id=None)
 
 
@@ -83,26 +91,40 @@ class GlobalModelOutput(serializers.Serializer):
     federation = serializers.SlugField(source="global_model.federation.slug")
     model_family = serializers.CharField(source="global_model.model_family")
     n_features = serializers.IntegerField(source="global_model.n_features")
-    feature_view = serializers.SerializerMethodField(help_text='The view of the federation\'s features the model '
-                                                               'reads: "one_hot" or "ordinal" (docs/silo-guide.md).')
+    feature_view = serializers.SerializerMethodField(
+        help_text="The view of the federation's features the model "
+        'reads: "one_hot" or "ordinal" (docs/silo-guide.md).'
+    )
     n_classes = serializers.IntegerField(source="global_model.n_classes")
     metrics = serializers.DictField()
-    submission_metrics = serializers.DictField(help_text="Per submission; only the viewer's own unless the "
-                                                         "federation publishes contributions (operators: all).")
-    privacy_report = serializers.DictField(help_text="data_dependent is null unless the federation publishes it "
-                                                     "(operators: always shown).")
+    submission_metrics = serializers.DictField(
+        help_text="Per submission; only the viewer's own unless the "
+        "federation publishes contributions (operators: all)."
+    )
+    privacy_report = serializers.DictField(
+        help_text="data_dependent is null unless the federation publishes it "
+        "(operators: always shown)."
+    )
     lineage = serializers.DictField()
-    contribution_weights = serializers.DictField(help_text="Per organisation; only the viewer's own unless the "
-                                                           "federation publishes contributions (operators: all).")
+    contribution_weights = serializers.DictField(
+        help_text="Per organisation; only the viewer's own unless the "
+        "federation publishes contributions (operators: all)."
+    )
     contribution_rule = serializers.CharField()
-    baselines = serializers.DictField(help_text="majority_class, best_single_silo, average_silo (accuracy, "
-                                                "balanced_accuracy, macro_f1, roc_auc) and n_silos on the same "
-                                                "evaluation split; which organisation the best silo is follows the "
-                                                "contributions rule (docs/market.md).")
-    fusion_choice = serializers.DictField(allow_null=True, help_text=(
-        'FedKT "vote": "auto" only (else null): the fusion chosen ("chosen"), by which "criterion", on how many '
-        'evaluation rows ("selection_rows"; the metrics are on the other "report_rows"), and every candidate\'s '
-        'selection-half scores ("candidates").'))
+    baselines = serializers.DictField(
+        help_text="majority_class, best_single_silo, average_silo (accuracy, "
+        "balanced_accuracy, macro_f1, roc_auc) and n_silos on the same "
+        "evaluation split; which organisation the best silo is follows the "
+        "contributions rule (docs/market.md)."
+    )
+    fusion_choice = serializers.DictField(
+        allow_null=True,
+        help_text=(
+            'FedKT "vote": "auto" only (else null): the fusion chosen ("chosen"), by which "criterion", on how many '
+            'evaluation rows ("selection_rows"; the metrics are on the other "report_rows"), and every candidate\'s '
+            'selection-half scores ("candidates").'
+        ),
+    )
     files = GlobalModelFileOutput(source="global_model.files", many=True)
     created_at = serializers.DateTimeField(source="global_model.created_at")
 
@@ -111,32 +133,50 @@ class GlobalModelOutput(serializers.Serializer):
 
 
 class FederationJobListApi(APIView):
-    @extend_schema(request=JobInput, responses={201: JobOutput},
-                   parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)])
+    @extend_schema(
+        request=JobInput,
+        responses={201: JobOutput},
+        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+    )
     def post(self, request, slug):
         """Launch a job; a repeated Idempotency-Key with the same body returns the first job and reserves nothing
         again (header Idempotent-Replayed)."""
         given = JobInput(data=request.data)
         given.is_valid(raise_exception=True)
         federation = federation_get(slug=slug, user=request.user)
-        created = job_create_once(idempotency_key=request.headers.get("Idempotency-Key"), federation=federation,
-                                  requested_by=request.user, request=request, **given.validated_data)
-        response = Response(JobOutput(job_get(job_id=created.job.id, user=request.user)).data,
-                            status=status.HTTP_201_CREATED)
+        created = job_create_once(
+            idempotency_key=request.headers.get("Idempotency-Key"),
+            federation=federation,
+            requested_by=request.user,
+            request=request,
+            **given.validated_data,
+        )
+        response = Response(
+            JobOutput(job_get(job_id=created.job.id, user=request.user)).data,
+            status=status.HTTP_201_CREATED,
+        )
         response["Idempotent-Replayed"] = "true" if created.replayed else "false"
         return response
 
     @extend_schema(responses=JobOutput(many=True))
     def get(self, request, slug):
-        return Response(JobOutput(job_list(user=request.user, federation_slug=slug)[:200], many=True).data)
+        return Response(
+            JobOutput(job_list(user=request.user, federation_slug=slug)[:200], many=True).data
+        )
 
 
 class JobListApi(APIView):
-    @extend_schema(parameters=[OpenApiParameter("federation", str, description="Only this federation's jobs.")],
-                   responses=JobOutput(many=True))
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("federation", str, description="Only this federation's jobs.")
+        ],
+        responses=JobOutput(many=True),
+    )
     def get(self, request):
         """Newest first, at most 200."""
-        jobs = job_list(user=request.user, federation_slug=request.query_params.get("federation"))[:200]
+        jobs = job_list(user=request.user, federation_slug=request.query_params.get("federation"))[
+            :200
+        ]
         return Response(JobOutput(jobs, many=True).data)
 
 
@@ -149,7 +189,9 @@ class JobDetailApi(APIView):
 class JobCancelApi(APIView):
     @extend_schema(request=None, responses=JobOutput)
     def post(self, request, job_id):
-        job = job_cancel(job=job_get(job_id=job_id, user=request.user), user=request.user, request=request)
+        job = job_cancel(
+            job=job_get(job_id=job_id, user=request.user), user=request.user, request=request
+        )
         return Response(JobOutput(job_get(job_id=job.id, user=request.user)).data)
 
 
@@ -157,4 +199,6 @@ class GlobalModelDetailApi(APIView):
     @extend_schema(responses=GlobalModelOutput)
     def get(self, request, global_model_id):
         global_model = global_model_get(global_model_id=global_model_id, user=request.user)
-        return Response(GlobalModelOutput(global_model_view(global_model=global_model, user=request.user)).data)
+        return Response(
+            GlobalModelOutput(global_model_view(global_model=global_model, user=request.user)).data
+        )

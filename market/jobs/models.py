@@ -34,30 +34,51 @@ class Job(models.Model):
     federation = models.ForeignKey(Federation, on_delete=models.PROTECT, related_name="jobs")
     kind = models.CharField(max_length=20, choices=JobKind.choices)
     privacy_level = models.CharField(max_length=2, choices=PrivacyLevel.choices)
-    parameters = models.JSONField(default=dict, help_text="Validated parameters of the kind, defaults filled in.")
-    seed = models.BigIntegerField(help_text="Seed of every non-DP random choice; DP noise is never seeded.")
+    parameters = models.JSONField(
+        default=dict, help_text="Validated parameters of the kind, defaults filled in."
+    )
+    seed = models.BigIntegerField(
+        help_text="Seed of every non-DP random choice; DP noise is never seeded."
+    )
     submissions = models.ManyToManyField(Submission, related_name="jobs")
     public_dataset = models.ForeignKey(PublicDataset, on_delete=models.PROTECT, related_name="+")
-    evaluation_split = models.ForeignKey(EvaluationSplit, on_delete=models.PROTECT, related_name="+")
-    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    requesting_organisation = models.ForeignKey(Organisation, null=True, blank=True, on_delete=models.PROTECT,
-                                                related_name="+")
+    evaluation_split = models.ForeignKey(
+        EvaluationSplit, on_delete=models.PROTECT, related_name="+"
+    )
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    requesting_organisation = models.ForeignKey(
+        Organisation, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     status = models.CharField(max_length=20, choices=JobStatus.choices, default=JobStatus.QUEUED)
     failure_reason = models.TextField(blank=True)
     cancel_requested = models.BooleanField(default=False)
     progress_stage = models.CharField(max_length=100, blank=True)
     progress_done = models.PositiveIntegerField(default=0)
     progress_total = models.PositiveIntegerField(default=0)
-    privacy_bound = models.JSONField(null=True, blank=True,
-                                     help_text="L1: the data-independent bound reserved for every participating silo.")
-    worker = models.CharField(max_length=200, blank=True, help_text="Host and process id of the worker holding the lease.")
+    privacy_bound = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="L1: the data-independent bound reserved for every participating silo.",
+    )
+    worker = models.CharField(
+        max_length=200, blank=True, help_text="Host and process id of the worker holding the lease."
+    )
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
-    phase = models.CharField(max_length=20, choices=JobPhase.choices, blank=True,
-                             help_text="Which step the lease holder is in; the reaper resumes from here.")
-    noisy_answers_name = models.CharField(max_length=500, blank=True,
-                                          help_text="L1: storage name of the noisy vote counts, once drawn (reused on retry).")
+    phase = models.CharField(
+        max_length=20,
+        choices=JobPhase.choices,
+        blank=True,
+        help_text="Which step the lease holder is in; the reaper resumes from here.",
+    )
+    noisy_answers_name = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="L1: storage name of the noisy vote counts, once drawn (reused on retry).",
+    )
     noise_drawn_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -66,8 +87,10 @@ class Job(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
-            models.CheckConstraint(condition=models.Q(progress_done__lte=models.F("progress_total")),
-                                   name="progress_within_total"),
+            models.CheckConstraint(
+                condition=models.Q(progress_done__lte=models.F("progress_total")),
+                name="progress_within_total",
+            ),
         ]
 
     def __str__(self):
@@ -84,20 +107,33 @@ class GlobalModel(models.Model):
     """
 
     job = models.OneToOneField(Job, on_delete=models.PROTECT, related_name="global_model")
-    federation = models.ForeignKey(Federation, on_delete=models.PROTECT, related_name="global_models")
-    model_family = models.CharField(max_length=40, help_text="The learner of the final model, or 'ensemble'.")
+    federation = models.ForeignKey(
+        Federation, on_delete=models.PROTECT, related_name="global_models"
+    )
+    model_family = models.CharField(
+        max_length=40, help_text="The learner of the final model, or 'ensemble'."
+    )
     n_features = models.PositiveIntegerField()
     n_classes = models.PositiveIntegerField()
     metrics = models.JSONField()
-    submission_metrics = models.JSONField(help_text='{"<submission id>": metrics}, same keys as metrics.')
-    privacy_report = models.JSONField(help_text="data_independent and data_dependent kept apart, each labelled.")
+    submission_metrics = models.JSONField(
+        help_text='{"<submission id>": metrics}, same keys as metrics.'
+    )
+    privacy_report = models.JSONField(
+        help_text="data_independent and data_dependent kept apart, each labelled."
+    )
     lineage = models.JSONField(help_text="Job, submissions, public-data hash, code version, seeds.")
     contribution_weights = models.JSONField()
     contribution_rule = models.TextField()
-    baselines = models.JSONField(null=True, blank=True, help_text=(
-        "What a buyer could have without the federation, on the same evaluation split (workers.metrics."
-        "baselines): majority_class, best_single_silo (with its organisation id as 'silo'), average_silo, "
-        "n_silos. Null for models made before baselines were measured (market.jobs.baselines derives them)."))
+    baselines = models.JSONField(
+        null=True,
+        blank=True,
+        help_text=(
+            "What a buyer could have without the federation, on the same evaluation split (workers.metrics."
+            "baselines): majority_class, best_single_silo (with its organisation id as 'silo'), average_silo, "
+            "n_silos. Null for models made before baselines were measured (market.jobs.baselines derives them)."
+        ),
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -113,7 +149,9 @@ class GlobalModelFile(models.Model):
     family) or portable (ONNX, runnable with onnxruntime alone)."""
 
     global_model = models.ForeignKey(GlobalModel, on_delete=models.CASCADE, related_name="files")
-    role = models.CharField(max_length=20, choices=[("native", "Native safe format"), ("portable", "ONNX")])
+    role = models.CharField(
+        max_length=20, choices=[("native", "Native safe format"), ("portable", "ONNX")]
+    )
     format = models.CharField(max_length=40)
     stored_name = models.CharField(max_length=500)
     sha256 = models.CharField(max_length=64)
@@ -121,7 +159,9 @@ class GlobalModelFile(models.Model):
 
     class Meta:
         ordering = ["role", "format"]
-        constraints = [models.UniqueConstraint(fields=["global_model", "format"], name="one_file_per_format")]
+        constraints = [
+            models.UniqueConstraint(fields=["global_model", "format"], name="one_file_per_format")
+        ]
 
 
 class ChunkStatus(models.TextChoices):
@@ -135,14 +175,20 @@ class JobChunk(models.Model):
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="chunks")
     index = models.PositiveIntegerField()
-    submission_ids = models.JSONField(help_text="Submission ids of this chunk, in the job's member order.")
-    status = models.CharField(max_length=20, choices=ChunkStatus.choices, default=ChunkStatus.PENDING)
+    submission_ids = models.JSONField(
+        help_text="Submission ids of this chunk, in the job's member order."
+    )
+    status = models.CharField(
+        max_length=20, choices=ChunkStatus.choices, default=ChunkStatus.PENDING
+    )
     members_done = models.PositiveIntegerField(default=0)
     worker = models.CharField(max_length=200, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
     artifact_name = models.CharField(max_length=500, blank=True)
-    member_metrics = models.JSONField(default=dict, help_text='{"<submission id>": metrics on the evaluation split}.')
+    member_metrics = models.JSONField(
+        default=dict, help_text='{"<submission id>": metrics on the evaluation split}.'
+    )
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -166,14 +212,22 @@ class JobIdempotencyKey(models.Model):
     """A client's ``Idempotency-Key`` for a job creation: the same key from the same person with the same request
     returns the first job, and reserves no budget again (a toolkit retrying a request that timed out)."""
 
-    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
     key = models.CharField(max_length=200)
-    request_sha256 = models.CharField(max_length=64, help_text="SHA-256 of the request: federation and body.")
+    request_sha256 = models.CharField(
+        max_length=64, help_text="SHA-256 of the request: federation and body."
+    )
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["requested_by", "key"], name="one_job_per_idempotency_key")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["requested_by", "key"], name="one_job_per_idempotency_key"
+            )
+        ]
 
 
 class JobOutbox(OutboxEntry):

@@ -47,11 +47,15 @@ def job_parameter_help() -> dict[str, str]:
     sentences: dict[str, str] = {}
     for kind in job_kinds_runnable():
         for name, text in _algorithms()[kind].help.items():
-            sentences.setdefault(name if sentences.get(name, text) == text else f"{name} ({kind})", text)
+            sentences.setdefault(
+                name if sentences.get(name, text) == text else f"{name} ({kind})", text
+            )
     names_by_text: dict[str, list[str]] = {}
     for name, text in sentences.items():
         names_by_text.setdefault(text, []).append(name)
-    return {" / ".join(names): text for text, names in names_by_text.items()} | {"privacy": PRIVACY_HELP}
+    return {" / ".join(names): text for text, names in names_by_text.items()} | {
+        "privacy": PRIVACY_HELP
+    }
 
 
 def _privacy(value, *, federation: Federation, n_queries: int) -> dict:
@@ -61,34 +65,59 @@ def _privacy(value, *, federation: Federation, n_queries: int) -> dict:
     value = dict(value or {})
     mechanism = value.get("mechanism", "gaussian" if "sigma" in value else "laplace")
     if mechanism not in ("laplace", "gaussian"):
-        raise InvalidInput(f"The noise mechanism must be 'laplace' or 'gaussian', not {mechanism!r}.")
+        raise InvalidInput(
+            f"The noise mechanism must be 'laplace' or 'gaussian', not {mechanism!r}."
+        )
     noise_name = "gamma" if mechanism == "laplace" else "sigma"
-    noise = value.get(noise_name, defaults.get(noise_name, DEFAULT_GAMMA if mechanism == "laplace" else DEFAULT_SIGMA))
+    noise = value.get(
+        noise_name,
+        defaults.get(noise_name, DEFAULT_GAMMA if mechanism == "laplace" else DEFAULT_SIGMA),
+    )
     delta = value.get("delta", float(federation.default_delta))
     from workers.algorithms.schema import finite_number
 
     for name, number in ((noise_name, noise), ("delta", delta)):
         if not finite_number(number) or number <= 0:
-            raise InvalidInput(f"'privacy.{name}' must be a positive number, not {number!r}. {PRIVACY_HELP}")
+            raise InvalidInput(
+                f"'privacy.{name}' must be a positive number, not {number!r}. {PRIVACY_HELP}"
+            )
     if delta >= 1:
         raise InvalidInput(f"'privacy.delta' must be below 1, not {delta}.")
-    return {"mechanism": mechanism, "gamma": float(noise) if mechanism == "laplace" else None,
-            "sigma": float(noise) if mechanism == "gaussian" else None, "delta": float(delta), "n_queries": n_queries}
+    return {
+        "mechanism": mechanism,
+        "gamma": float(noise) if mechanism == "laplace" else None,
+        "sigma": float(noise) if mechanism == "gaussian" else None,
+        "delta": float(delta),
+        "n_queries": n_queries,
+    }
 
 
-def _l1_default_query(*, kind: str, validated: dict, given_privacy, federation: Federation, n_public: int) -> dict:
+def _l1_default_query(
+    *, kind: str, validated: dict, given_privacy, federation: Federation, n_public: int
+) -> dict:
     """The most rows (at most all of them) whose data-independent ε fits the share of a new member's limit."""
     from workers.privacy.costs import BudgetView, calibrate_queries
 
     privacy = _privacy(given_privacy, federation=federation, n_queries=0)
     limit = float(federation.default_epsilon_limit) * L1_DEFAULT_SHARE_OF_LIMIT
     # A weighted vote moves s × W votes per submission: the default query must fit at that cost (never under-charge).
-    vote_shift = validated["partitions"] * getattr(_algorithms()[kind], "vote_weight", lambda _: 1)(validated)
-    count = calibrate_queries([BudgetView(epsilon_limit=limit, delta=float(federation.default_delta),
-                                          vote_shift=vote_shift)],
-                              mechanism=privacy["mechanism"], gamma=privacy["gamma"], sigma=privacy["sigma"],
-                              delta=privacy["delta"], partitions=validated["partitions"],
-                              teachers=validated["teachers"], max_queries=n_public)
+    vote_shift = validated["partitions"] * getattr(_algorithms()[kind], "vote_weight", lambda _: 1)(
+        validated
+    )
+    count = calibrate_queries(
+        [
+            BudgetView(
+                epsilon_limit=limit, delta=float(federation.default_delta), vote_shift=vote_shift
+            )
+        ],
+        mechanism=privacy["mechanism"],
+        gamma=privacy["gamma"],
+        sigma=privacy["sigma"],
+        delta=privacy["delta"],
+        partitions=validated["partitions"],
+        teachers=validated["teachers"],
+        max_queries=n_public,
+    )
     return {"query_count": max(1, count)}
 
 
@@ -96,68 +125,114 @@ def _with_query(validated: dict, query: dict) -> dict:
     return {**{key: value for key, value in validated.items() if key not in QUERY_KEYS}, **query}
 
 
-def job_parameters_validate(*, kind: str, privacy_level: str, parameters: Mapping | None, federation: Federation,
-                            n_public: int) -> dict:
+def job_parameters_validate(
+    *,
+    kind: str,
+    privacy_level: str,
+    parameters: Mapping | None,
+    federation: Federation,
+    n_public: int,
+) -> dict:
     """The job's parameters with defaults filled in, or InvalidInput naming the first problem."""
     if parameters is not None and not isinstance(parameters, Mapping):
-        raise InvalidInput('Give the parameters as a JSON object, e.g. {"partitions": 2, "query_fraction": 0.1}.')
+        raise InvalidInput(
+            'Give the parameters as a JSON object, e.g. {"partitions": 2, "query_fraction": 0.1}.'
+        )
     given = dict(parameters or {})
     algorithms = _algorithms()
     if kind not in algorithms:
-        raise InvalidInput(f"Jobs of kind '{kind}' cannot run here; choose one of {', '.join(sorted(algorithms))}.")
+        raise InvalidInput(
+            f"Jobs of kind '{kind}' cannot run here; choose one of {', '.join(sorted(algorithms))}."
+        )
     if privacy_level == PrivacyLevel.L1 and not algorithms[kind].accepts_noise:
-        raise InvalidInput("Server noise (L1) is only available for FedKT jobs; choose L0 or L2 for this kind.")
+        raise InvalidInput(
+            "Server noise (L1) is only available for FedKT jobs; choose L0 or L2 for this kind."
+        )
     if "privacy" in given and privacy_level != PrivacyLevel.L1:
-        raise InvalidInput("Only L1 jobs take privacy parameters: the server adds noise only at L1.")
+        raise InvalidInput(
+            "Only L1 jobs take privacy parameters: the server adds noise only at L1."
+        )
     if "seed" in given:
-        raise InvalidInput("Give the seed as the job's own 'seed' field, not inside its parameters.")
+        raise InvalidInput(
+            "Give the seed as the job's own 'seed' field, not inside its parameters."
+        )
     from workers.algorithms.schema import query_rows
 
     query_given = any(key in given for key in QUERY_KEYS)
     queries = "query_fraction" in algorithms[kind].keys
-    federation_query = {key: value for key, value in (federation.default_parameters or {}).items()
-                        if queries and key in ("query_fraction", "query_count")}
+    federation_query = {
+        key: value
+        for key, value in (federation.default_parameters or {}).items()
+        if queries and key in ("query_fraction", "query_count")
+    }
     try:
-        validated = algorithms[kind].validate(given if query_given else {**federation_query, **given})
+        validated = algorithms[kind].validate(
+            given if query_given else {**federation_query, **given}
+        )
     except ValueError as error:
         raise InvalidInput(f"The {kind} parameters are not valid: {error}") from error
     refusal = getattr(algorithms[kind], "noise_refusal", lambda _: None)(validated)
     if privacy_level == PrivacyLevel.L1 and refusal:
         raise InvalidInput(refusal)
     if queries and not query_given and privacy_level == PrivacyLevel.L1:
-        fitting = _l1_default_query(kind=kind, validated=validated, given_privacy=given.get("privacy"),
-                                    federation=federation, n_public=n_public)
+        fitting = _l1_default_query(
+            kind=kind,
+            validated=validated,
+            given_privacy=given.get("privacy"),
+            federation=federation,
+            n_public=n_public,
+        )
         if query_rows(validated, n_public=n_public) > fitting["query_count"]:
             validated = _with_query(validated, fitting)
     if validated.get("query_count", 0) > n_public:
-        raise InvalidInput(f"The server can query 1 to {n_public} public examples (the public data's size), "
-                           f"not {validated['query_count']}.")
+        raise InvalidInput(
+            f"The server can query 1 to {n_public} public examples (the public data's size), "
+            f"not {validated['query_count']}."
+        )
     validated.pop("privacy", None)
     if privacy_level == PrivacyLevel.L1:
-        validated["privacy"] = _privacy(given.get("privacy"), federation=federation,
-                                        n_queries=query_rows(validated, n_public=n_public))
+        validated["privacy"] = _privacy(
+            given.get("privacy"),
+            federation=federation,
+            n_queries=query_rows(validated, n_public=n_public),
+        )
     return validated
 
 
-def job_workload_check(*, kind: str, parameters: dict, n_public: int, n_classes: int, n_member_models: int) -> float:
+def job_workload_check(
+    *, kind: str, parameters: dict, n_public: int, n_classes: int, n_member_models: int
+) -> float:
     """Refuse settings that cannot train a model or exceed ``ONEFOLD_JOB_MAX_WORK``; the estimated work otherwise."""
     from workers.algorithms.schema import MIN_TRAINING_ROWS
 
-    estimate = _algorithms()[kind].estimate(parameters, n_public=n_public, n_member_models=n_member_models)
+    estimate = _algorithms()[kind].estimate(
+        parameters, n_public=n_public, n_member_models=n_member_models
+    )
     needed = max(MIN_TRAINING_ROWS, n_classes)
     if estimate.training_rows is not None and estimate.training_rows < needed:
-        raise InvalidInput(f"These settings query {estimate.training_rows} public row(s), too few to train a model "
-                           f"on {n_classes} classes; query at least {needed} (e.g. \"query_count\": {needed}, or "
-                           '"query_fraction": 1 for every row).')
+        raise InvalidInput(
+            f"These settings query {estimate.training_rows} public row(s), too few to train a model "
+            f'on {n_classes} classes; query at least {needed} (e.g. "query_count": {needed}, or '
+            '"query_fraction": 1 for every row).'
+        )
     limit = settings.ONEFOLD_JOB_MAX_WORK
     if estimate.work > limit:
-        raise InvalidInput(f"This job would need about {estimate.work:.3g} row-passes of work (member models × public "
-                           f"rows, plus the fit: e.g. trees × depth × queried rows), above this market's limit of "
-                           f"{limit:.3g}; use fewer trees or epochs, a shallower model or fewer queried rows.")
+        raise InvalidInput(
+            f"This job would need about {estimate.work:.3g} row-passes of work (member models × public "
+            f"rows, plus the fit: e.g. trees × depth × queried rows), above this market's limit of "
+            f"{limit:.3g}; use fewer trees or epochs, a shallower model or fewer queried rows."
+        )
     return estimate.work
 
 
-def job_parameter_defaults(*, kind: str, federation: Federation, n_public: int, privacy_level: str) -> dict:
+def job_parameter_defaults(
+    *, kind: str, federation: Federation, n_public: int, privacy_level: str
+) -> dict:
     """The defaults of a kind, as the launcher form shows them."""
-    return job_parameters_validate(kind=kind, privacy_level=privacy_level, parameters={}, federation=federation,
-                                   n_public=n_public)
+    return job_parameters_validate(
+        kind=kind,
+        privacy_level=privacy_level,
+        parameters={},
+        federation=federation,
+        n_public=n_public,
+    )

@@ -16,8 +16,10 @@ def job_list(*, user: User, federation_slug: str | None = None) -> QuerySet[Job]
     """Operators see every job; others the jobs their organisation launched or that used its submissions."""
     jobs = Job.objects.select_related("federation", "requested_by", "global_model")
     if not user.is_operator:
-        jobs = jobs.filter(Q(requesting_organisation_id=user.organisation_id)
-                           | Q(submissions__organisation_id=user.organisation_id)).distinct()
+        jobs = jobs.filter(
+            Q(requesting_organisation_id=user.organisation_id)
+            | Q(submissions__organisation_id=user.organisation_id)
+        ).distinct()
     if federation_slug:
         jobs = jobs.filter(federation__slug=federation_slug)
     return jobs
@@ -32,7 +34,9 @@ def job_launch_require_permission(*, federation: Federation, user: User) -> None
     if federation.buyers_may_launch_jobs and organisation is not None and organisation.is_buyer:
         return
     if federation.buyers_may_launch_jobs:
-        raise PermissionDenied("Only operators and buyer organisations may launch jobs in this federation.")
+        raise PermissionDenied(
+            "Only operators and buyer organisations may launch jobs in this federation."
+        )
     raise PermissionDenied(f"Only operators may launch jobs in '{federation.slug}'.")
 
 
@@ -53,18 +57,31 @@ def job_progress(job: Job) -> dict:
         percent = round(PREDICTING_SHARE * job.progress_done / job.progress_total)
     else:
         percent = 0
-    stage = job.progress_stage or ("waiting for a worker" if job.status == JobStatus.QUEUED else job.status)
-    return {"stage": stage, "done": job.progress_done, "total": job.progress_total, "percent": percent}
+    stage = job.progress_stage or (
+        "waiting for a worker" if job.status == JobStatus.QUEUED else job.status
+    )
+    return {
+        "stage": stage,
+        "done": job.progress_done,
+        "total": job.progress_total,
+        "percent": percent,
+    }
 
 
 def job_log_lines(job: Job) -> list[dict]:
-    return [{"at": entry.created_at, "level": entry.level, "message": entry.message}
-            for entry in job.log_entries.all()]
+    return [
+        {"at": entry.created_at, "level": entry.level, "message": entry.message}
+        for entry in job.log_entries.all()
+    ]
 
 
 def global_model_get(*, global_model_id: int, user: User) -> GlobalModel:
-    model = GlobalModel.objects.select_related("job", "federation").prefetch_related("files").filter(
-        id=global_model_id).first()
+    model = (
+        GlobalModel.objects.select_related("job", "federation")
+        .prefetch_related("files")
+        .filter(id=global_model_id)
+        .first()
+    )
     if model is None or not job_list(user=user).filter(id=model.job_id).exists():
         raise NotFound(f"There is no global model #{global_model_id} you may see.")
     return model
@@ -76,8 +93,16 @@ def job_members(*, submissions: list[Submission]) -> list:
     # needs a job kind.
     from workers.algorithms.registry import Member
 
-    return [Member(key=str(submission.id), organisation=str(submission.organisation_id),
-                   n_examples=submission.n_local_examples, validation_score=submission.local_validation_score,
-                   n_models=submission.model_files.count(),
-                   label_distribution=tuple(submission.label_distribution) if submission.label_distribution else None)
-            for submission in submissions]
+    return [
+        Member(
+            key=str(submission.id),
+            organisation=str(submission.organisation_id),
+            n_examples=submission.n_local_examples,
+            validation_score=submission.local_validation_score,
+            n_models=submission.model_files.count(),
+            label_distribution=tuple(submission.label_distribution)
+            if submission.label_distribution
+            else None,
+        )
+        for submission in submissions
+    ]

@@ -17,9 +17,20 @@ from market.accounts.models import User
 from market.audit.models import AuditOutcome
 from market.audit.services import audit_record
 from market.budgets.selectors import budget_refusal_visible
-from market.budgets.services import (BudgetExceeded, budget_charge_for_job, budget_refusal_record,
-                                     budget_release_for_job, budget_reserve_for_job)
-from market.errors import Conflict, DomainError, IdempotencyKeyReused, InvalidInput, PermissionDenied
+from market.budgets.services import (
+    BudgetExceeded,
+    budget_charge_for_job,
+    budget_refusal_record,
+    budget_release_for_job,
+    budget_reserve_for_job,
+)
+from market.errors import (
+    Conflict,
+    DomainError,
+    IdempotencyKeyReused,
+    InvalidInput,
+    PermissionDenied,
+)
 from market.federations.models import Federation, PrivacyLevel
 from market.federations.selectors import public_dataset_current
 from market.jobs.models import Job, JobIdempotencyKey, JobLogEntry, JobOutbox, JobStatus
@@ -30,25 +41,40 @@ from market.submissions.models import Submission, SubmissionStatus
 
 # Which submission levels a job of each level may use: a silo that asked for server noise (L1) is never fused
 # without it, and L2 students are only used by L2 jobs (their ε was charged at upload).
-SUBMISSION_LEVELS_FOR = {PrivacyLevel.L0: {PrivacyLevel.L0}, PrivacyLevel.L1: {PrivacyLevel.L0, PrivacyLevel.L1},
-                         PrivacyLevel.L2: {PrivacyLevel.L2}}
+SUBMISSION_LEVELS_FOR = {
+    PrivacyLevel.L0: {PrivacyLevel.L0},
+    PrivacyLevel.L1: {PrivacyLevel.L0, PrivacyLevel.L1},
+    PrivacyLevel.L2: {PrivacyLevel.L2},
+}
 
 
 def job_log(*, job_id: int, message: str, level: str = "info") -> None:
     JobLogEntry.objects.create(job_id=job_id, message=message, level=level)
 
 
-def _chosen_submissions(*, federation: Federation, privacy_level: str, submissions) -> list[Submission]:
+def _chosen_submissions(
+    *, federation: Federation, privacy_level: str, submissions
+) -> list[Submission]:
     usable_levels = SUBMISSION_LEVELS_FOR[privacy_level]
     if submissions == "all":
-        chosen = list(Submission.objects.filter(federation=federation, status=SubmissionStatus.VALID,
-                                                privacy_level__in=usable_levels).order_by("id"))
+        chosen = list(
+            Submission.objects.filter(
+                federation=federation,
+                status=SubmissionStatus.VALID,
+                privacy_level__in=usable_levels,
+            ).order_by("id")
+        )
         if not chosen:
-            raise InvalidInput(f"'{federation.slug}' has no valid {privacy_level}-compatible submissions yet; "
-                               "wait for silos to upload and for validation to finish.")
+            raise InvalidInput(
+                f"'{federation.slug}' has no valid {privacy_level}-compatible submissions yet; "
+                "wait for silos to upload and for validation to finish."
+            )
         return chosen
-    if not isinstance(submissions, list) or not submissions or not all(
-            isinstance(id, int) and not isinstance(id, bool) for id in submissions):
+    if (
+        not isinstance(submissions, list)
+        or not submissions
+        or not all(isinstance(id, int) and not isinstance(id, bool) for id in submissions)
+    ):
         raise InvalidInput('Give "submissions" as "all" or a non-empty list of submission ids.')
     if len(set(submissions)) != len(submissions):
         raise InvalidInput("A submission id is listed twice; list each submission once.")
@@ -56,31 +82,51 @@ def _chosen_submissions(*, federation: Federation, privacy_level: str, submissio
     for submission_id in submissions:
         submission = found.get(submission_id)
         if submission is None:
-            raise InvalidInput(f"Submission #{submission_id} does not belong to '{federation.slug}'.")
+            raise InvalidInput(
+                f"Submission #{submission_id} does not belong to '{federation.slug}'."
+            )
         if submission.status != SubmissionStatus.VALID:
-            raise InvalidInput(f"Submission #{submission_id} is {submission.status}, not valid; only validated "
-                               "submissions can be fused.")
+            raise InvalidInput(
+                f"Submission #{submission_id} is {submission.status}, not valid; only validated "
+                "submissions can be fused."
+            )
         if submission.privacy_level not in usable_levels:
-            raise InvalidInput(f"Submission #{submission_id} was uploaded at {submission.privacy_level}; an "
-                               f"{privacy_level} job can use {', '.join(sorted(usable_levels))} submissions only.")
+            raise InvalidInput(
+                f"Submission #{submission_id} was uploaded at {submission.privacy_level}; an "
+                f"{privacy_level} job can use {', '.join(sorted(usable_levels))} submissions only."
+            )
     return [found[submission_id] for submission_id in sorted(submissions)]
 
 
 def _check_members_fit(*, kind: str, parameters: dict, submissions: list[Submission]) -> None:
     if kind != "fedkt":
         return
-    counts = dict(Submission.objects.filter(id__in=[s.id for s in submissions]).order_by().values("id")
-                  .annotate(n=Count("model_files")).values_list("id", "n"))
+    counts = dict(
+        Submission.objects.filter(id__in=[s.id for s in submissions])
+        .order_by()
+        .values("id")
+        .annotate(n=Count("model_files"))
+        .values_list("id", "n")
+    )
     partitions = parameters["partitions"]
     for submission in submissions:
         if counts.get(submission.id, 0) != partitions:
-            raise InvalidInput(f"Submission #{submission.id} holds {counts.get(submission.id, 0)} model file(s), but a "
-                               f"FedKT job with s = {partitions} needs one student per partition in every submission; "
-                               "set 'partitions' to match or choose other submissions.")
+            raise InvalidInput(
+                f"Submission #{submission.id} holds {counts.get(submission.id, 0)} model file(s), but a "
+                f"FedKT job with s = {partitions} needs one student per partition in every submission; "
+                "set 'partitions' to match or choose other submissions."
+            )
 
 
-def _check_selectable(*, kind: str, parameters: dict, submissions: list[Submission], seed: int | None,
-                      n_public: int, n_classes: int) -> None:
+def _check_selectable(
+    *,
+    kind: str,
+    parameters: dict,
+    submissions: list[Submission],
+    seed: int | None,
+    n_public: int,
+    n_classes: int,
+) -> None:
     """The engine's own check of the members' declared metadata (e.g. CPFL needs label distributions), then that
     the settings can train a model within the market's work limit."""
     # Imported on use: the engines load torch (seconds), which a web process pays only once it needs a job kind.
@@ -88,60 +134,127 @@ def _check_selectable(*, kind: str, parameters: dict, submissions: list[Submissi
 
     members = job_members(submissions=submissions)
     try:
-        selected = algorithm_get(kind).select(members, parameters, seed=seed or 0)  # refuses an empty selection
+        selected = algorithm_get(kind).select(
+            members, parameters, seed=seed or 0
+        )  # refuses an empty selection
     except ValueError as error:
         raise InvalidInput(f"These submissions cannot be fused this way: {error}") from error
-    job_workload_check(kind=kind, parameters=parameters, n_public=n_public, n_classes=n_classes,
-                       n_member_models=sum(members[index].n_models for index in selected))
+    job_workload_check(
+        kind=kind,
+        parameters=parameters,
+        n_public=n_public,
+        n_classes=n_classes,
+        n_member_models=sum(members[index].n_models for index in selected),
+    )
 
 
-def job_create(*, federation: Federation, kind: str, privacy_level: str, parameters: dict | None, submissions,
-               seed: int | None, requested_by: User, request=None,
-               stored_with_job: Callable[[Job], object] | None = None) -> Job:
+def job_create(
+    *,
+    federation: Federation,
+    kind: str,
+    privacy_level: str,
+    parameters: dict | None,
+    submissions,
+    seed: int | None,
+    requested_by: User,
+    request=None,
+    stored_with_job: Callable[[Job], object] | None = None,
+) -> Job:
     """Validate and store a job, reserve its L1 privacy budget, and queue it when the transaction commits.
     ``stored_with_job`` writes what must commit or roll back with the job (its idempotency key)."""
     try:
         job_launch_require_permission(federation=federation, user=requested_by)
         if privacy_level not in federation.allowed_privacy_levels:
-            raise InvalidInput(f"The federation allows privacy levels {', '.join(federation.allowed_privacy_levels)}, "
-                               f"not {privacy_level}.")
+            raise InvalidInput(
+                f"The federation allows privacy levels {', '.join(federation.allowed_privacy_levels)}, "
+                f"not {privacy_level}."
+            )
         public_dataset = public_dataset_current(federation=federation)
         evaluation_split = federation.evaluation_splits.first()
         if evaluation_split is None:
-            raise InvalidInput(f"'{federation.slug}' has no evaluation split yet; an operator must upload one so "
-                               "that the platform can measure the global model.")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):
+            raise InvalidInput(
+                f"'{federation.slug}' has no evaluation split yet; an operator must upload one so "
+                "that the platform can measure the global model."
+            )
+        if seed is not None and (
+            isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63
+        ):
             raise InvalidInput(f"The seed must be a whole number from 0 to 2⁶³−1, not {seed!r}.")
-        validated = job_parameters_validate(kind=kind, privacy_level=privacy_level, parameters=parameters,
-                                            federation=federation, n_public=public_dataset.n_rows)
-        chosen = _chosen_submissions(federation=federation, privacy_level=privacy_level, submissions=submissions)
+        validated = job_parameters_validate(
+            kind=kind,
+            privacy_level=privacy_level,
+            parameters=parameters,
+            federation=federation,
+            n_public=public_dataset.n_rows,
+        )
+        chosen = _chosen_submissions(
+            federation=federation, privacy_level=privacy_level, submissions=submissions
+        )
         _check_members_fit(kind=kind, parameters=validated, submissions=chosen)
-        _check_selectable(kind=kind, parameters=validated, submissions=chosen, seed=seed,
-                          n_public=public_dataset.n_rows, n_classes=federation.n_classes)
+        _check_selectable(
+            kind=kind,
+            parameters=validated,
+            submissions=chosen,
+            seed=seed,
+            n_public=public_dataset.n_rows,
+            n_classes=federation.n_classes,
+        )
         with transaction.atomic():
             job = Job.objects.create(
-                federation=federation, kind=kind, privacy_level=privacy_level, parameters=validated,
+                federation=federation,
+                kind=kind,
+                privacy_level=privacy_level,
+                parameters=validated,
                 seed=seed if seed is not None else int.from_bytes(os.urandom(7), "big"),
-                public_dataset=public_dataset, evaluation_split=evaluation_split, requested_by=requested_by,
-                requesting_organisation=requested_by.organisation, progress_total=len(chosen))
+                public_dataset=public_dataset,
+                evaluation_split=evaluation_split,
+                requested_by=requested_by,
+                requesting_organisation=requested_by.organisation,
+                progress_total=len(chosen),
+            )
             job.submissions.set(chosen)
             if privacy_level == PrivacyLevel.L1:
                 budget_reserve_for_job(job=job, actor=requested_by)
-            job_log(job_id=job.id, message=f"Created by {requested_by.username} with {len(chosen)} submission(s).")
-            audit_record(action="job.created", actor=requested_by, organisation=requested_by.organisation, target=job,
-                         request=request, details={"kind": kind, "privacy_level": privacy_level,
-                                                   "submissions": [s.id for s in chosen]})
+            job_log(
+                job_id=job.id,
+                message=f"Created by {requested_by.username} with {len(chosen)} submission(s).",
+            )
+            audit_record(
+                action="job.created",
+                actor=requested_by,
+                organisation=requested_by.organisation,
+                target=job,
+                request=request,
+                details={
+                    "kind": kind,
+                    "privacy_level": privacy_level,
+                    "submissions": [s.id for s in chosen],
+                },
+            )
             if stored_with_job is not None:
                 stored_with_job(job)
             job_enqueue(job=job)
     except DomainError as error:
         if isinstance(error, BudgetExceeded):
-            budget_refusal_record(error=error, actor=requested_by, target=federation, request=request,
-                                          details={"job_kind": kind})
-        audit_record(action="job.refused", outcome=AuditOutcome.REFUSED, actor=requested_by,
-                     organisation=requested_by.organisation, target=federation, request=request,
-                     details={"kind": kind, "privacy_level": privacy_level, "reason": str(error)})
-        if isinstance(error, BudgetExceeded):  # other silos' remainders are not the requester's to read
+            budget_refusal_record(
+                error=error,
+                actor=requested_by,
+                target=federation,
+                request=request,
+                details={"job_kind": kind},
+            )
+        audit_record(
+            action="job.refused",
+            outcome=AuditOutcome.REFUSED,
+            actor=requested_by,
+            organisation=requested_by.organisation,
+            target=federation,
+            request=request,
+            details={"kind": kind, "privacy_level": privacy_level, "reason": str(error)},
+        )
+        if isinstance(
+            error, BudgetExceeded
+        ):  # other silos' remainders are not the requester's to read
             raise budget_refusal_visible(error=error, user=requested_by) from None
         raise
     return job
@@ -154,33 +267,64 @@ class JobCreation:
 
 
 def _earlier_job(*, requested_by: User, idempotency_key: str, request_sha256: str) -> Job | None:
-    earlier = JobIdempotencyKey.objects.filter(requested_by=requested_by, key=idempotency_key).select_related(
-        "job").first()
+    earlier = (
+        JobIdempotencyKey.objects.filter(requested_by=requested_by, key=idempotency_key)
+        .select_related("job")
+        .first()
+    )
     if earlier is not None and earlier.request_sha256 != request_sha256:
-        raise IdempotencyKeyReused(f"The Idempotency-Key {idempotency_key!r} was already used for another request "
-                                   f"(job #{earlier.job_id}); send a new key for a new job.")
+        raise IdempotencyKeyReused(
+            f"The Idempotency-Key {idempotency_key!r} was already used for another request "
+            f"(job #{earlier.job_id}); send a new key for a new job."
+        )
     return earlier.job if earlier is not None else None
 
 
-def job_create_once(*, idempotency_key: str | None, federation: Federation, requested_by: User, request=None,
-                    **job_fields) -> JobCreation:
+def job_create_once(
+    *,
+    idempotency_key: str | None,
+    federation: Federation,
+    requested_by: User,
+    request=None,
+    **job_fields,
+) -> JobCreation:
     """:func:`job_create`, at most once per ``idempotency_key``: a repeated key with the same federation and job
     fields returns the first job (nothing reserved again); with a different request it is refused (422)."""
     if idempotency_key is None:
-        return JobCreation(job=job_create(federation=federation, requested_by=requested_by, request=request,
-                                          **job_fields), replayed=False)
+        return JobCreation(
+            job=job_create(
+                federation=federation, requested_by=requested_by, request=request, **job_fields
+            ),
+            replayed=False,
+        )
     if not 1 <= len(idempotency_key) <= 200:
         raise InvalidInput("The Idempotency-Key header must be 1 to 200 characters long.")
-    request_sha256 = hashlib.sha256(json.dumps({"federation": federation.slug, **job_fields},
-                                               sort_keys=True, default=str).encode()).hexdigest()
-    earlier = dict(requested_by=requested_by, idempotency_key=idempotency_key, request_sha256=request_sha256)
+    request_sha256 = hashlib.sha256(
+        json.dumps(
+            {"federation": federation.slug, **job_fields}, sort_keys=True, default=str
+        ).encode()
+    ).hexdigest()
+    earlier = dict(
+        requested_by=requested_by, idempotency_key=idempotency_key, request_sha256=request_sha256
+    )
     if (job := _earlier_job(**earlier)) is not None:
         return JobCreation(job=job, replayed=True)
     try:
-        job = job_create(federation=federation, requested_by=requested_by, request=request, **job_fields,
-                         stored_with_job=lambda job: JobIdempotencyKey.objects.create(
-                             requested_by=requested_by, key=idempotency_key, request_sha256=request_sha256, job=job))
-    except IntegrityError:  # the same key arrived twice at once: the first one's job stands, this one rolled back
+        job = job_create(
+            federation=federation,
+            requested_by=requested_by,
+            request=request,
+            **job_fields,
+            stored_with_job=lambda job: JobIdempotencyKey.objects.create(
+                requested_by=requested_by,
+                key=idempotency_key,
+                request_sha256=request_sha256,
+                job=job,
+            ),
+        )
+    except (
+        IntegrityError
+    ):  # the same key arrived twice at once: the first one's job stands, this one rolled back
         if (job := _earlier_job(**earlier)) is None:
             raise
         return JobCreation(job=job, replayed=True)
@@ -200,8 +344,11 @@ def job_settle_budget(*, job: Job, privacy_report: dict | None = None) -> None:
     if job.noise_drawn_at is None:
         budget_release_for_job(job=job)
     else:
-        budget_charge_for_job(job=job, privacy_report=privacy_report or {
-            "level": "L1", "data_independent": job.privacy_bound, "data_dependent": None})
+        budget_charge_for_job(
+            job=job,
+            privacy_report=privacy_report
+            or {"level": "L1", "data_independent": job.privacy_bound, "data_dependent": None},
+        )
 
 
 def job_cancel(*, job: Job, user: User, request=None) -> Job:
@@ -219,9 +366,18 @@ def job_cancel(*, job: Job, user: User, request=None) -> Job:
             fields += ["status", "finished_at"]
             job_settle_budget(job=job)
         job.save(update_fields=fields)
-        job_log(job_id=job.id, message=f"Cancellation requested by {user.username}."
-                if job.status == JobStatus.RUNNING else f"Cancelled by {user.username} before it started.")
-        audit_record(action="job.cancelled", actor=user, organisation=user.organisation, target=job, request=request,
-                     details={"status_when_cancelled": job.status})
+        job_log(
+            job_id=job.id,
+            message=f"Cancellation requested by {user.username}."
+            if job.status == JobStatus.RUNNING
+            else f"Cancelled by {user.username} before it started.",
+        )
+        audit_record(
+            action="job.cancelled",
+            actor=user,
+            organisation=user.organisation,
+            target=job,
+            request=request,
+            details={"status_when_cancelled": job.status},
+        )
     return job
-

@@ -1,11 +1,23 @@
 from django.urls import path
 
-from market.jobs.apis import FederationJobListApi, GlobalModelDetailApi, JobCancelApi, JobDetailApi, JobListApi
+from market.jobs.apis import (
+    FederationJobListApi,
+    GlobalModelDetailApi,
+    JobCancelApi,
+    JobDetailApi,
+    JobListApi,
+)
 
 urlpatterns = [
-    path("federations/<slug:slug>/jobs/", FederationJobListApi.as_view(), name="api-federation-jobs"),
+    path(
+        "federations/<slug:slug>/jobs/", FederationJobListApi.as_view(), name="api-federation-jobs"
+    ),
     path("jobs/", JobListApi.as_view(), name="api-job-list"),
     path("jobs/<int:job_id>/", JobDetailApi.as_view(), name="api-job-detail"),
     path("jobs/<int:job_id>/cancel/", JobCancelApi.as_view(), name="api-job-cancel"),
-    path("global-models/<int:global_model_id>/", GlobalModelDetailApi.as_view(), name="api-global-model-detail"),
+    path(
+        "global-models/<int:global_model_id>/",
+        GlobalModelDetailApi.as_view(),
+        name="api-global-model-detail",
+    ),
 ]

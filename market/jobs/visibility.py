@@ -24,9 +24,22 @@ from market.jobs.models import GlobalModel
 from market.submissions.models import Submission
 
 # Lineage fields that say nothing about which silo contributed what (market.jobs.runner writes the lineage).
-PUBLIC_LINEAGE_KEYS = frozenset({"job", "kind", "privacy_level", "public_dataset", "evaluation_split",
-                                 "code_version", "seed", "seeds", "parameters", "dp_noise", "verification",
-                                 "public_data_sha256"})
+PUBLIC_LINEAGE_KEYS = frozenset(
+    {
+        "job",
+        "kind",
+        "privacy_level",
+        "public_dataset",
+        "evaluation_split",
+        "code_version",
+        "seed",
+        "seeds",
+        "parameters",
+        "dp_noise",
+        "verification",
+        "public_data_sha256",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -42,9 +55,11 @@ def visibility_for(*, user: User | None, federation: Federation) -> Visibility:
     """``user=None`` is the public: a model card's reader, whoever that is."""
     if user is not None and user.is_operator:
         return Visibility(data_dependent_epsilon=True, every_silo=True, organisation_id=None)
-    return Visibility(data_dependent_epsilon=federation.publish_data_dependent_epsilon,
-                      every_silo=federation.publish_contributions,
-                      organisation_id=getattr(user, "organisation_id", None))
+    return Visibility(
+        data_dependent_epsilon=federation.publish_data_dependent_epsilon,
+        every_silo=federation.publish_contributions,
+        organisation_id=getattr(user, "organisation_id", None),
+    )
 
 
 @dataclass(frozen=True)
@@ -60,28 +75,39 @@ class GlobalModelView:
     lineage: dict
     baselines: dict  # market.jobs.baselines.baselines_visible: which silo is best only as contributions are shown
     every_silo: bool  # False: the per-silo fields hold the viewer's own share at most
-    fusion_choice: dict | None = None  # FedKT vote: auto's choice and candidates' scores; names no silo: for everyone
+    fusion_choice: dict | None = (
+        None  # FedKT vote: auto's choice and candidates' scores; names no silo: for everyone
+    )
 
 
 def _own_submission_ids(global_model: GlobalModel, organisation_id: int | None) -> set[str]:
     if organisation_id is None:
         return set()
     keys = [int(key) for key in global_model.submission_metrics if key.isdigit()]
-    return {str(id) for id in Submission.objects.filter(id__in=keys, organisation_id=organisation_id)
-            .values_list("id", flat=True)}
+    return {
+        str(id)
+        for id in Submission.objects.filter(
+            id__in=keys, organisation_id=organisation_id
+        ).values_list("id", flat=True)
+    }
 
 
-def _visible_report(report: dict, *, visibility: Visibility, submission_ids: set[str] | None) -> dict:
+def _visible_report(
+    report: dict, *, visibility: Visibility, submission_ids: set[str] | None
+) -> dict:
     report = dict(report or {})
     if not visibility.data_dependent_epsilon and report.get("data_dependent") is not None:
         report["data_dependent"] = None
     if report.get("submissions"):  # L2: each silo's own declared guarantee
         # The model's guarantee is the weakest silo's; it names no silo, so everyone may see it.
-        report["weakest_silo_guarantee"] = max(report["submissions"].values(),
-                                               key=lambda guarantee: (guarantee or {}).get("epsilon") or 0.0)
+        report["weakest_silo_guarantee"] = max(
+            report["submissions"].values(),
+            key=lambda guarantee: (guarantee or {}).get("epsilon") or 0.0,
+        )
         if submission_ids is not None:
-            report["submissions"] = {key: value for key, value in report["submissions"].items()
-                                     if key in submission_ids}
+            report["submissions"] = {
+                key: value for key, value in report["submissions"].items() if key in submission_ids
+            }
     return report
 
 
@@ -92,22 +118,38 @@ def global_model_view(*, global_model: GlobalModel, user: User | None) -> Global
         submission_ids, organisation_ids = None, None
     else:
         submission_ids = _own_submission_ids(global_model, visibility.organisation_id)
-        organisation_ids = {str(visibility.organisation_id)} if visibility.organisation_id else set()
+        organisation_ids = (
+            {str(visibility.organisation_id)} if visibility.organisation_id else set()
+        )
     lineage = global_model.lineage or {}
     return GlobalModelView(
-        global_model=global_model, metrics=global_model.metrics,
-        submission_metrics={key: value for key, value in (global_model.submission_metrics or {}).items()
-                            if submission_ids is None or key in submission_ids},
-        privacy_report=_visible_report(global_model.privacy_report, visibility=visibility,
-                                       submission_ids=submission_ids),
-        contribution_weights={key: value for key, value in (global_model.contribution_weights or {}).items()
-                              if organisation_ids is None or key in organisation_ids},
+        global_model=global_model,
+        metrics=global_model.metrics,
+        submission_metrics={
+            key: value
+            for key, value in (global_model.submission_metrics or {}).items()
+            if submission_ids is None or key in submission_ids
+        },
+        privacy_report=_visible_report(
+            global_model.privacy_report, visibility=visibility, submission_ids=submission_ids
+        ),
+        contribution_weights={
+            key: value
+            for key, value in (global_model.contribution_weights or {}).items()
+            if organisation_ids is None or key in organisation_ids
+        },
         contribution_rule=global_model.contribution_rule,
-        lineage=lineage if visibility.every_silo else {key: value for key, value in lineage.items()
-                                                       if key in PUBLIC_LINEAGE_KEYS},
-        baselines=baselines_visible(global_model, every_silo=visibility.every_silo,
-                                    organisation_id=visibility.organisation_id),
-        every_silo=visibility.every_silo, fusion_choice=_fusion_choice(lineage))
+        lineage=lineage
+        if visibility.every_silo
+        else {key: value for key, value in lineage.items() if key in PUBLIC_LINEAGE_KEYS},
+        baselines=baselines_visible(
+            global_model,
+            every_silo=visibility.every_silo,
+            organisation_id=visibility.organisation_id,
+        ),
+        every_silo=visibility.every_silo,
+        fusion_choice=_fusion_choice(lineage),
+    )
 
 
 def _fusion_choice(lineage: dict) -> dict | None:
@@ -119,16 +161,27 @@ def _fusion_choice(lineage: dict) -> dict | None:
 
 def named_contributions(view: GlobalModelView) -> list[dict]:
     """The visible contribution weights with their organisations' names, largest first."""
-    names = Organisation.objects.in_bulk([int(key) for key in view.contribution_weights if key.isdigit()])
-    return [{"organisation_id": key, "organisation": names[int(key)].name if key.isdigit() and int(key) in names
-             else f"Organisation {key}", "weight": weight}
-            for key, weight in sorted(view.contribution_weights.items(), key=lambda item: -item[1])]
+    names = Organisation.objects.in_bulk(
+        [int(key) for key in view.contribution_weights if key.isdigit()]
+    )
+    return [
+        {
+            "organisation_id": key,
+            "organisation": names[int(key)].name
+            if key.isdigit() and int(key) in names
+            else f"Organisation {key}",
+            "weight": weight,
+        }
+        for key, weight in sorted(view.contribution_weights.items(), key=lambda item: -item[1])
+    ]
 
 
 def named_submission_metrics(view: GlobalModelView) -> list[dict]:
     """The visible submissions' metrics, each with its id and its organisation's name, by submission id."""
     ids = [int(key) for key in view.submission_metrics if key.isdigit()]
     names = dict(Submission.objects.filter(id__in=ids).values_list("id", "organisation__name"))
-    return [{"id": int(key), "organisation": names.get(int(key), "?"), **metrics}
-            for key, metrics in sorted(view.submission_metrics.items(), key=lambda item: int(item[0]))
-            if key.isdigit()]
+    return [
+        {"id": int(key), "organisation": names.get(int(key), "?"), **metrics}
+        for key, metrics in sorted(view.submission_metrics.items(), key=lambda item: int(item[0]))
+        if key.isdigit()
+    ]

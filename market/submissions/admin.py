@@ -15,7 +15,15 @@ class ModelFileInline(admin.TabularInline):
 
 @admin.register(Submission)
 class SubmissionAdmin(admin.ModelAdmin):
-    list_display = ("id", "federation", "organisation", "model_family", "privacy_level", "status", "created_at")
+    list_display = (
+        "id",
+        "federation",
+        "organisation",
+        "model_family",
+        "privacy_level",
+        "status",
+        "created_at",
+    )
     list_filter = ("status", "privacy_level", "model_family", "federation")
     readonly_fields = [field.name for field in Submission._meta.fields]
     inlines = [ModelFileInline]

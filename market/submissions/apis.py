@@ -45,33 +45,59 @@ class SubmissionOutput(serializers.Serializer):
 
 class SubmissionInput(serializers.Serializer):
     federation = serializers.SlugField()
-    files = serializers.ListField(child=serializers.FileField(), min_length=1,
-                                  help_text="ONNX, XGBoost JSON/UBJSON or safetensors files, recognised by content.")
-    model_family = serializers.ChoiceField(ModelFamily.choices, error_messages={
-        "invalid_choice": f'"{{input}}" is not a model family Onefold knows; use one of {", ".join(ModelFamily.values)}.'})
-    n_local_examples = serializers.IntegerField(min_value=1, max_value=2**31 - 1)  # the column's PositiveIntegerField
+    files = serializers.ListField(
+        child=serializers.FileField(),
+        min_length=1,
+        help_text="ONNX, XGBoost JSON/UBJSON or safetensors files, recognised by content.",
+    )
+    model_family = serializers.ChoiceField(
+        ModelFamily.choices,
+        error_messages={
+            "invalid_choice": f'"{{input}}" is not a model family Onefold knows; use one of {", ".join(ModelFamily.values)}.'
+        },
+    )
+    n_local_examples = serializers.IntegerField(
+        min_value=1, max_value=2**31 - 1
+    )  # the column's PositiveIntegerField
     local_validation_score = serializers.FloatField(min_value=0, max_value=1)
-    label_distribution = CheckedJSONField(required=False, allow_null=True, default=None,
-                                          help_text="Example counts per class, e.g. [700, 300].")
+    label_distribution = CheckedJSONField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Example counts per class, e.g. [700, 300].",
+    )
     privacy_level = serializers.ChoiceField(PrivacyLevel.choices)
-    privacy_parameters = CheckedJSONField(required=False, default=dict,
-                                          help_text='For L2: {"gamma" or "sigma", "delta", "partitions", "teachers", '
-                                                    '"queries"}, e.g. {"gamma": 0.04, "delta": 1e-5, '
-                                                    '"partitions": 2, "teachers": 5, "queries": 30}.')
-    declared_epsilon = serializers.FloatField(required=False, allow_null=True, default=None, min_value=0)
-    feature_view = serializers.ChoiceField(FEATURE_VIEWS, required=False, default=ONE_HOT_VIEW,
-                                           help_text="The view of the federation's features the models read: "
-                                                     '"one_hot" (the default) or "ordinal" (tree families; see the '
-                                                     "silo guide).")
+    privacy_parameters = CheckedJSONField(
+        required=False,
+        default=dict,
+        help_text='For L2: {"gamma" or "sigma", "delta", "partitions", "teachers", '
+        '"queries"}, e.g. {"gamma": 0.04, "delta": 1e-5, '
+        '"partitions": 2, "teachers": 5, "queries": 30}.',
+    )
+    declared_epsilon = serializers.FloatField(
+        required=False, allow_null=True, default=None, min_value=0
+    )
+    feature_view = serializers.ChoiceField(
+        FEATURE_VIEWS,
+        required=False,
+        default=ONE_HOT_VIEW,
+        help_text="The view of the federation's features the models read: "
+        '"one_hot" (the default) or "ordinal" (tree families; see the '
+        "silo guide).",
+    )
 
     def validate_label_distribution(self, value):
         if value is not None and not isinstance(value, list):
-            raise serializers.ValidationError("Give a JSON list of example counts per class, e.g. [700, 300].")
+            raise serializers.ValidationError(
+                "Give a JSON list of example counts per class, e.g. [700, 300]."
+            )
         return value
 
     def validate_privacy_parameters(self, value):
         if not isinstance(value, dict):
-            raise serializers.ValidationError('Give a JSON object, e.g. {"gamma": 0.04, "delta": 1e-5}.')
+            raise serializers.ValidationError(
+                'Give a JSON object, e.g. {"gamma": 0.04, "delta": 1e-5}.'
+            )
         return value
 
 
@@ -82,14 +108,23 @@ class SubmissionPagination(LimitOffsetPagination):
 
 class SubmissionListApi(APIView):
     parser_classes = [MultiPartParser]
-    pagination_class = SubmissionPagination  # read by the schema generator, which then documents the page envelope
+    pagination_class = (
+        SubmissionPagination  # read by the schema generator, which then documents the page envelope
+    )
 
-    @extend_schema(parameters=[OpenApiParameter("federation", str, description="Only this federation's submissions."),
-                               OpenApiParameter("limit", int), OpenApiParameter("offset", int)],
-                   responses=SubmissionOutput(many=True))
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("federation", str, description="Only this federation's submissions."),
+            OpenApiParameter("limit", int),
+            OpenApiParameter("offset", int),
+        ],
+        responses=SubmissionOutput(many=True),
+    )
     def get(self, request):
         """Newest first, 50 a page (``limit`` up to 500, ``offset``); operators see every organisation's."""
-        submissions = submission_list(user=request.user, federation_slug=request.query_params.get("federation"))
+        submissions = submission_list(
+            user=request.user, federation_slug=request.query_params.get("federation")
+        )
         paginator = SubmissionPagination()
         page = paginator.paginate_queryset(submissions, request, view=self)
         return paginator.get_paginated_response(SubmissionOutput(page, many=True).data)
@@ -102,8 +137,12 @@ class SubmissionListApi(APIView):
         given.is_valid(raise_exception=True)
         fields = dict(given.validated_data)
         federation = federation_get(slug=fields.pop("federation"), user=request.user)
-        models = [UploadedModel(name=upload.name, data=upload.read()) for upload in fields.pop("files")]
-        submission = submission_create(federation=federation, user=request.user, models=models, **fields)
+        models = [
+            UploadedModel(name=upload.name, data=upload.read()) for upload in fields.pop("files")
+        ]
+        submission = submission_create(
+            federation=federation, user=request.user, models=models, **fields
+        )
         submission = submission_get(submission_id=submission.id, user=request.user)
         return Response(SubmissionOutput(submission).data, status=status.HTTP_202_ACCEPTED)
 
@@ -111,4 +150,6 @@ class SubmissionListApi(APIView):
 class SubmissionDetailApi(APIView):
     @extend_schema(responses=SubmissionOutput)
     def get(self, request, submission_id):
-        return Response(SubmissionOutput(submission_get(submission_id=submission_id, user=request.user)).data)
+        return Response(
+            SubmissionOutput(submission_get(submission_id=submission_id, user=request.user)).data
+        )

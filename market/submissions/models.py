@@ -26,10 +26,18 @@ class Submission(models.Model):
     """Student models a silo uploaded for a federation, with what the silo declares about them."""
 
     federation = models.ForeignKey(Federation, on_delete=models.PROTECT, related_name="submissions")
-    organisation = models.ForeignKey(Organisation, on_delete=models.PROTECT, related_name="submissions")
-    submitted_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    public_dataset = models.ForeignKey(PublicDataset, on_delete=models.PROTECT, related_name="+",
-                                       help_text="The public data version the models were validated against.")
+    organisation = models.ForeignKey(
+        Organisation, on_delete=models.PROTECT, related_name="submissions"
+    )
+    submitted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    public_dataset = models.ForeignKey(
+        PublicDataset,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="The public data version the models were validated against.",
+    )
     model_family = models.CharField(max_length=40, choices=ModelFamily.choices)
     n_local_examples = models.PositiveIntegerField()
     local_validation_score = models.FloatField()
@@ -37,12 +45,21 @@ class Submission(models.Model):
     privacy_level = models.CharField(max_length=2, choices=PrivacyLevel.choices)
     privacy_parameters = models.JSONField(default=dict, blank=True)
     declared_epsilon = models.FloatField(null=True, blank=True)
-    privacy_report = models.JSONField(null=True, blank=True,
-                                      help_text="L2: the data-independent example-level ε the declared parameters imply.")
-    content_sha256 = models.CharField(max_length=64, help_text="SHA-256 over the model files' hashes, in upload order.")
-    status = models.CharField(max_length=20, choices=SubmissionStatus.choices, default=SubmissionStatus.PENDING)
+    privacy_report = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="L2: the data-independent example-level ε the declared parameters imply.",
+    )
+    content_sha256 = models.CharField(
+        max_length=64, help_text="SHA-256 over the model files' hashes, in upload order."
+    )
+    status = models.CharField(
+        max_length=20, choices=SubmissionStatus.choices, default=SubmissionStatus.PENDING
+    )
     rejection_reason = models.TextField(blank=True)
-    validated_by = models.CharField(max_length=200, blank=True, help_text="Worker host and process id.")
+    validated_by = models.CharField(
+        max_length=200, blank=True, help_text="Worker host and process id."
+    )
     validation_started_at = models.DateTimeField(null=True, blank=True)
     validated_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -50,9 +67,14 @@ class Submission(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
-            models.UniqueConstraint(fields=["federation", "organisation", "content_sha256"], name="no_duplicate_submission"),
-            models.CheckConstraint(condition=models.Q(local_validation_score__gte=0, local_validation_score__lte=1),
-                                   name="validation_score_is_a_fraction"),
+            models.UniqueConstraint(
+                fields=["federation", "organisation", "content_sha256"],
+                name="no_duplicate_submission",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(local_validation_score__gte=0, local_validation_score__lte=1),
+                name="validation_score_is_a_fraction",
+            ),
         ]
 
     def __str__(self):
@@ -71,7 +93,9 @@ class ModelFile(models.Model):
 
     class Meta:
         ordering = ["position"]
-        constraints = [models.UniqueConstraint(fields=["submission", "position"], name="one_file_per_position")]
+        constraints = [
+            models.UniqueConstraint(fields=["submission", "position"], name="one_file_per_position")
+        ]
 
 
 class SubmissionOutbox(OutboxEntry):

@@ -7,9 +7,15 @@ from market.submissions.models import Submission
 
 def submission_list(*, user: User, federation_slug: str | None = None) -> QuerySet[Submission]:
     """Operators see every submission; everyone else only their own organisation's."""
-    submissions = Submission.objects.select_related("federation", "organisation").prefetch_related("model_files")
+    submissions = Submission.objects.select_related("federation", "organisation").prefetch_related(
+        "model_files"
+    )
     if not user.is_operator:
-        submissions = submissions.filter(organisation_id=user.organisation_id) if user.organisation_id else submissions.none()
+        submissions = (
+            submissions.filter(organisation_id=user.organisation_id)
+            if user.organisation_id
+            else submissions.none()
+        )
     if federation_slug:
         submissions = submissions.filter(federation__slug=federation_slug)
     return submissions

@@ -13,7 +13,11 @@ from django.utils import timezone
 from market.accounts.models import User
 from market.audit.models import AuditOutcome
 from market.audit.services import audit_record, audit_refusals
-from market.budgets.services import BudgetExceeded, budget_charge_for_submission, budget_refusal_record
+from market.budgets.services import (
+    BudgetExceeded,
+    budget_charge_for_submission,
+    budget_refusal_record,
+)
 from market.constraints import violated_constraint
 from market.errors import Conflict, InvalidInput, PermissionDenied, RefusedFormat
 from market.feature_views import model_files_feature_view, stored_features_in_view
@@ -21,7 +25,13 @@ from market.federations.models import Federation, PrivacyLevel
 from market.federations.selectors import federation_is_member, public_dataset_current
 from market.outbox import outbox_add, outbox_published_long_ago
 from market.sandbox import model_limits, stored_models_predict
-from market.storage import artifact_read, artifact_save, artifacts_removed_on_error, arrays_from_npz, sha256_of
+from market.storage import (
+    arrays_from_npz,
+    artifact_read,
+    artifact_save,
+    artifacts_removed_on_error,
+    sha256_of,
+)
 from market.submissions.models import ModelFile, Submission, SubmissionOutbox, SubmissionStatus
 from workers.features import ONE_HOT_VIEW, view_width
 from workers.modelio import RefusedModelError, identify_format, inspect_model
@@ -40,43 +50,71 @@ class UploadedModel:
     data: bytes
 
 
-def _check_privacy_declaration(*, federation: Federation, privacy_level: str, privacy_parameters: dict,
-                               declared_epsilon: float | None, model_family: str, n_local_examples: int) -> dict | None:
+def _check_privacy_declaration(
+    *,
+    federation: Federation,
+    privacy_level: str,
+    privacy_parameters: dict,
+    declared_epsilon: float | None,
+    model_family: str,
+    n_local_examples: int,
+) -> dict | None:
     """Check the declared privacy; for L2 return the data-independent report the parameters imply
     (FedKT vote noise, or DP-SGD recomputed with Opacus' RDP accountant: workers.privacy.declarations)."""
     if privacy_level not in federation.allowed_privacy_levels:
-        raise InvalidInput(f"The federation allows privacy levels {', '.join(federation.allowed_privacy_levels)}, "
-                           f"not {privacy_level}.")
+        raise InvalidInput(
+            f"The federation allows privacy levels {', '.join(federation.allowed_privacy_levels)}, "
+            f"not {privacy_level}."
+        )
     if privacy_level != PrivacyLevel.L2:
         if declared_epsilon is not None:
-            raise InvalidInput(f"Only L2 submissions declare an ε; at {privacy_level} the server accounts for privacy.")
+            raise InvalidInput(
+                f"Only L2 submissions declare an ε; at {privacy_level} the server accounts for privacy."
+            )
         return None
     if declared_epsilon is None or not math.isfinite(declared_epsilon) or declared_epsilon <= 0:
-        raise InvalidInput("An L2 submission must declare the positive ε its party-side noise spent.")
+        raise InvalidInput(
+            "An L2 submission must declare the positive ε its party-side noise spent."
+        )
     if is_dp_sgd(privacy_parameters) and model_family not in DP_SGD_FAMILIES:
-        raise InvalidInput(f"DP-SGD trains networks: a DP-SGD declaration goes with model family "
-                           f"{' or '.join(DP_SGD_FAMILIES)}, not {model_family}.")
+        raise InvalidInput(
+            f"DP-SGD trains networks: a DP-SGD declaration goes with model family "
+            f"{' or '.join(DP_SGD_FAMILIES)}, not {model_family}."
+        )
     try:
         bound, _ = party_side_bound(privacy_parameters, n_local_examples=n_local_examples)
     except ValueError as error:
         raise InvalidInput(f"The L2 privacy parameters are not valid: {error}") from error
     if declared_epsilon < bound.epsilon:
-        how = (f"{bound.n_queries} DP-SGD steps at sample rate {bound.sample_rate:.4g}, Opacus' RDP accountant"
-               if bound.mechanism == DP_SGD_MECHANISM else "data-independent")
-        raise InvalidInput(f"You declared ε = {declared_epsilon:g}, but these parameters spend ε = {bound.epsilon:.4g} "
-                           f"(example-level, {how}, δ = {bound.delta:g}); declare at least that.")
+        how = (
+            f"{bound.n_queries} DP-SGD steps at sample rate {bound.sample_rate:.4g}, Opacus' RDP accountant"
+            if bound.mechanism == DP_SGD_MECHANISM
+            else "data-independent"
+        )
+        raise InvalidInput(
+            f"You declared ε = {declared_epsilon:g}, but these parameters spend ε = {bound.epsilon:.4g} "
+            f"(example-level, {how}, δ = {bound.delta:g}); declare at least that."
+        )
     return bound.as_dict()
 
 
-def _check_label_distribution(label_distribution: list | None, *, n_classes: int, n_local_examples: int) -> None:
+def _check_label_distribution(
+    label_distribution: list | None, *, n_classes: int, n_local_examples: int
+) -> None:
     if label_distribution is None:
         return
     if len(label_distribution) != n_classes or any(
-            not isinstance(count, int) or isinstance(count, bool) or count < 0 for count in label_distribution):
-        raise InvalidInput(f"The label distribution must list {n_classes} non-negative example counts, one per class.")
+        not isinstance(count, int) or isinstance(count, bool) or count < 0
+        for count in label_distribution
+    ):
+        raise InvalidInput(
+            f"The label distribution must list {n_classes} non-negative example counts, one per class."
+        )
     if sum(label_distribution) != n_local_examples:
-        raise InvalidInput(f"The label distribution adds up to {sum(label_distribution)} examples, "
-                           f"but the submission declares {n_local_examples}.")
+        raise InvalidInput(
+            f"The label distribution adds up to {sum(label_distribution)} examples, "
+            f"but the submission declares {n_local_examples}."
+        )
 
 
 def _inspect_upload(model: UploadedModel, *, n_features: int, n_classes: int) -> dict:
@@ -85,65 +123,131 @@ def _inspect_upload(model: UploadedModel, *, n_features: int, n_classes: int) ->
         model_format = identify_format(model.data)
     except RefusedModelError as error:
         raise RefusedFormat(f"'{model.name}': {error}") from error
-    if settings.ONEFOLD_UNSAFE_SKIP_STRUCTURAL_CHECKS:  # tests only: let the sandbox meet a tampered model
+    if (
+        settings.ONEFOLD_UNSAFE_SKIP_STRUCTURAL_CHECKS
+    ):  # tests only: let the sandbox meet a tampered model
         return {"format": model_format, "info": {}}
     try:
-        info = inspect_model(model.data, n_features=n_features, n_classes=n_classes, limits=model_limits())
+        info = inspect_model(
+            model.data, n_features=n_features, n_classes=n_classes, limits=model_limits()
+        )
     except RefusedModelError as error:
         raise InvalidInput(f"'{model.name}': {error}") from error
-    return {"format": model_format, "info": {"family": info.family, "classes": list(info.classes), **info.detail}}
+    return {
+        "format": model_format,
+        "info": {"family": info.family, "classes": list(info.classes), **info.detail},
+    }
 
 
 @audit_refusals("submission.uploaded", target_argument="federation")
-def submission_create(*, federation: Federation, user: User, models: list[UploadedModel], model_family: str,
-                      n_local_examples: int, local_validation_score: float, label_distribution: list | None,
-                      privacy_level: str, privacy_parameters: dict, declared_epsilon: float | None,
-                      feature_view: str = ONE_HOT_VIEW) -> Submission:
+def submission_create(
+    *,
+    federation: Federation,
+    user: User,
+    models: list[UploadedModel],
+    model_family: str,
+    n_local_examples: int,
+    local_validation_score: float,
+    label_distribution: list | None,
+    privacy_level: str,
+    privacy_parameters: dict,
+    declared_epsilon: float | None,
+    feature_view: str = ONE_HOT_VIEW,
+) -> Submission:
     """Check and store a silo's upload, then queue its validation by a worker. ``feature_view`` is the view of
     the federation's features the models read (market.feature_views); their input width must match it."""
     if user.organisation is None or not federation_is_member(federation=federation, user=user):
-        raise PermissionDenied(f"Your organisation is not a member of '{federation.slug}'; join it first.")
+        raise PermissionDenied(
+            f"Your organisation is not a member of '{federation.slug}'; join it first."
+        )
     if not models:
         raise InvalidInput("Attach at least one model file.")
     public_dataset = public_dataset_current(federation=federation)
-    privacy_report = _check_privacy_declaration(federation=federation, privacy_level=privacy_level,
-                                                privacy_parameters=privacy_parameters, declared_epsilon=declared_epsilon,
-                                                model_family=model_family, n_local_examples=n_local_examples)
-    _check_label_distribution(label_distribution, n_classes=federation.n_classes, n_local_examples=n_local_examples)
+    privacy_report = _check_privacy_declaration(
+        federation=federation,
+        privacy_level=privacy_level,
+        privacy_parameters=privacy_parameters,
+        declared_epsilon=declared_epsilon,
+        model_family=model_family,
+        n_local_examples=n_local_examples,
+    )
+    _check_label_distribution(
+        label_distribution, n_classes=federation.n_classes, n_local_examples=n_local_examples
+    )
     n_features = view_width(public_dataset.feature_spec, feature_view)
-    inspections = [_inspect_upload(model, n_features=n_features, n_classes=federation.n_classes) for model in models]
+    inspections = [
+        _inspect_upload(model, n_features=n_features, n_classes=federation.n_classes)
+        for model in models
+    ]
     for inspection in inspections:
         inspection["info"]["feature_view"] = feature_view
     file_hashes = [sha256_of(model.data) for model in models]
     content_sha256 = sha256_of("".join(file_hashes).encode())
-    duplicate = Conflict("Your organisation already submitted exactly these model files to this federation.")
-    if Submission.objects.filter(federation=federation, organisation=user.organisation,
-                                 content_sha256=content_sha256).exists():
+    duplicate = Conflict(
+        "Your organisation already submitted exactly these model files to this federation."
+    )
+    if Submission.objects.filter(
+        federation=federation, organisation=user.organisation, content_sha256=content_sha256
+    ).exists():
         raise duplicate
     try:
         with artifacts_removed_on_error() as stored_names, transaction.atomic():
             submission = Submission.objects.create(
-                federation=federation, organisation=user.organisation, submitted_by=user, public_dataset=public_dataset,
-                model_family=model_family, n_local_examples=n_local_examples,
-                local_validation_score=local_validation_score, label_distribution=label_distribution,
-                privacy_level=privacy_level, privacy_parameters=privacy_parameters, declared_epsilon=declared_epsilon,
-                privacy_report=privacy_report, content_sha256=content_sha256)
-            budget_charge_for_submission(submission=submission, actor=user)  # L2: the declared ε, or BudgetExceeded
-            for position, (model, inspection, file_hash) in enumerate(zip(models, inspections, file_hashes)):
-                stored_name = artifact_save(name=f"federations/{federation.slug}/submissions/{submission.id}/{file_hash}",
-                                            data=model.data, stored_names=stored_names)
-                ModelFile.objects.create(submission=submission, position=position, original_name=model.name[:255],
-                                         stored_name=stored_name, sha256=file_hash, size_bytes=len(model.data),
-                                         **inspection)
-            audit_record(action="submission.uploaded", actor=user, target=submission,
-                         details={"federation": federation.slug, "files": len(models), "privacy_level": privacy_level})
+                federation=federation,
+                organisation=user.organisation,
+                submitted_by=user,
+                public_dataset=public_dataset,
+                model_family=model_family,
+                n_local_examples=n_local_examples,
+                local_validation_score=local_validation_score,
+                label_distribution=label_distribution,
+                privacy_level=privacy_level,
+                privacy_parameters=privacy_parameters,
+                declared_epsilon=declared_epsilon,
+                privacy_report=privacy_report,
+                content_sha256=content_sha256,
+            )
+            budget_charge_for_submission(
+                submission=submission, actor=user
+            )  # L2: the declared ε, or BudgetExceeded
+            for position, (model, inspection, file_hash) in enumerate(
+                zip(models, inspections, file_hashes)
+            ):
+                stored_name = artifact_save(
+                    name=f"federations/{federation.slug}/submissions/{submission.id}/{file_hash}",
+                    data=model.data,
+                    stored_names=stored_names,
+                )
+                ModelFile.objects.create(
+                    submission=submission,
+                    position=position,
+                    original_name=model.name[:255],
+                    stored_name=stored_name,
+                    sha256=file_hash,
+                    size_bytes=len(model.data),
+                    **inspection,
+                )
+            audit_record(
+                action="submission.uploaded",
+                actor=user,
+                target=submission,
+                details={
+                    "federation": federation.slug,
+                    "files": len(models),
+                    "privacy_level": privacy_level,
+                },
+            )
             outbox_add(SubmissionOutbox(submission=submission))  # validated once the broker has it
     except IntegrityError as error:
         if violated_constraint(error) != "no_duplicate_submission":
             raise  # not a duplicate: never answered as one (the budget's own constraint is the budgets' to answer)
         raise duplicate from error  # the same files arrived twice at once; the constraint let only one through
-    except BudgetExceeded as error:  # nothing was stored; the refusal is audited outside the rolled-back block
-        budget_refusal_record(error=error, actor=user, target=federation, details={"privacy_level": privacy_level})
+    except (
+        BudgetExceeded
+    ) as error:  # nothing was stored; the refusal is audited outside the rolled-back block
+        budget_refusal_record(
+            error=error, actor=user, target=federation, details={"privacy_level": privacy_level}
+        )
         raise
     return submission
 
@@ -152,12 +256,19 @@ def _claim_for_validation(submission_id: int) -> bool:
     """Flip pending → validating; a row left validating past the task time limit may be claimed again."""
     now = timezone.now()
     stale = now - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT)
-    claimable = (Submission.objects.filter(id=submission_id, status=SubmissionStatus.PENDING)
-                 | Submission.objects.filter(id=submission_id, status=SubmissionStatus.VALIDATING,
-                                             validation_started_at__lt=stale))
-    return Submission.objects.filter(id__in=claimable.values("id")).update(
-        status=SubmissionStatus.VALIDATING, validation_started_at=now,
-        validated_by=f"{socket.gethostname()}:{os.getpid()}") == 1
+    claimable = Submission.objects.filter(
+        id=submission_id, status=SubmissionStatus.PENDING
+    ) | Submission.objects.filter(
+        id=submission_id, status=SubmissionStatus.VALIDATING, validation_started_at__lt=stale
+    )
+    return (
+        Submission.objects.filter(id__in=claimable.values("id")).update(
+            status=SubmissionStatus.VALIDATING,
+            validation_started_at=now,
+            validated_by=f"{socket.gethostname()}:{os.getpid()}",
+        )
+        == 1
+    )
 
 
 def _sample_public_features(submission: Submission) -> np.ndarray:
@@ -173,8 +284,9 @@ def _prediction_problem(probabilities: np.ndarray, *, n_rows: int, n_classes: in
         return f"it returned predictions of shape {probabilities.shape}, expected ({n_rows}, {n_classes})."
     if not np.all(np.isfinite(probabilities)):
         return "it predicted non-finite probabilities."
-    if np.any(probabilities < -PROBABILITY_TOLERANCE) or not np.allclose(probabilities.sum(axis=1), 1,
-                                                                         atol=PROBABILITY_TOLERANCE):
+    if np.any(probabilities < -PROBABILITY_TOLERANCE) or not np.allclose(
+        probabilities.sum(axis=1), 1, atol=PROBABILITY_TOLERANCE
+    ):
         return "its predicted probabilities are not a distribution over the federation's classes."
     return None
 
@@ -183,11 +295,15 @@ def _validation_failure(submission: Submission) -> str | None:
     """The reason the submission's models fail validation in the sandbox, or None when all pass."""
     model_files = list(submission.model_files.all())
     sample = _sample_public_features(submission)
-    outcomes = stored_models_predict([artifact_read(model_file.stored_name) for model_file in model_files], sample,
-                                     n_classes=submission.federation.n_classes)
+    outcomes = stored_models_predict(
+        [artifact_read(model_file.stored_name) for model_file in model_files],
+        sample,
+        n_classes=submission.federation.n_classes,
+    )
     for model_file, outcome in zip(model_files, outcomes):
-        problem = outcome.error or _prediction_problem(outcome.probabilities, n_rows=len(sample),
-                                                       n_classes=submission.federation.n_classes)
+        problem = outcome.error or _prediction_problem(
+            outcome.probabilities, n_rows=len(sample), n_classes=submission.federation.n_classes
+        )
         if problem:
             return f"Model file '{model_file.original_name}' failed validation: {problem}"
     return None
@@ -197,36 +313,56 @@ def submission_validate(*, submission_id: int) -> None:
     """Load every model of the submission in the sandbox, predict on public rows, mark it valid or rejected."""
     if not _claim_for_validation(submission_id):
         return
-    submission = Submission.objects.select_related("federation", "public_dataset").get(id=submission_id)
+    submission = Submission.objects.select_related("federation", "public_dataset").get(
+        id=submission_id
+    )
     try:
         reason = _validation_failure(submission)
-    except (OperationalError, InterfaceError):  # the database went away: the task hands the row back and retries
+    except (
+        OperationalError,
+        InterfaceError,
+    ):  # the database went away: the task hands the row back and retries
         raise
     except Exception:
         logger.exception("Validation of submission %s failed inside the market", submission_id)
         reason = "The market could not validate this submission because of an internal error; an operator has been told."
     with transaction.atomic():
-        decided = Submission.objects.filter(id=submission_id, status=SubmissionStatus.VALIDATING).update(
-            status=SubmissionStatus.REJECTED if reason else SubmissionStatus.VALID, rejection_reason=reason or "",
-            validated_at=timezone.now())
+        decided = Submission.objects.filter(
+            id=submission_id, status=SubmissionStatus.VALIDATING
+        ).update(
+            status=SubmissionStatus.REJECTED if reason else SubmissionStatus.VALID,
+            rejection_reason=reason or "",
+            validated_at=timezone.now(),
+        )
         if decided:
-            audit_record(action="submission.validated", outcome=AuditOutcome.REFUSED if reason else AuditOutcome.SUCCESS,
-                         organisation=submission.organisation, target=submission, details={"reason": reason or ""})
+            audit_record(
+                action="submission.validated",
+                outcome=AuditOutcome.REFUSED if reason else AuditOutcome.SUCCESS,
+                organisation=submission.organisation,
+                target=submission,
+                details={"reason": reason or ""},
+            )
 
 
 def submission_validation_release(*, submission_id: int) -> None:
     """Hand a claimed row back (validating → pending) after a transient error, so that the retry can claim it."""
     Submission.objects.filter(id=submission_id, status=SubmissionStatus.VALIDATING).update(
-        status=SubmissionStatus.PENDING, validation_started_at=None, validated_by="")
+        status=SubmissionStatus.PENDING, validation_started_at=None, validated_by=""
+    )
 
 
 def submission_reap() -> int:
     """Queue again the validations whose message a broker lost or whose worker died (pending, or validating past
     the task time limit, with every message published over ``ONEFOLD_JOB_REPUBLISH_SECONDS`` ago)."""
     stale_claim = timezone.now() - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT)
-    waiting = (Submission.objects.filter(status=SubmissionStatus.PENDING)
-               | Submission.objects.filter(status=SubmissionStatus.VALIDATING, validation_started_at__lt=stale_claim))
-    stale = outbox_published_long_ago(waiting, older_than_seconds=settings.ONEFOLD_JOB_REPUBLISH_SECONDS)
+    waiting = Submission.objects.filter(
+        status=SubmissionStatus.PENDING
+    ) | Submission.objects.filter(
+        status=SubmissionStatus.VALIDATING, validation_started_at__lt=stale_claim
+    )
+    stale = outbox_published_long_ago(
+        waiting, older_than_seconds=settings.ONEFOLD_JOB_REPUBLISH_SECONDS
+    )
     requeued = 0
     for submission_id in stale.values_list("id", flat=True):
         with transaction.atomic():

@@ -4,5 +4,9 @@ from market.submissions.apis import SubmissionDetailApi, SubmissionListApi
 
 urlpatterns = [
     path("submissions/", SubmissionListApi.as_view(), name="api-submission-list"),
-    path("submissions/<int:submission_id>/", SubmissionDetailApi.as_view(), name="api-submission-detail"),
+    path(
+        "submissions/<int:submission_id>/",
+        SubmissionDetailApi.as_view(),
+        name="api-submission-detail",
+    ),
 ]

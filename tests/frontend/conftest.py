@@ -2,14 +2,23 @@
 
 import pytest
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-gpu"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-gpu",
+]
 
 
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args):
     # Browsers cannot be downloaded here: drive the distribution's Chromium instead of Playwright's own build.
-    return {**browser_type_launch_args, "executable_path": "/usr/bin/chromium", "args": CHROMIUM_ARGS}
+    return {
+        **browser_type_launch_args,
+        "executable_path": "/usr/bin/chromium",
+        "args": CHROMIUM_ARGS,
+    }
 
 
 @pytest.fixture(scope="session")
@@ -21,8 +30,14 @@ def student_model_files(adult_training) -> list[bytes]:
 
     features, labels = adult_training
     halves = [slice(0, 1000), slice(1000, 2000)]
-    return [export_xgboost_json(XGBClassifier(n_estimators=10, max_depth=3, random_state=0)
-                                .fit(features[half], labels[half])) for half in halves]
+    return [
+        export_xgboost_json(
+            XGBClassifier(n_estimators=10, max_depth=3, random_state=0).fit(
+                features[half], labels[half]
+            )
+        )
+        for half in halves
+    ]
 
 
 @pytest.fixture
@@ -32,8 +47,20 @@ def submit(federation_with_data, student_model_files):
 
     def submit_as(user, *, model_index: int = 0):
         return submission_create(
-            federation=federation_with_data, user=user,
-            models=[UploadedModel(name=f"student-{model_index}.json", data=student_model_files[model_index])],
-            model_family="xgboost", n_local_examples=1000, local_validation_score=0.84, label_distribution=None,
-            privacy_level="L1", privacy_parameters={}, declared_epsilon=None)
+            federation=federation_with_data,
+            user=user,
+            models=[
+                UploadedModel(
+                    name=f"student-{model_index}.json", data=student_model_files[model_index]
+                )
+            ],
+            model_family="xgboost",
+            n_local_examples=1000,
+            local_validation_score=0.84,
+            label_distribution=None,
+            privacy_level="L1",
+            privacy_parameters={},
+            declared_epsilon=None,
+        )
+
     return submit_as

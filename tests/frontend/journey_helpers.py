@@ -17,7 +17,9 @@ def sign_in(page, url: str, username: str, password: str) -> None:
 
 def page_width_overflow(page) -> int:
     """How many CSS pixels the page is wider than the viewport (0: nothing scrolls sideways)."""
-    return page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    return page.evaluate(
+        "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    )
 
 
 def screenshots(page, name: str) -> None:

@@ -11,8 +11,12 @@ from pathlib import Path
 import pytest
 
 from market.budgets.models import PrivacyBudget
-from market.budgets.services import (BudgetExceeded, budget_charge_for_job, budget_refusal_record,
-                                     budget_reserve_for_job)
+from market.budgets.services import (
+    BudgetExceeded,
+    budget_charge_for_job,
+    budget_refusal_record,
+    budget_reserve_for_job,
+)
 from tests.market.budgets.conftest import LAPLACE, job_row, submission_row
 from workers.privacy.costs import fedkt_l1_cost
 
@@ -66,7 +70,14 @@ def reserve_and_charge(federation, submission, operator, privacy):
 
 @pytest.mark.browser
 def test_operator_sets_a_budget_prices_a_job_watches_the_remainder_fall_and_an_overspend_is_refused(
-        live_server, transactional_db, page, federation_with_data, operator, silo_user, student_model_files):
+    live_server,
+    transactional_db,
+    page,
+    federation_with_data,
+    operator,
+    silo_user,
+    student_model_files,
+):
     script_errors = []
     page.on("pageerror", lambda error: script_errors.append(str(error)))
     submission = submission_row(federation_with_data, silo_user)
@@ -97,15 +108,29 @@ def test_operator_sets_a_budget_prices_a_job_watches_the_remainder_fall_and_an_o
     job = reserve_and_charge(federation_with_data, submission, operator, LAPLACE)
     page.goto(f"{live_server.url}/federations/adult-income/budgets/")
     row = budget_row(page, "Northwind Hospital")
-    assert (exact(row, "reserved"), row.locator("[data-budget-reserved]").inner_text()) == ("5.325668", "5.33")
+    assert (exact(row, "reserved"), row.locator("[data-budget-reserved]").inner_text()) == (
+        "5.325668",
+        "5.33",
+    )
     assert exact(row, "remaining") == "2.674332"
-    one_job = fedkt_l1_cost(mechanism="laplace", gamma=0.04, sigma=None, delta=1e-5, n_queries=100, partitions=2)
-    budget_charge_for_job(job=job, privacy_report={"level": "L1", "data_independent": one_job.report.as_dict(),
-                                                   "data_dependent": None})
+    one_job = fedkt_l1_cost(
+        mechanism="laplace", gamma=0.04, sigma=None, delta=1e-5, n_queries=100, partitions=2
+    )
+    budget_charge_for_job(
+        job=job,
+        privacy_report={
+            "level": "L1",
+            "data_independent": one_job.report.as_dict(),
+            "data_dependent": None,
+        },
+    )
     page.reload()
     row = budget_row(page, "Northwind Hospital")
     assert (exact(row, "spent"), exact(row, "reserved"), exact(row, "remaining")) == (
-        "5.325668", "0.000000", "2.674332")
+        "5.325668",
+        "0.000000",
+        "2.674332",
+    )
     assert page.locator(".budget-warnings").count() == 0  # 67 % used: below the 80 % warning
 
     # The same job again would overspend: the price says so, and a second launch is refused and audited.
@@ -128,8 +153,16 @@ def test_operator_sets_a_budget_prices_a_job_watches_the_remainder_fall_and_an_o
     page.get_by_role("button", name="Sign out").click()
     sign_in(page, live_server, "sam-silo", "silo-password")
     page.goto(f"{live_server.url}/federations/adult-income/upload/")
-    page.set_input_files("#field-files", files=[{"name": "student.json", "mimeType": "application/json",
-                                                  "buffer": student_model_files[0]}])
+    page.set_input_files(
+        "#field-files",
+        files=[
+            {
+                "name": "student.json",
+                "mimeType": "application/json",
+                "buffer": student_model_files[0],
+            }
+        ],
+    )
     page.get_by_label("Model family").select_option("xgboost")
     page.get_by_label("Local training examples").fill("1000")
     page.get_by_label("Local validation score").fill("0.84")
@@ -139,12 +172,21 @@ def test_operator_sets_a_budget_prices_a_job_watches_the_remainder_fall_and_an_o
     page.get_by_role("button", name="Upload").click()
     page.locator("#form-error").filter(
         has_text="Northwind Hospital's privacy budget in 'adult-income' has ε = 2.674332 left, but this "
-                 "submission's declared ε needs ε = 3.000000 more (example-level).").wait_for()
+        "submission's declared ε needs ε = 3.000000 more (example-level)."
+    ).wait_for()
     page.screenshot(path=SCREENSHOTS / "budgets-refused-upload.png", full_page=True)
 
     budget = PrivacyBudget.objects.get(organisation=silo_user.organisation)
-    assert (str(budget.spent), str(budget.reserved), str(budget.epsilon_limit)) == ("5.325668", "0.000000", "8.000000")
-    assert list(budget.entries.order_by("id").values_list("kind", flat=True)) == ["adjust", "reserve", "charge"]
+    assert (str(budget.spent), str(budget.reserved), str(budget.epsilon_limit)) == (
+        "5.325668",
+        "0.000000",
+        "8.000000",
+    )
+    assert list(budget.entries.order_by("id").values_list("kind", flat=True)) == [
+        "adjust",
+        "reserve",
+        "charge",
+    ]
 
     # The silo's own dashboard shows its budget and the refusal.
     page.goto(f"{live_server.url}/federations/adult-income/budgets/")

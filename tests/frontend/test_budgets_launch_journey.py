@@ -13,12 +13,15 @@ from market.audit.models import AuditEvent
 from market.budgets.models import PrivacyBudget
 from market.jobs.models import Job
 from tests.frontend.test_budgets_journey import budget_row, exact, live_server, sign_in  # noqa: F401
-from tests.market.jobs.conftest import (fedkt_student_files, fedkt_submissions,  # noqa: F401 (fixtures)
-                                        third_silo_user)
+from tests.market.jobs.conftest import fedkt_student_files, fedkt_submissions, third_silo_user  # noqa: F401 (fixtures)
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
-L1_FEDKT = {"partitions": 2, "query": 100, "final_model": {"family": "logistic_regression"},
-            "privacy": {"mechanism": "laplace", "gamma": 0.04, "delta": 1e-5}}
+L1_FEDKT = {
+    "partitions": 2,
+    "query": 100,
+    "final_model": {"family": "logistic_regression"},
+    "privacy": {"mechanism": "laplace", "gamma": 0.04, "delta": 1e-5},
+}
 
 
 def launch(page, live_server):
@@ -32,7 +35,8 @@ def launch(page, live_server):
 
 @pytest.mark.browser
 def test_operator_launches_an_l1_job_sees_the_remainder_fall_and_an_overspending_launch_is_refused(
-        live_server, transactional_db, fedkt_submissions, operator, page):
+    live_server, transactional_db, fedkt_submissions, operator, page
+):
     script_errors = []
     page.on("pageerror", lambda error: script_errors.append(str(error)))
     sign_in(page, live_server, "olivia-operator", "operator-password")
@@ -57,7 +61,9 @@ def test_operator_launches_an_l1_job_sees_the_remainder_fall_and_an_overspending
     launch(page, live_server)
     page.locator("#job-price").filter(has_text="Exceeds a budget").wait_for()
     page.get_by_role("button", name="Launch job").click()
-    refusal = ("Northwind Hospital's privacy budget in 'adult-income' has ε = 2.674332 left, but job #")
+    refusal = (
+        "Northwind Hospital's privacy budget in 'adult-income' has ε = 2.674332 left, but job #"
+    )
     page.locator("#form-error").filter(has_text=refusal).wait_for()
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=SCREENSHOTS / "budgets-launch-refused.png", full_page=True)

@@ -8,16 +8,25 @@ import pytest
 
 from market.audit.models import AuditEvent
 from market.budgets.models import PrivacyBudget
-from market.budgets.services import (BudgetExceeded, budget_charge_for_job, budget_limit_set,
-                                     budget_refusal_record, budget_reserve_for_job, budgets_ensure)
+from market.budgets.services import (
+    BudgetExceeded,
+    budget_charge_for_job,
+    budget_limit_set,
+    budget_refusal_record,
+    budget_reserve_for_job,
+    budgets_ensure,
+)
 from tests.market.budgets.conftest import job_row, submission_row
 from workers.privacy.costs import fedkt_l1_cost
+
 
 def text(response) -> str:
     return html.unescape(response.content.decode())
 
 
-ONE_JOB = fedkt_l1_cost(mechanism="laplace", gamma=0.04, sigma=None, delta=1e-5, n_queries=100, partitions=2)
+ONE_JOB = fedkt_l1_cost(
+    mechanism="laplace", gamma=0.04, sigma=None, delta=1e-5, n_queries=100, partitions=2
+)
 
 
 @pytest.fixture
@@ -34,13 +43,16 @@ def spent(two_silos, federation_with_data, operator):
     job = job_row(federation_with_data, two_silos, operator)
     budget_reserve_for_job(job=job, actor=operator)
     dependent = {**ONE_JOB.report.as_dict(), "epsilon": 1.25, "data_dependent": True}
-    budget_charge_for_job(job=job, privacy_report={"data_independent": ONE_JOB.report.as_dict(),
-                                                   "data_dependent": dependent})
+    budget_charge_for_job(
+        job=job,
+        privacy_report={"data_independent": ONE_JOB.report.as_dict(), "data_dependent": dependent},
+    )
     return job
 
 
-def test_operator_dashboard_shows_every_silo_chart_data_and_a_warning_past_80_percent(client, operator, spent,
-                                                                                      federation_with_data):
+def test_operator_dashboard_shows_every_silo_chart_data_and_a_warning_past_80_percent(
+    client, operator, spent, federation_with_data
+):
     budget = PrivacyBudget.objects.get(organisation__name="Contoso Bank")
     budget_limit_set(budget_id=budget.id, epsilon_limit="6", reason="tight", actor=operator)
     client.force_login(operator)
@@ -54,8 +66,9 @@ def test_operator_dashboard_shows_every_silo_chart_data_and_a_warning_past_80_pe
     assert [round(bar["spent"], 1) for bar in strip] == [88.8, 53.3]
     assert '<script id="budget-timeline-data" type="application/json">' in page
     assert "<script>" not in page and " onclick=" not in page
-    assert [(point["label"], point["state"], point["silos"]) for point in response.context["timeline"]] == [
-        (f"Job #{spent.id}", "charge", 2)]
+    assert [
+        (point["label"], point["state"], point["silos"]) for point in response.context["timeline"]
+    ] == [(f"Job #{spent.id}", "charge", 2)]
 
 
 def test_a_silo_sees_only_its_own_budget_and_no_limit_editor(client, silo_user, spent):
@@ -65,7 +78,9 @@ def test_a_silo_sees_only_its_own_budget_and_no_limit_editor(client, silo_user, 
     assert [bar["name"] for bar in response.context["strip"]] == ["Northwind Hospital"]
     assert "Contoso Bank" not in page and 'name="epsilon_limit"' not in page
     other = PrivacyBudget.objects.get(organisation__name="Contoso Bank")
-    response = client.post(f"/federations/adult-income/budgets/{other.id}/limit/", {"epsilon_limit": "99"})
+    response = client.post(
+        f"/federations/adult-income/budgets/{other.id}/limit/", {"epsilon_limit": "99"}
+    )
     assert response.status_code == 404
     other.refresh_from_db()
     assert other.epsilon_limit == 10
@@ -74,8 +89,11 @@ def test_a_silo_sees_only_its_own_budget_and_no_limit_editor(client, silo_user, 
 def test_operator_changes_a_limit_from_the_page_and_it_is_audited(client, operator, two_silos):
     budget = PrivacyBudget.objects.get(organisation__name="Northwind Hospital")
     client.force_login(operator)
-    response = client.post(f"/federations/adult-income/budgets/{budget.id}/limit/",
-                           {"epsilon_limit": "7.5", "reason": "new agreement"}, follow=True)
+    response = client.post(
+        f"/federations/adult-income/budgets/{budget.id}/limit/",
+        {"epsilon_limit": "7.5", "reason": "new agreement"},
+        follow=True,
+    )
     assert "Northwind Hospital's ε limit is now 7.5." in text(response)
     budget.refresh_from_db()
     assert budget.epsilon_limit == Decimal("7.5")
@@ -86,7 +104,9 @@ def test_operator_changes_a_limit_from_the_page_and_it_is_audited(client, operat
 def test_a_limit_below_the_spend_is_refused_with_the_sentence_on_the_page(client, operator, spent):
     budget = PrivacyBudget.objects.get(organisation__name="Northwind Hospital")
     client.force_login(operator)
-    response = client.post(f"/federations/adult-income/budgets/{budget.id}/limit/", {"epsilon_limit": "1"}, follow=True)
+    response = client.post(
+        f"/federations/adult-income/budgets/{budget.id}/limit/", {"epsilon_limit": "1"}, follow=True
+    )
     assert "the limit cannot go below that (you asked for 1.000000)" in text(response)
     budget.refresh_from_db()
     assert budget.epsilon_limit == 10
@@ -94,12 +114,23 @@ def test_a_limit_below_the_spend_is_refused_with_the_sentence_on_the_page(client
 
 def test_pricing_from_the_page_shows_the_quote_and_reserves_nothing(client, operator, two_silos):
     client.force_login(operator)
-    form = {"mechanism": "laplace", "noise": "0.04", "delta": "0.00001", "n_queries": "100", "partitions": "2"}
+    form = {
+        "mechanism": "laplace",
+        "noise": "0.04",
+        "delta": "0.00001",
+        "n_queries": "100",
+        "partitions": "2",
+    }
     response = client.post("/federations/adult-income/budgets/price/", form)
     quote = response.context["quote"]
-    assert quote["fits"] is True and [silo["needed"] for silo in quote["silos"]] == ["5.325668", "5.325668"]
+    assert quote["fits"] is True and [silo["needed"] for silo in quote["silos"]] == [
+        "5.325668",
+        "5.325668",
+    ]
     assert "This job fits every silo's remaining budget." in text(response)
-    calibrated = client.post("/federations/adult-income/budgets/price/", {**form, "solve_for": "queries"})
+    calibrated = client.post(
+        "/federations/adult-income/budgets/price/", {**form, "solve_for": "queries"}
+    )
     assert calibrated.context["calibration"]["parameter"] == "n_queries"
     assert "public rows fit." in text(calibrated)
     bad = client.post("/federations/adult-income/budgets/price/", {**form, "noise": "lots"})
@@ -107,9 +138,21 @@ def test_pricing_from_the_page_shows_the_quote_and_reserves_nothing(client, oper
     assert not PrivacyBudget.objects.filter(reserved__gt=0).exists()
 
 
-def test_refusals_are_listed_with_their_message(client, operator, spent, federation_with_data, two_silos):
-    job = job_row(federation_with_data, two_silos, operator,
-                  privacy={"mechanism": "laplace", "gamma": 0.04, "sigma": None, "delta": 1e-5, "n_queries": 300})
+def test_refusals_are_listed_with_their_message(
+    client, operator, spent, federation_with_data, two_silos
+):
+    job = job_row(
+        federation_with_data,
+        two_silos,
+        operator,
+        privacy={
+            "mechanism": "laplace",
+            "gamma": 0.04,
+            "sigma": None,
+            "delta": 1e-5,
+            "n_queries": 300,
+        },
+    )
     with pytest.raises(BudgetExceeded):
         budget_reserve_for_job(job=job, actor=operator)
     try:
@@ -123,13 +166,17 @@ def test_refusals_are_listed_with_their_message(client, operator, spent, federat
 
 def test_ledger_page_filters_and_links_the_csv_export(client, operator, spent, silo_user):
     client.force_login(operator)
-    response = client.get("/federations/adult-income/budgets/ledger/",
-                          {"kind": "charge", "silo": silo_user.organisation_id})
+    response = client.get(
+        "/federations/adult-income/budgets/ledger/",
+        {"kind": "charge", "silo": silo_user.organisation_id},
+    )
     entries = response.context["entries"]
     assert [(e["organisation"], e["kind"]) for e in entries] == [("Northwind Hospital", "charge")]
     assert entries[0]["parameters"]["data_dependent"]["epsilon"] == 1.25
-    assert response.context["csv_url"] == (f"/api/federations/adult-income/budget-ledger/?silo="
-                                           f"{silo_user.organisation_id}&kind=charge&format=csv")
+    assert response.context["csv_url"] == (
+        f"/api/federations/adult-income/budget-ledger/?silo="
+        f"{silo_user.organisation_id}&kind=charge&format=csv"
+    )
     csv_response = client.get(response.context["csv_url"])
     assert csv_response.status_code == 200 and csv_response.content.decode().count("\n") == 2
 
@@ -142,7 +189,9 @@ def test_silo_ledger_hides_the_data_dependent_epsilon(client, silo_user, spent):
     assert "data-dependent ε" not in text(response)
 
 
-def test_budget_index_lists_the_federations_a_user_may_see(client, silo_user, other_silo_user, federation_with_data):
+def test_budget_index_lists_the_federations_a_user_may_see(
+    client, silo_user, other_silo_user, federation_with_data
+):
     client.force_login(silo_user)
     assert "Adult income" in client.get("/budgets/").content.decode()
     client.force_login(other_silo_user)  # not a member
@@ -154,5 +203,6 @@ def test_chart_data_is_json_not_markup(client, operator, two_silos):
     client.force_login(operator)
     page = client.get("/federations/adult-income/budgets/").content.decode()
     start = page.index('<script id="budget-timeline-data" type="application/json">') + len(
-        '<script id="budget-timeline-data" type="application/json">')
-    assert json.loads(page[start:page.index("</script>", start)]) == []
+        '<script id="budget-timeline-data" type="application/json">'
+    )
+    assert json.loads(page[start : page.index("</script>", start)]) == []

@@ -29,7 +29,9 @@ def onnxruntime_on_csv(model_bytes: bytes, csv_text: str) -> tuple[np.ndarray, l
     for graph_input in session.get_inputs():
         values = [row[graph_input.name] for row in rows]
         if graph_input.type == "tensor(double)":
-            inputs[graph_input.name] = np.array([float(value) if value else np.nan for value in values])[:, None]
+            inputs[graph_input.name] = np.array(
+                [float(value) if value else np.nan for value in values]
+            )[:, None]
         else:
             inputs[graph_input.name] = np.array(values, dtype=object)[:, None]
     probabilities, labels = session.run(["probabilities", "label"], inputs)
@@ -38,11 +40,24 @@ def onnxruntime_on_csv(model_bytes: bytes, csv_text: str) -> tuple[np.ndarray, l
 
 @pytest.mark.browser
 def test_buyer_gets_credits_buys_and_runs_the_raw_column_onnx_with_the_platforms_predictions(
-        live_server, transactional_db, operator, buyer_user, published_listing, adult_evaluation_csv, page):
+    live_server,
+    transactional_db,
+    operator,
+    buyer_user,
+    published_listing,
+    adult_evaluation_csv,
+    page,
+):
     script_errors, failed_requests = [], []
     page.on("pageerror", lambda error: script_errors.append(str(error)))
-    page.on("response", lambda response: failed_requests.append(f"{response.status} {response.url}")
-            if response.status >= 400 else None)
+    page.on(
+        "response",
+        lambda response: (
+            failed_requests.append(f"{response.status} {response.url}")
+            if response.status >= 400
+            else None
+        ),
+    )
     page.set_viewport_size(DESKTOP)
     listing = published_listing(name="Adult income forest", price_cents=1250)
     sign_in(page, live_server.url, buyer_user.username, BUYER_PASSWORD)
@@ -54,8 +69,14 @@ def test_buyer_gets_credits_buys_and_runs_the_raw_column_onnx_with_the_platforms
     page.get_by_role("button", name="Request credits").click()
     page.locator("#credit-requests").filter(has_text="Pending").wait_for()
     credit_request = CreditRequest.objects.get()
-    assert (credit_request.amount_cents, credit_request.status) == (5000, CreditRequestStatus.PENDING)
-    assert Wallet.objects.filter(organisation=buyer_user.organisation, balance_cents__gt=0).count() == 0
+    assert (credit_request.amount_cents, credit_request.status) == (
+        5000,
+        CreditRequestStatus.PENDING,
+    )
+    assert (
+        Wallet.objects.filter(organisation=buyer_user.organisation, balance_cents__gt=0).count()
+        == 0
+    )
     credit_request_approve(credit_request=credit_request, actor=operator)
     page.reload()
     assert page.locator("#wallet-balance").inner_text() == "50.00 credits"
@@ -95,8 +116,11 @@ def test_buyer_gets_credits_buys_and_runs_the_raw_column_onnx_with_the_platforms
     # gives the platform's own predictions for the same CSV.
     csv_text = "\n".join(adult_evaluation_csv.decode().splitlines()[:41]) + "\n"
     probabilities, labels = onnxruntime_on_csv(model_bytes, csv_text)
-    response = api_client_for(buyer_user).post(f"/api/global-models/{listing.global_model_id}/predict/",
-                                               data=csv_text.encode(), content_type="text/csv")
+    response = api_client_for(buyer_user).post(
+        f"/api/global-models/{listing.global_model_id}/predict/",
+        data=csv_text.encode(),
+        content_type="text/csv",
+    )
     assert response.status_code == 200, response.content
     platform = response.json()
     assert labels == platform["classes"]

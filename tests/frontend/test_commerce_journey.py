@@ -13,14 +13,24 @@ SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 
 @pytest.mark.browser
-def test_buyer_finds_buys_and_downloads_a_model(live_server, transactional_db, buyer_user, silo_user, published_listing,
-                                                 top_up, page):
+def test_buyer_finds_buys_and_downloads_a_model(
+    live_server, transactional_db, buyer_user, silo_user, published_listing, top_up, page
+):
     script_errors, failed_requests = [], []
     page.on("pageerror", lambda error: script_errors.append(str(error)))
-    page.on("response", lambda response: failed_requests.append(f"{response.status} {response.url}")
-            if response.status >= 400 else None)
-    listing = published_listing(name="Adult income forest", price_cents=1250,
-                                description="Random forest fused from two hospitals' and a bank's students.")
+    page.on(
+        "response",
+        lambda response: (
+            failed_requests.append(f"{response.status} {response.url}")
+            if response.status >= 400
+            else None
+        ),
+    )
+    listing = published_listing(
+        name="Adult income forest",
+        price_cents=1250,
+        description="Random forest fused from two hospitals' and a bank's students.",
+    )
     published_listing(name="Adult income boosted trees", family="xgboost", price_cents=900)
     top_up(buyer_user.organisation, 5000)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,9 @@ def signed_in(client, user):
 
 def test_catalog_page_searches_and_links_model_cards(client, buyer_user, published_listing):
     published_listing(name="Forest income model", price_cents=1250)
-    published_listing(name="Boosted income model", family="xgboost", description="Gradient boosting.")
+    published_listing(
+        name="Boosted income model", family="xgboost", description="Gradient boosting."
+    )
     page = signed_in(client, buyer_user).get("/market/?search=forest").content.decode()
     assert "Forest income model" in page and "Boosted income model" not in page
     assert "12.50 credits" in page
@@ -29,18 +31,28 @@ def test_listing_page_shows_the_generated_card_and_plots(client, buyer_user, pub
     assert f'src="/api/listings/{listing.id}/reliability.png"' in page
     assert re.search(r'id="public-epsilon">2.5 \(data-independent upper bound\)', page)
     assert "Best single silo" in page and "Contributions" not in page
-    assert client.get(f"/api/listings/{listing.id}/reliability.png").status_code == 200  # session works for images
+    assert (
+        client.get(f"/api/listings/{listing.id}/reliability.png").status_code == 200
+    )  # session works for images
 
 
-def test_buying_from_the_confirmation_shows_balances_and_charges_once(client, buyer_user, published_listing, top_up):
+def test_buying_from_the_confirmation_shows_balances_and_charges_once(
+    client, buyer_user, published_listing, top_up
+):
     listing = published_listing(price_cents=1250)
     top_up(buyer_user.organisation, 5000)
-    confirm = signed_in(client, buyer_user).get(f"/market/listings/{listing.id}/buy/").content.decode()
-    assert re.search(r'id="balance-before">50.00<', confirm) and re.search(r'id="balance-after">37.50<', confirm)
+    confirm = (
+        signed_in(client, buyer_user).get(f"/market/listings/{listing.id}/buy/").content.decode()
+    )
+    assert re.search(r'id="balance-before">50.00<', confirm) and re.search(
+        r'id="balance-after">37.50<', confirm
+    )
     key = re.search(r'name="idempotency_key" value="([^"]+)"', confirm).group(1)
 
     first = client.post(f"/market/listings/{listing.id}/purchase/", {"idempotency_key": key})
-    resent = client.post(f"/market/listings/{listing.id}/purchase/", {"idempotency_key": key})  # a double click
+    resent = client.post(
+        f"/market/listings/{listing.id}/purchase/", {"idempotency_key": key}
+    )  # a double click
 
     assert first.status_code == resent.status_code == 302
     assert Purchase.objects.count() == 1
@@ -51,11 +63,14 @@ def test_buying_from_the_confirmation_shows_balances_and_charges_once(client, bu
     assert 'id="wallet-balance">37.50 credits' in wallet and "−12.50" in wallet
 
 
-def test_download_button_redirects_to_a_signed_link(client, buyer_user, silo_user, published_listing):
+def test_download_button_redirects_to_a_signed_link(
+    client, buyer_user, silo_user, published_listing
+):
     listing = published_listing(price_cents=0)
     purchase_create(listing=listing, user=buyer_user)
-    response = signed_in(client, buyer_user).post(f"/market/models/{listing.global_model_id}/download/",
-                                                  {"format": "onnx"})
+    response = signed_in(client, buyer_user).post(
+        f"/market/models/{listing.global_model_id}/download/", {"format": "onnx"}
+    )
     assert response.status_code == 302 and response["Location"].startswith("/api/downloads/")
     data = b"".join(client.get(response["Location"]).streaming_content)
     assert data == artifact_read(listing.global_model.files.get(format="onnx").stored_name)
@@ -64,7 +79,9 @@ def test_download_button_redirects_to_a_signed_link(client, buyer_user, silo_use
     assert refused.status_code == 404
 
 
-def test_earnings_page_lists_shares_per_listing_and_purchase(client, buyer_user, silo_user, published_listing, top_up):
+def test_earnings_page_lists_shares_per_listing_and_purchase(
+    client, buyer_user, silo_user, published_listing, top_up
+):
     listing = published_listing(price_cents=1000, name="Forest income model")
     top_up(buyer_user.organisation, 1000)
     purchase = purchase_create(listing=listing, user=buyer_user).purchase
@@ -73,13 +90,24 @@ def test_earnings_page_lists_shares_per_listing_and_purchase(client, buyer_user,
     assert f"#{purchase.id}" in page and "Forest income model" in page
 
 
-def test_operator_publishes_and_retires_from_the_listing_page(client, operator, buyer_user, make_global_model):
+def test_operator_publishes_and_retires_from_the_listing_page(
+    client, operator, buyer_user, make_global_model
+):
     from market.commerce.models import Listing
     from market.commerce.services import listing_create
 
-    listing = listing_create(global_model=make_global_model(), name="Draft income model", description="",
-                             licence_text="Any lawful use.", price_cents=100, actor=operator)
-    assert signed_in(client, buyer_user).post(f"/market/listings/{listing.id}/publish/").status_code == 404
+    listing = listing_create(
+        global_model=make_global_model(),
+        name="Draft income model",
+        description="",
+        licence_text="Any lawful use.",
+        price_cents=100,
+        actor=operator,
+    )
+    assert (
+        signed_in(client, buyer_user).post(f"/market/listings/{listing.id}/publish/").status_code
+        == 404
+    )
     assert Listing.objects.get().status == "draft"
     client.force_login(operator)
     assert "Publish</button>" in client.get(f"/market/listings/{listing.id}/").content.decode()
@@ -89,8 +117,9 @@ def test_operator_publishes_and_retires_from_the_listing_page(client, operator, 
     assert Listing.objects.get().status == "retired"
 
 
-def test_the_catalog_price_filter_is_in_credits_with_cents_like_the_prices_shown(client, buyer_user,
-                                                                                published_listing):
+def test_the_catalog_price_filter_is_in_credits_with_cents_like_the_prices_shown(
+    client, buyer_user, published_listing
+):
     published_listing(name="Forest income model", price_cents=1250)
     signed_in(client, buyer_user)
 
@@ -100,8 +129,14 @@ def test_the_catalog_price_filter_is_in_credits_with_cents_like_the_prices_shown
     not_a_number = client.get("/market/?max_credits=30e")
     too_fine = client.get("/market/?max_credits=12.505")
 
-    assert "Forest income model" in at_the_price and 'name="max_credits" min="0" step="0.01"' in at_the_price
+    assert (
+        "Forest income model" in at_the_price
+        and 'name="max_credits" min="0" step="0.01"' in at_the_price
+    )
     assert 'value="12.50"' in at_the_price
     assert "Forest income model" not in one_cent_below and "Forest income model" not in above
-    assert not_a_number.status_code == 400 and "an amount of credits such as 12.50" in not_a_number.content.decode()
+    assert (
+        not_a_number.status_code == 400
+        and "an amount of credits such as 12.50" in not_a_number.content.decode()
+    )
     assert too_fine.status_code == 400 and "at most two decimals" in too_fine.content.decode()

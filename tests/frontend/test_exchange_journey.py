@@ -8,8 +8,9 @@ from django.utils import timezone
 
 
 @pytest.mark.browser
-def test_a_silo_sees_an_exchanges_rounds_participation_and_a_missed_quorum(live_server, federation_with_data,
-                                                                           operator, silo_user, page):
+def test_a_silo_sees_an_exchanges_rounds_participation_and_a_missed_quorum(
+    live_server, federation_with_data, operator, silo_user, page
+):
     from market.exchanges.models import ExchangeRound
     from market.exchanges.services import (
         exchange_create,
@@ -18,10 +19,18 @@ def test_a_silo_sees_an_exchanges_rounds_participation_and_a_missed_quorum(live_
         logits_upload,
     )
 
-    exchange = exchange_create(federation=federation_with_data, name="FD on Adult", rounds=2, round_seconds=3600,
-                               min_silos=2, actor=operator)
+    exchange = exchange_create(
+        federation=federation_with_data,
+        name="FD on Adult",
+        rounds=2,
+        round_seconds=3600,
+        min_silos=2,
+        actor=operator,
+    )
     first = exchange.exchange_rounds.get(number=1)
-    logits_upload(exchange_round=first, user=silo_user, labels=[0, 1], logits=[[1.0, -1.0], [-1.0, 1.0]])
+    logits_upload(
+        exchange_round=first, user=silo_user, labels=[0, 1], logits=[[1.0, -1.0], [-1.0, 1.0]]
+    )
     ExchangeRound.objects.filter(id=first.id).update(deadline=timezone.now() - timedelta(seconds=1))
     exchange_reap()
     exchange_round_aggregate(exchange_round_id=first.id)
@@ -38,9 +47,11 @@ def test_a_silo_sees_an_exchanges_rounds_participation_and_a_missed_quorum(live_
     first_row = page.locator("#round-1")
     assert "Missed its quorum" in first_row.inner_text()
     assert "Round 1 closed with 1 of the 2 silos its quorum needs" in first_row.inner_text()
-    assert first_row.locator("td").nth(3).inner_text() == "1"          # participants
-    assert first_row.locator("td").nth(4).inner_text() == "uploaded"   # this silo took part
-    assert first_row.locator("td").nth(5).inner_text() == "128"        # 2 × 2 logits of 32 bits up, none down
+    assert first_row.locator("td").nth(3).inner_text() == "1"  # participants
+    assert first_row.locator("td").nth(4).inner_text() == "uploaded"  # this silo took part
+    assert (
+        first_row.locator("td").nth(5).inner_text() == "128"
+    )  # 2 × 2 logits of 32 bits up, none down
     assert "Open for uploads" in page.locator("#round-2").inner_text()
     assert "onefold fd" in page.content()
     assert script_errors == []

@@ -8,8 +8,12 @@ from pathlib import Path
 import pytest
 
 from market.jobs.models import Job, JobStatus
-from tests.market.jobs.conftest import (FAST_FEDKT, fedkt_student_files, fedkt_submissions,  # noqa: F401 (fixtures)
-                                        third_silo_user)
+from tests.market.jobs.conftest import (  # noqa: F401 (fixtures)
+    FAST_FEDKT,
+    fedkt_student_files,
+    fedkt_submissions,
+    third_silo_user,
+)
 from tests.market.jobs.helpers import FAST_JOB_SETTINGS, job_worker
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
@@ -30,8 +34,9 @@ def live_server():
 
 @pytest.mark.browser
 @pytest.mark.worker
-def test_operator_launches_a_fedkt_job_and_watches_it_finish(live_server, transactional_db, settings, media_root,
-                                                              tmp_path, fedkt_submissions, operator, page):
+def test_operator_launches_a_fedkt_job_and_watches_it_finish(
+    live_server, transactional_db, settings, media_root, tmp_path, fedkt_submissions, operator, page
+):
     for name, value in FAST_JOB_SETTINGS.items():
         setattr(settings, name, value)
     script_errors = []
@@ -46,7 +51,10 @@ def test_operator_launches_a_fedkt_job_and_watches_it_finish(live_server, transa
     page.get_by_label("Kind").select_option("fedkt")
     page.get_by_label("Privacy level").select_option("L0")
     page.locator("#job-price").filter(has_text="L0 spends no privacy budget").wait_for()
-    assert '"partitions": 2' in page.get_by_label("Parameters (JSON; defaults filled in)").input_value()
+    assert (
+        '"partitions": 2'
+        in page.get_by_label("Parameters (JSON; defaults filled in)").input_value()
+    )
     page.get_by_text("Advanced JSON").click()
     page.get_by_label("Parameters (JSON; defaults filled in)").fill(json.dumps(FAST_FEDKT))
     page.get_by_label("Privacy level").select_option("L1")

@@ -11,8 +11,13 @@ from tests.market.jobs.conftest import fedkt_student_files, fedkt_submissions, t
 
 
 @pytest.mark.browser
-def test_switching_the_privacy_level_does_not_change_what_the_query_means(live_server, transactional_db,  # noqa: F811
-                                                                          fedkt_submissions, operator, page):
+def test_switching_the_privacy_level_does_not_change_what_the_query_means(
+    live_server,
+    transactional_db,  # noqa: F811
+    fedkt_submissions,
+    operator,
+    page,
+):
     federation = fedkt_submissions[0].federation
     federation.default_parameters = {}  # the server's defaults: an L0 job queries every public row
     federation.save()
@@ -27,15 +32,23 @@ def test_switching_the_privacy_level_does_not_change_what_the_query_means(live_s
 
     page.get_by_label("Kind").select_option("fedkt")
     page.get_by_label("Privacy level").select_option("L1")
-    assert json.loads(parameters.input_value())["query_count"] == 89  # fits half of a new member's ε limit
+    assert (
+        json.loads(parameters.input_value())["query_count"] == 89
+    )  # fits half of a new member's ε limit
     page.get_by_label("Privacy level").select_option("L0")
     shown = json.loads(parameters.input_value())
-    assert shown["query_fraction"] == 1 and "query" not in shown  # the page wrote 1.0 as 1: still a fraction
+    assert (
+        shown["query_fraction"] == 1 and "query" not in shown
+    )  # the page wrote 1.0 as 1: still a fraction
     page.get_by_role("button", name="Launch job").click()
     page.get_by_text("queued").first.wait_for()
 
     job = Job.objects.get()
     assert job.privacy_level == "L0"
-    assert job.parameters == {"partitions": 2, "teachers": 5, "query_fraction": 1.0,
-                              "final_model": {"family": "random_forest", "n_estimators": 100, "max_depth": 8}}
+    assert job.parameters == {
+        "partitions": 2,
+        "teachers": 5,
+        "query_fraction": 1.0,
+        "final_model": {"family": "random_forest", "n_estimators": 100, "max_depth": 8},
+    }
     assert script_errors == []

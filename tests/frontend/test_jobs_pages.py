@@ -8,8 +8,12 @@ import re
 import pytest
 
 from market.budgets.models import PrivacyBudget
-from tests.market.commerce.conftest import (adult_evaluation, buyer_user, global_model_artifacts,  # noqa: F401
-                                            make_global_model)
+from tests.market.commerce.conftest import (  # noqa: F401
+    adult_evaluation,
+    buyer_user,
+    global_model_artifacts,
+    make_global_model,
+)
 from tests.market.jobs.conftest import fedkt_student_files, fedkt_submissions, third_silo_user  # noqa: F401
 from tests.market.jobs.test_visibility import launched_model  # noqa: F401
 
@@ -19,8 +23,10 @@ SILO_NAMES = ("Northwind Hospital", "Contoso Bank", "Fabrikam Clinic")
 
 def price_page(client, user):
     client.force_login(user)
-    return client.get("/federations/adult-income/jobs/price/",
-                      {"kind": "fedkt", "privacy_level": "L1", "parameters": json.dumps(L1_FEDKT)})
+    return client.get(
+        "/federations/adult-income/jobs/price/",
+        {"kind": "fedkt", "privacy_level": "L1", "parameters": json.dumps(L1_FEDKT)},
+    )
 
 
 @pytest.fixture
@@ -36,8 +42,9 @@ def contoso_budget_spent_out(fedkt_submissions, federation_with_data, other_silo
     from market.budgets.ledger import budgets_ensure
 
     budgets_ensure(federation=federation_with_data)
-    PrivacyBudget.objects.filter(federation=federation_with_data,
-                                 organisation=other_silo_user.organisation).update(epsilon_limit="0.000001")
+    PrivacyBudget.objects.filter(
+        federation=federation_with_data, organisation=other_silo_user.organisation
+    ).update(epsilon_limit="0.000001")
 
 
 def test_the_operator_sees_every_silos_remaining_budget(client, operator, fedkt_submissions):
@@ -50,16 +57,22 @@ def test_the_operator_is_told_the_job_exceeds_a_budget(client, operator, contoso
 
 
 @pytest.mark.parametrize("who", ["silo_user", "buyer_user"])
-def test_the_launcher_and_its_price_refuse_whoever_may_not_launch_a_job(client, request, who, fedkt_submissions):
+def test_the_launcher_and_its_price_refuse_whoever_may_not_launch_a_job(
+    client, request, who, fedkt_submissions
+):
     client.force_login(request.getfixturevalue(who))
     launcher = client.get("/federations/adult-income/jobs/new/")
     assert launcher.status_code == 403
-    assert 'name="submissions"' not in launcher.content.decode() and "Fabrikam Clinic" not in launcher.content.decode()
+    assert (
+        'name="submissions"' not in launcher.content.decode()
+        and "Fabrikam Clinic" not in launcher.content.decode()
+    )
     assert price_page(client, request.getfixturevalue(who)).status_code == 403
 
 
-def test_a_buyer_who_may_launch_sees_no_submission_and_no_silo_in_the_launcher(client, buyer_user, buyers_may_launch,
-                                                                               fedkt_submissions):
+def test_a_buyer_who_may_launch_sees_no_submission_and_no_silo_in_the_launcher(
+    client, buyer_user, buyers_may_launch, fedkt_submissions
+):
     client.force_login(buyer_user)
     page = client.get("/federations/adult-income/jobs/new/").content.decode()
     assert not any(name in page for name in SILO_NAMES)
@@ -67,15 +80,18 @@ def test_a_buyer_who_may_launch_sees_no_submission_and_no_silo_in_the_launcher(c
     assert "which silos uploaded them is theirs and the operators' to see" in page
 
 
-def test_the_operator_launcher_lists_every_valid_submission_with_its_silo(client, operator, fedkt_submissions):
+def test_the_operator_launcher_lists_every_valid_submission_with_its_silo(
+    client, operator, fedkt_submissions
+):
     client.force_login(operator)
     page = client.get("/federations/adult-income/jobs/new/").content.decode()
     assert all(name in page for name in SILO_NAMES)
     assert all(f'value="{submission.id}"' in page for submission in fedkt_submissions)
 
 
-def test_a_buyers_price_says_nothing_about_whether_the_silos_budgets_fit(client, buyer_user, buyers_may_launch,
-                                                                         contoso_budget_spent_out):
+def test_a_buyers_price_says_nothing_about_whether_the_silos_budgets_fit(
+    client, buyer_user, buyers_may_launch, contoso_budget_spent_out
+):
     response = price_page(client, buyer_user)
     page = response.content.decode()
     assert response.status_code == 200 and response.context["quote"]["fits"] is None
@@ -95,8 +111,9 @@ def contributions_on(page: str) -> str:
     return re.search(r'<ul id="job-contributions">(.*?)</ul>', page, re.DOTALL).group(1)
 
 
-def test_the_launching_buyers_job_page_shows_no_data_dependent_epsilon_and_no_silo(client, buyer_user,
-                                                                                   launched_model):
+def test_the_launching_buyers_job_page_shows_no_data_dependent_epsilon_and_no_silo(
+    client, buyer_user, launched_model
+):
     page = job_page(client, buyer_user, launched_model.job_id)
     assert "Data-independent: ε = 2.5," in page  # the bound, to 3 significant figures
     assert "ε = 0.8 at" not in page and 'id="job-data-dependent"' not in page
@@ -115,65 +132,105 @@ def test_a_silos_job_page_shows_its_own_share_only(client, silo_user, launched_m
 
 def test_the_operators_job_page_shows_everything(client, operator, launched_model):
     page = job_page(client, operator, launched_model.job_id)
-    assert all(text in page for text in ("Northwind Hospital", "Contoso Bank", "0.6173", "0.5419", "ε = 0.8 at"))
-    assert contributions_on(page) == "<li>Northwind Hospital: 0.700</li><li>Contoso Bank: 0.300</li>"
+    assert all(
+        text in page
+        for text in ("Northwind Hospital", "Contoso Bank", "0.6173", "0.5419", "ε = 0.8 at")
+    )
+    assert (
+        contributions_on(page) == "<li>Northwind Hospital: 0.700</li><li>Contoso Bank: 0.300</li>"
+    )
 
 
-def test_the_job_page_shows_what_the_federation_publishes(client, buyer_user, launched_model, federation_with_data):
+def test_the_job_page_shows_what_the_federation_publishes(
+    client, buyer_user, launched_model, federation_with_data
+):
     federation_with_data.publish_data_dependent_epsilon = True
     federation_with_data.publish_contributions = True
     federation_with_data.save()
     page = job_page(client, buyer_user, launched_model.job_id)
-    assert all(text in page for text in ("Northwind Hospital", "Contoso Bank", "0.6173", "0.5419", "ε = 0.8 at"))
+    assert all(
+        text in page
+        for text in ("Northwind Hospital", "Contoso Bank", "0.6173", "0.5419", "ε = 0.8 at")
+    )
     assert 'id="job-contributions-private"' not in page
 
 
-L1_JOB = {"kind": "fedkt", "privacy_level": "L1",
-          "parameters": {"partitions": 2, "final_model": {"family": "logistic_regression"},
-                         "privacy": {"mechanism": "laplace", "gamma": 0.04, "delta": 1e-5}}}
+L1_JOB = {
+    "kind": "fedkt",
+    "privacy_level": "L1",
+    "parameters": {
+        "partitions": 2,
+        "final_model": {"family": "logistic_regression"},
+        "privacy": {"mechanism": "laplace", "gamma": 0.04, "delta": 1e-5},
+    },
+}
 
 
-def test_a_refused_job_names_another_silos_remaining_budget_to_operators_only(buyer_user, operator, buyers_may_launch,
-                                                                             contoso_budget_spent_out):
+def test_a_refused_job_names_another_silos_remaining_budget_to_operators_only(
+    buyer_user, operator, buyers_may_launch, contoso_budget_spent_out
+):
     from market.jobs.models import Job
     from tests.conftest import api_client_for
 
-    refused = {who.username: api_client_for(who).post("/api/federations/adult-income/jobs/", L1_JOB, format="json")
-               for who in (buyer_user, operator)}
+    refused = {
+        who.username: api_client_for(who).post(
+            "/api/federations/adult-income/jobs/", L1_JOB, format="json"
+        )
+        for who in (buyer_user, operator)
+    }
     assert [response.status_code for response in refused.values()] == [409, 409]
     buyers = refused[buyer_user.username].json()["detail"]
-    assert buyers == ("This would exceed a participating silo's privacy budget in 'adult-income'. Add more noise, "
-                      "query fewer public rows, or ask an operator.")
-    assert "Contoso Bank's privacy budget in 'adult-income' has ε = 0.000001 left" in \
-        refused[operator.username].json()["detail"]
+    assert buyers == (
+        "This would exceed a participating silo's privacy budget in 'adult-income'. Add more noise, "
+        "query fewer public rows, or ask an operator."
+    )
+    assert (
+        "Contoso Bank's privacy budget in 'adult-income' has ε = 0.000001 left"
+        in refused[operator.username].json()["detail"]
+    )
     assert Job.objects.count() == 0
 
 
-@pytest.mark.parametrize("parameters, submissions, sentence", [
-    ("[" * 2000 + "]" * 2000, [], "nests deeper than"),
-    ('{"partitions": 1e400}', [], "not finite"),
-    ('{"note": "a\\u0000b"}', [], "NUL character"),
-    ("{}", ["not-a-number"], "whole numbers"),
-])
-def test_the_launcher_answers_hostile_input_with_a_sentence_and_creates_nothing(client, operator, fedkt_submissions,
-                                                                                parameters, submissions, sentence):
+@pytest.mark.parametrize(
+    "parameters, submissions, sentence",
+    [
+        ("[" * 2000 + "]" * 2000, [], "nests deeper than"),
+        ('{"partitions": 1e400}', [], "not finite"),
+        ('{"note": "a\\u0000b"}', [], "NUL character"),
+        ("{}", ["not-a-number"], "whole numbers"),
+    ],
+)
+def test_the_launcher_answers_hostile_input_with_a_sentence_and_creates_nothing(
+    client, operator, fedkt_submissions, parameters, submissions, sentence
+):
     from market.jobs.models import Job
 
     client.force_login(operator)
-    response = client.post("/federations/adult-income/jobs/new/",
-                           {"kind": "fedkt", "privacy_level": "L0", "parameters": parameters, "seed": "",
-                            "submissions": submissions})
+    response = client.post(
+        "/federations/adult-income/jobs/new/",
+        {
+            "kind": "fedkt",
+            "privacy_level": "L0",
+            "parameters": parameters,
+            "seed": "",
+            "submissions": submissions,
+        },
+    )
     assert response.status_code == 400
     assert sentence in response.content.decode()
     assert not Job.objects.exists()
     if submissions:
         return
-    price = client.get("/federations/adult-income/jobs/price/",
-                       {"kind": "fedkt", "privacy_level": "L1", "parameters": parameters})
+    price = client.get(
+        "/federations/adult-income/jobs/price/",
+        {"kind": "fedkt", "privacy_level": "L1", "parameters": parameters},
+    )
     assert price.status_code == 200 and "No price yet" in price.content.decode()
 
 
-def test_the_comparison_is_a_strip_plot_png_with_one_dot_per_submission(client, operator, launched_model):
+def test_the_comparison_is_a_strip_plot_png_with_one_dot_per_submission(
+    client, operator, launched_model
+):
     client.force_login(operator)
     response = client.get(f"/jobs/{launched_model.job_id}/comparison.png")
     page = job_page(client, operator, launched_model.job_id)

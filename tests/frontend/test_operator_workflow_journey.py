@@ -40,23 +40,42 @@ def silos_submit(federation, users, student_files) -> None:
 
     for user, files in zip(users, student_files):
         federation_join(federation=federation, user=user)
-        response = submit(api_client_for(user), files, model_family="logistic_regression", n_local_examples=666,
-                          privacy_level="L0")
+        response = submit(
+            api_client_for(user),
+            files,
+            model_family="logistic_regression",
+            n_local_examples=666,
+            privacy_level="L0",
+        )
         assert response.status_code == 202, response.json()
         submission_validate(submission_id=response.json()["id"])
 
 
 def upload(page, form_id: str, name: str, data: bytes, button: str) -> None:
     page.locator(f"#{form_id} input[type=file]").set_input_files(
-        {"name": name, "mimeType": "text/csv", "buffer": data})
+        {"name": name, "mimeType": "text/csv", "buffer": data}
+    )
     page.get_by_role("button", name=button).click()
 
 
 @pytest.mark.browser
 @pytest.mark.worker
 def test_operator_creates_a_federation_launches_a_job_lists_its_model_and_tops_up_a_buyer(
-        live_server, transactional_db, settings, media_root, tmp_path, operator, silo_user, other_silo_user,
-        third_silo_user, buyer_user, fedkt_student_files, adult_public_csv, adult_evaluation_csv, page):  # noqa: F811
+    live_server,
+    transactional_db,
+    settings,
+    media_root,
+    tmp_path,
+    operator,
+    silo_user,
+    other_silo_user,
+    third_silo_user,
+    buyer_user,
+    fedkt_student_files,
+    adult_public_csv,
+    adult_evaluation_csv,
+    page,
+):  # noqa: F811
     for name, value in FAST_JOB_SETTINGS.items():
         setattr(settings, name, value)
     script_errors = []
@@ -75,18 +94,41 @@ def test_operator_creates_a_federation_launches_a_job_lists_its_model_and_tops_u
     page.get_by_role("button", name="Create federation").click()
     federation = Federation.objects.get()
     assert (federation.slug, federation.class_labels, federation.allowed_privacy_levels) == (
-        "adult-income", ["<=50K", ">50K"], ["L0", "L1", "L2"])
+        "adult-income",
+        ["<=50K", ">50K"],
+        ["L0", "L1", "L2"],
+    )
 
     # Public data: a preview of the inferred specification first (nothing stored), then the upload.
-    upload(page, "public-form", "adult-public.csv", adult_public_csv, "Preview the feature specification")
+    upload(
+        page,
+        "public-form",
+        "adult-public.csv",
+        adult_public_csv,
+        "Preview the feature specification",
+    )
     page.get_by_text("Preview: the feature specification this file would give").wait_for()
     assert page.locator("#spec-table tbody tr").count() == 14
     assert not federation.public_datasets.exists()
     upload(page, "public-form", "adult-public.csv", adult_public_csv, "Upload public data")
     page.get_by_text("Public data uploaded: 2000 rows, 14 columns").wait_for()
-    upload(page, "evaluation-form", "adult-evaluation.csv", b"age,income\n39,maybe\n", "Upload evaluation split")
-    assert "do not include" in page.locator("#form-error").inner_text()  # the service's sentence, on the form
-    upload(page, "evaluation-form", "adult-evaluation.csv", adult_evaluation_csv, "Upload evaluation split")
+    upload(
+        page,
+        "evaluation-form",
+        "adult-evaluation.csv",
+        b"age,income\n39,maybe\n",
+        "Upload evaluation split",
+    )
+    assert (
+        "do not include" in page.locator("#form-error").inner_text()
+    )  # the service's sentence, on the form
+    upload(
+        page,
+        "evaluation-form",
+        "adult-evaluation.csv",
+        adult_evaluation_csv,
+        "Upload evaluation split",
+    )
     page.get_by_text("Evaluation split uploaded: 500 labelled rows.").wait_for()
     screenshots(page, "operator-federation-data")
 
@@ -101,8 +143,11 @@ def test_operator_creates_a_federation_launches_a_job_lists_its_model_and_tops_u
     page.locator("#param-final_model-max_depth").fill("4")
     page.locator("#param-final_model-max_depth").dispatch_event("change")
     sent = json.loads(page.get_by_label("Parameters (JSON; defaults filled in)").input_value())
-    assert (sent["query_fraction"], sent["final_model"]["n_estimators"], sent["final_model"]["max_depth"]) == (
-        0.25, 10, 4)
+    assert (
+        sent["query_fraction"],
+        sent["final_model"]["n_estimators"],
+        sent["final_model"]["max_depth"],
+    ) == (0.25, 10, 4)
     screenshots(page, "operator-job-launch")
     with job_worker(settings, media_root, tmp_path / "worker.log"):
         page.get_by_role("button", name="Launch job").click()
@@ -112,14 +157,19 @@ def test_operator_creates_a_federation_launches_a_job_lists_its_model_and_tops_u
 
     # "List in market", prefilled from the job; then publish the draft from its card.
     page.get_by_role("link", name="List in market").click()
-    assert page.get_by_label("Name", exact=True).input_value() == "Adult income: FedKT (random_forest)"
+    assert (
+        page.get_by_label("Name", exact=True).input_value() == "Adult income: FedKT (random_forest)"
+    )
     page.get_by_label("Price (credits)").fill("12.50")
     screenshots(page, "operator-listing-new")
     page.get_by_role("button", name="Create draft listing").click()
     page.get_by_role("button", name="Publish", exact=True).click()
     listing = Listing.objects.get()
     assert (listing.status, listing.price_cents, listing.global_model_id) == (
-        ListingStatus.PUBLISHED, 1250, job.global_model.id)
+        ListingStatus.PUBLISHED,
+        1250,
+        job.global_model.id,
+    )
 
     # Credits: a payment received (top-up by its reference) and a buyer's request approved.
     credit_request = credit_request_create(user=buyer_user, amount_cents=2500, note="PO-118")
@@ -131,10 +181,24 @@ def test_operator_creates_a_federation_launches_a_job_lists_its_model_and_tops_u
     page.get_by_text("Fabrikam Insurance: 40.00 credits added.").wait_for()
     screenshots(page, "operator-wallets")
     page.get_by_role("button", name=f"Approve #{credit_request.id}").click()
-    page.get_by_text(f"Credit request #{credit_request.id} of Fabrikam Insurance approved.").wait_for()
+    page.get_by_text(
+        f"Credit request #{credit_request.id} of Fabrikam Insurance approved."
+    ).wait_for()
     assert Wallet.objects.get(organisation=buyer_user.organisation).balance_cents == 6500
 
-    done = set(AuditEvent.objects.filter(actor=operator, outcome=AuditOutcome.SUCCESS).values_list("action", flat=True))
-    assert {"federation.created", "public_dataset.uploaded", "evaluation_split.uploaded", "job.created",
-            "listing.created", "listing.published", "wallet.topped_up", "wallet.credit_request_approved"} <= done
+    done = set(
+        AuditEvent.objects.filter(actor=operator, outcome=AuditOutcome.SUCCESS).values_list(
+            "action", flat=True
+        )
+    )
+    assert {
+        "federation.created",
+        "public_dataset.uploaded",
+        "evaluation_split.uploaded",
+        "job.created",
+        "listing.created",
+        "listing.published",
+        "wallet.topped_up",
+        "wallet.credit_request_approved",
+    } <= done
     assert script_errors == []

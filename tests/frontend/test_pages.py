@@ -25,8 +25,17 @@ def other_silo_client(other_silo_user):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("url", ["/", "/federations/", "/federations/adult-income/", "/federations/adult-income/upload/",
-                                 "/submissions/", "/submissions/1/status/"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/",
+        "/federations/",
+        "/federations/adult-income/",
+        "/federations/adult-income/upload/",
+        "/submissions/",
+        "/submissions/1/status/",
+    ],
+)
 def test_pages_redirect_anonymous_visitors_to_sign_in(url):
     response = Client().get(url, follow=True)
 
@@ -35,17 +44,27 @@ def test_pages_redirect_anonymous_visitors_to_sign_in(url):
 
 
 def test_polling_after_the_session_ended_sends_the_page_to_sign_in(db):
-    response = Client().get("/submissions/1/status/", headers={
-        "HX-Request": "true", "HX-Current-URL": "http://testserver/federations/adult-income/upload/"})
+    response = Client().get(
+        "/submissions/1/status/",
+        headers={
+            "HX-Request": "true",
+            "HX-Current-URL": "http://testserver/federations/adult-income/upload/",
+        },
+    )
 
     assert response.status_code == 401
-    assert response["HX-Redirect"] == "/sign-in/?next=http%3A//testserver/federations/adult-income/upload/"
+    assert (
+        response["HX-Redirect"]
+        == "/sign-in/?next=http%3A//testserver/federations/adult-income/upload/"
+    )
 
 
 def test_sign_in_with_password_lands_on_the_home_page(silo_user):
     client = Client()
 
-    response = client.post("/sign-in/", {"username": "sam-silo", "password": "silo-password"}, follow=True)
+    response = client.post(
+        "/sign-in/", {"username": "sam-silo", "password": "silo-password"}, follow=True
+    )
 
     assert response.redirect_chain[-1] == ("/", 302)
     assert "Northwind Hospital" in response.text
@@ -79,7 +98,9 @@ def test_operators_get_an_admin_link(operator):
     assert 'href="/admin/"' in client_for(operator).get("/federations/").text
 
 
-def test_federation_list_shows_membership_and_a_join_button(silo_client, other_silo_client, federation_with_data):
+def test_federation_list_shows_membership_and_a_join_button(
+    silo_client, other_silo_client, federation_with_data
+):
     member_page = silo_client.get("/federations/").text
     stranger_page = other_silo_client.get("/federations/").text
 
@@ -88,12 +109,16 @@ def test_federation_list_shows_membership_and_a_join_button(silo_client, other_s
     assert 'action="/federations/adult-income/join/"' in stranger_page
 
 
-def test_join_button_makes_the_organisation_a_member(other_silo_client, other_silo_user, federation_with_data):
+def test_join_button_makes_the_organisation_a_member(
+    other_silo_client, other_silo_user, federation_with_data
+):
     response = other_silo_client.post("/federations/adult-income/join/", follow=True)
 
     assert response.redirect_chain[-1] == ("/federations/adult-income/", 302)
     assert "Contoso Bank joined Adult income." in response.text
-    assert Membership.objects.filter(federation=federation_with_data, organisation=other_silo_user.organisation).exists()
+    assert Membership.objects.filter(
+        federation=federation_with_data, organisation=other_silo_user.organisation
+    ).exists()
     assert reverse("api-public-features", args=["adult-income"]) in response.text
 
 
@@ -129,7 +154,9 @@ def test_member_sees_public_data_facts_and_download_links(silo_client, federatio
     assert 'href="/federations/adult-income/upload/"' in response.text
 
 
-def test_non_member_sees_a_join_prompt_and_no_download_links(other_silo_client, federation_with_data):
+def test_non_member_sees_a_join_prompt_and_no_download_links(
+    other_silo_client, federation_with_data
+):
     response = other_silo_client.get("/federations/adult-income/")
 
     assert response.status_code == 200
@@ -143,7 +170,10 @@ def test_download_links_work_with_the_browser_session(silo_client, federation_wi
     spec = silo_client.get("/api/federations/adult-income/public-dataset/feature-spec.json")
 
     assert features.status_code == 200 and features.content[:2] == b"PK"
-    assert spec.status_code == 200 and spec.json()["n_features"] == federation_with_data.public_datasets.first().n_features
+    assert (
+        spec.status_code == 200
+        and spec.json()["n_features"] == federation_with_data.public_datasets.first().n_features
+    )
 
 
 def test_unknown_federation_is_a_friendly_404(silo_client, db):
@@ -154,7 +184,9 @@ def test_unknown_federation_is_a_friendly_404(silo_client, db):
     assert "Back to the federations" in response.text
 
 
-def test_before_public_data_exists_members_are_told_and_upload_waits(silo_client, silo_user, federation):
+def test_before_public_data_exists_members_are_told_and_upload_waits(
+    silo_client, silo_user, federation
+):
     from market.federations.services import federation_join
 
     federation_join(federation=federation, user=silo_user)
@@ -162,7 +194,10 @@ def test_before_public_data_exists_members_are_told_and_upload_waits(silo_client
     detail = silo_client.get("/federations/adult-income/")
     upload = silo_client.get("/federations/adult-income/upload/")
 
-    assert "The operator has not uploaded public data yet." in detail.text and "features.npz" not in detail.text
+    assert (
+        "The operator has not uploaded public data yet." in detail.text
+        and "features.npz" not in detail.text
+    )
     assert upload.status_code == 404
     assert "The federation &#x27;adult-income&#x27; has no public dataset yet." in upload.text
 
@@ -173,18 +208,25 @@ def test_upload_page_offers_the_federation_s_choices(silo_client, federation_wit
     assert response.status_code == 200
     assert 'action="/api/submissions/"' in response.text
     assert 'name="csrfmiddlewaretoken"' in response.text
-    assert 'id="drop-zone"' in response.text and 'name="files" type="file" multiple' in response.text
+    assert (
+        'id="drop-zone"' in response.text and 'name="files" type="file" multiple' in response.text
+    )
     assert '<option value="L1" selected>' in response.text
     assert '<option value="xgboost">' in response.text
     assert "/static/frontend/upload.js" in response.text
     assert 'data-max-upload-bytes="67108864"' in response.text
 
 
-def test_upload_page_refuses_non_members_with_the_api_s_sentence(other_silo_client, federation_with_data):
+def test_upload_page_refuses_non_members_with_the_api_s_sentence(
+    other_silo_client, federation_with_data
+):
     response = other_silo_client.get("/federations/adult-income/upload/")
 
     assert response.status_code == 403
-    assert "Your organisation is not a member of &#x27;adult-income&#x27;; join it first." in response.text
+    assert (
+        "Your organisation is not a member of &#x27;adult-income&#x27;; join it first."
+        in response.text
+    )
 
 
 def test_status_partial_polls_while_pending_and_stops_when_final(silo_client, silo_user, submit):
@@ -197,10 +239,12 @@ def test_status_partial_polls_while_pending_and_stops_when_final(silo_client, si
 
     assert 'hx-trigger="every 1s"' in pending and "Waiting for validation" in pending
     assert "<html" not in pending
-    assert 'hx-trigger' not in valid and ">Valid<" in valid
+    assert "hx-trigger" not in valid and ">Valid<" in valid
 
 
-def test_status_partial_explains_itself_on_request_and_keeps_asking_for_it(silo_client, silo_user, submit):
+def test_status_partial_explains_itself_on_request_and_keeps_asking_for_it(
+    silo_client, silo_user, submit
+):
     submission = submit(silo_user)
 
     compact = silo_client.get(f"/submissions/{submission.id}/status/").text
@@ -214,7 +258,9 @@ def test_status_partial_explains_itself_on_request_and_keeps_asking_for_it(silo_
 def test_status_partial_shows_the_rejection_reason(silo_client, silo_user, submit):
     submission = submit(silo_user)
     Submission.objects.filter(id=submission.id).update(
-        status=SubmissionStatus.REJECTED, rejection_reason="Model file 'student-0.json' failed validation: it crashed.")
+        status=SubmissionStatus.REJECTED,
+        rejection_reason="Model file 'student-0.json' failed validation: it crashed.",
+    )
 
     response = silo_client.get(f"/submissions/{submission.id}/status/")
 
@@ -229,11 +275,14 @@ def test_another_organisation_s_status_partial_is_404(other_silo_client, silo_us
     response = other_silo_client.get(f"/submissions/{submission.id}/status/")
 
     assert response.status_code == 404
-    assert f"There is no submission #{submission.id} that your organisation can see." in response.text
+    assert (
+        f"There is no submission #{submission.id} that your organisation can see." in response.text
+    )
 
 
 def test_submission_list_shows_only_the_own_organisation_s_submissions(
-        silo_client, silo_user, other_silo_user, federation_with_data, submit):
+    silo_client, silo_user, other_silo_user, federation_with_data, submit
+):
     from market.federations.services import federation_join
 
     federation_join(federation=federation_with_data, user=other_silo_user)
@@ -247,7 +296,9 @@ def test_submission_list_shows_only_the_own_organisation_s_submissions(
     assert 'hx-trigger="every 1s"' in page
 
 
-def test_submission_list_pages_through_many_submissions(silo_client, silo_user, submit, monkeypatch):
+def test_submission_list_pages_through_many_submissions(
+    silo_client, silo_user, submit, monkeypatch
+):
     monkeypatch.setattr("frontend.views.SUBMISSIONS_PER_PAGE", 1)
     older, newer = submit(silo_user, model_index=0), submit(silo_user, model_index=1)
 
@@ -263,7 +314,9 @@ def test_submission_list_without_submissions_says_so(silo_client, db):
     assert "No submissions yet." in silo_client.get("/submissions/").text
 
 
-def test_the_upload_page_declares_the_feature_view_with_each_views_width(silo_client, silo_user, federation_with_data):
+def test_the_upload_page_declares_the_feature_view_with_each_views_width(
+    silo_client, silo_user, federation_with_data
+):
     from market.federations.services import federation_join
     from workers.features import view_width
 
@@ -273,7 +326,11 @@ def test_the_upload_page_declares_the_feature_view_with_each_views_width(silo_cl
 
     assert response.status_code == 200
     assert '<select id="field-feature_view" name="feature_view"' in response.text
-    assert f'<option value="one_hot">One-hot, standardised — {view_width(spec, "one_hot")} features</option>' \
+    assert (
+        f'<option value="one_hot">One-hot, standardised — {view_width(spec, "one_hot")} features</option>'
         in response.text
-    assert (f'<option value="ordinal">Ordinal codes, one per column — {view_width(spec, "ordinal")} features'
-            '</option>') in response.text
+    )
+    assert (
+        f'<option value="ordinal">Ordinal codes, one per column — {view_width(spec, "ordinal")} features'
+        "</option>"
+    ) in response.text

@@ -19,11 +19,18 @@ DROPPED_FILE_SCRIPT = """([name, text]) => {
 @pytest.mark.browser
 @pytest.mark.worker
 def test_silo_uploads_students_and_sees_them_validated_without_reload(
-        live_server, celery_worker, federation_with_data, student_model_files, page):
+    live_server, celery_worker, federation_with_data, student_model_files, page
+):
     script_errors, failed_requests = [], []
     page.on("pageerror", lambda error: script_errors.append(str(error)))
-    page.on("response", lambda response: failed_requests.append(f"{response.status} {response.request.method} {response.url}")
-            if response.status >= 400 else None)
+    page.on(
+        "response",
+        lambda response: (
+            failed_requests.append(f"{response.status} {response.request.method} {response.url}")
+            if response.status >= 400
+            else None
+        ),
+    )
 
     page.goto(f"{live_server.url}/sign-in/")
     page.get_by_label("Username").fill("sam-silo")
@@ -46,9 +53,19 @@ def test_silo_uploads_students_and_sees_them_validated_without_reload(
     page.screenshot(path=ARTIFACTS / "upload-errors.png", full_page=True)
 
     # One student through the file input, the other dropped on the drop zone.
-    page.set_input_files("#field-files", files=[{"name": "student-partition-0.json", "mimeType": "application/json",
-                                                  "buffer": student_model_files[0]}])
-    dropped = page.evaluate_handle(DROPPED_FILE_SCRIPT, ["student-partition-1.json", student_model_files[1].decode()])
+    page.set_input_files(
+        "#field-files",
+        files=[
+            {
+                "name": "student-partition-0.json",
+                "mimeType": "application/json",
+                "buffer": student_model_files[0],
+            }
+        ],
+    )
+    dropped = page.evaluate_handle(
+        DROPPED_FILE_SCRIPT, ["student-partition-1.json", student_model_files[1].decode()]
+    )
     page.dispatch_event("#drop-zone", "drop", {"dataTransfer": dropped})
     assert page.locator("#file-list li").all_inner_texts()[0].startswith("student-partition-0.json")
     assert page.locator("#file-list li").all_inner_texts()[1].startswith("student-partition-1.json")
@@ -63,8 +80,9 @@ def test_silo_uploads_students_and_sees_them_validated_without_reload(
     page.locator("#upload-progress-text").filter(has_text="100 %").wait_for(timeout=30_000)
     assert page.locator("#upload-progress").get_attribute("value") == "100"
     # The worker validates in a sandboxed child; the status partial polls until the status is final.
-    page.locator('#submission-status [data-status="valid"], #submission-status [data-status="rejected"]').wait_for(
-        timeout=90_000)
+    page.locator(
+        '#submission-status [data-status="valid"], #submission-status [data-status="rejected"]'
+    ).wait_for(timeout=90_000)
     assert page.locator("#submission-status .badge").inner_text() == "Valid"
     assert page.locator("#error-files").is_hidden() and page.locator("#form-error").is_hidden()
 
@@ -73,11 +91,18 @@ def test_silo_uploads_students_and_sees_them_validated_without_reload(
     submission = Submission.objects.get()
     assert submission.status == SubmissionStatus.VALID
     assert [model_file.original_name for model_file in submission.model_files.all()] == [
-        "student-partition-0.json", "student-partition-1.json"]
+        "student-partition-0.json",
+        "student-partition-1.json",
+    ]
     assert submission.label_distribution == [760, 240]
-    assert page.locator("#submission-result-heading").inner_text() == f"Submission #{submission.id} uploaded"
+    assert (
+        page.locator("#submission-result-heading").inner_text()
+        == f"Submission #{submission.id} uploaded"
+    )
     assert script_errors == []
-    assert failed_requests == [f"400 POST {live_server.url}/api/submissions/"]  # only the deliberately empty upload
+    assert failed_requests == [
+        f"400 POST {live_server.url}/api/submissions/"
+    ]  # only the deliberately empty upload
 
     page.get_by_role("link", name="See all your submissions").click()
     row = page.locator(f"#submission-{submission.id}")

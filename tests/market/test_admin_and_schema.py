@@ -1,8 +1,14 @@
 import pytest
 from django.core.management import call_command
 
-ADMIN_PAGES = ["accounts/organisation", "accounts/user", "federations/federation", "federations/publicdataset",
-               "federations/evaluationsplit", "submissions/submission"]
+ADMIN_PAGES = [
+    "accounts/organisation",
+    "accounts/user",
+    "federations/federation",
+    "federations/publicdataset",
+    "federations/evaluationsplit",
+    "submissions/submission",
+]
 
 
 @pytest.mark.parametrize("page", ADMIN_PAGES)
@@ -17,6 +23,8 @@ def test_silo_user_cannot_open_the_admin(client, silo_user):
 
 
 def test_openapi_schema_is_valid_and_warning_free(db, tmp_path):
-    call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(tmp_path / "schema.yml"))
+    call_command(
+        "spectacular", "--validate", "--fail-on-warn", "--file", str(tmp_path / "schema.yml")
+    )
     schema = (tmp_path / "schema.yml").read_text()
     assert "/api/federations/{slug}/public-dataset/features.npz" in schema

@@ -6,11 +6,17 @@ import pytest
 
 from market.accounts.services import api_token_create, organisation_create, user_create
 
-# The commerce tests' builders of sellable global models (real files in the contract's formats), reused here.
-from tests.market.commerce.conftest import (adult_evaluation, global_model_artifacts, make_global_model,  # noqa: F401
-                                            published_listing, top_up)
 # Debian's Chromium for Playwright, as the page tests use it.
 from tests.frontend.conftest import browser_type_launch_args  # noqa: E402,F401
+
+# The commerce tests' builders of sellable global models (real files in the contract's formats), reused here.
+from tests.market.commerce.conftest import (  # noqa: F401
+    adult_evaluation,
+    global_model_artifacts,
+    make_global_model,
+    published_listing,
+    top_up,
+)
 
 SILOS, BUYERS = {"silo_a", "silo_b"}, {"buyer_a", "buyer_b"}
 MEMBERS = SILOS | BUYERS  # people who belong to an organisation
@@ -24,7 +30,15 @@ class World:
 
 
 @pytest.fixture
-def world(federation_with_data, operator, silo_user, other_silo_user, published_listing, model_files, top_up):
+def world(
+    federation_with_data,
+    operator,
+    silo_user,
+    other_silo_user,
+    published_listing,
+    model_files,
+    top_up,
+):
     """Two silos (both members, each with a submission and a budget), two buyers (buyer_a bought the model),
     an operator, a job over both silos' submissions, its global model listed (published) and a draft listing.
 
@@ -39,37 +53,80 @@ def world(federation_with_data, operator, silo_user, other_silo_user, published_
     federation_join(federation=federation, user=other_silo_user)
     people = {"silo_a": silo_user, "silo_b": other_silo_user, "operator": operator}
     for name, organisation in (("buyer_a", "Fabrikam Insurance"), ("buyer_b", "Tailspin Retail")):
-        people[name] = user_create(username=name.replace("_", "-"), password=f"{name}-password",
-                                   organisation=organisation_create(name=organisation, is_silo=False, is_buyer=True))
-    submissions = {name: submission_create(
-        federation=federation, user=people[name], models=[UploadedModel(f"{name}.onnx", data)],
-        model_family="random_forest", n_local_examples=1000, local_validation_score=0.8, label_distribution=None,
-        privacy_level="L1", privacy_parameters={}, declared_epsilon=None)
-        for name, data in (("silo_a", model_files["forest.onnx"]), ("silo_b", model_files["boosted.json"]))}
+        people[name] = user_create(
+            username=name.replace("_", "-"),
+            password=f"{name}-password",
+            organisation=organisation_create(name=organisation, is_silo=False, is_buyer=True),
+        )
+    submissions = {
+        name: submission_create(
+            federation=federation,
+            user=people[name],
+            models=[UploadedModel(f"{name}.onnx", data)],
+            model_family="random_forest",
+            n_local_examples=1000,
+            local_validation_score=0.8,
+            label_distribution=None,
+            privacy_level="L1",
+            privacy_parameters={},
+            declared_epsilon=None,
+        )
+        for name, data in (
+            ("silo_a", model_files["forest.onnx"]),
+            ("silo_b", model_files["boosted.json"]),
+        )
+    }
     listing = published_listing(price_cents=500)
     listing.global_model.job.submissions.set(submissions.values())
-    draft = listing_create(global_model=listing.global_model, name="Adult income, next version",
-                           description="Not yet published.", licence_text="Lawful use.", price_cents=700, actor=operator)
+    draft = listing_create(
+        global_model=listing.global_model,
+        name="Adult income, next version",
+        description="Not yet published.",
+        licence_text="Lawful use.",
+        price_cents=700,
+        actor=operator,
+    )
     top_up(people["buyer_a"].organisation, 1000)
     purchase_create(listing=listing, user=people["buyer_a"])
-    budgets = {budget.organisation_id: budget for budget in budget_list(federation=federation, user=operator)}
-    exchange = exchange_create(federation=federation, name="FD", rounds=2, round_seconds=3600, min_silos=2,
-                               actor=operator)
-    logits_upload(exchange_round=exchange.exchange_rounds.get(number=1), user=silo_user, labels=[0],
-                  logits=[[1.0, -1.0], [0.0, 0.0]])
+    budgets = {
+        budget.organisation_id: budget
+        for budget in budget_list(federation=federation, user=operator)
+    }
+    exchange = exchange_create(
+        federation=federation, name="FD", rounds=2, round_seconds=3600, min_silos=2, actor=operator
+    )
+    logits_upload(
+        exchange_round=exchange.exchange_rounds.get(number=1),
+        user=silo_user,
+        labels=[0],
+        logits=[[1.0, -1.0], [0.0, 0.0]],
+    )
     targets = {
-        "none": {None: {}}, "public": {None: {}},
+        "none": {None: {}},
+        "public": {None: {}},
         "federation": {None: {"slug": federation.slug}},
-        "token": {name: {"token_id": api_token_create(user=people[name], name="target")[0].id} for name in people},
+        "token": {
+            name: {"token_id": api_token_create(user=people[name], name="target")[0].id}
+            for name in people
+        },
         "budget": {name: {"budget_id": budgets[people[name].organisation_id].id} for name in SILOS},
-        "submission": {name: {"submission_id": submission.id} for name, submission in submissions.items()},
+        "submission": {
+            name: {"submission_id": submission.id} for name, submission in submissions.items()
+        },
         "job": {None: {"job_id": listing.global_model.job_id}},
         "global_model": {None: {"global_model_id": listing.global_model_id}},
         "listing": {"published": {"listing_id": listing.id}, "draft": {"listing_id": draft.id}},
-        "organisation": {name: {"organisation_id": people[name].organisation_id} for name in MEMBERS},
+        "organisation": {
+            name: {"organisation_id": people[name].organisation_id} for name in MEMBERS
+        },
         "download_link": {None: {"token": "forged.signature"}},
-        "credit_request": {"buyer_b": {"credit_request_id": credit_request_create(user=people["buyer_b"],
-                                                                                amount_cents=300).id}},
+        "credit_request": {
+            "buyer_b": {
+                "credit_request_id": credit_request_create(
+                    user=people["buyer_b"], amount_cents=300
+                ).id
+            }
+        },
         "exchange": {None: {"exchange_id": exchange.id, "number": 1}},
         "exchange_round": {"silo_a": {"exchange_id": exchange.id, "number": 1}},
     }

@@ -45,7 +45,9 @@ class Rule:
     decide: object  # (principal, owner) -> expected
 
     def expected(self, principal: str, owner: str | None):
-        if principal == "anonymous" and self.targets != "public":  # a download link needs its signed-in buyer too
+        if (
+            principal == "anonymous" and self.targets != "public"
+        ):  # a download link needs its signed-in buyer too
             return SIGN_IN
         return self.decide(principal, owner)
 
@@ -103,7 +105,9 @@ def listing_reader(principal, owner):
 def purchaser(principal, owner):
     if owner == "draft" and principal != "operator":
         return HIDDEN
-    return FORBIDDEN if principal == "operator" else ALLOW  # operators buy nothing; the rest get 409 (funds, owned)
+    return (
+        FORBIDDEN if principal == "operator" else ALLOW
+    )  # operators buy nothing; the rest get 409 (funds, owned)
 
 
 def own_organisation_or_operator(principal, owner):
@@ -131,7 +135,9 @@ def own_earnings(principal, owner):
 
 
 def own_token(principal, owner):
-    return ALLOW if principal == owner else HIDDEN  # operators do not manage other people's tokens either
+    return (
+        ALLOW if principal == owner else HIDDEN
+    )  # operators do not manage other people's tokens either
 
 
 def anyone(principal, owner):
@@ -156,21 +162,39 @@ POLICY = {
     ("GET", "/api/exchanges/"): Rule("none", signed_in),
     ("POST", "/api/exchanges/"): Rule("none", operator_only_after_validation),
     ("GET", "/api/exchanges/{exchange_id}/"): Rule("exchange", exchange_members),
-    ("POST", "/api/exchanges/{exchange_id}/rounds/{number}/logits/"): Rule("exchange", exchange_members),
-    ("GET", "/api/exchanges/{exchange_id}/rounds/{number}/download/"): Rule("exchange_round", own_logits),
+    ("POST", "/api/exchanges/{exchange_id}/rounds/{number}/logits/"): Rule(
+        "exchange", exchange_members
+    ),
+    ("GET", "/api/exchanges/{exchange_id}/rounds/{number}/download/"): Rule(
+        "exchange_round", own_logits
+    ),
     ("POST", "/api/federations/"): Rule("none", operator_only_after_validation),
     ("GET", "/api/federations/{slug}/"): Rule("federation", signed_in),
     ("POST", "/api/federations/{slug}/join/"): Rule("federation", joiner),
-    ("GET", "/api/federations/{slug}/public-dataset/"): Rule("federation", members_of_the_federation),
-    ("POST", "/api/federations/{slug}/public-dataset/"): Rule("federation", operator_only_after_validation),
-    ("GET", "/api/federations/{slug}/public-dataset/features.npz"): Rule("federation", members_of_the_federation),
-    ("GET", "/api/federations/{slug}/public-dataset/feature-spec.json"): Rule("federation", members_of_the_federation),
+    ("GET", "/api/federations/{slug}/public-dataset/"): Rule(
+        "federation", members_of_the_federation
+    ),
+    ("POST", "/api/federations/{slug}/public-dataset/"): Rule(
+        "federation", operator_only_after_validation
+    ),
+    ("GET", "/api/federations/{slug}/public-dataset/features.npz"): Rule(
+        "federation", members_of_the_federation
+    ),
+    ("GET", "/api/federations/{slug}/public-dataset/feature-spec.json"): Rule(
+        "federation", members_of_the_federation
+    ),
     ("GET", "/api/federations/{slug}/evaluation-split/"): Rule("federation", operator_only),
-    ("POST", "/api/federations/{slug}/evaluation-split/"): Rule("federation", operator_only_after_validation),
+    ("POST", "/api/federations/{slug}/evaluation-split/"): Rule(
+        "federation", operator_only_after_validation
+    ),
     ("GET", "/api/federations/{slug}/evaluation-split/data.npz"): Rule("federation", operator_only),
     ("GET", "/api/federations/{slug}/budgets/"): Rule("federation", members_of_the_federation),
-    ("GET", "/api/federations/{slug}/budget-ledger/"): Rule("federation", members_of_the_federation),
-    ("GET", "/api/federations/{slug}/budget-refusals/"): Rule("federation", members_of_the_federation),
+    ("GET", "/api/federations/{slug}/budget-ledger/"): Rule(
+        "federation", members_of_the_federation
+    ),
+    ("GET", "/api/federations/{slug}/budget-refusals/"): Rule(
+        "federation", members_of_the_federation
+    ),
     ("POST", "/api/federations/{slug}/budget-price/"): Rule("federation", members_or_refused),
     ("POST", "/api/federations/{slug}/budget-calibration/"): Rule("federation", members_or_refused),
     ("GET", "/api/federations/{slug}/jobs/"): Rule("federation", signed_in),
@@ -178,14 +202,20 @@ POLICY = {
     ("GET", "/api/budgets/{budget_id}/"): Rule("budget", owner_or_operator_else_hidden),
     ("PATCH", "/api/budgets/{budget_id}/"): Rule("budget", budget_operator_change),
     ("GET", "/api/submissions/"): Rule("none", signed_in),
-    ("POST", "/api/submissions/"): Rule("none", lambda principal, owner: ALLOW if principal in SILOS else REFUSED),
+    ("POST", "/api/submissions/"): Rule(
+        "none", lambda principal, owner: ALLOW if principal in SILOS else REFUSED
+    ),
     ("GET", "/api/submissions/{submission_id}/"): Rule("submission", owner_or_operator_else_hidden),
     ("GET", "/api/jobs/"): Rule("none", signed_in),
     ("GET", "/api/jobs/{job_id}/"): Rule("job", job_participants),
     ("POST", "/api/jobs/{job_id}/cancel/"): Rule("job", job_canceller),
     ("GET", "/api/global-models/{global_model_id}/"): Rule("global_model", job_participants),
-    ("POST", "/api/global-models/{global_model_id}/download-links/"): Rule("global_model", entitled_to_the_model),
-    ("POST", "/api/global-models/{global_model_id}/predict/"): Rule("global_model", entitled_to_the_model),
+    ("POST", "/api/global-models/{global_model_id}/download-links/"): Rule(
+        "global_model", entitled_to_the_model
+    ),
+    ("POST", "/api/global-models/{global_model_id}/predict/"): Rule(
+        "global_model", entitled_to_the_model
+    ),
     ("GET", "/api/downloads/{token}/"): Rule("download_link", forged_link),
     ("GET", "/api/listings/"): Rule("none", signed_in),
     ("POST", "/api/listings/"): Rule("none", operator_only_after_validation),
@@ -198,8 +228,12 @@ POLICY = {
     ("GET", "/api/purchases/"): Rule("none", signed_in),
     ("GET", "/api/wallet/"): Rule("none", own_wallet),
     ("GET", "/api/earnings/"): Rule("none", own_earnings),
-    ("GET", "/api/organisations/{organisation_id}/wallet/"): Rule("organisation", own_organisation_or_operator),
-    ("POST", "/api/organisations/{organisation_id}/wallet/top-ups/"): Rule("organisation", operator_only_after_validation),
+    ("GET", "/api/organisations/{organisation_id}/wallet/"): Rule(
+        "organisation", own_organisation_or_operator
+    ),
+    ("POST", "/api/organisations/{organisation_id}/wallet/top-ups/"): Rule(
+        "organisation", operator_only_after_validation
+    ),
 }
 
 
@@ -217,19 +251,29 @@ KNOWN_DEFECTS: dict[tuple, int] = {}
 
 def schema_operations() -> set[tuple[str, str]]:
     schema = SchemaGenerator().get_schema(request=None, public=True)
-    return {(method.upper(), path) for path, operations in schema["paths"].items()
-            for method in operations if method in ("get", "post", "put", "patch", "delete")}
+    return {
+        (method.upper(), path)
+        for path, operations in schema["paths"].items()
+        for method in operations
+        if method in ("get", "post", "put", "patch", "delete")
+    }
 
 
 def test_every_operation_of_the_schema_has_a_policy_row_and_every_row_an_operation():
     operations = schema_operations()
-    assert sorted(operations - set(POLICY)) == [], "operations without a policy row: declare who may call them"
-    assert sorted(set(POLICY) - operations) == [], "policy rows for operations the schema no longer has"
+    assert sorted(operations - set(POLICY)) == [], (
+        "operations without a policy row: declare who may call them"
+    )
+    assert sorted(set(POLICY) - operations) == [], (
+        "policy rows for operations the schema no longer has"
+    )
 
 
 @pytest.fixture
 def clients(world):
-    clients = {"anonymous": APIClient(raise_request_exception=False)}  # a server error is a 500 to compare
+    clients = {
+        "anonymous": APIClient(raise_request_exception=False)
+    }  # a server error is a 500 to compare
     for name, token in world.tokens.items():
         clients[name] = APIClient(raise_request_exception=False)
         clients[name].credentials(HTTP_AUTHORIZATION=f"Token {token}")
@@ -239,7 +283,11 @@ def clients(world):
 def call(client: APIClient, method: str, path: str, body: dict) -> int:
     """One request, rolled back afterwards so that the next call sees the same world."""
     with transaction.atomic():
-        response = getattr(client, method.lower())(path, body, format="json") if method != "GET" else client.get(path)
+        response = (
+            getattr(client, method.lower())(path, body, format="json")
+            if method != "GET"
+            else client.get(path)
+        )
         transaction.set_rollback(True)
     return response.status_code
 
@@ -251,12 +299,20 @@ def test_every_principal_gets_exactly_what_the_policy_allows_on_every_object(wor
     mismatches = []
     for (method, path), rule in sorted(POLICY.items()):
         for owner, parameters in targets[rule.targets].items():
-            url = re.sub(r"\{(\w+)\}", lambda match, parameters=parameters: str(parameters[match.group(1)]), path)
+            url = re.sub(
+                r"\{(\w+)\}",
+                lambda match, parameters=parameters: str(parameters[match.group(1)]),
+                path,
+            )
             for principal in PRINCIPALS:
                 cache.clear()  # throttles count every call; this test is about who, not how often
-                expected = KNOWN_DEFECTS.get((method, path, principal, owner), rule.expected(principal, owner))
+                expected = KNOWN_DEFECTS.get(
+                    (method, path, principal, owner), rule.expected(principal, owner)
+                )
                 status = call(clients[principal], method, url, BODIES.get((method, path), {}))
                 if not matches(expected, status):
-                    mismatches.append(f"{method} {url} as {principal} (target owned by {owner}): "
-                                      f"expected {expected}, got {status}")
+                    mismatches.append(
+                        f"{method} {url} as {principal} (target owned by {owner}): "
+                        f"expected {expected}, got {status}"
+                    )
     assert not mismatches, "\n".join(mismatches)

@@ -14,12 +14,30 @@ from django.db import transaction
 from django.test import Client
 
 from tests.security.conftest import SILOS
-from tests.security.test_authorisation_matrix import (ALLOW, FORBIDDEN, HIDDEN, PRINCIPALS, SIGN_IN, Rule, exchange_members,
-                                                      anyone, entitled_to_the_model, job_canceller, job_participants,
-                                                      joiner, listing_manager, listing_reader,
-                                                      members_of_the_federation, operator_only, own_earnings,
-                                                      own_token, own_wallet, owner_or_operator_else_hidden, purchaser,
-                                                      signed_in)
+from tests.security.test_authorisation_matrix import (
+    ALLOW,
+    FORBIDDEN,
+    HIDDEN,
+    PRINCIPALS,
+    SIGN_IN,
+    Rule,
+    anyone,
+    entitled_to_the_model,
+    exchange_members,
+    job_canceller,
+    job_participants,
+    joiner,
+    listing_manager,
+    listing_reader,
+    members_of_the_federation,
+    operator_only,
+    own_earnings,
+    own_token,
+    own_wallet,
+    owner_or_operator_else_hidden,
+    purchaser,
+    signed_in,
+)
 
 
 def job_launcher(principal, owner):
@@ -55,7 +73,9 @@ PAGE_POLICY = {
     ("GET", "submissions/"): Rule("none", signed_in),
     ("GET", "exchanges/"): Rule("none", signed_in),
     ("GET", "exchanges/<int:exchange_id>/"): Rule("exchange", exchange_members),
-    ("GET", "submissions/<int:submission_id>/status/"): Rule("submission", owner_or_operator_else_hidden),
+    ("GET", "submissions/<int:submission_id>/status/"): Rule(
+        "submission", owner_or_operator_else_hidden
+    ),
     ("GET", "security/audit/"): Rule("none", operator_only),
     ("GET", "security/audit/export.jsonl"): Rule("none", operator_only),
     ("GET", "security/tokens/"): Rule("none", signed_in),
@@ -68,15 +88,20 @@ PAGE_POLICY = {
     ("POST", "market/listings/<int:listing_id>/publish/"): Rule("listing", listing_manager),
     ("POST", "market/listings/<int:listing_id>/retire/"): Rule("listing", listing_manager),
     ("GET", "market/purchases/"): Rule("none", signed_in),
-    ("POST", "market/models/<int:global_model_id>/download/"): Rule("global_model", entitled_to_the_model),
+    ("POST", "market/models/<int:global_model_id>/download/"): Rule(
+        "global_model", entitled_to_the_model
+    ),
     ("GET", "market/wallet/"): Rule("none", own_wallet),
     ("GET", "market/earnings/"): Rule("none", own_earnings),
     ("GET", "budgets/"): Rule("none", signed_in),
     ("GET", "federations/<slug:slug>/budgets/"): Rule("federation", members_of_the_federation),
-    ("GET", "federations/<slug:slug>/budgets/ledger/"): Rule("federation", members_of_the_federation),
+    ("GET", "federations/<slug:slug>/budgets/ledger/"): Rule(
+        "federation", members_of_the_federation
+    ),
     ("POST", "federations/<slug:slug>/budgets/price/"): Rule("federation", members_only),
-    ("POST", "federations/<slug:slug>/budgets/<int:budget_id>/limit/"): Rule("federation_budget",
-                                                                             budget_limit_changer),
+    ("POST", "federations/<slug:slug>/budgets/<int:budget_id>/limit/"): Rule(
+        "federation_budget", budget_limit_changer
+    ),
     ("GET", "jobs/"): Rule("none", signed_in),
     ("GET", "jobs/<int:job_id>/"): Rule("job", job_participants),
     ("GET", "jobs/<int:job_id>/progress/"): Rule("job", job_participants),
@@ -94,20 +119,37 @@ PAGE_POLICY = {
     ("POST", "market/models/<int:global_model_id>/list/"): Rule("global_model", operator_only),
     ("GET", "market/wallets/"): Rule("none", operator_only),
     ("POST", "market/wallets/"): Rule("none", operator_only),
-    ("POST", "market/credit-requests/<int:credit_request_id>/approve/"): Rule("credit_request", operator_only),
-    ("POST", "market/credit-requests/<int:credit_request_id>/decline/"): Rule("credit_request", operator_only),
-    ("POST", "market/wallet/add-credits/"): Rule("none", own_earnings),  # an organisation's member; operators none
-    ("GET", "market/models/<int:global_model_id>/use/"): Rule("global_model", entitled_to_the_model),
-    ("POST", "market/models/<int:global_model_id>/package/"): Rule("global_model", entitled_to_the_model),
-    ("GET", "market/models/<int:global_model_id>/feature-spec.json"): Rule("global_model", entitled_to_the_model),
-    ("POST", "market/models/<int:global_model_id>/try/"): Rule("global_model", entitled_to_the_model),
+    ("POST", "market/credit-requests/<int:credit_request_id>/approve/"): Rule(
+        "credit_request", operator_only
+    ),
+    ("POST", "market/credit-requests/<int:credit_request_id>/decline/"): Rule(
+        "credit_request", operator_only
+    ),
+    ("POST", "market/wallet/add-credits/"): Rule(
+        "none", own_earnings
+    ),  # an organisation's member; operators none
+    ("GET", "market/models/<int:global_model_id>/use/"): Rule(
+        "global_model", entitled_to_the_model
+    ),
+    ("POST", "market/models/<int:global_model_id>/package/"): Rule(
+        "global_model", entitled_to_the_model
+    ),
+    ("GET", "market/models/<int:global_model_id>/feature-spec.json"): Rule(
+        "global_model", entitled_to_the_model
+    ),
+    ("POST", "market/models/<int:global_model_id>/try/"): Rule(
+        "global_model", entitled_to_the_model
+    ),
 }
 
 # Forms filled in enough that the authorisation decision, not validation, answers (others are sent empty).
 PAGE_BODIES = {
     ("POST", "market/models/<int:global_model_id>/download/"): {"format": "onnx"},
     ("POST", "market/models/<int:global_model_id>/package/"): {"format": "raw_onnx"},
-    ("POST", "federations/<slug:slug>/budgets/<int:budget_id>/limit/"): {"epsilon_limit": "9", "reason": "matrix"},
+    ("POST", "federations/<slug:slug>/budgets/<int:budget_id>/limit/"): {
+        "epsilon_limit": "9",
+        "reason": "matrix",
+    },
 }
 # Pages that answer anonymous visitors themselves rather than sending them to sign in.
 PUBLIC_PAGES = {"sign-in/", "sign-out/"}
@@ -117,10 +159,13 @@ def allowed_methods(view) -> set[str]:
     """The methods a view of frontend.urls accepts, read from its class or its require_http_methods closure."""
     view_class = getattr(view, "view_class", None)
     if view_class is not None:  # Django's sign-in and sign-out views
-        return {method.upper() for method in view_class.http_method_names if hasattr(view_class, method)} & {"GET",
-                                                                                                            "POST"}
+        return {
+            method.upper() for method in view_class.http_method_names if hasattr(view_class, method)
+        } & {"GET", "POST"}
     for cell in view.__closure__ or ():
-        if isinstance(cell.cell_contents, list) and all(isinstance(method, str) for method in cell.cell_contents):
+        if isinstance(cell.cell_contents, list) and all(
+            isinstance(method, str) for method in cell.cell_contents
+        ):
             return set(cell.cell_contents) & {"GET", "POST"}
     return {"GET", "POST"}
 
@@ -128,12 +173,18 @@ def allowed_methods(view) -> set[str]:
 def page_routes() -> set[tuple[str, str]]:
     from frontend.urls import urlpatterns
 
-    return {(method, str(pattern.pattern)) for pattern in urlpatterns for method in allowed_methods(pattern.callback)}
+    return {
+        (method, str(pattern.pattern))
+        for pattern in urlpatterns
+        for method in allowed_methods(pattern.callback)
+    }
 
 
 def test_every_page_url_has_a_policy_row_and_every_row_a_page_url():
     routes = page_routes()
-    assert sorted(routes - set(PAGE_POLICY)) == [], "page URLs without a policy row: declare who may open them"
+    assert sorted(routes - set(PAGE_POLICY)) == [], (
+        "page URLs without a policy row: declare who may open them"
+    )
     assert sorted(set(PAGE_POLICY) - routes) == [], "policy rows for page URLs that no longer exist"
 
 
@@ -167,8 +218,13 @@ def url_of(route: str, parameters: dict) -> str:
 
 def test_every_principal_gets_exactly_what_the_page_policy_allows_on_every_object(world):
     slug = world.targets["federation"][None]["slug"]
-    targets = {**world.targets, "federation_budget": {owner: {**parameters, "slug": slug}
-                                                      for owner, parameters in world.targets["budget"].items()}}
+    targets = {
+        **world.targets,
+        "federation_budget": {
+            owner: {**parameters, "slug": slug}
+            for owner, parameters in world.targets["budget"].items()
+        },
+    }
     mismatches = []
     for (method, route), rule in sorted(PAGE_POLICY.items()):
         for owner, parameters in targets[rule.targets].items():
@@ -182,13 +238,18 @@ def test_every_principal_gets_exactly_what_the_page_policy_allows_on_every_objec
                     transaction.set_rollback(True)
                 expected = expected_for(rule, route, principal, owner)
                 if outcome_of(response) != expected:
-                    mismatches.append(f"{method} {url} as {principal} (target owned by {owner}): expected {expected}, "
-                                      f"got {response.status_code} {response.get('Location', '')}")
+                    mismatches.append(
+                        f"{method} {url} as {principal} (target owned by {owner}): expected {expected}, "
+                        f"got {response.status_code} {response.get('Location', '')}"
+                    )
     assert not mismatches, "\n".join(mismatches)
 
 
-LAUNCHER_ROUTES = [("GET", "federations/<slug:slug>/jobs/new/"), ("POST", "federations/<slug:slug>/jobs/new/"),
-                   ("GET", "federations/<slug:slug>/jobs/price/")]
+LAUNCHER_ROUTES = [
+    ("GET", "federations/<slug:slug>/jobs/new/"),
+    ("POST", "federations/<slug:slug>/jobs/new/"),
+    ("GET", "federations/<slug:slug>/jobs/price/"),
+]
 
 
 def test_where_buyers_may_launch_jobs_the_launcher_opens_to_buyers_and_stays_closed_to_silos(world):
@@ -196,8 +257,14 @@ def test_where_buyers_may_launch_jobs_the_launcher_opens_to_buyers_and_stays_clo
 
     slug = world.targets["federation"][None]["slug"]
     Federation.objects.filter(slug=slug).update(buyers_may_launch_jobs=True)
-    expected = {"operator": ALLOW, "buyer_a": ALLOW, "buyer_b": ALLOW, "silo_a": FORBIDDEN, "silo_b": FORBIDDEN,
-                "anonymous": SIGN_IN}
+    expected = {
+        "operator": ALLOW,
+        "buyer_a": ALLOW,
+        "buyer_b": ALLOW,
+        "silo_a": FORBIDDEN,
+        "silo_b": FORBIDDEN,
+        "anonymous": SIGN_IN,
+    }
     outcomes = {}
     for method, route in LAUNCHER_ROUTES:
         for principal in PRINCIPALS:
@@ -207,5 +274,8 @@ def test_where_buyers_may_launch_jobs_the_launcher_opens_to_buyers_and_stays_clo
                 response = browser.get(url) if method == "GET" else browser.post(url, {})
                 transaction.set_rollback(True)
             outcomes[(method, route, principal)] = outcome_of(response)
-    assert outcomes == {(method, route, principal): expected[principal]
-                        for method, route in LAUNCHER_ROUTES for principal in PRINCIPALS}
+    assert outcomes == {
+        (method, route, principal): expected[principal]
+        for method, route in LAUNCHER_ROUTES
+        for principal in PRINCIPALS
+    }

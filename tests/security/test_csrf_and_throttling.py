@@ -10,7 +10,10 @@ def test_the_api_refuses_a_session_authenticated_write_without_the_csrf_token(si
     browser = APIClient(enforce_csrf_checks=True)
     browser.force_login(silo_user)
     response = browser.post("/api/auth/tokens/", {"name": "sneaky"}, format="json")
-    assert (response.status_code, response.json()["detail"]) == (403, "CSRF Failed: CSRF cookie not set.")
+    assert (response.status_code, response.json()["detail"]) == (
+        403,
+        "CSRF Failed: CSRF cookie not set.",
+    )
     assert not ApiToken.objects.filter(name="sneaky").exists()
     assert browser.get("/api/auth/tokens/").status_code == 200  # reads need no token
 
@@ -20,7 +23,9 @@ def test_the_api_accepts_a_session_write_with_the_csrf_token(silo_user):
     browser.force_login(silo_user)
     browser.get("/security/tokens/")  # a page with a form sets the CSRF cookie
     token = browser.cookies["csrftoken"].value
-    response = browser.post("/api/auth/tokens/", {"name": "from the page"}, format="json", HTTP_X_CSRFTOKEN=token)
+    response = browser.post(
+        "/api/auth/tokens/", {"name": "from the page"}, format="json", HTTP_X_CSRFTOKEN=token
+    )
     assert response.status_code == 201
 
 
@@ -45,7 +50,9 @@ def test_the_api_throttles_per_token_with_retry_after(silo_user, monkeypatch):
     from market.accounts.services import api_token_create
 
     # The rates as ONEFOLD_API_RATE_PER_TOKEN / ONEFOLD_API_RATE_ANONYMOUS would set them at start-up.
-    monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", {"token": "3/minute", "anonymous": "100/minute"})
+    monkeypatch.setattr(
+        SimpleRateThrottle, "THROTTLE_RATES", {"token": "3/minute", "anonymous": "100/minute"}
+    )
     first, second = (api_token_create(user=silo_user, name=name)[1] for name in ("one", "two"))
     client_one, client_two = APIClient(), APIClient()
     client_one.credentials(HTTP_AUTHORIZATION=f"Token {first}")
@@ -60,27 +67,58 @@ def test_the_api_throttles_per_token_with_retry_after(silo_user, monkeypatch):
 def test_a_forged_forwarded_for_header_does_not_buy_a_fresh_anonymous_allowance(db, monkeypatch):
     from rest_framework.throttling import SimpleRateThrottle
 
-    monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", {"token": "100/minute", "anonymous": "2/minute"})
+    monkeypatch.setattr(
+        SimpleRateThrottle, "THROTTLE_RATES", {"token": "100/minute", "anonymous": "2/minute"}
+    )
     client = APIClient()
-    codes = [client.post("/api/auth/token/", {"username": "x", "password": "y"},
-                         HTTP_X_FORWARDED_FOR=f"203.0.113.{n}").status_code for n in range(3)]
+    codes = [
+        client.post(
+            "/api/auth/token/",
+            {"username": "x", "password": "y"},
+            HTTP_X_FORWARDED_FOR=f"203.0.113.{n}",
+        ).status_code
+        for n in range(3)
+    ]
     assert codes == [400, 400, 429]
 
 
-@pytest.mark.parametrize("path", ["/api/listings/?search=a%00b", "/api/submissions/?federation=a%00",
-                                  "/api/jobs/?federation=%00", "/federations/?x%00=1"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/listings/?search=a%00b",
+        "/api/submissions/?federation=a%00",
+        "/api/jobs/?federation=%00",
+        "/federations/?x%00=1",
+    ],
+)
 def test_a_nul_character_in_the_address_is_a_400_not_a_server_error(silo_api, path):
     response = silo_api.get(path)
-    assert (response.status_code, response.json()) == (400, {
-        "detail": "The address contains a NUL character (%00), which no parameter accepts; remove it."})
+    assert (response.status_code, response.json()) == (
+        400,
+        {
+            "detail": "The address contains a NUL character (%00), which no parameter accepts; remove it."
+        },
+    )
 
 
 def test_a_nul_character_in_a_json_body_is_a_400_not_a_server_error(operator_api):
     from market.federations.models import Federation
 
-    response = operator_api.post("/api/federations/", {
-        "name": "Nul", "class_labels": ["a", "b"], "allowed_privacy_levels": ["L0"], "default_privacy_level": "L0",
-        "default_parameters": {"note": "a\x00b"}}, format="json")
-    assert (response.status_code, response.json()) == (400, {
-        "detail": "'default_parameters.note' holds a NUL character (\\u0000), which no field accepts; remove it."})
+    response = operator_api.post(
+        "/api/federations/",
+        {
+            "name": "Nul",
+            "class_labels": ["a", "b"],
+            "allowed_privacy_levels": ["L0"],
+            "default_privacy_level": "L0",
+            "default_parameters": {"note": "a\x00b"},
+        },
+        format="json",
+    )
+    assert (response.status_code, response.json()) == (
+        400,
+        {
+            "detail": "'default_parameters.note' holds a NUL character (\\u0000), which no field accepts; remove it."
+        },
+    )
     assert not Federation.objects.filter(name="Nul").exists()

@@ -14,7 +14,11 @@ def test_pages_send_a_policy_without_inline_script(silo_user):
     browser = Client()
     browser.force_login(silo_user)
     response = browser.get("/federations/")
-    policy = dict(part.strip().split(" ", 1) for part in response["Content-Security-Policy"].split(";") if part.strip())
+    policy = dict(
+        part.strip().split(" ", 1)
+        for part in response["Content-Security-Policy"].split(";")
+        if part.strip()
+    )
     assert policy["script-src"] == "'self'"
     assert policy["default-src"] == "'self'"
     assert policy["object-src"] == "'none'" and policy["frame-ancestors"] == "'none'"
@@ -29,8 +33,11 @@ def test_the_sign_in_page_also_carries_the_policy(db):
 @pytest.mark.parametrize("template", TEMPLATES, ids=lambda path: str(path.relative_to(ROOT)))
 def test_no_template_has_inline_script_or_event_handler_attributes(template):
     text = template.read_text()
-    inline_scripts = [tag for tag in re.findall(r"<script\b[^>]*>", text, re.IGNORECASE)
-                      if "src=" not in tag and 'type="application/json"' not in tag]
+    inline_scripts = [
+        tag
+        for tag in re.findall(r"<script\b[^>]*>", text, re.IGNORECASE)
+        if "src=" not in tag and 'type="application/json"' not in tag
+    ]
     handlers = re.findall(r"\s(on[a-z]+|hx-on[:\w-]*)\s*=", text, re.IGNORECASE)
     assert (inline_scripts, handlers) == ([], [])
 

@@ -2,11 +2,27 @@
 
 import pytest
 
-OPERATOR_PAGES = ["/federations/", "/federations/adult-income/", "/submissions/", "/security/tokens/",
-                  "/security/audit/", "/market/", "/budgets/", "/federations/adult-income/budgets/",
-                  "/jobs/", "/federations/adult-income/jobs/new/"]
-SILO_PAGES = ["/federations/adult-income/", "/federations/adult-income/upload/", "/submissions/", "/market/",
-              "/market/wallet/", "/market/earnings/", "/security/tokens/"]
+OPERATOR_PAGES = [
+    "/federations/",
+    "/federations/adult-income/",
+    "/submissions/",
+    "/security/tokens/",
+    "/security/audit/",
+    "/market/",
+    "/budgets/",
+    "/federations/adult-income/budgets/",
+    "/jobs/",
+    "/federations/adult-income/jobs/new/",
+]
+SILO_PAGES = [
+    "/federations/adult-income/",
+    "/federations/adult-income/upload/",
+    "/submissions/",
+    "/market/",
+    "/market/wallet/",
+    "/market/earnings/",
+    "/security/tokens/",
+]
 # Collects violations as the browser reports them (the init script itself is not subject to the page's policy).
 REPORT_VIOLATIONS = """document.addEventListener("securitypolicyviolation",
     event => (window.cspViolations = window.cspViolations || []).push(
@@ -15,8 +31,12 @@ REPORT_VIOLATIONS = """document.addEventListener("securitypolicyviolation",
 
 def violations_on(page, base_url: str, username: str, password: str, paths: list[str]) -> list[str]:
     messages = []
-    page.on("console", lambda message: messages.append(message.text)
-            if "Content Security Policy" in message.text else None)
+    page.on(
+        "console",
+        lambda message: (
+            messages.append(message.text) if "Content Security Policy" in message.text else None
+        ),
+    )
     page.add_init_script(REPORT_VIOLATIONS)
     page.goto(f"{base_url}/sign-in/")
     page.get_by_label("Username").fill(username)
@@ -28,13 +48,18 @@ def violations_on(page, base_url: str, username: str, password: str, paths: list
         response = page.goto(f"{base_url}{path}")
         assert response.status == 200, f"{path} answered {response.status}"
         page.wait_for_timeout(300)  # let deferred scripts and htmx run
-        found += [f"{path}: {violation}" for violation in page.evaluate("window.cspViolations || []")]
+        found += [
+            f"{path}: {violation}" for violation in page.evaluate("window.cspViolations || []")
+        ]
     return found + messages
 
 
 @pytest.mark.browser
 def test_operator_pages_run_without_policy_violations(live_server, federation_with_data, page):
-    assert violations_on(page, live_server.url, "olivia-operator", "operator-password", OPERATOR_PAGES) == []
+    assert (
+        violations_on(page, live_server.url, "olivia-operator", "operator-password", OPERATOR_PAGES)
+        == []
+    )
 
 
 @pytest.mark.browser
@@ -49,4 +74,7 @@ def test_an_injected_inline_script_is_blocked_and_reported(live_server, federati
                              script.textContent = "window.injected = true"; document.body.append(script); }""")
     page.wait_for_timeout(200)
     assert page.evaluate("window.injected === undefined")
-    assert any(violation.startswith("script-src-elem inline") for violation in page.evaluate("window.cspViolations"))
+    assert any(
+        violation.startswith("script-src-elem inline")
+        for violation in page.evaluate("window.cspViolations")
+    )

@@ -34,8 +34,12 @@ from django.utils import timezone
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import (ensure_resource_availability, ignored_auth,
-                                               response_schema_conformance, use_after_free)
+from schemathesis.specs.openapi.checks import (
+    ensure_resource_availability,
+    ignored_auth,
+    response_schema_conformance,
+    use_after_free,
+)
 
 from market.accounts.models import ApiToken
 
@@ -50,8 +54,14 @@ READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 def hypothesis_run_settings(max_examples: int) -> hypothesis_settings:
-    return hypothesis_settings(max_examples=max_examples, stateful_step_count=STEPS_PER_SCENARIO, deadline=None,
-                               database=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    return hypothesis_settings(
+        max_examples=max_examples,
+        stateful_step_count=STEPS_PER_SCENARIO,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+    )
 
 
 @pytest.fixture
@@ -66,9 +76,11 @@ def fresh_start(world):
     examples run out) and records the world's tokens as just used, outside any savepoint, so that a request
     reads its token without writing its last use again (``api_token_mark_used`` writes at most once a minute;
     inside a rolled-back savepoint that write would be undone for every next request to repeat)."""
+
     def start() -> None:
         cache.clear()
         ApiToken.objects.filter(user__in=world.people.values()).update(last_used_at=timezone.now())
+
     return start
 
 
@@ -78,14 +90,18 @@ def schema(role_tokens):
     request_started.disconnect(close_old_connections)
     request_finished.disconnect(close_old_connections)
     yield schemathesis.openapi.from_wsgi(
-        "/api/schema/?format=json", get_wsgi_application(),
+        "/api/schema/?format=json",
+        get_wsgi_application(),
         headers={"Authorization": f"Token {role_tokens['operator']}"},
     ).exclude(path_regex=NOT_FUZZED_PATHS)
     request_started.connect(close_old_connections)
     request_finished.connect(close_old_connections)
 
 
-FAILURES = (Exception, BaseExceptionGroup)  # schemathesis reports what it found as a BaseExceptionGroup
+FAILURES = (
+    Exception,
+    BaseExceptionGroup,
+)  # schemathesis reports what it found as a BaseExceptionGroup
 
 
 def failure_sentence(failure: BaseException) -> str:
@@ -117,14 +133,18 @@ def pointed_at_existing_objects(path_parameters: dict, existing_path_values: dic
     return pointed
 
 
-def fuzz_operation(operation, headers: dict, existing_path_values: dict, statuses: list) -> str | None:
+def fuzz_operation(
+    operation, headers: dict, existing_path_values: dict, statuses: list
+) -> str | None:
     """Run the operation's generated cases; the first failure as a sentence, or None. ``statuses`` receives
     every response's status."""
 
     @given(case=operation.as_strategy())
     @hypothesis_run_settings(EXAMPLES_PER_OPERATION_AND_ROLE)
     def run(case):
-        case.path_parameters = pointed_at_existing_objects(case.path_parameters or {}, existing_path_values)
+        case.path_parameters = pointed_at_existing_objects(
+            case.path_parameters or {}, existing_path_values
+        )
         response = call_in_savepoint(case, headers=headers)
         statuses.append(response.status_code)
         case.validate_response(response, checks=CHECKS, headers=headers)
@@ -136,29 +156,41 @@ def fuzz_operation(operation, headers: dict, existing_path_values: dict, statuse
     return None
 
 
-def test_no_operation_answers_a_server_error_or_breaks_its_schema_for_any_role(role_tokens, schema,
-                                                                              existing_path_values, fresh_start):
+def test_no_operation_answers_a_server_error_or_breaks_its_schema_for_any_role(
+    role_tokens, schema, existing_path_values, fresh_start
+):
     failures, statuses = [], {}
     for result in schema.get_all_operations():
         operation = result.ok()
         for role, key in role_tokens.items():
             fresh_start()
             answered = statuses[operation.label, role] = []
-            failure = fuzz_operation(operation, {"Authorization": f"Token {key}"}, existing_path_values, answered)
+            failure = fuzz_operation(
+                operation, {"Authorization": f"Token {key}"}, existing_path_values, answered
+            )
             if failure:
                 failures.append(f"{operation.label} as {role}: {failure}")
     assert not failures, "\n".join(failures)
     assert len({label for label, _ in statuses}) >= 40
-    too_few = {pair: len(answered) for pair, answered in statuses.items()
-               if len(answered) < EXAMPLES_PER_OPERATION_AND_ROLE}
+    too_few = {
+        pair: len(answered)
+        for pair, answered in statuses.items()
+        if len(answered) < EXAMPLES_PER_OPERATION_AND_ROLE
+    }
     assert not too_few, f"Fewer examples than asked for: {too_few}"
-    reached = {label for (label, _), answered in statuses.items() if "{" in label and any(
-        200 <= status < 300 for status in answered)}
-    assert len(reached) >= 15, f"Too few operations on existing objects answered 2xx: {sorted(reached)}"
+    reached = {
+        label
+        for (label, _), answered in statuses.items()
+        if "{" in label and any(200 <= status < 300 for status in answered)
+    }
+    assert len(reached) >= 15, (
+        f"Too few operations on existing objects answered 2xx: {sorted(reached)}"
+    )
 
 
-def test_no_chain_of_operations_answers_a_server_error_or_breaks_its_schema_for_any_role(role_tokens, schema,
-                                                                                        fresh_start):
+def test_no_chain_of_operations_answers_a_server_error_or_breaks_its_schema_for_any_role(
+    role_tokens, schema, fresh_start
+):
     machine = schema.as_state_machine()
     links = sum(len(operation.outgoing) for operation in machine._transitions.operations.values())
     assert links >= 20, "schemathesis inferred (almost) no links between operations"
@@ -187,8 +219,12 @@ def test_no_chain_of_operations_answers_a_server_error_or_breaks_its_schema_for_
                 return {"headers": self.role_headers}
 
             def validate_response(self, response, case, additional_checks=None, **kwargs):
-                case.validate_response(response, checks=STATEFUL_CHECKS, headers=self.role_headers,
-                                       recorder=self.recorder)
+                case.validate_response(
+                    response,
+                    checks=STATEFUL_CHECKS,
+                    headers=self.role_headers,
+                    recorder=self.recorder,
+                )
 
         try:
             RoleStateMachine.run(settings=hypothesis_run_settings(SCENARIOS_PER_ROLE))
@@ -199,23 +235,44 @@ def test_no_chain_of_operations_answers_a_server_error_or_breaks_its_schema_for_
 
 
 HOSTILE_EXAMPLES_PER_OPERATION_AND_ROLE = 1
-HOSTILE_ROLES = ("silo_a", "operator")  # a silo uploads submissions; the operator may call every other operation
+HOSTILE_ROLES = (
+    "silo_a",
+    "operator",
+)  # a silo uploads submissions; the operator may call every other operation
 # JSON text no JSON body may hold, whatever the operation (refused before any view: 400): non-finite numbers,
 # integers beyond 64 bits, NUL characters, nesting deeper than any recursion limit Hypothesis sets.
-REFUSED_JSON_TEXTS = ["1e400", "-1e400", str(2**70), '"a\\u0000b"', '{"key": ["a\\u0000b"]}', '{"key": 1e400}',
-                      "[" * 5000 + "]" * 5000]
+REFUSED_JSON_TEXTS = [
+    "1e400",
+    "-1e400",
+    str(2**70),
+    '"a\\u0000b"',
+    '{"key": ["a\\u0000b"]}',
+    '{"key": 1e400}',
+    "[" * 5000 + "]" * 5000,
+]
 # Text in a path, a query string or a multipart field (where JSON fields arrive as text); 5,000 digits pass
 # Python's limit on converting text to int, "²" passes str.isdigit() but not int().
-HOSTILE_TEXTS = ["1e400", "NaN", str(2**31), str(2**70), "9" * 5000, "²", "a\x00b", '{"key": "a\\u0000b"}',
-                 "[" * 5000 + "]" * 5000]
+HOSTILE_TEXTS = [
+    "1e400",
+    "NaN",
+    str(2**31),
+    str(2**70),
+    "9" * 5000,
+    "²",
+    "a\x00b",
+    '{"key": "a\\u0000b"}',
+    "[" * 5000 + "]" * 5000,
+]
 PLACEHOLDER = "hostile value"
 
 
 def hostile_variants(case):
     """(location, name, value): each path parameter, declared query parameter and declared top-level body
     property, generated or not, with each hostile value; and one body too large to read."""
-    names = {"path_parameters": list(case.path_parameters or {}),
-             "query": [parameter.name for parameter in case.operation.query]}
+    names = {
+        "path_parameters": list(case.path_parameters or {}),
+        "query": [parameter.name for parameter in case.operation.query],
+    }
     for location, declared in names.items():
         yield from ((location, name, text) for name in declared for text in HOSTILE_TEXTS)
     if isinstance(case.body, dict):
@@ -224,7 +281,9 @@ def hostile_variants(case):
         properties = list(body.resolved_schema.get("properties", {}))
         for name in properties:
             yield from (("body", name, value) for value in values)
-        if properties:  # one value larger than Django reads into memory: a JSON 413, not Django's HTML page
+        if (
+            properties
+        ):  # one value larger than Django reads into memory: a JSON 413, not Django's HTML page
             yield "body", properties[0], "x" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1)
 
 
@@ -269,35 +328,52 @@ def hostile_failure(case, headers: dict, location: str, name: str, value) -> str
         return f"{sent}: {response.status_code}"
     if response.status_code in (400, 413) and "json" not in content_type:
         return f"{sent}: {response.status_code} answered as {content_type or 'no content type'}"
-    if location == "body" and is_json_body(case) and value in REFUSED_JSON_TEXTS and response.status_code != 400:
+    if (
+        location == "body"
+        and is_json_body(case)
+        and value in REFUSED_JSON_TEXTS
+        and response.status_code != 400
+    ):
         return f"{sent}: {response.status_code}, not refused"
     return None
 
 
-def hostile_run(operation, role: str, headers: dict, existing_path_values: dict, failures: set, sent: list):
+def hostile_run(
+    operation, role: str, headers: dict, existing_path_values: dict, failures: set, sent: list
+):
     """A Hypothesis test that sends the operation's generated cases with each hostile variant, as ``role``."""
 
     @given(case=operation.as_strategy())
     @hypothesis_run_settings(HOSTILE_EXAMPLES_PER_OPERATION_AND_ROLE)
     def run(case):
-        case.path_parameters = pointed_at_existing_objects(case.path_parameters or {}, existing_path_values)
+        case.path_parameters = pointed_at_existing_objects(
+            case.path_parameters or {}, existing_path_values
+        )
         for variant in hostile_variants(case):
             cache.clear()  # the throttles, as above
             sent.append(variant)
             failure = hostile_failure(case, headers, *variant)
             if failure:
                 failures.add(f"{operation.label} as {role}: {failure}")
+
     return run
 
 
-def test_no_operation_answers_a_server_error_or_a_page_to_hostile_values(role_tokens, schema, existing_path_values,
-                                                                         fresh_start):
+def test_no_operation_answers_a_server_error_or_a_page_to_hostile_values(
+    role_tokens, schema, existing_path_values, fresh_start
+):
     failures, sent = set(), []
     for result in schema.get_all_operations():
         operation = result.ok()
         for role in HOSTILE_ROLES:
             fresh_start()
-            hostile_run(operation, role, {"Authorization": f"Token {role_tokens[role]}"}, existing_path_values,
-                        failures, sent)()
+            hostile_run(
+                operation,
+                role,
+                {"Authorization": f"Token {role_tokens[role]}"},
+                existing_path_values,
+                failures,
+                sent,
+            )()
     assert not failures, "\n".join(sorted(failures))
     assert {location for location, _, _ in sent} == {"path_parameters", "query", "body"}

@@ -31,7 +31,9 @@ def test_the_audit_page_filters_by_action_and_outcome(operator, silo_user):
 def test_silos_cannot_read_the_audit_log(silo_user):
     browser = signed_in(silo_user)
     page = browser.get("/security/audit/")
-    assert page.status_code == 403 and b"Only market operators can read the audit log." in page.content
+    assert (
+        page.status_code == 403 and b"Only market operators can read the audit log." in page.content
+    )
     assert browser.get("/security/audit/export.jsonl").status_code == 403
     assert not AuditEvent.objects.filter(action="audit.exported").exists()
 
@@ -41,14 +43,20 @@ def test_the_export_download_is_json_lines_of_the_whole_chain(operator, silo_use
     response = signed_in(operator).get("/security/audit/export.jsonl")
     assert response.status_code == 200 and response["Content-Type"] == "application/x-ndjson"
     assert response["Content-Disposition"].startswith('attachment; filename="onefold-audit-')
-    lines = [json.loads(line) for line in b"".join(response.streaming_content).decode().splitlines()]
+    lines = [
+        json.loads(line) for line in b"".join(response.streaming_content).decode().splitlines()
+    ]
     assert [line["action"] for line in lines] == ["token.created", "auth.sign_in", "audit.exported"]
-    assert lines[0]["entry_hash"] == first.entry_hash and lines[1]["previous_hash"] == first.entry_hash
+    assert (
+        lines[0]["entry_hash"] == first.entry_hash and lines[1]["previous_hash"] == first.entry_hash
+    )
 
 
 def test_a_new_token_key_is_shown_once_and_revoking_it_from_the_page_works(silo_user):
     browser = signed_in(silo_user)
-    created = browser.post("/security/tokens/new/", {"name": "hospital server", "expires_in_days": "30"})
+    created = browser.post(
+        "/security/tokens/new/", {"name": "hospital server", "expires_in_days": "30"}
+    )
     key = created.context["new_key"]
     assert created.status_code == 200 and key.encode() in created.content
     token = ApiToken.objects.get(user=silo_user, name="hospital server")

@@ -31,9 +31,29 @@ def private_broker(transactional_db, settings, tmp_path):
     servers = []
 
     def start():
-        servers.append(subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                         "--appendonly", "no", "--dir", str(tmp_path)], stdout=subprocess.DEVNULL))
-        wait_until(lambda: socket.socket().connect_ex(("127.0.0.1", port)) == 0, timeout=10, message="no redis")
+        servers.append(
+            subprocess.Popen(
+                [
+                    "redis-server",
+                    "--port",
+                    str(port),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--dir",
+                    str(tmp_path),
+                ],
+                stdout=subprocess.DEVNULL,
+            )
+        )
+        wait_until(
+            lambda: socket.socket().connect_ex(("127.0.0.1", port)) == 0,
+            timeout=10,
+            message="no redis",
+        )
 
     yield start
     for server in servers:

@@ -4,8 +4,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workers.features import (TableError, TableLimits, encode_features, encode_labels, infer_feature_spec,
-                              read_table)
+from workers.features import (
+    TableError,
+    TableLimits,
+    encode_features,
+    encode_labels,
+    infer_feature_spec,
+    read_table,
+)
 
 CSV = b"age,workclass,income\n30,Private,<=50K\n50,?,>50K\n40,State-gov,<=50K\n"
 
@@ -20,10 +26,17 @@ def test_infer_and_encode_standardise_numbers_and_one_hot_categories():
     frame = read_table(CSV)
     spec = infer_feature_spec(frame, label_column="income")
     assert spec["feature_names"] == ["age", "workclass=Private", "workclass=State-gov"]
-    assert spec["columns"][0] == {"name": "age", "type": "numeric", "mean": 40.0, "std": pytest.approx(8.16496580927726)}
+    assert spec["columns"][0] == {
+        "name": "age",
+        "type": "numeric",
+        "mean": 40.0,
+        "std": pytest.approx(8.16496580927726),
+    }
     encoded = encode_features(frame, spec)
     assert encoded.dtype == np.float32
-    np.testing.assert_allclose(encoded, [[-1.2247449, 1, 0], [1.2247449, 0, 0], [0, 0, 1]], rtol=1e-6)
+    np.testing.assert_allclose(
+        encoded, [[-1.2247449, 1, 0], [1.2247449, 0, 0], [0, 0, 1]], rtol=1e-6
+    )
 
 
 def test_encode_features_gives_unseen_categories_all_zeros():
@@ -56,12 +69,15 @@ def test_read_table_checks_archive_size_before_unpacking():
         read_table(buffer.getvalue(), limits=TableLimits(max_unpacked_bytes=1000))
 
 
-@pytest.mark.parametrize("data, message", [
-    (b"", "empty"),
-    (b"a,b\n", "no rows"),
-    (b"a,b\n1,2,3\n", "malformed"),
-    (b"\xff\xfe\x00bad", "UTF-8"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (b"", "empty"),
+        (b"a,b\n", "no rows"),
+        (b"a,b\n1,2,3\n", "malformed"),
+        (b"\xff\xfe\x00bad", "UTF-8"),
+    ],
+)
 def test_read_table_explains_bad_files(data, message):
     with pytest.raises(TableError, match=message):
         read_table(data)

@@ -10,8 +10,12 @@ import pytest
 from market.jobs.models import GlobalModel, Job, JobOutbox, JobStatus
 from market.submissions.models import ModelFile
 from tests.conftest import api_client_for, wait_until
-from tests.market.jobs.conftest import (FAST_FEDKT, fedkt_student_files, fedkt_submissions,  # noqa: F401 (fixtures)
-                                        third_silo_user)
+from tests.market.jobs.conftest import (  # noqa: F401 (fixtures)
+    FAST_FEDKT,
+    fedkt_student_files,
+    fedkt_submissions,
+    third_silo_user,
+)
 from tests.market.jobs.helpers import FAST_JOB_SETTINGS, job_worker, wait_for_job
 
 pytestmark = pytest.mark.worker
@@ -38,15 +42,23 @@ def assert_ran_once(job: Job) -> None:
 
 
 def launch(operator, submissions, **changes) -> int:
-    payload = {"kind": "fedkt", "privacy_level": "L0", "parameters": FAST_FEDKT, "seed": 5, **changes}
-    response = api_client_for(operator).post(f"/api/federations/{submissions[0].federation.slug}/jobs/", payload,
-                                             format="json")
+    payload = {
+        "kind": "fedkt",
+        "privacy_level": "L0",
+        "parameters": FAST_FEDKT,
+        "seed": 5,
+        **changes,
+    }
+    response = api_client_for(operator).post(
+        f"/api/federations/{submissions[0].federation.slug}/jobs/", payload, format="json"
+    )
     assert response.status_code == 201, response.json()
     return response.json()["id"]
 
 
-def test_a_worker_runs_a_fedkt_job_from_the_api_to_one_global_model(fast_jobs, media_root, tmp_path, operator,
-                                                                     fedkt_submissions):
+def test_a_worker_runs_a_fedkt_job_from_the_api_to_one_global_model(
+    fast_jobs, media_root, tmp_path, operator, fedkt_submissions
+):
     with job_worker(fast_jobs, media_root, tmp_path / "worker.log"):
         job = wait_for_job(launch(operator, fedkt_submissions))
     assert_ran_once(job)
@@ -55,12 +67,17 @@ def test_a_worker_runs_a_fedkt_job_from_the_api_to_one_global_model(fast_jobs, m
     assert [line["message"] for line in detail["log"]][-1].startswith("Succeeded: global model")
 
 
-def test_a_worker_killed_mid_job_is_replaced_and_the_job_finishes_once(fast_jobs, media_root, tmp_path, operator,
-                                                                       fedkt_submissions):
+def test_a_worker_killed_mid_job_is_replaced_and_the_job_finishes_once(
+    fast_jobs, media_root, tmp_path, operator, fedkt_submissions
+):
     with job_worker(fast_jobs, media_root, tmp_path / "first.log") as worker:
         job_id = launch(operator, fedkt_submissions)
-        wait_until(lambda: Job.objects.filter(id=job_id, status=JobStatus.RUNNING).exists(), timeout=60,
-                   interval=0.05, message="the job did not start")
+        wait_until(
+            lambda: Job.objects.filter(id=job_id, status=JobStatus.RUNNING).exists(),
+            timeout=60,
+            interval=0.05,
+            message="the job did not start",
+        )
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait()
     killed = Job.objects.get(id=job_id)
@@ -71,21 +88,24 @@ def test_a_worker_killed_mid_job_is_replaced_and_the_job_finishes_once(fast_jobs
     assert job.attempts >= 2  # the killed worker's claim, then the re-queued one
 
 
-def test_a_corrupt_model_file_fails_the_job_naming_the_submission(fast_jobs, media_root, tmp_path, operator,
-                                                                  fedkt_submissions):
+def test_a_corrupt_model_file_fails_the_job_naming_the_submission(
+    fast_jobs, media_root, tmp_path, operator, fedkt_submissions
+):
     corrupt = fedkt_submissions[1]
     model_file = ModelFile.objects.filter(submission=corrupt).first()
     (media_root / model_file.stored_name).write_bytes(b"not a model any more")
     with job_worker(fast_jobs, media_root, tmp_path / "worker.log"):
         job = wait_for_job(launch(operator, fedkt_submissions))
     assert job.status == JobStatus.FAILED
-    assert job.failure_reason.startswith(f"Submission #{corrupt.id}: its model file '{model_file.original_name}' is "
-                                         "corrupt")
+    assert job.failure_reason.startswith(
+        f"Submission #{corrupt.id}: its model file '{model_file.original_name}' is corrupt"
+    )
     assert not GlobalModel.objects.exists()
 
 
 def test_a_model_that_fails_at_predict_time_fails_the_job_naming_the_submission(
-        fast_jobs, media_root, tmp_path, operator, fedkt_submissions):
+    fast_jobs, media_root, tmp_path, operator, fedkt_submissions
+):
     import numpy as np
     from sklearn.linear_model import LogisticRegression
 
@@ -100,13 +120,15 @@ def test_a_model_that_fails_at_predict_time_fails_the_job_naming_the_submission(
     with job_worker(fast_jobs, media_root, tmp_path / "worker.log"):
         job = wait_for_job(launch(operator, fedkt_submissions))
     assert job.status == JobStatus.FAILED
-    assert job.failure_reason.startswith(f"Submission #{broken.id}: model file '{model_file.original_name}' failed at "
-                                         "predict time")
+    assert job.failure_reason.startswith(
+        f"Submission #{broken.id}: model file '{model_file.original_name}' failed at predict time"
+    )
     assert not GlobalModel.objects.exists()
 
 
-def test_the_same_start_delivered_three_times_runs_the_job_once(fast_jobs, media_root, tmp_path, operator,
-                                                                fedkt_submissions):
+def test_the_same_start_delivered_three_times_runs_the_job_once(
+    fast_jobs, media_root, tmp_path, operator, fedkt_submissions
+):
     from workers.tasks import job_start_task
 
     job_id = launch(operator, fedkt_submissions)
@@ -118,12 +140,17 @@ def test_the_same_start_delivered_three_times_runs_the_job_once(fast_jobs, media
     assert_ran_once(Job.objects.get(id=job_id))  # the two duplicates claimed nothing
 
 
-def test_cancelling_a_running_job_stops_it_without_a_global_model(fast_jobs, media_root, tmp_path, operator,
-                                                                  fedkt_submissions):
+def test_cancelling_a_running_job_stops_it_without_a_global_model(
+    fast_jobs, media_root, tmp_path, operator, fedkt_submissions
+):
     with job_worker(fast_jobs, media_root, tmp_path / "worker.log"):
         job_id = launch(operator, fedkt_submissions)
-        wait_until(lambda: Job.objects.filter(id=job_id, status=JobStatus.RUNNING).exists(), timeout=60,
-                   interval=0.05, message="the job did not start")
+        wait_until(
+            lambda: Job.objects.filter(id=job_id, status=JobStatus.RUNNING).exists(),
+            timeout=60,
+            interval=0.05,
+            message="the job did not start",
+        )
         response = api_client_for(operator).post(f"/api/jobs/{job_id}/cancel/")
         assert response.status_code == 200, response.json()
         job = wait_for_job(job_id, timeout=30)
@@ -132,7 +159,8 @@ def test_cancelling_a_running_job_stops_it_without_a_global_model(fast_jobs, med
 
 
 def test_a_job_created_while_the_broker_is_down_runs_once_when_it_is_back(
-        fast_jobs, media_root, tmp_path, operator, fedkt_submissions, private_broker):
+    fast_jobs, media_root, tmp_path, operator, fedkt_submissions, private_broker
+):
     job_id = launch(operator, fedkt_submissions)
     outbox = JobOutbox.objects.get(job_id=job_id)
     assert outbox.published_at is None and outbox.last_error
@@ -144,8 +172,9 @@ def test_a_job_created_while_the_broker_is_down_runs_once_when_it_is_back(
     assert JobOutbox.objects.filter(job_id=job_id).first().published_at is not None
 
 
-def test_an_l1_job_whose_worker_was_killed_is_charged_once_when_it_finishes(fast_jobs, media_root, tmp_path,
-                                                                            operator, fedkt_submissions):
+def test_an_l1_job_whose_worker_was_killed_is_charged_once_when_it_finishes(
+    fast_jobs, media_root, tmp_path, operator, fedkt_submissions
+):
     from decimal import Decimal
 
     from market.budgets.models import PrivacyBudget
@@ -153,8 +182,12 @@ def test_an_l1_job_whose_worker_was_killed_is_charged_once_when_it_finishes(fast
     parameters = {**FAST_FEDKT, "query": 20, "privacy": {"gamma": 0.02}}
     with job_worker(fast_jobs, media_root, tmp_path / "first.log") as worker:
         job_id = launch(operator, fedkt_submissions, privacy_level="L1", parameters=parameters)
-        wait_until(lambda: Job.objects.filter(id=job_id, status=JobStatus.RUNNING).exists(), timeout=60,
-                   interval=0.05, message="the job did not start")
+        wait_until(
+            lambda: Job.objects.filter(id=job_id, status=JobStatus.RUNNING).exists(),
+            timeout=60,
+            interval=0.05,
+            message="the job did not start",
+        )
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait()
     with job_worker(fast_jobs, media_root, tmp_path / "second.log"):

@@ -9,7 +9,7 @@ from workers.zoo import build_module
 
 RNG = np.random.default_rng(0)
 FEATURES = RNG.normal(size=(120, 6)).astype(np.float32)
-LABELS = (FEATURES[:, 0] > 0).astype(int) + (FEATURES[:, 1] > 0.5).astype(int)   # classes 0, 1, 2
+LABELS = (FEATURES[:, 0] > 0).astype(int) + (FEATURES[:, 1] > 0.5).astype(int)  # classes 0, 1, 2
 
 
 @pytest.mark.parametrize("family", ["random_forest", "xgboost", "logistic_regression", "mlp"])
@@ -24,7 +24,9 @@ def test_every_family_follows_the_classifier_contract(family):
 
 
 def test_make_learner_accepts_a_family_mapping_and_overrides():
-    forest = make_learner({"family": "random_forest", "n_estimators": 7, "max_depth": 3}, max_depth=2)
+    forest = make_learner(
+        {"family": "random_forest", "n_estimators": 7, "max_depth": 3}, max_depth=2
+    )
     assert (forest.n_estimators, forest.max_depth) == (7, 2)
 
 
@@ -41,7 +43,12 @@ def test_make_learner_refuses_an_unknown_family():
 
 def test_torch_classifier_exposes_its_zoo_spec_and_cpu_module():
     model = make_learner("mlp", hidden_sizes=[8], epochs=2, random_state=0).fit(FEATURES, LABELS)
-    assert model.spec_ == {"architecture": "mlp", "n_features": 6, "hidden_sizes": [8], "n_classes": 3}
+    assert model.spec_ == {
+        "architecture": "mlp",
+        "n_features": 6,
+        "hidden_sizes": [8],
+        "n_classes": 3,
+    }
     rebuilt = build_module(model.spec_)
     rebuilt.load_state_dict(model.module_.state_dict())
     assert next(model.module_.parameters()).device.type == "cpu"
@@ -65,7 +72,7 @@ def test_cnn_family_trains_the_papers_cnn_on_flat_images():
 
 @pytest.mark.parametrize("family", ["xgboost", "logistic_regression", "random_forest"])
 def test_aligned_classifier_maps_missing_classes_to_zero_columns(family):
-    present = LABELS != 1                                 # class 1 missing from this teacher's subset
+    present = LABELS != 1  # class 1 missing from this teacher's subset
     labels = LABELS[present]
     model = fit_aligned(family, FEATURES[present], labels, n_classes=4, seed=0)
     probabilities = model.predict_proba(FEATURES)

@@ -58,5 +58,5 @@ def test_capped_dirichlet_partition_gives_no_later_class_to_parties_already_at_t
     parts = dirichlet_label_partition(labels, 5, beta=0.5, seed=2, min_size=1, cap_at_mean=True)
     _assert_disjoint_cover(parts, len(labels))
     for part in parts:
-        if np.sum(labels[part] == 0) >= 200:            # reached the mean size (1000 / 5) on class 0
+        if np.sum(labels[part] == 0) >= 200:  # reached the mean size (1000 / 5) on class 0
             assert not np.any(labels[part] == 1)

@@ -14,8 +14,10 @@ import pytest
 
 from workers.tables import TableError, TableLimits, csv_stream_read, read_table
 
-UNREAD_TYPE = ("Column 'a' has the Parquet type {}, which Onefold does not read; store numbers as integers or floats, "
-               "categories and dates as text, and no nested columns.")
+UNREAD_TYPE = (
+    "Column 'a' has the Parquet type {}, which Onefold does not read; store numbers as integers or floats, "
+    "categories and dates as text, and no nested columns."
+)
 
 
 def parquet_bytes(columns: dict) -> bytes:
@@ -30,13 +32,23 @@ def npz_bytes(**arrays) -> bytes:
     return buffer.getvalue()
 
 
-@pytest.mark.parametrize("cell, shown", [("inf", "inf"), ("-inf", "-inf"), ("1e308", "1e+308"),
-                                         ("-1e308", "-1e+308"), ("1e39", "1e+39")])
+@pytest.mark.parametrize(
+    "cell, shown",
+    [
+        ("inf", "inf"),
+        ("-inf", "-inf"),
+        ("1e308", "1e+308"),
+        ("-1e308", "-1e+308"),
+        ("1e39", "1e+39"),
+    ],
+)
 def test_read_table_refuses_a_number_beyond_float32_range(cell, shown):
     with pytest.raises(TableError) as refusal:
         read_table(f"a,b\n1,x\n{cell},y\n".encode())
-    assert str(refusal.value) == (f"Column 'a', row 2: {shown} is beyond the ±3.4e38 that the models' 32-bit "
-                                  "features hold; rescale the column or leave the cell empty.")
+    assert str(refusal.value) == (
+        f"Column 'a', row 2: {shown} is beyond the ±3.4e38 that the models' 32-bit "
+        "features hold; rescale the column or leave the cell empty."
+    )
 
 
 def test_read_table_keeps_numbers_within_float32_range():
@@ -46,23 +58,31 @@ def test_read_table_keeps_numbers_within_float32_range():
 def test_read_table_refuses_a_nul_inside_a_csv_cell_instead_of_truncating_it():
     with pytest.raises(TableError) as refusal:
         read_table(b"a,b\n1,x\n2,x\x00y\n")
-    assert str(refusal.value) == "Line 3 of the CSV file holds a NUL character, which no value may contain; remove it."
+    assert (
+        str(refusal.value)
+        == "Line 3 of the CSV file holds a NUL character, which no value may contain; remove it."
+    )
 
 
 @pytest.mark.parametrize("header", [b"a,b,a", b"a, b,a ", b'"a",b,"a"'])
 def test_read_table_refuses_repeated_csv_column_names_instead_of_renaming_them(header):
     with pytest.raises(TableError) as refusal:
         read_table(header + b"\n1,2,3\n")
-    assert str(refusal.value) == "The table has two columns named 'a'; give every column its own name."
+    assert (
+        str(refusal.value) == "The table has two columns named 'a'; give every column its own name."
+    )
 
 
-@pytest.mark.parametrize("values, arrow_type", [
-    ([b"ab", b"\xff"], "binary"),
-    ([decimal.Decimal("1.5"), decimal.Decimal("2.5")], "decimal128(2, 1)"),
-    ([datetime.datetime(2020, 1, 1), datetime.datetime(2021, 1, 1)], "timestamp[us]"),
-    ([[1, 2], [3]], "list<element: int64>"),
-    ([{"x": 1}, {"x": 2}], "struct<x: int64>"),
-])
+@pytest.mark.parametrize(
+    "values, arrow_type",
+    [
+        ([b"ab", b"\xff"], "binary"),
+        ([decimal.Decimal("1.5"), decimal.Decimal("2.5")], "decimal128(2, 1)"),
+        ([datetime.datetime(2020, 1, 1), datetime.datetime(2021, 1, 1)], "timestamp[us]"),
+        ([[1, 2], [3]], "list<element: int64>"),
+        ([{"x": 1}, {"x": 2}], "struct<x: int64>"),
+    ],
+)
 def test_read_table_refuses_parquet_types_it_does_not_read(values, arrow_type):
     with pytest.raises(TableError) as refusal:
         read_table(parquet_bytes({"a": values, "b": [1, 2]}))
@@ -70,14 +90,26 @@ def test_read_table_refuses_parquet_types_it_does_not_read(values, arrow_type):
 
 
 def test_read_table_reads_parquet_numbers_booleans_text_and_categories():
-    frame = read_table(parquet_bytes({"i": [1, None], "f": [0.5, 1.5], "b": [True, False], "s": ["x", None],
-                                      "c": pa.array(["u", "v"]).dictionary_encode()}))
+    frame = read_table(
+        parquet_bytes(
+            {
+                "i": [1, None],
+                "f": [0.5, 1.5],
+                "b": [True, False],
+                "s": ["x", None],
+                "c": pa.array(["u", "v"]).dictionary_encode(),
+            }
+        )
+    )
     assert frame.columns.tolist() == ["i", "f", "b", "s", "c"]
     assert frame["s"].tolist() == ["x", None]
 
 
 def test_read_table_refuses_nul_in_parquet_text_and_non_finite_parquet_numbers():
-    with pytest.raises(TableError, match="^Column 'a' holds a NUL character, which no value may contain; remove it.$"):
+    with pytest.raises(
+        TableError,
+        match="^Column 'a' holds a NUL character, which no value may contain; remove it.$",
+    ):
         read_table(parquet_bytes({"a": ["x\x00y", "z"]}))
     with pytest.raises(TableError, match="^Column 'a', row 1: inf is beyond"):
         read_table(parquet_bytes({"a": [float("inf"), 1.0]}))
@@ -86,43 +118,59 @@ def test_read_table_refuses_nul_in_parquet_text_and_non_finite_parquet_numbers()
 def test_read_table_checks_parquet_rows_from_its_metadata():
     with pytest.raises(TableError) as refusal:
         read_table(parquet_bytes({"a": [1, 2, 3]}), limits=TableLimits(max_rows=2))
-    assert str(refusal.value) == ("The table has 3 rows and 1 columns; the limits are 2 rows, 2000 columns and "
-                                  "50000000 cells in all.")
+    assert str(refusal.value) == (
+        "The table has 3 rows and 1 columns; the limits are 2 rows, 2000 columns and "
+        "50000000 cells in all."
+    )
 
 
 def test_read_table_refuses_an_npz_whose_zip_headers_lie_about_sizes():
     data = bytearray(npz_bytes(X=np.zeros((50, 3))))
     directory = data.find(b"PK\x01\x02")
-    data[directory + 24:directory + 28] = (5).to_bytes(4, "little")  # the central directory's uncompressed size
+    data[directory + 24 : directory + 28] = (5).to_bytes(
+        4, "little"
+    )  # the central directory's uncompressed size
     local = data.find(b"PK\x03\x04")
-    data[local + 22:local + 26] = (5).to_bytes(4, "little")  # and the local header's
+    data[local + 22 : local + 26] = (5).to_bytes(4, "little")  # and the local header's
     with pytest.raises(TableError) as refusal:
         read_table(bytes(data))
-    assert str(refusal.value).startswith(("The file starts like a ZIP/NPZ archive but is not a valid one.",
-                                          "The NPZ archive is damaged"))
+    assert str(refusal.value).startswith(
+        (
+            "The file starts like a ZIP/NPZ archive but is not a valid one.",
+            "The NPZ archive is damaged",
+        )
+    )
 
 
 def test_read_table_refuses_an_npz_that_unpacks_past_the_cell_limit_from_its_header():
     data = npz_bytes(X=np.zeros((2_000, 100)), y=np.zeros(2_000))  # a few kB compressed
     with pytest.raises(TableError) as refusal:
         read_table(data, limits=TableLimits(max_cells=100_000))
-    assert str(refusal.value) == ("The table has 2000 rows and 101 columns; the limits are 2000000 rows, 2000 "
-                                  "columns and 100000 cells in all.")
+    assert str(refusal.value) == (
+        "The table has 2000 rows and 101 columns; the limits are 2000000 rows, 2000 "
+        "columns and 100000 cells in all."
+    )
 
 
 def test_read_table_checks_the_npy_header_before_loading_the_data():
     """The header claims 10⁸ cells that the archive does not hold: loading first would fail differently."""
     header = io.BytesIO()
-    np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False, "shape": (1_000_000, 100)})
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<f8", "fortran_order": False, "shape": (1_000_000, 100)}
+    )
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         archive.writestr("X.npy", header.getvalue() + b"\x00" * 80)
-    with pytest.raises(TableError, match="^The table has 1000000 rows and 100 columns; the limits are"):
+    with pytest.raises(
+        TableError, match="^The table has 1000000 rows and 100 columns; the limits are"
+    ):
         read_table(buffer.getvalue())
 
 
 def test_read_table_refuses_complex_npz_arrays():
-    with pytest.raises(TableError, match="^The NPZ array 'X' must be a 2-D array of integers or floats.$"):
+    with pytest.raises(
+        TableError, match="^The NPZ array 'X' must be a 2-D array of integers or floats.$"
+    ):
         read_table(npz_bytes(X=np.ones((2, 2), dtype=complex)))
 
 

@@ -3,14 +3,19 @@
 import numpy as np
 import pytest
 
-from market.storage import artifact_read, arrays_from_npz
 from market.audit.models import AuditEvent
-from market.submissions.models import ModelFile, Submission, SubmissionOutbox, SubmissionStatus
 from market.sandbox import sandbox_limits
+from market.storage import arrays_from_npz, artifact_read
+from market.submissions.models import ModelFile, Submission, SubmissionOutbox, SubmissionStatus
 from tests.conftest import native_probabilities, wait_until
 from tests.market.submissions.helpers import submit
-from tests.workers.modelio.payloads import (TAMPERINGS, hostile_payloads, tamper_onnx_tree, tamper_xgboost_json,
-                                            tamper_xgboost_ubjson)
+from tests.workers.modelio.payloads import (
+    TAMPERINGS,
+    hostile_payloads,
+    tamper_onnx_tree,
+    tamper_xgboost_json,
+    tamper_xgboost_ubjson,
+)
 from workers.modelio import predict_in_sandbox
 from workers.tasks import submission_validate_task
 
@@ -18,30 +23,49 @@ pytestmark = pytest.mark.worker
 FINISHED = (SubmissionStatus.VALID, SubmissionStatus.REJECTED)
 
 
-def wait_for_validation(submission_ids: list[int], *, timeout: float = 240) -> dict[int, Submission]:
-    wait_until(lambda: Submission.objects.filter(id__in=submission_ids, status__in=FINISHED).count() == len(submission_ids),
-               timeout=timeout, interval=0.5, message="the worker did not validate every submission in time")
+def wait_for_validation(
+    submission_ids: list[int], *, timeout: float = 240
+) -> dict[int, Submission]:
+    wait_until(
+        lambda: (
+            Submission.objects.filter(id__in=submission_ids, status__in=FINISHED).count()
+            == len(submission_ids)
+        ),
+        timeout=timeout,
+        interval=0.5,
+        message="the worker did not validate every submission in time",
+    )
     return Submission.objects.in_bulk(submission_ids)
 
 
 def test_worker_validates_real_models_and_the_safe_path_matches_native_predictions(
-        celery_worker, silo_api, federation_with_data, model_files, adult_models):
+    celery_worker, silo_api, federation_with_data, model_files, adult_models
+):
     names = ["forest.onnx", "boosted.json", "network.safetensors"]
-    ids = [submit(silo_api, {name: model_files[name]}, model_family=family).json()["id"]
-           for name, family in zip(names, ["random_forest", "xgboost", "mlp"])]
+    ids = [
+        submit(silo_api, {name: model_files[name]}, model_family=family).json()["id"]
+        for name, family in zip(names, ["random_forest", "xgboost", "mlp"])
+    ]
     submissions = wait_for_validation(ids)
-    assert [submissions[id].status for id in ids] == [SubmissionStatus.VALID] * 3, [submissions[id].rejection_reason for id in ids]
+    assert [submissions[id].status for id in ids] == [SubmissionStatus.VALID] * 3, [
+        submissions[id].rejection_reason for id in ids
+    ]
     assert {submissions[id].validated_by.split(":")[1] for id in ids} == {str(celery_worker.pid)}
 
-    features = arrays_from_npz(federation_with_data.public_datasets.first().features_file)["features"]
+    features = arrays_from_npz(federation_with_data.public_datasets.first().features_file)[
+        "features"
+    ]
     stored = [artifact_read(ModelFile.objects.get(submission_id=id).stored_name) for id in ids]
     native = native_probabilities(adult_models, features)
-    for name, outcome in zip(names, predict_in_sandbox(stored, features, n_classes=2, limits=sandbox_limits())):
+    for name, outcome in zip(
+        names, predict_in_sandbox(stored, features, n_classes=2, limits=sandbox_limits())
+    ):
         assert np.max(np.abs(outcome.probabilities - native[name])) <= 1e-5, name
 
 
 def test_worker_refuses_pickles_that_bypassed_the_web_checks_and_never_runs_them(
-        celery_worker, silo_api, federation_with_data, model_files, media_root, tmp_path):
+    celery_worker, silo_api, federation_with_data, model_files, media_root, tmp_path
+):
     """Rows are forged past the web layer's refusal, so that the worker and its child meet the pickles."""
     marker = tmp_path / "pwned"
     template_id = submit(silo_api, {"forest.onnx": model_files["forest.onnx"]}).json()["id"]
@@ -50,12 +74,23 @@ def test_worker_refuses_pickles_that_bypassed_the_web_checks_and_never_runs_them
     ids = []
     for index, payload in enumerate(hostile_payloads(marker).values()):
         submission = Submission.objects.get(id=template_id)
-        submission.pk, submission.status, submission.content_sha256 = None, SubmissionStatus.PENDING, f"forged-{index}"
+        submission.pk, submission.status, submission.content_sha256 = (
+            None,
+            SubmissionStatus.PENDING,
+            f"forged-{index}",
+        )
         submission.save()
         stored_name = template_file.stored_name + f"-forged-{index}"
         (media_root / stored_name).write_bytes(payload)
-        ModelFile.objects.create(submission=submission, position=0, original_name="model.onnx", stored_name=stored_name,
-                                 format="onnx", sha256="forged", size_bytes=len(payload))
+        ModelFile.objects.create(
+            submission=submission,
+            position=0,
+            original_name="model.onnx",
+            stored_name=stored_name,
+            format="onnx",
+            sha256="forged",
+            size_bytes=len(payload),
+        )
         submission_validate_task.delay(submission.id)
         ids.append(submission.id)
     submissions = wait_for_validation(ids)
@@ -76,25 +111,44 @@ NATIVE_FAILURES = [kind for kind in TAMPERINGS if kind != "two_parents"]
 
 
 def test_native_crashes_on_tampered_trees_are_recorded_and_the_worker_lives_on(
-        worker_without_structural_checks, silo_api, federation_with_data, model_files):
-    tamperers = {"boosted.json": tamper_xgboost_json, "boosted.ubj": tamper_xgboost_ubjson, "forest.onnx": tamper_onnx_tree}
-    tampered_ids = [submit(silo_api, {name: tamper(model_files[name], kind)}).json()["id"]
-                    for name, tamper in tamperers.items() for kind in NATIVE_FAILURES]
+    worker_without_structural_checks, silo_api, federation_with_data, model_files
+):
+    tamperers = {
+        "boosted.json": tamper_xgboost_json,
+        "boosted.ubj": tamper_xgboost_ubjson,
+        "forest.onnx": tamper_onnx_tree,
+    }
+    tampered_ids = [
+        submit(silo_api, {name: tamper(model_files[name], kind)}).json()["id"]
+        for name, tamper in tamperers.items()
+        for kind in NATIVE_FAILURES
+    ]
     good_id = submit(silo_api, {"boosted.json": model_files["boosted.json"]}).json()["id"]
     submissions = wait_for_validation(tampered_ids + [good_id], timeout=400)
     for id in tampered_ids:
         assert submissions[id].status == SubmissionStatus.REJECTED
-        assert submissions[id].rejection_reason.startswith("Model file '"), submissions[id].rejection_reason
+        assert submissions[id].rejection_reason.startswith("Model file '"), submissions[
+            id
+        ].rejection_reason
     assert any("SIGSEGV" in submissions[id].rejection_reason for id in tampered_ids)
     assert submissions[good_id].status == SubmissionStatus.VALID
-    assert {submission.validated_by for submission in submissions.values()} == {submissions[good_id].validated_by}
+    assert {submission.validated_by for submission in submissions.values()} == {
+        submissions[good_id].validated_by
+    }
     assert submissions[good_id].validated_by.endswith(f":{worker_without_structural_checks.pid}")
     assert worker_without_structural_checks.poll() is None
 
 
-def test_worker_validates_through_the_embedded_filesystem_broker(transactional_db, settings, media_root, tmp_path,
-                                                                 silo_api, federation_with_data, model_files,
-                                                                 monkeypatch):
+def test_worker_validates_through_the_embedded_filesystem_broker(
+    transactional_db,
+    settings,
+    media_root,
+    tmp_path,
+    silo_api,
+    federation_with_data,
+    model_files,
+    monkeypatch,
+):
     """The one-machine default: no broker server, a real worker process reading kombu's filesystem queue."""
     from celery import Celery
 
@@ -104,10 +158,16 @@ def test_worker_validates_through_the_embedded_filesystem_broker(transactional_d
     del env["CELERY_BROKER_URL"]
     queue, control = tmp_path / "var" / "broker" / "queue", tmp_path / "var" / "broker" / "control"
     submission_id = submit(silo_api, {"boosted.json": model_files["boosted.json"]}).json()["id"]
-    monkeypatch.delenv("CELERY_BROKER_URL")  # Celery prefers this variable to the broker it is given
+    monkeypatch.delenv(
+        "CELERY_BROKER_URL"
+    )  # Celery prefers this variable to the broker it is given
     sender = Celery(broker="filesystem://")
-    sender.conf.broker_transport_options = {"data_folder_in": str(queue), "data_folder_out": str(queue),
-                                            "control_folder": str(control), "store_processed": False}
+    sender.conf.broker_transport_options = {
+        "data_folder_in": str(queue),
+        "data_folder_out": str(queue),
+        "control_folder": str(control),
+        "store_processed": False,
+    }
     with running_celery_worker(env, tmp_path / "worker.log") as worker:
         sender.send_task("onefold.submission_validate", args=[submission_id])
         submission = wait_for_validation([submission_id])[submission_id]
@@ -117,7 +177,15 @@ def test_worker_validates_through_the_embedded_filesystem_broker(transactional_d
 
 
 def test_an_upload_while_the_broker_is_down_is_accepted_and_validated_once_when_it_is_back(
-        transactional_db, settings, media_root, tmp_path, silo_api, federation_with_data, model_files, private_broker):
+    transactional_db,
+    settings,
+    media_root,
+    tmp_path,
+    silo_api,
+    federation_with_data,
+    model_files,
+    private_broker,
+):
     from tests.market.jobs.helpers import job_worker
 
     response = submit(silo_api, {"boosted.json": model_files["boosted.json"]})
@@ -127,8 +195,18 @@ def test_an_upload_while_the_broker_is_down_is_accepted_and_validated_once_when_
     assert outbox.published_at is None and outbox.last_error
     assert Submission.objects.get(id=submission_id).status == SubmissionStatus.PENDING
     private_broker()
-    with job_worker(settings, media_root, tmp_path / "worker.log"):  # its beat runs the outbox sweep
+    with job_worker(
+        settings, media_root, tmp_path / "worker.log"
+    ):  # its beat runs the outbox sweep
         submission = wait_for_validation([submission_id])[submission_id]
     assert submission.status == SubmissionStatus.VALID, submission.rejection_reason
-    assert SubmissionOutbox.objects.filter(submission_id=submission_id).first().published_at is not None
-    assert AuditEvent.objects.filter(action="submission.validated", object_id=str(submission_id)).count() == 1
+    assert (
+        SubmissionOutbox.objects.filter(submission_id=submission_id).first().published_at
+        is not None
+    )
+    assert (
+        AuditEvent.objects.filter(
+            action="submission.validated", object_id=str(submission_id)
+        ).count()
+        == 1
+    )

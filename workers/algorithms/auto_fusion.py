@@ -40,11 +40,13 @@ AUTO_CANDIDATES = ("consistent_hard", "class_weighted", "soft", "ensemble_select
 #: The FedKT vote rules among the candidates, in the order of their blocks in an ``auto`` member signal.
 AUTO_VOTE_RULES = ("consistent_hard", "class_weighted", "soft")
 SELECTION_CRITERION = "accuracy"
-AUTO_REFUSED_AT_L1 = ("\"vote\": \"auto\" cannot run at L1: it would fuse every candidate from its own noisy "
-                      "answers and choose by their scores, which costs the silos the sum of the candidates' ε (and "
-                      "the soft vote and the ensemble have no sensitivity the accountant covers), while a job is "
-                      "charged for one release; choose \"consistent_hard\" or \"class_weighted\" at L1, or run auto "
-                      "at L0.")
+AUTO_REFUSED_AT_L1 = (
+    '"vote": "auto" cannot run at L1: it would fuse every candidate from its own noisy '
+    "answers and choose by their scores, which costs the silos the sum of the candidates' ε (and "
+    "the soft vote and the ensemble have no sensitivity the accountant covers), while a job is "
+    'charged for one release; choose "consistent_hard" or "class_weighted" at L1, or run auto '
+    "at L0."
+)
 
 
 @dataclass(frozen=True)
@@ -71,38 +73,52 @@ def evaluation_halves(labels, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
     class count gives its extra row to the report half. Both are sorted index arrays."""
     labels = np.asarray(labels)
     if len(labels) < 2:
-        raise ValueError("\"vote\": \"auto\" needs an evaluation split of at least 2 rows to choose on one half "
-                         "and report on the other.")
+        raise ValueError(
+            '"vote": "auto" needs an evaluation split of at least 2 rows to choose on one half '
+            "and report on the other."
+        )
     generator = np.random.default_rng(seed)
     halves = []
     for label in np.unique(labels):
         rows = generator.permutation(np.flatnonzero(labels == label))
-        halves.append(rows[:len(rows) // 2])
+        halves.append(rows[: len(rows) // 2])
     selection = np.sort(np.concatenate(halves)).astype(np.int64)
     report = np.setdiff1d(np.arange(len(labels)), selection)
     return selection, report
 
 
-def auto_member_signal(probabilities, *, member: Member, n_classes: int, partitions: int,
-                       weight_max: int) -> np.ndarray:
+def auto_member_signal(
+    probabilities, *, member: Member, n_classes: int, partitions: int, weight_max: int
+) -> np.ndarray:
     """A member's summable ``auto`` signal ``(n_public, 3 × n_classes)``: its consistent votes, its class-weighted
     consistent votes and its averaged probabilities side by side (the blocks of :data:`AUTO_VOTE_RULES`).
     The first block is the consistent vote, which the runner's contribution rule reads."""
-    from workers.algorithms.voting import (class_vote_weights, consistent_vote_counts, soft_vote_scores,
-                                           weighted_consistent_vote_counts)
+    from workers.algorithms.voting import (
+        class_vote_weights,
+        consistent_vote_counts,
+        soft_vote_scores,
+        weighted_consistent_vote_counts,
+    )
 
     probabilities = np.asarray(probabilities)
     predictions = probabilities.argmax(axis=2)[None]
     weights = class_vote_weights(member.label_distribution, n_classes, maximum=weight_max)
-    return np.concatenate([consistent_vote_counts(predictions, n_classes, partitions).astype(np.float64),
-                           weighted_consistent_vote_counts(predictions, n_classes, weights[None]).astype(np.float64),
-                           soft_vote_scores(probabilities[None])], axis=1)
+    return np.concatenate(
+        [
+            consistent_vote_counts(predictions, n_classes, partitions).astype(np.float64),
+            weighted_consistent_vote_counts(predictions, n_classes, weights[None]).astype(
+                np.float64
+            ),
+            soft_vote_scores(probabilities[None]),
+        ],
+        axis=1,
+    )
 
 
 def signal_block(signal_sum, rule: str, n_classes: int) -> np.ndarray:
     """The summed signal of one FedKT vote rule out of an ``auto`` signal sum (integers for the vote counts)."""
     index = AUTO_VOTE_RULES.index(rule)
-    block = np.asarray(signal_sum)[:, index * n_classes:(index + 1) * n_classes]
+    block = np.asarray(signal_sum)[:, index * n_classes : (index + 1) * n_classes]
     return block if rule == "soft" else np.rint(block).astype(np.int64)
 
 
@@ -110,7 +126,9 @@ def ensemble_members(members: Sequence[Member]) -> list[int]:
     """Guha's cross-validation selection with k = ⌈n/2⌉ (the ``ensemble_selected`` candidate's members)."""
     from workers.algorithms.selection import select_members
 
-    return select_members(members, strategy="cross_validation", k=max(1, math.ceil(len(members) / 2)))
+    return select_members(
+        members, strategy="cross_validation", k=max(1, math.ceil(len(members) / 2))
+    )
 
 
 def _scores(probabilities, labels, n_classes: int) -> dict:
@@ -118,40 +136,84 @@ def _scores(probabilities, labels, n_classes: int) -> dict:
     return {"accuracy": metrics["accuracy"], "balanced_accuracy": metrics["balanced_accuracy"]}
 
 
-def auto_fuse(engine, signal_sum, public_features, *, members: Sequence[Member], n_classes: int, settings: Mapping,
-              evaluation: EvaluationRows | None, seed: int) -> Fusion:
+def auto_fuse(
+    engine,
+    signal_sum,
+    public_features,
+    *,
+    members: Sequence[Member],
+    n_classes: int,
+    settings: Mapping,
+    evaluation: EvaluationRows | None,
+    seed: int,
+) -> Fusion:
     """Every candidate, scored on the selection half; the chosen one's :class:`Fusion`, whose ``details["auto"]``
     names the choice and every candidate's selection-half scores (``engine``: the FedKT engine)."""
     from workers.algorithms.ensemble import member_probabilities
 
     if evaluation is None:
-        raise ValueError("\"vote\": \"auto\" chooses on the federation's evaluation split, which was not given.")
+        raise ValueError(
+            '"vote": "auto" chooses on the federation\'s evaluation split, which was not given.'
+        )
     labels = np.asarray(evaluation.labels, dtype=np.int64)
     if np.asarray(evaluation.member_probabilities).shape[:2] != (len(members), len(labels)):
-        raise ValueError("\"vote\": \"auto\" needs every member's probabilities of every evaluation row.")
+        raise ValueError(
+            '"vote": "auto" needs every member\'s probabilities of every evaluation row.'
+        )
     selection, report = evaluation_halves(labels, seed=seed)
     base = {key: value for key, value in settings.items() if key not in ("vote", "vote_weight_max")}
     fusions, probabilities = {}, {}
     for rule in AUTO_VOTE_RULES:
-        rule_settings = {**base, "vote": rule, "vote_weight_max": settings["vote_weight_max"]} \
-            if rule == "class_weighted" else {**base, "vote": rule} if rule == "soft" else base
-        fusions[rule] = engine.fuse(signal_block(signal_sum, rule, n_classes), public_features, members=members,
-                                    n_classes=n_classes, params=rule_settings, seed=seed)
-        probabilities[rule] = member_probabilities(fusions[rule].model, evaluation.features, n_classes)
+        rule_settings = (
+            {**base, "vote": rule, "vote_weight_max": settings["vote_weight_max"]}
+            if rule == "class_weighted"
+            else {**base, "vote": rule}
+            if rule == "soft"
+            else base
+        )
+        fusions[rule] = engine.fuse(
+            signal_block(signal_sum, rule, n_classes),
+            public_features,
+            members=members,
+            n_classes=n_classes,
+            params=rule_settings,
+            seed=seed,
+        )
+        probabilities[rule] = member_probabilities(
+            fusions[rule].model, evaluation.features, n_classes
+        )
     chosen_members = ensemble_members(members)
-    probabilities["ensemble_selected"] = np.asarray(evaluation.member_probabilities,
-                                                    dtype=np.float64)[chosen_members].mean(axis=0)
-    scores = {name: _scores(probabilities[name][selection], labels[selection], n_classes) for name in AUTO_CANDIDATES}
-    chosen = max(AUTO_CANDIDATES, key=lambda name: (scores[name][SELECTION_CRITERION],
-                                                    -AUTO_CANDIDATES.index(name)))
-    details = {"chosen": chosen, "criterion": SELECTION_CRITERION, "selection_rows": int(len(selection)),
-               "report_rows": int(len(report)), "candidates": scores,
-               "ensemble_members": int(len(chosen_members))}
+    probabilities["ensemble_selected"] = np.asarray(
+        evaluation.member_probabilities, dtype=np.float64
+    )[chosen_members].mean(axis=0)
+    scores = {
+        name: _scores(probabilities[name][selection], labels[selection], n_classes)
+        for name in AUTO_CANDIDATES
+    }
+    chosen = max(
+        AUTO_CANDIDATES,
+        key=lambda name: (scores[name][SELECTION_CRITERION], -AUTO_CANDIDATES.index(name)),
+    )
+    details = {
+        "chosen": chosen,
+        "criterion": SELECTION_CRITERION,
+        "selection_rows": int(len(selection)),
+        "report_rows": int(len(report)),
+        "candidates": scores,
+        "ensemble_members": int(len(chosen_members)),
+    }
     if chosen != "ensemble_selected":
         fusion = fusions[chosen]
-        return Fusion(fusion.model, fusion.labels, fusion.trained, None, {**fusion.details, "auto": details})
+        return Fusion(
+            fusion.model, fusion.labels, fusion.trained, None, {**fusion.details, "auto": details}
+        )
     soft = signal_block(signal_sum, "soft", n_classes)
     kept = set(chosen_members)
     weights = {member.key: 1.0 if index in kept else 0.0 for index, member in enumerate(members)}
-    return Fusion(None, soft.argmax(axis=1), np.zeros(len(soft), dtype=bool), None,
-                  {"n_members": len(chosen_members), "weights": weights, "auto": details})
+    return Fusion(
+        None,
+        soft.argmax(axis=1),
+        np.zeros(len(soft), dtype=bool),
+        None,
+        {"n_members": len(chosen_members), "weights": weights, "auto": details},
+    )

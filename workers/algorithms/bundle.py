@@ -30,13 +30,19 @@ def safe_member_file(model, *, n_features: int, n_classes: int) -> tuple[str, by
     """
     from workers.algorithms.kernel_distillation import KernelDistilledClassifier
     from workers.algorithms.kernel_onnx import kernel_student_onnx
-    from workers.modelio.export import export_sklearn_onnx, export_torch_safetensors, export_xgboost_json
+    from workers.modelio.export import (
+        export_sklearn_onnx,
+        export_torch_safetensors,
+        export_xgboost_json,
+    )
 
     inner = getattr(model, "estimator_", model)
     present = getattr(model, "present_classes_", None)
     if inner is None or (present is not None and len(present) != n_classes):
-        raise ValueError(f"A member trained on classes {list(present)} of {n_classes} cannot be saved on its own; "
-                         "save the ensemble without it or retrain it on every class.")
+        raise ValueError(
+            f"A member trained on classes {list(present)} of {n_classes} cannot be saved on its own; "
+            "save the ensemble without it or retrain it on every class."
+        )
     if isinstance(inner, KernelDistilledClassifier):
         return "onnx", kernel_student_onnx(inner, n_features)
     if type(inner).__name__ == "XGBClassifier":
@@ -70,12 +76,18 @@ class BundleClassifier(ClassifierMixin, BaseEstimator):
         self.manifest_, self.member_files_ = bundle_read(self.bundle)
         self.classes_ = np.arange(self.manifest_["n_classes"])
         self.n_features_in_ = self.manifest_["n_features"]
-        self.member_views_ = [member.get("feature_view", "one_hot") for member in self.manifest_["members"]]
+        self.member_views_ = [
+            member.get("feature_view", "one_hot") for member in self.manifest_["members"]
+        ]
         self.feature_spec_ = self.feature_spec or self.manifest_.get("feature_spec")
-        if any(view != "one_hot" for view in self.member_views_) and not isinstance(self.feature_spec_, dict):
-            raise ValueError("Members of this bundle read the ordinal view of the features; give the federation's "
-                             "feature specification (BundleClassifier(bundle, feature_spec=...)) to convert the "
-                             "one-hot rows for them.")
+        if any(view != "one_hot" for view in self.member_views_) and not isinstance(
+            self.feature_spec_, dict
+        ):
+            raise ValueError(
+                "Members of this bundle read the ordinal view of the features; give the federation's "
+                "feature specification (BundleClassifier(bundle, feature_spec=...)) to convert the "
+                "one-hot rows for them."
+            )
         return self
 
     def _member_outcomes(self, features: np.ndarray) -> list:
@@ -85,11 +97,20 @@ class BundleClassifier(ClassifierMixin, BaseEstimator):
 
         outcomes = [None] * len(self.member_files_)
         for view in sorted(set(self.member_views_)):
-            positions = [index for index, member_view in enumerate(self.member_views_) if member_view == view]
-            in_view = features if view == "one_hot" else features_in_view(features, self.feature_spec_, view)
-            predicted = predict_in_sandbox([self.member_files_[index] for index in positions],
-                                           np.asarray(in_view, dtype=np.float32), n_classes=len(self.classes_),
-                                           limits=self.limits or SandboxLimits())
+            positions = [
+                index for index, member_view in enumerate(self.member_views_) if member_view == view
+            ]
+            in_view = (
+                features
+                if view == "one_hot"
+                else features_in_view(features, self.feature_spec_, view)
+            )
+            predicted = predict_in_sandbox(
+                [self.member_files_[index] for index in positions],
+                np.asarray(in_view, dtype=np.float32),
+                n_classes=len(self.classes_),
+                limits=self.limits or SandboxLimits(),
+            )
             for index, outcome in zip(positions, predicted):
                 outcomes[index] = outcome
         return outcomes
@@ -97,11 +118,16 @@ class BundleClassifier(ClassifierMixin, BaseEstimator):
     def predict_proba(self, X) -> np.ndarray:
         features = np.asarray(X, dtype=np.float32)
         outcomes = self._member_outcomes(features)
-        failed = [f"{member['file']}: {outcome.error}" for member, outcome in
-                  zip(self.manifest_["members"], outcomes) if outcome.error]
+        failed = [
+            f"{member['file']}: {outcome.error}"
+            for member, outcome in zip(self.manifest_["members"], outcomes)
+            if outcome.error
+        ]
         if failed:
             raise ValueError("Members of the bundle could not predict: " + "; ".join(failed))
-        weights = np.array([member["weight"] for member in self.manifest_["members"]], dtype=np.float64)
+        weights = np.array(
+            [member["weight"] for member in self.manifest_["members"]], dtype=np.float64
+        )
         stacked = np.stack([outcome.probabilities for outcome in outcomes])
         return np.tensordot(weights / weights.sum(), stacked, axes=1)
 

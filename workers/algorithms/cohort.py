@@ -28,7 +28,9 @@ def label_counts_of(label_distribution, n_examples: int) -> np.ndarray:
     """A declared label distribution (counts or shares per class) as counts summing to ``n_examples``."""
     distribution = np.asarray(label_distribution, dtype=np.float64)
     if distribution.ndim != 1 or np.any(distribution < 0) or distribution.sum() <= 0:
-        raise ValueError("A label distribution must be non-negative counts or shares per class, not all zero.")
+        raise ValueError(
+            "A label distribution must be non-negative counts or shares per class, not all zero."
+        )
     return distribution / distribution.sum() * n_examples
 
 
@@ -65,15 +67,25 @@ def cohort_teacher_logits(cohort_logits, label_counts) -> np.ndarray:
     cohort_logits = np.asarray(cohort_logits, dtype=np.float64)
     weights = cohort_class_weights(label_counts)
     if weights.shape != (cohort_logits.shape[0], cohort_logits.shape[2]):
-        raise ValueError(f"{cohort_logits.shape[0]} cohort models with {cohort_logits.shape[2]} classes need a "
-                         f"label-count table of that shape, not {weights.shape}.")
+        raise ValueError(
+            f"{cohort_logits.shape[0]} cohort models with {cohort_logits.shape[2]} classes need a "
+            f"label-count table of that shape, not {weights.shape}."
+        )
     teacher = np.einsum("knc,kc->nc", cohort_logits, weights)
     teacher[:, weights.sum(axis=0) == 0] = np.log(PROBABILITY_FLOOR)
     return teacher
 
 
-def distil_cohorts(student, public_features, cohort_logits, label_counts, *, loss: str = "l1",
-                   temperature: float = 1.0, seed: int):
+def distil_cohorts(
+    student,
+    public_features,
+    cohort_logits,
+    label_counts,
+    *,
+    loss: str = "l1",
+    temperature: float = 1.0,
+    seed: int,
+):
     """Train ``student`` (a torch learner) on the public features against the cohort teacher.
 
     ``loss="l1"`` matches logits (the paper); ``loss="kl"`` matches ``softmax(z)`` with the
@@ -85,4 +97,6 @@ def distil_cohorts(student, public_features, cohort_logits, label_counts, *, los
     if loss == "kl":
         teacher = np.exp(teacher - teacher.max(axis=1, keepdims=True))
         teacher /= teacher.sum(axis=1, keepdims=True)
-    return distil_torch(student, public_features, teacher, loss=loss, temperature=temperature, seed=seed)
+    return distil_torch(
+        student, public_features, teacher, loss=loss, temperature=temperature, seed=seed
+    )

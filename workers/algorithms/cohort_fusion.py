@@ -28,12 +28,22 @@ from scipy.special import softmax
 from workers.algorithms.cohort import label_counts_of, log_probabilities
 from workers.algorithms.neural_distillation import PROBABILITY_FLOOR
 from workers.algorithms.registry import Fusion, Member, register
-from workers.algorithms.schema import (QUERY_HELP, WorkEstimate, learner, learner_work, one_of, prediction_work,
-                                       query_rows, query_setting, real_number, unknown_keys_refused)
+from workers.algorithms.schema import (
+    QUERY_HELP,
+    WorkEstimate,
+    learner,
+    learner_work,
+    one_of,
+    prediction_work,
+    query_rows,
+    query_setting,
+    real_number,
+    unknown_keys_refused,
+)
 from workers.algorithms.transfer import child_seeds, queried_rows
 
 DEFAULT_STUDENT = {"family": "mlp", "hidden_sizes": [100], "epochs": 20}
-SHIFT = -np.log(PROBABILITY_FLOOR)          # makes log-probabilities non-negative
+SHIFT = -np.log(PROBABILITY_FLOOR)  # makes log-probabilities non-negative
 
 
 class CohortFusion:
@@ -42,49 +52,81 @@ class CohortFusion:
     name = "cpfl"
     accepts_noise = False
     keys: tuple[str, ...] = ("student", "loss", "temperature", "query_fraction", "query_count")
-    help = {"student": 'Cohort distillation: a torch network {"family": "mlp" | "cnn", ...}.',
-            "loss": '"l1" between logits (the paper) or "kl"; "temperature" (0, 100] for kl.',
-            "query_fraction": QUERY_HELP, "query_count": QUERY_HELP}
+    help = {
+        "student": 'Cohort distillation: a torch network {"family": "mlp" | "cnn", ...}.',
+        "loss": '"l1" between logits (the paper) or "kl"; "temperature" (0, 100] for kl.',
+        "query_fraction": QUERY_HELP,
+        "query_count": QUERY_HELP,
+    }
 
     def validate(self, params: Mapping) -> dict:
         params = dict(params or {})
-        unknown_keys_refused(params, known=self.keys, what="a cpfl job",
-                             old_names=("final_model", "query", "proxy"))
+        unknown_keys_refused(
+            params, known=self.keys, what="a cpfl job", old_names=("final_model", "query", "proxy")
+        )
         if "student" in params and "final_model" in params:
             raise ValueError("Give 'student' only ('final_model' is its other name).")
-        return {"student": learner(params.get("student", params.get("final_model", DEFAULT_STUDENT)), name="student",
-                                   families=("mlp", "cnn")),
-                "loss": one_of(params.get("loss", "l1"), name="loss", choices=("l1", "kl")),
-                "temperature": real_number(params.get("temperature", 1.0), name="temperature", minimum=0.0,
-                                           maximum=100.0, above_minimum=True),
-                **query_setting(params, legacy=("query", "proxy"))}
+        return {
+            "student": learner(
+                params.get("student", params.get("final_model", DEFAULT_STUDENT)),
+                name="student",
+                families=("mlp", "cnn"),
+            ),
+            "loss": one_of(params.get("loss", "l1"), name="loss", choices=("l1", "kl")),
+            "temperature": real_number(
+                params.get("temperature", 1.0),
+                name="temperature",
+                minimum=0.0,
+                maximum=100.0,
+                above_minimum=True,
+            ),
+            **query_setting(params, legacy=("query", "proxy")),
+        }
 
     def estimate(self, settings: Mapping, *, n_public: int, n_member_models: int) -> WorkEstimate:
         rows = min(query_rows(settings, n_public=n_public), n_public)
-        return WorkEstimate(rows, prediction_work(n_public=n_public, n_member_models=n_member_models)
-                            + learner_work(settings["student"], n_rows=rows))
+        return WorkEstimate(
+            rows,
+            prediction_work(n_public=n_public, n_member_models=n_member_models)
+            + learner_work(settings["student"], n_rows=rows),
+        )
 
     def select(self, members: Sequence[Member], params: Mapping, *, seed: int) -> list[int]:
         self.validate(params)
         missing = [m.key for m in members if m.label_distribution is None]
         if missing:
-            raise ValueError(f"Cohort distillation needs each cohort's label distribution; submissions "
-                             f"{', '.join(missing)} declare none.")
+            raise ValueError(
+                f"Cohort distillation needs each cohort's label distribution; submissions "
+                f"{', '.join(missing)} declare none."
+            )
         if not members:
             raise ValueError("Cohort distillation needs at least one cohort model.")
         return list(range(len(members)))
 
-    def member_signal(self, probabilities, *, member: Member, n_classes: int, params: Mapping) -> np.ndarray:
+    def member_signal(
+        self, probabilities, *, member: Member, n_classes: int, params: Mapping
+    ) -> np.ndarray:
         counts = self._counts(member, n_classes)
         logits = log_probabilities(np.asarray(probabilities, dtype=np.float64).mean(axis=0)) + SHIFT
         return logits * counts[None, :]
 
-    def fuse(self, signal_sum, public_features, *, members: Sequence[Member], n_classes: int, params: Mapping,
-             noise=None, seed: int) -> Fusion:
+    def fuse(
+        self,
+        signal_sum,
+        public_features,
+        *,
+        members: Sequence[Member],
+        n_classes: int,
+        params: Mapping,
+        noise=None,
+        seed: int,
+    ) -> Fusion:
         from workers.algorithms.neural_distillation import distil_torch
 
         if noise is not None:
-            raise ValueError("Cohort distillation adds no noise; run it at L0 or on L2 submissions.")
+            raise ValueError(
+                "Cohort distillation adds no noise; run it at L0 or on L2 submissions."
+            )
         settings = self.validate(params)
         totals = np.sum([self._counts(m, n_classes) for m in members], axis=0)
         teacher = np.full(np.shape(signal_sum), np.log(PROBABILITY_FLOOR))
@@ -94,19 +136,34 @@ class CohortFusion:
         public_features = np.asarray(public_features)
         proxy_seed, student_seed = child_seeds(seed, 2)
         proxy = queried_rows(len(public_features), settings, seed=proxy_seed)
-        student = distil_torch(settings["student"], public_features[proxy], target[proxy], loss=settings["loss"],
-                               temperature=settings["temperature"], seed=student_seed)
+        student = distil_torch(
+            settings["student"],
+            public_features[proxy],
+            target[proxy],
+            loss=settings["loss"],
+            temperature=settings["temperature"],
+            seed=student_seed,
+        )
         trained = np.zeros(len(public_features), dtype=bool)
         trained[proxy] = True
-        agreement = float(np.mean(student.predict(public_features[proxy]) == teacher[proxy].argmax(axis=1)))
-        details = {"n_cohorts": len(members), "n_proxy": int(len(proxy)), "loss": settings["loss"],
-                   "fidelity": agreement, "classes_without_cohort": np.flatnonzero(~held).tolist()}
+        agreement = float(
+            np.mean(student.predict(public_features[proxy]) == teacher[proxy].argmax(axis=1))
+        )
+        details = {
+            "n_cohorts": len(members),
+            "n_proxy": int(len(proxy)),
+            "loss": settings["loss"],
+            "fidelity": agreement,
+            "classes_without_cohort": np.flatnonzero(~held).tolist(),
+        }
         return Fusion(student, teacher.argmax(axis=1), trained, None, details)
 
     @staticmethod
     def _counts(member: Member, n_classes: int) -> np.ndarray:
         if member.label_distribution is None or len(member.label_distribution) != n_classes:
-            raise ValueError(f"Submission {member.key} must declare a label distribution over {n_classes} classes.")
+            raise ValueError(
+                f"Submission {member.key} must declare a label distribution over {n_classes} classes."
+            )
         return label_counts_of(member.label_distribution, member.n_examples)
 
 

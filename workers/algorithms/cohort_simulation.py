@@ -39,8 +39,14 @@ class CohortSetting:
     max_rounds: int = 100
     patience: int = 5
     validation_fraction: float = 0.1
-    student: dict = field(default_factory=lambda: {"family": "mlp", "hidden_sizes": [100], "epochs": 20,
-                                                   "batch_size": 64})
+    student: dict = field(
+        default_factory=lambda: {
+            "family": "mlp",
+            "hidden_sizes": [100],
+            "epochs": 20,
+            "batch_size": 64,
+        }
+    )
     loss: str = "l1"
 
 
@@ -54,8 +60,19 @@ def _split_validation(clients, fraction: float, rng) -> tuple[list[np.ndarray], 
     return train, validation
 
 
-def simulate_cpfl(features, labels, clients: list[np.ndarray], public_x, test_x, test_y, *, n_cohorts: int,
-                  n_classes: int, setting: CohortSetting, seed: int) -> dict:
+def simulate_cpfl(
+    features,
+    labels,
+    clients: list[np.ndarray],
+    public_x,
+    test_x,
+    test_y,
+    *,
+    n_cohorts: int,
+    n_classes: int,
+    setting: CohortSetting,
+    seed: int,
+) -> dict:
     """Run CPFL with ``n_cohorts`` cohorts over ``clients`` (index arrays into ``features``).
 
     Returns accuracies on the test set (``teacher``: the weighted-logit teacher, ``cohorts``: each
@@ -69,14 +86,23 @@ def simulate_cpfl(features, labels, clients: list[np.ndarray], public_x, test_x,
     for cohort, members in enumerate(np.array_split(rng.permutation(len(clients)), n_cohorts)):
         cohort_of[members] = cohort
     train, validation = _split_validation(clients, setting.validation_fraction, rng)
-    stacked = StackedMLP(len(clients), features.shape[1], setting.hidden_sizes, n_classes, seed=seed, same_init=True)
+    stacked = StackedMLP(
+        len(clients), features.shape[1], setting.hidden_sizes, n_classes, seed=seed, same_init=True
+    )
     representative = np.array([np.flatnonzero(cohort_of == k)[0] for k in range(n_cohorts)])
-    validation_of = [np.concatenate([validation[c] for c in np.flatnonzero(cohort_of == k)]) for k in range(n_cohorts)]
+    validation_of = [
+        np.concatenate([validation[c] for c in np.flatnonzero(cohort_of == k)])
+        for k in range(n_cohorts)
+    ]
     inputs, targets = torch.as_tensor(features), torch.as_tensor(labels)
     weights = np.array([len(t) for t in train], dtype=np.float64)
     active = np.ones(n_cohorts, dtype=bool)
     best_loss, best_round = np.full(n_cohorts, np.inf), np.zeros(n_cohorts, dtype=np.int64)
-    rounds, stale, steps = np.zeros(n_cohorts, dtype=np.int64), np.zeros(n_cohorts, dtype=np.int64), 0
+    rounds, stale, steps = (
+        np.zeros(n_cohorts, dtype=np.int64),
+        np.zeros(n_cohorts, dtype=np.int64),
+        0,
+    )
     best = stacked.snapshot()
     for round_number in range(1, setting.max_rounds + 1):
         if not active.any():
@@ -85,8 +111,12 @@ def simulate_cpfl(features, labels, clients: list[np.ndarray], public_x, test_x,
         for _ in range(setting.local_steps):
             batch = torch.as_tensor(client_batches(train, setting.batch_size, rng))
             logits = stacked.forward(inputs[batch])
-            loss = functional.cross_entropy(logits.reshape(-1, n_classes), targets[batch].reshape(-1),
-                                            reduction="sum") / setting.batch_size
+            loss = (
+                functional.cross_entropy(
+                    logits.reshape(-1, n_classes), targets[batch].reshape(-1), reduction="sum"
+                )
+                / setting.batch_size
+            )
             stacked.sgd_step(loss, setting.learning_rate, active=clients_active)
         stacked.average(cohort_of, weights)
         steps += setting.local_steps * int(clients_active.sum())
@@ -95,7 +125,9 @@ def simulate_cpfl(features, labels, clients: list[np.ndarray], public_x, test_x,
         for cohort in np.flatnonzero(active):
             rows = validation_of[cohort]
             logits = stacked.logits(features[rows], [representative[cohort]])[0]
-            loss = float(functional.cross_entropy(torch.as_tensor(logits), torch.as_tensor(labels[rows])))
+            loss = float(
+                functional.cross_entropy(torch.as_tensor(logits), torch.as_tensor(labels[rows]))
+            )
             if loss < best_loss[cohort]:
                 best_loss[cohort], best_round[cohort], stale[cohort] = loss, round_number, 0
                 members = np.flatnonzero(cohort_of == cohort)
@@ -106,15 +138,29 @@ def simulate_cpfl(features, labels, clients: list[np.ndarray], public_x, test_x,
                 stale[cohort] += 1
                 active[cohort] = stale[cohort] < setting.patience
     stacked.restore(best, np.arange(len(clients)))
-    counts = np.stack([np.bincount(labels[np.concatenate([train[c] for c in np.flatnonzero(cohort_of == k)])],
-                                   minlength=n_classes) for k in range(n_cohorts)])
+    counts = np.stack(
+        [
+            np.bincount(
+                labels[np.concatenate([train[c] for c in np.flatnonzero(cohort_of == k)])],
+                minlength=n_classes,
+            )
+            for k in range(n_cohorts)
+        ]
+    )
     public_logits = stacked.logits(public_x, representative)
     test_logits = stacked.logits(test_x, representative)
     teacher = cohort_teacher_logits(test_logits, counts).argmax(axis=1)
-    student = distil_cohorts(setting.student, public_x, public_logits, counts, loss=setting.loss, seed=seed)
+    student = distil_cohorts(
+        setting.student, public_x, public_logits, counts, loss=setting.loss, seed=seed
+    )
     test_y = np.asarray(test_y)
-    return {"n_cohorts": n_cohorts, "teacher": float(np.mean(teacher == test_y)),
-            "cohorts": (test_logits.argmax(axis=2) == test_y[None]).mean(axis=1).tolist(),
-            "student": float(np.mean(student.predict(test_x) == test_y)),
-            "rounds": rounds.tolist(), "best_rounds": best_round.tolist(),
-            "rounds_to_convergence": int(rounds.max()), "client_steps": int(steps)}
+    return {
+        "n_cohorts": n_cohorts,
+        "teacher": float(np.mean(teacher == test_y)),
+        "cohorts": (test_logits.argmax(axis=2) == test_y[None]).mean(axis=1).tolist(),
+        "student": float(np.mean(student.predict(test_x) == test_y)),
+        "rounds": rounds.tolist(),
+        "best_rounds": best_round.tolist(),
+        "rounds_to_convergence": int(rounds.max()),
+        "client_steps": int(steps),
+    }

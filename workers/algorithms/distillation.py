@@ -38,8 +38,11 @@ class WeightedAlignedClassifier(AlignedClassifier):
         self.classes_ = np.arange(self.n_classes)
         self.present_classes_, encoded = np.unique(labels, return_inverse=True)
         self.n_features_in_ = np.asarray(X).shape[1]
-        self.estimator_ = None if len(self.present_classes_) == 1 else \
-            clone(self.estimator).fit(X, encoded, sample_weight=sample_weight)
+        self.estimator_ = (
+            None
+            if len(self.present_classes_) == 1
+            else clone(self.estimator).fit(X, encoded, sample_weight=sample_weight)
+        )
         return self
 
 
@@ -52,8 +55,16 @@ def student_family(student: Learner) -> str:
     return type(student).__name__
 
 
-def distil(student: Learner, features, teacher_probabilities, *, seed: int, target: str = "soft",
-           temperature: float = 2.0, hard_label_weight: float = 0.0):
+def distil(
+    student: Learner,
+    features,
+    teacher_probabilities,
+    *,
+    seed: int,
+    target: str = "soft",
+    temperature: float = 2.0,
+    hard_label_weight: float = 0.0,
+):
     """Fit ``student`` on proxy ``features`` to the teacher's probabilities ``(n, C)``.
 
     Returns a fitted classifier whose ``predict_proba`` has C columns (``classes_ = arange(C)``).
@@ -65,18 +76,30 @@ def distil(student: Learner, features, teacher_probabilities, *, seed: int, targ
     n_classes = teacher_probabilities.shape[1]
     family = student_family(student)
     if family == "kernel":
-        options = {} if isinstance(student, str) else {k: v for k, v in student.items() if k != "family"}
+        options = (
+            {} if isinstance(student, str) else {k: v for k, v in student.items() if k != "family"}
+        )
         unknown = set(options) - set(KERNEL_OPTIONS)
         if unknown:
-            raise ValueError(f"Unknown kernel-student settings {sorted(unknown)}; known: {list(KERNEL_OPTIONS)}.")
+            raise ValueError(
+                f"Unknown kernel-student settings {sorted(unknown)}; known: {list(KERNEL_OPTIONS)}."
+            )
         return KernelDistilledClassifier(**options).fit(features, teacher_probabilities)
     if family in TORCH_FAMILIES:
         from workers.algorithms.neural_distillation import distil_torch
 
-        return distil_torch(student, features, teacher_probabilities, temperature=temperature,
-                            hard_label_weight=hard_label_weight, seed=seed)
+        return distil_torch(
+            student,
+            features,
+            teacher_probabilities,
+            temperature=temperature,
+            hard_label_weight=hard_label_weight,
+            seed=seed,
+        )
     if target == "argmax":
-        return fit_aligned(student, features, teacher_probabilities.argmax(axis=1), n_classes=n_classes, seed=seed)
+        return fit_aligned(
+            student, features, teacher_probabilities.argmax(axis=1), n_classes=n_classes, seed=seed
+        )
     if target != "soft":
         raise ValueError(f"The student's target must be 'soft' or 'argmax', not {target!r}.")
     rows, classes = np.nonzero(teacher_probabilities > 0)
@@ -87,4 +110,8 @@ def distil(student: Learner, features, teacher_probabilities, *, seed: int, targ
 def fidelity(student, features, teacher_probabilities) -> float:
     """Share of ``features`` rows where the student's arg-max class equals the teacher's."""
     teacher_labels = np.asarray(teacher_probabilities).argmax(axis=1)
-    return float(np.mean(np.asarray(student.predict(features)) == teacher_labels)) if len(teacher_labels) else 0.0
+    return (
+        float(np.mean(np.asarray(student.predict(features)) == teacher_labels))
+        if len(teacher_labels)
+        else 0.0
+    )

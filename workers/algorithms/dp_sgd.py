@@ -51,14 +51,39 @@ class DpSgdClassifier(TorchClassifier):
         Its example-level (ε, δ).
     """
 
-    def __init__(self, architecture="mlp", hidden_sizes=(100, 100), image_shape=None, conv_channels=(6, 16),
-                 kernel_size=5, epochs=5, batch_size=256, learning_rate=0.05, optimizer="sgd", weight_decay=0.0,
-                 device="cpu", random_state=None, noise_multiplier=None, target_epsilon=None, max_grad_norm=1.0,
-                 delta=1e-5):
-        super().__init__(architecture=architecture, hidden_sizes=hidden_sizes, image_shape=image_shape,
-                         conv_channels=conv_channels, kernel_size=kernel_size, epochs=epochs, batch_size=batch_size,
-                         learning_rate=learning_rate, optimizer=optimizer, weight_decay=weight_decay, device=device,
-                         random_state=random_state)
+    def __init__(
+        self,
+        architecture="mlp",
+        hidden_sizes=(100, 100),
+        image_shape=None,
+        conv_channels=(6, 16),
+        kernel_size=5,
+        epochs=5,
+        batch_size=256,
+        learning_rate=0.05,
+        optimizer="sgd",
+        weight_decay=0.0,
+        device="cpu",
+        random_state=None,
+        noise_multiplier=None,
+        target_epsilon=None,
+        max_grad_norm=1.0,
+        delta=1e-5,
+    ):
+        super().__init__(
+            architecture=architecture,
+            hidden_sizes=hidden_sizes,
+            image_shape=image_shape,
+            conv_channels=conv_channels,
+            kernel_size=kernel_size,
+            epochs=epochs,
+            batch_size=batch_size,
+            learning_rate=learning_rate,
+            optimizer=optimizer,
+            weight_decay=weight_decay,
+            device=device,
+            random_state=random_state,
+        )
         self.noise_multiplier = noise_multiplier
         self.target_epsilon = target_epsilon
         self.max_grad_norm = max_grad_norm
@@ -69,31 +94,56 @@ class DpSgdClassifier(TorchClassifier):
             raise ValueError("DP-SGD takes exactly one of noise_multiplier and target_epsilon.")
         noise_multiplier = self.noise_multiplier
         if noise_multiplier is None:
-            noise_multiplier = noise_multiplier_for(target_epsilon=self.target_epsilon, batch_size=int(self.batch_size),
-                                                    epochs=int(self.epochs), n_examples=n_examples, delta=self.delta)
-        return DpSgdParameters(noise_multiplier=float(noise_multiplier), max_grad_norm=float(self.max_grad_norm),
-                               batch_size=int(self.batch_size), epochs=int(self.epochs), n_examples=n_examples,
-                               delta=float(self.delta))
+            noise_multiplier = noise_multiplier_for(
+                target_epsilon=self.target_epsilon,
+                batch_size=int(self.batch_size),
+                epochs=int(self.epochs),
+                n_examples=n_examples,
+                delta=self.delta,
+            )
+        return DpSgdParameters(
+            noise_multiplier=float(noise_multiplier),
+            max_grad_norm=float(self.max_grad_norm),
+            batch_size=int(self.batch_size),
+            epochs=int(self.epochs),
+            n_examples=n_examples,
+            delta=float(self.delta),
+        )
 
-    def _train(self, module: nn.Module, X: np.ndarray, y: np.ndarray, device, rng: np.random.Generator) -> None:
+    def _train(
+        self, module: nn.Module, X: np.ndarray, y: np.ndarray, device, rng: np.random.Generator
+    ) -> None:
         from opacus import (
             PrivacyEngine,  # imports torch's functorch helpers; only DP training needs it
         )
 
         privacy = self._privacy(len(X))
-        dataset = torch.utils.data.TensorDataset(torch.from_numpy(X), torch.from_numpy(y.astype(np.int64)))
+        dataset = torch.utils.data.TensorDataset(
+            torch.from_numpy(X), torch.from_numpy(y.astype(np.int64))
+        )
         loader = torch.utils.data.DataLoader(dataset, batch_size=privacy.batch_size)
         with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
             torch.seed()  # the mechanism's sampling and noise: never the caller's seed
-            warnings.filterwarnings("ignore", message="Secure RNG turned off")  # said in the module docstring
+            warnings.filterwarnings(
+                "ignore", message="Secure RNG turned off"
+            )  # said in the module docstring
             warnings.filterwarnings("ignore", message="Full backward hook")
             engine = PrivacyEngine(accountant="rdp", secure_mode=False)
             private_module, optimizer, private_loader = engine.make_private(
-                module=module, optimizer=self._optimizer(module), data_loader=loader,
-                noise_multiplier=privacy.noise_multiplier, max_grad_norm=privacy.max_grad_norm, poisson_sampling=True)
+                module=module,
+                optimizer=self._optimizer(module),
+                data_loader=loader,
+                noise_multiplier=privacy.noise_multiplier,
+                max_grad_norm=privacy.max_grad_norm,
+                poisson_sampling=True,
+            )
             self._descend(private_module, optimizer, private_loader, device)
-        if engine.accountant.history != [(privacy.noise_multiplier, privacy.sample_rate, privacy.steps)]:
-            raise RuntimeError(f"Opacus ran {engine.accountant.history}, not the declared {privacy}.")
+        if engine.accountant.history != [
+            (privacy.noise_multiplier, privacy.sample_rate, privacy.steps)
+        ]:
+            raise RuntimeError(
+                f"Opacus ran {engine.accountant.history}, not the declared {privacy}."
+            )
         self.privacy_ = privacy
         self.privacy_report_, _ = dp_sgd_privacy_bound(privacy)
         private_module._close()  # removes Opacus' hooks and per-example gradients from ``module``

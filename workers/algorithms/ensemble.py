@@ -26,28 +26,38 @@ def member_probabilities(model, features, n_classes: int) -> np.ndarray:
     features = np.asarray(features)
     probabilities = np.zeros((len(features), n_classes))
     if not hasattr(model, "predict_proba"):
-        probabilities[np.arange(len(features)), np.asarray(model.predict(features), dtype=np.int64)] = 1.0
+        probabilities[
+            np.arange(len(features)), np.asarray(model.predict(features), dtype=np.int64)
+        ] = 1.0
         return probabilities
     own = np.asarray(model.predict_proba(features), dtype=np.float64)
     classes = np.asarray(getattr(model, "classes_", np.arange(own.shape[1])), dtype=np.int64)
     if classes.min(initial=0) < 0 or classes.max(initial=0) >= n_classes:
-        raise ValueError(f"A member predicts classes {classes.tolist()} outside 0..{n_classes - 1}.")
+        raise ValueError(
+            f"A member predicts classes {classes.tolist()} outside 0..{n_classes - 1}."
+        )
     probabilities[:, classes] = own
     return probabilities
 
 
-def stacked_probabilities(models: Sequence, features, n_classes: int, *, batch_rows: int = BATCH_ROWS) -> np.ndarray:
+def stacked_probabilities(
+    models: Sequence, features, n_classes: int, *, batch_rows: int = BATCH_ROWS
+) -> np.ndarray:
     """``(n_models, n, n_classes)``: every model's probabilities, predicted in row batches."""
     features = np.asarray(features)
     stacked = np.empty((len(models), len(features), n_classes))
     for start in range(0, len(features), batch_rows):
-        batch = features[start:start + batch_rows]
+        batch = features[start : start + batch_rows]
         for index, model in enumerate(models):
-            stacked[index, start:start + len(batch)] = member_probabilities(model, batch, n_classes)
+            stacked[index, start : start + len(batch)] = member_probabilities(
+                model, batch, n_classes
+            )
     return stacked
 
 
-def average_probabilities(stacked, members: Sequence[int] | None = None, weights=None) -> np.ndarray:
+def average_probabilities(
+    stacked, members: Sequence[int] | None = None, weights=None
+) -> np.ndarray:
     """The (weighted) mean over ``members`` (all by default) of ``stacked`` ``(m, n, C)`` → ``(n, C)``."""
     stacked = np.asarray(stacked, dtype=np.float64)
     chosen = stacked if members is None else stacked[np.asarray(members, dtype=np.int64)]
@@ -57,7 +67,9 @@ def average_probabilities(stacked, members: Sequence[int] | None = None, weights
         return chosen.mean(axis=0)
     weights = np.asarray(weights, dtype=np.float64)
     if weights.shape != (len(chosen),) or np.any(weights < 0) or weights.sum() <= 0:
-        raise ValueError("Ensemble weights must be one non-negative number per member, not all zero.")
+        raise ValueError(
+            "Ensemble weights must be one non-negative number per member, not all zero."
+        )
     return np.tensordot(weights / weights.sum(), chosen, axes=1)
 
 
@@ -84,14 +96,20 @@ class EnsembleClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError("An ensemble needs at least one member.")
         self.estimators_ = list(self.estimators)
         self.classes_ = np.arange(self.n_classes)
-        self.n_features_in_ = np.asarray(X).shape[1] if X is not None else getattr(
-            self.estimators_[0], "n_features_in_", None)
-        average_probabilities(np.zeros((len(self.estimators_), 0, self.n_classes)), weights=self.weights)
+        self.n_features_in_ = (
+            np.asarray(X).shape[1]
+            if X is not None
+            else getattr(self.estimators_[0], "n_features_in_", None)
+        )
+        average_probabilities(
+            np.zeros((len(self.estimators_), 0, self.n_classes)), weights=self.weights
+        )
         return self
 
     def predict_proba(self, X) -> np.ndarray:
-        return average_probabilities(stacked_probabilities(self.estimators_, X, self.n_classes),
-                                     weights=self.weights)
+        return average_probabilities(
+            stacked_probabilities(self.estimators_, X, self.n_classes), weights=self.weights
+        )
 
     def predict(self, X) -> np.ndarray:
         return np.argmax(self.predict_proba(X), axis=1)
@@ -102,8 +120,17 @@ class EnsembleClassifier(ClassifierMixin, BaseEstimator):
         from workers.modelio.bundle import BundleMember, bundle_write
 
         n_features = n_features or self.n_features_in_
-        weights = [1.0] * len(self.estimators_) if self.weights is None else [float(w) for w in self.weights]
-        files = [safe_member_file(model, n_features=n_features, n_classes=self.n_classes) for model in self.estimators_]
-        members = [BundleMember(format=model_format, data=data, weight=weight)
-                   for (model_format, data), weight in zip(files, weights)]
+        weights = (
+            [1.0] * len(self.estimators_)
+            if self.weights is None
+            else [float(w) for w in self.weights]
+        )
+        files = [
+            safe_member_file(model, n_features=n_features, n_classes=self.n_classes)
+            for model in self.estimators_
+        ]
+        members = [
+            BundleMember(format=model_format, data=data, weight=weight)
+            for (model_format, data), weight in zip(files, weights)
+        ]
         return bundle_write(members, n_classes=self.n_classes, n_features=n_features)

@@ -50,7 +50,9 @@ def local_label_logits(logits, labels, n_classes: int) -> tuple[np.ndarray, np.n
     return sums, present
 
 
-def validate_label_logits(logits, labels, *, n_classes: int, max_magnitude: float) -> tuple[np.ndarray, np.ndarray]:
+def validate_label_logits(
+    logits, labels, *, n_classes: int, max_magnitude: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Check one silo's FD upload and return it as ``(F̄ (C, C) float64, present (C,) bool)``.
 
     Parameters
@@ -71,14 +73,31 @@ def validate_label_logits(logits, labels, *, n_classes: int, max_magnitude: floa
     ValueError
         With a sentence naming what is wrong.
     """
-    if (not isinstance(labels, list) or not labels or len(set(map(repr, labels))) != len(labels)
-            or any(isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < n_classes
-                   for label in labels)):
-        raise ValueError(f"'labels' must list the distinct class indices (0 to {n_classes - 1}) you hold, at least one.")
-    if (not isinstance(logits, list) or len(logits) != n_classes
-            or any(not isinstance(row, list) or len(row) != n_classes for row in logits)):
-        raise ValueError(f"'logits' must be {n_classes} rows of {n_classes} numbers (labels × classes).")
-    if any(isinstance(value, bool) or not isinstance(value, (int, float)) for row in logits for value in row):
+    if (
+        not isinstance(labels, list)
+        or not labels
+        or len(set(map(repr, labels))) != len(labels)
+        or any(
+            isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < n_classes
+            for label in labels
+        )
+    ):
+        raise ValueError(
+            f"'labels' must list the distinct class indices (0 to {n_classes - 1}) you hold, at least one."
+        )
+    if (
+        not isinstance(logits, list)
+        or len(logits) != n_classes
+        or any(not isinstance(row, list) or len(row) != n_classes for row in logits)
+    ):
+        raise ValueError(
+            f"'logits' must be {n_classes} rows of {n_classes} numbers (labels × classes)."
+        )
+    if any(
+        isinstance(value, bool) or not isinstance(value, (int, float))
+        for row in logits
+        for value in row
+    ):
         raise ValueError("'logits' must hold numbers only.")
     array = np.asarray(logits, dtype=np.float64)
     if not np.all(np.isfinite(array)) or np.abs(array).max() > max_magnitude:
@@ -86,8 +105,10 @@ def validate_label_logits(logits, labels, *, n_classes: int, max_magnitude: floa
     present = np.zeros(n_classes, dtype=bool)
     present[labels] = True
     if np.any(array[~present] != 0):
-        raise ValueError("Rows of labels you did not declare must be zeros: declare every label you send a vector "
-                         "for in 'labels'.")
+        raise ValueError(
+            "Rows of labels you did not declare must be zeros: declare every label you send a vector "
+            "for in 'labels'."
+        )
     return array, present
 
 
@@ -107,11 +128,15 @@ def fd_server_aggregate(local_logits, present) -> tuple[np.ndarray, np.ndarray]:
     local_logits = np.asarray(local_logits, dtype=np.float64)
     present = np.asarray(present, dtype=bool)
     masked = local_logits * present[:, :, None]
-    others_sum = masked.sum(axis=0, keepdims=True) - masked              # leave-one-out sums
-    others_count = present.sum(axis=0, keepdims=True) - present           # (S, C)
+    others_sum = masked.sum(axis=0, keepdims=True) - masked  # leave-one-out sums
+    others_count = present.sum(axis=0, keepdims=True) - present  # (S, C)
     available = others_count > 0
-    averages = np.divide(others_sum, others_count[:, :, None], out=np.zeros_like(others_sum),
-                         where=available[:, :, None])
+    averages = np.divide(
+        others_sum,
+        others_count[:, :, None],
+        out=np.zeros_like(others_sum),
+        where=available[:, :, None],
+    )
     return averages, available
 
 
@@ -119,7 +144,11 @@ def distillation_regulariser(logits, global_logits):
     """Mean over a batch of ``CE(softmax(global_logits), softmax(logits))`` (torch tensors (b, C))."""
     import torch
 
-    return -(torch.softmax(global_logits, dim=-1) * torch.log_softmax(logits, dim=-1)).sum(dim=-1).mean()
+    return (
+        -(torch.softmax(global_logits, dim=-1) * torch.log_softmax(logits, dim=-1))
+        .sum(dim=-1)
+        .mean()
+    )
 
 
 def fd_round_bits(n_devices: int, n_classes: int, *, bits: int = BITS_PER_NUMBER) -> int:

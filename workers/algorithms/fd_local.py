@@ -49,40 +49,60 @@ class FDLocalModel:
     def __init__(self, *, n_features: int, n_classes: int, setting: FDLocalSetting, seed: int):
         self.setting = setting
         self.n_classes = int(n_classes)
-        self.spec = {"architecture": "mlp", "n_features": int(n_features),
-                     "hidden_sizes": [int(width) for width in setting.hidden_sizes], "n_classes": int(n_classes)}
+        self.spec = {
+            "architecture": "mlp",
+            "n_features": int(n_features),
+            "hidden_sizes": [int(width) for width in setting.hidden_sizes],
+            "n_classes": int(n_classes),
+        }
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.module = build_module(self.spec)
         self.rng = np.random.default_rng(seed)
 
-    def train_round(self, features: np.ndarray, labels: np.ndarray, *, global_logits: np.ndarray | None = None,
-                    available: np.ndarray | None = None) -> None:
+    def train_round(
+        self,
+        features: np.ndarray,
+        labels: np.ndarray,
+        *,
+        global_logits: np.ndarray | None = None,
+        available: np.ndarray | None = None,
+    ) -> None:
         """One round of local training; ``global_logits`` (C, C) and ``available`` (C,) from the last round."""
         inputs = torch.as_tensor(np.asarray(features, dtype=np.float32))
         targets = torch.as_tensor(np.asarray(labels, dtype=np.int64))
-        teacher = None if global_logits is None else torch.as_tensor(np.asarray(global_logits, dtype=np.float32))
-        usable = torch.ones(self.n_classes, dtype=torch.bool) if available is None \
+        teacher = (
+            None
+            if global_logits is None
+            else torch.as_tensor(np.asarray(global_logits, dtype=np.float32))
+        )
+        usable = (
+            torch.ones(self.n_classes, dtype=torch.bool)
+            if available is None
             else torch.as_tensor(np.asarray(available, dtype=bool))
+        )
         optimizer = torch.optim.SGD(self.module.parameters(), lr=self.setting.learning_rate)
         self.module.train()
         for _ in range(self.setting.epochs):
             order = torch.as_tensor(self.rng.permutation(len(targets)))
             for start in range(0, len(order), self.setting.batch_size):
-                batch = order[start:start + self.setting.batch_size]
+                batch = order[start : start + self.setting.batch_size]
                 outputs = self.module(inputs[batch])
                 loss = functional.cross_entropy(outputs, targets[batch])
                 if teacher is not None:
                     distilled = usable[targets[batch]]
                     if distilled.any():
                         loss = loss + self.setting.beta * distillation_regulariser(
-                            outputs[distilled], teacher[targets[batch][distilled]])
+                            outputs[distilled], teacher[targets[batch][distilled]]
+                        )
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()
         self.module.eval()
 
-    def label_logits(self, features: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def label_logits(
+        self, features: np.ndarray, labels: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The upload: ``(F̄ (C, C), present (C,))``, the mean logits of the silo's rows per label."""
         with torch.no_grad():
             outputs = self.module(torch.as_tensor(np.asarray(features, dtype=np.float32))).numpy()
@@ -90,7 +110,11 @@ class FDLocalModel:
 
     def predict(self, features: np.ndarray) -> np.ndarray:
         with torch.no_grad():
-            return self.module(torch.as_tensor(np.asarray(features, dtype=np.float32))).argmax(dim=1).numpy()
+            return (
+                self.module(torch.as_tensor(np.asarray(features, dtype=np.float32)))
+                .argmax(dim=1)
+                .numpy()
+            )
 
 
 __all__ = ["FDLocalModel", "FDLocalSetting"]

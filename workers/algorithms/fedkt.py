@@ -50,9 +50,22 @@ from workers.algorithms.transfer import (
 from workers.algorithms.voting import consistent_vote_counts, vote_counts
 from workers.learners import Learner, fit_aligned, make_learner
 
-__all__ = ["FedKTConfig", "FedKTResult", "PartyResult", "ServerResult", "child_seeds", "fedkt_fit", "fit_on_votes",
-           "fit_parties", "party_fit", "party_students", "predict_classes", "select_queries", "server_fit",
-           "train_teachers"]
+__all__ = [
+    "FedKTConfig",
+    "FedKTResult",
+    "PartyResult",
+    "ServerResult",
+    "child_seeds",
+    "fedkt_fit",
+    "fit_on_votes",
+    "fit_parties",
+    "party_fit",
+    "party_students",
+    "predict_classes",
+    "select_queries",
+    "server_fit",
+    "train_teachers",
+]
 
 
 _NATIVE_TREES = (BaseDecisionTree, BaseForest)
@@ -120,8 +133,9 @@ class FedKTResult:
         return self.server.final_model
 
 
-def train_teachers(features, labels, *, n_classes: int, learner: Learner, partitions: int, teachers: int,
-                   seed: int) -> tuple[tuple[Any, ...], ...]:
+def train_teachers(
+    features, labels, *, n_classes: int, learner: Learner, partitions: int, teachers: int, seed: int
+) -> tuple[tuple[Any, ...], ...]:
     """Teachers per partition (Algorithm 1 lines 2-4): for each of ``partitions`` partitions,
     shuffle, split into ``teachers`` disjoint subsets and fit one teacher on each.
 
@@ -129,20 +143,40 @@ def train_teachers(features, labels, *, n_classes: int, learner: Learner, partit
     """
     n_examples = len(labels)
     if n_examples < teachers:
-        raise ValueError(f"A party with {n_examples} examples cannot train {teachers} teachers on disjoint subsets.")
+        raise ValueError(
+            f"A party with {n_examples} examples cannot train {teachers} teachers on disjoint subsets."
+        )
     partition_seeds = child_seeds(seed, partitions)
     result = []
     for partition_seed in partition_seeds:
         shuffle_seed, *teacher_seeds = child_seeds(partition_seed, teachers + 1)
-        subsets = np.array_split(np.random.default_rng(shuffle_seed).permutation(n_examples), teachers)
-        result.append(tuple(fit_aligned(learner, features[subset], labels[subset], n_classes=n_classes,
-                                        seed=teacher_seed)
-                            for subset, teacher_seed in zip(subsets, teacher_seeds)))
+        subsets = np.array_split(
+            np.random.default_rng(shuffle_seed).permutation(n_examples), teachers
+        )
+        result.append(
+            tuple(
+                fit_aligned(
+                    learner,
+                    features[subset],
+                    labels[subset],
+                    n_classes=n_classes,
+                    seed=teacher_seed,
+                )
+                for subset, teacher_seed in zip(subsets, teacher_seeds)
+            )
+        )
     return tuple(result)
 
 
-def party_students(teacher_predictions, queried_features, *, n_classes: int, student: Learner, noise=None,
-                   seed: int) -> tuple[tuple[Any, ...], tuple[np.ndarray, ...], dict[str, StageStats]]:
+def party_students(
+    teacher_predictions,
+    queried_features,
+    *,
+    n_classes: int,
+    student: Learner,
+    noise=None,
+    seed: int,
+) -> tuple[tuple[Any, ...], tuple[np.ndarray, ...], dict[str, StageStats]]:
     """Votes and students of one party (Algorithm 1 lines 5-8) from its teachers' predictions.
 
     Parameters
@@ -165,14 +199,32 @@ def party_students(teacher_predictions, queried_features, *, n_classes: int, stu
     students = []
     with clock.stage("students"):
         for partition_counts, partition_seed in zip(counts, child_seeds(seed, len(counts))):
-            model, *_ = fit_on_votes(partition_counts, queried_features, learner=student, n_classes=n_classes,
-                                     seed=partition_seed, noise=noise)
+            model, *_ = fit_on_votes(
+                partition_counts,
+                queried_features,
+                learner=student,
+                n_classes=n_classes,
+                seed=partition_seed,
+                noise=noise,
+            )
             students.append(model)
     return tuple(students), counts, clock.stages
 
 
-def party_fit(features, labels, public_features, *, n_classes: int, teacher: Learner, student: Learner,
-              partitions: int = 2, teachers: int = 5, query: Query = 1.0, noise=None, seed: int) -> PartyResult:
+def party_fit(
+    features,
+    labels,
+    public_features,
+    *,
+    n_classes: int,
+    teacher: Learner,
+    student: Learner,
+    partitions: int = 2,
+    teachers: int = 5,
+    query: Query = 1.0,
+    noise=None,
+    seed: int,
+) -> PartyResult:
     """The party side of FedKT (Algorithm 1 lines 1-9) on one party's labelled data.
 
     Parameters
@@ -195,19 +247,42 @@ def party_fit(features, labels, public_features, *, n_classes: int, teacher: Lea
     teacher_seed, query_seed, student_seed = child_seeds(seed, 3)
     clock = StageClock()
     with clock.stage("teachers"):
-        teacher_models = train_teachers(features, labels, n_classes=n_classes, learner=teacher,
-                                        partitions=partitions, teachers=teachers, seed=teacher_seed)
+        teacher_models = train_teachers(
+            features,
+            labels,
+            n_classes=n_classes,
+            learner=teacher,
+            partitions=partitions,
+            teachers=teachers,
+            seed=teacher_seed,
+        )
     queried = select_queries(len(public_features), query, seed=query_seed)
     queried_features = public_features[queried]
     with clock.stage("party_votes"):
-        predictions = np.stack([predict_classes(models, queried_features) for models in teacher_models])
-    students, counts, stages = party_students(predictions, queried_features, n_classes=n_classes, student=student,
-                                              noise=noise, seed=student_seed)
+        predictions = np.stack(
+            [predict_classes(models, queried_features) for models in teacher_models]
+        )
+    students, counts, stages = party_students(
+        predictions,
+        queried_features,
+        n_classes=n_classes,
+        student=student,
+        noise=noise,
+        seed=student_seed,
+    )
     return PartyResult(students, queried, counts, merge_stages([clock.stages, stages]))
 
 
-def server_fit(student_predictions, public_features, *, n_classes: int, final: Learner, query: Query = 1.0,
-               noise=None, seed: int) -> ServerResult:
+def server_fit(
+    student_predictions,
+    public_features,
+    *,
+    n_classes: int,
+    final: Learner,
+    query: Query = 1.0,
+    noise=None,
+    seed: int,
+) -> ServerResult:
     """The server side of FedKT (Algorithm 1 lines 10-14) from the students' predictions.
 
     Parameters
@@ -229,12 +304,22 @@ def server_fit(student_predictions, public_features, *, n_classes: int, final: L
     queried = select_queries(public_features.shape[0], query, seed=query_seed)
     clock = StageClock()
     with clock.stage("server_votes"):
-        counts = consistent_vote_counts(student_predictions[:, :, queried], n_classes, student_predictions.shape[1])
+        counts = consistent_vote_counts(
+            student_predictions[:, :, queried], n_classes, student_predictions.shape[1]
+        )
     with clock.stage("final_model"):
-        model, noisy, labels, trained = fit_on_votes(counts, public_features[queried], learner=final,
-                                                     n_classes=n_classes, seed=model_seed, noise=noise)
+        model, noisy, labels, trained = fit_on_votes(
+            counts,
+            public_features[queried],
+            learner=final,
+            n_classes=n_classes,
+            seed=model_seed,
+            noise=noise,
+        )
     abstained = np.logical_not(counts.any(axis=1))
-    return ServerResult(model, queried, counts, noisy, labels, np.asarray(abstained), trained, clock.stages)
+    return ServerResult(
+        model, queried, counts, noisy, labels, np.asarray(abstained), trained, clock.stages
+    )
 
 
 def _party_task(arguments: tuple) -> PartyResult:
@@ -255,8 +340,16 @@ def runs_without_the_gil(*learners: Learner) -> bool:
     return all(isinstance(make_learner(learner), _NATIVE_TREES) for learner in learners)
 
 
-def fit_parties(parties: Sequence[tuple[Any, Any]], public_features, *, n_classes: int, config: FedKTConfig,
-                noise=None, seed: int, n_jobs: int = 1) -> tuple[PartyResult, ...]:
+def fit_parties(
+    parties: Sequence[tuple[Any, Any]],
+    public_features,
+    *,
+    n_classes: int,
+    config: FedKTConfig,
+    noise=None,
+    seed: int,
+    n_jobs: int = 1,
+) -> tuple[PartyResult, ...]:
     """:func:`party_fit` for every party, ``n_jobs`` at a time (1: one after the other in this thread).
     Party ``j`` gets the ``j``-th child seed of ``seed``, so results do not depend on ``n_jobs``.
 
@@ -265,66 +358,122 @@ def fit_parties(parties: Sequence[tuple[Any, Any]], public_features, *, n_classe
     linear) run in worker processes started with ``spawn``: a script calling this with
     ``n_jobs > 1`` needs the ``if __name__ == "__main__":`` guard, and a daemonic process (a Celery
     prefork child) cannot start them, so call it there with ``n_jobs=1`` and fan out with Celery."""
-    keywords = {"n_classes": n_classes, "teacher": config.teacher, "student": config.student,
-                "partitions": config.partitions, "teachers": config.teachers, "query": config.party_query,
-                "noise": noise}
-    tasks = [(features, labels, public_features, {**keywords, "seed": party_seed})
-             for (features, labels), party_seed in zip(parties, child_seeds(seed, len(parties)))]
+    keywords = {
+        "n_classes": n_classes,
+        "teacher": config.teacher,
+        "student": config.student,
+        "partitions": config.partitions,
+        "teachers": config.teachers,
+        "query": config.party_query,
+        "noise": noise,
+    }
+    tasks = [
+        (features, labels, public_features, {**keywords, "seed": party_seed})
+        for (features, labels), party_seed in zip(parties, child_seeds(seed, len(parties)))
+    ]
     if n_jobs <= 1:
         return tuple(_party_task(task) for task in tasks)
     if runs_without_the_gil(config.teacher, config.student):
         with ThreadPoolExecutor(max_workers=n_jobs) as pool:
             return tuple(pool.map(_party_task, tasks))
-    context = multiprocessing.get_context("spawn")   # fork after torch/OpenMP start-up can deadlock
-    with ProcessPoolExecutor(max_workers=n_jobs, mp_context=context, initializer=_limit_threads) as pool:
+    context = multiprocessing.get_context("spawn")  # fork after torch/OpenMP start-up can deadlock
+    with ProcessPoolExecutor(
+        max_workers=n_jobs, mp_context=context, initializer=_limit_threads
+    ) as pool:
         return tuple(pool.map(_party_task, tasks))
 
 
-def predict_students(party_results: Sequence[PartyResult], public_features, *, n_jobs: int = 1) -> np.ndarray:
+def predict_students(
+    party_results: Sequence[PartyResult], public_features, *, n_jobs: int = 1
+) -> np.ndarray:
     """Every party's students' classes on the public data: int64 array (n_parties, s, n_public),
     parties predicted ``n_jobs`` at a time in threads where the students are trees or forests."""
+
     def predict(party: PartyResult) -> np.ndarray:
         return predict_classes(party.students, public_features)
 
-    if n_jobs > 1 and all(isinstance(getattr(student, "estimator_", None), _NATIVE_TREES + (type(None),))
-                          for party in party_results for student in party.students):
+    if n_jobs > 1 and all(
+        isinstance(getattr(student, "estimator_", None), _NATIVE_TREES + (type(None),))
+        for party in party_results
+        for student in party.students
+    ):
         with ThreadPoolExecutor(max_workers=n_jobs) as pool:
             return np.stack(list(pool.map(predict, party_results)))
     return np.stack([predict(party) for party in party_results])
 
 
-def fedkt_fit(parties: Sequence[tuple[Any, Any]], public_features, *, n_classes: int, config: FedKTConfig,
-              seed: int, party_noise=None, server_noise=None, delta: float = 1e-5, n_jobs: int = 1) -> FedKTResult:
+def fedkt_fit(
+    parties: Sequence[tuple[Any, Any]],
+    public_features,
+    *,
+    n_classes: int,
+    config: FedKTConfig,
+    seed: int,
+    party_noise=None,
+    server_noise=None,
+    delta: float = 1e-5,
+    n_jobs: int = 1,
+) -> FedKTResult:
     """Run FedKT end to end on simulated parties.
 
     ``parties`` holds each party's ``(features, labels)``. L0: no noise; L1: ``server_noise``;
     L2: ``party_noise`` (the two are exclusive). ``delta`` is the δ of the reported (ε, δ).
     """
     if party_noise is not None and server_noise is not None:
-        raise ValueError("Choose one privacy level: party noise (L2) or server noise (L1), not both.")
+        raise ValueError(
+            "Choose one privacy level: party noise (L2) or server noise (L1), not both."
+        )
     level = "L2" if party_noise is not None else "L1" if server_noise is not None else "L0"
     public_features = np.asarray(public_features)
     party_seed, server_seed = child_seeds(seed, 2)
     clock = StageClock()
     with clock.stage("parties_elapsed"):
-        party_results = fit_parties(parties, public_features, n_classes=n_classes, config=config,
-                                    noise=party_noise, seed=party_seed, n_jobs=n_jobs)
+        party_results = fit_parties(
+            parties,
+            public_features,
+            n_classes=n_classes,
+            config=config,
+            noise=party_noise,
+            seed=party_seed,
+            n_jobs=n_jobs,
+        )
     with clock.stage("server_votes"):
         predictions = predict_students(party_results, public_features, n_jobs=n_jobs)
-    server = server_fit(predictions, public_features, n_classes=n_classes, final=config.final,
-                        query=config.server_query, noise=server_noise, seed=server_seed)
+    server = server_fit(
+        predictions,
+        public_features,
+        n_classes=n_classes,
+        final=config.final,
+        query=config.server_query,
+        noise=server_noise,
+        seed=server_seed,
+    )
     stages = merge_stages([party.stages for party in party_results] + [clock.stages, server.stages])
-    privacy = _privacy_analysis(level, party_noise or server_noise, party_results, server, config, delta)
+    privacy = _privacy_analysis(
+        level, party_noise or server_noise, party_results, server, config, delta
+    )
     return FedKTResult(level, party_results, server, privacy, stages)
 
 
-def _privacy_analysis(level: str, mechanism, party_results, server: ServerResult, config: FedKTConfig, delta: float):
+def _privacy_analysis(
+    level: str, mechanism, party_results, server: ServerResult, config: FedKTConfig, delta: float
+):
     if level == "L0":
         return None
     from workers.privacy.accounting import party_noise_privacy, server_noise_privacy
 
     if level == "L1":
-        return server_noise_privacy(mechanism=mechanism, vote_counts=server.consistent_counts,
-                                    partitions=config.partitions, teachers=config.teachers, delta=delta)
-    return party_noise_privacy(mechanism=mechanism, party_vote_counts=[list(p.vote_counts) for p in party_results],
-                               partitions=config.partitions, teachers=config.teachers, delta=delta)
+        return server_noise_privacy(
+            mechanism=mechanism,
+            vote_counts=server.consistent_counts,
+            partitions=config.partitions,
+            teachers=config.teachers,
+            delta=delta,
+        )
+    return party_noise_privacy(
+        mechanism=mechanism,
+        party_vote_counts=[list(p.vote_counts) for p in party_results],
+        partitions=config.partitions,
+        teachers=config.teachers,
+        delta=delta,
+    )

@@ -69,9 +69,19 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from workers.algorithms.registry import Fusion, Member, register
-from workers.algorithms.schema import (QUERY_HELP, WorkEstimate, learner, learner_work, one_of, prediction_work,
-                                       query_rows, query_setting, real_number, unknown_keys_refused,
-                                       whole_number)
+from workers.algorithms.schema import (
+    QUERY_HELP,
+    WorkEstimate,
+    learner,
+    learner_work,
+    one_of,
+    prediction_work,
+    query_rows,
+    query_setting,
+    real_number,
+    unknown_keys_refused,
+    whole_number,
+)
 from workers.algorithms.selection import select_members, selection_parameters
 from workers.algorithms.transfer import child_seeds, queried_rows
 
@@ -86,8 +96,10 @@ DEFAULT_FINAL_MODEL = {"family": "random_forest", "n_estimators": 100, "max_dept
 FINAL_MODEL_FAMILIES = ("logistic_regression", "random_forest", "xgboost", "mlp")
 STUDENT_FAMILIES = ("kernel", "logistic_regression", "random_forest", "xgboost", "mlp", "cnn")
 SELECTION_KEYS = ("selection", "strategy", "k", "threshold")
-SELECTION_HELP = ('Ensemble and distillation: which members to use: {"strategy": all | cross_validation | data | '
-                  'random, "k": top k or null, "threshold": minimum validation score or examples, or null}.')
+SELECTION_HELP = (
+    'Ensemble and distillation: which members to use: {"strategy": all | cross_validation | data | '
+    'random, "k": top k or null, "threshold": minimum validation score or examples, or null}.'
+)
 
 
 def _normalised(params: Mapping) -> dict:
@@ -96,10 +108,20 @@ def _normalised(params: Mapping) -> dict:
     selection = params.pop("selection", None)
     if selection is not None:
         if not isinstance(selection, Mapping):
-            raise ValueError(f"selection must be a mapping with strategy, k and threshold, not {selection!r}.")
-        params.update({key: value for key, value in selection.items() if key in ("strategy", "k", "threshold")})
+            raise ValueError(
+                f"selection must be a mapping with strategy, k and threshold, not {selection!r}."
+            )
+        params.update(
+            {
+                key: value
+                for key, value in selection.items()
+                if key in ("strategy", "k", "threshold")
+            }
+        )
     strategy = params.get("strategy", "all")
-    params["strategy"] = STRATEGY_ALIASES.get(strategy, strategy) if isinstance(strategy, str) else strategy
+    params["strategy"] = (
+        STRATEGY_ALIASES.get(strategy, strategy) if isinstance(strategy, str) else strategy
+    )
     return params
 
 
@@ -109,38 +131,62 @@ class FedKTFusion:
     name = "fedkt"
 
     accepts_noise = True
-    keys: tuple[str, ...] = ("partitions", "teachers", "query_fraction", "query_count", "final_model", "privacy", "vote",
-            "vote_weight_max")
+    keys: tuple[str, ...] = (
+        "partitions",
+        "teachers",
+        "query_fraction",
+        "query_count",
+        "final_model",
+        "privacy",
+        "vote",
+        "vote_weight_max",
+    )
     help = {
         "partitions": "s: students per submission (each FedKT submission holds one student per partition), 1 to 64.",
         "teachers": "t: teachers per partition the silos trained (enters the privacy analysis), 1 to 64.",
         "query_fraction": QUERY_HELP,
         "query_count": QUERY_HELP,
-        "final_model": 'The global model\'s learner: {"family": one of ' + ", ".join(FINAL_MODEL_FAMILIES)
-                       + ", ...hyperparameters}.",
+        "final_model": 'The global model\'s learner: {"family": one of '
+        + ", ".join(FINAL_MODEL_FAMILIES)
+        + ", ...hyperparameters}.",
         "privacy": 'L1 only: {"mechanism": "laplace" with "gamma" | "gaussian" with "sigma", "delta"}.',
-        "vote": ("How silos vote: " + " | ".join(VOTE_RULES) + " (default consistent_hard, the paper's; "
-                 "class_weighted weighs a silo's votes per class by its declared share of that class; soft sums "
-                 "the students' probabilities and is refused at L1; auto chooses among these and Guha's ensemble "
-                 "with selection on half of the evaluation split, reports on the other half, and runs at L0 only)."),
-        "vote_weight_max": (f"class_weighted and auto only: W, the largest integer vote weight, 1 to {MAX_VOTE_WEIGHT} "
-                            f"(default {DEFAULT_VOTE_WEIGHT_MAX}); at L1 each submission moves s × W votes."),
+        "vote": (
+            "How silos vote: " + " | ".join(VOTE_RULES) + " (default consistent_hard, the paper's; "
+            "class_weighted weighs a silo's votes per class by its declared share of that class; soft sums "
+            "the students' probabilities and is refused at L1; auto chooses among these and Guha's ensemble "
+            "with selection on half of the evaluation split, reports on the other half, and runs at L0 only)."
+        ),
+        "vote_weight_max": (
+            f"class_weighted and auto only: W, the largest integer vote weight, 1 to {MAX_VOTE_WEIGHT} "
+            f"(default {DEFAULT_VOTE_WEIGHT_MAX}); at L1 each submission moves s × W votes."
+        ),
     }
 
     def validate(self, params: Mapping) -> dict:
         params = dict(params or {})
-        unknown_keys_refused(params, known=self.keys, what="a fedkt job", old_names=("query", "final"))
+        unknown_keys_refused(
+            params, known=self.keys, what="a fedkt job", old_names=("query", "final")
+        )
         privacy = params.get("privacy") or {}
         if not isinstance(privacy, Mapping):
             raise ValueError("'privacy' must be a mapping of the L1 noise settings.")
         if "final" in params and "final_model" in params:
             raise ValueError("Give 'final_model' only ('final' is its old name).")
-        settings = {"partitions": whole_number(params.get("partitions", 2), name="partitions", minimum=1, maximum=64),
-                    "teachers": whole_number(params.get("teachers", 5), name="teachers", minimum=1, maximum=64),
-                    **query_setting(params),
-                    "final_model": learner(params.get("final_model", params.get("final", DEFAULT_FINAL_MODEL)),
-                                           name="final_model", families=FINAL_MODEL_FAMILIES),
-                    **self._vote_settings(params)}
+        settings = {
+            "partitions": whole_number(
+                params.get("partitions", 2), name="partitions", minimum=1, maximum=64
+            ),
+            "teachers": whole_number(
+                params.get("teachers", 5), name="teachers", minimum=1, maximum=64
+            ),
+            **query_setting(params),
+            "final_model": learner(
+                params.get("final_model", params.get("final", DEFAULT_FINAL_MODEL)),
+                name="final_model",
+                families=FINAL_MODEL_FAMILIES,
+            ),
+            **self._vote_settings(params),
+        }
         return {**settings, "privacy": dict(privacy)} if privacy else settings
 
     @staticmethod
@@ -148,12 +194,22 @@ class FedKTFusion:
         vote = one_of(params.get("vote", VOTE_RULES[0]), name="vote", choices=VOTE_RULES)
         if vote not in ("class_weighted", "auto"):
             if "vote_weight_max" in params:
-                raise ValueError("'vote_weight_max' applies to \"vote\": \"class_weighted\" or \"auto\" only; "
-                                 "remove it.")
-            return {} if vote == VOTE_RULES[0] else {"vote": vote}    # the default is not stored (docstring)
-        return {"vote": vote, "vote_weight_max": whole_number(params.get("vote_weight_max", DEFAULT_VOTE_WEIGHT_MAX),
-                                                              name="vote_weight_max", minimum=1,
-                                                              maximum=MAX_VOTE_WEIGHT)}
+                raise ValueError(
+                    '\'vote_weight_max\' applies to "vote": "class_weighted" or "auto" only; '
+                    "remove it."
+                )
+            return (
+                {} if vote == VOTE_RULES[0] else {"vote": vote}
+            )  # the default is not stored (docstring)
+        return {
+            "vote": vote,
+            "vote_weight_max": whole_number(
+                params.get("vote_weight_max", DEFAULT_VOTE_WEIGHT_MAX),
+                name="vote_weight_max",
+                minimum=1,
+                maximum=MAX_VOTE_WEIGHT,
+            ),
+        }
 
     @staticmethod
     def vote_weight(settings: Mapping) -> int:
@@ -178,26 +234,39 @@ class FedKTFusion:
 
             return AUTO_REFUSED_AT_L1
         if settings.get("vote") == "soft":
-            return ("Soft voting cannot run at L1: a silo's summed probabilities have no integer sensitivity the "
-                    "privacy accountant covers, so its ε could not be charged correctly; choose \"vote\": "
-                    "\"consistent_hard\" or \"class_weighted\", or run at L0.")
+            return (
+                "Soft voting cannot run at L1: a silo's summed probabilities have no integer sensitivity the "
+                'privacy accountant covers, so its ε could not be charged correctly; choose "vote": '
+                '"consistent_hard" or "class_weighted", or run at L0.'
+            )
         return None
 
     def estimate(self, settings: Mapping, *, n_public: int, n_member_models: int) -> WorkEstimate:
         rows = min(query_rows(settings, n_public=n_public), n_public)
-        return WorkEstimate(rows, prediction_work(n_public=n_public, n_member_models=n_member_models)
-                            + learner_work(settings["final_model"], n_rows=rows))
+        return WorkEstimate(
+            rows,
+            prediction_work(n_public=n_public, n_member_models=n_member_models)
+            + learner_work(settings["final_model"], n_rows=rows),
+        )
 
     def select(self, members: Sequence[Member], params: Mapping, *, seed: int) -> list[int]:
         settings = self.validate(params)
         wrong = [m.key for m in members if m.n_models != settings["partitions"]]
         if wrong:
-            raise ValueError(f"Submissions {', '.join(wrong)} do not hold s = {settings['partitions']} students.")
+            raise ValueError(
+                f"Submissions {', '.join(wrong)} do not hold s = {settings['partitions']} students."
+            )
         return list(range(len(members)))
 
-    def member_signal(self, probabilities, *, member: Member, n_classes: int, params: Mapping) -> np.ndarray:
-        from workers.algorithms.voting import (class_vote_weights, consistent_vote_counts, soft_vote_scores,
-                                               weighted_consistent_vote_counts)
+    def member_signal(
+        self, probabilities, *, member: Member, n_classes: int, params: Mapping
+    ) -> np.ndarray:
+        from workers.algorithms.voting import (
+            class_vote_weights,
+            consistent_vote_counts,
+            soft_vote_scores,
+            weighted_consistent_vote_counts,
+        )
 
         probabilities = np.asarray(probabilities)
         settings = self.validate(params)
@@ -205,13 +274,20 @@ class FedKTFusion:
         if vote == "auto":
             from workers.algorithms.auto_fusion import auto_member_signal
 
-            return auto_member_signal(probabilities, member=member, n_classes=n_classes,
-                                      partitions=settings["partitions"], weight_max=settings["vote_weight_max"])
+            return auto_member_signal(
+                probabilities,
+                member=member,
+                n_classes=n_classes,
+                partitions=settings["partitions"],
+                weight_max=settings["vote_weight_max"],
+            )
         if vote == "soft":
             return soft_vote_scores(probabilities[None])
-        predictions = probabilities.argmax(axis=2)[None]           # (1 party, s, n_public)
+        predictions = probabilities.argmax(axis=2)[None]  # (1 party, s, n_public)
         if vote == "class_weighted":
-            weights = class_vote_weights(member.label_distribution, n_classes, maximum=settings["vote_weight_max"])
+            weights = class_vote_weights(
+                member.label_distribution, n_classes, maximum=settings["vote_weight_max"]
+            )
             return weighted_consistent_vote_counts(predictions, n_classes, weights[None])
         return consistent_vote_counts(predictions, n_classes, settings["partitions"])
 
@@ -220,8 +296,18 @@ class FedKTFusion:
         """Whether ``fuse`` needs the federation's evaluation split (``evaluation=``): ``auto`` chooses on it."""
         return settings.get("vote") == "auto"
 
-    def fuse(self, signal_sum, public_features, *, members: Sequence[Member], n_classes: int, params: Mapping,
-             noise=None, seed: int, evaluation=None) -> Fusion:
+    def fuse(
+        self,
+        signal_sum,
+        public_features,
+        *,
+        members: Sequence[Member],
+        n_classes: int,
+        params: Mapping,
+        noise=None,
+        seed: int,
+        evaluation=None,
+    ) -> Fusion:
         from workers.algorithms.transfer import fit_on_votes
 
         settings = self.validate(params)
@@ -230,17 +316,33 @@ class FedKTFusion:
         if settings.get("vote") == "auto":
             from workers.algorithms.auto_fusion import auto_fuse
 
-            return auto_fuse(self, signal_sum, public_features, members=members, n_classes=n_classes,
-                             settings=settings, evaluation=evaluation, seed=seed)
+            return auto_fuse(
+                self,
+                signal_sum,
+                public_features,
+                members=members,
+                n_classes=n_classes,
+                settings=settings,
+                evaluation=evaluation,
+                seed=seed,
+            )
         soft = settings.get("vote") == "soft"
         counts = np.asarray(signal_sum, dtype=np.float64 if soft else np.int64)
         public_features = np.asarray(public_features)
-        query_seed, model_seed = child_seeds(seed, 2)                  # as fedkt.server_fit derives them
+        query_seed, model_seed = child_seeds(seed, 2)  # as fedkt.server_fit derives them
         queried = queried_rows(len(public_features), settings, seed=query_seed)
-        model, _, labels, trained = fit_on_votes(counts[queried], public_features[queried],
-                                                 learner=settings["final_model"],
-                                                 n_classes=n_classes, seed=model_seed, noise=noise)
-        all_labels, all_trained = np.full(len(public_features), -1, dtype=np.int64), np.zeros(len(public_features), bool)
+        model, _, labels, trained = fit_on_votes(
+            counts[queried],
+            public_features[queried],
+            learner=settings["final_model"],
+            n_classes=n_classes,
+            seed=model_seed,
+            noise=noise,
+        )
+        all_labels, all_trained = (
+            np.full(len(public_features), -1, dtype=np.int64),
+            np.zeros(len(public_features), bool),
+        )
         all_labels[queried[trained]], all_trained[queried[trained]] = labels[trained], True
         privacy = None
         if noise is not None:
@@ -248,15 +350,23 @@ class FedKTFusion:
 
             # Each of a silo's submissions moves s × its largest weight votes: the job's report is for the silo
             # that moves the most.
-            shifts = party_vote_shifts([member.organisation for member in members],
-                                       votes_per_submission=self.votes_per_submission(settings))
-            privacy = server_noise_privacy(mechanism=noise, vote_counts=counts[queried],
-                                           partitions=settings["partitions"], teachers=settings["teachers"],
-                                           delta=float(settings.get("privacy", {}).get("delta", 1e-5)),
-                                           vote_shift=max(shifts.values(),
-                                                          default=self.votes_per_submission(settings)))
-        details = {"n_queried": int(len(queried)), "n_abstained": int(len(queried) - trained.sum()),
-                   "n_trained": int(trained.sum())}
+            shifts = party_vote_shifts(
+                [member.organisation for member in members],
+                votes_per_submission=self.votes_per_submission(settings),
+            )
+            privacy = server_noise_privacy(
+                mechanism=noise,
+                vote_counts=counts[queried],
+                partitions=settings["partitions"],
+                teachers=settings["teachers"],
+                delta=float(settings.get("privacy", {}).get("delta", 1e-5)),
+                vote_shift=max(shifts.values(), default=self.votes_per_submission(settings)),
+            )
+        details = {
+            "n_queried": int(len(queried)),
+            "n_abstained": int(len(queried) - trained.sum()),
+            "n_trained": int(trained.sum()),
+        }
         return Fusion(model, all_labels, all_trained, privacy, details)
 
 
@@ -273,16 +383,22 @@ class EnsembleFusion:
         return selection_parameters(_normalised(params))
 
     def estimate(self, settings: Mapping, *, n_public: int, n_member_models: int) -> WorkEstimate:
-        return WorkEstimate(None, prediction_work(n_public=n_public, n_member_models=n_member_models))
+        return WorkEstimate(
+            None, prediction_work(n_public=n_public, n_member_models=n_member_models)
+        )
 
     def select(self, members: Sequence[Member], params: Mapping, *, seed: int) -> list[int]:
         return select_members(members, **selection_parameters(_normalised(params)), seed=seed)
 
-    def member_signal(self, probabilities, *, member: Member, n_classes: int, params: Mapping) -> np.ndarray:
+    def member_signal(
+        self, probabilities, *, member: Member, n_classes: int, params: Mapping
+    ) -> np.ndarray:
         probabilities = np.asarray(probabilities, dtype=np.float64)
         if probabilities.ndim != 3 or probabilities.shape[2] != n_classes:
-            raise ValueError(f"Expected probabilities of shape (n_models, n_public, {n_classes}), "
-                             f"got {probabilities.shape}.")
+            raise ValueError(
+                f"Expected probabilities of shape (n_models, n_public, {n_classes}), "
+                f"got {probabilities.shape}."
+            )
         return probabilities.mean(axis=0)
 
     def teacher(self, signal_sum, members: Sequence[Member]) -> np.ndarray:
@@ -290,52 +406,107 @@ class EnsembleFusion:
             raise ValueError("An ensemble needs at least one member.")
         return np.asarray(signal_sum, dtype=np.float64) / len(members)
 
-    def fuse(self, signal_sum, public_features, *, members: Sequence[Member], n_classes: int, params: Mapping,
-             noise=None, seed: int) -> Fusion:
+    def fuse(
+        self,
+        signal_sum,
+        public_features,
+        *,
+        members: Sequence[Member],
+        n_classes: int,
+        params: Mapping,
+        noise=None,
+        seed: int,
+    ) -> Fusion:
         if noise is not None:
             raise ValueError("Ensembles add no noise; run them at L0 or on L2 submissions.")
         averaged = self.teacher(signal_sum, members)
-        details = {"n_members": len(members), **self.validate(params),
-                   "mean_confidence": float(averaged.max(axis=1).mean()) if len(averaged) else 0.0}
-        return Fusion(None, averaged.argmax(axis=1), np.zeros(len(averaged), dtype=bool), None, details)
+        details = {
+            "n_members": len(members),
+            **self.validate(params),
+            "mean_confidence": float(averaged.max(axis=1).mean()) if len(averaged) else 0.0,
+        }
+        return Fusion(
+            None, averaged.argmax(axis=1), np.zeros(len(averaged), dtype=bool), None, details
+        )
 
 
 class DistillFusion(EnsembleFusion):
     """The selected ensemble distilled into one student on the public rows (module docstring)."""
 
     name = "distill"
-    keys: tuple[str, ...] = (*SELECTION_KEYS, "student", "target", "temperature", "hard_label_weight", "query_fraction", "query_count")
+    keys: tuple[str, ...] = (
+        *SELECTION_KEYS,
+        "student",
+        "target",
+        "temperature",
+        "hard_label_weight",
+        "query_fraction",
+        "query_count",
+    )
     help = {
         "selection": SELECTION_HELP,
-        "student": 'Distillation: "kernel" (Guha eq. 3) or {"family": one of ' + ", ".join(STUDENT_FAMILIES[1:])
-                   + ', ...}; with "target" soft | argmax, "temperature" (0, 100] and "hard_label_weight" [0, 1].',
+        "student": 'Distillation: "kernel" (Guha eq. 3) or {"family": one of '
+        + ", ".join(STUDENT_FAMILIES[1:])
+        + ', ...}; with "target" soft | argmax, "temperature" (0, 100] and "hard_label_weight" [0, 1].',
         "query_fraction": QUERY_HELP,
         "query_count": QUERY_HELP,
     }
 
     def validate(self, params: Mapping) -> dict:
         params = _normalised(params)
-        unknown_keys_refused(params, known=self.keys, what="a distill job",
-                             old_names=("final_model", "query", "proxy"))
+        unknown_keys_refused(
+            params,
+            known=self.keys,
+            what="a distill job",
+            old_names=("final_model", "query", "proxy"),
+        )
         if "student" in params and "final_model" in params:
             raise ValueError("Give 'student' only ('final_model' is its other name).")
-        return {**selection_parameters(params),
-                "student": learner(params.get("student", params.get("final_model", "kernel")), name="student",
-                                   families=STUDENT_FAMILIES),
-                "target": one_of(params.get("target", "soft"), name="target", choices=("soft", "argmax")),
-                "temperature": real_number(params.get("temperature", 2.0), name="temperature", minimum=0.0,
-                                           maximum=100.0, above_minimum=True),
-                "hard_label_weight": real_number(params.get("hard_label_weight", 0.0), name="hard_label_weight",
-                                                 minimum=0.0, maximum=1.0),
-                **query_setting(params, legacy=("query", "proxy"))}
+        return {
+            **selection_parameters(params),
+            "student": learner(
+                params.get("student", params.get("final_model", "kernel")),
+                name="student",
+                families=STUDENT_FAMILIES,
+            ),
+            "target": one_of(
+                params.get("target", "soft"), name="target", choices=("soft", "argmax")
+            ),
+            "temperature": real_number(
+                params.get("temperature", 2.0),
+                name="temperature",
+                minimum=0.0,
+                maximum=100.0,
+                above_minimum=True,
+            ),
+            "hard_label_weight": real_number(
+                params.get("hard_label_weight", 0.0),
+                name="hard_label_weight",
+                minimum=0.0,
+                maximum=1.0,
+            ),
+            **query_setting(params, legacy=("query", "proxy")),
+        }
 
     def estimate(self, settings: Mapping, *, n_public: int, n_member_models: int) -> WorkEstimate:
         rows = min(query_rows(settings, n_public=n_public), n_public)
-        return WorkEstimate(rows, prediction_work(n_public=n_public, n_member_models=n_member_models)
-                            + learner_work(settings["student"], n_rows=rows))
+        return WorkEstimate(
+            rows,
+            prediction_work(n_public=n_public, n_member_models=n_member_models)
+            + learner_work(settings["student"], n_rows=rows),
+        )
 
-    def fuse(self, signal_sum, public_features, *, members: Sequence[Member], n_classes: int, params: Mapping,
-             noise=None, seed: int) -> Fusion:
+    def fuse(
+        self,
+        signal_sum,
+        public_features,
+        *,
+        members: Sequence[Member],
+        n_classes: int,
+        params: Mapping,
+        noise=None,
+        seed: int,
+    ) -> Fusion:
         from workers.algorithms.distillation import distil, fidelity, student_family
 
         if noise is not None:
@@ -344,14 +515,23 @@ class DistillFusion(EnsembleFusion):
         teacher, public_features = self.teacher(signal_sum, members), np.asarray(public_features)
         proxy_seed, student_seed = child_seeds(seed, 2)
         proxy = queried_rows(len(public_features), settings, seed=proxy_seed)
-        student = distil(settings["student"], public_features[proxy], teacher[proxy], seed=student_seed,
-                         target=settings["target"], temperature=settings["temperature"],
-                         hard_label_weight=settings["hard_label_weight"])
+        student = distil(
+            settings["student"],
+            public_features[proxy],
+            teacher[proxy],
+            seed=student_seed,
+            target=settings["target"],
+            temperature=settings["temperature"],
+            hard_label_weight=settings["hard_label_weight"],
+        )
         trained = np.zeros(len(public_features), dtype=bool)
         trained[proxy] = True
-        details = {"n_members": len(members), "n_proxy": int(len(proxy)),
-                   "student": student_family(settings["student"]),
-                   "fidelity": fidelity(student, public_features[proxy], teacher[proxy])}
+        details = {
+            "n_members": len(members),
+            "n_proxy": int(len(proxy)),
+            "student": student_family(settings["student"]),
+            "fidelity": fidelity(student, public_features[proxy], teacher[proxy]),
+        }
         return Fusion(student, teacher.argmax(axis=1), trained, None, details)
 
 

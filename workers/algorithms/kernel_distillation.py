@@ -33,14 +33,18 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_array, check_is_fitted
 
 
-def rbf_block(rows: np.ndarray, columns: np.ndarray, gamma: float, columns_squared=None) -> np.ndarray:
+def rbf_block(
+    rows: np.ndarray, columns: np.ndarray, gamma: float, columns_squared=None
+) -> np.ndarray:
     """``exp(−γ ‖rows_i − columns_j‖²)``, shape ``(len(rows), len(columns))``, float64."""
-    columns_squared = np.einsum("ij,ij->i", columns, columns) if columns_squared is None else columns_squared
+    columns_squared = (
+        np.einsum("ij,ij->i", columns, columns) if columns_squared is None else columns_squared
+    )
     block = rows @ columns.T
     block *= -2.0
     block += np.einsum("ij,ij->i", rows, rows)[:, None]
     block += columns_squared[None, :]
-    np.maximum(block, 0.0, out=block)            # rounding can make a squared distance slightly negative
+    np.maximum(block, 0.0, out=block)  # rounding can make a squared distance slightly negative
     block *= -gamma
     return np.exp(block, out=block)
 
@@ -70,8 +74,16 @@ class KernelDistilledClassifier(ClassifierMixin, BaseEstimator):
     softmax read-out; ``classes_`` = ``arange(C)``.
     """
 
-    def __init__(self, gamma="scale", ridge=1e-6, solver="auto", block_size=1024, dense_limit_bytes=2**30,
-                 max_iter=1000, tol=1e-8):
+    def __init__(
+        self,
+        gamma="scale",
+        ridge=1e-6,
+        solver="auto",
+        block_size=1024,
+        dense_limit_bytes=2**30,
+        max_iter=1000,
+        tol=1e-8,
+    ):
         self.gamma = gamma
         self.ridge = ridge
         self.solver = solver
@@ -110,23 +122,28 @@ class KernelDistilledClassifier(ClassifierMixin, BaseEstimator):
     def _solve_cholesky(self, X: np.ndarray, targets: np.ndarray) -> np.ndarray:
         kernel = np.empty((len(X), len(X)))
         for start in range(0, len(X), self.block_size):
-            kernel[start:start + self.block_size] = rbf_block(X[start:start + self.block_size], X, self.gamma_,
-                                                              self.support_squared_norms_)
-        kernel.flat[::len(X) + 1] += self.ridge
+            kernel[start : start + self.block_size] = rbf_block(
+                X[start : start + self.block_size], X, self.gamma_, self.support_squared_norms_
+            )
+        kernel.flat[:: len(X) + 1] += self.ridge
         try:
             # K is symmetric, so its transpose is the same matrix in Fortran order: LAPACK then
             # factorises it in place instead of copying a C-ordered array (8·n² more bytes)
             factor = cho_factor(kernel.T, lower=True, overwrite_a=True, check_finite=False)
         except LinAlgError as error:
-            raise ValueError("The proxy points' kernel matrix is not positive definite (duplicate points?); "
-                             "use a ridge > 0.") from error
+            raise ValueError(
+                "The proxy points' kernel matrix is not positive definite (duplicate points?); "
+                "use a ridge > 0."
+            ) from error
         return cho_solve(factor, targets, overwrite_b=False, check_finite=False)
 
     def _kernel_times(self, X: np.ndarray, vectors: np.ndarray) -> np.ndarray:
         product = np.empty_like(vectors)
         for start in range(0, len(X), self.block_size):
-            block = rbf_block(X[start:start + self.block_size], X, self.gamma_, self.support_squared_norms_)
-            product[start:start + self.block_size] = block @ vectors
+            block = rbf_block(
+                X[start : start + self.block_size], X, self.gamma_, self.support_squared_norms_
+            )
+            product[start : start + self.block_size] = block @ vectors
         return product + self.ridge * vectors
 
     def _solve_cg(self, X: np.ndarray, targets: np.ndarray) -> np.ndarray:
@@ -135,7 +152,7 @@ class KernelDistilledClassifier(ClassifierMixin, BaseEstimator):
         residual = targets.copy()
         direction = residual.copy()
         residual_norm = np.einsum("ij,ij->j", residual, residual)
-        stop = (self.tol ** 2) * np.maximum(np.einsum("ij,ij->j", targets, targets), 1e-300)
+        stop = (self.tol**2) * np.maximum(np.einsum("ij,ij->j", targets, targets), 1e-300)
         self.n_iter_ = 0
         for iteration in range(1, self.max_iter + 1):
             self.n_iter_ = iteration
@@ -156,8 +173,13 @@ class KernelDistilledClassifier(ClassifierMixin, BaseEstimator):
         X = check_array(X, dtype=np.float64)
         scores = np.empty((len(X), self.dual_coef_.shape[1]))
         for start in range(0, len(X), self.block_size):
-            block = rbf_block(X[start:start + self.block_size], self.support_vectors_, self.gamma_, self.support_squared_norms_)
-            scores[start:start + self.block_size] = block @ self.dual_coef_
+            block = rbf_block(
+                X[start : start + self.block_size],
+                self.support_vectors_,
+                self.gamma_,
+                self.support_squared_norms_,
+            )
+            scores[start : start + self.block_size] = block @ self.dual_coef_
         return scores
 
     def predict_proba(self, X) -> np.ndarray:
@@ -183,6 +205,10 @@ def _resolve_gamma(gamma, X: np.ndarray) -> float:
     if gamma == "scale":
         variance = X.var()
         return 1.0 / (X.shape[1] * variance) if variance > 0 else 1.0
-    if isinstance(gamma, bool) or not isinstance(gamma, (int, float, np.integer, np.floating)) or gamma <= 0:
+    if (
+        isinstance(gamma, bool)
+        or not isinstance(gamma, (int, float, np.integer, np.floating))
+        or gamma <= 0
+    ):
         raise ValueError(f"gamma must be a positive number or 'scale', not {gamma!r}.")
     return float(gamma)

@@ -42,10 +42,17 @@ def kernel_student_onnx(student, n_features: int | None = None) -> bytes:
         helper.make_node("MatMul", ["kernel", "coefficients"], ["logits"]),
     ]
     graph = helper.make_graph(
-        nodes, "kernel_distilled_student",
+        nodes,
+        "kernel_distilled_student",
         [helper.make_tensor_value_info(FEATURES_INPUT_NAME, TensorProto.FLOAT, [None, n_features])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [None, student.dual_coef_.shape[1]])],
-        initializer=[numpy_helper.from_array(value, name) for name, value in constants.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="onefold",
-                              ir_version=8)       # IR 8 = opset 17; onnxruntime refuses newer IR than it knows
+        [
+            helper.make_tensor_value_info(
+                "logits", TensorProto.FLOAT, [None, student.dual_coef_.shape[1]]
+            )
+        ],
+        initializer=[numpy_helper.from_array(value, name) for name, value in constants.items()],
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="onefold", ir_version=8
+    )  # IR 8 = opset 17; onnxruntime refuses newer IR than it knows
     return model.SerializeToString()

@@ -33,15 +33,26 @@ PROBABILITY_FLOOR = 1e-8
 
 def soften(probabilities, temperature: float) -> np.ndarray:
     """``softmax(log p / T)``: the teacher's probabilities at temperature ``T`` (rows sum to 1)."""
-    logits = np.log(np.clip(np.asarray(probabilities, dtype=np.float64), PROBABILITY_FLOOR, None)) / temperature
+    logits = (
+        np.log(np.clip(np.asarray(probabilities, dtype=np.float64), PROBABILITY_FLOOR, None))
+        / temperature
+    )
     logits -= logits.max(axis=1, keepdims=True)
     softened = np.exp(logits)
     return softened / softened.sum(axis=1, keepdims=True)
 
 
-def train_module(module: nn.Module, n_examples: int, batch_loss: Callable[[torch.Tensor], torch.Tensor], *,
-                 epochs: int, batch_size: int, optimizer: torch.optim.Optimizer, rng: np.random.Generator,
-                 device) -> None:
+def train_module(
+    module: nn.Module,
+    n_examples: int,
+    batch_loss: Callable[[torch.Tensor], torch.Tensor],
+    *,
+    epochs: int,
+    batch_size: int,
+    optimizer: torch.optim.Optimizer,
+    rng: np.random.Generator,
+    device,
+) -> None:
     """Mini-batch training: every epoch shuffles ``range(n_examples)`` with ``rng`` and steps
     ``optimizer`` on ``batch_loss(indices)`` for each batch of indices (a tensor on ``device``)."""
     module.train()
@@ -49,7 +60,7 @@ def train_module(module: nn.Module, n_examples: int, batch_loss: Callable[[torch
         order = torch.from_numpy(rng.permutation(n_examples)).to(device)
         for start in range(0, n_examples, batch_size):
             optimizer.zero_grad(set_to_none=True)
-            batch_loss(order[start:start + batch_size]).backward()
+            batch_loss(order[start : start + batch_size]).backward()
             optimizer.step()
     module.eval()
 
@@ -76,8 +87,16 @@ def finish_student(classifier: TorchClassifier, module: nn.Module, n_features: i
     return classifier
 
 
-def distil_torch(learner: Learner, features, teacher, *, loss: str = "kl", temperature: float = 2.0,
-                 hard_label_weight: float = 0.0, seed: int) -> TorchClassifier:
+def distil_torch(
+    learner: Learner,
+    features,
+    teacher,
+    *,
+    loss: str = "kl",
+    temperature: float = 2.0,
+    hard_label_weight: float = 0.0,
+    seed: int,
+) -> TorchClassifier:
     """Train a torch student on ``features`` against a teacher.
 
     Parameters
@@ -96,7 +115,9 @@ def distil_torch(learner: Learner, features, teacher, *, loss: str = "kl", tempe
     if loss not in ("kl", "l1"):
         raise ValueError(f"The distillation loss must be 'kl' or 'l1', not {loss!r}.")
     if not temperature > 0 or not 0.0 <= hard_label_weight <= 1.0:
-        raise ValueError("The temperature must be positive and the hard-label weight must lie in [0, 1].")
+        raise ValueError(
+            "The temperature must be positive and the hard-label weight must lie in [0, 1]."
+        )
     features = np.asarray(features, dtype=np.float32)
     teacher = np.asarray(teacher, dtype=np.float64)
     n_examples, n_classes = teacher.shape
@@ -110,14 +131,30 @@ def distil_torch(learner: Learner, features, teacher, *, loss: str = "kl", tempe
         logits = module(inputs[batch])
         if loss == "l1":
             return (logits - target[batch]).abs().sum(dim=1).mean()
-        soft = functional.kl_div(functional.log_softmax(logits / temperature, dim=1), target[batch],
-                                 reduction="batchmean") * temperature ** 2
+        soft = (
+            functional.kl_div(
+                functional.log_softmax(logits / temperature, dim=1),
+                target[batch],
+                reduction="batchmean",
+            )
+            * temperature**2
+        )
         if hard_label_weight == 0:
             return soft
-        return (1 - hard_label_weight) * soft + hard_label_weight * functional.cross_entropy(logits, hard[batch])
+        return (1 - hard_label_weight) * soft + hard_label_weight * functional.cross_entropy(
+            logits, hard[batch]
+        )
 
-    train_module(module, n_examples, batch_loss, epochs=classifier.epochs, batch_size=classifier.batch_size,
-                 optimizer=classifier._optimizer(module), rng=np.random.default_rng(seed), device=device)
+    train_module(
+        module,
+        n_examples,
+        batch_loss,
+        epochs=classifier.epochs,
+        batch_size=classifier.batch_size,
+        optimizer=classifier._optimizer(module),
+        rng=np.random.default_rng(seed),
+        device=device,
+    )
     return finish_student(classifier, module, features.shape[1], n_classes)
 
 
@@ -125,6 +162,15 @@ def logits_of(classifier: TorchClassifier, features) -> np.ndarray:
     """The zoo network's raw logits ``(n, C)`` (float64), in batches, on the CPU."""
     features = np.asarray(features, dtype=np.float32)
     with torch.no_grad():
-        return np.concatenate([classifier.module_(torch.from_numpy(features[start:start + 4096])).double().numpy()
-                               for start in range(0, len(features), 4096)]) if len(features) else \
-            np.empty((0, len(classifier.classes_)))
+        return (
+            np.concatenate(
+                [
+                    classifier.module_(torch.from_numpy(features[start : start + 4096]))
+                    .double()
+                    .numpy()
+                    for start in range(0, len(features), 4096)
+                ]
+            )
+            if len(features)
+            else np.empty((0, len(classifier.classes_)))
+        )

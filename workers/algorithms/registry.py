@@ -93,12 +93,22 @@ class FusionAlgorithm(Protocol):
     def select(self, members: Sequence[Member], params: Mapping, *, seed: int) -> list[int]:
         """Indices of the members to use, in a deterministic order."""
 
-    def member_signal(self, probabilities: np.ndarray, *, member: Member, n_classes: int,
-                      params: Mapping) -> np.ndarray:
+    def member_signal(
+        self, probabilities: np.ndarray, *, member: Member, n_classes: int, params: Mapping
+    ) -> np.ndarray:
         """One member's summable signal from its models' probabilities ``(n_models, n_public, K)``."""
 
-    def fuse(self, signal_sum: np.ndarray, public_features: np.ndarray, *, members: Sequence[Member],
-             n_classes: int, params: Mapping, noise=None, seed: int) -> Fusion:
+    def fuse(
+        self,
+        signal_sum: np.ndarray,
+        public_features: np.ndarray,
+        *,
+        members: Sequence[Member],
+        n_classes: int,
+        params: Mapping,
+        noise=None,
+        seed: int,
+    ) -> Fusion:
         """Fuse the summed signal of ``members`` into a global model."""
 
 

@@ -25,8 +25,10 @@ import numpy as np
 MAX_QUERY_COUNT = 10_000_000
 #: The fewest queried public rows a global model is trained on (and never fewer than the classes).
 MIN_TRAINING_ROWS = 10
-QUERY_HELP = ('Public rows the server queries: "query_fraction" (0 < f ≤ 1 of the public data, 1 = all rows) '
-              'or "query_count" (a whole number of rows, e.g. 500).')
+QUERY_HELP = (
+    'Public rows the server queries: "query_fraction" (0 < f ≤ 1 of the public data, 1 = all rows) '
+    'or "query_count" (a whole number of rows, e.g. 500).'
+)
 
 
 def finite_number(value) -> bool:
@@ -40,29 +42,49 @@ def finite_number(value) -> bool:
 
 
 @overload
-def whole_number(value, *, name: str, minimum: int, maximum: int, allow_none: Literal[False] = False) -> int: ...
+def whole_number(
+    value, *, name: str, minimum: int, maximum: int, allow_none: Literal[False] = False
+) -> int: ...
 
 
 @overload
-def whole_number(value, *, name: str, minimum: int, maximum: int, allow_none: bool) -> int | None: ...
+def whole_number(
+    value, *, name: str, minimum: int, maximum: int, allow_none: bool
+) -> int | None: ...
 
 
-def whole_number(value, *, name: str, minimum: int, maximum: int, allow_none: bool = False) -> int | None:
+def whole_number(
+    value, *, name: str, minimum: int, maximum: int, allow_none: bool = False
+) -> int | None:
     """``value`` as an int in [minimum, maximum] (``None`` too where allowed)."""
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not minimum <= value <= maximum:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, np.integer))
+        or not minimum <= value <= maximum
+    ):
         also = " or null" if allow_none else ""
-        raise ValueError(f"'{name}' must be a whole number from {minimum} to {maximum}{also}, not {value!r}.")
+        raise ValueError(
+            f"'{name}' must be a whole number from {minimum} to {maximum}{also}, not {value!r}."
+        )
     return int(value)
 
 
-def real_number(value, *, name: str, minimum: float, maximum: float, above_minimum: bool = False) -> float:
+def real_number(
+    value, *, name: str, minimum: float, maximum: float, above_minimum: bool = False
+) -> float:
     """``value`` as a finite float in [minimum, maximum], or (minimum, maximum] when ``above_minimum``."""
-    valid = (finite_number(value) and (value > minimum if above_minimum else value >= minimum) and value <= maximum)
+    valid = (
+        finite_number(value)
+        and (value > minimum if above_minimum else value >= minimum)
+        and value <= maximum
+    )
     if not valid:
         low = "(" if above_minimum else "["
-        raise ValueError(f"'{name}' must be a number in {low}{minimum:g}, {maximum:g}], not {value!r}.")
+        raise ValueError(
+            f"'{name}' must be a number in {low}{minimum:g}, {maximum:g}], not {value!r}."
+        )
     return float(value)
 
 
@@ -82,20 +104,29 @@ def boolean(value, *, name: str) -> bool:
 def sizes(value, *, name: str, length: tuple[int, int], maximum: int) -> list[int]:
     """A list of whole numbers from 1 to ``maximum`` whose length lies in ``length``."""
     if not isinstance(value, (list, tuple)) or not length[0] <= len(value) <= length[1]:
-        raise ValueError(f"'{name}' must be a list of {length[0]} to {length[1]} whole numbers, not {value!r}.")
+        raise ValueError(
+            f"'{name}' must be a list of {length[0]} to {length[1]} whole numbers, not {value!r}."
+        )
     return [whole_number(item, name=name, minimum=1, maximum=maximum) for item in value]
 
 
-def unknown_keys_refused(params: Mapping, *, known: tuple[str, ...], what: str, old_names: tuple[str, ...] = ()) -> None:
+def unknown_keys_refused(
+    params: Mapping, *, known: tuple[str, ...], what: str, old_names: tuple[str, ...] = ()
+) -> None:
     """A ValueError listing the keys of ``params`` that are neither ``known`` nor accepted ``old_names``."""
     unknown = sorted(set(params) - set(known) - set(old_names))
     if unknown:
-        raise ValueError(f"Unknown parameter(s) for {what}: {', '.join(unknown)}. Known: {', '.join(known)}.")
+        raise ValueError(
+            f"Unknown parameter(s) for {what}: {', '.join(unknown)}. Known: {', '.join(known)}."
+        )
 
 
 # --- queried public rows -------------------------------------------------------------------------------------
 
-def query_setting(params: Mapping, *, legacy: tuple[str, ...] = ("query",), default: dict | None = None) -> dict:
+
+def query_setting(
+    params: Mapping, *, legacy: tuple[str, ...] = ("query",), default: dict | None = None
+) -> dict:
     """``{"query_fraction": float}`` or ``{"query_count": int}`` from ``params`` (``default`` when none is given).
 
     A legacy key (``query``, ``proxy``) is read as a count when it is a whole number ≥ 2 and as a fraction
@@ -109,7 +140,11 @@ def query_setting(params: Mapping, *, legacy: tuple[str, ...] = ("query",), defa
         return dict(default or {"query_fraction": 1.0})
     key, value = given[0], params[given[0]]
     if key == "query_fraction":
-        return {"query_fraction": real_number(value, name=key, minimum=0.0, maximum=1.0, above_minimum=True)}
+        return {
+            "query_fraction": real_number(
+                value, name=key, minimum=0.0, maximum=1.0, above_minimum=True
+            )
+        }
     if key == "query_count":
         return {"query_count": whole_number(value, name=key, minimum=1, maximum=MAX_QUERY_COUNT)}
     return _legacy_query(key, value)
@@ -119,14 +154,18 @@ def _legacy_query(key: str, value) -> dict:
     if not finite_number(value):
         raise ValueError(f"'{key}' must be a count or a fraction, not {value!r}. {QUERY_HELP}")
     if value == 1:
-        raise ValueError(f"'{key}': {value!r} is ambiguous (one public row, or all of them?): write "
-                         '"query_fraction": 1 for every public row or "query_count": 1 for one row.')
+        raise ValueError(
+            f"'{key}': {value!r} is ambiguous (one public row, or all of them?): write "
+            '"query_fraction": 1 for every public row or "query_count": 1 for one row.'
+        )
     if 0 < value < 1:
         return {"query_fraction": float(value)}
     if isinstance(value, (int, np.integer)) and value >= 2:
         return {"query_count": whole_number(value, name=key, minimum=2, maximum=MAX_QUERY_COUNT)}
     if value > 1 and float(value).is_integer():
-        raise ValueError(f"'{key}': {value!r} is a count written as a fraction; write \"query_count\": {int(value)}.")
+        raise ValueError(
+            f"'{key}': {value!r} is a count written as a fraction; write \"query_count\": {int(value)}."
+        )
     raise ValueError(f"A query fraction must lie in (0, 1], not {value}. {QUERY_HELP}")
 
 
@@ -139,21 +178,30 @@ def query_rows(setting: Mapping, *, n_public: int) -> int:
 
 def query_argument(setting: Mapping) -> int | float:
     """The ``query`` argument of :func:`workers.algorithms.transfer.select_queries` (a float is a fraction)."""
-    return float(setting["query_fraction"]) if "query_fraction" in setting else int(setting["query_count"])
+    return (
+        float(setting["query_fraction"])
+        if "query_fraction" in setting
+        else int(setting["query_count"])
+    )
 
 
 # --- learners ------------------------------------------------------------------------------------------------
+
 
 def _fraction(name):
     return lambda value: real_number(value, name=name, minimum=0.0, maximum=1.0, above_minimum=True)
 
 
 def _range(name, low, high, above=False):
-    return lambda value: real_number(value, name=name, minimum=low, maximum=high, above_minimum=above)
+    return lambda value: real_number(
+        value, name=name, minimum=low, maximum=high, above_minimum=above
+    )
 
 
 def _whole(name, low, high, allow_none=False):
-    return lambda value: whole_number(value, name=name, minimum=low, maximum=high, allow_none=allow_none)
+    return lambda value: whole_number(
+        value, name=name, minimum=low, maximum=high, allow_none=allow_none
+    )
 
 
 def _choice(name, *choices):
@@ -163,40 +211,61 @@ def _choice(name, *choices):
 _CLASS_WEIGHT = _choice("class_weight", None, "balanced")
 _TORCH = {
     "hidden_sizes": lambda value: sizes(value, name="hidden_sizes", length=(1, 8), maximum=4096),
-    "epochs": _whole("epochs", 1, 1000), "batch_size": _whole("batch_size", 1, 65_536),
-    "learning_rate": _range("learning_rate", 0.0, 1.0, above=True), "optimizer": _choice("optimizer", "adam", "sgd"),
-    "weight_decay": _range("weight_decay", 0.0, 1.0), "device": _choice("device", "auto", "cpu", "cuda"),
+    "epochs": _whole("epochs", 1, 1000),
+    "batch_size": _whole("batch_size", 1, 65_536),
+    "learning_rate": _range("learning_rate", 0.0, 1.0, above=True),
+    "optimizer": _choice("optimizer", "adam", "sgd"),
+    "weight_decay": _range("weight_decay", 0.0, 1.0),
+    "device": _choice("device", "auto", "cpu", "cuda"),
 }
 #: Each learner family's hyperparameters, with their checks (a job may set only these).
 LEARNER_HYPERPARAMETERS: dict[str, dict] = {
     "random_forest": {
-        "n_estimators": _whole("n_estimators", 1, 1000), "max_depth": _whole("max_depth", 1, 64, allow_none=True),
+        "n_estimators": _whole("n_estimators", 1, 1000),
+        "max_depth": _whole("max_depth", 1, 64, allow_none=True),
         "min_samples_split": _whole("min_samples_split", 2, 1_000_000),
         "min_samples_leaf": _whole("min_samples_leaf", 1, 1_000_000),
-        "max_features": lambda value: value if value in ("sqrt", "log2", None) else _fraction("max_features")(value),
+        "max_features": lambda value: (
+            value if value in ("sqrt", "log2", None) else _fraction("max_features")(value)
+        ),
         "criterion": _choice("criterion", "gini", "entropy", "log_loss"),
         "class_weight": _choice("class_weight", None, "balanced", "balanced_subsample"),
         "bootstrap": lambda value: boolean(value, name="bootstrap"),
     },
     "xgboost": {
-        "n_estimators": _whole("n_estimators", 1, 2000), "max_depth": _whole("max_depth", 1, 16),
-        "learning_rate": _range("learning_rate", 0.0, 1.0, above=True), "subsample": _fraction("subsample"),
-        "colsample_bytree": _fraction("colsample_bytree"), "min_child_weight": _range("min_child_weight", 0.0, 1e6),
-        "reg_lambda": _range("reg_lambda", 0.0, 1e6), "reg_alpha": _range("reg_alpha", 0.0, 1e6),
-        "gamma": _range("gamma", 0.0, 1e6), "max_bin": _whole("max_bin", 2, 1024),
+        "n_estimators": _whole("n_estimators", 1, 2000),
+        "max_depth": _whole("max_depth", 1, 16),
+        "learning_rate": _range("learning_rate", 0.0, 1.0, above=True),
+        "subsample": _fraction("subsample"),
+        "colsample_bytree": _fraction("colsample_bytree"),
+        "min_child_weight": _range("min_child_weight", 0.0, 1e6),
+        "reg_lambda": _range("reg_lambda", 0.0, 1e6),
+        "reg_alpha": _range("reg_alpha", 0.0, 1e6),
+        "gamma": _range("gamma", 0.0, 1e6),
+        "max_bin": _whole("max_bin", 2, 1024),
     },
     "logistic_regression": {
-        "C": _range("C", 0.0, 1e6, above=True), "max_iter": _whole("max_iter", 1, 10_000),
-        "tol": _range("tol", 0.0, 1.0, above=True), "class_weight": _CLASS_WEIGHT,
+        "C": _range("C", 0.0, 1e6, above=True),
+        "max_iter": _whole("max_iter", 1, 10_000),
+        "tol": _range("tol", 0.0, 1.0, above=True),
+        "class_weight": _CLASS_WEIGHT,
         "fit_intercept": lambda value: boolean(value, name="fit_intercept"),
     },
     "mlp": _TORCH,
-    "cnn": {**_TORCH, "image_shape": lambda value: sizes(value, name="image_shape", length=(3, 3), maximum=1024),
-            "conv_channels": lambda value: sizes(value, name="conv_channels", length=(1, 4), maximum=512),
-            "kernel_size": _whole("kernel_size", 1, 15)},
+    "cnn": {
+        **_TORCH,
+        "image_shape": lambda value: sizes(value, name="image_shape", length=(3, 3), maximum=1024),
+        "conv_channels": lambda value: sizes(
+            value, name="conv_channels", length=(1, 4), maximum=512
+        ),
+        "kernel_size": _whole("kernel_size", 1, 15),
+    },
     "kernel": {
-        "gamma": lambda value: value if value == "scale" else _range("gamma", 0.0, 1e6, above=True)(value),
-        "ridge": _range("ridge", 0.0, 1e6), "solver": _choice("solver", "auto", "cholesky", "cg"),
+        "gamma": lambda value: (
+            value if value == "scale" else _range("gamma", 0.0, 1e6, above=True)(value)
+        ),
+        "ridge": _range("ridge", 0.0, 1e6),
+        "solver": _choice("solver", "auto", "cholesky", "cg"),
     },
 }
 
@@ -204,9 +273,17 @@ LEARNER_HYPERPARAMETERS: dict[str, dict] = {
 def learner(value, *, name: str, families: tuple[str, ...]) -> dict:
     """A learner mapping ``{"family": ..., **hyperparameters}`` (a bare family name is accepted) with every
     hyperparameter checked against :data:`LEARNER_HYPERPARAMETERS`."""
-    mapping = {"family": value} if isinstance(value, str) else dict(value) if isinstance(value, Mapping) else None
+    mapping = (
+        {"family": value}
+        if isinstance(value, str)
+        else dict(value)
+        if isinstance(value, Mapping)
+        else None
+    )
     if mapping is None or mapping.get("family") not in families:
-        raise ValueError(f"'{name}' must be a mapping with a 'family' of {', '.join(families)}, not {value!r}.")
+        raise ValueError(
+            f"'{name}' must be a mapping with a 'family' of {', '.join(families)}, not {value!r}."
+        )
     family = mapping.pop("family")
     checks = LEARNER_HYPERPARAMETERS[family]
     unknown_keys_refused(mapping, known=tuple(checks), what=f"the {name} ({family})")
@@ -220,6 +297,7 @@ def learner(value, *, name: str, families: tuple[str, ...]) -> dict:
 
 
 # --- work ----------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class WorkEstimate:

@@ -37,22 +37,34 @@ def selection_parameters(params: Mapping) -> dict:
     """
     strategy = params.get("strategy", "all")
     if not isinstance(strategy, str) or strategy not in STRATEGIES:
-        raise ValueError(f"The selection strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}.")
+        raise ValueError(
+            f"The selection strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}."
+        )
     k = params.get("k")
     if k is not None and (isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1):
-        raise ValueError(f"k (how many members to keep) must be a positive integer or null, not {k!r}.")
+        raise ValueError(
+            f"k (how many members to keep) must be a positive integer or null, not {k!r}."
+        )
     threshold = params.get("threshold")
     if threshold is not None:
         if strategy not in ("cross_validation", "data"):
-            raise ValueError(f"A threshold applies to the cross_validation and data strategies, not {strategy!r}.")
+            raise ValueError(
+                f"A threshold applies to the cross_validation and data strategies, not {strategy!r}."
+            )
         if not finite_number(threshold):
             raise ValueError(f"The threshold must be a finite number, not {threshold!r}.")
         threshold = float(threshold)
     return {"strategy": strategy, "k": None if k is None else int(k), "threshold": threshold}
 
 
-def select_members(members: Sequence[Member], *, strategy: str = "all", k: int | None = None,
-                   threshold: float | None = None, seed: int = 0) -> list[int]:
+def select_members(
+    members: Sequence[Member],
+    *,
+    strategy: str = "all",
+    k: int | None = None,
+    threshold: float | None = None,
+    seed: int = 0,
+) -> list[int]:
     """Indices (ascending) of the members a strategy keeps.
 
     Parameters
@@ -78,12 +90,17 @@ def select_members(members: Sequence[Member], *, strategy: str = "all", k: int |
         picked = np.random.default_rng(seed).choice(len(members), size=size, replace=False)
         return sorted(int(index) for index in picked)
     if strategy in ("cross_validation", "data"):
-        key = np.array([m.validation_score if strategy == "cross_validation" else m.n_examples for m in members],
-                       dtype=float)
+        key = np.array(
+            [
+                m.validation_score if strategy == "cross_validation" else m.n_examples
+                for m in members
+            ],
+            dtype=float,
+        )
         if chosen["threshold"] is not None:
             positions = positions[key[positions] >= chosen["threshold"]]
         if k is not None:
-            order = np.argsort(-key[positions], kind="stable")      # stable: ties keep input order
+            order = np.argsort(-key[positions], kind="stable")  # stable: ties keep input order
             positions = positions[order[:k]]
     if len(positions) == 0:
         raise ValueError(_nobody_passes(strategy, threshold, len(members)))

@@ -26,13 +26,21 @@ class StackedMLP:
     all of them from one initialisation, as FedAvg's clients do).
     """
 
-    def __init__(self, n_models: int, n_features: int, hidden_sizes, n_classes: int, *, seed: int,
-                 same_init: bool = False):
+    def __init__(
+        self,
+        n_models: int,
+        n_features: int,
+        hidden_sizes,
+        n_classes: int,
+        *,
+        seed: int,
+        same_init: bool = False,
+    ):
         generator = torch.Generator().manual_seed(int(seed))
         widths = [n_features, *hidden_sizes, n_classes]
         self.weights, self.biases = [], []
         for width_in, width_out in zip(widths, widths[1:]):
-            bound = 1.0 / np.sqrt(width_in)                  # nn.Linear's default uniform bounds
+            bound = 1.0 / np.sqrt(width_in)  # nn.Linear's default uniform bounds
             draws = 1 if same_init else n_models
             weight = (torch.rand(draws, width_in, width_out, generator=generator) * 2 - 1) * bound
             bias = (torch.rand(draws, 1, width_out, generator=generator) * 2 - 1) * bound
@@ -59,7 +67,7 @@ class StackedMLP:
         outputs = []
         with torch.no_grad():
             for start in range(0, len(features), batch_rows):
-                batch = features[start:start + batch_rows]
+                batch = features[start : start + batch_rows]
                 hidden = batch.unsqueeze(0).expand(len(models), -1, -1)
                 for layer, (weight, bias) in enumerate(zip(self.weights, self.biases)):
                     hidden = torch.baddbmm(bias[models], hidden, weight[models])
@@ -117,7 +125,9 @@ class StackedMLP:
         return state
 
 
-def client_batches(client_indices: list[np.ndarray], batch_size: int, rng: np.random.Generator) -> np.ndarray:
+def client_batches(
+    client_indices: list[np.ndarray], batch_size: int, rng: np.random.Generator
+) -> np.ndarray:
     """``(n_clients, batch_size)`` indices into the shared data: each client's mini-batch, drawn
     uniformly with replacement from its own examples."""
     sizes = np.array([len(indices) for indices in client_indices])

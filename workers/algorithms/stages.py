@@ -25,8 +25,11 @@ class StageStats:
     rss_growth_mib: float
 
     def as_dict(self) -> dict:
-        return {"wall_seconds": self.wall_seconds, "peak_rss_mib": self.peak_rss_mib,
-                "rss_growth_mib": self.rss_growth_mib}
+        return {
+            "wall_seconds": self.wall_seconds,
+            "peak_rss_mib": self.peak_rss_mib,
+            "rss_growth_mib": self.rss_growth_mib,
+        }
 
 
 def _max_rss_mib() -> float:
@@ -47,8 +50,11 @@ class StageClock:
         finally:
             wall, rss_after = time.perf_counter() - started, _max_rss_mib()
             earlier = self.stages.get(name, StageStats(0.0, 0.0, 0.0))
-            self.stages[name] = StageStats(earlier.wall_seconds + wall, max(earlier.peak_rss_mib, rss_after),
-                                           earlier.rss_growth_mib + rss_after - rss_before)
+            self.stages[name] = StageStats(
+                earlier.wall_seconds + wall,
+                max(earlier.peak_rss_mib, rss_after),
+                earlier.rss_growth_mib + rss_after - rss_before,
+            )
 
 
 def merge_stages(per_process: list[dict[str, StageStats]]) -> dict[str, StageStats]:
@@ -58,7 +64,9 @@ def merge_stages(per_process: list[dict[str, StageStats]]) -> dict[str, StageSta
     for stages in per_process:
         for name, stats in stages.items():
             earlier = merged.get(name, StageStats(0.0, 0.0, 0.0))
-            merged[name] = StageStats(earlier.wall_seconds + stats.wall_seconds,
-                                      max(earlier.peak_rss_mib, stats.peak_rss_mib),
-                                      earlier.rss_growth_mib + stats.rss_growth_mib)
+            merged[name] = StageStats(
+                earlier.wall_seconds + stats.wall_seconds,
+                max(earlier.peak_rss_mib, stats.peak_rss_mib),
+                earlier.rss_growth_mib + stats.rss_growth_mib,
+            )
     return merged

@@ -31,7 +31,9 @@ def select_queries(n_public: int, query: Query, *, seed: int) -> np.ndarray:
     uniform sample without replacement of ``query`` examples (int) or ``ceil(query·n_public)``
     (float fraction)."""
     if isinstance(query, bool) or not isinstance(query, (int, float, np.integer, np.floating)):
-        raise ValueError(f"The query must be a count or a fraction of the public data, not {query!r}.")
+        raise ValueError(
+            f"The query must be a count or a fraction of the public data, not {query!r}."
+        )
     if isinstance(query, (float, np.floating)):
         if not 0.0 < query <= 1.0:
             raise ValueError(f"A query fraction must lie in (0, 1], not {query}.")
@@ -52,8 +54,11 @@ def queried_rows(n_public: int, setting: Mapping, *, seed: int) -> np.ndarray:
 
 def predict_classes(models: Sequence[Any], features) -> np.ndarray:
     """Class indices predicted by each model: int64 array (n_models, n_examples)."""
-    return np.stack([np.asarray(model.predict(features), dtype=np.int64) for model in models]) \
-        if len(models) else np.empty((0, len(features)), dtype=np.int64)
+    return (
+        np.stack([np.asarray(model.predict(features), dtype=np.int64) for model in models])
+        if len(models)
+        else np.empty((0, len(features)), dtype=np.int64)
+    )
 
 
 def fit_on_votes(counts, features, *, learner: Learner, n_classes: int, seed: int, noise=None):
@@ -62,11 +67,13 @@ def fit_on_votes(counts, features, *, learner: Learner, n_classes: int, seed: in
     Returns ``(model, noisy_counts or None, labels, trained_mask)``.
     """
     noisy = None if noise is None else np.asarray(noise.noisy_counts(counts))
-    (tie_seed,) = child_seeds(seed, 1)    # the model keeps ``seed`` itself, as before ties were drawn
+    (tie_seed,) = child_seeds(seed, 1)  # the model keeps ``seed`` itself, as before ties were drawn
     labels, abstained = label_by_vote(counts if noisy is None else noisy, seed=tie_seed)
     trained = ~abstained
     if not trained.any():
-        raise ValueError("Every queried example abstained (no votes above zero); query more public examples "
-                         "or use less noise.")
+        raise ValueError(
+            "Every queried example abstained (no votes above zero); query more public examples "
+            "or use less noise."
+        )
     model = fit_aligned(learner, features[trained], labels[trained], n_classes=n_classes, seed=seed)
     return model, noisy, labels, trained

@@ -52,7 +52,9 @@ def vote_counts(predictions, n_classes: int) -> np.ndarray:
     return counts
 
 
-def consistent_vote_counts(student_predictions, n_classes: int, partitions: int | None = None) -> np.ndarray:
+def consistent_vote_counts(
+    student_predictions, n_classes: int, partitions: int | None = None
+) -> np.ndarray:
     """Consistent votes per class: party p adds ``partitions`` votes to class m on example i
     only when all its ``partitions`` students predict m there, and nothing otherwise.
 
@@ -72,8 +74,10 @@ def consistent_vote_counts(student_predictions, n_classes: int, partitions: int 
     predictions = _class_indices(student_predictions, n_classes, ndim=3)
     n_parties, n_partitions, n_examples = predictions.shape
     if partitions is not None and partitions != n_partitions:
-        raise ValueError(f"The predictions hold {n_partitions} students per party but partitions={partitions}.")
-    consistent = np.all(predictions == predictions[:, :1, :], axis=1)          # (n_parties, n_examples)
+        raise ValueError(
+            f"The predictions hold {n_partitions} students per party but partitions={partitions}."
+        )
+    consistent = np.all(predictions == predictions[:, :1, :], axis=1)  # (n_parties, n_examples)
     parties, examples = np.nonzero(consistent)
     counts = np.zeros((n_examples, n_classes), dtype=np.int64)
     np.add.at(counts, (examples, predictions[parties, 0, examples]), n_partitions)
@@ -102,12 +106,21 @@ def class_vote_weights(label_distribution, n_classes: int, *, maximum: int) -> n
     int64 array (n_classes,) with values in 0..maximum.
     """
     if isinstance(maximum, bool) or not isinstance(maximum, (int, np.integer)) or maximum < 1:
-        raise ValueError(f"The largest vote weight must be a whole number of at least 1, not {maximum!r}.")
+        raise ValueError(
+            f"The largest vote weight must be a whole number of at least 1, not {maximum!r}."
+        )
     if label_distribution is None:
         return np.full(n_classes, maximum, dtype=np.int64)
     shares = np.asarray(label_distribution, dtype=np.float64)
-    if shares.shape != (n_classes,) or not np.all(np.isfinite(shares)) or shares.min() < 0 or shares.max() <= 0:
-        raise ValueError(f"A label distribution must hold {n_classes} non-negative counts, not all zero.")
+    if (
+        shares.shape != (n_classes,)
+        or not np.all(np.isfinite(shares))
+        or shares.min() < 0
+        or shares.max() <= 0
+    ):
+        raise ValueError(
+            f"A label distribution must hold {n_classes} non-negative counts, not all zero."
+        )
     # floor(x + 0.5), not np.round: halves round up rather than to the even integer, as a reader computes by hand.
     return np.floor(maximum * shares / shares.max() + 0.5).astype(np.int64)
 
@@ -129,9 +142,14 @@ def weighted_consistent_vote_counts(student_predictions, n_classes: int, weights
     """
     predictions = _class_indices(student_predictions, n_classes, ndim=3)
     weights = np.asarray(weights)
-    if weights.shape != (predictions.shape[0], n_classes) or not np.issubdtype(weights.dtype, np.integer) \
-            or (weights.size and weights.min() < 0):
-        raise ValueError(f"Vote weights must be non-negative integers of shape ({predictions.shape[0]}, {n_classes}).")
+    if (
+        weights.shape != (predictions.shape[0], n_classes)
+        or not np.issubdtype(weights.dtype, np.integer)
+        or (weights.size and weights.min() < 0)
+    ):
+        raise ValueError(
+            f"Vote weights must be non-negative integers of shape ({predictions.shape[0]}, {n_classes})."
+        )
     counts = np.zeros((predictions.shape[2], n_classes), dtype=np.int64)
     for party, party_weights in zip(predictions, weights.astype(np.int64)):
         counts += consistent_vote_counts(party[None], n_classes) * party_weights
@@ -151,8 +169,10 @@ def soft_vote_scores(student_probabilities) -> np.ndarray:
     """
     probabilities = np.asarray(student_probabilities, dtype=np.float64)
     if probabilities.ndim != 4:
-        raise ValueError(f"Expected probabilities of shape (parties, partitions, examples, classes), "
-                         f"got {probabilities.ndim}-D.")
+        raise ValueError(
+            f"Expected probabilities of shape (parties, partitions, examples, classes), "
+            f"got {probabilities.ndim}-D."
+        )
     return probabilities.mean(axis=1).sum(axis=0)
 
 
@@ -174,18 +194,28 @@ def label_by_vote(counts, *, seed: int | np.random.Generator) -> tuple[np.ndarra
     """
     counts = np.asarray(counts)
     if counts.ndim != 2:
-        raise ValueError(f"Vote counts must be a 2-D (examples × classes) array, not {counts.ndim}-D.")
-    tied = counts == counts.max(axis=1, keepdims=True) if counts.shape[1] else np.zeros(counts.shape, dtype=bool)
+        raise ValueError(
+            f"Vote counts must be a 2-D (examples × classes) array, not {counts.ndim}-D."
+        )
+    tied = (
+        counts == counts.max(axis=1, keepdims=True)
+        if counts.shape[1]
+        else np.zeros(counts.shape, dtype=bool)
+    )
     draws = np.random.default_rng(seed).random(counts.shape)
     labels = np.argmax(np.where(tied, draws, -1.0), axis=1).astype(np.int64)
-    abstained = counts.max(axis=1, initial=0) <= 0      # initial=0: an empty or all-negative row abstains
+    abstained = (
+        counts.max(axis=1, initial=0) <= 0
+    )  # initial=0: an empty or all-negative row abstains
     return labels, abstained
 
 
 def _class_indices(predictions, n_classes: int, *, ndim: int) -> np.ndarray:
     predictions = np.asarray(predictions)
     if predictions.ndim != ndim:
-        raise ValueError(f"Expected a {ndim}-D array of predicted classes, got {predictions.ndim}-D.")
+        raise ValueError(
+            f"Expected a {ndim}-D array of predicted classes, got {predictions.ndim}-D."
+        )
     if not np.issubdtype(predictions.dtype, np.integer):
         raise ValueError("Predicted classes must be integers.")
     if predictions.size and (predictions.min() < 0 or predictions.max() >= n_classes):

@@ -31,46 +31,77 @@ def _inner_estimator(model, n_classes: int):
     inner = getattr(model, "estimator_", model)
     present = getattr(model, "present_classes_", None)
     if inner is None or (present is not None and list(present) != list(range(n_classes))):
-        raise ValueError(f"The final model was trained on examples of classes {list(present)} only, not all "
-                         f"{n_classes}; query more public examples or use less noise so that every class is labelled.")
+        raise ValueError(
+            f"The final model was trained on examples of classes {list(present)} only, not all "
+            f"{n_classes}; query more public examples or use less noise so that every class is labelled."
+        )
     return inner
 
 
 def model_family_of(model) -> str:
     inner = getattr(model, "estimator_", model)
     name = type(inner).__name__
-    return {"RandomForestClassifier": "random_forest", "LogisticRegression": "logistic_regression",
-            "XGBClassifier": "xgboost", "KernelDistilledClassifier": "kernel"}.get(name, getattr(inner, "architecture", name.lower()))
+    return {
+        "RandomForestClassifier": "random_forest",
+        "LogisticRegression": "logistic_regression",
+        "XGBClassifier": "xgboost",
+        "KernelDistilledClassifier": "kernel",
+    }.get(name, getattr(inner, "architecture", name.lower()))
 
 
 def export_global_model(model, *, n_features: int, n_classes: int) -> list[ExportedFile]:
     """Native and portable files of a fitted final model; ValueError if it cannot be exported faithfully."""
-    from workers.modelio.export import (export_sklearn_onnx, export_torch_onnx, export_torch_safetensors,
-                                        export_xgboost_json, export_xgboost_onnx)
-
     from workers.algorithms.kernel_distillation import KernelDistilledClassifier
     from workers.algorithms.kernel_onnx import kernel_student_onnx
+    from workers.modelio.export import (
+        export_sklearn_onnx,
+        export_torch_onnx,
+        export_torch_safetensors,
+        export_xgboost_json,
+        export_xgboost_onnx,
+    )
 
     inner = _inner_estimator(model, n_classes)
     family = model_family_of(model)
     if isinstance(inner, KernelDistilledClassifier):
-        return [ExportedFile("native", "kernel_npz", "model.npz", _kernel_npz(inner)),
-                ExportedFile("portable", "onnx", "model.onnx", kernel_student_onnx(inner, n_features))]
+        return [
+            ExportedFile("native", "kernel_npz", "model.npz", _kernel_npz(inner)),
+            ExportedFile("portable", "onnx", "model.onnx", kernel_student_onnx(inner, n_features)),
+        ]
     if family == "xgboost":
-        return [ExportedFile("native", ArtifactFormat.XGBOOST_JSON, "model.json", export_xgboost_json(inner)),
-                ExportedFile("portable", "onnx", "model.onnx", export_xgboost_onnx(inner, n_features))]
+        return [
+            ExportedFile(
+                "native", ArtifactFormat.XGBOOST_JSON, "model.json", export_xgboost_json(inner)
+            ),
+            ExportedFile("portable", "onnx", "model.onnx", export_xgboost_onnx(inner, n_features)),
+        ]
     if hasattr(inner, "module_"):
-        return [ExportedFile("native", "safetensors", "model.safetensors",
-                             export_torch_safetensors(inner.module_, inner.spec_)),
-                ExportedFile("portable", "onnx", "model.onnx", export_torch_onnx(inner.module_, n_features))]
+        return [
+            ExportedFile(
+                "native",
+                "safetensors",
+                "model.safetensors",
+                export_torch_safetensors(inner.module_, inner.spec_),
+            ),
+            ExportedFile(
+                "portable", "onnx", "model.onnx", export_torch_onnx(inner.module_, n_features)
+            ),
+        ]
     import skops.io
 
-    return [ExportedFile("native", "skops", "model.skops", skops.io.dumps(inner)),
-            ExportedFile("portable", "onnx", "model.onnx", export_sklearn_onnx(inner, n_features))]
+    return [
+        ExportedFile("native", "skops", "model.skops", skops.io.dumps(inner)),
+        ExportedFile("portable", "onnx", "model.onnx", export_sklearn_onnx(inner, n_features)),
+    ]
 
 
 def _kernel_npz(student) -> bytes:
     buffer = io.BytesIO()
-    np.savez(buffer, support_vectors=student.support_vectors_, dual_coef=student.dual_coef_,
-             gamma=np.float64(student.gamma_), temperature=np.float64(student.temperature_))
+    np.savez(
+        buffer,
+        support_vectors=student.support_vectors_,
+        dual_coef=student.dual_coef_,
+        gamma=np.float64(student.gamma_),
+        temperature=np.float64(student.temperature_),
+    )
     return buffer.getvalue()

@@ -49,10 +49,23 @@ def _children_allowed() -> Iterator[None]:
         config.update(saved)
 
 
-def fuse_in_child(*, kind: str, signal_sum: np.ndarray, public_features: np.ndarray, members: list, n_classes: int,
-                  params: dict, seed: int, noise=None, stored_noise: np.ndarray | None = None,
-                  on_noise_drawn: Callable[[np.ndarray], None] | None = None, cancelled: Callable[[], bool],
-                  on_start: Callable[[int], None] = lambda pid: None, poll_seconds: float = 1.0, evaluation=None):
+def fuse_in_child(
+    *,
+    kind: str,
+    signal_sum: np.ndarray,
+    public_features: np.ndarray,
+    members: list,
+    n_classes: int,
+    params: dict,
+    seed: int,
+    noise=None,
+    stored_noise: np.ndarray | None = None,
+    on_noise_drawn: Callable[[np.ndarray], None] | None = None,
+    cancelled: Callable[[], bool],
+    on_start: Callable[[int], None] = lambda pid: None,
+    poll_seconds: float = 1.0,
+    evaluation=None,
+):
     """``algorithm_get(kind).fuse(...)`` in a child process; ``None`` if ``cancelled()`` turned true first.
 
     ``noise`` is a plain mechanism of :mod:`workers.privacy.mechanisms` (or ``None``); ``stored_noise`` the
@@ -62,9 +75,24 @@ def fuse_in_child(*, kind: str, signal_sum: np.ndarray, public_features: np.ndar
     """
     parent_end, child_end = _CONTEXT.Pipe()
     with _children_allowed():  # the child copies its parent's settings when it is made
-        child = _CONTEXT.Process(target=_child_main, name=f"onefold-fuse-{kind}", daemon=True,
-                                 args=(child_end, kind, signal_sum, public_features, members, n_classes, params, seed,
-                                       noise, stored_noise, evaluation))
+        child = _CONTEXT.Process(
+            target=_child_main,
+            name=f"onefold-fuse-{kind}",
+            daemon=True,
+            args=(
+                child_end,
+                kind,
+                signal_sum,
+                public_features,
+                members,
+                n_classes,
+                params,
+                seed,
+                noise,
+                stored_noise,
+                evaluation,
+            ),
+        )
         child.start()
     child_end.close()
     on_start(child.pid)
@@ -75,7 +103,9 @@ def fuse_in_child(*, kind: str, signal_sum: np.ndarray, public_features: np.ndar
                     message, value = parent_end.recv()
                 except EOFError:  # the child died between messages
                     child.join(5)
-                    raise FusionCrashed(f"The fusion process stopped unexpectedly (exit code {child.exitcode}).") from None
+                    raise FusionCrashed(
+                        f"The fusion process stopped unexpectedly (exit code {child.exitcode})."
+                    ) from None
                 if message == "noise":
                     on_noise_drawn(value)
                     parent_end.send("stored")
@@ -87,7 +117,9 @@ def fuse_in_child(*, kind: str, signal_sum: np.ndarray, public_features: np.ndar
                 else:
                     raise FusionCrashed(value)
             elif not child.is_alive():
-                raise FusionCrashed(f"The fusion process stopped unexpectedly (exit code {child.exitcode}).")
+                raise FusionCrashed(
+                    f"The fusion process stopped unexpectedly (exit code {child.exitcode})."
+                )
             if cancelled():
                 return None
     finally:
@@ -97,8 +129,19 @@ def fuse_in_child(*, kind: str, signal_sum: np.ndarray, public_features: np.ndar
         parent_end.close()
 
 
-def _child_main(connection, kind, signal_sum, public_features, members, n_classes, params, seed, noise,
-                stored_noise, evaluation=None) -> None:
+def _child_main(
+    connection,
+    kind,
+    signal_sum,
+    public_features,
+    members,
+    n_classes,
+    params,
+    seed,
+    noise,
+    stored_noise,
+    evaluation=None,
+) -> None:
     from workers.algorithms.registry import algorithm_get
     from workers.jobs.noise import replayable_noise
 
@@ -108,11 +151,25 @@ def _child_main(connection, kind, signal_sum, public_features, members, n_classe
         connection.send(("noise", noisy))
         connection.recv()  # the parent answers once the draw is committed: only then may it be used
 
-    mechanism = None if noise is None else replayable_noise(noise, stored=stored_noise, on_draw=stored_by_parent)
+    mechanism = (
+        None
+        if noise is None
+        else replayable_noise(noise, stored=stored_noise, on_draw=stored_by_parent)
+    )
     try:
-        evaluated = {} if evaluation is None else {"evaluation": evaluation}   # only the engines that read it
-        fusion = algorithm_get(kind).fuse(signal_sum, public_features, members=members, n_classes=n_classes,
-                                          params=params, noise=mechanism, seed=seed, **evaluated)
+        evaluated = (
+            {} if evaluation is None else {"evaluation": evaluation}
+        )  # only the engines that read it
+        fusion = algorithm_get(kind).fuse(
+            signal_sum,
+            public_features,
+            members=members,
+            n_classes=n_classes,
+            params=params,
+            noise=mechanism,
+            seed=seed,
+            **evaluated,
+        )
     except ValueError as error:
         connection.send(("invalid", str(error)))
     except Exception as error:  # noqa: BLE001 - reported to the parent, which fails the job with it

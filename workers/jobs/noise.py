@@ -15,7 +15,9 @@ from collections.abc import Callable
 import numpy as np
 
 
-def replayable_noise(mechanism, *, stored: np.ndarray | None, on_draw: Callable[[np.ndarray], None]):
+def replayable_noise(
+    mechanism, *, stored: np.ndarray | None, on_draw: Callable[[np.ndarray], None]
+):
     """``mechanism`` whose ``noisy_counts`` replays ``stored`` (same shape as the counts) or records a fresh draw."""
 
     class Replayable(type(mechanism)):  # type: ignore[misc]  # a subclass of whichever mechanism was given
@@ -23,12 +25,16 @@ def replayable_noise(mechanism, *, stored: np.ndarray | None, on_draw: Callable[
             counts = np.asarray(vote_counts)
             if stored is not None:
                 if stored.shape != counts.shape:
-                    raise ValueError(f"The stored noisy answers have shape {stored.shape}, but the job now asks "
-                                     f"{counts.shape}; its inputs changed since the noise was drawn.")
+                    raise ValueError(
+                        f"The stored noisy answers have shape {stored.shape}, but the job now asks "
+                        f"{counts.shape}; its inputs changed since the noise was drawn."
+                    )
                 return stored.copy()
             noisy = super().noisy_counts(counts)
             on_draw(noisy)
             return noisy
 
     Replayable.__name__ = Replayable.__qualname__ = f"Replayable{type(mechanism).__name__}"
-    return Replayable(**{field.name: getattr(mechanism, field.name) for field in dataclasses.fields(mechanism)})
+    return Replayable(
+        **{field.name: getattr(mechanism, field.name) for field in dataclasses.fields(mechanism)}
+    )

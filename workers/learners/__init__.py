@@ -6,10 +6,20 @@ from workers.learners.aligned import AlignedClassifier
 from workers.learners.registry import LEARNER_FAMILIES, Learner, make_learner, seeded_learner
 from workers.learners.torch_classifier import TorchClassifier, best_device
 
-__all__ = ["AlignedClassifier", "LEARNER_FAMILIES", "Learner", "TorchClassifier", "best_device",
-           "make_learner", "seeded_learner", "fit_aligned"]
+__all__ = [
+    "AlignedClassifier",
+    "LEARNER_FAMILIES",
+    "Learner",
+    "TorchClassifier",
+    "best_device",
+    "make_learner",
+    "seeded_learner",
+    "fit_aligned",
+]
 
 
-def fit_aligned(learner: Learner, features, labels, *, n_classes: int, seed: int) -> AlignedClassifier:
+def fit_aligned(
+    learner: Learner, features, labels, *, n_classes: int, seed: int
+) -> AlignedClassifier:
     """Fit a seeded clone of ``learner`` whose ``predict_proba`` has ``n_classes`` columns."""
     return AlignedClassifier(seeded_learner(learner, seed), n_classes).fit(features, labels)

@@ -42,7 +42,9 @@ class AlignedClassifier(ClassifierMixin, BaseEstimator):
         if labels.size == 0:
             raise ValueError("A classifier cannot be fitted on zero examples.")
         if labels.min() < 0 or labels.max() >= self.n_classes:
-            raise ValueError(f"Labels must be integers in 0..{self.n_classes - 1}; got {labels.min()}..{labels.max()}.")
+            raise ValueError(
+                f"Labels must be integers in 0..{self.n_classes - 1}; got {labels.min()}..{labels.max()}."
+            )
         self.classes_ = np.arange(self.n_classes)
         self.present_classes_, encoded = np.unique(labels, return_inverse=True)
         self.n_features_in_ = np.asarray(X).shape[1]
@@ -61,11 +63,11 @@ class AlignedClassifier(ClassifierMixin, BaseEstimator):
             probabilities[:, self.present_classes_[0]] = 1.0
             return probabilities
         for start in range(0, n_examples, PREDICT_BATCH_SIZE):
-            batch = X[start:start + PREDICT_BATCH_SIZE]
+            batch = X[start : start + PREDICT_BATCH_SIZE]
             inner = self.estimator_.predict_proba(batch)
             # the clone saw labels 0..k-1 (k = present classes), in that order
             columns = self.present_classes_[np.asarray(self.estimator_.classes_, dtype=np.int64)]
-            probabilities[start:start + len(inner), columns] = inner
+            probabilities[start : start + len(inner), columns] = inner
         return probabilities
 
     def predict(self, X) -> np.ndarray:

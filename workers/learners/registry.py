@@ -17,8 +17,8 @@ from typing import Any, TypeAlias
 
 from sklearn.base import BaseEstimator, clone
 from sklearn.ensemble import RandomForestClassifier
-from sklearn.tree import DecisionTreeClassifier
 from sklearn.linear_model import LogisticRegression
+from sklearn.tree import DecisionTreeClassifier
 
 from workers.learners.torch_classifier import TorchClassifier
 
@@ -37,7 +37,9 @@ def _random_forest(**params) -> BaseEstimator:
 def _xgboost(**params) -> BaseEstimator:
     from xgboost import XGBClassifier  # imported here: xgboost's import costs ~1 s
 
-    return XGBClassifier(**{"n_estimators": 100, "max_depth": 6, "n_jobs": 1, "tree_method": "hist", **params})
+    return XGBClassifier(
+        **{"n_estimators": 100, "max_depth": 6, "n_jobs": 1, "tree_method": "hist", **params}
+    )
 
 
 def _logistic_regression(**params) -> BaseEstimator:
@@ -49,8 +51,13 @@ def _mlp(**params) -> BaseEstimator:
 
 
 def _cnn(**params) -> BaseEstimator:
-    defaults = {"architecture": "cnn", "image_shape": [1, 28, 28], "conv_channels": [6, 16], "kernel_size": 5,
-                "hidden_sizes": [120, 84]}
+    defaults = {
+        "architecture": "cnn",
+        "image_shape": [1, 28, 28],
+        "conv_channels": [6, 16],
+        "kernel_size": 5,
+        "hidden_sizes": [120, 84],
+    }
     return TorchClassifier(**{**defaults, **params})
 
 
@@ -77,12 +84,16 @@ def make_learner(learner: Learner, **params: Any) -> BaseEstimator:
         family = configured.pop("family", None)
         return make_learner(family, **{**configured, **params})
     if learner not in LEARNER_FAMILIES:
-        raise ValueError(f"Unknown learner family {learner!r}; choose one of {sorted(LEARNER_FAMILIES)} "
-                         "or pass a scikit-learn classifier.")
+        raise ValueError(
+            f"Unknown learner family {learner!r}; choose one of {sorted(LEARNER_FAMILIES)} "
+            "or pass a scikit-learn classifier."
+        )
     try:
         return LEARNER_FAMILIES[learner](**params)
     except TypeError as error:  # an estimator's __init__ refuses a keyword it does not take
-        raise ValueError(f"The {learner} learner does not take the hyperparameters {sorted(params)} ({error}).") from None
+        raise ValueError(
+            f"The {learner} learner does not take the hyperparameters {sorted(params)} ({error})."
+        ) from None
 
 
 def seeded_learner(learner: Learner, seed: int) -> BaseEstimator:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.validation import check_is_fitted, check_X_y, check_array
+from sklearn.utils.validation import check_array, check_is_fitted, check_X_y
 from torch import nn
 
 from workers.zoo import build_module
@@ -47,9 +47,21 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         Seeds weight initialisation and shuffles.
     """
 
-    def __init__(self, architecture="mlp", hidden_sizes=(100, 100), image_shape=None, conv_channels=(6, 16),
-                 kernel_size=5, epochs=20, batch_size=64, learning_rate=1e-3, optimizer="adam",
-                 weight_decay=0.0, device="auto", random_state=None):
+    def __init__(
+        self,
+        architecture="mlp",
+        hidden_sizes=(100, 100),
+        image_shape=None,
+        conv_channels=(6, 16),
+        kernel_size=5,
+        epochs=20,
+        batch_size=64,
+        learning_rate=1e-3,
+        optimizer="adam",
+        weight_decay=0.0,
+        device="auto",
+        random_state=None,
+    ):
         self.architecture = architecture
         self.hidden_sizes = hidden_sizes
         self.image_shape = image_shape
@@ -81,13 +93,24 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
     def _spec(self, n_features: int, n_classes: int) -> dict:
         hidden_sizes = [int(width) for width in self.hidden_sizes]
         if self.architecture == "cnn":
-            return {"architecture": "cnn", "image_shape": [int(v) for v in self.image_shape],
-                    "conv_channels": [int(c) for c in self.conv_channels], "kernel_size": int(self.kernel_size),
-                    "hidden_sizes": hidden_sizes, "n_classes": n_classes}
-        return {"architecture": "mlp", "n_features": n_features, "hidden_sizes": hidden_sizes,
-                "n_classes": n_classes}
+            return {
+                "architecture": "cnn",
+                "image_shape": [int(v) for v in self.image_shape],
+                "conv_channels": [int(c) for c in self.conv_channels],
+                "kernel_size": int(self.kernel_size),
+                "hidden_sizes": hidden_sizes,
+                "n_classes": n_classes,
+            }
+        return {
+            "architecture": "mlp",
+            "n_features": n_features,
+            "hidden_sizes": hidden_sizes,
+            "n_classes": n_classes,
+        }
 
-    def _train(self, module: nn.Module, X: np.ndarray, y: np.ndarray, device, rng: np.random.Generator) -> None:
+    def _train(
+        self, module: nn.Module, X: np.ndarray, y: np.ndarray, device, rng: np.random.Generator
+    ) -> None:
         features = torch.from_numpy(X).to(device)
         labels = torch.from_numpy(y.astype(np.int64)).to(device)
         optimizer = self._optimizer(module)
@@ -96,17 +119,23 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         for _ in range(self.epochs):
             order = torch.from_numpy(rng.permutation(len(X))).to(device)
             for start in range(0, len(X), self.batch_size):
-                batch = order[start:start + self.batch_size]
+                batch = order[start : start + self.batch_size]
                 optimizer.zero_grad(set_to_none=True)
                 loss_function(module(features[batch]), labels[batch]).backward()
                 optimizer.step()
 
     def _optimizer(self, module: nn.Module) -> torch.optim.Optimizer:
         if self.optimizer == "adam":
-            return torch.optim.Adam(module.parameters(), lr=self.learning_rate, weight_decay=self.weight_decay)
+            return torch.optim.Adam(
+                module.parameters(), lr=self.learning_rate, weight_decay=self.weight_decay
+            )
         if self.optimizer == "sgd":
-            return torch.optim.SGD(module.parameters(), lr=self.learning_rate, momentum=0.9,
-                                   weight_decay=self.weight_decay)
+            return torch.optim.SGD(
+                module.parameters(),
+                lr=self.learning_rate,
+                momentum=0.9,
+                weight_decay=self.weight_decay,
+            )
         raise ValueError(f"Unknown optimizer {self.optimizer!r}; use 'adam' or 'sgd'.")
 
     def predict_proba(self, X) -> np.ndarray:
@@ -118,10 +147,14 @@ class TorchClassifier(ClassifierMixin, BaseEstimator):
         outputs = []
         with torch.no_grad():
             for start in range(0, len(X), PREDICT_BATCH_SIZE):
-                batch = torch.from_numpy(X[start:start + PREDICT_BATCH_SIZE]).to(device)
+                batch = torch.from_numpy(X[start : start + PREDICT_BATCH_SIZE]).to(device)
                 outputs.append(torch.softmax(module(batch), dim=1).cpu().numpy())
         self.module_ = module.to("cpu")
-        return np.concatenate(outputs).astype(np.float64) if outputs else np.empty((0, len(self.classes_)))
+        return (
+            np.concatenate(outputs).astype(np.float64)
+            if outputs
+            else np.empty((0, len(self.classes_)))
+        )
 
     def predict(self, X) -> np.ndarray:
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]

@@ -12,9 +12,15 @@ library is loaded.
 from importlib import import_module
 
 _PUBLIC = {
-    "ModelFormat": "base", "ModelInfo": "base", "ModelLimits": "base", "RefusedModelError": "base",
-    "identify_format": "identify", "inspect_model": "validate",
-    "SandboxLimits": "sandbox", "SandboxOutcome": "sandbox", "predict_in_sandbox": "sandbox",
+    "ModelFormat": "base",
+    "ModelInfo": "base",
+    "ModelLimits": "base",
+    "RefusedModelError": "base",
+    "identify_format": "identify",
+    "inspect_model": "validate",
+    "SandboxLimits": "sandbox",
+    "SandboxOutcome": "sandbox",
+    "predict_in_sandbox": "sandbox",
 }
 __all__ = sorted(_PUBLIC)
 

@@ -31,9 +31,15 @@ class ArtifactFormat(StrEnum):
     BUNDLE = "bundle"
 
 
-FILE_EXTENSIONS = {ArtifactFormat.ONNX: "onnx", ArtifactFormat.XGBOOST_JSON: "json",
-                   ArtifactFormat.XGBOOST_UBJSON: "ubj", ArtifactFormat.SAFETENSORS: "safetensors",
-                   ArtifactFormat.SKOPS: "skops", ArtifactFormat.KERNEL_NPZ: "npz", ArtifactFormat.BUNDLE: "zip"}
+FILE_EXTENSIONS = {
+    ArtifactFormat.ONNX: "onnx",
+    ArtifactFormat.XGBOOST_JSON: "json",
+    ArtifactFormat.XGBOOST_UBJSON: "ubj",
+    ArtifactFormat.SAFETENSORS: "safetensors",
+    ArtifactFormat.SKOPS: "skops",
+    ArtifactFormat.KERNEL_NPZ: "npz",
+    ArtifactFormat.BUNDLE: "zip",
+}
 # Names a format had before it was spelt one way; global models made then are migrated (market.jobs 0006), and a
 # client that still asks for the old name is answered.
 LEGACY_FORMAT_NAMES = {"xgboost_json": ArtifactFormat.XGBOOST_JSON}
@@ -93,5 +99,7 @@ def check_classes(classes: list[int], n_classes: int) -> tuple[int, ...]:
         raise refuse("The model lists the same class label twice.")
     outside = [label for label in classes if not 0 <= label < n_classes]
     if outside:
-        raise refuse(f"The model predicts class {outside[0]}, but the federation's classes are 0 to {n_classes - 1}.")
+        raise refuse(
+            f"The model predicts class {outside[0]}, but the federation's classes are 0 to {n_classes - 1}."
+        )
     return tuple(int(label) for label in classes)

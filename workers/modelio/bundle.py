@@ -41,19 +41,32 @@ class BundleMember:
     feature_view: str = "one_hot"
 
 
-def bundle_write(members: Sequence[BundleMember], *, n_classes: int, n_features: int,
-                 feature_spec: dict | None = None) -> bytes:
+def bundle_write(
+    members: Sequence[BundleMember],
+    *,
+    n_classes: int,
+    n_features: int,
+    feature_spec: dict | None = None,
+) -> bytes:
     """The bundle zip of ``members``; ``feature_spec`` goes into the manifest when a member reads another view
     than one-hot. A ValueError names a member the format does not allow."""
     if not members:
         raise ValueError("A bundle needs at least one member file.")
-    entries = [{"file": f"member-{index:04d}.{FILE_EXTENSIONS[member.format]}", "format": str(member.format),
-                "weight": float(member.weight), "feature_view": member.feature_view}
-               for index, member in enumerate(members)]
+    entries = [
+        {
+            "file": f"member-{index:04d}.{FILE_EXTENSIONS[member.format]}",
+            "format": str(member.format),
+            "weight": float(member.weight),
+            "feature_view": member.feature_view,
+        }
+        for index, member in enumerate(members)
+    ]
     manifest = {"n_classes": int(n_classes), "n_features": int(n_features), "members": entries}
     if feature_spec is not None and any(member.feature_view != "one_hot" for member in members):
         manifest["feature_spec"] = feature_spec
-    _checked_members(manifest, {entry["file"]: len(member.data) for entry, member in zip(entries, members)})
+    _checked_members(
+        manifest, {entry["file"]: len(member.data) for entry, member in zip(entries, members)}
+    )
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("manifest.json", json.dumps(manifest, indent=1))
@@ -62,7 +75,9 @@ def bundle_write(members: Sequence[BundleMember], *, n_classes: int, n_features:
     return buffer.getvalue()
 
 
-def bundle_read(data: bytes, *, max_unpacked_bytes: int = MAX_BUNDLE_BYTES) -> tuple[dict, list[bytes]]:
+def bundle_read(
+    data: bytes, *, max_unpacked_bytes: int = MAX_BUNDLE_BYTES
+) -> tuple[dict, list[bytes]]:
     """``(manifest, member file bytes in manifest order)``; a ValueError with the reason otherwise.
 
     ``max_unpacked_bytes`` caps the sum of the archive's unpacked sizes (as the zip declares them; the reader
@@ -74,7 +89,8 @@ def bundle_read(data: bytes, *, max_unpacked_bytes: int = MAX_BUNDLE_BYTES) -> t
     with archive:
         sizes = {info.filename: info.file_size for info in archive.infolist()}
         if sum(sizes.values()) > min(max_unpacked_bytes, MAX_BUNDLE_BYTES) or any(
-                size > MAX_MEMBER_BYTES for size in sizes.values()):
+            size > MAX_MEMBER_BYTES for size in sizes.values()
+        ):
             raise ValueError("The bundle's files are larger than a bundle may hold.")
         if "manifest.json" not in sizes:
             raise ValueError("The bundle has no manifest.json.")
@@ -91,20 +107,41 @@ def _checked_members(manifest, sizes: dict) -> list[dict]:
     if not isinstance(members, list) or not 1 <= len(members) <= MAX_BUNDLE_MEMBERS:
         raise ValueError(f"The manifest must list 1 to {MAX_BUNDLE_MEMBERS} members.")
     for key in ("n_classes", "n_features"):
-        if isinstance(manifest.get(key), bool) or not isinstance(manifest.get(key), int) or manifest[key] < 1:
+        if (
+            isinstance(manifest.get(key), bool)
+            or not isinstance(manifest.get(key), int)
+            or manifest[key] < 1
+        ):
             raise ValueError(f"The manifest's {key} must be a positive integer.")
     for member in members:
-        if not isinstance(member, dict) or member.get("file") not in sizes or member["file"] == "manifest.json":
-            raise ValueError(f"The manifest names a member file the bundle does not hold: {member!r}.")
+        if (
+            not isinstance(member, dict)
+            or member.get("file") not in sizes
+            or member["file"] == "manifest.json"
+        ):
+            raise ValueError(
+                f"The manifest names a member file the bundle does not hold: {member!r}."
+            )
         if member.get("format") not in MEMBER_FORMATS:
-            raise ValueError(f"Member {member['file']} has format {member.get('format')!r}; "
-                             f"allowed: {', '.join(MEMBER_FORMATS)}.")
+            raise ValueError(
+                f"Member {member['file']} has format {member.get('format')!r}; "
+                f"allowed: {', '.join(MEMBER_FORMATS)}."
+            )
         if member.get("feature_view", "one_hot") not in FEATURE_VIEWS:
-            raise ValueError(f"Member {member['file']} reads feature view {member.get('feature_view')!r}; "
-                             f"allowed: {', '.join(FEATURE_VIEWS)}.")
+            raise ValueError(
+                f"Member {member['file']} reads feature view {member.get('feature_view')!r}; "
+                f"allowed: {', '.join(FEATURE_VIEWS)}."
+            )
         weight = member.get("weight")
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight < 0:
-            raise ValueError(f"Member {member['file']} has weight {weight!r}; weights are non-negative numbers.")
+        if (
+            isinstance(weight, bool)
+            or not isinstance(weight, (int, float))
+            or not math.isfinite(weight)
+            or weight < 0
+        ):
+            raise ValueError(
+                f"Member {member['file']} has weight {weight!r}; weights are non-negative numbers."
+            )
     if sum(member["weight"] for member in members) <= 0:
         raise ValueError("The members' weights are all zero.")
     return members

@@ -12,8 +12,12 @@ import resource
 import sys
 from pathlib import Path
 
-RESOURCE_LIMITS = {"memory_bytes": resource.RLIMIT_AS, "cpu_seconds": resource.RLIMIT_CPU,
-                   "file_size_bytes": resource.RLIMIT_FSIZE, "open_files": resource.RLIMIT_NOFILE}
+RESOURCE_LIMITS = {
+    "memory_bytes": resource.RLIMIT_AS,
+    "cpu_seconds": resource.RLIMIT_CPU,
+    "file_size_bytes": resource.RLIMIT_FSIZE,
+    "open_files": resource.RLIMIT_NOFILE,
+}
 
 
 def apply_resource_limits(limits: dict) -> None:
@@ -58,7 +62,9 @@ def _predict_one(data: bytes, features, request: dict, limits):
 
     model_format = identify_format(data)  # always: pickles are refused even when checks are skipped
     if not request["skip_structural_checks"]:
-        inspect_model(data, n_features=features.shape[1], n_classes=request["n_classes"], limits=limits)
+        inspect_model(
+            data, n_features=features.shape[1], n_classes=request["n_classes"], limits=limits
+        )
     return predict_probabilities(data, model_format, features, n_classes=request["n_classes"])
 
 
@@ -75,5 +81,7 @@ def _memory_limit_mb() -> int:
 
 if __name__ == "__main__":
     exchange_folder = Path(sys.argv[1])
-    apply_resource_limits(json.loads((exchange_folder / "request.json").read_text())["sandbox_limits"])
+    apply_resource_limits(
+        json.loads((exchange_folder / "request.json").read_text())["sandbox_limits"]
+    )
     main(exchange_folder)

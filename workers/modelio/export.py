@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import json
 
-
 FEATURES_INPUT_NAME = "features"
 
 
@@ -22,8 +21,12 @@ def export_sklearn_onnx(estimator, n_features: int) -> bytes:
     from skl2onnx import to_onnx
     from skl2onnx.common.data_types import FloatTensorType
 
-    model = to_onnx(estimator, initial_types=[(FEATURES_INPUT_NAME, FloatTensorType([None, n_features]))],
-                    options={"zipmap": False}, target_opset={"": 17, "ai.onnx.ml": 3})
+    model = to_onnx(
+        estimator,
+        initial_types=[(FEATURES_INPUT_NAME, FloatTensorType([None, n_features]))],
+        options={"zipmap": False},
+        target_opset={"": 17, "ai.onnx.ml": 3},
+    )
     return model.SerializeToString()
 
 
@@ -33,7 +36,9 @@ def export_xgboost_onnx(model, n_features: int) -> bytes:
     from onnxmltools.convert.common.data_types import FloatTensorType
 
     _clear_feature_names(model)
-    onnx_model = convert_xgboost(model, initial_types=[(FEATURES_INPUT_NAME, FloatTensorType([None, n_features]))])
+    onnx_model = convert_xgboost(
+        model, initial_types=[(FEATURES_INPUT_NAME, FloatTensorType([None, n_features]))]
+    )
     _drop_zipmap(onnx_model)
     return onnx_model.SerializeToString()
 
@@ -55,7 +60,10 @@ def export_torch_safetensors(module, spec: dict) -> bytes:
     """Safetensors bytes of a zoo module's float32 state dict, with its zoo spec in the metadata."""
     from safetensors.torch import save
 
-    state = {name: tensor.detach().to("cpu").float().contiguous() for name, tensor in module.state_dict().items()}
+    state = {
+        name: tensor.detach().to("cpu").float().contiguous()
+        for name, tensor in module.state_dict().items()
+    }
     return save(state, metadata={"spec": json.dumps(spec)})
 
 
@@ -70,9 +78,16 @@ def export_torch_onnx(module, n_features: int) -> bytes:
     buffer = io.BytesIO()
     module.eval()
     example = torch.zeros((1, n_features), dtype=torch.float32)
-    torch.onnx.export(module, (example,), buffer, dynamo=False, input_names=[FEATURES_INPUT_NAME],  # type: ignore[arg-type]  # any binary file
-                      output_names=["logits"], opset_version=17,
-                      dynamic_axes={FEATURES_INPUT_NAME: {0: "batch"}, "logits": {0: "batch"}})
+    torch.onnx.export(
+        module,
+        (example,),
+        buffer,
+        dynamo=False,
+        input_names=[FEATURES_INPUT_NAME],  # type: ignore[arg-type]  # any binary file
+        output_names=["logits"],
+        opset_version=17,
+        dynamic_axes={FEATURES_INPUT_NAME: {0: "batch"}, "logits": {0: "batch"}},
+    )
     return buffer.getvalue()
 
 
@@ -100,9 +115,17 @@ def _drop_zipmap(onnx_model) -> None:
         for output in graph.output:
             if output.name == node.output[0]:
                 graph.output.remove(output)
-                graph.output.append(helper.make_tensor_value_info(tensor_name, TensorProto.FLOAT, [None, None]))
+                graph.output.append(
+                    helper.make_tensor_value_info(tensor_name, TensorProto.FLOAT, [None, None])
+                )
                 break
 
 
-__all__ = ["export_sklearn_onnx", "export_xgboost_onnx", "export_xgboost_json", "export_xgboost_ubjson",
-           "export_torch_safetensors", "export_torch_onnx"]
+__all__ = [
+    "export_sklearn_onnx",
+    "export_xgboost_onnx",
+    "export_xgboost_json",
+    "export_xgboost_ubjson",
+    "export_torch_safetensors",
+    "export_torch_onnx",
+]

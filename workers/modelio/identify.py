@@ -14,11 +14,17 @@ import zipfile
 
 from workers.modelio.base import EXPORT_ADVICE, ModelFormat, refuse
 
-PICKLE_MESSAGE = ("This file is a Python pickle{how}; pickles can run code when loaded, so Onefold refuses them. "
-                  + EXPORT_ADVICE)
+PICKLE_MESSAGE = (
+    "This file is a Python pickle{how}; pickles can run code when loaded, so Onefold refuses them. "
+    + EXPORT_ADVICE
+)
 COMPRESSED_MAGICS = {
-    b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"]\x00\x00": "lzma",
-    b"\x04\x22\x4d\x18": "lz4", b"\x28\xb5\x2f\xfd": "zstandard",
+    b"\x1f\x8b": "gzip",
+    b"BZh": "bzip2",
+    b"\xfd7zXZ\x00": "xz",
+    b"]\x00\x00": "lzma",
+    b"\x04\x22\x4d\x18": "lz4",
+    b"\x28\xb5\x2f\xfd": "zstandard",
 }
 ZLIB_HEADERS = (b"\x78\x01", b"\x78\x5e", b"\x78\x9c", b"\x78\xda")
 UBJSON_KEY_LENGTH_MARKERS = b"iUIlL$#}"
@@ -39,8 +45,10 @@ def identify_format(data: bytes) -> ModelFormat:
         raise refuse(PICKLE_MESSAGE.format(how=f" (protocol {data[1]})"))
     _refuse_archives_and_compressed_streams(data)
     if data.startswith(b"\x93NUMPY"):
-        raise refuse("This file is a numpy array (.npy); Onefold does not load numpy files, which may hold "
-                     "pickled objects. " + EXPORT_ADVICE)
+        raise refuse(
+            "This file is a numpy array (.npy); Onefold does not load numpy files, which may hold "
+            "pickled objects. " + EXPORT_ADVICE
+        )
     if _looks_like_safetensors(data):
         return ModelFormat.SAFETENSORS
     if data[:1] == b"{":
@@ -60,12 +68,17 @@ def _refuse_archives_and_compressed_streams(data: bytes) -> None:
         raise refuse(_zip_message(data))
     for magic, name in COMPRESSED_MAGICS.items():
         if data.startswith(magic):
-            raise refuse(f"This file is {name}-compressed (joblib writes pickles this way); Onefold does not "
-                         "unpack compressed uploads and refuses pickles, which can run code when loaded. "
-                         + EXPORT_ADVICE)
+            raise refuse(
+                f"This file is {name}-compressed (joblib writes pickles this way); Onefold does not "
+                "unpack compressed uploads and refuses pickles, which can run code when loaded. "
+                + EXPORT_ADVICE
+            )
     if data[:2] in ZLIB_HEADERS:
-        raise refuse("This file is zlib-compressed (joblib writes pickles this way); Onefold does not unpack "
-                     "compressed uploads and refuses pickles, which can run code when loaded. " + EXPORT_ADVICE)
+        raise refuse(
+            "This file is zlib-compressed (joblib writes pickles this way); Onefold does not unpack "
+            "compressed uploads and refuses pickles, which can run code when loaded. "
+            + EXPORT_ADVICE
+        )
 
 
 def _zip_message(data: bytes) -> str:
@@ -73,16 +86,25 @@ def _zip_message(data: bytes) -> str:
         names = zipfile.ZipFile(io.BytesIO(data)).namelist()
     except (zipfile.BadZipFile, ValueError, OSError):
         names = []
-    if any(name.endswith("constants.pkl") or "/code/" in name or name.startswith("code/") for name in names):
-        return ("This file is a TorchScript archive, which contains code and pickles, so Onefold refuses it. "
-                "Save the state dict with safetensors or export to ONNX (see the silo guide).")
+    if any(
+        name.endswith("constants.pkl") or "/code/" in name or name.startswith("code/")
+        for name in names
+    ):
+        return (
+            "This file is a TorchScript archive, which contains code and pickles, so Onefold refuses it. "
+            "Save the state dict with safetensors or export to ONNX (see the silo guide)."
+        )
     if any(name.endswith("data.pkl") for name in names):
-        return ("This file is a PyTorch checkpoint saved with torch.save (a pickle inside a ZIP); pickles can run "
-                "code when loaded, so Onefold refuses them. Save the state dict with safetensors instead "
-                "(see the silo guide).")
+        return (
+            "This file is a PyTorch checkpoint saved with torch.save (a pickle inside a ZIP); pickles can run "
+            "code when loaded, so Onefold refuses them. Save the state dict with safetensors instead "
+            "(see the silo guide)."
+        )
     if any(name.endswith(".npy") for name in names):
-        return ("This file is a numpy archive (.npz); Onefold does not load numpy files, which may hold pickled "
-                "objects. " + EXPORT_ADVICE)
+        return (
+            "This file is a numpy archive (.npz); Onefold does not load numpy files, which may hold pickled "
+            "objects. " + EXPORT_ADVICE
+        )
     if "schema.json" in names:
         return "This file is a skops archive; Onefold does not accept skops files. " + EXPORT_ADVICE
     return "This file is a ZIP archive; Onefold accepts single model files only. " + EXPORT_ADVICE

@@ -14,16 +14,23 @@ import numpy as np
 from workers.modelio.base import ModelFormat, check_classes, refuse
 
 
-def predict_probabilities(data: bytes, model_format: ModelFormat, features: np.ndarray, *,
-                          n_classes: int) -> np.ndarray:
+def predict_probabilities(
+    data: bytes, model_format: ModelFormat, features: np.ndarray, *, n_classes: int
+) -> np.ndarray:
     """Probabilities of every federation class for every row of ``features`` (float32)."""
-    predictors = {ModelFormat.ONNX: _predict_onnx, ModelFormat.XGBOOST_JSON: _predict_xgboost,
-                  ModelFormat.XGBOOST_UBJSON: _predict_xgboost, ModelFormat.SAFETENSORS: _predict_safetensors}
+    predictors = {
+        ModelFormat.ONNX: _predict_onnx,
+        ModelFormat.XGBOOST_JSON: _predict_xgboost,
+        ModelFormat.XGBOOST_UBJSON: _predict_xgboost,
+        ModelFormat.SAFETENSORS: _predict_safetensors,
+    }
     classes, probabilities = predictors[model_format](data, features, n_classes)
     probabilities = np.asarray(probabilities, dtype=np.float64)
     if probabilities.shape != (len(features), len(classes)):
-        raise refuse(f"The model returned outputs of shape {probabilities.shape}; expected "
-                     f"{(len(features), len(classes))}.")
+        raise refuse(
+            f"The model returned outputs of shape {probabilities.shape}; expected "
+            f"{(len(features), len(classes))}."
+        )
     if not np.all(np.isfinite(probabilities)):
         raise refuse("The model predicted NaN or infinite probabilities.")
     aligned = np.zeros((len(features), n_classes), dtype=np.float64)
@@ -34,15 +41,21 @@ def predict_probabilities(data: bytes, model_format: ModelFormat, features: np.n
 def _predict_onnx(data: bytes, features: np.ndarray, n_classes: int):
     import onnxruntime
 
-    from workers.modelio.onnx_checks import (CLASSIFIER_OPERATORS, classifier_labels, load_onnx_model,
-                                             probability_output_name)
+    from workers.modelio.onnx_checks import (
+        CLASSIFIER_OPERATORS,
+        classifier_labels,
+        load_onnx_model,
+        probability_output_name,
+    )
 
     model = load_onnx_model(data)
     classifiers = [node for node in model.graph.node if node.op_type in CLASSIFIER_OPERATORS]
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
-    session = onnxruntime.InferenceSession(data, sess_options=options, providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(
+        data, sess_options=options, providers=["CPUExecutionProvider"]
+    )
     input_name = session.get_inputs()[0].name
     if classifiers:
         classes = classifier_labels(classifiers)

@@ -19,13 +19,21 @@ def tensor_values(tensor) -> np.ndarray:
     n_elements = 1
     for dim in tensor.dims:
         if dim < 0:
-            raise refuse(f"The ONNX tensor {tensor.name!r} has a negative dimension; the file is damaged.")
+            raise refuse(
+                f"The ONNX tensor {tensor.name!r} has a negative dimension; the file is damaged."
+            )
         n_elements *= dim
     item_size = 4 if tensor.data_type == 1 else 8
-    stored = len(tensor.raw_data) // item_size if tensor.raw_data else len(tensor.float_data) + len(tensor.double_data)
+    stored = (
+        len(tensor.raw_data) // item_size
+        if tensor.raw_data
+        else len(tensor.float_data) + len(tensor.double_data)
+    )
     if stored != n_elements:
-        raise refuse(f"The ONNX tensor {tensor.name!r} holds {stored} values but its shape needs {n_elements}; "
-                     "the file is damaged.")
+        raise refuse(
+            f"The ONNX tensor {tensor.name!r} holds {stored} values but its shape needs {n_elements}; "
+            "the file is damaged."
+        )
     return numpy_helper.to_array(tensor)
 
 

@@ -14,7 +14,13 @@ from workers.modelio.onnx_tensors import attributes_of
 from workers.modelio.trees import LEAF, check_binary_tree
 
 MODES = {"BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT", "BRANCH_EQ", "BRANCH_NEQ", "LEAF"}
-NODE_ARRAYS = ("nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_truenodeids", "nodes_falsenodeids")
+NODE_ARRAYS = (
+    "nodes_treeids",
+    "nodes_nodeids",
+    "nodes_featureids",
+    "nodes_truenodeids",
+    "nodes_falsenodeids",
+)
 
 
 def check_tree_ensemble(node, *, n_features: int, limits: ModelLimits) -> dict:
@@ -23,11 +29,19 @@ def check_tree_ensemble(node, *, n_features: int, limits: ModelLimits) -> dict:
     where = f"The ONNX {node.op_type}"
     arrays = {name: _ints(attributes.get(name), f"{where}: {name}") for name in NODE_ARRAYS}
     n_entries = len(arrays["nodes_nodeids"])
-    modes = [mode.decode() if isinstance(mode, bytes) else mode for mode in attributes.get("nodes_modes", [])]
+    modes = [
+        mode.decode() if isinstance(mode, bytes) else mode
+        for mode in attributes.get("nodes_modes", [])
+    ]
     thresholds = np.asarray(attributes.get("nodes_values", []), dtype=np.float64)
-    if any(len(array) != n_entries for array in arrays.values()) or len(modes) != n_entries \
-            or len(thresholds) != n_entries:
-        raise refuse(f"{where} has node attribute arrays of different lengths; the file is damaged.")
+    if (
+        any(len(array) != n_entries for array in arrays.values())
+        or len(modes) != n_entries
+        or len(thresholds) != n_entries
+    ):
+        raise refuse(
+            f"{where} has node attribute arrays of different lengths; the file is damaged."
+        )
     if n_entries == 0:
         raise refuse(f"{where} has no nodes.")
     for optional in ("nodes_missing_value_tracks_true", "nodes_hitrates"):
@@ -40,7 +54,9 @@ def check_tree_ensemble(node, *, n_features: int, limits: ModelLimits) -> dict:
     is_leaf = np.array([mode == "LEAF" for mode in modes])
     features = arrays["nodes_featureids"][~is_leaf]
     if features.size and (features.min() < 0 or features.max() >= n_features):
-        raise refuse(f"{where} splits on feature {int(features.max())}, but the federation has {n_features} features.")
+        raise refuse(
+            f"{where} splits on feature {int(features.max())}, but the federation has {n_features} features."
+        )
     depths, leaves = _check_trees(arrays, is_leaf, where, limits)
     _check_leaf_weights(node, attributes, leaves, where)
     return {"n_trees": len(depths), "max_depth": max(depths)}
@@ -57,12 +73,21 @@ def _check_trees(arrays: dict, is_leaf: np.ndarray, where: str, limits: ModelLim
     leaves: set[tuple[int, int]] = set()
     for start, end in zip(starts, np.r_[starts[1:], len(tree_ids)]):
         tree_id = int(tree_ids[start])
-        depths.append(_check_one_tree(arrays, is_leaf, int(start), int(end), f"{where}, tree {tree_id}", limits))
-        leaves.update((tree_id, int(node_id)) for node_id in arrays["nodes_nodeids"][start:end][is_leaf[start:end]])
+        depths.append(
+            _check_one_tree(
+                arrays, is_leaf, int(start), int(end), f"{where}, tree {tree_id}", limits
+            )
+        )
+        leaves.update(
+            (tree_id, int(node_id))
+            for node_id in arrays["nodes_nodeids"][start:end][is_leaf[start:end]]
+        )
     return depths, leaves
 
 
-def _check_one_tree(arrays: dict, is_leaf: np.ndarray, start: int, end: int, where: str, limits) -> int:
+def _check_one_tree(
+    arrays: dict, is_leaf: np.ndarray, start: int, end: int, where: str, limits
+) -> int:
     n_nodes = end - start
     if n_nodes > limits.max_nodes_per_tree:
         raise refuse(f"{where} has {n_nodes} nodes; the limit is {limits.max_nodes_per_tree}.")
@@ -82,7 +107,9 @@ def _positions(child_ids: np.ndarray, leaf: np.ndarray, position: dict, where: s
     for index in np.flatnonzero(~leaf):
         child = int(child_ids[index])
         if child not in position:
-            raise refuse(f"{where}: node {index} points to node id {child}, which the tree does not have.")
+            raise refuse(
+                f"{where}: node {index} points to node id {child}, which the tree does not have."
+            )
         mapped[index] = position[child]
     return mapped
 
@@ -100,11 +127,17 @@ def _check_leaf_weights(node, attributes: dict, leaves: set, where: str) -> None
     base_values = np.asarray(attributes.get("base_values", []), dtype=np.float64)
     if not np.all(np.isfinite(base_values)):
         raise refuse(f"{where} has NaN or infinite base values.")
-    missing = next(((t, n) for t, n in zip(tree_ids.tolist(), node_ids.tolist()) if (t, n) not in leaves), None)
+    missing = next(
+        ((t, n) for t, n in zip(tree_ids.tolist(), node_ids.tolist()) if (t, n) not in leaves), None
+    )
     if missing:
-        raise refuse(f"{where} puts a leaf weight on node {missing[1]} of tree {missing[0]}, which is not a leaf.")
+        raise refuse(
+            f"{where} puts a leaf weight on node {missing[1]} of tree {missing[0]}, which is not a leaf."
+        )
     n_targets = attributes.get("n_targets")
-    if prefix == "target" and (target_ids.size and (target_ids.min() < 0 or target_ids.max() >= (n_targets or 1))):
+    if prefix == "target" and (
+        target_ids.size and (target_ids.min() < 0 or target_ids.max() >= (n_targets or 1))
+    ):
         raise refuse(f"{where} writes to an output it does not have.")
 
 
@@ -112,7 +145,9 @@ def tree_ensemble_classes(node, n_labels: int) -> None:
     """Refuse class ids outside the classifier's declared labels."""
     class_ids = _ints(attributes_of(node).get("class_ids"), f"The ONNX {node.op_type}: class_ids")
     if class_ids.size and (class_ids.min() < 0 or class_ids.max() >= max(n_labels, 2)):
-        raise refuse(f"The ONNX {node.op_type} writes to class {int(class_ids.max())}, which it does not declare.")
+        raise refuse(
+            f"The ONNX {node.op_type} writes to class {int(class_ids.max())}, which it does not declare."
+        )
 
 
 def _ints(values, name: str) -> np.ndarray:

@@ -51,11 +51,26 @@ def input_schema(spec: dict) -> list[dict]:
     schema = []
     for column in spec["columns"]:
         if column["type"] == "numeric":
-            schema.append({"name": column["name"], "type": "numeric", "onnx_type": "tensor(double)",
-                           "shape": ["N", 1], "missing": "NaN"})
+            schema.append(
+                {
+                    "name": column["name"],
+                    "type": "numeric",
+                    "onnx_type": "tensor(double)",
+                    "shape": ["N", 1],
+                    "missing": "NaN",
+                }
+            )
         else:
-            schema.append({"name": column["name"], "type": "categorical", "onnx_type": "tensor(string)",
-                           "shape": ["N", 1], "missing": '""', "categories": list(column["categories"])})
+            schema.append(
+                {
+                    "name": column["name"],
+                    "type": "categorical",
+                    "onnx_type": "tensor(string)",
+                    "shape": ["N", 1],
+                    "missing": '""',
+                    "categories": list(column["categories"]),
+                }
+            )
     return schema
 
 
@@ -76,7 +91,9 @@ class _Graph:
         self.initializers.append(numpy_helper.from_array(np.asarray(value), name=name))
         return name
 
-    def node(self, op_type: str, inputs: list[str], stem: str, domain: str = "", **attributes) -> str:
+    def node(
+        self, op_type: str, inputs: list[str], stem: str, domain: str = "", **attributes
+    ) -> str:
         from onnx import helper
 
         output = self.name(stem)
@@ -87,36 +104,60 @@ class _Graph:
 def _standardised(graph: _Graph, column: dict) -> str:
     """float32 ``(x - mean) / std`` with NaN → 0, computed in double as :func:`encode_features` does."""
     name = column["name"]
-    centred = graph.node("Sub", [name, graph.constant("mean", np.array(column["mean"], np.float64))], "centred")
-    scaled = graph.node("Div", [centred, graph.constant("std", np.array(column["std"], np.float64))], "scaled")
+    centred = graph.node(
+        "Sub", [name, graph.constant("mean", np.array(column["mean"], np.float64))], "centred"
+    )
+    scaled = graph.node(
+        "Div", [centred, graph.constant("std", np.array(column["std"], np.float64))], "scaled"
+    )
     missing = graph.node("IsNaN", [name], "missing")
-    filled = graph.node("Where", [missing, graph.constant("zero", np.array(0.0, np.float64)), scaled], "filled")
+    filled = graph.node(
+        "Where", [missing, graph.constant("zero", np.array(0.0, np.float64)), scaled], "filled"
+    )
     return graph.node("Cast", [filled], "standardised", to=1)  # TensorProto.FLOAT
 
 
 def _raw_again(graph: _Graph, column: dict, standardised: str) -> str:
     """The ordinal view's numeric: the float32 standardised value mapped back (as ``ordinal_from_one_hot``)."""
     wide = graph.node("Cast", [standardised], "wide", to=11)  # TensorProto.DOUBLE
-    scaled = graph.node("Mul", [wide, graph.constant("std", np.array(column["std"], np.float64))], "rescaled")
-    raw = graph.node("Add", [scaled, graph.constant("mean", np.array(column["mean"], np.float64))], "raw")
+    scaled = graph.node(
+        "Mul", [wide, graph.constant("std", np.array(column["std"], np.float64))], "rescaled"
+    )
+    raw = graph.node(
+        "Add", [scaled, graph.constant("mean", np.array(column["mean"], np.float64))], "raw"
+    )
     return graph.node("Cast", [raw], "raw_float", to=1)
 
 
 def _one_hot(graph: _Graph, column: dict) -> str:
     """``[N, K]`` float one-hot over the public categories; missing or unknown rows are all zeros."""
-    encoded = graph.node("OneHotEncoder", [column["name"]], "one_hot_3d", domain=ML_DOMAIN,
-                         cats_strings=list(column["categories"]), zeros=1)
-    flat = graph.node("Reshape", [encoded, graph.constant("shape", np.array([-1, len(column["categories"])],
-                                                                            np.int64))], "one_hot_2d")
+    encoded = graph.node(
+        "OneHotEncoder",
+        [column["name"]],
+        "one_hot_3d",
+        domain=ML_DOMAIN,
+        cats_strings=list(column["categories"]),
+        zeros=1,
+    )
+    flat = graph.node(
+        "Reshape",
+        [encoded, graph.constant("shape", np.array([-1, len(column["categories"])], np.int64))],
+        "one_hot_2d",
+    )
     return graph.node("Cast", [flat], "one_hot", to=1)
 
 
 def _ordinal_code(graph: _Graph, column: dict, one_hot: str) -> str:
     """``[N, 1]`` the category's index, -1 when missing or unknown: one_hot · (0 … K-1) + Σ one_hot − 1."""
     count = len(column["categories"])
-    code = graph.node("MatMul", [one_hot, graph.constant("indices", np.arange(count, dtype=np.float32)[:, None])],
-                      "code")
-    known = graph.node("MatMul", [one_hot, graph.constant("ones", np.ones((count, 1), np.float32))], "known")
+    code = graph.node(
+        "MatMul",
+        [one_hot, graph.constant("indices", np.arange(count, dtype=np.float32)[:, None])],
+        "code",
+    )
+    known = graph.node(
+        "MatMul", [one_hot, graph.constant("ones", np.ones((count, 1), np.float32))], "known"
+    )
     shifted = graph.node("Add", [code, known], "shifted")
     return graph.node("Sub", [shifted, graph.constant("one", np.array(1.0, np.float32))], "ordinal")
 
@@ -130,10 +171,14 @@ def _encoded_views(graph: _Graph, spec: dict, views: set[str]) -> dict[str, str]
             blocks[ONE_HOT_VIEW].append(standardised)
             if ORDINAL_VIEW in views:
                 blocks[ORDINAL_VIEW].append(_raw_again(graph, column, standardised))
-        elif not column["categories"]:  # an all-missing public column: nothing one-hot, always -1 ordinal
+        elif not column[
+            "categories"
+        ]:  # an all-missing public column: nothing one-hot, always -1 ordinal
             if ORDINAL_VIEW in views:
-                raise ValueError(f"Column '{column['name']}' had no value in the public data; its ordinal code "
-                                 "cannot be written into the graph.")
+                raise ValueError(
+                    f"Column '{column['name']}' had no value in the public data; its ordinal code "
+                    "cannot be written into the graph."
+                )
         else:
             one_hot = _one_hot(graph, column)
             blocks[ONE_HOT_VIEW].append(one_hot)
@@ -146,7 +191,11 @@ def _member_probabilities(graph: _Graph, model, features: str, prefix: str, n_cl
     """Splice a member's graph in (its names prefixed), reading ``features``; its ``[N, K]`` probabilities."""
     from onnx import compose
 
-    from workers.modelio.onnx_checks import CLASSIFIER_OPERATORS, classifier_labels, probability_output_name
+    from workers.modelio.onnx_checks import (
+        CLASSIFIER_OPERATORS,
+        classifier_labels,
+        probability_output_name,
+    )
 
     model = compose.add_prefix(model, prefix=prefix)
     member_graph = model.graph
@@ -179,8 +228,13 @@ def _opsets(models: list) -> dict[str, int]:
     return versions
 
 
-def raw_column_onnx(members: Sequence[RawColumnMember], *, spec: dict, class_labels: Sequence[str],
-                    description: str = "") -> bytes:
+def raw_column_onnx(
+    members: Sequence[RawColumnMember],
+    *,
+    spec: dict,
+    class_labels: Sequence[str],
+    description: str = "",
+) -> bytes:
     """One ONNX model that reads the raw columns of ``spec`` and outputs the weighted average of the members'
     probabilities (``probabilities``, float ``[N, K]``) and the predicted class label (``label``, string ``[N]``).
 
@@ -204,7 +258,9 @@ def raw_column_onnx(members: Sequence[RawColumnMember], *, spec: dict, class_lab
     from workers.modelio.onnx_checks import load_onnx_model
 
     if not members or any(not member.weight > 0 for member in members):
-        raise ValueError("A raw-column model needs at least one member, each with a positive weight.")
+        raise ValueError(
+            "A raw-column model needs at least one member, each with a positive weight."
+        )
     n_classes = len(class_labels)
     models = [load_onnx_model(member.data) for member in members]
     graph = _Graph()
@@ -212,7 +268,9 @@ def raw_column_onnx(members: Sequence[RawColumnMember], *, spec: dict, class_lab
     total = float(sum(member.weight for member in members))
     weighted = []
     for index, (member, model) in enumerate(zip(members, models)):
-        probabilities = _member_probabilities(graph, model, views[member.feature_view], f"member{index}_", n_classes)
+        probabilities = _member_probabilities(
+            graph, model, views[member.feature_view], f"member{index}_", n_classes
+        )
         weight = graph.constant("weight", np.array(member.weight / total, np.float32))
         weighted.append(graph.node("Mul", [probabilities, weight], "weighted"))
     average = weighted[0] if len(weighted) == 1 else graph.node("Sum", weighted, "sum")
@@ -220,17 +278,34 @@ def raw_column_onnx(members: Sequence[RawColumnMember], *, spec: dict, class_lab
     index = graph.node("ArgMax", ["probabilities"], "class_index", axis=1, keepdims=0)
     labels = graph.constant("class_labels", np.array(list(class_labels), dtype=object))
     graph.nodes.append(helper.make_node("Gather", [labels, index], ["label"], axis=0))
-    inputs = [helper.make_tensor_value_info(column["name"], TensorProto.DOUBLE if column["type"] == "numeric"
-                                            else TensorProto.STRING, ["N", 1]) for column in spec["columns"]]
-    outputs = [helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, ["N", n_classes]),
-               helper.make_tensor_value_info("label", TensorProto.STRING, ["N"])]
+    inputs = [
+        helper.make_tensor_value_info(
+            column["name"],
+            TensorProto.DOUBLE if column["type"] == "numeric" else TensorProto.STRING,
+            ["N", 1],
+        )
+        for column in spec["columns"]
+    ]
+    outputs = [
+        helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, ["N", n_classes]),
+        helper.make_tensor_value_info("label", TensorProto.STRING, ["N"]),
+    ]
     model = helper.make_model(
         helper.make_graph(graph.nodes, "onefold_raw_columns", inputs, outputs, graph.initializers),
-        opset_imports=[helper.make_opsetid(domain, version) for domain, version in _opsets(models).items()],
-        producer_name="onefold", doc_string=description)
+        opset_imports=[
+            helper.make_opsetid(domain, version) for domain, version in _opsets(models).items()
+        ],
+        producer_name="onefold",
+        doc_string=description,
+    )
     # The members' IR version, not the onnx package's newest (which onnxruntime may not read yet).
     model.ir_version = max([7, *(loaded.ir_version for loaded in models)])
-    helper.set_model_props(model, {INPUT_SCHEMA_KEY: json.dumps(input_schema(spec)),
-                                   CLASS_LABELS_KEY: json.dumps(list(class_labels))})
+    helper.set_model_props(
+        model,
+        {
+            INPUT_SCHEMA_KEY: json.dumps(input_schema(spec)),
+            CLASS_LABELS_KEY: json.dumps(list(class_labels)),
+        },
+    )
     onnx.checker.check_model(model)
     return model.SerializeToString()

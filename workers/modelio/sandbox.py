@@ -25,16 +25,29 @@ import numpy as np
 from workers.modelio.base import ModelLimits
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-MEMORY_WORDS = (b"memoryerror", b"bad_alloc", b"bad allocation", b"failed to allocate", b"can't allocate",
-                b"memory allocation")  # the last: OpenBLAS, when the limit is hit while numpy loads
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+MEMORY_WORDS = (
+    b"memoryerror",
+    b"bad_alloc",
+    b"bad allocation",
+    b"failed to allocate",
+    b"can't allocate",
+    b"memory allocation",
+)  # the last: OpenBLAS, when the limit is hit while numpy loads
+THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
 
 
 @dataclass(frozen=True)
 class SandboxLimits:
     """Resource limits of one sandbox child (a batch of models, or one model on a retry)."""
 
-    memory_bytes: int = 4 * 2**30  # address space (RLIMIT_AS); importing torch alone maps about 1.1 GB
+    memory_bytes: int = (
+        4 * 2**30
+    )  # address space (RLIMIT_AS); importing torch alone maps about 1.1 GB
     cpu_seconds: int = 120  # RLIMIT_CPU: SIGXCPU at this many CPU seconds, SIGKILL one second later
     wall_seconds: float = 60.0  # wall-clock time before the parent kills the child
     file_size_bytes: int = 512 * 2**20  # largest file the child may write (its results)
@@ -49,9 +62,15 @@ class SandboxOutcome:
     error: str | None
 
 
-def predict_in_sandbox(models: list[bytes], features: np.ndarray, *, n_classes: int, limits: SandboxLimits,
-                       skip_structural_checks: bool = False,
-                       model_limits: ModelLimits | None = None) -> list[SandboxOutcome]:
+def predict_in_sandbox(
+    models: list[bytes],
+    features: np.ndarray,
+    *,
+    n_classes: int,
+    limits: SandboxLimits,
+    skip_structural_checks: bool = False,
+    model_limits: ModelLimits | None = None,
+) -> list[SandboxOutcome]:
     """Class probabilities of each model on ``features``, computed in a sandboxed child process.
 
     Parameters
@@ -75,8 +94,11 @@ def predict_in_sandbox(models: list[bytes], features: np.ndarray, *, n_classes: 
         One per model, in order. The caller survives whatever the models do.
     """
     features = np.ascontiguousarray(features, dtype=np.float32)
-    request = {"n_classes": n_classes, "skip_structural_checks": skip_structural_checks,
-               "model_limits": asdict(model_limits or ModelLimits())}
+    request = {
+        "n_classes": n_classes,
+        "skip_structural_checks": skip_structural_checks,
+        "model_limits": asdict(model_limits or ModelLimits()),
+    }
     outcomes: dict[int, SandboxOutcome] = {}
     pending = list(range(len(models)))
     while pending:
@@ -102,8 +124,9 @@ def _run_child(models, indices, features, request, limits: SandboxLimits, outcom
         for index in indices:
             (exchange / f"model_{index}.bin").write_bytes(models[index])
         np.save(exchange / "features.npy", features, allow_pickle=False)
-        (exchange / "request.json").write_text(json.dumps({**request, "indices": indices,
-                                                           "sandbox_limits": asdict(limits)}))
+        (exchange / "request.json").write_text(
+            json.dumps({**request, "indices": indices, "sandbox_limits": asdict(limits)})
+        )
         home = exchange / "home"
         home.mkdir()
         returncode, timed_out = _spawn(exchange, home, limits)
@@ -120,26 +143,44 @@ def child_environment(home: Path) -> dict[str, str]:
     """The child's whole environment: no inherited variables (so no secrets), one thread per library."""
     inherited = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
     python_path = os.pathsep.join([str(PROJECT_ROOT), *inherited])
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": python_path, "HOME": str(home),
-            "TMPDIR": str(home), "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8",
-            **{name: "1" for name in THREAD_VARIABLES}}
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PYTHONPATH": python_path,
+        "HOME": str(home),
+        "TMPDIR": str(home),
+        "PYTHONNOUSERSITE": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "LANG": "C.UTF-8",
+        **{name: "1" for name in THREAD_VARIABLES},
+    }
 
 
 def _spawn(exchange: Path, home: Path, limits: SandboxLimits) -> tuple[int, bool]:
     environment = child_environment(home)
     with open(exchange / "child.log", "wb") as log:
-        child = subprocess.Popen([sys.executable, "-m", "workers.modelio.child", str(exchange)], cwd=home,
-                                 env=environment, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                 close_fds=True, start_new_session=True)
+        child = subprocess.Popen(
+            [sys.executable, "-m", "workers.modelio.child", str(exchange)],
+            cwd=home,
+            env=environment,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            close_fds=True,
+            start_new_session=True,
+        )
         try:
             return child.wait(timeout=limits.wall_seconds), False
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):  # it may have ended on its own meanwhile
-                os.killpg(child.pid, signal.SIGKILL)  # the child's own session: nothing else is in it
+                os.killpg(
+                    child.pid, signal.SIGKILL
+                )  # the child's own session: nothing else is in it
             return child.wait(), True
 
 
-def _read_result(exchange: Path, index: int, n_examples: int, n_classes: int) -> SandboxOutcome | None:
+def _read_result(
+    exchange: Path, index: int, n_examples: int, n_classes: int
+) -> SandboxOutcome | None:
     status_path = exchange / f"result_{index}.json"
     if not status_path.exists():
         return None
@@ -149,9 +190,13 @@ def _read_result(exchange: Path, index: int, n_examples: int, n_classes: int) ->
             return SandboxOutcome(None, str(status["error"])[:1000])
         probabilities = np.load(exchange / f"probabilities_{index}.npy", allow_pickle=False)
     except (ValueError, OSError):
-        return SandboxOutcome(None, "The predictor's result could not be read; the model is malformed.")
+        return SandboxOutcome(
+            None, "The predictor's result could not be read; the model is malformed."
+        )
     if probabilities.dtype != np.float64 or probabilities.shape != (n_examples, n_classes):
-        return SandboxOutcome(None, "The predictor returned results of the wrong shape; the model is malformed.")
+        return SandboxOutcome(
+            None, "The predictor returned results of the wrong shape; the model is malformed."
+        )
     return SandboxOutcome(probabilities, None)
 
 
@@ -161,10 +206,16 @@ def _death_reason(returncode: int, timed_out: bool, limits: SandboxLimits, excha
     if returncode == -signal.SIGXCPU:
         return f"The model needed more than {limits.cpu_seconds} seconds of CPU time."
     if returncode == -signal.SIGKILL:
-        return (f"The predictor was killed: the model needed more than {limits.cpu_seconds} seconds of CPU time "
-                f"or more than {limits.memory_bytes // 2**20} MB of memory.")
+        return (
+            f"The predictor was killed: the model needed more than {limits.cpu_seconds} seconds of CPU time "
+            f"or more than {limits.memory_bytes // 2**20} MB of memory."
+        )
     if returncode < 0:
-        name = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else str(-returncode)
+        name = (
+            signal.Signals(-returncode).name
+            if -returncode in signal.valid_signals()
+            else str(-returncode)
+        )
         if name == "SIGABRT" and _log_mentions_memory(exchange):
             return f"The model needed more than {limits.memory_bytes // 2**20} MB of memory."
         return f"The model crashed the predictor (signal {name}); it is malformed."

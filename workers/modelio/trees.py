@@ -9,8 +9,15 @@ from workers.modelio.base import refuse
 LEAF = -1
 
 
-def check_binary_tree(left: np.ndarray, right: np.ndarray, *, where: str, max_depth: int,
-                      parents: np.ndarray | None = None, root_parent: int | None = None) -> int:
+def check_binary_tree(
+    left: np.ndarray,
+    right: np.ndarray,
+    *,
+    where: str,
+    max_depth: int,
+    parents: np.ndarray | None = None,
+    root_parent: int | None = None,
+) -> int:
     """Depth of the tree rooted at node 0, refused unless it is a proper tree.
 
     ``left[i]`` and ``right[i]`` are node indices, or -1 for both when node ``i`` is a leaf.
@@ -26,14 +33,18 @@ def check_binary_tree(left: np.ndarray, right: np.ndarray, *, where: str, max_de
     children = np.concatenate([left[~is_leaf], right[~is_leaf]])
     if children.size and (children.min() < 0 or children.max() >= n_nodes):
         bad = int(children[(children < 0) | (children >= n_nodes)][0])
-        raise refuse(f"{where}: a node points to child {bad}, but the tree has only {n_nodes} nodes.")
+        raise refuse(
+            f"{where}: a node points to child {bad}, but the tree has only {n_nodes} nodes."
+        )
     depth = _walk(left, right, is_leaf, where=where, max_depth=max_depth)
     if parents is not None:
         _check_parents(left, right, is_leaf, parents, root_parent, where=where)
     return depth
 
 
-def _walk(left: np.ndarray, right: np.ndarray, is_leaf: np.ndarray, *, where: str, max_depth: int) -> int:
+def _walk(
+    left: np.ndarray, right: np.ndarray, is_leaf: np.ndarray, *, where: str, max_depth: int
+) -> int:
     n_nodes = len(left)
     visited = np.zeros(n_nodes, dtype=bool)
     on_path = np.zeros(n_nodes, dtype=bool)
@@ -54,7 +65,11 @@ def _walk(left: np.ndarray, right: np.ndarray, is_leaf: np.ndarray, *, where: st
         deepest = max(deepest, depth)
         if not is_leaf[node]:
             on_path[node] = True
-            stack += [(node, depth, True), (int(right[node]), depth + 1, False), (int(left[node]), depth + 1, False)]
+            stack += [
+                (node, depth, True),
+                (int(right[node]), depth + 1, False),
+                (int(left[node]), depth + 1, False),
+            ]
     if not visited.all():
         node = int(np.flatnonzero(~visited)[0])
         raise refuse(f"{where}: node {node} cannot be reached from the root; the tree is damaged.")
@@ -69,5 +84,7 @@ def _check_parents(left, right, is_leaf, parents, root_parent, *, where: str) ->
     mismatch = np.flatnonzero(expected != parents)
     if mismatch.size:
         node = int(mismatch[0])
-        raise refuse(f"{where}: node {node} names node {int(parents[node])} as its parent, but its parent is "
-                     f"node {int(expected[node])}.")
+        raise refuse(
+            f"{where}: node {node} names node {int(parents[node])} as its parent, but its parent is "
+            f"node {int(expected[node])}."
+        )

@@ -21,7 +21,15 @@ MAX_DEPTH = 32
 # tree costs about 22 (measured with XGBoost 3.2) and a model at the 2,000-tree limit about 45,000.
 MAX_VALUES = 250_000
 INTEGER_FORMATS = {b"i": ">b", b"U": ">B", b"I": ">h", b"l": ">i", b"L": ">q"}
-NUMBER_DTYPES = {b"i": ">i1", b"U": ">u1", b"I": ">i2", b"l": ">i4", b"L": ">i8", b"d": ">f4", b"D": ">f8"}
+NUMBER_DTYPES = {
+    b"i": ">i1",
+    b"U": ">u1",
+    b"I": ">i2",
+    b"l": ">i4",
+    b"L": ">i8",
+    b"d": ">f4",
+    b"D": ">f8",
+}
 
 
 def decode_ubjson(data: bytes, *, max_values: int = MAX_VALUES):
@@ -50,8 +58,10 @@ class _Decoder:
     def expect_values(self, count: int) -> None:
         """Refuse the document if ``count`` more values would pass the cap (checked before they are read)."""
         if count > self.values_left:
-            raise refuse(f"The UBJSON model holds more than {self.max_values} values outside typed numeric arrays, "
-                         "far more than an XGBoost model within the limits has; the file is damaged or not a model.")
+            raise refuse(
+                f"The UBJSON model holds more than {self.max_values} values outside typed numeric arrays, "
+                "far more than an XGBoost model within the limits has; the file is damaged or not a model."
+            )
 
     def count_value(self) -> None:
         self.expect_values(1)
@@ -59,8 +69,10 @@ class _Decoder:
 
     def take(self, count: int) -> bytes:
         if count < 0 or self.position + count > len(self.data):
-            raise refuse("The UBJSON model ends early or declares a length beyond its end; the file is damaged.")
-        chunk = self.data[self.position:self.position + count].tobytes()
+            raise refuse(
+                "The UBJSON model ends early or declares a length beyond its end; the file is damaged."
+            )
+        chunk = self.data[self.position : self.position + count].tobytes()
         self.position += count
         return chunk
 
@@ -92,12 +104,16 @@ class _Decoder:
             return self.array(depth)
         if marker == b"{":
             return self.object(depth)
-        raise refuse(f"The UBJSON model contains an unknown type marker {marker!r}; the file is damaged.")
+        raise refuse(
+            f"The UBJSON model contains an unknown type marker {marker!r}; the file is damaged."
+        )
 
     def integer(self, marker: bytes) -> int:
         fmt = INTEGER_FORMATS.get(marker)
         if fmt is None:
-            raise refuse("The UBJSON model has a length that is not an integer; the file is damaged.")
+            raise refuse(
+                "The UBJSON model has a length that is not an integer; the file is damaged."
+            )
         return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
 
     def length(self) -> int:
@@ -110,7 +126,9 @@ class _Decoder:
         try:
             return self.take(self.length()).decode("utf-8")
         except UnicodeDecodeError:
-            raise refuse("The UBJSON model contains text that is not UTF-8; the file is damaged.") from None
+            raise refuse(
+                "The UBJSON model contains text that is not UTF-8; the file is damaged."
+            ) from None
 
     def container_header(self) -> tuple[bytes | None, int | None]:
         element_type = count = None
@@ -118,7 +136,9 @@ class _Decoder:
             self.take(1)
             element_type = self.take(1)
             if self.peek() != b"#":
-                raise refuse("The UBJSON model has a typed container without a count; the file is damaged.")
+                raise refuse(
+                    "The UBJSON model has a typed container without a count; the file is damaged."
+                )
         if self.peek() == b"#":
             self.take(1)
             count = self.length()
@@ -127,7 +147,7 @@ class _Decoder:
         return element_type, count
 
     def peek(self) -> bytes:
-        return self.data[self.position:self.position + 1].tobytes()
+        return self.data[self.position : self.position + 1].tobytes()
 
     def array(self, depth: int):
         element_type, count = self.container_header()

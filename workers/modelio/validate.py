@@ -6,7 +6,9 @@ from workers.modelio.base import ModelFormat, ModelInfo, ModelLimits, RefusedMod
 from workers.modelio.identify import identify_format
 
 
-def inspect_model(data: bytes, *, n_features: int, n_classes: int, limits: ModelLimits) -> ModelInfo:
+def inspect_model(
+    data: bytes, *, n_features: int, n_classes: int, limits: ModelLimits
+) -> ModelInfo:
     """Identify and validate a model file for a federation with ``n_features`` and ``n_classes``.
 
     Only parsers written for untrusted input touch the bytes here (protobuf, JSON, our UBJSON
@@ -24,20 +26,35 @@ def inspect_model(data: bytes, *, n_features: int, n_classes: int, limits: Model
         If the format can run code, is unknown, breaks a limit, or does not fit the federation.
     """
     if len(data) > limits.max_model_bytes:
-        raise refuse(f"The model file has {len(data)} bytes; the limit is {limits.max_model_bytes}.")
+        raise refuse(
+            f"The model file has {len(data)} bytes; the limit is {limits.max_model_bytes}."
+        )
     model_format = identify_format(data)
     try:
-        return _inspect(data, model_format, n_features=n_features, n_classes=n_classes, limits=limits)
+        return _inspect(
+            data, model_format, n_features=n_features, n_classes=n_classes, limits=limits
+        )
     except RefusedModelError:
         raise
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, RecursionError) as error:
+    except (
+        ValueError,
+        TypeError,
+        KeyError,
+        IndexError,
+        AttributeError,
+        OverflowError,
+        RecursionError,
+    ) as error:
         # Fail closed: a file our validators did not expect is refused, never passed on.
-        raise refuse(f"The {model_format} model is malformed and could not be validated "
-                     f"({type(error).__name__}); re-export it with the silo toolkit.") from None
+        raise refuse(
+            f"The {model_format} model is malformed and could not be validated "
+            f"({type(error).__name__}); re-export it with the silo toolkit."
+        ) from None
 
 
-def _inspect(data: bytes, model_format: ModelFormat, *, n_features: int, n_classes: int,
-             limits: ModelLimits) -> ModelInfo:
+def _inspect(
+    data: bytes, model_format: ModelFormat, *, n_features: int, n_classes: int, limits: ModelLimits
+) -> ModelInfo:
     if model_format == ModelFormat.ONNX:
         from workers.modelio.onnx_checks import inspect_onnx
 
@@ -48,4 +65,6 @@ def _inspect(data: bytes, model_format: ModelFormat, *, n_features: int, n_class
         return inspect_safetensors(data, n_features=n_features, n_classes=n_classes, limits=limits)
     from workers.modelio.xgboost_checks import inspect_xgboost
 
-    return inspect_xgboost(data, model_format, n_features=n_features, n_classes=n_classes, limits=limits)
+    return inspect_xgboost(
+        data, model_format, n_features=n_features, n_classes=n_classes, limits=limits
+    )

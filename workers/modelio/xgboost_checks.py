@@ -17,35 +17,54 @@ from workers.modelio.trees import check_binary_tree
 from workers.modelio.ubjson import decode_ubjson
 
 OBJECTIVES = {"binary:logistic", "reg:logistic", "multi:softprob", "multi:softmax"}
-NODE_INT_ARRAYS = ("left_children", "right_children", "parents", "split_indices", "default_left", "split_type")
+NODE_INT_ARRAYS = (
+    "left_children",
+    "right_children",
+    "parents",
+    "split_indices",
+    "default_left",
+    "split_type",
+)
 NODE_FLOAT_ARRAYS = ("split_conditions", "base_weights", "loss_changes", "sum_hessian")
 CATEGORY_ARRAYS = ("categories", "categories_nodes", "categories_segments", "categories_sizes")
 ROOT_PARENT = 2147483647
 
 
-def inspect_xgboost(data: bytes, model_format: ModelFormat, *, n_features: int, n_classes: int,
-                    limits: ModelLimits) -> ModelInfo:
+def inspect_xgboost(
+    data: bytes, model_format: ModelFormat, *, n_features: int, n_classes: int, limits: ModelLimits
+) -> ModelInfo:
     """Validate an XGBoost JSON or UBJSON model statically; see ``inspect_model``."""
     document = _decode(data, model_format)
     learner = _object(document, "learner")
     objective = _object(learner, "objective").get("name")
     if objective not in OBJECTIVES:
-        raise refuse(f"The XGBoost objective {objective!r} is not accepted; train a classifier with one of "
-                     f"{', '.join(sorted(OBJECTIVES))}.")
+        raise refuse(
+            f"The XGBoost objective {objective!r} is not accepted; train a classifier with one of "
+            f"{', '.join(sorted(OBJECTIVES))}."
+        )
     parameters = _object(learner, "learner_model_param")
     num_feature = _int_text(parameters.get("num_feature"), "num_feature")
     if num_feature != n_features:
-        raise refuse(f"The model expects {num_feature} features but the federation's public data has {n_features}.")
+        raise refuse(
+            f"The model expects {num_feature} features but the federation's public data has {n_features}."
+        )
     classes = _classes(objective, parameters, n_classes)
     _check_base_score(parameters.get("base_score"))
     _check_feature_types(learner)
     booster = _object(learner, "gradient_booster")
     if booster.get("name") != "gbtree":
-        raise refuse(f"The XGBoost booster {booster.get('name')!r} is not accepted; train with booster='gbtree'.")
+        raise refuse(
+            f"The XGBoost booster {booster.get('name')!r} is not accepted; train with booster='gbtree'."
+        )
     trees = _trees(_object(booster, "model"), len(classes) if len(classes) > 2 else 1, limits)
     depths = [_check_tree(tree, index, num_feature, limits) for index, tree in enumerate(trees)]
-    return ModelInfo(format=model_format, n_features=num_feature, classes=classes, family="xgboost",
-                     detail={"n_trees": len(trees), "max_depth": max(depths, default=0), "objective": objective})
+    return ModelInfo(
+        format=model_format,
+        n_features=num_feature,
+        classes=classes,
+        family="xgboost",
+        detail={"n_trees": len(trees), "max_depth": max(depths, default=0), "objective": objective},
+    )
 
 
 def _decode(data: bytes, model_format: ModelFormat) -> dict:
@@ -70,7 +89,9 @@ def _refuse_constant(name: str):
 def _object(container: dict, key: str) -> dict:
     value = container.get(key)
     if not isinstance(value, dict):
-        raise refuse(f"The XGBoost model has no '{key}' object; export it with save_model or save_raw.")
+        raise refuse(
+            f"The XGBoost model has no '{key}' object; export it with save_model or save_raw."
+        )
     return value
 
 
@@ -93,7 +114,9 @@ def _classes(objective: str, parameters: dict, n_classes: int) -> tuple[int, ...
             raise refuse(f"The model has {num_class} classes but the federation has {n_classes}.")
         return tuple(range(num_class))
     if num_class > 1 or n_classes < 2:
-        raise refuse(f"The binary XGBoost model does not fit a federation with {n_classes} classes.")
+        raise refuse(
+            f"The binary XGBoost model does not fit a federation with {n_classes} classes."
+        )
     return (0, 1)
 
 
@@ -113,8 +136,10 @@ def _check_feature_types(learner: dict) -> None:
         raise refuse("The XGBoost model's feature_names must be a list of names.")
     types = learner.get("feature_types", [])
     if not isinstance(types, list) or any(kind not in ("float", "q", "int", "i") for kind in types):
-        raise refuse("The XGBoost model uses categorical or unknown feature types; encode features as numbers "
-                     "the way the federation's feature specification says.")
+        raise refuse(
+            "The XGBoost model uses categorical or unknown feature types; encode features as numbers "
+            "the way the federation's feature specification says."
+        )
 
 
 def _trees(model: dict, n_outputs: int, limits: ModelLimits) -> list:
@@ -132,10 +157,17 @@ def _trees(model: dict, n_outputs: int, limits: ModelLimits) -> list:
     indptr = model.get("iteration_indptr")
     if indptr is not None:
         indptr = _int_array(indptr, "iteration_indptr", None)
-        if indptr.size == 0 or indptr[0] != 0 or indptr[-1] != len(trees) or np.any(np.diff(indptr) < 0):
+        if (
+            indptr.size == 0
+            or indptr[0] != 0
+            or indptr[-1] != len(trees)
+            or np.any(np.diff(indptr) < 0)
+        ):
             raise refuse("The XGBoost model's iteration_indptr does not match its trees.")
     categories = model.get("cats", {})
-    if isinstance(categories, dict) and any(len(part) for part in categories.values() if hasattr(part, "__len__")):
+    if isinstance(categories, dict) and any(
+        len(part) for part in categories.values() if hasattr(part, "__len__")
+    ):
         raise refuse("Categorical splits are not accepted; encode features as numbers.")
     return trees
 
@@ -155,19 +187,31 @@ def _check_tree(tree, index: int, num_feature: int, limits: ModelLimits) -> int:
         raise refuse(f"{where} has vector leaves; multi-target trees are not accepted.")
     if _int_text(parameters.get("num_feature", num_feature), "num_feature") != num_feature:
         raise refuse(f"{where} declares another number of features than the model.")
-    arrays = {name: _int_array(tree.get(name), f"{where}: {name}", n_nodes) for name in NODE_INT_ARRAYS}
+    arrays = {
+        name: _int_array(tree.get(name), f"{where}: {name}", n_nodes) for name in NODE_INT_ARRAYS
+    }
     for name in NODE_FLOAT_ARRAYS:
         _finite_array(tree.get(name), f"{where}: {name}", n_nodes)
-    if np.any(arrays["split_type"] != 0) or any(len(tree.get(name, [])) for name in CATEGORY_ARRAYS):
+    if np.any(arrays["split_type"] != 0) or any(
+        len(tree.get(name, [])) for name in CATEGORY_ARRAYS
+    ):
         raise refuse(f"{where} uses categorical splits; encode features as numbers.")
     if np.any((arrays["default_left"] != 0) & (arrays["default_left"] != 1)):
         raise refuse(f"{where}: default_left must hold 0 or 1 only.")
     features = arrays["split_indices"]
     if features.min() < 0 or features.max() >= num_feature:
-        raise refuse(f"{where} splits on feature {int(features.max())}, but the model reads only "
-                     f"{num_feature} features.")
-    return check_binary_tree(arrays["left_children"], arrays["right_children"], where=where,
-                             max_depth=limits.max_depth, parents=arrays["parents"], root_parent=ROOT_PARENT)
+        raise refuse(
+            f"{where} splits on feature {int(features.max())}, but the model reads only "
+            f"{num_feature} features."
+        )
+    return check_binary_tree(
+        arrays["left_children"],
+        arrays["right_children"],
+        where=where,
+        max_depth=limits.max_depth,
+        parents=arrays["parents"],
+        root_parent=ROOT_PARENT,
+    )
 
 
 def _int_array(value, name: str, length: int | None) -> np.ndarray:
@@ -185,7 +229,9 @@ def _finite_array(value, name: str, length: int) -> np.ndarray:
 
 
 def _array(value, name: str, length: int | None) -> np.ndarray:
-    if not isinstance(value, (list, np.ndarray)) or any(isinstance(item, bool) for item in value[:1]):
+    if not isinstance(value, (list, np.ndarray)) or any(
+        isinstance(item, bool) for item in value[:1]
+    ):
         raise refuse(f"{name} is missing or is not a list of numbers.")
     try:
         array = np.asarray(value)

@@ -60,7 +60,16 @@ __all__ = [
 
 
 def _report(
-    mechanism, composed_rdp, *, delta, unit, n_queries, partitions, teachers, data_dependent, vote_shift
+    mechanism,
+    composed_rdp,
+    *,
+    delta,
+    unit,
+    n_queries,
+    partitions,
+    teachers,
+    data_dependent,
+    vote_shift,
 ) -> PrivacyReport:
     epsilon, order = epsilon_from_rdp(RENYI_ORDERS, composed_rdp, delta=delta)
     return PrivacyReport(
@@ -89,7 +98,9 @@ def _composed_data_dependent_rdp(mechanism, counts: np.ndarray, *, vote_shift: i
     return np.minimum(per_query.sum(axis=0), independent)
 
 
-def party_vote_shifts(parties: Sequence[Hashable], *, votes_per_submission: int) -> dict[Hashable, int]:
+def party_vote_shifts(
+    parties: Sequence[Hashable], *, votes_per_submission: int
+) -> dict[Hashable, int]:
     """Votes each party's data can move per query of an L1 job: its submissions times s.
 
     A silo's submissions are all trained on its data, so replacing that data can switch every one
@@ -114,14 +125,24 @@ def party_vote_shifts(parties: Sequence[Hashable], *, votes_per_submission: int)
 
 def _validate_count(name: str, value, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"The number of {name} must be an integer of at least {minimum}, got {value!r}.")
+        raise ValueError(
+            f"The number of {name} must be an integer of at least {minimum}, got {value!r}."
+        )
 
 
 def _validate_design(
-    *, mechanism, partitions: int, teachers: int, delta: float, n_queries: int = 0, vote_shift: int = 1
+    *,
+    mechanism,
+    partitions: int,
+    teachers: int,
+    delta: float,
+    n_queries: int = 0,
+    vote_shift: int = 1,
 ) -> None:
     if not isinstance(mechanism, (LaplaceNoise, GaussianNoise)):
-        raise ValueError(f"The noise mechanism must be LaplaceNoise or GaussianNoise, got {mechanism!r}.")
+        raise ValueError(
+            f"The noise mechanism must be LaplaceNoise or GaussianNoise, got {mechanism!r}."
+        )
     validate_delta(delta)
     for name, value, minimum in (
         ("partitions", partitions, 1),
@@ -133,7 +154,13 @@ def _validate_design(
 
 
 def server_noise_privacy_bound(
-    *, mechanism, n_queries: int, partitions: int, teachers: int, delta: float, vote_shift: int | None = None
+    *,
+    mechanism,
+    n_queries: int,
+    partitions: int,
+    teachers: int,
+    delta: float,
+    vote_shift: int | None = None,
 ) -> PrivacyReport:
     """Data-independent party-level (ε, δ) of FedKT-L1, computable before the job runs.
 
@@ -202,7 +229,11 @@ def party_noise_privacy_bound(
         Unit "example-level", ``n_queries`` = n_queries·s, ``data_dependent=False``.
     """
     _validate_design(
-        mechanism=mechanism, partitions=partitions, teachers=teachers, delta=delta, n_queries=n_queries
+        mechanism=mechanism,
+        partitions=partitions,
+        teachers=teachers,
+        delta=delta,
+        n_queries=n_queries,
     )
     composed_queries = n_queries * partitions
     composed = composed_queries * mechanism.query_rdp(RENYI_ORDERS, vote_shift=1)
@@ -220,7 +251,13 @@ def party_noise_privacy_bound(
 
 
 def server_noise_privacy(
-    *, mechanism, vote_counts: np.ndarray, partitions: int, teachers: int, delta: float, vote_shift: int | None = None
+    *,
+    mechanism,
+    vote_counts: np.ndarray,
+    partitions: int,
+    teachers: int,
+    delta: float,
+    vote_shift: int | None = None,
 ) -> PrivacyAnalysis:
     """Data-independent and data-dependent party-level (ε, δ) of one FedKT-L1 run.
 
@@ -245,7 +282,11 @@ def server_noise_privacy(
     """
     vote_shift = partitions if vote_shift is None else vote_shift
     _validate_design(
-        mechanism=mechanism, partitions=partitions, teachers=teachers, delta=delta, vote_shift=vote_shift
+        mechanism=mechanism,
+        partitions=partitions,
+        teachers=teachers,
+        delta=delta,
+        vote_shift=vote_shift,
     )
     counts = validate_vote_counts(vote_counts)
     if np.any(counts < 0):
@@ -277,7 +318,9 @@ def server_noise_privacy(
     return PrivacyAnalysis(data_independent=independent, data_dependent=dependent)
 
 
-def _party_counts(party_index: int, partition_counts: list, *, partitions: int, teachers: int) -> np.ndarray:
+def _party_counts(
+    party_index: int, partition_counts: list, *, partitions: int, teachers: int
+) -> np.ndarray:
     if len(partition_counts) != partitions:
         raise ValueError(
             f"Party {party_index} has vote counts for {len(partition_counts)} partitions, expected s = {partitions}."
@@ -294,7 +337,12 @@ def _party_counts(party_index: int, partition_counts: list, *, partitions: int, 
 
 
 def party_noise_privacy(
-    *, mechanism, party_vote_counts: list[list[np.ndarray]], partitions: int, teachers: int, delta: float
+    *,
+    mechanism,
+    party_vote_counts: list[list[np.ndarray]],
+    partitions: int,
+    teachers: int,
+    delta: float,
 ) -> PrivacyAnalysis:
     """Data-independent and data-dependent example-level (ε, δ) of FedKT-L2 (Theorem 4).
 
@@ -327,7 +375,13 @@ def party_noise_privacy(
         for index, counts in enumerate(party_vote_counts)
     ]
     independent_per_query = mechanism.query_rdp(RENYI_ORDERS, vote_shift=1)
-    design = {"delta": delta, "unit": EXAMPLE_LEVEL, "partitions": partitions, "teachers": teachers, "vote_shift": 1}
+    design = {
+        "delta": delta,
+        "unit": EXAMPLE_LEVEL,
+        "partitions": partitions,
+        "teachers": teachers,
+        "vote_shift": 1,
+    }
     independent = max(
         (
             _report(

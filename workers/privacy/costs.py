@@ -59,7 +59,9 @@ class PrivacyCost:
 
     def as_dict(self) -> dict:
         """JSON-ready: the report's fields, and the curve with its orders (or null)."""
-        curve = None if self.rdp is None else {"orders": RENYI_ORDERS.tolist(), "rdp": list(self.rdp)}
+        curve = (
+            None if self.rdp is None else {"orders": RENYI_ORDERS.tolist(), "rdp": list(self.rdp)}
+        )
         return {"report": self.report.as_dict(), "rdp": curve}
 
     @classmethod
@@ -68,7 +70,9 @@ class PrivacyCost:
         dropped: the cost then composes additively with its own (ε, δ), which is looser but still sound."""
         curve = data.get("rdp")
         rdp = None
-        if curve is not None and np.array_equal(np.asarray(curve["orders"], dtype=float), RENYI_ORDERS):
+        if curve is not None and np.array_equal(
+            np.asarray(curve["orders"], dtype=float), RENYI_ORDERS
+        ):
             rdp = tuple(float(value) for value in curve["rdp"])
         return cls(report=PrivacyReport(**data["report"]), rdp=rdp)
 
@@ -116,8 +120,17 @@ def noise_mechanism(*, mechanism: str, gamma: float | None, sigma: float | None)
     raise ValueError(f"The mechanism must be 'laplace' or 'gaussian', got {mechanism!r}.")
 
 
-def fedkt_l1_cost(*, mechanism: str, gamma: float | None, sigma: float | None, delta: float, n_queries: int,
-                  partitions: int, teachers: int = 1, vote_shift: int | None = None) -> PrivacyCost:
+def fedkt_l1_cost(
+    *,
+    mechanism: str,
+    gamma: float | None,
+    sigma: float | None,
+    delta: float,
+    n_queries: int,
+    partitions: int,
+    teachers: int = 1,
+    vote_shift: int | None = None,
+) -> PrivacyCost:
     """The data-independent party-level cost of one FedKT-L1 job to one participating silo.
 
     Parameters
@@ -145,26 +158,46 @@ def fedkt_l1_cost(*, mechanism: str, gamma: float | None, sigma: float | None, d
         n_queries times one query's curve at that vote shift.
     """
     noise = noise_mechanism(mechanism=mechanism, gamma=gamma, sigma=sigma)
-    report = server_noise_privacy_bound(mechanism=noise, n_queries=n_queries, partitions=partitions,
-                                        teachers=teachers, delta=delta, vote_shift=vote_shift)
+    report = server_noise_privacy_bound(
+        mechanism=noise,
+        n_queries=n_queries,
+        partitions=partitions,
+        teachers=teachers,
+        delta=delta,
+        vote_shift=vote_shift,
+    )
     curve = n_queries * noise.query_rdp(RENYI_ORDERS, vote_shift=report.vote_shift)
     return PrivacyCost(report=report, rdp=tuple(float(value) for value in curve))
 
 
-def fedkt_l1_cost_from_parameters(privacy: dict, *, partitions: int, teachers: int = 1,
-                                  vote_shift: int | None = None) -> PrivacyCost:
+def fedkt_l1_cost_from_parameters(
+    privacy: dict, *, partitions: int, teachers: int = 1, vote_shift: int | None = None
+) -> PrivacyCost:
     """:func:`fedkt_l1_cost` from a job's ``parameters["privacy"]`` dict (mechanism, gamma, sigma, delta, n_queries)
     or a stored report of one (the same keys)."""
     missing = [name for name in ("mechanism", "delta", "n_queries") if name not in privacy]
     if missing:
         raise ValueError(f"The privacy parameters lack {', '.join(missing)}.")
-    return fedkt_l1_cost(mechanism=privacy["mechanism"], gamma=privacy.get("gamma"), sigma=privacy.get("sigma"),
-                         delta=privacy["delta"], n_queries=privacy["n_queries"], partitions=partitions,
-                         teachers=teachers, vote_shift=vote_shift)
+    return fedkt_l1_cost(
+        mechanism=privacy["mechanism"],
+        gamma=privacy.get("gamma"),
+        sigma=privacy.get("sigma"),
+        delta=privacy["delta"],
+        n_queries=privacy["n_queries"],
+        partitions=partitions,
+        teachers=teachers,
+        vote_shift=vote_shift,
+    )
 
 
-def declared_cost(*, epsilon: float, delta: float, unit: str = EXAMPLE_LEVEL, bound: PrivacyReport | None = None,
-                  bound_rdp: Sequence[float] | None = None) -> PrivacyCost:
+def declared_cost(
+    *,
+    epsilon: float,
+    delta: float,
+    unit: str = EXAMPLE_LEVEL,
+    bound: PrivacyReport | None = None,
+    bound_rdp: Sequence[float] | None = None,
+) -> PrivacyCost:
     """The cost of an L2 submission: the silo's declared example-level ε.
 
     The declared ε composes through RDP only when it *is* the bound its parameters imply
@@ -174,16 +207,27 @@ def declared_cost(*, epsilon: float, delta: float, unit: str = EXAMPLE_LEVEL, bo
     if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
         raise ValueError(f"A declared ε must be positive and finite, got {epsilon!r}.")
     validate_delta(delta)
-    if bound is not None and bound_rdp is not None and math.isclose(
-            bound.epsilon, epsilon, rel_tol=_DECLARED_MATCH_TOLERANCE) and math.isclose(
-            bound.delta, delta, rel_tol=_DECLARED_MATCH_TOLERANCE):
+    if (
+        bound is not None
+        and bound_rdp is not None
+        and math.isclose(bound.epsilon, epsilon, rel_tol=_DECLARED_MATCH_TOLERANCE)
+        and math.isclose(bound.delta, delta, rel_tol=_DECLARED_MATCH_TOLERANCE)
+    ):
         return PrivacyCost(report=bound, rdp=tuple(float(value) for value in bound_rdp))
-    report = PrivacyReport(epsilon=float(epsilon), delta=float(delta), unit=unit,
-                           mechanism=bound.mechanism if bound else "declared",
-                           gamma=bound.gamma if bound else None, sigma=bound.sigma if bound else None,
-                           n_queries=bound.n_queries if bound else 0, partitions=bound.partitions if bound else 0,
-                           teachers=bound.teachers if bound else 0, data_dependent=False, order=0.0,
-                           vote_shift=bound.vote_shift if bound else None)
+    report = PrivacyReport(
+        epsilon=float(epsilon),
+        delta=float(delta),
+        unit=unit,
+        mechanism=bound.mechanism if bound else "declared",
+        gamma=bound.gamma if bound else None,
+        sigma=bound.sigma if bound else None,
+        n_queries=bound.n_queries if bound else 0,
+        partitions=bound.partitions if bound else 0,
+        teachers=bound.teachers if bound else 0,
+        data_dependent=False,
+        order=0.0,
+        vote_shift=bound.vote_shift if bound else None,
+    )
     return PrivacyCost(report=report, rdp=None)
 
 
@@ -207,28 +251,43 @@ def compose_costs(costs: Sequence[PrivacyCost], *, delta: float) -> Composition:
     if curves:
         rdp_epsilon, order = epsilon_from_rdp(RENYI_ORDERS, np.sum(curves, axis=0), delta=delta)
     additive_epsilon = float(sum(report.epsilon for report in declared))
-    rule = {(True, True): RULE_RDP_AND_ADDITIVE, (True, False): RULE_RDP, (False, True): RULE_ADDITIVE,
-            (False, False): RULE_NONE}[(bool(curves), bool(declared))]
-    unit = PARTY_LEVEL if costs and all(cost.report.unit == PARTY_LEVEL for cost in costs) else EXAMPLE_LEVEL
-    return Composition(epsilon=rdp_epsilon + additive_epsilon,
-                       delta=float(delta) + float(sum(report.delta for report in declared)),
-                       rule=rule, unit=unit, rdp_epsilon=rdp_epsilon, additive_epsilon=additive_epsilon,
-                       order=order)
+    rule = {
+        (True, True): RULE_RDP_AND_ADDITIVE,
+        (True, False): RULE_RDP,
+        (False, True): RULE_ADDITIVE,
+        (False, False): RULE_NONE,
+    }[(bool(curves), bool(declared))]
+    unit = (
+        PARTY_LEVEL
+        if costs and all(cost.report.unit == PARTY_LEVEL for cost in costs)
+        else EXAMPLE_LEVEL
+    )
+    return Composition(
+        epsilon=rdp_epsilon + additive_epsilon,
+        delta=float(delta) + float(sum(report.delta for report in declared)),
+        rule=rule,
+        unit=unit,
+        rdp_epsilon=rdp_epsilon,
+        additive_epsilon=additive_epsilon,
+        order=order,
+    )
 
 
 def rule_description(rule: str) -> str:
     """A sentence saying how a composed ε was obtained."""
     return {
         RULE_RDP: "Rényi curves added order by order and converted once at the budget's δ (Mironov 2017, Prop. 1; "
-                  "Canonne, Kamath, Steinke 2020, Prop. 12).",
+        "Canonne, Kamath, Steinke 2020, Prop. 12).",
         RULE_ADDITIVE: "Declared (ε, δ) pairs added by basic composition (Dwork and Roth 2014, Thm. 3.16).",
         RULE_RDP_AND_ADDITIVE: "Rényi curves composed and converted at the budget's δ, plus declared (ε, δ) pairs "
-                               "added by basic composition.",
+        "added by basic composition.",
         RULE_NONE: "Nothing spent.",
     }[rule]
 
 
-def fits(committed: Sequence[PrivacyCost], cost: PrivacyCost, *, epsilon_limit: float, delta: float) -> bool:
+def fits(
+    committed: Sequence[PrivacyCost], cost: PrivacyCost, *, epsilon_limit: float, delta: float
+) -> bool:
     """Whether ``cost`` on top of the ``committed`` costs stays within ``epsilon_limit`` at δ."""
     return compose_costs([*committed, cost], delta=delta).epsilon <= epsilon_limit
 
@@ -246,12 +305,27 @@ class BudgetView:
 
 def _fits_all(budgets: Sequence[BudgetView], cost_for: Callable[[int | None], PrivacyCost]) -> bool:
     """Whether every budget fits the cost ``cost_for(its vote shift)``."""
-    return all(fits(budget.committed, cost_for(budget.vote_shift), epsilon_limit=budget.epsilon_limit,
-                    delta=budget.delta) for budget in budgets)
+    return all(
+        fits(
+            budget.committed,
+            cost_for(budget.vote_shift),
+            epsilon_limit=budget.epsilon_limit,
+            delta=budget.delta,
+        )
+        for budget in budgets
+    )
 
 
-def calibrate_noise(budgets: Sequence[BudgetView], *, mechanism: str, delta: float, n_queries: int,
-                    partitions: int, teachers: int = 1, iterations: int = 60) -> float | None:
+def calibrate_noise(
+    budgets: Sequence[BudgetView],
+    *,
+    mechanism: str,
+    delta: float,
+    n_queries: int,
+    partitions: int,
+    teachers: int = 1,
+    iterations: int = 60,
+) -> float | None:
     """The least noise for which a FedKT-L1 job fits every silo's remaining budget (each at its own vote shift).
 
     Bisection on log γ (Laplace: the largest γ that fits) or log σ (Gaussian: the smallest σ
@@ -262,12 +336,19 @@ def calibrate_noise(budgets: Sequence[BudgetView], *, mechanism: str, delta: flo
     float or None
         γ or σ, rounded towards more noise; None when not even γ = 1e-6 (σ = 1e6) fits.
     """
+
     def cost_at(log_value: float) -> Callable[[int | None], PrivacyCost]:
         value = math.exp(log_value)
         return lambda vote_shift: fedkt_l1_cost(
-            mechanism=mechanism, gamma=value if mechanism == "laplace" else None,
-            sigma=value if mechanism == "gaussian" else None, delta=delta, n_queries=n_queries,
-            partitions=partitions, teachers=teachers, vote_shift=vote_shift)
+            mechanism=mechanism,
+            gamma=value if mechanism == "laplace" else None,
+            sigma=value if mechanism == "gaussian" else None,
+            delta=delta,
+            n_queries=n_queries,
+            partitions=partitions,
+            teachers=teachers,
+            vote_shift=vote_shift,
+        )
 
     less_noise = 1.0 if mechanism == "laplace" else -1.0  # direction of log value that spends more
     safe, risky = -less_noise * math.log(1e6), less_noise * math.log(1e6)
@@ -281,17 +362,37 @@ def calibrate_noise(budgets: Sequence[BudgetView], *, mechanism: str, delta: flo
     return math.exp(safe)
 
 
-def calibrate_queries(budgets: Sequence[BudgetView], *, mechanism: str, gamma: float | None, sigma: float | None,
-                      delta: float, partitions: int, teachers: int = 1, max_queries: int = 10_000_000) -> int:
+def calibrate_queries(
+    budgets: Sequence[BudgetView],
+    *,
+    mechanism: str,
+    gamma: float | None,
+    sigma: float | None,
+    delta: float,
+    partitions: int,
+    teachers: int = 1,
+    max_queries: int = 10_000_000,
+) -> int:
     """The most public rows a FedKT-L1 job may query and still fit every silo's remaining budget.
 
     Integer bisection through the accountant (ε never decreases with more queries). Returns 0
     when not even one query fits.
     """
+
     def fits_with(n_queries: int) -> bool:
-        return _fits_all(budgets, lambda vote_shift: fedkt_l1_cost(
-            mechanism=mechanism, gamma=gamma, sigma=sigma, delta=delta, n_queries=n_queries, partitions=partitions,
-            teachers=teachers, vote_shift=vote_shift))
+        return _fits_all(
+            budgets,
+            lambda vote_shift: fedkt_l1_cost(
+                mechanism=mechanism,
+                gamma=gamma,
+                sigma=sigma,
+                delta=delta,
+                n_queries=n_queries,
+                partitions=partitions,
+                teachers=teachers,
+                vote_shift=vote_shift,
+            ),
+        )
 
     low, high = 0, max_queries  # fits_with(low) is true: zero queries cost nothing
     if fits_with(high):

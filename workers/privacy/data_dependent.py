@@ -62,7 +62,9 @@ def pure_dp_log_moments(log_q, *, pure_epsilon: float, moment_orders) -> np.ndar
     """
     log_q = np.asarray(log_q, dtype=float)[:, None]
     lambdas = np.asarray(moment_orders, dtype=float)[None, :]
-    independent = np.minimum(0.5 * pure_epsilon**2 * lambdas * (lambdas + 1), pure_epsilon * lambdas)
+    independent = np.minimum(
+        0.5 * pure_epsilon**2 * lambdas * (lambdas + 1), pure_epsilon * lambdas
+    )
     valid = log_q < -np.log1p(np.exp(pure_epsilon))
     safe_log_q = np.where(valid, log_q, -np.inf)
     log_one_minus_q = np.log1p(-np.exp(safe_log_q))

@@ -34,7 +34,9 @@ def is_dp_sgd(privacy_parameters: dict) -> bool:
     return privacy_parameters.get("mechanism") == DP_SGD_MECHANISM
 
 
-def party_side_bound(privacy_parameters: dict, *, n_local_examples: int) -> tuple[PrivacyReport, np.ndarray]:
+def party_side_bound(
+    privacy_parameters: dict, *, n_local_examples: int
+) -> tuple[PrivacyReport, np.ndarray]:
     """The data-independent example-level (ε, δ) a declaration implies, and its Rényi curve.
 
     Parameters
@@ -56,7 +58,9 @@ def party_side_bound(privacy_parameters: dict, *, n_local_examples: int) -> tupl
         With a sentence naming what is missing or wrong.
     """
     if is_dp_sgd(privacy_parameters):
-        return dp_sgd_privacy_bound(DpSgdParameters.from_declaration(privacy_parameters, n_examples=n_local_examples))
+        return dp_sgd_privacy_bound(
+            DpSgdParameters.from_declaration(privacy_parameters, n_examples=n_local_examples)
+        )
     report = _fedkt_party_noise_bound(privacy_parameters)
     return report, party_side_rdp(report)
 
@@ -65,17 +69,26 @@ def _fedkt_party_noise_bound(privacy_parameters: dict) -> PrivacyReport:
     missing = [name for name in FEDKT_PARAMETER_NAMES if name not in privacy_parameters]
     noise_parameters = [name for name in ("gamma", "sigma") if name in privacy_parameters]
     if missing or len(noise_parameters) != 1:
-        raise ValueError("L2 privacy parameters must include 'delta', 'partitions', 'teachers', 'queries' (public "
-                         "examples labelled per partition) and one noise parameter: 'gamma' (Laplace) or "
-                         "'sigma' (Gaussian); or, for a network trained with DP-SGD, 'mechanism': 'dp_sgd', "
-                         "'accountant': 'rdp', 'noise_multiplier', 'max_grad_norm', 'batch_size', 'epochs' and "
-                         "'delta'.")
+        raise ValueError(
+            "L2 privacy parameters must include 'delta', 'partitions', 'teachers', 'queries' (public "
+            "examples labelled per partition) and one noise parameter: 'gamma' (Laplace) or "
+            "'sigma' (Gaussian); or, for a network trained with DP-SGD, 'mechanism': 'dp_sgd', "
+            "'accountant': 'rdp', 'noise_multiplier', 'max_grad_norm', 'batch_size', 'epochs' and "
+            "'delta'."
+        )
     try:
-        noise = (LaplaceNoise(gamma=privacy_parameters["gamma"]) if noise_parameters == ["gamma"]
-                 else GaussianNoise(sigma=privacy_parameters["sigma"]))
-        return party_noise_privacy_bound(mechanism=noise, n_queries=privacy_parameters["queries"],
-                                         partitions=privacy_parameters["partitions"],
-                                         teachers=privacy_parameters["teachers"], delta=privacy_parameters["delta"])
+        noise = (
+            LaplaceNoise(gamma=privacy_parameters["gamma"])
+            if noise_parameters == ["gamma"]
+            else GaussianNoise(sigma=privacy_parameters["sigma"])
+        )
+        return party_noise_privacy_bound(
+            mechanism=noise,
+            n_queries=privacy_parameters["queries"],
+            partitions=privacy_parameters["partitions"],
+            teachers=privacy_parameters["teachers"],
+            delta=privacy_parameters["delta"],
+        )
     except TypeError as error:
         raise ValueError(str(error)) from error
 
@@ -84,10 +97,16 @@ def party_side_rdp(report: PrivacyReport) -> np.ndarray:
     """The Rényi curve at :data:`RENYI_ORDERS` of a stored party-side report (FedKT vote noise or DP-SGD)."""
     if report.mechanism == DP_SGD_MECHANISM:
         if report.sigma is None or report.sample_rate is None:
-            raise ValueError("A DP-SGD report must carry its noise multiplier (sigma) and sample rate.")
-        return dp_sgd_rdp(noise_multiplier=report.sigma, sample_rate=report.sample_rate, steps=report.n_queries)
+            raise ValueError(
+                "A DP-SGD report must carry its noise multiplier (sigma) and sample rate."
+            )
+        return dp_sgd_rdp(
+            noise_multiplier=report.sigma, sample_rate=report.sample_rate, steps=report.n_queries
+        )
     noise = noise_mechanism(mechanism=report.mechanism, gamma=report.gamma, sigma=report.sigma)
-    return report.n_queries * noise.query_rdp(RENYI_ORDERS, vote_shift=1)  # n_queries counts q·s already
+    return report.n_queries * noise.query_rdp(
+        RENYI_ORDERS, vote_shift=1
+    )  # n_queries counts q·s already
 
 
 __all__ = ["FEDKT_PARAMETER_NAMES", "is_dp_sgd", "party_side_bound", "party_side_rdp"]

@@ -37,7 +37,15 @@ from workers.privacy.reports import DP_SGD_MECHANISM, EXAMPLE_LEVEL, PrivacyRepo
 MECHANISM = DP_SGD_MECHANISM
 ACCOUNTANT = "rdp"
 #: Keys of a DP-SGD declaration's ``privacy_parameters``.
-PARAMETER_NAMES = ("mechanism", "accountant", "noise_multiplier", "max_grad_norm", "batch_size", "epochs", "delta")
+PARAMETER_NAMES = (
+    "mechanism",
+    "accountant",
+    "noise_multiplier",
+    "max_grad_norm",
+    "batch_size",
+    "epochs",
+    "delta",
+)
 MAX_EPOCHS = 10_000
 
 
@@ -71,13 +79,22 @@ class DpSgdParameters:
     def __post_init__(self):
         for name in ("noise_multiplier", "max_grad_norm"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value)
-                                                                                    and value > 0):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not (math.isfinite(value) and value > 0)
+            ):
                 raise ValueError(f"'{name}' must be a positive number, not {value!r}.")
-        for name, maximum in (("batch_size", 2**31 - 1), ("epochs", MAX_EPOCHS), ("n_examples", 2**31 - 1)):
+        for name, maximum in (
+            ("batch_size", 2**31 - 1),
+            ("epochs", MAX_EPOCHS),
+            ("n_examples", 2**31 - 1),
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
-                raise ValueError(f"'{name}' must be an integer between 1 and {maximum}, not {value!r}.")
+                raise ValueError(
+                    f"'{name}' must be an integer between 1 and {maximum}, not {value!r}."
+                )
         validate_delta(self.delta)
 
     @property
@@ -95,9 +112,15 @@ class DpSgdParameters:
 
     def as_declaration(self) -> dict:
         """The ``privacy_parameters`` a submission carries (``n_examples`` travels as ``n_local_examples``)."""
-        return {"mechanism": MECHANISM, "accountant": ACCOUNTANT, "noise_multiplier": float(self.noise_multiplier),
-                "max_grad_norm": float(self.max_grad_norm), "batch_size": self.batch_size, "epochs": self.epochs,
-                "delta": float(self.delta)}
+        return {
+            "mechanism": MECHANISM,
+            "accountant": ACCOUNTANT,
+            "noise_multiplier": float(self.noise_multiplier),
+            "max_grad_norm": float(self.max_grad_norm),
+            "batch_size": self.batch_size,
+            "epochs": self.epochs,
+            "delta": float(self.delta),
+        }
 
     @classmethod
     def from_declaration(cls, privacy_parameters: dict, *, n_examples: int) -> DpSgdParameters:
@@ -105,15 +128,25 @@ class DpSgdParameters:
         missing = [name for name in PARAMETER_NAMES if name not in privacy_parameters]
         unknown = sorted(set(privacy_parameters) - set(PARAMETER_NAMES))
         if missing or unknown:
-            raise ValueError(f"DP-SGD privacy parameters are exactly {', '.join(PARAMETER_NAMES)}"
-                             + (f"; missing {', '.join(missing)}" if missing else "")
-                             + (f"; unknown {', '.join(unknown)}" if unknown else "") + ".")
+            raise ValueError(
+                f"DP-SGD privacy parameters are exactly {', '.join(PARAMETER_NAMES)}"
+                + (f"; missing {', '.join(missing)}" if missing else "")
+                + (f"; unknown {', '.join(unknown)}" if unknown else "")
+                + "."
+            )
         if privacy_parameters["accountant"] != ACCOUNTANT:
-            raise ValueError(f"The market accounts DP-SGD with Opacus' '{ACCOUNTANT}' accountant; declare "
-                             f"\"accountant\": \"{ACCOUNTANT}\", not {privacy_parameters['accountant']!r}.")
-        return cls(noise_multiplier=privacy_parameters["noise_multiplier"],
-                   max_grad_norm=privacy_parameters["max_grad_norm"], batch_size=privacy_parameters["batch_size"],
-                   epochs=privacy_parameters["epochs"], n_examples=n_examples, delta=privacy_parameters["delta"])
+            raise ValueError(
+                f"The market accounts DP-SGD with Opacus' '{ACCOUNTANT}' accountant; declare "
+                f'"accountant": "{ACCOUNTANT}", not {privacy_parameters["accountant"]!r}.'
+            )
+        return cls(
+            noise_multiplier=privacy_parameters["noise_multiplier"],
+            max_grad_norm=privacy_parameters["max_grad_norm"],
+            batch_size=privacy_parameters["batch_size"],
+            epochs=privacy_parameters["epochs"],
+            n_examples=n_examples,
+            delta=privacy_parameters["delta"],
+        )
 
 
 def dp_sgd_rdp(*, noise_multiplier: float, sample_rate: float, steps: int) -> np.ndarray:
@@ -141,8 +174,15 @@ def dp_sgd_rdp(*, noise_multiplier: float, sample_rate: float, steps: int) -> np
         raise ValueError(f"The sample rate must lie in (0, 1], not {sample_rate!r}.")
     with np.errstate(invalid="ignore"), warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=RuntimeWarning)
-        curve = np.asarray(compute_rdp(q=float(sample_rate), noise_multiplier=float(noise_multiplier),
-                                       steps=int(steps), orders=RENYI_ORDERS), dtype=float)
+        curve = np.asarray(
+            compute_rdp(
+                q=float(sample_rate),
+                noise_multiplier=float(noise_multiplier),
+                steps=int(steps),
+                orders=RENYI_ORDERS,
+            ),
+            dtype=float,
+        )
     # Opacus' series overflows to NaN at large fractional orders (α above ~1000). There the curve takes the
     # unsampled Gaussian's α/(2σ²) per step: an upper bound (sampling never increases the Rényi divergence)
     # that keeps the curve finite for the ledger and never attains the minimum ε.
@@ -163,31 +203,63 @@ def dp_sgd_privacy_bound(parameters: DpSgdParameters) -> tuple[PrivacyReport, np
         get_privacy_spent,  # imports torch, as above
     )
 
-    curve = dp_sgd_rdp(noise_multiplier=parameters.noise_multiplier, sample_rate=parameters.sample_rate,
-                       steps=parameters.steps)
+    curve = dp_sgd_rdp(
+        noise_multiplier=parameters.noise_multiplier,
+        sample_rate=parameters.sample_rate,
+        steps=parameters.steps,
+    )
     epsilon, order = get_privacy_spent(orders=RENYI_ORDERS, rdp=curve, delta=parameters.delta)
-    report = PrivacyReport(epsilon=float(epsilon), delta=float(parameters.delta), unit=EXAMPLE_LEVEL,
-                           mechanism=MECHANISM, gamma=None, sigma=float(parameters.noise_multiplier),
-                           n_queries=parameters.steps, partitions=1, teachers=1, data_dependent=False,
-                           order=float(order), vote_shift=None, sample_rate=parameters.sample_rate,
-                           accountant=ACCOUNTANT, max_grad_norm=float(parameters.max_grad_norm))
+    report = PrivacyReport(
+        epsilon=float(epsilon),
+        delta=float(parameters.delta),
+        unit=EXAMPLE_LEVEL,
+        mechanism=MECHANISM,
+        gamma=None,
+        sigma=float(parameters.noise_multiplier),
+        n_queries=parameters.steps,
+        partitions=1,
+        teachers=1,
+        data_dependent=False,
+        order=float(order),
+        vote_shift=None,
+        sample_rate=parameters.sample_rate,
+        accountant=ACCOUNTANT,
+        max_grad_norm=float(parameters.max_grad_norm),
+    )
     return report, curve
 
 
-def noise_multiplier_for(*, target_epsilon: float, batch_size: int, epochs: int, n_examples: int,
-                         delta: float) -> float:
+def noise_multiplier_for(
+    *, target_epsilon: float, batch_size: int, epochs: int, n_examples: int, delta: float
+) -> float:
     """A σ whose DP-SGD run spends at most ``target_epsilon`` (and within about 1 % of it): Opacus'
     ``get_noise_multiplier`` with the RDP accountant (on Opacus' default orders), then raised in 0.2 % steps
     until the market's grid also gives at most the target."""
     from opacus.accountants.utils import get_noise_multiplier  # imports torch, as above
 
-    probe = DpSgdParameters(noise_multiplier=1.0, max_grad_norm=1.0, batch_size=batch_size, epochs=epochs,
-                            n_examples=n_examples, delta=delta)
-    if not (isinstance(target_epsilon, (int, float)) and math.isfinite(target_epsilon) and target_epsilon > 0):
+    probe = DpSgdParameters(
+        noise_multiplier=1.0,
+        max_grad_norm=1.0,
+        batch_size=batch_size,
+        epochs=epochs,
+        n_examples=n_examples,
+        delta=delta,
+    )
+    if not (
+        isinstance(target_epsilon, (int, float))
+        and math.isfinite(target_epsilon)
+        and target_epsilon > 0
+    ):
         raise ValueError(f"The target ε must be a positive number, not {target_epsilon!r}.")
-    noise_multiplier = float(get_noise_multiplier(target_epsilon=float(target_epsilon), target_delta=float(delta),
-                                                  sample_rate=probe.sample_rate, steps=probe.steps,
-                                                  accountant=ACCOUNTANT))
+    noise_multiplier = float(
+        get_noise_multiplier(
+            target_epsilon=float(target_epsilon),
+            target_delta=float(delta),
+            sample_rate=probe.sample_rate,
+            steps=probe.steps,
+            accountant=ACCOUNTANT,
+        )
+    )
     while _epsilon(probe, noise_multiplier) > target_epsilon:
         noise_multiplier *= 1.002
     return noise_multiplier
@@ -196,7 +268,11 @@ def noise_multiplier_for(*, target_epsilon: float, batch_size: int, epochs: int,
 def _epsilon(parameters: DpSgdParameters, noise_multiplier: float) -> float:
     from opacus.accountants.analysis.rdp import get_privacy_spent  # imports torch, as above
 
-    curve = dp_sgd_rdp(noise_multiplier=noise_multiplier, sample_rate=parameters.sample_rate, steps=parameters.steps)
+    curve = dp_sgd_rdp(
+        noise_multiplier=noise_multiplier,
+        sample_rate=parameters.sample_rate,
+        steps=parameters.steps,
+    )
     return float(get_privacy_spent(orders=RENYI_ORDERS, rdp=curve, delta=parameters.delta)[0])
 
 

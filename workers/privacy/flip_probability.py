@@ -97,7 +97,9 @@ def discrete_laplace_log_survival(counts, *, gamma: float) -> np.ndarray:
     counts = np.asarray(counts, dtype=float)
     log_normaliser = np.log1p(np.exp(-gamma))
     upper = -gamma * np.maximum(counts, 1.0) - log_normaliser  # log(r^n/(1+r)) where n ≥ 1
-    lower = np.log1p(-np.exp(-gamma * (1.0 - np.minimum(counts, 0.0)) - log_normaliser))  # where n ≤ 0
+    lower = np.log1p(
+        -np.exp(-gamma * (1.0 - np.minimum(counts, 0.0)) - log_normaliser)
+    )  # where n ≤ 0
     return np.where(counts >= 1, upper, lower)
 
 
@@ -179,7 +181,9 @@ def discrete_gaussian_log_tail(gaps, *, sigma: float) -> np.ndarray:
     return log_tails[inverse].reshape(gaps.shape)
 
 
-def union_bound_log_q(log_tails: np.ndarray, winners: np.ndarray, log_abstention=None) -> np.ndarray:
+def union_bound_log_q(
+    log_tails: np.ndarray, winners: np.ndarray, log_abstention=None
+) -> np.ndarray:
     """log q, q = min(1, Σ_{j≠j*} tail_j [+ abstention]): PATE Lemma 4's bound on Pr[answer ≠ j*].
 
     Parameters
@@ -227,8 +231,11 @@ def laplace_noisy_max_log_q(vote_counts, *, gamma: float) -> np.ndarray:
     numpy.ndarray of float, shape (n_queries,)
     """
     gaps, winners, top = _winner_counts(vote_counts)
-    return union_bound_log_q(discrete_laplace_log_tail(gaps, gamma=gamma), winners,
-                             discrete_laplace_log_survival(top, gamma=gamma))
+    return union_bound_log_q(
+        discrete_laplace_log_tail(gaps, gamma=gamma),
+        winners,
+        discrete_laplace_log_survival(top, gamma=gamma),
+    )
 
 
 def gaussian_noisy_max_log_q(vote_counts, *, sigma: float) -> np.ndarray:
@@ -246,5 +253,8 @@ def gaussian_noisy_max_log_q(vote_counts, *, sigma: float) -> np.ndarray:
     numpy.ndarray of float, shape (n_queries,)
     """
     gaps, winners, top = _winner_counts(vote_counts)
-    return union_bound_log_q(discrete_gaussian_log_tail(gaps, sigma=sigma), winners,
-                             discrete_gaussian_log_survival(top, sigma=sigma))
+    return union_bound_log_q(
+        discrete_gaussian_log_tail(gaps, sigma=sigma),
+        winners,
+        discrete_gaussian_log_survival(top, sigma=sigma),
+    )

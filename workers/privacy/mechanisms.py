@@ -106,7 +106,9 @@ class LaplaceNoise:
         """
         return 2 * rdp.discrete_laplace_rdp(orders, gamma=self.gamma, shift=vote_shift)
 
-    def data_dependent_query_rdp(self, vote_counts: np.ndarray, orders, *, vote_shift: int) -> np.ndarray:
+    def data_dependent_query_rdp(
+        self, vote_counts: np.ndarray, orders, *, vote_shift: int
+    ) -> np.ndarray:
         """Data-dependent RDP of each noisy arg-max query, shape (n_queries, n_orders), in nats."""
         return data_dependent.laplace_data_dependent_rdp(
             vote_counts,
@@ -159,7 +161,9 @@ class GaussianNoise:
         """Data-independent RDP α·vote_shift²/σ² of one noisy count vector (L2 sensitivity √2·shift)."""
         return 2 * rdp.gaussian_rdp(orders, sigma=self.sigma, shift=vote_shift)
 
-    def data_dependent_query_rdp(self, vote_counts: np.ndarray, orders, *, vote_shift: int) -> np.ndarray:
+    def data_dependent_query_rdp(
+        self, vote_counts: np.ndarray, orders, *, vote_shift: int
+    ) -> np.ndarray:
         """Data-dependent RDP of each GNMax query, shape (n_queries, n_orders), in nats."""
         return data_dependent.gaussian_data_dependent_rdp(
             vote_counts, sigma=self.sigma, rdp_slope=vote_shift**2 / self.sigma**2, orders=orders

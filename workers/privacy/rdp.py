@@ -33,7 +33,9 @@ import numpy as np
 #: Rényi orders α used everywhere: 200 geometric steps of α − 1 from 0.02 to 10,000, plus the
 #: integers 2…64. A wide, fine grid, so that ε is not floored by a short list of integer orders
 #: (8 integer moments floor ε at ln(1/δ)/8 ≈ 1.44 for δ = 1e-5).
-RENYI_ORDERS = np.unique(np.concatenate([1.0 + np.geomspace(0.02, 10_000.0, 200), np.arange(2.0, 65.0)]))
+RENYI_ORDERS = np.unique(
+    np.concatenate([1.0 + np.geomspace(0.02, 10_000.0, 200), np.arange(2.0, 65.0)])
+)
 
 
 def _as_orders(orders) -> np.ndarray:

@@ -61,8 +61,11 @@ class PrivacyReport:
         """Every field under its own name, JSON-ready (plain floats, ints, str, bool, None); the DP-SGD
         fields only in a DP-SGD report, so that vote-noise reports keep their shape."""
         fields = asdict(self)
-        return fields if self.mechanism == DP_SGD_MECHANISM else {name: value for name, value in fields.items()
-                                                          if name not in _DP_SGD_FIELDS}
+        return (
+            fields
+            if self.mechanism == DP_SGD_MECHANISM
+            else {name: value for name, value in fields.items() if name not in _DP_SGD_FIELDS}
+        )
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,9 @@ def _save(folder: Path, results: dict, suffix: str = "") -> None:
     path = folder / f"fedkt_{results['dataset']}{suffix}.json"
     runs = json.loads(path.read_text()) if path.exists() else []
     earlier = next((run for run in runs if run["seed"] == results["seed"]), {})
-    if "table3" in earlier and "table3" in results:          # a Table-2-only run keeps the earlier fractions
+    if (
+        "table3" in earlier and "table3" in results
+    ):  # a Table-2-only run keeps the earlier fractions
         results["table3"] = {**earlier["table3"], **results["table3"]}
     runs = [run for run in runs if run["seed"] != results["seed"]] + [{**earlier, **results}]
     path.write_text(json.dumps(sorted(runs, key=lambda run: run["seed"]), indent=1))
@@ -43,21 +45,39 @@ def _save(folder: Path, results: dict, suffix: str = "") -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workers.reproduce")
-    parser.add_argument("experiment", choices=["fedkt", "report", "guha", "cpfl", "fd", "kernel-memory"])
+    parser.add_argument(
+        "experiment", choices=["fedkt", "report", "guha", "cpfl", "fd", "kernel-memory"]
+    )
     parser.add_argument("--dataset", choices=sorted(SETTINGS))
     parser.add_argument("--seeds", type=int, default=3, help="number of seeds (0 .. seeds-1)")
     parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument("--tables", default="1,3", help="comma-separated: 1, 2, 3 (2 needs 1; 3 includes 1)")
+    parser.add_argument(
+        "--tables", default="1,3", help="comma-separated: 1, 2, 3 (2 needs 1; 3 includes 1)"
+    )
     parser.add_argument("--n-jobs", type=int, default=2, help="worker processes for the parties")
-    parser.add_argument("--table2-levels", default="L1,L2",
-                        help="Table 2's levels: L1,L2 or L1 (L2 retrains every party's students per setting)")
+    parser.add_argument(
+        "--table2-levels",
+        default="L1,L2",
+        help="Table 2's levels: L1,L2 or L1 (L2 retrains every party's students per setting)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--beta", type=float, default=None,
-                        help="override the Dirichlet β (sensitivity study, saved as fedkt_<dataset>_beta<β>.json)")
-    parser.add_argument("--torch-epochs", type=int, default=None,
-                        help="override the epochs of every torch learner (compute sensitivity, _epochs<N>.json)")
-    parser.add_argument("--cap-at-mean", action="store_true",
-                        help="NIID-Bench's capped Dirichlet partition (sensitivity, fedkt_<dataset>_capped.json)")
+    parser.add_argument(
+        "--beta",
+        type=float,
+        default=None,
+        help="override the Dirichlet β (sensitivity study, saved as fedkt_<dataset>_beta<β>.json)",
+    )
+    parser.add_argument(
+        "--torch-epochs",
+        type=int,
+        default=None,
+        help="override the epochs of every torch learner (compute sensitivity, _epochs<N>.json)",
+    )
+    parser.add_argument(
+        "--cap-at-mean",
+        action="store_true",
+        help="NIID-Bench's capped Dirichlet partition (sensitivity, fedkt_<dataset>_capped.json)",
+    )
     parser.add_argument("--devices", type=int, default=200, help="guha: number of devices")
     parser.add_argument("--points", type=int, default=10_000, help="kernel-memory: proxy points")
     arguments = parser.parse_args(argv)
@@ -86,8 +106,11 @@ def _run(arguments) -> None:
     if arguments.cap_at_mean:
         setting, suffix = replace(setting, cap_at_mean=True), suffix + "_capped"
     if arguments.torch_epochs is not None:
-        setting = replace(setting, teacher=_with_epochs(setting.teacher, arguments.torch_epochs),
-                          student=_with_epochs(setting.student, arguments.torch_epochs))
+        setting = replace(
+            setting,
+            teacher=_with_epochs(setting.teacher, arguments.torch_epochs),
+            student=_with_epochs(setting.student, arguments.torch_epochs),
+        )
         suffix += f"_epochs{arguments.torch_epochs}"
     for seed in range(arguments.first_seed, arguments.first_seed + arguments.seeds):
         started = time.perf_counter()
@@ -101,9 +124,12 @@ def _run(arguments) -> None:
         run.results["variant"] = suffix.lstrip("_") or "protocol"
         run.results["learners"] = setting.model
         _save(arguments.out, run.results, suffix)
-        print(f"[{arguments.dataset} seed {seed}] done in {run.results['wall_seconds']:.0f} s: SOLO "
-              f"{run.results['solo']:.4f} PATE {run.results['pate']:.4f} FedKT-L0 {run.results['fedkt_l0']:.4f} "
-              f"centralised {run.results['centralised']:.4f}", flush=True)
+        print(
+            f"[{arguments.dataset} seed {seed}] done in {run.results['wall_seconds']:.0f} s: SOLO "
+            f"{run.results['solo']:.4f} PATE {run.results['pate']:.4f} FedKT-L0 {run.results['fedkt_l0']:.4f} "
+            f"centralised {run.results['centralised']:.4f}",
+            flush=True,
+        )
 
 
 def _with_epochs(learner, epochs: int):

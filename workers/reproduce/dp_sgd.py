@@ -28,8 +28,17 @@ from workers.datasets import load_dataset
 
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results" / "dp_sgd.json"
 PLOT = RESULTS.with_name("dp_sgd_accuracy_vs_epsilon.png")
-DATASETS = {"mnist": {"hidden_sizes": [100], "epochs": 3}, "adult": {"hidden_sizes": [64], "epochs": 2}}
-TRAINING = {"batch_size": 256, "learning_rate": 0.5, "optimizer": "sgd", "max_grad_norm": 1.0, "delta": 1e-5}
+DATASETS = {
+    "mnist": {"hidden_sizes": [100], "epochs": 3},
+    "adult": {"hidden_sizes": [64], "epochs": 2},
+}
+TRAINING = {
+    "batch_size": 256,
+    "learning_rate": 0.5,
+    "optimizer": "sgd",
+    "max_grad_norm": 1.0,
+    "delta": 1e-5,
+}
 
 
 def run(dataset_name: str, *, seed: int, epsilons: list[float]) -> list[dict]:
@@ -46,20 +55,45 @@ def run(dataset_name: str, *, seed: int, epsilons: list[float]) -> list[dict]:
     for epsilon in [None, *epsilons]:
         started = time.perf_counter()
         if epsilon is None:
-            model = TorchClassifier(hidden_sizes=shape["hidden_sizes"], epochs=shape["epochs"],
-                                    batch_size=TRAINING["batch_size"], learning_rate=TRAINING["learning_rate"],
-                                    optimizer="sgd", device="cpu", random_state=seed)
+            model = TorchClassifier(
+                hidden_sizes=shape["hidden_sizes"],
+                epochs=shape["epochs"],
+                batch_size=TRAINING["batch_size"],
+                learning_rate=TRAINING["learning_rate"],
+                optimizer="sgd",
+                device="cpu",
+                random_state=seed,
+            )
         else:
-            model = DpSgdClassifier(hidden_sizes=shape["hidden_sizes"], epochs=shape["epochs"], target_epsilon=epsilon,
-                                    random_state=seed, device="cpu", **TRAINING)
+            model = DpSgdClassifier(
+                hidden_sizes=shape["hidden_sizes"],
+                epochs=shape["epochs"],
+                target_epsilon=epsilon,
+                random_state=seed,
+                device="cpu",
+                **TRAINING,
+            )
         model.fit(data.train_x, data.train_y)
         accuracy = float(np.mean(model.predict(data.test_x) == data.test_y))
-        row = {"dataset": dataset_name, "seed": seed, "target_epsilon": epsilon, "accuracy": accuracy,
-               "seconds": round(time.perf_counter() - started, 1), "n_train": int(len(data.train_y)),
-               "n_test": int(len(data.test_y)), **shape}
+        row = {
+            "dataset": dataset_name,
+            "seed": seed,
+            "target_epsilon": epsilon,
+            "accuracy": accuracy,
+            "seconds": round(time.perf_counter() - started, 1),
+            "n_train": int(len(data.train_y)),
+            "n_test": int(len(data.test_y)),
+            **shape,
+        }
         if epsilon is not None:
-            row.update({"epsilon": model.privacy_report_.epsilon, "noise_multiplier": model.privacy_.noise_multiplier,
-                        "steps": model.privacy_.steps, "sample_rate": model.privacy_.sample_rate})
+            row.update(
+                {
+                    "epsilon": model.privacy_report_.epsilon,
+                    "noise_multiplier": model.privacy_.noise_multiplier,
+                    "steps": model.privacy_.steps,
+                    "sample_rate": model.privacy_.sample_rate,
+                }
+            )
         print(json.dumps(row), flush=True)
         rows.append(row)
     return rows
@@ -73,12 +107,21 @@ def plot(rows: list[dict]) -> None:
 
     figure, axes = plt.subplots(1, len(DATASETS), figsize=(9, 3.5))
     for axis, name in zip(axes, DATASETS):
-        private = sorted((row["epsilon"], row["accuracy"]) for row in rows if row["dataset"] == name
-                         and row["target_epsilon"] is not None)
-        baseline = [row["accuracy"] for row in rows if row["dataset"] == name and row["target_epsilon"] is None]
+        private = sorted(
+            (row["epsilon"], row["accuracy"])
+            for row in rows
+            if row["dataset"] == name and row["target_epsilon"] is not None
+        )
+        baseline = [
+            row["accuracy"]
+            for row in rows
+            if row["dataset"] == name and row["target_epsilon"] is None
+        ]
         axis.plot(*zip(*private), marker="o", label="DP-SGD (Opacus, RDP)")
         if baseline:
-            axis.axhline(float(np.mean(baseline)), color="grey", linestyle="--", label="no DP (ε = ∞)")
+            axis.axhline(
+                float(np.mean(baseline)), color="grey", linestyle="--", label="no DP (ε = ∞)"
+            )
         axis.set_xscale("log")
         axis.set_xlabel("ε (example-level, δ = 1e-5)")
         axis.set_ylabel("test accuracy")
@@ -89,17 +132,33 @@ def plot(rows: list[dict]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workers.reproduce.dp_sgd", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m workers.reproduce.dp_sgd", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--epsilons", default="0.5,1,2,4,8")
     parser.add_argument("--datasets", default=",".join(DATASETS))
     arguments = parser.parse_args(argv)
     epsilons = [float(value) for value in arguments.epsilons.split(",")]
     warnings.filterwarnings("ignore", message="Optimal order is the largest alpha")
-    rows = [row for name in arguments.datasets.split(",") for seed in range(arguments.seeds)
-            for row in run(name, seed=seed, epsilons=epsilons)]
-    RESULTS.write_text(json.dumps({"command": "python -m workers.reproduce.dp_sgd " + " ".join(argv or sys.argv[1:]),
-                                   "training": TRAINING, "datasets": DATASETS, "rows": rows}, indent=2) + "\n")
+    rows = [
+        row
+        for name in arguments.datasets.split(",")
+        for seed in range(arguments.seeds)
+        for row in run(name, seed=seed, epsilons=epsilons)
+    ]
+    RESULTS.write_text(
+        json.dumps(
+            {
+                "command": "python -m workers.reproduce.dp_sgd " + " ".join(argv or sys.argv[1:]),
+                "training": TRAINING,
+                "datasets": DATASETS,
+                "rows": rows,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     plot(rows)
     return 0
 

@@ -30,26 +30,43 @@ import workers.algorithms  # noqa: F401  (registers the engines)
 from workers.algorithms.fedkt import FedKTConfig, fit_parties
 from workers.algorithms.registry import Member, algorithm_get
 from workers.partition import dirichlet_label_partition
-from workers.reproduce.defaults import N_PARTIES, PRODUCT_DEFAULTS, adult_protocol_test, adult_without_test
+from workers.reproduce.defaults import (
+    N_PARTIES,
+    PRODUCT_DEFAULTS,
+    adult_protocol_test,
+    adult_without_test,
+)
 from workers.reproduce.report import mean_std
 
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results" / "l1_budget_adult.json"
 TEST_RESULTS = RESULTS.with_name("l1_budget_adult_test.json")
 EPSILON_LIMIT, DELTA, PARTITIONS, TEACHERS = 2.56, 1e-5, 2, 5
 #: name: (mechanism, γ or σ); each queries the most rows that fit EPSILON_LIMIT.
-NOISE_SETTINGS = {"laplace-0.04": ("laplace", 0.04), "laplace-0.02": ("laplace", 0.02),
-                  "laplace-0.01": ("laplace", 0.01), "gaussian-35": ("gaussian", 35.36),
-                  "gaussian-50": ("gaussian", 50.0), "gaussian-70": ("gaussian", 70.0),
-                  "gaussian-100": ("gaussian", 100.0), "gaussian-140": ("gaussian", 140.0)}
+NOISE_SETTINGS = {
+    "laplace-0.04": ("laplace", 0.04),
+    "laplace-0.02": ("laplace", 0.02),
+    "laplace-0.01": ("laplace", 0.01),
+    "gaussian-35": ("gaussian", 35.36),
+    "gaussian-50": ("gaussian", 50.0),
+    "gaussian-70": ("gaussian", 70.0),
+    "gaussian-100": ("gaussian", 100.0),
+    "gaussian-140": ("gaussian", 140.0),
+}
 
 
 def queries_within_budget(mechanism: str, noise: float, *, n_public: int) -> int:
     from workers.privacy.costs import BudgetView, calibrate_queries
 
-    return calibrate_queries([BudgetView(epsilon_limit=EPSILON_LIMIT, delta=DELTA, vote_shift=PARTITIONS)],
-                             mechanism=mechanism, gamma=noise if mechanism == "laplace" else None,
-                             sigma=noise if mechanism == "gaussian" else None, delta=DELTA, partitions=PARTITIONS,
-                             teachers=TEACHERS, max_queries=n_public)
+    return calibrate_queries(
+        [BudgetView(epsilon_limit=EPSILON_LIMIT, delta=DELTA, vote_shift=PARTITIONS)],
+        mechanism=mechanism,
+        gamma=noise if mechanism == "laplace" else None,
+        sigma=noise if mechanism == "gaussian" else None,
+        delta=DELTA,
+        partitions=PARTITIONS,
+        teachers=TEACHERS,
+        max_queries=n_public,
+    )
 
 
 def run_seed(seed: int, *, test: bool, names) -> list[dict]:
@@ -59,31 +76,69 @@ def run_seed(seed: int, *, test: bool, names) -> list[dict]:
     data = adult_protocol_test(seed, view) if test else adult_without_test(seed, view)
     parts = dirichlet_label_partition(data["pool_y"], N_PARTIES, beta=0.5, seed=seed, min_size=10)
     started = time.perf_counter()
-    parties = fit_parties([(data["pool_x"][part], data["pool_y"][part]) for part in parts], data["public_x"],
-                          n_classes=2, config=FedKTConfig(teacher=teacher, student=student, final=final), seed=seed)
+    parties = fit_parties(
+        [(data["pool_x"][part], data["pool_y"][part]) for part in parts],
+        data["public_x"],
+        n_classes=2,
+        config=FedKTConfig(teacher=teacher, student=student, final=final),
+        seed=seed,
+    )
     party_seconds = time.perf_counter() - started
-    members = [Member(key=str(j), organisation=str(j), n_examples=len(part), validation_score=0.0, n_models=2)
-               for j, part in enumerate(parts)]
+    members = [
+        Member(
+            key=str(j), organisation=str(j), n_examples=len(part), validation_score=0.0, n_models=2
+        )
+        for j, part in enumerate(parts)
+    ]
     engine, entries = algorithm_get("fedkt"), []
     n_public = len(data["public_x"])
     params = engine.validate({"final_model": final})
-    signal = sum(engine.member_signal(np.stack([model.predict_proba(data["public_x"]) for model in party.students]),
-                                      member=member, n_classes=2, params=params)
-                 for party, member in zip(parties, members))
+    signal = sum(
+        engine.member_signal(
+            np.stack([model.predict_proba(data["public_x"]) for model in party.students]),
+            member=member,
+            n_classes=2,
+            params=params,
+        )
+        for party, member in zip(parties, members)
+    )
     for name in names:
         mechanism, noise = NOISE_SETTINGS[name]
         count = queries_within_budget(mechanism, noise, n_public=n_public)
-        job = engine.validate({"final_model": final, "query_count": count, "privacy": {"delta": DELTA}})
-        noise_object = LaplaceNoise(gamma=noise) if mechanism == "laplace" else GaussianNoise(sigma=noise)
-        fusion = engine.fuse(signal, data["public_x"], members=members, n_classes=2, params=job, noise=noise_object,
-                             seed=seed)
+        job = engine.validate(
+            {"final_model": final, "query_count": count, "privacy": {"delta": DELTA}}
+        )
+        noise_object = (
+            LaplaceNoise(gamma=noise) if mechanism == "laplace" else GaussianNoise(sigma=noise)
+        )
+        fusion = engine.fuse(
+            signal,
+            data["public_x"],
+            members=members,
+            n_classes=2,
+            params=job,
+            noise=noise_object,
+            seed=seed,
+        )
         predicted = fusion.model.predict(data["validation_x"])
-        entries.append({"setting": name, "seed": seed, "test": test, "mechanism": mechanism, "noise": noise,
-                        "n_queries": count, "epsilon": fusion.privacy.data_independent.epsilon,
-                        "epsilon_data_dependent": fusion.privacy.data_dependent.epsilon,
-                        "accuracy": float(np.mean(predicted == data["validation_y"])),
-                        "balanced_accuracy": float(balanced_accuracy_score(data["validation_y"], predicted)),
-                        "n_trained": int(fusion.trained.sum()), "party_seconds": party_seconds})
+        entries.append(
+            {
+                "setting": name,
+                "seed": seed,
+                "test": test,
+                "mechanism": mechanism,
+                "noise": noise,
+                "n_queries": count,
+                "epsilon": fusion.privacy.data_independent.epsilon,
+                "epsilon_data_dependent": fusion.privacy.data_dependent.epsilon,
+                "accuracy": float(np.mean(predicted == data["validation_y"])),
+                "balanced_accuracy": float(
+                    balanced_accuracy_score(data["validation_y"], predicted)
+                ),
+                "n_trained": int(fusion.trained.sum()),
+                "party_seconds": party_seconds,
+            }
+        )
     return entries
 
 
@@ -91,28 +146,38 @@ def save(entries: list[dict], path: Path) -> None:
     runs = json.loads(path.read_text()) if path.exists() else []
     done = {(entry["setting"], entry["seed"]) for entry in entries}
     runs = [run for run in runs if (run["setting"], run["seed"]) not in done] + entries
-    path.write_text(json.dumps(sorted(runs, key=lambda run: (run["setting"], run["seed"])), indent=1))
+    path.write_text(
+        json.dumps(sorted(runs, key=lambda run: (run["setting"], run["seed"])), indent=1)
+    )
 
 
 def summary(path: Path) -> str:
     runs = json.loads(path.read_text())
-    lines = ["| setting | queries | seeds | ε (data-independent) | ε (data-dependent) | accuracy (%) | balanced accuracy |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| setting | queries | seeds | ε (data-independent) | ε (data-dependent) | accuracy (%) | balanced accuracy |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name in [name for name in NOISE_SETTINGS if any(run["setting"] == name for run in runs)]:
         mine = [run for run in runs if run["setting"] == name]
-        lines.append(f"| {name} | {mine[0]['n_queries']} | {len(mine)} | "
-                     f"{mean_std((run['epsilon'] for run in mine), scale=1)} | "
-                     f"{mean_std((run['epsilon_data_dependent'] for run in mine), scale=1)} | "
-                     f"{mean_std(run['accuracy'] for run in mine)} | "
-                     f"{mean_std((run['balanced_accuracy'] for run in mine), scale=1)} |")
+        lines.append(
+            f"| {name} | {mine[0]['n_queries']} | {len(mine)} | "
+            f"{mean_std((run['epsilon'] for run in mine), scale=1)} | "
+            f"{mean_std((run['epsilon_data_dependent'] for run in mine), scale=1)} | "
+            f"{mean_std(run['accuracy'] for run in mine)} | "
+            f"{mean_std((run['balanced_accuracy'] for run in mine), scale=1)} |"
+        )
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workers.reproduce.l1_budget")
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--test", action="store_true", help="score the chosen --setting on the test split, once")
-    parser.add_argument("--setting", choices=sorted(NOISE_SETTINGS), help="with --test: the chosen setting")
+    parser.add_argument(
+        "--test", action="store_true", help="score the chosen --setting on the test split, once"
+    )
+    parser.add_argument(
+        "--setting", choices=sorted(NOISE_SETTINGS), help="with --test: the chosen setting"
+    )
     parser.add_argument("--summary", action="store_true")
     arguments = parser.parse_args(argv)
     if arguments.test and not arguments.setting:

@@ -29,24 +29,40 @@ def run_paper(arguments) -> Path:
         if arguments.dataset not in ("adult", "magic"):
             raise SystemExit("guha needs --dataset adult or magic")
         for seed in seeds:
-            result = run_guha(arguments.dataset, seed, n_devices=arguments.devices, beta=GUHA_BETA,
-                              min_samples=GUHA_MIN_SAMPLES, log=log)
+            result = run_guha(
+                arguments.dataset,
+                seed,
+                n_devices=arguments.devices,
+                beta=GUHA_BETA,
+                min_samples=GUHA_MIN_SAMPLES,
+                log=log,
+            )
             suffix = "" if arguments.devices == 200 else f"_devices{arguments.devices}"
-            _save(arguments.out / f"guha_{arguments.dataset}{suffix}.json", [result], lambda r: r["seed"])
+            _save(
+                arguments.out / f"guha_{arguments.dataset}{suffix}.json",
+                [result],
+                lambda r: r["seed"],
+            )
         return write_paper_reports(arguments.out, "guha")
     if arguments.experiment == "cpfl":
         from workers.reproduce.protocols import run_cpfl
 
         for seed in seeds:
-            _save(arguments.out / "cpfl_fashion.json", run_cpfl(seed, log=log),
-                  lambda r: (r["seed"], r["alpha"], r["n_cohorts"]))
+            _save(
+                arguments.out / "cpfl_fashion.json",
+                run_cpfl(seed, log=log),
+                lambda r: (r["seed"], r["alpha"], r["n_cohorts"]),
+            )
         return write_paper_reports(arguments.out, "cpfl")
     if arguments.experiment == "fd":
         from workers.reproduce.protocols import run_fd
 
         for seed in seeds:
-            _save(arguments.out / "fd_mnist.json", run_fd(seed, log=log),
-                  lambda r: (r["seed"], r["n_devices"], r["protocol"]))
+            _save(
+                arguments.out / "fd_mnist.json",
+                run_fd(seed, log=log),
+                lambda r: (r["seed"], r["n_devices"], r["protocol"]),
+            )
         return write_paper_reports(arguments.out, "fd")
     return _kernel_memory(arguments)
 
@@ -57,7 +73,9 @@ def _kernel_memory(arguments) -> Path:
 
     results = []
     for solver in ("cholesky", "cg"):
-        with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        with ProcessPoolExecutor(
+            max_workers=1, mp_context=multiprocessing.get_context("spawn")
+        ) as pool:
             results.append(pool.submit(kernel_memory, arguments.points, solver).result())
         print(results[-1], flush=True)
     path = arguments.out / "kernel_memory.json"

@@ -34,15 +34,24 @@ def mean_std(values, scale: float = 100.0) -> str:
 
 
 def table1(results) -> str:
-    lines = ["| dataset | model | parties | seeds | SOLO | PATE (pooled) | FedKT-L0 | centralised |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| dataset | model | parties | seeds | SOLO | PATE (pooled) | FedKT-L0 | centralised |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name, runs in results.items():
         runs = [run for run in runs if "fedkt_l0" in run]
         if not runs:
             continue
         setting = SETTINGS[name]
-        cells = [mean_std([run[key] for run in runs]) for key in ("solo", "pate", "fedkt_l0", "centralised")]
-        lines.append(f"| {name} | {setting.model} | {setting.n_parties} | {len(runs)} | " + " | ".join(cells) + " |")
+        cells = [
+            mean_std([run[key] for run in runs])
+            for key in ("solo", "pate", "fedkt_l0", "centralised")
+        ]
+        lines.append(
+            f"| {name} | {setting.model} | {setting.n_parties} | {len(runs)} | "
+            + " | ".join(cells)
+            + " |"
+        )
     return "\n".join(lines)
 
 
@@ -52,7 +61,10 @@ def table3(results) -> str:
     for name, runs in results.items():
         runs = [run for run in runs if "table3" in run]
         if runs:
-            cells = [mean_std([run["table3"].get(str(fraction)) for run in runs]) for fraction in TABLE3_FRACTIONS]
+            cells = [
+                mean_std([run["table3"].get(str(fraction)) for run in runs])
+                for fraction in TABLE3_FRACTIONS
+            ]
             lines.append(f"| {name} | {len(runs)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -67,18 +79,27 @@ def _table2_groups(runs):
 
 
 def table2(results) -> str:
-    lines = ["| dataset | level | noise | queries | n queries | ε (data-independent) | ε (data-dependent) | accuracy % | seeds |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| dataset | level | noise | queries | n queries | ε (data-independent) | ε (data-dependent) | accuracy % | seeds |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, runs in results.items():
-        for (level, mechanism, noise, fraction), rows in sorted(_table2_groups(runs).items(),
-                                                               key=lambda item: (item[0][0], item[0][1], -item[0][2]
-                                                                                 if item[0][1] == "gaussian"
-                                                                                 else item[0][2], item[0][3])):
+        for (level, mechanism, noise, fraction), rows in sorted(
+            _table2_groups(runs).items(),
+            key=lambda item: (
+                item[0][0],
+                item[0][1],
+                -item[0][2] if item[0][1] == "gaussian" else item[0][2],
+                item[0][3],
+            ),
+        ):
             parameter = f"γ = {noise}" if mechanism == "laplace" else f"Gaussian σ = {noise}"
-            lines.append(f"| {name} | {level} ({rows[0]['unit']}) | {parameter} | {fraction:.1%} | "
-                         f"{rows[0]['n_queries']} | {mean_std([r['epsilon'] for r in rows], 1.0)} | "
-                         f"{mean_std([r['epsilon_data_dependent'] for r in rows], 1.0)} | "
-                         f"{mean_std([r['accuracy'] for r in rows])} | {len(rows)} |")
+            lines.append(
+                f"| {name} | {level} ({rows[0]['unit']}) | {parameter} | {fraction:.1%} | "
+                f"{rows[0]['n_queries']} | {mean_std([r['epsilon'] for r in rows], 1.0)} | "
+                f"{mean_std([r['epsilon_data_dependent'] for r in rows], 1.0)} | "
+                f"{mean_std([r['accuracy'] for r in rows])} | {len(rows)} |"
+            )
     return "\n".join(lines)
 
 
@@ -96,13 +117,21 @@ def plot_accuracy_vs_epsilon(results, folder: Path) -> list[str]:
         figure, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
         for axis, level in zip(axes, ("L1", "L2")):
             for mechanism, marker in (("laplace", "o"), ("gaussian", "s")):
-                points = sorted((np.mean([r["epsilon"] for r in rows]), np.mean([r["accuracy"] for r in rows]) * 100)
-                                for (lv, mech, _, _), rows in groups.items() if lv == level and mech == mechanism)
+                points = sorted(
+                    (
+                        np.mean([r["epsilon"] for r in rows]),
+                        np.mean([r["accuracy"] for r in rows]) * 100,
+                    )
+                    for (lv, mech, _, _), rows in groups.items()
+                    if lv == level and mech == mechanism
+                )
                 if points:
                     axis.plot(*zip(*points), marker=marker, linestyle="", label=mechanism)
             axis.set_xscale("log")
             axis.set_xlabel("ε (data-independent, δ = 1e-5)")
-            axis.set_title(f"{name}: FedKT-{level} ({'party' if level == 'L1' else 'example'}-level)")
+            axis.set_title(
+                f"{name}: FedKT-{level} ({'party' if level == 'L1' else 'example'}-level)"
+            )
             axis.grid(alpha=0.3)
             axis.legend()
         axes[0].set_ylabel("test accuracy (%)")
@@ -124,7 +153,9 @@ def plot_table3(results, folder: Path) -> str | None:
     drawn = False
     for name, runs in results.items():
         runs = [run for run in runs if "table3" in run]
-        fractions = [f for f in TABLE3_FRACTIONS if runs and all(str(f) in run["table3"] for run in runs)]
+        fractions = [
+            f for f in TABLE3_FRACTIONS if runs and all(str(f) in run["table3"] for run in runs)
+        ]
         if len(fractions) > 1:
             means = [np.mean([run["table3"][str(f)] for run in runs]) * 100 for f in fractions]
             axis.plot([f * 100 for f in fractions], means, marker="o", label=name)
@@ -143,13 +174,18 @@ def plot_table3(results, folder: Path) -> str | None:
 
 
 def stage_table(results) -> str:
-    lines = ["| dataset | teachers | party votes | students | server votes | final model | peak RSS (MiB) |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| dataset | teachers | party votes | students | server votes | final model | peak RSS (MiB) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, runs in results.items():
         runs = [run for run in runs if "stages" in run]
         if runs:
             names = ("teachers", "party_votes", "students", "server_votes", "final_model")
-            cells = [f"{np.mean([run['stages'][stage]['wall_seconds'] for run in runs]):.1f} s" for stage in names]
+            cells = [
+                f"{np.mean([run['stages'][stage]['wall_seconds'] for run in runs]):.1f} s"
+                for stage in names
+            ]
             peak = max(run["stages"][stage]["peak_rss_mib"] for run in runs for stage in names)
             lines.append(f"| {name} | " + " | ".join(cells) + f" | {peak:.0f} |")
     return "\n".join(lines)
@@ -158,26 +194,44 @@ def stage_table(results) -> str:
 def sensitivity_table(folder: Path) -> str:
     """Runs with another partition (``--beta``, ``--cap-at-mean``) or more torch epochs
     (``--torch-epochs``) next to the protocol's."""
-    lines = ["| dataset | partition | learners | seeds | SOLO | PATE (pooled) | FedKT-L0 | centralised | "
-             "party-vote label acc. | consistent-vote label acc. |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| dataset | partition | learners | seeds | SOLO | PATE (pooled) | FedKT-L0 | centralised | "
+        "party-vote label acc. | consistent-vote label acc. |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for name in DATASETS:
         variants = sorted(folder.glob(f"fedkt_{name}_*.json"))
         if not variants or not (folder / f"fedkt_{name}.json").exists():
             continue
         for path in [folder / f"fedkt_{name}.json", *variants]:
             runs = [run for run in json.loads(path.read_text()) if "fedkt_l0" in run]
-            partition = runs[0].get("partition", {"beta": 0.5, "cap_at_mean": False}) if runs else {}
-            label = f"β = {partition.get('beta', 0.5):g}" + (", NIID-Bench cap" if partition.get("cap_at_mean") else "")
+            partition = (
+                runs[0].get("partition", {"beta": 0.5, "cap_at_mean": False}) if runs else {}
+            )
+            label = f"β = {partition.get('beta', 0.5):g}" + (
+                ", NIID-Bench cap" if partition.get("cap_at_mean") else ""
+            )
             if runs and "epochs" in runs[0].get("variant", ""):
                 label += f", torch {runs[0]['variant'].split('epochs')[1]} epochs"
-            keys = ("solo", "pate", "fedkt_l0", "centralised", "party_vote_label_accuracy",
-                    "consistent_vote_label_accuracy")
+            keys = (
+                "solo",
+                "pate",
+                "fedkt_l0",
+                "centralised",
+                "party_vote_label_accuracy",
+                "consistent_vote_label_accuracy",
+            )
             cells = [mean_std([run.get(key) for run in runs]) for key in keys]
             # runs saved before issue 19's defaults carry no "learners": Adult and MAGIC then ran the paper's family
-            older = ("the paper's family (forest / XGBoost), one-hot; before issue 19" if name in ("adult", "magic")
-                     else SETTINGS[name].model)
+            older = (
+                "the paper's family (forest / XGBoost), one-hot; before issue 19"
+                if name in ("adult", "magic")
+                else SETTINGS[name].model
+            )
             learners = runs[0].get("learners", older) if runs else ""
-            lines.append(f"| {name} | {label} | {learners} | {len(runs)} | " + " | ".join(cells) + " |")
+            lines.append(
+                f"| {name} | {label} | {learners} | {len(runs)} | " + " | ".join(cells) + " |"
+            )
     return "\n".join(lines) if len(lines) > 2 else ""
 
 
@@ -186,22 +240,47 @@ def write_tables(folder: Path) -> Path:
     results = load_results(folder)
     plots = plot_accuracy_vs_epsilon(results, folder)
     fraction_plot = plot_table3(results, folder)
-    sections = ["# FedKT reproduction: generated tables", "",
-                "Generated by `python -m workers.reproduce fedkt`; mean ± std over seeds, accuracies in %.", "",
-                "## Table 1 — FedKT-L0 against SOLO, PATE on pooled data and centralised training", "",
-                table1(results), "", "## Table 2 — FedKT-L1 (server noise) and FedKT-L2 (party noise), δ = 1e-5", "",
-                table2(results), ""]
+    sections = [
+        "# FedKT reproduction: generated tables",
+        "",
+        "Generated by `python -m workers.reproduce fedkt`; mean ± std over seeds, accuracies in %.",
+        "",
+        "## Table 1 — FedKT-L0 against SOLO, PATE on pooled data and centralised training",
+        "",
+        table1(results),
+        "",
+        "## Table 2 — FedKT-L1 (server noise) and FedKT-L2 (party noise), δ = 1e-5",
+        "",
+        table2(results),
+        "",
+    ]
     sections += [f"![accuracy vs ε]({plot})" for plot in plots]
-    sections += ["", "## Table 3 — FedKT-L0 with a share of the public data", "", table3(results), ""]
+    sections += [
+        "",
+        "## Table 3 — FedKT-L0 with a share of the public data",
+        "",
+        table3(results),
+        "",
+    ]
     if fraction_plot:
         sections += [f"![public fraction]({fraction_plot})", ""]
-    sections += ["## Cost per stage (FedKT-L0, 100 % public data; seconds summed over parties, mean over seeds)",
-                 "", stage_table(results), ""]
+    sections += [
+        "## Cost per stage (FedKT-L0, 100 % public data; seconds summed over parties, mean over seeds)",
+        "",
+        stage_table(results),
+        "",
+    ]
     sensitivity = sensitivity_table(folder)
     if sensitivity:
-        sections += ["## Sensitivity to the partition and to training length (not part of the paper's protocol)", "",
-                     "Vote-label accuracies compare the vote's arg-max with the public data's true labels, "
-                     "which the algorithm never sees (diagnostics only).", "", sensitivity, ""]
+        sections += [
+            "## Sensitivity to the partition and to training length (not part of the paper's protocol)",
+            "",
+            "Vote-label accuracies compare the vote's arg-max with the public data's true labels, "
+            "which the algorithm never sees (diagnostics only).",
+            "",
+            sensitivity,
+            "",
+        ]
     path = folder / "fedkt_tables.md"
     path.write_text("\n".join(sections))
     return path

@@ -31,19 +31,21 @@ class Setting:
     """Learners by role, federation shape and the issue's targets for one dataset."""
 
     dataset: str
-    model: str                       # how the tables name the model family
-    teacher: Learner                 # also SOLO's and PATE's teachers (data of party / teacher size)
-    student: Learner                 # also PATE's student; the final and centralised model unless given
+    model: str  # how the tables name the model family
+    teacher: Learner  # also SOLO's and PATE's teachers (data of party / teacher size)
+    student: Learner  # also PATE's student; the final and centralised model unless given
     n_parties: int
     partitions: int = 2
     teachers: int = 5
     beta: float = 0.5
     min_party_size: int = 10
-    cap_at_mean: bool = False        # NIID-Bench's party-size cap (sensitivity runs only)
+    cap_at_mean: bool = False  # NIID-Bench's party-size cap (sensitivity runs only)
     targets: dict = field(default_factory=dict)
-    final: Learner | None = None     # the server's final model (None: the student's learner)
-    central: Learner | None = None   # the centralised baseline (None: the final model's learner)
-    view: str = "one_hot"            # the feature specification's view of a tabular dataset (workers.features)
+    final: Learner | None = None  # the server's final model (None: the student's learner)
+    central: Learner | None = None  # the centralised baseline (None: the final model's learner)
+    view: str = (
+        "one_hot"  # the feature specification's view of a tabular dataset (workers.features)
+    )
 
     @property
     def final_learner(self) -> Learner:
@@ -56,19 +58,50 @@ class Setting:
 
 #: The product's defaults for tree families (issue 19, docs/results/defaults.md): the silo toolkit's teacher and
 #: student, the job API's final model; tree families read the ordinal view.
-PRODUCT_TEACHER, PRODUCT_STUDENT, PRODUCT_FINAL = DEFAULT_TEACHER, DEFAULT_STUDENT, DEFAULT_FINAL_MODEL
+PRODUCT_TEACHER, PRODUCT_STUDENT, PRODUCT_FINAL = (
+    DEFAULT_TEACHER,
+    DEFAULT_STUDENT,
+    DEFAULT_FINAL_MODEL,
+)
 PRODUCT_MODEL = "product defaults: tree teachers (depth 6), forest students (100 × depth 6), forest final (100 × depth 8)"
 
 SETTINGS = {
-    "adult": Setting("adult", PRODUCT_MODEL + ", ordinal view", PRODUCT_TEACHER, PRODUCT_STUDENT, n_parties=50,
-                     final=PRODUCT_FINAL, view="ordinal", targets={"fedkt_min": 84.0, "solo_about": 68.0}),
-    "magic": Setting("magic", PRODUCT_MODEL + "; centralised XGBoost (depth 6, 100 rounds)", PRODUCT_TEACHER,
-                     PRODUCT_STUDENT, n_parties=50, final=PRODUCT_FINAL, central={"family": "xgboost", "max_depth": 6},
-                     targets={"fedkt_within_centralised": 3.0}),
-    "mnist": Setting("mnist", "MLP 784-100-100-10", MLP_SMALL, MLP_LARGE, n_parties=10,
-                     targets={"fedkt_within_pate": 3.0}),
-    "fashion": Setting("fashion", "CNN (conv 6, 16 @ 5x5, fc 120, 84)", CNN, CNN, n_parties=10,
-                       targets={"fedkt_within_pate": 4.0}),
+    "adult": Setting(
+        "adult",
+        PRODUCT_MODEL + ", ordinal view",
+        PRODUCT_TEACHER,
+        PRODUCT_STUDENT,
+        n_parties=50,
+        final=PRODUCT_FINAL,
+        view="ordinal",
+        targets={"fedkt_min": 84.0, "solo_about": 68.0},
+    ),
+    "magic": Setting(
+        "magic",
+        PRODUCT_MODEL + "; centralised XGBoost (depth 6, 100 rounds)",
+        PRODUCT_TEACHER,
+        PRODUCT_STUDENT,
+        n_parties=50,
+        final=PRODUCT_FINAL,
+        central={"family": "xgboost", "max_depth": 6},
+        targets={"fedkt_within_centralised": 3.0},
+    ),
+    "mnist": Setting(
+        "mnist",
+        "MLP 784-100-100-10",
+        MLP_SMALL,
+        MLP_LARGE,
+        n_parties=10,
+        targets={"fedkt_within_pate": 3.0},
+    ),
+    "fashion": Setting(
+        "fashion",
+        "CNN (conv 6, 16 @ 5x5, fc 120, 84)",
+        CNN,
+        CNN,
+        n_parties=10,
+        targets={"fedkt_within_pate": 4.0},
+    ),
 }
 
 TABLE3_FRACTIONS = (0.2, 0.4, 0.6, 0.8, 1.0)

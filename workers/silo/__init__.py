@@ -7,10 +7,40 @@ docs/toolkit.md.
 """
 
 from workers.silo.client import ModelUpload, OnefoldClient
-from workers.silo.errors import (ApiError, AuthenticationFailed, ConfigurationError, Conflict, DataError,
-                                 InvalidRequest, MarketUnreachable, NotFound, OnefoldError, PayloadTooLarge,
-                                 PermissionDenied, Rejected, ServerError, TimedOut, UnsupportedFormat)
+from workers.silo.errors import (
+    ApiError,
+    AuthenticationFailed,
+    ConfigurationError,
+    Conflict,
+    DataError,
+    InvalidRequest,
+    MarketUnreachable,
+    NotFound,
+    OnefoldError,
+    PayloadTooLarge,
+    PermissionDenied,
+    Rejected,
+    ServerError,
+    TimedOut,
+    UnsupportedFormat,
+)
 
-__all__ = ["ApiError", "AuthenticationFailed", "ConfigurationError", "Conflict", "DataError", "InvalidRequest",
-           "MarketUnreachable", "ModelUpload", "NotFound", "OnefoldClient", "OnefoldError", "PayloadTooLarge",
-           "PermissionDenied", "Rejected", "ServerError", "TimedOut", "UnsupportedFormat"]
+__all__ = [
+    "ApiError",
+    "AuthenticationFailed",
+    "ConfigurationError",
+    "Conflict",
+    "DataError",
+    "InvalidRequest",
+    "MarketUnreachable",
+    "ModelUpload",
+    "NotFound",
+    "OnefoldClient",
+    "OnefoldError",
+    "PayloadTooLarge",
+    "PermissionDenied",
+    "Rejected",
+    "ServerError",
+    "TimedOut",
+    "UnsupportedFormat",
+]

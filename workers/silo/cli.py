@@ -19,65 +19,164 @@ from workers.silo.errors import EXIT_ERROR, OnefoldError
 
 MARKET_ENVIRONMENT_VARIABLE = "ONEFOLD_MARKET_URL"
 # What `pip install 'onefold-toolkit[train]'` adds; `train` and `predict` load them when they run.
-TRAINING_PACKAGES = frozenset({"numpy", "scipy", "pandas", "pyarrow", "sklearn", "xgboost", "torch", "onnx",
-                               "onnxruntime", "skl2onnx", "onnxmltools", "safetensors", "opendp", "opacus"})
+TRAINING_PACKAGES = frozenset(
+    {
+        "numpy",
+        "scipy",
+        "pandas",
+        "pyarrow",
+        "sklearn",
+        "xgboost",
+        "torch",
+        "onnx",
+        "onnxruntime",
+        "skl2onnx",
+        "onnxmltools",
+        "safetensors",
+        "opendp",
+        "opacus",
+    }
+)
 
 
 def _common_options() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--market", default=os.environ.get(MARKET_ENVIRONMENT_VARIABLE),
-                        help=f"market address (default: ${MARKET_ENVIRONMENT_VARIABLE}, else the one you logged in to)")
-    common.add_argument("--json", action="store_true", help="print one machine-readable JSON object")
-    common.add_argument("--retries", type=int, default=3, help="retries on connection errors and 5xx (default 3)")
-    common.add_argument("--timeout", type=float, default=60.0, help="seconds per request (default 60)")
+    common.add_argument(
+        "--market",
+        default=os.environ.get(MARKET_ENVIRONMENT_VARIABLE),
+        help=f"market address (default: ${MARKET_ENVIRONMENT_VARIABLE}, else the one you logged in to)",
+    )
+    common.add_argument(
+        "--json", action="store_true", help="print one machine-readable JSON object"
+    )
+    common.add_argument(
+        "--retries", type=int, default=3, help="retries on connection errors and 5xx (default 3)"
+    )
+    common.add_argument(
+        "--timeout", type=float, default=60.0, help="seconds per request (default 60)"
+    )
     return common
 
 
 def _training_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("federation", help="federation slug (as in `federations`)")
-    parser.add_argument("--data", required=True, type=Path, help="your labelled table: CSV, Parquet or NPZ")
-    parser.add_argument("--pulled", type=Path, help="folder written by `pull` (default: ./onefold-<federation>)")
-    parser.add_argument("--output", type=Path, help="folder for the students and metadata.json "
-                                                    "(default: ./onefold-<federation>/students)")
-    parser.add_argument("--label-column", help="column with your labels (default: the federation's)")
-    parser.add_argument("-s", "--partitions", type=int, default=2, help="FedKT's s: partitions, one student each")
-    parser.add_argument("-t", "--teachers", type=int, default=5, help="FedKT's t: teachers per partition")
-    parser.add_argument("--teacher", help="teacher family (decision_tree, random_forest, xgboost, logistic_regression, "
-                                          "mlp; default: depth-6 decision trees)")
-    parser.add_argument("--teacher-param", action="append", default=[], metavar="NAME=VALUE",
-                        help="teacher hyperparameter, repeatable (e.g. n_estimators=50)")
-    parser.add_argument("--student", help="student (or --local model) family (default: a random forest of 100 "
-                                          "depth-6 trees)")
-    parser.add_argument("--student-param", action="append", default=[], metavar="NAME=VALUE",
-                        help="student hyperparameter, repeatable (e.g. max_depth=8)")
-    parser.add_argument("--privacy-level", choices=["L0", "L1", "L2"], default="L0",
-                        help="L0/L1: no party noise; L2: noise on your teachers' votes (needs --gamma or --sigma), "
-                             "or with --local a network trained with DP-SGD (--noise-multiplier or --target-epsilon)")
-    parser.add_argument("--gamma", type=float, help="L2 Laplace noise parameter γ (larger: less noise, more ε)")
+    parser.add_argument(
+        "--data", required=True, type=Path, help="your labelled table: CSV, Parquet or NPZ"
+    )
+    parser.add_argument(
+        "--pulled", type=Path, help="folder written by `pull` (default: ./onefold-<federation>)"
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        help="folder for the students and metadata.json (default: ./onefold-<federation>/students)",
+    )
+    parser.add_argument(
+        "--label-column", help="column with your labels (default: the federation's)"
+    )
+    parser.add_argument(
+        "-s", "--partitions", type=int, default=2, help="FedKT's s: partitions, one student each"
+    )
+    parser.add_argument(
+        "-t", "--teachers", type=int, default=5, help="FedKT's t: teachers per partition"
+    )
+    parser.add_argument(
+        "--teacher",
+        help="teacher family (decision_tree, random_forest, xgboost, logistic_regression, "
+        "mlp; default: depth-6 decision trees)",
+    )
+    parser.add_argument(
+        "--teacher-param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="teacher hyperparameter, repeatable (e.g. n_estimators=50)",
+    )
+    parser.add_argument(
+        "--student",
+        help="student (or --local model) family (default: a random forest of 100 depth-6 trees)",
+    )
+    parser.add_argument(
+        "--student-param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="student hyperparameter, repeatable (e.g. max_depth=8)",
+    )
+    parser.add_argument(
+        "--privacy-level",
+        choices=["L0", "L1", "L2"],
+        default="L0",
+        help="L0/L1: no party noise; L2: noise on your teachers' votes (needs --gamma or --sigma), "
+        "or with --local a network trained with DP-SGD (--noise-multiplier or --target-epsilon)",
+    )
+    parser.add_argument(
+        "--gamma", type=float, help="L2 Laplace noise parameter γ (larger: less noise, more ε)"
+    )
     parser.add_argument("--sigma", type=float, help="L2 Gaussian noise scale σ")
-    parser.add_argument("--delta", type=float, default=1e-5, help="δ of the declared (ε, δ) (default 1e-5)")
-    parser.add_argument("--noise-multiplier", type=float, help="L2 with --local: DP-SGD noise multiplier σ (Opacus; "
-                                                                 "--student mlp or cnn, batch_size and epochs as "
-                                                                 "--student-param)")
-    parser.add_argument("--target-epsilon", type=float, help="L2 with --local: solve the DP-SGD noise multiplier for "
-                                                             "this ε instead (Opacus' RDP accountant)")
-    parser.add_argument("--max-grad-norm", type=float, default=1.0, help="DP-SGD per-example clipping norm (default 1)")
-    parser.add_argument("--queries", default="1.0", help="public rows labelled per partition: a count, or a fraction "
-                                                         "with a decimal point (default 1.0: all)")
-    parser.add_argument("--validation-fraction", type=float, default=0.2, help="share of your rows held out to score "
-                                                                               "the students (default 0.2)")
-    parser.add_argument("--min-rows-per-teacher", type=int, default=10, help="refuse to train teachers on fewer rows")
-    parser.add_argument("--seed", type=int, default=0, help="seed of shuffles and models (never of DP noise)")
-    parser.add_argument("--local", action="store_true", help="train one local model (for ensembles) instead of "
-                                                             "FedKT students")
-    parser.add_argument("--fd-logits", action="store_true", help="also write fd-logits.json: per-label average "
-                                                                 "logits for federated distillation")
+    parser.add_argument(
+        "--delta", type=float, default=1e-5, help="δ of the declared (ε, δ) (default 1e-5)"
+    )
+    parser.add_argument(
+        "--noise-multiplier",
+        type=float,
+        help="L2 with --local: DP-SGD noise multiplier σ (Opacus; "
+        "--student mlp or cnn, batch_size and epochs as "
+        "--student-param)",
+    )
+    parser.add_argument(
+        "--target-epsilon",
+        type=float,
+        help="L2 with --local: solve the DP-SGD noise multiplier for "
+        "this ε instead (Opacus' RDP accountant)",
+    )
+    parser.add_argument(
+        "--max-grad-norm",
+        type=float,
+        default=1.0,
+        help="DP-SGD per-example clipping norm (default 1)",
+    )
+    parser.add_argument(
+        "--queries",
+        default="1.0",
+        help="public rows labelled per partition: a count, or a fraction "
+        "with a decimal point (default 1.0: all)",
+    )
+    parser.add_argument(
+        "--validation-fraction",
+        type=float,
+        default=0.2,
+        help="share of your rows held out to score the students (default 0.2)",
+    )
+    parser.add_argument(
+        "--min-rows-per-teacher",
+        type=int,
+        default=10,
+        help="refuse to train teachers on fewer rows",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of shuffles and models (never of DP noise)"
+    )
+    parser.add_argument(
+        "--local",
+        action="store_true",
+        help="train one local model (for ensembles) instead of FedKT students",
+    )
+    parser.add_argument(
+        "--fd-logits",
+        action="store_true",
+        help="also write fd-logits.json: per-label average logits for federated distillation",
+    )
 
 
 def build_parser(prog: str = "python -m workers.silo") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=(
-        "Onefold's silo toolkit: train FedKT students on your own data and trade with the market. "
-        "Your data never leaves this machine; only the trained models are uploaded."))
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description=(
+            "Onefold's silo toolkit: train FedKT students on your own data and trade with the market. "
+            "Your data never leaves this machine; only the trained models are uploaded."
+        ),
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     common = _common_options()
 
@@ -93,47 +192,104 @@ def build_parser(prog: str = "python -m workers.silo") -> argparse.ArgumentParse
     command("federations", "List the market's federations.", commands.federations)
     join = command("join", "Join a federation as your silo organisation.", commands.join)
     join.add_argument("federation")
-    pull = command("pull", "Download a federation's public features and feature specification.", commands.pull)
+    pull = command(
+        "pull", "Download a federation's public features and feature specification.", commands.pull
+    )
     pull.add_argument("federation")
     pull.add_argument("--output", type=Path, help="folder (default: ./onefold-<federation>)")
-    train = command("train", "Train FedKT students (or one local model) on your data, offline.", commands.train)
+    train = command(
+        "train", "Train FedKT students (or one local model) on your data, offline.", commands.train
+    )
     _training_options(train)
-    fd = command("fd", "Run your silo's rounds of a federated distillation exchange, then write the network.",
-                 commands.fd)
+    fd = command(
+        "fd",
+        "Run your silo's rounds of a federated distillation exchange, then write the network.",
+        commands.fd,
+    )
     fd.add_argument("exchange_id", type=int)
-    fd.add_argument("--data", required=True, type=Path, help="your labelled table: CSV, Parquet or NPZ")
-    fd.add_argument("--pulled", type=Path, help="folder written by `pull` (default: ./onefold-<federation>)")
-    fd.add_argument("--output", type=Path, help="folder for the network (default: <pulled>/fd-model)")
+    fd.add_argument(
+        "--data", required=True, type=Path, help="your labelled table: CSV, Parquet or NPZ"
+    )
+    fd.add_argument(
+        "--pulled", type=Path, help="folder written by `pull` (default: ./onefold-<federation>)"
+    )
+    fd.add_argument(
+        "--output", type=Path, help="folder for the network (default: <pulled>/fd-model)"
+    )
     fd.add_argument("--label-column", help="column with your labels (default: the federation's)")
-    fd.add_argument("--privacy-level", choices=["L0", "L1"], default="L0", help="level to submit the network at")
-    fd.add_argument("--hidden-sizes", type=int, nargs="+", default=[64], help="MLP hidden widths (default 64)")
-    fd.add_argument("--epochs", type=int, default=1, help="passes over your rows per round (default 1)")
+    fd.add_argument(
+        "--privacy-level", choices=["L0", "L1"], default="L0", help="level to submit the network at"
+    )
+    fd.add_argument(
+        "--hidden-sizes", type=int, nargs="+", default=[64], help="MLP hidden widths (default 64)"
+    )
+    fd.add_argument(
+        "--epochs", type=int, default=1, help="passes over your rows per round (default 1)"
+    )
     fd.add_argument("--batch-size", type=int, default=64)
     fd.add_argument("--learning-rate", type=float, default=0.05)
-    fd.add_argument("--beta", type=float, default=1.0, help="weight of FD's distillation regulariser (default 1)")
+    fd.add_argument(
+        "--beta",
+        type=float,
+        default=1.0,
+        help="weight of FD's distillation regulariser (default 1)",
+    )
     fd.add_argument("--validation-fraction", type=float, default=0.2)
-    fd.add_argument("--seed", type=int, default=0, help="seed of the initialisation and batch order")
-    fd.add_argument("--wait-timeout", type=float, default=3600.0, help="seconds to wait for a round to close")
-    augment = command("augment", "Append generated samples of your target labels to your table (FAug), offline.",
-                      commands.augment)
+    fd.add_argument(
+        "--seed", type=int, default=0, help="seed of the initialisation and batch order"
+    )
+    fd.add_argument(
+        "--wait-timeout", type=float, default=3600.0, help="seconds to wait for a round to close"
+    )
+    augment = command(
+        "augment",
+        "Append generated samples of your target labels to your table (FAug), offline.",
+        commands.augment,
+    )
     augment.add_argument("federation", help="federation slug (as in `federations`)")
-    augment.add_argument("--generator", required=True, type=Path, help="the federation's generator file "
-                                                                       "(safetensors, from the market)")
-    augment.add_argument("--data", required=True, type=Path, help="your labelled table: CSV, Parquet or NPZ")
-    augment.add_argument("--target-label", action="append", default=[], metavar="LABEL",
-                         help="a label you lack, repeatable (as the federation names its classes)")
-    augment.add_argument("--per-label", type=int, help="samples per target label (default: your mean count of the "
-                                                       "other labels)")
-    augment.add_argument("--feature-scale", type=float, default=1.0, help="multiply generated features by this "
-                                                                          "(255 for raw pixels; default 1)")
-    augment.add_argument("--pulled", type=Path, help="folder written by `pull` (default: ./onefold-<federation>)")
-    augment.add_argument("--label-column", help="column with your labels (default: the federation's)")
+    augment.add_argument(
+        "--generator",
+        required=True,
+        type=Path,
+        help="the federation's generator file (safetensors, from the market)",
+    )
+    augment.add_argument(
+        "--data", required=True, type=Path, help="your labelled table: CSV, Parquet or NPZ"
+    )
+    augment.add_argument(
+        "--target-label",
+        action="append",
+        default=[],
+        metavar="LABEL",
+        help="a label you lack, repeatable (as the federation names its classes)",
+    )
+    augment.add_argument(
+        "--per-label",
+        type=int,
+        help="samples per target label (default: your mean count of the other labels)",
+    )
+    augment.add_argument(
+        "--feature-scale",
+        type=float,
+        default=1.0,
+        help="multiply generated features by this (255 for raw pixels; default 1)",
+    )
+    augment.add_argument(
+        "--pulled", type=Path, help="folder written by `pull` (default: ./onefold-<federation>)"
+    )
+    augment.add_argument(
+        "--label-column", help="column with your labels (default: the federation's)"
+    )
     augment.add_argument("--output", type=Path, help="CSV to write (default: <data>-augmented.csv)")
     augment.add_argument("--seed", type=int, default=0, help="seed of the generated samples")
-    upload = command("upload", "Upload trained students and wait for the market's validation.", commands.upload)
+    upload = command(
+        "upload", "Upload trained students and wait for the market's validation.", commands.upload
+    )
     upload.add_argument("folder", type=Path, help="folder written by `train` (holds metadata.json)")
     upload.add_argument("--no-wait", action="store_true", help="do not wait for validation")
-    upload.add_argument("--wait-timeout", type=float, default=600.0, help="seconds to wait for validation")
+    upload.add_argument(
+        "--wait-timeout", type=float, default=600.0, help="seconds to wait for validation"
+    )
     status = command("submission", "Show one of your submissions.", commands.submission)
     status.add_argument("submission_id", type=int)
     job = command("job", "Show a job's status and progress.", commands.job)
@@ -141,24 +297,40 @@ def build_parser(prog: str = "python -m workers.silo") -> argparse.ArgumentParse
     catalog = command("catalog", "List the models for sale.", commands.catalog)
     catalog.add_argument("--search", help="words to look for")
     catalog.add_argument("--federation", help="only this federation's models")
-    catalog.add_argument("--ordering", help="newest, oldest, price, -price, accuracy, -accuracy, name, -name")
+    catalog.add_argument(
+        "--ordering", help="newest, oldest, price, -price, accuracy, -accuracy, name, -name"
+    )
     catalog.add_argument("--limit", type=int, help="listings per page")
     catalog.add_argument("--offset", type=int, help="listings to skip")
     card = command("card", "Show a listing's model card.", commands.card)
     card.add_argument("listing_id", type=int)
     buy = command("buy", "Buy a listing with your organisation's balance.", commands.buy)
     buy.add_argument("listing_id", type=int)
-    buy.add_argument("--idempotency-key", help="repeat a purchase safely with the same key (default: a new UUID)")
+    buy.add_argument(
+        "--idempotency-key", help="repeat a purchase safely with the same key (default: a new UUID)"
+    )
     download = command("download", "Download a bought global model.", commands.download)
     download.add_argument("global_model_id", type=int)
-    download.add_argument("--format", default="onnx", help="file format (onnx, skops, xgboost-json, safetensors, "
-                                                           "bundle; default onnx)")
-    download.add_argument("--output", type=Path, help="file to write (default: global-model-<id>.<format>)")
-    predict = command("predict", "Predict rows of a table with a bought global model (on the market).",
-                      commands.predict)
+    download.add_argument(
+        "--format",
+        default="onnx",
+        help="file format (onnx, skops, xgboost-json, safetensors, bundle; default onnx)",
+    )
+    download.add_argument(
+        "--output", type=Path, help="file to write (default: global-model-<id>.<format>)"
+    )
+    predict = command(
+        "predict",
+        "Predict rows of a table with a bought global model (on the market).",
+        commands.predict,
+    )
     predict.add_argument("global_model_id", type=int)
-    predict.add_argument("--data", required=True, type=Path, help="table of raw rows (CSV, Parquet or NPZ)")
-    predict.add_argument("--limit", type=int, default=1000, help="rows to send at most (default 1000)")
+    predict.add_argument(
+        "--data", required=True, type=Path, help="table of raw rows (CSV, Parquet or NPZ)"
+    )
+    predict.add_argument(
+        "--limit", type=int, default=1000, help="rows to send at most (default 1000)"
+    )
     return parser
 
 
@@ -176,8 +348,12 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m workers.silo")
     except ModuleNotFoundError as error:
         if (error.name or "").split(".")[0] not in TRAINING_PACKAGES:
             raise
-        return _fail(args, f"`{args.command}` needs the toolkit's training extras ({error.name} is not installed); "
-                           "install them with: pip install 'onefold-toolkit[train]'.", EXIT_ERROR)
+        return _fail(
+            args,
+            f"`{args.command}` needs the toolkit's training extras ({error.name} is not installed); "
+            "install them with: pip install 'onefold-toolkit[train]'.",
+            EXIT_ERROR,
+        )
     print(json.dumps(result, indent=2, default=str) if args.json else text)
     return 0
 

@@ -18,10 +18,28 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from workers.silo.errors import AuthenticationFailed, OnefoldError, Rejected
-from workers.silo.http import (MarketSession, ModelUpload, Progress, ProgressReader, encode_multipart,
-                               normalise_market_url, server_message, wait_for)
-from workers.silo.results import (DownloadLink, Federation, GlobalModel, Job, Listing, ListingPage, Prediction, Profile,
-                                  Purchase, Submission)
+from workers.silo.http import (
+    MarketSession,
+    ModelUpload,
+    Progress,
+    ProgressReader,
+    encode_multipart,
+    normalise_market_url,
+    server_message,
+    wait_for,
+)
+from workers.silo.results import (
+    DownloadLink,
+    Federation,
+    GlobalModel,
+    Job,
+    Listing,
+    ListingPage,
+    Prediction,
+    Profile,
+    Purchase,
+    Submission,
+)
 
 
 class OnefoldClient(MarketSession):
@@ -30,17 +48,25 @@ class OnefoldClient(MarketSession):
 
     # --- accounts -------------------------------------------------------------------------------
 
-    def obtain_token(self, *, username: str, password: str, name: str = "onefold silo toolkit") -> str:
+    def obtain_token(
+        self, *, username: str, password: str, name: str = "onefold silo toolkit"
+    ) -> str:
         """Exchange a username and password for a new named API token; a wrong pair raises
         :class:`AuthenticationFailed`."""
         saved, self.token = self.token, None
         try:
-            response = self.request("POST", "auth/token/", data={"username": username, "password": password,
-                                                                  "name": name})
+            response = self.request(
+                "POST",
+                "auth/token/",
+                data={"username": username, "password": password, "name": name},
+            )
         except OnefoldError as error:
             if getattr(error, "status", None) == 400:  # DRF answers bad credentials with a 400
-                raise AuthenticationFailed(f"The market at {self.market_url} refused the username and password "
-                                           f"({error.message}); check them and try again.", status=400) from error
+                raise AuthenticationFailed(
+                    f"The market at {self.market_url} refused the username and password "
+                    f"({error.message}); check them and try again.",
+                    status=400,
+                ) from error
             raise
         finally:
             self.token = saved
@@ -79,7 +105,9 @@ class OnefoldClient(MarketSession):
         """Operators: upload a public dataset version (CSV, Parquet or NPZ bytes)."""
         return self._upload_file(f"federations/{slug}/public-dataset/", data, name)
 
-    def evaluation_split_upload(self, slug: str, data: bytes, *, name: str = "evaluation.csv") -> dict:
+    def evaluation_split_upload(
+        self, slug: str, data: bytes, *, name: str = "evaluation.csv"
+    ) -> dict:
         """Operators: upload a labelled evaluation split."""
         return self._upload_file(f"federations/{slug}/evaluation-split/", data, name)
 
@@ -92,8 +120,14 @@ class OnefoldClient(MarketSession):
 
     # --- submissions ----------------------------------------------------------------------------
 
-    def submission_create(self, *, federation: str, files: Iterable[ModelUpload], metadata: dict,
-                          progress: Progress | None = None) -> Submission:
+    def submission_create(
+        self,
+        *,
+        federation: str,
+        files: Iterable[ModelUpload],
+        metadata: dict,
+        progress: Progress | None = None,
+    ) -> Submission:
         """Upload model files with their declared metadata; returns the pending submission.
 
         ``metadata`` holds model_family, n_local_examples, local_validation_score, privacy_level and
@@ -105,42 +139,77 @@ class OnefoldClient(MarketSession):
                 continue
             fields[name] = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
         body, content_type = encode_multipart(fields, [("files", upload) for upload in files])
-        response = self.request("POST", "submissions/", headers={"Content-Type": content_type},
-                                body_factory=lambda: ProgressReader(body, progress))
+        response = self.request(
+            "POST",
+            "submissions/",
+            headers={"Content-Type": content_type},
+            body_factory=lambda: ProgressReader(body, progress),
+        )
         return Submission.from_json(response.json())
 
     def submission(self, submission_id: int) -> Submission:
         return Submission.from_json(self.get(f"submissions/{submission_id}/"))
 
     def submissions(self, *, federation: str | None = None, limit: int = 500) -> list[Submission]:
-        return [Submission.from_json(item)
-                for item in self.get("submissions/", federation=federation, limit=limit)["results"]]
+        return [
+            Submission.from_json(item)
+            for item in self.get("submissions/", federation=federation, limit=limit)["results"]
+        ]
 
-    def submission_wait(self, submission_id: int, *, timeout_seconds: float = 600, interval_seconds: float = 1.0,
-                        on_poll: Callable[[Submission], None] | None = None) -> Submission:
+    def submission_wait(
+        self,
+        submission_id: int,
+        *,
+        timeout_seconds: float = 600,
+        interval_seconds: float = 1.0,
+        on_poll: Callable[[Submission], None] | None = None,
+    ) -> Submission:
         """Poll until the submission is ``valid``; a rejection raises :class:`Rejected` with the server's reason."""
-        submission = wait_for(lambda: self.submission(submission_id),
-                              done=lambda found: found.status in ("valid", "rejected"),
-                              timeout_seconds=timeout_seconds, interval_seconds=interval_seconds, on_poll=on_poll,
-                              what=f"the validation of submission #{submission_id}")
+        submission = wait_for(
+            lambda: self.submission(submission_id),
+            done=lambda found: found.status in ("valid", "rejected"),
+            timeout_seconds=timeout_seconds,
+            interval_seconds=interval_seconds,
+            on_poll=on_poll,
+            what=f"the validation of submission #{submission_id}",
+        )
         if submission.status == "rejected":
-            raise Rejected(f"Submission #{submission_id} was rejected: {submission.rejection_reason}",
-                           payload=submission.data)
+            raise Rejected(
+                f"Submission #{submission_id} was rejected: {submission.rejection_reason}",
+                payload=submission.data,
+            )
         return submission
 
     # --- jobs -----------------------------------------------------------------------------------
 
-    def job_create(self, federation: str, *, kind: str, privacy_level: str, parameters: dict | None = None,
-                   submissions: list[int] | str = "all", seed: int | None = None,
-                   idempotency_key: str | None = None) -> Job:
+    def job_create(
+        self,
+        federation: str,
+        *,
+        kind: str,
+        privacy_level: str,
+        parameters: dict | None = None,
+        submissions: list[int] | str = "all",
+        seed: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> Job:
         """Launch a job. The same ``idempotency_key`` with the same request never makes a second job (a fresh
         UUID when omitted, kept across this call's retries)."""
-        body = {"kind": kind, "privacy_level": privacy_level, "parameters": parameters or {},
-                "submissions": submissions}
+        body = {
+            "kind": kind,
+            "privacy_level": privacy_level,
+            "parameters": parameters or {},
+            "submissions": submissions,
+        }
         if seed is not None:
             body["seed"] = seed
-        return Job.from_json(self.post(f"federations/{federation}/jobs/", body,
-                                       headers={"Idempotency-Key": idempotency_key or str(uuid.uuid4())}))
+        return Job.from_json(
+            self.post(
+                f"federations/{federation}/jobs/",
+                body,
+                headers={"Idempotency-Key": idempotency_key or str(uuid.uuid4())},
+            )
+        )
 
     def job(self, job_id: int) -> Job:
         return Job.from_json(self.get(f"jobs/{job_id}/"))
@@ -153,14 +222,28 @@ class OnefoldClient(MarketSession):
     def job_cancel(self, job_id: int) -> Job:
         return Job.from_json(self.post(f"jobs/{job_id}/cancel/"))
 
-    def job_wait(self, job_id: int, *, timeout_seconds: float = 1800, interval_seconds: float = 2.0,
-                 on_poll: Callable[[Job], None] | None = None) -> Job:
+    def job_wait(
+        self,
+        job_id: int,
+        *,
+        timeout_seconds: float = 1800,
+        interval_seconds: float = 2.0,
+        on_poll: Callable[[Job], None] | None = None,
+    ) -> Job:
         """Poll until the job succeeded; failure or cancellation raises :class:`Rejected` with the reason."""
-        job = wait_for(lambda: self.job(job_id), done=lambda found: found.status in ("succeeded", "failed", "cancelled"),
-                       timeout_seconds=timeout_seconds, interval_seconds=interval_seconds, on_poll=on_poll,
-                       what=f"job #{job_id}")
+        job = wait_for(
+            lambda: self.job(job_id),
+            done=lambda found: found.status in ("succeeded", "failed", "cancelled"),
+            timeout_seconds=timeout_seconds,
+            interval_seconds=interval_seconds,
+            on_poll=on_poll,
+            what=f"job #{job_id}",
+        )
         if job.status != "succeeded":
-            raise Rejected(f"Job #{job_id} {job.status}: {job.failure_reason or 'no reason given'}", payload=job.data)
+            raise Rejected(
+                f"Job #{job_id} {job.status}: {job.failure_reason or 'no reason given'}",
+                payload=job.data,
+            )
         return job
 
     # --- federated distillation exchanges -------------------------------------------------------
@@ -173,25 +256,44 @@ class OnefoldClient(MarketSession):
         """The exchange with ``round_list`` (number, status, deadline, participants, uploaded)."""
         return self.get(f"exchanges/{exchange_id}/")
 
-    def exchange_logits_upload(self, exchange_id: int, number: int, *, labels: list[int],
-                               logits: list[list[float]]) -> dict:
+    def exchange_logits_upload(
+        self, exchange_id: int, number: int, *, labels: list[int], logits: list[list[float]]
+    ) -> dict:
         """Upload this silo's per-label mean logits (C × C) for round ``number``; ``labels``: the classes it holds."""
-        return self.post(f"exchanges/{exchange_id}/rounds/{number}/logits/", {"labels": labels, "logits": logits},
-                         idempotent=False)
+        return self.post(
+            f"exchanges/{exchange_id}/rounds/{number}/logits/",
+            {"labels": labels, "logits": logits},
+            idempotent=False,
+        )
 
     def exchange_download(self, exchange_id: int, number: int) -> dict:
         """This silo's global logits of an aggregated round: ``{"global_logits", "available", "labels"}``."""
         return self.get(f"exchanges/{exchange_id}/rounds/{number}/download/")
 
-    def exchange_round_wait(self, exchange_id: int, number: int, *, statuses: tuple[str, ...],
-                            timeout_seconds: float = 3600, interval_seconds: float = 1.0) -> dict:
+    def exchange_round_wait(
+        self,
+        exchange_id: int,
+        number: int,
+        *,
+        statuses: tuple[str, ...],
+        timeout_seconds: float = 3600,
+        interval_seconds: float = 1.0,
+    ) -> dict:
         """Poll until round ``number`` exists with one of ``statuses``; the round."""
-        def round_of(exchange: dict) -> dict:
-            return next((item for item in exchange["round_list"] if item["number"] == number), {"status": "not open"})
 
-        exchange = wait_for(lambda: self.exchange(exchange_id), done=lambda e: round_of(e)["status"] in statuses,
-                            timeout_seconds=timeout_seconds, interval_seconds=interval_seconds,
-                            what=f"round {number} of exchange #{exchange_id}")
+        def round_of(exchange: dict) -> dict:
+            return next(
+                (item for item in exchange["round_list"] if item["number"] == number),
+                {"status": "not open"},
+            )
+
+        exchange = wait_for(
+            lambda: self.exchange(exchange_id),
+            done=lambda e: round_of(e)["status"] in statuses,
+            timeout_seconds=timeout_seconds,
+            interval_seconds=interval_seconds,
+            what=f"round {number} of exchange #{exchange_id}",
+        )
         return round_of(exchange)
 
     def global_model(self, global_model_id: int) -> GlobalModel:
@@ -216,13 +318,19 @@ class OnefoldClient(MarketSession):
     def listing_publish(self, listing_id: int, *, override_reason: str | None = None) -> Listing:
         """Operators: publish a draft. A model that does not beat the majority-class guess by 5 points of balanced
         accuracy is refused (Conflict, with the numbers) unless ``override_reason`` says why it is sold anyway."""
-        return Listing.from_json(self.post(f"listings/{listing_id}/publish/",
-                                           {"override_reason": override_reason} if override_reason else None))
+        return Listing.from_json(
+            self.post(
+                f"listings/{listing_id}/publish/",
+                {"override_reason": override_reason} if override_reason else None,
+            )
+        )
 
     def purchase(self, listing_id: int, *, idempotency_key: str | None = None) -> Purchase:
         """Buy a listing. The same ``idempotency_key`` never buys twice (a fresh UUID when omitted)."""
         key = idempotency_key or str(uuid.uuid4())
-        return Purchase.from_json(self.post(f"listings/{listing_id}/purchase/", headers={"Idempotency-Key": key}))
+        return Purchase.from_json(
+            self.post(f"listings/{listing_id}/purchase/", headers={"Idempotency-Key": key})
+        )
 
     def purchases(self) -> Any:
         return self.get("purchases/")
@@ -230,28 +338,48 @@ class OnefoldClient(MarketSession):
     def wallet(self) -> dict:
         return self.get("wallet/")
 
-    def wallet_top_up(self, organisation_id: int, *, amount_cents: int, reference: str, note: str = "") -> dict:
+    def wallet_top_up(
+        self, organisation_id: int, *, amount_cents: int, reference: str, note: str = ""
+    ) -> dict:
         """Operators: credit an organisation's wallet; the same ``reference`` credits once."""
-        return self.post(f"organisations/{organisation_id}/wallet/top-ups/",
-                         {"amount_cents": amount_cents, "reference": reference, "note": note}, idempotent=True)
+        return self.post(
+            f"organisations/{organisation_id}/wallet/top-ups/",
+            {"amount_cents": amount_cents, "reference": reference, "note": note},
+            idempotent=True,
+        )
 
     def earnings(self) -> Any:
         return self.get("earnings/")
 
     def download_link(self, global_model_id: int, *, file_format: str) -> DownloadLink:
         """A signed download link for a bought (or own) global model."""
-        return DownloadLink.from_json(self.post(f"global-models/{global_model_id}/download-links/",
-                                                {"format": file_format}, idempotent=True))  # a second link changes nothing
+        return DownloadLink.from_json(
+            self.post(
+                f"global-models/{global_model_id}/download-links/",
+                {"format": file_format},
+                idempotent=True,
+            )
+        )  # a second link changes nothing
 
-    def global_model_download(self, global_model_id: int, *, file_format: str) -> tuple[bytes, DownloadLink]:
+    def global_model_download(
+        self, global_model_id: int, *, file_format: str
+    ) -> tuple[bytes, DownloadLink]:
         """The file bytes and the link it came from."""
         link = self.download_link(global_model_id, file_format=file_format)
         return self.download(link.url), link
 
     def predict(self, global_model_id: int, rows: list[dict]) -> Prediction:
         """Classes and probabilities for raw table rows (column → value)."""
-        return Prediction.from_json(self.post(f"global-models/{global_model_id}/predict/", {"rows": rows},
-                                              idempotent=True))
+        return Prediction.from_json(
+            self.post(f"global-models/{global_model_id}/predict/", {"rows": rows}, idempotent=True)
+        )
 
 
-__all__ = ["ModelUpload", "OnefoldClient", "encode_multipart", "normalise_market_url", "server_message", "wait_for"]
+__all__ = [
+    "ModelUpload",
+    "OnefoldClient",
+    "encode_multipart",
+    "normalise_market_url",
+    "server_message",
+    "wait_for",
+]

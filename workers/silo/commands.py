@@ -20,31 +20,53 @@ from workers.silo.errors import DataError, OnefoldError
 from workers.silo.folders import METADATA_FILE
 
 PROGRESS_MIN_BYTES = 1024**2
-UPLOADED_METADATA = ("model_family", "n_local_examples", "local_validation_score", "label_distribution",
-                     "privacy_level", "privacy_parameters", "declared_epsilon", "feature_view")
+UPLOADED_METADATA = (
+    "model_family",
+    "n_local_examples",
+    "local_validation_score",
+    "label_distribution",
+    "privacy_level",
+    "privacy_parameters",
+    "declared_epsilon",
+    "feature_view",
+)
 
 
 def client_for(args) -> OnefoldClient:
     """A client with the stored token, refused if the token belongs to another market than ``--market``."""
     login = login_load(market_url=args.market)
-    return OnefoldClient(login.market_url, login.token, retries=args.retries, timeout_seconds=args.timeout)
+    return OnefoldClient(
+        login.market_url, login.token, retries=args.retries, timeout_seconds=args.timeout
+    )
 
 
 # --- accounts and federations -------------------------------------------------------------------
 
+
 def login(args):
     if not args.market:
-        raise OnefoldError("Give the market's address: --market https://market.example.org/ "
-                           "(or set ONEFOLD_MARKET_URL).")
+        raise OnefoldError(
+            "Give the market's address: --market https://market.example.org/ "
+            "(or set ONEFOLD_MARKET_URL)."
+        )
     client = OnefoldClient(args.market, retries=args.retries, timeout_seconds=args.timeout)
     client.token = client.obtain_token(username=args.username, password=args.password)
     profile = client.me()
-    path = login_save(Login(market_url=client.market_url, token=client.token, username=args.username))
+    path = login_save(
+        Login(market_url=client.market_url, token=client.token, username=args.username)
+    )
     organisation = profile.organisation.name if profile.organisation else None
-    text = (f"Logged in to {client.market_url} as {profile.username}"
-            f"{f' ({organisation})' if organisation else ''}. Token stored in {path}.")
-    return {"market_url": client.market_url, "username": profile.username, "organisation": organisation,
-            "is_operator": profile.is_operator, "config": str(path)}, text
+    text = (
+        f"Logged in to {client.market_url} as {profile.username}"
+        f"{f' ({organisation})' if organisation else ''}. Token stored in {path}."
+    )
+    return {
+        "market_url": client.market_url,
+        "username": profile.username,
+        "organisation": organisation,
+        "is_operator": profile.is_operator,
+        "config": str(path),
+    }, text
 
 
 def whoami(args):
@@ -53,16 +75,21 @@ def whoami(args):
     organisation = profile.organisation.name if profile.organisation else "none"
     return {**profile.data, "market_url": client.market_url}, (
         f"{profile.username} on {client.market_url}; organisation: {organisation}"
-        f"{'; operator' if profile.is_operator else ''}")
+        f"{'; operator' if profile.is_operator else ''}"
+    )
 
 
 def federations(args):
     listed = client_for(args).federations()
     lines = [f"{'slug':<28} {'member':<7} {'classes':<24} name"]
-    lines += [f"{item.slug:<28} {'yes' if item.is_member else 'no':<7} "
-              f"{', '.join(item.class_labels)[:24]:<24} {item.name}" for item in listed]
+    lines += [
+        f"{item.slug:<28} {'yes' if item.is_member else 'no':<7} "
+        f"{', '.join(item.class_labels)[:24]:<24} {item.name}"
+        for item in listed
+    ]
     return {"federations": [item.data for item in listed]}, (
-        "\n".join(lines) if listed else "The market has no federations yet.")
+        "\n".join(lines) if listed else "The market has no federations yet."
+    )
 
 
 def join(args):
@@ -81,13 +108,20 @@ def pull(args):
     (folder / "feature-spec.json").write_text(json.dumps(spec, indent=2))
     (folder / "federation.json").write_text(json.dumps(federation.data, indent=2))
     n_public = npz_rows(features, "features")
-    result = {"folder": str(folder), "n_public_rows": n_public, "n_features": spec["n_features"],
-              "columns": [column["name"] for column in spec["columns"]], "label_column": federation.label_column,
-              "class_labels": federation.class_labels}
-    return result, (f"Wrote {folder}/features.npz ({n_public} public rows × {spec['n_features']} encoded features), "
-                    f"feature-spec.json and federation.json. Your table needs the columns "
-                    f"{', '.join(result['columns'])} and the label column '{federation.label_column}' "
-                    f"({', '.join(federation.class_labels)}).")
+    result = {
+        "folder": str(folder),
+        "n_public_rows": n_public,
+        "n_features": spec["n_features"],
+        "columns": [column["name"] for column in spec["columns"]],
+        "label_column": federation.label_column,
+        "class_labels": federation.class_labels,
+    }
+    return result, (
+        f"Wrote {folder}/features.npz ({n_public} public rows × {spec['n_features']} encoded features), "
+        f"feature-spec.json and federation.json. Your table needs the columns "
+        f"{', '.join(result['columns'])} and the label column '{federation.label_column}' "
+        f"({', '.join(federation.class_labels)})."
+    )
 
 
 def npz_rows(npz: bytes, name: str) -> int:
@@ -102,7 +136,9 @@ def npz_rows(npz: bytes, name: str) -> int:
             header = member.read(length).decode("latin-1")
             return int(ast.literal_eval(header)["shape"][0])
     except (KeyError, ValueError, SyntaxError, IndexError, TypeError, zipfile.BadZipFile) as error:
-        raise DataError(f"The market sent public features that are not an NPZ array '{name}' ({error}).") from error
+        raise DataError(
+            f"The market sent public features that are not an NPZ array '{name}' ({error})."
+        ) from error
 
 
 def fd(args):
@@ -114,7 +150,9 @@ def fd(args):
 
 def train(args):
     """``train``: loads the training extras (:mod:`workers.silo.training_command`) only when it runs."""
-    from workers.silo.training_command import train as train_students  # numpy, scikit-learn, torch: [train] extra
+    from workers.silo.training_command import (
+        train as train_students,  # numpy, scikit-learn, torch: [train] extra
+    )
 
     return train_students(args)
 
@@ -128,12 +166,17 @@ def augment(args):
 
 # --- upload -------------------------------------------------------------------------------------
 
+
 def progress_bar(sent: int, total: int) -> None:
     width = 30
     done = int(width * sent / total) if total else width
-    print(f"\rUploading [{'#' * done}{' ' * (width - done)}] {100 * sent // max(total, 1):3d}% "
-          f"{sent / 1024**2:.1f}/{total / 1024**2:.1f} MiB", end="" if sent < total else "\n", file=sys.stderr,
-          flush=True)
+    print(
+        f"\rUploading [{'#' * done}{' ' * (width - done)}] {100 * sent // max(total, 1):3d}% "
+        f"{sent / 1024**2:.1f}/{total / 1024**2:.1f} MiB",
+        end="" if sent < total else "\n",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def read_trained(folder: Path) -> tuple[dict, list[ModelUpload]]:
@@ -141,7 +184,9 @@ def read_trained(folder: Path) -> tuple[dict, list[ModelUpload]]:
         metadata = json.loads((folder / METADATA_FILE).read_text())
         uploads = [ModelUpload(name, (folder / name).read_bytes()) for name in metadata["files"]]
     except (OSError, ValueError, KeyError) as error:
-        raise DataError(f"{folder} does not hold the output of `train` ({error}); train first.") from error
+        raise DataError(
+            f"{folder} does not hold the output of `train` ({error}); train first."
+        ) from error
     return metadata, uploads
 
 
@@ -150,15 +195,22 @@ def upload(args):
     metadata, uploads = read_trained(args.folder)
     total = sum(len(item.data) for item in uploads)
     progress = progress_bar if total >= PROGRESS_MIN_BYTES and not args.json else None
-    submission = client.submission_create(federation=metadata["federation"], files=uploads,
-                                          metadata={name: metadata.get(name) for name in UPLOADED_METADATA},
-                                          progress=progress)
+    submission = client.submission_create(
+        federation=metadata["federation"],
+        files=uploads,
+        metadata={name: metadata.get(name) for name in UPLOADED_METADATA},
+        progress=progress,
+    )
     if not args.no_wait:
         submission = client.submission_wait(submission.id, timeout_seconds=args.wait_timeout)
-    verdict = {"valid": "valid: the market accepted it", "pending": "pending: a worker will validate it",
-               }.get(submission.status, submission.status)
-    return submission.data, (f"Uploaded {len(uploads)} file(s) ({total / 1024:.0f} KiB) as submission #{submission.id} "
-                        f"to '{metadata['federation']}'; status {verdict}.")
+    verdict = {
+        "valid": "valid: the market accepted it",
+        "pending": "pending: a worker will validate it",
+    }.get(submission.status, submission.status)
+    return submission.data, (
+        f"Uploaded {len(uploads)} file(s) ({total / 1024:.0f} KiB) as submission #{submission.id} "
+        f"to '{metadata['federation']}'; status {verdict}."
+    )
 
 
 def submission(args):
@@ -170,21 +222,32 @@ def submission(args):
 def job(args):
     found = client_for(args).job(args.job_id)
     reason = f" ({found.failure_reason})" if found.failure_reason else ""
-    return found.data, (f"Job #{found.id} ({found.kind}, {found.privacy_level}): {found.status}"
-                        f"{reason}; stage {found.progress.get('stage') or '-'} {found.progress.get('percent', 0)}%; "
-                        f"global model {found.global_model or '-'}.")
+    return found.data, (
+        f"Job #{found.id} ({found.kind}, {found.privacy_level}): {found.status}"
+        f"{reason}; stage {found.progress.get('stage') or '-'} {found.progress.get('percent', 0)}%; "
+        f"global model {found.global_model or '-'}."
+    )
 
 
 # --- buyers -------------------------------------------------------------------------------------
 
+
 def catalog(args):
-    page = client_for(args).listings(search=args.search, federation=args.federation, ordering=args.ordering,
-                                     limit=args.limit, offset=args.offset)
+    page = client_for(args).listings(
+        search=args.search,
+        federation=args.federation,
+        ordering=args.ordering,
+        limit=args.limit,
+        offset=args.offset,
+    )
     lines = [f"{'id':>5} {'price':>10} {'accuracy':>8}  {'model':>5}  name"] + [
         f"{item.id:>5} {item.price_cents / 100:>10.2f} {_score(item.accuracy):>8}  "
-        f"{item.global_model:>5}  {item.name}" for item in page.results]
+        f"{item.global_model:>5}  {item.name}"
+        for item in page.results
+    ]
     return {"listings": [item.data for item in page.results], "count": page.count}, (
-        "\n".join(lines) if page.results else "No models for sale match.")
+        "\n".join(lines) if page.results else "No models for sale match."
+    )
 
 
 def _score(value) -> str:
@@ -195,15 +258,20 @@ def card(args):
     found = client_for(args).listing(args.listing_id)
     details = found.card or {}
     task, algorithm = details.get("task") or {}, details.get("algorithm") or {}
-    formats = ", ".join(f"{item['format']} ({item['size_bytes'] / 1024:.0f} KiB)" for item in details.get("formats", []))
-    lines = [f"#{found.id} {found.name} [{found.status}] — {found.price_cents / 100:.2f}",
-             f"Federation: {found.federation} ({', '.join(task.get('classes', []))}); global model "
-             f"#{found.global_model}, {found.model_family}, {algorithm.get('name', '')}, {found.privacy_level}",
-             f"Accuracy {_score(found.accuracy)}, balanced accuracy {_score(found.balanced_accuracy)}, "
-             f"macro F1 {_score(found.macro_f1)}, ROC AUC {_score(found.roc_auc)}"
-             f" on {details.get('evaluation_rows', '?')} evaluation rows",
-             f"Contributing silos: {details.get('contributing_silos', '?')}; formats: {formats or '-'}",
-             f"Licence: {found.licence_text}"]
+    formats = ", ".join(
+        f"{item['format']} ({item['size_bytes'] / 1024:.0f} KiB)"
+        for item in details.get("formats", [])
+    )
+    lines = [
+        f"#{found.id} {found.name} [{found.status}] — {found.price_cents / 100:.2f}",
+        f"Federation: {found.federation} ({', '.join(task.get('classes', []))}); global model "
+        f"#{found.global_model}, {found.model_family}, {algorithm.get('name', '')}, {found.privacy_level}",
+        f"Accuracy {_score(found.accuracy)}, balanced accuracy {_score(found.balanced_accuracy)}, "
+        f"macro F1 {_score(found.macro_f1)}, ROC AUC {_score(found.roc_auc)}"
+        f" on {details.get('evaluation_rows', '?')} evaluation rows",
+        f"Contributing silos: {details.get('contributing_silos', '?')}; formats: {formats or '-'}",
+        f"Licence: {found.licence_text}",
+    ]
     if found.description:
         lines.insert(1, found.description)
     return found.data, "\n".join(lines)
@@ -211,17 +279,24 @@ def card(args):
 
 def buy(args):
     purchase = client_for(args).purchase(args.listing_id, idempotency_key=args.idempotency_key)
-    return purchase.data, (f"Bought listing #{args.listing_id} ({purchase.listing_name}) for "
-                           f"{purchase.price_cents / 100:.2f}: purchase #{purchase.id}; download it with "
-                           f"`python -m workers.silo download {purchase.global_model}`.")
+    return purchase.data, (
+        f"Bought listing #{args.listing_id} ({purchase.listing_name}) for "
+        f"{purchase.price_cents / 100:.2f}: purchase #{purchase.id}; download it with "
+        f"`python -m workers.silo download {purchase.global_model}`."
+    )
 
 
 def download(args):
-    data, link = client_for(args).global_model_download(args.global_model_id, file_format=args.format)
+    data, link = client_for(args).global_model_download(
+        args.global_model_id, file_format=args.format
+    )
     output = args.output or Path(f"global-model-{args.global_model_id}.{args.format}")
     output.write_bytes(data)
-    return {"file": str(output), "size_bytes": len(data), "expires_at": link.expires_at}, \
-        f"Wrote {output} ({len(data) / 1024:.0f} KiB)."
+    return {
+        "file": str(output),
+        "size_bytes": len(data),
+        "expires_at": link.expires_at,
+    }, f"Wrote {output} ({len(data) / 1024:.0f} KiB)."
 
 
 def predict(args):
@@ -231,9 +306,27 @@ def predict(args):
     rows = json.loads(frame.to_json(orient="records"))
     prediction = client_for(args).predict(args.global_model_id, rows)
     labels = prediction.class_labels
-    shown = [labels[value] if isinstance(value, int) and labels else value for value in prediction.classes]
+    shown = [
+        labels[value] if isinstance(value, int) and labels else value
+        for value in prediction.classes
+    ]
     return prediction.data, "\n".join(str(value) for value in shown)
 
 
-__all__ = ["buy", "card", "catalog", "client_for", "download", "federations", "job", "join", "login", "predict",
-           "pull", "submission", "train", "upload", "whoami"]
+__all__ = [
+    "buy",
+    "card",
+    "catalog",
+    "client_for",
+    "download",
+    "federations",
+    "job",
+    "join",
+    "login",
+    "predict",
+    "pull",
+    "submission",
+    "train",
+    "upload",
+    "whoami",
+]

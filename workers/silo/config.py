@@ -48,18 +48,25 @@ def login_load(*, market_url: str | None = None) -> Login:
     """
     path = config_path()
     if not path.exists():
-        raise ConfigurationError(f"You are not logged in (no {path}); run `python -m workers.silo login "
-                                 "--market URL --username NAME` first.")
+        raise ConfigurationError(
+            f"You are not logged in (no {path}); run `python -m workers.silo login "
+            "--market URL --username NAME` first."
+        )
     try:
         stored = json.loads(path.read_text())
-        login = Login(market_url=normalise_market_url(stored["market_url"]), token=stored["token"],
-                      username=stored.get("username", ""))
+        login = Login(
+            market_url=normalise_market_url(stored["market_url"]),
+            token=stored["token"],
+            username=stored.get("username", ""),
+        )
     except (ValueError, KeyError, TypeError) as error:
-        raise ConfigurationError(f"The login file {path} is damaged; run `python -m workers.silo login` again.") \
-            from error
+        raise ConfigurationError(
+            f"The login file {path} is damaged; run `python -m workers.silo login` again."
+        ) from error
     if market_url is not None and normalise_market_url(market_url) != login.market_url:
         raise ConfigurationError(
             f"The stored token was issued by the market at {login.market_url}, not by {normalise_market_url(market_url)}; "
             f"a token only works on the market that issued it. Run `python -m workers.silo login --market "
-            f"{normalise_market_url(market_url)}` to log in there.")
+            f"{normalise_market_url(market_url)}` to log in there."
+        )
     return login

@@ -7,13 +7,15 @@ status. The command-line tool prints the sentence and exits with :attr:`OnefoldE
 
 from __future__ import annotations
 
-EXIT_ERROR = 1          # anything not listed below
-EXIT_USAGE = 2          # argparse's own code for a bad command line
-EXIT_DATA = 3           # the silo's data or files cannot be used as given
-EXIT_AUTH = 4           # not logged in, bad credentials, a token for another market
-EXIT_REFUSED = 5        # the market refused the request (4xx other than 401)
-EXIT_UNAVAILABLE = 6    # the market could not be reached or failed (5xx) after retries
-EXIT_REJECTED = 7       # the market processed the request and said no: a rejected submission, a failed job
+EXIT_ERROR = 1  # anything not listed below
+EXIT_USAGE = 2  # argparse's own code for a bad command line
+EXIT_DATA = 3  # the silo's data or files cannot be used as given
+EXIT_AUTH = 4  # not logged in, bad credentials, a token for another market
+EXIT_REFUSED = 5  # the market refused the request (4xx other than 401)
+EXIT_UNAVAILABLE = 6  # the market could not be reached or failed (5xx) after retries
+EXIT_REJECTED = (
+    7  # the market processed the request and said no: a rejected submission, a failed job
+)
 
 
 class OnefoldError(Exception):
@@ -104,8 +106,13 @@ class TimedOut(OnefoldError):
 
 
 ERRORS_BY_STATUS: dict[int, type[ApiError]] = {
-    400: InvalidRequest, 401: AuthenticationFailed, 403: PermissionDenied, 404: NotFound, 409: Conflict,
-    413: PayloadTooLarge, 415: UnsupportedFormat,
+    400: InvalidRequest,
+    401: AuthenticationFailed,
+    403: PermissionDenied,
+    404: NotFound,
+    409: Conflict,
+    413: PayloadTooLarge,
+    415: UnsupportedFormat,
 }
 
 
@@ -115,7 +122,28 @@ def error_for_status(status: int, message: str, payload=None) -> ApiError:
     return kind(message, status=status, payload=payload)
 
 
-__all__ = ["ApiError", "AuthenticationFailed", "ConfigurationError", "Conflict", "DataError", "InvalidRequest",
-           "MarketUnreachable", "NotFound", "OnefoldError", "PayloadTooLarge", "PermissionDenied", "Rejected",
-           "ServerError", "TimedOut", "UnsupportedFormat", "error_for_status", "EXIT_AUTH", "EXIT_DATA",
-           "EXIT_ERROR", "EXIT_REFUSED", "EXIT_REJECTED", "EXIT_UNAVAILABLE", "EXIT_USAGE"]
+__all__ = [
+    "ApiError",
+    "AuthenticationFailed",
+    "ConfigurationError",
+    "Conflict",
+    "DataError",
+    "InvalidRequest",
+    "MarketUnreachable",
+    "NotFound",
+    "OnefoldError",
+    "PayloadTooLarge",
+    "PermissionDenied",
+    "Rejected",
+    "ServerError",
+    "TimedOut",
+    "UnsupportedFormat",
+    "error_for_status",
+    "EXIT_AUTH",
+    "EXIT_DATA",
+    "EXIT_ERROR",
+    "EXIT_REFUSED",
+    "EXIT_REJECTED",
+    "EXIT_UNAVAILABLE",
+    "EXIT_USAGE",
+]

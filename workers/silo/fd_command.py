@@ -30,34 +30,75 @@ def fd(args, client):
     slug = exchange["federation"]
     folder = args.pulled or _default_pulled(slug)
     federation, spec, _ = read_pulled(folder, slug)
-    if args.privacy_level not in ("L0", "L1") or args.privacy_level not in federation["allowed_privacy_levels"]:
-        raise DataError(f"FD's logits carry no party-side noise: submit the network at L0 or L1 as '{slug}' allows "
-                        f"({', '.join(federation['allowed_privacy_levels'])}), not {args.privacy_level}.")
-    data = encode_silo_table(load_table(args.data), spec, label_column=args.label_column or federation["label_column"],
-                             class_labels=federation["class_labels"], view=ONE_HOT_VIEW)
+    if (
+        args.privacy_level not in ("L0", "L1")
+        or args.privacy_level not in federation["allowed_privacy_levels"]
+    ):
+        raise DataError(
+            f"FD's logits carry no party-side noise: submit the network at L0 or L1 as '{slug}' allows "
+            f"({', '.join(federation['allowed_privacy_levels'])}), not {args.privacy_level}."
+        )
+    data = encode_silo_table(
+        load_table(args.data),
+        spec,
+        label_column=args.label_column or federation["label_column"],
+        class_labels=federation["class_labels"],
+        view=ONE_HOT_VIEW,
+    )
     train, held_out = validation_split(data.labels, args.validation_fraction, args.seed)
     n_classes = len(federation["class_labels"])
-    model = FDLocalModel(n_features=view_width(spec, ONE_HOT_VIEW), n_classes=n_classes, seed=args.seed,
-                         setting=FDLocalSetting(hidden_sizes=tuple(args.hidden_sizes), epochs=args.epochs,
-                                                batch_size=args.batch_size, learning_rate=args.learning_rate,
-                                                beta=args.beta))
+    model = FDLocalModel(
+        n_features=view_width(spec, ONE_HOT_VIEW),
+        n_classes=n_classes,
+        seed=args.seed,
+        setting=FDLocalSetting(
+            hidden_sizes=tuple(args.hidden_sizes),
+            epochs=args.epochs,
+            batch_size=args.batch_size,
+            learning_rate=args.learning_rate,
+            beta=args.beta,
+        ),
+    )
     history, global_logits, available = [], None, None
     for number in range(1, exchange["rounds"] + 1):
-        client.exchange_round_wait(args.exchange_id, number, statuses=("open", *ROUND_DONE),
-                                   timeout_seconds=args.wait_timeout)
-        model.train_round(data.features[train], data.labels[train], global_logits=global_logits, available=available)
+        client.exchange_round_wait(
+            args.exchange_id,
+            number,
+            statuses=("open", *ROUND_DONE),
+            timeout_seconds=args.wait_timeout,
+        )
+        model.train_round(
+            data.features[train],
+            data.labels[train],
+            global_logits=global_logits,
+            available=available,
+        )
         logits, present = model.label_logits(data.features[train], data.labels[train])
-        client.exchange_logits_upload(args.exchange_id, number, labels=np.flatnonzero(present).tolist(),
-                                      logits=logits.tolist())
-        closed = client.exchange_round_wait(args.exchange_id, number, statuses=ROUND_DONE,
-                                            timeout_seconds=args.wait_timeout)
+        client.exchange_logits_upload(
+            args.exchange_id,
+            number,
+            labels=np.flatnonzero(present).tolist(),
+            logits=logits.tolist(),
+        )
+        closed = client.exchange_round_wait(
+            args.exchange_id, number, statuses=ROUND_DONE, timeout_seconds=args.wait_timeout
+        )
         global_logits = available = None
         if closed["status"] == "aggregated":
             download = client.exchange_download(args.exchange_id, number)
-            global_logits, available = np.asarray(download["global_logits"]), np.asarray(download["available"])
+            global_logits, available = (
+                np.asarray(download["global_logits"]),
+                np.asarray(download["available"]),
+            )
         score = float(np.mean(model.predict(data.features[held_out]) == data.labels[held_out]))
-        history.append({"round": number, "status": closed["status"], "participants": closed["participants"],
-                        "local_validation_score": score})
+        history.append(
+            {
+                "round": number,
+                "status": closed["status"],
+                "participants": closed["participants"],
+                "local_validation_score": score,
+            }
+        )
     return _write(args, folder, model, data, train, held_out, federation, history)
 
 
@@ -67,23 +108,45 @@ def _default_pulled(slug: str):
     return Path(f"onefold-{slug}")
 
 
-def _write(args, folder, model: FDLocalModel, data, train, held_out, federation: dict, history: list[dict]):
+def _write(
+    args, folder, model: FDLocalModel, data, train, held_out, federation: dict, history: list[dict]
+):
     output = args.output or folder / "fd-model"
     output.mkdir(parents=True, exist_ok=True)
-    (output / "local-model.safetensors").write_bytes(export_torch_safetensors(model.module, model.spec))
+    (output / "local-model.safetensors").write_bytes(
+        export_torch_safetensors(model.module, model.spec)
+    )
     n_classes = len(federation["class_labels"])
-    metadata = {"federation": federation["slug"], "model_family": "mlp", "files": ["local-model.safetensors"],
-                "algorithm": "fd", "exchange": args.exchange_id, "rounds": history,
-                "n_local_examples": int(len(train)), "n_validation_rows": int(len(held_out)),
-                "local_validation_score": history[-1]["local_validation_score"] if history else 0.0,
-                "label_distribution": np.bincount(data.labels[train], minlength=n_classes).astype(int).tolist(),
-                "privacy_level": args.privacy_level, "privacy_parameters": {}, "declared_epsilon": None,
-                "privacy_report": None, "feature_view": ONE_HOT_VIEW, "encoding": data.report}
+    metadata = {
+        "federation": federation["slug"],
+        "model_family": "mlp",
+        "files": ["local-model.safetensors"],
+        "algorithm": "fd",
+        "exchange": args.exchange_id,
+        "rounds": history,
+        "n_local_examples": int(len(train)),
+        "n_validation_rows": int(len(held_out)),
+        "local_validation_score": history[-1]["local_validation_score"] if history else 0.0,
+        "label_distribution": np.bincount(data.labels[train], minlength=n_classes)
+        .astype(int)
+        .tolist(),
+        "privacy_level": args.privacy_level,
+        "privacy_parameters": {},
+        "declared_epsilon": None,
+        "privacy_report": None,
+        "feature_view": ONE_HOT_VIEW,
+        "encoding": data.report,
+    }
     (output / METADATA_FILE).write_text(json.dumps(metadata, indent=2))
-    lines = [f"Round {item['round']}: {item['status']} ({item['participants']} silos); local validation score "
-             f"{item['local_validation_score']:.4f}." for item in history]
-    lines.append(f"Wrote local-model.safetensors and {METADATA_FILE} to {output}; submit it with "
-                 f"`onefold upload {output}`.")
+    lines = [
+        f"Round {item['round']}: {item['status']} ({item['participants']} silos); local validation score "
+        f"{item['local_validation_score']:.4f}."
+        for item in history
+    ]
+    lines.append(
+        f"Wrote local-model.safetensors and {METADATA_FILE} to {output}; submit it with "
+        f"`onefold upload {output}`."
+    )
     return {**metadata, "output": str(output)}, "\n".join(lines)
 
 

@@ -28,8 +28,12 @@ from workers.silo.errors import MarketUnreachable, OnefoldError, TimedOut, error
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
-NOTHING_DONE_STATUSES = frozenset({429, 503})  # the market did nothing and asks to come back: any request may retry
-RETRY_STATUSES = range(500, 600)  # idempotent requests only: a 500, 502 or 504 may come after the work was done
+NOTHING_DONE_STATUSES = frozenset(
+    {429, 503}
+)  # the market did nothing and asks to come back: any request may retry
+RETRY_STATUSES = range(
+    500, 600
+)  # idempotent requests only: a 500, 502 or 504 may come after the work was done
 MAX_RETRY_AFTER_SECONDS = 300.0
 Progress = Callable[[int, int], None]
 Polled = TypeVar("Polled")  # what ``wait_for`` polls: a submission, a job
@@ -39,7 +43,9 @@ def normalise_market_url(url: str) -> str:
     """``http(s)://host[:port]/prefix/`` with exactly one trailing slash; refuses anything else."""
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise OnefoldError(f"{url!r} is not a market address; give one like https://market.example.org/.")
+        raise OnefoldError(
+            f"{url!r} is not a market address; give one like https://market.example.org/."
+        )
     return f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}/"
 
 
@@ -48,14 +54,20 @@ def server_message(response: requests.Response) -> str:
     try:
         payload = response.json()
     except ValueError:
-        return f"The market answered HTTP {response.status_code} {response.reason or ''}".rstrip() + "."
+        return (
+            f"The market answered HTTP {response.status_code} {response.reason or ''}".rstrip()
+            + "."
+        )
     if isinstance(payload, dict):
         if isinstance(payload.get("detail"), str):
             return payload["detail"]
         parts = []
         for field, problems in payload.items():
-            text = " ".join(problems) if isinstance(problems, list) and all(isinstance(p, str) for p in problems) \
+            text = (
+                " ".join(problems)
+                if isinstance(problems, list) and all(isinstance(p, str) for p in problems)
                 else json.dumps(problems)
+            )
             parts.append(text if field == "non_field_errors" else f"{field}: {text}")
         if parts:
             return "; ".join(parts)
@@ -104,9 +116,17 @@ class MarketSession:
         The longest ``Retry-After`` the client waits; a market asking for longer gets the error raised.
     """
 
-    def __init__(self, market_url: str, token: str | None = None, *, retries: int = 3, backoff_seconds: float = 0.5,
-                 timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS, session: requests.Session | None = None,
-                 max_retry_after_seconds: float = MAX_RETRY_AFTER_SECONDS):
+    def __init__(
+        self,
+        market_url: str,
+        token: str | None = None,
+        *,
+        retries: int = 3,
+        backoff_seconds: float = 0.5,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+        session: requests.Session | None = None,
+        max_retry_after_seconds: float = MAX_RETRY_AFTER_SECONDS,
+    ):
         self.market_url = normalise_market_url(market_url)
         self.token = token
         self.retries = retries
@@ -121,9 +141,18 @@ class MarketSession:
             return path
         return urljoin(self.market_url, path if path.startswith("/") else f"api/{path}")
 
-    def request(self, method: str, path: str, *, json_body: Any = None, data: Any = None, headers: dict | None = None,
-                params: dict | None = None, body_factory: Callable[[], Any] | None = None,
-                idempotent: bool | None = None) -> requests.Response:
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        data: Any = None,
+        headers: dict | None = None,
+        params: dict | None = None,
+        body_factory: Callable[[], Any] | None = None,
+        idempotent: bool | None = None,
+    ) -> requests.Response:
         """Send one request with retries; raise the matching :class:`~workers.silo.errors.ApiError` on 4xx/5xx.
 
         ``body_factory`` makes a fresh body for every attempt (a file-like body is consumed by sending it).
@@ -138,17 +167,28 @@ class MarketSession:
         attempt = 0
         while True:
             try:
-                response = self.session.request(method, self.url(path), json=json_body,
-                                                data=body_factory() if body_factory else data,
-                                                headers=all_headers, params=params, timeout=self.timeout_seconds)
+                response = self.session.request(
+                    method,
+                    self.url(path),
+                    json=json_body,
+                    data=body_factory() if body_factory else data,
+                    headers=all_headers,
+                    params=params,
+                    timeout=self.timeout_seconds,
+                )
             except (requests.ConnectionError, requests.Timeout) as error:
                 may_retry = idempotent or _never_sent(error)
                 if attempt >= self.retries or not may_retry:
-                    raise MarketUnreachable(f"Could not reach the market at {self.market_url} after "
-                                            f"{attempt + 1} attempt(s) ({type(error).__name__}); check the address "
-                                            "and that the market is running." + ("" if may_retry else (
-                                                " The request may have arrived; check before sending it again."))
-                                            ) from error
+                    raise MarketUnreachable(
+                        f"Could not reach the market at {self.market_url} after "
+                        f"{attempt + 1} attempt(s) ({type(error).__name__}); check the address "
+                        "and that the market is running."
+                        + (
+                            ""
+                            if may_retry
+                            else (" The request may have arrived; check before sending it again.")
+                        )
+                    ) from error
                 wait = self.backoff_seconds * 2**attempt
             else:
                 wait = self._retry_wait(response, attempt=attempt, idempotent=idempotent)
@@ -160,10 +200,13 @@ class MarketSession:
             raise self._error(response)
         return response
 
-    def _retry_wait(self, response: requests.Response, *, attempt: int, idempotent: bool) -> float | None:
+    def _retry_wait(
+        self, response: requests.Response, *, attempt: int, idempotent: bool
+    ) -> float | None:
         """Seconds to wait before retrying this answer, or None to stop here."""
         retryable = response.status_code in NOTHING_DONE_STATUSES or (
-            idempotent and response.status_code in RETRY_STATUSES)
+            idempotent and response.status_code in RETRY_STATUSES
+        )
         if not retryable or attempt >= self.retries:
             return None
         retry_after = retry_after_seconds(response.headers.get("Retry-After"))
@@ -174,8 +217,10 @@ class MarketSession:
     def _error(self, response: requests.Response) -> OnefoldError:
         message = server_message(response)
         if response.status_code == 401 and self.token:
-            message = (f"The market at {self.market_url} refused the stored token ({message}). It may belong to "
-                       "another market or have been revoked; run `python -m workers.silo login` again.")
+            message = (
+                f"The market at {self.market_url} refused the stored token ({message}). It may belong to "
+                "another market or have been revoked; run `python -m workers.silo login` again."
+            )
         elif response.status_code == 401:
             message = f"{message} Log in first: `python -m workers.silo login`."
         try:
@@ -185,11 +230,25 @@ class MarketSession:
         return error_for_status(response.status_code, message, payload)
 
     def get(self, path: str, **params) -> Any:
-        return self.request("GET", path, params={k: v for k, v in params.items() if v is not None}).json()
+        return self.request(
+            "GET", path, params={k: v for k, v in params.items() if v is not None}
+        ).json()
 
-    def post(self, path: str, body: Any = None, *, headers: dict | None = None, idempotent: bool | None = None) -> Any:
-        response = self.request("POST", path, json_body=body if body is not None else {}, headers=headers,
-                                idempotent=idempotent)
+    def post(
+        self,
+        path: str,
+        body: Any = None,
+        *,
+        headers: dict | None = None,
+        idempotent: bool | None = None,
+    ) -> Any:
+        response = self.request(
+            "POST",
+            path,
+            json_body=body if body is not None else {},
+            headers=headers,
+            idempotent=idempotent,
+        )
         return response.json() if response.content else None
 
     def download(self, path: str) -> bytes:
@@ -220,24 +279,37 @@ def retry_after_seconds(value: str | None) -> float | None:
         return None
 
 
-def encode_multipart(fields: dict[str, str], files: list[tuple[str, ModelUpload]]) -> tuple[bytes, str]:
+def encode_multipart(
+    fields: dict[str, str], files: list[tuple[str, ModelUpload]]
+) -> tuple[bytes, str]:
     """A multipart/form-data body and its content type (built here so that the upload can report progress)."""
     boundary = f"onefold-{uuid.uuid4().hex}"
     lines = io.BytesIO()
     for name, value in fields.items():
-        lines.write(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n'.encode())
+        lines.write(
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n'.encode()
+        )
         lines.write(str(value).encode() + b"\r\n")
     for name, upload in files:
         filename = upload.name.replace('"', "").replace("\r", "").replace("\n", "")
-        lines.write(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; filename="{filename}"\r\n'
-                    "Content-Type: application/octet-stream\r\n\r\n".encode())
+        lines.write(
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; filename="{filename}"\r\n'
+            "Content-Type: application/octet-stream\r\n\r\n".encode()
+        )
         lines.write(upload.data + b"\r\n")
     lines.write(f"--{boundary}--\r\n".encode())
     return lines.getvalue(), f"multipart/form-data; boundary={boundary}"
 
 
-def wait_for(fetch: Callable[[], Polled], *, done: Callable[[Polled], bool], timeout_seconds: float,
-             interval_seconds: float, what: str, on_poll: Callable[[Polled], None] | None = None) -> Polled:
+def wait_for(
+    fetch: Callable[[], Polled],
+    *,
+    done: Callable[[Polled], bool],
+    timeout_seconds: float,
+    interval_seconds: float,
+    what: str,
+    on_poll: Callable[[Polled], None] | None = None,
+) -> Polled:
     """Call ``fetch`` until ``done`` holds; :class:`TimedOut` after ``timeout_seconds``."""
     deadline = time.monotonic() + timeout_seconds
     while True:
@@ -247,11 +319,23 @@ def wait_for(fetch: Callable[[], Polled], *, done: Callable[[Polled], bool], tim
         if done(value):
             return value
         if time.monotonic() >= deadline:
-            status = (value.get("status") if isinstance(value, dict) else getattr(value, "status", None)) or "running"
-            raise TimedOut(f"Gave up waiting for {what} after {timeout_seconds:g} s; it is still "
-                           f"{status}. Check again later.")
+            status = (
+                value.get("status") if isinstance(value, dict) else getattr(value, "status", None)
+            ) or "running"
+            raise TimedOut(
+                f"Gave up waiting for {what} after {timeout_seconds:g} s; it is still "
+                f"{status}. Check again later."
+            )
         time.sleep(interval_seconds)
 
 
-__all__ = ["MarketSession", "ModelUpload", "ProgressReader", "encode_multipart", "normalise_market_url",
-           "retry_after_seconds", "server_message", "wait_for"]
+__all__ = [
+    "MarketSession",
+    "ModelUpload",
+    "ProgressReader",
+    "encode_multipart",
+    "normalise_market_url",
+    "retry_after_seconds",
+    "server_message",
+    "wait_for",
+]

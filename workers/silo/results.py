@@ -14,7 +14,9 @@ Result = TypeVar("Result")
 
 def _read(cls: type[Result], payload: dict, **converted: Any) -> Result:
     """``cls`` from the payload's fields of the same names (absent ones None), ``converted`` ones as given."""
-    names = [item.name for item in fields(cls) if item.name != "data" and item.name not in converted]
+    names = [
+        item.name for item in fields(cls) if item.name != "data" and item.name not in converted
+    ]
     return cls(**{name: payload.get(name) for name in names}, **converted, data=payload)
 
 
@@ -43,7 +45,11 @@ class Profile:
     @classmethod
     def from_json(cls, payload: dict) -> Profile:
         organisation = payload.get("organisation")
-        return _read(cls, payload, organisation=Organisation.from_json(organisation) if organisation else None)
+        return _read(
+            cls,
+            payload,
+            organisation=Organisation.from_json(organisation) if organisation else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -96,8 +102,12 @@ class Job:
 
     @classmethod
     def from_json(cls, payload: dict) -> Job:
-        return _read(cls, payload, progress=payload.get("progress") or {},
-                     submissions=list(payload.get("submissions") or []))
+        return _read(
+            cls,
+            payload,
+            progress=payload.get("progress") or {},
+            submissions=list(payload.get("submissions") or []),
+        )
 
 
 @dataclass(frozen=True)
@@ -151,7 +161,9 @@ class ListingPage:
     def from_json(cls, payload: dict | list) -> ListingPage:
         if isinstance(payload, list):  # an unpaginated answer
             payload = {"count": len(payload), "results": payload, "next": None, "previous": None}
-        return _read(cls, payload, results=[Listing.from_json(item) for item in payload.get("results", [])])
+        return _read(
+            cls, payload, results=[Listing.from_json(item) for item in payload.get("results", [])]
+        )
 
 
 @dataclass(frozen=True)
@@ -192,9 +204,25 @@ class Prediction:
 
     @classmethod
     def from_json(cls, payload: dict) -> Prediction:
-        return _read(cls, payload, class_labels=payload.get("class_labels") or [],
-                     classes=payload.get("classes") or [], probabilities=payload.get("probabilities") or [])
+        return _read(
+            cls,
+            payload,
+            class_labels=payload.get("class_labels") or [],
+            classes=payload.get("classes") or [],
+            probabilities=payload.get("probabilities") or [],
+        )
 
 
-__all__ = ["DownloadLink", "Federation", "GlobalModel", "Job", "Listing", "ListingPage", "Organisation", "Prediction",
-           "Profile", "Purchase", "Submission"]
+__all__ = [
+    "DownloadLink",
+    "Federation",
+    "GlobalModel",
+    "Job",
+    "Listing",
+    "ListingPage",
+    "Organisation",
+    "Prediction",
+    "Profile",
+    "Purchase",
+    "Submission",
+]

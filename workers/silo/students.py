@@ -19,8 +19,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workers.modelio.export import (FEATURES_INPUT_NAME, export_sklearn_onnx, export_torch_safetensors,
-                                    export_xgboost_onnx)
+from workers.modelio.export import (
+    FEATURES_INPUT_NAME,
+    export_sklearn_onnx,
+    export_torch_safetensors,
+    export_xgboost_onnx,
+)
 
 MISSING_CLASS_LOGIT = 30.0
 ONNX_CLASS_ATTRIBUTES = ("classlabels_int64s", "classlabels_ints")
@@ -38,8 +42,11 @@ class ExportedModel:
 def model_family_of(estimator) -> str:
     """The market's model family name for a fitted estimator."""
     name = type(estimator).__name__
-    families = {"RandomForestClassifier": "random_forest", "XGBClassifier": "xgboost",
-                "LogisticRegression": "logistic_regression"}
+    families = {
+        "RandomForestClassifier": "random_forest",
+        "XGBClassifier": "xgboost",
+        "LogisticRegression": "logistic_regression",
+    }
     if name in ("TorchClassifier", "DpSgdClassifier"):
         return "cnn" if estimator.architecture == "cnn" else "mlp"
     return families.get(name, "other_sklearn")
@@ -58,13 +65,20 @@ def export_student(student, *, n_features: int, n_classes: int) -> ExportedModel
     present = [int(label) for label in student.present_classes_]
     inner = student.estimator_
     if inner is None:
-        return ExportedModel(".onnx", constant_class_onnx(present[0], n_features=n_features, n_classes=n_classes),
-                             model_family_of(student.estimator))
+        return ExportedModel(
+            ".onnx",
+            constant_class_onnx(present[0], n_features=n_features, n_classes=n_classes),
+            model_family_of(student.estimator),
+        )
     family = model_family_of(inner)
     if family in ("mlp", "cnn"):
         module, spec = widened_network(inner, present, n_classes)
         return ExportedModel(".safetensors", export_torch_safetensors(module, spec), family)
-    data = export_xgboost_onnx(inner, n_features) if family == "xgboost" else export_sklearn_onnx(inner, n_features)
+    data = (
+        export_xgboost_onnx(inner, n_features)
+        if family == "xgboost"
+        else export_sklearn_onnx(inner, n_features)
+    )
     if present != list(range(n_classes)):
         data = relabelled_onnx(data, present)
     return ExportedModel(".onnx", data, family)
@@ -91,13 +105,18 @@ def constant_class_onnx(label: int, *, n_features: int, n_classes: int) -> bytes
     logits = np.full((1, n_classes), -MISSING_CLASS_LOGIT, dtype=np.float32)
     logits[0, label] = MISSING_CLASS_LOGIT
     graph = helper.make_graph(
-        [helper.make_node("MatMul", [FEATURES_INPUT_NAME, "zeros"], ["zero_logits"]),
-         helper.make_node("Add", ["zero_logits", "class_logits"], ["logits"])],
+        [
+            helper.make_node("MatMul", [FEATURES_INPUT_NAME, "zeros"], ["zero_logits"]),
+            helper.make_node("Add", ["zero_logits", "class_logits"], ["logits"]),
+        ],
         "constant_class",
         [helper.make_tensor_value_info(FEATURES_INPUT_NAME, TensorProto.FLOAT, [None, n_features])],
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [None, n_classes])],
-        initializer=[numpy_helper.from_array(np.zeros((n_features, n_classes), dtype=np.float32), "zeros"),
-                     numpy_helper.from_array(logits, "class_logits")])
+        initializer=[
+            numpy_helper.from_array(np.zeros((n_features, n_classes), dtype=np.float32), "zeros"),
+            numpy_helper.from_array(logits, "class_logits"),
+        ],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model.SerializeToString()
@@ -127,5 +146,11 @@ def widened_network(classifier, present: list[int], n_classes: int):
     return module, spec
 
 
-__all__ = ["ExportedModel", "constant_class_onnx", "export_student", "model_family_of", "relabelled_onnx",
-           "widened_network"]
+__all__ = [
+    "ExportedModel",
+    "constant_class_onnx",
+    "export_student",
+    "model_family_of",
+    "relabelled_onnx",
+    "widened_network",
+]

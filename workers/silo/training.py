@@ -18,7 +18,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from workers.features import ONE_HOT_VIEW, TableError, encode_features, encode_labels, feature_view_for, read_table
+from workers.features import (
+    ONE_HOT_VIEW,
+    TableError,
+    encode_features,
+    encode_labels,
+    feature_view_for,
+    read_table,
+)
 from workers.silo.errors import DataError
 
 MIN_ROWS_PER_TEACHER = 10
@@ -89,8 +96,14 @@ def load_table(path: Path) -> pd.DataFrame:
         raise DataError(f"{path}: {error}") from error
 
 
-def encode_silo_table(frame: pd.DataFrame, spec: dict, *, label_column: str, class_labels: list[str],
-                      view: str = ONE_HOT_VIEW) -> EncodedData:
+def encode_silo_table(
+    frame: pd.DataFrame,
+    spec: dict,
+    *,
+    label_column: str,
+    class_labels: list[str],
+    view: str = ONE_HOT_VIEW,
+) -> EncodedData:
     """Encode features with the federation's specification, in ``view``, and map labels to its classes.
 
     Missing feature values encode as the public mean (numeric) or all zeros (categorical);
@@ -98,22 +111,32 @@ def encode_silo_table(frame: pd.DataFrame, spec: dict, *, label_column: str, cla
     Columns the specification does not name are ignored. All of it is counted in ``report``.
     """
     if label_column not in frame.columns:
-        raise DataError(f"The table has no '{label_column}' column, the federation's label column; name the column "
-                        f"holding your labels '{label_column}' (or pass --label-column).")
+        raise DataError(
+            f"The table has no '{label_column}' column, the federation's label column; name the column "
+            f"holding your labels '{label_column}' (or pass --label-column)."
+        )
     expected = [column["name"] for column in spec["columns"]]
     missing = [name for name in expected if name not in frame.columns]
     if missing:
-        raise DataError(f"The table lacks the column(s) {', '.join(missing)} that the federation's feature "
-                        f"specification names; it expects {', '.join(expected)} plus '{label_column}'.")
+        raise DataError(
+            f"The table lacks the column(s) {', '.join(missing)} that the federation's feature "
+            f"specification names; it expects {', '.join(expected)} plus '{label_column}'."
+        )
     labelled = frame[frame[label_column].notna()].reset_index(drop=True)
     labels = _encode_silo_labels(labelled[label_column], class_labels)
     try:
         features = encode_features(labelled, spec, view=view)
     except TableError as error:
         raise DataError(str(error)) from error
-    report = {"rows": int(len(frame)), "rows_without_label": int(len(frame) - len(labelled)),
-              "ignored_columns": [name for name in frame.columns if name not in expected and name != label_column],
-              "missing_values": _missing_values(labelled, spec), "unknown_categories": _unknown_categories(labelled, spec)}
+    report = {
+        "rows": int(len(frame)),
+        "rows_without_label": int(len(frame) - len(labelled)),
+        "ignored_columns": [
+            name for name in frame.columns if name not in expected and name != label_column
+        ],
+        "missing_values": _missing_values(labelled, spec),
+        "unknown_categories": _unknown_categories(labelled, spec),
+    }
     return EncodedData(features, labels, report)
 
 
@@ -123,8 +146,13 @@ def _encode_silo_labels(values: pd.Series, class_labels: list[str]) -> np.ndarra
     text = values.astype(str).str.strip()
     known = set(class_labels)
     # Adult's test file writes ">50K." for ">50K": accept a trailing full stop the classes lack
-    text = text.map(lambda value: value[:-1] if value not in known and value[:-1] in known and value.endswith(".")
-                    else value)
+    text = text.map(
+        lambda value: (
+            value[:-1]
+            if value not in known and value[:-1] in known and value.endswith(".")
+            else value
+        )
+    )
     try:
         return encode_labels(text, class_labels)
     except TableError as error:
@@ -148,26 +176,38 @@ def _unknown_categories(frame: pd.DataFrame, spec: dict) -> dict[str, dict[str, 
     return unknown
 
 
-def check_enough_rows(n_rows: int, *, partitions: int, teachers: int, min_rows_per_teacher: int) -> None:
+def check_enough_rows(
+    n_rows: int, *, partitions: int, teachers: int, min_rows_per_teacher: int
+) -> None:
     """Refuse data too small for ``teachers`` disjoint subsets of ``min_rows_per_teacher`` rows."""
     needed = teachers * min_rows_per_teacher
     if n_rows < needed:
-        raise DataError(f"{n_rows} training rows are too few for s = {partitions} partitions × t = {teachers} "
-                        f"teachers: each partition splits the rows into {teachers} disjoint teacher subsets of at "
-                        f"least {min_rows_per_teacher} rows, so at least {needed} are needed. Lower --teachers or "
-                        "add rows.")
+        raise DataError(
+            f"{n_rows} training rows are too few for s = {partitions} partitions × t = {teachers} "
+            f"teachers: each partition splits the rows into {teachers} disjoint teacher subsets of at "
+            f"least {min_rows_per_teacher} rows, so at least {needed} are needed. Lower --teachers or "
+            "add rows."
+        )
 
 
-def validation_split(labels: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def validation_split(
+    labels: np.ndarray, fraction: float, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Indices of training and held-out rows (stratified when every class has two rows or more)."""
     from sklearn.model_selection import train_test_split
 
     if not 0 < fraction < 1:
         raise DataError(f"The validation fraction must lie between 0 and 1, not {fraction}.")
     indices = np.arange(len(labels))
-    stratify = labels if np.bincount(labels).min(initial=len(labels)) >= 2 and len(np.unique(labels)) > 1 else None
+    stratify = (
+        labels
+        if np.bincount(labels).min(initial=len(labels)) >= 2 and len(np.unique(labels)) > 1
+        else None
+    )
     try:
-        train, held_out = train_test_split(indices, test_size=fraction, random_state=seed, stratify=stratify)
+        train, held_out = train_test_split(
+            indices, test_size=fraction, random_state=seed, stratify=stratify
+        )
     except ValueError:
         train, held_out = train_test_split(indices, test_size=fraction, random_state=seed)
     return np.sort(train), np.sort(held_out)
@@ -180,9 +220,15 @@ def party_noise(settings: TrainingSettings):
     if settings.privacy_level != "L2":
         return None
     if (settings.gamma is None) == (settings.sigma is None):
-        raise DataError("At L2 give exactly one noise parameter: --gamma (Laplace) or --sigma (Gaussian).")
+        raise DataError(
+            "At L2 give exactly one noise parameter: --gamma (Laplace) or --sigma (Gaussian)."
+        )
     try:
-        return LaplaceNoise(gamma=settings.gamma) if settings.gamma is not None else GaussianNoise(sigma=settings.sigma)
+        return (
+            LaplaceNoise(gamma=settings.gamma)
+            if settings.gamma is not None
+            else GaussianNoise(sigma=settings.sigma)
+        )
     except ValueError as error:
         raise DataError(str(error)) from error
 
@@ -191,12 +237,16 @@ def resolved_queries(queries: int | float, n_public: int) -> int:
     """Public rows labelled per partition: a count, or ``ceil(fraction · n_public)``."""
     count = int(np.ceil(queries * n_public)) if isinstance(queries, float) else int(queries)
     if not 1 <= count <= n_public:
-        raise DataError(f"Cannot query {count} of the {n_public} public rows; give a count between 1 and "
-                        f"{n_public} or a fraction in (0, 1].")
+        raise DataError(
+            f"Cannot query {count} of the {n_public} public rows; give a count between 1 and "
+            f"{n_public} or a fraction in (0, 1]."
+        )
     return count
 
 
-def privacy_declaration(settings: TrainingSettings, n_public: int) -> tuple[dict, float | None, dict | None]:
+def privacy_declaration(
+    settings: TrainingSettings, n_public: int
+) -> tuple[dict, float | None, dict | None]:
     """``(privacy_parameters, declared ε, report)`` of an L2 run; empty at L0/L1."""
     from workers.privacy.accounting import party_noise_privacy_bound
 
@@ -204,11 +254,20 @@ def privacy_declaration(settings: TrainingSettings, n_public: int) -> tuple[dict
     if mechanism is None:
         return {}, None, None
     queries = resolved_queries(settings.queries, n_public)
-    report = party_noise_privacy_bound(mechanism=mechanism, n_queries=queries, partitions=settings.partitions,
-                                       teachers=settings.teachers, delta=settings.delta)
-    parameters = {**{name: value for name, value in mechanism.parameters.items() if value is not None},
-                  "delta": settings.delta, "partitions": settings.partitions, "teachers": settings.teachers,
-                  "queries": queries}
+    report = party_noise_privacy_bound(
+        mechanism=mechanism,
+        n_queries=queries,
+        partitions=settings.partitions,
+        teachers=settings.teachers,
+        delta=settings.delta,
+    )
+    parameters = {
+        **{name: value for name, value in mechanism.parameters.items() if value is not None},
+        "delta": settings.delta,
+        "partitions": settings.partitions,
+        "teachers": settings.teachers,
+        "queries": queries,
+    }
     return parameters, report.epsilon, report.as_dict()
 
 
@@ -216,28 +275,58 @@ def accuracy(model, features: np.ndarray, labels: np.ndarray) -> float:
     return float(np.mean(np.asarray(model.predict(features)) == labels)) if len(labels) else 0.0
 
 
-def fedkt_party_train(data: EncodedData, public_features: np.ndarray, *, n_classes: int,
-                      settings: TrainingSettings) -> TrainingResult:
+def fedkt_party_train(
+    data: EncodedData, public_features: np.ndarray, *, n_classes: int, settings: TrainingSettings
+) -> TrainingResult:
     """FedKT's party side on the silo's training rows; the students are scored on the held-out rows."""
     from workers.algorithms.fedkt import party_fit
 
     train, held_out = validation_split(data.labels, settings.validation_fraction, settings.seed)
-    check_enough_rows(len(train), partitions=settings.partitions, teachers=settings.teachers,
-                      min_rows_per_teacher=settings.min_rows_per_teacher)
+    check_enough_rows(
+        len(train),
+        partitions=settings.partitions,
+        teachers=settings.teachers,
+        min_rows_per_teacher=settings.min_rows_per_teacher,
+    )
     parameters, epsilon, report = privacy_declaration(settings, len(public_features))
-    query = parameters.get("queries", settings.queries if isinstance(settings.queries, float)
-                           else resolved_queries(settings.queries, len(public_features)))
+    query = parameters.get(
+        "queries",
+        settings.queries
+        if isinstance(settings.queries, float)
+        else resolved_queries(settings.queries, len(public_features)),
+    )
     try:
-        result = party_fit(data.features[train], data.labels[train], public_features, n_classes=n_classes,
-                           teacher=settings.teacher, student=settings.student, partitions=settings.partitions,
-                           teachers=settings.teachers, query=query, noise=party_noise(settings), seed=settings.seed)
+        result = party_fit(
+            data.features[train],
+            data.labels[train],
+            public_features,
+            n_classes=n_classes,
+            teacher=settings.teacher,
+            student=settings.student,
+            partitions=settings.partitions,
+            teachers=settings.teachers,
+            query=query,
+            noise=party_noise(settings),
+            seed=settings.seed,
+        )
     except ValueError as error:
         raise DataError(f"FedKT's party side failed: {error}") from error
-    scores = [accuracy(student, data.features[held_out], data.labels[held_out]) for student in result.students]
+    scores = [
+        accuracy(student, data.features[held_out], data.labels[held_out])
+        for student in result.students
+    ]
     metadata = _metadata(data, train, n_classes, settings, score=float(np.mean(scores)))
-    metadata.update({"algorithm": "fedkt", "student_validation_scores": scores, "feature_view": settings.feature_view(),
-                     "queried_public_rows": int(len(result.queried_indices)),
-                     "privacy_parameters": parameters, "declared_epsilon": epsilon, "privacy_report": report})
+    metadata.update(
+        {
+            "algorithm": "fedkt",
+            "student_validation_scores": scores,
+            "feature_view": settings.feature_view(),
+            "queried_public_rows": int(len(result.queried_indices)),
+            "privacy_parameters": parameters,
+            "declared_epsilon": epsilon,
+            "privacy_report": report,
+        }
+    )
     return TrainingResult(result.students, metadata)
 
 
@@ -246,25 +335,51 @@ def local_train(data: EncodedData, *, n_classes: int, settings: TrainingSettings
     from workers.learners import fit_aligned
 
     train, held_out = validation_split(data.labels, settings.validation_fraction, settings.seed)
-    check_enough_rows(len(train), partitions=1, teachers=1, min_rows_per_teacher=settings.min_rows_per_teacher)
+    check_enough_rows(
+        len(train), partitions=1, teachers=1, min_rows_per_teacher=settings.min_rows_per_teacher
+    )
     learner = dp_sgd_learner(settings) if settings.privacy_level == "L2" else settings.student
     if settings.privacy_level == "L2" and len(np.unique(data.labels[train])) < 2:
-        raise DataError("DP-SGD needs rows of at least two classes: a model of one class would tell which class "
-                        "all your rows have.")
+        raise DataError(
+            "DP-SGD needs rows of at least two classes: a model of one class would tell which class "
+            "all your rows have."
+        )
     try:
-        model = fit_aligned(learner, data.features[train], data.labels[train], n_classes=n_classes,
-                            seed=settings.seed)
+        model = fit_aligned(
+            learner,
+            data.features[train],
+            data.labels[train],
+            n_classes=n_classes,
+            seed=settings.seed,
+        )
     except ValueError as error:
         raise DataError(f"Training the local model failed: {error}") from error
-    metadata = _metadata(data, train, n_classes, settings,
-                         score=accuracy(model, data.features[held_out], data.labels[held_out]))
-    metadata.update({"algorithm": "local", "feature_view": settings.feature_view(local=True), "privacy_parameters": {},
-                     "declared_epsilon": None, "privacy_report": None})
+    metadata = _metadata(
+        data,
+        train,
+        n_classes,
+        settings,
+        score=accuracy(model, data.features[held_out], data.labels[held_out]),
+    )
+    metadata.update(
+        {
+            "algorithm": "local",
+            "feature_view": settings.feature_view(local=True),
+            "privacy_parameters": {},
+            "declared_epsilon": None,
+            "privacy_report": None,
+        }
+    )
     if settings.privacy_level == "L2":
         trained = model.estimator_
-        metadata.update({"algorithm": "local_dp_sgd", "privacy_parameters": trained.privacy_.as_declaration(),
-                         "declared_epsilon": trained.privacy_report_.epsilon,
-                         "privacy_report": trained.privacy_report_.as_dict()})
+        metadata.update(
+            {
+                "algorithm": "local_dp_sgd",
+                "privacy_parameters": trained.privacy_.as_declaration(),
+                "declared_epsilon": trained.privacy_report_.epsilon,
+                "privacy_report": trained.privacy_report_.as_dict(),
+            }
+        )
     return TrainingResult((model,), metadata)
 
 
@@ -276,27 +391,55 @@ def dp_sgd_learner(settings: TrainingSettings):
 
     family = settings.student.get("family")
     if family not in ("mlp", "cnn"):
-        raise DataError(f"At L2 a local model is a network trained with DP-SGD: use --student mlp or --student cnn, "
-                        f"not {family}.")
+        raise DataError(
+            f"At L2 a local model is a network trained with DP-SGD: use --student mlp or --student cnn, "
+            f"not {family}."
+        )
     if (settings.noise_multiplier is None) == (settings.target_epsilon is None):
         raise DataError("DP-SGD takes exactly one of --noise-multiplier and --target-epsilon.")
-    architecture = {name: value for name, value in make_learner({"family": family}).get_params().items()
-                    if name in ("architecture", "hidden_sizes", "image_shape", "conv_channels", "kernel_size")}
+    architecture = {
+        name: value
+        for name, value in make_learner({"family": family}).get_params().items()
+        if name in ("architecture", "hidden_sizes", "image_shape", "conv_channels", "kernel_size")
+    }
     chosen = {name: value for name, value in settings.student.items() if name != "family"}
     try:
-        return DpSgdClassifier(**{**architecture, **chosen}, noise_multiplier=settings.noise_multiplier,
-                               target_epsilon=settings.target_epsilon, max_grad_norm=settings.max_grad_norm,
-                               delta=settings.delta)
+        return DpSgdClassifier(
+            **{**architecture, **chosen},
+            noise_multiplier=settings.noise_multiplier,
+            target_epsilon=settings.target_epsilon,
+            max_grad_norm=settings.max_grad_norm,
+            delta=settings.delta,
+        )
     except TypeError as error:
-        raise DataError(f"The DP-SGD network does not take these hyperparameters: {error}") from None
+        raise DataError(
+            f"The DP-SGD network does not take these hyperparameters: {error}"
+        ) from None
 
 
-def _metadata(data: EncodedData, train: np.ndarray, n_classes: int, settings: TrainingSettings, *, score: float) -> dict:
-    return {"n_local_examples": int(len(train)), "n_validation_rows": int(len(data.labels) - len(train)),
-            "local_validation_score": score, "privacy_level": settings.privacy_level,
-            "label_distribution": np.bincount(data.labels[train], minlength=n_classes).astype(int).tolist(),
-            "partitions": settings.partitions, "teachers": settings.teachers, "teacher": settings.teacher,
-            "student": settings.student, "seed": settings.seed, "encoding": data.report}
+def _metadata(
+    data: EncodedData,
+    train: np.ndarray,
+    n_classes: int,
+    settings: TrainingSettings,
+    *,
+    score: float,
+) -> dict:
+    return {
+        "n_local_examples": int(len(train)),
+        "n_validation_rows": int(len(data.labels) - len(train)),
+        "local_validation_score": score,
+        "privacy_level": settings.privacy_level,
+        "label_distribution": np.bincount(data.labels[train], minlength=n_classes)
+        .astype(int)
+        .tolist(),
+        "partitions": settings.partitions,
+        "teachers": settings.teachers,
+        "teacher": settings.teacher,
+        "student": settings.student,
+        "seed": settings.seed,
+        "encoding": data.report,
+    }
 
 
 def per_label_logits(model, features: np.ndarray, labels: np.ndarray, *, n_classes: int) -> dict:
@@ -312,6 +455,22 @@ def per_label_logits(model, features: np.ndarray, labels: np.ndarray, *, n_class
     return {"per_label_logits": logits.tolist(), "present": present.tolist()}
 
 
-__all__ = ["DEFAULT_STUDENT", "DEFAULT_TEACHER", "EncodedData", "MIN_ROWS_PER_TEACHER", "TrainingResult", "TrainingSettings", "accuracy",
-           "check_enough_rows", "encode_silo_table", "fedkt_party_train", "load_table", "local_train",
-           "per_label_logits", "privacy_declaration", "dp_sgd_learner", "resolved_queries", "validation_split"]
+__all__ = [
+    "DEFAULT_STUDENT",
+    "DEFAULT_TEACHER",
+    "EncodedData",
+    "MIN_ROWS_PER_TEACHER",
+    "TrainingResult",
+    "TrainingSettings",
+    "accuracy",
+    "check_enough_rows",
+    "encode_silo_table",
+    "fedkt_party_train",
+    "load_table",
+    "local_train",
+    "per_label_logits",
+    "privacy_declaration",
+    "dp_sgd_learner",
+    "resolved_queries",
+    "validation_split",
+]

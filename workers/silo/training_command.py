@@ -14,11 +14,19 @@ import numpy as np
 
 from workers.features import features_in_view, view_width
 from workers.learners.registry import make_learner
-from workers.silo.folders import METADATA_FILE, pulled_folder
 from workers.silo.errors import DataError
+from workers.silo.folders import METADATA_FILE, pulled_folder
 from workers.silo.students import export_student
-from workers.silo.training import (DEFAULT_STUDENT, DEFAULT_TEACHER, TrainingSettings, encode_silo_table,
-                                   fedkt_party_train, load_table, local_train, per_label_logits)
+from workers.silo.training import (
+    DEFAULT_STUDENT,
+    DEFAULT_TEACHER,
+    TrainingSettings,
+    encode_silo_table,
+    fedkt_party_train,
+    load_table,
+    local_train,
+    per_label_logits,
+)
 
 
 def parse_parameters(pairs: list[str], family: str) -> dict:
@@ -51,7 +59,9 @@ def parse_queries(text: str) -> int | float:
     try:
         return float(text) if "." in text or "e" in text.lower() else int(text)
     except ValueError:
-        raise DataError(f"--queries must be a count (e.g. 300) or a fraction (e.g. 0.1), not {text!r}.") from None
+        raise DataError(
+            f"--queries must be a count (e.g. 300) or a fraction (e.g. 0.1), not {text!r}."
+        ) from None
 
 
 def read_pulled(folder: Path, slug: str) -> tuple[dict, dict, np.ndarray]:
@@ -61,8 +71,10 @@ def read_pulled(folder: Path, slug: str) -> tuple[dict, dict, np.ndarray]:
         with np.load(folder / "features.npz", allow_pickle=False) as arrays:
             public_features = arrays["features"]
     except (OSError, ValueError, KeyError) as error:
-        raise DataError(f"{folder} does not hold a complete pull of '{slug}' ({error}); run "
-                        f"`python -m workers.silo pull {slug}` first.") from error
+        raise DataError(
+            f"{folder} does not hold a complete pull of '{slug}' ({error}); run "
+            f"`python -m workers.silo pull {slug}` first."
+        ) from error
     if federation.get("slug") != slug:
         raise DataError(f"{folder} holds a pull of '{federation.get('slug')}', not of '{slug}'.")
     return federation, spec, public_features
@@ -71,24 +83,50 @@ def read_pulled(folder: Path, slug: str) -> tuple[dict, dict, np.ndarray]:
 def train(args):
     federation, spec, public_features = read_pulled(pulled_folder(args), args.federation)
     if args.privacy_level not in federation["allowed_privacy_levels"]:
-        raise DataError(f"'{args.federation}' allows privacy levels {', '.join(federation['allowed_privacy_levels'])}, "
-                        f"not {args.privacy_level}.")
+        raise DataError(
+            f"'{args.federation}' allows privacy levels {', '.join(federation['allowed_privacy_levels'])}, "
+            f"not {args.privacy_level}."
+        )
     settings = TrainingSettings(
-        partitions=args.partitions, teachers=args.teachers,
+        partitions=args.partitions,
+        teachers=args.teachers,
         teacher=learner_setting(args.teacher, args.teacher_param, DEFAULT_TEACHER),
-        student=learner_setting(args.student, args.student_param, DEFAULT_STUDENT), privacy_level=args.privacy_level,
-        gamma=args.gamma, sigma=args.sigma, delta=args.delta, queries=parse_queries(args.queries),
-        validation_fraction=args.validation_fraction, min_rows_per_teacher=args.min_rows_per_teacher, seed=args.seed,
-        noise_multiplier=args.noise_multiplier, target_epsilon=args.target_epsilon, max_grad_norm=args.max_grad_norm)
+        student=learner_setting(args.student, args.student_param, DEFAULT_STUDENT),
+        privacy_level=args.privacy_level,
+        gamma=args.gamma,
+        sigma=args.sigma,
+        delta=args.delta,
+        queries=parse_queries(args.queries),
+        validation_fraction=args.validation_fraction,
+        min_rows_per_teacher=args.min_rows_per_teacher,
+        seed=args.seed,
+        noise_multiplier=args.noise_multiplier,
+        target_epsilon=args.target_epsilon,
+        max_grad_norm=args.max_grad_norm,
+    )
     if not args.local and (args.noise_multiplier is not None or args.target_epsilon is not None):
-        raise DataError("DP-SGD trains one local network: add --local (FedKT students at L2 take --gamma or --sigma).")
+        raise DataError(
+            "DP-SGD trains one local network: add --local (FedKT students at L2 take --gamma or --sigma)."
+        )
     n_classes = len(federation["class_labels"])
     view = settings.feature_view(local=args.local)
-    data = encode_silo_table(load_table(args.data), spec, label_column=args.label_column or federation["label_column"],
-                             class_labels=federation["class_labels"], view=view)
-    result = (local_train(data, n_classes=n_classes, settings=settings) if args.local
-              else fedkt_party_train(data, features_in_view(public_features, spec, view), n_classes=n_classes,
-                                     settings=settings))
+    data = encode_silo_table(
+        load_table(args.data),
+        spec,
+        label_column=args.label_column or federation["label_column"],
+        class_labels=federation["class_labels"],
+        view=view,
+    )
+    result = (
+        local_train(data, n_classes=n_classes, settings=settings)
+        if args.local
+        else fedkt_party_train(
+            data,
+            features_in_view(public_features, spec, view),
+            n_classes=n_classes,
+            settings=settings,
+        )
+    )
     output = args.output or pulled_folder(args) / ("local-model" if args.local else "students")
     output.mkdir(parents=True, exist_ok=True)
     files = []
@@ -97,12 +135,17 @@ def train(args):
         name = f"{'local-model' if args.local else f'student-{index}'}{exported.suffix}"
         (output / name).write_bytes(exported.data)
         files.append(name)
-    metadata = {"federation": args.federation, "model_family": exported.model_family, "files": files,
-                **result.metadata}
+    metadata = {
+        "federation": args.federation,
+        "model_family": exported.model_family,
+        "files": files,
+        **result.metadata,
+    }
     if args.fd_logits:
         logits = per_label_logits(result.models[0], data.features, data.labels, n_classes=n_classes)
-        (output / "fd-logits.json").write_text(json.dumps({"class_labels": federation["class_labels"], **logits},
-                                                          indent=2))
+        (output / "fd-logits.json").write_text(
+            json.dumps({"class_labels": federation["class_labels"], **logits}, indent=2)
+        )
         metadata["fd_logits_file"] = "fd-logits.json"
     (output / METADATA_FILE).write_text(json.dumps(metadata, indent=2))
     return {**metadata, "output": str(output)}, training_summary(metadata, output)
@@ -110,28 +153,48 @@ def train(args):
 
 def training_summary(metadata: dict, output: Path) -> str:
     encoding = metadata["encoding"]
-    lines = [f"Trained on {metadata['n_local_examples']} rows ({metadata['n_validation_rows']} held out); "
-             f"label distribution {metadata['label_distribution']}."]
+    lines = [
+        f"Trained on {metadata['n_local_examples']} rows ({metadata['n_validation_rows']} held out); "
+        f"label distribution {metadata['label_distribution']}."
+    ]
     if encoding["rows_without_label"]:
         lines.append(f"Dropped {encoding['rows_without_label']} rows without a label.")
     if encoding["missing_values"]:
         shown = ", ".join(f"{name}: {count}" for name, count in encoding["missing_values"].items())
         lines.append(f"Missing values (encoded as the public mean, or no category): {shown}.")
     if encoding["unknown_categories"]:
-        shown = "; ".join(f"{name}: {', '.join(list(values)[:3])}" for name, values in
-                          encoding["unknown_categories"].items())
+        shown = "; ".join(
+            f"{name}: {', '.join(list(values)[:3])}"
+            for name, values in encoding["unknown_categories"].items()
+        )
         lines.append(f"Categories the public data lacks (encoded as no category): {shown}.")
     if encoding["ignored_columns"]:
-        lines.append(f"Ignored columns the federation does not use: {', '.join(encoding['ignored_columns'])}.")
-    lines.append(f"Local validation score (accuracy on held-out rows): {metadata['local_validation_score']:.4f}.")
+        lines.append(
+            f"Ignored columns the federation does not use: {', '.join(encoding['ignored_columns'])}."
+        )
+    lines.append(
+        f"Local validation score (accuracy on held-out rows): {metadata['local_validation_score']:.4f}."
+    )
     if metadata["declared_epsilon"] is not None:
         report = metadata["privacy_report"]
-        how = (f"{report['n_queries']} DP-SGD steps, noise multiplier {report['sigma']:.4g}, Opacus' RDP accountant"
-               if report["mechanism"] == "dp_sgd" else f"{report['n_queries']} noisy queries")
-        lines.append(f"L2: uploading charges ε = {metadata['declared_epsilon']:.4f} (example-level, data-independent, "
-                     f"δ = {report['delta']:g}, {how}) to your privacy budget.")
+        how = (
+            f"{report['n_queries']} DP-SGD steps, noise multiplier {report['sigma']:.4g}, Opacus' RDP accountant"
+            if report["mechanism"] == "dp_sgd"
+            else f"{report['n_queries']} noisy queries"
+        )
+        lines.append(
+            f"L2: uploading charges ε = {metadata['declared_epsilon']:.4f} (example-level, data-independent, "
+            f"δ = {report['delta']:g}, {how}) to your privacy budget."
+        )
     lines.append(f"Wrote {', '.join(metadata['files'])} and {METADATA_FILE} to {output}.")
     return "\n".join(lines)
 
 
-__all__ = ["learner_setting", "parse_parameters", "parse_queries", "read_pulled", "train", "training_summary"]
+__all__ = [
+    "learner_setting",
+    "parse_parameters",
+    "parse_queries",
+    "read_pulled",
+    "train",
+    "training_summary",
+]

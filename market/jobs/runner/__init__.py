@@ -13,9 +13,18 @@ Steps: :func:`job_start` (claim, plan chunks) → :func:`job_chunk_run` per chun
 """
 
 from market.jobs.runner.chunks import job_chunk_release, job_chunk_run, job_start
-from market.jobs.runner.lifecycle import JobInputError, job_end
 from market.jobs.runner.finalize import job_finalize, job_finalize_release, job_finalize_safely
+from market.jobs.runner.lifecycle import JobInputError, job_end
 from market.jobs.runner.reaper import job_reap
 
-__all__ = ["JobInputError", "job_chunk_release", "job_chunk_run", "job_end", "job_finalize", "job_finalize_release",
-           "job_finalize_safely", "job_reap", "job_start"]
+__all__ = [
+    "JobInputError",
+    "job_chunk_release",
+    "job_chunk_run",
+    "job_end",
+    "job_finalize",
+    "job_finalize_release",
+    "job_finalize_safely",
+    "job_reap",
+    "job_start",
+]

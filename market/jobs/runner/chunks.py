@@ -16,12 +16,23 @@ from django.utils import timezone
 from market.feature_views import model_files_feature_view, stored_features_in_view
 from market.jobs.models import ChunkStatus, Job, JobChunk, JobPhase, JobStatus
 from market.jobs.runner.leases import job_setting, lease_kept, lease_renew, lease_seconds, worker_id
-from market.jobs.runner.lifecycle import (JobInputError, failing_on_unexpected, job_end, job_stage_set,
-                                          job_stop_if_cancelled)
+from market.jobs.runner.lifecycle import (
+    JobInputError,
+    failing_on_unexpected,
+    job_end,
+    job_stage_set,
+    job_stop_if_cancelled,
+)
 from market.jobs.selectors import job_members
 from market.jobs.services import job_log
 from market.sandbox import stored_models_predict
-from market.storage import artifact_read, artifact_save, arrays_from_npz_cached, arrays_to_npz, sha256_of
+from market.storage import (
+    arrays_from_npz_cached,
+    arrays_to_npz,
+    artifact_read,
+    artifact_save,
+    sha256_of,
+)
 from market.submissions.models import Submission, SubmissionStatus
 from workers.algorithms import algorithm_get
 from workers.metrics import classification_metrics
@@ -34,9 +45,14 @@ def job_start(*, job_id: int) -> list[int] | None:
     claimed the job, or the job failed)."""
     now = timezone.now()
     claimed = Job.objects.filter(id=job_id, status=JobStatus.QUEUED, cancel_requested=False).update(
-        status=JobStatus.RUNNING, phase=JobPhase.PREDICTING, worker=worker_id(), heartbeat_at=now,
-        lease_expires_at=now + timedelta(seconds=lease_seconds()), attempts=F("attempts") + 1,
-        started_at=Coalesce("started_at", now))
+        status=JobStatus.RUNNING,
+        phase=JobPhase.PREDICTING,
+        worker=worker_id(),
+        heartbeat_at=now,
+        lease_expires_at=now + timedelta(seconds=lease_seconds()),
+        attempts=F("attempts") + 1,
+        started_at=Coalesce("started_at", now),
+    )
     if not claimed:
         return None
     job = Job.objects.get(id=job_id)
@@ -65,11 +81,19 @@ def _planned_chunks(job: Job) -> list[JobChunk]:
     with transaction.atomic():
         # A claim re-queued while this one was still planning (its lease expired under load) plans the same chunks
         # from the same seed; whichever commits second keeps the first's rows.
-        JobChunk.objects.bulk_create([JobChunk(job=job, index=index, submission_ids=ids[start:start + size])
-                                      for index, start in enumerate(range(0, len(ids), size))], ignore_conflicts=True)
+        JobChunk.objects.bulk_create(
+            [
+                JobChunk(job=job, index=index, submission_ids=ids[start : start + size])
+                for index, start in enumerate(range(0, len(ids), size))
+            ],
+            ignore_conflicts=True,
+        )
         Job.objects.filter(id=job.id).update(progress_total=len(ids), progress_done=0)
     chunks = list(job.chunks.all())
-    job_log(job_id=job.id, message=f"{len(ids)} member(s) selected, predicted in {len(chunks)} chunk(s).")
+    job_log(
+        job_id=job.id,
+        message=f"{len(ids)} member(s) selected, predicted in {len(chunks)} chunk(s).",
+    )
     return chunks
 
 
@@ -78,17 +102,27 @@ def job_chunk_claim(*, chunk_id: int) -> bool:
     concurrent claim's lock (a condition inside a subquery would not be re-checked: two workers could win)."""
     now = timezone.now()
     live_jobs = Job.objects.filter(status=JobStatus.RUNNING, cancel_requested=False).values("id")
-    return JobChunk.objects.filter(
-        Q(status=ChunkStatus.PENDING) | Q(status=ChunkStatus.RUNNING, lease_expires_at__lt=now),
-        id=chunk_id, job_id__in=live_jobs).update(
-        status=ChunkStatus.RUNNING, worker=worker_id(), lease_expires_at=now + timedelta(seconds=lease_seconds()),
-        attempts=F("attempts") + 1, members_done=0) == 1
+    return (
+        JobChunk.objects.filter(
+            Q(status=ChunkStatus.PENDING) | Q(status=ChunkStatus.RUNNING, lease_expires_at__lt=now),
+            id=chunk_id,
+            job_id__in=live_jobs,
+        ).update(
+            status=ChunkStatus.RUNNING,
+            worker=worker_id(),
+            lease_expires_at=now + timedelta(seconds=lease_seconds()),
+            attempts=F("attempts") + 1,
+            members_done=0,
+        )
+        == 1
+    )
 
 
 def job_chunk_release(*, chunk_id: int) -> None:
     """Hand a chunk back (a transient error: the retried task, on any worker, claims it again)."""
     JobChunk.objects.filter(id=chunk_id, worker=worker_id(), status=ChunkStatus.RUNNING).update(
-        status=ChunkStatus.PENDING, worker="", lease_expires_at=None)
+        status=ChunkStatus.PENDING, worker="", lease_expires_at=None
+    )
 
 
 def _model_bytes(submission_id: int) -> list[tuple[str, bytes]]:
@@ -96,45 +130,76 @@ def _model_bytes(submission_id: int) -> list[tuple[str, bytes]]:
     if submission is None:
         raise JobInputError(f"Submission #{submission_id} was deleted after the job was created.")
     if submission.status != SubmissionStatus.VALID:
-        raise JobInputError(f"Submission #{submission_id} is no longer valid ({submission.status}).")
+        raise JobInputError(
+            f"Submission #{submission_id} is no longer valid ({submission.status})."
+        )
     files = []
     for model_file in submission.model_files.all():
         try:
             files.append((model_file.original_name, artifact_read(model_file.stored_name)))
         except FileNotFoundError as error:
-            raise JobInputError(f"Submission #{submission_id}: its model file '{model_file.original_name}' is "
-                                "missing from storage.") from error
+            raise JobInputError(
+                f"Submission #{submission_id}: its model file '{model_file.original_name}' is "
+                "missing from storage."
+            ) from error
         if sha256_of(files[-1][1]) != model_file.sha256:
-            raise JobInputError(f"Submission #{submission_id}: its model file '{model_file.original_name}' is corrupt "
-                                "(its content no longer matches the SHA-256 recorded at upload).")
+            raise JobInputError(
+                f"Submission #{submission_id}: its model file '{model_file.original_name}' is corrupt "
+                "(its content no longer matches the SHA-256 recorded at upload)."
+            )
     return files
 
 
-def _predict_chunk(chunk: JobChunk, features: np.ndarray, n_classes: int, public_dataset) -> dict[int, np.ndarray]:
+def _predict_chunk(
+    chunk: JobChunk, features: np.ndarray, n_classes: int, public_dataset
+) -> dict[int, np.ndarray]:
     """Probabilities ``(n_models, n_rows, K)`` of every member of the chunk, each reading the one-hot ``features``
     in its own view (market.feature_views), computed in one sandbox child per view."""
     files = {submission_id: _model_bytes(submission_id) for submission_id in chunk.submission_ids}
-    flat = [(submission_id, name, data) for submission_id, named in files.items() for name, data in named]
-    views = {submission.id: model_files_feature_view(submission.model_files.all())
-             for submission in Submission.objects.filter(id__in=chunk.submission_ids).prefetch_related("model_files")}
+    flat = [
+        (submission_id, name, data)
+        for submission_id, named in files.items()
+        for name, data in named
+    ]
+    views = {
+        submission.id: model_files_feature_view(submission.model_files.all())
+        for submission in Submission.objects.filter(id__in=chunk.submission_ids).prefetch_related(
+            "model_files"
+        )
+    }
     outcomes = [None] * len(flat)
     for view in sorted(set(views.values())):
-        positions = [position for position, (submission_id, _, _) in enumerate(flat) if views[submission_id] == view]
-        predicted = stored_models_predict([flat[position][2] for position in positions],
-                                          stored_features_in_view(features, public_dataset, view), n_classes=n_classes)
+        positions = [
+            position
+            for position, (submission_id, _, _) in enumerate(flat)
+            if views[submission_id] == view
+        ]
+        predicted = stored_models_predict(
+            [flat[position][2] for position in positions],
+            stored_features_in_view(features, public_dataset, view),
+            n_classes=n_classes,
+        )
         for position, outcome in zip(positions, predicted):
             outcomes[position] = outcome
     result: dict[int, list] = {submission_id: [] for submission_id in chunk.submission_ids}
     for (submission_id, name, _), outcome in zip(flat, outcomes):
         if outcome.error:
-            raise JobInputError(f"Submission #{submission_id}: model file '{name}' failed at predict time: "
-                                f"{outcome.error}")
+            raise JobInputError(
+                f"Submission #{submission_id}: model file '{name}' failed at predict time: "
+                f"{outcome.error}"
+            )
         probabilities = outcome.probabilities
-        if probabilities.shape != (len(features), n_classes) or not np.all(np.isfinite(probabilities)):
-            raise JobInputError(f"Submission #{submission_id}: model file '{name}' returned unusable predictions "
-                                f"(shape {probabilities.shape}, finite: {bool(np.all(np.isfinite(probabilities)))}).")
+        if probabilities.shape != (len(features), n_classes) or not np.all(
+            np.isfinite(probabilities)
+        ):
+            raise JobInputError(
+                f"Submission #{submission_id}: model file '{name}' returned unusable predictions "
+                f"(shape {probabilities.shape}, finite: {bool(np.all(np.isfinite(probabilities)))})."
+            )
         result[submission_id].append(probabilities)
-    return {submission_id: np.stack(probabilities) for submission_id, probabilities in result.items()}
+    return {
+        submission_id: np.stack(probabilities) for submission_id, probabilities in result.items()
+    }
 
 
 @failing_on_unexpected("predicting a chunk of members")
@@ -146,8 +211,9 @@ def job_chunk_run(*, chunk_id: int) -> int | None:
         if job_id is not None:
             job_stop_if_cancelled(job_id=job_id)
         return None
-    chunk = JobChunk.objects.select_related("job__public_dataset", "job__evaluation_split", "job__federation").get(
-        id=chunk_id)
+    chunk = JobChunk.objects.select_related(
+        "job__public_dataset", "job__evaluation_split", "job__federation"
+    ).get(id=chunk_id)
     job = chunk.job
     lease_renew(job_id=job.id, chunk_id=None)
     if job_stop_if_cancelled(job_id=job.id):
@@ -160,15 +226,28 @@ def job_chunk_run(*, chunk_id: int) -> int | None:
         return None
     if job_stop_if_cancelled(job_id=job.id):
         return None
-    done = JobChunk.objects.filter(id=chunk_id, worker=worker_id(), status=ChunkStatus.RUNNING).update(
-        status=ChunkStatus.DONE, artifact_name=artifact, member_metrics=member_metrics,
-        members_done=len(chunk.submission_ids), finished_at=timezone.now())
+    done = JobChunk.objects.filter(
+        id=chunk_id, worker=worker_id(), status=ChunkStatus.RUNNING
+    ).update(
+        status=ChunkStatus.DONE,
+        artifact_name=artifact,
+        member_metrics=member_metrics,
+        members_done=len(chunk.submission_ids),
+        finished_at=timezone.now(),
+    )
     if not done:  # the reaper handed this chunk to another worker meanwhile; its result wins
         return None
-    chunk_sums = JobChunk.objects.filter(job_id=job.id, status=ChunkStatus.DONE).values("job_id").annotate(
-        total=Sum("members_done")).values("total")
+    chunk_sums = (
+        JobChunk.objects.filter(job_id=job.id, status=ChunkStatus.DONE)
+        .values("job_id")
+        .annotate(total=Sum("members_done"))
+        .values("total")
+    )
     Job.objects.filter(id=job.id).update(progress_done=Subquery(chunk_sums))
-    job_log(job_id=job.id, message=f"Chunk {chunk.index + 1}: {len(chunk.submission_ids)} member(s) predicted.")
+    job_log(
+        job_id=job.id,
+        message=f"Chunk {chunk.index + 1}: {len(chunk.submission_ids)} member(s) predicted.",
+    )
     return job.id if _finalize_due(job.id) else None
 
 
@@ -177,30 +256,53 @@ def _chunk_artifact(chunk: JobChunk, job: Job) -> tuple[str, dict]:
         public = arrays_from_npz_cached(job.public_dataset.features_file)["features"]
         evaluation = arrays_from_npz_cached(job.evaluation_split.data_file)
     except FileNotFoundError as error:
-        raise JobInputError("The federation's public data or evaluation split is missing from storage.") from error
+        raise JobInputError(
+            "The federation's public data or evaluation split is missing from storage."
+        ) from error
     n_classes = job.federation.n_classes
-    probabilities = _predict_chunk(chunk, np.vstack([public, evaluation["features"]]), n_classes, job.public_dataset)
+    probabilities = _predict_chunk(
+        chunk, np.vstack([public, evaluation["features"]]), n_classes, job.public_dataset
+    )
     algorithm = algorithm_get(job.kind)
-    members = {member.key: member for member in job_members(
-        submissions=list(Submission.objects.filter(id__in=chunk.submission_ids)))}
+    members = {
+        member.key: member
+        for member in job_members(
+            submissions=list(Submission.objects.filter(id__in=chunk.submission_ids))
+        )
+    }
     signals, evaluation_probabilities, metrics = [], [], {}
     for submission_id in chunk.submission_ids:
         member_probabilities = probabilities[submission_id]
-        signals.append(np.asarray(algorithm.member_signal(member_probabilities[:, :len(public)],
-                                                          member=members[str(submission_id)], n_classes=n_classes,
-                                                          params=job.parameters)))
-        averaged = member_probabilities[:, len(public):].mean(axis=0)
+        signals.append(
+            np.asarray(
+                algorithm.member_signal(
+                    member_probabilities[:, : len(public)],
+                    member=members[str(submission_id)],
+                    n_classes=n_classes,
+                    params=job.parameters,
+                )
+            )
+        )
+        averaged = member_probabilities[:, len(public) :].mean(axis=0)
         evaluation_probabilities.append(averaged)
-        metrics[str(submission_id)] = classification_metrics(averaged, evaluation["labels"], n_classes=n_classes)
+        metrics[str(submission_id)] = classification_metrics(
+            averaged, evaluation["labels"], n_classes=n_classes
+        )
     signals = np.stack(signals)
-    data = arrays_to_npz(signal_sum=signals.sum(axis=0), member_signals=signals,
-                         member_ids=np.asarray(chunk.submission_ids, dtype=np.int64),
-                         evaluation_probabilities=np.stack(evaluation_probabilities))
+    data = arrays_to_npz(
+        signal_sum=signals.sum(axis=0),
+        member_signals=signals,
+        member_ids=np.asarray(chunk.submission_ids, dtype=np.int64),
+        evaluation_probabilities=np.stack(evaluation_probabilities),
+    )
     name = artifact_save(name=f"jobs/{job.id}/chunks/{chunk.index}.npz", data=data, stored_names=[])
     return name, metrics
 
 
 def _finalize_due(job_id: int) -> bool:
     unfinished = JobChunk.objects.filter(job_id=OuterRef("pk")).exclude(status=ChunkStatus.DONE)
-    return Job.objects.filter(id=job_id, status=JobStatus.RUNNING, phase=JobPhase.PREDICTING).filter(
-        ~Exists(unfinished)).exists()
+    return (
+        Job.objects.filter(id=job_id, status=JobStatus.RUNNING, phase=JobPhase.PREDICTING)
+        .filter(~Exists(unfinished))
+        .exists()
+    )

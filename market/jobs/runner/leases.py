@@ -37,8 +37,17 @@ def code_version() -> str:
     if getattr(settings, "ONEFOLD_CODE_VERSION", ""):
         return settings.ONEFOLD_CODE_VERSION
     try:
-        return subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True, timeout=10,
-                              cwd=Path(__file__).resolve().parents[3], check=True).stdout.strip() or "unknown"
+        return (
+            subprocess.run(
+                ["git", "describe", "--always", "--dirty"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                cwd=Path(__file__).resolve().parents[3],
+                check=True,
+            ).stdout.strip()
+            or "unknown"
+        )
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
@@ -67,7 +76,10 @@ def lease_kept(*, job_id: int, chunk_id: int | None = None):
 def lease_renew(*, job_id: int, chunk_id: int | None) -> None:
     now = timezone.now()
     expires = now + timedelta(seconds=lease_seconds())
-    Job.objects.filter(id=job_id, status=JobStatus.RUNNING).update(heartbeat_at=now, lease_expires_at=expires)
+    Job.objects.filter(id=job_id, status=JobStatus.RUNNING).update(
+        heartbeat_at=now, lease_expires_at=expires
+    )
     if chunk_id is not None:
         JobChunk.objects.filter(id=chunk_id, worker=worker_id(), status=ChunkStatus.RUNNING).update(
-            lease_expires_at=expires)
+            lease_expires_at=expires
+        )

@@ -38,40 +38,73 @@ def failing_on_unexpected(step: str):
         @functools.wraps(function)
         def wrapper(*, job_id: int | None = None, chunk_id: int | None = None):
             try:
-                return function(**({"job_id": job_id} if chunk_id is None else {"chunk_id": chunk_id}))
-            except (TRANSIENT_ERRORS + (JobSuperseded,)):
+                return function(
+                    **({"job_id": job_id} if chunk_id is None else {"chunk_id": chunk_id})
+                )
+            except TRANSIENT_ERRORS + (JobSuperseded,):
                 raise
             except Exception as error:
                 logger.exception("Job step %s failed", step)
-                owner = job_id if chunk_id is None else JobChunk.objects.filter(id=chunk_id).values_list(
-                    "job_id", flat=True).first()
+                owner = (
+                    job_id
+                    if chunk_id is None
+                    else JobChunk.objects.filter(id=chunk_id)
+                    .values_list("job_id", flat=True)
+                    .first()
+                )
                 if owner is not None:
-                    job_end(job_id=owner, status=JobStatus.FAILED,
-                            reason=f"Internal error while {step}: {type(error).__name__}: {error}")
+                    job_end(
+                        job_id=owner,
+                        status=JobStatus.FAILED,
+                        reason=f"Internal error while {step}: {type(error).__name__}: {error}",
+                    )
                 return None
+
         return wrapper
+
     return decorate
 
 
 def job_artifacts_delete(*, job: Job) -> None:
     """The chunks' partial results: deleted once the job has ended (they name which member predicted what)."""
-    for name in JobChunk.objects.filter(job=job).exclude(artifact_name="").values_list("artifact_name", flat=True):
+    for name in (
+        JobChunk.objects.filter(job=job)
+        .exclude(artifact_name="")
+        .values_list("artifact_name", flat=True)
+    ):
         default_storage.delete(name)
 
 
 def job_end(*, job_id: int, status: str, reason: str = "") -> bool:
     """Move a running (or queued) job to failed or cancelled, settling its budget; False if it had already ended."""
     with transaction.atomic():
-        job = Job.objects.select_for_update().filter(id=job_id,
-                                                     status__in=[JobStatus.RUNNING, JobStatus.QUEUED]).first()
+        job = (
+            Job.objects.select_for_update()
+            .filter(id=job_id, status__in=[JobStatus.RUNNING, JobStatus.QUEUED])
+            .first()
+        )
         if job is None:
             return False
         job.status, job.failure_reason, job.finished_at = status, reason, timezone.now()
         job.worker, job.lease_expires_at, job.phase = "", None, ""
-        job.save(update_fields=["status", "failure_reason", "finished_at", "worker", "lease_expires_at", "phase"])
+        job.save(
+            update_fields=[
+                "status",
+                "failure_reason",
+                "finished_at",
+                "worker",
+                "lease_expires_at",
+                "phase",
+            ]
+        )
         job_settle_budget(job=job)
-        job_log(job_id=job.id, level="error" if status == JobStatus.FAILED else "info",
-                message=f"Failed: {reason}" if status == JobStatus.FAILED else "Cancelled; no global model was made.")
+        job_log(
+            job_id=job.id,
+            level="error" if status == JobStatus.FAILED else "info",
+            message=f"Failed: {reason}"
+            if status == JobStatus.FAILED
+            else "Cancelled; no global model was made.",
+        )
     job_artifacts_delete(job=job)
     return True
 

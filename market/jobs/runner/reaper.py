@@ -24,9 +24,14 @@ def job_reap() -> dict:
         if job.cancel_requested:
             counts["cancelled"] += job_end(job_id=job.id, status=JobStatus.CANCELLED)
         elif job.attempts >= job_setting("ONEFOLD_JOB_MAX_ATTEMPTS", 3):
-            counts["failed"] += job_end(job_id=job.id, status=JobStatus.FAILED, reason=(
-                f"The worker running this job stopped sending heartbeats (last at {_when(job.heartbeat_at)}) on "
-                f"attempt {job.attempts} of {job.attempts}; it was not retried again."))
+            counts["failed"] += job_end(
+                job_id=job.id,
+                status=JobStatus.FAILED,
+                reason=(
+                    f"The worker running this job stopped sending heartbeats (last at {_when(job.heartbeat_at)}) on "
+                    f"attempt {job.attempts} of {job.attempts}; it was not retried again."
+                ),
+            )
         else:
             counts["requeued"] += _requeue(job)
     counts["republished"] = _republish_stale()
@@ -34,13 +39,18 @@ def job_reap() -> dict:
 
 
 def _republish_stale() -> int:
-    stale = outbox_published_long_ago(Job.objects.filter(status=JobStatus.QUEUED, cancel_requested=False),
-                                      older_than_seconds=job_setting("ONEFOLD_JOB_REPUBLISH_SECONDS", 600))
+    stale = outbox_published_long_ago(
+        Job.objects.filter(status=JobStatus.QUEUED, cancel_requested=False),
+        older_than_seconds=job_setting("ONEFOLD_JOB_REPUBLISH_SECONDS", 600),
+    )
     republished = 0
     for job in stale:
         with transaction.atomic():
-            job_log(job_id=job.id, level="warning", message="No worker took this job's start message; published "
-                                                            "it again.")
+            job_log(
+                job_id=job.id,
+                level="warning",
+                message="No worker took this job's start message; published it again.",
+            )
             job_enqueue(job=job)
         republished += 1
     return republished
@@ -52,14 +62,25 @@ def _when(moment) -> str:
 
 def _requeue(job: Job) -> bool:
     with transaction.atomic():
-        requeued = Job.objects.filter(id=job.id, status=JobStatus.RUNNING,
-                                      lease_expires_at=job.lease_expires_at).update(
-            status=JobStatus.QUEUED, phase="", worker="", lease_expires_at=None, progress_stage="waiting for a worker")
+        requeued = Job.objects.filter(
+            id=job.id, status=JobStatus.RUNNING, lease_expires_at=job.lease_expires_at
+        ).update(
+            status=JobStatus.QUEUED,
+            phase="",
+            worker="",
+            lease_expires_at=None,
+            progress_stage="waiting for a worker",
+        )
         if not requeued:
             return False
-        JobChunk.objects.filter(job=job, status=ChunkStatus.RUNNING).update(status=ChunkStatus.PENDING, worker="",
-                                                                           lease_expires_at=None)
-        job_log(job_id=job.id, level="warning", message=f"No heartbeat from worker {job.worker or 'unknown'} since "
-                                                        f"{_when(job.heartbeat_at)}; re-queued.")
+        JobChunk.objects.filter(job=job, status=ChunkStatus.RUNNING).update(
+            status=ChunkStatus.PENDING, worker="", lease_expires_at=None
+        )
+        job_log(
+            job_id=job.id,
+            level="warning",
+            message=f"No heartbeat from worker {job.worker or 'unknown'} since "
+            f"{_when(job.heartbeat_at)}; re-queued.",
+        )
         job_enqueue(job=job)
     return True

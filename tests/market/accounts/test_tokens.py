@@ -16,21 +16,36 @@ def token_client(key: str) -> APIClient:
 
 
 def test_the_sign_in_endpoint_creates_a_named_token_stored_only_as_a_hash(silo_user, client):
-    response = client.post("/api/auth/token/", {"username": "sam-silo", "password": "silo-password",
-                                                "name": "training server"})
+    response = client.post(
+        "/api/auth/token/",
+        {"username": "sam-silo", "password": "silo-password", "name": "training server"},
+    )
     assert response.status_code == 200
     body = response.json()
     token = ApiToken.objects.get(id=body["id"])
     assert (token.name, token.user, token.key_hash, token.key_prefix) == (
-        "training server", silo_user, api_token_hash(body["token"]), body["token"][:8])
+        "training server",
+        silo_user,
+        api_token_hash(body["token"]),
+        body["token"][:8],
+    )
     assert body["token"] not in str(list(ApiToken.objects.values()))
     assert token_client(body["token"]).get("/api/me/").json()["username"] == "sam-silo"
-    actions = list(AuditEvent.objects.order_by("id").values_list("action", "outcome", "client_address"))
-    assert actions == [("auth.sign_in", "success", "127.0.0.1"), ("token.created", "success", "127.0.0.1")]
+    actions = list(
+        AuditEvent.objects.order_by("id").values_list("action", "outcome", "client_address")
+    )
+    assert actions == [
+        ("auth.sign_in", "success", "127.0.0.1"),
+        ("token.created", "success", "127.0.0.1"),
+    ]
 
 
-def test_owners_list_create_and_revoke_their_tokens_and_a_revoked_token_stops_at_once(silo_user, silo_api):
-    created = silo_api.post("/api/auth/tokens/", {"name": "laptop", "expires_in_days": 7}, format="json")
+def test_owners_list_create_and_revoke_their_tokens_and_a_revoked_token_stops_at_once(
+    silo_user, silo_api
+):
+    created = silo_api.post(
+        "/api/auth/tokens/", {"name": "laptop", "expires_in_days": 7}, format="json"
+    )
     assert created.status_code == 201
     key, token_id = created.json()["token"], created.json()["id"]
     laptop = token_client(key)
@@ -42,9 +57,14 @@ def test_owners_list_create_and_revoke_their_tokens_and_a_revoked_token_stops_at
     revoked = silo_api.post(f"/api/auth/tokens/{token_id}/revoke/")
     assert (revoked.status_code, revoked.json()["state"]) == (200, "revoked")
     refused = laptop.get("/api/me/")
-    assert (refused.status_code, refused.json()) == (401, {"detail": "This token was revoked; create a new one."})
+    assert (refused.status_code, refused.json()) == (
+        401,
+        {"detail": "This token was revoked; create a new one."},
+    )
     assert silo_api.get("/api/me/").status_code == 200  # the other token still works
-    assert list(AuditEvent.objects.filter(action="token.revoked").values_list("object_id", flat=True)) == [str(token_id)]
+    assert list(
+        AuditEvent.objects.filter(action="token.revoked").values_list("object_id", flat=True)
+    ) == [str(token_id)]
 
 
 def test_an_expired_token_is_refused(silo_user):
@@ -58,7 +78,10 @@ def test_an_expired_token_is_refused(silo_user):
 def test_someone_elses_token_cannot_be_revoked_or_seen(silo_user, other_silo_user, other_silo_api):
     token, key = api_token_create(user=silo_user, name="hospital")
     response = other_silo_api.post(f"/api/auth/tokens/{token.id}/revoke/")
-    assert (response.status_code, response.json()) == (404, {"detail": f"You have no token with id {token.id}."})
+    assert (response.status_code, response.json()) == (
+        404,
+        {"detail": f"You have no token with id {token.id}."},
+    )
     assert ApiToken.objects.get(id=token.id).revoked_at is None
     assert "hospital" not in str(other_silo_api.get("/api/auth/tokens/").json())
     assert token_client(key).get("/api/me/").status_code == 200
@@ -73,8 +96,13 @@ def test_an_unknown_key_and_a_deactivated_users_key_are_refused(silo_user):
 
 
 def test_a_token_lifetime_outside_the_allowed_range_is_refused(silo_api, settings):
-    response = silo_api.post("/api/auth/tokens/", {"name": "forever", "expires_in_days": 400}, format="json")
-    assert (response.status_code, response.json()) == (400, {"detail": "A token lives between 1 and 365 days, not 400."})
+    response = silo_api.post(
+        "/api/auth/tokens/", {"name": "forever", "expires_in_days": 400}, format="json"
+    )
+    assert (response.status_code, response.json()) == (
+        400,
+        {"detail": "A token lives between 1 and 365 days, not 400."},
+    )
     assert not ApiToken.objects.filter(name="forever").exists()
 
 

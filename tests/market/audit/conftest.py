@@ -12,5 +12,7 @@ def audit_trigger_disabled(db):
     if connection.vendor != "postgresql":
         pytest.skip("the append-only trigger exists on PostgreSQL only")
     with connection.cursor() as cursor:
-        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # ALTER TABLE refuses while foreign-key checks are pending
+        cursor.execute(
+            "SET CONSTRAINTS ALL IMMEDIATE"
+        )  # ALTER TABLE refuses while foreign-key checks are pending
         cursor.execute("ALTER TABLE audit_auditevent DISABLE TRIGGER audit_auditevent_append_only")

@@ -18,11 +18,15 @@ def test_audit_verify_prints_the_count_and_head(silo_user):
 def test_audit_verify_fails_on_an_edited_entry(silo_user, audit_trigger_disabled):
     event = audit_record(action="token.created", actor=silo_user)
     AuditEvent.objects.filter(id=event.id).update(action="token.revoked")
-    with pytest.raises(CommandError, match=f"broken after 0 good entries. Entry {event.id} does not match its hash"):
+    with pytest.raises(
+        CommandError, match=f"broken after 0 good entries. Entry {event.id} does not match its hash"
+    ):
         call_command("audit_verify", stdout=io.StringIO())
 
 
-def test_audit_verify_exits_non_zero_from_the_shell_on_a_broken_chain(silo_user, audit_trigger_disabled):
+def test_audit_verify_exits_non_zero_from_the_shell_on_a_broken_chain(
+    silo_user, audit_trigger_disabled
+):
     from django.core.management import execute_from_command_line
 
     event = audit_record(action="token.created", actor=silo_user)
@@ -47,14 +51,26 @@ def test_audit_export_writes_one_json_line_per_entry_and_audits_itself(silo_user
     lines = [json.loads(line) for line in target.read_text().splitlines()]
     assert out.getvalue() == f"Wrote 2 audit entries to {target}.\n"
     assert [line["id"] for line in lines] == [first.id, second.id]
-    assert lines[0] == {"id": first.id, "created_at": first.created_at.isoformat(), "actor_id": silo_user.id,
-                        "organisation_id": silo_user.organisation_id, "action": "token.created",
-                        "object_type": "", "object_id": "", "outcome": "success", "client_address": None,
-                        "details": {"name": "laptop"}, "previous_hash": first.previous_hash,
-                        "entry_hash": first.entry_hash}
+    assert lines[0] == {
+        "id": first.id,
+        "created_at": first.created_at.isoformat(),
+        "actor_id": silo_user.id,
+        "organisation_id": silo_user.organisation_id,
+        "action": "token.created",
+        "object_type": "",
+        "object_id": "",
+        "outcome": "success",
+        "client_address": None,
+        "details": {"name": "laptop"},
+        "previous_hash": first.previous_hash,
+        "entry_hash": first.entry_hash,
+    }
     assert lines[1]["previous_hash"] == first.entry_hash
     exported = AuditEvent.objects.order_by("-id").first()
-    assert (exported.action, exported.details) == ("audit.exported", {"entries": 2, "via": "command"})
+    assert (exported.action, exported.details) == (
+        "audit.exported",
+        {"entries": 2, "via": "command"},
+    )
 
 
 def test_audit_export_to_standard_output(silo_user):

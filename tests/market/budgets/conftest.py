@@ -24,10 +24,16 @@ def submission_row(federation, user, *, tag: str = "a", privacy_level: str = "L1
     from market.submissions.models import Submission
 
     return Submission.objects.create(
-        federation=federation, organisation=user.organisation, submitted_by=user,
-        public_dataset=public_dataset_current(federation=federation), model_family="xgboost",
-        n_local_examples=1000, local_validation_score=0.8, privacy_level=privacy_level,
-        content_sha256=f"{user.organisation_id}-{tag}".ljust(64, "0"))
+        federation=federation,
+        organisation=user.organisation,
+        submitted_by=user,
+        public_dataset=public_dataset_current(federation=federation),
+        model_family="xgboost",
+        n_local_examples=1000,
+        local_validation_score=0.8,
+        privacy_level=privacy_level,
+        content_sha256=f"{user.organisation_id}-{tag}".ljust(64, "0"),
+    )
 
 
 @pytest.fixture
@@ -35,14 +41,27 @@ def submissions(federation_with_data, members):
     return [submission_row(federation_with_data, user) for user in members]
 
 
-def job_row(federation, submissions, requested_by, *, privacy=None, partitions: int = 2, privacy_level: str = "L1"):
+def job_row(
+    federation,
+    submissions,
+    requested_by,
+    *,
+    privacy=None,
+    partitions: int = 2,
+    privacy_level: str = "L1",
+):
     from market.jobs.models import Job
 
     job = Job.objects.create(
-        federation=federation, kind="fedkt", privacy_level=privacy_level,
-        parameters={"privacy": privacy or LAPLACE, "partitions": partitions}, seed=0,
+        federation=federation,
+        kind="fedkt",
+        privacy_level=privacy_level,
+        parameters={"privacy": privacy or LAPLACE, "partitions": partitions},
+        seed=0,
         public_dataset=public_dataset_current(federation=federation),
-        evaluation_split=federation.evaluation_splits.first(), requested_by=requested_by)
+        evaluation_split=federation.evaluation_splits.first(),
+        requested_by=requested_by,
+    )
     job.submissions.set(submissions)
     return job
 
@@ -50,6 +69,8 @@ def job_row(federation, submissions, requested_by, *, privacy=None, partitions: 
 @pytest.fixture
 def make_job(federation_with_data, submissions, operator):
     def make(**options):
-        return job_row(federation_with_data, options.pop("submissions", submissions), operator, **options)
-    return make
+        return job_row(
+            federation_with_data, options.pop("submissions", submissions), operator, **options
+        )
 
+    return make

@@ -7,17 +7,27 @@ from tests.market.submissions.helpers import submit
 LOOSE_DELTA = {"gamma": 0.04, "delta": 1e-3, "partitions": 2, "teachers": 5, "queries": 30}
 
 
-def test_the_budget_shows_the_delta_of_its_whole_spend(silo_api, client, silo_user, federation_with_data,
-                                                       model_files):
-    response = submit(silo_api, {"forest.onnx": model_files["forest.onnx"]}, privacy_level="L2", declared_epsilon=2.5,
-                      privacy_parameters=json.dumps(LOOSE_DELTA))
+def test_the_budget_shows_the_delta_of_its_whole_spend(
+    silo_api, client, silo_user, federation_with_data, model_files
+):
+    response = submit(
+        silo_api,
+        {"forest.onnx": model_files["forest.onnx"]},
+        privacy_level="L2",
+        declared_epsilon=2.5,
+        privacy_parameters=json.dumps(LOOSE_DELTA),
+    )
     assert response.status_code < 300, response.json()
     [budget] = silo_api.get("/api/federations/adult-income/budgets/").json()
     # δ_budget = 1e-5 converts the Rényi part; the declared (2.5, 1e-3) adds by basic composition: 1e-5 + 1e-3.
-    assert (budget["delta"], budget["composed_delta"], budget["spent"]) == ("0.00001", "0.00101", "2.500000")
+    assert (budget["delta"], budget["composed_delta"], budget["spent"]) == (
+        "0.00001",
+        "0.00101",
+        "2.500000",
+    )
     client.force_login(silo_user)
     page = client.get("/federations/adult-income/budgets/").content.decode()
-    assert "budget δ 0.00001 plus declared δ\">0.00101</abbr>" in page
+    assert 'budget δ 0.00001 plus declared δ">0.00101</abbr>' in page
 
 
 def test_a_budget_with_nothing_declared_holds_at_its_own_delta(silo_api, federation_with_data):

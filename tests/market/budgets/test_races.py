@@ -9,16 +9,27 @@ from hypothesis import strategies as st
 
 from market.audit.models import AuditEvent
 from market.budgets.models import BudgetEntry, PrivacyBudget
-from market.budgets.services import (BudgetExceeded, budget_amounts, budget_charge_for_job,
-                                     budget_charge_for_submission, budget_limit_set,
-                                     budget_refusal_record, budget_release_for_job, budget_reserve_for_job,
-                                     budgets_ensure, epsilon_decimal, ledger_state)
+from market.budgets.services import (
+    BudgetExceeded,
+    budget_amounts,
+    budget_charge_for_job,
+    budget_charge_for_submission,
+    budget_limit_set,
+    budget_refusal_record,
+    budget_release_for_job,
+    budget_reserve_for_job,
+    budgets_ensure,
+    epsilon_decimal,
+    ledger_state,
+)
 from market.errors import Conflict
 from tests.conftest import run_at_once
 from tests.market.budgets.conftest import LAPLACE, submission_row
 from workers.privacy.costs import compose_costs, fedkt_l1_cost
 
-ONE_JOB = fedkt_l1_cost(mechanism="laplace", gamma=0.04, sigma=None, delta=1e-5, n_queries=100, partitions=2)
+ONE_JOB = fedkt_l1_cost(
+    mechanism="laplace", gamma=0.04, sigma=None, delta=1e-5, n_queries=100, partitions=2
+)
 
 
 def admits_exactly(n_jobs: int) -> Decimal:
@@ -31,13 +42,19 @@ def admits_exactly(n_jobs: int) -> Decimal:
 def assert_budget_matches_its_ledger(budget: PrivacyBudget) -> None:
     budget.refresh_from_db()
     state = ledger_state(budget)
-    amounts = budget_amounts(budget=budget, charged=state.charged,
-                             reserved=[cost for cost, _ in state.open_reservations.values()])
+    amounts = budget_amounts(
+        budget=budget,
+        charged=state.charged,
+        reserved=[cost for cost, _ in state.open_reservations.values()],
+    )
     assert (budget.spent, budget.reserved) == (amounts.spent, amounts.reserved)
     last = budget.entries.order_by("-id").first()
     if last is not None:
         assert (last.spent_after, last.reserved_after, last.epsilon_limit_after) == (
-            budget.spent, budget.reserved, budget.epsilon_limit)
+            budget.spent,
+            budget.reserved,
+            budget.epsilon_limit,
+        )
     assert Decimal(0) <= budget.spent and Decimal(0) <= budget.reserved
     assert budget.spent + budget.reserved <= budget.epsilon_limit
 
@@ -53,11 +70,15 @@ def reserve_or_refuse(job, actor) -> str:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_fifty_concurrent_jobs_against_budgets_that_admit_five(make_job, operator, federation_with_data):
+def test_fifty_concurrent_jobs_against_budgets_that_admit_five(
+    make_job, operator, federation_with_data
+):
     limit = admits_exactly(5)
     budgets_ensure(federation=federation_with_data)
     for budget in PrivacyBudget.objects.filter(federation=federation_with_data):
-        budget_limit_set(budget_id=budget.id, epsilon_limit=limit, reason="five jobs", actor=operator)
+        budget_limit_set(
+            budget_id=budget.id, epsilon_limit=limit, reason="five jobs", actor=operator
+        )
     jobs = [make_job() for _ in range(50)]
 
     outcomes = run_at_once(lambda job: reserve_or_refuse(job, operator), jobs)
@@ -65,11 +86,16 @@ def test_fifty_concurrent_jobs_against_budgets_that_admit_five(make_job, operato
     assert outcomes.count("admitted") == 5 and outcomes.count("refused") == 45
     admitted = {job.id for job, outcome in zip(jobs, outcomes) if outcome == "admitted"}
     for budget in PrivacyBudget.objects.filter(federation=federation_with_data):
-        assert set(budget.entries.filter(kind="reserve").values_list("job_id", flat=True)) == admitted
+        assert (
+            set(budget.entries.filter(kind="reserve").values_list("job_id", flat=True)) == admitted
+        )
         assert budget.entries.filter(kind="reserve").count() == 5
         assert (budget.spent, budget.reserved) == (0, limit)
-        assert sum(entry.epsilon for entry in budget.entries.filter(kind="reserve")) == 5 * epsilon_decimal(
-            ONE_JOB.report.epsilon)  # the lines' own amounts; the reservation is their RDP composition
+        assert sum(
+            entry.epsilon for entry in budget.entries.filter(kind="reserve")
+        ) == 5 * epsilon_decimal(
+            ONE_JOB.report.epsilon
+        )  # the lines' own amounts; the reservation is their RDP composition
         assert_budget_matches_its_ledger(budget)
     assert AuditEvent.objects.filter(action="budget.refused").count() == 45
     assert AuditEvent.objects.filter(action="budget.limit_changed", outcome="success").count() == 2
@@ -80,7 +106,9 @@ def test_fifty_concurrent_jobs_against_budgets_that_admit_five(make_job, operato
 
 @pytest.mark.django_db(transaction=True)
 def test_settling_concurrently_keeps_the_ledger_whole(make_job, operator, federation_with_data):
-    small = fedkt_l1_cost(mechanism="laplace", gamma=0.04, sigma=None, delta=1e-5, n_queries=20, partitions=2)
+    small = fedkt_l1_cost(
+        mechanism="laplace", gamma=0.04, sigma=None, delta=1e-5, n_queries=20, partitions=2
+    )
     jobs = [make_job(privacy={**LAPLACE, "n_queries": 20}) for _ in range(6)]
     for job in jobs:
         budget_reserve_for_job(job=job, actor=operator)
@@ -98,35 +126,53 @@ def test_settling_concurrently_keeps_the_ledger_whole(make_job, operator, federa
     charged = sum(1 for job in jobs if job.id % 2 == 0)
     for budget in PrivacyBudget.objects.filter(federation=federation_with_data):
         kinds = list(budget.entries.values_list("kind", flat=True))
-        assert (kinds.count("reserve"), kinds.count("charge"), kinds.count("release")) == (6, charged, 6 - charged)
+        assert (kinds.count("reserve"), kinds.count("charge"), kinds.count("release")) == (
+            6,
+            charged,
+            6 - charged,
+        )
         assert budget.reserved == 0
         assert budget.spent == epsilon_decimal(compose_costs([small] * charged, delta=1e-5).epsilon)
         assert_budget_matches_its_ledger(budget)
 
 
-def test_a_job_transaction_that_fails_after_reserving_leaves_nothing(make_job, operator, federation_with_data):
+def test_a_job_transaction_that_fails_after_reserving_leaves_nothing(
+    make_job, operator, federation_with_data
+):
     job = make_job()
     with pytest.raises(RuntimeError), transaction.atomic():
         budget_reserve_for_job(job=job, actor=operator)
         raise RuntimeError("the broker is down")
     assert BudgetEntry.objects.count() == 0
-    assert all((b.spent, b.reserved) == (0, 0) for b in PrivacyBudget.objects.filter(federation=federation_with_data))
+    assert all(
+        (b.spent, b.reserved) == (0, 0)
+        for b in PrivacyBudget.objects.filter(federation=federation_with_data)
+    )
 
 
 @pytest.fixture
 def job_pool(make_job):
-    return [make_job(privacy={**LAPLACE, "n_queries": n_queries}) for n_queries in (5, 20, 50, 100, 150, 300)]
+    return [
+        make_job(privacy={**LAPLACE, "n_queries": n_queries})
+        for n_queries in (5, 20, 50, 100, 150, 300)
+    ]
 
 
-operations = st.lists(st.one_of(
-    st.tuples(st.just("reserve"), st.integers(0, 5)),
-    st.tuples(st.just("charge"), st.integers(0, 5), st.floats(0.0, 1.0)),
-    st.tuples(st.just("release"), st.integers(0, 5)),
-    st.tuples(st.just("adjust"), st.decimals(0, 20, places=2)),
-), min_size=1, max_size=12)
+operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("reserve"), st.integers(0, 5)),
+        st.tuples(st.just("charge"), st.integers(0, 5), st.floats(0.0, 1.0)),
+        st.tuples(st.just("release"), st.integers(0, 5)),
+        st.tuples(st.just("adjust"), st.decimals(0, 20, places=2)),
+    ),
+    min_size=1,
+    max_size=12,
+)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(steps=operations)
 def test_no_sequence_of_operations_overspends(job_pool, operator, federation_with_data, steps):
     with transaction.atomic():
@@ -150,21 +196,35 @@ def apply(step, job_pool, operator, budget) -> None:
     elif kind == "charge":  # the job answered a fraction of the queries it reserved
         job = job_pool[arguments[0]]
         privacy = job.parameters["privacy"]
-        actual = fedkt_l1_cost(mechanism="laplace", gamma=privacy["gamma"], sigma=None, delta=privacy["delta"],
-                               n_queries=int(privacy["n_queries"] * arguments[1]), partitions=2)
+        actual = fedkt_l1_cost(
+            mechanism="laplace",
+            gamma=privacy["gamma"],
+            sigma=None,
+            delta=privacy["delta"],
+            n_queries=int(privacy["n_queries"] * arguments[1]),
+            partitions=2,
+        )
         try:
             with transaction.atomic():
-                budget_charge_for_job(job=job, privacy_report={"level": "L1",
-                                                               "data_independent": actual.report.as_dict()})
-        except BudgetExceeded:  # only a job charged without (or after releasing) its reservation can get here
-            assert not any(job.id in ledger_state(b).open_reservations for b in PrivacyBudget.objects.all())
+                budget_charge_for_job(
+                    job=job,
+                    privacy_report={"level": "L1", "data_independent": actual.report.as_dict()},
+                )
+        except (
+            BudgetExceeded
+        ):  # only a job charged without (or after releasing) its reservation can get here
+            assert not any(
+                job.id in ledger_state(b).open_reservations for b in PrivacyBudget.objects.all()
+            )
     elif kind == "release":
         budget_release_for_job(job=job_pool[arguments[0]])
     else:
         budget.refresh_from_db()
         committed = budget.spent + budget.reserved
         try:
-            budget_limit_set(budget_id=budget.id, epsilon_limit=arguments[0], reason="property", actor=operator)
+            budget_limit_set(
+                budget_id=budget.id, epsilon_limit=arguments[0], reason="property", actor=operator
+            )
             assert arguments[0] >= committed
         except Conflict:
             assert arguments[0] < committed
@@ -176,18 +236,27 @@ def l2_submission(federation, user, tag: str, declared_epsilon: float):
 
     L2 = {"gamma": 0.04, "delta": 1e-5, "partitions": 2, "teachers": 5, "queries": 30}
     submission = submission_row(federation, user, tag=tag, privacy_level="L2")
-    Submission.objects.filter(id=submission.id).update(privacy_parameters=L2, declared_epsilon=declared_epsilon,
-                                                       privacy_report=party_side_bound(L2, n_local_examples=0)[0].as_dict())
+    Submission.objects.filter(id=submission.id).update(
+        privacy_parameters=L2,
+        declared_epsilon=declared_epsilon,
+        privacy_report=party_side_bound(L2, n_local_examples=0)[0].as_dict(),
+    )
     submission.refresh_from_db()
     return submission
 
 
 @pytest.mark.django_db(transaction=True)
-def test_concurrent_l2_charges_admit_exactly_what_the_limit_allows(federation_with_data, silo_user, operator):
+def test_concurrent_l2_charges_admit_exactly_what_the_limit_allows(
+    federation_with_data, silo_user, operator
+):
     budgets_ensure(federation=federation_with_data)
     budget = PrivacyBudget.objects.get(organisation=silo_user.organisation)
-    budget_limit_set(budget_id=budget.id, epsilon_limit="7.5", reason="three uploads", actor=operator)
-    submissions = [l2_submission(federation_with_data, silo_user, f"l2-{index}-x", 2.5) for index in range(12)]
+    budget_limit_set(
+        budget_id=budget.id, epsilon_limit="7.5", reason="three uploads", actor=operator
+    )
+    submissions = [
+        l2_submission(federation_with_data, silo_user, f"l2-{index}-x", 2.5) for index in range(12)
+    ]
 
     def charge(submission) -> str:
         try:
@@ -200,15 +269,23 @@ def test_concurrent_l2_charges_admit_exactly_what_the_limit_allows(federation_wi
     outcomes = run_at_once(charge, submissions)
     assert outcomes.count("charged") == 3 and outcomes.count("refused") == 9
     budget.refresh_from_db()
-    assert (budget.spent, budget.reserved, budget.composition_rule) == (Decimal("7.5"), 0, "additive")
+    assert (budget.spent, budget.reserved, budget.composition_rule) == (
+        Decimal("7.5"),
+        0,
+        "additive",
+    )
     assert budget.entries.filter(kind="charge").count() == 3
     assert_budget_matches_its_ledger(budget)
 
 
 @pytest.mark.django_db(transaction=True)
-def test_limit_changes_racing_reservations_never_leave_a_budget_overspent(make_job, operator, federation_with_data):
+def test_limit_changes_racing_reservations_never_leave_a_budget_overspent(
+    make_job, operator, federation_with_data
+):
     budgets_ensure(federation=federation_with_data)
-    budget_ids = list(PrivacyBudget.objects.filter(federation=federation_with_data).values_list("id", flat=True))
+    budget_ids = list(
+        PrivacyBudget.objects.filter(federation=federation_with_data).values_list("id", flat=True)
+    )
     jobs = [make_job(privacy={**LAPLACE, "n_queries": 20}) for _ in range(10)]
     limits = ["3", "12", "2.5", "9", "4", "15", "1", "6", "8", "5"]
 
@@ -217,12 +294,19 @@ def test_limit_changes_racing_reservations_never_leave_a_budget_overspent(make_j
         if kind == "reserve":
             return reserve_or_refuse(value, operator)
         try:
-            budget_limit_set(budget_id=budget_ids[len(value) % 2], epsilon_limit=value, reason="race", actor=operator)
+            budget_limit_set(
+                budget_id=budget_ids[len(value) % 2],
+                epsilon_limit=value,
+                reason="race",
+                actor=operator,
+            )
         except Conflict:
             return "limit refused"
         return "limit set"
 
-    outcomes = run_at_once(act, [("reserve", job) for job in jobs] + [("limit", limit) for limit in limits])
+    outcomes = run_at_once(
+        act, [("reserve", job) for job in jobs] + [("limit", limit) for limit in limits]
+    )
     assert len(outcomes) == 20
     for budget in PrivacyBudget.objects.filter(federation=federation_with_data):
         assert_budget_matches_its_ledger(budget)

@@ -5,7 +5,11 @@ import pytest
 
 from market.audit.models import AuditEvent, AuditOutcome
 from market.commerce.models import CreditRequest, CreditRequestStatus, Wallet, WalletEntry
-from market.commerce.services import credit_request_approve, credit_request_create, credit_request_decline
+from market.commerce.services import (
+    credit_request_approve,
+    credit_request_create,
+    credit_request_decline,
+)
 from market.errors import Conflict, InvalidInput, PermissionDenied
 
 
@@ -16,7 +20,10 @@ def balance_of(organisation) -> int:
 
 def test_a_credit_request_credits_nothing_until_an_operator_approves_it_once(buyer_user, operator):
     credit_request = credit_request_create(user=buyer_user, amount_cents=2500, note="PO-118")
-    assert (credit_request.status, balance_of(buyer_user.organisation)) == (CreditRequestStatus.PENDING, 0)
+    assert (credit_request.status, balance_of(buyer_user.organisation)) == (
+        CreditRequestStatus.PENDING,
+        0,
+    )
 
     approved = credit_request_approve(credit_request=credit_request, actor=operator)
     assert approved.status == CreditRequestStatus.APPROVED and approved.decided_by == operator
@@ -25,10 +32,15 @@ def test_a_credit_request_credits_nothing_until_an_operator_approves_it_once(buy
     with pytest.raises(Conflict, match="already approved"):
         credit_request_approve(credit_request=credit_request, actor=operator)
     assert balance_of(buyer_user.organisation) == 2500 and WalletEntry.objects.count() == 1
-    assert list(AuditEvent.objects.filter(action__startswith="wallet.").order_by("id")
-                .values_list("action", "outcome")) == [
-        ("wallet.credit_requested", AuditOutcome.SUCCESS), ("wallet.topped_up", AuditOutcome.SUCCESS),
-        ("wallet.credit_request_approved", AuditOutcome.SUCCESS)]
+    assert list(
+        AuditEvent.objects.filter(action__startswith="wallet.")
+        .order_by("id")
+        .values_list("action", "outcome")
+    ) == [
+        ("wallet.credit_requested", AuditOutcome.SUCCESS),
+        ("wallet.topped_up", AuditOutcome.SUCCESS),
+        ("wallet.credit_request_approved", AuditOutcome.SUCCESS),
+    ]
 
 
 def test_a_declined_request_credits_nothing_and_cannot_be_approved_later(buyer_user, operator):

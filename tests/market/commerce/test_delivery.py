@@ -16,7 +16,7 @@ from market.storage import sha256_of
 from tests.conftest import api_client_for, csv_bytes
 
 # What a buyer runs, in a fresh interpreter with only public libraries (no Onefold code on the path).
-BUYER_LOADER = r'''
+BUYER_LOADER = r"""
 import io, json, sys, zipfile
 import numpy as np
 
@@ -79,7 +79,7 @@ probabilities = {
 }[model_format]()
 np.save(output_path, probabilities)
 print(sorted(m for m in sys.modules if m.split(".")[0] in ("market", "workers", "django")))
-'''
+"""
 
 
 def raw_rows(frame) -> list[dict]:
@@ -87,7 +87,11 @@ def raw_rows(frame) -> list[dict]:
 
 
 def download(api, global_model_id: int, model_format: str) -> bytes:
-    link = api.post(f"/api/global-models/{global_model_id}/download-links/", {"format": model_format}, format="json")
+    link = api.post(
+        f"/api/global-models/{global_model_id}/download-links/",
+        {"format": model_format},
+        format="json",
+    )
     assert link.status_code == 201, link.json()
     response = api.get(link.json()["url"].replace("http://testserver", ""))
     assert response.status_code == 200, response.content[:200]
@@ -95,17 +99,28 @@ def download(api, global_model_id: int, model_format: str) -> bytes:
     return b"".join(response.streaming_content)
 
 
-@pytest.mark.parametrize("family, formats", [("random_forest", ["skops", "onnx"]), ("xgboost", ["xgboost-json", "onnx"]),
-                                             ("mlp", ["safetensors", "onnx"]), ("ensemble", ["bundle"])])
+@pytest.mark.parametrize(
+    "family, formats",
+    [
+        ("random_forest", ["skops", "onnx"]),
+        ("xgboost", ["xgboost-json", "onnx"]),
+        ("mlp", ["safetensors", "onnx"]),
+        ("ensemble", ["bundle"]),
+    ],
+)
 def test_every_downloaded_format_predicts_like_the_platform_with_public_libraries_only(
-        family, formats, published_listing, buyer_user, buyer_api, top_up, adult_evaluation, tmp_path):
+    family, formats, published_listing, buyer_user, buyer_api, top_up, adult_evaluation, tmp_path
+):
     listing = published_listing(family=family, price_cents=100)
     top_up(buyer_user.organisation, 100)
     purchase_create(listing=listing, user=buyer_user)
     raw, features, _ = adult_evaluation
     rows = raw.iloc[:200]
-    platform = buyer_api.post(f"/api/global-models/{listing.global_model_id}/predict/", {"rows": raw_rows(rows)},
-                              format="json")
+    platform = buyer_api.post(
+        f"/api/global-models/{listing.global_model_id}/predict/",
+        {"rows": raw_rows(rows)},
+        format="json",
+    )
     assert platform.status_code == 200, platform.json()
     platform_probabilities = np.asarray(platform.json()["probabilities"])
     np.save(tmp_path / "features.npy", features[:200])
@@ -114,16 +129,35 @@ def test_every_downloaded_format_predicts_like_the_platform_with_public_librarie
         model_path = tmp_path / f"model.{model_format}"
         model_path.write_bytes(download(buyer_api, listing.global_model_id, model_format))
         finished = subprocess.run(
-            [sys.executable, "-I", "-c", BUYER_LOADER, model_format, str(model_path), str(tmp_path / "features.npy"),
-             str(tmp_path / "out.npy")], capture_output=True, text=True, timeout=180, cwd=tmp_path)
+            [
+                sys.executable,
+                "-I",
+                "-c",
+                BUYER_LOADER,
+                model_format,
+                str(model_path),
+                str(tmp_path / "features.npy"),
+                str(tmp_path / "out.npy"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            cwd=tmp_path,
+        )
         assert finished.returncode == 0, finished.stderr
         assert finished.stdout.strip() == "[]"  # no Onefold or Django module was imported
         downloaded = np.load(tmp_path / "out.npy")
-        np.testing.assert_allclose(downloaded, platform_probabilities, atol=1e-5, err_msg=model_format)
-    assert platform.json()["classes"] == [["<=50K", ">50K"][index] for index in platform_probabilities.argmax(axis=1)]
+        np.testing.assert_allclose(
+            downloaded, platform_probabilities, atol=1e-5, err_msg=model_format
+        )
+    assert platform.json()["classes"] == [
+        ["<=50K", ">50K"][index] for index in platform_probabilities.argmax(axis=1)
+    ]
 
 
-def test_a_download_asked_with_the_old_spelling_of_a_format_gets_that_file(published_listing, buyer_user, buyer_api):
+def test_a_download_asked_with_the_old_spelling_of_a_format_gets_that_file(
+    published_listing, buyer_user, buyer_api
+):
     listing = published_listing(family="xgboost", price_cents=0)
     purchase_create(listing=listing, user=buyer_user)
     stored = listing.global_model.files.get(format="xgboost-json")
@@ -131,10 +165,13 @@ def test_a_download_asked_with_the_old_spelling_of_a_format_gets_that_file(publi
 
 
 def test_a_file_stored_with_the_old_spelling_of_its_format_is_migrated_to_the_one_spelling(
-        published_listing, buyer_user, buyer_api):
+    published_listing, buyer_user, buyer_api
+):
     from django.apps import apps
 
-    migration = importlib.import_module("market.jobs.migrations.0006_global_model_formats_spelt_one_way")
+    migration = importlib.import_module(
+        "market.jobs.migrations.0006_global_model_formats_spelt_one_way"
+    )
     listing = published_listing(family="xgboost", price_cents=0)
     purchase_create(listing=listing, user=buyer_user)
     listing.global_model.files.filter(format="xgboost-json").update(format="xgboost_json")
@@ -145,14 +182,17 @@ def test_a_file_stored_with_the_old_spelling_of_its_format_is_migrated_to_the_on
     assert sha256_of(download(buyer_api, listing.global_model_id, "xgboost-json")) == stored.sha256
 
 
-def test_predict_accepts_csv_and_names_the_bad_row_and_column(published_listing, buyer_user, buyer_api, top_up,
-                                                              adult_evaluation):
+def test_predict_accepts_csv_and_names_the_bad_row_and_column(
+    published_listing, buyer_user, buyer_api, top_up, adult_evaluation
+):
     listing = published_listing(price_cents=0)
     purchase_create(listing=listing, user=buyer_user)
     raw, _, _ = adult_evaluation
     url = f"/api/global-models/{listing.global_model_id}/predict/"
 
-    from_csv = buyer_api.post(url, csv_bytes(raw.iloc[:5]), content_type="text/csv")  # label column is ignored
+    from_csv = buyer_api.post(
+        url, csv_bytes(raw.iloc[:5]), content_type="text/csv"
+    )  # label column is ignored
     from_json = buyer_api.post(url, {"rows": raw_rows(raw.iloc[:5])}, format="json")
     assert from_csv.status_code == 200, from_csv.json()
     assert from_csv.json() == from_json.json()
@@ -161,9 +201,14 @@ def test_predict_accepts_csv_and_names_the_bad_row_and_column(published_listing,
     rows = raw_rows(raw.iloc[:3])
     rows[1]["age"] = "forty"
     assert buyer_api.post(url, {"rows": rows}, format="json").json() == {
-        "detail": "Row 2, column 'age': expected a number, got 'forty'."}
+        "detail": "Row 2, column 'age': expected a number, got 'forty'."
+    }
     del rows[1]["age"]
-    assert buyer_api.post(url, {"rows": rows}, format="json").json()["detail"].startswith("Row 2, column 'age': missing")
+    assert (
+        buyer_api.post(url, {"rows": rows}, format="json")
+        .json()["detail"]
+        .startswith("Row 2, column 'age': missing")
+    )
     bad_csv = raw.iloc[:4].copy().astype(object)
     bad_csv.loc[3, "hours-per-week" if "hours-per-week" in raw.columns else raw.columns[0]] = "many"
     response = buyer_api.post(url, csv_bytes(bad_csv), content_type="text/csv")
@@ -173,8 +218,9 @@ def test_predict_accepts_csv_and_names_the_bad_row_and_column(published_listing,
     assert event.details == {"rows": 5}
 
 
-def test_predict_honours_the_deployments_caps_on_a_models_structure(published_listing, buyer_user, buyer_api,
-                                                                    adult_evaluation, settings):
+def test_predict_honours_the_deployments_caps_on_a_models_structure(
+    published_listing, buyer_user, buyer_api, adult_evaluation, settings
+):
     listing = published_listing(price_cents=0)  # a random forest of 20 trees
     purchase_create(listing=listing, user=buyer_user)
     url = f"/api/global-models/{listing.global_model_id}/predict/"
@@ -199,8 +245,9 @@ def test_predict_is_throttled(published_listing, buyer_user, buyer_api, adult_ev
     assert statuses == [200, 200, 429]
 
 
-def test_nobody_downloads_or_predicts_with_what_they_did_not_buy(published_listing, buyer_user, buyer_api, silo_api,
-                                                                 operator_api, top_up, adult_evaluation):
+def test_nobody_downloads_or_predicts_with_what_they_did_not_buy(
+    published_listing, buyer_user, buyer_api, silo_api, operator_api, top_up, adult_evaluation
+):
     listing = published_listing(price_cents=100)
     unbought = published_listing(price_cents=100, family="xgboost")
     top_up(buyer_user.organisation, 100)
@@ -208,30 +255,70 @@ def test_nobody_downloads_or_predicts_with_what_they_did_not_buy(published_listi
     rows = {"rows": raw_rows(adult_evaluation[0].iloc[:1])}
 
     for api in (silo_api,):  # a contributing silo has not bought the model
-        assert api.post(f"/api/global-models/{listing.global_model_id}/download-links/", {"format": "onnx"},
-                        format="json").status_code == 404
-        assert api.post(f"/api/global-models/{listing.global_model_id}/predict/", rows, format="json").status_code == 404
-    assert buyer_api.post(f"/api/global-models/{unbought.global_model_id}/download-links/", {"format": "onnx"},
-                          format="json").status_code == 404
-    assert buyer_api.post(f"/api/global-models/{unbought.global_model_id}/predict/", rows,
-                          format="json").status_code == 404
-    missing = buyer_api.post("/api/global-models/999999/download-links/", {"format": "onnx"}, format="json")
+        assert (
+            api.post(
+                f"/api/global-models/{listing.global_model_id}/download-links/",
+                {"format": "onnx"},
+                format="json",
+            ).status_code
+            == 404
+        )
+        assert (
+            api.post(
+                f"/api/global-models/{listing.global_model_id}/predict/", rows, format="json"
+            ).status_code
+            == 404
+        )
+    assert (
+        buyer_api.post(
+            f"/api/global-models/{unbought.global_model_id}/download-links/",
+            {"format": "onnx"},
+            format="json",
+        ).status_code
+        == 404
+    )
+    assert (
+        buyer_api.post(
+            f"/api/global-models/{unbought.global_model_id}/predict/", rows, format="json"
+        ).status_code
+        == 404
+    )
+    missing = buyer_api.post(
+        "/api/global-models/999999/download-links/", {"format": "onnx"}, format="json"
+    )
     assert (missing.status_code, missing.json()["detail"]) == (
-        404, "There is no global model #999999 that your organisation has bought.")
-    assert operator_api.post(f"/api/global-models/{unbought.global_model_id}/download-links/", {"format": "onnx"},
-                             format="json").status_code == 201
-    assert buyer_api.post(f"/api/global-models/{listing.global_model_id}/download-links/", {"format": "pickle"},
-                          format="json").status_code == 400
+        404,
+        "There is no global model #999999 that your organisation has bought.",
+    )
+    assert (
+        operator_api.post(
+            f"/api/global-models/{unbought.global_model_id}/download-links/",
+            {"format": "onnx"},
+            format="json",
+        ).status_code
+        == 201
+    )
+    assert (
+        buyer_api.post(
+            f"/api/global-models/{listing.global_model_id}/download-links/",
+            {"format": "pickle"},
+            format="json",
+        ).status_code
+        == 400
+    )
 
 
 def download_url(api, global_model_id: int) -> str:
-    response = api.post(f"/api/global-models/{global_model_id}/download-links/", {"format": "onnx"}, format="json")
+    response = api.post(
+        f"/api/global-models/{global_model_id}/download-links/", {"format": "onnx"}, format="json"
+    )
     assert response.status_code == 201, response.json()
     return response.json()["url"].replace("http://testserver", "")
 
 
-def test_signed_links_cannot_be_tampered_with_or_used_after_expiry(published_listing, buyer_user, buyer_api, top_up,
-                                                                   settings, client):
+def test_signed_links_cannot_be_tampered_with_or_used_after_expiry(
+    published_listing, buyer_user, buyer_api, top_up, settings, client
+):
     listing = published_listing(price_cents=100)
     top_up(buyer_user.organisation, 100)
     purchase_create(listing=listing, user=buyer_user)
@@ -240,8 +327,9 @@ def test_signed_links_cannot_be_tampered_with_or_used_after_expiry(published_lis
     payload = signing.TimestampSigner(salt="onefold.commerce.download").unsign_object(token)
 
     assert buyer_api.get(url).status_code == 200
-    forged = signing.TimestampSigner(salt="onefold.commerce.download", key="guessed-key").sign_object(
-        {**payload, "file": payload["file"] + 1})
+    forged = signing.TimestampSigner(
+        salt="onefold.commerce.download", key="guessed-key"
+    ).sign_object({**payload, "file": payload["file"] + 1})
     assert buyer_api.get(f"/api/downloads/{forged}/").status_code == 403
     tampered = url.replace(token, token[:-2] + ("AA" if not token.endswith("AA") else "BB"))
     assert buyer_api.get(tampered).status_code == 403
@@ -254,32 +342,42 @@ def test_signed_links_cannot_be_tampered_with_or_used_after_expiry(published_lis
 
 
 def test_a_link_serves_only_the_signed_in_buyer_it_was_made_for_and_the_audit_names_who_tried(
-        published_listing, buyer_user, buyer_api, top_up, operator, operator_api, client):
+    published_listing, buyer_user, buyer_api, top_up, operator, operator_api, client
+):
     from market.accounts.services import user_create
 
     listing = published_listing(price_cents=100)
     top_up(buyer_user.organisation, 100)
     purchase_create(listing=listing, user=buyer_user)
-    colleague = user_create(username="finn-fabrikam", password="colleague-password",
-                            organisation=buyer_user.organisation)
+    colleague = user_create(
+        username="finn-fabrikam",
+        password="colleague-password",
+        organisation=buyer_user.organisation,
+    )
     url = download_url(buyer_api, listing.global_model_id)
 
     assert client.get(url).status_code == 401  # no bearer token: the link alone opens nothing
     for other in (colleague, operator):  # entitled to the model, but the link is not theirs
         refused = api_client_for(other).get(url)
         assert (refused.status_code, refused.json()["detail"]) == (
-            403, "This download link was made for another account; sign in as its buyer, or ask for a link of your "
-                 "own from your purchases.")
+            403,
+            "This download link was made for another account; sign in as its buyer, or ask for a link of your "
+            "own from your purchases.",
+        )
     assert buyer_api.get(url).status_code == 200
     events = AuditEvent.objects.filter(action="model.downloaded").order_by("id")
     assert [(event.actor_id, event.outcome) for event in events] == [
-        (colleague.id, "refused"), (operator.id, "refused"), (buyer_user.id, "success")]
+        (colleague.id, "refused"),
+        (operator.id, "refused"),
+        (buyer_user.id, "success"),
+    ]
     assert events.last().object_id == str(listing.global_model_id)
     assert events.last().organisation_id == buyer_user.organisation_id
 
 
-def test_a_link_stops_working_at_once_when_its_user_leaves_the_buying_organisation(published_listing, buyer_user,
-                                                                                   buyer_api, top_up):
+def test_a_link_stops_working_at_once_when_its_user_leaves_the_buying_organisation(
+    published_listing, buyer_user, buyer_api, top_up
+):
     from market.accounts.models import User
     from market.accounts.services import organisation_create
 
@@ -292,13 +390,20 @@ def test_a_link_stops_working_at_once_when_its_user_leaves_the_buying_organisati
     User.objects.filter(id=buyer_user.id).update(organisation=elsewhere)
     refused = buyer_api.get(url)
     assert (refused.status_code, refused.json()["detail"]) == (
-        404, f"There is no global model #{listing.global_model_id} that your organisation has bought.")
-    assert AuditEvent.objects.filter(action="model.downloaded", outcome="refused", actor=buyer_user,
-                                     organisation=elsewhere).count() == 1
+        404,
+        f"There is no global model #{listing.global_model_id} that your organisation has bought.",
+    )
+    assert (
+        AuditEvent.objects.filter(
+            action="model.downloaded", outcome="refused", actor=buyer_user, organisation=elsewhere
+        ).count()
+        == 1
+    )
 
 
 def test_a_packaged_raw_column_download_carries_the_model_card_and_runs_on_raw_rows(
-        published_listing, buyer_user, buyer_api, top_up, adult_evaluation):
+    published_listing, buyer_user, buyer_api, top_up, adult_evaluation
+):
     import io
     import zipfile
 
@@ -307,8 +412,11 @@ def test_a_packaged_raw_column_download_carries_the_model_card_and_runs_on_raw_r
     listing = published_listing(price_cents=100)
     top_up(buyer_user.organisation, 100)
     purchase_create(listing=listing, user=buyer_user)
-    link = buyer_api.post(f"/api/global-models/{listing.global_model_id}/download-links/",
-                          {"format": "raw_onnx", "package": True}, format="json")
+    link = buyer_api.post(
+        f"/api/global-models/{listing.global_model_id}/download-links/",
+        {"format": "raw_onnx", "package": True},
+        format="json",
+    )
     response = buyer_api.get(link.json()["url"].replace("http://testserver", ""))
     assert response.status_code == 200 and response["Content-Type"] == "application/zip"
     with zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content))) as package:
@@ -319,25 +427,44 @@ def test_a_packaged_raw_column_download_carries_the_model_card_and_runs_on_raw_r
     raw, _, _ = adult_evaluation
     session = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])
     rows = raw.iloc[:20]
-    inputs = {graph_input.name: (rows[[graph_input.name]].to_numpy(dtype=np.float64)
-                                 if graph_input.type == "tensor(double)"
-                                 else rows[[graph_input.name]].fillna("").astype(str).to_numpy(dtype=object))
-              for graph_input in session.get_inputs()}
+    inputs = {
+        graph_input.name: (
+            rows[[graph_input.name]].to_numpy(dtype=np.float64)
+            if graph_input.type == "tensor(double)"
+            else rows[[graph_input.name]].fillna("").astype(str).to_numpy(dtype=object)
+        )
+        for graph_input in session.get_inputs()
+    }
     probabilities, labels = session.run(["probabilities", "label"], inputs)
-    platform = buyer_api.post(f"/api/global-models/{listing.global_model_id}/predict/",
-                              {"rows": raw_rows(rows)}, format="json").json()
+    platform = buyer_api.post(
+        f"/api/global-models/{listing.global_model_id}/predict/",
+        {"rows": raw_rows(rows)},
+        format="json",
+    ).json()
     np.testing.assert_allclose(probabilities, np.array(platform["probabilities"]), atol=2e-6)
     assert list(labels) == platform["classes"]
-    assert AuditEvent.objects.filter(action="model.downloaded", actor=buyer_user,
-                                     details__format="raw_onnx", details__package=True).count() == 1
+    assert (
+        AuditEvent.objects.filter(
+            action="model.downloaded",
+            actor=buyer_user,
+            details__format="raw_onnx",
+            details__package=True,
+        ).count()
+        == 1
+    )
 
 
-def test_an_ensemble_with_a_non_onnx_member_has_no_raw_column_onnx(published_listing, buyer_user, buyer_api, top_up):
+def test_an_ensemble_with_a_non_onnx_member_has_no_raw_column_onnx(
+    published_listing, buyer_user, buyer_api, top_up
+):
     listing = published_listing(price_cents=100, family="ensemble")
     top_up(buyer_user.organisation, 100)
     purchase_create(listing=listing, user=buyer_user)
-    link = buyer_api.post(f"/api/global-models/{listing.global_model_id}/download-links/",
-                          {"format": "raw_onnx"}, format="json")
+    link = buyer_api.post(
+        f"/api/global-models/{listing.global_model_id}/download-links/",
+        {"format": "raw_onnx"},
+        format="json",
+    )
     response = buyer_api.get(link.json()["url"].replace("http://testserver", ""))
     assert response.status_code == 400
     assert "members that are not ONNX" in response.json()["detail"]

@@ -12,4 +12,7 @@ def test_an_organisation_that_is_not_a_positive_integer_is_a_400(operator_api, o
 
 def test_the_operator_reads_an_organisations_earnings_by_its_id(operator_api, silo_user):
     response = operator_api.get("/api/earnings/", {"organisation": silo_user.organisation_id})
-    assert (response.status_code, response.json()["organisation"]) == (200, silo_user.organisation_id)
+    assert (response.status_code, response.json()["organisation"]) == (
+        200,
+        silo_user.organisation_id,
+    )

@@ -14,28 +14,46 @@ def predict_url(published_listing, buyer_user):
     return f"/api/global-models/{listing.global_model_id}/predict/"
 
 
-def test_a_csv_with_more_rows_than_a_prediction_takes_is_refused_while_it_streams(predict_url, buyer_api,
-                                                                                  adult_evaluation, settings):
+def test_a_csv_with_more_rows_than_a_prediction_takes_is_refused_while_it_streams(
+    predict_url, buyer_api, adult_evaluation, settings
+):
     settings.ONEFOLD_PREDICT_MAX_ROWS = 3
     raw = adult_evaluation[0]
-    assert buyer_api.post(predict_url, csv_bytes(raw.iloc[:3]), content_type="text/csv").status_code == 200
+    assert (
+        buyer_api.post(predict_url, csv_bytes(raw.iloc[:3]), content_type="text/csv").status_code
+        == 200
+    )
     response = buyer_api.post(predict_url, csv_bytes(raw.iloc[:40]), content_type="text/csv")
-    assert (response.status_code, response.json()) == (400, {
-        "detail": "The CSV file has more than 3 rows; send at most 3 per request."})
+    assert (response.status_code, response.json()) == (
+        400,
+        {"detail": "The CSV file has more than 3 rows; send at most 3 per request."},
+    )
     assert AuditEvent.objects.filter(action="model.predicted").count() == 1
 
 
-def test_a_csv_body_larger_than_an_upload_may_be_is_a_413(predict_url, buyer_api, adult_evaluation, settings):
+def test_a_csv_body_larger_than_an_upload_may_be_is_a_413(
+    predict_url, buyer_api, adult_evaluation, settings
+):
     settings.ONEFOLD_MAX_UPLOAD_BYTES = 1024**2 // 4
-    body = csv_bytes(adult_evaluation[0].iloc[:1]) + b"\n" * (1024**2 // 4)  # blank lines: within the row limit
+    body = csv_bytes(adult_evaluation[0].iloc[:1]) + b"\n" * (
+        1024**2 // 4
+    )  # blank lines: within the row limit
     response = buyer_api.post(predict_url, body, content_type="text/csv")
-    assert (response.status_code, response.json()) == (413, {
-        "detail": "The upload is larger than the 0.25 MB limit; send a smaller file."})
+    assert (response.status_code, response.json()) == (
+        413,
+        {"detail": "The upload is larger than the 0.25 MB limit; send a smaller file."},
+    )
 
 
-def test_a_nul_inside_a_csv_cell_is_a_400_not_a_truncated_value(predict_url, buyer_api, adult_evaluation):
+def test_a_nul_inside_a_csv_cell_is_a_400_not_a_truncated_value(
+    predict_url, buyer_api, adult_evaluation
+):
     raw = adult_evaluation[0].iloc[:2].copy().astype(object)
     raw.iloc[1, 1] = "Private\x00"
     response = buyer_api.post(predict_url, csv_bytes(raw), content_type="text/csv")
-    assert (response.status_code, response.json()) == (400, {
-        "detail": "Line 3 of the CSV file holds a NUL character, which no value may contain; remove it."})
+    assert (response.status_code, response.json()) == (
+        400,
+        {
+            "detail": "Line 3 of the CSV file holds a NUL character, which no value may contain; remove it."
+        },
+    )

@@ -14,15 +14,17 @@ from workers.metrics import classification_metrics
 
 # 380 '<=50K' and 120 '>50K' evaluation rows; the weak model finds 6 of the 120: balanced accuracy 0.5 + 6/240.
 LABELS = np.repeat([0, 1], [380, 120])
-REFUSAL = ("Global model #{id} does not beat the majority-class guess (always '<=50K') by at least 5.0 points of "
-           "balanced accuracy: it scores 52.5 % and the guess 50.0 %, only 2.5 points above it, 2.5 points short. "
-           "Publishing is refused; an operator may publish it anyway with a written override reason, which buyers "
-           "will see.")
+REFUSAL = (
+    "Global model #{id} does not beat the majority-class guess (always '<=50K') by at least 5.0 points of "
+    "balanced accuracy: it scores 52.5 % and the guess 50.0 %, only 2.5 points above it, 2.5 points short. "
+    "Publishing is refused; an operator may publish it anyway with a written override reason, which buyers "
+    "will see."
+)
 
 
 def metrics_finding(positives_found: int) -> dict:
     predicted = np.zeros(len(LABELS), dtype=int)
-    predicted[380:380 + positives_found] = 1
+    predicted[380 : 380 + positives_found] = 1
     return classification_metrics(np.eye(2)[predicted], LABELS, n_classes=2)
 
 
@@ -30,12 +32,21 @@ def metrics_finding(positives_found: int) -> dict:
 def weak_draft(make_global_model, operator, silo_user, other_silo_user):
     def draft(**model):
         global_model = make_global_model(metrics=metrics_finding(6), **model)
-        return listing_create(global_model=global_model, name="Nearly constant", description="", price_cents=900,
-                              licence_text="Any lawful use.", actor=operator)
+        return listing_create(
+            global_model=global_model,
+            name="Nearly constant",
+            description="",
+            price_cents=900,
+            licence_text="Any lawful use.",
+            actor=operator,
+        )
+
     return draft
 
 
-def test_publishing_a_model_that_barely_beats_the_majority_guess_is_refused_and_nothing_changes(weak_draft, operator):
+def test_publishing_a_model_that_barely_beats_the_majority_guess_is_refused_and_nothing_changes(
+    weak_draft, operator
+):
     listing = weak_draft()
 
     with pytest.raises(PublishGateRefused) as refusal:
@@ -44,35 +55,63 @@ def test_publishing_a_model_that_barely_beats_the_majority_guess_is_refused_and_
     assert str(refusal.value) == REFUSAL.format(id=listing.global_model_id)
     assert refusal.value.status_code == 409
     listing.refresh_from_db()
-    assert (listing.status, listing.published_at, listing.publish_override_reason) == ("draft", None, "")
+    assert (listing.status, listing.published_at, listing.publish_override_reason) == (
+        "draft",
+        None,
+        "",
+    )
     event = AuditEvent.objects.get(action="listing.published")
     assert (event.outcome, event.details) == ("refused", {"reason": str(refusal.value)})
 
 
 def test_a_model_below_the_guess_is_refused_with_how_far_below(make_global_model, operator):
     predicted = np.zeros(len(LABELS), dtype=int)
-    predicted[:38] = 1  # 10 % of the majority class wrong, no positive found: balanced accuracy 0.45
-    global_model = make_global_model(metrics=classification_metrics(np.eye(2)[predicted], LABELS, n_classes=2))
-    listing = listing_create(global_model=global_model, name="Worse than a guess", description="", price_cents=1,
-                             licence_text="Any lawful use.", actor=operator)
+    predicted[:38] = (
+        1  # 10 % of the majority class wrong, no positive found: balanced accuracy 0.45
+    )
+    global_model = make_global_model(
+        metrics=classification_metrics(np.eye(2)[predicted], LABELS, n_classes=2)
+    )
+    listing = listing_create(
+        global_model=global_model,
+        name="Worse than a guess",
+        description="",
+        price_cents=1,
+        licence_text="Any lawful use.",
+        actor=operator,
+    )
 
-    with pytest.raises(PublishGateRefused, match=r"it scores 45\.0 % and the guess 50\.0 %, 5\.0 points below it\."):
+    with pytest.raises(
+        PublishGateRefused, match=r"it scores 45\.0 % and the guess 50\.0 %, 5\.0 points below it\."
+    ):
         listing_publish(listing=listing, actor=operator)
 
 
-def test_override_with_a_written_reason_publishes_and_audits_the_reason_and_numbers(weak_draft, operator):
+def test_override_with_a_written_reason_publishes_and_audits_the_reason_and_numbers(
+    weak_draft, operator
+):
     listing = weak_draft()
 
-    published = listing_publish(listing=listing, actor=operator, override_reason="  Pilot buyer asked for it.  ")
+    published = listing_publish(
+        listing=listing, actor=operator, override_reason="  Pilot buyer asked for it.  "
+    )
 
-    assert (published.status, published.publish_override_reason) == ("published", "Pilot buyer asked for it.")
+    assert (published.status, published.publish_override_reason) == (
+        "published",
+        "Pilot buyer asked for it.",
+    )
     override = AuditEvent.objects.get(action="listing.publish_gate_overridden")
     assert (override.actor_id, override.object_id) == (operator.id, str(listing.id))
     assert override.details == {
-        "reason": "Pilot buyer asked for it.", "balanced_accuracy": 0.525, "majority_class_balanced_accuracy": 0.5,
-        "gate": REFUSAL.format(id=listing.global_model_id).split(" Publishing is refused")[0]}
+        "reason": "Pilot buyer asked for it.",
+        "balanced_accuracy": 0.525,
+        "majority_class_balanced_accuracy": 0.5,
+        "gate": REFUSAL.format(id=listing.global_model_id).split(" Publishing is refused")[0],
+    }
     assert AuditEvent.objects.get(action="listing.published", outcome="success").details == {
-        "price_cents": 900, "gate_overridden": True}
+        "price_cents": 900,
+        "gate_overridden": True,
+    }
 
 
 def test_a_blank_or_overlong_override_reason_publishes_nothing(weak_draft, operator):
@@ -86,11 +125,19 @@ def test_a_blank_or_overlong_override_reason_publishes_nothing(weak_draft, opera
     assert not AuditEvent.objects.filter(action="listing.publish_gate_overridden").exists()
 
 
-def test_a_model_that_passes_publishes_without_a_reason_and_records_none_given(make_global_model, operator):
+def test_a_model_that_passes_publishes_without_a_reason_and_records_none_given(
+    make_global_model, operator
+):
     # 5.0 points exactly is enough: 24 of 120 positives found, balanced accuracy 0.55
     global_model = make_global_model(metrics=metrics_finding(24))
-    listing = listing_create(global_model=global_model, name="Just enough", description="", price_cents=1,
-                             licence_text="Any lawful use.", actor=operator)
+    listing = listing_create(
+        global_model=global_model,
+        name="Just enough",
+        description="",
+        price_cents=1,
+        licence_text="Any lawful use.",
+        actor=operator,
+    )
 
     published = listing_publish(listing=listing, actor=operator, override_reason="not needed")
 
@@ -98,34 +145,78 @@ def test_a_model_that_passes_publishes_without_a_reason_and_records_none_given(m
     assert not AuditEvent.objects.filter(action="listing.publish_gate_overridden").exists()
 
 
-def test_the_card_of_an_overridden_model_warns_buyers_with_the_numbers_and_the_reason(weak_draft, operator):
-    listing = listing_publish(listing=weak_draft(), actor=operator, override_reason="Pilot buyer asked for it.")
+def test_the_card_of_an_overridden_model_warns_buyers_with_the_numbers_and_the_reason(
+    weak_draft, operator
+):
+    listing = listing_publish(
+        listing=weak_draft(), actor=operator, override_reason="Pilot buyer asked for it."
+    )
 
     card = model_card(Listing.objects.get(pk=listing.pk))
     quality = card["quality"]
 
     failure = REFUSAL.format(id=listing.global_model_id).split(" Publishing is refused")[0]
-    assert quality["gate"] == {"passes": False, "required_margin": 0.05, "margin_over_majority_class": pytest.approx(0.025),
-                               "failure": failure}
+    assert quality["gate"] == {
+        "passes": False,
+        "required_margin": 0.05,
+        "margin_over_majority_class": pytest.approx(0.025),
+        "failure": failure,
+    }
     assert quality["override_reason"] == "Pilot buyer asked for it."
-    assert quality["warnings"][0] == (f"Published by an operator's override of the publish gate. {failure} "
-                                      "The operator's reason: Pilot buyer asked for it.")
-    assert card["metrics"]["majority_class"] == {"accuracy": 0.76, "balanced_accuracy": 0.5,
-                                                      "macro_f1": pytest.approx(760 / 880 / 2), "roc_auc": 0.5,
-                                                      "class": 0, "label": "<=50K"}
+    assert quality["warnings"][0] == (
+        f"Published by an operator's override of the publish gate. {failure} "
+        "The operator's reason: Pilot buyer asked for it."
+    )
+    assert card["metrics"]["majority_class"] == {
+        "accuracy": 0.76,
+        "balanced_accuracy": 0.5,
+        "macro_f1": pytest.approx(760 / 880 / 2),
+        "roc_auc": 0.5,
+        "class": 0,
+        "label": "<=50K",
+    }
 
 
 def test_a_model_below_the_best_and_the_average_silo_is_published_and_its_card_says_so(
-        make_global_model, operator, silo_user, other_silo_user):
-    global_model = make_global_model(metrics=metrics_finding(60), baselines={  # balanced accuracy 0.75
-        "majority_class": {"accuracy": 0.76, "balanced_accuracy": 0.5, "macro_f1": 0.43, "roc_auc": 0.5, "class": 0},
-        "best_single_silo": {"accuracy": 0.84, "balanced_accuracy": 0.80, "macro_f1": 0.78, "roc_auc": 0.88,
-                             "silo": str(silo_user.organisation_id)},
-        "average_silo": {"accuracy": 0.82, "balanced_accuracy": 0.76, "macro_f1": 0.74, "roc_auc": 0.85},
-        "n_silos": 2})
-    listing = listing_publish(listing=listing_create(
-        global_model=global_model, name="Below the silos", description="", price_cents=1,
-        licence_text="Any lawful use.", actor=operator), actor=operator)
+    make_global_model, operator, silo_user, other_silo_user
+):
+    global_model = make_global_model(
+        metrics=metrics_finding(60),
+        baselines={  # balanced accuracy 0.75
+            "majority_class": {
+                "accuracy": 0.76,
+                "balanced_accuracy": 0.5,
+                "macro_f1": 0.43,
+                "roc_auc": 0.5,
+                "class": 0,
+            },
+            "best_single_silo": {
+                "accuracy": 0.84,
+                "balanced_accuracy": 0.80,
+                "macro_f1": 0.78,
+                "roc_auc": 0.88,
+                "silo": str(silo_user.organisation_id),
+            },
+            "average_silo": {
+                "accuracy": 0.82,
+                "balanced_accuracy": 0.76,
+                "macro_f1": 0.74,
+                "roc_auc": 0.85,
+            },
+            "n_silos": 2,
+        },
+    )
+    listing = listing_publish(
+        listing=listing_create(
+            global_model=global_model,
+            name="Below the silos",
+            description="",
+            price_cents=1,
+            licence_text="Any lawful use.",
+            actor=operator,
+        ),
+        actor=operator,
+    )
 
     card = model_card(listing)
     quality = card["quality"]
@@ -135,57 +226,82 @@ def test_a_model_below_the_best_and_the_average_silo_is_published_and_its_card_s
         "This model is below the best single silo: its balanced accuracy is 75.0 % against 80.0 % for the best "
         "single silo on the same evaluation rows (5.0 points lower).",
         "This model is below the average silo: its balanced accuracy is 75.0 % against 76.0 % for the average "
-        "silo on the same evaluation rows (1.0 points lower)."]
-    assert "silo" not in card["metrics"]["best_single_silo"]  # the card never says which silo it was
+        "silo on the same evaluation rows (1.0 points lower).",
+    ]
+    assert (
+        "silo" not in card["metrics"]["best_single_silo"]
+    )  # the card never says which silo it was
 
 
 def test_an_old_model_without_stored_baselines_gets_them_from_its_confusion_matrix_and_submissions(
-        make_global_model):
+    make_global_model,
+):
     from market.jobs.baselines import global_model_baselines
 
-    global_model = make_global_model(metrics=metrics_finding(6), submission_metrics={
-        "11": metrics_finding(60), "12": metrics_finding(30)})
+    global_model = make_global_model(
+        metrics=metrics_finding(6),
+        submission_metrics={"11": metrics_finding(60), "12": metrics_finding(30)},
+    )
     assert global_model.baselines is None
 
     baselines = global_model_baselines(global_model)
 
     assert baselines["majority_class"]["balanced_accuracy"] == 0.5
     # submissions 11 and 12 no longer exist: each counts as a silo of its own
-    assert baselines["best_single_silo"] == {**{name: metrics_finding(60)[name] for name in (
-        "accuracy", "balanced_accuracy", "macro_f1", "roc_auc")}, "silo": "submission-11"}
+    assert baselines["best_single_silo"] == {
+        **{
+            name: metrics_finding(60)[name]
+            for name in ("accuracy", "balanced_accuracy", "macro_f1", "roc_auc")
+        },
+        "silo": "submission-11",
+    }
     assert baselines["n_silos"] == 2
 
 
 def test_publish_api_refuses_with_the_sentence_then_publishes_with_an_override_reason(
-        weak_draft, operator_api, buyer_api):
+    weak_draft, operator_api, buyer_api
+):
     listing = weak_draft()
     url = f"/api/listings/{listing.id}/publish/"
 
     refused = operator_api.post(url)
-    assert (refused.status_code, refused.json()) == (409, {"detail": REFUSAL.format(id=listing.global_model_id)})
+    assert (refused.status_code, refused.json()) == (
+        409,
+        {"detail": REFUSAL.format(id=listing.global_model_id)},
+    )
     assert Listing.objects.get(pk=listing.pk).status == "draft"
 
-    published = operator_api.post(url, {"override_reason": "Pilot buyer asked for it."}, format="json")
+    published = operator_api.post(
+        url, {"override_reason": "Pilot buyer asked for it."}, format="json"
+    )
     assert published.status_code == 200
     assert (published.json()["status"], published.json()["publish_override_reason"]) == (
-        "published", "Pilot buyer asked for it.")
+        "published",
+        "Pilot buyer asked for it.",
+    )
     card = buyer_api.get(f"/api/listings/{listing.id}/").json()["card"]
-    assert card["quality"]["warnings"][0].startswith("Published by an operator's override of the publish gate. "
-                                                     f"Global model #{listing.global_model_id} does not beat")
+    assert card["quality"]["warnings"][0].startswith(
+        "Published by an operator's override of the publish gate. "
+        f"Global model #{listing.global_model_id} does not beat"
+    )
     assert card["metrics"]["majority_class"]["balanced_accuracy"] == 0.5
 
 
 def test_publish_api_refuses_an_overlong_reason_with_a_sentence(weak_draft, operator_api):
     listing = weak_draft()
-    response = operator_api.post(f"/api/listings/{listing.id}/publish/", {"override_reason": "x" * 2001},
-                                 format="json")
+    response = operator_api.post(
+        f"/api/listings/{listing.id}/publish/", {"override_reason": "x" * 2001}, format="json"
+    )
     assert response.status_code == 400
-    assert response.json() == {"override_reason": ["Ensure this field has no more than 2000 characters."]}
+    assert response.json() == {
+        "override_reason": ["Ensure this field has no more than 2000 characters."]
+    }
     assert Listing.objects.get(pk=listing.pk).status == "draft"
 
 
 def test_publishing_from_the_page_shows_the_refusal_and_the_override_form_then_publishes_with_a_reason(
-        client, weak_draft, operator, buyer_user):
+    client, weak_draft, operator, buyer_user
+):
     listing = weak_draft()
     client.force_login(operator)
 
@@ -197,7 +313,9 @@ def test_publishing_from_the_page_shows_the_refusal_and_the_override_form_then_p
     assert 'id="override-form"' in page and 'name="override_reason"' in page
     assert Listing.objects.get(pk=listing.pk).status == "draft"
 
-    client.post(f"/market/listings/{listing.id}/publish/", {"override_reason": "Pilot buyer asked for it."})
+    client.post(
+        f"/market/listings/{listing.id}/publish/", {"override_reason": "Pilot buyer asked for it."}
+    )
     assert Listing.objects.get(pk=listing.pk).status == "published"
     client.force_login(buyer_user)
     card_page = client.get(f"/market/listings/{listing.id}/").content.decode()
@@ -207,8 +325,12 @@ def test_publishing_from_the_page_shows_the_refusal_and_the_override_form_then_p
     assert 'id="baseline-majority-class"' in card_page
 
 
-def test_the_card_of_a_model_made_before_baselines_still_renders(client, buyer_user, published_listing):
-    listing = published_listing(submission_metrics={})  # no stored baselines and no submission metrics either
+def test_the_card_of_a_model_made_before_baselines_still_renders(
+    client, buyer_user, published_listing
+):
+    listing = published_listing(
+        submission_metrics={}
+    )  # no stored baselines and no submission metrics either
     assert listing.global_model.baselines is None
     client.force_login(buyer_user)
     page = client.get(f"/market/listings/{listing.id}/")
@@ -218,19 +340,32 @@ def test_the_card_of_a_model_made_before_baselines_still_renders(client, buyer_u
 
 
 def test_who_the_best_single_silo_is_shows_only_to_those_who_may_see_every_silo_or_to_that_silo(
-        make_global_model, silo_user, other_silo_user):
+    make_global_model, silo_user, other_silo_user
+):
     from market.jobs.baselines import baselines_visible
 
     best = {"accuracy": 0.84, "balanced_accuracy": 0.80, "macro_f1": 0.78, "roc_auc": 0.88}
-    global_model = make_global_model(baselines={
-        "majority_class": None, "best_single_silo": {**best, "silo": str(silo_user.organisation_id)},
-        "average_silo": best, "n_silos": 2})
+    global_model = make_global_model(
+        baselines={
+            "majority_class": None,
+            "best_single_silo": {**best, "silo": str(silo_user.organisation_id)},
+            "average_silo": best,
+            "n_silos": 2,
+        }
+    )
 
     operator_view = baselines_visible(global_model, every_silo=True, organisation_id=None)
-    own_view = baselines_visible(global_model, every_silo=False, organisation_id=silo_user.organisation_id)
-    other_view = baselines_visible(global_model, every_silo=False, organisation_id=other_silo_user.organisation_id)
+    own_view = baselines_visible(
+        global_model, every_silo=False, organisation_id=silo_user.organisation_id
+    )
+    other_view = baselines_visible(
+        global_model, every_silo=False, organisation_id=other_silo_user.organisation_id
+    )
 
-    assert operator_view["best_single_silo"] == own_view["best_single_silo"] == {
-        **best, "silo": str(silo_user.organisation_id), "organisation": "Northwind Hospital"}
+    assert (
+        operator_view["best_single_silo"]
+        == own_view["best_single_silo"]
+        == {**best, "silo": str(silo_user.organisation_id), "organisation": "Northwind Hospital"}
+    )
     assert other_view["best_single_silo"] == best
     assert other_view["average_silo"] == best and other_view["n_silos"] == 2

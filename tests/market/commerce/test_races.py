@@ -27,11 +27,18 @@ def assert_ledgers_balance() -> None:
             assert entry.balance_after_cents == running >= 0
         assert wallet.balance_cents == running >= 0
     for purchase in Purchase.objects.all():
-        assert WalletEntry.objects.filter(purchase=purchase).aggregate(total=Sum("amount_cents"))["total"] == 0
+        assert (
+            WalletEntry.objects.filter(purchase=purchase).aggregate(total=Sum("amount_cents"))[
+                "total"
+            ]
+            == 0
+        )
 
 
 @pytest.mark.django_db(transaction=True)
-def test_hundred_concurrent_purchases_with_money_for_ten_sell_exactly_ten(published_listing, buyer_user, top_up):
+def test_hundred_concurrent_purchases_with_money_for_ten_sell_exactly_ten(
+    published_listing, buyer_user, top_up
+):
     listings = [published_listing(price_cents=1000, name=f"Model {index}") for index in range(100)]
     top_up(buyer_user.organisation, 10_000)
     barrier = Barrier(THREADS)
@@ -40,8 +47,13 @@ def test_hundred_concurrent_purchases_with_money_for_ten_sell_exactly_ten(publis
         api = api_client_for(buyer_user)
         try:
             barrier.wait()
-            return [api.post(f"/api/listings/{listing.id}/purchase/", HTTP_IDEMPOTENCY_KEY=f"order-{listing.id}")
-                    .status_code for listing in listings[offset::THREADS]]
+            return [
+                api.post(
+                    f"/api/listings/{listing.id}/purchase/",
+                    HTTP_IDEMPOTENCY_KEY=f"order-{listing.id}",
+                ).status_code
+                for listing in listings[offset::THREADS]
+            ]
         finally:
             connection.close()
 
@@ -49,28 +61,39 @@ def test_hundred_concurrent_purchases_with_money_for_ten_sell_exactly_ten(publis
         statuses = [status for batch in pool.map(buy_four, range(THREADS)) for status in batch]
 
     assert sorted(statuses).count(201) == 10 and statuses.count(409) == 90
-    assert Purchase.objects.count() == 10 == Entitlement.objects.count() == IdempotencyKey.objects.count()
+    assert (
+        Purchase.objects.count()
+        == 10
+        == Entitlement.objects.count()
+        == IdempotencyKey.objects.count()
+    )
     assert Wallet.objects.get(organisation=buyer_user.organisation).balance_cents == 0
     # 10 × 1,000 cents: 10 % fee, the rest 70 / 30.
-    assert {("market" if wallet.is_market else wallet.organisation.name): wallet.balance_cents
-            for wallet in Wallet.objects.exclude(organisation=buyer_user.organisation)} == {
-        "market": 1000, "Northwind Hospital": 6300, "Contoso Bank": 2700}
+    assert {
+        ("market" if wallet.is_market else wallet.organisation.name): wallet.balance_cents
+        for wallet in Wallet.objects.exclude(organisation=buyer_user.organisation)
+    } == {"market": 1000, "Northwind Hospital": 6300, "Contoso Bank": 2700}
     assert_ledgers_balance()
 
 
 @pytest.mark.django_db(transaction=True)
-def test_twenty_concurrent_requests_with_one_idempotency_key_make_one_purchase(published_listing, buyer_user, top_up):
+def test_twenty_concurrent_requests_with_one_idempotency_key_make_one_purchase(
+    published_listing, buyer_user, top_up
+):
     listing = published_listing(price_cents=1500)
     top_up(buyer_user.organisation, 100_000)
 
     def buy(_):
-        response = api_client_for(buyer_user).post(f"/api/listings/{listing.id}/purchase/",
-                                                   HTTP_IDEMPOTENCY_KEY="checkout-42")
+        response = api_client_for(buyer_user).post(
+            f"/api/listings/{listing.id}/purchase/", HTTP_IDEMPOTENCY_KEY="checkout-42"
+        )
         return response.status_code, response.json()["id"], response["Idempotent-Replayed"]
 
     results = run_at_once(buy, list(range(20)))
 
-    assert {(status, purchase_id) for status, purchase_id, _ in results} == {(201, Purchase.objects.get().id)}
+    assert {(status, purchase_id) for status, purchase_id, _ in results} == {
+        (201, Purchase.objects.get().id)
+    }
     assert [replayed for _, _, replayed in results].count("false") == 1
     assert Wallet.objects.get(organisation=buyer_user.organisation).balance_cents == 100_000 - 1500
     assert WalletEntry.objects.filter(kind="purchase_debit").count() == 1
@@ -78,13 +101,18 @@ def test_twenty_concurrent_requests_with_one_idempotency_key_make_one_purchase(p
 
 
 @pytest.mark.django_db(transaction=True)
-def test_twenty_concurrent_requests_with_different_keys_buy_the_model_once(published_listing, buyer_user, top_up):
+def test_twenty_concurrent_requests_with_different_keys_buy_the_model_once(
+    published_listing, buyer_user, top_up
+):
     listing = published_listing(price_cents=1500)
     top_up(buyer_user.organisation, 100_000)
 
     def buy(index):
-        return api_client_for(buyer_user).post(f"/api/listings/{listing.id}/purchase/",
-                                               HTTP_IDEMPOTENCY_KEY=f"checkout-{index}").status_code
+        return (
+            api_client_for(buyer_user)
+            .post(f"/api/listings/{listing.id}/purchase/", HTTP_IDEMPOTENCY_KEY=f"checkout-{index}")
+            .status_code
+        )
 
     statuses = run_at_once(buy, list(range(20)))
 
@@ -96,11 +124,14 @@ def test_twenty_concurrent_requests_with_different_keys_buy_the_model_once(publi
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_purchases_by_buyers_who_are_each_others_silos_do_not_deadlock(
-        published_listing, silo_user, other_silo_user, top_up):
+    published_listing, silo_user, other_silo_user, top_up
+):
     # Northwind buys Contoso's model while Contoso buys Northwind's: each locks the other's wallet too.
     northwind, contoso = silo_user.organisation, other_silo_user.organisation
     contoso_model = published_listing(price_cents=1000, weights={str(contoso.id): 1.0})
-    northwind_model = published_listing(price_cents=1000, weights={str(northwind.id): 1.0}, family="xgboost")
+    northwind_model = published_listing(
+        price_cents=1000, weights={str(northwind.id): 1.0}, family="xgboost"
+    )
     top_up(northwind, 50_000)
     top_up(contoso, 50_000)
     orders = [(silo_user, contoso_model), (other_silo_user, northwind_model)] * 5
@@ -117,14 +148,17 @@ def test_concurrent_purchases_by_buyers_who_are_each_others_silos_do_not_deadloc
 
 
 @pytest.mark.django_db(transaction=True)
-def test_twenty_concurrent_requests_mixing_one_shared_key_and_fresh_keys_charge_once(published_listing, buyer_user,
-                                                                                    top_up):
+def test_twenty_concurrent_requests_mixing_one_shared_key_and_fresh_keys_charge_once(
+    published_listing, buyer_user, top_up
+):
     listing = published_listing(price_cents=1500)
     top_up(buyer_user.organisation, 100_000)
     keys = ["shared"] * 10 + [f"fresh-{index}" for index in range(10)]
 
     def buy(key):
-        response = api_client_for(buyer_user).post(f"/api/listings/{listing.id}/purchase/", HTTP_IDEMPOTENCY_KEY=key)
+        response = api_client_for(buyer_user).post(
+            f"/api/listings/{listing.id}/purchase/", HTTP_IDEMPOTENCY_KEY=key
+        )
         return key, response.status_code
 
     results = run_at_once(buy, keys)

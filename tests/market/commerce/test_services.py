@@ -2,19 +2,35 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 
 from market.audit.models import AuditEvent
-from market.commerce.models import Entitlement, IdempotencyKey, Listing, Purchase, Wallet, WalletEntry
-from market.commerce.services import (IdempotencyKeyReused, listing_create, listing_publish, listing_retire,
-                                      purchase_create, wallet_top_up)
+from market.commerce.models import (
+    Entitlement,
+    IdempotencyKey,
+    Listing,
+    Purchase,
+    Wallet,
+    WalletEntry,
+)
+from market.commerce.services import (
+    IdempotencyKeyReused,
+    listing_create,
+    listing_publish,
+    listing_retire,
+    purchase_create,
+    wallet_top_up,
+)
 from market.errors import Conflict, InvalidInput, PermissionDenied
 
 
 def balances() -> dict:
-    return {("market" if wallet.is_market else wallet.organisation.name): wallet.balance_cents
-            for wallet in Wallet.objects.select_related("organisation")}
+    return {
+        ("market" if wallet.is_market else wallet.organisation.name): wallet.balance_cents
+        for wallet in Wallet.objects.select_related("organisation")
+    }
 
 
 def test_purchase_debits_buyer_keeps_fee_and_splits_the_rest_by_contribution_weights(
-        published_listing, buyer_user, silo_user, other_silo_user, top_up, settings):
+    published_listing, buyer_user, silo_user, other_silo_user, top_up, settings
+):
     settings.ONEFOLD_MARKET_FEE_PERCENT = 10
     listing = published_listing(price_cents=1001)  # weights 0.7 / 0.3
     top_up(buyer_user.organisation, 5000)
@@ -25,19 +41,38 @@ def test_purchase_debits_buyer_keeps_fee_and_splits_the_rest_by_contribution_wei
     assert not result.replayed
     # fee floor(100.1) = 100; 901 shared: 630.7 → 631, 270.3 → 270.
     assert (purchase.price_cents, purchase.fee_cents, purchase.fee_percent) == (1001, 100, 10)
-    assert balances() == {"Fabrikam Insurance": 3999, "market": 100, "Northwind Hospital": 631, "Contoso Bank": 270}
-    entries = {(entry.wallet.organisation.name if entry.wallet.organisation else "market", entry.kind):
-               entry.amount_cents for entry in WalletEntry.objects.filter(purchase=purchase)}
-    assert entries == {("Fabrikam Insurance", "purchase_debit"): -1001, ("market", "market_fee"): 100,
-                       ("Northwind Hospital", "revenue_credit"): 631, ("Contoso Bank", "revenue_credit"): 270}
+    assert balances() == {
+        "Fabrikam Insurance": 3999,
+        "market": 100,
+        "Northwind Hospital": 631,
+        "Contoso Bank": 270,
+    }
+    entries = {
+        (
+            entry.wallet.organisation.name if entry.wallet.organisation else "market",
+            entry.kind,
+        ): entry.amount_cents
+        for entry in WalletEntry.objects.filter(purchase=purchase)
+    }
+    assert entries == {
+        ("Fabrikam Insurance", "purchase_debit"): -1001,
+        ("market", "market_fee"): 100,
+        ("Northwind Hospital", "revenue_credit"): 631,
+        ("Contoso Bank", "revenue_credit"): 270,
+    }
     assert sum(entries.values()) == 0
     assert Entitlement.objects.get().global_model_id == listing.global_model_id
     event = AuditEvent.objects.filter(action="purchase.created").get()
     assert (event.outcome, event.details["price_cents"], event.organisation_id) == (
-        "success", 1001, buyer_user.organisation_id)
+        "success",
+        1001,
+        buyer_user.organisation_id,
+    )
 
 
-def test_repeated_idempotency_key_returns_the_first_purchase_and_charges_once(published_listing, buyer_user, top_up):
+def test_repeated_idempotency_key_returns_the_first_purchase_and_charges_once(
+    published_listing, buyer_user, top_up
+):
     listing = published_listing(price_cents=1000)
     top_up(buyer_user.organisation, 5000)
     first = purchase_create(listing=listing, user=buyer_user, idempotency_key="same")
@@ -48,8 +83,13 @@ def test_repeated_idempotency_key_returns_the_first_purchase_and_charges_once(pu
     assert Wallet.objects.get(organisation=buyer_user.organisation).balance_cents == 4000
 
 
-def test_same_idempotency_key_for_another_listing_is_refused_without_charging(published_listing, buyer_user, top_up):
-    first_listing, second_listing = published_listing(price_cents=1000), published_listing(price_cents=500)
+def test_same_idempotency_key_for_another_listing_is_refused_without_charging(
+    published_listing, buyer_user, top_up
+):
+    first_listing, second_listing = (
+        published_listing(price_cents=1000),
+        published_listing(price_cents=500),
+    )
     top_up(buyer_user.organisation, 5000)
     purchase_create(listing=first_listing, user=buyer_user, idempotency_key="same")
 
@@ -72,13 +112,21 @@ def test_buying_a_model_you_own_is_refused_and_audited(published_listing, buyer_
     assert "already owns" in refusal.details["reason"]
 
 
-def test_a_new_version_of_the_same_model_is_not_sold_twice(published_listing, buyer_user, operator, top_up):
+def test_a_new_version_of_the_same_model_is_not_sold_twice(
+    published_listing, buyer_user, operator, top_up
+):
     listing = published_listing(price_cents=1000)
     top_up(buyer_user.organisation, 5000)
     purchase_create(listing=listing, user=buyer_user)
-    cheaper = listing_create(global_model=listing.global_model, name="Adult income, cheaper",
-                             description="", licence_text="Any use.", price_cents=10, actor=operator,
-                             previous_version=listing)
+    cheaper = listing_create(
+        global_model=listing.global_model,
+        name="Adult income, cheaper",
+        description="",
+        licence_text="Any use.",
+        price_cents=10,
+        actor=operator,
+        previous_version=listing,
+    )
     listing_publish(listing=cheaper, actor=operator)
 
     with pytest.raises(Conflict, match="already owns"):
@@ -87,19 +135,29 @@ def test_a_new_version_of_the_same_model_is_not_sold_twice(published_listing, bu
     assert listing.status == "retired"  # publishing the new version retired the old one
 
 
-def test_purchase_beyond_the_balance_is_refused_and_nothing_changes(published_listing, buyer_user, top_up):
+def test_purchase_beyond_the_balance_is_refused_and_nothing_changes(
+    published_listing, buyer_user, top_up
+):
     listing = published_listing(price_cents=1000)
     top_up(buyer_user.organisation, 999)
     before = balances()
 
-    with pytest.raises(Conflict, match="price is 1000 cents but your wallet holds 999; top up at least 1 cents"):
+    with pytest.raises(
+        Conflict, match="price is 1000 cents but your wallet holds 999; top up at least 1 cents"
+    ):
         purchase_create(listing=listing, user=buyer_user, idempotency_key="k")
     assert balances() == before
-    assert not Purchase.objects.exists() and not Entitlement.objects.exists() and not IdempotencyKey.objects.exists()
+    assert (
+        not Purchase.objects.exists()
+        and not Entitlement.objects.exists()
+        and not IdempotencyKey.objects.exists()
+    )
     assert WalletEntry.objects.count() == 1  # the top-up
 
 
-def test_drafts_and_retired_listings_are_not_for_sale(published_listing, buyer_user, operator, top_up):
+def test_drafts_and_retired_listings_are_not_for_sale(
+    published_listing, buyer_user, operator, top_up
+):
     listing = published_listing(price_cents=100)
     top_up(buyer_user.organisation, 5000)
     listing_retire(listing=listing, actor=operator)
@@ -108,7 +166,9 @@ def test_drafts_and_retired_listings_are_not_for_sale(published_listing, buyer_u
     assert not Purchase.objects.exists()
 
 
-def test_model_without_contributors_leaves_the_whole_price_to_the_market(published_listing, buyer_user, top_up):
+def test_model_without_contributors_leaves_the_whole_price_to_the_market(
+    published_listing, buyer_user, top_up
+):
     listing = published_listing(price_cents=700, weights={})
     top_up(buyer_user.organisation, 700)
     purchase = purchase_create(listing=listing, user=buyer_user).purchase
@@ -122,24 +182,37 @@ def test_operator_without_organisation_cannot_buy(published_listing, operator):
 
 
 def test_top_up_is_idempotent_by_reference(buyer_user, operator, other_silo_user):
-    first, created = wallet_top_up(organisation=buyer_user.organisation, amount_cents=2500, reference="psp-1",
-                                   actor=operator)
-    again, created_again = wallet_top_up(organisation=buyer_user.organisation, amount_cents=2500, reference="psp-1",
-                                         actor=operator)
+    first, created = wallet_top_up(
+        organisation=buyer_user.organisation, amount_cents=2500, reference="psp-1", actor=operator
+    )
+    again, created_again = wallet_top_up(
+        organisation=buyer_user.organisation, amount_cents=2500, reference="psp-1", actor=operator
+    )
     assert (created, created_again, again.id) == (True, False, first.id)
     assert Wallet.objects.get(organisation=buyer_user.organisation).balance_cents == 2500
     with pytest.raises(Conflict, match="already used for another top-up"):
-        wallet_top_up(organisation=other_silo_user.organisation, amount_cents=2500, reference="psp-1", actor=operator)
+        wallet_top_up(
+            organisation=other_silo_user.organisation,
+            amount_cents=2500,
+            reference="psp-1",
+            actor=operator,
+        )
     with pytest.raises(Conflict):
-        wallet_top_up(organisation=buyer_user.organisation, amount_cents=1, reference="psp-1", actor=operator)
+        wallet_top_up(
+            organisation=buyer_user.organisation, amount_cents=1, reference="psp-1", actor=operator
+        )
     assert WalletEntry.objects.count() == 1
 
 
 def test_only_operators_top_up_and_amounts_must_be_positive(buyer_user, operator):
     with pytest.raises(PermissionDenied):
-        wallet_top_up(organisation=buyer_user.organisation, amount_cents=100, reference="r", actor=buyer_user)
+        wallet_top_up(
+            organisation=buyer_user.organisation, amount_cents=100, reference="r", actor=buyer_user
+        )
     with pytest.raises(InvalidInput, match="between 1 and"):
-        wallet_top_up(organisation=buyer_user.organisation, amount_cents=0, reference="r", actor=operator)
+        wallet_top_up(
+            organisation=buyer_user.organisation, amount_cents=0, reference="r", actor=operator
+        )
     assert not WalletEntry.objects.exists()
 
 
@@ -168,14 +241,26 @@ def test_published_listing_cannot_change_what_it_sells(published_listing, operat
 
 def test_only_operators_create_and_publish_listings(make_global_model, silo_user):
     with pytest.raises(PermissionDenied):
-        listing_create(global_model=make_global_model(), name="x", description="", licence_text="y", price_cents=1,
-                       actor=silo_user)
+        listing_create(
+            global_model=make_global_model(),
+            name="x",
+            description="",
+            licence_text="y",
+            price_cents=1,
+            actor=silo_user,
+        )
     assert not Listing.objects.exists()
 
 
 def test_only_published_listings_can_be_retired(make_global_model, published_listing, operator):
-    draft = listing_create(global_model=make_global_model(), name="Draft", description="", licence_text="x",
-                           price_cents=1, actor=operator)
+    draft = listing_create(
+        global_model=make_global_model(),
+        name="Draft",
+        description="",
+        licence_text="x",
+        price_cents=1,
+        actor=operator,
+    )
     with pytest.raises(Conflict, match="it is draft"):
         listing_retire(listing=draft, actor=operator)
     listing = listing_retire(listing=published_listing(), actor=operator)

@@ -9,8 +9,11 @@ def five_silos(federation_with_data, silo_user):
 
     users = [silo_user]
     for index in range(1, 5):
-        user = user_create(username=f"silo-{index}", password=f"silo-{index}-password",
-                           organisation=organisation_create(name=f"Silo {index}"))
+        user = user_create(
+            username=f"silo-{index}",
+            password=f"silo-{index}-password",
+            organisation=organisation_create(name=f"Silo {index}"),
+        )
         federation_join(federation=federation_with_data, user=user)
         users.append(user)
     return users

@@ -21,7 +21,9 @@ def fedkt_student_files(adult_training) -> list[dict[str, bytes]]:
     for silo, rows in enumerate(np.array_split(np.arange(len(labels)), len(SILOS))):
         students = {}
         for partition, half in enumerate(np.array_split(rows, 2)):
-            model = LogisticRegression(max_iter=300, C=0.5 + silo + partition).fit(features[half], labels[half])
+            model = LogisticRegression(max_iter=300, C=0.5 + silo + partition).fit(
+                features[half], labels[half]
+            )
             students[f"student-{partition}.onnx"] = export_sklearn_onnx(model, features.shape[1])
         files.append(students)
     return files
@@ -36,7 +38,9 @@ def third_silo_user(db):
 
 
 @pytest.fixture
-def fedkt_submissions(federation_with_data, silo_user, other_silo_user, third_silo_user, fedkt_student_files):
+def fedkt_submissions(
+    federation_with_data, silo_user, other_silo_user, third_silo_user, fedkt_student_files
+):
     """Three valid FedKT submissions (L1, s = 2), one per silo, validated by the real validation service."""
     from market.federations.services import federation_join
     from market.submissions.models import Submission, SubmissionStatus
@@ -46,14 +50,21 @@ def fedkt_submissions(federation_with_data, silo_user, other_silo_user, third_si
     ids = []
     for user, files in zip((silo_user, other_silo_user, third_silo_user), fedkt_student_files):
         federation_join(federation=federation_with_data, user=user)
-        response = submit(api_client_for(user), files, model_family="logistic_regression", n_local_examples=666,
-                          privacy_level="L0")
+        response = submit(
+            api_client_for(user),
+            files,
+            model_family="logistic_regression",
+            n_local_examples=666,
+            privacy_level="L0",
+        )
         assert response.status_code == 202, response.json()
         ids.append(response.json()["id"])
     for submission_id in ids:
         submission_validate(submission_id=submission_id)
     submissions = list(Submission.objects.filter(id__in=ids).order_by("id"))
-    assert [s.status for s in submissions] == [SubmissionStatus.VALID] * 3, [s.rejection_reason for s in submissions]
+    assert [s.status for s in submissions] == [SubmissionStatus.VALID] * 3, [
+        s.rejection_reason for s in submissions
+    ]
     return submissions
 
 

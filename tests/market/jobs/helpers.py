@@ -12,34 +12,66 @@ from tests.conftest import wait_until, worker_environment
 ROOT = Path(__file__).resolve().parents[3]
 FINISHED = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
 # Short intervals so that the reaper acts within seconds in tests.
-FAST_JOB_SETTINGS = {"ONEFOLD_JOB_LEASE_SECONDS": 4, "ONEFOLD_JOB_HEARTBEAT_SECONDS": 1,
-                     "ONEFOLD_JOB_REAPER_SECONDS": 1, "ONEFOLD_JOB_OUTBOX_GRACE_SECONDS": 1,
-                     "ONEFOLD_JOB_CHUNK_SIZE": 1}
+FAST_JOB_SETTINGS = {
+    "ONEFOLD_JOB_LEASE_SECONDS": 4,
+    "ONEFOLD_JOB_HEARTBEAT_SECONDS": 1,
+    "ONEFOLD_JOB_REAPER_SECONDS": 1,
+    "ONEFOLD_JOB_OUTBOX_GRACE_SECONDS": 1,
+    "ONEFOLD_JOB_CHUNK_SIZE": 1,
+}
 
 
 def wait_for_job(job_id: int, *, timeout: float = 180, statuses=FINISHED) -> Job:
-    wait_until(lambda: Job.objects.filter(id=job_id, status__in=statuses).exists(), timeout=timeout, interval=0.3,
-               message=f"job {job_id} did not reach {statuses} in time: "
-                       f"{Job.objects.filter(id=job_id).values('status', 'progress_stage', 'failure_reason').first()}")
+    wait_until(
+        lambda: Job.objects.filter(id=job_id, status__in=statuses).exists(),
+        timeout=timeout,
+        interval=0.3,
+        message=f"job {job_id} did not reach {statuses} in time: "
+        f"{Job.objects.filter(id=job_id).values('status', 'progress_stage', 'failure_reason').first()}",
+    )
     return Job.objects.get(id=job_id)
 
 
 @contextmanager
-def job_worker(settings, media_root, log_path: Path, *, beat: bool = True, concurrency: int = 1, extra_env=None):
+def job_worker(
+    settings, media_root, log_path: Path, *, beat: bool = True, concurrency: int = 1, extra_env=None
+):
     """A real Celery worker process (prefork) with the reaper's beat embedded (``-B``), stopped on exit."""
-    env = {**worker_environment(settings, media_root), **{name: str(value) for name, value in FAST_JOB_SETTINGS.items()},
-           "ONEFOLD_VAR_DIR": str(log_path.parent / "var"), **(extra_env or {})}
-    arguments = [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "--concurrency", str(concurrency),
-                 "--without-gossip", "--without-mingle", "--loglevel", "INFO", "-n", f"jobs-{log_path.stem}@%h"]
+    env = {
+        **worker_environment(settings, media_root),
+        **{name: str(value) for name, value in FAST_JOB_SETTINGS.items()},
+        "ONEFOLD_VAR_DIR": str(log_path.parent / "var"),
+        **(extra_env or {}),
+    }
+    arguments = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "workers.celery_app",
+        "worker",
+        "--concurrency",
+        str(concurrency),
+        "--without-gossip",
+        "--without-mingle",
+        "--loglevel",
+        "INFO",
+        "-n",
+        f"jobs-{log_path.stem}@%h",
+    ]
     if beat:
         arguments.append("-B")
     (log_path.parent / "var").mkdir(exist_ok=True)
     log = open(log_path, "ab")  # noqa: SIM115 - the worker writes to it while it runs; closed after it stops
-    worker = subprocess.Popen(arguments, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                              start_new_session=True)
+    worker = subprocess.Popen(
+        arguments, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True
+    )
     try:
-        wait_until(lambda: b" ready." in log_path.read_bytes() or worker.poll() is not None, timeout=60,
-                   message="the Celery worker did not start")
+        wait_until(
+            lambda: b" ready." in log_path.read_bytes() or worker.poll() is not None,
+            timeout=60,
+            message="the Celery worker did not start",
+        )
         assert worker.poll() is None, log_path.read_text()
         yield worker
     finally:

@@ -6,20 +6,30 @@ The world of test_visibility.py: silo_a (Northwind Hospital) scored 0.6173, silo
 """
 
 from tests.conftest import api_client_for
-from tests.market.commerce.conftest import (adult_evaluation, buyer_user, global_model_artifacts,  # noqa: F401
-                                            make_global_model)
+from tests.market.commerce.conftest import (  # noqa: F401
+    adult_evaluation,
+    buyer_user,
+    global_model_artifacts,
+    make_global_model,
+)
 from tests.market.jobs.test_visibility import launched_model, read_as  # noqa: F401
 
 BEST = {"accuracy": 0.6173, "balanced_accuracy": 0.6173, "macro_f1": 0.6173, "roc_auc": 0.6173}
-AVERAGE = {"accuracy": (0.6173 + 0.5419) / 2, "balanced_accuracy": (0.6173 + 0.5419) / 2,
-           "macro_f1": (0.6173 + 0.5419) / 2, "roc_auc": (0.6173 + 0.5419) / 2}
+AVERAGE = {
+    "accuracy": (0.6173 + 0.5419) / 2,
+    "balanced_accuracy": (0.6173 + 0.5419) / 2,
+    "macro_f1": (0.6173 + 0.5419) / 2,
+    "roc_auc": (0.6173 + 0.5419) / 2,
+}
 
 
 def approximately(metrics: dict) -> dict:
     return {name: round(value, 6) for name, value in metrics.items()}
 
 
-def test_the_launching_buyer_sees_the_baselines_scores_but_not_which_silo_is_best(launched_model, buyer_user):  # noqa: F811
+def test_the_launching_buyer_sees_the_baselines_scores_but_not_which_silo_is_best(
+    launched_model, buyer_user
+):  # noqa: F811
     baselines = read_as(buyer_user, launched_model)["baselines"]
     counts = [sum(row) for row in launched_model.metrics["confusion_matrix"]]
     assert baselines["best_single_silo"] == BEST
@@ -29,8 +39,12 @@ def test_the_launching_buyer_sees_the_baselines_scores_but_not_which_silo_is_bes
     assert baselines["majority_class"]["balanced_accuracy"] == 0.5
 
 
-def test_the_operator_and_the_best_silo_itself_see_which_silo_is_best(launched_model, operator, silo_user,  # noqa: F811
-                                                                      other_silo_user):
+def test_the_operator_and_the_best_silo_itself_see_which_silo_is_best(
+    launched_model,
+    operator,
+    silo_user,  # noqa: F811
+    other_silo_user,
+):
     named = {**BEST, "silo": str(silo_user.organisation_id), "organisation": "Northwind Hospital"}
     assert read_as(operator, launched_model)["baselines"]["best_single_silo"] == named
     assert read_as(silo_user, launched_model)["baselines"]["best_single_silo"] == named
@@ -44,7 +58,8 @@ def test_the_job_api_shows_the_baselines_as_the_public_sees_them(launched_model,
 
 
 def test_the_job_page_shows_the_baselines_and_names_the_best_silo_only_to_those_who_may_see_it(
-        client, launched_model, operator, buyer_user):  # noqa: F811
+    client, launched_model, operator, buyer_user
+):  # noqa: F811
     client.force_login(operator)
     page = client.get(f"/jobs/{launched_model.job_id}/").content.decode()
     assert 'id="job-baseline-majority-class"' in page and 'id="job-baseline-average-silo"' in page

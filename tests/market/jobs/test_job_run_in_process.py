@@ -12,7 +12,7 @@ import onnxruntime
 import pytest
 
 from market.jobs.models import GlobalModel, Job, JobChunk, JobStatus
-from market.storage import artifact_read, arrays_from_npz
+from market.storage import arrays_from_npz, artifact_read
 from tests.conftest import api_client_for
 from tests.market.jobs.conftest import FAST_FEDKT
 
@@ -29,23 +29,39 @@ def eager_celery(settings):
 
 def launch(operator, federation, django_capture_on_commit_callbacks, **payload):
     with django_capture_on_commit_callbacks(execute=True):
-        response = api_client_for(operator).post(f"/api/federations/{federation.slug}/jobs/", payload, format="json")
+        response = api_client_for(operator).post(
+            f"/api/federations/{federation.slug}/jobs/", payload, format="json"
+        )
     assert response.status_code == 201, response.json()
     return response.json()
 
 
 def test_fedkt_l0_job_runs_to_a_global_model_with_metrics_lineage_and_files(
-        eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks):
+    eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks
+):
     federation = fedkt_submissions[0].federation
-    body = launch(operator, federation, django_capture_on_commit_callbacks, kind="fedkt", privacy_level="L0",
-                  parameters=FAST_FEDKT, seed=7)
+    body = launch(
+        operator,
+        federation,
+        django_capture_on_commit_callbacks,
+        kind="fedkt",
+        privacy_level="L0",
+        parameters=FAST_FEDKT,
+        seed=7,
+    )
     job = Job.objects.get(id=body["id"])
     assert job.status == JobStatus.SUCCEEDED, job.failure_reason
     assert JobChunk.objects.filter(job=job).count() == 2
     model = job.global_model
     assert model.model_family == "logistic_regression"
-    assert set(model.metrics) == {"accuracy", "balanced_accuracy", "macro_f1", "roc_auc", "confusion_matrix",
-                                  "reliability"}
+    assert set(model.metrics) == {
+        "accuracy",
+        "balanced_accuracy",
+        "macro_f1",
+        "roc_auc",
+        "confusion_matrix",
+        "reliability",
+    }
     assert sum(map(sum, model.metrics["confusion_matrix"])) == 500
     assert set(model.submission_metrics) == {str(s.id) for s in fedkt_submissions}
     assert model.privacy_report == {"level": "L0", "data_independent": None, "data_dependent": None}
@@ -60,7 +76,10 @@ def test_fedkt_l0_job_runs_to_a_global_model_with_metrics_lineage_and_files(
     split = arrays_from_npz(job.evaluation_split.data_file)
     probabilities = session.run(None, {"features": split["features"].astype(np.float32)})[1]
     assert probabilities.shape == (500, 2)
-    assert abs((probabilities.argmax(axis=1) == split["labels"]).mean() - model.metrics["accuracy"]) < 1e-9
+    assert (
+        abs((probabilities.argmax(axis=1) == split["labels"]).mean() - model.metrics["accuracy"])
+        < 1e-9
+    )
 
     detail = api_client_for(operator).get(f"/api/jobs/{job.id}/").json()
     assert detail["progress"] == {"stage": "done", "done": 3, "total": 3, "percent": 100}
@@ -68,11 +87,22 @@ def test_fedkt_l0_job_runs_to_a_global_model_with_metrics_lineage_and_files(
     assert any("Succeeded" in line["message"] for line in detail["log"])
 
 
-def test_same_inputs_and_seed_give_the_same_model(eager_celery, operator, fedkt_submissions,
-                                                  django_capture_on_commit_callbacks):
+def test_same_inputs_and_seed_give_the_same_model(
+    eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks
+):
     federation = fedkt_submissions[0].federation
-    ids = [launch(operator, federation, django_capture_on_commit_callbacks, kind="fedkt", privacy_level="L0",
-                  parameters=FAST_FEDKT, seed=11)["id"] for _ in range(2)]
+    ids = [
+        launch(
+            operator,
+            federation,
+            django_capture_on_commit_callbacks,
+            kind="fedkt",
+            privacy_level="L0",
+            parameters=FAST_FEDKT,
+            seed=11,
+        )["id"]
+        for _ in range(2)
+    ]
     models = [GlobalModel.objects.get(job_id=id) for id in ids]
     onnx = [artifact_read(m.files.get(format="onnx").stored_name) for m in models]
     assert onnx[0] == onnx[1]
@@ -80,10 +110,18 @@ def test_same_inputs_and_seed_give_the_same_model(eager_celery, operator, fedkt_
 
 
 def test_fedkt_l1_job_records_both_privacy_analyses_and_stores_its_noisy_answers(
-        eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks):
+    eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks
+):
     federation = fedkt_submissions[0].federation
-    body = launch(operator, federation, django_capture_on_commit_callbacks, kind="fedkt", privacy_level="L1",
-                  parameters={**FAST_FEDKT, "query": 20, "privacy": {"gamma": 0.02}}, seed=3)
+    body = launch(
+        operator,
+        federation,
+        django_capture_on_commit_callbacks,
+        kind="fedkt",
+        privacy_level="L1",
+        parameters={**FAST_FEDKT, "query": 20, "privacy": {"gamma": 0.02}},
+        seed=3,
+    )
     job = Job.objects.get(id=body["id"])
     assert job.status == JobStatus.SUCCEEDED, job.failure_reason
     report = job.global_model.privacy_report
@@ -97,11 +135,19 @@ def test_fedkt_l1_job_records_both_privacy_analyses_and_stores_its_noisy_answers
     assert arrays_from_npz(job.noisy_answers_name)["noisy_counts"].shape == (20, 2)
 
 
-def test_ensemble_job_saves_a_bundle_of_its_members(eager_celery, operator, fedkt_submissions,
-                                                    django_capture_on_commit_callbacks):
+def test_ensemble_job_saves_a_bundle_of_its_members(
+    eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks
+):
     federation = fedkt_submissions[0].federation
-    body = launch(operator, federation, django_capture_on_commit_callbacks, kind="ensemble", privacy_level="L0",
-                  parameters={}, seed=1)
+    body = launch(
+        operator,
+        federation,
+        django_capture_on_commit_callbacks,
+        kind="ensemble",
+        privacy_level="L0",
+        parameters={},
+        seed=1,
+    )
     job = Job.objects.get(id=body["id"])
     assert job.status == JobStatus.SUCCEEDED, job.failure_reason
     model = job.global_model
@@ -115,11 +161,22 @@ def test_ensemble_job_saves_a_bundle_of_its_members(eager_celery, operator, fedk
 
 
 def test_distill_job_trains_one_student_on_the_ensembles_public_predictions(
-        eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks):
+    eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks
+):
     federation = fedkt_submissions[0].federation
-    body = launch(operator, federation, django_capture_on_commit_callbacks, kind="distill", privacy_level="L0",
-                  parameters={"query": 300, "final_model": {"family": "logistic_regression"},
-                              "selection": {"strategy": "validation_score", "k": 2}}, seed=2)
+    body = launch(
+        operator,
+        federation,
+        django_capture_on_commit_callbacks,
+        kind="distill",
+        privacy_level="L0",
+        parameters={
+            "query": 300,
+            "final_model": {"family": "logistic_regression"},
+            "selection": {"strategy": "validation_score", "k": 2},
+        },
+        seed=2,
+    )
     job = Job.objects.get(id=body["id"])
     assert job.status == JobStatus.SUCCEEDED, job.failure_reason
     model = job.global_model
@@ -131,10 +188,18 @@ def test_distill_job_trains_one_student_on_the_ensembles_public_predictions(
 
 
 def test_distill_job_with_the_default_kernel_student_saves_numpy_arrays_and_an_equal_onnx(
-        eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks):
+    eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks
+):
     federation = fedkt_submissions[0].federation
-    body = launch(operator, federation, django_capture_on_commit_callbacks, kind="distill", privacy_level="L0",
-                  parameters={"proxy": 200}, seed=3)
+    body = launch(
+        operator,
+        federation,
+        django_capture_on_commit_callbacks,
+        kind="distill",
+        privacy_level="L0",
+        parameters={"proxy": 200},
+        seed=3,
+    )
     job = Job.objects.get(id=body["id"])
     assert job.status == JobStatus.SUCCEEDED, job.failure_reason
     assert job.parameters["student"] == {"family": "kernel"}
@@ -151,16 +216,28 @@ def test_distill_job_with_the_default_kernel_student_saves_numpy_arrays_and_an_e
 
 
 def test_cpfl_job_distils_cohort_models_weighted_by_their_label_distributions(
-        eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks):
+    eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks
+):
     from market.submissions.models import Submission
 
     for submission, distribution in zip(fedkt_submissions, ([500, 166], [400, 266], [600, 66])):
         Submission.objects.filter(id=submission.id).update(label_distribution=distribution)
     federation = fedkt_submissions[0].federation
-    body = launch(operator, federation, django_capture_on_commit_callbacks, kind="cpfl", privacy_level="L0",
-                  parameters={"query": 300, "student": {"family": "mlp", "hidden_sizes": [16], "epochs": 5}}, seed=4)
-    assert body["parameters"] == {"student": {"family": "mlp", "hidden_sizes": [16], "epochs": 5}, "loss": "l1",
-                                  "temperature": 1.0, "query_count": 300}
+    body = launch(
+        operator,
+        federation,
+        django_capture_on_commit_callbacks,
+        kind="cpfl",
+        privacy_level="L0",
+        parameters={"query": 300, "student": {"family": "mlp", "hidden_sizes": [16], "epochs": 5}},
+        seed=4,
+    )
+    assert body["parameters"] == {
+        "student": {"family": "mlp", "hidden_sizes": [16], "epochs": 5},
+        "loss": "l1",
+        "temperature": 1.0,
+        "query_count": 300,
+    }
     job = Job.objects.get(id=body["id"])
     assert job.status == JobStatus.SUCCEEDED, job.failure_reason
     model = job.global_model
@@ -171,46 +248,79 @@ def test_cpfl_job_distils_cohort_models_weighted_by_their_label_distributions(
 
 def test_cpfl_job_without_label_distributions_is_refused_naming_them(operator, fedkt_submissions):
     federation = fedkt_submissions[0].federation
-    response = api_client_for(operator).post(f"/api/federations/{federation.slug}/jobs/",
-                                             {"kind": "cpfl", "privacy_level": "L0"}, format="json")
+    response = api_client_for(operator).post(
+        f"/api/federations/{federation.slug}/jobs/",
+        {"kind": "cpfl", "privacy_level": "L0"},
+        format="json",
+    )
     assert response.status_code == 400
-    assert response.json()["detail"].startswith("These submissions cannot be fused this way: Cohort distillation "
-                                                "needs each cohort's label distribution")
+    assert response.json()["detail"].startswith(
+        "These submissions cannot be fused this way: Cohort distillation "
+        "needs each cohort's label distribution"
+    )
     assert not Job.objects.exists()
 
 
-def test_a_retried_l1_fusion_reuses_the_stored_noisy_answers(eager_celery, operator, fedkt_submissions,
-                                                             django_capture_on_commit_callbacks):
+def test_a_retried_l1_fusion_reuses_the_stored_noisy_answers(
+    eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks
+):
     from market.jobs.runner.finalize import _noise
     from workers.jobs.noise import replayable_noise
 
     federation = fedkt_submissions[0].federation
-    body = launch(operator, federation, django_capture_on_commit_callbacks, kind="fedkt", privacy_level="L1",
-                  parameters={**FAST_FEDKT, "query": 20, "privacy": {"gamma": 0.02}}, seed=3)
+    body = launch(
+        operator,
+        federation,
+        django_capture_on_commit_callbacks,
+        kind="fedkt",
+        privacy_level="L1",
+        parameters={**FAST_FEDKT, "query": 20, "privacy": {"gamma": 0.02}},
+        seed=3,
+    )
     job = Job.objects.get(id=body["id"])
     stored = arrays_from_npz(job.noisy_answers_name)["noisy_counts"]
     setup = _noise(job)  # what the fusion's child process replays
-    replayed = replayable_noise(setup["noise"], stored=setup["stored_noise"], on_draw=setup["on_noise_drawn"]
-                                ).noisy_counts(np.zeros((20, 2), dtype=np.int64))
+    replayed = replayable_noise(
+        setup["noise"], stored=setup["stored_noise"], on_draw=setup["on_noise_drawn"]
+    ).noisy_counts(np.zeros((20, 2), dtype=np.int64))
     assert np.array_equal(replayed, stored)
     assert Job.objects.get(id=job.id).noise_drawn_at == job.noise_drawn_at
 
 
 def test_l2_job_reports_each_submissions_own_guarantee_and_charges_no_budget(
-        eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks):
+    eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks
+):
     from market.budgets.models import BudgetEntry
     from market.submissions.models import Submission
 
     reports = {}
     for index, submission in enumerate(fedkt_submissions):
-        reports[str(submission.id)] = {"epsilon": 1.5 + index, "delta": 1e-5, "unit": "example-level"}
-        Submission.objects.filter(id=submission.id).update(privacy_level="L2", declared_epsilon=1.5 + index,
-                                                           privacy_report=reports[str(submission.id)])
+        reports[str(submission.id)] = {
+            "epsilon": 1.5 + index,
+            "delta": 1e-5,
+            "unit": "example-level",
+        }
+        Submission.objects.filter(id=submission.id).update(
+            privacy_level="L2",
+            declared_epsilon=1.5 + index,
+            privacy_report=reports[str(submission.id)],
+        )
     federation = fedkt_submissions[0].federation
-    body = launch(operator, federation, django_capture_on_commit_callbacks, kind="fedkt", privacy_level="L2",
-                  parameters=FAST_FEDKT, seed=5)
+    body = launch(
+        operator,
+        federation,
+        django_capture_on_commit_callbacks,
+        kind="fedkt",
+        privacy_level="L2",
+        parameters=FAST_FEDKT,
+        seed=5,
+    )
     job = Job.objects.get(id=body["id"])
     assert job.status == JobStatus.SUCCEEDED, job.failure_reason
-    assert job.global_model.privacy_report == {"level": "L2", "data_independent": None, "data_dependent": None,
-                                               "submissions": reports}
+    assert job.global_model.privacy_report == {
+        "level": "L2",
+        "data_independent": None,
+        "data_dependent": None,
+        "submissions": reports,
+    }
     assert not BudgetEntry.objects.filter(job=job).exists()

@@ -5,12 +5,17 @@ import pytest
 from market.budgets.pricing import job_privacy_cost
 from market.jobs.parameters import L1_DEFAULT_SHARE_OF_LIMIT, job_parameter_defaults
 
-DEMO_PUBLIC_ROWS = 3000  # the demo's public data, on which all rows at γ = 0.04 cost ε 46.6 per silo
+DEMO_PUBLIC_ROWS = (
+    3000  # the demo's public data, on which all rows at γ = 0.04 cost ε 46.6 per silo
+)
 
 
 def _price(parameters: dict) -> float:
-    return job_privacy_cost(privacy_parameters=parameters["privacy"], partitions=parameters["partitions"],
-                            teachers=parameters["teachers"]).report.epsilon
+    return job_privacy_cost(
+        privacy_parameters=parameters["privacy"],
+        partitions=parameters["partitions"],
+        teachers=parameters["teachers"],
+    ).report.epsilon
 
 
 @pytest.fixture
@@ -22,36 +27,61 @@ def plain_federation(federation_with_data):
 
 
 def test_the_server_default_l1_job_fits_half_of_a_new_members_default_budget(plain_federation):
-    defaults = job_parameter_defaults(kind="fedkt", federation=plain_federation, n_public=DEMO_PUBLIC_ROWS,
-                                      privacy_level="L1")
+    defaults = job_parameter_defaults(
+        kind="fedkt", federation=plain_federation, n_public=DEMO_PUBLIC_ROWS, privacy_level="L1"
+    )
     assert float(plain_federation.default_epsilon_limit) == 10.0
-    assert defaults["privacy"] == {"mechanism": "laplace", "gamma": 0.04, "sigma": None, "delta": 1e-5,
-                                   "n_queries": 89}
+    assert defaults["privacy"] == {
+        "mechanism": "laplace",
+        "gamma": 0.04,
+        "sigma": None,
+        "delta": 1e-5,
+        "n_queries": 89,
+    }
     assert defaults["query_count"] == 89 and "query_fraction" not in defaults
-    assert _price(defaults) <= 10.0 * L1_DEFAULT_SHARE_OF_LIMIT < _price({**defaults, "privacy": {
-        **defaults["privacy"], "n_queries": 90}})
+    assert (
+        _price(defaults)
+        <= 10.0 * L1_DEFAULT_SHARE_OF_LIMIT
+        < _price({**defaults, "privacy": {**defaults["privacy"], "n_queries": 90}})
+    )
     everything = {**defaults, "privacy": {**defaults["privacy"], "n_queries": DEMO_PUBLIC_ROWS}}
-    assert _price(everything) == pytest.approx(46.648, abs=1e-3)  # what the default was: it could never run
+    assert _price(everything) == pytest.approx(
+        46.648, abs=1e-3
+    )  # what the default was: it could never run
 
 
 def test_an_l1_default_that_already_fits_is_kept_and_l0_keeps_every_row(federation_with_data):
-    l1 = job_parameter_defaults(kind="fedkt", federation=federation_with_data, n_public=2000, privacy_level="L1")
-    assert l1["query_fraction"] == 0.01 and l1["privacy"]["n_queries"] == 20  # the federation's own default
+    l1 = job_parameter_defaults(
+        kind="fedkt", federation=federation_with_data, n_public=2000, privacy_level="L1"
+    )
+    assert (
+        l1["query_fraction"] == 0.01 and l1["privacy"]["n_queries"] == 20
+    )  # the federation's own default
     federation_with_data.default_parameters = {}
     federation_with_data.save()
-    l0 = job_parameter_defaults(kind="fedkt", federation=federation_with_data, n_public=2000, privacy_level="L0")
-    assert l0 == {"partitions": 2, "teachers": 5, "query_fraction": 1.0,
-                  "final_model": {"family": "random_forest", "n_estimators": 100, "max_depth": 8}}
+    l0 = job_parameter_defaults(
+        kind="fedkt", federation=federation_with_data, n_public=2000, privacy_level="L0"
+    )
+    assert l0 == {
+        "partitions": 2,
+        "teachers": 5,
+        "query_fraction": 1.0,
+        "final_model": {"family": "random_forest", "n_estimators": 100, "max_depth": 8},
+    }
 
 
 def test_a_larger_limit_lets_the_default_l1_job_query_more_rows_up_to_all_of_them(plain_federation):
     plain_federation.default_epsilon_limit = 40
     plain_federation.save()
-    defaults = job_parameter_defaults(kind="fedkt", federation=plain_federation, n_public=DEMO_PUBLIC_ROWS,
-                                      privacy_level="L1")
+    defaults = job_parameter_defaults(
+        kind="fedkt", federation=plain_federation, n_public=DEMO_PUBLIC_ROWS, privacy_level="L1"
+    )
     assert 89 < defaults["query_count"] < DEMO_PUBLIC_ROWS and _price(defaults) <= 20.0
     plain_federation.default_epsilon_limit = 100
     plain_federation.save()
-    defaults = job_parameter_defaults(kind="fedkt", federation=plain_federation, n_public=DEMO_PUBLIC_ROWS,
-                                      privacy_level="L1")
-    assert defaults["query_fraction"] == 1.0 and defaults["privacy"]["n_queries"] == DEMO_PUBLIC_ROWS
+    defaults = job_parameter_defaults(
+        kind="fedkt", federation=plain_federation, n_public=DEMO_PUBLIC_ROWS, privacy_level="L1"
+    )
+    assert (
+        defaults["query_fraction"] == 1.0 and defaults["privacy"]["n_queries"] == DEMO_PUBLIC_ROWS
+    )

@@ -11,47 +11,92 @@ from tests.market.jobs.conftest import FAST_FEDKT
 
 
 def post_job(user, federation, **payload):
-    return api_client_for(user).post(f"/api/federations/{federation.slug}/jobs/", payload, format="json")
+    return api_client_for(user).post(
+        f"/api/federations/{federation.slug}/jobs/", payload, format="json"
+    )
 
 
-def test_job_create_stores_parameters_with_defaults_and_an_unpublished_outbox_row(operator, fedkt_submissions):
+def test_job_create_stores_parameters_with_defaults_and_an_unpublished_outbox_row(
+    operator, fedkt_submissions
+):
     federation = fedkt_submissions[0].federation
-    response = post_job(operator, federation, kind="fedkt", privacy_level="L0", parameters={"query": 100}, seed=3)
+    response = post_job(
+        operator, federation, kind="fedkt", privacy_level="L0", parameters={"query": 100}, seed=3
+    )
     assert response.status_code == 201, response.json()
     body = response.json()
-    assert body["parameters"] == {"partitions": 2, "teachers": 5, "query_count": 100,
-                                  "final_model": {"family": "random_forest", "n_estimators": 100, "max_depth": 8}}
+    assert body["parameters"] == {
+        "partitions": 2,
+        "teachers": 5,
+        "query_count": 100,
+        "final_model": {"family": "random_forest", "n_estimators": 100, "max_depth": 8},
+    }
     assert body["submissions"] == [s.id for s in fedkt_submissions]
     assert body["status"] == "queued"
-    assert body["progress"] == {"stage": "waiting for a worker", "done": 0, "total": 3, "percent": 0}
+    assert body["progress"] == {
+        "stage": "waiting for a worker",
+        "done": 0,
+        "total": 3,
+        "percent": 0,
+    }
     assert body["seed"] == 3 and body["global_model"] is None
-    assert JobOutbox.objects.filter(job_id=body["id"], published_at__isnull=True).count() == 1  # on commit: not yet
+    assert (
+        JobOutbox.objects.filter(job_id=body["id"], published_at__isnull=True).count() == 1
+    )  # on commit: not yet
     assert AuditEvent.objects.filter(action="job.created").count() == 1
 
 
-@pytest.mark.parametrize(("changes", "message"), [
-    ({"kind": "ensemble", "privacy_level": "L1"}, "Server noise (L1) is only available for FedKT jobs"),
-    ({"parameters": {"partitions": 3}}, "holds 2 model file(s), but a FedKT job with s = 3 needs"),
-    ({"parameters": {"query": 5000}}, "The server can query 1 to 2000 public examples"),
-    ({"parameters": {"query": 1.5}}, "A query fraction must lie in (0, 1], not 1.5."),
-    ({"parameters": {"final_model": {"family": "svm"}}}, "'final_model' must be a mapping with a 'family' of"),
-    ({"parameters": {"query": 1}}, "'query': 1 is ambiguous (one public row, or all of them?)"),
-    ({"parameters": {"query_count": 1}}, "These settings query 1 public row(s), too few to train a model on 2 "
-                                         "classes; query at least 10"),
-    ({"parameters": {"final_model": {"family": "random_forest", "n_estimators": 10**12}}},
-     "'final_model.n_estimators' must be a whole number from 1 to 1000, not 1000000000000."),
-    ({"kind": "ensemble", "parameters": {"selection": {"strategy": "data", "threshold": 10**6}}},
-     "No member has a number of local examples of at least 1e+06; lower the threshold"),
-    ({"kind": "fd", "parameters": {}}, "Jobs of kind 'fd' cannot run here; choose one of cpfl, distill, ensemble, "
-                                       "fedkt."),
-    ({"parameters": {"gamma": 0.1}}, "Unknown parameter(s) for a fedkt job: gamma."),
-    ({"parameters": {"privacy": {"gamma": 1}}}, "Only L1 jobs take privacy parameters"),
-    ({"privacy_level": "L1", "parameters": {"privacy": {"gamma": -1}}}, "'privacy.gamma' must be a positive number"),
-    ({"submissions": [999999]}, "Submission #999999 does not belong to 'adult-income'."),
-    ({"submissions": []}, 'Give "submissions" as "all" or a non-empty list of submission ids.'),
-])
-def test_job_create_refuses_bad_input_with_a_sentence_and_writes_nothing(operator, fedkt_submissions, changes,
-                                                                         message):
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (
+            {"kind": "ensemble", "privacy_level": "L1"},
+            "Server noise (L1) is only available for FedKT jobs",
+        ),
+        (
+            {"parameters": {"partitions": 3}},
+            "holds 2 model file(s), but a FedKT job with s = 3 needs",
+        ),
+        ({"parameters": {"query": 5000}}, "The server can query 1 to 2000 public examples"),
+        ({"parameters": {"query": 1.5}}, "A query fraction must lie in (0, 1], not 1.5."),
+        (
+            {"parameters": {"final_model": {"family": "svm"}}},
+            "'final_model' must be a mapping with a 'family' of",
+        ),
+        ({"parameters": {"query": 1}}, "'query': 1 is ambiguous (one public row, or all of them?)"),
+        (
+            {"parameters": {"query_count": 1}},
+            "These settings query 1 public row(s), too few to train a model on 2 "
+            "classes; query at least 10",
+        ),
+        (
+            {"parameters": {"final_model": {"family": "random_forest", "n_estimators": 10**12}}},
+            "'final_model.n_estimators' must be a whole number from 1 to 1000, not 1000000000000.",
+        ),
+        (
+            {
+                "kind": "ensemble",
+                "parameters": {"selection": {"strategy": "data", "threshold": 10**6}},
+            },
+            "No member has a number of local examples of at least 1e+06; lower the threshold",
+        ),
+        (
+            {"kind": "fd", "parameters": {}},
+            "Jobs of kind 'fd' cannot run here; choose one of cpfl, distill, ensemble, fedkt.",
+        ),
+        ({"parameters": {"gamma": 0.1}}, "Unknown parameter(s) for a fedkt job: gamma."),
+        ({"parameters": {"privacy": {"gamma": 1}}}, "Only L1 jobs take privacy parameters"),
+        (
+            {"privacy_level": "L1", "parameters": {"privacy": {"gamma": -1}}},
+            "'privacy.gamma' must be a positive number",
+        ),
+        ({"submissions": [999999]}, "Submission #999999 does not belong to 'adult-income'."),
+        ({"submissions": []}, 'Give "submissions" as "all" or a non-empty list of submission ids.'),
+    ],
+)
+def test_job_create_refuses_bad_input_with_a_sentence_and_writes_nothing(
+    operator, fedkt_submissions, changes, message
+):
     payload = {"kind": "fedkt", "privacy_level": "L0", "parameters": FAST_FEDKT, **changes}
     response = post_job(operator, fedkt_submissions[0].federation, **payload)
     assert response.status_code == 400
@@ -64,21 +109,38 @@ def test_job_create_refuses_a_submission_that_is_not_valid(operator, fedkt_submi
     from market.submissions.models import Submission, SubmissionStatus
 
     Submission.objects.filter(id=fedkt_submissions[0].id).update(status=SubmissionStatus.REJECTED)
-    response = post_job(operator, fedkt_submissions[0].federation, kind="fedkt", privacy_level="L0",
-                        submissions=[s.id for s in fedkt_submissions])
+    response = post_job(
+        operator,
+        fedkt_submissions[0].federation,
+        kind="fedkt",
+        privacy_level="L0",
+        submissions=[s.id for s in fedkt_submissions],
+    )
     assert response.status_code == 400
-    assert response.json()["detail"].startswith(f"Submission #{fedkt_submissions[0].id} is rejected, not valid")
-    all_valid = post_job(operator, fedkt_submissions[0].federation, kind="fedkt", privacy_level="L0",
-                         submissions="all").json()
+    assert response.json()["detail"].startswith(
+        f"Submission #{fedkt_submissions[0].id} is rejected, not valid"
+    )
+    all_valid = post_job(
+        operator,
+        fedkt_submissions[0].federation,
+        kind="fedkt",
+        privacy_level="L0",
+        submissions="all",
+    ).json()
     assert all_valid["submissions"] == [s.id for s in fedkt_submissions[1:]]
 
 
-def test_silos_may_not_launch_jobs_and_buyers_only_where_the_federation_allows(fedkt_submissions, silo_user):
+def test_silos_may_not_launch_jobs_and_buyers_only_where_the_federation_allows(
+    fedkt_submissions, silo_user
+):
     from market.accounts.services import organisation_create, user_create
 
     federation = fedkt_submissions[0].federation
-    buyer = user_create(username="bo-buyer", password="buyer-password",
-                        organisation=organisation_create(name="Buyer Ltd"))
+    buyer = user_create(
+        username="bo-buyer",
+        password="buyer-password",
+        organisation=organisation_create(name="Buyer Ltd"),
+    )
     buyer.organisation.is_buyer = True
     buyer.organisation.save()
     assert post_job(silo_user, federation, kind="fedkt", privacy_level="L0").status_code == 403
@@ -91,7 +153,8 @@ def test_silos_may_not_launch_jobs_and_buyers_only_where_the_federation_allows(f
 
 
 def test_an_l1_job_reserves_every_silos_budget_and_is_refused_with_409_when_one_would_overspend(
-        operator, fedkt_submissions):
+    operator, fedkt_submissions
+):
     from market.budgets.models import PrivacyBudget
 
     federation = fedkt_submissions[0].federation
@@ -104,8 +167,13 @@ def test_an_l1_job_reserves_every_silos_budget_and_is_refused_with_409_when_one_
     assert set(reserved) == {s.organisation_id for s in fedkt_submissions}
     assert all(amount > 0 for amount in reserved.values())
 
-    refused = post_job(operator, federation, kind="fedkt", privacy_level="L1",
-                       parameters={**FAST_FEDKT, "query": 2000, "privacy": {"gamma": 1.0}})
+    refused = post_job(
+        operator,
+        federation,
+        kind="fedkt",
+        privacy_level="L1",
+        parameters={**FAST_FEDKT, "query": 2000, "privacy": {"gamma": 1.0}},
+    )
     assert refused.status_code == 409
     assert "privacy budget" in refused.json()["detail"]
     assert Job.objects.count() == 1
@@ -117,8 +185,13 @@ def test_cancelling_a_queued_l1_job_releases_its_reservation(operator, fedkt_sub
     from market.budgets.models import PrivacyBudget
 
     federation = fedkt_submissions[0].federation
-    job_id = post_job(operator, federation, kind="fedkt", privacy_level="L1",
-                      parameters={**FAST_FEDKT, "query": 20, "privacy": {"gamma": 0.02}}).json()["id"]
+    job_id = post_job(
+        operator,
+        federation,
+        kind="fedkt",
+        privacy_level="L1",
+        parameters={**FAST_FEDKT, "query": 20, "privacy": {"gamma": 0.02}},
+    ).json()["id"]
     response = api_client_for(operator).post(f"/api/jobs/{job_id}/cancel/")
     assert response.status_code == 200
     assert response.json()["status"] == "cancelled"
@@ -128,9 +201,12 @@ def test_cancelling_a_queued_l1_job_releases_its_reservation(operator, fedkt_sub
     assert AuditEvent.objects.filter(action="job.cancelled").count() == 1
 
 
-def test_a_silo_sees_the_jobs_that_used_its_submissions_but_cannot_cancel_them(operator, fedkt_submissions,
-                                                                              silo_user):
-    job_id = post_job(operator, fedkt_submissions[0].federation, kind="fedkt", privacy_level="L0").json()["id"]
+def test_a_silo_sees_the_jobs_that_used_its_submissions_but_cannot_cancel_them(
+    operator, fedkt_submissions, silo_user
+):
+    job_id = post_job(
+        operator, fedkt_submissions[0].federation, kind="fedkt", privacy_level="L0"
+    ).json()["id"]
     silo = api_client_for(silo_user)
     assert [job["id"] for job in silo.get("/api/jobs/").json()] == [job_id]
     assert silo.post(f"/api/jobs/{job_id}/cancel/").status_code == 403
@@ -138,13 +214,17 @@ def test_a_silo_sees_the_jobs_that_used_its_submissions_but_cannot_cancel_them(o
 
 
 @pytest.mark.django_db(transaction=True)
-def test_two_workers_racing_to_start_the_same_job_claim_it_once(operator, fedkt_submissions, settings):
+def test_two_workers_racing_to_start_the_same_job_claim_it_once(
+    operator, fedkt_submissions, settings
+):
     from market.jobs.models import JobChunk
     from market.jobs.runner import job_start
     from workers.celery_app import app
 
     settings.ONEFOLD_JOB_CHUNK_SIZE = 1
-    job_id = post_job(operator, fedkt_submissions[0].federation, kind="fedkt", privacy_level="L0").json()["id"]
+    job_id = post_job(
+        operator, fedkt_submissions[0].federation, kind="fedkt", privacy_level="L0"
+    ).json()["id"]
     app.control.purge()
     run_at_once(lambda _: job_start(job_id=job_id), [1, 2, 3])
     app.control.purge()
@@ -159,49 +239,88 @@ def test_workers_racing_for_the_same_chunk_claim_it_once(operator, fedkt_submiss
     from market.jobs.models import JobChunk
     from market.jobs.runner.chunks import job_chunk_claim
 
-    job_id = post_job(operator, fedkt_submissions[0].federation, kind="fedkt", privacy_level="L0").json()["id"]
+    job_id = post_job(
+        operator, fedkt_submissions[0].federation, kind="fedkt", privacy_level="L0"
+    ).json()["id"]
     from datetime import timedelta
 
     from django.utils import timezone
 
-    Job.objects.filter(id=job_id).update(status=JobStatus.RUNNING, lease_expires_at=timezone.now() + timedelta(hours=1))
-    chunk = JobChunk.objects.create(job_id=job_id, index=0, submission_ids=[fedkt_submissions[0].id])
+    Job.objects.filter(id=job_id).update(
+        status=JobStatus.RUNNING, lease_expires_at=timezone.now() + timedelta(hours=1)
+    )
+    chunk = JobChunk.objects.create(
+        job_id=job_id, index=0, submission_ids=[fedkt_submissions[0].id]
+    )
     claims = run_at_once(lambda _: job_chunk_claim(chunk_id=chunk.id), [1, 2, 3, 4])
     assert sorted(claims) == [False, False, False, True]
     chunk.refresh_from_db()
     assert (chunk.status, chunk.attempts) == ("running", 1)
 
 
-@pytest.mark.parametrize("parameters, message", [
-    ({"query": 1, "privacy": {"gamma": 0.02}}, "'query': 1 is ambiguous"),
-    ({"query_count": 1, "privacy": {"gamma": 0.02}}, "These settings query 1 public row(s), too few to train a model"),
-    ({"final_model": {"family": "random_forest", "n_estimators": 10**12}},
-     "'final_model.n_estimators' must be a whole number from 1 to 1000, not 1000000000000."),
-])
+@pytest.mark.parametrize(
+    "parameters, message",
+    [
+        ({"query": 1, "privacy": {"gamma": 0.02}}, "'query': 1 is ambiguous"),
+        (
+            {"query_count": 1, "privacy": {"gamma": 0.02}},
+            "These settings query 1 public row(s), too few to train a model",
+        ),
+        (
+            {"final_model": {"family": "random_forest", "n_estimators": 10**12}},
+            "'final_model.n_estimators' must be a whole number from 1 to 1000, not 1000000000000.",
+        ),
+    ],
+)
 def test_an_l1_job_that_cannot_train_a_model_is_refused_before_any_budget_is_reserved(
-        operator, fedkt_submissions, parameters, message):
+    operator, fedkt_submissions, parameters, message
+):
     from market.budgets.models import BudgetEntry, PrivacyBudget
 
-    response = post_job(operator, fedkt_submissions[0].federation, kind="fedkt", privacy_level="L1",
-                        parameters=parameters)
+    response = post_job(
+        operator,
+        fedkt_submissions[0].federation,
+        kind="fedkt",
+        privacy_level="L1",
+        parameters=parameters,
+    )
     assert response.status_code == 400
     assert message in response.json()["detail"]
     assert not Job.objects.exists() and not JobOutbox.objects.exists()
     assert not BudgetEntry.objects.exists()
-    assert all(budget.reserved == Decimal(0) and budget.spent == Decimal(0) for budget in PrivacyBudget.objects.all())
+    assert all(
+        budget.reserved == Decimal(0) and budget.spent == Decimal(0)
+        for budget in PrivacyBudget.objects.all()
+    )
 
 
-def test_a_job_whose_estimated_work_exceeds_the_setting_is_refused_with_a_sentence(operator, fedkt_submissions,
-                                                                                  settings):
+def test_a_job_whose_estimated_work_exceeds_the_setting_is_refused_with_a_sentence(
+    operator, fedkt_submissions, settings
+):
     settings.ONEFOLD_JOB_MAX_WORK = 1_000_000
-    heavy = {**FAST_FEDKT, "final_model": {"family": "random_forest", "n_estimators": 1000, "max_depth": 64}}
-    response = post_job(operator, fedkt_submissions[0].federation, kind="fedkt", privacy_level="L0",
-                        parameters=heavy)
+    heavy = {
+        **FAST_FEDKT,
+        "final_model": {"family": "random_forest", "n_estimators": 1000, "max_depth": 64},
+    }
+    response = post_job(
+        operator,
+        fedkt_submissions[0].federation,
+        kind="fedkt",
+        privacy_level="L0",
+        parameters=heavy,
+    )
     assert response.status_code == 400
     # 3 submissions × 2 students × 2000 public rows + 1000 trees × depth 64 × 500 queried rows
-    assert response.json()["detail"].startswith("This job would need about 3.2e+07 row-passes of work")
+    assert response.json()["detail"].startswith(
+        "This job would need about 3.2e+07 row-passes of work"
+    )
     assert "above this market's limit of 1e+06" in response.json()["detail"]
     assert not Job.objects.exists()
-    light = post_job(operator, fedkt_submissions[0].federation, kind="fedkt", privacy_level="L0",
-                     parameters=FAST_FEDKT)
+    light = post_job(
+        operator,
+        fedkt_submissions[0].federation,
+        kind="fedkt",
+        privacy_level="L0",
+        parameters=FAST_FEDKT,
+    )
     assert light.status_code == 201, light.json()

@@ -6,30 +6,58 @@ The world: a buyer launched a job over two silos' submissions; its global model 
 
 import pytest
 
-from tests.market.commerce.conftest import (adult_evaluation, buyer_user, global_model_artifacts,  # noqa: F401
-                                            make_global_model, published_listing)
+from tests.market.commerce.conftest import (  # noqa: F401
+    adult_evaluation,
+    buyer_user,
+    global_model_artifacts,
+    make_global_model,
+    published_listing,
+)
 
 SILO_ACCURACY = {"silo_a": 0.6173, "silo_b": 0.5419}
 
 
 @pytest.fixture
-def launched_model(federation_with_data, silo_user, other_silo_user, buyer_user, make_global_model,  # noqa: F811
-                   model_files):
+def launched_model(
+    federation_with_data,
+    silo_user,
+    other_silo_user,
+    buyer_user,
+    make_global_model,  # noqa: F811
+    model_files,
+):
     """The buyer's job over silo_a's and silo_b's submissions, and its global model; ``.submissions`` by silo."""
     from market.federations.services import federation_join
     from market.submissions.services import UploadedModel, submission_create
 
     federation_join(federation=federation_with_data, user=other_silo_user)
-    submissions = {name: submission_create(
-        federation=federation_with_data, user=user, models=[UploadedModel(f"{name}.onnx", model_files["forest.onnx"])],
-        model_family="random_forest", n_local_examples=1000, local_validation_score=0.8, label_distribution=None,
-        privacy_level="L1", privacy_parameters={}, declared_epsilon=None)
-        for name, user in (("silo_a", silo_user), ("silo_b", other_silo_user))}
+    submissions = {
+        name: submission_create(
+            federation=federation_with_data,
+            user=user,
+            models=[UploadedModel(f"{name}.onnx", model_files["forest.onnx"])],
+            model_family="random_forest",
+            n_local_examples=1000,
+            local_validation_score=0.8,
+            label_distribution=None,
+            privacy_level="L1",
+            privacy_parameters={},
+            declared_epsilon=None,
+        )
+        for name, user in (("silo_a", silo_user), ("silo_b", other_silo_user))
+    }
     global_model = make_global_model(
         weights={str(silo_user.organisation_id): 0.7, str(other_silo_user.organisation_id): 0.3},
-        submission_metrics={str(submissions[name].id): {"accuracy": accuracy, "balanced_accuracy": accuracy,
-                                                        "macro_f1": accuracy, "roc_auc": accuracy}
-                            for name, accuracy in SILO_ACCURACY.items()})
+        submission_metrics={
+            str(submissions[name].id): {
+                "accuracy": accuracy,
+                "balanced_accuracy": accuracy,
+                "macro_f1": accuracy,
+                "roc_auc": accuracy,
+            }
+            for name, accuracy in SILO_ACCURACY.items()
+        },
+    )
     job = global_model.job
     job.requested_by, job.requesting_organisation = buyer_user, buyer_user.organisation
     job.save(update_fields=["requested_by", "requesting_organisation"])
@@ -47,7 +75,8 @@ def read_as(user, global_model) -> dict:
 
 
 def test_the_launching_buyer_sees_no_data_dependent_epsilon_no_contributions_and_no_silo_metrics(
-        launched_model, buyer_user):  # noqa: F811
+    launched_model, buyer_user
+):  # noqa: F811
     body = read_as(buyer_user, launched_model)
     assert body["privacy_report"]["data_dependent"] is None
     assert body["privacy_report"]["data_independent"]["epsilon"] == 2.5
@@ -60,8 +89,14 @@ def test_a_participating_silo_sees_its_own_share_only(launched_model, silo_user)
     body = read_as(silo_user, launched_model)
     own = launched_model.submissions["silo_a"]
     assert body["privacy_report"]["data_dependent"] is None
-    assert body["submission_metrics"] == {str(own.id): {"accuracy": 0.6173, "balanced_accuracy": 0.6173,
-                                                        "macro_f1": 0.6173, "roc_auc": 0.6173}}
+    assert body["submission_metrics"] == {
+        str(own.id): {
+            "accuracy": 0.6173,
+            "balanced_accuracy": 0.6173,
+            "macro_f1": 0.6173,
+            "roc_auc": 0.6173,
+        }
+    }
     assert body["contribution_weights"] == {str(silo_user.organisation_id): 0.7}
     assert "submissions" not in body["lineage"]
 
@@ -69,24 +104,35 @@ def test_a_participating_silo_sees_its_own_share_only(launched_model, silo_user)
 def test_the_operator_sees_everything(launched_model, operator):
     body = read_as(operator, launched_model)
     assert body["privacy_report"]["data_dependent"]["epsilon"] == 0.8
-    assert sorted(metrics["accuracy"] for metrics in body["submission_metrics"].values()) == [0.5419, 0.6173]
+    assert sorted(metrics["accuracy"] for metrics in body["submission_metrics"].values()) == [
+        0.5419,
+        0.6173,
+    ]
     assert sorted(body["contribution_weights"].values()) == [0.3, 0.7]
-    assert body["lineage"]["submissions"] == [11, 12] and body["lineage"]["fusion"] == {"weights": {"11": 0.7,
-                                                                                                     "12": 0.3}}
+    assert body["lineage"]["submissions"] == [11, 12] and body["lineage"]["fusion"] == {
+        "weights": {"11": 0.7, "12": 0.3}
+    }
 
 
-def test_what_the_federation_publishes_every_viewer_sees(launched_model, buyer_user, federation_with_data):  # noqa: F811
+def test_what_the_federation_publishes_every_viewer_sees(
+    launched_model, buyer_user, federation_with_data
+):  # noqa: F811
     federation_with_data.publish_data_dependent_epsilon = True
     federation_with_data.publish_contributions = True
     federation_with_data.save()
     body = read_as(buyer_user, launched_model)
     assert body["privacy_report"]["data_dependent"]["epsilon"] == 0.8
-    assert sorted(metrics["accuracy"] for metrics in body["submission_metrics"].values()) == [0.5419, 0.6173]
+    assert sorted(metrics["accuracy"] for metrics in body["submission_metrics"].values()) == [
+        0.5419,
+        0.6173,
+    ]
     assert sorted(body["contribution_weights"].values()) == [0.3, 0.7]
     assert body["lineage"]["submissions"] == [11, 12]
 
 
-def test_data_dependent_epsilon_alone_can_be_published(launched_model, other_silo_user, federation_with_data):
+def test_data_dependent_epsilon_alone_can_be_published(
+    launched_model, other_silo_user, federation_with_data
+):
     federation_with_data.publish_data_dependent_epsilon = True
     federation_with_data.save()
     body = read_as(other_silo_user, launched_model)
@@ -95,24 +141,45 @@ def test_data_dependent_epsilon_alone_can_be_published(launched_model, other_sil
     assert [metrics["accuracy"] for metrics in body["submission_metrics"].values()] == [0.5419]
 
 
-L2_REPORT = {"level": "L2", "submissions": {
-    "11": {"epsilon": 1.5, "delta": 1e-5, "unit": "example-level", "mechanism": "gaussian", "sigma": 4.0},
-    "12": {"epsilon": 3.25, "delta": 1e-5, "unit": "example-level", "mechanism": "gaussian", "sigma": 2.0}}}
+L2_REPORT = {
+    "level": "L2",
+    "submissions": {
+        "11": {
+            "epsilon": 1.5,
+            "delta": 1e-5,
+            "unit": "example-level",
+            "mechanism": "gaussian",
+            "sigma": 4.0,
+        },
+        "12": {
+            "epsilon": 3.25,
+            "delta": 1e-5,
+            "unit": "example-level",
+            "mechanism": "gaussian",
+            "sigma": 2.0,
+        },
+    },
+}
 
 
 def test_an_l2_model_shows_the_weakest_silo_guarantee_to_everyone_and_each_silo_guarantee_to_the_operator(
-        make_global_model, buyer_user, operator):  # noqa: F811
+    make_global_model, buyer_user, operator
+):  # noqa: F811
     from market.jobs.visibility import global_model_view
 
     global_model = make_global_model(privacy_level="L2", privacy_report=L2_REPORT)
     for viewer in (buyer_user, None):
         report = global_model_view(global_model=global_model, user=viewer).privacy_report
         assert report["submissions"] == {} and report["weakest_silo_guarantee"]["epsilon"] == 3.25
-    assert global_model_view(global_model=global_model, user=operator).privacy_report["submissions"] == \
-        L2_REPORT["submissions"]
+    assert (
+        global_model_view(global_model=global_model, user=operator).privacy_report["submissions"]
+        == L2_REPORT["submissions"]
+    )
 
 
-def test_the_l2_card_states_the_weakest_silo_guarantee_without_naming_it(published_listing, buyer_user):
+def test_the_l2_card_states_the_weakest_silo_guarantee_without_naming_it(
+    published_listing, buyer_user
+):
     from market.commerce.cards import model_card
 
     card = model_card(published_listing(privacy_level="L2", privacy_report=L2_REPORT))

@@ -21,64 +21,112 @@ def hand_epsilon(shift: int) -> float:
     """Two coordinates shift by Δ per query: RDP(α) = n·α·Δ²/σ², then Canonne-Kamath-Steinke's conversion."""
     alpha = RENYI_ORDERS
     curve = N_QUERIES * alpha * shift**2 / SIGMA**2
-    return float(np.min(curve + np.log((alpha - 1) / alpha) - (np.log(DELTA) + np.log(alpha)) / (alpha - 1)))
+    return float(
+        np.min(curve + np.log((alpha - 1) / alpha) - (np.log(DELTA) + np.log(alpha)) / (alpha - 1))
+    )
 
 
 def test_an_l1_class_weighted_job_charges_every_silo_s_times_w_votes(
-        eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks):  # noqa: F811
+    eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks
+):  # noqa: F811
     from market.submissions.models import Submission
 
     for submission, distribution in zip(fedkt_submissions, ([500, 166], [400, 266], None)):
         Submission.objects.filter(id=submission.id).update(label_distribution=distribution)
     federation = fedkt_submissions[0].federation
-    parameters = {**FAST_FEDKT, "query": N_QUERIES, "vote": "class_weighted", "vote_weight_max": WEIGHT,
-                  "privacy": {"mechanism": "gaussian", "sigma": SIGMA, "delta": DELTA}}
-    body = launch(operator, federation, django_capture_on_commit_callbacks, kind="fedkt", privacy_level="L1",
-                  parameters=parameters, seed=5)
-    assert (body["parameters"]["vote"], body["parameters"]["vote_weight_max"]) == ("class_weighted", WEIGHT)
+    parameters = {
+        **FAST_FEDKT,
+        "query": N_QUERIES,
+        "vote": "class_weighted",
+        "vote_weight_max": WEIGHT,
+        "privacy": {"mechanism": "gaussian", "sigma": SIGMA, "delta": DELTA},
+    }
+    body = launch(
+        operator,
+        federation,
+        django_capture_on_commit_callbacks,
+        kind="fedkt",
+        privacy_level="L1",
+        parameters=parameters,
+        seed=5,
+    )
+    assert (body["parameters"]["vote"], body["parameters"]["vote_weight_max"]) == (
+        "class_weighted",
+        WEIGHT,
+    )
     job = Job.objects.get(id=body["id"])
     assert job.status == JobStatus.SUCCEEDED, job.failure_reason
     report = job.global_model.privacy_report["data_independent"]
-    assert (report["vote_shift"], report["n_queries"]) == (2 * WEIGHT, N_QUERIES)   # s = 2, W = 4, one submission each
+    assert (report["vote_shift"], report["n_queries"]) == (
+        2 * WEIGHT,
+        N_QUERIES,
+    )  # s = 2, W = 4, one submission each
     assert report["epsilon"] == pytest.approx(hand_epsilon(2 * WEIGHT), rel=1e-9)
     charges = BudgetEntry.objects.filter(kind=EntryKind.CHARGE, job=job)
-    assert sorted((entry.epsilon, entry.parameters["vote_shift"]) for entry in charges) == \
-        [(epsilon_decimal(hand_epsilon(2 * WEIGHT)), 2 * WEIGHT)] * 3
+    assert (
+        sorted((entry.epsilon, entry.parameters["vote_shift"]) for entry in charges)
+        == [(epsilon_decimal(hand_epsilon(2 * WEIGHT)), 2 * WEIGHT)] * 3
+    )
 
 
 def test_a_soft_vote_job_runs_at_l0_and_is_refused_at_l1(
-        eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks):  # noqa: F811
+    eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks
+):  # noqa: F811
     federation = fedkt_submissions[0].federation
-    body = launch(operator, federation, django_capture_on_commit_callbacks, kind="fedkt", privacy_level="L0",
-                  parameters={**FAST_FEDKT, "vote": "soft"}, seed=6)
+    body = launch(
+        operator,
+        federation,
+        django_capture_on_commit_callbacks,
+        kind="fedkt",
+        privacy_level="L0",
+        parameters={**FAST_FEDKT, "vote": "soft"},
+        seed=6,
+    )
     job = Job.objects.get(id=body["id"])
     assert job.status == JobStatus.SUCCEEDED, job.failure_reason
     assert job.parameters["vote"] == "soft" and job.global_model.metrics["accuracy"] > 0.5
 
-    refused = api_client_for(operator).post(f"/api/federations/{federation.slug}/jobs/",
-                                            {"kind": "fedkt", "privacy_level": "L1", "seed": 1,
-                                             "parameters": {**FAST_FEDKT, "vote": "soft"}}, format="json")
+    refused = api_client_for(operator).post(
+        f"/api/federations/{federation.slug}/jobs/",
+        {
+            "kind": "fedkt",
+            "privacy_level": "L1",
+            "seed": 1,
+            "parameters": {**FAST_FEDKT, "vote": "soft"},
+        },
+        format="json",
+    )
     assert refused.status_code == 400
-    assert refused.json()["detail"].startswith("Soft voting cannot run at L1: a silo's summed probabilities")
+    assert refused.json()["detail"].startswith(
+        "Soft voting cannot run at L1: a silo's summed probabilities"
+    )
     assert not Job.objects.filter(privacy_level="L1").exists()
 
 
 def test_an_auto_vote_job_names_its_choice_and_reports_on_the_half_it_did_not_read(
-        eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks):  # noqa: F811
+    eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks
+):  # noqa: F811
     from workers.algorithms.auto_fusion import AUTO_CANDIDATES
 
     federation = fedkt_submissions[0].federation
-    body = launch(operator, federation, django_capture_on_commit_callbacks, kind="fedkt", privacy_level="L0",
-                  parameters={**FAST_FEDKT, "vote": "auto"}, seed=8)
+    body = launch(
+        operator,
+        federation,
+        django_capture_on_commit_callbacks,
+        kind="fedkt",
+        privacy_level="L0",
+        parameters={**FAST_FEDKT, "vote": "auto"},
+        seed=8,
+    )
     assert (body["parameters"]["vote"], body["parameters"]["vote_weight_max"]) == ("auto", 4)
     job = Job.objects.get(id=body["id"])
     assert job.status == JobStatus.SUCCEEDED, job.failure_reason
     model = job.global_model
     chosen = model.lineage["fusion"]["auto"]
     assert chosen["chosen"] in AUTO_CANDIDATES and set(chosen["candidates"]) == set(AUTO_CANDIDATES)
-    assert chosen["selection_rows"] + chosen["report_rows"] == 500        # the evaluation split's rows
+    assert chosen["selection_rows"] + chosen["report_rows"] == 500  # the evaluation split's rows
     assert sum(map(sum, model.metrics["confusion_matrix"])) == chosen["report_rows"]
-    for metrics in model.submission_metrics.values():                     # the baselines read the same rows
+    for metrics in model.submission_metrics.values():  # the baselines read the same rows
         assert sum(map(sum, metrics["confusion_matrix"])) == chosen["report_rows"]
     assert any("Fusion chosen by auto" in line.message for line in job.log_entries.all())
     api = api_client_for(operator).get(f"/api/global-models/{model.id}/").json()
@@ -88,17 +136,26 @@ def test_an_auto_vote_job_names_its_choice_and_reports_on_the_half_it_did_not_re
     browser = Client()
     browser.force_login(operator)
     page = browser.get(f"/jobs/{job.id}/").content.decode()
-    assert (f'Fusion chosen by <code>auto</code>: <strong>{chosen["chosen"]}</strong>, the best accuracy of 4 '
-            f'candidates on {chosen["selection_rows"]} evaluation rows') in page
+    assert (
+        f"Fusion chosen by <code>auto</code>: <strong>{chosen['chosen']}</strong>, the best accuracy of 4 "
+        f"candidates on {chosen['selection_rows']} evaluation rows"
+    ) in page
 
 
 def test_an_auto_vote_job_is_refused_at_l1_with_a_sentence(operator, fedkt_submissions):
     from workers.algorithms.auto_fusion import AUTO_REFUSED_AT_L1
 
     federation = fedkt_submissions[0].federation
-    refused = api_client_for(operator).post(f"/api/federations/{federation.slug}/jobs/",
-                                            {"kind": "fedkt", "privacy_level": "L1", "seed": 1,
-                                             "parameters": {**FAST_FEDKT, "vote": "auto"}}, format="json")
+    refused = api_client_for(operator).post(
+        f"/api/federations/{federation.slug}/jobs/",
+        {
+            "kind": "fedkt",
+            "privacy_level": "L1",
+            "seed": 1,
+            "parameters": {**FAST_FEDKT, "vote": "auto"},
+        },
+        format="json",
+    )
     assert refused.status_code == 400
     assert refused.json()["detail"] == AUTO_REFUSED_AT_L1
     assert not Job.objects.exists()

@@ -1,7 +1,12 @@
 import io
 
-METADATA = {"federation": "adult-income", "model_family": "random_forest", "n_local_examples": 2000,
-            "local_validation_score": 0.81, "privacy_level": "L1"}
+METADATA = {
+    "federation": "adult-income",
+    "model_family": "random_forest",
+    "n_local_examples": 2000,
+    "local_validation_score": 0.81,
+    "privacy_level": "L1",
+}
 
 
 def submit(api, files: dict[str, bytes], **changes):
@@ -10,8 +15,14 @@ def submit(api, files: dict[str, bytes], **changes):
         upload = io.BytesIO(data)
         upload.name = name
         uploads.append(upload)
-    return api.post("/api/submissions/", {**METADATA, **changes, "files": uploads}, format="multipart")
+    return api.post(
+        "/api/submissions/", {**METADATA, **changes, "files": uploads}, format="multipart"
+    )
 
 
 def stored_files(media_root, part: str = "submissions") -> list:
-    return [path for path in media_root.rglob("*") if path.is_file() and part in str(path)] if media_root.exists() else []
+    return (
+        [path for path in media_root.rglob("*") if path.is_file() and part in str(path)]
+        if media_root.exists()
+        else []
+    )

@@ -2,18 +2,27 @@
 
 import numpy as np
 
-from market.storage import artifact_read, arrays_from_npz
-from market.submissions.models import Submission, SubmissionStatus
 from market.sandbox import sandbox_limits
+from market.storage import arrays_from_npz, artifact_read
+from market.submissions.models import Submission, SubmissionStatus
 from market.submissions.services import UploadedModel, submission_create, submission_validate
 from tests.conftest import native_probabilities
 from workers.modelio import predict_in_sandbox
 
 
 def create(federation, user, files: dict[str, bytes]) -> Submission:
-    return submission_create(federation=federation, user=user, models=[UploadedModel(name, data) for name, data in files.items()],
-                             model_family="random_forest", n_local_examples=2000, local_validation_score=0.8,
-                             label_distribution=None, privacy_level="L1", privacy_parameters={}, declared_epsilon=None)
+    return submission_create(
+        federation=federation,
+        user=user,
+        models=[UploadedModel(name, data) for name, data in files.items()],
+        model_family="random_forest",
+        n_local_examples=2000,
+        local_validation_score=0.8,
+        label_distribution=None,
+        privacy_level="L1",
+        privacy_parameters={},
+        declared_epsilon=None,
+    )
 
 
 def test_submission_validate_marks_real_models_valid(federation_with_data, silo_user, model_files):
@@ -25,29 +34,40 @@ def test_submission_validate_marks_real_models_valid(federation_with_data, silo_
 
 
 def test_submission_validate_runs_once_per_claim(federation_with_data, silo_user, model_files):
-    submission = create(federation_with_data, silo_user, {"forest.onnx": model_files["forest.onnx"]})
+    submission = create(
+        federation_with_data, silo_user, {"forest.onnx": model_files["forest.onnx"]}
+    )
     submission_validate(submission_id=submission.id)
     Submission.objects.filter(id=submission.id).update(rejection_reason="untouched")
     submission_validate(submission_id=submission.id)
     assert Submission.objects.get(id=submission.id).rejection_reason == "untouched"
 
 
-def test_submission_validate_rejects_a_model_that_overruns_the_wall_clock_limit(federation_with_data, silo_user,
-                                                                               model_files, settings):
+def test_submission_validate_rejects_a_model_that_overruns_the_wall_clock_limit(
+    federation_with_data, silo_user, model_files, settings
+):
     settings.ONEFOLD_SANDBOX_WALL_SECONDS = 0.2
-    submission = create(federation_with_data, silo_user, {"network.safetensors": model_files["network.safetensors"]})
+    submission = create(
+        federation_with_data, silo_user, {"network.safetensors": model_files["network.safetensors"]}
+    )
     submission_validate(submission_id=submission.id)
     submission.refresh_from_db()
     assert submission.status == SubmissionStatus.REJECTED
-    assert submission.rejection_reason == ("Model file 'network.safetensors' failed validation: "
-                                           "The model did not finish predicting within 0.2 seconds.")
+    assert submission.rejection_reason == (
+        "Model file 'network.safetensors' failed validation: "
+        "The model did not finish predicting within 0.2 seconds."
+    )
 
 
-def test_safe_path_predictions_equal_the_native_libraries(federation_with_data, silo_user, model_files, adult_models):
+def test_safe_path_predictions_equal_the_native_libraries(
+    federation_with_data, silo_user, model_files, adult_models
+):
     submission = create(federation_with_data, silo_user, model_files)
     features = arrays_from_npz(submission.public_dataset.features_file)["features"]
     stored = [artifact_read(model_file.stored_name) for model_file in submission.model_files.all()]
     outcomes = predict_in_sandbox(stored, features, n_classes=2, limits=sandbox_limits())
-    for name, outcome, expected in zip(model_files, outcomes, native_probabilities(adult_models, features).values()):
+    for name, outcome, expected in zip(
+        model_files, outcomes, native_probabilities(adult_models, features).values()
+    ):
         assert outcome.error is None, name
         assert np.max(np.abs(outcome.probabilities - expected)) <= 1e-5, name

@@ -20,16 +20,29 @@ def digits_teacher():
 
 def test_soften_is_a_tempered_softmax_of_log_probabilities():
     softened = soften([[0.8, 0.2]], 2.0)
-    assert softened == pytest.approx(np.array([[np.sqrt(0.8), np.sqrt(0.2)]]) / (np.sqrt(0.8) + np.sqrt(0.2)))
+    assert softened == pytest.approx(
+        np.array([[np.sqrt(0.8), np.sqrt(0.2)]]) / (np.sqrt(0.8) + np.sqrt(0.2))
+    )
     assert soften([[0.8, 0.2]], 1.0) == pytest.approx(np.array([[0.8, 0.2]]))
 
 
 def test_torch_student_is_a_zoo_network_over_every_class(digits_teacher):
     features, teacher = digits_teacher
-    student = distil_torch({"family": "mlp", "hidden_sizes": [32], "epochs": 15}, features, teacher,
-                           temperature=2.0, hard_label_weight=0.3, seed=0)
+    student = distil_torch(
+        {"family": "mlp", "hidden_sizes": [32], "epochs": 15},
+        features,
+        teacher,
+        temperature=2.0,
+        hard_label_weight=0.3,
+        seed=0,
+    )
     assert isinstance(student, TorchClassifier) and student.classes_.tolist() == list(range(10))
-    assert student.spec_ == {"architecture": "mlp", "n_features": 64, "hidden_sizes": [32], "n_classes": 10}
+    assert student.spec_ == {
+        "architecture": "mlp",
+        "n_features": 64,
+        "hidden_sizes": [32],
+        "n_classes": 10,
+    }
     assert fidelity(student, features, teacher) > 0.9
 
 
@@ -38,8 +51,10 @@ def test_torch_student_is_seeded(digits_teacher):
     learner = {"family": "mlp", "hidden_sizes": [16], "epochs": 2}
     first = distil_torch(learner, features, teacher, seed=4)
     again = distil_torch(learner, features, teacher, seed=4)
-    assert all(torch.equal(a, b) for a, b in zip(first.module_.state_dict().values(),
-                                                 again.module_.state_dict().values()))
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(first.module_.state_dict().values(), again.module_.state_dict().values())
+    )
 
 
 def test_l1_student_moves_its_logits_to_the_teachers(digits_teacher):
@@ -58,9 +73,14 @@ def test_l1_student_moves_its_logits_to_the_teachers(digits_teacher):
 
 def test_soft_label_forest_sees_each_point_once_per_class_with_mass(digits_teacher):
     features, teacher = digits_teacher
-    student = distil({"family": "random_forest", "n_estimators": 10}, features[:50], teacher[:50], seed=0)
+    student = distil(
+        {"family": "random_forest", "n_estimators": 10}, features[:50], teacher[:50], seed=0
+    )
     assert isinstance(student, WeightedAlignedClassifier)
-    assert student.predict_proba(features[:5]).shape == (5, 10) and fidelity(student, features[:50], teacher[:50]) > 0.9
+    assert (
+        student.predict_proba(features[:5]).shape == (5, 10)
+        and fidelity(student, features[:50], teacher[:50]) > 0.9
+    )
 
 
 def test_argmax_target_and_kernel_dispatch(digits_teacher):

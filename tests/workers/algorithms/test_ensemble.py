@@ -5,9 +5,13 @@ from sklearn.datasets import load_iris
 from sklearn.linear_model import LogisticRegression
 
 from workers.algorithms.bundle import BundleClassifier
+from workers.algorithms.ensemble import (
+    EnsembleClassifier,
+    average_probabilities,
+    member_probabilities,
+    stacked_probabilities,
+)
 from workers.modelio.bundle import BundleMember, bundle_read, bundle_write
-from workers.algorithms.ensemble import (EnsembleClassifier, average_probabilities, member_probabilities,
-                                         stacked_probabilities)
 
 
 class FixedProbabilities(ClassifierMixin, BaseEstimator):
@@ -18,7 +22,9 @@ class FixedProbabilities(ClassifierMixin, BaseEstimator):
         self.classes_ = np.asarray(classes)
 
     def predict_proba(self, X):
-        return np.asarray(self.rows, dtype=float)[np.asarray(X)[:, 0].astype(int)]   # X holds row numbers
+        return np.asarray(self.rows, dtype=float)[
+            np.asarray(X)[:, 0].astype(int)
+        ]  # X holds row numbers
 
 
 class VotesOnly:
@@ -28,9 +34,11 @@ class VotesOnly:
         return np.array([2, 0])[np.asarray(X)[:, 0].astype(int)]
 
 
-MEMBERS = [FixedProbabilities([[0.6, 0.3, 0.1], [0.2, 0.2, 0.6]], [0, 1, 2]),
-           FixedProbabilities([[0.5, 0.5], [0.9, 0.1]], [0, 2]),            # never saw class 1
-           VotesOnly()]
+MEMBERS = [
+    FixedProbabilities([[0.6, 0.3, 0.1], [0.2, 0.2, 0.6]], [0, 1, 2]),
+    FixedProbabilities([[0.5, 0.5], [0.9, 0.1]], [0, 2]),  # never saw class 1
+    VotesOnly(),
+]
 X = np.array([[0.0], [1.0]])
 
 
@@ -44,17 +52,24 @@ def test_members_without_probabilities_cast_hard_votes():
 
 def test_ensemble_probabilities_equal_the_hand_computed_average():
     ensemble = EnsembleClassifier(MEMBERS, n_classes=3).fit(X)
-    expected = np.array([[(0.6 + 0.5 + 0) / 3, 0.3 / 3, (0.1 + 0.5 + 1) / 3],
-                         [(0.2 + 0.9 + 1) / 3, 0.2 / 3, (0.6 + 0.1 + 0) / 3]])
+    expected = np.array(
+        [
+            [(0.6 + 0.5 + 0) / 3, 0.3 / 3, (0.1 + 0.5 + 1) / 3],
+            [(0.2 + 0.9 + 1) / 3, 0.2 / 3, (0.6 + 0.1 + 0) / 3],
+        ]
+    )
     assert ensemble.predict_proba(X) == pytest.approx(expected)
     assert ensemble.predict(X).tolist() == [2, 0]
 
 
 def test_weighted_average_and_subsets_reuse_one_stack():
     stacked = stacked_probabilities(MEMBERS, X, 3, batch_rows=1)
-    assert average_probabilities(stacked, [0, 2]) == pytest.approx(np.array([[0.3, 0.15, 0.55], [0.6, 0.1, 0.3]]))
+    assert average_probabilities(stacked, [0, 2]) == pytest.approx(
+        np.array([[0.3, 0.15, 0.55], [0.6, 0.1, 0.3]])
+    )
     assert average_probabilities(stacked, weights=[1, 0, 3]) == pytest.approx(
-        np.array([[0.15, 0.075, 0.775], [0.8, 0.05, 0.15]]))
+        np.array([[0.15, 0.075, 0.775], [0.8, 0.05, 0.15]])
+    )
 
 
 def test_bad_weights_are_refused():
@@ -73,19 +88,48 @@ def test_an_ensemble_saved_as_a_bundle_predicts_the_same_in_the_sandbox():
     assert [m["format"] for m in manifest["members"]] == ["onnx", "onnx"]
     assert [m["weight"] for m in manifest["members"]] == [2.0, 1.0] and manifest["n_features"] == 4
     restored = BundleClassifier(data).fit()
-    assert restored.predict_proba(features[:20]) == pytest.approx(ensemble.predict_proba(features[:20]), abs=1e-4)
+    assert restored.predict_proba(features[:20]) == pytest.approx(
+        ensemble.predict_proba(features[:20]), abs=1e-4
+    )
 
 
-@pytest.mark.parametrize("manifest, message", [
-    ({"n_classes": 2, "n_features": 3, "members": [{"file": "missing.onnx", "format": "onnx", "weight": 1}]},
-     "does not hold"),
-    ({"n_classes": 2, "n_features": 3, "members": [{"file": "a.onnx", "format": "pickle", "weight": 1}]},
-     "format 'pickle'"),
-    ({"n_classes": 2, "n_features": 3, "members": [{"file": "a.onnx", "format": "onnx", "weight": 0}]},
-     "all zero"),
-    ({"n_classes": 0, "n_features": 3, "members": [{"file": "a.onnx", "format": "onnx", "weight": 1}]},
-     "n_classes"),
-])
+@pytest.mark.parametrize(
+    "manifest, message",
+    [
+        (
+            {
+                "n_classes": 2,
+                "n_features": 3,
+                "members": [{"file": "missing.onnx", "format": "onnx", "weight": 1}],
+            },
+            "does not hold",
+        ),
+        (
+            {
+                "n_classes": 2,
+                "n_features": 3,
+                "members": [{"file": "a.onnx", "format": "pickle", "weight": 1}],
+            },
+            "format 'pickle'",
+        ),
+        (
+            {
+                "n_classes": 2,
+                "n_features": 3,
+                "members": [{"file": "a.onnx", "format": "onnx", "weight": 0}],
+            },
+            "all zero",
+        ),
+        (
+            {
+                "n_classes": 0,
+                "n_features": 3,
+                "members": [{"file": "a.onnx", "format": "onnx", "weight": 1}],
+            },
+            "n_classes",
+        ),
+    ],
+)
 def test_bundle_read_refuses_bad_manifests(manifest, message):
     import io
     import json
@@ -100,10 +144,17 @@ def test_bundle_read_refuses_bad_manifests(manifest, message):
 
 
 def test_a_bundle_holding_every_upload_format_is_read_back():
-    members = [BundleMember(model_format, b"x", 1) for model_format in ("onnx", "xgboost-json", "xgboost-ubjson",
-                                                                         "safetensors")]
+    members = [
+        BundleMember(model_format, b"x", 1)
+        for model_format in ("onnx", "xgboost-json", "xgboost-ubjson", "safetensors")
+    ]
     manifest, files = bundle_read(bundle_write(members, n_classes=2, n_features=5))
-    assert [m["format"] for m in manifest["members"]] == ["onnx", "xgboost-json", "xgboost-ubjson", "safetensors"]
+    assert [m["format"] for m in manifest["members"]] == [
+        "onnx",
+        "xgboost-json",
+        "xgboost-ubjson",
+        "safetensors",
+    ]
 
 
 def test_bundle_read_refuses_more_unpacked_bytes_than_the_reader_allows():
@@ -113,11 +164,21 @@ def test_bundle_read_refuses_more_unpacked_bytes_than_the_reader_allows():
 
 
 def test_bundle_write_names_files_by_format():
-    data = bundle_write([BundleMember("onnx", b"a", 1), BundleMember("xgboost-json", b"{}", 1),
-                         BundleMember("safetensors", b"s", 1)], n_classes=2, n_features=5)
+    data = bundle_write(
+        [
+            BundleMember("onnx", b"a", 1),
+            BundleMember("xgboost-json", b"{}", 1),
+            BundleMember("safetensors", b"s", 1),
+        ],
+        n_classes=2,
+        n_features=5,
+    )
     manifest, files = bundle_read(data)
-    assert [m["file"] for m in manifest["members"]] == ["member-0000.onnx", "member-0001.json",
-                                                        "member-0002.safetensors"]
+    assert [m["file"] for m in manifest["members"]] == [
+        "member-0000.onnx",
+        "member-0001.json",
+        "member-0002.safetensors",
+    ]
     assert files == [b"a", b"{}", b"s"]
 
 
@@ -130,18 +191,26 @@ def test_a_bundle_hands_each_member_its_own_feature_view():
     from workers.modelio.export import export_sklearn_onnx
 
     generator = np.random.default_rng(0)
-    frame = pd.DataFrame({"age": generator.integers(18, 80, 300).astype(float),
-                          "work": generator.choice(["a", "b", "c"], 300)})
+    frame = pd.DataFrame(
+        {
+            "age": generator.integers(18, 80, 300).astype(float),
+            "work": generator.choice(["a", "b", "c"], 300),
+        }
+    )
     labels = ((frame["work"] == "b") ^ (frame["age"] > 50)).to_numpy().astype(np.int64)
     spec = infer_feature_spec(frame)
     one_hot, ordinal = encode_features(frame, spec), encode_features(frame, spec, view="ordinal")
     linear = LogisticRegression(max_iter=500).fit(one_hot, labels)
     tree = DecisionTreeClassifier(max_depth=4, random_state=0).fit(ordinal, labels)
-    members = [BundleMember("onnx", export_sklearn_onnx(linear, one_hot.shape[1]), 1.0, "one_hot"),
-               BundleMember("onnx", export_sklearn_onnx(tree, ordinal.shape[1]), 3.0, "ordinal")]
+    members = [
+        BundleMember("onnx", export_sklearn_onnx(linear, one_hot.shape[1]), 1.0, "one_hot"),
+        BundleMember("onnx", export_sklearn_onnx(tree, ordinal.shape[1]), 3.0, "ordinal"),
+    ]
     expected = (linear.predict_proba(one_hot[:30]) + 3 * tree.predict_proba(ordinal[:30])) / 4
     with_spec = bundle_write(members, n_classes=2, n_features=one_hot.shape[1], feature_spec=spec)
-    assert BundleClassifier(with_spec).fit().predict_proba(one_hot[:30]) == pytest.approx(expected, abs=1e-4)
+    assert BundleClassifier(with_spec).fit().predict_proba(one_hot[:30]) == pytest.approx(
+        expected, abs=1e-4
+    )
     without_spec = bundle_write(members, n_classes=2, n_features=one_hot.shape[1])
     with pytest.raises(ValueError, match="read the ordinal view"):
         BundleClassifier(without_spec).fit()

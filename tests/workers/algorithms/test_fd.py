@@ -2,7 +2,12 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_digits
 
-from workers.algorithms.fd import (fd_round_bits, fd_server_aggregate, fedavg_round_bits, local_label_logits)
+from workers.algorithms.fd import (
+    fd_round_bits,
+    fd_server_aggregate,
+    fedavg_round_bits,
+    local_label_logits,
+)
 from workers.algorithms.fd_simulation import FDSetting, simulate, starved_partition
 
 
@@ -15,12 +20,10 @@ def test_local_label_logits_average_per_label_and_mark_missing_labels():
 
 def test_server_returns_to_each_silo_the_average_of_the_others():
     # 3 silos, 2 labels, 2 logits; silo 2 holds no example of label 1
-    local = np.array([[[1.0, 0.0], [0.0, 4.0]],
-                      [[3.0, 2.0], [2.0, 6.0]],
-                      [[5.0, 4.0], [9.0, 9.0]]])
+    local = np.array([[[1.0, 0.0], [0.0, 4.0]], [[3.0, 2.0], [2.0, 6.0]], [[5.0, 4.0], [9.0, 9.0]]])
     present = np.array([[True, True], [True, True], [True, False]])
     averages, available = fd_server_aggregate(local, present)
-    assert averages[0].tolist() == [[4.0, 3.0], [2.0, 6.0]]          # label 1: only silo 1 (silo 2 absent)
+    assert averages[0].tolist() == [[4.0, 3.0], [2.0, 6.0]]  # label 1: only silo 1 (silo 2 absent)
     assert averages[1].tolist() == [[3.0, 2.0], [0.0, 4.0]]
     assert averages[2].tolist() == [[2.0, 1.0], [1.0, 5.0]]
     assert available.all()
@@ -55,11 +58,25 @@ def test_simulator_learns_and_counts_bits(protocol):
     train, test = order[:1400], order[1400:]
     devices = [train[d] for d in starved_partition(labels[train], 3, n_starved=2, keep=5, seed=0)]
     setting = FDSetting(hidden_sizes=(32,), rounds=4, local_steps=30, learning_rate=0.1)
-    result = simulate(protocol, features, labels, devices, features[test], labels[test], n_classes=10,
-                      setting=setting, seed=0)
-    per_round = fd_round_bits(3, 10) if protocol == "fd" else fedavg_round_bits(3, 64 * 32 + 32 + 32 * 10 + 10)
-    assert result["bits"] == 4 * per_round and [p["bits"] for p in result["curve"]] == [per_round * r for r in
-                                                                                          range(1, 5)]
+    result = simulate(
+        protocol,
+        features,
+        labels,
+        devices,
+        features[test],
+        labels[test],
+        n_classes=10,
+        setting=setting,
+        seed=0,
+    )
+    per_round = (
+        fd_round_bits(3, 10)
+        if protocol == "fd"
+        else fedavg_round_bits(3, 64 * 32 + 32 + 32 * 10 + 10)
+    )
+    assert result["bits"] == 4 * per_round and [p["bits"] for p in result["curve"]] == [
+        per_round * r for r in range(1, 5)
+    ]
     assert result["accuracy"] > 0.6 and len(result["device_accuracies"]) == 3
 
 
@@ -67,6 +84,15 @@ def test_local_protocol_exchanges_nothing():
     features, labels = load_digits(return_X_y=True)
     features = (features / 16.0).astype(np.float32)
     devices = starved_partition(labels[:600], 2, n_starved=1, keep=5, seed=0)
-    result = simulate("local", features, labels, devices, features[600:700], labels[600:700], n_classes=10,
-                      setting=FDSetting(hidden_sizes=(16,), rounds=2, local_steps=5), seed=0)
+    result = simulate(
+        "local",
+        features,
+        labels,
+        devices,
+        features[600:700],
+        labels[600:700],
+        n_classes=10,
+        setting=FDSetting(hidden_sizes=(16,), rounds=2, local_steps=5),
+        seed=0,
+    )
     assert result["bits"] == 0 and len(result["curve"]) == 2

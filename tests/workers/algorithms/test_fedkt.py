@@ -15,17 +15,22 @@ from workers.algorithms.fedkt import (
 )
 from workers.partition import dirichlet_label_partition
 
-FOREST_CONFIG = FedKTConfig(teacher={"family": "random_forest", "n_estimators": 20, "max_depth": 4},
-                            student={"family": "random_forest", "n_estimators": 20, "max_depth": 6},
-                            final={"family": "random_forest", "n_estimators": 50})
+FOREST_CONFIG = FedKTConfig(
+    teacher={"family": "random_forest", "n_estimators": 20, "max_depth": 4},
+    student={"family": "random_forest", "n_estimators": 20, "max_depth": 6},
+    final={"family": "random_forest", "n_estimators": 50},
+)
 
 
 def _federation(loader, n_parties, *, scale=1.0):
     features, labels = loader(return_X_y=True)
     features = features / scale
-    train_x, rest_x, train_y, rest_y = train_test_split(features, labels, test_size=0.4, random_state=0,
-                                                        stratify=labels)
-    public_x, test_x, _, test_y = train_test_split(rest_x, rest_y, test_size=0.5, random_state=0, stratify=rest_y)
+    train_x, rest_x, train_y, rest_y = train_test_split(
+        features, labels, test_size=0.4, random_state=0, stratify=labels
+    )
+    public_x, test_x, _, test_y = train_test_split(
+        rest_x, rest_y, test_size=0.5, random_state=0, stratify=rest_y
+    )
     parts = dirichlet_label_partition(train_y, n_parties, beta=0.5, seed=0, min_size=20)
     return [(train_x[part], train_y[part]) for part in parts], public_x, test_x, test_y
 
@@ -60,14 +65,22 @@ def test_fedkt_l0_on_breast_cancer_beats_the_floor_and_is_reproducible(breast_ca
     assert first.level == "L0" and first.privacy is None
     assert (predictions == test_y).mean() >= 0.9
     assert np.array_equal(predictions, second.final_model.predict(test_x))
-    assert set(first.stages) >= {"teachers", "party_votes", "students", "server_votes", "final_model"}
+    assert set(first.stages) >= {
+        "teachers",
+        "party_votes",
+        "students",
+        "server_votes",
+        "final_model",
+    }
 
 
 def test_fedkt_l0_on_digits_with_torch_mlps_and_mixed_families(digits):
     parties, public_x, test_x, test_y = digits
-    config = FedKTConfig(teacher={"family": "random_forest", "n_estimators": 30},
-                         student="logistic_regression",
-                         final={"family": "mlp", "hidden_sizes": [64], "epochs": 60, "batch_size": 32})
+    config = FedKTConfig(
+        teacher={"family": "random_forest", "n_estimators": 30},
+        student="logistic_regression",
+        final={"family": "mlp", "hidden_sizes": [64], "epochs": 60, "batch_size": 32},
+    )
     first = fedkt_fit(parties, public_x, n_classes=10, config=config, seed=3)
     second = fedkt_fit(parties, public_x, n_classes=10, config=config, seed=3)
     predictions = first.final_model.predict(test_x)
@@ -75,14 +88,18 @@ def test_fedkt_l0_on_digits_with_torch_mlps_and_mixed_families(digits):
     assert np.array_equal(predictions, second.final_model.predict(test_x))
 
 
-def test_tree_parties_in_threads_give_the_same_run_as_one_after_the_other(breast_cancer, monkeypatch):
+def test_tree_parties_in_threads_give_the_same_run_as_one_after_the_other(
+    breast_cancer, monkeypatch
+):
     import workers.algorithms.fedkt as fedkt
 
     parties, public_x, test_x, _ = breast_cancer
     serial = fedkt_fit(parties, public_x, n_classes=2, config=FOREST_CONFIG, seed=1, n_jobs=1)
-    monkeypatch.setattr(fedkt, "ProcessPoolExecutor", None)       # trees must not start worker processes
+    monkeypatch.setattr(fedkt, "ProcessPoolExecutor", None)  # trees must not start worker processes
     parallel = fedkt_fit(parties, public_x, n_classes=2, config=FOREST_CONFIG, seed=1, n_jobs=2)
-    assert np.array_equal(serial.final_model.predict_proba(test_x), parallel.final_model.predict_proba(test_x))
+    assert np.array_equal(
+        serial.final_model.predict_proba(test_x), parallel.final_model.predict_proba(test_x)
+    )
     assert np.array_equal(serial.server.consistent_counts, parallel.server.consistent_counts)
     for mine, theirs in zip(serial.parties, parallel.parties):
         for student, other in zip(mine.students, theirs.students):
@@ -93,7 +110,9 @@ def test_tree_parties_in_threads_give_the_same_run_as_one_after_the_other(breast
 
 def test_other_learners_in_worker_processes_give_the_same_model_as_in_process(breast_cancer):
     parties, public_x, test_x, _ = breast_cancer
-    config = FedKTConfig(teacher="logistic_regression", student="logistic_regression", final="logistic_regression")
+    config = FedKTConfig(
+        teacher="logistic_regression", student="logistic_regression", final="logistic_regression"
+    )
     serial = fedkt_fit(parties, public_x, n_classes=2, config=config, seed=1, n_jobs=1)
     parallel = fedkt_fit(parties, public_x, n_classes=2, config=config, seed=1, n_jobs=2)
     assert np.array_equal(serial.final_model.predict(test_x), parallel.final_model.predict(test_x))
@@ -101,8 +120,18 @@ def test_other_learners_in_worker_processes_give_the_same_model_as_in_process(br
 
 def test_party_fit_trains_s_students_and_keeps_noiseless_counts_per_partition(breast_cancer):
     (features, labels), public_x = breast_cancer[0][0], breast_cancer[1]
-    result = party_fit(features, labels, public_x, n_classes=2, teacher="logistic_regression",
-                       student="logistic_regression", partitions=3, teachers=4, query=0.5, seed=0)
+    result = party_fit(
+        features,
+        labels,
+        public_x,
+        n_classes=2,
+        teacher="logistic_regression",
+        student="logistic_regression",
+        partitions=3,
+        teachers=4,
+        query=0.5,
+        seed=0,
+    )
     assert len(result.students) == 3 and len(result.vote_counts) == 3
     assert len(result.queried_indices) == int(np.ceil(0.5 * len(public_x)))
     for counts in result.vote_counts:
@@ -125,21 +154,29 @@ class RecordingClassifier(ClassifierMixin, BaseEstimator):
 def test_teachers_are_trained_on_disjoint_subsets_that_cover_the_party():
     features = np.arange(40, dtype=float).reshape(-1, 1)
     labels = np.arange(40) % 2
-    teachers = train_teachers(features, labels, n_classes=2, learner=RecordingClassifier(), partitions=2,
-                              teachers=4, seed=0)
+    teachers = train_teachers(
+        features,
+        labels,
+        n_classes=2,
+        learner=RecordingClassifier(),
+        partitions=2,
+        teachers=4,
+        seed=0,
+    )
     assert len(teachers) == 2
     subsets = [[teacher.estimator_.seen_ for teacher in partition] for partition in teachers]
     for partition in subsets:
         assert len(partition) == 4
         assert np.array_equal(np.sort(np.concatenate(partition)), np.arange(40))
-    assert not np.array_equal(subsets[0][0], subsets[1][0])     # each partition shuffles afresh
+    assert not np.array_equal(subsets[0][0], subsets[1][0])  # each partition shuffles afresh
 
 
 def test_server_fit_does_not_train_on_abstentions():
     public_x = np.array([[0.0], [1.0], [2.0], [3.0], [4.0], [5.0]])
     # 2 parties, s = 2: only examples 0, 1 (class 0) and 4, 5 (class 1) get consistent votes
-    predictions = np.array([[[0, 0, 0, 1, 1, 1], [0, 0, 1, 0, 1, 1]],
-                            [[0, 0, 1, 0, 1, 1], [0, 0, 0, 1, 1, 1]]])
+    predictions = np.array(
+        [[[0, 0, 0, 1, 1, 1], [0, 0, 1, 0, 1, 1]], [[0, 0, 1, 0, 1, 1], [0, 0, 0, 1, 1, 1]]]
+    )
     result = server_fit(predictions, public_x, n_classes=2, final="logistic_regression", seed=0)
     assert result.consistent_counts.tolist() == [[4, 0], [4, 0], [0, 0], [0, 0], [0, 4], [0, 4]]
     assert result.abstained.tolist() == [False, False, True, True, False, False]
@@ -150,8 +187,9 @@ def test_server_fit_does_not_train_on_abstentions():
 def test_server_noise_is_applied_to_the_consistent_counts_and_abstention_follows_the_noisy_counts():
     public_x = np.arange(4, dtype=float).reshape(-1, 1)
     predictions = np.array([[[0, 0, 1, 1], [0, 0, 1, 1]], [[0, 1, 1, 1], [0, 0, 1, 1]]])
-    result = server_fit(predictions, public_x, n_classes=2, final="logistic_regression", noise=ShiftNoise(3),
-                        seed=0)
+    result = server_fit(
+        predictions, public_x, n_classes=2, final="logistic_regression", noise=ShiftNoise(3), seed=0
+    )
     assert result.consistent_counts.tolist() == [[4, 0], [2, 0], [0, 4], [0, 4]]
     assert result.noisy_counts.tolist() == [[1, -3], [-1, -3], [-3, 1], [-3, 1]]
     assert result.trained.tolist() == [True, False, True, True]
@@ -173,16 +211,31 @@ def test_select_queries_takes_a_count_or_a_fraction_reproducibly():
 
 def test_predict_classes_stacks_each_models_predictions(breast_cancer):
     parties, public_x, *_ = breast_cancer
-    result = party_fit(*parties[0], public_x, n_classes=2, teacher="logistic_regression",
-                       student="logistic_regression", partitions=2, teachers=2, seed=0)
+    result = party_fit(
+        *parties[0],
+        public_x,
+        n_classes=2,
+        teacher="logistic_regression",
+        student="logistic_regression",
+        partitions=2,
+        teachers=2,
+        seed=0,
+    )
     assert predict_classes(result.students, public_x).shape == (2, len(public_x))
 
 
 def test_fedkt_refuses_noise_at_both_levels(breast_cancer):
     parties, public_x, *_ = breast_cancer
     with pytest.raises(ValueError, match="not both"):
-        fedkt_fit(parties, public_x, n_classes=2, config=FOREST_CONFIG, seed=0, party_noise=ShiftNoise(0),
-                  server_noise=ShiftNoise(0))
+        fedkt_fit(
+            parties,
+            public_x,
+            n_classes=2,
+            config=FOREST_CONFIG,
+            seed=0,
+            party_noise=ShiftNoise(0),
+            server_noise=ShiftNoise(0),
+        )
 
 
 def test_fedkt_l1_adds_server_noise_and_reports_party_level_privacy(breast_cancer):
@@ -190,10 +243,17 @@ def test_fedkt_l1_adds_server_noise_and_reports_party_level_privacy(breast_cance
 
     parties, public_x, test_x, test_y = breast_cancer
     config = FedKTConfig(**{**FOREST_CONFIG.__dict__, "server_query": 20})
-    result = fedkt_fit(parties, public_x, n_classes=2, config=config, seed=0, server_noise=LaplaceNoise(gamma=0.5))
+    result = fedkt_fit(
+        parties, public_x, n_classes=2, config=config, seed=0, server_noise=LaplaceNoise(gamma=0.5)
+    )
     report = result.privacy.data_independent
     assert result.level == "L1" and result.server.noisy_counts is not None
-    assert (report.unit, report.n_queries, report.partitions, report.teachers) == ("party-level", 20, 2, 5)
+    assert (report.unit, report.n_queries, report.partitions, report.teachers) == (
+        "party-level",
+        20,
+        2,
+        5,
+    )
     assert result.privacy.data_dependent.epsilon <= report.epsilon
     assert result.final_model.predict(test_x).shape == test_y.shape
 
@@ -203,10 +263,12 @@ def test_fedkt_l2_adds_party_noise_and_reports_example_level_privacy(breast_canc
 
     parties, public_x, *_ = breast_cancer
     config = FedKTConfig(**{**FOREST_CONFIG.__dict__, "party_query": 30})
-    result = fedkt_fit(parties, public_x, n_classes=2, config=config, seed=0, party_noise=LaplaceNoise(gamma=0.5))
+    result = fedkt_fit(
+        parties, public_x, n_classes=2, config=config, seed=0, party_noise=LaplaceNoise(gamma=0.5)
+    )
     report = result.privacy.data_independent
     assert result.level == "L2" and result.server.noisy_counts is None
-    assert (report.unit, report.n_queries) == ("example-level", 60)        # 30 queries × s = 2 partitions
+    assert (report.unit, report.n_queries) == ("example-level", 60)  # 30 queries × s = 2 partitions
     assert result.privacy.data_dependent.epsilon <= report.epsilon
 
 
@@ -216,7 +278,16 @@ def test_secure_noise_differs_between_calls_while_the_noiseless_counts_do_not():
     predictions = np.zeros((50, 2, 200), dtype=np.int64)
     public_x = np.arange(200, dtype=float).reshape(-1, 1)
     predictions[:, :, 100:] = 1
-    first, second = (server_fit(predictions, public_x, n_classes=2, final="logistic_regression",
-                                noise=LaplaceNoise(gamma=0.1), seed=0) for _ in range(2))
+    first, second = (
+        server_fit(
+            predictions,
+            public_x,
+            n_classes=2,
+            final="logistic_regression",
+            noise=LaplaceNoise(gamma=0.1),
+            seed=0,
+        )
+        for _ in range(2)
+    )
     assert np.array_equal(first.consistent_counts, second.consistent_counts)
     assert not np.array_equal(first.noisy_counts, second.noisy_counts)

@@ -7,28 +7,46 @@ from workers.algorithms.registry import algorithm_get
 from workers.algorithms.schema import learner_work, query_rows, query_setting
 
 
-@pytest.mark.parametrize("params, expected", [
-    ({}, {"query_fraction": 1.0}),
-    ({"query_fraction": 1}, {"query_fraction": 1.0}),            # what JSON.stringify makes of 1.0: still all rows
-    ({"query_fraction": 0.25}, {"query_fraction": 0.25}),
-    ({"query_count": 1}, {"query_count": 1}),
-    ({"query": 0.1}, {"query_fraction": 0.1}),
-    ({"query": 500}, {"query_count": 500}),
-])
+@pytest.mark.parametrize(
+    "params, expected",
+    [
+        ({}, {"query_fraction": 1.0}),
+        (
+            {"query_fraction": 1},
+            {"query_fraction": 1.0},
+        ),  # what JSON.stringify makes of 1.0: still all rows
+        ({"query_fraction": 0.25}, {"query_fraction": 0.25}),
+        ({"query_count": 1}, {"query_count": 1}),
+        ({"query": 0.1}, {"query_fraction": 0.1}),
+        ({"query": 500}, {"query_count": 500}),
+    ],
+)
 def test_a_query_setting_says_what_it_means(params, expected):
     assert query_setting(params) == expected
 
 
-@pytest.mark.parametrize("params, sentence", [
-    ({"query": 1}, "'query': 1 is ambiguous (one public row, or all of them?): write \"query_fraction\": 1 for "
-                   "every public row or \"query_count\": 1 for one row."),
-    ({"query": 1.0}, "'query': 1.0 is ambiguous"),
-    ({"query": 500.0}, "'query': 500.0 is a count written as a fraction; write \"query_count\": 500."),
-    ({"query_fraction": 0}, "'query_fraction' must be a number in (0, 1], not 0."),
-    ({"query_fraction": 2}, "'query_fraction' must be a number in (0, 1], not 2."),
-    ({"query_count": 2.5}, "'query_count' must be a whole number from 1 to 10000000, not 2.5."),
-    ({"query_count": True}, "'query_count' must be a whole number from 1 to 10000000, not True."),
-])
+@pytest.mark.parametrize(
+    "params, sentence",
+    [
+        (
+            {"query": 1},
+            "'query': 1 is ambiguous (one public row, or all of them?): write \"query_fraction\": 1 for "
+            'every public row or "query_count": 1 for one row.',
+        ),
+        ({"query": 1.0}, "'query': 1.0 is ambiguous"),
+        (
+            {"query": 500.0},
+            "'query': 500.0 is a count written as a fraction; write \"query_count\": 500.",
+        ),
+        ({"query_fraction": 0}, "'query_fraction' must be a number in (0, 1], not 0."),
+        ({"query_fraction": 2}, "'query_fraction' must be a number in (0, 1], not 2."),
+        ({"query_count": 2.5}, "'query_count' must be a whole number from 1 to 10000000, not 2.5."),
+        (
+            {"query_count": True},
+            "'query_count' must be a whole number from 1 to 10000000, not True.",
+        ),
+    ],
+)
 def test_a_query_that_could_mean_two_things_is_refused_with_a_sentence(params, sentence):
     with pytest.raises(ValueError) as refused:
         query_setting(params)
@@ -42,8 +60,13 @@ def test_query_rows_counts_the_rows_a_setting_draws():
 
 
 def test_learner_work_is_trees_times_depth_times_rows():
-    assert learner_work({"family": "random_forest", "n_estimators": 100, "max_depth": 8}, n_rows=3000) == 2_400_000
-    assert learner_work({"family": "xgboost", "n_estimators": 10, "max_depth": 4}, n_rows=50) == 2000
+    assert (
+        learner_work({"family": "random_forest", "n_estimators": 100, "max_depth": 8}, n_rows=3000)
+        == 2_400_000
+    )
+    assert (
+        learner_work({"family": "xgboost", "n_estimators": 10, "max_depth": 4}, n_rows=50) == 2000
+    )
     assert learner_work({"family": "logistic_regression"}, n_rows=10) == 10_000
     assert learner_work({"family": "mlp", "hidden_sizes": [200, 100], "epochs": 2}, n_rows=10) == 60
     assert learner_work({"family": "kernel"}, n_rows=300) == 90_000
@@ -57,7 +80,9 @@ def test_every_kind_estimates_the_rows_it_trains_on_and_its_work():
     estimate = ensemble.estimate(ensemble.validate({}), n_public=100, n_member_models=3)
     assert (estimate.training_rows, estimate.work) == (None, 300)
     distill = algorithm_get("distill")
-    estimate = distill.estimate(distill.validate({"query_fraction": 0.5}), n_public=100, n_member_models=1)
+    estimate = distill.estimate(
+        distill.validate({"query_fraction": 0.5}), n_public=100, n_member_models=1
+    )
     assert (estimate.training_rows, estimate.work) == (50, 100 + 50 * 50)
     cpfl = algorithm_get("cpfl")
     estimate = cpfl.estimate(cpfl.validate({"query_count": 10}), n_public=100, n_member_models=2)
@@ -68,14 +93,24 @@ def test_every_kind_declares_help_for_each_of_its_keys():
     for name in ("fedkt", "ensemble", "distill", "cpfl"):
         algorithm = algorithm_get(name)
         assert set(algorithm.help) <= set(algorithm.keys) | {"selection"}
-        assert all(text.endswith(".") or text.endswith("}") or text.endswith(")") for text in algorithm.help.values())
+        assert all(
+            text.endswith(".") or text.endswith("}") or text.endswith(")")
+            for text in algorithm.help.values()
+        )
 
 
-@pytest.mark.parametrize("value", [10**400, float("inf"), float("nan"), "0.5", [0.5], {"a": 1}, None, True])
+@pytest.mark.parametrize(
+    "value", [10**400, float("inf"), float("nan"), "0.5", [0.5], {"a": 1}, None, True]
+)
 def test_numbers_out_of_reach_and_other_types_are_refused_with_a_sentence(value):
-    for params in ({"query": value}, {"query_fraction": value},
-                   {"final_model": {"family": "xgboost", "learning_rate": value}},
-                   {"final_model": {"family": "random_forest", "max_features": value}} if value is not None else {}):
+    for params in (
+        {"query": value},
+        {"query_fraction": value},
+        {"final_model": {"family": "xgboost", "learning_rate": value}},
+        {"final_model": {"family": "random_forest", "max_features": value}}
+        if value is not None
+        else {},
+    ):
         if not params:
             continue
         with pytest.raises(ValueError):

@@ -6,8 +6,10 @@ from workers.algorithms.selection import select_members
 # position:          0     1     2     3     4     5
 SCORES = (0.70, 0.90, 0.80, 0.90, 0.55, 0.80)
 EXAMPLES = (50, 400, 120, 120, 900, 10)
-MEMBERS = [Member(key=str(i), organisation=f"o{i}", n_examples=n, validation_score=s)
-           for i, (s, n) in enumerate(zip(SCORES, EXAMPLES))]
+MEMBERS = [
+    Member(key=str(i), organisation=f"o{i}", n_examples=n, validation_score=s)
+    for i, (s, n) in enumerate(zip(SCORES, EXAMPLES))
+]
 
 
 def test_all_keeps_every_member():
@@ -30,7 +32,11 @@ def test_cross_validation_threshold_then_top_k():
 def test_data_keeps_the_k_largest_above_the_threshold():
     assert select_members(MEMBERS, strategy="data", threshold=100) == [1, 2, 3, 4]
     assert select_members(MEMBERS, strategy="data", threshold=100, k=2) == [1, 4]
-    assert select_members(MEMBERS, strategy="data", k=3) == [1, 2, 4]      # 120 tie: position 2 before 3
+    assert select_members(MEMBERS, strategy="data", k=3) == [
+        1,
+        2,
+        4,
+    ]  # 120 tie: position 2 before 3
 
 
 def test_k_larger_than_the_pool_keeps_the_pool():
@@ -42,7 +48,9 @@ def test_random_is_seeded_and_draws_k_distinct_members():
     first = select_members(MEMBERS, strategy="random", k=3, seed=11)
     assert first == select_members(MEMBERS, strategy="random", k=3, seed=11)
     assert len(set(first)) == 3 and first == sorted(first)
-    assert {tuple(select_members(MEMBERS, strategy="random", k=3, seed=s)) for s in range(20)} != {tuple(first)}
+    assert {tuple(select_members(MEMBERS, strategy="random", k=3, seed=s)) for s in range(20)} != {
+        tuple(first)
+    }
 
 
 def test_a_threshold_nobody_passes_is_refused_with_the_threshold():

@@ -5,9 +5,7 @@ from workers.algorithms.voting import consistent_vote_counts, label_by_vote, vot
 
 
 def test_vote_counts_counts_teachers_per_class():
-    predictions = np.array([[0, 1, 2, 1],
-                            [0, 1, 1, 1],
-                            [2, 1, 0, 0]])
+    predictions = np.array([[0, 1, 2, 1], [0, 1, 1, 1], [2, 1, 0, 0]])
     assert vote_counts(predictions, 3).tolist() == [[2, 0, 1], [0, 3, 0], [1, 1, 1], [1, 2, 0]]
 
 
@@ -23,11 +21,13 @@ def test_vote_counts_refuses_classes_outside_the_class_list():
 
 def test_consistent_vote_counts_adds_s_votes_only_for_consistent_parties():
     # 3 parties, s = 2 students each, 4 public examples
-    predictions = np.array([
-        [[0, 1, 1, 2], [0, 1, 0, 2]],   # party 0: consistent on examples 0, 1, 3
-        [[0, 2, 1, 1], [1, 2, 1, 0]],   # party 1: consistent on examples 1, 2
-        [[0, 0, 2, 0], [0, 1, 2, 2]],   # party 2: consistent on examples 0, 2
-    ])
+    predictions = np.array(
+        [
+            [[0, 1, 1, 2], [0, 1, 0, 2]],  # party 0: consistent on examples 0, 1, 3
+            [[0, 2, 1, 1], [1, 2, 1, 0]],  # party 1: consistent on examples 1, 2
+            [[0, 0, 2, 0], [0, 1, 2, 2]],  # party 2: consistent on examples 0, 2
+        ]
+    )
     counts = consistent_vote_counts(predictions, 3, partitions=2)
     assert counts.tolist() == [[4, 0, 0], [0, 2, 2], [0, 2, 2], [0, 0, 2]]
 
@@ -67,7 +67,9 @@ def test_label_by_vote_ties_do_not_depend_on_how_classes_are_numbered():
     labels, _ = label_by_vote(counts, seed=11)
     reversed_labels, _ = label_by_vote(counts[:, ::-1], seed=11)
     tied = counts[:, 0] == counts[:, 1]
-    assert np.mean(labels[tied] == 0) == pytest.approx(np.mean(reversed_labels[tied] == 0), abs=0.05)
+    assert np.mean(labels[tied] == 0) == pytest.approx(
+        np.mean(reversed_labels[tied] == 0), abs=0.05
+    )
     assert np.array_equal(labels[~tied], 1 - reversed_labels[~tied])
 
 

@@ -11,9 +11,13 @@ from workers.metrics import baselines, majority_class_metrics, silo_baselines
 
 def test_majority_guess_of_a_three_to_one_split():
     # 750 '<=50K', 250 '>50K': always '<=50K' is right 75 % of the time; F1 of class 0 is 2·750/(750+1000)
-    assert majority_class_metrics([750, 250]) == {"accuracy": 0.75, "balanced_accuracy": 0.5,
-                                                  "macro_f1": pytest.approx((1500 / 1750) / 2), "roc_auc": 0.5,
-                                                  "class": 0}
+    assert majority_class_metrics([750, 250]) == {
+        "accuracy": 0.75,
+        "balanced_accuracy": 0.5,
+        "macro_f1": pytest.approx((1500 / 1750) / 2),
+        "roc_auc": 0.5,
+        "class": 0,
+    }
 
 
 def test_majority_guess_matches_scikit_learn_with_an_absent_class():
@@ -23,8 +27,9 @@ def test_majority_guess_matches_scikit_learn_with_an_absent_class():
     assert measured["class"] == 1
     assert measured["accuracy"] == 5 / 8
     assert measured["balanced_accuracy"] == 0.5  # one of the two classes present is always right
-    assert measured["macro_f1"] == pytest.approx(f1_score(labels, np.ones(8, dtype=int), labels=[0, 1, 2],
-                                                          average="macro", zero_division=0))
+    assert measured["macro_f1"] == pytest.approx(
+        f1_score(labels, np.ones(8, dtype=int), labels=[0, 1, 2], average="macro", zero_division=0)
+    )
 
 
 def test_majority_guess_of_an_empty_split_is_none_and_of_one_class_has_no_roc_auc():
@@ -33,25 +38,49 @@ def test_majority_guess_of_an_empty_split_is_none_and_of_one_class_has_no_roc_au
 
 
 def _metrics(balanced_accuracy, accuracy, macro_f1=0.5, roc_auc=0.7):
-    return {"accuracy": accuracy, "balanced_accuracy": balanced_accuracy, "macro_f1": macro_f1, "roc_auc": roc_auc}
+    return {
+        "accuracy": accuracy,
+        "balanced_accuracy": balanced_accuracy,
+        "macro_f1": macro_f1,
+        "roc_auc": roc_auc,
+    }
 
 
 def test_each_silo_is_represented_by_its_best_submission_by_balanced_accuracy():
-    measured = silo_baselines({
-        "7": [_metrics(0.60, 0.80, macro_f1=0.55), _metrics(0.70, 0.78, macro_f1=0.65, roc_auc=None)],
-        "9": [_metrics(0.50, 0.90, macro_f1=0.45, roc_auc=0.6)],
-    })
+    measured = silo_baselines(
+        {
+            "7": [
+                _metrics(0.60, 0.80, macro_f1=0.55),
+                _metrics(0.70, 0.78, macro_f1=0.65, roc_auc=None),
+            ],
+            "9": [_metrics(0.50, 0.90, macro_f1=0.45, roc_auc=0.6)],
+        }
+    )
     assert measured == {
-        "best_single_silo": {"accuracy": 0.78, "balanced_accuracy": 0.70, "macro_f1": 0.65, "roc_auc": None,
-                             "silo": "7"},
+        "best_single_silo": {
+            "accuracy": 0.78,
+            "balanced_accuracy": 0.70,
+            "macro_f1": 0.65,
+            "roc_auc": None,
+            "silo": "7",
+        },
         # silo 7's representative (0.70, 0.78) and silo 9's (0.50, 0.90); ROC AUC only where defined
-        "average_silo": {"accuracy": pytest.approx(0.84), "balanced_accuracy": pytest.approx(0.60),
-                         "macro_f1": pytest.approx(0.55), "roc_auc": 0.6},
-        "n_silos": 2}
+        "average_silo": {
+            "accuracy": pytest.approx(0.84),
+            "balanced_accuracy": pytest.approx(0.60),
+            "macro_f1": pytest.approx(0.55),
+            "roc_auc": 0.6,
+        },
+        "n_silos": 2,
+    }
 
 
 def test_no_silo_metrics_give_no_silo_baselines():
-    assert silo_baselines({"3": []}) == {"best_single_silo": None, "average_silo": None, "n_silos": 0}
+    assert silo_baselines({"3": []}) == {
+        "best_single_silo": None,
+        "average_silo": None,
+        "n_silos": 0,
+    }
 
 
 def test_baselines_combine_the_guess_and_the_silos():
@@ -61,7 +90,11 @@ def test_baselines_combine_the_guess_and_the_silos():
     assert measured["n_silos"] == 1
 
 
-@given(st.lists(st.integers(min_value=0, max_value=50), min_size=2, max_size=6).filter(lambda counts: sum(counts) > 0))
+@given(
+    st.lists(st.integers(min_value=0, max_value=50), min_size=2, max_size=6).filter(
+        lambda counts: sum(counts) > 0
+    )
+)
 def test_the_majority_guess_scores_one_over_the_classes_present_and_the_largest_share(counts):
     measured = majority_class_metrics(counts)
     present = sum(1 for count in counts if count > 0)

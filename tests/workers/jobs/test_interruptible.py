@@ -11,9 +11,16 @@ from workers.algorithms.registry import Member, algorithm_get
 from workers.jobs.interruptible import fuse_in_child
 from workers.privacy.mechanisms import LaplaceNoise
 
-PARAMS = {"partitions": 2, "query_count": 20, "final_model": {"family": "logistic_regression"},
-          "privacy": {"delta": 1e-5}}
-MEMBERS = [Member(key=str(i), organisation=str(i), n_examples=50, validation_score=0.5, n_models=2) for i in range(3)]
+PARAMS = {
+    "partitions": 2,
+    "query_count": 20,
+    "final_model": {"family": "logistic_regression"},
+    "privacy": {"delta": 1e-5},
+}
+MEMBERS = [
+    Member(key=str(i), organisation=str(i), n_examples=50, validation_score=0.5, n_models=2)
+    for i in range(3)
+]
 
 
 def _inputs():
@@ -21,47 +28,102 @@ def _inputs():
     features = generator.normal(size=(40, 3))
     labels = (features[:, 0] > 0).astype(int)
     counts = np.zeros((40, 2), dtype=np.int64)
-    counts[np.arange(40), labels] = 6                                 # all 3 members vote consistently (s = 2)
+    counts[np.arange(40), labels] = 6  # all 3 members vote consistently (s = 2)
     return counts, features
 
 
 def test_the_child_fuses_exactly_as_one_process_does():
     counts, features = _inputs()
-    fusion = fuse_in_child(kind="fedkt", signal_sum=counts, public_features=features, members=MEMBERS, n_classes=2,
-                           params=PARAMS, seed=4, cancelled=lambda: False)
-    alone = algorithm_get("fedkt").fuse(counts, features, members=MEMBERS, n_classes=2, params=PARAMS, seed=4)
-    assert np.array_equal(fusion.labels, alone.labels) and np.array_equal(fusion.trained, alone.trained)
+    fusion = fuse_in_child(
+        kind="fedkt",
+        signal_sum=counts,
+        public_features=features,
+        members=MEMBERS,
+        n_classes=2,
+        params=PARAMS,
+        seed=4,
+        cancelled=lambda: False,
+    )
+    alone = algorithm_get("fedkt").fuse(
+        counts, features, members=MEMBERS, n_classes=2, params=PARAMS, seed=4
+    )
+    assert np.array_equal(fusion.labels, alone.labels) and np.array_equal(
+        fusion.trained, alone.trained
+    )
     assert np.array_equal(fusion.model.predict(features), alone.model.predict(features))
 
 
 def test_fresh_noise_is_handed_to_the_parent_once_and_a_stored_draw_is_replayed():
     counts, features = _inputs()
     drawn = []
-    fusion = fuse_in_child(kind="fedkt", signal_sum=counts, public_features=features, members=MEMBERS, n_classes=2,
-                           params=PARAMS, seed=4, noise=LaplaceNoise(gamma=0.5), on_noise_drawn=drawn.append,
-                           cancelled=lambda: False)
+    fusion = fuse_in_child(
+        kind="fedkt",
+        signal_sum=counts,
+        public_features=features,
+        members=MEMBERS,
+        n_classes=2,
+        params=PARAMS,
+        seed=4,
+        noise=LaplaceNoise(gamma=0.5),
+        on_noise_drawn=drawn.append,
+        cancelled=lambda: False,
+    )
     assert len(drawn) == 1 and drawn[0].shape == (20, 2)
     assert fusion.privacy.data_independent.n_queries == 20
     again = []
-    replayed = fuse_in_child(kind="fedkt", signal_sum=counts, public_features=features, members=MEMBERS, n_classes=2,
-                             params=PARAMS, seed=4, noise=LaplaceNoise(gamma=0.5), stored_noise=drawn[0],
-                             on_noise_drawn=again.append, cancelled=lambda: False)
+    replayed = fuse_in_child(
+        kind="fedkt",
+        signal_sum=counts,
+        public_features=features,
+        members=MEMBERS,
+        n_classes=2,
+        params=PARAMS,
+        seed=4,
+        noise=LaplaceNoise(gamma=0.5),
+        stored_noise=drawn[0],
+        on_noise_drawn=again.append,
+        cancelled=lambda: False,
+    )
     assert again == [] and np.array_equal(replayed.labels, fusion.labels)
 
 
 def test_an_engine_error_comes_back_as_its_sentence():
     counts, features = _inputs()
     with pytest.raises(ValueError, match="Cannot query 50 of 40 public examples."):
-        fuse_in_child(kind="fedkt", signal_sum=counts, public_features=features, members=MEMBERS, n_classes=2,
-                      params={**PARAMS, "query_count": 50}, seed=0, cancelled=lambda: False)
+        fuse_in_child(
+            kind="fedkt",
+            signal_sum=counts,
+            public_features=features,
+            members=MEMBERS,
+            n_classes=2,
+            params={**PARAMS, "query_count": 50},
+            seed=0,
+            cancelled=lambda: False,
+        )
 
 
 def test_a_cancel_ends_the_child_and_returns_nothing():
     counts, features = _inputs()
     started = []
-    slow = {**PARAMS, "query_count": 40, "final_model": {"family": "mlp", "hidden_sizes": [4096, 4096], "epochs": 1000}}
-    fusion = fuse_in_child(kind="fedkt", signal_sum=counts, public_features=features, members=MEMBERS, n_classes=2,
-                           params=slow, seed=0, cancelled=lambda: bool(started), on_start=started.append,
-                           poll_seconds=0.1)
+    slow = {
+        **PARAMS,
+        "query_count": 40,
+        "final_model": {"family": "mlp", "hidden_sizes": [4096, 4096], "epochs": 1000},
+    }
+    fusion = fuse_in_child(
+        kind="fedkt",
+        signal_sum=counts,
+        public_features=features,
+        members=MEMBERS,
+        n_classes=2,
+        params=slow,
+        seed=0,
+        cancelled=lambda: bool(started),
+        on_start=started.append,
+        poll_seconds=0.1,
+    )
     assert fusion is None
-    assert not Path(f"/proc/{started[0]}").exists() or "\nState:\tZ" in Path(f"/proc/{started[0]}/status").read_text()
+    assert (
+        not Path(f"/proc/{started[0]}").exists()
+        or "\nState:\tZ" in Path(f"/proc/{started[0]}/status").read_text()
+    )

@@ -29,12 +29,16 @@ def toy_tree_models(toy_data):
     from xgboost import XGBClassifier
 
     features, binary, _ = toy_data
-    forest = RandomForestClassifier(n_estimators=4, max_depth=4, random_state=0).fit(features, binary)
+    forest = RandomForestClassifier(n_estimators=4, max_depth=4, random_state=0).fit(
+        features, binary
+    )
     boosted = XGBClassifier(n_estimators=3, max_depth=3, random_state=0).fit(features, binary)
-    return {"xgboost-json": export.export_xgboost_json(boosted),
-            "xgboost-ubjson": export.export_xgboost_ubjson(boosted),
-            "onnx-random-forest": export.export_sklearn_onnx(forest, N_FEATURES),
-            "onnx-xgboost": export.export_xgboost_onnx(boosted, N_FEATURES)}
+    return {
+        "xgboost-json": export.export_xgboost_json(boosted),
+        "xgboost-ubjson": export.export_xgboost_ubjson(boosted),
+        "onnx-random-forest": export.export_sklearn_onnx(forest, N_FEATURES),
+        "onnx-xgboost": export.export_xgboost_onnx(boosted, N_FEATURES),
+    }
 
 
 @pytest.fixture(scope="session")
@@ -58,5 +62,7 @@ def adult_data():
     frame = pd.read_parquet(ADULT).sample(n=5_000, random_state=0)
     labels = (frame.pop("income").str.strip().str.startswith(">50K")).astype(int).to_numpy()
     numeric = frame.select_dtypes("number")
-    encoded = pd.concat([numeric / numeric.abs().max(), pd.get_dummies(frame.select_dtypes("object"))], axis=1)
+    encoded = pd.concat(
+        [numeric / numeric.abs().max(), pd.get_dummies(frame.select_dtypes("object"))], axis=1
+    )
     return encoded.to_numpy(dtype=np.float32), labels

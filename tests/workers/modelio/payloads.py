@@ -63,7 +63,9 @@ def torch_pickle_payload(marker: Path) -> bytes:
     import torch
 
     buffer = io.BytesIO()
-    torch.save({"layers.0.weight": torch.zeros(2, 2), "hook": CreatesMarkerWhenUnpickled(marker)}, buffer)
+    torch.save(
+        {"layers.0.weight": torch.zeros(2, 2), "hook": CreatesMarkerWhenUnpickled(marker)}, buffer
+    )
     return buffer.getvalue()
 
 
@@ -97,17 +99,24 @@ def npz_object_payload(marker: Path) -> bytes:
 def hostile_payloads(marker: Path) -> dict[str, bytes]:
     """Every hostile payload by name; all but TorchScript would create ``marker`` if deserialised."""
     return {
-        "pickle": pickle_payload(marker), "text-pickle": text_pickle_payload(marker),
+        "pickle": pickle_payload(marker),
+        "text-pickle": text_pickle_payload(marker),
         "pickle-protocol-1": pickle_payload(marker, protocol=1),
-        "cloudpickle": cloudpickle_payload(marker), "joblib": joblib_payload(marker),
-        "joblib-zlib": joblib_payload(marker, 3), "joblib-gzip": joblib_payload(marker, ("gzip", 3)),
-        "joblib-lzma": joblib_payload(marker, ("lzma", 3)), "joblib-bz2": joblib_payload(marker, ("bz2", 3)),
-        "torch-pickle": torch_pickle_payload(marker), "torchscript": torchscript_payload(),
-        "npy-object": npy_object_payload(marker), "npz-object": npz_object_payload(marker),
+        "cloudpickle": cloudpickle_payload(marker),
+        "joblib": joblib_payload(marker),
+        "joblib-zlib": joblib_payload(marker, 3),
+        "joblib-gzip": joblib_payload(marker, ("gzip", 3)),
+        "joblib-lzma": joblib_payload(marker, ("lzma", 3)),
+        "joblib-bz2": joblib_payload(marker, ("bz2", 3)),
+        "torch-pickle": torch_pickle_payload(marker),
+        "torchscript": torchscript_payload(),
+        "npy-object": npy_object_payload(marker),
+        "npz-object": npz_object_payload(marker),
     }
 
 
 # --- tampered trees -----------------------------------------------------------------------------
+
 
 def tamper_xgboost_json(data: bytes, kind: str) -> bytes:
     """An XGBoost JSON model with its first deep-enough tree broken as ``kind`` says."""
@@ -142,9 +151,15 @@ def _tamper_xgboost_document(document: dict, kind: str) -> None:
         left[inner] = right[0]
     else:
         raise ValueError(f"unknown tampering {kind!r}")
-    for name, values in (("left_children", left), ("right_children", right), ("split_indices", features)):
+    for name, values in (
+        ("left_children", left),
+        ("right_children", right),
+        ("split_indices", features),
+    ):
         original = tree[name]
-        tree[name] = np.asarray(values, dtype=original.dtype) if isinstance(original, np.ndarray) else values
+        tree[name] = (
+            np.asarray(values, dtype=original.dtype) if isinstance(original, np.ndarray) else values
+        )
 
 
 def _xgboost_left_is_internal(tree: dict) -> bool:
@@ -160,13 +175,26 @@ def tamper_onnx_tree(data: bytes, kind: str) -> bytes:
     model = onnx.load_from_string(data)
     node = next(node for node in model.graph.node if node.op_type.startswith("TreeEnsemble"))
     attributes = {attribute.name: attribute for attribute in node.attribute}
-    tree_ids, node_ids = list(attributes["nodes_treeids"].ints), list(attributes["nodes_nodeids"].ints)
-    true_ids, false_ids = list(attributes["nodes_truenodeids"].ints), list(attributes["nodes_falsenodeids"].ints)
+    tree_ids, node_ids = (
+        list(attributes["nodes_treeids"].ints),
+        list(attributes["nodes_nodeids"].ints),
+    )
+    true_ids, false_ids = (
+        list(attributes["nodes_truenodeids"].ints),
+        list(attributes["nodes_falsenodeids"].ints),
+    )
     features = list(attributes["nodes_featureids"].ints)
     modes = [mode.decode() for mode in attributes["nodes_modes"].strings]
-    position = {(tree, node_id): index for index, (tree, node_id) in enumerate(zip(tree_ids, node_ids))}
-    root = next(index for index in range(len(node_ids)) if node_ids[index] == 0 and modes[index] != "LEAF"
-                and modes[position[(tree_ids[index], true_ids[index])]] != "LEAF")
+    position = {
+        (tree, node_id): index for index, (tree, node_id) in enumerate(zip(tree_ids, node_ids))
+    }
+    root = next(
+        index
+        for index in range(len(node_ids))
+        if node_ids[index] == 0
+        and modes[index] != "LEAF"
+        and modes[position[(tree_ids[index], true_ids[index])]] != "LEAF"
+    )
     inner = position[(tree_ids[root], true_ids[root])]
     if kind == "child_index":
         true_ids[inner] = HUGE_INDEX
@@ -183,7 +211,15 @@ def tamper_onnx_tree(data: bytes, kind: str) -> bytes:
     return model.SerializeToString()
 
 
-UBJSON_ARRAY_MARKERS = {"i1": b"i", "u1": b"U", "i2": b"I", "i4": b"l", "i8": b"L", "f4": b"d", "f8": b"D"}
+UBJSON_ARRAY_MARKERS = {
+    "i1": b"i",
+    "u1": b"U",
+    "i2": b"I",
+    "i4": b"l",
+    "i8": b"L",
+    "f4": b"d",
+    "f8": b"D",
+}
 
 
 def encode_ubjson(value) -> bytes:
@@ -193,10 +229,17 @@ def encode_ubjson(value) -> bytes:
         return b"{" + items + b"}"
     if isinstance(value, np.ndarray):
         kind = f"{value.dtype.kind}{value.dtype.itemsize}"
-        return (b"[$" + UBJSON_ARRAY_MARKERS[kind] + b"#L" + struct.pack(">q", len(value))
-                + value.astype(value.dtype.newbyteorder(">")).tobytes())
+        return (
+            b"[$"
+            + UBJSON_ARRAY_MARKERS[kind]
+            + b"#L"
+            + struct.pack(">q", len(value))
+            + value.astype(value.dtype.newbyteorder(">")).tobytes()
+        )
     if isinstance(value, list):
-        return b"[#L" + struct.pack(">q", len(value)) + b"".join(encode_ubjson(item) for item in value)
+        return (
+            b"[#L" + struct.pack(">q", len(value)) + b"".join(encode_ubjson(item) for item in value)
+        )
     if isinstance(value, bool):
         return b"T" if value else b"F"
     if value is None:
@@ -222,6 +265,6 @@ def _ubjson_key(text: str) -> bytes:
 def with_safetensors_header(data: bytes, edit) -> bytes:
     """A safetensors file whose JSON header went through ``edit(header) -> header`` (data unchanged)."""
     (length,) = struct.unpack("<Q", data[:8])
-    header = edit(copy.deepcopy(json.loads(data[8:8 + length])))
+    header = edit(copy.deepcopy(json.loads(data[8 : 8 + length])))
     encoded = json.dumps(header).encode()
-    return struct.pack("<Q", len(encoded)) + encoded + data[8 + length:]
+    return struct.pack("<Q", len(encoded)) + encoded + data[8 + length :]

@@ -3,14 +3,44 @@
 import pytest
 
 from tests.workers.modelio import payloads
-from workers.modelio import ModelFormat, ModelLimits, RefusedModelError, identify_format, inspect_model
+from workers.modelio import (
+    ModelFormat,
+    ModelLimits,
+    RefusedModelError,
+    identify_format,
+    inspect_model,
+)
 
-PAYLOAD_NAMES = ("pickle", "text-pickle", "pickle-protocol-1", "cloudpickle", "joblib", "joblib-zlib", "joblib-gzip",
-                 "joblib-lzma", "joblib-bz2", "torch-pickle", "torchscript", "npy-object", "npz-object")
-EXPECTED_WORDS = {"pickle": "pickle", "text-pickle": "pickle", "pickle-protocol-1": "pickle", "cloudpickle": "pickle",
-                  "joblib": "pickle", "joblib-zlib": "zlib", "joblib-gzip": "gzip", "joblib-lzma": "lzma",
-                  "joblib-bz2": "bzip2", "torch-pickle": "torch.save", "torchscript": "TorchScript",
-                  "npy-object": "numpy", "npz-object": "npz"}
+PAYLOAD_NAMES = (
+    "pickle",
+    "text-pickle",
+    "pickle-protocol-1",
+    "cloudpickle",
+    "joblib",
+    "joblib-zlib",
+    "joblib-gzip",
+    "joblib-lzma",
+    "joblib-bz2",
+    "torch-pickle",
+    "torchscript",
+    "npy-object",
+    "npz-object",
+)
+EXPECTED_WORDS = {
+    "pickle": "pickle",
+    "text-pickle": "pickle",
+    "pickle-protocol-1": "pickle",
+    "cloudpickle": "pickle",
+    "joblib": "pickle",
+    "joblib-zlib": "zlib",
+    "joblib-gzip": "gzip",
+    "joblib-lzma": "lzma",
+    "joblib-bz2": "bzip2",
+    "torch-pickle": "torch.save",
+    "torchscript": "TorchScript",
+    "npy-object": "numpy",
+    "npz-object": "npz",
+}
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +51,9 @@ def hostile(tmp_path_factory):
 
 @pytest.mark.parametrize("extension", payloads.ACCEPTED_EXTENSIONS)
 @pytest.mark.parametrize("name", PAYLOAD_NAMES)
-def test_hostile_file_is_refused_under_every_extension_and_never_executed(hostile, tmp_path, name, extension):
+def test_hostile_file_is_refused_under_every_extension_and_never_executed(
+    hostile, tmp_path, name, extension
+):
     marker, files = hostile
     upload = tmp_path / f"model{extension}"
     upload.write_bytes(files[name])
@@ -39,13 +71,20 @@ def test_pickle_refusal_tells_the_uploader_what_to_export_instead(hostile):
         identify_format(files["pickle"])
     assert str(refusal.value) == (
         "This file is a Python pickle (protocol 5); pickles can run code when loaded, so Onefold refuses them. "
-        "Export your model to ONNX, XGBoost JSON or safetensors (see the silo guide).")
+        "Export your model to ONNX, XGBoost JSON or safetensors (see the silo guide)."
+    )
 
 
-@pytest.mark.parametrize(("data", "words"), [
-    (b"", "empty"), (b"PK\x05\x06" + bytes(18), "ZIP archive"), (b"\x89HDF\r\n\x1a\n" + bytes(64), "recognise"),
-    (b"hello world", "recognise"), (b"\x28\xb5\x2f\xfd" + bytes(16), "zstandard"),
-])
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        (b"", "empty"),
+        (b"PK\x05\x06" + bytes(18), "ZIP archive"),
+        (b"\x89HDF\r\n\x1a\n" + bytes(64), "recognise"),
+        (b"hello world", "recognise"),
+        (b"\x28\xb5\x2f\xfd" + bytes(16), "zstandard"),
+    ],
+)
 def test_unknown_or_archive_formats_are_refused(data, words):
     with pytest.raises(RefusedModelError, match=words):
         identify_format(data)

@@ -12,8 +12,13 @@ import pytest
 
 from tests.conftest import ADULT_LABELS
 from workers.features import ORDINAL_VIEW, encode_features, infer_feature_spec, read_table
-from workers.modelio.raw_columns import (CLASS_LABELS_KEY, INPUT_SCHEMA_KEY, RawColumnMember, input_schema,
-                                         raw_column_onnx)
+from workers.modelio.raw_columns import (
+    CLASS_LABELS_KEY,
+    INPUT_SCHEMA_KEY,
+    RawColumnMember,
+    input_schema,
+    raw_column_onnx,
+)
 
 
 def raw_inputs(session, csv_text: str) -> dict:
@@ -23,7 +28,9 @@ def raw_inputs(session, csv_text: str) -> dict:
     for graph_input in session.get_inputs():
         values = [row[graph_input.name] for row in rows]
         if graph_input.type == "tensor(double)":
-            inputs[graph_input.name] = np.array([float(value) if value else np.nan for value in values])[:, None]
+            inputs[graph_input.name] = np.array(
+                [float(value) if value else np.nan for value in values]
+            )[:, None]
         else:
             inputs[graph_input.name] = np.array(values, dtype=object)[:, None]
     return inputs
@@ -34,15 +41,21 @@ def adult_rows(adult_frame, adult_public_csv):
     spec = infer_feature_spec(read_table(adult_public_csv), label_column="income")
     rows = adult_frame.iloc[2000:2300].drop(columns=["income"]).reset_index(drop=True)
     rows.iloc[0, 0] = np.nan  # a missing numeric
-    rows.loc[1, [column["name"] for column in spec["columns"] if column["type"] == "categorical"][0]] = None
+    rows.loc[
+        1, [column["name"] for column in spec["columns"] if column["type"] == "categorical"][0]
+    ] = None
     buffer = io.StringIO()
     rows.to_csv(buffer, index=False)
     return spec, rows, buffer.getvalue()
 
 
-def test_raw_column_forest_reproduces_the_encoded_models_probabilities(adult_rows, model_files, adult_models):
+def test_raw_column_forest_reproduces_the_encoded_models_probabilities(
+    adult_rows, model_files, adult_models
+):
     spec, rows, csv_text = adult_rows
-    raw = raw_column_onnx([RawColumnMember(model_files["forest.onnx"])], spec=spec, class_labels=ADULT_LABELS)
+    raw = raw_column_onnx(
+        [RawColumnMember(model_files["forest.onnx"])], spec=spec, class_labels=ADULT_LABELS
+    )
     session = onnxruntime.InferenceSession(raw, providers=["CPUExecutionProvider"])
     probabilities, labels = session.run(["probabilities", "label"], raw_inputs(session, csv_text))
     expected = adult_models["forest"].predict_proba(encode_features(rows, spec))
@@ -59,28 +72,45 @@ def test_raw_column_ensemble_mixes_views_and_weights(adult_rows, adult_frame):
     spec, rows, csv_text = adult_rows
     training = adult_frame.iloc[:1000]
     labels = (training["income"].astype(str).str.strip() == ADULT_LABELS[1]).astype(int).to_numpy()
-    one_hot, ordinal = encode_features(training, spec), encode_features(training, spec, view=ORDINAL_VIEW)
+    one_hot, ordinal = (
+        encode_features(training, spec),
+        encode_features(training, spec, view=ORDINAL_VIEW),
+    )
     linear = LogisticRegression(max_iter=500).fit(one_hot, labels)
-    trees = RandomForestClassifier(n_estimators=10, max_depth=5, random_state=0).fit(ordinal, labels)
-    raw = raw_column_onnx([RawColumnMember(export_sklearn_onnx(linear, one_hot.shape[1]), weight=1.0),
-                           RawColumnMember(export_sklearn_onnx(trees, ordinal.shape[1]), weight=3.0,
-                                           feature_view=ORDINAL_VIEW)],
-                          spec=spec, class_labels=ADULT_LABELS)
+    trees = RandomForestClassifier(n_estimators=10, max_depth=5, random_state=0).fit(
+        ordinal, labels
+    )
+    raw = raw_column_onnx(
+        [
+            RawColumnMember(export_sklearn_onnx(linear, one_hot.shape[1]), weight=1.0),
+            RawColumnMember(
+                export_sklearn_onnx(trees, ordinal.shape[1]), weight=3.0, feature_view=ORDINAL_VIEW
+            ),
+        ],
+        spec=spec,
+        class_labels=ADULT_LABELS,
+    )
     session = onnxruntime.InferenceSession(raw, providers=["CPUExecutionProvider"])
     (probabilities,) = session.run(["probabilities"], raw_inputs(session, csv_text))
-    expected = (0.25 * linear.predict_proba(encode_features(rows, spec))
-                + 0.75 * trees.predict_proba(encode_features(rows, spec, view=ORDINAL_VIEW)))
+    expected = 0.25 * linear.predict_proba(
+        encode_features(rows, spec)
+    ) + 0.75 * trees.predict_proba(encode_features(rows, spec, view=ORDINAL_VIEW))
     np.testing.assert_allclose(probabilities, expected, atol=1e-5)
 
 
 def test_raw_column_model_carries_its_input_schema_and_class_labels(adult_rows, model_files):
     spec, _, _ = adult_rows
-    raw = onnx.load_from_string(raw_column_onnx([RawColumnMember(model_files["forest.onnx"])], spec=spec,
-                                                class_labels=ADULT_LABELS))
+    raw = onnx.load_from_string(
+        raw_column_onnx(
+            [RawColumnMember(model_files["forest.onnx"])], spec=spec, class_labels=ADULT_LABELS
+        )
+    )
     metadata = {prop.key: prop.value for prop in raw.metadata_props}
     assert json.loads(metadata[CLASS_LABELS_KEY]) == ADULT_LABELS
     assert json.loads(metadata[INPUT_SCHEMA_KEY]) == input_schema(spec)
-    assert [graph_input.name for graph_input in raw.graph.input] == [column["name"] for column in spec["columns"]]
+    assert [graph_input.name for graph_input in raw.graph.input] == [
+        column["name"] for column in spec["columns"]
+    ]
 
 
 def test_raw_column_model_refuses_no_members_or_a_zero_weight(adult_rows, model_files):
@@ -88,5 +118,8 @@ def test_raw_column_model_refuses_no_members_or_a_zero_weight(adult_rows, model_
     with pytest.raises(ValueError, match="at least one member"):
         raw_column_onnx([], spec=spec, class_labels=ADULT_LABELS)
     with pytest.raises(ValueError, match="positive weight"):
-        raw_column_onnx([RawColumnMember(model_files["forest.onnx"], weight=0.0)], spec=spec,
-                        class_labels=ADULT_LABELS)
+        raw_column_onnx(
+            [RawColumnMember(model_files["forest.onnx"], weight=0.0)],
+            spec=spec,
+            class_labels=ADULT_LABELS,
+        )

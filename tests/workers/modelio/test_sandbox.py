@@ -9,48 +9,75 @@ import pytest
 from tests.workers.modelio import payloads
 from tests.workers.modelio.conftest import N_FEATURES
 from workers.modelio import ModelLimits, SandboxLimits, predict_in_sandbox
-from workers.modelio.export import (export_sklearn_onnx, export_torch_safetensors, export_xgboost_json,
-                                    export_xgboost_ubjson)
+from workers.modelio.export import (
+    export_sklearn_onnx,
+    export_torch_safetensors,
+    export_xgboost_json,
+    export_xgboost_ubjson,
+)
 from workers.modelio.sandbox import child_environment
 
 LIMITS = SandboxLimits(wall_seconds=60)
-TAMPER = {"xgboost-json": payloads.tamper_xgboost_json, "xgboost-ubjson": payloads.tamper_xgboost_ubjson,
-          "onnx-random-forest": payloads.tamper_onnx_tree, "onnx-xgboost": payloads.tamper_onnx_tree}
+TAMPER = {
+    "xgboost-json": payloads.tamper_xgboost_json,
+    "xgboost-ubjson": payloads.tamper_xgboost_ubjson,
+    "onnx-random-forest": payloads.tamper_onnx_tree,
+    "onnx-xgboost": payloads.tamper_onnx_tree,
+}
 CRASHING_TAMPERINGS = ("child_index", "feature_index", "cycle")
 
 
 @pytest.mark.parametrize("skip_structural_checks", [False, True])
-def test_hostile_files_are_refused_in_the_child_and_never_executed(tmp_path, toy_data, toy_tree_models,
-                                                                    skip_structural_checks):
+def test_hostile_files_are_refused_in_the_child_and_never_executed(
+    tmp_path, toy_data, toy_tree_models, skip_structural_checks
+):
     marker = tmp_path / "executed"
     hostile = payloads.hostile_payloads(marker)
     features = toy_data[0][:20]
-    outcomes = predict_in_sandbox([*hostile.values(), toy_tree_models["xgboost-json"]], features, n_classes=2,
-                                  limits=LIMITS, skip_structural_checks=skip_structural_checks)
+    outcomes = predict_in_sandbox(
+        [*hostile.values(), toy_tree_models["xgboost-json"]],
+        features,
+        n_classes=2,
+        limits=LIMITS,
+        skip_structural_checks=skip_structural_checks,
+    )
     for name, outcome in zip(hostile, outcomes):
         assert outcome.probabilities is None, name
-        assert "Onefold" in outcome.error and ("pickle" in outcome.error or "TorchScript" in outcome.error
-                                               or "numpy" in outcome.error), (name, outcome.error)
+        assert "Onefold" in outcome.error and (
+            "pickle" in outcome.error or "TorchScript" in outcome.error or "numpy" in outcome.error
+        ), (name, outcome.error)
     assert outcomes[-1].error is None and outcomes[-1].probabilities.shape == (20, 2)
     assert not marker.exists()
 
 
-def test_tampered_trees_crash_only_the_child_and_the_next_good_model_is_validated(toy_data, toy_tree_models):
+def test_tampered_trees_crash_only_the_child_and_the_next_good_model_is_validated(
+    toy_data, toy_tree_models
+):
     features = toy_data[0][:50]
     caller = os.getpid()
     cases = [(name, kind) for name in sorted(TAMPER) for kind in payloads.TAMPERINGS]
     tampered = [TAMPER[name](toy_tree_models[name], kind) for name, kind in cases]
     good = toy_tree_models["xgboost-json"]
-    outcomes = predict_in_sandbox([*tampered, good], features, n_classes=2, limits=SandboxLimits(wall_seconds=20),
-                                  skip_structural_checks=True)
+    outcomes = predict_in_sandbox(
+        [*tampered, good],
+        features,
+        n_classes=2,
+        limits=SandboxLimits(wall_seconds=20),
+        skip_structural_checks=True,
+    )
     for (name, kind), outcome in zip(cases, outcomes):
         if kind in CRASHING_TAMPERINGS:
             assert outcome.probabilities is None and outcome.error, (name, kind)
         if name.startswith("xgboost") and kind in CRASHING_TAMPERINGS:
-            assert outcome.error == "The model crashed the predictor (signal SIGSEGV); it is malformed."
+            assert (
+                outcome.error
+                == "The model crashed the predictor (signal SIGSEGV); it is malformed."
+            )
     assert os.getpid() == caller
     assert outcomes[-1].error is None
-    np.testing.assert_allclose(outcomes[-1].probabilities, _xgboost_native(good, features), atol=1e-6)
+    np.testing.assert_allclose(
+        outcomes[-1].probabilities, _xgboost_native(good, features), atol=1e-6
+    )
 
 
 def test_tampered_trees_are_refused_in_the_child_when_checks_run(toy_data, toy_tree_models):
@@ -79,14 +106,23 @@ def adult_models(adult_data):
 
     features, labels = adult_data
     train, test, n_features = slice(0, 4_000), slice(4_000, 5_000), features.shape[1]
-    forest = RandomForestClassifier(n_estimators=20, max_depth=10, random_state=0).fit(features[train], labels[train])
-    boosted = XGBClassifier(n_estimators=30, max_depth=4, random_state=0).fit(features[train], labels[train])
+    forest = RandomForestClassifier(n_estimators=20, max_depth=10, random_state=0).fit(
+        features[train], labels[train]
+    )
+    boosted = XGBClassifier(n_estimators=30, max_depth=4, random_state=0).fit(
+        features[train], labels[train]
+    )
     spec = {"architecture": "mlp", "n_features": n_features, "hidden_sizes": [32], "n_classes": 2}
     network = _train_mlp(build_module(spec), features[train], labels[train])
     with torch.no_grad():
-        network_probabilities = torch.softmax(network(torch.from_numpy(features[test])).double(), dim=1).numpy()
+        network_probabilities = torch.softmax(
+            network(torch.from_numpy(features[test])).double(), dim=1
+        ).numpy()
     return features[test], {
-        "onnx-random-forest": (export_sklearn_onnx(forest, n_features), forest.predict_proba(features[test])),
+        "onnx-random-forest": (
+            export_sklearn_onnx(forest, n_features),
+            forest.predict_proba(features[test]),
+        ),
         "xgboost-json": (export_xgboost_json(boosted), boosted.predict_proba(features[test])),
         "xgboost-ubjson": (export_xgboost_ubjson(boosted), boosted.predict_proba(features[test])),
         "safetensors-mlp": (export_torch_safetensors(network, spec), network_probabilities),
@@ -108,32 +144,44 @@ def _train_mlp(module, features, labels):
 
 def test_real_adult_models_predict_in_the_sandbox_as_natively(adult_models):
     features, models = adult_models
-    outcomes = predict_in_sandbox([data for data, _ in models.values()], features, n_classes=2, limits=LIMITS)
+    outcomes = predict_in_sandbox(
+        [data for data, _ in models.values()], features, n_classes=2, limits=LIMITS
+    )
     for (name, (_, native)), outcome in zip(models.items(), outcomes):
         assert outcome.error is None, (name, outcome.error)
-        assert outcome.probabilities.dtype == np.float64 and outcome.probabilities.shape == (1_000, 2)
+        assert outcome.probabilities.dtype == np.float64 and outcome.probabilities.shape == (
+            1_000,
+            2,
+        )
         assert np.abs(outcome.probabilities - native).max() <= 1e-5, name
 
 
 def test_columns_are_aligned_to_the_federation_classes(toy_data, toy_tree_models):
-    outcome, = predict_in_sandbox([toy_tree_models["onnx-random-forest"]], toy_data[0][:10], n_classes=4,
-                                  limits=LIMITS)
+    (outcome,) = predict_in_sandbox(
+        [toy_tree_models["onnx-random-forest"]], toy_data[0][:10], n_classes=4, limits=LIMITS
+    )
     assert outcome.probabilities.shape == (10, 4)
     np.testing.assert_array_equal(outcome.probabilities[:, 2:], 0.0)
     np.testing.assert_allclose(outcome.probabilities.sum(axis=1), 1.0, rtol=1e-6)
 
 
 def test_limits_are_checked_in_the_child_before_any_native_load(toy_data, toy_tree_models, toy_mlp):
-    outcomes = predict_in_sandbox([toy_tree_models["xgboost-ubjson"], toy_mlp[2]], toy_data[0][:10], n_classes=3,
-                                  limits=LIMITS, model_limits=ModelLimits(max_trees=2, max_parameters=50))
+    outcomes = predict_in_sandbox(
+        [toy_tree_models["xgboost-ubjson"], toy_mlp[2]],
+        toy_data[0][:10],
+        n_classes=3,
+        limits=LIMITS,
+        model_limits=ModelLimits(max_trees=2, max_parameters=50),
+    )
     assert "3 trees; the limit is 2" in outcomes[0].error
     assert "83 parameters; the limit is 50" in outcomes[1].error
 
 
 def test_a_model_over_the_memory_limit_gets_an_error_and_the_caller_lives(toy_data, toy_mlp):
     caller = os.getpid()
-    outcome, = predict_in_sandbox([toy_mlp[2]], toy_data[0][:10], n_classes=3,
-                                  limits=SandboxLimits(memory_bytes=300 * 2**20))
+    (outcome,) = predict_in_sandbox(
+        [toy_mlp[2]], toy_data[0][:10], n_classes=3, limits=SandboxLimits(memory_bytes=300 * 2**20)
+    )
     assert outcome.probabilities is None
     assert outcome.error == "The model needed more than 300 MB of memory."
     assert os.getpid() == caller
@@ -141,14 +189,16 @@ def test_a_model_over_the_memory_limit_gets_an_error_and_the_caller_lives(toy_da
 
 def test_a_limit_too_small_for_the_libraries_is_reported_as_memory(toy_data, toy_mlp):
     """At 64 MB OpenBLAS cannot even allocate its buffers while numpy loads; the reason must still say memory."""
-    outcome, = predict_in_sandbox([toy_mlp[2]], toy_data[0][:10], n_classes=3,
-                                  limits=SandboxLimits(memory_bytes=64 * 2**20))
+    (outcome,) = predict_in_sandbox(
+        [toy_mlp[2]], toy_data[0][:10], n_classes=3, limits=SandboxLimits(memory_bytes=64 * 2**20)
+    )
     assert outcome.error == "The model needed more than 64 MB of memory."
 
 
 def test_a_model_past_the_wall_clock_limit_gets_an_error_and_the_caller_lives(toy_data, toy_mlp):
-    outcome, = predict_in_sandbox([toy_mlp[2]], toy_data[0][:10], n_classes=3,
-                                  limits=SandboxLimits(wall_seconds=0.2))
+    (outcome,) = predict_in_sandbox(
+        [toy_mlp[2]], toy_data[0][:10], n_classes=3, limits=SandboxLimits(wall_seconds=0.2)
+    )
     assert outcome.error == "The model did not finish predicting within 0.2 seconds."
 
 
@@ -157,9 +207,19 @@ def test_the_child_environment_carries_no_secrets(tmp_path, monkeypatch):
     monkeypatch.setenv("DATABASE_URL", "postgres://user:password@db/onefold")
     environment = child_environment(tmp_path)
     assert environment["PYTHONPATH"].startswith(str(Path(__file__).resolve().parents[3]))
-    assert set(environment) == {"PATH", "PYTHONPATH", "HOME", "TMPDIR", "PYTHONNOUSERSITE", "PYTHONDONTWRITEBYTECODE",
-                                "LANG", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                                "NUMEXPR_NUM_THREADS"}
+    assert set(environment) == {
+        "PATH",
+        "PYTHONPATH",
+        "HOME",
+        "TMPDIR",
+        "PYTHONNOUSERSITE",
+        "PYTHONDONTWRITEBYTECODE",
+        "LANG",
+        "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "OPENBLAS_NUM_THREADS",
+        "NUMEXPR_NUM_THREADS",
+    }
     assert environment["HOME"] == str(tmp_path)
 
 
@@ -172,7 +232,7 @@ def test_safetensors_network_predicts_softmax_of_its_logits(toy_data, toy_mlp):
 
     module, _, data = toy_mlp
     features = toy_data[0][:30]
-    outcome, = predict_in_sandbox([data], features, n_classes=3, limits=LIMITS)
+    (outcome,) = predict_in_sandbox([data], features, n_classes=3, limits=LIMITS)
     with torch.no_grad():
         expected = torch.softmax(module(torch.from_numpy(features)).double(), dim=1).numpy()
     np.testing.assert_allclose(outcome.probabilities, expected, atol=1e-6)
@@ -184,13 +244,19 @@ def test_a_model_past_the_cpu_limit_gets_an_error():
     from workers.zoo import build_module
 
     spec = {"architecture": "mlp", "n_features": 8, "hidden_sizes": [1024, 1024], "n_classes": 2}
-    wide = export_torch_safetensors(build_module(spec), spec)  # ~100 GFLOP on 50,000 rows: seconds of CPU
+    wide = export_torch_safetensors(
+        build_module(spec), spec
+    )  # ~100 GFLOP on 50,000 rows: seconds of CPU
     features = np.random.default_rng(0).normal(size=(50_000, 8)).astype(np.float32)
-    outcome, = predict_in_sandbox([wide], features, n_classes=2, limits=SandboxLimits(cpu_seconds=1))
+    (outcome,) = predict_in_sandbox(
+        [wide], features, n_classes=2, limits=SandboxLimits(cpu_seconds=1)
+    )
     assert outcome.probabilities is None
-    assert outcome.error in ("The model needed more than 1 seconds of CPU time.",
-                             "The predictor was killed: the model needed more than 1 seconds of CPU time "
-                             "or more than 4096 MB of memory.")
+    assert outcome.error in (
+        "The model needed more than 1 seconds of CPU time.",
+        "The predictor was killed: the model needed more than 1 seconds of CPU time "
+        "or more than 4096 MB of memory.",
+    )
 
 
 def test_three_class_xgboost_and_a_booster_with_column_names_predict_as_natively(toy_data):
@@ -201,9 +267,15 @@ def test_three_class_xgboost_and_a_booster_with_column_names_predict_as_natively
     multi = XGBClassifier(n_estimators=4, max_depth=3, random_state=0).fit(features, three)
     frame = pd.DataFrame(features, columns=[f"column {index}" for index in range(N_FEATURES)])
     named = XGBClassifier(n_estimators=4, max_depth=3, random_state=0).fit(frame, binary)
-    models = [export_xgboost_json(multi), export_xgboost_ubjson(multi), bytes(named.get_booster().save_raw("json"))]
+    models = [
+        export_xgboost_json(multi),
+        export_xgboost_ubjson(multi),
+        bytes(named.get_booster().save_raw("json")),
+    ]
     outcomes = predict_in_sandbox(models, features[:40], n_classes=3, limits=LIMITS)
     for outcome in outcomes[:2]:
-        np.testing.assert_allclose(outcome.probabilities, multi.predict_proba(features[:40]), atol=1e-6)
+        np.testing.assert_allclose(
+            outcome.probabilities, multi.predict_proba(features[:40]), atol=1e-6
+        )
     expected = np.column_stack([named.predict_proba(frame[:40]), np.zeros(40)])
     np.testing.assert_allclose(outcomes[2].probabilities, expected, atol=1e-6)

@@ -24,6 +24,8 @@ def not_below(larger: float, smaller: float) -> bool:
     """``larger >= smaller`` up to floating-point rounding: with a factor of 1 + 1e-9 the two sides are the same ε
     computed along different roundings, and may differ in their last bit."""
     return larger >= smaller * (1 - 1e-12)
+
+
 mechanisms = st.one_of(
     st.builds(LaplaceNoise, gamma=st.floats(0.01, 2.0)),
     st.builds(GaussianNoise, sigma=st.floats(0.5, 100.0)),
@@ -35,7 +37,9 @@ def consistent_vote_counts(draw, partitions):
     n_classes = draw(st.integers(2, 4))
     rows = draw(
         st.lists(
-            st.lists(st.integers(0, 20), min_size=n_classes, max_size=n_classes), min_size=1, max_size=40
+            st.lists(st.integers(0, 20), min_size=n_classes, max_size=n_classes),
+            min_size=1,
+            max_size=40,
         )
     )
     return partitions * np.array(rows, dtype=np.int64)
@@ -55,13 +59,17 @@ def party_runs(draw):
     def partition_counts():
         winners = draw(
             st.lists(
-                st.integers(0, n_classes - 1), min_size=n_queries * teachers, max_size=n_queries * teachers
+                st.integers(0, n_classes - 1),
+                min_size=n_queries * teachers,
+                max_size=n_queries * teachers,
             )
         )
         one_hot = np.eye(n_classes, dtype=np.int64)[winners]  # one vote per teacher
         return one_hot.reshape(n_queries, teachers, n_classes).sum(axis=1)
 
-    parties = [[partition_counts() for _ in range(partitions)] for _ in range(draw(st.integers(1, 3)))]
+    parties = [
+        [partition_counts() for _ in range(partitions)] for _ in range(draw(st.integers(1, 3)))
+    ]
     return draw(mechanisms), parties, partitions, teachers
 
 
@@ -78,7 +86,12 @@ def test_server_noise_bound_for_the_papers_adult_setting():
         0.04,
         None,
     )
-    assert (report.n_queries, report.partitions, report.teachers, report.data_dependent) == (31, 2, 5, False)
+    assert (report.n_queries, report.partitions, report.teachers, report.data_dependent) == (
+        31,
+        2,
+        5,
+        False,
+    )
 
 
 def test_party_noise_bound_composes_the_queries_of_all_partitions():
@@ -100,9 +113,13 @@ def test_gaussian_server_noise_bound_agrees_with_dp_accounting():
     )
     accountant = RdpAccountant()  # L2 sensitivity of one party: √2·s
     accountant.compose(
-        SelfComposedDpEvent(GaussianDpEvent(noise_multiplier=sigma / (np.sqrt(2) * partitions)), n_queries)
+        SelfComposedDpEvent(
+            GaussianDpEvent(noise_multiplier=sigma / (np.sqrt(2) * partitions)), n_queries
+        )
     )
-    assert report.epsilon == pytest.approx(accountant.get_epsilon(DELTA), rel=1e-3)  # the grids differ
+    assert report.epsilon == pytest.approx(
+        accountant.get_epsilon(DELTA), rel=1e-3
+    )  # the grids differ
     assert (report.mechanism, report.gamma, report.sigma) == ("gaussian", None, 20.0)
 
 
@@ -143,7 +160,11 @@ def test_no_queries_cost_nothing():
 def test_landslide_votes_cost_far_less_than_the_bound():
     counts = np.tile([[40, 0]], (1_000, 1))  # 20 parties × s = 2, all consistent on class 0
     analysis = server_noise_privacy(
-        mechanism=LaplaceNoise(gamma=0.25), vote_counts=counts, partitions=2, teachers=5, delta=DELTA
+        mechanism=LaplaceNoise(gamma=0.25),
+        vote_counts=counts,
+        partitions=2,
+        teachers=5,
+        delta=DELTA,
     )
     assert analysis.data_dependent.epsilon < 0.02 * analysis.data_independent.epsilon
 
@@ -184,7 +205,9 @@ def test_bounds_refuse_bad_parameters(bad):
 
 def test_accounting_refuses_an_unknown_mechanism():
     with pytest.raises(ValueError, match="LaplaceNoise or GaussianNoise"):
-        server_noise_privacy_bound(mechanism=None, n_queries=10, partitions=2, teachers=5, delta=DELTA)
+        server_noise_privacy_bound(
+            mechanism=None, n_queries=10, partitions=2, teachers=5, delta=DELTA
+        )
 
 
 def test_party_noise_privacy_refuses_a_wrong_number_of_partitions():
@@ -241,13 +264,19 @@ def test_party_noise_privacy_reports_the_worst_party():
 
 @PROPERTY
 @given(mechanisms, st.integers(0, 500), st.integers(1, 500), st.integers(1, 4))
-def test_data_independent_epsilon_never_decreases_with_more_queries(mechanism, n_queries, extra, partitions):
+def test_data_independent_epsilon_never_decreases_with_more_queries(
+    mechanism, n_queries, extra, partitions
+):
     for bound in (server_noise_privacy_bound, party_noise_privacy_bound):
         fewer = bound(
             mechanism=mechanism, n_queries=n_queries, partitions=partitions, teachers=5, delta=DELTA
         )
         more = bound(
-            mechanism=mechanism, n_queries=n_queries + extra, partitions=partitions, teachers=5, delta=DELTA
+            mechanism=mechanism,
+            n_queries=n_queries + extra,
+            partitions=partitions,
+            teachers=5,
+            delta=DELTA,
         )
         assert not_below(more.epsilon, fewer.epsilon)
 
@@ -261,11 +290,20 @@ def test_data_independent_epsilon_never_decreases_with_gamma_or_one_over_sigma(
 
         def epsilon(mechanism, bound=bound):
             return bound(
-                mechanism=mechanism, n_queries=n_queries, partitions=partitions, teachers=5, delta=DELTA
+                mechanism=mechanism,
+                n_queries=n_queries,
+                partitions=partitions,
+                teachers=5,
+                delta=DELTA,
             ).epsilon
 
-        assert not_below(epsilon(LaplaceNoise(gamma=noise * factor)), epsilon(LaplaceNoise(gamma=noise)))
-        assert not_below(epsilon(GaussianNoise(sigma=10 * noise)), epsilon(GaussianNoise(sigma=10 * noise * factor)))
+        assert not_below(
+            epsilon(LaplaceNoise(gamma=noise * factor)), epsilon(LaplaceNoise(gamma=noise))
+        )
+        assert not_below(
+            epsilon(GaussianNoise(sigma=10 * noise)),
+            epsilon(GaussianNoise(sigma=10 * noise * factor)),
+        )
 
 
 @PROPERTY
@@ -311,7 +349,11 @@ def test_server_noise_data_dependent_epsilon_never_decreases_with_more_queries(r
 def test_party_noise_data_dependent_epsilon_is_at_most_the_independent_one(run):
     mechanism, parties, partitions, teachers = run
     analysis = party_noise_privacy(
-        mechanism=mechanism, party_vote_counts=parties, partitions=partitions, teachers=teachers, delta=DELTA
+        mechanism=mechanism,
+        party_vote_counts=parties,
+        partitions=partitions,
+        teachers=teachers,
+        delta=DELTA,
     )
     assert analysis.data_dependent.epsilon <= analysis.data_independent.epsilon
     assert analysis.data_dependent.unit == analysis.data_independent.unit == "example-level"

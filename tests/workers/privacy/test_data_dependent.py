@@ -20,7 +20,9 @@ def test_log_moments_reproduce_the_paper_for_a_unanimous_vote():
 
 def test_log_moments_reproduce_the_paper_for_a_split_vote():
     expected = [0.647506, 1.337429, 2.076925, 2.868995, 3.711395, 4.597456, 5.518267, 6.464878]
-    moments = laplace_log_moments([[4, 1]], gamma=0.5, pure_epsilon=1.0, moment_orders=MOMENTS_1_TO_8)
+    moments = laplace_log_moments(
+        [[4, 1]], gamma=0.5, pure_epsilon=1.0, moment_orders=MOMENTS_1_TO_8
+    )
     np.testing.assert_allclose(moments[0], expected, atol=1e-6)
 
 
@@ -35,7 +37,8 @@ def test_pure_dp_log_moments_are_vectorised_over_queries():
     log_q = np.log([0.01, 0.2, 0.9])
     together = pure_dp_log_moments(log_q, pure_epsilon=0.4, moment_orders=MOMENTS_1_TO_8)
     one_by_one = [
-        pure_dp_log_moments(log_q[[i]], pure_epsilon=0.4, moment_orders=MOMENTS_1_TO_8)[0] for i in range(3)
+        pure_dp_log_moments(log_q[[i]], pure_epsilon=0.4, moment_orders=MOMENTS_1_TO_8)[0]
+        for i in range(3)
     ]
     np.testing.assert_allclose(together, one_by_one)
 
@@ -43,7 +46,9 @@ def test_pure_dp_log_moments_are_vectorised_over_queries():
 def test_laplace_data_dependent_rdp_is_capped_by_and_below_the_independent_curve():
     independent = 2 * discrete_laplace_rdp(RENYI_ORDERS, gamma=0.2, shift=2)
     counts = np.array([[100, 0], [50, 50], [60, 40]])
-    dependent = laplace_data_dependent_rdp(counts, gamma=0.2, vote_shift=2, independent_rdp=independent)
+    dependent = laplace_data_dependent_rdp(
+        counts, gamma=0.2, vote_shift=2, independent_rdp=independent
+    )
     assert dependent.shape == (3, len(RENYI_ORDERS))
     assert np.all(dependent <= independent)
     np.testing.assert_allclose(dependent[1], independent)  # a tie gains nothing

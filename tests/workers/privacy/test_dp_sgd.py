@@ -12,8 +12,15 @@ from workers.privacy.declarations import party_side_bound, party_side_rdp
 from workers.privacy.dp_sgd import DpSgdParameters, dp_sgd_privacy_bound, noise_multiplier_for
 from workers.privacy.rdp import RENYI_ORDERS, epsilon_from_rdp
 
-DECLARATION = {"mechanism": "dp_sgd", "accountant": "rdp", "noise_multiplier": 1.1, "max_grad_norm": 1.0,
-               "batch_size": 64, "epochs": 3, "delta": 1e-5}
+DECLARATION = {
+    "mechanism": "dp_sgd",
+    "accountant": "rdp",
+    "noise_multiplier": 1.1,
+    "max_grad_norm": 1.0,
+    "batch_size": 64,
+    "epochs": 3,
+    "delta": 1e-5,
+}
 
 
 def test_the_bound_is_opacus_rdp_accountant_on_the_same_steps_and_orders():
@@ -22,21 +29,36 @@ def test_the_bound_is_opacus_rdp_accountant_on_the_same_steps_and_orders():
     accountant = RDPAccountant()
     for _ in range(parameters.steps):
         accountant.step(noise_multiplier=1.1, sample_rate=1 / 16)
-    assert accountant.history == [(1.1, 1 / 16, 48)]        # ⌈1000/64⌉ = 16 steps a epoch, 3 epochs
+    assert accountant.history == [(1.1, 1 / 16, 48)]  # ⌈1000/64⌉ = 16 steps a epoch, 3 epochs
     assert report.epsilon == accountant.get_epsilon(delta=1e-5, alphas=list(RENYI_ORDERS))
     # another grid than Opacus' default orders, within a fraction of a percent of its ε
     assert math.isclose(report.epsilon, accountant.get_epsilon(delta=1e-5), rel_tol=0.01)
-    assert np.all(np.isfinite(curve))     # the ledger stores it as JSON
-    assert (report.mechanism, report.sigma, report.n_queries, report.sample_rate, report.accountant,
-            report.unit, report.delta) == ("dp_sgd", 1.1, 48, 1 / 16, "rdp", "example-level", 1e-5)
-    assert math.isclose(epsilon_from_rdp(RENYI_ORDERS, curve, delta=1e-5)[0], report.epsilon, rel_tol=1e-12)
+    assert np.all(np.isfinite(curve))  # the ledger stores it as JSON
+    assert (
+        report.mechanism,
+        report.sigma,
+        report.n_queries,
+        report.sample_rate,
+        report.accountant,
+        report.unit,
+        report.delta,
+    ) == ("dp_sgd", 1.1, 48, 1 / 16, "rdp", "example-level", 1e-5)
+    assert math.isclose(
+        epsilon_from_rdp(RENYI_ORDERS, curve, delta=1e-5)[0], report.epsilon, rel_tol=1e-12
+    )
 
 
 def test_sample_rate_and_steps_are_what_opacus_derives_from_a_data_loader():
     dataset = torch.utils.data.TensorDataset(torch.zeros(1000, 2))
     loader = DPDataLoader.from_data_loader(torch.utils.data.DataLoader(dataset, batch_size=64))
-    parameters = DpSgdParameters(noise_multiplier=1.0, max_grad_norm=1.0, batch_size=64, epochs=2, n_examples=1000,
-                                 delta=1e-5)
+    parameters = DpSgdParameters(
+        noise_multiplier=1.0,
+        max_grad_norm=1.0,
+        batch_size=64,
+        epochs=2,
+        n_examples=1000,
+        delta=1e-5,
+    )
     assert (parameters.sample_rate, parameters.steps) == (loader.sample_rate, 2 * len(loader))
 
 
@@ -55,20 +77,25 @@ def test_the_stored_report_gives_back_its_curve():
 
 
 def test_vote_noise_reports_keep_their_shape():
-    report, _ = party_side_bound({"gamma": 0.04, "delta": 1e-5, "partitions": 2, "teachers": 5, "queries": 30},
-                                 n_local_examples=1000)
+    report, _ = party_side_bound(
+        {"gamma": 0.04, "delta": 1e-5, "partitions": 2, "teachers": 5, "queries": 30},
+        n_local_examples=1000,
+    )
     assert "sample_rate" not in report.as_dict() and report.mechanism == "laplace"
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"accountant": "prv"}, "Opacus' 'rdp' accountant"),
-    ({"epochs": 0}, "'epochs' must be an integer between 1 and 10000"),
-    ({"noise_multiplier": -1.0}, "'noise_multiplier' must be a positive number"),
-    ({"noise_multiplier": float("nan")}, "'noise_multiplier' must be a positive number"),
-    ({"batch_size": 2.5}, "'batch_size' must be an integer"),
-    ({"delta": 2}, "δ must be a number strictly between 0 and 1"),
-    ({"steps": 3}, "unknown steps"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"accountant": "prv"}, "Opacus' 'rdp' accountant"),
+        ({"epochs": 0}, "'epochs' must be an integer between 1 and 10000"),
+        ({"noise_multiplier": -1.0}, "'noise_multiplier' must be a positive number"),
+        ({"noise_multiplier": float("nan")}, "'noise_multiplier' must be a positive number"),
+        ({"batch_size": 2.5}, "'batch_size' must be an integer"),
+        ({"delta": 2}, "δ must be a number strictly between 0 and 1"),
+        ({"steps": 3}, "unknown steps"),
+    ],
+)
 def test_a_malformed_declaration_is_refused_with_a_sentence(changes, message):
     with pytest.raises(ValueError, match=message):
         party_side_bound({**DECLARATION, **changes}, n_local_examples=1000)
@@ -76,10 +103,14 @@ def test_a_malformed_declaration_is_refused_with_a_sentence(changes, message):
 
 def test_a_declaration_missing_a_parameter_names_it():
     with pytest.raises(ValueError, match="missing max_grad_norm"):
-        party_side_bound({k: v for k, v in DECLARATION.items() if k != "max_grad_norm"}, n_local_examples=1000)
+        party_side_bound(
+            {k: v for k, v in DECLARATION.items() if k != "max_grad_norm"}, n_local_examples=1000
+        )
 
 
 def test_the_noise_for_a_target_epsilon_spends_at_most_that():
-    sigma = noise_multiplier_for(target_epsilon=2.0, batch_size=64, epochs=3, n_examples=1000, delta=1e-5)
+    sigma = noise_multiplier_for(
+        target_epsilon=2.0, batch_size=64, epochs=3, n_examples=1000, delta=1e-5
+    )
     report, _ = party_side_bound({**DECLARATION, "noise_multiplier": sigma}, n_local_examples=1000)
     assert 1.9 < report.epsilon <= 2.0

@@ -75,6 +75,7 @@ def test_discrete_gaussian_tail_approaches_the_continuous_one_for_wide_noise():
 
 # --- the abstention event: a noisy maximum ≤ 0 is answered as "abstain" (and released by the training mask) ---
 
+
 def test_discrete_laplace_survival_is_r_to_the_n_over_one_plus_r():
     from workers.privacy.flip_probability import discrete_laplace_log_survival
 
@@ -92,7 +93,9 @@ def test_discrete_gaussian_survival_equals_the_sum_over_its_pmf(sigma):
     log_pmf -= logsumexp(log_pmf)
     for n in (-2, 0, 1, 5):
         expected = logsumexp(log_pmf[support >= n])
-        assert discrete_gaussian_log_survival(np.array([n]), sigma=sigma)[0] == pytest.approx(expected, rel=1e-9)
+        assert discrete_gaussian_log_survival(np.array([n]), sigma=sigma)[0] == pytest.approx(
+            expected, rel=1e-9
+        )
 
 
 def test_laplace_flip_probability_adds_the_winner_falling_to_zero():
@@ -109,7 +112,9 @@ def test_a_single_class_can_still_abstain():
     from workers.privacy.flip_probability import gaussian_noisy_max_log_q, laplace_noisy_max_log_q
 
     # One class of 2 votes, γ = ln 2: only abstention changes the answer, Pr[Z ≤ −2] = (1/4)/(3/2) = 1/6.
-    assert np.exp(laplace_noisy_max_log_q(np.array([[2]]), gamma=np.log(2))[0]) == pytest.approx(1 / 6, rel=1e-12)
+    assert np.exp(laplace_noisy_max_log_q(np.array([[2]]), gamma=np.log(2))[0]) == pytest.approx(
+        1 / 6, rel=1e-12
+    )
     assert gaussian_noisy_max_log_q(np.array([[2]]), sigma=1.0)[0] > -np.inf
 
 
@@ -120,6 +125,7 @@ def test_an_abstention_prone_winner_raises_the_data_dependent_epsilon():
     gamma = 0.5
     independent = 2 * discrete_laplace_rdp(RENYI_ORDERS, gamma=gamma, shift=2)
     # Same gap of 8 votes; the first winner sits at 8 votes (noise can push it to ≤ 0), the second at 40.
-    low, high = laplace_data_dependent_rdp(np.array([[8, 0], [40, 32]]), gamma=gamma, vote_shift=2,
-                                           independent_rdp=independent)
+    low, high = laplace_data_dependent_rdp(
+        np.array([[8, 0], [40, 32]]), gamma=gamma, vote_shift=2, independent_rdp=independent
+    )
     assert np.all(low >= high) and np.any(low > high)

@@ -80,13 +80,21 @@ def test_conversion_matches_dp_accounting_on_the_same_curve():
 
 # ENVIRONMENT.md §3: 100 Laplace releases, δ = 1e-5 → RDP 4.5327 / 1.6500 / 0.7788,
 # PLD 4.2203 / 1.5226 / 0.7146, discrete-Laplace PLD 1.5323 at scale 25.
-@pytest.mark.parametrize("scale, rdp_accountant_epsilon", [(10, 4.5327), (25, 1.6500), (50, 0.7788)])
-def test_continuous_laplace_bound_is_close_to_dp_accounting_rdp_and_above_pld(scale, rdp_accountant_epsilon):
+@pytest.mark.parametrize(
+    "scale, rdp_accountant_epsilon", [(10, 4.5327), (25, 1.6500), (50, 0.7788)]
+)
+def test_continuous_laplace_bound_is_close_to_dp_accounting_rdp_and_above_pld(
+    scale, rdp_accountant_epsilon
+):
     event = SelfComposedDpEvent(LaplaceDpEvent(noise_multiplier=scale), 100)
     ours, _ = epsilon_from_rdp(
-        RENYI_ORDERS, 100 * continuous_laplace_rdp(RENYI_ORDERS, gamma=1 / scale, shift=1), delta=1e-5
+        RENYI_ORDERS,
+        100 * continuous_laplace_rdp(RENYI_ORDERS, gamma=1 / scale, shift=1),
+        delta=1e-5,
     )
-    assert epsilon_of_accountant(RdpAccountant(), event) == pytest.approx(rdp_accountant_epsilon, abs=1e-4)
+    assert epsilon_of_accountant(RdpAccountant(), event) == pytest.approx(
+        rdp_accountant_epsilon, abs=1e-4
+    )
     assert ours == pytest.approx(rdp_accountant_epsilon, rel=2e-3)
     assert ours >= epsilon_of_accountant(PLDAccountant(), event)
 

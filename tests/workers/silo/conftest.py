@@ -28,6 +28,7 @@ def run_cli(capsys):
         code = main([str(argument) for argument in arguments])
         captured = capsys.readouterr()
         return code, captured.out, captured.err
+
     return run
 
 
@@ -39,9 +40,17 @@ def pulled(tmp_path, adult_public_csv):
     folder.mkdir()
     np.savez(folder / "features.npz", features=encode_features(read_table(adult_public_csv), spec))
     (folder / "feature-spec.json").write_text(json.dumps(spec))
-    (folder / "federation.json").write_text(json.dumps({
-        "slug": "adult-income", "name": "Adult income", "class_labels": ADULT_LABELS, "label_column": "income",
-        "allowed_privacy_levels": ["L0", "L1", "L2"]}))
+    (folder / "federation.json").write_text(
+        json.dumps(
+            {
+                "slug": "adult-income",
+                "name": "Adult income",
+                "class_labels": ADULT_LABELS,
+                "label_column": "income",
+                "allowed_privacy_levels": ["L0", "L1", "L2"],
+            }
+        )
+    )
     return folder
 
 
@@ -53,4 +62,9 @@ def silo_csv(tmp_path, adult_frame):
     return path
 
 
-SMALL_FORESTS = ["--student-param", "n_estimators=10", "--student-param", "max_depth=6"]  # teachers: the default trees
+SMALL_FORESTS = [
+    "--student-param",
+    "n_estimators=10",
+    "--student-param",
+    "max_depth=6",
+]  # teachers: the default trees

@@ -21,4 +21,6 @@ def test_a_refused_publish_raises_conflict_and_an_override_sends_its_reason(scri
     assert refused.value.message == SENTENCE
     assert (published.id, published.status) == (4, "published")
     assert [json.loads(request["body"]) for request in market.received] == [
-        {}, {"override_reason": "A pilot buyer asked for it."}]
+        {},
+        {"override_reason": "A pilot buyer asked for it."},
+    ]

@@ -19,8 +19,11 @@ def five_members(federation_with_data, silo_user):
 
     users = [silo_user]
     for index in range(1, 5):
-        user = user_create(username=f"silo-{index}", password=f"silo-{index}-password",
-                           organisation=organisation_create(name=f"Silo {index}"))
+        user = user_create(
+            username=f"silo-{index}",
+            password=f"silo-{index}-password",
+            organisation=organisation_create(name=f"Silo {index}"),
+        )
         federation_join(federation=federation_with_data, user=user)
         users.append(user)
     return users
@@ -28,7 +31,8 @@ def five_members(federation_with_data, silo_user):
 
 @pytest.mark.worker
 def test_five_silos_run_two_fd_rounds_through_the_api_and_submit_their_networks(
-        live_server, celery_worker, five_members, operator, adult_frame, tmp_path):
+    live_server, celery_worker, five_members, operator, adult_frame, tmp_path
+):
     from market.accounts.services import user_token
     from market.exchanges.models import ExchangeRound, LogitUpload
     from market.submissions.models import Submission
@@ -37,8 +41,9 @@ def test_five_silos_run_two_fd_rounds_through_the_api_and_submit_their_networks(
     from workers.silo.fd_command import fd
 
     operator_client = OnefoldClient(live_server.url, user_token(user=operator))
-    exchange = operator_client.exchange_create(federation="adult-income", name="FD on Adult", rounds=2,
-                                               round_seconds=3600, min_silos=5)
+    exchange = operator_client.exchange_create(
+        federation="adult-income", name="FD on Adult", rounds=2, round_seconds=3600, min_silos=5
+    )
     silo_client = OnefoldClient(live_server.url, user_token(user=five_members[0]))
     pulled = tmp_path / "pulled"
     pulled.mkdir()
@@ -48,24 +53,47 @@ def test_five_silos_run_two_fd_rounds_through_the_api_and_submit_their_networks(
 
     def silo_rounds(index: int):
         table = tmp_path / f"silo-{index}.csv"
-        table.write_bytes(csv_bytes(adult_frame.iloc[2000 + 200 * index: 2200 + 200 * index]))
-        args = build_parser().parse_args(["fd", str(exchange["id"]), "--data", str(table), "--pulled", str(pulled),
-                                          "--output", str(tmp_path / f"model-{index}"), "--hidden-sizes", "16",
-                                          "--seed", str(index), "--wait-timeout", "120"])
-        client = OnefoldClient(live_server.url, user_token(user=five_members[index]), timeout_seconds=120)
+        table.write_bytes(csv_bytes(adult_frame.iloc[2000 + 200 * index : 2200 + 200 * index]))
+        args = build_parser().parse_args(
+            [
+                "fd",
+                str(exchange["id"]),
+                "--data",
+                str(table),
+                "--pulled",
+                str(pulled),
+                "--output",
+                str(tmp_path / f"model-{index}"),
+                "--hidden-sizes",
+                "16",
+                "--seed",
+                str(index),
+                "--wait-timeout",
+                "120",
+            ]
+        )
+        client = OnefoldClient(
+            live_server.url, user_token(user=five_members[index]), timeout_seconds=120
+        )
         return fd(args, client)
 
     with ThreadPoolExecutor(max_workers=5) as pool:
         futures = [pool.submit(silo_rounds, index) for index in range(5)]
         errors = [repr(future.exception()) for future in futures if future.exception() is not None]
-    assert not errors, (errors, list(ExchangeRound.objects.values_list("number", "status")),
-                        list(LogitUpload.objects.values_list("organisation__name", "exchange_round__number")))
+    assert not errors, (
+        errors,
+        list(ExchangeRound.objects.values_list("number", "status")),
+        list(LogitUpload.objects.values_list("organisation__name", "exchange_round__number")),
+    )
     results = [future.result() for future in futures]
     for result, _ in results:
-        assert [(item["round"], item["status"], item["participants"]) for item in result["rounds"]] == [
-            (1, "aggregated", 5), (2, "aggregated", 5)]
+        assert [
+            (item["round"], item["status"], item["participants"]) for item in result["rounds"]
+        ] == [(1, "aggregated", 5), (2, "aggregated", 5)]
     assert list(ExchangeRound.objects.order_by("number").values_list("status", flat=True)) == [
-        "aggregated", "aggregated"]
+        "aggregated",
+        "aggregated",
+    ]
     # every silo's download is the average of the other four uploads (leave-one-out), label by label
     uploads = list(LogitUpload.objects.filter(exchange_round__number=2).order_by("id"))
     local = np.array([upload.logits for upload in uploads])
@@ -75,10 +103,22 @@ def test_five_silos_run_two_fd_rounds_through_the_api_and_submit_their_networks(
     assert operator_client.exchange(exchange["id"])["status"] == "finished"
     # the final networks are submissions like any other
     submission = silo_client.submission_create(
-        federation="adult-income", files=[_upload(tmp_path / "model-0" / "local-model.safetensors")],
-        metadata={name: results[0][0][name] for name in ("model_family", "n_local_examples", "local_validation_score",
-                                                          "label_distribution", "privacy_level", "privacy_parameters",
-                                                          "declared_epsilon", "feature_view")})
+        federation="adult-income",
+        files=[_upload(tmp_path / "model-0" / "local-model.safetensors")],
+        metadata={
+            name: results[0][0][name]
+            for name in (
+                "model_family",
+                "n_local_examples",
+                "local_validation_score",
+                "label_distribution",
+                "privacy_level",
+                "privacy_parameters",
+                "declared_epsilon",
+                "feature_view",
+            )
+        },
+    )
     assert silo_client.submission_wait(submission.id, timeout_seconds=300).status == "valid"
     assert Submission.objects.get(id=submission.id).model_family == "mlp"
 

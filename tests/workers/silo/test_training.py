@@ -15,9 +15,12 @@ from workers.privacy.accounting import party_noise_privacy_bound
 from workers.privacy.mechanisms import LaplaceNoise
 
 
-def test_train_writes_students_that_pass_the_markets_static_checks_and_a_metadata_file(run_cli, pulled, silo_csv):
-    code, out, err = run_cli("train", "adult-income", "--data", silo_csv, "--pulled", pulled, *SMALL_FORESTS,
-                             "--json")
+def test_train_writes_students_that_pass_the_markets_static_checks_and_a_metadata_file(
+    run_cli, pulled, silo_csv
+):
+    code, out, err = run_cli(
+        "train", "adult-income", "--data", silo_csv, "--pulled", pulled, *SMALL_FORESTS, "--json"
+    )
     assert code == 0, err
     result = json.loads(out)
     folder = pulled / "students"
@@ -27,17 +30,32 @@ def test_train_writes_students_that_pass_the_markets_static_checks_and_a_metadat
     assert sum(result["label_distribution"]) == 400
     assert 0.7 < result["local_validation_score"] <= 1
     assert result["model_family"] == "random_forest"
-    assert (result["privacy_level"], result["declared_epsilon"], result["privacy_parameters"]) == ("L0", None, {})
-    assert json.loads((folder / "metadata.json").read_text()) == {k: v for k, v in result.items() if k != "output"}
-    assert (result["teacher"], result["feature_view"]) == ({"family": "decision_tree", "max_depth": 6}, "ordinal")
+    assert (result["privacy_level"], result["declared_epsilon"], result["privacy_parameters"]) == (
+        "L0",
+        None,
+        {},
+    )
+    assert json.loads((folder / "metadata.json").read_text()) == {
+        k: v for k, v in result.items() if k != "output"
+    }
+    assert (result["teacher"], result["feature_view"]) == (
+        {"family": "decision_tree", "max_depth": 6},
+        "ordinal",
+    )
     spec = json.loads((pulled / "feature-spec.json").read_text())
-    for name in result["files"]:   # tree students read the ordinal view: one feature per column
-        info = inspect_model((folder / name).read_bytes(), n_features=len(spec["columns"]), n_classes=2,
-                             limits=ModelLimits())
+    for name in result["files"]:  # tree students read the ordinal view: one feature per column
+        info = inspect_model(
+            (folder / name).read_bytes(),
+            n_features=len(spec["columns"]),
+            n_classes=2,
+            limits=ModelLimits(),
+        )
         assert info.classes == (0, 1)
 
 
-def test_train_reports_missing_values_unknown_categories_and_ignored_columns(run_cli, pulled, tmp_path, adult_frame):
+def test_train_reports_missing_values_unknown_categories_and_ignored_columns(
+    run_cli, pulled, tmp_path, adult_frame
+):
     rows = adult_frame.iloc[2500:3000].copy()
     rows["workclass"] = rows["workclass"].astype(object)
     rows.loc[rows.index[:4], "workclass"] = "Space-agency"
@@ -46,39 +64,95 @@ def test_train_reports_missing_values_unknown_categories_and_ignored_columns(run
     rows["patient_id"] = range(len(rows))
     path = tmp_path / "messy.csv"
     path.write_bytes(csv_bytes(rows))
-    code, out, err = run_cli("train", "adult-income", "--data", path, "--pulled", pulled, *SMALL_FORESTS, "--json")
+    code, out, err = run_cli(
+        "train", "adult-income", "--data", path, "--pulled", pulled, *SMALL_FORESTS, "--json"
+    )
     assert code == 0, err
     encoding = json.loads(out)["encoding"]
     assert encoding["unknown_categories"]["workclass"] == {"Space-agency": 4}
     assert encoding["missing_values"]["hours-per-week"] == 2
-    assert (encoding["rows"], encoding["rows_without_label"], encoding["ignored_columns"]) == (500, 1, ["patient_id"])
-    code, text, _ = run_cli("train", "adult-income", "--data", path, "--pulled", pulled, *SMALL_FORESTS)
-    assert "Categories the public data lacks (encoded as no category): workclass: Space-agency" in text
+    assert (encoding["rows"], encoding["rows_without_label"], encoding["ignored_columns"]) == (
+        500,
+        1,
+        ["patient_id"],
+    )
+    code, text, _ = run_cli(
+        "train", "adult-income", "--data", path, "--pulled", pulled, *SMALL_FORESTS
+    )
+    assert (
+        "Categories the public data lacks (encoded as no category): workclass: Space-agency" in text
+    )
     assert "Dropped 1 rows without a label." in text
     assert "Ignored columns the federation does not use: patient_id." in text
 
 
 def test_train_at_l2_declares_the_accountants_epsilon_and_prints_it(run_cli, pulled, silo_csv):
-    code, out, err = run_cli("train", "adult-income", "--data", silo_csv, "--pulled", pulled, *SMALL_FORESTS,
-                             "--privacy-level", "L2", "--gamma", "0.05", "--queries", "200", "--json")
+    code, out, err = run_cli(
+        "train",
+        "adult-income",
+        "--data",
+        silo_csv,
+        "--pulled",
+        pulled,
+        *SMALL_FORESTS,
+        "--privacy-level",
+        "L2",
+        "--gamma",
+        "0.05",
+        "--queries",
+        "200",
+        "--json",
+    )
     assert code == 0, err
     result = json.loads(out)
-    bound = party_noise_privacy_bound(mechanism=LaplaceNoise(gamma=0.05), n_queries=200, partitions=2, teachers=5,
-                                      delta=1e-5)
+    bound = party_noise_privacy_bound(
+        mechanism=LaplaceNoise(gamma=0.05), n_queries=200, partitions=2, teachers=5, delta=1e-5
+    )
     assert result["declared_epsilon"] == bound.epsilon
-    assert result["privacy_parameters"] == {"gamma": 0.05, "delta": 1e-5, "partitions": 2, "teachers": 5,
-                                            "queries": 200}
+    assert result["privacy_parameters"] == {
+        "gamma": 0.05,
+        "delta": 1e-5,
+        "partitions": 2,
+        "teachers": 5,
+        "queries": 200,
+    }
     assert result["privacy_report"] == bound.as_dict()
     assert result["queried_public_rows"] == 200
-    _, text, _ = run_cli("train", "adult-income", "--data", silo_csv, "--pulled", pulled, *SMALL_FORESTS,
-                         "--privacy-level", "L2", "--gamma", "0.05", "--queries", "200")
-    assert f"L2: uploading charges ε = {bound.epsilon:.4f} (example-level, data-independent, δ = 1e-05, " \
-           "400 noisy queries) to your privacy budget." in text
+    _, text, _ = run_cli(
+        "train",
+        "adult-income",
+        "--data",
+        silo_csv,
+        "--pulled",
+        pulled,
+        *SMALL_FORESTS,
+        "--privacy-level",
+        "L2",
+        "--gamma",
+        "0.05",
+        "--queries",
+        "200",
+    )
+    assert (
+        f"L2: uploading charges ε = {bound.epsilon:.4f} (example-level, data-independent, δ = 1e-05, "
+        "400 noisy queries) to your privacy budget." in text
+    )
 
 
 def test_train_local_writes_one_model_and_fd_logits_per_label(run_cli, pulled, silo_csv):
-    code, out, err = run_cli("train", "adult-income", "--data", silo_csv, "--pulled", pulled, "--local",
-                             "--student", "logistic_regression", "--fd-logits", "--json")
+    code, out, err = run_cli(
+        "train",
+        "adult-income",
+        "--data",
+        silo_csv,
+        "--pulled",
+        pulled,
+        "--local",
+        "--student",
+        "logistic_regression",
+        "--fd-logits",
+        "--json",
+    )
     assert code == 0, err
     result = json.loads(out)
     assert result["files"] == ["local-model.onnx"]
@@ -89,12 +163,21 @@ def test_train_local_writes_one_model_and_fd_logits_per_label(run_cli, pulled, s
     assert matrix.shape == (2, 2)
     spec = json.loads((pulled / "feature-spec.json").read_text())
     rows = pd.read_csv(silo_csv, na_values=["?"], skipinitialspace=True)
-    probabilities = predict_probabilities((pulled / "local-model" / "local-model.onnx").read_bytes(), "onnx",
-                                          encode_features(rows, spec), n_classes=2)
+    probabilities = predict_probabilities(
+        (pulled / "local-model" / "local-model.onnx").read_bytes(),
+        "onnx",
+        encode_features(rows, spec),
+        n_classes=2,
+    )
     labels = (rows["income"] == ">50K").to_numpy()
-    expected = [np.log(np.clip(probabilities[labels == label], 1e-12, None)).mean(axis=0) for label in (False, True)]
+    expected = [
+        np.log(np.clip(probabilities[labels == label], 1e-12, None)).mean(axis=0)
+        for label in (False, True)
+    ]
     assert np.allclose(matrix, expected, atol=1e-3)
-    assert matrix[0, 0] > matrix[0, 1] and matrix[1, 1] > matrix[1, 0]   # each label's rows lean to their class
+    assert (
+        matrix[0, 0] > matrix[0, 1] and matrix[1, 1] > matrix[1, 0]
+    )  # each label's rows lean to their class
 
 
 def test_a_student_that_saw_one_class_exports_as_a_graph_that_predicts_it():
@@ -105,7 +188,9 @@ def test_a_student_that_saw_one_class_exports_as_a_graph_that_predicts_it():
     student = fit_aligned("random_forest", features, np.full(30, 1), n_classes=3, seed=0)
     exported = export_student(student, n_features=4, n_classes=3)
     assert (exported.suffix, exported.model_family) == (".onnx", "random_forest")
-    assert inspect_model(exported.data, n_features=4, n_classes=3, limits=ModelLimits()).classes == (0, 1, 2)
+    assert inspect_model(
+        exported.data, n_features=4, n_classes=3, limits=ModelLimits()
+    ).classes == (0, 1, 2)
     probabilities = predict_probabilities(exported.data, "onnx", features, n_classes=3)
     assert np.array_equal(probabilities.argmax(axis=1), np.full(30, 1))
 
@@ -117,7 +202,7 @@ def test_a_student_missing_a_class_exports_in_the_federations_class_indices(fami
 
     rng = np.random.default_rng(0)
     features = rng.normal(size=(200, 5)).astype(np.float32)
-    labels = np.where(features[:, 0] > 0, 3, 1)           # classes 1 and 3 of 0..3
+    labels = np.where(features[:, 0] > 0, 3, 1)  # classes 1 and 3 of 0..3
     learner = {"family": family, "epochs": 30} if family == "mlp" else family
     student = fit_aligned(learner, features, labels, n_classes=4, seed=0)
     exported = export_student(student, n_features=5, n_classes=4)
@@ -128,14 +213,19 @@ def test_a_student_missing_a_class_exports_in_the_federations_class_indices(fami
     assert probabilities[:, [0, 2]].max() < 1e-6
 
 
-def test_labels_written_with_a_trailing_full_stop_map_to_the_federations_classes(pulled, adult_frame):
+def test_labels_written_with_a_trailing_full_stop_map_to_the_federations_classes(
+    pulled, adult_frame
+):
     from workers.silo.training import encode_silo_table
 
     rows = adult_frame.iloc[2500:2510].copy()
     rows["income"] = rows["income"].astype(str) + "."
     spec = json.loads((pulled / "feature-spec.json").read_text())
     encoded = encode_silo_table(rows, spec, label_column="income", class_labels=["<=50K", ">50K"])
-    assert encoded.labels.tolist() == (adult_frame.iloc[2500:2510]["income"] == ">50K").astype(int).tolist()
+    assert (
+        encoded.labels.tolist()
+        == (adult_frame.iloc[2500:2510]["income"] == ">50K").astype(int).tolist()
+    )
 
 
 def test_numeric_labels_read_as_floats_match_text_classes(pulled, adult_frame):
@@ -150,8 +240,10 @@ def test_numeric_labels_read_as_floats_match_text_classes(pulled, adult_frame):
 
 
 def test_train_reads_parquet_as_well_as_csv(run_cli, pulled, tmp_path, adult_frame):
-    path = tmp_path / "silo.data"          # the format is read from the content, not the name
+    path = tmp_path / "silo.data"  # the format is read from the content, not the name
     adult_frame.iloc[2500:3000].to_parquet(path)
-    code, out, err = run_cli("train", "adult-income", "--data", path, "--pulled", pulled, *SMALL_FORESTS, "--json")
+    code, out, err = run_cli(
+        "train", "adult-income", "--data", path, "--pulled", pulled, *SMALL_FORESTS, "--json"
+    )
     assert code == 0, err
     assert (json.loads(out)["n_local_examples"], json.loads(out)["encoding"]["rows"]) == (400, 500)

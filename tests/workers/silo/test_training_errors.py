@@ -8,18 +8,34 @@ from workers.silo.errors import EXIT_DATA
 
 
 def train(run_cli, pulled, data, *extra):
-    return run_cli("train", "adult-income", "--data", data, "--pulled", pulled, "--output", pulled / "out",
-                   *SMALL_FORESTS, *extra)
+    return run_cli(
+        "train",
+        "adult-income",
+        "--data",
+        data,
+        "--pulled",
+        pulled,
+        "--output",
+        pulled / "out",
+        *SMALL_FORESTS,
+        *extra,
+    )
 
 
-def test_train_refuses_a_table_without_the_specifications_columns(run_cli, pulled, tmp_path, adult_frame):
+def test_train_refuses_a_table_without_the_specifications_columns(
+    run_cli, pulled, tmp_path, adult_frame
+):
     path = tmp_path / "renamed.csv"
-    path.write_bytes(csv_bytes(adult_frame.iloc[2500:3000].rename(columns={"age": "Age", "gender": "sex"})))
+    path.write_bytes(
+        csv_bytes(adult_frame.iloc[2500:3000].rename(columns={"age": "Age", "gender": "sex"}))
+    )
     code, out, err = train(run_cli, pulled, path)
     assert code == EXIT_DATA
     assert out == ""
-    assert err.startswith("Error: The table lacks the column(s) age, gender that the federation's feature "
-                          "specification names; it expects age, workclass,")
+    assert err.startswith(
+        "Error: The table lacks the column(s) age, gender that the federation's feature "
+        "specification names; it expects age, workclass,"
+    )
     assert not (pulled / "out").exists()
 
 
@@ -28,11 +44,15 @@ def test_train_refuses_a_table_without_the_label_column(run_cli, pulled, tmp_pat
     path.write_bytes(csv_bytes(adult_frame.iloc[2500:3000].drop(columns=["income"])))
     code, _, err = train(run_cli, pulled, path)
     assert code == EXIT_DATA
-    assert err == ("Error: The table has no 'income' column, the federation's label column; name the column holding "
-                   "your labels 'income' (or pass --label-column).\n")
+    assert err == (
+        "Error: The table has no 'income' column, the federation's label column; name the column holding "
+        "your labels 'income' (or pass --label-column).\n"
+    )
 
 
-def test_train_names_the_classes_the_federation_does_not_have(run_cli, pulled, tmp_path, adult_frame):
+def test_train_names_the_classes_the_federation_does_not_have(
+    run_cli, pulled, tmp_path, adult_frame
+):
     rows = adult_frame.iloc[2500:3000].copy()
     rows.loc[rows.index[:3], "income"] = "unknown"
     rows.loc[rows.index[3], "income"] = "50K-100K"
@@ -40,18 +60,24 @@ def test_train_names_the_classes_the_federation_does_not_have(run_cli, pulled, t
     path.write_bytes(csv_bytes(rows))
     code, _, err = train(run_cli, pulled, path)
     assert code == EXIT_DATA
-    assert err == ("Error: The label column holds '50K-100K', 'unknown', which the federation's class labels "
-                   "(<=50K, >50K) do not include.\n")
+    assert err == (
+        "Error: The label column holds '50K-100K', 'unknown', which the federation's class labels "
+        "(<=50K, >50K) do not include.\n"
+    )
 
 
 def test_train_refuses_too_few_rows_for_s_times_t_teachers(run_cli, pulled, tmp_path, adult_frame):
     path = tmp_path / "small.csv"
-    path.write_bytes(csv_bytes(adult_frame.iloc[2500:2560]))   # 48 training rows after a 20 % hold-out
+    path.write_bytes(
+        csv_bytes(adult_frame.iloc[2500:2560])
+    )  # 48 training rows after a 20 % hold-out
     code, _, err = train(run_cli, pulled, path, "--partitions", "2", "--teachers", "5")
     assert code == EXIT_DATA
-    assert err == ("Error: 48 training rows are too few for s = 2 partitions × t = 5 teachers: each partition splits "
-                   "the rows into 5 disjoint teacher subsets of at least 10 rows, so at least 50 are needed. Lower "
-                   "--teachers or add rows.\n")
+    assert err == (
+        "Error: 48 training rows are too few for s = 2 partitions × t = 5 teachers: each partition splits "
+        "the rows into 5 disjoint teacher subsets of at least 10 rows, so at least 50 are needed. Lower "
+        "--teachers or add rows.\n"
+    )
     assert not (pulled / "out").exists()
 
 
@@ -67,7 +93,9 @@ def test_train_refuses_text_in_a_numeric_column(run_cli, pulled, tmp_path, adult
 
 
 def test_train_needs_a_pull_first(run_cli, tmp_path, silo_csv):
-    code, _, err = run_cli("train", "adult-income", "--data", silo_csv, "--pulled", tmp_path / "nowhere")
+    code, _, err = run_cli(
+        "train", "adult-income", "--data", silo_csv, "--pulled", tmp_path / "nowhere"
+    )
     assert code == EXIT_DATA
     assert "run `python -m workers.silo pull adult-income` first." in err
 
@@ -75,14 +103,21 @@ def test_train_needs_a_pull_first(run_cli, tmp_path, silo_csv):
 def test_train_at_l2_needs_exactly_one_noise_parameter(run_cli, pulled, silo_csv):
     code, _, err = train(run_cli, pulled, silo_csv, "--privacy-level", "L2")
     assert code == EXIT_DATA
-    assert err == "Error: At L2 give exactly one noise parameter: --gamma (Laplace) or --sigma (Gaussian).\n"
+    assert (
+        err
+        == "Error: At L2 give exactly one noise parameter: --gamma (Laplace) or --sigma (Gaussian).\n"
+    )
 
 
-def test_train_refuses_a_hyperparameter_the_learner_does_not_take_before_reading_any_data(run_cli, pulled, silo_csv):
+def test_train_refuses_a_hyperparameter_the_learner_does_not_take_before_reading_any_data(
+    run_cli, pulled, silo_csv
+):
     code, _, err = train(run_cli, pulled, silo_csv, "--teacher-param", "n_estimators=5")
     assert code == EXIT_DATA
-    assert err.startswith("Error: The decision_tree learner does not take the hyperparameters ['max_depth', "
-                          "'n_estimators']")
+    assert err.startswith(
+        "Error: The decision_tree learner does not take the hyperparameters ['max_depth', "
+        "'n_estimators']"
+    )
 
 
 def test_train_refuses_a_privacy_level_the_federation_does_not_allow(run_cli, pulled, silo_csv):
@@ -93,8 +128,25 @@ def test_train_refuses_a_privacy_level_the_federation_does_not_allow(run_cli, pu
     assert err == "Error: 'adult-income' allows privacy levels L1, not L0.\n"
 
 
-@pytest.mark.parametrize("command", ["login", "federations", "pull", "train", "upload", "catalog", "card", "buy",
-                                     "download", "predict", "join", "whoami", "submission", "job"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "login",
+        "federations",
+        "pull",
+        "train",
+        "upload",
+        "catalog",
+        "card",
+        "buy",
+        "download",
+        "predict",
+        "join",
+        "whoami",
+        "submission",
+        "job",
+    ],
+)
 def test_every_command_has_help(run_cli, command):
     with pytest.raises(SystemExit) as exit_info:
         run_cli(command, "--help")

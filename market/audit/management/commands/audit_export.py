@@ -8,7 +8,12 @@ class Command(BaseCommand):
     help = "Write the audit log as JSON lines (one entry per line, in chain order) to a file or standard output."
 
     def add_arguments(self, parser):
-        parser.add_argument("--output", "-o", default="-", help="File to write; '-' (the default) is standard output.")
+        parser.add_argument(
+            "--output",
+            "-o",
+            default="-",
+            help="File to write; '-' (the default) is standard output.",
+        )
 
     def handle(self, *args, output="-", **options):
         written = 0

@@ -12,8 +12,12 @@ from django.db import transaction
 from market.accounts.models import Organisation, User
 from market.accounts.services import organisation_create, user_create
 from market.federations.models import Federation
-from market.federations.services import (evaluation_split_upload, federation_create, federation_join,
-                                         public_dataset_upload)
+from market.federations.services import (
+    evaluation_split_upload,
+    federation_create,
+    federation_join,
+    public_dataset_upload,
+)
 
 DEMO_DATA = Path(__file__).resolve().parents[2] / "demo_data"
 OPERATOR = ("operator", "onefold-operator")
@@ -26,22 +30,40 @@ class Command(BaseCommand):
     @transaction.atomic
     def handle(self, *args, **options):
         operator = User.objects.filter(username=OPERATOR[0]).first() or user_create(
-            username=OPERATOR[0], password=OPERATOR[1], is_operator=True)
-        hospital = Organisation.objects.filter(name="Demo Hospital").first() or organisation_create(name="Demo Hospital")
+            username=OPERATOR[0], password=OPERATOR[1], is_operator=True
+        )
+        hospital = Organisation.objects.filter(name="Demo Hospital").first() or organisation_create(
+            name="Demo Hospital"
+        )
         silo = User.objects.filter(username=SILO[0]).first() or user_create(
-            username=SILO[0], password=SILO[1], organisation=hospital)
+            username=SILO[0], password=SILO[1], organisation=hospital
+        )
         if not Federation.objects.filter(slug="adult-income").exists():
             federation = federation_create(
-                name="Adult income", description="Predict whether a person's income exceeds 50K a year (UCI Adult).",
-                class_labels=["<=50K", ">50K"], label_column="income", allowed_privacy_levels=["L0", "L1", "L2"],
-                default_privacy_level="L1", default_parameters={"gamma": 0.04, "query_fraction": 0.01, "delta": 1e-5},
-                created_by=operator)
-            public_dataset_upload(federation=federation, uploaded_by=operator,
-                                  data=gzip.decompress((DEMO_DATA / "adult-public.csv.gz").read_bytes()))
-            evaluation_split_upload(federation=federation, uploaded_by=operator,
-                                    data=gzip.decompress((DEMO_DATA / "adult-evaluation.csv.gz").read_bytes()))
+                name="Adult income",
+                description="Predict whether a person's income exceeds 50K a year (UCI Adult).",
+                class_labels=["<=50K", ">50K"],
+                label_column="income",
+                allowed_privacy_levels=["L0", "L1", "L2"],
+                default_privacy_level="L1",
+                default_parameters={"gamma": 0.04, "query_fraction": 0.01, "delta": 1e-5},
+                created_by=operator,
+            )
+            public_dataset_upload(
+                federation=federation,
+                uploaded_by=operator,
+                data=gzip.decompress((DEMO_DATA / "adult-public.csv.gz").read_bytes()),
+            )
+            evaluation_split_upload(
+                federation=federation,
+                uploaded_by=operator,
+                data=gzip.decompress((DEMO_DATA / "adult-evaluation.csv.gz").read_bytes()),
+            )
             federation_join(federation=federation, user=silo)
-        self.stdout.write(self.style.SUCCESS(
-            "Demo market ready at http://127.0.0.1:8000/\n"
-            f"  operator: {OPERATOR[0]} / {OPERATOR[1]} (also the admin at /admin/)\n"
-            f"  silo:     {SILO[0]} / {SILO[1]} (member of 'Adult income')"))
+        self.stdout.write(
+            self.style.SUCCESS(
+                "Demo market ready at http://127.0.0.1:8000/\n"
+                f"  operator: {OPERATOR[0]} / {OPERATOR[1]} (also the admin at /admin/)\n"
+                f"  silo:     {SILO[0]} / {SILO[1]} (member of 'Adult income')"
+            )
+        )

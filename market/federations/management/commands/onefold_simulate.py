@@ -8,10 +8,17 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from market.federations.management.commands._simulation import (BUYER, DATASETS, OPERATOR, SILO_PASSWORD,
-                                                                 SimulationError, SimulationSettings, market_wait,
-                                                                 simulation_run,
-                                                                 summary_table)
+from market.federations.management.commands._simulation import (
+    BUYER,
+    DATASETS,
+    OPERATOR,
+    SILO_PASSWORD,
+    SimulationError,
+    SimulationSettings,
+    market_wait,
+    simulation_run,
+    summary_table,
+)
 from workers.silo.errors import OnefoldError
 
 
@@ -20,38 +27,73 @@ def query(text: str) -> int | float:
 
 
 class Command(BaseCommand):
-    help = ("Simulate a federation end to end through the market's HTTP API (accounts, federation, silos training "
-            "and uploading with the toolkit, a job, a listing, a purchase); idempotent.")
+    help = (
+        "Simulate a federation end to end through the market's HTTP API (accounts, federation, silos training "
+        "and uploading with the toolkit, a job, a listing, a purchase); idempotent."
+    )
 
     def add_arguments(self, parser):
-        parser.add_argument("--market-url", default="http://127.0.0.1:8000", help="the running market's address")
+        parser.add_argument(
+            "--market-url", default="http://127.0.0.1:8000", help="the running market's address"
+        )
         parser.add_argument("--dataset", choices=sorted(DATASETS), default="adult")
-        parser.add_argument("--silos", type=int, default=20, help="number of silo organisations (default 20)")
-        parser.add_argument("--beta", type=float, default=0.5, help="Dirichlet concentration of the label skew")
-        parser.add_argument("--algorithm", choices=["fedkt", "ensemble", "distill"], default="fedkt")
+        parser.add_argument(
+            "--silos", type=int, default=20, help="number of silo organisations (default 20)"
+        )
+        parser.add_argument(
+            "--beta", type=float, default=0.5, help="Dirichlet concentration of the label skew"
+        )
+        parser.add_argument(
+            "--algorithm", choices=["fedkt", "ensemble", "distill"], default="fedkt"
+        )
         parser.add_argument("--privacy-level", choices=["L0", "L1", "L2"], default="L0")
         parser.add_argument("--partitions", type=int, default=2, help="FedKT's s")
         parser.add_argument("--teachers", type=int, default=5, help="FedKT's t")
-        parser.add_argument("--gamma", type=float, default=0.05, help="noise γ at L1 (server) or L2 (silos)")
-        parser.add_argument("--queries", type=int, default=300, help="L2: public rows each silo labels per partition")
-        parser.add_argument("--job-query", type=query, help="public rows the server queries (count, or fraction "
-                                                            "with a decimal point; default: all, 100 at L1 so that "
-                                                            "the default ε budget suffices)")
+        parser.add_argument(
+            "--gamma", type=float, default=0.05, help="noise γ at L1 (server) or L2 (silos)"
+        )
+        parser.add_argument(
+            "--queries",
+            type=int,
+            default=300,
+            help="L2: public rows each silo labels per partition",
+        )
+        parser.add_argument(
+            "--job-query",
+            type=query,
+            help="public rows the server queries (count, or fraction "
+            "with a decimal point; default: all, 100 at L1 so that "
+            "the default ε budget suffices)",
+        )
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--work-dir", type=Path, help="folder for the silos' temporary files")
-        parser.add_argument("--wait-for-market", type=float, default=0, metavar="SECONDS",
-                            help="wait this long for the market to answer before starting (it may be starting up)")
+        parser.add_argument(
+            "--wait-for-market",
+            type=float,
+            default=0,
+            metavar="SECONDS",
+            help="wait this long for the market to answer before starting (it may be starting up)",
+        )
 
     def handle(self, *args, **options):
         if options["silos"] < 2:
             raise CommandError("A federation needs at least 2 silos; pass --silos 2 or more.")
         settings = SimulationSettings(
-            market_url=options["market_url"], dataset=options["dataset"], silos=options["silos"],
-            beta=options["beta"], algorithm=options["algorithm"], privacy_level=options["privacy_level"],
-            partitions=options["partitions"], teachers=options["teachers"], gamma=options["gamma"],
-            queries=options["queries"], seed=options["seed"],
+            market_url=options["market_url"],
+            dataset=options["dataset"],
+            silos=options["silos"],
+            beta=options["beta"],
+            algorithm=options["algorithm"],
+            privacy_level=options["privacy_level"],
+            partitions=options["partitions"],
+            teachers=options["teachers"],
+            gamma=options["gamma"],
+            queries=options["queries"],
+            seed=options["seed"],
             job_query=options["job_query"] or (100 if options["privacy_level"] == "L1" else 1.0),
-            work_dir=options["work_dir"], say=self.stdout.write)
+            work_dir=options["work_dir"],
+            say=self.stdout.write,
+        )
         try:
             market_wait(settings.market_url, timeout_seconds=options["wait_for_market"])
             report = simulation_run(settings)
@@ -61,10 +103,13 @@ class Command(BaseCommand):
         self.stdout.write("")
         self.stdout.write(summary_table(report, settings))
         self.stdout.write("")
-        self.stdout.write(self.style.SUCCESS(
-            f"Market: {market}/  (federation {market}/federations/{report.federation}/, job #{report.job['id']}, "
-            f"global model #{report.global_model['id']}, listing #{report.listing['id']}, purchase "
-            f"#{report.purchase['id']}, downloaded {report.download_bytes / 1024:.0f} KiB of {report.download_format})\n"
-            f"  operator: {OPERATOR[0]} / {OPERATOR[1]}\n"
-            f"  buyer:    {BUYER[0]} / {BUYER[1]} ({BUYER[2]})\n"
-            f"  silos:    silo-01 … silo-{settings.silos:02d} / {SILO_PASSWORD}"))
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Market: {market}/  (federation {market}/federations/{report.federation}/, job #{report.job['id']}, "
+                f"global model #{report.global_model['id']}, listing #{report.listing['id']}, purchase "
+                f"#{report.purchase['id']}, downloaded {report.download_bytes / 1024:.0f} KiB of {report.download_format})\n"
+                f"  operator: {OPERATOR[0]} / {OPERATOR[1]}\n"
+                f"  buyer:    {BUYER[0]} / {BUYER[1]} ({BUYER[2]})\n"
+                f"  silos:    silo-01 … silo-{settings.silos:02d} / {SILO_PASSWORD}"
+            )
+        )
