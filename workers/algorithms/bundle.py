@@ -40,7 +40,7 @@ def safe_member_file(model, *, n_features: int, n_classes: int) -> tuple[str, by
     present = getattr(model, "present_classes_", None)
     if inner is None or (present is not None and len(present) != n_classes):
         raise ValueError(
-            f"A member trained on classes {list(present)} of {n_classes} cannot be saved on its own; "
+            f"A member trained on classes {[] if present is None else list(present)} of {n_classes} cannot be saved on its own; "
             "save the ensemble without it or retrain it on every class."
         )
     if isinstance(inner, KernelDistilledClassifier):

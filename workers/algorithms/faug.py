@@ -189,7 +189,9 @@ class GeneratorPrivacy:
         noise_multiplier = self.noise_multiplier
         if noise_multiplier is None:
             noise_multiplier = noise_multiplier_for(
-                target_epsilon=self.target_epsilon,
+                target_epsilon=float(
+                    self.target_epsilon or 0.0
+                ),  # one of the two is set (checked above)
                 batch_size=batch_size,
                 epochs=epochs,
                 n_examples=n_examples,

@@ -32,7 +32,7 @@ def _inner_estimator(model, n_classes: int):
     present = getattr(model, "present_classes_", None)
     if inner is None or (present is not None and list(present) != list(range(n_classes))):
         raise ValueError(
-            f"The final model was trained on examples of classes {list(present)} only, not all "
+            f"The final model was trained on examples of classes {[] if present is None else list(present)} only, not all "
             f"{n_classes}; query more public examples or use less noise so that every class is labelled."
         )
     return inner

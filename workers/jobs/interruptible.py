@@ -38,10 +38,12 @@ def _children_allowed() -> Iterator[None]:
     ``multiprocessing`` reads as "may start no child" so that none outlives it (here the child is killed and
     joined before :func:`fuse_in_child` returns, and exits by itself if its parents die), and gives it an
     authentication key of billiard's type, which ``multiprocessing`` refuses to send to the child."""
-    config = multiprocessing.current_process()._config  # noqa: SLF001 - neither has a public setter
+    config = multiprocessing.current_process()._config  # type: ignore[attr-defined]  # noqa: SLF001 - neither has a public setter
     saved = dict(config)
     config.pop("daemon", None)
-    config["authkey"] = multiprocessing.process.AuthenticationString(bytes(saved["authkey"]))
+    config["authkey"] = multiprocessing.process.AuthenticationString(  # type: ignore[attr-defined]
+        bytes(saved["authkey"])
+    )
     try:
         yield
     finally:
@@ -95,7 +97,7 @@ def fuse_in_child(
         )
         child.start()
     child_end.close()
-    on_start(child.pid)
+    on_start(int(child.pid or 0))  # set by start()
     try:
         while True:
             if parent_end.poll(poll_seconds):
@@ -107,7 +109,8 @@ def fuse_in_child(
                         f"The fusion process stopped unexpectedly (exit code {child.exitcode})."
                     ) from None
                 if message == "noise":
-                    on_noise_drawn(value)
+                    if on_noise_drawn is not None:
+                        on_noise_drawn(value)
                     parent_end.send("stored")
                 elif message == "fusion":
                     parent_end.send("received")

@@ -31,7 +31,9 @@ class ArtifactFormat(StrEnum):
     BUNDLE = "bundle"
 
 
-FILE_EXTENSIONS = {
+FILE_EXTENSIONS: dict[
+    str, str
+] = {  # keyed by ArtifactFormat, a StrEnum: its plain names find it too
     ArtifactFormat.ONNX: "onnx",
     ArtifactFormat.XGBOOST_JSON: "json",
     ArtifactFormat.XGBOOST_UBJSON: "ubj",

@@ -70,8 +70,8 @@ def bundle_write(
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("manifest.json", json.dumps(manifest, indent=1))
-        for entry, member in zip(entries, members):
-            archive.writestr(entry["file"], member.data)
+        for index, member in enumerate(members):
+            archive.writestr(str(entries[index]["file"]), member.data)
     return buffer.getvalue()
 
 

@@ -81,9 +81,9 @@ def export_torch_onnx(module, n_features: int) -> bytes:
     torch.onnx.export(
         module,
         (example,),
-        buffer,
+        buffer,  # type: ignore[arg-type]  # any binary file
         dynamo=False,
-        input_names=[FEATURES_INPUT_NAME],  # type: ignore[arg-type]  # any binary file
+        input_names=[FEATURES_INPUT_NAME],
         output_names=["logits"],
         opset_version=17,
         dynamic_axes={FEATURES_INPUT_NAME: {0: "batch"}, "logits": {0: "batch"}},

@@ -164,7 +164,7 @@ def _ordinal_code(graph: _Graph, column: dict, one_hot: str) -> str:
 
 def _encoded_views(graph: _Graph, spec: dict, views: set[str]) -> dict[str, str]:
     """The name of each requested view's ``[N, width]`` float matrix."""
-    blocks = {ONE_HOT_VIEW: [], ORDINAL_VIEW: []}
+    blocks: dict[str, list[str]] = {ONE_HOT_VIEW: [], ORDINAL_VIEW: []}
     for column in spec["columns"]:
         if column["type"] == "numeric":
             standardised = _standardised(graph, column)
@@ -275,9 +275,9 @@ def raw_column_onnx(
         weighted.append(graph.node("Mul", [probabilities, weight], "weighted"))
     average = weighted[0] if len(weighted) == 1 else graph.node("Sum", weighted, "sum")
     graph.nodes.append(_identity(average, "probabilities"))
-    index = graph.node("ArgMax", ["probabilities"], "class_index", axis=1, keepdims=0)
+    class_index = graph.node("ArgMax", ["probabilities"], "class_index", axis=1, keepdims=0)
     labels = graph.constant("class_labels", np.array(list(class_labels), dtype=object))
-    graph.nodes.append(helper.make_node("Gather", [labels, index], ["label"], axis=0))
+    graph.nodes.append(helper.make_node("Gather", [labels, class_index], ["label"], axis=0))
     inputs = [
         helper.make_tensor_value_info(
             column["name"],

@@ -153,9 +153,9 @@ class _Decoder:
         element_type, count = self.container_header()
         if element_type in NUMBER_DTYPES:
             dtype = np.dtype(NUMBER_DTYPES[element_type])
-            raw = self.take(count * dtype.itemsize)
+            raw = self.take(int(count or 0) * dtype.itemsize)  # typed containers carry a count
             return np.frombuffer(raw, dtype=dtype).astype(dtype.newbyteorder("="))
-        items = []
+        items: list = []
         while count is None or len(items) < count:
             if count is None and self.peek() == b"]":
                 self.take(1)
