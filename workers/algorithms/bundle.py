@@ -38,9 +38,12 @@ def safe_member_file(model, *, n_features: int, n_classes: int) -> tuple[str, by
 
     inner = getattr(model, "estimator_", model)
     present = getattr(model, "present_classes_", None)
+    trained_on = (
+        [] if present is None else [int(label) for label in present]
+    )  # no numpy reprs in sentences
     if inner is None or (present is not None and len(present) != n_classes):
         raise ValueError(
-            f"A member trained on classes {[] if present is None else list(present)} of {n_classes} cannot be saved on its own; "
+            f"A member trained on classes {trained_on} of {n_classes} cannot be saved on its own; "
             "save the ensemble without it or retrain it on every class."
         )
     if isinstance(inner, KernelDistilledClassifier):

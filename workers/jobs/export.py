@@ -30,9 +30,12 @@ class ExportedFile:
 def _inner_estimator(model, n_classes: int):
     inner = getattr(model, "estimator_", model)
     present = getattr(model, "present_classes_", None)
-    if inner is None or (present is not None and list(present) != list(range(n_classes))):
+    trained_on = (
+        [] if present is None else [int(label) for label in present]
+    )  # no numpy reprs in sentences
+    if inner is None or (present is not None and trained_on != list(range(n_classes))):
         raise ValueError(
-            f"The final model was trained on examples of classes {[] if present is None else list(present)} only, not all "
+            f"The final model was trained on examples of classes {trained_on} only, not all "
             f"{n_classes}; query more public examples or use less noise so that every class is labelled."
         )
     return inner
