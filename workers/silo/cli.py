@@ -106,9 +106,10 @@ def _training_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--privacy-level",
         choices=["L0", "L1", "L2"],
-        default="L0",
+        default=None,
         help="L0/L1: no party noise; L2: noise on your teachers' votes (needs --gamma or --sigma), "
-        "or with --local a network trained with DP-SGD (--noise-multiplier or --target-epsilon)",
+        "or with --local a network trained with DP-SGD (--noise-multiplier or --target-epsilon); "
+        "default: the federation's default level, which the upload page preselects too",
     )
     parser.add_argument(
         "--gamma", type=float, help="L2 Laplace noise parameter γ (larger: less noise, more ε)"

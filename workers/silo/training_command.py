@@ -80,19 +80,37 @@ def read_pulled(folder: Path, slug: str) -> tuple[dict, dict, np.ndarray]:
     return federation, spec, public_features
 
 
-def train(args):
-    federation, spec, public_features = read_pulled(pulled_folder(args), args.federation)
-    if args.privacy_level not in federation["allowed_privacy_levels"]:
+def privacy_level_chosen(args, federation: dict) -> str:
+    """The level asked for, else the federation's default (what the upload page preselects); a default of L2
+    needs its noise named, which only the silo can choose."""
+    if args.privacy_level is None and federation.get("default_privacy_level") == "L2":
+        noise_named = any(
+            value is not None
+            for value in (args.gamma, args.sigma, args.noise_multiplier, args.target_epsilon)
+        )
+        if not noise_named:
+            raise DataError(
+                f"'{args.federation}' defaults to L2: give its noise (--gamma or --sigma; with --local "
+                "--noise-multiplier or --target-epsilon), or choose another level with --privacy-level."
+            )
+    level = args.privacy_level or federation.get("default_privacy_level", "L0")
+    if level not in federation["allowed_privacy_levels"]:
         raise DataError(
             f"'{args.federation}' allows privacy levels {', '.join(federation['allowed_privacy_levels'])}, "
-            f"not {args.privacy_level}."
+            f"not {level}."
         )
+    return level
+
+
+def train(args):
+    federation, spec, public_features = read_pulled(pulled_folder(args), args.federation)
+    privacy_level = privacy_level_chosen(args, federation)
     settings = TrainingSettings(
         partitions=args.partitions,
         teachers=args.teachers,
         teacher=learner_setting(args.teacher, args.teacher_param, DEFAULT_TEACHER),
         student=learner_setting(args.student, args.student_param, DEFAULT_STUDENT),
-        privacy_level=args.privacy_level,
+        privacy_level=privacy_level,
         gamma=args.gamma,
         sigma=args.sigma,
         delta=args.delta,

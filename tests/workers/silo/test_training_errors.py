@@ -1,5 +1,7 @@
 """`train` refuses data a silo got wrong with a sentence that says what to fix, and exit code 3 (data)."""
 
+import json
+
 import pytest
 
 from tests.conftest import csv_bytes
@@ -151,3 +153,28 @@ def test_every_command_has_help(run_cli, command):
     with pytest.raises(SystemExit) as exit_info:
         run_cli(command, "--help")
     assert exit_info.value.code == 0
+
+
+def with_default_level(pulled, level: str):
+    federation = json.loads((pulled / "federation.json").read_text())
+    (pulled / "federation.json").write_text(
+        json.dumps({**federation, "default_privacy_level": level})
+    )
+
+
+def test_train_declares_the_federations_default_level_as_the_upload_page_preselects_it(
+    run_cli, pulled, silo_csv
+):
+    with_default_level(pulled, "L1")
+    code, out, err = train(run_cli, pulled, silo_csv, "--json")
+    assert code == 0, err
+    assert json.loads(out)["privacy_level"] == "L1"
+
+
+def test_a_federation_defaulting_to_l2_asks_the_silo_for_its_noise(run_cli, pulled, silo_csv):
+    with_default_level(pulled, "L2")
+    code, _, err = train(run_cli, pulled, silo_csv)
+    assert code == EXIT_DATA
+    assert err.startswith(
+        "Error: 'adult-income' defaults to L2: give its noise (--gamma or --sigma;"
+    )
