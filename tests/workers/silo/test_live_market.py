@@ -272,6 +272,8 @@ def silo_uploads(login_as, run_cli, frames, tmp_path) -> list[int]:
             "--pulled",
             pulled,
             *SMALL_FORESTS,
+            "--privacy-level",
+            "L0",  # the federation defaults to L1; these students feed an L0 job
         )
         assert code == 0, err
         code, out, err = run_cli("upload", pulled / "students", "--json")
