@@ -42,7 +42,7 @@ def violations_on(page, base_url: str, username: str, password: str, paths: list
     page.get_by_label("Username").fill(username)
     page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(f"{base_url}/federations/")
+    page.wait_for_url(f"{base_url}/")  # signing in lands on the role's home page
     found = []
     for path in paths:
         response = page.goto(f"{base_url}{path}")
