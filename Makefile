@@ -60,7 +60,7 @@ demo: $(BIN)/.installed-runtime
 	printf '%s\n' "" \
 		"The market is ready. Open one link per role (each signs in first, then lands where it says):" \
 		"  Operator  $(DEMO_URL)/sign-in/?next=/               operator / onefold-operator" \
-		"            the overview, the federation's hub (jobs, budgets, members), 20 silos' budgets, the audit log" \
+		"            the overview, the federation's hub (jobs, budgets, members), every silo's budget, the audit log" \
 		"  Silo      $(DEMO_URL)/sign-in/?next=/               silo-01 / onefold-silo" \
 		"            its privacy budget and its earnings from the sale; upload students from metadata.json" \
 		"  Buyer     $(DEMO_URL)/sign-in/?next=/market/purchases/   buyer / onefold-buyer" \

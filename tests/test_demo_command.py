@@ -50,7 +50,7 @@ def test_make_demo_simulates_a_federation_on_embedded_defaults_and_leaves_the_ma
     try:
         deadline = time.monotonic() + 900
         while not re.search(
-            rb"^The market keeps running", log.read_bytes(), re.MULTILINE
+            rb"^Ctrl-C stops the market", log.read_bytes(), re.MULTILINE
         ):  # not make's echo
             assert demo.poll() is None, log.read_text()
             assert time.monotonic() < deadline, log.read_text()
@@ -59,6 +59,7 @@ def test_make_demo_simulates_a_federation_on_embedded_defaults_and_leaves_the_ma
         assert "fedkt global model (job #1)" in text
         assert "SOLO (mean of 3 silos)" in text and "centralised (all silo data pooled)" in text
         assert "buyer:    buyer / onefold-buyer (Demo Buyer)" in text
+        assert f"  Buyer     http://127.0.0.1:{port}/sign-in/?next=/market/purchases/" in text
         assert (
             requests.get(f"http://127.0.0.1:{port}/api/federations/", timeout=10).status_code == 401
         )
