@@ -21,6 +21,18 @@ def browser_type_launch_args(browser_type_launch_args):
     }
 
 
+# Waits of a page (clicks, navigations, wait_for) on a loaded 2-core machine: a live server and a worker share
+# the cores with the browser, so Playwright's 30 s default can pass on a slow run while nothing is wrong.
+PATIENT_WAIT_MS = 120_000
+
+
+@pytest.fixture
+def context(context):
+    context.set_default_timeout(PATIENT_WAIT_MS)
+    context.set_default_navigation_timeout(PATIENT_WAIT_MS)
+    return context
+
+
 @pytest.fixture(scope="session")
 def student_model_files(adult_training) -> list[bytes]:
     """Two XGBoost JSON students, each trained on one half of 2,000 encoded Adult rows (as FedKT's partitions)."""

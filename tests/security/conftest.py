@@ -7,7 +7,7 @@ import pytest
 from market.accounts.services import api_token_create, organisation_create, user_create
 
 # Debian's Chromium for Playwright, as the page tests use it.
-from tests.frontend.conftest import browser_type_launch_args  # noqa: E402,F401
+from tests.frontend.conftest import browser_type_launch_args, context  # noqa: E402,F401
 
 # The commerce tests' builders of sellable global models (real files in the contract's formats), reused here.
 from tests.market.commerce.conftest import (  # noqa: F401
