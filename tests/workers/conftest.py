@@ -19,15 +19,22 @@ def private_broker(transactional_db, settings, tmp_path):
     """A Redis of this test's own on a free port, stopped at first; the test process publishes to it and a worker
     started with ``settings`` uses it. Call the fixture's value to start it. Ask for this fixture after those that
     upload through the shared broker."""
-    from workers.celery_app import app
+    from celery import current_app
 
+    from workers.celery_app import app as worker_app
+
+    # The market publishes through Celery's current app (market.outbox); in a long test run that may be another
+    # instance than the module's, so both are pointed at this broker.
+    apps = {id(each): each for each in (worker_app, current_app._get_current_object())}.values()
     port = free_port()
     url = f"redis://127.0.0.1:{port}/0"
-    original = app.conf.broker_url, app.conf.broker_connection_timeout
-    app.conf.broker_url, app.conf.broker_write_url, settings.CELERY_BROKER_URL = url, url, url
-    app.conf.broker_connection_timeout = 1
-    app._pool = None
-    app.amqp._producer_pool = None
+    originals = [(app, app.conf.broker_url, app.conf.broker_connection_timeout) for app in apps]
+    settings.CELERY_BROKER_URL = url
+    for app in apps:
+        app.conf.broker_url = app.conf.broker_write_url = url
+        app.conf.broker_connection_timeout = 1
+        app._pool = None
+        app.amqp._producer_pool = None
     servers = []
 
     def start():
@@ -59,7 +66,8 @@ def private_broker(transactional_db, settings, tmp_path):
     for server in servers:
         server.terminate()
         server.wait()
-    app.conf.broker_url = app.conf.broker_write_url = original[0]
-    app.conf.broker_connection_timeout = original[1]
-    app._pool = None
-    app.amqp._producer_pool = None
+    for app, broker_url, connection_timeout in originals:
+        app.conf.broker_url = app.conf.broker_write_url = broker_url
+        app.conf.broker_connection_timeout = connection_timeout
+        app._pool = None
+        app.amqp._producer_pool = None
