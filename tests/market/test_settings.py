@@ -11,7 +11,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_every_setting_read_from_the_environment_is_documented_in_env_example():
     read = set(
-        re.findall(r'env_(?:text|bool|int)\(\s*"([A-Z_]+)"', (ROOT / "market/settings.py").read_text())
+        re.findall(
+            r'env_(?:text|bool|int)\(\s*"([A-Z_]+)"', (ROOT / "market/settings.py").read_text()
+        )
     )
     read |= set(
         re.findall(r'os\.environ\.get\(\s*"([A-Z_]+)"', (ROOT / "market/settings.py").read_text())
