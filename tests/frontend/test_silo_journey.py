@@ -69,6 +69,7 @@ def test_silo_uploads_from_metadata_json_and_sees_its_budget_and_earnings(
     screenshots(page, "home")
 
     page.get_by_role("link", name="Upload models to Adult income").click()
+    page.wait_for_url(f"{live_server.url}/federations/adult-income/upload/")
     page.get_by_label("metadata.json from onefold train").set_input_files(
         files=[
             {

@@ -58,6 +58,7 @@
   }
 
   fileInput.addEventListener("change", showChosenFiles);
+  showChosenFiles();  // files chosen before this deferred script ran (or kept by the browser's back button)
   clearFilesButton.addEventListener("click", () => {
     fileInput.value = "";
     showChosenFiles();
@@ -112,7 +113,7 @@
     return `Filled in from metadata.json${files ? `; now choose its model files: ${files}` : ""}.`;
   }
 
-  metadataInput.addEventListener("change", () => {
+  function readMetadata() {
     const file = metadataInput.files[0];
     metadataStatus.className = "";
     if (!file) {
@@ -130,7 +131,9 @@
       metadataStatus.className = "field-error";
       metadataStatus.textContent = error.message;
     });
-  });
+  }
+  metadataInput.addEventListener("change", readMetadata);
+  readMetadata();  // a file chosen before this deferred script ran
 
   function setProgress(fraction) {
     const percent = Math.round(fraction * 100);
