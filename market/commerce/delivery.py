@@ -22,10 +22,11 @@ from market.audit.models import AuditOutcome
 from market.audit.services import audit_record
 from market.commerce.selectors import global_model_require_access
 from market.errors import DomainError, InvalidInput, PermissionDenied
-from market.feature_views import global_model_feature_view, stored_features_in_view
+from market.feature_views import global_model_feature_view
 from market.jobs.models import GlobalModel, GlobalModelFile
 from market.sandbox import stored_models_predict
 from market.storage import artifact_read
+from workers.algorithms.bundle import MembersFailed, stored_ensemble_probabilities
 from workers.features import ONE_HOT_VIEW, TableError, TableLimits, encode_features, read_table
 from workers.modelio.base import FILE_EXTENSIONS, artifact_format_named
 from workers.modelio.bundle import bundle_read
@@ -293,23 +294,20 @@ def global_model_probabilities(
 ) -> np.ndarray:
     """Weighted probabilities of the global model's files on rows in the one-hot view, each file reading its own."""
     models, weights, views = prediction_models(global_model)
-    outcomes = [None] * len(models)
-    for view in sorted(set(views)):
-        positions = [position for position, model_view in enumerate(views) if model_view == view]
-        features = stored_features_in_view(one_hot_features, global_model.job.public_dataset, view)
-        predicted = stored_models_predict(
-            [models[position] for position in positions], features, n_classes=global_model.n_classes
+    try:
+        return stored_ensemble_probabilities(
+            models,
+            weights=weights,
+            views=views,
+            features=one_hot_features,
+            n_classes=global_model.n_classes,
+            feature_spec=global_model.job.public_dataset.feature_spec,
+            predict=stored_models_predict,
         )
-        for position, outcome in zip(positions, predicted):
-            outcomes[position] = outcome
-    failed = [outcome.error for outcome in outcomes if outcome.error is not None]
-    if failed:
+    except MembersFailed as failure:
         raise ModelUnavailable(
-            f"The model could not predict right now ({failed[0]}); try again later."
-        )
-    weights = np.asarray(weights, dtype=np.float64)
-    stacked = np.stack([outcome.probabilities for outcome in outcomes])
-    return np.tensordot(weights / weights.sum(), stacked, axes=1)
+            f"The model could not predict right now ({failure.errors[0][1]}); try again later."
+        ) from failure
 
 
 def model_predict(

@@ -7,52 +7,80 @@ default, or ``ordinal``) is the view of the federation's features it reads; the 
 federation's feature specification (the manifest's ``feature_spec``, or the one given to the classifier).
 
 Reading a bundle never runs a member: :func:`bundle_read` only checks the archive (names, sizes,
-manifest). :class:`BundleClassifier` predicts by handing the member files to
-:func:`workers.modelio.predict_in_sandbox` (resource-limited child processes, after the same
-structural checks as an upload) and averaging with the manifest's weights.
+manifest). :func:`stored_ensemble_probabilities`, the one predictor of stored members (the market's
+predictions for buyers use it too), hands the member files to :func:`workers.modelio.predict_in_sandbox`
+(resource-limited child processes, after the same structural checks as an upload) and averages with
+the weights (:func:`workers.algorithms.ensemble.average_probabilities`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from functools import partial
+
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from workers.modelio.base import ArtifactFormat
+from workers.algorithms.ensemble import average_probabilities
+from workers.features import ONE_HOT_VIEW, features_in_view
 from workers.modelio.bundle import bundle_read
+from workers.modelio.sandbox import SandboxLimits, SandboxOutcome, predict_in_sandbox
+
+#: Runs model files on rows in the sandbox: ``predict(files, features, n_classes=...)``, as
+#: :func:`workers.modelio.predict_in_sandbox` with limits bound (the market binds its settings').
+SandboxPredict = Callable[..., list[SandboxOutcome]]
 
 
-def safe_member_file(model, *, n_features: int, n_classes: int) -> tuple[str, bytes]:
-    """``(format, bytes)`` of one fitted member in an upload format: XGBoost → "xgboost-json", a torch
-    zoo network → "safetensors", a kernel student and other scikit-learn models → "onnx".
+class MembersFailed(ValueError):
+    """Members of a stored ensemble could not predict: ``errors`` are ``(position, sentence)`` pairs."""
 
-    A model wrapped in :class:`~workers.learners.AlignedClassifier` is exported through its inner
-    estimator, which must have seen every class (else the file could not name the classes).
+    def __init__(self, errors: list[tuple[int, str]]):
+        super().__init__("; ".join(f"member {position}: {error}" for position, error in errors))
+        self.errors = errors
+
+
+def stored_ensemble_probabilities(
+    member_files: Sequence[bytes],
+    *,
+    weights: Sequence[float],
+    views: Sequence[str],
+    features: np.ndarray,
+    n_classes: int,
+    feature_spec: dict | None,
+    predict: SandboxPredict,
+) -> np.ndarray:
+    """The weighted average (:func:`~workers.algorithms.ensemble.average_probabilities`) of stored member files'
+    probabilities ``(n_rows, n_classes)``, each member run by ``predict`` (in the sandbox) on ``features`` (the
+    one-hot view) converted to the view it reads with ``feature_spec``. The one ensemble predictor of stored
+    models: a bundle's :class:`BundleClassifier` and the market's predictions for buyers use it.
+
+    Raises :class:`MembersFailed` naming every member that could not predict, a ``ValueError`` when a member
+    reads another view than one-hot and ``feature_spec`` is ``None``.
     """
-    from workers.algorithms.kernel_distillation import KernelDistilledClassifier
-    from workers.algorithms.kernel_onnx import kernel_student_onnx
-    from workers.modelio.export import (
-        export_sklearn_onnx,
-        export_torch_safetensors,
-        export_xgboost_json,
-    )
-
-    inner = getattr(model, "estimator_", model)
-    present = getattr(model, "present_classes_", None)
-    trained_on = (
-        [] if present is None else [int(label) for label in present]
-    )  # no numpy reprs in sentences
-    if inner is None or (present is not None and len(present) != n_classes):
-        raise ValueError(
-            f"A member trained on classes {trained_on} of {n_classes} cannot be saved on its own; "
-            "save the ensemble without it or retrain it on every class."
+    outcomes: list = [None] * len(member_files)
+    for view in sorted(set(views)):
+        positions = [position for position, member_view in enumerate(views) if member_view == view]
+        if view != ONE_HOT_VIEW and feature_spec is None:
+            raise ValueError(
+                f"Members read the {view} view; the federation's feature specification converts the rows."
+            )
+        in_view = (
+            features if feature_spec is None else features_in_view(features, feature_spec, view)
         )
-    if isinstance(inner, KernelDistilledClassifier):
-        return "onnx", kernel_student_onnx(inner, n_features)
-    if type(inner).__name__ == "XGBClassifier":
-        return ArtifactFormat.XGBOOST_JSON, export_xgboost_json(inner)
-    if hasattr(inner, "module_"):
-        return "safetensors", export_torch_safetensors(inner.module_, inner.spec_)
-    return "onnx", export_sklearn_onnx(inner, n_features)
+        predicted = predict(
+            [member_files[position] for position in positions],
+            np.asarray(in_view, dtype=np.float32),
+            n_classes=n_classes,
+        )
+        for position, outcome in zip(positions, predicted):
+            outcomes[position] = outcome
+    failed = [
+        (position, outcome.error) for position, outcome in enumerate(outcomes) if outcome.error
+    ]
+    if failed:
+        raise MembersFailed(failed)
+    stacked = np.stack([outcome.probabilities for outcome in outcomes])
+    return average_probabilities(stacked, weights=weights)
 
 
 class BundleClassifier(ClassifierMixin, BaseEstimator):
@@ -93,46 +121,25 @@ class BundleClassifier(ClassifierMixin, BaseEstimator):
             )
         return self
 
-    def _member_outcomes(self, features: np.ndarray) -> list:
-        """Each member's sandbox outcome on ``features`` (one-hot) in its own view, in manifest order."""
-        from workers.features import features_in_view
-        from workers.modelio import SandboxLimits, predict_in_sandbox
-
-        outcomes = [None] * len(self.member_files_)
-        for view in sorted(set(self.member_views_)):
-            positions = [
-                index for index, member_view in enumerate(self.member_views_) if member_view == view
-            ]
-            in_view = (
-                features
-                if view == "one_hot"
-                else features_in_view(features, self.feature_spec_, view)
-            )
-            predicted = predict_in_sandbox(
-                [self.member_files_[index] for index in positions],
-                np.asarray(in_view, dtype=np.float32),
-                n_classes=len(self.classes_),
-                limits=self.limits or SandboxLimits(),
-            )
-            for index, outcome in zip(positions, predicted):
-                outcomes[index] = outcome
-        return outcomes
-
     def predict_proba(self, X) -> np.ndarray:
-        features = np.asarray(X, dtype=np.float32)
-        outcomes = self._member_outcomes(features)
-        failed = [
-            f"{member['file']}: {outcome.error}"
-            for member, outcome in zip(self.manifest_["members"], outcomes)
-            if outcome.error
-        ]
-        if failed:
-            raise ValueError("Members of the bundle could not predict: " + "; ".join(failed))
-        weights = np.array(
-            [member["weight"] for member in self.manifest_["members"]], dtype=np.float64
-        )
-        stacked = np.stack([outcome.probabilities for outcome in outcomes])
-        return np.tensordot(weights / weights.sum(), stacked, axes=1)
+        try:
+            return stored_ensemble_probabilities(
+                self.member_files_,
+                weights=[member["weight"] for member in self.manifest_["members"]],
+                views=self.member_views_,
+                features=np.asarray(X, dtype=np.float32),
+                n_classes=len(self.classes_),
+                feature_spec=self.feature_spec_,
+                predict=partial(predict_in_sandbox, limits=self.limits or SandboxLimits()),
+            )
+        except MembersFailed as failure:
+            failed = [
+                f"{self.manifest_['members'][position]['file']}: {error}"
+                for position, error in failure.errors
+            ]
+            raise ValueError(
+                "Members of the bundle could not predict: " + "; ".join(failed)
+            ) from None
 
     def predict(self, X) -> np.ndarray:
         return np.argmax(self.predict_proba(X), axis=1)

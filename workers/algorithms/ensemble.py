@@ -6,9 +6,12 @@ section 3 "Ensembling": the global model averages the selected local models' pre
   (probability 1 on its predicted class).
 - :func:`stacked_probabilities` — every member on the same rows, computed once in row batches,
   so strategies and top-``k`` cuts reuse them (:func:`average_probabilities` of any subset).
+- :func:`average_probabilities` — the one weighted average of members' probabilities, used by the
+  ensembles in memory, the stored ones (:mod:`workers.algorithms.bundle`, which the market predicts
+  with) and the research runs alike.
 - :class:`EnsembleClassifier` — the ensemble of fitted models as a scikit-learn classifier;
-  :meth:`EnsembleClassifier.to_bundle` saves it as a bundle of safe-format member files
-  (:mod:`workers.algorithms.bundle`).
+  :meth:`EnsembleClassifier.to_bundle` saves it as a bundle (:mod:`workers.modelio.bundle`) of
+  member files in upload formats (:func:`safe_member_file`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,15 @@ from collections.abc import Sequence
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
+from workers.learners.aligned import estimator_on_every_class
+from workers.modelio.base import ArtifactFormat
+from workers.modelio.bundle import BundleMember, bundle_write
+
 BATCH_ROWS = 8192
+MEMBER_REFUSAL = (
+    "A member trained on classes {trained_on} of {n_classes} cannot be saved on its own; save the ensemble "
+    "without it or retrain it on every class."
+)
 
 
 def member_probabilities(model, features, n_classes: int) -> np.ndarray:
@@ -115,10 +126,7 @@ class EnsembleClassifier(ClassifierMixin, BaseEstimator):
         return np.argmax(self.predict_proba(X), axis=1)
 
     def to_bundle(self, n_features: int | None = None) -> bytes:
-        """The bundle zip of the members, each exported to a safe format (see :mod:`workers.algorithms.bundle`)."""
-        from workers.algorithms.bundle import safe_member_file
-        from workers.modelio.bundle import BundleMember, bundle_write
-
+        """The bundle zip of the members, each exported to a safe format (:func:`safe_member_file`)."""
         n_features = n_features or self.n_features_in_
         weights = (
             [1.0] * len(self.estimators_)
@@ -134,3 +142,28 @@ class EnsembleClassifier(ClassifierMixin, BaseEstimator):
             for (model_format, data), weight in zip(files, weights)
         ]
         return bundle_write(members, n_classes=self.n_classes, n_features=n_features)
+
+
+def safe_member_file(model, *, n_features: int, n_classes: int) -> tuple[str, bytes]:
+    """``(format, bytes)`` of one fitted member in an upload format: XGBoost → "xgboost-json", a torch
+    zoo network → "safetensors", a kernel student and other scikit-learn models → "onnx".
+
+    A model wrapped in :class:`~workers.learners.AlignedClassifier` is exported through its inner
+    estimator, which must have seen every class (else the file could not name the classes).
+    """
+    from workers.algorithms.kernel_distillation import KernelDistilledClassifier
+    from workers.algorithms.kernel_onnx import kernel_student_onnx
+    from workers.modelio.export import (
+        export_sklearn_onnx,
+        export_torch_safetensors,
+        export_xgboost_json,
+    )
+
+    inner = estimator_on_every_class(model, n_classes=n_classes, refusal=MEMBER_REFUSAL)
+    if isinstance(inner, KernelDistilledClassifier):
+        return "onnx", kernel_student_onnx(inner, n_features)
+    if type(inner).__name__ == "XGBClassifier":
+        return ArtifactFormat.XGBOOST_JSON, export_xgboost_json(inner)
+    if hasattr(inner, "module_"):
+        return "safetensors", export_torch_safetensors(inner.module_, inner.spec_)
+    return "onnx", export_sklearn_onnx(inner, n_features)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from workers.learners.aligned import estimator_on_every_class
 from workers.modelio.base import ArtifactFormat
 
 
@@ -27,18 +28,10 @@ class ExportedFile:
     data: bytes
 
 
-def _inner_estimator(model, n_classes: int):
-    inner = getattr(model, "estimator_", model)
-    present = getattr(model, "present_classes_", None)
-    trained_on = (
-        [] if present is None else [int(label) for label in present]
-    )  # no numpy reprs in sentences
-    if inner is None or (present is not None and trained_on != list(range(n_classes))):
-        raise ValueError(
-            f"The final model was trained on examples of classes {trained_on} only, not all "
-            f"{n_classes}; query more public examples or use less noise so that every class is labelled."
-        )
-    return inner
+FINAL_MODEL_REFUSAL = (
+    "The final model was trained on examples of classes {trained_on} only, not all {n_classes}; query more "
+    "public examples or use less noise so that every class is labelled."
+)
 
 
 def model_family_of(model) -> str:
@@ -64,7 +57,7 @@ def export_global_model(model, *, n_features: int, n_classes: int) -> list[Expor
         export_xgboost_onnx,
     )
 
-    inner = _inner_estimator(model, n_classes)
+    inner = estimator_on_every_class(model, n_classes=n_classes, refusal=FINAL_MODEL_REFUSAL)
     family = model_family_of(model)
     if isinstance(inner, KernelDistilledClassifier):
         return [

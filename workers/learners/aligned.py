@@ -73,3 +73,18 @@ class AlignedClassifier(ClassifierMixin, BaseEstimator):
     def predict(self, X) -> np.ndarray:
         """Class indices in ``0 .. n_classes-1``; ties go to the lowest class index."""
         return np.argmax(self.predict_proba(X), axis=1)
+
+
+def estimator_on_every_class(model, *, n_classes: int, refusal: str):
+    """The fitted estimator to export for ``model``: an :class:`AlignedClassifier`'s ``estimator_`` (which reads
+    the federation's classes ``0 .. n_classes-1`` directly only when it saw every one), else ``model`` itself.
+
+    Raises ``ValueError`` with ``refusal`` (a format string with ``{trained_on}``, the classes it saw as plain
+    numbers, and ``{n_classes}``) when it did not see every class.
+    """
+    inner = getattr(model, "estimator_", model)
+    present = getattr(model, "present_classes_", None)
+    trained_on = [] if present is None else [int(label) for label in present]  # no numpy reprs
+    if inner is None or (present is not None and trained_on != list(range(n_classes))):
+        raise ValueError(refusal.format(trained_on=trained_on, n_classes=n_classes))
+    return inner

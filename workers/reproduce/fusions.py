@@ -35,6 +35,7 @@ from sklearn.metrics import balanced_accuracy_score
 
 import workers.algorithms  # noqa: F401  (registers the engines)
 from workers.algorithms.auto_fusion import AUTO_CANDIDATES
+from workers.algorithms.ensemble import average_probabilities, stacked_probabilities
 from workers.algorithms.fedkt import FedKTConfig, fit_parties
 from workers.algorithms.registry import Member, algorithm_get
 from workers.partition import dirichlet_label_partition
@@ -109,13 +110,9 @@ def run_seed(seed: int, *, test: bool, n_parties: int = N_PARTIES) -> list[dict]
                 n_parties=n_parties,
             )
         )
-    ensemble = np.mean(
-        [
-            model.predict_proba(data["validation_x"])
-            for party in parties
-            for model in party.students
-        ],
-        axis=0,
+    students = [model for party in parties for model in party.students]
+    ensemble = average_probabilities(
+        stacked_probabilities(students, data["validation_x"], 2)
     ).argmax(axis=1)
     entries.append(
         _scored(
@@ -214,7 +211,7 @@ def _auto_entries(
     )
     seconds = time.perf_counter() - started
     predicted = (
-        evaluated[ensemble_members(members)].mean(axis=0)
+        average_probabilities(evaluated, ensemble_members(members))
         if fusion.model is None
         else fusion.model.predict_proba(data["validation_x"])
     ).argmax(axis=1)[report]
@@ -261,7 +258,7 @@ def _auto_entries(
                 n_parties=n_parties,
             )
         )
-    selected = evaluated[ensemble_members(members)].mean(axis=0).argmax(axis=1)[report]
+    selected = average_probabilities(evaluated, ensemble_members(members)).argmax(axis=1)[report]
     entries.append(
         _scored(
             "ensemble_selected@report",

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from sklearn.tree import DecisionTreeClassifier
 
-from workers.algorithms.bundle import safe_member_file
+from workers.algorithms.ensemble import safe_member_file
 from workers.jobs.export import export_global_model
 from workers.learners.aligned import AlignedClassifier
 
