@@ -17,9 +17,9 @@ from market.budgets.selectors import price_quote_visible
 from market.budgets.services import budget_price_job, job_vote_weight
 from market.errors import DomainError, InvalidInput
 from market.federations.selectors import federation_get, public_dataset_current
-from market.jobs.models import JobKind, JobStatus
+from market.jobs.models import JobStatus
 from market.jobs.parameters import (
-    job_kinds_runnable,
+    job_kind_choices,
     job_parameter_defaults,
     job_parameter_help,
     job_parameters_validate,
@@ -40,16 +40,10 @@ from market.submissions.selectors import submission_list
 FINAL = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
 
 
-def _launchable_kinds() -> list[tuple[str, str]]:
-    """The kinds whose engine is registered (asked on use: importing the engines loads torch)."""
-    runnable = job_kinds_runnable()
-    return [(value, label) for value, label in JobKind.choices if value in runnable]
-
-
 def _defaults_by_kind(federation) -> dict:
     n_public = public_dataset_current(federation=federation).n_rows
     defaults = {}
-    for kind, _ in _launchable_kinds():
+    for kind, _ in job_kind_choices():
         for level in federation.allowed_privacy_levels:
             try:
                 defaults[f"{kind}-{level}"] = job_parameter_defaults(
@@ -91,7 +85,7 @@ def _launcher_context(request, federation, values: dict, error: str = "") -> dic
     return {
         "section": "jobs",
         "federation": federation,
-        "kinds": _launchable_kinds(),
+        "kinds": job_kind_choices(),
         "levels": federation.allowed_privacy_levels,
         "values": values,
         "help": job_parameter_help(),

@@ -224,7 +224,7 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "ENUM_NAME_OVERRIDES": {
         "PrivacyLevelEnum": "market.federations.models.PrivacyLevel",
-        "JobKindEnum": "market.jobs.models.JobKind",
+        "JobKindEnum": "market.jobs.parameters.job_kind_choices",
         "WalletEntryKindEnum": "market.commerce.models.WalletEntryKind",
         "ExchangeStatusEnum": "market.exchanges.models.ExchangeStatus",
         "RoundStatusEnum": "market.exchanges.models.RoundStatus",

@@ -7,14 +7,27 @@ from market.feature_views import global_model_feature_view
 from market.federations.models import PrivacyLevel
 from market.federations.selectors import federation_get
 from market.jobs.baselines import baselines_visible
-from market.jobs.models import JobKind, JobStatus
+from market.jobs.models import JobStatus
+from market.jobs.parameters import job_kind_choices, job_kind_refusal
 from market.jobs.selectors import global_model_get, job_get, job_list, job_log_lines, job_progress
 from market.jobs.services import job_cancel, job_create_once
 from market.jobs.visibility import global_model_view, visibility_for
 
 
+class JobKindField(serializers.ChoiceField):
+    """A kind registered in the engine registry; any other value is refused with :func:`job_kind_refusal`."""
+
+    def __init__(self, **kwargs):
+        super().__init__(job_kind_choices(), **kwargs)
+
+    def to_internal_value(self, data):
+        if str(data) not in self.choice_strings_to_values:
+            raise serializers.ValidationError(job_kind_refusal(data))
+        return super().to_internal_value(data)
+
+
 class JobInput(serializers.Serializer):
-    kind = serializers.ChoiceField(JobKind.choices)
+    kind = JobKindField()
     privacy_level = serializers.ChoiceField(PrivacyLevel.choices)
     parameters = serializers.JSONField(
         required=False,
@@ -32,7 +45,7 @@ class JobInput(serializers.Serializer):
 class JobOutput(serializers.Serializer):
     id = serializers.IntegerField()
     federation = serializers.SlugField(source="federation.slug")
-    kind = serializers.ChoiceField(JobKind.choices)
+    kind = JobKindField()
     privacy_level = serializers.ChoiceField(PrivacyLevel.choices)
     parameters = serializers.DictField()
     seed = serializers.IntegerField()

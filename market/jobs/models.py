@@ -3,16 +3,9 @@ from django.db import models
 
 from market.accounts.models import Organisation
 from market.federations.models import EvaluationSplit, Federation, PrivacyLevel, PublicDataset
+from market.jobs.parameters import job_kind_choices
 from market.outbox import OutboxEntry
 from market.submissions.models import Submission
-
-
-class JobKind(models.TextChoices):
-    FEDKT = "fedkt", "FedKT"
-    ENSEMBLE = "ensemble", "Ensemble of local models"
-    DISTILL = "distill", "Ensemble distilled into one model"
-    CPFL = "cpfl", "Cohort-parallel distillation"
-    FD = "fd", "Federated distillation"
 
 
 class JobStatus(models.TextChoices):
@@ -32,7 +25,11 @@ class Job(models.Model):
     """A request to fuse validated submissions into one global model. This row, not the broker, is the truth."""
 
     federation = models.ForeignKey(Federation, on_delete=models.PROTECT, related_name="jobs")
-    kind = models.CharField(max_length=20, choices=JobKind.choices)
+    kind = models.CharField(
+        max_length=20,
+        choices=job_kind_choices,
+        help_text="A kind registered in the engine registry (workers.algorithms.registry), which owns them.",
+    )
     privacy_level = models.CharField(max_length=2, choices=PrivacyLevel.choices)
     parameters = models.JSONField(
         default=dict, help_text="Validated parameters of the kind, defaults filled in."

@@ -36,16 +36,31 @@ def _algorithms() -> dict:
     return ALGORITHMS
 
 
-def job_kinds_runnable() -> list[str]:
-    """The job kinds whose engine is installed: the only ones the API accepts and the launcher offers."""
-    return sorted(_algorithms())
+def job_kind_choices() -> list[tuple[str, str]]:
+    """``(name, label)`` of the registered job kinds (:func:`workers.algorithms.registry.kind_choices`): the
+    job model's choices, the only kinds the API accepts and the launcher offers."""
+    from workers.algorithms import kind_choices  # on use, as in _algorithms
+
+    return kind_choices()
+
+
+def job_kind_refusal(kind: object) -> str:
+    """The sentence that refuses a kind that is not registered."""
+    refusal = (
+        f"Jobs of kind {kind!r} cannot run here; choose one of {', '.join(sorted(_algorithms()))}."
+    )
+    if kind == "fd":
+        refusal += (
+            " Federated distillation is an exchange between silos (/api/exchanges/), not a job."
+        )
+    return refusal
 
 
 def job_parameter_help() -> dict[str, str]:
     """One sentence per parameter of every runnable kind, as the engines declare them (a name two kinds explain
     differently is shown once per kind); parameters that share a sentence share a line."""
     sentences: dict[str, str] = {}
-    for kind in job_kinds_runnable():
+    for kind, _ in job_kind_choices():
         for name, text in _algorithms()[kind].help.items():
             sentences.setdefault(
                 name if sentences.get(name, text) == text else f"{name} ({kind})", text
@@ -141,9 +156,7 @@ def job_parameters_validate(
     given = dict(parameters or {})
     algorithms = _algorithms()
     if kind not in algorithms:
-        raise InvalidInput(
-            f"Jobs of kind '{kind}' cannot run here; choose one of {', '.join(sorted(algorithms))}."
-        )
+        raise InvalidInput(job_kind_refusal(kind))
     if privacy_level == PrivacyLevel.L1 and not algorithms[kind].accepts_noise:
         raise InvalidInput(
             "Server noise (L1) is only available for FedKT jobs; choose L0 or L2 for this kind."

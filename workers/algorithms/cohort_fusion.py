@@ -50,6 +50,7 @@ class CohortFusion:
     """CPFL's one-shot distillation of cohort models into one student (module docstring)."""
 
     name = "cpfl"
+    label = "Cohort-parallel distillation"
     accepts_noise = False
     keys: tuple[str, ...] = ("student", "loss", "temperature", "query_fraction", "query_count")
     help = {

@@ -129,6 +129,7 @@ class FedKTFusion:
     """FedKT's server side over uploaded student sets (module docstring: params)."""
 
     name = "fedkt"
+    label = "FedKT"
 
     accepts_noise = True
     keys: tuple[str, ...] = (
@@ -374,6 +375,7 @@ class EnsembleFusion:
     """Guha's selected ensemble, kept as a bundle of its members (module docstring: params)."""
 
     name = "ensemble"
+    label = "Ensemble of local models"
     accepts_noise = False
     keys: tuple[str, ...] = SELECTION_KEYS
     help = {"selection": SELECTION_HELP}
@@ -434,6 +436,7 @@ class DistillFusion(EnsembleFusion):
     """The selected ensemble distilled into one student on the public rows (module docstring)."""
 
     name = "distill"
+    label = "Ensemble distilled into one model"
     keys: tuple[str, ...] = (
         *SELECTION_KEYS,
         "student",

@@ -73,13 +73,15 @@ class Fusion:
 class FusionAlgorithm(Protocol):
     """What every job kind implements. ``params`` are the job's validated parameters.
 
-    The kind owns its parameters: ``keys`` and ``help`` (one sentence per key, for the launcher and the
+    The kind owns its name in the API and its ``label`` (what the launcher and the job pages show), and its
+    parameters: ``keys`` and ``help`` (one sentence per key, for the launcher and the
     docs), ``validate`` (types, ranges and defaults from :mod:`workers.algorithms.schema`; what it
     returns is what a job stores), ``accepts_noise`` (whether an L1 job may add server noise to its
     fusion) and ``estimate`` (the rows its fit uses and the work it implies, before anything runs).
     """
 
     name: str
+    label: str
     keys: tuple[str, ...]
     help: dict[str, str]
     accepts_noise: bool
@@ -119,6 +121,12 @@ def register(algorithm: FusionAlgorithm) -> FusionAlgorithm:
     """Add an algorithm to :data:`ALGORITHMS` under its ``name``."""
     ALGORITHMS[algorithm.name] = algorithm
     return algorithm
+
+
+def kind_choices() -> list[tuple[str, str]]:
+    """``(name, label)`` of every registered kind, in registration order: the job model's choices, the API's
+    and the launcher's. Nothing else is a job kind."""
+    return [(name, algorithm.label) for name, algorithm in ALGORITHMS.items()]
 
 
 def algorithm_get(name: str) -> FusionAlgorithm:

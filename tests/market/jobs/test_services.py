@@ -80,10 +80,6 @@ def test_job_create_stores_parameters_with_defaults_and_an_unpublished_outbox_ro
             },
             "No member has a number of local examples of at least 1e+06; lower the threshold",
         ),
-        (
-            {"kind": "fd", "parameters": {}},
-            "Jobs of kind 'fd' cannot run here; choose one of cpfl, distill, ensemble, fedkt.",
-        ),
         ({"parameters": {"gamma": 0.1}}, "Unknown parameter(s) for a fedkt job: gamma."),
         ({"parameters": {"privacy": {"gamma": 1}}}, "Only L1 jobs take privacy parameters"),
         (
@@ -103,6 +99,31 @@ def test_job_create_refuses_bad_input_with_a_sentence_and_writes_nothing(
     assert message in response.json()["detail"]
     assert not Job.objects.exists() and not JobOutbox.objects.exists()
     assert AuditEvent.objects.filter(action="job.refused").count() == 1
+
+
+@pytest.mark.parametrize(
+    "kind, message",
+    [
+        (
+            "fd",
+            "Jobs of kind 'fd' cannot run here; choose one of cpfl, distill, ensemble, fedkt. "
+            "Federated distillation is an exchange between silos (/api/exchanges/), not a job.",
+        ),
+        (
+            "fedtk",
+            "Jobs of kind 'fedtk' cannot run here; choose one of cpfl, distill, ensemble, fedkt.",
+        ),
+    ],
+)
+def test_job_create_refuses_a_kind_the_registry_does_not_hold_and_writes_nothing(
+    operator, fedkt_submissions, kind, message
+):
+    response = post_job(
+        operator, fedkt_submissions[0].federation, kind=kind, privacy_level="L0", parameters={}
+    )
+    assert response.status_code == 400
+    assert response.json() == {"kind": [message]}
+    assert not Job.objects.exists() and not JobOutbox.objects.exists()
 
 
 def test_job_create_refuses_a_submission_that_is_not_valid(operator, fedkt_submissions):
