@@ -81,6 +81,7 @@ INSTALLED_APPS = [
     "market.commerce",
     "market.audit",
     "market.exchanges",
+    "market.augmentations",
     "frontend",
     "workers.apps.WorkersConfig",  # loads the Celery app and its tasks once Django is ready (market.outbox publishes)
 ]
@@ -195,6 +196,11 @@ ONEFOLD_FD_MAX_ROUNDS = env_int("ONEFOLD_FD_MAX_ROUNDS", 100)
 ONEFOLD_FD_MAX_ROUND_SECONDS = env_int("ONEFOLD_FD_MAX_ROUND_SECONDS", 7 * 24 * 3600)
 ONEFOLD_FD_MAX_LOGIT = env_int("ONEFOLD_FD_MAX_LOGIT", 10_000)
 
+# Federated augmentation: most seed rows per silo, most features per row, most discriminator epochs.
+ONEFOLD_FAUG_MAX_SEEDS = env_int("ONEFOLD_FAUG_MAX_SEEDS", 1000)
+ONEFOLD_FAUG_MAX_FEATURES = env_int("ONEFOLD_FAUG_MAX_FEATURES", 4096)
+ONEFOLD_FAUG_MAX_EPOCHS = env_int("ONEFOLD_FAUG_MAX_EPOCHS", 1000)
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "market.accounts.authentication.ApiTokenAuthentication",
@@ -228,6 +234,7 @@ SPECTACULAR_SETTINGS = {
         "WalletEntryKindEnum": "market.commerce.models.WalletEntryKind",
         "ExchangeStatusEnum": "market.exchanges.models.ExchangeStatus",
         "RoundStatusEnum": "market.exchanges.models.RoundStatus",
+        "AugmentationStatusEnum": "market.augmentations.models.AugmentationStatus",
     },
 }
 

@@ -112,3 +112,13 @@ def exchange_reap_task() -> int:
     from market.exchanges.services import exchange_reap
 
     return exchange_reap()
+
+
+# --- federated augmentation (market.augmentations) ---
+
+
+@app.task(name="onefold.augmentation_train", **RETRY)
+def augmentation_train_task(augmentation_id: int) -> None:
+    from market.augmentations.services import augmentation_train
+
+    augmentation_train(augmentation_id=augmentation_id)

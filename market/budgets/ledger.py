@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
 
 from market.accounts.models import Organisation, User
+from market.augmentations.models import Augmentation
 from market.budgets.models import EPSILON_QUANTUM, BudgetEntry, EntryKind, PrivacyBudget
 from market.errors import Conflict, InvalidInput
 from market.federations.models import Federation, Membership
@@ -93,32 +94,54 @@ def budgets_locked(*, federation: Federation, organisation_ids) -> list[PrivacyB
 
 @dataclass
 class LedgerState:
-    """A budget's costs, replayed from its ledger: what is charged, and reservations still open per job."""
+    """A budget's costs, replayed from its ledger: what is charged, and reservations still open per job (keyed
+    by the job's id) or per FAug generator (keyed by :func:`augmentation_key`)."""
 
     charged: list[PrivacyCost]
-    open_reservations: dict[int, tuple[PrivacyCost, BudgetEntry]]
+    open_reservations: dict[int | tuple[str, int], tuple[PrivacyCost, BudgetEntry]]
     charged_jobs: set[int]
     charged_submissions: set[int]
+    charged_augmentations: set[int]
 
     def committed(self) -> list[PrivacyCost]:
         return self.charged + [cost for cost, _ in self.open_reservations.values()]
 
 
+def augmentation_key(augmentation_id: int) -> tuple[str, int]:
+    """The key of an FAug generator's reservation in :attr:`LedgerState.open_reservations` (apart from jobs' ids)."""
+    return ("augmentation", augmentation_id)
+
+
+def _reservation_key(entry: BudgetEntry) -> int | tuple[str, int]:
+    if entry.augmentation_id is not None:
+        return augmentation_key(entry.augmentation_id)
+    return entry.job_id
+
+
 def ledger_state(budget: PrivacyBudget) -> LedgerState:
     state = LedgerState(
-        charged=[], open_reservations={}, charged_jobs=set(), charged_submissions=set()
+        charged=[],
+        open_reservations={},
+        charged_jobs=set(),
+        charged_submissions=set(),
+        charged_augmentations=set(),
     )
     for entry in budget.entries.order_by("id"):
         if entry.kind == EntryKind.RESERVE:
-            state.open_reservations[entry.job_id] = (PrivacyCost.from_dict(entry.cost), entry)
+            state.open_reservations[_reservation_key(entry)] = (
+                PrivacyCost.from_dict(entry.cost),
+                entry,
+            )
         elif entry.kind in (EntryKind.CHARGE, EntryKind.RELEASE):
-            state.open_reservations.pop(entry.job_id, None)
+            state.open_reservations.pop(_reservation_key(entry), None)
         if entry.kind == EntryKind.CHARGE:
             state.charged.append(PrivacyCost.from_dict(entry.cost))
             if entry.job_id is not None:
                 state.charged_jobs.add(entry.job_id)
             if entry.submission_id is not None:
                 state.charged_submissions.add(entry.submission_id)
+            if entry.augmentation_id is not None:
+                state.charged_augmentations.add(entry.augmentation_id)
     return state
 
 
@@ -196,6 +219,7 @@ def budget_entry_write(
     cost: PrivacyCost | None,
     job: Job | None = None,
     submission: Submission | None = None,
+    augmentation: Augmentation | None = None,
     actor: User | None = None,
     reason: str = "",
     parameters: dict | None = None,
@@ -220,6 +244,7 @@ def budget_entry_write(
         cost=cost.as_dict() if cost else None,
         job=job,
         submission=submission,
+        augmentation=augmentation,
         actor=actor if actor is not None and actor.is_authenticated else None,
         reason=reason,
         composition_rule=amounts.rule,

@@ -116,6 +116,14 @@ class BudgetEntry(models.Model):
     submission = models.ForeignKey(
         Submission, null=True, blank=True, on_delete=models.PROTECT, related_name="budget_entries"
     )
+    augmentation = models.ForeignKey(
+        "augmentations.Augmentation",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="budget_entries",
+        help_text="The FAug generator whose DP discriminator the line reserves or charges.",
+    )
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )

@@ -13,9 +13,11 @@ from django.db import IntegrityError, transaction
 from market.accounts.models import User
 from market.audit.models import AuditOutcome
 from market.audit.services import audit_record
+from market.augmentations.models import Augmentation
 from market.budgets.ledger import (
     BudgetAmounts,
     BudgetExceeded,
+    augmentation_key,
     budget_amounts,
     budget_entry_write,
     budget_refuse,
@@ -46,12 +48,15 @@ from workers.privacy.reports import PARTY_LEVEL, PrivacyReport
 __all__ = [
     "BudgetExceeded",
     "budget_calibrate",
+    "budget_charge_for_augmentation",
     "budget_charge_for_job",
     "budget_charge_for_submission",
     "budget_limit_set",
     "budget_price_job",
     "budget_refusal_record",
+    "budget_release_for_augmentation",
     "budget_release_for_job",
+    "budget_reserve_for_augmentation",
     "budget_reserve_for_job",
     "budgets_ensure",
     "epsilon_decimal",
@@ -299,6 +304,118 @@ def budget_charge_for_submission(*, submission: Submission, actor: User | None) 
             if violated_constraint(error) != "budget_never_overspent":
                 raise
             budget_refuse(submission.federation, [shortfall], what=what, unit=cost.report.unit)
+
+
+# --- FAug generators with a DP discriminator ------------------------------------------------------------------------
+# The discriminator's DP-SGD run is known before training (σ, sampling rate, steps), so its example-level ε is
+# reserved for every silo that contributed seeds when training starts, charged when the generator is published and
+# released when training fails (nothing was published). Keyed in the ledger by the augmentation (never a job).
+
+
+def budget_reserve_for_augmentation(
+    *, augmentation: Augmentation, organisation_ids, cost: PrivacyCost, actor: User | None
+) -> None:
+    """Reserve ``cost`` for each contributing silo, or raise BudgetExceeded without writing; idempotent.
+
+    Call inside the transaction that queues the training."""
+    key = augmentation_key(augmentation.id)
+    with transaction.atomic():
+        budgets = budgets_locked(
+            federation=augmentation.federation, organisation_ids=organisation_ids
+        )
+        plans, shortfalls = [], []
+        for budget in budgets:
+            state = ledger_state(budget)
+            if key in state.open_reservations or augmentation.id in state.charged_augmentations:
+                continue
+            amounts = budget_amounts(
+                budget=budget,
+                charged=state.charged,
+                reserved=[*(c for c, _ in state.open_reservations.values()), cost],
+            )
+            shortfall = budget_shortfall(budget, amounts)
+            shortfalls += [shortfall] if shortfall else []
+            plans.append((budget, amounts))
+        if shortfalls:
+            budget_refuse(
+                augmentation.federation,
+                shortfalls,
+                what=f"the DP generator of augmentation #{augmentation.id}",
+                unit=cost.report.unit,
+            )
+        for budget, amounts in plans:
+            budget_entry_write(
+                budget,
+                amounts,
+                kind=EntryKind.RESERVE,
+                epsilon=epsilon_decimal(cost.report.epsilon),
+                cost=cost,
+                augmentation=augmentation,
+                actor=actor,
+                parameters={"privacy": augmentation.privacy_parameters},
+            )
+
+
+def budget_charge_for_augmentation(*, augmentation: Augmentation) -> None:
+    """Turn the augmentation's open reservations into charges (the generator is published); idempotent."""
+    key = augmentation_key(augmentation.id)
+    with transaction.atomic():
+        for budget in _budgets_reserved_for(augmentation):
+            state = ledger_state(budget)
+            reservation = state.open_reservations.pop(key, None)
+            if reservation is None:
+                continue
+            cost, entry = reservation
+            budget_entry_write(
+                budget,
+                budget_amounts(
+                    budget=budget,
+                    charged=[*state.charged, cost],
+                    reserved=[c for c, _ in state.open_reservations.values()],
+                ),
+                kind=EntryKind.CHARGE,
+                epsilon=entry.epsilon,
+                cost=cost,
+                augmentation=augmentation,
+                parameters=entry.parameters,
+            )
+
+
+def budget_release_for_augmentation(*, augmentation: Augmentation) -> None:
+    """Release the augmentation's open reservations (training failed, nothing published); idempotent."""
+    key = augmentation_key(augmentation.id)
+    with transaction.atomic():
+        for budget in _budgets_reserved_for(augmentation):
+            state = ledger_state(budget)
+            reservation = state.open_reservations.pop(key, None)
+            if reservation is None:
+                continue
+            cost, entry = reservation
+            budget_entry_write(
+                budget,
+                budget_amounts(
+                    budget=budget,
+                    charged=state.charged,
+                    reserved=[c for c, _ in state.open_reservations.values()],
+                ),
+                kind=EntryKind.RELEASE,
+                epsilon=entry.epsilon,
+                cost=cost,
+                augmentation=augmentation,
+                parameters=entry.parameters,
+            )
+
+
+def _budgets_reserved_for(augmentation: Augmentation) -> list[PrivacyBudget]:
+    reserved_in = BudgetEntry.objects.filter(
+        augmentation=augmentation, kind=EntryKind.RESERVE
+    ).values("budget_id")
+    return list(
+        PrivacyBudget.objects.select_for_update(of=("self",))
+        .select_related("organisation")
+        .filter(id__in=reserved_in)
+        .order_by("id")
+    )
 
 
 # --- refusals and limits -------------------------------------------------------------------------------------------

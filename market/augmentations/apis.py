@@ -1,0 +1,190 @@
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from market.augmentations.models import AugmentationStatus
+from market.augmentations.selectors import (
+    augmentation_get,
+    augmentation_list,
+    generator_download,
+    seed_summaries,
+)
+from market.augmentations.services import augmentation_create, augmentation_start, seeds_upload
+from market.errors import InvalidInput
+from market.federations.selectors import federation_get
+from workers.algorithms.faug import device_server_leakage
+
+
+class SeedSummaryOutput(serializers.Serializer):
+    organisation = serializers.CharField()
+    n_seeds = serializers.IntegerField()
+    n_target = serializers.IntegerField()
+    n_redundant = serializers.IntegerField()
+    leakage = serializers.FloatField(help_text="|target| / (|target| + |redundant|).")
+    target_labels = serializers.ListField(
+        child=serializers.IntegerField(), allow_null=True, help_text="Your own upload's only."
+    )
+
+
+class AugmentationOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    federation = serializers.SlugField(source="federation.slug")
+    name = serializers.CharField()
+    n_features = serializers.IntegerField()
+    class_labels = serializers.ListField(
+        source="federation.class_labels", child=serializers.CharField()
+    )
+    epochs = serializers.IntegerField()
+    batch_size = serializers.IntegerField()
+    private = serializers.BooleanField()
+    noise_multiplier = serializers.FloatField(allow_null=True)
+    target_epsilon = serializers.FloatField(allow_null=True)
+    max_grad_norm = serializers.FloatField()
+    delta = serializers.FloatField()
+    status = serializers.ChoiceField(AugmentationStatus.choices)
+    status_display = serializers.CharField(source="get_status_display")
+    status_reason = serializers.CharField()
+    epsilon = serializers.SerializerMethodField(
+        help_text="Example-level ε of the DP generator, reserved at start and charged on publication."
+    )
+    generator_spec = serializers.JSONField(allow_null=True)
+    generator_bytes = serializers.IntegerField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+    def get_epsilon(self, augmentation) -> float | None:
+        return (augmentation.privacy_report or {}).get("epsilon")
+
+
+class AugmentationDetailOutput(AugmentationOutput):
+    seeds = serializers.SerializerMethodField()
+
+    def get_seeds(self, augmentation) -> list[dict]:
+        return SeedSummaryOutput(
+            seed_summaries(augmentation=augmentation, user=self.context["user"]), many=True
+        ).data
+
+
+class AugmentationInput(serializers.Serializer):
+    federation = serializers.SlugField()
+    name = serializers.CharField(max_length=200)
+    n_features = serializers.IntegerField(min_value=1, max_value=2**31 - 1)
+    epochs = serializers.IntegerField(min_value=1, max_value=2**31 - 1)
+    batch_size = serializers.IntegerField(min_value=1, max_value=2**31 - 1)
+    noise_multiplier = serializers.FloatField(required=False, allow_null=True)
+    target_epsilon = serializers.FloatField(required=False, allow_null=True)
+    max_grad_norm = serializers.FloatField(required=False, default=1.0)
+    delta = serializers.FloatField(required=False, default=1e-5)
+
+
+class SeedsInput(serializers.Serializer):
+    target_labels = serializers.JSONField(help_text="Class indices you lack, e.g. [3, 7].")
+    labels = serializers.JSONField(help_text="One class index per seed row.")
+    features = serializers.JSONField(
+        help_text="One row of n_features numbers in [0, 1] per seed: samples of your target labels "
+        "and redundant samples of others."
+    )
+
+
+class LeakageInput(serializers.Serializer):
+    target_labels = serializers.ListField(child=serializers.IntegerField(), allow_empty=False)
+    labels = serializers.ListField(child=serializers.IntegerField(), allow_empty=False)
+
+
+class LeakageOutput(serializers.Serializer):
+    n_target = serializers.IntegerField()
+    n_redundant = serializers.IntegerField()
+    leakage = serializers.FloatField()
+
+
+class AugmentationListApi(APIView):
+    @extend_schema(responses=AugmentationOutput(many=True))
+    def get(self, request):
+        return Response(AugmentationOutput(augmentation_list(user=request.user), many=True).data)
+
+    @extend_schema(request=AugmentationInput, responses={201: AugmentationDetailOutput})
+    def post(self, request):
+        """Operators open a federated augmentation (a DP discriminator with ``noise_multiplier`` or
+        ``target_epsilon``)."""
+        given = AugmentationInput(data=request.data)
+        given.is_valid(raise_exception=True)
+        fields = dict(given.validated_data)
+        federation = federation_get(slug=fields.pop("federation"), user=request.user)
+        augmentation = augmentation_create(federation=federation, actor=request.user, **fields)
+        return Response(
+            AugmentationDetailOutput(augmentation, context={"user": request.user}).data,
+            status=status.HTTP_201_CREATED,
+        )
+
+
+class AugmentationDetailApi(APIView):
+    @extend_schema(responses=AugmentationDetailOutput)
+    def get(self, request, augmentation_id):
+        augmentation = augmentation_get(augmentation_id=augmentation_id, user=request.user)
+        return Response(AugmentationDetailOutput(augmentation, context={"user": request.user}).data)
+
+
+class SeedsUploadApi(APIView):
+    @extend_schema(request=SeedsInput, responses={201: SeedSummaryOutput})
+    def post(self, request, augmentation_id):
+        """Upload your seeds (once): samples of your target labels and redundant samples of other labels."""
+        augmentation = augmentation_get(augmentation_id=augmentation_id, user=request.user)
+        given = SeedsInput(data=request.data)
+        given.is_valid(raise_exception=True)
+        seeds_upload(augmentation=augmentation, user=request.user, **given.validated_data)
+        [own] = seed_summaries(augmentation=augmentation, user=request.user)  # a silo sees its own
+        return Response(SeedSummaryOutput(own).data, status=status.HTTP_201_CREATED)
+
+
+class LeakagePreviewApi(APIView):
+    @extend_schema(request=LeakageInput, responses=LeakageOutput)
+    def post(self, request, augmentation_id):
+        """The device–server leakage an upload of these labels would have; nothing is stored."""
+        augmentation_get(augmentation_id=augmentation_id, user=request.user)
+        given = LeakageInput(data=request.data)
+        given.is_valid(raise_exception=True)
+        targets = set(given.validated_data["target_labels"])
+        labels = given.validated_data["labels"]
+        n_target = sum(label in targets for label in labels)
+        if n_target == 0:
+            raise InvalidInput("None of these labels is a target label; upload seeds of them.")
+        leakage = device_server_leakage(n_target, len(labels) - n_target)
+        return Response(
+            LeakageOutput(
+                {"n_target": n_target, "n_redundant": len(labels) - n_target, "leakage": leakage}
+            ).data
+        )
+
+
+class AugmentationStartApi(APIView):
+    @extend_schema(request=None, responses={202: AugmentationDetailOutput})
+    def post(self, request, augmentation_id):
+        """Operators start the generator's training; a DP generator's ε is reserved for each contributing
+        silo first (409 when one would overspend)."""
+        augmentation = augmentation_get(augmentation_id=augmentation_id, user=request.user)
+        augmentation = augmentation_start(
+            augmentation=augmentation, actor=request.user, request=request
+        )
+        return Response(
+            AugmentationDetailOutput(augmentation, context={"user": request.user}).data,
+            status=status.HTTP_202_ACCEPTED,
+        )
+
+
+class GeneratorDownloadApi(APIView):
+    @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY})
+    def get(self, request, augmentation_id):
+        """The published generator: safetensors, its spec (and any DP-SGD declaration) in the metadata."""
+        augmentation = augmentation_get(augmentation_id=augmentation_id, user=request.user)
+        response = HttpResponse(
+            generator_download(augmentation=augmentation, user=request.user),
+            content_type="application/octet-stream",
+        )
+        response["Content-Disposition"] = (
+            f'attachment; filename="augmentation-{augmentation.id}-generator.safetensors"'
+        )
+        return response

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class AugmentationsConfig(AppConfig):
+    name = "market.augmentations"
+    label = "augmentations"

@@ -1,0 +1,71 @@
+from dataclasses import dataclass
+
+from django.db.models import QuerySet
+
+from market.accounts.models import User
+from market.augmentations.models import Augmentation, AugmentationStatus
+from market.errors import Conflict, NotFound
+from market.federations.models import Membership
+from market.storage import artifact_read
+from workers.algorithms.faug import device_server_leakage
+
+
+@dataclass(frozen=True)
+class SeedSummary:
+    """One silo's seeds as others may see them: counts and the device–server leakage, never the rows. Target
+    labels only for the silo's own upload."""
+
+    organisation: str
+    n_seeds: int
+    n_target: int
+    n_redundant: int
+    leakage: float
+    target_labels: list[int] | None
+
+
+def augmentation_list(*, user: User) -> QuerySet:
+    """Operators see every augmentation; a silo those of its federations."""
+    augmentations = Augmentation.objects.select_related("federation")
+    if user.is_operator:
+        return augmentations
+    federations = Membership.objects.filter(organisation_id=user.organisation_id).values(
+        "federation_id"
+    )
+    return augmentations.filter(federation_id__in=federations)
+
+
+def augmentation_get(*, augmentation_id: int, user: User) -> Augmentation:
+    augmentation = augmentation_list(user=user).filter(id=augmentation_id).first()
+    if augmentation is None:
+        raise NotFound(f"There is no augmentation #{augmentation_id}.")
+    return augmentation
+
+
+def seed_summaries(*, augmentation: Augmentation, user: User) -> list[SeedSummary]:
+    """Operators see every silo's counts; a silo only its own upload (with its target labels)."""
+    uploads = augmentation.seeds.select_related("organisation").order_by("id")
+    if not user.is_operator:
+        uploads = uploads.filter(organisation_id=user.organisation_id)
+    return [
+        SeedSummary(
+            organisation=upload.organisation.name,
+            n_seeds=upload.n_target + upload.n_redundant,
+            n_target=upload.n_target,
+            n_redundant=upload.n_redundant,
+            leakage=device_server_leakage(upload.n_target, upload.n_redundant),
+            target_labels=upload.target_labels
+            if upload.organisation_id == user.organisation_id
+            else None,
+        )
+        for upload in uploads
+    ]
+
+
+def generator_download(*, augmentation: Augmentation, user: User) -> bytes:
+    """The published generator's safetensors bytes, for members and operators."""
+    if augmentation.status != AugmentationStatus.PUBLISHED:
+        raise Conflict(
+            f"Augmentation #{augmentation.id} has no published generator yet "
+            f"({augmentation.get_status_display()})."
+        )
+    return artifact_read(augmentation.generator_file)

@@ -1,0 +1,384 @@
+"""FAug's writes: open an augmentation, upload a silo's seeds, start the generator's training, train it (the worker).
+
+Starting reserves the DP discriminator's example-level ε for every silo that contributed seeds (refused before any
+work when one would overspend) and queues ``onefold.augmentation_train`` through the outbox; publishing the generator
+charges the reservation, a failed training releases it (nothing was published, nothing is charged).
+"""
+
+import logging
+
+import numpy as np
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from market.accounts.models import User
+from market.audit.services import audit_record
+from market.augmentations.models import (
+    Augmentation,
+    AugmentationOutbox,
+    AugmentationStatus,
+    SeedUpload,
+)
+from market.budgets.services import (
+    BudgetExceeded,
+    budget_charge_for_augmentation,
+    budget_refusal_record,
+    budget_release_for_augmentation,
+    budget_reserve_for_augmentation,
+)
+from market.errors import Conflict, InvalidInput, PermissionDenied
+from market.federations.models import Federation, PrivacyLevel
+from market.federations.selectors import federation_is_member
+from market.outbox import outbox_add
+from market.storage import artifact_save, artifacts_removed_on_error
+from market.transient import TRANSIENT_ERRORS
+from workers.algorithms.faug import (
+    GanSetting,
+    GeneratorPrivacy,
+    save_generator,
+    train_generator,
+)
+from workers.privacy.costs import PrivacyCost
+from workers.privacy.dp_sgd import DpSgdParameters, dp_sgd_privacy_bound
+
+logger = logging.getLogger(__name__)
+
+
+def augmentation_create(
+    *,
+    federation: Federation,
+    name: str,
+    n_features: int,
+    epochs: int,
+    batch_size: int,
+    actor: User,
+    noise_multiplier: float | None = None,
+    target_epsilon: float | None = None,
+    max_grad_norm: float = 1.0,
+    delta: float = 1e-5,
+) -> Augmentation:
+    """An operator opens an augmentation in ``federation``. Its discriminator is DP when σ or a target ε is given,
+    and must be when the federation does not allow L0 (no noise)."""
+    if not actor.is_operator:
+        raise PermissionDenied("Only operators open federated augmentations.")
+    if not 1 <= n_features <= settings.ONEFOLD_FAUG_MAX_FEATURES:
+        raise InvalidInput(
+            f"Seed samples have 1 to {settings.ONEFOLD_FAUG_MAX_FEATURES} features, not {n_features}."
+        )
+    if not 1 <= epochs <= settings.ONEFOLD_FAUG_MAX_EPOCHS:
+        raise InvalidInput(
+            f"The generator trains 1 to {settings.ONEFOLD_FAUG_MAX_EPOCHS} epochs, not {epochs}."
+        )
+    if not 1 <= batch_size <= settings.ONEFOLD_FAUG_MAX_SEEDS:
+        raise InvalidInput(
+            f"The batch size is 1 to {settings.ONEFOLD_FAUG_MAX_SEEDS}, not {batch_size}."
+        )
+    private = noise_multiplier is not None or target_epsilon is not None
+    if noise_multiplier is not None and target_epsilon is not None:
+        raise InvalidInput("Give either noise_multiplier or target_epsilon, not both.")
+    if not private and PrivacyLevel.L0 not in federation.allowed_privacy_levels:
+        raise InvalidInput(
+            f"'{federation.slug}' does not allow training without noise (L0); give noise_multiplier or "
+            "target_epsilon for the DP discriminator."
+        )
+    for label, value in (
+        ("noise_multiplier", noise_multiplier),
+        ("target_epsilon", target_epsilon),
+        ("max_grad_norm", max_grad_norm),
+    ):
+        if value is not None and not (np.isfinite(value) and 0 < value <= 1_000):
+            raise InvalidInput(f"'{label}' must be a number in (0, 1000], not {value}.")
+    if not 0 < delta < 1:
+        raise InvalidInput(f"'delta' must lie strictly between 0 and 1, not {delta}.")
+    with transaction.atomic():
+        augmentation = Augmentation.objects.create(
+            federation=federation,
+            name=name,
+            n_features=n_features,
+            epochs=epochs,
+            batch_size=batch_size,
+            private=private,
+            noise_multiplier=noise_multiplier,
+            target_epsilon=target_epsilon,
+            max_grad_norm=max_grad_norm,
+            delta=delta,
+            created_by=actor,
+        )
+        audit_record(
+            action="augmentation.created",
+            actor=actor,
+            target=augmentation,
+            details={"federation": federation.slug, "private": private},
+        )
+    return augmentation
+
+
+def seeds_upload(
+    *, augmentation: Augmentation, user: User, target_labels, labels, features
+) -> SeedUpload:
+    """Store one silo's seeds (once per augmentation, while it collects)."""
+    federation = augmentation.federation
+    if user.organisation_id is None or not federation_is_member(federation=federation, user=user):
+        raise PermissionDenied(
+            f"Your organisation is not a member of '{federation.slug}'; join it first."
+        )
+    if augmentation.status != AugmentationStatus.COLLECTING:
+        raise Conflict(
+            f"Augmentation #{augmentation.id} no longer collects seeds ({augmentation.get_status_display()})."
+        )
+    targets, rows, matrix = _seeds_checked(
+        augmentation, target_labels=target_labels, labels=labels, features=features
+    )
+    n_target = sum(label in targets for label in rows)
+    with transaction.atomic():
+        locked = Augmentation.objects.select_for_update().get(id=augmentation.id)
+        if locked.status != AugmentationStatus.COLLECTING:
+            raise Conflict(f"Augmentation #{augmentation.id} started training while you uploaded.")
+        if locked.seeds.filter(organisation_id=user.organisation_id).exists():
+            raise Conflict(
+                f"Your organisation already uploaded seeds to augmentation #{augmentation.id}."
+            )
+        upload = SeedUpload.objects.create(
+            augmentation=locked,
+            organisation_id=user.organisation_id,
+            uploaded_by=user,
+            target_labels=targets,
+            labels=rows,
+            features=matrix.tobytes(),
+            n_target=n_target,
+            n_redundant=len(rows) - n_target,
+        )
+        audit_record(
+            action="augmentation.seeds_uploaded",
+            actor=user,
+            target=augmentation,
+            details={"rows": len(rows)},
+        )
+    return upload
+
+
+def _seeds_checked(
+    augmentation: Augmentation, *, target_labels, labels, features
+) -> tuple[list[int], list[int], np.ndarray]:
+    """Target labels (sorted), row labels and the float32 feature matrix, or InvalidInput with a sentence."""
+    n_classes, n_features = augmentation.federation.n_classes, augmentation.n_features
+    maximum = settings.ONEFOLD_FAUG_MAX_SEEDS
+
+    def class_index(value) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < n_classes
+
+    if (
+        not isinstance(target_labels, list)
+        or not target_labels
+        or not all(class_index(value) for value in target_labels)
+        or len(set(target_labels)) != len(target_labels)
+    ):
+        raise InvalidInput(
+            f"'target_labels' must be a non-empty list of distinct class indices in 0 .. {n_classes - 1}."
+        )
+    if not isinstance(labels, list) or not 1 <= len(labels) <= maximum:
+        raise InvalidInput(
+            f"'labels' must be a list of 1 to {maximum} class indices, one per seed."
+        )
+    if not all(class_index(value) for value in labels):
+        raise InvalidInput(f"Every seed's label must be a class index in 0 .. {n_classes - 1}.")
+    if not isinstance(features, list) or len(features) != len(labels):
+        raise InvalidInput(
+            f"'features' must be a list of {len(labels)} rows, one per label, not "
+            f"{len(features) if isinstance(features, list) else type(features).__name__}."
+        )
+    for number, row in enumerate(features):
+        if not isinstance(row, list) or len(row) != n_features:
+            raise InvalidInput(
+                f"Seed row {number} must be a list of {n_features} numbers, as augmentation "
+                f"#{augmentation.id} expects."
+            )
+        if not all(
+            isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1
+            for value in row
+        ):
+            raise InvalidInput(f"Seed row {number} holds a value that is not a number in [0, 1].")
+    missing = sorted(set(target_labels) - set(labels))
+    if missing:
+        raise InvalidInput(
+            f"Upload at least one seed of each target label; none of {missing} is among your seeds."
+        )
+    return sorted(target_labels), labels, np.asarray(features, dtype=np.float32)
+
+
+def augmentation_privacy(augmentation: Augmentation, *, n_examples: int) -> DpSgdParameters:
+    """The DP-SGD run of the discriminator on ``n_examples`` pooled seeds (σ solved for a target ε)."""
+    return GeneratorPrivacy(
+        noise_multiplier=augmentation.noise_multiplier,
+        target_epsilon=augmentation.target_epsilon,
+        max_grad_norm=augmentation.max_grad_norm,
+        delta=augmentation.delta,
+    ).parameters(
+        n_examples=n_examples, batch_size=augmentation.batch_size, epochs=augmentation.epochs
+    )
+
+
+def augmentation_start(*, augmentation: Augmentation, actor: User, request=None) -> Augmentation:
+    """collecting → queued: reserve the DP discriminator's ε for every contributing silo (or refuse without
+    writing) and queue the training."""
+    if not actor.is_operator:
+        raise PermissionDenied("Only operators start a generator's training.")
+    try:
+        with transaction.atomic():
+            locked = (
+                Augmentation.objects.select_for_update()
+                .select_related("federation")
+                .get(id=augmentation.id)
+            )
+            if locked.status != AugmentationStatus.COLLECTING:
+                raise Conflict(
+                    f"Augmentation #{locked.id} was already started ({locked.get_status_display()})."
+                )
+            uploads = list(locked.seeds.values_list("organisation_id", "labels"))
+            if not uploads:
+                raise Conflict(f"No silo has uploaded seeds to augmentation #{locked.id} yet.")
+            if locked.private:
+                _reserve(locked, uploads, actor)
+            locked.status = AugmentationStatus.QUEUED
+            locked.started_at = timezone.now()
+            locked.save(
+                update_fields=["status", "started_at", "privacy_parameters", "privacy_report"]
+            )
+            outbox_add(AugmentationOutbox(augmentation_id=locked.id))
+            audit_record(
+                action="augmentation.started",
+                actor=actor,
+                target=locked,
+                request=request,
+                details={
+                    "silos": len(uploads),
+                    "epsilon": (locked.privacy_report or {}).get("epsilon"),
+                },
+            )
+    except BudgetExceeded as error:
+        budget_refusal_record(error=error, actor=actor, target=augmentation, request=request)
+        raise
+    return locked
+
+
+def _reserve(augmentation: Augmentation, uploads: list, actor: User) -> None:
+    n_examples = sum(len(labels) for _, labels in uploads)
+    try:
+        parameters = augmentation_privacy(augmentation, n_examples=n_examples)
+    except ValueError as error:
+        raise InvalidInput(f"The DP discriminator cannot run as configured: {error}") from error
+    report, curve = dp_sgd_privacy_bound(parameters)
+    augmentation.privacy_parameters = {**parameters.as_declaration(), "n_examples": n_examples}
+    augmentation.privacy_report = report.as_dict()
+    budget_reserve_for_augmentation(
+        augmentation=augmentation,
+        organisation_ids=[organisation_id for organisation_id, _ in uploads],
+        cost=PrivacyCost(report=report, rdp=tuple(float(value) for value in curve)),
+        actor=actor,
+    )
+
+
+def augmentation_train(*, augmentation_id: int) -> None:
+    """The worker's step: queued → training (one claimer wins), train on the pooled seeds, then publish the
+    generator and charge, or fail and release. A transient error puts the row back in the queue."""
+    claimed = Augmentation.objects.filter(
+        id=augmentation_id, status=AugmentationStatus.QUEUED
+    ).update(status=AugmentationStatus.TRAINING)
+    if not claimed:
+        return  # already done by another delivery
+    augmentation = Augmentation.objects.select_related("federation").get(id=augmentation_id)
+    try:
+        data, spec = _trained_generator(augmentation)
+    except TRANSIENT_ERRORS:
+        Augmentation.objects.filter(id=augmentation_id).update(status=AugmentationStatus.QUEUED)
+        raise
+    except (
+        Exception
+    ) as error:  # any failure of training: nothing is published, so nothing is charged
+        logger.exception("Augmentation #%s failed", augmentation_id)
+        _fail(augmentation, f"Training the generator failed: {error}")
+        return
+    with artifacts_removed_on_error() as stored_names, transaction.atomic():
+        augmentation.generator_file = artifact_save(
+            name=f"generators/augmentation-{augmentation.id}.safetensors",
+            data=data,
+            stored_names=stored_names,
+        )
+        augmentation.generator_spec = spec
+        augmentation.generator_bytes = len(data)
+        augmentation.status = AugmentationStatus.PUBLISHED
+        augmentation.finished_at = timezone.now()
+        augmentation.save(
+            update_fields=[
+                "generator_file",
+                "generator_spec",
+                "generator_bytes",
+                "status",
+                "finished_at",
+            ]
+        )
+        budget_charge_for_augmentation(augmentation=augmentation)
+        audit_record(
+            action="augmentation.published",
+            target=augmentation,
+            organisation=None,
+            details={"bytes": len(data)},
+        )
+
+
+def augmentation_seeds(augmentation: Augmentation) -> tuple[np.ndarray, np.ndarray]:
+    """The pooled seeds: features (n, n_features) float32 and labels (n,) int64, in upload order."""
+    uploads = list(augmentation.seeds.order_by("id"))
+    features = [
+        np.frombuffer(bytes(upload.features), dtype=np.float32).reshape(-1, augmentation.n_features)
+        for upload in uploads
+    ]
+    labels = [np.asarray(upload.labels, dtype=np.int64) for upload in uploads]
+    return np.concatenate(features), np.concatenate(labels)
+
+
+def _trained_generator(augmentation: Augmentation) -> tuple[bytes, dict]:
+    features, labels = augmentation_seeds(augmentation)
+    privacy = None
+    if augmentation.private:
+        reserved = DpSgdParameters.from_declaration(
+            {
+                key: value
+                for key, value in augmentation.privacy_parameters.items()
+                if key != "n_examples"
+            },
+            n_examples=augmentation.privacy_parameters["n_examples"],
+        )
+        if reserved.n_examples != len(labels):
+            raise RuntimeError(
+                f"{len(labels)} seeds are stored but {reserved.n_examples} were reserved for."
+            )
+        privacy = GeneratorPrivacy(
+            noise_multiplier=reserved.noise_multiplier,
+            max_grad_norm=reserved.max_grad_norm,
+            delta=reserved.delta,
+        )
+    trained = train_generator(
+        features,
+        labels,
+        n_classes=augmentation.federation.n_classes,
+        setting=GanSetting(epochs=augmentation.epochs, batch_size=augmentation.batch_size),
+        seed=augmentation.id,
+        privacy=privacy,
+    )
+    return save_generator(trained), trained.spec
+
+
+def _fail(augmentation: Augmentation, reason: str) -> None:
+    with transaction.atomic():
+        Augmentation.objects.filter(id=augmentation.id).update(
+            status=AugmentationStatus.FAILED, status_reason=reason, finished_at=timezone.now()
+        )
+        budget_release_for_augmentation(augmentation=augmentation)
+        audit_record(
+            action="augmentation.failed",
+            target=augmentation,
+            organisation=None,
+            details={"reason": reason[:500]},
+        )

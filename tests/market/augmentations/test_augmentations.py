@@ -1,0 +1,245 @@
+"""FAug through the API: seeds validated and seen only by their silo, the leakage shown, the generator's training
+started by an operator with its DP ε reserved (or refused), then published and charged, or failed and released."""
+
+from decimal import Decimal
+
+import numpy as np
+import pytest
+
+from market.audit.models import AuditEvent
+from market.augmentations.models import Augmentation, SeedUpload
+from market.augmentations.services import augmentation_train
+from market.budgets.models import BudgetEntry, PrivacyBudget
+from tests.conftest import api_client_for
+from workers.algorithms.faug import load_generator
+
+N_FEATURES = 3
+AUGMENTATION = {
+    "federation": "adult-income",
+    "name": "FAug on Adult",
+    "n_features": N_FEATURES,
+    "epochs": 2,
+    "batch_size": 4,
+}
+
+
+def seeds(index: int) -> dict:
+    """Silo ``index`` lacks label 1: two seeds of it and ``index`` redundant seeds of label 0."""
+    labels = [1, 1] + [0] * index
+    rows = np.random.default_rng(index).uniform(size=(len(labels), N_FEATURES)).round(3)
+    return {"target_labels": [1], "labels": labels, "features": rows.tolist()}
+
+
+def open_augmentation(operator_api, **changes) -> dict:
+    response = operator_api.post("/api/augmentations/", {**AUGMENTATION, **changes}, format="json")
+    assert response.status_code == 201, response.json()
+    return response.json()
+
+
+def upload(user, augmentation_id: int, body: dict):
+    return api_client_for(user).post(
+        f"/api/augmentations/{augmentation_id}/seeds/", body, format="json"
+    )
+
+
+def test_each_silo_sees_its_own_seeds_and_leakage_and_the_operator_sees_every_count(
+    operator_api, three_silos
+):
+    augmentation = open_augmentation(operator_api)
+    for index, user in enumerate(three_silos):
+        response = upload(user, augmentation["id"], seeds(index))
+        assert response.status_code == 201, response.json()
+    assert response.json() == {
+        "organisation": "Silo 2",
+        "n_seeds": 4,
+        "n_target": 2,
+        "n_redundant": 2,
+        "leakage": 0.5,
+        "target_labels": [1],
+    }
+    own = api_client_for(three_silos[1]).get(f"/api/augmentations/{augmentation['id']}/").json()
+    assert [(item["organisation"], item["leakage"]) for item in own["seeds"]] == [("Silo 1", 2 / 3)]
+    every = operator_api.get(f"/api/augmentations/{augmentation['id']}/").json()["seeds"]
+    assert [(item["n_seeds"], item["leakage"], item["target_labels"]) for item in every] == [
+        (2, 1.0, None),
+        (3, 2 / 3, None),
+        (4, 0.5, None),
+    ]
+    preview = api_client_for(three_silos[0]).post(
+        f"/api/augmentations/{augmentation['id']}/leakage/",
+        {"target_labels": [1], "labels": [1, 0, 0, 0]},
+        format="json",
+    )
+    assert preview.json() == {"n_target": 1, "n_redundant": 3, "leakage": 0.25}
+
+
+@pytest.mark.parametrize(
+    ("change", "sentence"),
+    [
+        (
+            {"target_labels": []},
+            "'target_labels' must be a non-empty list of distinct class indices in 0 .. 1.",
+        ),
+        (
+            {"target_labels": [2]},
+            "'target_labels' must be a non-empty list of distinct class indices in 0 .. 1.",
+        ),
+        (
+            {"target_labels": [1, 1]},
+            "'target_labels' must be a non-empty list of distinct class indices in 0 .. 1.",
+        ),
+        ({"labels": [1, True]}, "Every seed's label must be a class index in 0 .. 1."),
+        (
+            {"labels": [0, 0]},
+            "Upload at least one seed of each target label; none of [1] is among your seeds.",
+        ),
+        (
+            {"features": [[0.1, 0.2, 0.3]]},
+            "'features' must be a list of 2 rows, one per label, not 1.",
+        ),
+        ({"features": "rows"}, "'features' must be a list of 2 rows, one per label, not str."),
+        (
+            {"features": [[0.1, 0.2, 0.3], [0.1, 0.2]]},
+            "Seed row 1 must be a list of 3 numbers, as augmentation #{id} expects.",
+        ),
+        (
+            {"features": [[0.1, 0.2, 0.3], [0.1, 0.2, 1.5]]},
+            "Seed row 1 holds a value that is not a number in [0, 1].",
+        ),
+        (
+            {"features": [[0.1, 0.2, "0.3"], [0.1, 0.2, 0.3]]},
+            "Seed row 0 holds a value that is not a number in [0, 1].",
+        ),
+    ],
+)
+def test_bad_seeds_are_refused_with_a_sentence_and_nothing_stored(
+    operator_api, three_silos, change, sentence
+):
+    augmentation = open_augmentation(operator_api)
+    response = upload(three_silos[0], augmentation["id"], {**seeds(0), **change})
+    assert (response.status_code, response.json()["detail"]) == (
+        400,
+        sentence.format(id=augmentation["id"]),
+    )
+    assert SeedUpload.objects.count() == 0
+
+
+def test_seed_counts_are_bounded_by_settings_and_a_second_upload_is_refused(
+    operator_api, three_silos, settings
+):
+    settings.ONEFOLD_FAUG_MAX_SEEDS = 3
+    augmentation = open_augmentation(operator_api, batch_size=2)
+    too_many = upload(three_silos[0], augmentation["id"], seeds(2))
+    assert (too_many.status_code, too_many.json()["detail"]) == (
+        400,
+        "'labels' must be a list of 1 to 3 class indices, one per seed.",
+    )
+    assert upload(three_silos[0], augmentation["id"], seeds(1)).status_code == 201
+    again = upload(three_silos[0], augmentation["id"], seeds(1))
+    assert (again.status_code, again.json()["detail"]) == (
+        409,
+        f"Your organisation already uploaded seeds to augmentation #{augmentation['id']}.",
+    )
+    assert SeedUpload.objects.count() == 1
+
+
+def test_only_operators_open_and_start_and_only_members_see_an_augmentation(
+    silo_api, operator_api, three_silos, other_silo_user, federation_with_data
+):
+    refused = silo_api.post("/api/augmentations/", AUGMENTATION, format="json")
+    assert (refused.status_code, refused.json()["detail"]) == (
+        403,
+        "Only operators open federated augmentations.",
+    )
+    augmentation = open_augmentation(operator_api)
+    outsider = upload(other_silo_user, augmentation["id"], seeds(0))
+    assert outsider.status_code == 404  # not a member: the augmentation does not exist for it
+    start = silo_api.post(f"/api/augmentations/{augmentation['id']}/start/")
+    assert (start.status_code, start.json()["detail"]) == (
+        403,
+        "Only operators start a generator's training.",
+    )
+    empty = operator_api.post(f"/api/augmentations/{augmentation['id']}/start/")
+    assert (empty.status_code, empty.json()["detail"]) == (
+        409,
+        f"No silo has uploaded seeds to augmentation #{augmentation['id']} yet.",
+    )
+    federation_with_data.allowed_privacy_levels = ["L1", "L2"]
+    federation_with_data.save()
+    no_noise = operator_api.post("/api/augmentations/", AUGMENTATION, format="json")
+    assert (no_noise.status_code, no_noise.json()["detail"]) == (
+        400,
+        "'adult-income' does not allow training without noise (L0); give noise_multiplier or target_epsilon "
+        "for the DP discriminator.",
+    )
+
+
+def test_a_dp_generator_is_reserved_at_start_then_charged_to_every_contributing_silo(
+    operator_api, three_silos, media_root
+):
+    augmentation = open_augmentation(operator_api, noise_multiplier=1.0)
+    for index, user in enumerate(three_silos[:2]):  # the third silo contributes nothing
+        assert upload(user, augmentation["id"], seeds(index)).status_code == 201
+    started = operator_api.post(f"/api/augmentations/{augmentation['id']}/start/")
+    assert started.status_code == 202, started.json()
+    epsilon = started.json()["epsilon"]
+    assert started.json()["status"] == "queued" and epsilon > 0
+    reserved = BudgetEntry.objects.filter(kind="reserve", augmentation_id=augmentation["id"])
+    assert sorted(reserved.values_list("budget__organisation__name", flat=True)) == [
+        "Northwind Hospital",
+        "Silo 1",
+    ]
+    augmentation_train(augmentation_id=augmentation["id"])  # the worker's step
+    published = operator_api.get(f"/api/augmentations/{augmentation['id']}/").json()
+    assert (published["status"], published["epsilon"]) == ("published", epsilon)
+    charged = BudgetEntry.objects.filter(kind="charge", augmentation_id=augmentation["id"])
+    assert charged.count() == 2 and PrivacyBudget.objects.filter(reserved__gt=0).count() == 0
+    assert {budget.spent for budget in PrivacyBudget.objects.filter(spent__gt=0)} == {
+        reserved.first().epsilon
+    }
+    download = api_client_for(three_silos[2]).get(
+        f"/api/augmentations/{augmentation['id']}/generator/"
+    )
+    assert download.status_code == 200
+    generator = load_generator(download.content)
+    assert generator.spec == published["generator_spec"]
+    assert generator.privacy_report.epsilon == pytest.approx(epsilon)
+    features, labels = generator.generate([1], 5, seed=0)
+    assert features.shape == (5, N_FEATURES) and labels.tolist() == [1] * 5
+
+
+def test_a_start_that_would_overspend_a_silo_is_refused_and_nothing_is_written(
+    operator_api, three_silos
+):
+    augmentation = open_augmentation(operator_api, noise_multiplier=0.3, epochs=50)
+    assert upload(three_silos[0], augmentation["id"], seeds(0)).status_code == 201
+    refused = operator_api.post(f"/api/augmentations/{augmentation['id']}/start/")
+    assert refused.status_code == 409
+    assert refused.json()["detail"].startswith(
+        "Northwind Hospital's privacy budget in 'adult-income' has ε = 10.000000 left, but the DP generator "
+        f"of augmentation #{augmentation['id']} needs ε = "
+    )
+    assert Augmentation.objects.get(id=augmentation["id"]).status == "collecting"
+    assert BudgetEntry.objects.filter(augmentation_id=augmentation["id"]).count() == 0
+    assert AuditEvent.objects.filter(action="budget.refused").count() == 1
+
+
+def test_a_failed_training_releases_the_reservation_and_charges_nothing(operator_api, three_silos):
+    augmentation = open_augmentation(operator_api, target_epsilon=5.0)
+    assert upload(three_silos[0], augmentation["id"], seeds(0)).status_code == 201
+    assert operator_api.post(f"/api/augmentations/{augmentation['id']}/start/").status_code == 202
+    SeedUpload.objects.update(features=b"\x00" * 5)  # a stored row that no longer reads back
+    augmentation_train(augmentation_id=augmentation["id"])
+    failed = Augmentation.objects.get(id=augmentation["id"])
+    assert failed.status == "failed" and failed.status_reason.startswith(
+        "Training the generator failed"
+    )
+    assert list(
+        BudgetEntry.objects.filter(augmentation=failed)
+        .order_by("id")
+        .values_list("kind", flat=True)
+    ) == ["reserve", "release"]
+    [budget] = PrivacyBudget.objects.all()
+    assert (budget.spent, budget.reserved) == (Decimal(0), Decimal(0))
+    download = operator_api.get(f"/api/augmentations/{augmentation['id']}/generator/")
+    assert download.status_code == 409
