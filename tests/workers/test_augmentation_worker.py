@@ -1,56 +1,100 @@
-"""A real Celery worker trains a FAug generator with a DP discriminator, started through the API and the outbox."""
+"""FAug end to end over real HTTP: an operator opens an augmentation with a DP discriminator, a silo uploads seeds
+with the toolkit's client (leakage first), a real Celery worker trains the generator through the outbox, its ε is
+charged, and the silo's `augment --augmentation` fetches the published generator and appends generated rows."""
+
+import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from tests.conftest import api_client_for, wait_until
+from tests.conftest import csv_bytes
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+PIXELS = [f"pixel{index}" for index in range(4)]
+CLASSES = ["zero", "one", "two"]
+
+
+@pytest.fixture
+def digits(operator, silo_user):
+    """A federation of 4 numeric pixel columns in [0, 1] and 3 classes, with Northwind Hospital a member."""
+    from market.federations.services import (
+        federation_create,
+        federation_join,
+        public_dataset_upload,
+    )
+
+    federation = federation_create(
+        name="Digits",
+        description="Tiny digits.",
+        class_labels=CLASSES,
+        label_column="digit",
+        allowed_privacy_levels=["L0", "L1", "L2"],
+        default_privacy_level="L1",
+        default_parameters={},
+        created_by=operator,
+    )
+    rows = pd.DataFrame(np.random.default_rng(1).uniform(size=(40, 4)).round(3), columns=PIXELS)
+    public_dataset_upload(federation=federation, data=csv_bytes(rows), uploaded_by=operator)
+    federation_join(federation=federation, user=silo_user)
+    return federation
+
 
 @pytest.mark.worker
-def test_a_real_worker_trains_publishes_and_charges_a_dp_generator(
-    celery_worker, federation_with_data, operator, silo_user
+def test_a_silo_uploads_seeds_a_real_worker_trains_a_dp_generator_and_augment_fetches_it(
+    live_server, celery_worker, digits, operator, silo_user, tmp_path
 ):
-    from market.augmentations.models import Augmentation
+    from market.accounts.services import user_token
     from market.budgets.models import BudgetEntry
-    from workers.algorithms.faug import load_generator
+    from workers.silo.augment import augment
+    from workers.silo.cli import build_parser
+    from workers.silo.client import OnefoldClient
 
-    operator_api = api_client_for(operator)
-    augmentation = operator_api.post(
-        "/api/augmentations/",
-        {
-            "federation": "adult-income",
-            "name": "FAug on Adult",
-            "n_features": 4,
-            "epochs": 3,
-            "batch_size": 4,
-            "target_epsilon": 8.0,
-        },
-        format="json",
-    ).json()
-    rows = np.random.default_rng(0).uniform(size=(12, 4)).round(3).tolist()
-    seeds = api_client_for(silo_user).post(
-        f"/api/augmentations/{augmentation['id']}/seeds/",
-        {"target_labels": [1], "labels": [1] * 4 + [0] * 8, "features": rows},
-        format="json",
+    operator_client = OnefoldClient(live_server.url, user_token(user=operator))
+    silo_client = OnefoldClient(live_server.url, user_token(user=silo_user))
+    opened = operator_client.augmentation_create(
+        federation=digits.slug,
+        name="FAug on digits",
+        n_features=4,
+        epochs=3,
+        batch_size=4,
+        target_epsilon=8.0,
     )
-    assert seeds.status_code == 201 and seeds.json()["leakage"] == pytest.approx(1 / 3)
-    started = operator_api.post(f"/api/augmentations/{augmentation['id']}/start/")
-    assert started.status_code == 202, started.json()
-    wait_until(
-        lambda: Augmentation.objects.get(id=augmentation["id"]).status in ("published", "failed"),
-        timeout=120,
-        message="the worker did not train the generator",
+    rng = np.random.default_rng(0)
+    labels = [2] * 4 + [0] * 4 + [1] * 4  # lacks 'two': 4 seeds of it, 8 redundant
+    features = np.clip(rng.normal(0.2 + 0.3 * np.array(labels)[:, None], 0.05, (12, 4)), 0, 1)
+    preview = silo_client.augmentation_leakage(opened.id, target_labels=[2], labels=labels)
+    assert preview == {"n_target": 4, "n_redundant": 8, "leakage": pytest.approx(1 / 3)}
+    silo_client.augmentation_seeds_upload(
+        opened.id, target_labels=[2], labels=labels, features=features.round(4).tolist()
     )
-    published = Augmentation.objects.get(id=augmentation["id"])
+    started = operator_client.augmentation_start(opened.id)
+    assert started.status == "queued" and 0 < started.epsilon <= 8.0
+    published = silo_client.augmentation_wait(opened.id, timeout_seconds=120, interval_seconds=0.5)
     assert (published.status, published.status_reason) == ("published", "")
-    assert published.privacy_report["epsilon"] <= 8.0
+    assert [(seed["n_seeds"], seed["target_labels"]) for seed in published.seeds] == [(12, [2])]
     assert list(
-        BudgetEntry.objects.filter(augmentation=published)
+        BudgetEntry.objects.filter(augmentation_id=opened.id)
         .order_by("id")
         .values_list("kind", flat=True)
     ) == ["reserve", "charge"]
-    download = api_client_for(silo_user).get(f"/api/augmentations/{augmentation['id']}/generator/")
-    generator = load_generator(download.content)
-    assert generator.privacy.n_examples == 12 and generator.spec["n_features"] == 4
+
+    pulled = tmp_path / "pulled"
+    pulled.mkdir()
+    (pulled / "federation.json").write_text(json.dumps(silo_client.federation(digits.slug).data))
+    (pulled / "feature-spec.json").write_text(json.dumps(silo_client.feature_spec(digits.slug)))
+    (pulled / "features.npz").write_bytes(silo_client.public_features(digits.slug))
+    table = tmp_path / "silo.csv"
+    local = pd.DataFrame(features[4:], columns=PIXELS)
+    local["digit"] = [CLASSES[label] for label in labels[4:]]
+    local.to_csv(table, index=False)
+    arguments = [
+        "augment", digits.slug, "--augmentation", str(opened.id), "--data", str(table),
+        "--pulled", str(pulled), "--target-label", "two", "--per-label", "5",
+    ]  # fmt: skip
+    result, sentence = augment(build_parser().parse_args(arguments), silo_client)
+    assert (result["augmentation"], result["generated_rows"]) == (opened.id, 5)
+    assert result["generator_epsilon"] == pytest.approx(started.epsilon)
+    augmented = pd.read_csv(result["output"])
+    assert len(augmented) == 13 and (augmented["digit"] == "two").sum() == 5

@@ -1,7 +1,8 @@
 """``augment``: federated augmentation on the silo's machine (FAug, :mod:`workers.algorithms.faug`).
 
-Generates samples of the silo's target labels (those it lacks) with a conditional generator file
-(safetensors + spec, validated before loading, never a pickle) and writes the silo's table with them
+Generates samples of the silo's target labels (those it lacks) with a conditional generator (safetensors +
+spec, validated before loading, never a pickle), fetched from the market's published augmentation
+(``--augmentation``) or read from a file (``--generator``), and writes the silo's table with them
 appended, ready for ``train --data``. The generator writes feature values in its seeds' scale (MNIST
 pixels in [0, 1]); ``--feature-scale`` multiplies them for a table stored in another scale (255 for raw
 pixels). Every column of the federation's specification must be numeric, one per generated feature.
@@ -17,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from workers.silo.client import OnefoldClient
 from workers.silo.errors import DataError
 from workers.silo.folders import pulled_folder
 from workers.silo.training import load_table
@@ -25,20 +27,18 @@ from workers.silo.training_command import read_pulled
 MAX_GENERATOR_BYTES = 200_000_000
 
 
-def augment(args):
+def augment(args, client: OnefoldClient | None = None):
+    """``client`` fetches the generator of ``args.augmentation``; without it ``args.generator`` is read."""
     from workers.algorithms.faug import load_generator
 
     federation, spec, _ = read_pulled(pulled_folder(args), args.federation)
     class_labels = [str(label) for label in federation["class_labels"]]
     label_column = args.label_column or federation["label_column"]
-    try:
-        data = Path(args.generator).read_bytes()
-    except OSError as error:
-        raise DataError(f"Cannot read {args.generator}: {error.strerror}.") from error
+    data, source = _generator_bytes(args, client)
     try:
         generator = load_generator(data, max_bytes=MAX_GENERATOR_BYTES)
     except ValueError as error:
-        raise DataError(f"{args.generator} is not a usable generator: {error}") from error
+        raise DataError(f"{source} is not a usable generator: {error}") from error
     columns = [column["name"] for column in spec["columns"]]
     if any(column["type"] != "numeric" for column in spec["columns"]):
         raise DataError(
@@ -92,6 +92,7 @@ def augment(args):
         "generated_rows": len(generated),
         "target_labels": targets,
         "per_label": per_label,
+        "augmentation": args.augmentation if client is not None else None,
         "generator_epsilon": None if privacy is None else privacy.epsilon,
         "generator_delta": None if privacy is None else privacy.delta,
     }
@@ -104,6 +105,28 @@ def augment(args):
         f"Wrote {output}: your {len(frame)} rows and {len(generated)} generated rows ({per_label} of "
         f"each of {', '.join(targets)}) from {guarantee}. Train on it with `train --data {output}`."
     )
+
+
+def _generator_bytes(args, client: OnefoldClient | None) -> tuple[bytes, str]:
+    """The generator's bytes and a name for it in sentences."""
+    if client is None:
+        try:
+            return Path(args.generator).read_bytes(), str(args.generator)
+        except OSError as error:
+            raise DataError(f"Cannot read {args.generator}: {error.strerror}.") from error
+    augmentation = client.augmentation(args.augmentation)
+    if augmentation.federation != args.federation:
+        raise DataError(
+            f"Augmentation #{augmentation.id} belongs to '{augmentation.federation}', not '{args.federation}'."
+        )
+    if augmentation.status != "published":
+        raise DataError(
+            f"Augmentation #{augmentation.id} has no published generator yet ({augmentation.status}"
+            f"{': ' + augmentation.status_reason if augmentation.status_reason else ''})."
+        )
+    return client.augmentation_generator(
+        augmentation.id
+    ), f"Augmentation #{augmentation.id}'s generator"
 
 
 __all__ = ["augment"]

@@ -244,15 +244,21 @@ def build_parser(prog: str = "python -m workers.silo") -> argparse.ArgumentParse
     )
     augment = command(
         "augment",
-        "Append generated samples of your target labels to your table (FAug), offline.",
+        "Append generated samples of your target labels to your table (FAug).",
         commands.augment,
     )
     augment.add_argument("federation", help="federation slug (as in `federations`)")
-    augment.add_argument(
+    source = augment.add_mutually_exclusive_group(required=True)
+    source.add_argument(
         "--generator",
-        required=True,
         type=Path,
-        help="the federation's generator file (safetensors, from the market)",
+        help="a generator file (safetensors) already downloaded",
+    )
+    source.add_argument(
+        "--augmentation",
+        type=int,
+        metavar="ID",
+        help="fetch the published generator of this augmentation from the market",
     )
     augment.add_argument(
         "--data", required=True, type=Path, help="your labelled table: CSV, Parquet or NPZ"

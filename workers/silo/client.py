@@ -29,6 +29,7 @@ from workers.silo.http import (
     wait_for,
 )
 from workers.silo.results import (
+    Augmentation,
     DownloadLink,
     Federation,
     GlobalModel,
@@ -295,6 +296,67 @@ class OnefoldClient(MarketSession):
             what=f"round {number} of exchange #{exchange_id}",
         )
         return round_of(exchange)
+
+    # --- federated augmentation --------------------------------------------------------------------
+
+    def augmentation_create(self, **fields) -> Augmentation:
+        """Operators: open a federated augmentation (federation, name, n_features, epochs, batch_size, and
+        noise_multiplier or target_epsilon for a DP discriminator)."""
+        return Augmentation.from_json(self.post("augmentations/", fields))
+
+    def augmentation(self, augmentation_id: int) -> Augmentation:
+        return Augmentation.from_json(self.get(f"augmentations/{augmentation_id}/"))
+
+    def augmentation_leakage(
+        self, augmentation_id: int, *, target_labels: list[int], labels: list[int]
+    ) -> dict:
+        """The device–server leakage these seeds' labels would have: ``{"n_target", "n_redundant", "leakage"}``."""
+        return self.post(
+            f"augmentations/{augmentation_id}/leakage/",
+            {"target_labels": target_labels, "labels": labels},
+            idempotent=True,
+        )
+
+    def augmentation_seeds_upload(
+        self,
+        augmentation_id: int,
+        *,
+        target_labels: list[int],
+        labels: list[int],
+        features: list[list[float]],
+    ) -> dict:
+        """Upload this silo's seeds (once): rows in [0, 1] of its target labels and redundant labels."""
+        return self.post(
+            f"augmentations/{augmentation_id}/seeds/",
+            {"target_labels": target_labels, "labels": labels, "features": features},
+            idempotent=False,
+        )
+
+    def augmentation_start(self, augmentation_id: int) -> Augmentation:
+        """Operators: start the generator's training (a DP generator's ε is reserved first)."""
+        return Augmentation.from_json(
+            self.post(f"augmentations/{augmentation_id}/start/", idempotent=False)
+        )
+
+    def augmentation_wait(
+        self,
+        augmentation_id: int,
+        *,
+        timeout_seconds: float = 3600,
+        interval_seconds: float = 1.0,
+    ) -> Augmentation:
+        """Poll until the generator is published or failed."""
+        return wait_for(
+            lambda: self.augmentation(augmentation_id),
+            done=lambda augmentation: augmentation.status in ("published", "failed"),
+            timeout_seconds=timeout_seconds,
+            interval_seconds=interval_seconds,
+            what=f"augmentation #{augmentation_id}",
+        )
+
+    def augmentation_generator(self, augmentation_id: int) -> bytes:
+        """The published generator: safetensors bytes (spec and any DP-SGD declaration in the metadata)."""
+        return self.download(f"augmentations/{augmentation_id}/generator/")
 
     def global_model(self, global_model_id: int) -> GlobalModel:
         return GlobalModel.from_json(self.get(f"global-models/{global_model_id}/"))

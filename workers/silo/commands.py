@@ -161,7 +161,7 @@ def augment(args):
     """``augment``: loads the training extras (:mod:`workers.silo.augment`) only when it runs."""
     from workers.silo.augment import augment as augment_table  # the [train] extra
 
-    return augment_table(args)
+    return augment_table(args, client_for(args) if args.augmentation is not None else None)
 
 
 # --- upload -------------------------------------------------------------------------------------

@@ -111,6 +111,29 @@ class Job:
 
 
 @dataclass(frozen=True)
+class Augmentation:
+    """A federated augmentation: ``status`` collecting, queued, training, published or failed; ``epsilon`` the
+    DP generator's example-level ε (None without DP); ``seeds`` the seed counts and leakage the viewer may see
+    (a silo: its own only)."""
+
+    id: int
+    federation: str
+    name: str
+    n_features: int
+    status: str
+    status_reason: str
+    private: bool
+    epsilon: float | None
+    generator_spec: dict | None
+    seeds: list[dict]
+    data: dict = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, payload: dict) -> Augmentation:
+        return _read(cls, payload, seeds=list(payload.get("seeds") or []))
+
+
+@dataclass(frozen=True)
 class GlobalModel:
     id: int
     federation: str
