@@ -1,9 +1,11 @@
-"""Pages of federated distillation exchanges: a list, and one exchange's rounds, participation and payload."""
+"""Pages of federated distillation exchanges: a list (with the federations' augmentations), and one exchange's
+rounds, participation and payload."""
 
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from frontend.decorators import page
+from market.augmentations.selectors import augmentation_list
 from market.exchanges.selectors import exchange_get, exchange_list, exchange_rounds
 from workers.algorithms.fd import BITS_PER_NUMBER
 
@@ -12,7 +14,12 @@ from workers.algorithms.fd import BITS_PER_NUMBER
 @page
 def exchange_list_page(request):
     return render(
-        request, "frontend/exchanges/list.html", {"exchanges": exchange_list(user=request.user)}
+        request,
+        "frontend/exchanges/list.html",
+        {
+            "exchanges": exchange_list(user=request.user),
+            "augmentations": augmentation_list(user=request.user),
+        },
     )
 
 

@@ -1,12 +1,14 @@
 """The federation page as a hub: one tab per thing a federation holds (overview, data, submissions, jobs, budgets,
-models, members). Each tab reads through the same selectors as the API, with the same rule on who sees what."""
+models, exchanges, members). Each tab reads through the same selectors as the API, with the same rule on who sees what."""
 
 from django.core.paginator import Paginator
 
 from frontend.budget_charts import budget_overview, budgets_ranked
+from market.augmentations.selectors import augmentation_list
 from market.budgets.selectors import budget_list
 from market.commerce.selectors import CatalogFilters, listing_list
 from market.errors import NotFound, PermissionDenied
+from market.exchanges.selectors import exchange_list
 from market.federations.selectors import evaluation_split_current, federation_require_member
 from market.jobs.selectors import job_list
 from market.submissions.selectors import submission_list
@@ -19,6 +21,7 @@ TABS = (
     ("jobs", "Jobs"),
     ("budgets", "Budgets"),
     ("models", "Models"),
+    ("exchanges", "Exchanges"),
     ("members", "Members"),
 )
 
@@ -73,6 +76,14 @@ def _models(request, federation) -> dict:
     return {"page_of_rows": _page(listings, request)}
 
 
+def _exchanges(request, federation) -> dict:
+    """The federation's FD exchanges and federated augmentations (a silo: those of its federations only)."""
+    return {
+        "exchanges": exchange_list(user=request.user).filter(federation=federation),
+        "augmentations": augmentation_list(user=request.user).filter(federation=federation),
+    }
+
+
 def _members(request, federation) -> dict:
     budgets = budget_list(federation=federation, user=request.user)
     return {"page_of_rows": _page(budgets, request)}
@@ -84,6 +95,7 @@ TAB_CONTEXT = {
     "jobs": _jobs,
     "budgets": _budgets,
     "models": _models,
+    "exchanges": _exchanges,
     "members": _members,
 }
 

@@ -2,6 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from frontend import (
+    augmentations_views,
     budgets_views,
     commerce_views,
     exchanges_views,
@@ -38,6 +39,21 @@ urlpatterns = [
     path("exchanges/", exchanges_views.exchange_list_page, name="exchange-list"),
     path(
         "exchanges/<int:exchange_id>/", exchanges_views.exchange_detail_page, name="exchange-detail"
+    ),
+    path(
+        "augmentations/<int:augmentation_id>/",
+        augmentations_views.augmentation_detail_page,
+        name="augmentation-detail",
+    ),
+    path(
+        "augmentations/<int:augmentation_id>/seeds/",
+        augmentations_views.augmentation_seeds_action,
+        name="augmentation-seeds",
+    ),
+    path(
+        "augmentations/<int:augmentation_id>/start/",
+        augmentations_views.augmentation_start_action,
+        name="augmentation-start",
     ),
     path(
         "submissions/<int:submission_id>/status/",

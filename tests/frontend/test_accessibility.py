@@ -16,7 +16,7 @@ from tests.market.commerce.conftest import BUYER_PASSWORD
 AXE_SOURCE = (Path(__file__).parent / "vendor" / "axe-core-4.14.1.min.js").read_text()
 BLOCKING_IMPACTS = ("serious", "critical")
 WIDTHS = (1280, 390)
-HUB_TABS = ("data", "submissions", "jobs", "budgets", "models", "members")
+HUB_TABS = ("data", "submissions", "jobs", "budgets", "models", "exchanges", "members")
 RUN_AXE = """async () => {
   const result = await axe.run(document, {resultTypes: ["violations"]});
   return result.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,

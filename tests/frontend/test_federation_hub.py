@@ -36,6 +36,7 @@ def test_an_operator_sees_every_tab_and_the_federations_jobs_data_and_members(
         "Jobs",
         "Budgets",
         "Models",
+        "Exchanges",
         "Members",
     ]
     assert 'href="?tab=overview" aria-current="page"' in overview and "Launch a job" in overview
