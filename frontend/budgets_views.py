@@ -154,8 +154,8 @@ def budget_price_action(request, slug):
             extra["calibration"] = budget_calibrate(
                 federation=federation,
                 organisations=organisations,
-                privacy_parameters=privacy,
-                partitions=partitions,
+                kind="fedkt",
+                parameters={"partitions": partitions, "privacy": privacy},
                 solve_for=solve_for,
             )
             extra["quote"] = extra["calibration"]["price"]
@@ -163,8 +163,8 @@ def budget_price_action(request, slug):
             extra["quote"] = budget_price_job(
                 federation=federation,
                 organisations=organisations,
-                privacy_parameters=privacy,
-                partitions=partitions,
+                kind="fedkt",
+                parameters={"partitions": partitions, "privacy": privacy},
             )
     except DomainError as error:
         extra["price_error"] = str(error)

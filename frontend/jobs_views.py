@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from frontend.decorators import page
 from market.budgets.selectors import price_quote_visible
-from market.budgets.services import budget_price_job, job_vote_weight
+from market.budgets.services import budget_price_job
 from market.errors import DomainError, InvalidInput
 from market.federations.selectors import federation_get, public_dataset_current
 from market.jobs.models import JobStatus
@@ -163,8 +163,9 @@ def job_price_partial(request, slug):
     else:
         try:
             n_public = public_dataset_current(federation=federation).n_rows
+            kind = request.GET.get("kind", "fedkt")
             parameters = job_parameters_validate(
-                kind=request.GET.get("kind", "fedkt"),
+                kind=kind,
                 privacy_level="L1",
                 parameters=json_text_parse(request.GET.get("parameters") or "{}"),
                 federation=federation,
@@ -183,12 +184,8 @@ def job_price_partial(request, slug):
             quote = budget_price_job(
                 federation=federation,
                 organisations=organisations,
-                privacy_parameters=parameters["privacy"],
-                partitions=parameters["partitions"],
-                teachers=parameters["teachers"],
-                vote_weight=job_vote_weight(
-                    kind=request.GET.get("kind", "fedkt"), parameters=parameters
-                ),
+                kind=kind,
+                parameters=parameters,
             )
             context["quote"] = price_quote_visible(quote=quote, user=request.user)
         except (ValueError, DomainError) as error:

@@ -230,6 +230,21 @@ def _organisations(federation, request, given, *, own_only: bool = False) -> lis
     return silos
 
 
+def _fedkt_parameters(data: dict) -> dict:
+    """The FedKT job these endpoints price (their input names FedKT's s, t and largest vote weight W)."""
+    vote = (
+        {"vote": "class_weighted", "vote_weight_max": data["vote_weight"]}
+        if data["vote_weight"] > 1
+        else {}
+    )
+    return {
+        "partitions": data["partitions"],
+        "teachers": data["teachers"],
+        "privacy": data["privacy"],
+        **vote,
+    }
+
+
 class BudgetPriceApi(APIView):
     @extend_schema(
         request=PriceInput,
@@ -245,10 +260,8 @@ class BudgetPriceApi(APIView):
         quote = budget_price_job(
             federation=federation,
             organisations=_organisations(federation, request, data),
-            privacy_parameters=data["privacy"],
-            partitions=data["partitions"],
-            teachers=data["teachers"],
-            vote_weight=data["vote_weight"],
+            kind="fedkt",
+            parameters=_fedkt_parameters(data),
         )
         return Response(price_quote_visible(quote=quote, user=request.user))
 
@@ -268,11 +281,9 @@ class BudgetCalibrationApi(APIView):
         result = budget_calibrate(
             federation=federation,
             organisations=_organisations(federation, request, data, own_only=True),
-            privacy_parameters=data["privacy"],
-            partitions=data["partitions"],
-            teachers=data["teachers"],
+            kind="fedkt",
+            parameters=_fedkt_parameters(data),
             solve_for=data["solve_for"],
-            vote_weight=data["vote_weight"],
         )
         return Response(result)
 

@@ -1,11 +1,13 @@
 """Pricing and calibration of L1 jobs against silos' budgets: reads only, nothing is reserved.
 
-Each silo is priced for the votes its data can move: s × its submissions in the job
-(:func:`workers.privacy.accounting.party_vote_shifts`), exactly as the job will reserve and charge it;
-a weighted vote multiplies that by its largest integer weight (``vote_weight``, :func:`job_vote_weight`).
+The job's kind prices it (:class:`workers.algorithms.registry.ServerNoisePrice`): each silo is priced for the
+votes its data can move, the kind's ``votes_per_submission`` × its submissions in the job
+(:func:`workers.privacy.accounting.party_vote_shifts`), at the kind's ``l1_cost``, exactly as the job will
+reserve and charge it.
 """
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -13,45 +15,56 @@ from market.budgets.ledger import LedgerState, budget_amounts, budgets_ensure, l
 from market.budgets.models import PrivacyBudget
 from market.errors import InvalidInput
 from market.federations.models import Federation
+from market.jobs.parameters import job_kind_get
 from market.submissions.models import Submission
 from workers.privacy.accounting import party_vote_shifts
-from workers.privacy.costs import (
-    BudgetView,
-    PrivacyCost,
-    calibrate_noise,
-    calibrate_queries,
-    fedkt_l1_cost_from_parameters,
-)
+from workers.privacy.costs import BudgetView, PrivacyCost, calibrate_noise, calibrate_queries
+
+
+def _priced_kind(kind: str):
+    """The engine of ``kind`` if it adds server noise (it then has an L1 price); InvalidInput otherwise."""
+    algorithm = job_kind_get(kind)
+    if not algorithm.accepts_noise:
+        raise InvalidInput(
+            f"Jobs of kind {kind!r} add no server noise: they run at L0 or on L2 submissions and cost no L1 budget."
+        )
+    return algorithm
+
+
+def job_votes_per_submission(*, kind: str, parameters: Mapping | None) -> int:
+    """The votes one submission moves per query of an L1 job of ``kind`` with these stored parameters."""
+    try:
+        return _priced_kind(kind).votes_per_submission(parameters or {})
+    except (TypeError, ValueError) as error:
+        raise InvalidInput(f"The job's parameters are not valid: {error}") from error
 
 
 def job_privacy_cost(
-    *, privacy_parameters: dict, partitions: int, teachers: int = 1, vote_shift: int | None = None
+    *,
+    kind: str,
+    parameters: Mapping | None,
+    privacy: Mapping | None = None,
+    vote_shift: int | None = None,
 ) -> PrivacyCost:
-    """The data-independent cost of an L1 FedKT job to a silo whose data moves ``vote_shift`` votes per query
-    (default s: one submission), or InvalidInput naming what is wrong."""
+    """The data-independent cost of an L1 job of ``kind`` to a silo whose data moves ``vote_shift`` votes per
+    query (default one submission's), as the kind prices it; ``privacy``: the job's privacy parameters (default
+    ``parameters["privacy"]``) or its report (the same keys). InvalidInput naming what is wrong."""
+    parameters = parameters or {}
     try:
         with np.errstate(over="ignore"):
-            cost = fedkt_l1_cost_from_parameters(
-                privacy_parameters, partitions=partitions, teachers=teachers, vote_shift=vote_shift
+            cost = _priced_kind(kind).l1_cost(
+                parameters,
+                privacy=parameters.get("privacy") or {} if privacy is None else privacy,
+                vote_shift=vote_shift,
             )
     except (TypeError, ValueError, KeyError) as error:
         raise InvalidInput(f"The job's privacy parameters are not valid: {error}") from error
-    if not math.isfinite(cost.report.epsilon) or not all(map(math.isfinite, cost.rdp)):
+    if not math.isfinite(cost.report.epsilon) or not all(map(math.isfinite, cost.rdp or ())):
         raise InvalidInput(
             "With so little noise and so many queries these parameters give no privacy at all "
             "(ε is unbounded); add noise or query fewer public rows."
         )
     return cost
-
-
-def job_vote_weight(*, kind: str, parameters: dict | None) -> int:
-    """The largest integer weight a submission's votes carry in a job of ``kind`` with these stored parameters
-    (1 for unweighted votes); the engine owns the vote rule (FedKT's ``vote``)."""
-    import workers.algorithms  # noqa: F401  (registers every job kind)
-    from workers.algorithms.registry import ALGORITHMS
-
-    weight = getattr(ALGORITHMS.get(kind), "vote_weight", None)
-    return weight(parameters or {}) if weight else 1
 
 
 def _views(*, federation: Federation, organisation_ids) -> list[tuple[PrivacyBudget, LedgerState]]:
@@ -86,46 +99,35 @@ def submission_silos(
     return [found[submission_id] for submission_id in dict.fromkeys(submission_ids)]
 
 
-def silo_vote_shifts(*, organisations, partitions: int, vote_weight: int = 1) -> dict[int, int]:
+def silo_vote_shifts(*, organisations, votes_per_submission: int) -> dict[int, int]:
     """Votes each silo moves per query: ``organisations`` names the silo (row or id) of each submission the job
-    uses, so a silo listed k times moves k·s votes (k·s·W with votes weighted up to ``vote_weight`` W)."""
+    uses, so a silo listed k times moves k × ``votes_per_submission`` votes."""
     try:
         return party_vote_shifts(
             [getattr(organisation, "id", organisation) for organisation in organisations],
-            votes_per_submission=partitions * vote_weight,
+            votes_per_submission=votes_per_submission,
         )
     except ValueError as error:
         raise InvalidInput(f"The job's parameters are not valid: {error}") from error
 
 
 def budget_price_job(
-    *,
-    federation: Federation,
-    organisations,
-    privacy_parameters: dict,
-    partitions: int,
-    teachers: int = 1,
-    vote_weight: int = 1,
+    *, federation: Federation, organisations, kind: str, parameters: Mapping
 ) -> dict:
-    """A quote for an L1 job: per silo, the ε it would need on top of its budget and whether it fits. Reserves nothing.
+    """A quote for an L1 job of ``kind`` with these parameters (``parameters["privacy"]``: its noise): per silo,
+    the ε it would need on top of its budget and whether it fits. Reserves nothing.
 
     ``organisations``: the Organisation (row or id) of each submission the job would use; a silo listed k times
-    is priced for moving k·s votes (k·s·W for votes weighted up to ``vote_weight`` W).
+    is priced for moving k times the votes of one submission (:func:`job_votes_per_submission`).
     Returns ``{"cost": the report for a silo with one submission (not the most
     exposed silo's: that would tell anyone who sees the quote how many submissions some silo holds), "fits": bool, "silos": [{organisation_id, organisation, budget_id, submissions, vote_shift, epsilon (its
     own cost on its own), epsilon_limit, spent, reserved, remaining, needed, remaining_after, fits,
     composition_rule}]}``, amounts as decimal strings.
     """
-    shifts = silo_vote_shifts(
-        organisations=organisations, partitions=partitions, vote_weight=vote_weight
-    )
+    per_submission = job_votes_per_submission(kind=kind, parameters=parameters)
+    shifts = silo_vote_shifts(organisations=organisations, votes_per_submission=per_submission)
     costs = {
-        organisation_id: job_privacy_cost(
-            privacy_parameters=privacy_parameters,
-            partitions=partitions,
-            teachers=teachers,
-            vote_shift=shift,
-        )
+        organisation_id: job_privacy_cost(kind=kind, parameters=parameters, vote_shift=shift)
         for organisation_id, shift in shifts.items()
     }
     silos = []
@@ -142,7 +144,7 @@ def budget_price_job(
                 "organisation_id": budget.organisation_id,
                 "organisation": budget.organisation.name,
                 "budget_id": budget.id,
-                "submissions": shifts[budget.organisation_id] // (partitions * vote_weight),
+                "submissions": shifts[budget.organisation_id] // per_submission,
                 "vote_shift": cost.report.vote_shift,
                 "epsilon": cost.report.epsilon,
                 "epsilon_limit": str(budget.epsilon_limit),
@@ -155,12 +157,7 @@ def budget_price_job(
                 "composition_rule": amounts.rule,
             }
         )
-    one_submission = job_privacy_cost(
-        privacy_parameters=privacy_parameters,
-        partitions=partitions,
-        teachers=teachers,
-        vote_shift=partitions * vote_weight,
-    )
+    one_submission = job_privacy_cost(kind=kind, parameters=parameters)
     return {
         "cost": one_submission.report.as_dict(),
         "fits": all(silo["fits"] for silo in silos),
@@ -169,19 +166,15 @@ def budget_price_job(
 
 
 def budget_calibrate(
-    *,
-    federation: Federation,
-    organisations,
-    privacy_parameters: dict,
-    partitions: int,
-    solve_for: str,
-    teachers: int = 1,
-    vote_weight: int = 1,
+    *, federation: Federation, organisations, kind: str, parameters: Mapping, solve_for: str
 ) -> dict:
-    """What fits every listed silo's remaining budget (``organisations`` as for :func:`budget_price_job`): the least noise (``solve_for="noise"``: largest γ or
+    """What fits every listed silo's remaining budget in an L1 job of ``kind`` (``organisations`` and
+    ``parameters`` as for :func:`budget_price_job`): the least noise (``solve_for="noise"``: largest γ or
     smallest σ at the given n_queries) or the most queries (``solve_for="queries"`` at the given γ or σ)."""
+    algorithm = _priced_kind(kind)
     shifts = silo_vote_shifts(
-        organisations=organisations, partitions=partitions, vote_weight=vote_weight
+        organisations=organisations,
+        votes_per_submission=job_votes_per_submission(kind=kind, parameters=parameters),
     )
     views = [
         BudgetView(
@@ -192,34 +185,20 @@ def budget_calibrate(
         )
         for budget, state in _views(federation=federation, organisation_ids=sorted(shifts))
     ]
-    mechanism, delta = privacy_parameters.get("mechanism"), privacy_parameters.get("delta")
+    privacy = dict(parameters.get("privacy") or {})
+    mechanism = privacy.get("mechanism")
+
+    def price(at: Mapping, vote_shift: int | None) -> PrivacyCost:
+        return algorithm.l1_cost(parameters, privacy=at, vote_shift=vote_shift)
+
     try:
         if solve_for == "noise":
-            value = calibrate_noise(
-                views,
-                mechanism=mechanism,
-                delta=delta,
-                n_queries=privacy_parameters["n_queries"],
-                partitions=partitions,
-                teachers=teachers,
-            )
+            value = calibrate_noise(views, privacy=privacy, price=price)
             parameter = "gamma" if mechanism == "laplace" else "sigma"
-            solved = (
-                {**privacy_parameters, "gamma": None, "sigma": None, parameter: value}
-                if value
-                else None
-            )
+            solved = {**privacy, "gamma": None, "sigma": None, parameter: value} if value else None
         elif solve_for == "queries":
-            value = calibrate_queries(
-                views,
-                mechanism=mechanism,
-                gamma=privacy_parameters.get("gamma"),
-                sigma=privacy_parameters.get("sigma"),
-                delta=delta,
-                partitions=partitions,
-                teachers=teachers,
-            )
-            parameter, solved = "n_queries", {**privacy_parameters, "n_queries": value}
+            value = calibrate_queries(views, privacy=privacy, price=price)
+            parameter, solved = "n_queries", {**privacy, "n_queries": value}
         else:
             raise InvalidInput(
                 "Calibrate for 'noise' (the least noise that fits) or 'queries' (the most queries)."
@@ -230,10 +209,8 @@ def budget_calibrate(
         budget_price_job(
             federation=federation,
             organisations=organisations,
-            privacy_parameters=solved,
-            partitions=partitions,
-            teachers=teachers,
-            vote_weight=vote_weight,
+            kind=kind,
+            parameters={**parameters, "privacy": solved},
         )
         if solved
         else None

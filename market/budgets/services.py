@@ -33,7 +33,7 @@ from market.budgets.pricing import (
     budget_calibrate,
     budget_price_job,
     job_privacy_cost,
-    job_vote_weight,
+    job_votes_per_submission,
     silo_vote_shifts,
 )
 from market.constraints import violated_constraint
@@ -61,19 +61,16 @@ __all__ = [
     "budgets_ensure",
     "epsilon_decimal",
     "job_privacy_cost",
-    "job_vote_weight",
+    "job_votes_per_submission",
     "ledger_state",
     "budget_amounts",
 ]
 
 
 # --- L1 jobs -------------------------------------------------------------------------------------------------------
-# A silo is reserved and charged for the votes its own data moves: s × its submissions in the job (k submissions
-# of one silo can all switch class together). The job's bound is that of the silo that moves the most.
-
-
-def _partitions(job: Job) -> int:
-    return (job.parameters or {}).get("partitions") or 1
+# A silo is reserved and charged for the votes its own data moves: the kind's votes per submission × its
+# submissions in the job (k submissions of one silo can all switch class together), at the kind's price
+# (market.budgets.pricing). The job's bound is that of the silo that moves the most.
 
 
 def job_vote_shifts(job: Job) -> dict[int, int]:
@@ -81,8 +78,7 @@ def job_vote_shifts(job: Job) -> dict[int, int]:
     the largest vote weight of a weighted vote)."""
     return silo_vote_shifts(
         organisations=job.submissions.values_list("organisation_id", flat=True),
-        partitions=_partitions(job),
-        vote_weight=job_vote_weight(kind=job.kind, parameters=job.parameters),
+        votes_per_submission=job_votes_per_submission(kind=job.kind, parameters=job.parameters),
     )
 
 
@@ -90,10 +86,7 @@ def _job_costs(job: Job, privacy: dict, shifts: dict[int, int]) -> dict[int, Pri
     """Each silo's cost of the job: ``privacy`` is the job's privacy parameters or its report (same keys)."""
     return {
         organisation_id: job_privacy_cost(
-            privacy_parameters=privacy,
-            partitions=_partitions(job),
-            teachers=(job.parameters or {}).get("teachers") or 1,
-            vote_shift=shift,
+            kind=job.kind, parameters=job.parameters, privacy=privacy, vote_shift=shift
         )
         for organisation_id, shift in shifts.items()
     }

@@ -56,6 +56,14 @@ def job_kind_refusal(kind: object) -> str:
     return refusal
 
 
+def job_kind_get(kind: str):
+    """The registered engine of ``kind`` (:class:`workers.algorithms.registry.FusionAlgorithm`); InvalidInput with
+    :func:`job_kind_refusal` for any other kind."""
+    if kind not in _algorithms():
+        raise InvalidInput(job_kind_refusal(kind))
+    return _algorithms()[kind]
+
+
 def job_parameter_help() -> dict[str, str]:
     """One sentence per parameter of every runnable kind, as the engines declare them (a name two kinds explain
     differently is shown once per kind); parameters that share a sentence share a line."""
@@ -115,22 +123,17 @@ def _l1_default_query(
 
     privacy = _privacy(given_privacy, federation=federation, n_queries=0)
     limit = float(federation.default_epsilon_limit) * L1_DEFAULT_SHARE_OF_LIMIT
+    algorithm = job_kind_get(kind)
     # A weighted vote moves s × W votes per submission: the default query must fit at that cost (never under-charge).
-    vote_shift = validated["partitions"] * getattr(_algorithms()[kind], "vote_weight", lambda _: 1)(
-        validated
-    )
+    vote_shift = algorithm.votes_per_submission(validated)
     count = calibrate_queries(
         [
             BudgetView(
                 epsilon_limit=limit, delta=float(federation.default_delta), vote_shift=vote_shift
             )
         ],
-        mechanism=privacy["mechanism"],
-        gamma=privacy["gamma"],
-        sigma=privacy["sigma"],
-        delta=privacy["delta"],
-        partitions=validated["partitions"],
-        teachers=validated["teachers"],
+        privacy=privacy,
+        price=lambda at, shift: algorithm.l1_cost(validated, privacy=at, vote_shift=shift),
         max_queries=n_public,
     )
     return {"query_count": max(1, count)}
@@ -154,9 +157,8 @@ def job_parameters_validate(
             'Give the parameters as a JSON object, e.g. {"partitions": 2, "query_fraction": 0.1}.'
         )
     given = dict(parameters or {})
+    job_kind_get(kind)
     algorithms = _algorithms()
-    if kind not in algorithms:
-        raise InvalidInput(job_kind_refusal(kind))
     if privacy_level == PrivacyLevel.L1 and not algorithms[kind].accepts_noise:
         raise InvalidInput(
             "Server noise (L1) is only available for FedKT jobs; choose L0 or L2 for this kind."

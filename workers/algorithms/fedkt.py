@@ -32,7 +32,7 @@ from __future__ import annotations
 import multiprocessing
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -64,6 +64,7 @@ __all__ = [
     "predict_classes",
     "select_queries",
     "server_fit",
+    "server_step",
     "train_teachers",
 ]
 
@@ -299,14 +300,51 @@ def server_fit(
         Seeds the query sample and the final model.
     """
     student_predictions = np.asarray(student_predictions)
-    public_features = np.asarray(public_features)
-    query_seed, model_seed = child_seeds(seed, 2)
-    queried = select_queries(public_features.shape[0], query, seed=query_seed)
     clock = StageClock()
     with clock.stage("server_votes"):
         counts = consistent_vote_counts(
-            student_predictions[:, :, queried], n_classes, student_predictions.shape[1]
+            student_predictions, n_classes, student_predictions.shape[1]
         )
+    result = server_step(
+        counts,
+        public_features,
+        n_classes=n_classes,
+        final=final,
+        query=query,
+        noise=noise,
+        seed=seed,
+    )
+    return replace(result, stages=merge_stages([clock.stages, result.stages]))
+
+
+def server_step(
+    vote_counts,
+    public_features,
+    *,
+    n_classes: int,
+    final: Learner,
+    query: Query = 1.0,
+    noise=None,
+    seed: int,
+) -> ServerResult:
+    """FedKT's server step (Algorithm 1 lines 11-14) from the parties' summed votes: query public examples,
+    add ``noise`` (L1) to their counts, label by arg-max and fit the final model on the non-abstaining ones.
+    The one server step of FedKT: :func:`server_fit` (the simulations) and the market's "fedkt" job kind
+    (:class:`workers.algorithms.fusions.FedKTFusion`, whose members' signals sum to these counts) call it.
+
+    Parameters
+    ----------
+    vote_counts : array (n_public, n_classes)
+        The summed consistent votes (or, for a soft vote, summed probabilities) on every public example.
+    public_features : array (n_public, n_features)
+    final, query, noise, seed
+        As for :func:`server_fit`.
+    """
+    vote_counts, public_features = np.asarray(vote_counts), np.asarray(public_features)
+    query_seed, model_seed = child_seeds(seed, 2)
+    queried = select_queries(public_features.shape[0], query, seed=query_seed)
+    counts = vote_counts[queried]
+    clock = StageClock()
     with clock.stage("final_model"):
         model, noisy, labels, trained = fit_on_votes(
             counts,

@@ -29,9 +29,12 @@ Algorithm 1 lines 10-14 (the server side; the silos ran lines 1-9 and uploaded s
   (:mod:`workers.algorithms.auto_fusion`; its ``vote_weight_max`` is the class-weighted candidate's W); it is
   refused at L1. The default is not written into the stored parameters, so a job that names no vote stores
   what it stored before the rule existed.
+- L1 price (:meth:`FedKTFusion.l1_cost`): :func:`workers.privacy.costs.fedkt_l1_cost` at s, t and the votes
+  a silo's submissions move (:meth:`FedKTFusion.votes_per_submission`); the budgets reserve and charge it.
 - signal: the member's consistent votes (s on the class all its students predict, else 0);
-  ``fuse`` adds ``noise`` (L1) to the summed counts of the queried rows, labels by arg-max and
-  fits ``final_model`` on the non-abstaining rows. With noise, ``Fusion.privacy`` is the
+  ``fuse`` is FedKT's one server step (:func:`workers.algorithms.fedkt.server_step`, which the simulations'
+  ``server_fit`` calls too): it adds ``noise`` (L1) to the summed counts of the queried rows, labels by
+  arg-max and fits ``final_model`` on the non-abstaining rows. With noise, ``Fusion.privacy`` is the
   :func:`workers.privacy.accounting.server_noise_privacy` analysis of the noiseless counts.
 
 **ensemble** — Guha, Talwalkar, Smith, *One-Shot Federated Learning*, section 3:
@@ -68,6 +71,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from workers.algorithms.fedkt import server_step
 from workers.algorithms.registry import Fusion, Member, register
 from workers.algorithms.schema import (
     QUERY_HELP,
@@ -76,6 +80,7 @@ from workers.algorithms.schema import (
     learner_work,
     one_of,
     prediction_work,
+    query_argument,
     query_rows,
     query_setting,
     real_number,
@@ -84,6 +89,7 @@ from workers.algorithms.schema import (
 )
 from workers.algorithms.selection import select_members, selection_parameters
 from workers.algorithms.transfer import child_seeds, queried_rows
+from workers.privacy.costs import PrivacyCost, fedkt_l1_cost_from_parameters
 
 #: FedKT's vote rules (module docstring); the first is the paper's and the default. ``auto`` chooses among the
 #: others and Guha's ensemble with selection on half of the evaluation split (:mod:`workers.algorithms.auto_fusion`).
@@ -226,6 +232,19 @@ class FedKTFusion:
         ``votes_per_submission`` of :func:`workers.privacy.accounting.party_vote_shifts`)."""
         return (settings.get("partitions") or 1) * self.vote_weight(settings)
 
+    def l1_cost(
+        self, settings: Mapping, *, privacy: Mapping, vote_shift: int | None = None
+    ) -> PrivacyCost:
+        """The data-independent cost of an L1 FedKT job (:func:`workers.privacy.costs.fedkt_l1_cost`: Theorem 3's
+        bound over ``n_queries`` noisy consistent-vote counts) to a silo moving ``vote_shift`` votes per query,
+        default one submission's (:meth:`votes_per_submission`)."""
+        return fedkt_l1_cost_from_parameters(
+            dict(privacy),
+            partitions=settings.get("partitions") or 1,
+            teachers=settings.get("teachers") or 1,
+            vote_shift=vote_shift or self.votes_per_submission(settings),
+        )
+
     @staticmethod
     def noise_refusal(settings: Mapping) -> str | None:
         """Why these settings cannot run with server noise (L1), or None: a vote whose sensitivity the accountant
@@ -309,8 +328,6 @@ class FedKTFusion:
         seed: int,
         evaluation=None,
     ) -> Fusion:
-        from workers.algorithms.transfer import fit_on_votes
-
         settings = self.validate(params)
         if noise is not None and self.noise_refusal(settings):
             raise ValueError(self.noise_refusal(settings))
@@ -330,21 +347,21 @@ class FedKTFusion:
         soft = settings.get("vote") == "soft"
         counts = np.asarray(signal_sum, dtype=np.float64 if soft else np.int64)
         public_features = np.asarray(public_features)
-        query_seed, model_seed = child_seeds(seed, 2)  # as fedkt.server_fit derives them
-        queried = queried_rows(len(public_features), settings, seed=query_seed)
-        model, _, labels, trained = fit_on_votes(
-            counts[queried],
-            public_features[queried],
-            learner=settings["final_model"],
+        server = server_step(
+            counts,
+            public_features,
             n_classes=n_classes,
-            seed=model_seed,
+            final=settings["final_model"],
+            query=query_argument(settings),
             noise=noise,
+            seed=seed,
         )
+        queried, trained = server.queried_indices, server.trained
         all_labels, all_trained = (
             np.full(len(public_features), -1, dtype=np.int64),
             np.zeros(len(public_features), bool),
         )
-        all_labels[queried[trained]], all_trained[queried[trained]] = labels[trained], True
+        all_labels[queried[trained]], all_trained[queried[trained]] = server.labels[trained], True
         privacy = None
         if noise is not None:
             from workers.privacy.accounting import party_vote_shifts, server_noise_privacy
@@ -357,7 +374,7 @@ class FedKTFusion:
             )
             privacy = server_noise_privacy(
                 mechanism=noise,
-                vote_counts=counts[queried],
+                vote_counts=server.consistent_counts,
                 partitions=settings["partitions"],
                 teachers=settings["teachers"],
                 delta=float(settings.get("privacy", {}).get("delta", 1e-5)),
@@ -368,7 +385,7 @@ class FedKTFusion:
             "n_abstained": int(len(queried) - trained.sum()),
             "n_trained": int(trained.sum()),
         }
-        return Fusion(model, all_labels, all_trained, privacy, details)
+        return Fusion(server.final_model, all_labels, all_trained, privacy, details)
 
 
 class EnsembleFusion:

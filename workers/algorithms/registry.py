@@ -22,9 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from workers.privacy.costs import PrivacyCost
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,25 @@ class FusionAlgorithm(Protocol):
         seed: int,
     ) -> Fusion:
         """Fuse the summed signal of ``members`` into a global model."""
+
+
+class ServerNoisePrice(Protocol):
+    """What a kind with ``accepts_noise`` adds: its L1 price, which the budgets reserve and charge.
+
+    ``votes_per_submission`` is the sensitivity (the votes one submission's data can move per noisy query; a silo
+    with k submissions in a job moves k times as many, :func:`workers.privacy.accounting.party_vote_shifts`) and
+    ``l1_cost`` the data-independent cost of a job to one silo, known before the job runs.
+    """
+
+    def votes_per_submission(self, settings: Mapping) -> int:
+        """Votes one submission moves per query of a job with validated ``settings``."""
+
+    def l1_cost(
+        self, settings: Mapping, *, privacy: Mapping, vote_shift: int | None = None
+    ) -> PrivacyCost:
+        """The party-level cost to a silo whose data moves ``vote_shift`` votes per query (default one
+        submission's); ``privacy``: the job's resolved noise (mechanism, gamma or sigma, delta, n_queries) or a
+        stored report of it (the same keys). A ValueError names what is wrong."""
 
 
 ALGORITHMS: dict[str, FusionAlgorithm] = {}

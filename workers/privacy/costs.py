@@ -22,7 +22,7 @@ Pure core: numpy and :mod:`workers.privacy` only.
 """
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -171,7 +171,7 @@ def fedkt_l1_cost(
 
 
 def fedkt_l1_cost_from_parameters(
-    privacy: dict, *, partitions: int, teachers: int = 1, vote_shift: int | None = None
+    privacy: Mapping, *, partitions: int, teachers: int = 1, vote_shift: int | None = None
 ) -> PrivacyCost:
     """:func:`fedkt_l1_cost` from a job's ``parameters["privacy"]`` dict (mechanism, gamma, sigma, delta, n_queries)
     or a stored report of one (the same keys)."""
@@ -316,39 +316,42 @@ def _fits_all(budgets: Sequence[BudgetView], cost_for: Callable[[int | None], Pr
     )
 
 
-def calibrate_noise(
-    budgets: Sequence[BudgetView],
-    *,
-    mechanism: str,
-    delta: float,
-    n_queries: int,
-    partitions: int,
-    teachers: int = 1,
-    iterations: int = 60,
-) -> float | None:
-    """The least noise for which a FedKT-L1 job fits every silo's remaining budget (each at its own vote shift).
+#: A job's price for calibration: (its privacy parameters, a silo's vote shift) → that silo's cost; a job kind's
+#: ``l1_cost`` (:class:`workers.algorithms.registry.ServerNoisePrice`) bound to the job's settings.
+Price = Callable[[Mapping, int | None], PrivacyCost]
 
-    Bisection on log γ (Laplace: the largest γ that fits) or log σ (Gaussian: the smallest σ
-    that fits) through the accountant; ε grows monotonically with γ and falls with σ.
+
+def fedkt_price(*, partitions: int, teachers: int = 1) -> Price:
+    """:func:`fedkt_l1_cost_from_parameters` at FedKT's s and t, as a :data:`Price`."""
+    return lambda privacy, vote_shift: fedkt_l1_cost_from_parameters(
+        privacy, partitions=partitions, teachers=teachers, vote_shift=vote_shift
+    )
+
+
+def calibrate_noise(
+    budgets: Sequence[BudgetView], *, privacy: Mapping, price: Price, iterations: int = 60
+) -> float | None:
+    """The least noise for which a job fits every silo's remaining budget (each at its own vote shift).
+
+    ``privacy``: the job's mechanism, delta and n_queries (its gamma and sigma are ignored); ``price``: what it
+    costs a silo at a given noise. Bisection on log γ (Laplace: the largest γ that fits) or log σ (Gaussian: the
+    smallest σ that fits) through the accountant; ε grows monotonically with γ and falls with σ.
 
     Returns
     -------
     float or None
         γ or σ, rounded towards more noise; None when not even γ = 1e-6 (σ = 1e6) fits.
     """
+    mechanism = privacy["mechanism"]
 
     def cost_at(log_value: float) -> Callable[[int | None], PrivacyCost]:
         value = math.exp(log_value)
-        return lambda vote_shift: fedkt_l1_cost(
-            mechanism=mechanism,
-            gamma=value if mechanism == "laplace" else None,
-            sigma=value if mechanism == "gaussian" else None,
-            delta=delta,
-            n_queries=n_queries,
-            partitions=partitions,
-            teachers=teachers,
-            vote_shift=vote_shift,
-        )
+        at = {
+            **privacy,
+            "gamma": value if mechanism == "laplace" else None,
+            "sigma": value if mechanism == "gaussian" else None,
+        }
+        return lambda vote_shift: price(at, vote_shift)
 
     less_noise = 1.0 if mechanism == "laplace" else -1.0  # direction of log value that spends more
     safe, risky = -less_noise * math.log(1e6), less_noise * math.log(1e6)
@@ -365,34 +368,20 @@ def calibrate_noise(
 def calibrate_queries(
     budgets: Sequence[BudgetView],
     *,
-    mechanism: str,
-    gamma: float | None,
-    sigma: float | None,
-    delta: float,
-    partitions: int,
-    teachers: int = 1,
+    privacy: Mapping,
+    price: Price,
     max_queries: int = 10_000_000,
 ) -> int:
-    """The most public rows a FedKT-L1 job may query and still fit every silo's remaining budget.
+    """The most public rows a job may query and still fit every silo's remaining budget.
 
-    Integer bisection through the accountant (ε never decreases with more queries). Returns 0
-    when not even one query fits.
+    ``privacy``: the job's mechanism, noise and delta (its n_queries is ignored); ``price`` as for
+    :func:`calibrate_noise`. Integer bisection through the accountant (ε never decreases with more queries).
+    Returns 0 when not even one query fits.
     """
 
     def fits_with(n_queries: int) -> bool:
-        return _fits_all(
-            budgets,
-            lambda vote_shift: fedkt_l1_cost(
-                mechanism=mechanism,
-                gamma=gamma,
-                sigma=sigma,
-                delta=delta,
-                n_queries=n_queries,
-                partitions=partitions,
-                teachers=teachers,
-                vote_shift=vote_shift,
-            ),
-        )
+        at = {**privacy, "n_queries": n_queries}
+        return _fits_all(budgets, lambda vote_shift: price(at, vote_shift))
 
     low, high = 0, max_queries  # fits_with(low) is true: zero queries cost nothing
     if fits_with(high):

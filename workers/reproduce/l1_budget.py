@@ -55,16 +55,17 @@ NOISE_SETTINGS = {
 
 
 def queries_within_budget(mechanism: str, noise: float, *, n_public: int) -> int:
-    from workers.privacy.costs import BudgetView, calibrate_queries
+    from workers.privacy.costs import BudgetView, calibrate_queries, fedkt_price
 
     return calibrate_queries(
         [BudgetView(epsilon_limit=EPSILON_LIMIT, delta=DELTA, vote_shift=PARTITIONS)],
-        mechanism=mechanism,
-        gamma=noise if mechanism == "laplace" else None,
-        sigma=noise if mechanism == "gaussian" else None,
-        delta=DELTA,
-        partitions=PARTITIONS,
-        teachers=TEACHERS,
+        privacy={
+            "mechanism": mechanism,
+            "gamma": noise if mechanism == "laplace" else None,
+            "sigma": noise if mechanism == "gaussian" else None,
+            "delta": DELTA,
+        },
+        price=fedkt_price(partitions=PARTITIONS, teachers=TEACHERS),
         max_queries=n_public,
     )
 

@@ -264,8 +264,8 @@ def test_pricing_quotes_each_silo_without_reserving(
     quote = budget_price_job(
         federation=federation_with_data,
         organisations=[user.organisation for user in members],
-        privacy_parameters=LAPLACE,
-        partitions=2,
+        kind="fedkt",
+        parameters={"partitions": 2, "privacy": LAPLACE},
     )
     both = epsilon_decimal(compose_costs([ONE_JOB, ONE_JOB], delta=1e-5).epsilon)
     one = epsilon_decimal(ONE_JOB.report.epsilon)
@@ -286,8 +286,8 @@ def test_calibration_finds_the_largest_gamma_and_most_queries_that_fit(
     noise = budget_calibrate(
         federation=federation_with_data,
         organisations=organisations,
-        privacy_parameters=LAPLACE,
-        partitions=2,
+        kind="fedkt",
+        parameters={"partitions": 2, "privacy": LAPLACE},
         solve_for="noise",
     )
     assert noise["parameter"] == "gamma" and noise["price"]["fits"] is True
@@ -295,15 +295,15 @@ def test_calibration_finds_the_largest_gamma_and_most_queries_that_fit(
     queries = budget_calibrate(
         federation=federation_with_data,
         organisations=organisations,
-        privacy_parameters=LAPLACE,
-        partitions=2,
+        kind="fedkt",
+        parameters={"partitions": 2, "privacy": LAPLACE},
         solve_for="queries",
     )
     assert queries["parameter"] == "n_queries" and queries["price"]["fits"] is True
     over = budget_price_job(
         federation=federation_with_data,
         organisations=organisations,
-        privacy_parameters={**LAPLACE, "n_queries": queries["value"] + 1},
-        partitions=2,
+        kind="fedkt",
+        parameters={"partitions": 2, "privacy": {**LAPLACE, "n_queries": queries["value"] + 1}},
     )
     assert over["fits"] is False

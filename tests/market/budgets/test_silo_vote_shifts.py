@@ -168,8 +168,8 @@ def test_the_price_dry_run_and_the_api_agree_with_the_reservation(
     by_organisation = budget_price_job(
         federation=federation_with_data,
         organisations=[s.organisation_id for s in submissions],
-        privacy_parameters=GAUSSIAN,
-        partitions=PARTITIONS,
+        kind="fedkt",
+        parameters={"partitions": PARTITIONS, "privacy": GAUSSIAN},
     )
     assert [silo["epsilon"] for silo in by_organisation["silos"]] == [
         silo["epsilon"] for silo in quote["silos"]
@@ -194,15 +194,15 @@ def test_calibration_finds_noise_that_fits_the_silo_with_three_submissions(
     result = budget_calibrate(
         federation=federation_with_data,
         organisations=[s.organisation_id for s in fabrikam],
-        privacy_parameters=GAUSSIAN,
-        partitions=PARTITIONS,
+        kind="fedkt",
+        parameters={"partitions": PARTITIONS, "privacy": GAUSSIAN},
         solve_for="noise",
     )
     alone = budget_calibrate(
         federation=federation_with_data,
         organisations=[fabrikam[0].organisation_id],
-        privacy_parameters=GAUSSIAN,
-        partitions=PARTITIONS,
+        kind="fedkt",
+        parameters={"partitions": PARTITIONS, "privacy": GAUSSIAN},
         solve_for="noise",
     )
     assert result["value"] == pytest.approx(

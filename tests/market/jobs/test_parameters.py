@@ -11,11 +11,7 @@ DEMO_PUBLIC_ROWS = (
 
 
 def _price(parameters: dict) -> float:
-    return job_privacy_cost(
-        privacy_parameters=parameters["privacy"],
-        partitions=parameters["partitions"],
-        teachers=parameters["teachers"],
-    ).report.epsilon
+    return job_privacy_cost(kind="fedkt", parameters=parameters).report.epsilon
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
-from workers.algorithms import kind_choices
+from workers.algorithms import algorithm_get, kind_choices
 from workers.algorithms.registry import ALGORITHMS
+from workers.privacy.costs import fedkt_l1_cost
 
 
 def test_the_registry_offers_every_registered_kind_with_its_label_fedkt_first():
@@ -13,3 +14,19 @@ def test_the_registry_offers_every_registered_kind_with_its_label_fedkt_first():
 
 def test_federated_distillation_is_not_a_job_kind():
     assert "fd" not in ALGORITHMS
+
+
+def test_fedkt_prices_an_l1_job_for_the_votes_a_weighted_submission_moves():
+    privacy = {
+        "mechanism": "laplace",
+        "gamma": 0.04,
+        "sigma": None,
+        "delta": 1e-5,
+        "n_queries": 100,
+    }
+    settings = {"partitions": 2, "teachers": 5, "vote": "class_weighted", "vote_weight_max": 4}
+    fedkt = algorithm_get("fedkt")
+    assert fedkt.votes_per_submission(settings) == 8
+    expected = fedkt_l1_cost(**privacy, partitions=2, teachers=5, vote_shift=8)
+    assert fedkt.l1_cost(settings, privacy=privacy) == expected
+    assert fedkt.l1_cost(settings, privacy=privacy, vote_shift=16).report.vote_shift == 16

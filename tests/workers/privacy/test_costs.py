@@ -19,6 +19,7 @@ from workers.privacy.costs import (
     declared_cost,
     fedkt_l1_cost,
     fedkt_l1_cost_from_parameters,
+    fedkt_price,
     fits,
 )
 from workers.privacy.rdp import RENYI_ORDERS, epsilon_from_rdp
@@ -154,7 +155,11 @@ def test_a_cost_stored_on_an_old_order_grid_falls_back_to_additive_composition()
 
 def test_calibrated_gamma_is_the_largest_that_fits():
     budget = BudgetView(epsilon_limit=10.0, delta=DELTA, committed=(laplace_job(),))
-    gamma = calibrate_noise([budget], mechanism="laplace", delta=DELTA, n_queries=100, partitions=2)
+    gamma = calibrate_noise(
+        [budget],
+        privacy={"mechanism": "laplace", "delta": DELTA, "n_queries": 100},
+        price=fedkt_price(partitions=2),
+    )
     job = lambda value: laplace_job(gamma=value)  # noqa: E731
     assert fits(budget.committed, job(gamma), epsilon_limit=10.0, delta=DELTA)
     assert not fits(budget.committed, job(gamma * 1.001), epsilon_limit=10.0, delta=DELTA)
@@ -166,7 +171,9 @@ def test_calibration_takes_the_tightest_silo_and_gaussian_sigma_is_the_smallest_
         BudgetView(epsilon_limit=2.0, delta=DELTA),
     )
     sigma = calibrate_noise(
-        [roomy, tight], mechanism="gaussian", delta=DELTA, n_queries=100, partitions=2
+        [roomy, tight],
+        privacy={"mechanism": "gaussian", "delta": DELTA, "n_queries": 100},
+        price=fedkt_price(partitions=2),
     )
 
     def job(value):
@@ -181,7 +188,9 @@ def test_calibration_takes_the_tightest_silo_and_gaussian_sigma_is_the_smallest_
 def test_calibrated_queries_are_the_most_that_fit_and_zero_when_nothing_does():
     budget = BudgetView(epsilon_limit=5.0, delta=DELTA)
     n_queries = calibrate_queries(
-        [budget], mechanism="laplace", gamma=0.04, sigma=None, delta=DELTA, partitions=2
+        [budget],
+        privacy={"mechanism": "laplace", "gamma": 0.04, "sigma": None, "delta": DELTA},
+        price=fedkt_price(partitions=2),
     )
     assert (
         laplace_job(n_queries=n_queries).report.epsilon
@@ -193,13 +202,20 @@ def test_calibrated_queries_are_the_most_that_fit_and_zero_when_nothing_does():
     )
     assert (
         calibrate_queries(
-            [full], mechanism="laplace", gamma=0.04, sigma=None, delta=DELTA, partitions=2
+            [full],
+            privacy={"mechanism": "laplace", "gamma": 0.04, "sigma": None, "delta": DELTA},
+            price=fedkt_price(partitions=2),
         )
         == 0
     )
     # Only noise so large that the answers are nearly independent of the votes (ε rounds to 0 at δ) still fits.
     assert (
-        calibrate_noise([full], mechanism="laplace", delta=DELTA, n_queries=10, partitions=2) < 1e-5
+        calibrate_noise(
+            [full],
+            privacy={"mechanism": "laplace", "delta": DELTA, "n_queries": 10},
+            price=fedkt_price(partitions=2),
+        )
+        < 1e-5
     )
 
 

@@ -11,7 +11,7 @@ from workers.privacy.accounting import (
     server_noise_privacy,
     server_noise_privacy_bound,
 )
-from workers.privacy.costs import BudgetView, calibrate_noise, fedkt_l1_cost
+from workers.privacy.costs import BudgetView, calibrate_noise, fedkt_l1_cost, fedkt_price
 from workers.privacy.mechanisms import GaussianNoise, LaplaceNoise
 from workers.privacy.rdp import RENYI_ORDERS
 
@@ -165,21 +165,19 @@ def test_calibration_gives_a_silo_with_two_submissions_twice_the_gaussian_noise(
     # Gaussian ε depends on Δ/σ only: the least σ that fits a silo moving 2s votes is exactly twice that for s.
     budget = {"epsilon_limit": 3.0, "delta": DELTA}
     one = calibrate_noise(
-        [BudgetView(**budget)], mechanism="gaussian", delta=DELTA, n_queries=100, partitions=2
+        [BudgetView(**budget)],
+        privacy={"mechanism": "gaussian", "delta": DELTA, "n_queries": 100},
+        price=fedkt_price(partitions=2),
     )
     two = calibrate_noise(
         [BudgetView(**budget, vote_shift=4)],
-        mechanism="gaussian",
-        delta=DELTA,
-        n_queries=100,
-        partitions=2,
+        privacy={"mechanism": "gaussian", "delta": DELTA, "n_queries": 100},
+        price=fedkt_price(partitions=2),
     )
     both = calibrate_noise(
         [BudgetView(**budget), BudgetView(**budget, vote_shift=4)],
-        mechanism="gaussian",
-        delta=DELTA,
-        n_queries=100,
-        partitions=2,
+        privacy={"mechanism": "gaussian", "delta": DELTA, "n_queries": 100},
+        price=fedkt_price(partitions=2),
     )
     assert two == pytest.approx(2 * one, rel=1e-9) and both == two
 
