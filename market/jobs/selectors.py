@@ -1,12 +1,12 @@
 """Reads on jobs and global models, with who may see what."""
 
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet
 
 from market.accounts.models import User
 from market.errors import NotFound, PermissionDenied
 from market.federations.models import Federation
 from market.jobs.models import GlobalModel, Job, JobStatus
-from market.submissions.models import Submission
+from market.submissions.models import ModelFile, Submission
 
 STAGE_PERCENT = {"fusing": 85, "evaluating": 92, "saving": 97, "done": 100}
 PREDICTING_SHARE = 80  # percent of a job's progress bar the members' predictions fill
@@ -93,13 +93,20 @@ def job_members(*, submissions: list[Submission]) -> list:
     # needs a job kind.
     from workers.algorithms.registry import Member
 
+    # one query for every member's number of model files (a job may have thousands of members)
+    n_models = dict(
+        ModelFile.objects.filter(submission_id__in=[submission.id for submission in submissions])
+        .values("submission_id")
+        .annotate(n=Count("id"))
+        .values_list("submission_id", "n")
+    )
     return [
         Member(
             key=str(submission.id),
             organisation=str(submission.organisation_id),
             n_examples=submission.n_local_examples,
             validation_score=submission.local_validation_score,
-            n_models=submission.model_files.count(),
+            n_models=n_models.get(submission.id, 0),
             label_distribution=tuple(submission.label_distribution)
             if submission.label_distribution
             else None,

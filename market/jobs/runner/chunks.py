@@ -125,47 +125,52 @@ def job_chunk_release(*, chunk_id: int) -> None:
     )
 
 
-def _model_bytes(submission_id: int) -> list[tuple[str, bytes]]:
-    submission = Submission.objects.filter(id=submission_id).prefetch_related("model_files").first()
-    if submission is None:
-        raise JobInputError(f"Submission #{submission_id} was deleted after the job was created.")
-    if submission.status != SubmissionStatus.VALID:
-        raise JobInputError(
-            f"Submission #{submission_id} is no longer valid ({submission.status})."
-        )
+def _chunk_submissions(chunk: JobChunk) -> list[Submission]:
+    """The chunk's submissions with their model files, in the chunk's order, read in two queries; still valid."""
+    found = Submission.objects.prefetch_related("model_files").in_bulk(chunk.submission_ids)
+    for submission_id in chunk.submission_ids:
+        if submission_id not in found:
+            raise JobInputError(
+                f"Submission #{submission_id} was deleted after the job was created."
+            )
+        if found[submission_id].status != SubmissionStatus.VALID:
+            raise JobInputError(
+                f"Submission #{submission_id} is no longer valid ({found[submission_id].status})."
+            )
+    return [found[submission_id] for submission_id in chunk.submission_ids]
+
+
+def _model_bytes(submission: Submission) -> list[tuple[str, bytes]]:
     files = []
     for model_file in submission.model_files.all():
         try:
             files.append((model_file.original_name, artifact_read(model_file.stored_name)))
         except FileNotFoundError as error:
             raise JobInputError(
-                f"Submission #{submission_id}: its model file '{model_file.original_name}' is "
+                f"Submission #{submission.id}: its model file '{model_file.original_name}' is "
                 "missing from storage."
             ) from error
         if sha256_of(files[-1][1]) != model_file.sha256:
             raise JobInputError(
-                f"Submission #{submission_id}: its model file '{model_file.original_name}' is corrupt "
+                f"Submission #{submission.id}: its model file '{model_file.original_name}' is corrupt "
                 "(its content no longer matches the SHA-256 recorded at upload)."
             )
     return files
 
 
 def _predict_chunk(
-    chunk: JobChunk, features: np.ndarray, n_classes: int, public_dataset
+    submissions: list[Submission], features: np.ndarray, n_classes: int, public_dataset
 ) -> dict[int, np.ndarray]:
     """Probabilities ``(n_models, n_rows, K)`` of every member of the chunk, each reading the one-hot ``features``
     in its own view (market.feature_views), computed in one sandbox child per view."""
-    files = {submission_id: _model_bytes(submission_id) for submission_id in chunk.submission_ids}
     flat = [
-        (submission_id, name, data)
-        for submission_id, named in files.items()
-        for name, data in named
+        (submission.id, name, data)
+        for submission in submissions
+        for name, data in _model_bytes(submission)
     ]
     views = {
         submission.id: model_files_feature_view(submission.model_files.all())
-        for submission in Submission.objects.filter(id__in=chunk.submission_ids).prefetch_related(
-            "model_files"
-        )
+        for submission in submissions
     }
     outcomes = [None] * len(flat)
     for view in sorted(set(views.values())):
@@ -181,7 +186,7 @@ def _predict_chunk(
         )
         for position, outcome in zip(positions, predicted):
             outcomes[position] = outcome
-    result: dict[int, list] = {submission_id: [] for submission_id in chunk.submission_ids}
+    result: dict[int, list] = {submission.id: [] for submission in submissions}
     for (submission_id, name, _), outcome in zip(flat, outcomes):
         if outcome.error:
             raise JobInputError(
@@ -260,16 +265,12 @@ def _chunk_artifact(chunk: JobChunk, job: Job) -> tuple[str, dict]:
             "The federation's public data or evaluation split is missing from storage."
         ) from error
     n_classes = job.federation.n_classes
+    submissions = _chunk_submissions(chunk)
     probabilities = _predict_chunk(
-        chunk, np.vstack([public, evaluation["features"]]), n_classes, job.public_dataset
+        submissions, np.vstack([public, evaluation["features"]]), n_classes, job.public_dataset
     )
     algorithm = algorithm_get(job.kind)
-    members = {
-        member.key: member
-        for member in job_members(
-            submissions=list(Submission.objects.filter(id__in=chunk.submission_ids))
-        )
-    }
+    members = {member.key: member for member in job_members(submissions=submissions)}
     signals, evaluation_probabilities, metrics = [], [], {}
     for submission_id in chunk.submission_ids:
         member_probabilities = probabilities[submission_id]
@@ -289,7 +290,8 @@ def _chunk_artifact(chunk: JobChunk, job: Job) -> tuple[str, dict]:
             averaged, evaluation["labels"], n_classes=n_classes
         )
     signals = np.stack(signals)
-    data = arrays_to_npz(
+    data = arrays_to_npz(  # not compressed: read back once or twice and deleted when the job ends
+        compressed=False,
         signal_sum=signals.sum(axis=0),
         member_signals=signals,
         member_ids=np.asarray(chunk.submission_ids, dtype=np.int64),

@@ -174,7 +174,7 @@ def _fused(job: Job) -> dict | None:
         signal_sum = (
             arrays["signal_sum"] if signal_sum is None else signal_sum + arrays["signal_sum"]
         )
-    submissions = Submission.objects.in_bulk(ids)
+    submissions = Submission.objects.prefetch_related("model_files").in_bulk(ids)
     missing = [submission_id for submission_id in ids if submission_id not in submissions]
     if missing:
         raise JobInputError(f"Submission #{missing[0]} was deleted after the job was created.")
