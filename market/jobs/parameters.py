@@ -157,11 +157,11 @@ def job_parameters_validate(
             'Give the parameters as a JSON object, e.g. {"partitions": 2, "query_fraction": 0.1}.'
         )
     given = dict(parameters or {})
-    job_kind_get(kind)
-    algorithms = _algorithms()
-    if privacy_level == PrivacyLevel.L1 and not algorithms[kind].accepts_noise:
+    algorithm = job_kind_get(kind)
+    if privacy_level == PrivacyLevel.L1 and not algorithm.accepts_noise:
+        labels = [noisy.label for noisy in _algorithms().values() if noisy.accepts_noise]
         raise InvalidInput(
-            "Server noise (L1) is only available for FedKT jobs; choose L0 or L2 for this kind."
+            f"Server noise (L1) is only available for {' and '.join(labels)} jobs; choose L0 or L2 for this kind."
         )
     if "privacy" in given and privacy_level != PrivacyLevel.L1:
         raise InvalidInput(
@@ -174,19 +174,17 @@ def job_parameters_validate(
     from workers.algorithms.schema import query_rows
 
     query_given = any(key in given for key in QUERY_KEYS)
-    queries = "query_fraction" in algorithms[kind].keys
+    queries = "query_fraction" in algorithm.keys
     federation_query = {
         key: value
         for key, value in (federation.default_parameters or {}).items()
         if queries and key in ("query_fraction", "query_count")
     }
     try:
-        validated = algorithms[kind].validate(
-            given if query_given else {**federation_query, **given}
-        )
+        validated = algorithm.validate(given if query_given else {**federation_query, **given})
     except ValueError as error:
         raise InvalidInput(f"The {kind} parameters are not valid: {error}") from error
-    refusal = getattr(algorithms[kind], "noise_refusal", lambda _: None)(validated)
+    refusal = getattr(algorithm, "noise_refusal", lambda _: None)(validated)
     if privacy_level == PrivacyLevel.L1 and refusal:
         raise InvalidInput(refusal)
     if queries and not query_given and privacy_level == PrivacyLevel.L1:
@@ -220,7 +218,7 @@ def job_workload_check(
     """Refuse settings that cannot train a model or exceed ``ONEFOLD_JOB_MAX_WORK``; the estimated work otherwise."""
     from workers.algorithms.schema import MIN_TRAINING_ROWS
 
-    estimate = _algorithms()[kind].estimate(
+    estimate = job_kind_get(kind).estimate(
         parameters, n_public=n_public, n_member_models=n_member_models
     )
     needed = max(MIN_TRAINING_ROWS, n_classes)

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
-from django.db.models import Count
 from django.utils import timezone
 
 from market.accounts.models import User
@@ -98,26 +97,6 @@ def _chosen_submissions(
     return [found[submission_id] for submission_id in sorted(submissions)]
 
 
-def _check_members_fit(*, kind: str, parameters: dict, submissions: list[Submission]) -> None:
-    if kind != "fedkt":
-        return
-    counts = dict(
-        Submission.objects.filter(id__in=[s.id for s in submissions])
-        .order_by()
-        .values("id")
-        .annotate(n=Count("model_files"))
-        .values_list("id", "n")
-    )
-    partitions = parameters["partitions"]
-    for submission in submissions:
-        if counts.get(submission.id, 0) != partitions:
-            raise InvalidInput(
-                f"Submission #{submission.id} holds {counts.get(submission.id, 0)} model file(s), but a "
-                f"FedKT job with s = {partitions} needs one student per partition in every submission; "
-                "set 'partitions' to match or choose other submissions."
-            )
-
-
 def _check_selectable(
     *,
     kind: str,
@@ -190,7 +169,6 @@ def job_create(
         chosen = _chosen_submissions(
             federation=federation, privacy_level=privacy_level, submissions=submissions
         )
-        _check_members_fit(kind=kind, parameters=validated, submissions=chosen)
         _check_selectable(
             kind=kind,
             parameters=validated,

@@ -271,11 +271,14 @@ class FedKTFusion:
 
     def select(self, members: Sequence[Member], params: Mapping, *, seed: int) -> list[int]:
         settings = self.validate(params)
-        wrong = [m.key for m in members if m.n_models != settings["partitions"]]
-        if wrong:
-            raise ValueError(
-                f"Submissions {', '.join(wrong)} do not hold s = {settings['partitions']} students."
-            )
+        partitions = settings["partitions"]
+        for member in members:
+            if member.n_models != partitions:
+                raise ValueError(
+                    f"Submission #{member.key} holds {member.n_models} model file(s), but a FedKT job with "
+                    f"s = {partitions} needs one student per partition in every submission; set "
+                    "'partitions' to match or choose other submissions."
+                )
         return list(range(len(members)))
 
     def member_signal(

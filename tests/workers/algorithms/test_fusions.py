@@ -137,7 +137,9 @@ def test_fedkt_fuse_with_server_noise_reports_party_level_privacy(digits_federat
 
 
 def test_fedkt_refuses_submissions_with_another_number_of_students():
-    with pytest.raises(ValueError, match="do not hold s = 2"):
+    with pytest.raises(
+        ValueError, match="but a FedKT job with s = 2 needs one student per partition"
+    ):
         algorithm_get("fedkt").select(
             [_member("a", n_models=2), _member("b", n_models=3)], {"partitions": 2}, seed=0
         )
