@@ -81,6 +81,10 @@ def test_job_create_stores_parameters_with_defaults_and_an_unpublished_outbox_ro
             "No member has a number of local examples of at least 1e+06; lower the threshold",
         ),
         ({"parameters": {"gamma": 0.1}}, "Unknown parameter(s) for a fedkt job: gamma."),
+        (
+            {"parameters": {**FAST_FEDKT, "partitions": 3}},
+            "holds 2 model file(s), but a FedKT job with s = 3 needs one student per partition",
+        ),
         ({"parameters": {"privacy": {"gamma": 1}}}, "Only L1 jobs take privacy parameters"),
         (
             {"privacy_level": "L1", "parameters": {"privacy": {"gamma": -1}}},
