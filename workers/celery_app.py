@@ -38,6 +38,7 @@ app.conf.beat_schedule = {
         ("submission-reaper", "onefold.submission_reap"),
         ("outbox-sweep", "onefold.outbox_sweep"),
         ("exchange-reaper", "onefold.exchange_reap"),
+        ("augmentation-reaper", "onefold.augmentation_reap"),
     )
 }
 app.autodiscover_tasks(["workers"])

@@ -119,6 +119,13 @@ def exchange_reap_task() -> int:
 
 @app.task(name="onefold.augmentation_train", **RETRY)
 def augmentation_train_task(augmentation_id: int) -> None:
-    from market.augmentations.services import augmentation_train
+    from market.augmentations.training import augmentation_train
 
     augmentation_train(augmentation_id=augmentation_id)
+
+
+@app.task(name="onefold.augmentation_reap", acks_late=True)
+def augmentation_reap_task() -> dict:
+    from market.augmentations.training import augmentation_reap
+
+    return augmentation_reap()

@@ -56,6 +56,9 @@ class Augmentation(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
+    training_started_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a worker claimed the training."
+    )
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

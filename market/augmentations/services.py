@@ -1,8 +1,9 @@
-"""FAug's writes: open an augmentation, upload a silo's seeds, start the generator's training, train it (the worker).
+"""FAug's writes on request: open an augmentation, upload a silo's seeds, start the generator's training.
 
 Starting reserves the DP discriminator's example-level ε for every silo that contributed seeds (refused before any
-work when one would overspend) and queues ``onefold.augmentation_train`` through the outbox; publishing the generator
-charges the reservation, a failed training releases it (nothing was published, nothing is charged).
+work when one would overspend) and queues ``onefold.augmentation_train`` through the outbox; the worker's side
+(:mod:`market.augmentations.training`) charges the reservation when it publishes the generator and releases it when
+training fails (nothing was published, nothing is charged).
 """
 
 import logging
@@ -22,22 +23,15 @@ from market.augmentations.models import (
 )
 from market.budgets.services import (
     BudgetExceeded,
-    budget_charge_for_augmentation,
     budget_refusal_record,
-    budget_release_for_augmentation,
     budget_reserve_for_augmentation,
 )
 from market.errors import Conflict, InvalidInput, PermissionDenied
 from market.federations.models import Federation, PrivacyLevel
 from market.federations.selectors import federation_is_member
 from market.outbox import outbox_add
-from market.storage import artifact_save, artifacts_removed_on_error
-from market.transient import TRANSIENT_ERRORS
 from workers.algorithms.faug import (
-    GanSetting,
     GeneratorPrivacy,
-    save_generator,
-    train_generator,
 )
 from workers.privacy.costs import PrivacyCost
 from workers.privacy.dp_sgd import DpSgdParameters, dp_sgd_privacy_bound
@@ -277,108 +271,3 @@ def _reserve(augmentation: Augmentation, uploads: list, actor: User) -> None:
         cost=PrivacyCost(report=report, rdp=tuple(float(value) for value in curve)),
         actor=actor,
     )
-
-
-def augmentation_train(*, augmentation_id: int) -> None:
-    """The worker's step: queued → training (one claimer wins), train on the pooled seeds, then publish the
-    generator and charge, or fail and release. A transient error puts the row back in the queue."""
-    claimed = Augmentation.objects.filter(
-        id=augmentation_id, status=AugmentationStatus.QUEUED
-    ).update(status=AugmentationStatus.TRAINING)
-    if not claimed:
-        return  # already done by another delivery
-    augmentation = Augmentation.objects.select_related("federation").get(id=augmentation_id)
-    try:
-        data, spec = _trained_generator(augmentation)
-    except TRANSIENT_ERRORS:
-        Augmentation.objects.filter(id=augmentation_id).update(status=AugmentationStatus.QUEUED)
-        raise
-    except (
-        Exception
-    ) as error:  # any failure of training: nothing is published, so nothing is charged
-        logger.exception("Augmentation #%s failed", augmentation_id)
-        _fail(augmentation, f"Training the generator failed: {error}")
-        return
-    with artifacts_removed_on_error() as stored_names, transaction.atomic():
-        augmentation.generator_file = artifact_save(
-            name=f"generators/augmentation-{augmentation.id}.safetensors",
-            data=data,
-            stored_names=stored_names,
-        )
-        augmentation.generator_spec = spec
-        augmentation.generator_bytes = len(data)
-        augmentation.status = AugmentationStatus.PUBLISHED
-        augmentation.finished_at = timezone.now()
-        augmentation.save(
-            update_fields=[
-                "generator_file",
-                "generator_spec",
-                "generator_bytes",
-                "status",
-                "finished_at",
-            ]
-        )
-        budget_charge_for_augmentation(augmentation=augmentation)
-        audit_record(
-            action="augmentation.published",
-            target=augmentation,
-            organisation=None,
-            details={"bytes": len(data)},
-        )
-
-
-def augmentation_seeds(augmentation: Augmentation) -> tuple[np.ndarray, np.ndarray]:
-    """The pooled seeds: features (n, n_features) float32 and labels (n,) int64, in upload order."""
-    uploads = list(augmentation.seeds.order_by("id"))
-    features = [
-        np.frombuffer(bytes(upload.features), dtype=np.float32).reshape(-1, augmentation.n_features)
-        for upload in uploads
-    ]
-    labels = [np.asarray(upload.labels, dtype=np.int64) for upload in uploads]
-    return np.concatenate(features), np.concatenate(labels)
-
-
-def _trained_generator(augmentation: Augmentation) -> tuple[bytes, dict]:
-    features, labels = augmentation_seeds(augmentation)
-    privacy = None
-    if augmentation.private:
-        reserved = DpSgdParameters.from_declaration(
-            {
-                key: value
-                for key, value in augmentation.privacy_parameters.items()
-                if key != "n_examples"
-            },
-            n_examples=augmentation.privacy_parameters["n_examples"],
-        )
-        if reserved.n_examples != len(labels):
-            raise RuntimeError(
-                f"{len(labels)} seeds are stored but {reserved.n_examples} were reserved for."
-            )
-        privacy = GeneratorPrivacy(
-            noise_multiplier=reserved.noise_multiplier,
-            max_grad_norm=reserved.max_grad_norm,
-            delta=reserved.delta,
-        )
-    trained = train_generator(
-        features,
-        labels,
-        n_classes=augmentation.federation.n_classes,
-        setting=GanSetting(epochs=augmentation.epochs, batch_size=augmentation.batch_size),
-        seed=augmentation.id,
-        privacy=privacy,
-    )
-    return save_generator(trained), trained.spec
-
-
-def _fail(augmentation: Augmentation, reason: str) -> None:
-    with transaction.atomic():
-        Augmentation.objects.filter(id=augmentation.id).update(
-            status=AugmentationStatus.FAILED, status_reason=reason, finished_at=timezone.now()
-        )
-        budget_release_for_augmentation(augmentation=augmentation)
-        audit_record(
-            action="augmentation.failed",
-            target=augmentation,
-            organisation=None,
-            details={"reason": reason[:500]},
-        )

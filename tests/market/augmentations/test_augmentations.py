@@ -1,14 +1,16 @@
 """FAug through the API: seeds validated and seen only by their silo, the leakage shown, the generator's training
 started by an operator with its DP ε reserved (or refused), then published and charged, or failed and released."""
 
+from datetime import timedelta
 from decimal import Decimal
 
 import numpy as np
 import pytest
+from django.utils import timezone
 
 from market.audit.models import AuditEvent
-from market.augmentations.models import Augmentation, SeedUpload
-from market.augmentations.services import augmentation_train
+from market.augmentations.models import Augmentation, AugmentationOutbox, SeedUpload
+from market.augmentations.training import augmentation_reap, augmentation_train
 from market.budgets.models import BudgetEntry, PrivacyBudget
 from tests.conftest import api_client_for
 from workers.algorithms.faug import load_generator
@@ -243,3 +245,26 @@ def test_a_failed_training_releases_the_reservation_and_charges_nothing(operator
     assert (budget.spent, budget.reserved) == (Decimal(0), Decimal(0))
     download = operator_api.get(f"/api/augmentations/{augmentation['id']}/generator/")
     assert download.status_code == 409
+
+
+def test_the_reaper_republishes_a_lost_start_and_fails_a_training_whose_worker_died(
+    operator_api, three_silos, settings
+):
+    first, second = (open_augmentation(operator_api, noise_multiplier=1.0) for _ in range(2))
+    for silo, augmentation in zip(three_silos, (first, second)):  # one silo each: ε fits both
+        assert upload(silo, augmentation["id"], seeds(0)).status_code == 201
+        assert (
+            operator_api.post(f"/api/augmentations/{augmentation['id']}/start/").status_code == 202
+        )
+    long_ago = timezone.now() - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 1)
+    AugmentationOutbox.objects.update(published_at=long_ago)  # a broker that lost both messages
+    Augmentation.objects.filter(id=second["id"]).update(
+        status="training", training_started_at=long_ago
+    )  # a worker that died while training
+    assert augmentation_reap() == {"republished": 1, "failed": 1}
+    assert AugmentationOutbox.objects.filter(augmentation_id=first["id"]).count() == 2
+    died = Augmentation.objects.get(id=second["id"])
+    assert died.status == "failed" and "nothing was charged" in died.status_reason
+    assert list(
+        BudgetEntry.objects.filter(augmentation=died).order_by("id").values_list("kind", flat=True)
+    ) == ["reserve", "release"]

@@ -1,0 +1,157 @@
+"""FAug's worker side: train the generator of a queued augmentation on the pooled seeds and publish it (charging the
+reserved ε), or fail and release; the reaper republishes starts no worker took and fails trainings whose worker
+died."""
+
+import logging
+from datetime import timedelta
+
+import numpy as np
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from market.audit.services import audit_record
+from market.augmentations.models import Augmentation, AugmentationOutbox, AugmentationStatus
+from market.budgets.services import budget_charge_for_augmentation, budget_release_for_augmentation
+from market.outbox import outbox_add, outbox_published_long_ago
+from market.storage import artifact_save, artifacts_removed_on_error
+from market.transient import TRANSIENT_ERRORS
+from workers.algorithms.faug import GanSetting, GeneratorPrivacy, save_generator, train_generator
+from workers.privacy.dp_sgd import DpSgdParameters
+
+logger = logging.getLogger(__name__)
+
+
+def augmentation_train(*, augmentation_id: int) -> None:
+    """The worker's step: queued → training (one claimer wins), train on the pooled seeds, then publish the
+    generator and charge, or fail and release. A transient error puts the row back in the queue."""
+    claimed = Augmentation.objects.filter(
+        id=augmentation_id, status=AugmentationStatus.QUEUED
+    ).update(status=AugmentationStatus.TRAINING, training_started_at=timezone.now())
+    if not claimed:
+        return  # already done by another delivery
+    augmentation = Augmentation.objects.select_related("federation").get(id=augmentation_id)
+    try:
+        data, spec = _trained_generator(augmentation)
+    except TRANSIENT_ERRORS:
+        Augmentation.objects.filter(id=augmentation_id).update(status=AugmentationStatus.QUEUED)
+        raise
+    except (
+        Exception
+    ) as error:  # any failure of training: nothing is published, so nothing is charged
+        logger.exception("Augmentation #%s failed", augmentation_id)
+        _fail(augmentation, f"Training the generator failed: {error}")
+        return
+    with artifacts_removed_on_error() as stored_names, transaction.atomic():
+        augmentation.generator_file = artifact_save(
+            name=f"generators/augmentation-{augmentation.id}.safetensors",
+            data=data,
+            stored_names=stored_names,
+        )
+        augmentation.generator_spec = spec
+        augmentation.generator_bytes = len(data)
+        augmentation.status = AugmentationStatus.PUBLISHED
+        augmentation.finished_at = timezone.now()
+        augmentation.save(
+            update_fields=[
+                "generator_file",
+                "generator_spec",
+                "generator_bytes",
+                "status",
+                "finished_at",
+            ]
+        )
+        budget_charge_for_augmentation(augmentation=augmentation)
+        audit_record(
+            action="augmentation.published",
+            target=augmentation,
+            organisation=None,
+            details={"bytes": len(data)},
+        )
+
+
+def augmentation_seeds(augmentation: Augmentation) -> tuple[np.ndarray, np.ndarray]:
+    """The pooled seeds: features (n, n_features) float32 and labels (n,) int64, in upload order."""
+    uploads = list(augmentation.seeds.order_by("id"))
+    features = [
+        np.frombuffer(bytes(upload.features), dtype=np.float32).reshape(-1, augmentation.n_features)
+        for upload in uploads
+    ]
+    labels = [np.asarray(upload.labels, dtype=np.int64) for upload in uploads]
+    return np.concatenate(features), np.concatenate(labels)
+
+
+def _trained_generator(augmentation: Augmentation) -> tuple[bytes, dict]:
+    features, labels = augmentation_seeds(augmentation)
+    privacy = None
+    if augmentation.private:
+        reserved = DpSgdParameters.from_declaration(
+            {
+                key: value
+                for key, value in augmentation.privacy_parameters.items()
+                if key != "n_examples"
+            },
+            n_examples=augmentation.privacy_parameters["n_examples"],
+        )
+        if reserved.n_examples != len(labels):
+            raise RuntimeError(
+                f"{len(labels)} seeds are stored but {reserved.n_examples} were reserved for."
+            )
+        privacy = GeneratorPrivacy(
+            noise_multiplier=reserved.noise_multiplier,
+            max_grad_norm=reserved.max_grad_norm,
+            delta=reserved.delta,
+        )
+    trained = train_generator(
+        features,
+        labels,
+        n_classes=augmentation.federation.n_classes,
+        setting=GanSetting(epochs=augmentation.epochs, batch_size=augmentation.batch_size),
+        seed=augmentation.id,
+        privacy=privacy,
+    )
+    return save_generator(trained), trained.spec
+
+
+def _fail(augmentation: Augmentation, reason: str) -> bool:
+    """training → failed (a conditional UPDATE) and release the reservation; whether this call failed it."""
+    with transaction.atomic():
+        failed = Augmentation.objects.filter(
+            id=augmentation.id, status=AugmentationStatus.TRAINING
+        ).update(status=AugmentationStatus.FAILED, status_reason=reason, finished_at=timezone.now())
+        if not failed:
+            return False
+        budget_release_for_augmentation(augmentation=augmentation)
+        audit_record(
+            action="augmentation.failed",
+            target=augmentation,
+            organisation=None,
+            details={"reason": reason[:500]},
+        )
+    return True
+
+
+def augmentation_reap() -> dict:
+    """Publish again the starts no worker took for ``ONEFOLD_JOB_REPUBLISH_SECONDS``, and fail the trainings claimed
+    longer ago than the task time limit (their worker died; nothing was published, so nothing is charged)."""
+    stale = outbox_published_long_ago(
+        Augmentation.objects.filter(status=AugmentationStatus.QUEUED),
+        older_than_seconds=settings.ONEFOLD_JOB_REPUBLISH_SECONDS,
+    )
+    republished = 0
+    for augmentation_id in stale.values_list("id", flat=True):
+        with transaction.atomic():
+            outbox_add(AugmentationOutbox(augmentation_id=augmentation_id))
+        republished += 1
+    cutoff = timezone.now() - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT)
+    failed = 0
+    for augmentation in Augmentation.objects.filter(
+        status=AugmentationStatus.TRAINING, training_started_at__lt=cutoff
+    ):
+        failed += _fail(
+            augmentation,
+            f"The worker training this generator stopped (claimed at "
+            f"{augmentation.training_started_at:%Y-%m-%d %H:%M:%S} UTC, past the "
+            f"{settings.CELERY_TASK_TIME_LIMIT} s limit); nothing was charged.",
+        )
+    return {"republished": republished, "failed": failed}
