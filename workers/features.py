@@ -10,9 +10,10 @@ party's models read the same columns in the same order with the same encoding:
   value or a category the public data lacks encodes as all zeros.
 
 That is the *one-hot view*, for linear and neural families. Tree families (decision trees, random
-forests, XGBoost) read the *ordinal view* of the same columns (:func:`feature_view_for`): one
-feature per column, numerics raw (a missing value is the public mean), categoricals as their code,
-the index in the specification's sorted ``categories`` (missing or unknown: -1). A depth-limited
+forests, XGBoost) read the *ordinal view* of the same columns
+(:func:`workers.modelio.families.feature_view_for`): one feature per column, numerics raw (a missing
+value is the public mean), categoricals as their code, the index in the specification's sorted
+``categories`` (missing or unknown: -1). A depth-limited
 tree needs one split per category on one-hot columns but a few on codes; on Adult the one-hot view
 cost FedKT 2.4 accuracy points (issue 19). The ordinal view is computed from the one-hot matrix
 (:func:`ordinal_from_one_hot`), so the market's stored public and evaluation matrices serve both
@@ -36,7 +37,6 @@ SPEC_VERSION = (
 ONE_HOT_VIEW = "one_hot"
 ORDINAL_VIEW = "ordinal"
 FEATURE_VIEWS = (ONE_HOT_VIEW, ORDINAL_VIEW)
-TREE_FAMILIES = frozenset({"decision_tree", "random_forest", "xgboost"})
 
 
 def infer_feature_spec(
@@ -149,16 +149,6 @@ def check_view(view: str) -> str:
             f"Unknown feature view {view!r}; choose one of {', '.join(FEATURE_VIEWS)}."
         )
     return view
-
-
-def feature_view_for(*families: str) -> str:
-    """The view models of these families read: ordinal when every one is a tree family (a silo's
-    teachers and students read the same matrix), else one-hot."""
-    return (
-        ORDINAL_VIEW
-        if families and all(family in TREE_FAMILIES for family in families)
-        else ONE_HOT_VIEW
-    )
 
 
 def view_width(spec: dict, view: str) -> int:

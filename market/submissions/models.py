@@ -4,15 +4,13 @@ from django.db import models
 from market.accounts.models import Organisation
 from market.federations.models import Federation, PrivacyLevel, PublicDataset
 from market.outbox import OutboxEntry
+from workers.modelio.families import DECLARED_FAMILIES
 
-
-class ModelFamily(models.TextChoices):
-    RANDOM_FOREST = "random_forest", "Random forest"
-    XGBOOST = "xgboost", "Gradient-boosted trees (XGBoost)"
-    LOGISTIC_REGRESSION = "logistic_regression", "Logistic regression"
-    MLP = "mlp", "Multi-layer perceptron"
-    CNN = "cnn", "Convolutional network"
-    OTHER_SKLEARN = "other_sklearn", "Other scikit-learn classifier"
+#: What a silo declares its models to be: the pure core's vocabulary (workers.modelio.families).
+ModelFamily = models.TextChoices(
+    "ModelFamily",
+    [(family.name, (family.value, label)) for family, label in DECLARED_FAMILIES.items()],
+)
 
 
 class SubmissionStatus(models.TextChoices):

@@ -35,13 +35,12 @@ from market.storage import (
 from market.submissions.models import ModelFile, Submission, SubmissionOutbox, SubmissionStatus
 from workers.features import ONE_HOT_VIEW, view_width
 from workers.modelio import RefusedModelError, identify_format, inspect_model
+from workers.modelio.families import NETWORK_FAMILIES
 from workers.privacy.declarations import is_dp_sgd, party_side_bound
 from workers.privacy.reports import DP_SGD_MECHANISM
 
 logger = logging.getLogger(__name__)
 PROBABILITY_TOLERANCE = 1e-3
-#: Model families a DP-SGD declaration may come with: the model zoo's networks.
-DP_SGD_FAMILIES = ("mlp", "cnn")
 
 
 @dataclass(frozen=True)
@@ -76,10 +75,10 @@ def _check_privacy_declaration(
         raise InvalidInput(
             "An L2 submission must declare the positive ε its party-side noise spent."
         )
-    if is_dp_sgd(privacy_parameters) and model_family not in DP_SGD_FAMILIES:
+    if is_dp_sgd(privacy_parameters) and model_family not in NETWORK_FAMILIES:
         raise InvalidInput(
             f"DP-SGD trains networks: a DP-SGD declaration goes with model family "
-            f"{' or '.join(DP_SGD_FAMILIES)}, not {model_family}."
+            f"{' or '.join(NETWORK_FAMILIES)}, not {model_family}."
         )
     try:
         bound, _ = party_side_bound(privacy_parameters, n_local_examples=n_local_examples)

@@ -41,6 +41,7 @@ from workers.algorithms.schema import (
     unknown_keys_refused,
 )
 from workers.algorithms.transfer import child_seeds, queried_rows
+from workers.modelio.families import NETWORK_FAMILIES
 
 DEFAULT_STUDENT = {"family": "mlp", "hidden_sizes": [100], "epochs": 20}
 SHIFT = -np.log(PROBABILITY_FLOOR)  # makes log-probabilities non-negative
@@ -71,7 +72,7 @@ class CohortFusion:
             "student": learner(
                 params.get("student", params.get("final_model", DEFAULT_STUDENT)),
                 name="student",
-                families=("mlp", "cnn"),
+                families=NETWORK_FAMILIES,
             ),
             "loss": one_of(params.get("loss", "l1"), name="loss", choices=("l1", "kl")),
             "temperature": real_number(

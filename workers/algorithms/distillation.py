@@ -25,8 +25,8 @@ from sklearn.base import clone
 
 from workers.algorithms.kernel_distillation import KernelDistilledClassifier
 from workers.learners import AlignedClassifier, Learner, fit_aligned, seeded_learner
+from workers.modelio.families import NETWORK_FAMILIES
 
-TORCH_FAMILIES = ("mlp", "cnn")
 KERNEL_OPTIONS = ("gamma", "ridge", "solver", "block_size", "dense_limit_bytes", "max_iter", "tol")
 
 
@@ -85,7 +85,7 @@ def distil(
                 f"Unknown kernel-student settings {sorted(unknown)}; known: {list(KERNEL_OPTIONS)}."
             )
         return KernelDistilledClassifier(**options).fit(features, teacher_probabilities)
-    if family in TORCH_FAMILIES:
+    if family in NETWORK_FAMILIES:
         from workers.algorithms.neural_distillation import distil_torch
 
         return distil_torch(

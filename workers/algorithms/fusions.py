@@ -89,6 +89,7 @@ from workers.algorithms.schema import (
 )
 from workers.algorithms.selection import select_members, selection_parameters
 from workers.algorithms.transfer import child_seeds, queried_rows
+from workers.modelio.families import ModelFamily
 from workers.privacy.costs import PrivacyCost, fedkt_l1_cost_from_parameters
 
 #: FedKT's vote rules (module docstring); the first is the paper's and the default. ``auto`` chooses among the
@@ -99,8 +100,13 @@ MAX_VOTE_WEIGHT = 16
 STRATEGY_ALIASES = {"validation_score": "cross_validation", "data_size": "data"}
 #: What a FedKT job fits its global model with when the job does not say (the API's and the launcher's default).
 DEFAULT_FINAL_MODEL = {"family": "random_forest", "n_estimators": 100, "max_depth": 8}
-FINAL_MODEL_FAMILIES = ("logistic_regression", "random_forest", "xgboost", "mlp")
-STUDENT_FAMILIES = ("kernel", "logistic_regression", "random_forest", "xgboost", "mlp", "cnn")
+FINAL_MODEL_FAMILIES = (
+    ModelFamily.LOGISTIC_REGRESSION,
+    ModelFamily.RANDOM_FOREST,
+    ModelFamily.XGBOOST,
+    ModelFamily.MLP,
+)
+STUDENT_FAMILIES = (ModelFamily.KERNEL, *FINAL_MODEL_FAMILIES, ModelFamily.CNN)
 SELECTION_KEYS = ("selection", "strategy", "k", "threshold")
 SELECTION_HELP = (
     'Ensemble and distillation: which members to use: {"strategy": all | cross_validation | data | '

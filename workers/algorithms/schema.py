@@ -22,6 +22,8 @@ from typing import Literal, overload
 
 import numpy as np
 
+from workers.modelio.families import NETWORK_FAMILIES
+
 MAX_QUERY_COUNT = 10_000_000
 #: The fewest queried public rows a global model is trained on (and never fewer than the classes).
 MIN_TRAINING_ROWS = 10
@@ -326,7 +328,7 @@ def learner_work(setting: Mapping, *, n_rows: int) -> float:
         return setting.get("n_estimators", 100) * setting.get("max_depth", 6) * n_rows
     if family == "logistic_regression":
         return setting.get("max_iter", 1000) * n_rows
-    if family in ("mlp", "cnn"):
+    if family in NETWORK_FAMILIES:
         units = sum(setting.get("hidden_sizes", (100, 100)))
         return setting.get("epochs", 20) * n_rows * max(1.0, units / 100)
     return float(n_rows) * n_rows

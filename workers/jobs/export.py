@@ -18,6 +18,7 @@ import numpy as np
 
 from workers.learners.aligned import estimator_on_every_class
 from workers.modelio.base import ArtifactFormat
+from workers.modelio.families import ModelFamily, estimator_family
 
 
 @dataclass(frozen=True)
@@ -35,14 +36,8 @@ FINAL_MODEL_REFUSAL = (
 
 
 def model_family_of(model) -> str:
-    inner = getattr(model, "estimator_", model)
-    name = type(inner).__name__
-    return {
-        "RandomForestClassifier": "random_forest",
-        "LogisticRegression": "logistic_regression",
-        "XGBClassifier": "xgboost",
-        "KernelDistilledClassifier": "kernel",
-    }.get(name, getattr(inner, "architecture", name.lower()))
+    """The family of a final model (an :class:`~workers.learners.AlignedClassifier`'s, of what it wraps)."""
+    return estimator_family(getattr(model, "estimator_", model))
 
 
 def export_global_model(model, *, n_features: int, n_classes: int) -> list[ExportedFile]:
@@ -58,13 +53,13 @@ def export_global_model(model, *, n_features: int, n_classes: int) -> list[Expor
     )
 
     inner = estimator_on_every_class(model, n_classes=n_classes, refusal=FINAL_MODEL_REFUSAL)
-    family = model_family_of(model)
+    family = estimator_family(inner)
     if isinstance(inner, KernelDistilledClassifier):
         return [
             ExportedFile("native", "kernel_npz", "model.npz", _kernel_npz(inner)),
             ExportedFile("portable", "onnx", "model.onnx", kernel_student_onnx(inner, n_features)),
         ]
-    if family == "xgboost":
+    if family == ModelFamily.XGBOOST:
         return [
             ExportedFile(
                 "native", ArtifactFormat.XGBOOST_JSON, "model.json", export_xgboost_json(inner)

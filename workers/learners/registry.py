@@ -3,7 +3,8 @@
 A *learner* is what a caller configures for teachers, students or the final model:
 
 - a family name from :data:`LEARNER_FAMILIES` (``"decision_tree"``, ``"random_forest"``, ``"xgboost"``,
-  ``"logistic_regression"``, ``"mlp"``, ``"cnn"``) with keyword hyperparameters;
+  ``"logistic_regression"``, ``"mlp"``, ``"cnn"``: the vocabulary of :mod:`workers.modelio.families`) with
+  keyword hyperparameters;
 - a mapping ``{"family": name, **hyperparameters}`` (JSON-friendly, as a job's parameters hold it);
 - any unfitted scikit-learn classifier, which is cloned (and its hyperparameters updated).
 
@@ -21,6 +22,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.tree import DecisionTreeClassifier
 
 from workers.learners.torch_classifier import TorchClassifier
+from workers.modelio.families import ModelFamily
 
 Learner: TypeAlias = str | Mapping | BaseEstimator
 
@@ -62,12 +64,12 @@ def _cnn(**params) -> BaseEstimator:
 
 
 LEARNER_FAMILIES: dict[str, Callable[..., BaseEstimator]] = {
-    "decision_tree": _decision_tree,
-    "random_forest": _random_forest,
-    "xgboost": _xgboost,
-    "logistic_regression": _logistic_regression,
-    "mlp": _mlp,
-    "cnn": _cnn,
+    ModelFamily.DECISION_TREE: _decision_tree,
+    ModelFamily.RANDOM_FOREST: _random_forest,
+    ModelFamily.XGBOOST: _xgboost,
+    ModelFamily.LOGISTIC_REGRESSION: _logistic_regression,
+    ModelFamily.MLP: _mlp,
+    ModelFamily.CNN: _cnn,
 }
 
 
@@ -85,7 +87,7 @@ def make_learner(learner: Learner, **params: Any) -> BaseEstimator:
         return make_learner(family, **{**configured, **params})
     if learner not in LEARNER_FAMILIES:
         raise ValueError(
-            f"Unknown learner family {learner!r}; choose one of {sorted(LEARNER_FAMILIES)} "
+            f"Unknown learner family {learner!r}; choose one of {sorted(str(family) for family in LEARNER_FAMILIES)} "
             "or pass a scikit-learn classifier."
         )
     try:

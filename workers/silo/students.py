@@ -25,6 +25,7 @@ from workers.modelio.export import (
     export_torch_safetensors,
     export_xgboost_onnx,
 )
+from workers.modelio.families import NETWORK_FAMILIES, ModelFamily, estimator_family
 
 MISSING_CLASS_LOGIT = 30.0
 ONNX_CLASS_ATTRIBUTES = ("classlabels_int64s", "classlabels_ints")
@@ -37,19 +38,6 @@ class ExportedModel:
     suffix: str
     data: bytes
     model_family: str
-
-
-def model_family_of(estimator) -> str:
-    """The market's model family name for a fitted estimator."""
-    name = type(estimator).__name__
-    families = {
-        "RandomForestClassifier": "random_forest",
-        "XGBClassifier": "xgboost",
-        "LogisticRegression": "logistic_regression",
-    }
-    if name in ("TorchClassifier", "DpSgdClassifier"):
-        return "cnn" if estimator.architecture == "cnn" else "mlp"
-    return families.get(name, "other_sklearn")
 
 
 def export_student(student, *, n_features: int, n_classes: int) -> ExportedModel:
@@ -68,15 +56,15 @@ def export_student(student, *, n_features: int, n_classes: int) -> ExportedModel
         return ExportedModel(
             ".onnx",
             constant_class_onnx(present[0], n_features=n_features, n_classes=n_classes),
-            model_family_of(student.estimator),
+            estimator_family(student.estimator),
         )
-    family = model_family_of(inner)
-    if family in ("mlp", "cnn"):
+    family = estimator_family(inner)
+    if family in NETWORK_FAMILIES:
         module, spec = widened_network(inner, present, n_classes)
         return ExportedModel(".safetensors", export_torch_safetensors(module, spec), family)
     data = (
         export_xgboost_onnx(inner, n_features)
-        if family == "xgboost"
+        if family == ModelFamily.XGBOOST
         else export_sklearn_onnx(inner, n_features)
     )
     if present != list(range(n_classes)):
@@ -150,7 +138,6 @@ __all__ = [
     "ExportedModel",
     "constant_class_onnx",
     "export_student",
-    "model_family_of",
     "relabelled_onnx",
     "widened_network",
 ]

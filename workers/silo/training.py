@@ -23,9 +23,9 @@ from workers.features import (
     TableError,
     encode_features,
     encode_labels,
-    feature_view_for,
     read_table,
 )
+from workers.modelio.families import NETWORK_FAMILIES, feature_view_for
 from workers.silo.errors import DataError
 
 MIN_ROWS_PER_TEACHER = 10
@@ -390,7 +390,7 @@ def dp_sgd_learner(settings: TrainingSettings):
     from workers.learners.registry import make_learner
 
     family = settings.student.get("family")
-    if family not in ("mlp", "cnn"):
+    if family not in NETWORK_FAMILIES:
         raise DataError(
             f"At L2 a local model is a network trained with DP-SGD: use --student mlp or --student cnn, "
             f"not {family}."
