@@ -1,11 +1,9 @@
 """The simulator's summary (issue 19): the global model, the market's baselines, SOLO and the centralised baseline
 that only a simulation can measure, each with the market's four metrics."""
 
-from market.federations.management.commands._simulation import (
-    SimulationReport,
-    SimulationSettings,
-    summary_table,
-)
+from pathlib import Path
+
+from workers.silo.simulation import SimulationReport, SimulationSettings, summary_table
 
 
 def scores(accuracy, balanced, f1, auc):
@@ -30,7 +28,9 @@ def test_every_row_shows_accuracy_balanced_accuracy_macro_f1_and_roc_auc():
         "solo_max": 0.8,
         "centralised": scores(0.865, 0.758, 0.78, 0.91),
     }
-    lines = summary_table(report, SimulationSettings(market_url="http://x", silos=3)).splitlines()
+    lines = summary_table(
+        report, SimulationSettings(market_url="http://x", data_folder=Path("."), silos=3)
+    ).splitlines()
     assert lines[0].split() == ["model", "accuracy", "balanced", "macro-F1", "ROC", "AUC"]
     assert lines[1].split()[-4:] == ["0.7900", "0.7390", "0.7000", "0.8500"]
     assert "best single silo" in lines[3] and lines[3].split()[-4:] == ["—"] * 4

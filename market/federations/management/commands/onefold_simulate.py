@@ -1,5 +1,7 @@
 """Simulate a whole federation through a running market's HTTP API: silos train and upload with the
 toolkit, a job fuses their students, a buyer purchases the result; prints FedKT vs SOLO vs centralised.
+The simulation is a client of the market (workers.silo.simulation); this command makes its accounts in the
+database, which has no sign-up API, and runs it.
 
 Idempotent: a second run reuses the accounts, federation, submissions, job, listing and purchase.
 """
@@ -8,7 +10,11 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from market.federations.management.commands._simulation import (
+from market.accounts.models import Organisation, User
+from market.accounts.services import organisation_create, user_create
+from market.federations.management.commands.onefold_demo import DEMO_DATA
+from workers.silo.errors import OnefoldError
+from workers.silo.simulation import (
     BUYER,
     DATASETS,
     OPERATOR,
@@ -19,11 +25,40 @@ from market.federations.management.commands._simulation import (
     simulation_run,
     summary_table,
 )
-from workers.silo.errors import OnefoldError
 
 
 def query(text: str) -> int | float:
     return float(text) if "." in text else int(text)
+
+
+def accounts_ensure(silos: int) -> dict:
+    """The operator, one user per silo organisation and a buyer, made in the database (the market has no
+    sign-up API); existing ones are reused."""
+
+    def user(username, password, *, organisation=None, is_operator=False):
+        return User.objects.filter(username=username).first() or user_create(
+            username=username, password=password, organisation=organisation, is_operator=is_operator
+        )
+
+    def organisation(name, *, is_silo, is_buyer):
+        return Organisation.objects.filter(name=name).first() or organisation_create(
+            name=name, is_silo=is_silo, is_buyer=is_buyer
+        )
+
+    user(*OPERATOR, is_operator=True)
+    user(BUYER[0], BUYER[1], organisation=organisation(BUYER[2], is_silo=False, is_buyer=True))
+    usernames = [f"silo-{index:02d}" for index in range(1, silos + 1)]
+    for index, username in enumerate(usernames, start=1):
+        user(
+            username,
+            SILO_PASSWORD,
+            organisation=organisation(f"Simulated Silo {index:02d}", is_silo=True, is_buyer=False),
+        )
+    return {
+        "operator": OPERATOR,
+        "buyer": BUYER[:2],
+        "silos": [(username, SILO_PASSWORD) for username in usernames],
+    }
 
 
 class Command(BaseCommand):
@@ -80,6 +115,7 @@ class Command(BaseCommand):
             raise CommandError("A federation needs at least 2 silos; pass --silos 2 or more.")
         settings = SimulationSettings(
             market_url=options["market_url"],
+            data_folder=DEMO_DATA,
             dataset=options["dataset"],
             silos=options["silos"],
             beta=options["beta"],
@@ -96,7 +132,7 @@ class Command(BaseCommand):
         )
         try:
             market_wait(settings.market_url, timeout_seconds=options["wait_for_market"])
-            report = simulation_run(settings)
+            report = simulation_run(settings, accounts=accounts_ensure(settings.silos))
         except (OnefoldError, SimulationError, ValueError) as error:
             raise CommandError(f"The simulation stopped: {error}") from error
         market = settings.market_url.rstrip("/")
