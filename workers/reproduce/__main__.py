@@ -25,6 +25,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from workers.modelio.families import NETWORK_FAMILIES
 from workers.reproduce.report import write_tables
 from workers.reproduce.settings import SETTINGS
 
@@ -133,7 +134,7 @@ def _run(arguments) -> None:
 
 
 def _with_epochs(learner, epochs: int):
-    if isinstance(learner, dict) and learner.get("family") in ("mlp", "cnn"):
+    if isinstance(learner, dict) and learner.get("family") in NETWORK_FAMILIES:
         return {**learner, "epochs": epochs}
     return learner
 
