@@ -3,6 +3,7 @@ generator's status and the ε charged; silos upload seeds and operators start th
 
 import json
 
+from django.conf import settings
 from django.contrib import messages
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
@@ -40,6 +41,10 @@ def augmentation_seeds_action(request, augmentation_id):
     upload = request.FILES.get("seeds")
     if upload is None:
         raise InvalidInput("Choose a JSON file of seeds to upload.")
+    if upload.size > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:  # the API's limit on a JSON body
+        raise InvalidInput(
+            f"A seeds file is at most {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes, not {upload.size}."
+        )
     try:
         body = json.loads(upload.read())
     except (ValueError, UnicodeDecodeError) as error:

@@ -56,17 +56,13 @@ def budget_overview(budgets) -> dict:
 
 
 def job_timeline(entries) -> list[dict]:
-    """One point per job or L2 submission, oldest first: when it first touched a budget, the largest ε it asked of
+    """One point per job, L2 submission or DP generator (FAug), oldest first: when it first touched a budget, the largest ε it asked of
     any one silo, how many silos, and where it stands (reserved, charged or released)."""
     points: dict[tuple, dict] = {}
     for entry in entries:
         if entry.kind == EntryKind.ADJUST:
             continue
-        key = (
-            ("job", entry.job_id)
-            if entry.job_id is not None
-            else ("submission", entry.submission_id)
-        )
+        key = _cause(entry)
         point = points.setdefault(
             key,
             {
@@ -84,9 +80,23 @@ def job_timeline(entries) -> list[dict]:
     return [{**point, "silos": len(point["silos"])} for point in points.values()]
 
 
+def _cause(entry) -> tuple[str, int]:
+    if entry.job_id is not None:
+        return ("job", entry.job_id)
+    if entry.augmentation_id is not None:
+        return ("augmentation", entry.augmentation_id)
+    return ("submission", entry.submission_id)
+
+
 def _label(kind: str, object_id) -> str:
-    return f"Job #{object_id}" if kind == "job" else f"Submission #{object_id}"
+    return {"job": "Job", "augmentation": "Augmentation", "submission": "Submission"}[
+        kind
+    ] + f" #{object_id}"
 
 
 def _url(kind: str, object_id) -> str:
-    return reverse("job-detail", args=[object_id]) if kind == "job" else ""
+    if kind == "job":
+        return reverse("job-detail", args=[object_id])
+    if kind == "augmentation":
+        return reverse("augmentation-detail", args=[object_id])
+    return ""

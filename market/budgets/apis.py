@@ -65,6 +65,9 @@ class EntryOutput(serializers.Serializer):
     parameters = serializers.DictField()
     job_id = serializers.IntegerField(allow_null=True)
     submission_id = serializers.IntegerField(allow_null=True)
+    augmentation_id = serializers.IntegerField(
+        allow_null=True, help_text="The FAug generator whose DP discriminator the line is for."
+    )
     actor = serializers.CharField(allow_null=True)
     reason = serializers.CharField()
     composition_rule = serializers.CharField()

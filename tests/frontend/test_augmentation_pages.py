@@ -36,7 +36,7 @@ def seeds_file(**changes) -> SimpleUploadedFile:
 
 
 def test_a_silo_uploads_seeds_on_the_page_and_sees_only_its_own_counts_and_leakage(
-    client, operator, federation_with_data, silo_user, other_silo_user
+    client, settings, operator, federation_with_data, silo_user, other_silo_user
 ):
     from market.federations.services import federation_join
 
@@ -47,6 +47,15 @@ def test_a_silo_uploads_seeds_on_the_page_and_sees_only_its_own_counts_and_leaka
     client.force_login(silo_user)
     page = client.get(f"/augmentations/{augmentation_id}/").content.decode()
     assert 'id="seeds-file"' in page and "Contoso Bank" not in page
+    too_big = client.post(
+        f"/augmentations/{augmentation_id}/seeds/",
+        {
+            "seeds": SimpleUploadedFile(
+                "seeds.json", b" " * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1)
+            )
+        },
+    )
+    assert too_big.status_code == 400 and "A seeds file is at most" in too_big.content.decode()
     bad = client.post(
         f"/augmentations/{augmentation_id}/seeds/", {"seeds": seeds_file(labels=[0, 0, 0, 0])}
     )
@@ -77,3 +86,25 @@ def test_an_operator_sees_every_silo_and_starts_the_training_with_its_epsilon_re
     assert "reserved to each contributing silo" in page
     hub = client.get("/federations/adult-income/?tab=exchanges").content.decode()
     assert f'href="/augmentations/{augmentation_id}/"' in hub and "DP-SGD" in hub
+
+
+def test_the_ledger_api_and_pages_name_the_augmentation_a_dp_generator_reserved_for(
+    client, operator, federation_with_data, silo_user
+):
+    augmentation_id = open_augmentation(operator)
+    client.force_login(silo_user)
+    client.post(f"/augmentations/{augmentation_id}/seeds/", {"seeds": seeds_file()})
+    client.force_login(operator)
+    client.post(f"/augmentations/{augmentation_id}/start/")
+    [line] = api_client_for(operator).get("/api/federations/adult-income/budget-ledger/").json()
+    assert (line["kind"], line["augmentation_id"], line["job_id"]) == (
+        "reserve",
+        augmentation_id,
+        None,
+    )
+    ledger = client.get("/federations/adult-income/budgets/ledger/").content.decode()
+    assert (
+        f'<a href="/augmentations/{augmentation_id}/">Augmentation #{augmentation_id}</a>' in ledger
+    )
+    dashboard = client.get("/federations/adult-income/budgets/").content.decode()
+    assert f"Augmentation #{augmentation_id}" in dashboard
