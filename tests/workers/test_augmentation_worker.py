@@ -1,5 +1,5 @@
 """FAug end to end over real HTTP: an operator opens an augmentation with a DP discriminator, a silo uploads seeds
-with the toolkit's client (leakage first), a real Celery worker trains the generator through the outbox, its ε is
+with the toolkit's `seeds` (leakage first, on a dry run), a real Celery worker trains the generator through the outbox, its ε is
 charged, and the silo's `augment --augmentation` fetches the published generator and appends generated rows."""
 
 import json
@@ -46,8 +46,9 @@ def test_a_silo_uploads_seeds_a_real_worker_trains_a_dp_generator_and_augment_fe
     live_server, celery_worker, digits, operator, silo_user, tmp_path
 ):
     from market.accounts.services import user_token
+    from market.augmentations.models import SeedUpload
     from market.budgets.models import BudgetEntry
-    from workers.silo.augment import augment
+    from workers.silo.augment import augment, seeds
     from workers.silo.cli import build_parser
     from workers.silo.client import OnefoldClient
 
@@ -64,11 +65,26 @@ def test_a_silo_uploads_seeds_a_real_worker_trains_a_dp_generator_and_augment_fe
     rng = np.random.default_rng(0)
     labels = [2] * 4 + [0] * 4 + [1] * 4  # lacks 'two': 4 seeds of it, 8 redundant
     features = np.clip(rng.normal(0.2 + 0.3 * np.array(labels)[:, None], 0.05, (12, 4)), 0, 1)
-    preview = silo_client.augmentation_leakage(opened.id, target_labels=[2], labels=labels)
-    assert preview == {"n_target": 4, "n_redundant": 8, "leakage": pytest.approx(1 / 3)}
-    silo_client.augmentation_seeds_upload(
-        opened.id, target_labels=[2], labels=labels, features=features.round(4).tolist()
+    table = tmp_path / "silo.csv"
+    local = pd.DataFrame(features.round(4) * 255, columns=PIXELS)
+    local["digit"] = [CLASSES[label] for label in labels]
+    local.to_csv(table, index=False)
+    pulled = tmp_path / "pulled"
+    pulled.mkdir()
+    (pulled / "federation.json").write_text(json.dumps(silo_client.federation(digits.slug).data))
+    (pulled / "feature-spec.json").write_text(json.dumps(silo_client.feature_spec(digits.slug)))
+    (pulled / "features.npz").write_bytes(silo_client.public_features(digits.slug))
+    seeds_arguments = [
+        "seeds", str(opened.id), "--data", str(table), "--pulled", str(pulled),
+        "--target-label", "two", "--per-label", "4", "--redundant", "8", "--feature-scale", "255",
+    ]  # fmt: skip
+    previewed, sentence = seeds(
+        build_parser().parse_args([*seeds_arguments, "--dry-run"]), silo_client
     )
+    assert (previewed["leakage"], previewed["uploaded"]) == (pytest.approx(1 / 3), False)
+    assert "leakage 0.33" in sentence and not SeedUpload.objects.exists()
+    uploaded, _ = seeds(build_parser().parse_args(seeds_arguments), silo_client)
+    assert (uploaded["n_target"], uploaded["n_redundant"], uploaded["uploaded"]) == (4, 8, True)
     started = operator_client.augmentation_start(opened.id)
     assert started.status == "queued" and 0 < started.epsilon <= 8.0
     published = silo_client.augmentation_wait(opened.id, timeout_seconds=120, interval_seconds=0.5)
@@ -80,21 +96,16 @@ def test_a_silo_uploads_seeds_a_real_worker_trains_a_dp_generator_and_augment_fe
         .values_list("kind", flat=True)
     ) == ["reserve", "charge"]
 
-    pulled = tmp_path / "pulled"
-    pulled.mkdir()
-    (pulled / "federation.json").write_text(json.dumps(silo_client.federation(digits.slug).data))
-    (pulled / "feature-spec.json").write_text(json.dumps(silo_client.feature_spec(digits.slug)))
-    (pulled / "features.npz").write_bytes(silo_client.public_features(digits.slug))
-    table = tmp_path / "silo.csv"
-    local = pd.DataFrame(features[4:], columns=PIXELS)
-    local["digit"] = [CLASSES[label] for label in labels[4:]]
+    local = local[local["digit"] != "two"]  # the silo trains on its rows without the seeds
     local.to_csv(table, index=False)
     arguments = [
         "augment", digits.slug, "--augmentation", str(opened.id), "--data", str(table),
-        "--pulled", str(pulled), "--target-label", "two", "--per-label", "5",
+        "--pulled", str(pulled), "--target-label", "two", "--per-label", "5", "--feature-scale", "255",
     ]  # fmt: skip
     result, sentence = augment(build_parser().parse_args(arguments), silo_client)
     assert (result["augmentation"], result["generated_rows"]) == (opened.id, 5)
     assert result["generator_epsilon"] == pytest.approx(started.epsilon)
     augmented = pd.read_csv(result["output"])
     assert len(augmented) == 13 and (augmented["digit"] == "two").sum() == 5
+    generated = augmented[augmented["digit"] == "two"][PIXELS].to_numpy()
+    assert generated.min() >= 0 and generated.max() <= 255  # back in the table's scale

@@ -1,4 +1,8 @@
-"""``augment``: federated augmentation on the silo's machine (FAug, :mod:`workers.algorithms.faug`).
+"""``seeds`` and ``augment``: federated augmentation on the silo's machine (FAug, :mod:`workers.algorithms.faug`).
+
+``seeds`` picks seed samples of the silo's target labels and redundant samples of other labels from its table,
+shows the device–server leakage |target| / (|target| + |redundant|) the market computes for them, and uploads
+them (unless ``--dry-run``).
 
 Generates samples of the silo's target labels (those it lacks) with a conditional generator (safetensors +
 spec, validated before loading, never a pickle), fetched from the market's published augmentation
@@ -107,6 +111,78 @@ def augment(args, client: OnefoldClient | None = None):
     )
 
 
+MAX_SEEDS_PER_LABEL = 100_000
+
+
+def seeds(args, client: OnefoldClient):
+    """Upload seeds of ``--target-label`` labels and ``--redundant`` samples of others to augmentation
+    ``args.augmentation_id``; the leakage is asked of the market first and shown even on ``--dry-run``."""
+    augmentation = client.augmentation(args.augmentation_id)
+    folder = args.pulled or Path(f"onefold-{augmentation.federation}")
+    federation, spec, _ = read_pulled(folder, augmentation.federation)
+    class_labels = [str(label) for label in federation["class_labels"]]
+    label_column = args.label_column or federation["label_column"]
+    columns = [column["name"] for column in spec["columns"]]
+    if len(columns) != augmentation.n_features:
+        raise DataError(
+            f"Augmentation #{augmentation.id} takes {augmentation.n_features} features per seed; "
+            f"'{augmentation.federation}' has {len(columns)} columns."
+        )
+    targets = list(dict.fromkeys(args.target_label))
+    unknown = [label for label in targets if label not in class_labels]
+    if unknown or not targets:
+        raise DataError(
+            f"Target labels must be among the federation's classes {', '.join(class_labels)}"
+            + (f", not {', '.join(unknown)}." if unknown else "; give at least one --target-label.")
+        )
+    for name, value in (("--per-label", args.per_label), ("--redundant", args.redundant)):
+        if value is not None and not 0 <= value <= MAX_SEEDS_PER_LABEL:
+            raise DataError(f"{name} must be between 0 and {MAX_SEEDS_PER_LABEL}, not {value}.")
+    if not (math.isfinite(args.feature_scale) and args.feature_scale > 0):
+        raise DataError(f"--feature-scale must be a positive number, not {args.feature_scale}.")
+    frame = load_table(args.data)
+    missing = [name for name in [*columns, label_column] if name not in frame.columns]
+    if missing:
+        raise DataError(f"{args.data} lacks the columns {', '.join(missing[:5])}.")
+    held = frame[label_column].astype(str)
+    absent = [label for label in targets if not (held == label).any()]
+    if absent:
+        raise DataError(
+            f"{args.data} holds no row of {', '.join(absent)}; seeds are a few samples of each target label."
+        )
+    rng = np.random.default_rng(args.seed)
+    target_rows = np.concatenate(
+        [rng.permutation(np.flatnonzero(held == label))[: args.per_label] for label in targets]
+    )
+    others = np.flatnonzero(held.isin(class_labels) & ~held.isin(targets))
+    n_redundant = len(target_rows) if args.redundant is None else args.redundant
+    chosen = np.concatenate([target_rows, rng.permutation(others)[:n_redundant]]).astype(int)
+    features = frame.iloc[chosen][columns].to_numpy(dtype=np.float64) / args.feature_scale
+    if not np.isfinite(features).all() or features.min() < 0 or features.max() > 1:
+        raise DataError(
+            "Seed features must lie in [0, 1]; divide raw pixels with --feature-scale 255."
+        )
+    target_indices = [class_labels.index(label) for label in targets]
+    labels = [class_labels.index(label) for label in held.iloc[chosen]]
+    leakage = client.augmentation_leakage(
+        augmentation.id, target_labels=target_indices, labels=labels
+    )
+    result = {"augmentation": augmentation.id, **leakage, "uploaded": not args.dry_run}
+    summary = (
+        f"{leakage['n_target']} target and {leakage['n_redundant']} redundant seeds: the market would learn "
+        f"your target labels with leakage {leakage['leakage']:.2f}"
+    )
+    if args.dry_run:
+        return result, f"{summary}. Nothing uploaded (--dry-run)."
+    client.augmentation_seeds_upload(
+        augmentation.id,
+        target_labels=target_indices,
+        labels=labels,
+        features=features.round(6).tolist(),
+    )
+    return result, f"Uploaded {summary} to augmentation #{augmentation.id}."
+
+
 def _generator_bytes(args, client: OnefoldClient | None) -> tuple[bytes, str]:
     """The generator's bytes and a name for it in sentences."""
     if client is None:
@@ -129,4 +205,4 @@ def _generator_bytes(args, client: OnefoldClient | None) -> tuple[bytes, str]:
     ), f"Augmentation #{augmentation.id}'s generator"
 
 
-__all__ = ["augment"]
+__all__ = ["augment", "seeds"]

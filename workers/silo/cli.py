@@ -242,6 +242,42 @@ def build_parser(prog: str = "python -m workers.silo") -> argparse.ArgumentParse
     fd.add_argument(
         "--wait-timeout", type=float, default=3600.0, help="seconds to wait for a round to close"
     )
+    seeds = command(
+        "seeds",
+        "Upload seeds of the labels you lack, hidden among other labels, to an augmentation (FAug).",
+        commands.seeds,
+    )
+    seeds.add_argument("augmentation_id", type=int, help="the augmentation (as on its page)")
+    seeds.add_argument(
+        "--data", required=True, type=Path, help="your labelled table: CSV, Parquet or NPZ"
+    )
+    seeds.add_argument(
+        "--target-label",
+        action="append",
+        default=[],
+        metavar="LABEL",
+        help="a label you lack, repeatable (as the federation names its classes)",
+    )
+    seeds.add_argument(
+        "--per-label", type=int, default=5, help="seeds of each target label (default 5)"
+    )
+    seeds.add_argument(
+        "--redundant",
+        type=int,
+        help="samples of other labels to hide the targets among (default: as many as the seeds)",
+    )
+    seeds.add_argument(
+        "--feature-scale",
+        type=float,
+        default=1.0,
+        help="divide your features by this to bring them to [0, 1] (255 for raw pixels)",
+    )
+    seeds.add_argument(
+        "--pulled", type=Path, help="folder written by `pull` (default: ./onefold-<federation>)"
+    )
+    seeds.add_argument("--label-column", help="column with your labels (default: the federation's)")
+    seeds.add_argument("--seed", type=int, default=0, help="seed of the choice of rows")
+    seeds.add_argument("--dry-run", action="store_true", help="show the leakage and upload nothing")
     augment = command(
         "augment",
         "Append generated samples of your target labels to your table (FAug).",

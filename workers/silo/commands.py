@@ -157,6 +157,13 @@ def train(args):
     return train_students(args)
 
 
+def seeds(args):
+    """``seeds``: pick and upload a silo's FAug seeds (:mod:`workers.silo.augment`)."""
+    from workers.silo.augment import seeds as seeds_upload  # pandas: loaded only when it runs
+
+    return seeds_upload(args, client_for(args))
+
+
 def augment(args):
     """``augment``: loads the training extras (:mod:`workers.silo.augment`) only when it runs."""
     from workers.silo.augment import augment as augment_table  # the [train] extra
