@@ -18,6 +18,7 @@ from django.conf import settings
 from market.errors import InvalidInput
 from market.federations.models import Federation, PrivacyLevel
 
+#: The L1 noise of every kind that adds it (the market resolves it, ``_privacy``); the launcher shows it once.
 PRIVACY_HELP = 'L1 only: {"mechanism": "laplace" with "gamma" | "gaussian" with "sigma", "delta"}.'
 QUERY_KEYS = ("query_fraction", "query_count", "query", "proxy")
 DEFAULT_GAMMA, DEFAULT_SIGMA = 0.04, 40.0

@@ -162,7 +162,6 @@ class FedKTFusion:
         "final_model": 'The global model\'s learner: {"family": one of '
         + ", ".join(FINAL_MODEL_FAMILIES)
         + ", ...hyperparameters}.",
-        "privacy": 'L1 only: {"mechanism": "laplace" with "gamma" | "gaussian" with "sigma", "delta"}.',
         "vote": (
             "How silos vote: " + " | ".join(VOTE_RULES) + " (default consistent_hard, the paper's; "
             "class_weighted weighs a silo's votes per class by its declared share of that class; soft sums "
