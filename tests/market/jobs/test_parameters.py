@@ -3,7 +3,9 @@
 import pytest
 
 from market.budgets.pricing import job_privacy_cost
+from market.jobs.models import Job
 from market.jobs.parameters import L1_DEFAULT_SHARE_OF_LIMIT, job_parameter_defaults
+from workers.algorithms import kind_choices
 
 DEMO_PUBLIC_ROWS = (
     3000  # the demo's public data, on which all rows at γ = 0.04 cost ε 46.6 per silo
@@ -81,3 +83,8 @@ def test_a_larger_limit_lets_the_default_l1_job_query_more_rows_up_to_all_of_the
     assert (
         defaults["query_fraction"] == 1.0 and defaults["privacy"]["n_queries"] == DEMO_PUBLIC_ROWS
     )
+
+
+def test_the_job_models_kinds_are_the_engine_registrys():
+    assert list(Job._meta.get_field("kind").choices) == kind_choices()
+    assert "fd" not in dict(Job._meta.get_field("kind").choices)
