@@ -21,12 +21,19 @@ def augmentation_detail_page(request, augmentation_id):
     augmentation = augmentation_get(augmentation_id=augmentation_id, user=request.user)
     seeds = seed_summaries(augmentation=augmentation, user=request.user)
     own_uploaded = any(seed.target_labels is not None for seed in seeds)
+    class_labels = augmentation.federation.class_labels
     return render(
         request,
         "frontend/augmentations/detail.html",
         {
             "augmentation": augmentation,
-            "seeds": seeds,
+            "seeds": [
+                {
+                    "seed": seed,
+                    "target_names": [class_labels[label] for label in seed.target_labels or []],
+                }
+                for seed in seeds
+            ],
             "may_upload": request.user.organisation_id is not None and not own_uploaded,
             "epsilon": (augmentation.privacy_report or {}).get("epsilon"),
         },

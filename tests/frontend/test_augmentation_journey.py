@@ -64,7 +64,7 @@ def test_a_silo_sees_its_seeds_leakage_before_upload_and_its_own_counts_after(
         "2",
         "6",
         "0.25",
-        "1",
+        ">50K",
     ]
     assert "computed when training starts" in page.locator("#generator-epsilon").inner_text()
     screenshots(page, "augmentation")
