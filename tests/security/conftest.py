@@ -43,6 +43,7 @@ def world(
     an operator, a job over both silos' submissions, its global model listed (published) and a draft listing.
 
     ``targets`` names each kind of object by its owner, with the path parameters that reach it."""
+    from market.augmentations.services import augmentation_create
     from market.budgets.selectors import budget_list
     from market.commerce.services import credit_request_create, listing_create, purchase_create
     from market.exchanges.services import exchange_create, logits_upload
@@ -101,6 +102,9 @@ def world(
         labels=[0],
         logits=[[1.0, -1.0], [0.0, 0.0]],
     )
+    augmentation = augmentation_create(
+        federation=federation, name="FAug", n_features=4, epochs=1, batch_size=2, actor=operator
+    )
     targets = {
         "none": {None: {}},
         "public": {None: {}},
@@ -129,6 +133,7 @@ def world(
         },
         "exchange": {None: {"exchange_id": exchange.id, "number": 1}},
         "exchange_round": {"silo_a": {"exchange_id": exchange.id, "number": 1}},
+        "augmentation": {None: {"augmentation_id": augmentation.id}},
     }
     tokens = {name: api_token_create(user=user, name="world")[1] for name, user in people.items()}
     return World(people=people, tokens=tokens, targets=targets)

@@ -82,6 +82,11 @@ def exchange_members(principal, owner):
     return ALLOW if principal in SILOS | {"operator"} else HIDDEN
 
 
+def operators_act_members_are_refused(principal, owner):
+    """Starting a generator's training: operators only; a member silo is told no, a buyer sees no such thing."""
+    return {"operator": ALLOW, "silo_a": FORBIDDEN, "silo_b": FORBIDDEN}.get(principal, HIDDEN)
+
+
 def own_logits(principal, owner):
     """Only the silo that uploaded a round's logits downloads its global logits; to anyone else there are none."""
     return ALLOW if principal == owner else HIDDEN
@@ -167,6 +172,20 @@ POLICY = {
     ),
     ("GET", "/api/exchanges/{exchange_id}/rounds/{number}/download/"): Rule(
         "exchange_round", own_logits
+    ),
+    # An augmentation is seen as its federation's exchanges are: by member silos and operators.
+    ("GET", "/api/augmentations/"): Rule("none", signed_in),
+    ("POST", "/api/augmentations/"): Rule("none", operator_only_after_validation),
+    ("GET", "/api/augmentations/{augmentation_id}/"): Rule("augmentation", exchange_members),
+    ("POST", "/api/augmentations/{augmentation_id}/seeds/"): Rule("augmentation", exchange_members),
+    ("POST", "/api/augmentations/{augmentation_id}/leakage/"): Rule(
+        "augmentation", exchange_members
+    ),
+    ("POST", "/api/augmentations/{augmentation_id}/start/"): Rule(
+        "augmentation", operators_act_members_are_refused
+    ),
+    ("GET", "/api/augmentations/{augmentation_id}/generator/"): Rule(
+        "augmentation", exchange_members
     ),
     ("POST", "/api/federations/"): Rule("none", operator_only_after_validation),
     ("GET", "/api/federations/{slug}/"): Rule("federation", signed_in),

@@ -31,6 +31,7 @@ from tests.security.test_authorisation_matrix import (
     listing_reader,
     members_of_the_federation,
     operator_only,
+    operators_act_members_are_refused,
     own_earnings,
     own_token,
     own_wallet,
@@ -73,6 +74,11 @@ PAGE_POLICY = {
     ("GET", "submissions/"): Rule("none", signed_in),
     ("GET", "exchanges/"): Rule("none", signed_in),
     ("GET", "exchanges/<int:exchange_id>/"): Rule("exchange", exchange_members),
+    ("GET", "augmentations/<int:augmentation_id>/"): Rule("augmentation", exchange_members),
+    ("POST", "augmentations/<int:augmentation_id>/seeds/"): Rule("augmentation", exchange_members),
+    ("POST", "augmentations/<int:augmentation_id>/start/"): Rule(
+        "augmentation", operators_act_members_are_refused
+    ),
     ("GET", "submissions/<int:submission_id>/status/"): Rule(
         "submission", owner_or_operator_else_hidden
     ),
