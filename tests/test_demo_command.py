@@ -74,6 +74,7 @@ def stop_process_group(process: subprocess.Popen) -> None:
     os.killpg(process.pid, signal.SIGINT)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
+        process.poll()  # reaps make once it exits: a zombie leader would keep its group alive
         try:
             os.killpg(process.pid, 0)
         except ProcessLookupError:
