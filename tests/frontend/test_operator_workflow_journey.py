@@ -136,6 +136,7 @@ def test_operator_creates_a_federation_launches_a_job_lists_its_model_and_tops_u
 
     # The job launcher's typed form: every edit lands in the JSON the form sends.
     page.get_by_role("link", name="Launch a job").click()
+    page.wait_for_url("**/jobs/new/")
     page.get_by_label("Kind").select_option("fedkt")
     page.get_by_label("Privacy level").select_option("L0")
     page.locator("#param-query_fraction").fill("0.25")

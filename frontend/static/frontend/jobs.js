@@ -20,4 +20,10 @@
   }
   kind.addEventListener("change", refill);
   level.addEventListener("change", refill);
+  // A kind or level chosen before this deferred script ran: follow it, unless the box holds the user's own
+  // values (a form sent back with errors), which are no combination's defaults.
+  const current = JSON.stringify(JSON.parse(parameters.value || "{}"));
+  if (Object.values(defaults).some((chosen) => JSON.stringify(chosen) === current)) {
+    refill();
+  }
 })();
