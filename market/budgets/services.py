@@ -351,31 +351,16 @@ def budget_reserve_for_augmentation(
 
 def budget_charge_for_augmentation(*, augmentation: Augmentation) -> None:
     """Turn the augmentation's open reservations into charges (the generator is published); idempotent."""
-    key = augmentation_key(augmentation.id)
-    with transaction.atomic():
-        for budget in _budgets_reserved_for(augmentation):
-            state = ledger_state(budget)
-            reservation = state.open_reservations.pop(key, None)
-            if reservation is None:
-                continue
-            cost, entry = reservation
-            budget_entry_write(
-                budget,
-                budget_amounts(
-                    budget=budget,
-                    charged=[*state.charged, cost],
-                    reserved=[c for c, _ in state.open_reservations.values()],
-                ),
-                kind=EntryKind.CHARGE,
-                epsilon=entry.epsilon,
-                cost=cost,
-                augmentation=augmentation,
-                parameters=entry.parameters,
-            )
+    _close_augmentation_reservations(augmentation, kind=EntryKind.CHARGE)
 
 
 def budget_release_for_augmentation(*, augmentation: Augmentation) -> None:
     """Release the augmentation's open reservations (training failed, nothing published); idempotent."""
+    _close_augmentation_reservations(augmentation, kind=EntryKind.RELEASE)
+
+
+def _close_augmentation_reservations(augmentation: Augmentation, *, kind: str) -> None:
+    """Each open reservation of the augmentation becomes a charge or a release; a closed one is skipped."""
     key = augmentation_key(augmentation.id)
     with transaction.atomic():
         for budget in _budgets_reserved_for(augmentation):
@@ -384,14 +369,15 @@ def budget_release_for_augmentation(*, augmentation: Augmentation) -> None:
             if reservation is None:
                 continue
             cost, entry = reservation
+            charged = [*state.charged, cost] if kind == EntryKind.CHARGE else state.charged
             budget_entry_write(
                 budget,
                 budget_amounts(
                     budget=budget,
-                    charged=state.charged,
+                    charged=charged,
                     reserved=[c for c, _ in state.open_reservations.values()],
                 ),
-                kind=EntryKind.RELEASE,
+                kind=kind,
                 epsilon=entry.epsilon,
                 cost=cost,
                 augmentation=augmentation,
