@@ -100,8 +100,32 @@ def _federated_distillation(device_data, test_x, test_y, n_classes: int, seed: i
     }
 
 
+def _fedkt(device_data, public_x, test_x, test_y, n_classes: int, seed: int) -> dict:
+    """FedKT at L0 over the devices' data, generated rows included, with the MNIST reproduction's learners
+    (:data:`workers.reproduce.settings.SETTINGS`): the final model's test accuracy."""
+    from workers.algorithms.fedkt import FedKTConfig, fedkt_fit
+    from workers.reproduce.settings import SETTINGS
+
+    setting = SETTINGS["mnist"]
+    config = FedKTConfig(
+        teacher=setting.teacher,
+        student=setting.student,
+        final=setting.student,
+        partitions=setting.partitions,
+        teachers=setting.teachers,
+    )
+    result = fedkt_fit(device_data, public_x, n_classes=n_classes, config=config, seed=seed)
+    return {"fedkt_accuracy": float((result.final_model.predict(test_x) == test_y).mean())}
+
+
 def run(
-    *, seed: int, epsilons: list[float], gan_epochs: int, gan_learning_rate: float = 2e-4, log=print
+    *,
+    seed: int,
+    epsilons: list[float],
+    gan_epochs: int,
+    gan_learning_rate: float = 2e-4,
+    fedkt: bool = False,
+    log=print,
 ) -> tuple[list[dict], dict]:
     import torch
 
@@ -168,6 +192,11 @@ def run(
             "target_label_accuracy": float(np.mean(target_accuracies)),
             "seconds": round(time.perf_counter() - started, 1),
             **_federated_distillation(device_data, data.test_x, data.test_y, n_classes, seed),
+            **(
+                _fedkt(device_data, data.public_x, data.test_x, data.test_y, n_classes, seed)
+                if fedkt
+                else {}
+            ),
         }
         if generator is not None and generator.privacy_report is not None:
             row.update(
@@ -228,6 +257,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epsilons", default="2,10")
     parser.add_argument("--gan-epochs", type=int, default=60)
     parser.add_argument("--gan-learning-rate", type=float, default=2e-4)
+    parser.add_argument(
+        "--fedkt", action="store_true", help="also run FedKT (L0) over every row's devices"
+    )
     arguments = parser.parse_args(argv)
     epsilons = [float(value) for value in arguments.epsilons.split(",")]
     seeds = [int(value) for value in arguments.seeds.split(",")]
@@ -239,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
             epsilons=epsilons,
             gan_epochs=arguments.gan_epochs,
             gan_learning_rate=arguments.gan_learning_rate,
+            fedkt=arguments.fedkt,
         )
         runs.append(
             {
