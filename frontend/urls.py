@@ -41,6 +41,11 @@ urlpatterns = [
         "exchanges/<int:exchange_id>/", exchanges_views.exchange_detail_page, name="exchange-detail"
     ),
     path(
+        "federations/<slug:slug>/augmentations/new/",
+        augmentations_views.augmentation_create_page,
+        name="augmentation-create",
+    ),
+    path(
         "augmentations/<int:augmentation_id>/",
         augmentations_views.augmentation_detail_page,
         name="augmentation-detail",

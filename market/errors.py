@@ -20,7 +20,14 @@ class DomainError(Exception):
 
 
 class InvalidInput(DomainError):
+    """Bad input. ``field`` names the request field the sentence is about, where there is one (a page form shows
+    the sentence next to that field; the API answers the sentence alone)."""
+
     status_code = 400
+
+    def __init__(self, message: str, *, field: str | None = None):
+        super().__init__(message)
+        self.field = field
 
 
 class PermissionDenied(DomainError):

@@ -58,23 +58,29 @@ def augmentation_create(
         raise PermissionDenied("Only operators open federated augmentations.")
     if not 1 <= n_features <= settings.ONEFOLD_FAUG_MAX_FEATURES:
         raise InvalidInput(
-            f"Seed samples have 1 to {settings.ONEFOLD_FAUG_MAX_FEATURES} features, not {n_features}."
+            f"Seed samples have 1 to {settings.ONEFOLD_FAUG_MAX_FEATURES} features, not {n_features}.",
+            field="n_features",
         )
     if not 1 <= epochs <= settings.ONEFOLD_FAUG_MAX_EPOCHS:
         raise InvalidInput(
-            f"The generator trains 1 to {settings.ONEFOLD_FAUG_MAX_EPOCHS} epochs, not {epochs}."
+            f"The generator trains 1 to {settings.ONEFOLD_FAUG_MAX_EPOCHS} epochs, not {epochs}.",
+            field="epochs",
         )
     if not 1 <= batch_size <= settings.ONEFOLD_FAUG_MAX_SEEDS:
         raise InvalidInput(
-            f"The batch size is 1 to {settings.ONEFOLD_FAUG_MAX_SEEDS}, not {batch_size}."
+            f"The batch size is 1 to {settings.ONEFOLD_FAUG_MAX_SEEDS}, not {batch_size}.",
+            field="batch_size",
         )
     private = noise_multiplier is not None or target_epsilon is not None
     if noise_multiplier is not None and target_epsilon is not None:
-        raise InvalidInput("Give either noise_multiplier or target_epsilon, not both.")
+        raise InvalidInput(
+            "Give either noise_multiplier or target_epsilon, not both.", field="target_epsilon"
+        )
     if not private and PrivacyLevel.L0 not in federation.allowed_privacy_levels:
         raise InvalidInput(
             f"'{federation.slug}' does not allow training without noise (L0); give noise_multiplier or "
-            "target_epsilon for the DP discriminator."
+            "target_epsilon for the DP discriminator.",
+            field="noise_multiplier",
         )
     for label, value in (
         ("noise_multiplier", noise_multiplier),
@@ -82,9 +88,13 @@ def augmentation_create(
         ("max_grad_norm", max_grad_norm),
     ):
         if value is not None and not (np.isfinite(value) and 0 < value <= 1_000):
-            raise InvalidInput(f"'{label}' must be a number in (0, 1000], not {value}.")
+            raise InvalidInput(
+                f"'{label}' must be a number in (0, 1000], not {value}.", field=label
+            )
     if not 0 < delta < 1:
-        raise InvalidInput(f"'delta' must lie strictly between 0 and 1, not {delta}.")
+        raise InvalidInput(
+            f"'delta' must lie strictly between 0 and 1, not {delta}.", field="delta"
+        )
     with transaction.atomic():
         augmentation = Augmentation.objects.create(
             federation=federation,

@@ -106,6 +106,7 @@ def test_every_page_of_every_role_has_no_serious_accessibility_violation_and_fit
             f"/federations/{slug}/",
             *[f"/federations/{slug}/?tab={tab}" for tab in HUB_TABS],
             f"/federations/{slug}/jobs/new/",
+            f"/federations/{slug}/augmentations/new/",
             "/jobs/",
             f"/jobs/{job_id}/",
             "/budgets/",

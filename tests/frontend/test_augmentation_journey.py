@@ -1,29 +1,57 @@
-"""A silo takes part in a federated augmentation in a real Chromium: it finds the augmentation in the federation
-hub, sees the leakage of its seeds file before uploading it, uploads it and sees its own counts only."""
+"""A federated augmentation in a real Chromium: an operator opens it with the hub's form (a refusal shown next to
+its field, the form fitting a phone), then a silo finds it in the federation hub, sees the leakage of its seeds file
+before uploading it, uploads it and sees its own counts only."""
 
 import json
 
 import pytest
 
-from tests.frontend.journey_helpers import screenshots, sign_in
+from tests.frontend.journey_helpers import (
+    DESKTOP,
+    PHONE,
+    page_width_overflow,
+    screenshots,
+    sign_in,
+)
 
 
 @pytest.mark.browser
-def test_a_silo_sees_its_seeds_leakage_before_upload_and_its_own_counts_after(
+def test_an_operator_opens_an_augmentation_and_a_silo_sees_its_seeds_leakage_before_upload(
     live_server, federation_with_data, operator, silo_user, other_silo_user, page, tmp_path
 ):
-    from market.augmentations.services import augmentation_create, seeds_upload
+    from market.augmentations.models import Augmentation
+    from market.augmentations.services import seeds_upload
     from market.federations.services import federation_join
 
-    augmentation = augmentation_create(
-        federation=federation_with_data,
-        name="FAug on Adult",
-        n_features=2,
-        epochs=1,
-        batch_size=2,
-        noise_multiplier=1.0,
-        actor=operator,
-    )
+    script_errors = []
+    page.on("pageerror", lambda error: script_errors.append(str(error)))
+    sign_in(page, live_server.url, "olivia-operator", "operator-password")
+    page.goto(f"{live_server.url}/federations/adult-income/?tab=exchanges")
+    page.get_by_role("link", name="Open an augmentation").click()
+    page.wait_for_url(f"{live_server.url}/federations/adult-income/augmentations/new/")
+    page.get_by_label("Name", exact=True).fill("FAug on Adult")
+    page.get_by_label("Features per seed row", exact=True).fill("two")
+    page.get_by_label("Epochs", exact=True).fill("1")
+    page.get_by_label("Batch size", exact=True).fill("2")
+    page.get_by_label("Noise multiplier σ", exact=True).fill("1.0")
+    page.get_by_label("Target ε", exact=True).fill("")
+    page.get_by_role("button", name="Open the augmentation").click()
+    error = page.locator("#error-n_features")
+    error.wait_for()
+    assert error.inner_text() == "A valid integer is required."
+    kept = page.get_by_label("Noise multiplier σ", exact=True).input_value()
+    assert kept == "1.0"  # what was typed is kept
+    page.set_viewport_size(PHONE)
+    assert page_width_overflow(page) <= 0
+    page.set_viewport_size(DESKTOP)
+    page.get_by_label("Features per seed row", exact=True).fill("2")
+    page.get_by_role("button", name="Open the augmentation").click()
+    page.get_by_text("FAug on Adult opened: member silos can upload their seeds now.").wait_for()
+    augmentation = Augmentation.objects.get()
+    assert page.url == f"{live_server.url}/augmentations/{augmentation.id}/"
+    assert (augmentation.n_features, augmentation.noise_multiplier) == (2, 1.0)
+    page.context.clear_cookies()
+
     federation_join(federation=federation_with_data, user=other_silo_user)
     seeds_upload(
         augmentation=augmentation,
@@ -43,8 +71,6 @@ def test_a_silo_sees_its_seeds_leakage_before_upload_and_its_own_counts_after(
         )
     )
 
-    script_errors = []
-    page.on("pageerror", lambda error: script_errors.append(str(error)))
     sign_in(page, live_server.url, "sam-silo", "silo-password")
     page.goto(f"{live_server.url}/federations/adult-income/?tab=exchanges")
     page.get_by_role("link", name="FAug on Adult").click()

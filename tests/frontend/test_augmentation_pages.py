@@ -1,11 +1,12 @@
-"""The augmentation page: a silo uploads seeds and sees only its own counts and leakage, an operator sees every
-silo's counts and starts the training (its ε shown as reserved); the federation hub's exchanges tab lists it."""
+"""The augmentation pages: an operator opens one with the form (the API's checks, each refusal next to its field);
+a silo uploads seeds and sees only its own counts and leakage, an operator sees every silo's counts and starts the
+training (its ε shown as reserved); the federation hub's exchanges tab lists it."""
 
 import json
 
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from market.augmentations.models import SeedUpload
+from market.augmentations.models import Augmentation, SeedUpload
 from tests.conftest import api_client_for
 
 
@@ -33,6 +34,86 @@ def seeds_file(**changes) -> SimpleUploadedFile:
         "features": [[0.1, 0.9], [0.5, 0.5], [0.2, 0.3], [0.7, 0.1]],
     }
     return SimpleUploadedFile("seeds.json", json.dumps({**body, **changes}).encode())
+
+
+FORM = {
+    "name": "FAug on Adult",
+    "n_features": "2",
+    "epochs": "60",
+    "batch_size": "32",
+    "noise_multiplier": "",
+    "target_epsilon": "10",
+    "max_grad_norm": "1.0",
+    "delta": "0.00001",
+}
+NEW = "/federations/adult-income/augmentations/new/"
+
+
+def field_error(page: str, name: str) -> str:
+    """The sentence shown next to field ``name`` ('' when none)."""
+    marker = f'<p class="field-error" id="error-{name}">'
+    if marker not in page:
+        return ""
+    return page.split(marker, 1)[1].split("</p>", 1)[0]
+
+
+def test_an_operator_opens_an_augmentation_with_the_form_each_refusal_next_to_its_field(
+    client, operator, federation_with_data
+):
+    client.force_login(operator)
+    hub = client.get("/federations/adult-income/?tab=exchanges").content.decode()
+    assert f'href="{NEW}"' in hub
+    form = client.get(NEW)
+    assert form.status_code == 200
+    n_features = federation_with_data.public_datasets.first().n_features
+    assert f'name="n_features" value="{n_features}"' in form.content.decode()
+
+    # the serializer's refusals, field by field; the values typed are kept
+    bad = client.post(NEW, {**FORM, "n_features": "many", "epochs": "0", "name": ""})
+    page = bad.content.decode()
+    assert bad.status_code == 400
+    assert field_error(page, "n_features") == "A valid integer is required."
+    assert field_error(page, "epochs") == "Ensure this value is greater than or equal to 1."
+    assert field_error(page, "name") == "This field may not be blank."
+    assert 'name="n_features" value="many"' in page and 'aria-invalid="true"' in page
+    # the service's refusals, next to the field they are about
+    for changes, name, sentence in (
+        ({"n_features": "5000"}, "n_features", "Seed samples have 1 to 4096 features, not 5000."),
+        (
+            {"noise_multiplier": "1.0"},
+            "target_epsilon",
+            "Give either noise_multiplier or target_epsilon, not both.",
+        ),
+        ({"delta": "1"}, "delta", "&#x27;delta&#x27; must lie strictly between 0 and 1, not 1.0."),
+    ):
+        page = client.post(NEW, {**FORM, **changes}).content.decode()
+        assert field_error(page, name) == sentence
+    assert not Augmentation.objects.exists()
+
+    opened = client.post(NEW, FORM, follow=True)
+    augmentation = Augmentation.objects.get()
+    assert opened.redirect_chain == [(f"/augmentations/{augmentation.id}/", 302)]
+    assert "FAug on Adult opened: member silos can upload their seeds now." in (
+        opened.content.decode()
+    )
+    assert (augmentation.n_features, augmentation.private, augmentation.target_epsilon) == (
+        2,
+        True,
+        10.0,
+    )
+
+
+def test_only_operators_see_and_submit_the_augmentation_form(
+    client, federation_with_data, silo_user
+):
+    client.force_login(silo_user)
+    hub = client.get("/federations/adult-income/?tab=exchanges").content.decode()
+    assert NEW not in hub
+    assert client.get(NEW).status_code == 403
+    refused = client.post(NEW, FORM)
+    assert refused.status_code == 403
+    assert "Only market operators can open federated augmentations." in refused.content.decode()
+    assert not Augmentation.objects.exists()
 
 
 def test_a_silo_uploads_seeds_on_the_page_and_sees_only_its_own_counts_and_leakage(

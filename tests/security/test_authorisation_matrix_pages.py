@@ -74,6 +74,8 @@ PAGE_POLICY = {
     ("GET", "submissions/"): Rule("none", signed_in),
     ("GET", "exchanges/"): Rule("none", signed_in),
     ("GET", "exchanges/<int:exchange_id>/"): Rule("exchange", exchange_members),
+    ("GET", "federations/<slug:slug>/augmentations/new/"): Rule("federation", operator_only),
+    ("POST", "federations/<slug:slug>/augmentations/new/"): Rule("federation", operator_only),
     ("GET", "augmentations/<int:augmentation_id>/"): Rule("augmentation", exchange_members),
     ("POST", "augmentations/<int:augmentation_id>/seeds/"): Rule("augmentation", exchange_members),
     ("POST", "augmentations/<int:augmentation_id>/start/"): Rule(
