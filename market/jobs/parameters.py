@@ -185,7 +185,7 @@ def job_parameters_validate(
         validated = algorithm.validate(given if query_given else {**federation_query, **given})
     except ValueError as error:
         raise InvalidInput(f"The {kind} parameters are not valid: {error}") from error
-    refusal = getattr(algorithm, "noise_refusal", lambda _: None)(validated)
+    refusal = algorithm.noise_refusal(validated)
     if privacy_level == PrivacyLevel.L1 and refusal:
         raise InvalidInput(refusal)
     if queries and not query_given and privacy_level == PrivacyLevel.L1:

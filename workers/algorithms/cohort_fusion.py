@@ -85,6 +85,16 @@ class CohortFusion:
             **query_setting(params, legacy=("query", "proxy")),
         }
 
+    @staticmethod
+    def noise_refusal(settings: Mapping) -> str | None:
+        """None: cohort distillation takes no server noise at all (``accepts_noise`` refuses L1 first)."""
+        return None
+
+    @staticmethod
+    def reads_evaluation(settings: Mapping) -> bool:
+        """False: the student is fitted on the public rows only."""
+        return False
+
     def estimate(self, settings: Mapping, *, n_public: int, n_member_models: int) -> WorkEstimate:
         rows = min(query_rows(settings, n_public=n_public), n_public)
         return WorkEstimate(

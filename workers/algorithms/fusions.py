@@ -409,6 +409,16 @@ class EnsembleFusion:
         unknown_keys_refused(dict(params or {}), known=self.keys, what=f"an {self.name} job")
         return selection_parameters(_normalised(params))
 
+    @staticmethod
+    def noise_refusal(settings: Mapping) -> str | None:
+        """None: an ensemble takes no server noise at all (``accepts_noise`` refuses L1 first)."""
+        return None
+
+    @staticmethod
+    def reads_evaluation(settings: Mapping) -> bool:
+        """False: an ensemble fuses from the public rows only."""
+        return False
+
     def estimate(self, settings: Mapping, *, n_public: int, n_member_models: int) -> WorkEstimate:
         return WorkEstimate(
             None, prediction_work(n_public=n_public, n_member_models=n_member_models)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -73,6 +73,7 @@ class Fusion:
     details: dict = field(default_factory=dict)
 
 
+@runtime_checkable
 class FusionAlgorithm(Protocol):
     """What every job kind implements. ``params`` are the job's validated parameters.
 
@@ -80,7 +81,9 @@ class FusionAlgorithm(Protocol):
     parameters: ``keys`` and ``help`` (one sentence per key, for the launcher and the
     docs), ``validate`` (types, ranges and defaults from :mod:`workers.algorithms.schema`; what it
     returns is what a job stores), ``accepts_noise`` (whether an L1 job may add server noise to its
-    fusion) and ``estimate`` (the rows its fit uses and the work it implies, before anything runs).
+    fusion), ``noise_refusal`` (why validated settings cannot take that noise), ``reads_evaluation``
+    (whether ``fuse`` needs the evaluation split) and ``estimate`` (the rows its fit uses and the work it
+    implies, before anything runs).
     """
 
     name: str
@@ -91,6 +94,12 @@ class FusionAlgorithm(Protocol):
 
     def validate(self, params: Mapping) -> dict:
         """``params`` with every default filled in; a ValueError whose sentence names the bad key."""
+
+    def noise_refusal(self, settings: Mapping) -> str | None:
+        """Why validated ``settings`` cannot run with server noise (L1), or None."""
+
+    def reads_evaluation(self, settings: Mapping) -> bool:
+        """Whether ``fuse`` needs the federation's evaluation split (its ``evaluation=`` argument)."""
 
     def estimate(self, settings: Mapping, *, n_public: int, n_member_models: int):
         """A :class:`workers.algorithms.schema.WorkEstimate` of validated ``settings``."""

@@ -188,9 +188,7 @@ def _fused(job: Job) -> dict | None:
     )
 
     evaluation = (
-        _evaluation_rows(job, view)
-        if getattr(algorithm_get(job.kind), "reads_evaluation", lambda _: False)(settings)
-        else None
+        _evaluation_rows(job, view) if algorithm_get(job.kind).reads_evaluation(settings) else None
     )
     try:
         fusion = fuse_in_child(

@@ -1,5 +1,5 @@
 from workers.algorithms import algorithm_get, kind_choices
-from workers.algorithms.registry import ALGORITHMS
+from workers.algorithms.registry import ALGORITHMS, FusionAlgorithm
 from workers.privacy.costs import fedkt_l1_cost
 
 
@@ -30,3 +30,22 @@ def test_fedkt_prices_an_l1_job_for_the_votes_a_weighted_submission_moves():
     expected = fedkt_l1_cost(**privacy, partitions=2, teachers=5, vote_shift=8)
     assert fedkt.l1_cost(settings, privacy=privacy) == expected
     assert fedkt.l1_cost(settings, privacy=privacy, vote_shift=16).report.vote_shift == 16
+
+
+def test_every_registered_kind_defines_the_whole_interface_its_callers_use():
+    for algorithm in ALGORITHMS.values():
+        assert isinstance(algorithm, FusionAlgorithm), algorithm.name
+
+
+def test_only_fedkt_with_vote_auto_reads_the_evaluation_split():
+    for algorithm in ALGORITHMS.values():
+        assert algorithm.reads_evaluation(algorithm.validate({})) is False
+    fedkt = algorithm_get("fedkt")
+    assert fedkt.reads_evaluation(fedkt.validate({"vote": "auto"})) is True
+
+
+def test_only_fedkt_votes_without_an_integer_sensitivity_refuse_server_noise():
+    for algorithm in ALGORITHMS.values():
+        assert algorithm.noise_refusal(algorithm.validate({})) is None
+    fedkt = algorithm_get("fedkt")
+    assert "Soft voting cannot run at L1" in fedkt.noise_refusal(fedkt.validate({"vote": "soft"}))
