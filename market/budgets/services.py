@@ -43,7 +43,7 @@ from market.jobs.models import Job
 from market.submissions.models import Submission
 from workers.privacy.costs import PrivacyCost, declared_cost
 from workers.privacy.declarations import party_side_rdp
-from workers.privacy.reports import PARTY_LEVEL, PrivacyReport
+from workers.privacy.reports import PARTY_LEVEL, JobPrivacyReport, PrivacyReport
 
 __all__ = [
     "BudgetExceeded",
@@ -83,12 +83,24 @@ def job_vote_shifts(job: Job) -> dict[int, int]:
 
 
 def _job_costs(job: Job, privacy: dict, shifts: dict[int, int]) -> dict[int, PrivacyCost]:
-    """Each silo's cost of the job: ``privacy`` is the job's privacy parameters or its report (same keys)."""
+    """Each silo's cost of the job: ``privacy`` is the job's privacy parameters or the noise it used (same keys)."""
     return {
         organisation_id: job_privacy_cost(
             kind=job.kind, parameters=job.parameters, privacy=privacy, vote_shift=shift
         )
         for organisation_id, shift in shifts.items()
+    }
+
+
+def _noise_used(bound: PrivacyReport) -> dict:
+    """The noise an L1 job actually used, read from its data-independent bound, in the shape of the job's
+    ``parameters["privacy"]`` (what its kind prices)."""
+    return {
+        "mechanism": bound.mechanism,
+        "gamma": bound.gamma,
+        "sigma": bound.sigma,
+        "delta": bound.delta,
+        "n_queries": bound.n_queries,
     }
 
 
@@ -139,19 +151,21 @@ def budget_reserve_for_job(*, job: Job, actor: User | None) -> None:
         job.save(update_fields=["privacy_bound"])
 
 
-def _job_ledger_parameters(job: Job, cost: PrivacyCost, data_dependent: dict | None = None) -> dict:
+def _job_ledger_parameters(
+    job: Job, cost: PrivacyCost, data_dependent: PrivacyReport | None = None
+) -> dict:
     parameters = {
         "privacy": (job.parameters or {}).get("privacy"),
         "partitions": (job.parameters or {}).get("partitions"),
         "job_kind": job.kind,
         "vote_shift": cost.report.vote_shift,
     }
-    if data_dependent:
-        parameters["data_dependent"] = data_dependent
+    if data_dependent is not None:
+        parameters["data_dependent"] = data_dependent.as_dict()
     return parameters
 
 
-def budget_charge_for_job(*, job: Job, privacy_report: dict) -> None:
+def budget_charge_for_job(*, job: Job, privacy_report: JobPrivacyReport) -> None:
     """Charge each participating silo the data-independent ε of what the job actually queried, for the votes its
     own submissions move; idempotent.
 
@@ -162,16 +176,12 @@ def budget_charge_for_job(*, job: Job, privacy_report: dict) -> None:
     """
     if job.privacy_level != PrivacyLevel.L1:
         return
-    independent = (privacy_report or {}).get("data_independent")
-    if not independent:
+    independent = privacy_report.data_independent
+    if independent is None:
         budget_release_for_job(job=job)
         return
-    if not isinstance(independent, dict):
-        raise InvalidInput(
-            "The job's privacy report is not valid: its data-independent bound is not a mapping."
-        )
     shifts = job_vote_shifts(job)
-    costs = _job_costs(job, independent, shifts)
+    costs = _job_costs(job, _noise_used(independent), shifts)
     with transaction.atomic():
         for budget in budgets_locked(federation=job.federation, organisation_ids=shifts):
             state = ledger_state(budget)
@@ -199,7 +209,7 @@ def budget_charge_for_job(*, job: Job, privacy_report: dict) -> None:
                 epsilon=epsilon_decimal(cost.report.epsilon),
                 cost=cost,
                 job=job,
-                parameters=_job_ledger_parameters(job, cost, privacy_report.get("data_dependent")),
+                parameters=_job_ledger_parameters(job, cost, privacy_report.data_dependent),
             )
 
 

@@ -37,6 +37,7 @@ from market.jobs.parameters import job_parameters_validate, job_workload_check
 from market.jobs.selectors import job_launch_require_permission, job_members
 from market.outbox import outbox_add
 from market.submissions.models import Submission, SubmissionStatus
+from workers.privacy.reports import JobPrivacyReport, PrivacyReport
 
 # Which submission levels a job of each level may use: a silo that asked for server noise (L1) is never fused
 # without it, and L2 students are only used by L2 jobs (their ε was charged at upload).
@@ -314,18 +315,17 @@ def job_enqueue(*, job: Job) -> None:
     outbox_add(JobOutbox(job=job))
 
 
-def job_settle_budget(*, job: Job, privacy_report: dict | None = None) -> None:
+def job_settle_budget(*, job: Job) -> None:
     """After a failure or cancellation: release the reservation if no noise was drawn, else charge the drawn
-    noise (noisy answers are spent). Call inside the transaction that ends the job."""
+    noise (noisy answers are spent) at the bound reserved for it. Call inside the transaction that ends the job."""
     if job.privacy_level != PrivacyLevel.L1:
         return
     if job.noise_drawn_at is None:
         budget_release_for_job(job=job)
     else:
+        bound = PrivacyReport(**job.privacy_bound) if job.privacy_bound else None
         budget_charge_for_job(
-            job=job,
-            privacy_report=privacy_report
-            or {"level": "L1", "data_independent": job.privacy_bound, "data_dependent": None},
+            job=job, privacy_report=JobPrivacyReport(level=PrivacyLevel.L1, data_independent=bound)
         )
 
 

@@ -19,6 +19,7 @@ from market.budgets.services import (
 )
 from tests.market.budgets.conftest import LAPLACE, job_row, submission_row
 from workers.privacy.costs import fedkt_l1_cost
+from workers.privacy.reports import JobPrivacyReport
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 L2_PARAMETERS = {"gamma": 0.04, "delta": 1e-5, "partitions": 2, "teachers": 5, "queries": 30}
@@ -118,11 +119,7 @@ def test_operator_sets_a_budget_prices_a_job_watches_the_remainder_fall_and_an_o
     )
     budget_charge_for_job(
         job=job,
-        privacy_report={
-            "level": "L1",
-            "data_independent": one_job.report.as_dict(),
-            "data_dependent": None,
-        },
+        privacy_report=JobPrivacyReport(level="L1", data_independent=one_job.report),
     )
     page.reload()
     row = budget_row(page, "Northwind Hospital")

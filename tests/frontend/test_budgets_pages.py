@@ -2,6 +2,7 @@
 
 import html
 import json
+from dataclasses import replace
 from decimal import Decimal
 
 import pytest
@@ -18,6 +19,7 @@ from market.budgets.services import (
 )
 from tests.market.budgets.conftest import job_row, submission_row
 from workers.privacy.costs import fedkt_l1_cost
+from workers.privacy.reports import JobPrivacyReport
 
 
 def text(response) -> str:
@@ -42,10 +44,12 @@ def two_silos(federation_with_data, silo_user, other_silo_user):
 def spent(two_silos, federation_with_data, operator):
     job = job_row(federation_with_data, two_silos, operator)
     budget_reserve_for_job(job=job, actor=operator)
-    dependent = {**ONE_JOB.report.as_dict(), "epsilon": 1.25, "data_dependent": True}
+    dependent = replace(ONE_JOB.report, epsilon=1.25, data_dependent=True)
     budget_charge_for_job(
         job=job,
-        privacy_report={"data_independent": ONE_JOB.report.as_dict(), "data_dependent": dependent},
+        privacy_report=JobPrivacyReport(
+            level="L1", data_independent=ONE_JOB.report, data_dependent=dependent
+        ),
     )
     return job
 

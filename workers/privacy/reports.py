@@ -1,5 +1,6 @@
 """The labelled results of privacy accounting: every ε says what it means."""
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 PARTY_LEVEL = "party-level"
@@ -74,3 +75,39 @@ class PrivacyAnalysis:
 
     data_independent: PrivacyReport
     data_dependent: PrivacyReport
+
+
+@dataclass(frozen=True)
+class JobPrivacyReport:
+    """What a job's global model says about privacy, by the job's level; the budgets charge an L1 job from it.
+
+    Attributes
+    ----------
+    level : str
+        The job's privacy level: "L0" (no noise), "L1" (server noise) or "L2" (noise the silos added).
+    data_independent, data_dependent : PrivacyReport or None
+        L1 only: the bound known before the job ran (what is charged) and the one that depends on the vote
+        margins (itself private, recorded, never charged).
+    submissions : mapping or None
+        L2 only: submission id (as text) → the report that submission declared (stored as it was uploaded).
+    """
+
+    level: str
+    data_independent: PrivacyReport | None = None
+    data_dependent: PrivacyReport | None = None
+    submissions: Mapping[str, dict | None] | None = None
+
+    def as_dict(self) -> dict:
+        """The stored shape: ``level`` and both bounds (``None`` unless L1), and ``submissions`` at L2 only."""
+        report: dict = {
+            "level": self.level,
+            "data_independent": _dict_or_none(self.data_independent),
+            "data_dependent": _dict_or_none(self.data_dependent),
+        }
+        if self.submissions is not None:
+            report["submissions"] = dict(self.submissions)
+        return report
+
+
+def _dict_or_none(report: PrivacyReport | None) -> dict | None:
+    return None if report is None else report.as_dict()

@@ -9,7 +9,8 @@ lease expired (a worker killed mid-job) or fails them after ``ONEFOLD_JOB_MAX_AT
 to run next; only the Celery task module (workers.tasks) dispatches it.
 
 Steps: :func:`job_start` (claim, plan chunks) → :func:`job_chunk_run` per chunk →
-:func:`job_finalize` (:mod:`.finalize`); :func:`job_reap` periodically (:mod:`.reaper`).
+:func:`job_finalize` (:mod:`.finalize`, which runs the fusion and the evaluation of :mod:`.fusing`); :func:`job_reap`
+periodically (:mod:`.reaper`).
 """
 
 from market.jobs.runner.chunks import job_chunk_release, job_chunk_run, job_start

@@ -1,5 +1,6 @@
 import csv
 import io
+from dataclasses import replace
 from decimal import Decimal
 
 import pytest
@@ -9,6 +10,7 @@ from market.budgets.models import BudgetEntry, PrivacyBudget
 from market.budgets.services import budget_charge_for_job, budget_reserve_for_job, epsilon_decimal
 from tests.market.budgets.conftest import LAPLACE
 from workers.privacy.costs import fedkt_l1_cost
+from workers.privacy.reports import JobPrivacyReport
 
 ONE_JOB = fedkt_l1_cost(
     mechanism="laplace", gamma=0.04, sigma=None, delta=1e-5, n_queries=100, partitions=2
@@ -21,14 +23,12 @@ def charged_job(make_job, operator):
     """One L1 job reserved and charged for both silos, with a data-dependent ε on its charge lines."""
     job = make_job()
     budget_reserve_for_job(job=job, actor=operator)
-    dependent = {**ONE_JOB.report.as_dict(), "epsilon": 1.25, "data_dependent": True}
+    dependent = replace(ONE_JOB.report, epsilon=1.25, data_dependent=True)
     budget_charge_for_job(
         job=job,
-        privacy_report={
-            "level": "L1",
-            "data_independent": ONE_JOB.report.as_dict(),
-            "data_dependent": dependent,
-        },
+        privacy_report=JobPrivacyReport(
+            level="L1", data_independent=ONE_JOB.report, data_dependent=dependent
+        ),
     )
     return job
 

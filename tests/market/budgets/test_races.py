@@ -26,6 +26,7 @@ from market.errors import Conflict
 from tests.conftest import run_at_once
 from tests.market.budgets.conftest import LAPLACE, submission_row
 from workers.privacy.costs import compose_costs, fedkt_l1_cost
+from workers.privacy.reports import JobPrivacyReport
 
 ONE_JOB = fedkt_l1_cost(
     mechanism="laplace", gamma=0.04, sigma=None, delta=1e-5, n_queries=100, partitions=2
@@ -112,7 +113,7 @@ def test_settling_concurrently_keeps_the_ledger_whole(make_job, operator, federa
     jobs = [make_job(privacy={**LAPLACE, "n_queries": 20}) for _ in range(6)]
     for job in jobs:
         budget_reserve_for_job(job=job, actor=operator)
-    report = {"level": "L1", "data_independent": small.report.as_dict(), "data_dependent": None}
+    report = JobPrivacyReport(level="L1", data_independent=small.report)
 
     def settle(job):
         # Half fail before any noise (release), half after (charge); each twice, as a retried task would.
@@ -208,7 +209,7 @@ def apply(step, job_pool, operator, budget) -> None:
             with transaction.atomic():
                 budget_charge_for_job(
                     job=job,
-                    privacy_report={"level": "L1", "data_independent": actual.report.as_dict()},
+                    privacy_report=JobPrivacyReport(level="L1", data_independent=actual.report),
                 )
         except (
             BudgetExceeded

@@ -1,3 +1,4 @@
+from dataclasses import replace
 from decimal import Decimal
 
 import pytest
@@ -20,6 +21,7 @@ from market.budgets.services import (
 from market.errors import Conflict, PermissionDenied
 from tests.market.budgets.conftest import LAPLACE
 from workers.privacy.costs import compose_costs, fedkt_l1_cost
+from workers.privacy.reports import JobPrivacyReport
 
 ONE_JOB = fedkt_l1_cost(
     mechanism="laplace", gamma=0.04, sigma=None, delta=1e-5, n_queries=100, partitions=2
@@ -137,12 +139,8 @@ def test_charge_after_noise_moves_the_reservation_into_the_spend(
 ):
     job = make_job()
     budget_reserve_for_job(job=job, actor=operator)
-    dependent = {**ONE_JOB.report.as_dict(), "epsilon": 1.25, "data_dependent": True}
-    report = {
-        "level": "L1",
-        "data_independent": ONE_JOB.report.as_dict(),
-        "data_dependent": dependent,
-    }
+    dependent = replace(ONE_JOB.report, epsilon=1.25, data_dependent=True)
+    report = JobPrivacyReport(level="L1", data_independent=ONE_JOB.report, data_dependent=dependent)
     budget_charge_for_job(job=job, privacy_report=report)
     budget_charge_for_job(job=job, privacy_report=report)  # idempotent
     budget_release_for_job(job=job)  # nothing left to release
@@ -166,11 +164,7 @@ def test_a_job_that_queried_fewer_rows_is_charged_what_it_queried(
     )
     budget_charge_for_job(
         job=job,
-        privacy_report={
-            "level": "L1",
-            "data_independent": fewer.report.as_dict(),
-            "data_dependent": None,
-        },
+        privacy_report=JobPrivacyReport(level="L1", data_independent=fewer.report),
     )
     assert all(
         (b.spent, b.reserved) == (epsilon_decimal(fewer.report.epsilon), 0)
@@ -182,7 +176,7 @@ def test_l0_and_l2_jobs_touch_no_budget(make_job, operator):
     for level in ("L0", "L2"):
         job = make_job(privacy_level=level)
         budget_reserve_for_job(job=job, actor=operator)
-        budget_charge_for_job(job=job, privacy_report={"level": level, "data_independent": None})
+        budget_charge_for_job(job=job, privacy_report=JobPrivacyReport(level=level))
     assert BudgetEntry.objects.count() == 0
 
 

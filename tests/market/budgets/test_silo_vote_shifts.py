@@ -20,6 +20,7 @@ from market.budgets.services import (
 from market.submissions.models import SubmissionStatus
 from tests.market.budgets.conftest import job_row, submission_row
 from workers.privacy.costs import fedkt_l1_cost
+from workers.privacy.reports import JobPrivacyReport, PrivacyReport
 
 SIGMA = 120.0
 GAUSSIAN = {"mechanism": "gaussian", "gamma": None, "sigma": SIGMA, "delta": 1e-5, "n_queries": 100}
@@ -101,7 +102,10 @@ def test_each_silo_is_reserved_and_charged_for_the_votes_all_its_submissions_mov
     )  # the job's bound is its most exposed silo's
 
     budget_charge_for_job(
-        job=job, privacy_report={"data_independent": job.privacy_bound, "data_dependent": None}
+        job=job,
+        privacy_report=JobPrivacyReport(
+            level="L1", data_independent=PrivacyReport(**job.privacy_bound)
+        ),
     )
     assert entries(EntryKind.CHARGE) == expected
     spent = dict(PrivacyBudget.objects.values_list("organisation__name", "spent"))

@@ -14,6 +14,7 @@ from market.errors import InvalidInput
 from market.submissions.models import Submission, SubmissionStatus
 from tests.market.budgets.conftest import job_row, submission_row
 from workers.privacy.rdp import RENYI_ORDERS
+from workers.privacy.reports import JobPrivacyReport, PrivacyReport
 
 SIGMA, N_QUERIES, DELTA, PARTITIONS, WEIGHT = 120.0, 100, 1e-5, 2, 3
 GAUSSIAN = {
@@ -73,7 +74,9 @@ def test_a_class_weighted_job_reserves_and_charges_s_times_the_largest_weight(
     assert weighted_job.privacy_bound["epsilon"] == pytest.approx(hand_epsilon(12), rel=1e-9)
     budget_charge_for_job(
         job=weighted_job,
-        privacy_report={"data_independent": weighted_job.privacy_bound, "data_dependent": None},
+        privacy_report=JobPrivacyReport(
+            level="L1", data_independent=PrivacyReport(**weighted_job.privacy_bound)
+        ),
     )
     assert ledger(EntryKind.CHARGE) == expected
 

@@ -264,7 +264,7 @@ def test_cpfl_job_without_label_distributions_is_refused_naming_them(operator, f
 def test_a_retried_l1_fusion_reuses_the_stored_noisy_answers(
     eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks
 ):
-    from market.jobs.runner.finalize import _noise
+    from market.jobs.runner.fusing import job_noise
     from workers.jobs.noise import replayable_noise
 
     federation = fedkt_submissions[0].federation
@@ -279,9 +279,9 @@ def test_a_retried_l1_fusion_reuses_the_stored_noisy_answers(
     )
     job = Job.objects.get(id=body["id"])
     stored = arrays_from_npz(job.noisy_answers_name)["noisy_counts"]
-    setup = _noise(job)  # what the fusion's child process replays
+    noise = job_noise(job)  # what the fusion's child process replays
     replayed = replayable_noise(
-        setup["noise"], stored=setup["stored_noise"], on_draw=setup["on_noise_drawn"]
+        noise.mechanism, stored=noise.stored, on_draw=noise.on_drawn
     ).noisy_counts(np.zeros((20, 2), dtype=np.int64))
     assert np.array_equal(replayed, stored)
     assert Job.objects.get(id=job.id).noise_drawn_at == job.noise_drawn_at

@@ -1,0 +1,299 @@
+"""The chord's callback, first half: sum the chunks' signals, add L1 noise once (stored, replayed on retry), fuse
+through the registry (:class:`FusedJob`), then export the global model and evaluate the exported portable
+file in the sandbox (:class:`EvaluatedModel`). Nothing here writes the global model: :mod:`.finalize` does."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from django.utils import timezone
+
+from market.feature_views import job_feature_view, stored_features_in_view
+from market.federations.models import PrivacyLevel
+from market.jobs.models import Job, JobChunk
+from market.jobs.runner.lifecycle import JobInputError
+from market.jobs.selectors import job_members
+from market.jobs.services import job_log
+from market.sandbox import stored_models_predict
+from market.storage import (
+    arrays_from_npz,
+    arrays_from_npz_cached,
+    arrays_to_npz,
+    artifact_read,
+    artifact_save,
+)
+from market.submissions.models import Submission
+from workers.algorithms import algorithm_get
+from workers.algorithms.auto_fusion import EvaluationRows, evaluation_halves
+from workers.algorithms.registry import Fusion
+from workers.features import ONE_HOT_VIEW
+from workers.jobs.export import ExportedFile, export_global_model, model_family_of
+from workers.jobs.interruptible import fuse_in_child
+from workers.metrics import classification_metrics
+from workers.modelio.bundle import BundleMember, bundle_write
+from workers.privacy.mechanisms import GaussianNoise, LaplaceNoise
+
+
+@dataclass(frozen=True)
+class FusedJob:
+    """A job's members fused into a global model, before anything is exported or saved.
+
+    ``submission_ids`` are the members in the chunks' order, ``submissions`` those rows by id (their model files
+    prefetched); ``feature_view`` is the view the global model reads (the one-hot view for an ensemble bundle,
+    whose members each read their own)."""
+
+    fusion: Fusion
+    submission_ids: tuple[int, ...]
+    submissions: Mapping[int, Submission]
+    feature_view: str
+
+
+@dataclass(frozen=True)
+class EvaluatedModel:
+    """The global model's files as a buyer downloads them, and how it scored on the evaluation split.
+
+    ``metrics`` are :func:`workers.metrics.classification_metrics` of the rows the job reports on; ``family`` is
+    the model family ("ensemble" for a bundle); ``verification`` compares the portable file with the fitted model
+    (empty for a bundle)."""
+
+    files: tuple[ExportedFile, ...]
+    metrics: dict
+    family: str
+    verification: dict
+
+
+def job_chunk_arrays(job: Job) -> Iterator[tuple[JobChunk, dict]]:
+    """Each chunk of ``job`` in order with its stored arrays; JobInputError if one is missing or corrupt."""
+    for chunk in job.chunks.order_by("index"):
+        try:
+            yield chunk, arrays_from_npz(chunk.artifact_name)
+        except (FileNotFoundError, ValueError, OSError) as error:
+            raise JobInputError(
+                f"The partial results of chunk {chunk.index + 1} are missing or corrupt."
+            ) from error
+
+
+@dataclass(frozen=True)
+class JobNoise:
+    """An L1 job's server noise as its fusion child draws it (``fuse_in_child``): the mechanism (None below L1),
+    the answers an earlier attempt drew (replayed, never drawn again) and how a fresh draw is stored."""
+
+    mechanism: LaplaceNoise | GaussianNoise | None = None
+    stored: np.ndarray | None = None
+    on_drawn: Callable[[np.ndarray], None] | None = None
+
+
+def job_noise(job: Job) -> JobNoise:
+    """The noise of ``job``'s fusion (no mechanism below L1)."""
+    if job.privacy_level != PrivacyLevel.L1:
+        return JobNoise()
+    privacy = job.parameters["privacy"]
+    mechanism = (
+        LaplaceNoise(gamma=privacy["gamma"])
+        if privacy["mechanism"] == "laplace"
+        else GaussianNoise(sigma=privacy["sigma"])
+    )
+    stored = (
+        arrays_from_npz(job.noisy_answers_name)["noisy_counts"] if job.noisy_answers_name else None
+    )
+
+    def store(
+        noisy: np.ndarray,
+    ) -> None:  # committed before the answers are used: they are spent from now on
+        name = artifact_save(
+            name=f"jobs/{job.id}/noisy-answers.npz",
+            data=arrays_to_npz(noisy_counts=noisy),
+            stored_names=[],
+        )
+        Job.objects.filter(id=job.id).update(noisy_answers_name=name, noise_drawn_at=timezone.now())
+        job.noisy_answers_name, job.noise_drawn_at = name, timezone.now()
+        job_log(
+            job_id=job.id, message="Noise drawn and stored; a retry reuses these noisy answers."
+        )
+
+    if stored is not None:
+        job_log(job_id=job.id, message="Reusing the noisy answers drawn by an earlier attempt.")
+    return JobNoise(mechanism=mechanism, stored=stored, on_drawn=store)
+
+
+def _cancel_requested(job_id: int) -> bool:
+    return Job.objects.filter(id=job_id, cancel_requested=True).exists()
+
+
+def _fusion_started(job: Job, pid: int) -> None:
+    job_log(job_id=job.id, message=f"Fusing in a child process (pid {pid}) that a cancel stops.")
+
+
+def job_fuse(job: Job) -> FusedJob | None:
+    """Sum the chunks' signals and fuse them in a child process; None if the job was cancelled while fitting."""
+    ids, signal_sum = [], None
+    for _chunk, arrays in job_chunk_arrays(job):
+        ids.extend(int(value) for value in arrays["member_ids"])
+        signal_sum = (
+            arrays["signal_sum"] if signal_sum is None else signal_sum + arrays["signal_sum"]
+        )
+    submissions = Submission.objects.prefetch_related("model_files").in_bulk(ids)
+    missing = [submission_id for submission_id in ids if submission_id not in submissions]
+    if missing:
+        raise JobInputError(f"Submission #{missing[0]} was deleted after the job was created.")
+    members = job_members(submissions=[submissions[submission_id] for submission_id in ids])
+    settings = algorithm_get(job.kind).validate(job.parameters)
+    view = job_feature_view(settings)
+    public = stored_features_in_view(
+        arrays_from_npz_cached(job.public_dataset.features_file)["features"],
+        job.public_dataset,
+        view,
+    )
+
+    evaluation = (
+        _evaluation_rows(job, view) if algorithm_get(job.kind).reads_evaluation(settings) else None
+    )
+    noise = job_noise(job)
+    try:
+        fusion = fuse_in_child(
+            kind=job.kind,
+            signal_sum=signal_sum,
+            public_features=public,
+            members=members,
+            n_classes=job.federation.n_classes,
+            params=job.parameters,
+            seed=job.seed,
+            evaluation=evaluation,
+            noise=noise.mechanism,
+            stored_noise=noise.stored,
+            on_noise_drawn=noise.on_drawn,
+            cancelled=lambda: _cancel_requested(job.id),
+            on_start=lambda pid: _fusion_started(job, pid),
+        )
+    except ValueError as error:
+        raise JobInputError(f"The fusion failed: {error}") from error
+    if fusion is None:  # cancelled while fitting; the child is gone and job_finalize ends the job
+        return None
+    job_log(
+        job_id=job.id,
+        message=f"Fused {len(members)} member(s); the global model was trained on "
+        f"{int(np.count_nonzero(fusion.trained))} public example(s).",
+    )
+    # an ensemble (also one that vote: auto chose) fits nothing: its bundle reads the one-hot view, each member its own
+    return FusedJob(
+        fusion=fusion,
+        submission_ids=tuple(ids),
+        submissions=submissions,
+        feature_view=view if fusion.model is not None else ONE_HOT_VIEW,
+    )
+
+
+def _evaluation_rows(job: Job, view: str) -> EvaluationRows:
+    """The evaluation split in ``view`` and every member's probabilities of it, in the members' order (FedKT's
+    ``vote: auto`` chooses on one half of it: workers.algorithms.auto_fusion)."""
+    evaluation = arrays_from_npz_cached(job.evaluation_split.data_file)
+    member_probabilities = np.concatenate(
+        [arrays["evaluation_probabilities"] for _, arrays in job_chunk_arrays(job)]
+    )
+    return EvaluationRows(
+        stored_features_in_view(evaluation["features"], job.public_dataset, view),
+        evaluation["labels"],
+        member_probabilities,
+    )
+
+
+def evaluation_report_rows(job: Job, fusion: Fusion, labels: np.ndarray) -> np.ndarray | None:
+    """The evaluation rows a job reports on: the half its ``auto`` choice did not read, else None (all rows)."""
+    if "auto" not in fusion.details:
+        return None
+    return evaluation_halves(labels, seed=job.seed)[1]
+
+
+def job_evaluate(job: Job, fused: FusedJob) -> EvaluatedModel:
+    """Export the global model (a fitted model's portable file, run in the sandbox; or the bundle of the selected
+    members) and score it on the evaluation split."""
+    fusion, n_classes = fused.fusion, job.federation.n_classes
+    evaluation = arrays_from_npz_cached(job.evaluation_split.data_file)
+    features = stored_features_in_view(
+        evaluation["features"], job.public_dataset, fused.feature_view
+    )
+    labels = evaluation["labels"]
+    if fusion.model is not None:
+        files, probabilities, verification = _exported(fusion.model, features, n_classes=n_classes)
+        family = model_family_of(fusion.model)
+    else:
+        files, probabilities = _bundled(job, fused, n_features=features.shape[1])
+        verification, family = {}, "ensemble"
+    report = evaluation_report_rows(job, fusion, labels)
+    rows = slice(None) if report is None else report
+    metrics = classification_metrics(probabilities[rows], labels[rows], n_classes=n_classes)
+    if report is not None:
+        chosen = fusion.details["auto"]
+        job_log(
+            job_id=job.id,
+            message=f"Fusion chosen by auto: {chosen['chosen']} (best {chosen['criterion']} on "
+            f"{chosen['selection_rows']} evaluation rows); metrics below are on the other "
+            f"{chosen['report_rows']}.",
+        )
+    job_log(
+        job_id=job.id,
+        message=f"Global model accuracy on the evaluation split: {metrics['accuracy']:.4f}.",
+    )
+    return EvaluatedModel(
+        files=tuple(files), metrics=metrics, family=family, verification=verification
+    )
+
+
+def _exported(
+    model, features: np.ndarray, *, n_classes: int
+) -> tuple[list[ExportedFile], np.ndarray, dict]:
+    """A fitted global model's files, the portable file's probabilities of ``features`` (run in the sandbox, as a
+    buyer's would be) and how far they are from the fitted model's own."""
+    try:
+        files = export_global_model(model, n_features=features.shape[1], n_classes=n_classes)
+    except ValueError as error:
+        raise JobInputError(str(error)) from error
+    portable = next(file for file in files if file.format == "onnx")
+    outcome = stored_models_predict([portable.data], features, n_classes=n_classes)[0]
+    if outcome.error:
+        raise JobInputError(f"The exported global model could not be run: {outcome.error}")
+    native = np.asarray(model.predict_proba(features))
+    verification = {
+        "portable_vs_native_max_abs_difference": float(
+            np.max(np.abs(outcome.probabilities - native))
+        )
+    }
+    return files, outcome.probabilities, verification
+
+
+def _bundled(
+    job: Job, fused: FusedJob, *, n_features: int
+) -> tuple[list[ExportedFile], np.ndarray]:
+    """The bundle of the members the fusion weighed (equal weights unless it chose some) and its weighted
+    probabilities of the evaluation split, read chunk by chunk from the members' stored predictions."""
+    weights = fused.fusion.details.get("weights") or {str(i): 1.0 for i in fused.submission_ids}
+    total = sum(weights.get(str(i), 0.0) for i in fused.submission_ids)
+    probabilities, members = 0.0, []
+    for _chunk, arrays in job_chunk_arrays(job):
+        for member_id, member_probabilities in zip(
+            arrays["member_ids"], arrays["evaluation_probabilities"]
+        ):
+            weight = weights.get(str(int(member_id)), 0.0) / total
+            probabilities = probabilities + weight * member_probabilities
+            if not weight:  # a member the selection left out is not shipped to buyers
+                continue
+            submission = fused.submissions[int(member_id)]
+            for model_file in submission.model_files.all():
+                # named by position: a submission id in a buyer's download would say whose model it is
+                members.append(
+                    BundleMember(
+                        format=model_file.format,
+                        data=artifact_read(model_file.stored_name),
+                        weight=weight / max(1, submission.model_files.count()),
+                        feature_view=(model_file.info or {}).get("feature_view", ONE_HOT_VIEW),
+                    )
+                )
+    bundle = bundle_write(
+        members,
+        n_classes=job.federation.n_classes,
+        n_features=n_features,
+        feature_spec=job.public_dataset.feature_spec,
+    )
+    return [ExportedFile("native", "bundle", "bundle.zip", bundle)], probabilities
