@@ -27,6 +27,7 @@ from market.storage import (
 from market.submissions.models import Submission
 from workers.algorithms import algorithm_get
 from workers.algorithms.auto_fusion import EvaluationRows, evaluation_halves
+from workers.algorithms.ensemble import average_probabilities
 from workers.algorithms.registry import Fusion
 from workers.features import ONE_HOT_VIEW
 from workers.jobs.export import ExportedFile, export_global_model, model_family_of
@@ -267,29 +268,31 @@ def _bundled(
     job: Job, fused: FusedJob, *, n_features: int
 ) -> tuple[list[ExportedFile], np.ndarray]:
     """The bundle of the members the fusion weighed (equal weights unless it chose some) and its weighted
-    probabilities of the evaluation split, read chunk by chunk from the members' stored predictions."""
+    probabilities of the evaluation split (:func:`~workers.algorithms.ensemble.average_probabilities`, the one
+    ensemble predictor), read chunk by chunk from the members' stored predictions."""
     weights = fused.fusion.details.get("weights") or {str(i): 1.0 for i in fused.submission_ids}
     total = sum(weights.get(str(i), 0.0) for i in fused.submission_ids)
-    probabilities, members = 0.0, []
+    members: list[BundleMember] = []
+    probabilities, weighed = None, 0.0
     for _chunk, arrays in job_chunk_arrays(job):
-        for member_id, member_probabilities in zip(
-            arrays["member_ids"], arrays["evaluation_probabilities"]
-        ):
-            weight = weights.get(str(int(member_id)), 0.0) / total
-            probabilities = probabilities + weight * member_probabilities
-            if not weight:  # a member the selection left out is not shipped to buyers
-                continue
-            submission = fused.submissions[int(member_id)]
-            for model_file in submission.model_files.all():
-                # named by position: a submission id in a buyer's download would say whose model it is
-                members.append(
-                    BundleMember(
-                        format=model_file.format,
-                        data=artifact_read(model_file.stored_name),
-                        weight=weight / max(1, submission.model_files.count()),
-                        feature_view=(model_file.info or {}).get("feature_view", ONE_HOT_VIEW),
-                    )
+        chunk_weights = [weights.get(str(int(i)), 0.0) / total for i in arrays["member_ids"]]
+        if any(chunk_weights):
+            # A chunk at a time keeps memory flat in the number of members: the running mean and this chunk's
+            # mean, weighed by the share of the weight each holds, are the mean over every member so far.
+            chunk_mean = average_probabilities(
+                arrays["evaluation_probabilities"], weights=chunk_weights
+            )
+            probabilities = (
+                chunk_mean
+                if probabilities is None
+                else average_probabilities(
+                    np.stack([probabilities, chunk_mean]), weights=[weighed, sum(chunk_weights)]
                 )
+            )
+            weighed += sum(chunk_weights)
+        for member_id, weight in zip(arrays["member_ids"], chunk_weights):
+            if weight:  # a member the selection left out is not shipped to buyers
+                members += _bundle_members(fused.submissions[int(member_id)], weight=weight)
     bundle = bundle_write(
         members,
         n_classes=job.federation.n_classes,
@@ -297,3 +300,18 @@ def _bundled(
         feature_spec=job.public_dataset.feature_spec,
     )
     return [ExportedFile("native", "bundle", "bundle.zip", bundle)], probabilities
+
+
+def _bundle_members(submission: Submission, *, weight: float) -> list[BundleMember]:
+    """A submission's model files as bundle members that share its ``weight``; named by position in the bundle,
+    since a submission id in a buyer's download would say whose model it is."""
+    files = list(submission.model_files.all())
+    return [
+        BundleMember(
+            format=model_file.format,
+            data=artifact_read(model_file.stored_name),
+            weight=weight / max(1, len(files)),
+            feature_view=(model_file.info or {}).get("feature_view", ONE_HOT_VIEW),
+        )
+        for model_file in files
+    ]

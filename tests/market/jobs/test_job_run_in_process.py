@@ -160,6 +160,32 @@ def test_ensemble_job_saves_a_bundle_of_its_members(
         assert abs(sum(member["weight"] for member in manifest["members"]) - 1) < 1e-9
 
 
+def test_an_ensemble_scores_alike_however_its_members_are_chunked(
+    eager_celery, settings, operator, fedkt_submissions, django_capture_on_commit_callbacks
+):
+    # the evaluation averages the members' probabilities chunk by chunk (a running weighted mean)
+    federation = fedkt_submissions[0].federation
+    metrics = []
+    for chunk_size in (1, len(fedkt_submissions)):
+        settings.ONEFOLD_JOB_CHUNK_SIZE = chunk_size
+        body = launch(
+            operator,
+            federation,
+            django_capture_on_commit_callbacks,
+            kind="ensemble",
+            privacy_level="L0",
+            parameters={},
+            seed=1,
+        )
+        job = Job.objects.get(id=body["id"])
+        assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+        metrics.append(job.global_model.metrics)
+    chunked, whole = metrics
+    assert chunked["confusion_matrix"] == whole["confusion_matrix"]
+    for name in ("accuracy", "balanced_accuracy", "macro_f1", "roc_auc"):
+        assert chunked[name] == pytest.approx(whole[name], abs=1e-12)
+
+
 def test_distill_job_trains_one_student_on_the_ensembles_public_predictions(
     eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks
 ):
