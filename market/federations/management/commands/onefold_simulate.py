@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand, CommandError
 from market.accounts.models import Organisation, User
 from market.accounts.services import organisation_create, user_create
 from market.federations.management.commands.onefold_demo import DEMO_DATA
+from market.jobs.parameters import job_kind_choices
 from workers.silo.errors import OnefoldError
 from workers.silo.simulation import (
     BUYER,
@@ -79,7 +80,10 @@ class Command(BaseCommand):
             "--beta", type=float, default=0.5, help="Dirichlet concentration of the label skew"
         )
         parser.add_argument(
-            "--algorithm", choices=["fedkt", "ensemble", "distill"], default="fedkt"
+            "--algorithm",
+            choices=[kind for kind, _label in job_kind_choices()],
+            default="fedkt",
+            help="the job kind, one the engine registry runs (default fedkt)",
         )
         parser.add_argument("--privacy-level", choices=["L0", "L1", "L2"], default="L0")
         parser.add_argument("--partitions", type=int, default=2, help="FedKT's s")
