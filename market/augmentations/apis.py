@@ -23,7 +23,13 @@ class SeedSummaryOutput(serializers.Serializer):
     n_seeds = serializers.IntegerField()
     n_target = serializers.IntegerField()
     n_redundant = serializers.IntegerField()
-    leakage = serializers.FloatField(help_text="|target| / (|target| + |redundant|).")
+    leakage = serializers.FloatField(
+        help_text="Device–server leakage: |target| / (|target| + |redundant|)."
+    )
+    n_pooled = serializers.IntegerField(help_text="Every silo's seeds so far.")
+    inter_device_leakage = serializers.FloatField(
+        help_text="What the other members learn from the generator: |target| / n_pooled."
+    )
     target_labels = serializers.ListField(
         child=serializers.IntegerField(), allow_null=True, help_text="Your own upload's only."
     )

@@ -1,25 +1,28 @@
 from dataclasses import dataclass
 
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet, Sum
 
 from market.accounts.models import User
 from market.augmentations.models import Augmentation, AugmentationStatus
 from market.errors import Conflict, NotFound
 from market.federations.models import Membership
 from market.storage import artifact_read
-from workers.algorithms.faug import device_server_leakage
+from workers.algorithms.faug import device_server_leakage, inter_device_leakage
 
 
 @dataclass(frozen=True)
 class SeedSummary:
-    """One silo's seeds as others may see them: counts and the device–server leakage, never the rows. Target
-    labels only for the silo's own upload."""
+    """One silo's seeds as others may see them: counts and the two leakages, never the rows. Target labels only
+    for the silo's own upload. ``n_pooled`` counts every silo's seeds so far (the generator's training set once
+    training has started); ``inter_device_leakage`` is what the other members learn from the generator."""
 
     organisation: str
     n_seeds: int
     n_target: int
     n_redundant: int
     leakage: float
+    n_pooled: int
+    inter_device_leakage: float
     target_labels: list[int] | None
 
 
@@ -42,8 +45,10 @@ def augmentation_get(*, augmentation_id: int, user: User) -> Augmentation:
 
 
 def seed_summaries(*, augmentation: Augmentation, user: User) -> list[SeedSummary]:
-    """Operators see every silo's counts; a silo only its own upload (with its target labels)."""
+    """Operators see every silo's counts; a silo only its own upload (with its target labels) and the pooled
+    count its inter-device leakage is a share of."""
     uploads = augmentation.seeds.select_related("organisation").order_by("id")
+    n_pooled = uploads.aggregate(n=Sum(F("n_target") + F("n_redundant")))["n"] or 0
     if not user.is_operator:
         uploads = uploads.filter(organisation_id=user.organisation_id)
     return [
@@ -53,6 +58,8 @@ def seed_summaries(*, augmentation: Augmentation, user: User) -> list[SeedSummar
             n_target=upload.n_target,
             n_redundant=upload.n_redundant,
             leakage=device_server_leakage(upload.n_target, upload.n_redundant),
+            n_pooled=n_pooled,
+            inter_device_leakage=inter_device_leakage(upload.n_target, n_pooled),
             target_labels=upload.target_labels
             if upload.organisation_id == user.organisation_id
             else None,

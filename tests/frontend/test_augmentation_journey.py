@@ -1,6 +1,6 @@
 """A federated augmentation in a real Chromium: an operator opens it with the hub's form (a refusal shown next to
 its field, the form fitting a phone), then a silo finds it in the federation hub, sees the leakage of its seeds file
-before uploading it, uploads it and sees its own counts only."""
+before uploading it, uploads it and sees its own counts and leakages only."""
 
 import json
 
@@ -84,12 +84,13 @@ def test_an_operator_opens_an_augmentation_and_a_silo_sees_its_seeds_leakage_bef
     page.get_by_text("Your seeds were uploaded.").wait_for()
     row = page.locator("#augmentation-seeds tbody tr")
     assert row.count() == 1
-    assert [row.locator("td").nth(index).inner_text() for index in range(6)] == [
+    assert [row.locator("td").nth(index).inner_text() for index in range(7)] == [
         "Northwind Hospital",
         "8",
         "2",
         "6",
         "0.25",
+        "0.20",  # inter-device: its 2 target seeds of the 10 pooled
         ">50K",
     ]
     assert "computed when training starts" in page.locator("#generator-epsilon").inner_text()

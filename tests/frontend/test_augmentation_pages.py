@@ -1,5 +1,5 @@
 """The augmentation pages: an operator opens one with the form (the API's checks, each refusal next to its field);
-a silo uploads seeds and sees only its own counts and leakage, an operator sees every silo's counts and starts the
+a silo uploads seeds and sees only its own counts and leakages, an operator sees every silo's counts and starts the
 training (its ε shown as reserved); the federation hub's exchanges tab lists it."""
 
 import json
@@ -146,7 +146,9 @@ def test_a_silo_uploads_seeds_on_the_page_and_sees_only_its_own_counts_and_leaka
     )
     page = uploaded.content.decode()
     assert "Your seeds were uploaded." in page and "Northwind Hospital" in page
-    assert "<td>4</td><td>1</td><td>3</td><td>0.25</td>" in page and "Contoso Bank" not in page
+    # device–server 1 / 4; inter-device 1 of the 8 seeds the two silos pooled
+    assert "<td>4</td><td>1</td><td>3</td><td>0.25</td><td>0.13</td>" in page
+    assert "share of the 8 seeds pooled so far" in page and "Contoso Bank" not in page
     assert 'id="seeds-file"' not in page  # one upload per silo
     assert SeedUpload.objects.count() == 2
 

@@ -4,7 +4,8 @@ trained on seed samples pooled from the silos, that fills in the labels a silo l
 
 Each silo uploads a few *seed* samples of its target labels (the labels it lacks or nearly lacks) and,
 to hide which labels those are, *redundant* samples of other labels; the paper's device–server privacy
-leakage is |target| / (|target| + |redundant|) (:func:`device_server_leakage`). The server trains a
+leakage is |target| / (|target| + |redundant|) (:func:`device_server_leakage`); what the other silos learn
+from the published generator is diluted by every silo's seeds (:func:`inter_device_leakage`). The server trains a
 conditional GAN (Mirza and Osindero 2014) on the pooled seeds and publishes the generator; every silo
 generates samples of its target labels and trains on its own data plus those samples.
 
@@ -69,6 +70,34 @@ def device_server_leakage(n_target: int, n_redundant: int) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
             raise ValueError(f"'{name}' must be an integer of at least {minimum}, not {value!r}.")
     return int(n_target) / (int(n_target) + int(n_redundant))
+
+
+def inter_device_leakage(n_target: int, n_pooled: int) -> float:
+    """What another silo learns of one silo's target labels from the published generator: the silo's target seeds
+    as a share of every seed the generator was trained on, |target| / Σ over silos (|target| + |redundant|).
+
+    Every member downloads the generator, and the generator can show which labels were among the pooled seeds, not
+    who uploaded them. A silo that guesses another's target labels from it, picking one pooled seed at random,
+    names one of that silo's targets with this probability. With one silo it equals
+    :func:`device_server_leakage`; with N silos uploading alike it is that divided by N. The paper (Section 3)
+    defines an inter-device leakage besides the device–server one; its exact formula could not be consulted
+    offline, so this is the market's definition, built the same way as the device–server fraction.
+
+    Parameters
+    ----------
+    n_target : int
+        Seed samples of the silo's target labels, at least 1.
+    n_pooled : int
+        Seed samples of every silo pooled for the generator (this silo's included), at least ``n_target``.
+
+    Returns
+    -------
+    float in (0, 1]
+    """
+    for name, value, minimum in (("n_target", n_target, 1), ("n_pooled", n_pooled, n_target)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+            raise ValueError(f"'{name}' must be an integer of at least {minimum}, not {value!r}.")
+    return int(n_target) / int(n_pooled)
 
 
 def validate_spec(spec: dict) -> dict:

@@ -57,15 +57,23 @@ def test_each_silo_sees_its_own_seeds_and_leakage_and_the_operator_sees_every_co
         "n_target": 2,
         "n_redundant": 2,
         "leakage": 0.5,
+        "n_pooled": 9,  # 2 + 3 + 4 seeds
+        "inter_device_leakage": 2 / 9,
         "target_labels": [1],
     }
     own = api_client_for(three_silos[1]).get(f"/api/augmentations/{augmentation['id']}/").json()
-    assert [(item["organisation"], item["leakage"]) for item in own["seeds"]] == [("Silo 1", 2 / 3)]
+    assert [
+        (item["organisation"], item["leakage"], item["inter_device_leakage"])
+        for item in own["seeds"]
+    ] == [("Silo 1", 2 / 3, 2 / 9)]
     every = operator_api.get(f"/api/augmentations/{augmentation['id']}/").json()["seeds"]
-    assert [(item["n_seeds"], item["leakage"], item["target_labels"]) for item in every] == [
-        (2, 1.0, None),
-        (3, 2 / 3, None),
-        (4, 0.5, None),
+    assert [
+        (item["n_seeds"], item["leakage"], item["inter_device_leakage"], item["target_labels"])
+        for item in every
+    ] == [
+        (2, 1.0, 2 / 9, None),
+        (3, 2 / 3, 2 / 9, None),
+        (4, 0.5, 2 / 9, None),
     ]
     preview = api_client_for(three_silos[0]).post(
         f"/api/augmentations/{augmentation['id']}/leakage/",

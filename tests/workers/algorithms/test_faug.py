@@ -10,6 +10,7 @@ from workers.algorithms.faug import (
     GeneratorPrivacy,
     device_server_leakage,
     fill_missing_labels,
+    inter_device_leakage,
     load_generator,
     save_generator,
     target_labels_of,
@@ -42,6 +43,17 @@ def test_leakage_is_the_papers_fraction():
     for n_target, n_redundant in ((0, 4), (2, -1), (1.5, 2), (True, 1)):
         with pytest.raises(ValueError):
             device_server_leakage(n_target, n_redundant)
+
+
+def test_inter_device_leakage_is_a_silos_share_of_the_pooled_seeds():
+    assert inter_device_leakage(5, 100) == 0.05
+    # one silo alone: the other silos would learn what the server learns
+    assert inter_device_leakage(5, 20) == device_server_leakage(5, 15)
+    # ten silos uploading alike: a tenth of the device–server leakage
+    assert inter_device_leakage(15, 10 * 30) == pytest.approx(device_server_leakage(15, 15) / 10)
+    for n_target, n_pooled in ((0, 4), (5, 4), (1.5, 2), (True, 1), (1, 2.0)):
+        with pytest.raises(ValueError):
+            inter_device_leakage(n_target, n_pooled)
 
 
 def test_generate_has_the_asked_shapes_and_labels(seeds):
