@@ -26,6 +26,7 @@ from market.commerce.models import Listing
 from market.errors import DomainError, InvalidInput
 from market.jobs.models import GlobalModel
 from market.storage import artifact_read
+from workers.modelio.base import ArtifactFormat
 from workers.modelio.raw_columns import RawColumnMember, input_schema, raw_column_onnx
 
 PURPOSES = {
@@ -34,28 +35,28 @@ PURPOSES = {
         "Feed the federation's raw columns (one input per CSV column); the encoding is "
         "inside the graph. Runs with onnxruntime alone. Start here.",
     ),
-    "onnx": (
+    ArtifactFormat.ONNX: (
         "ONNX, encoded features",
         "Reads the encoded feature matrix (apply the feature specification first); "
         "for ONNX runtimes and converters.",
     ),
-    "skops": (
+    ArtifactFormat.SKOPS: (
         "scikit-learn (skops)",
         "The fitted scikit-learn estimator, for skops.io.load in Python.",
     ),
-    "xgboost-json": (
+    ArtifactFormat.XGBOOST_JSON: (
         "XGBoost JSON",
         "The booster, for xgboost.Booster(model_file=...), on encoded features.",
     ),
-    "safetensors": (
+    ArtifactFormat.SAFETENSORS: (
         "PyTorch safetensors",
         "Weights of a zoo network (spec in the metadata), on encoded features.",
     ),
-    "kernel_npz": (
+    ArtifactFormat.KERNEL_NPZ: (
         "Kernel student (NPZ)",
         "Support vectors and dual coefficients of the kernel-distilled student.",
     ),
-    "bundle": (
+    ArtifactFormat.BUNDLE: (
         "Ensemble bundle (zip)",
         "Every member file and manifest.json with the members' weights and views.",
     ),
@@ -91,7 +92,7 @@ def raw_column_model(global_model: GlobalModel) -> bytes:
     """The raw-column ONNX of a global model (InvalidInput when its members cannot be expressed in one graph)."""
     members = (
         raw_column_members(global_model)
-        if global_model.files.filter(format__in=("onnx", "bundle"))
+        if global_model.files.filter(format__in=(ArtifactFormat.ONNX, ArtifactFormat.BUNDLE))
         else None
     )
     if members is None:

@@ -22,7 +22,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from workers.learners.aligned import estimator_on_every_class
-from workers.modelio.base import ArtifactFormat
+from workers.modelio.artifact import export_formats, exported_file
 from workers.modelio.bundle import BundleMember, bundle_write
 
 BATCH_ROWS = 8192
@@ -145,25 +145,13 @@ class EnsembleClassifier(ClassifierMixin, BaseEstimator):
 
 
 def safe_member_file(model, *, n_features: int, n_classes: int) -> tuple[str, bytes]:
-    """``(format, bytes)`` of one fitted member in an upload format: XGBoost → "xgboost-json", a torch
-    zoo network → "safetensors", a kernel student and other scikit-learn models → "onnx".
+    """``(format, bytes)`` of one fitted member in its family's upload format
+    (:attr:`workers.modelio.artifact.ExportFormats.upload`: XGBoost → xgboost-json, a zoo network →
+    safetensors, a kernel student and other scikit-learn models → onnx).
 
     A model wrapped in :class:`~workers.learners.AlignedClassifier` is exported through its inner
     estimator, which must have seen every class (else the file could not name the classes).
     """
-    from workers.algorithms.kernel_distillation import KernelDistilledClassifier
-    from workers.algorithms.kernel_onnx import kernel_student_onnx
-    from workers.modelio.export import (
-        export_sklearn_onnx,
-        export_torch_safetensors,
-        export_xgboost_json,
-    )
-
     inner = estimator_on_every_class(model, n_classes=n_classes, refusal=MEMBER_REFUSAL)
-    if isinstance(inner, KernelDistilledClassifier):
-        return "onnx", kernel_student_onnx(inner, n_features)
-    if type(inner).__name__ == "XGBClassifier":
-        return ArtifactFormat.XGBOOST_JSON, export_xgboost_json(inner)
-    if hasattr(inner, "module_"):
-        return "safetensors", export_torch_safetensors(inner.module_, inner.spec_)
-    return "onnx", export_sklearn_onnx(inner, n_features)
+    exported = exported_file(inner, export_formats(inner).upload, n_features=n_features)
+    return exported.format, exported.data

@@ -14,7 +14,7 @@ proxy points only: no silo's support vectors or data are in it.
 The student's probabilities are ``softmax(outputs / τ)`` with one temperature ``τ`` fitted on the
 proxy points (minimum cross-entropy to the teacher): the arg-max is eq. 3's, and the read-out is a
 plain softmax of "logits" ``outputs / τ``, which ONNX can express with the operators the market
-allows (:mod:`workers.algorithms.kernel_onnx`).
+allows (:mod:`workers.modelio.kernel_student`).
 
 Memory: the Cholesky solver needs exactly one n × n float64 matrix (8·n² bytes: 800 MB at
 n = 10,000), filled in row blocks and factorised in place; no distance matrix, no copy. The

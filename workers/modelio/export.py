@@ -1,7 +1,8 @@
-"""Export fitted models to the safe formats Onefold accepts.
+"""Writers of the safe formats: each returns the bytes of one self-contained file.
 
-Used by the silo toolkit (a silo exports its students before uploading them) and by tests.
-Every exporter returns the bytes of one self-contained file.
+Which format a fitted model is exported to is decided in one place, :mod:`workers.modelio.artifact` (the one
+exporter, used for global models, bundle members and silo students), which calls these writers; tests and
+benchmarks call them directly to build files of a given format.
 """
 
 from __future__ import annotations

@@ -5,27 +5,28 @@ federation's classes: under label skew a silo's teachers may never vote for a cl
 holding one class labels every public example with it. The exported file must still speak in the
 federation's class indices:
 
-- scikit-learn and XGBoost students go to ONNX, and the classifier node's class labels are
-  rewritten from the student's own ``0 .. k-1`` to the federation classes it saw (the market maps
-  ONNX classifier labels onto its columns);
-- zoo networks (MLP, CNN) go to safetensors with ``n_classes`` widened to the federation's:
-  the rows of missing classes get zero weights and a bias of ``-MISSING_CLASS_LOGIT``;
+- scikit-learn and XGBoost students go to their portable format (ONNX), and the classifier node's class
+  labels are rewritten from the student's own ``0 .. k-1`` to the federation classes it saw (the market
+  maps ONNX classifier labels onto its columns);
+- zoo networks (MLP, CNN) go to their upload format (safetensors) with ``n_classes`` widened to the
+  federation's: the rows of missing classes get zero weights and a bias of ``-MISSING_CLASS_LOGIT``;
 - a student that saw a single class is a constant ONNX graph whose logits favour that class.
+
+Which file a model of a family becomes is :mod:`workers.modelio.artifact`'s (the one exporter); the
+relabelling and widening are the student's.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
 
-from workers.modelio.export import (
-    FEATURES_INPUT_NAME,
-    export_sklearn_onnx,
-    export_torch_safetensors,
-    export_xgboost_onnx,
-)
-from workers.modelio.families import NETWORK_FAMILIES, ModelFamily, estimator_family
+from workers.modelio.artifact import export_formats, exported_file
+from workers.modelio.base import FILE_EXTENSIONS, ArtifactFormat
+from workers.modelio.export import FEATURES_INPUT_NAME
+from workers.modelio.families import NETWORK_FAMILIES, estimator_family
 
 MISSING_CLASS_LOGIT = 30.0
 ONNX_CLASS_ATTRIBUTES = ("classlabels_int64s", "classlabels_ints")
@@ -54,22 +55,24 @@ def export_student(student, *, n_features: int, n_classes: int) -> ExportedModel
     inner = student.estimator_
     if inner is None:
         return ExportedModel(
-            ".onnx",
+            _suffix(ArtifactFormat.ONNX),
             constant_class_onnx(present[0], n_features=n_features, n_classes=n_classes),
             estimator_family(student.estimator),
         )
     family = estimator_family(inner)
     if family in NETWORK_FAMILIES:
-        module, spec = widened_network(inner, present, n_classes)
-        return ExportedModel(".safetensors", export_torch_safetensors(module, spec), family)
-    data = (
-        export_xgboost_onnx(inner, n_features)
-        if family == ModelFamily.XGBOOST
-        else export_sklearn_onnx(inner, n_features)
-    )
+        widened = widened_classifier(inner, present, n_classes)
+        exported = exported_file(widened, export_formats(widened).upload, n_features=n_features)
+        return ExportedModel(_suffix(exported.format), exported.data, family)
+    exported = exported_file(inner, export_formats(inner).portable, n_features=n_features)
+    data = exported.data
     if present != list(range(n_classes)):
         data = relabelled_onnx(data, present)
-    return ExportedModel(".onnx", data, family)
+    return ExportedModel(_suffix(exported.format), data, family)
+
+
+def _suffix(model_format: str) -> str:
+    return f".{FILE_EXTENSIONS[model_format]}"
 
 
 def relabelled_onnx(data: bytes, present: list[int]) -> bytes:
@@ -110,6 +113,13 @@ def constant_class_onnx(label: int, *, n_features: int, n_classes: int) -> bytes
     return model.SerializeToString()
 
 
+def widened_classifier(classifier, present: list[int], n_classes: int):
+    """A copy of a fitted zoo network classifier whose ``module_`` and ``spec_`` are :func:`widened_network`'s."""
+    widened = copy.copy(classifier)
+    widened.module_, widened.spec_ = widened_network(classifier, present, n_classes)
+    return widened
+
+
 def widened_network(classifier, present: list[int], n_classes: int):
     """A copy of a fitted zoo network whose output layer has a row per federation class."""
     import torch
@@ -139,5 +149,6 @@ __all__ = [
     "constant_class_onnx",
     "export_student",
     "relabelled_onnx",
+    "widened_classifier",
     "widened_network",
 ]

@@ -30,9 +30,11 @@ from workers.algorithms.auto_fusion import EvaluationRows, evaluation_halves
 from workers.algorithms.ensemble import average_probabilities
 from workers.algorithms.registry import Fusion
 from workers.features import ONE_HOT_VIEW
-from workers.jobs.export import ExportedFile, export_global_model, model_family_of
+from workers.jobs.export import export_global_model, model_family_of
 from workers.jobs.interruptible import fuse_in_child
 from workers.metrics import classification_metrics
+from workers.modelio.artifact import ExportedFile, bundle_exported_file
+from workers.modelio.base import ArtifactFormat
 from workers.modelio.bundle import BundleMember, bundle_write
 from workers.privacy.mechanisms import GaussianNoise, LaplaceNoise
 
@@ -251,7 +253,7 @@ def _exported(
         files = export_global_model(model, n_features=features.shape[1], n_classes=n_classes)
     except ValueError as error:
         raise JobInputError(str(error)) from error
-    portable = next(file for file in files if file.format == "onnx")
+    portable = next(file for file in files if file.format == ArtifactFormat.ONNX)
     outcome = stored_models_predict([portable.data], features, n_classes=n_classes)[0]
     if outcome.error:
         raise JobInputError(f"The exported global model could not be run: {outcome.error}")
@@ -299,7 +301,7 @@ def _bundled(
         n_features=n_features,
         feature_spec=job.public_dataset.feature_spec,
     )
-    return [ExportedFile("native", "bundle", "bundle.zip", bundle)], probabilities
+    return [bundle_exported_file(bundle)], probabilities
 
 
 def _bundle_members(submission: Submission, *, weight: float) -> list[BundleMember]:

@@ -67,8 +67,8 @@ def test_duplicate_proxy_points_without_ridge_are_refused_with_advice():
 
 
 def test_the_onnx_export_passes_validation_and_predicts_the_same_probabilities():
-    from workers.algorithms.kernel_onnx import kernel_student_onnx
     from workers.modelio.base import ModelFormat, ModelLimits
+    from workers.modelio.kernel_student import kernel_student_onnx
     from workers.modelio.native import predict_probabilities
     from workers.modelio.onnx_checks import inspect_onnx
 

@@ -1,6 +1,10 @@
-"""ONNX export of a kernel-distilled student (Guha et al., *One-Shot Federated Learning*, eq. 3).
+"""The files of a kernel-distilled student (Guha et al., *One-Shot Federated Learning*, eq. 3): its arrays
+(``kernel_npz``) and an ONNX graph.
 
-The graph reads a float32 ``features`` matrix ``(n, d)`` and outputs ``logits`` ``(n, C)`` =
+The ``kernel_npz`` file holds ``support_vectors``, ``dual_coef``, ``gamma`` and ``temperature``: probabilities are
+``softmax(exp(−gamma ‖x − support‖²) @ dual_coef / temperature)``.
+
+The ONNX graph reads a float32 ``features`` matrix ``(n, d)`` and outputs ``logits`` ``(n, C)`` =
 ``Σ_j α'_j exp(−γ ‖x − x'_j‖²) / τ``; the market's ONNX runner applies the softmax, which gives
 :meth:`KernelDistilledClassifier.predict_proba`. Only operators of the market's allow-list are
 used (MatMul, Mul, Add, Sub, Clip, Exp, ReduceSum), no classifier node, so the model is read as a
@@ -9,9 +13,24 @@ network that outputs logits. Squared distances are expanded as ‖x‖² − 2 x
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 
-FEATURES_INPUT_NAME = "features"
+from workers.modelio.export import FEATURES_INPUT_NAME
+
+
+def kernel_student_npz(student) -> bytes:
+    """``kernel_npz`` bytes of a fitted :class:`~workers.algorithms.kernel_distillation.KernelDistilledClassifier`."""
+    buffer = io.BytesIO()
+    np.savez(
+        buffer,
+        support_vectors=student.support_vectors_,
+        dual_coef=student.dual_coef_,
+        gamma=np.float64(student.gamma_),
+        temperature=np.float64(student.temperature_),
+    )
+    return buffer.getvalue()
 
 
 def kernel_student_onnx(student, n_features: int | None = None) -> bytes:
