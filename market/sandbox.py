@@ -1,14 +1,15 @@
-"""The deployment's one configuration of the model sandbox: every place that runs stored or uploaded models
-(submission validation, a job's chunks and its evaluation, a buyer's predictions) calls
-:func:`stored_models_predict`, so that each honours the same resource limits, the same caps on a model's size
-and structure, and the same (tests-only) switch."""
+"""The deployment's one configuration of the model sandbox (:class:`workers.modelio.SandboxConfiguration`),
+built from settings by :func:`sandbox_configuration`: every place that runs stored or uploaded models
+(submission validation, a job's chunks and its evaluation, a buyer's predictions of a single model or an
+ensemble bundle's members) calls :func:`stored_models_predict`, so that each honours the same resource limits,
+the same caps on a model's size and structure, and the same (tests-only) switch."""
 
 from __future__ import annotations
 
 import numpy as np
 from django.conf import settings
 
-from workers.modelio import ModelLimits, SandboxLimits, SandboxOutcome, predict_in_sandbox
+from workers.modelio import ModelLimits, SandboxConfiguration, SandboxLimits, SandboxOutcome
 
 
 def model_limits() -> ModelLimits:
@@ -31,16 +32,19 @@ def sandbox_limits() -> SandboxLimits:
     )
 
 
-def stored_models_predict(
-    models: list[bytes], features: np.ndarray, *, n_classes: int
-) -> list[SandboxOutcome]:
-    """Class probabilities ``(n_rows, n_classes)`` of each model on ``features``, or its error sentence, computed
-    in sandbox children under this deployment's limits (:func:`workers.modelio.predict_in_sandbox`)."""
-    return predict_in_sandbox(
-        models,
-        features,
-        n_classes=n_classes,
+def sandbox_configuration() -> SandboxConfiguration:
+    """The sandbox under this deployment's settings: :func:`sandbox_limits`, :func:`model_limits` and
+    ``ONEFOLD_UNSAFE_SKIP_STRUCTURAL_CHECKS``."""
+    return SandboxConfiguration(
         limits=sandbox_limits(),
         model_limits=model_limits(),
         skip_structural_checks=settings.ONEFOLD_UNSAFE_SKIP_STRUCTURAL_CHECKS,
     )
+
+
+def stored_models_predict(
+    models: list[bytes], features: np.ndarray, *, n_classes: int
+) -> list[SandboxOutcome]:
+    """Class probabilities ``(n_rows, n_classes)`` of each model on ``features``, or its error sentence, computed
+    in sandbox children under this deployment's configuration (:func:`sandbox_configuration`)."""
+    return sandbox_configuration().predict(models, features, n_classes=n_classes)

@@ -27,8 +27,8 @@ from market.jobs.models import GlobalModel, GlobalModelFile
 from market.sandbox import stored_models_predict
 from market.storage import artifact_read
 from workers.algorithms.bundle import MembersFailed, stored_ensemble_probabilities
-from workers.features import ONE_HOT_VIEW, TableError, TableLimits, encode_features, read_table
-from workers.modelio.base import FILE_EXTENSIONS, artifact_format_named
+from workers.features import TableError, TableLimits, encode_features, read_table
+from workers.modelio.base import FILE_EXTENSIONS, ArtifactFormat, artifact_format_named
 from workers.modelio.bundle import bundle_read
 
 DOWNLOAD_SALT = "onefold.commerce.download"
@@ -62,7 +62,9 @@ def download_filename(model_file: GlobalModelFile) -> str:
 
 
 def _file_for(global_model: GlobalModel, file_format: str) -> GlobalModelFile:
-    formats = [file_format] if file_format != RAW_ONNX else ["onnx", "bundle"]
+    formats = (
+        [file_format] if file_format != RAW_ONNX else [ArtifactFormat.ONNX, ArtifactFormat.BUNDLE]
+    )
     model_file = (
         global_model.files.filter(format__in=formats).order_by("format").last()
     )  # onnx before bundle
@@ -259,16 +261,15 @@ def prediction_frame(
 
 def _bundle_members(data: bytes) -> tuple[list[bytes], list[float], list[str]]:
     try:
-        manifest, files = bundle_read(
+        _, members = bundle_read(
             data, max_unpacked_bytes=settings.ONEFOLD_ARCHIVE_MAX_UNPACKED_BYTES
         )
     except ValueError as error:
         raise ModelUnavailable(f"The model's bundle cannot be read: {error}") from error
-    members = manifest["members"]
     return (
-        files,
-        [float(member["weight"]) for member in members],
-        [member.get("feature_view", ONE_HOT_VIEW) for member in members],
+        [member.data for member in members],
+        [member.weight for member in members],
+        [member.feature_view for member in members],
     )
 
 
@@ -276,14 +277,14 @@ def prediction_models(global_model: GlobalModel) -> tuple[list[bytes], list[floa
     """The model bytes the platform predicts with (the ONNX file, else a bundle's members), their weights and the
     feature view each reads (market.feature_views)."""
     files = {model_file.format: model_file for model_file in global_model.files.all()}
-    if "onnx" in files:
+    if ArtifactFormat.ONNX in files:
         return (
-            [artifact_read(files["onnx"].stored_name)],
+            [artifact_read(files[ArtifactFormat.ONNX].stored_name)],
             [1.0],
             [global_model_feature_view(global_model)],
         )
-    if "bundle" in files:
-        return _bundle_members(artifact_read(files["bundle"].stored_name))
+    if ArtifactFormat.BUNDLE in files:
+        return _bundle_members(artifact_read(files[ArtifactFormat.BUNDLE].stored_name))
     raise ModelUnavailable(
         f"Global model #{global_model.id} has no ONNX file or bundle to predict with."
     )

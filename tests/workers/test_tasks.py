@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from market.audit.models import AuditEvent
-from market.sandbox import sandbox_limits
+from market.sandbox import stored_models_predict
 from market.storage import arrays_from_npz, artifact_read
 from market.submissions.models import ModelFile, Submission, SubmissionOutbox, SubmissionStatus
 from tests.conftest import native_probabilities, wait_until
@@ -16,7 +16,6 @@ from tests.workers.modelio.payloads import (
     tamper_xgboost_json,
     tamper_xgboost_ubjson,
 )
-from workers.modelio import predict_in_sandbox
 from workers.tasks import submission_validate_task
 
 pytestmark = pytest.mark.worker
@@ -57,9 +56,7 @@ def test_worker_validates_real_models_and_the_safe_path_matches_native_predictio
     ]
     stored = [artifact_read(ModelFile.objects.get(submission_id=id).stored_name) for id in ids]
     native = native_probabilities(adult_models, features)
-    for name, outcome in zip(
-        names, predict_in_sandbox(stored, features, n_classes=2, limits=sandbox_limits())
-    ):
+    for name, outcome in zip(names, stored_models_predict(stored, features, n_classes=2)):
         assert np.max(np.abs(outcome.probabilities - native[name])) <= 1e-5, name
 
 

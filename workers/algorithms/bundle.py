@@ -16,7 +16,6 @@ the weights (:func:`workers.algorithms.ensemble.average_probabilities`).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import partial
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -24,10 +23,10 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from workers.algorithms.ensemble import average_probabilities
 from workers.features import ONE_HOT_VIEW, features_in_view
 from workers.modelio.bundle import bundle_read
-from workers.modelio.sandbox import SandboxLimits, SandboxOutcome, predict_in_sandbox
+from workers.modelio.sandbox import SandboxConfiguration, SandboxOutcome
 
 #: Runs model files on rows in the sandbox: ``predict(files, features, n_classes=...)``, as
-#: :func:`workers.modelio.predict_in_sandbox` with limits bound (the market binds its settings').
+#: :meth:`workers.modelio.SandboxConfiguration.predict` (the market's is configured from its settings).
 SandboxPredict = Callable[..., list[SandboxOutcome]]
 
 
@@ -90,28 +89,26 @@ class BundleClassifier(ClassifierMixin, BaseEstimator):
     ----------
     bundle : bytes
         A bundle zip (:func:`bundle_write`).
-    limits : workers.modelio.SandboxLimits or None
-        Limits of the child processes (defaults when ``None``).
+    sandbox : workers.modelio.SandboxConfiguration or None
+        The sandbox the members run in: its children's limits and the caps on a member's structure (the
+        defaults when ``None``; a deployment passes its own, ``market.sandbox.sandbox_configuration()``).
     feature_spec : dict or None
         The federation's feature specification (:func:`workers.features.infer_feature_spec`), needed when a
         member reads the ordinal view and the manifest holds no ``feature_spec``. ``X`` is always the one-hot
         view; each member gets its own.
     """
 
-    def __init__(self, bundle: bytes = b"", limits=None, feature_spec=None):
+    def __init__(self, bundle: bytes = b"", sandbox=None, feature_spec=None):
         self.bundle = bundle
-        self.limits = limits
+        self.sandbox = sandbox
         self.feature_spec = feature_spec
 
     def fit(self, X=None, y=None):
-        self.manifest_, self.member_files_ = bundle_read(self.bundle)
+        self.manifest_, self.members_ = bundle_read(self.bundle)
         self.classes_ = np.arange(self.manifest_["n_classes"])
         self.n_features_in_ = self.manifest_["n_features"]
-        self.member_views_ = [
-            member.get("feature_view", "one_hot") for member in self.manifest_["members"]
-        ]
         self.feature_spec_ = self.feature_spec or self.manifest_.get("feature_spec")
-        if any(view != "one_hot" for view in self.member_views_) and not isinstance(
+        if any(member.feature_view != ONE_HOT_VIEW for member in self.members_) and not isinstance(
             self.feature_spec_, dict
         ):
             raise ValueError(
@@ -124,13 +121,13 @@ class BundleClassifier(ClassifierMixin, BaseEstimator):
     def predict_proba(self, X) -> np.ndarray:
         try:
             return stored_ensemble_probabilities(
-                self.member_files_,
-                weights=[member["weight"] for member in self.manifest_["members"]],
-                views=self.member_views_,
+                [member.data for member in self.members_],
+                weights=[member.weight for member in self.members_],
+                views=[member.feature_view for member in self.members_],
                 features=np.asarray(X, dtype=np.float32),
                 n_classes=len(self.classes_),
                 feature_spec=self.feature_spec_,
-                predict=partial(predict_in_sandbox, limits=self.limits or SandboxLimits()),
+                predict=(self.sandbox or SandboxConfiguration()).predict,
             )
         except MembersFailed as failure:
             failed = [

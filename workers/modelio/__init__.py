@@ -18,6 +18,7 @@ _PUBLIC = {
     "RefusedModelError": "base",
     "identify_format": "identify",
     "inspect_model": "validate",
+    "SandboxConfiguration": "sandbox",
     "SandboxLimits": "sandbox",
     "SandboxOutcome": "sandbox",
     "predict_in_sandbox": "sandbox",

@@ -9,7 +9,7 @@ convert the rows for it.
 
 Writing names every member file ``member-NNNN.<extension>`` by position (never by whose model it is). Reading
 never runs a member: :func:`bundle_read` checks the archive (sizes, names, formats, views, weights) and returns
-the members' bytes; whoever predicts with them hands them to the sandbox, which checks each like an upload.
+the members as they were written; whoever predicts with them hands them to the sandbox, which checks each like an upload.
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from workers.features import FEATURE_VIEWS, ONE_HOT_VIEW
 from workers.modelio.base import FILE_EXTENSIONS, ModelFormat
 
 MAX_BUNDLE_MEMBERS = 1000
 MAX_MEMBER_BYTES = 100 * 2**20
 MAX_BUNDLE_BYTES = 2 * 2**30
 MEMBER_FORMATS = tuple(str(model_format) for model_format in ModelFormat)
-FEATURE_VIEWS = ("one_hot", "ordinal")
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class BundleMember:
     format: str
     data: bytes
     weight: float
-    feature_view: str = "one_hot"
+    feature_view: str = ONE_HOT_VIEW
 
 
 def bundle_write(
@@ -62,7 +62,7 @@ def bundle_write(
         for index, member in enumerate(members)
     ]
     manifest = {"n_classes": int(n_classes), "n_features": int(n_features), "members": entries}
-    if feature_spec is not None and any(member.feature_view != "one_hot" for member in members):
+    if feature_spec is not None and any(member.feature_view != ONE_HOT_VIEW for member in members):
         manifest["feature_spec"] = feature_spec
     _checked_members(
         manifest, {entry["file"]: len(member.data) for entry, member in zip(entries, members)}
@@ -77,8 +77,9 @@ def bundle_write(
 
 def bundle_read(
     data: bytes, *, max_unpacked_bytes: int = MAX_BUNDLE_BYTES
-) -> tuple[dict, list[bytes]]:
-    """``(manifest, member file bytes in manifest order)``; a ValueError with the reason otherwise.
+) -> tuple[dict, list[BundleMember]]:
+    """``(manifest, members in manifest order)``, each member as :func:`bundle_write` took it (a missing
+    ``feature_view`` is ``one_hot``); a ValueError with the reason otherwise.
 
     ``max_unpacked_bytes`` caps the sum of the archive's unpacked sizes (as the zip declares them; the reader
     never unpacks more than each member's declared size)."""
@@ -99,7 +100,15 @@ def bundle_read(
         except ValueError:
             raise ValueError("The bundle's manifest.json is not JSON.") from None
         members = _checked_members(manifest, sizes)
-        return manifest, [archive.read(member["file"]) for member in members]
+        return manifest, [
+            BundleMember(
+                format=member["format"],
+                data=archive.read(member["file"]),
+                weight=float(member["weight"]),
+                feature_view=member.get("feature_view", ONE_HOT_VIEW),
+            )
+            for member in members
+        ]
 
 
 def _checked_members(manifest, sizes: dict) -> list[dict]:
@@ -127,7 +136,7 @@ def _checked_members(manifest, sizes: dict) -> list[dict]:
                 f"Member {member['file']} has format {member.get('format')!r}; "
                 f"allowed: {', '.join(MEMBER_FORMATS)}."
             )
-        if member.get("feature_view", "one_hot") not in FEATURE_VIEWS:
+        if member.get("feature_view", ONE_HOT_VIEW) not in FEATURE_VIEWS:
             raise ValueError(
                 f"Member {member['file']} reads feature view {member.get('feature_view')!r}; "
                 f"allowed: {', '.join(FEATURE_VIEWS)}."

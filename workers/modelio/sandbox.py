@@ -5,6 +5,10 @@ worker) never loads one itself. All models go to one child (``python -m workers.
 with memory, CPU, file-size and open-file limits, a stripped environment, an empty working
 directory and a wall-clock timeout. If that child dies, every model it had not finished is
 retried in a child of its own, so only the culprit gets the error.
+
+:class:`SandboxConfiguration` is the one configuration of the sandbox: every caller that runs stored or
+uploaded models predicts through one (:meth:`SandboxConfiguration.predict`). A deployment builds it once from
+its settings (``market.sandbox.sandbox_configuration``); its defaults suit a buyer's or a silo's own machine.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -60,6 +64,29 @@ class SandboxOutcome:
 
     probabilities: np.ndarray | None
     error: str | None
+
+
+@dataclass(frozen=True)
+class SandboxConfiguration:
+    """What every run of stored or uploaded models agrees on: the children's resource ``limits``, the caps on a
+    model's size and structure (``model_limits``) and the tests-only ``skip_structural_checks``."""
+
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
+    model_limits: ModelLimits = field(default_factory=ModelLimits)
+    skip_structural_checks: bool = False
+
+    def predict(
+        self, models: list[bytes], features: np.ndarray, *, n_classes: int
+    ) -> list[SandboxOutcome]:
+        """:func:`predict_in_sandbox` under this configuration: one outcome per model, in order."""
+        return predict_in_sandbox(
+            models,
+            features,
+            n_classes=n_classes,
+            limits=self.limits,
+            skip_structural_checks=self.skip_structural_checks,
+            model_limits=self.model_limits,
+        )
 
 
 def predict_in_sandbox(

@@ -231,6 +231,24 @@ def test_predict_honours_the_deployments_caps_on_a_models_structure(
     assert "20 trees" in response.json()["detail"] and "10" in response.json()["detail"]
 
 
+def test_predict_with_an_ensemble_bundle_runs_its_members_under_the_deployments_sandbox(
+    published_listing, buyer_user, buyer_api, adult_evaluation, settings
+):
+    listing = published_listing(price_cents=0, family="ensemble")  # a 20-tree forest and a booster
+    purchase_create(listing=listing, user=buyer_user)
+    url = f"/api/global-models/{listing.global_model_id}/predict/"
+    rows = {"rows": raw_rows(adult_evaluation[0].iloc[:1])}
+    assert buyer_api.post(url, rows, format="json").status_code == 200
+    settings.ONEFOLD_SANDBOX_WALL_SECONDS = 0
+    response = buyer_api.post(url, rows, format="json")
+    assert response.status_code == 503
+    assert "did not finish predicting within 0 seconds" in response.json()["detail"]
+    settings.ONEFOLD_SANDBOX_WALL_SECONDS, settings.ONEFOLD_MODEL_MAX_TREES = 120, 10
+    response = buyer_api.post(url, rows, format="json")
+    assert response.status_code == 503
+    assert "20 trees" in response.json()["detail"] and "10" in response.json()["detail"]
+
+
 def test_predict_is_throttled(published_listing, buyer_user, buyer_api, adult_evaluation, settings):
     from django.core.cache import cache
 

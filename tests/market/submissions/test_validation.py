@@ -2,12 +2,11 @@
 
 import numpy as np
 
-from market.sandbox import sandbox_limits
+from market.sandbox import stored_models_predict
 from market.storage import arrays_from_npz, artifact_read
 from market.submissions.models import Submission, SubmissionStatus
 from market.submissions.services import UploadedModel, submission_create, submission_validate
 from tests.conftest import native_probabilities
-from workers.modelio import predict_in_sandbox
 
 
 def create(federation, user, files: dict[str, bytes]) -> Submission:
@@ -65,7 +64,7 @@ def test_safe_path_predictions_equal_the_native_libraries(
     submission = create(federation_with_data, silo_user, model_files)
     features = arrays_from_npz(submission.public_dataset.features_file)["features"]
     stored = [artifact_read(model_file.stored_name) for model_file in submission.model_files.all()]
-    outcomes = predict_in_sandbox(stored, features, n_classes=2, limits=sandbox_limits())
+    outcomes = stored_models_predict(stored, features, n_classes=2)
     for name, outcome, expected in zip(
         model_files, outcomes, native_probabilities(adult_models, features).values()
     ):

@@ -11,6 +11,7 @@ from workers.algorithms.ensemble import (
     member_probabilities,
     stacked_probabilities,
 )
+from workers.modelio import ModelLimits, SandboxConfiguration, SandboxLimits
 from workers.modelio.bundle import BundleMember, bundle_read, bundle_write
 
 
@@ -84,13 +85,30 @@ def test_an_ensemble_saved_as_a_bundle_predicts_the_same_in_the_sandbox():
     second = LogisticRegression(max_iter=500, C=0.1).fit(features[1::2], labels[1::2])
     ensemble = EnsembleClassifier([first, second], n_classes=3, weights=[2, 1]).fit(features)
     data = ensemble.to_bundle()
-    manifest, files = bundle_read(data)
+    manifest, members = bundle_read(data)
     assert [m["format"] for m in manifest["members"]] == ["onnx", "onnx"]
+    assert [(member.format, member.weight) for member in members] == [("onnx", 2.0), ("onnx", 1.0)]
     assert [m["weight"] for m in manifest["members"]] == [2.0, 1.0] and manifest["n_features"] == 4
     restored = BundleClassifier(data).fit()
     assert restored.predict_proba(features[:20]) == pytest.approx(
         ensemble.predict_proba(features[:20]), abs=1e-4
     )
+
+
+def test_a_bundle_runs_its_members_under_the_sandbox_configuration_it_is_given():
+    features, labels = load_iris(return_X_y=True)
+    model = LogisticRegression(max_iter=500).fit(features, labels)
+    data = EnsembleClassifier([model], n_classes=3).fit(features).to_bundle()
+    rows = features[:5].astype(np.float32)
+    assert BundleClassifier(data).fit().predict_proba(rows) == pytest.approx(
+        model.predict_proba(rows), abs=1e-4
+    )
+    no_time = SandboxConfiguration(limits=SandboxLimits(wall_seconds=0))
+    with pytest.raises(ValueError, match="did not finish predicting within 0 seconds"):
+        BundleClassifier(data, sandbox=no_time).fit().predict_proba(rows)
+    one_node = SandboxConfiguration(model_limits=ModelLimits(max_onnx_nodes=1))
+    with pytest.raises(ValueError, match="nodes; the limit is 1"):
+        BundleClassifier(data, sandbox=one_node).fit().predict_proba(rows)
 
 
 @pytest.mark.parametrize(
@@ -148,7 +166,8 @@ def test_a_bundle_holding_every_upload_format_is_read_back():
         BundleMember(model_format, b"x", 1)
         for model_format in ("onnx", "xgboost-json", "xgboost-ubjson", "safetensors")
     ]
-    manifest, files = bundle_read(bundle_write(members, n_classes=2, n_features=5))
+    manifest, read = bundle_read(bundle_write(members, n_classes=2, n_features=5))
+    assert read == [BundleMember(member.format, b"x", 1.0, "one_hot") for member in members]
     assert [m["format"] for m in manifest["members"]] == [
         "onnx",
         "xgboost-json",
@@ -173,13 +192,13 @@ def test_bundle_write_names_files_by_format():
         n_classes=2,
         n_features=5,
     )
-    manifest, files = bundle_read(data)
+    manifest, members = bundle_read(data)
     assert [m["file"] for m in manifest["members"]] == [
         "member-0000.onnx",
         "member-0001.json",
         "member-0002.safetensors",
     ]
-    assert files == [b"a", b"{}", b"s"]
+    assert [member.data for member in members] == [b"a", b"{}", b"s"]
 
 
 def test_a_bundle_hands_each_member_its_own_feature_view():
