@@ -2,10 +2,7 @@
 measured on the federation's evaluation split, their files written to default storage in the contract's formats
 (scikit-learn: skops + onnx; XGBoost: xgboost-json + onnx; zoo network: safetensors + onnx; ensemble: bundle)."""
 
-import io
 import itertools
-import json
-import zipfile
 
 import numpy as np
 import pytest
@@ -19,6 +16,8 @@ from sklearn.metrics import (
 
 from tests.conftest import ADULT_LABELS
 from workers.features import encode_features, encode_labels
+from workers.modelio.base import ModelFormat
+from workers.modelio.bundle import BundleMember, bundle_write
 
 BUYER_PASSWORD = "buyer-password"
 
@@ -60,27 +59,6 @@ def adult_evaluation(adult_frame, adult_public_csv):
     spec = infer_feature_spec(read_table(adult_public_csv), label_column="income")
     raw = adult_frame.iloc[2000:2500].reset_index(drop=True)
     return raw, encode_features(raw, spec), encode_labels(raw["income"], ADULT_LABELS)
-
-
-def _bundle(members: dict[str, bytes], weights: dict[str, float], n_features: int) -> bytes:
-    buffer = io.BytesIO()
-    manifest = {
-        "n_classes": 2,
-        "n_features": n_features,
-        "members": [
-            {
-                "file": name,
-                "format": "onnx" if name.endswith(".onnx") else "xgboost-json",
-                "weight": weights[name],
-            }
-            for name in members
-        ],
-    }
-    with zipfile.ZipFile(buffer, "w") as archive:
-        archive.writestr("manifest.json", json.dumps(manifest))
-        for name, data in members.items():
-            archive.writestr(name, data)
-    return buffer.getvalue()
 
 
 @pytest.fixture(scope="session")
@@ -132,10 +110,13 @@ def global_model_artifacts(adult_models, adult_training, adult_evaluation):
         ),
         "ensemble": (
             {
-                "bundle": _bundle(
-                    {"forest.onnx": forest_onnx, "boosted.json": boosted_json},
-                    {"forest.onnx": 0.25, "boosted.json": 0.75},
-                    n_features,
+                "bundle": bundle_write(
+                    [
+                        BundleMember(ModelFormat.ONNX, forest_onnx, 0.25),
+                        BundleMember(ModelFormat.XGBOOST_JSON, boosted_json, 0.75),
+                    ],
+                    n_classes=2,
+                    n_features=n_features,
                 )
             },
             0.25 * forest_probabilities + 0.75 * boosted_probabilities,
