@@ -5,11 +5,18 @@ from sklearn.neighbors import KNeighborsClassifier
 from sklearn.tree import DecisionTreeClassifier
 
 from workers.learners import AlignedClassifier, TorchClassifier, fit_aligned, make_learner
+from workers.learners.registry import LEARNER_FAMILIES
+from workers.modelio.families import LEARNER_FAMILY_NAMES
 from workers.zoo import build_module
 
 RNG = np.random.default_rng(0)
 FEATURES = RNG.normal(size=(120, 6)).astype(np.float32)
 LABELS = (FEATURES[:, 0] > 0).astype(int) + (FEATURES[:, 1] > 0.5).astype(int)  # classes 0, 1, 2
+
+
+def test_the_families_a_setting_may_name_are_the_ones_the_learners_build():
+    # the toolkit's --teacher help and the vocabulary name LEARNER_FAMILY_NAMES without importing the learners
+    assert sorted(LEARNER_FAMILIES) == sorted(LEARNER_FAMILY_NAMES)
 
 
 @pytest.mark.parametrize("family", ["random_forest", "xgboost", "logistic_regression", "mlp"])

@@ -1,6 +1,7 @@
 """The one vocabulary of model families: the names a learner setting uses (``{"family": "random_forest", ...}``),
 a silo declares at upload and a global model's card shows, which of them are trees and networks, the family of a
-fitted estimator, and the view of the features (:mod:`workers.features`) each family reads.
+fitted estimator. It imports no third-party package, so the toolkit's command line can name the families without
+numpy or pandas; the view of the features each family reads is :func:`workers.features.feature_view_for`.
 
 The learners build each family (:data:`workers.learners.LEARNER_FAMILIES`), the market's choices come from
 :data:`DECLARED_FAMILIES`, and the job kinds' learner settings name these families.
@@ -9,8 +10,6 @@ The learners build each family (:data:`workers.learners.LEARNER_FAMILIES`), the 
 from __future__ import annotations
 
 from enum import StrEnum
-
-from workers.features import ONE_HOT_VIEW, ORDINAL_VIEW
 
 
 class ModelFamily(StrEnum):
@@ -29,6 +28,12 @@ class ModelFamily(StrEnum):
 #: Trees read the ordinal view of the features; every other family the one-hot view.
 TREE_FAMILIES = frozenset(
     {ModelFamily.DECISION_TREE, ModelFamily.RANDOM_FOREST, ModelFamily.XGBOOST}
+)
+#: The families a learner setting may name (:data:`workers.learners.LEARNER_FAMILIES` builds each).
+LEARNER_FAMILY_NAMES = tuple(
+    str(family)
+    for family in ModelFamily
+    if family not in (ModelFamily.KERNEL, ModelFamily.OTHER_SKLEARN)
 )
 #: The model zoo's torch networks (:mod:`workers.zoo`), the only families DP-SGD trains.
 NETWORK_FAMILIES = (ModelFamily.MLP, ModelFamily.CNN)
@@ -58,13 +63,3 @@ def estimator_family(estimator) -> str:
         return str(family)
     architecture = getattr(estimator, "architecture", None)
     return architecture if architecture in NETWORK_FAMILIES else str(ModelFamily.OTHER_SKLEARN)
-
-
-def feature_view_for(*families: str) -> str:
-    """The view models of these families read: ordinal when every one is a tree family (a silo's
-    teachers and students read the same matrix), else one-hot."""
-    return (
-        ORDINAL_VIEW
-        if families and all(family in TREE_FAMILIES for family in families)
-        else ONE_HOT_VIEW
-    )

@@ -14,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+from workers.modelio.families import LEARNER_FAMILY_NAMES
 from workers.silo import commands
 from workers.silo.errors import EXIT_ERROR, OnefoldError
 
@@ -82,8 +83,7 @@ def _training_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--teacher",
-        help="teacher family (decision_tree, random_forest, xgboost, logistic_regression, "
-        "mlp; default: depth-6 decision trees)",
+        help=f"teacher family ({', '.join(LEARNER_FAMILY_NAMES)}; default: depth-6 decision trees)",
     )
     parser.add_argument(
         "--teacher-param",

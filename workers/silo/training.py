@@ -23,9 +23,10 @@ from workers.features import (
     TableError,
     encode_features,
     encode_labels,
+    feature_view_for,
     read_table,
 )
-from workers.modelio.families import NETWORK_FAMILIES, feature_view_for
+from workers.modelio.families import NETWORK_FAMILIES
 from workers.silo.errors import DataError
 
 MIN_ROWS_PER_TEACHER = 10
