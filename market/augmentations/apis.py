@@ -5,7 +5,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from market.augmentations.models import AugmentationStatus
+from market.augmentations.models import AugmentationStatus, GeneratorKind
 from market.augmentations.selectors import (
     augmentation_get,
     augmentation_list,
@@ -39,6 +39,8 @@ class AugmentationOutput(serializers.Serializer):
     id = serializers.IntegerField()
     federation = serializers.SlugField(source="federation.slug")
     name = serializers.CharField()
+    generator = serializers.ChoiceField(GeneratorKind.choices)
+    generator_display = serializers.CharField(source="get_generator_display")
     n_features = serializers.IntegerField()
     class_labels = serializers.ListField(
         source="federation.class_labels", child=serializers.CharField()
@@ -78,6 +80,13 @@ class AugmentationDetailOutput(AugmentationOutput):
 class AugmentationInput(serializers.Serializer):
     federation = serializers.SlugField()
     name = serializers.CharField(max_length=200)
+    generator = serializers.ChoiceField(
+        GeneratorKind.choices,
+        required=False,
+        default=GeneratorKind.MLP_GAN,
+        help_text="'mlp_gan' (features in [0, 1], DP possible, publishes the generator) or 'ctgan' (tabular, "
+        "no DP, publishes generated samples).",
+    )
     n_features = serializers.IntegerField(min_value=1, max_value=2**31 - 1)
     epochs = serializers.IntegerField(min_value=1, max_value=2**31 - 1)
     batch_size = serializers.IntegerField(min_value=1, max_value=2**31 - 1)
@@ -184,13 +193,15 @@ class AugmentationStartApi(APIView):
 class GeneratorDownloadApi(APIView):
     @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY})
     def get(self, request, augmentation_id):
-        """The published generator: safetensors, its spec (and any DP-SGD declaration) in the metadata."""
+        """The published generator: safetensors, its spec (and any DP-SGD declaration) in the metadata; for a
+        CTGAN augmentation its generated samples instead, an .npz of float32 ``features`` and int64 ``labels``
+        (read it with ``allow_pickle=False``)."""
         augmentation = augmentation_get(augmentation_id=augmentation_id, user=request.user)
         response = HttpResponse(
             generator_download(augmentation=augmentation, user=request.user),
             content_type="application/octet-stream",
         )
         response["Content-Disposition"] = (
-            f'attachment; filename="augmentation-{augmentation.id}-generator.safetensors"'
+            f'attachment; filename="augmentation-{augmentation.id}-generator.{augmentation.published_extension}"'
         )
         return response

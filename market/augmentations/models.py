@@ -19,6 +19,11 @@ class AugmentationStatus(models.TextChoices):
     FAILED = "failed", "Failed"
 
 
+class GeneratorKind(models.TextChoices):
+    MLP_GAN = "mlp_gan", "MLP conditional GAN (published as safetensors; DP possible)"
+    CTGAN = "ctgan", "CTGAN, tabular (published as generated samples; no DP)"
+
+
 class Augmentation(models.Model):
     """One conditional generator to train on the seeds members upload. With ``private`` its discriminator is
     trained with DP-SGD (σ = ``noise_multiplier``, or solved for ``target_epsilon`` when training starts); the
@@ -28,8 +33,14 @@ class Augmentation(models.Model):
         Federation, on_delete=models.PROTECT, related_name="augmentations"
     )
     name = models.CharField(max_length=200)
+    generator = models.CharField(
+        max_length=20,
+        choices=GeneratorKind.choices,
+        default=GeneratorKind.MLP_GAN,
+        help_text="Which conditional generator the market trains.",
+    )
     n_features = models.PositiveIntegerField(
-        help_text="Features per seed sample, scaled to [0, 1]."
+        help_text="Features per seed sample (scaled to [0, 1] for the MLP GAN)."
     )
     epochs = models.PositiveIntegerField(help_text="Passes of the discriminator over the seeds.")
     batch_size = models.PositiveIntegerField()
@@ -48,7 +59,11 @@ class Augmentation(models.Model):
     privacy_report = models.JSONField(
         null=True, blank=True, help_text="Its example-level (ε, δ), reserved then charged."
     )
-    generator_file = models.CharField(max_length=500, blank=True)
+    generator_file = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="The published file: the generator (safetensors) or, for a CTGAN, its samples (.npz).",
+    )
     generator_spec = models.JSONField(null=True, blank=True)
     generator_bytes = models.PositiveIntegerField(null=True, blank=True)
     created_by = models.ForeignKey(
@@ -66,6 +81,11 @@ class Augmentation(models.Model):
 
     def __str__(self):
         return f"Augmentation #{self.id} '{self.name}' in {self.federation}"
+
+    @property
+    def published_extension(self) -> str:
+        """The published file's: a CTGAN's generated samples (npz) or the MLP GAN's generator (safetensors)."""
+        return "npz" if self.generator == GeneratorKind.CTGAN else "safetensors"
 
 
 class SeedUpload(models.Model):

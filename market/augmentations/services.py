@@ -19,6 +19,7 @@ from market.augmentations.models import (
     Augmentation,
     AugmentationOutbox,
     AugmentationStatus,
+    GeneratorKind,
     SeedUpload,
 )
 from market.budgets.services import (
@@ -38,6 +39,8 @@ from workers.privacy.dp_sgd import DpSgdParameters, dp_sgd_privacy_bound
 
 logger = logging.getLogger(__name__)
 
+MAX_TABULAR_VALUE = 1e9  # a CTGAN's seeds are raw numbers, kept well inside float32
+
 
 def augmentation_create(
     *,
@@ -51,11 +54,27 @@ def augmentation_create(
     target_epsilon: float | None = None,
     max_grad_norm: float = 1.0,
     delta: float = 1e-5,
+    generator: str = GeneratorKind.MLP_GAN,
 ) -> Augmentation:
     """An operator opens an augmentation in ``federation``. Its discriminator is DP when σ or a target ε is given,
-    and must be when the federation does not allow L0 (no noise)."""
+    and must be when the federation does not allow L0 (no noise). A CTGAN (``generator="ctgan"``) is never DP: its
+    gradient penalty defeats per-example clipping (:mod:`workers.algorithms.faug_tabular`)."""
     if not actor.is_operator:
         raise PermissionDenied("Only operators open federated augmentations.")
+    if generator not in GeneratorKind.values:
+        raise InvalidInput(
+            f"'generator' is one of {', '.join(GeneratorKind.values)}, not {generator!r}.",
+            field="generator",
+        )
+    if generator == GeneratorKind.CTGAN and (
+        noise_multiplier is not None or target_epsilon is not None
+    ):
+        raise InvalidInput(
+            "A CTGAN cannot be trained with DP-SGD (its discriminator's gradient penalty defeats per-example "
+            "clipping); drop noise_multiplier and target_epsilon, or choose generator 'mlp_gan' for a DP "
+            "generator.",
+            field="noise_multiplier" if noise_multiplier is not None else "target_epsilon",
+        )
     if not 1 <= n_features <= settings.ONEFOLD_FAUG_MAX_FEATURES:
         raise InvalidInput(
             f"Seed samples have 1 to {settings.ONEFOLD_FAUG_MAX_FEATURES} features, not {n_features}.",
@@ -79,7 +98,12 @@ def augmentation_create(
     if not private and PrivacyLevel.L0 not in federation.allowed_privacy_levels:
         raise InvalidInput(
             f"'{federation.slug}' does not allow training without noise (L0); give noise_multiplier or "
-            "target_epsilon for the DP discriminator.",
+            "target_epsilon for the DP discriminator"
+            + (
+                " of generator 'mlp_gan' (a CTGAN cannot be DP)."
+                if generator == GeneratorKind.CTGAN
+                else "."
+            ),
             field="noise_multiplier",
         )
     for label, value in (
@@ -99,6 +123,7 @@ def augmentation_create(
         augmentation = Augmentation.objects.create(
             federation=federation,
             name=name,
+            generator=generator,
             n_features=n_features,
             epochs=epochs,
             batch_size=batch_size,
@@ -113,7 +138,7 @@ def augmentation_create(
             action="augmentation.created",
             actor=actor,
             target=augmentation,
-            details={"federation": federation.slug, "private": private},
+            details={"federation": federation.slug, "private": private, "generator": generator},
         )
     return augmentation
 
@@ -192,6 +217,8 @@ def _seeds_checked(
             f"'features' must be a list of {len(labels)} rows, one per label, not "
             f"{len(features) if isinstance(features, list) else type(features).__name__}."
         )
+    tabular = augmentation.generator == GeneratorKind.CTGAN
+    low, high = (-MAX_TABULAR_VALUE, MAX_TABULAR_VALUE) if tabular else (0, 1)
     for number, row in enumerate(features):
         if not isinstance(row, list) or len(row) != n_features:
             raise InvalidInput(
@@ -199,10 +226,12 @@ def _seeds_checked(
                 f"#{augmentation.id} expects."
             )
         if not all(
-            isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1
+            isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value <= high
             for value in row
         ):
-            raise InvalidInput(f"Seed row {number} holds a value that is not a number in [0, 1].")
+            raise InvalidInput(
+                f"Seed row {number} holds a value that is not a number in [{low:g}, {high:g}]."
+            )
     missing = sorted(set(target_labels) - set(labels))
     if missing:
         raise InvalidInput(

@@ -11,12 +11,19 @@ from django.db import transaction
 from django.utils import timezone
 
 from market.audit.services import audit_record
-from market.augmentations.models import Augmentation, AugmentationOutbox, AugmentationStatus
+from market.augmentations.models import (
+    Augmentation,
+    AugmentationOutbox,
+    AugmentationStatus,
+    GeneratorKind,
+)
 from market.budgets.services import budget_charge_for_augmentation, budget_release_for_augmentation
 from market.outbox import outbox_add, outbox_published_long_ago
 from market.storage import artifact_save, artifacts_removed_on_error
 from market.transient import TRANSIENT_ERRORS
 from workers.algorithms.faug import GanSetting, GeneratorPrivacy, save_generator, train_generator
+from workers.algorithms.faug_samples import samples_save
+from workers.algorithms.faug_tabular import TabularSetting, tabular_samples
 from workers.privacy.dp_sgd import DpSgdParameters
 
 logger = logging.getLogger(__name__)
@@ -24,7 +31,8 @@ logger = logging.getLogger(__name__)
 
 def augmentation_train(*, augmentation_id: int) -> None:
     """The worker's step: queued → training (one claimer wins), train on the pooled seeds, then publish the
-    generator and charge, or fail and release. A transient error puts the row back in the queue."""
+    generator (a CTGAN's generated samples) and charge, or fail and release. A transient error puts the row back
+    in the queue."""
     claimed = Augmentation.objects.filter(
         id=augmentation_id, status=AugmentationStatus.QUEUED
     ).update(status=AugmentationStatus.TRAINING, training_started_at=timezone.now())
@@ -32,7 +40,11 @@ def augmentation_train(*, augmentation_id: int) -> None:
         return  # already done by another delivery
     augmentation = Augmentation.objects.select_related("federation").get(id=augmentation_id)
     try:
-        data, spec = _trained_generator(augmentation)
+        data, spec = (
+            _tabular_samples(augmentation)
+            if augmentation.generator == GeneratorKind.CTGAN
+            else _trained_generator(augmentation)
+        )
     except TRANSIENT_ERRORS:
         Augmentation.objects.filter(id=augmentation_id).update(status=AugmentationStatus.QUEUED)
         raise
@@ -44,7 +56,7 @@ def augmentation_train(*, augmentation_id: int) -> None:
         return
     with artifacts_removed_on_error() as stored_names, transaction.atomic():
         augmentation.generator_file = artifact_save(
-            name=f"generators/augmentation-{augmentation.id}.safetensors",
+            name=f"generators/augmentation-{augmentation.id}.{augmentation.published_extension}",
             data=data,
             stored_names=stored_names,
         )
@@ -79,6 +91,28 @@ def augmentation_seeds(augmentation: Augmentation) -> tuple[np.ndarray, np.ndarr
     ]
     labels = [np.asarray(upload.labels, dtype=np.int64) for upload in uploads]
     return np.concatenate(features), np.concatenate(labels)
+
+
+def _tabular_samples(augmentation: Augmentation) -> tuple[bytes, dict]:
+    """A CTGAN trained on the pooled seeds and the samples it generates of each seeded label (never the model)."""
+    features, labels = augmentation_seeds(augmentation)
+    rows_per_label = settings.ONEFOLD_FAUG_TABULAR_ROWS_PER_LABEL
+    generated, generated_labels = tabular_samples(
+        features,
+        labels,
+        n_classes=augmentation.federation.n_classes,
+        rows_per_label=rows_per_label,
+        setting=TabularSetting(epochs=augmentation.epochs, batch_size=augmentation.batch_size),
+        seed=augmentation.id,
+    )
+    spec = {
+        "architecture": "ctgan_samples",
+        "n_features": augmentation.n_features,
+        "n_classes": augmentation.federation.n_classes,
+        "rows_per_label": rows_per_label,
+        "rows": len(generated_labels),
+    }
+    return samples_save(generated, generated_labels), spec
 
 
 def _trained_generator(augmentation: Augmentation) -> tuple[bytes, dict]:

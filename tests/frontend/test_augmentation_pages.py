@@ -191,3 +191,19 @@ def test_the_ledger_api_and_pages_name_the_augmentation_a_dp_generator_reserved_
     )
     dashboard = client.get("/federations/adult-income/budgets/").content.decode()
     assert f"Augmentation #{augmentation_id}" in dashboard
+
+
+def test_the_page_shows_a_ctgan_augmentation_as_such_and_without_dp(
+    client, operator, federation_with_data
+):
+    response = api_client_for(operator).post(
+        "/api/augmentations/",
+        {"federation": "adult-income", "name": "Tabular FAug", "n_features": 2, "epochs": 1,
+         "batch_size": 2, "generator": "ctgan"},
+        format="json",
+    )  # fmt: skip
+    assert response.status_code == 201, response.json()
+    client.force_login(operator)
+    page = client.get(f"/augmentations/{response.json()['id']}/").content.decode()
+    assert 'id="generator-kind">CTGAN, tabular (published as generated samples; no DP)' in page
+    assert "a CTGAN's gradient penalty rules out DP-SGD" in page

@@ -109,3 +109,92 @@ def test_a_silo_uploads_seeds_a_real_worker_trains_a_dp_generator_and_augment_fe
     assert len(augmented) == 13 and (augmented["digit"] == "two").sum() == 5
     generated = augmented[augmented["digit"] == "two"][PIXELS].to_numpy()
     assert generated.min() >= 0 and generated.max() <= 255  # back in the table's scale
+
+
+@pytest.mark.worker
+def test_a_real_worker_trains_a_ctgan_and_augment_appends_its_published_rows(
+    live_server, celery_worker, digits, operator, silo_user, tmp_path
+):
+    """A CTGAN augmentation: raw seeds through `seeds`, the worker trains and publishes generated rows (nothing
+    charged), and `augment --augmentation` appends rows of the target label."""
+    from market.accounts.services import user_token
+    from market.budgets.models import BudgetEntry
+    from workers.silo.augment import augment, seeds
+    from workers.silo.cli import build_parser
+    from workers.silo.client import OnefoldClient
+
+    operator_client = OnefoldClient(live_server.url, user_token(user=operator))
+    silo_client = OnefoldClient(live_server.url, user_token(user=silo_user))
+    opened = operator_client.augmentation_create(
+        federation=digits.slug, name="CTGAN on digits", n_features=4, epochs=2, batch_size=10,
+        generator="ctgan",
+    )  # fmt: skip
+    assert (opened.generator, opened.private) == ("ctgan", False)
+    rng = np.random.default_rng(0)
+    labels = np.array([2] * 4 + [0] * 4 + [1] * 4)
+    table = tmp_path / "silo.csv"
+    local = pd.DataFrame(rng.integers(0, 256, (12, 4)) + 40 * labels[:, None], columns=PIXELS)
+    local["digit"] = [CLASSES[label] for label in labels]
+    local.to_csv(table, index=False)
+    pulled = tmp_path / "pulled"
+    pulled.mkdir()
+    (pulled / "federation.json").write_text(json.dumps(silo_client.federation(digits.slug).data))
+    (pulled / "feature-spec.json").write_text(json.dumps(silo_client.feature_spec(digits.slug)))
+    (pulled / "features.npz").write_bytes(silo_client.public_features(digits.slug))
+    uploaded, _ = seeds(
+        build_parser().parse_args(
+            [
+                "seeds",
+                str(opened.id),
+                "--data",
+                str(table),
+                "--pulled",
+                str(pulled),
+                "--target-label",
+                "two",
+                "--per-label",
+                "4",
+                "--redundant",
+                "8",
+            ]
+        ),  # fmt: skip
+        silo_client,
+    )
+    assert (uploaded["n_target"], uploaded["uploaded"]) == (
+        4,
+        True,
+    )  # raw values, no [0, 1] scaling
+    assert operator_client.augmentation_start(opened.id).epsilon is None
+    published = silo_client.augmentation_wait(opened.id, timeout_seconds=120, interval_seconds=0.5)
+    assert (published.status, published.status_reason) == ("published", "")
+    spec = published.generator_spec  # ONEFOLD_FAUG_TABULAR_ROWS_PER_LABEL rows of each label
+    assert (spec["architecture"], spec["rows"]) == ("ctgan_samples", 3 * spec["rows_per_label"])
+    assert not BudgetEntry.objects.filter(augmentation_id=opened.id).exists()
+
+    local[local["digit"] != "two"].to_csv(table, index=False)
+    result, sentence = augment(
+        build_parser().parse_args(
+            [
+                "augment",
+                digits.slug,
+                "--augmentation",
+                str(opened.id),
+                "--data",
+                str(table),
+                "--pulled",
+                str(pulled),
+                "--target-label",
+                "two",
+                "--per-label",
+                "5",
+            ]
+        ),  # fmt: skip
+        silo_client,
+    )
+    assert (result["generated_rows"], result["generator_epsilon"]) == (5, None)
+    assert "rows a CTGAN generated without a privacy guarantee" in sentence
+    augmented = pd.read_csv(result["output"])
+    assert len(augmented) == 13 and (augmented["digit"] == "two").sum() == 5
+    seeded = local[PIXELS].to_numpy()  # the generated rows lie in the pooled seeds' range
+    generated = augmented[augmented["digit"] == "two"][PIXELS].to_numpy()
+    assert (generated >= seeded.min(axis=0)).all() and (generated <= seeded.max(axis=0)).all()

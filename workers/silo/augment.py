@@ -11,17 +11,27 @@ appended, ready for ``train --data``. The generator writes feature values in its
 pixels in [0, 1]); ``--feature-scale`` multiplies them for a table stored in another scale (255 for raw
 pixels). Every column of the federation's specification must be numeric, one per generated feature.
 
-Needs the toolkit's training extras (torch, safetensors), imported only when ``augment`` runs.
+A CTGAN augmentation (tabular) publishes generated rows instead of its generator (an .npz, read with
+``allow_pickle=False``): ``augment`` appends up to ``--per-label`` of them for each target label, in the scale of
+the seeds (raw numbers, no [0, 1] scaling), and ``seeds`` uploads raw values for it.
+
+Needs the toolkit's training extras (torch, safetensors) for an MLP GAN's generator, imported only when it is
+loaded; a CTGAN's rows need numpy only.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from workers.algorithms.faug_samples import samples_load
 from workers.silo.client import OnefoldClient
 from workers.silo.errors import DataError
 from workers.silo.folders import pulled_folder
@@ -32,27 +42,21 @@ MAX_GENERATOR_BYTES = 200_000_000
 
 
 def augment(args, client: OnefoldClient | None = None):
-    """``client`` fetches the generator of ``args.augmentation``; without it ``args.generator`` is read."""
-    from workers.algorithms.faug import load_generator
-
+    """``client`` fetches the generator of ``args.augmentation``; without it ``args.generator`` is read. A CTGAN
+    augmentation publishes generated rows instead of a generator: the rows of the target labels are appended."""
     federation, spec, _ = read_pulled(pulled_folder(args), args.federation)
     class_labels = [str(label) for label in federation["class_labels"]]
     label_column = args.label_column or federation["label_column"]
     data, source = _generator_bytes(args, client)
-    try:
-        generator = load_generator(data, max_bytes=MAX_GENERATOR_BYTES)
-    except ValueError as error:
-        raise DataError(f"{source} is not a usable generator: {error}") from error
+    generator = _generator_of(data, source, n_classes=len(class_labels))
     columns = [column["name"] for column in spec["columns"]]
     if any(column["type"] != "numeric" for column in spec["columns"]):
         raise DataError(
             f"'{args.federation}' has categorical columns; this generator writes numeric features only."
         )
-    if generator.spec["n_features"] != len(columns) or generator.spec["n_classes"] != len(
-        class_labels
-    ):
+    if generator.n_features != len(columns) or generator.n_classes != len(class_labels):
         raise DataError(
-            f"The generator makes {generator.spec['n_features']} features of {generator.spec['n_classes']}"
+            f"The generator makes {generator.n_features} features of {generator.n_classes}"
             f" classes; '{args.federation}' has {len(columns)} features and {len(class_labels)} classes."
         )
     if not (math.isfinite(args.feature_scale) and args.feature_scale > 0):
@@ -83,6 +87,12 @@ def augment(args, client: OnefoldClient | None = None):
     features, labels = generator.generate(
         [class_labels.index(label) for label in targets], per_label, seed=args.seed
     )
+    if generator.published_rows:
+        short = sorted(set(targets) - {class_labels[label] for label in labels})
+        if short:
+            raise DataError(
+                f"{source} holds no generated row of {', '.join(short)} (no silo seeded it)."
+            )
     generated = pd.DataFrame(features.astype(np.float64) * args.feature_scale, columns=columns)
     generated[label_column] = [class_labels[label] for label in labels]
     original = frame[[*columns, label_column]].copy()
@@ -90,6 +100,7 @@ def augment(args, client: OnefoldClient | None = None):
     output = args.output or Path(args.data).with_name(f"{Path(args.data).stem}-augmented.csv")
     pd.concat([original, generated], ignore_index=True).to_csv(output, index=False)
     privacy = generator.privacy_report
+    origin = "rows a CTGAN generated" if generator.published_rows else "a generator"
     result = {
         "output": str(output),
         "rows": len(frame),
@@ -101,14 +112,63 @@ def augment(args, client: OnefoldClient | None = None):
         "generator_delta": None if privacy is None else privacy.delta,
     }
     guarantee = (
-        "a generator without a privacy guarantee"
+        f"{origin} without a privacy guarantee"
         if privacy is None
         else f"a generator that is ({privacy.epsilon:.3g}, {privacy.delta:g})-DP w.r.t. the seeds"
     )
     return result, (
-        f"Wrote {output}: your {len(frame)} rows and {len(generated)} generated rows ({per_label} of "
+        f"Wrote {output}: your {len(frame)} rows and {len(generated)} generated rows (up to {per_label} of "
         f"each of {', '.join(targets)}) from {guarantee}. Train on it with `train --data {output}`."
     )
+
+
+@dataclass(frozen=True)
+class _Generator:
+    """What ``augment`` generates from: the MLP GAN's generator, or the rows a CTGAN generated (``published_rows``,
+    of which ``generate`` picks up to ``count`` per label at random)."""
+
+    n_features: int
+    n_classes: int
+    generate: Callable[..., tuple[np.ndarray, np.ndarray]]
+    privacy_report: Any = None
+    published_rows: bool = False
+
+
+def _generator_of(data: bytes, source: str, *, n_classes: int) -> _Generator:
+    """The generator in ``data``: an .npz of generated rows (a zip: CTGAN's samples) or a safetensors generator."""
+    try:
+        if data[:2] == b"PK":
+            features, labels = samples_load(
+                data, n_classes=n_classes, max_bytes=MAX_GENERATOR_BYTES
+            )
+            return _Generator(
+                n_features=features.shape[1],
+                n_classes=n_classes,
+                generate=partial(_published_rows, features, labels),
+                published_rows=True,
+            )
+        from workers.algorithms.faug import load_generator  # torch: the [train] extra
+
+        loaded = load_generator(data, max_bytes=MAX_GENERATOR_BYTES)
+    except ValueError as error:
+        raise DataError(f"{source} is not a usable generator: {error}") from error
+    return _Generator(
+        n_features=loaded.spec["n_features"],
+        n_classes=loaded.spec["n_classes"],
+        generate=loaded.generate,
+        privacy_report=loaded.privacy_report,
+    )
+
+
+def _published_rows(
+    features: np.ndarray, labels: np.ndarray, wanted: list[int], count: int, *, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Up to ``count`` published rows of each wanted label, chosen at random (``seed``), each label's together."""
+    rng = np.random.default_rng(seed)
+    chosen = np.concatenate(
+        [rng.permutation(np.flatnonzero(labels == label))[:count] for label in wanted]
+    ).astype(int)
+    return features[chosen], labels[chosen]
 
 
 MAX_SEEDS_PER_LABEL = 100_000
@@ -158,7 +218,9 @@ def seeds(args, client: OnefoldClient):
     n_redundant = len(target_rows) if args.redundant is None else args.redundant
     chosen = np.concatenate([target_rows, rng.permutation(others)[:n_redundant]]).astype(int)
     features = frame.iloc[chosen][columns].to_numpy(dtype=np.float64) / args.feature_scale
-    if not np.isfinite(features).all() or features.min() < 0 or features.max() > 1:
+    if not np.isfinite(features).all():
+        raise DataError("Seed features must be finite numbers.")
+    if augmentation.generator != "ctgan" and (features.min() < 0 or features.max() > 1):
         raise DataError(
             "Seed features must lie in [0, 1]; divide raw pixels with --feature-scale 255."
         )

@@ -288,7 +288,7 @@ def build_parser(prog: str = "python -m workers.silo") -> argparse.ArgumentParse
     source.add_argument(
         "--generator",
         type=Path,
-        help="a generator file (safetensors) already downloaded",
+        help="a generator file (safetensors, or a CTGAN augmentation's samples .npz) already downloaded",
     )
     source.add_argument(
         "--augmentation",

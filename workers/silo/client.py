@@ -301,7 +301,7 @@ class OnefoldClient(MarketSession):
 
     def augmentation_create(self, **fields) -> Augmentation:
         """Operators: open a federated augmentation (federation, name, n_features, epochs, batch_size, and
-        noise_multiplier or target_epsilon for a DP discriminator)."""
+        noise_multiplier or target_epsilon for a DP discriminator, or generator "ctgan" for a tabular one)."""
         return Augmentation.from_json(self.post("augmentations/", fields))
 
     def augmentation(self, augmentation_id: int) -> Augmentation:

@@ -123,6 +123,7 @@ class Augmentation:
     status: str
     status_reason: str
     private: bool
+    generator: str | None  # "mlp_gan" or "ctgan" (None from a market before generators had kinds)
     epsilon: float | None
     generator_spec: dict | None
     seeds: list[dict]

@@ -178,3 +178,65 @@ def test_augment_refuses_a_pickle_or_a_mismatched_generator(run_cli, image_feder
         "two",
     )
     assert code != 0 and "makes 9 features" in err
+
+
+@pytest.fixture
+def ctgan_samples(tmp_path):
+    """A CTGAN augmentation's published rows (.npz): 4 rows of 'one' and 4 of 'two', raw pixel values."""
+    from workers.algorithms.faug_samples import samples_save
+
+    features = np.arange(48, dtype=np.float32).reshape(8, 6) * 5
+    path = tmp_path / "samples.npz"
+    path.write_bytes(samples_save(features, np.repeat([1, 2], 4)))
+    return path, features
+
+
+def test_augment_appends_published_ctgan_rows_of_the_target_labels_without_ctgan(
+    image_federation, ctgan_samples, tmp_path
+):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    folder, silo, _ = image_federation
+    samples, features = ctgan_samples
+    output = tmp_path / "augmented.csv"
+    script = (
+        "import json, sys\n"
+        "from workers.silo.cli import main\n"
+        f"code = main(['augment', 'digits', '--generator', {str(samples)!r}, '--data', {str(silo)!r},"
+        f" '--pulled', {str(folder)!r}, '--target-label', 'two', '--per-label', '3',"
+        f" '--output', {str(output)!r}, '--json'])\n"
+        "print('LOADED', json.dumps(sorted({'ctgan', 'rdt'} & set(sys.modules))))\n"
+        "sys.exit(code)\n"
+    )
+    root = Path(__file__).resolve().parents[3]
+    finished = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=root,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root), "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert finished.returncode == 0, finished.stderr
+    assert "LOADED []" in finished.stdout
+    result = json.loads(finished.stdout.split("LOADED")[0])
+    assert (result["generated_rows"], result["generator_epsilon"]) == (3, None)
+    augmented = pd.read_csv(output)
+    generated = augmented.iloc[24:]
+    assert len(generated) == 3 and (generated["digit"] == "two").all()
+    published = {tuple(row) for row in features[4:].tolist()}
+    assert {tuple(row) for row in generated[PIXELS].to_numpy().tolist()} <= published
+
+
+def test_augment_refuses_a_target_label_the_published_rows_lack(
+    run_cli, image_federation, ctgan_samples
+):
+    folder, silo, _ = image_federation
+    samples, _ = ctgan_samples
+    code, _, err = run_cli(
+        "augment", "digits", "--generator", samples, "--data", silo, "--pulled", folder,
+        "--target-label", "zero",
+    )  # fmt: skip
+    assert code != 0 and "holds no generated row of zero (no silo seeded it)" in err

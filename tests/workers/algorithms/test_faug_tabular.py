@@ -1,0 +1,81 @@
+"""FAug's tabular generator: a CTGAN trained on a few Adult rows, sampled conditionally on each label, and its rows
+written and read back without pickle."""
+
+import numpy as np
+import pytest
+
+from workers.algorithms.faug_samples import samples_load, samples_save
+from workers.algorithms.faug_tabular import TabularSetting, discrete_columns, tabular_samples
+
+NUMERIC = ["age", "educational-num", "capital-gain", "hours-per-week"]
+TINY = TabularSetting(epochs=2, batch_size=20, embedding_dim=8, hidden_sizes=(16,))
+
+
+@pytest.fixture(scope="module")
+def adult_seeds(adult_frame):
+    """120 Adult rows: 4 numeric columns and gender as a code (0/1), income > 50K as label 1."""
+    rows = adult_frame.sample(120, random_state=0)
+    features = np.column_stack(
+        [rows[NUMERIC].to_numpy(dtype=np.float64), (rows["gender"] == "Male").to_numpy(float)]
+    )
+    return features, rows["income"].str.contains(">").to_numpy(dtype=np.int64)
+
+
+def test_columns_of_few_integer_values_are_discrete():
+    features = np.array([[0, 1.5, 3, 7], [1, 2.5, 40, 7], [1, 3.0, 12, 7.0]] * 4)
+    features[:, 2] = np.arange(12)  # 12 distinct integers: a count CTGAN models as continuous
+    assert discrete_columns(features) == [0, 3]
+
+
+def test_a_ctgan_generates_rows_of_each_seeded_label_in_the_seeds_range_and_reproducibly(
+    adult_seeds,
+):
+    features, labels = adult_seeds
+    generated, generated_labels = tabular_samples(
+        features, labels, n_classes=2, rows_per_label=7, setting=TINY, seed=3
+    )
+    assert generated.dtype == np.float32 and generated.shape == (14, 5)
+    assert generated_labels.tolist() == [0] * 7 + [1] * 7
+    assert (generated >= features.min(axis=0)).all() and (generated <= features.max(axis=0)).all()
+    assert set(np.unique(generated[:, 4])) <= {0.0, 1.0}  # gender stays a category
+    again, _ = tabular_samples(
+        features, labels, n_classes=2, rows_per_label=7, setting=TINY, seed=3
+    )
+    assert np.array_equal(generated, again)
+    read, read_labels = samples_load(samples_save(generated, generated_labels), n_classes=2)
+    assert np.array_equal(read, generated) and np.array_equal(read_labels, generated_labels)
+
+
+@pytest.mark.parametrize(
+    ("arrays", "message"),
+    [
+        ({"features": np.zeros((2, 3), np.float32)}, "holds exactly the arrays"),
+        (
+            {"features": np.zeros((2, 3), np.float32), "labels": np.array([0, 5])},
+            "labels must lie in 0 .. 1",
+        ),
+        (
+            {"features": np.full((1, 3), np.nan, np.float32), "labels": np.array([0])},
+            "NaN or infinite",
+        ),
+        (
+            {"features": np.array([["a"]]), "labels": np.array([0])},
+            "float32 (n, n_features) matrix",
+        ),
+        (
+            {"features": np.zeros((1, 1), np.float32), "labels": np.array([{}], dtype=object)},
+            "not a readable .npz without pickle",
+        ),
+    ],
+)
+def test_a_bad_samples_file_is_refused_with_a_sentence_and_never_unpickled(
+    arrays, message, tmp_path
+):
+    import io
+
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        samples_load(buffer.getvalue(), n_classes=2)
+    with pytest.raises(ValueError, match="not a readable .npz without pickle"):
+        samples_load(b"PK\x03\x04 not a zip", n_classes=2)
