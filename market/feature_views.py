@@ -18,7 +18,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from workers.features import ONE_HOT_VIEW, feature_view_for, features_in_view
+from workers.features import ONE_HOT_VIEW, features_in_view
+from workers.modelio.families import feature_view_for
 
 __all__ = [
     "global_model_feature_view",

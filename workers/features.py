@@ -11,7 +11,7 @@ party's models read the same columns in the same order with the same encoding:
 
 That is the *one-hot view*, for linear and neural families. Tree families (decision trees, random
 forests, XGBoost) read the *ordinal view* of the same columns
-(:func:`feature_view_for`): one feature per column, numerics raw (a missing
+(:func:`workers.modelio.families.feature_view_for`): one feature per column, numerics raw (a missing
 value is the public mean), categoricals as their code, the index in the specification's sorted
 ``categories`` (missing or unknown: -1). A depth-limited
 tree needs one split per category on one-hot columns but a few on codes; on Adult the one-hot view
@@ -29,25 +29,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from workers.modelio.families import TREE_FAMILIES
 from workers.tables import TableError, TableLimits, read_table, table_format  # noqa: F401 - callers import them here
+from workers.views import FEATURE_VIEWS, ONE_HOT_VIEW, ORDINAL_VIEW  # noqa: F401 - callers import them here
 
 SPEC_VERSION = (
     2  # 2: the specification lists its views (the columns, and so both views, are unchanged)
 )
-ONE_HOT_VIEW = "one_hot"
-ORDINAL_VIEW = "ordinal"
-FEATURE_VIEWS = (ONE_HOT_VIEW, ORDINAL_VIEW)
-
-
-def feature_view_for(*families: str) -> str:
-    """The view models of these families read: ordinal when every one is a tree family (a silo's
-    teachers and students read the same matrix), else one-hot."""
-    return (
-        ORDINAL_VIEW
-        if families and all(family in TREE_FAMILIES for family in families)
-        else ONE_HOT_VIEW
-    )
 
 
 def infer_feature_spec(

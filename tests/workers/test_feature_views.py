@@ -7,7 +7,6 @@ import pytest
 from workers.features import (
     TableError,
     encode_features,
-    feature_view_for,
     features_in_view,
     infer_feature_spec,
     ordinal_from_one_hot,
@@ -15,6 +14,7 @@ from workers.features import (
     view_feature_names,
     view_width,
 )
+from workers.modelio.families import feature_view_for
 
 CSV = b"age,workclass,income\n30,Private,<=50K\n50,?,>50K\n40,State-gov,<=50K\n"
 

@@ -1,7 +1,7 @@
 """The one vocabulary of model families: the names a learner setting uses (``{"family": "random_forest", ...}``),
 a silo declares at upload and a global model's card shows, which of them are trees and networks, the family of a
-fitted estimator. It imports no third-party package, so the toolkit's command line can name the families without
-numpy or pandas; the view of the features each family reads is :func:`workers.features.feature_view_for`.
+fitted estimator, and the view of the features (:mod:`workers.views`) each family reads. It imports no
+third-party package, so the toolkit's command line can name the families without numpy or pandas.
 
 The learners build each family (:data:`workers.learners.LEARNER_FAMILIES`), the market's choices come from
 :data:`DECLARED_FAMILIES`, and the job kinds' learner settings name these families.
@@ -10,6 +10,8 @@ The learners build each family (:data:`workers.learners.LEARNER_FAMILIES`), the 
 from __future__ import annotations
 
 from enum import StrEnum
+
+from workers.views import ONE_HOT_VIEW, ORDINAL_VIEW
 
 
 class ModelFamily(StrEnum):
@@ -63,3 +65,13 @@ def estimator_family(estimator) -> str:
         return str(family)
     architecture = getattr(estimator, "architecture", None)
     return architecture if architecture in NETWORK_FAMILIES else str(ModelFamily.OTHER_SKLEARN)
+
+
+def feature_view_for(*families: str) -> str:
+    """The view models of these families read: ordinal when every one is a tree family (a silo's
+    teachers and students read the same matrix), else one-hot."""
+    return (
+        ORDINAL_VIEW
+        if families and all(family in TREE_FAMILIES for family in families)
+        else ONE_HOT_VIEW
+    )

@@ -38,9 +38,10 @@ import numpy as np
 import pandas as pd
 import requests
 
-from workers.features import encode_features, encode_labels, feature_view_for, read_table
+from workers.features import encode_features, encode_labels, read_table
 from workers.learners import fit_aligned
 from workers.metrics import HEADLINE_METRICS, classification_metrics
+from workers.modelio.families import feature_view_for
 from workers.partition import dirichlet_label_partition
 from workers.silo import cli
 from workers.silo.client import OnefoldClient

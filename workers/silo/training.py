@@ -23,10 +23,9 @@ from workers.features import (
     TableError,
     encode_features,
     encode_labels,
-    feature_view_for,
     read_table,
 )
-from workers.modelio.families import NETWORK_FAMILIES
+from workers.modelio.families import NETWORK_FAMILIES, feature_view_for
 from workers.silo.errors import DataError
 
 MIN_ROWS_PER_TEACHER = 10
