@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from frontend.decorators import page
 from market.augmentations.apis import AugmentationInput
+from market.augmentations.models import GeneratorKind
 from market.augmentations.selectors import augmentation_get, seed_summaries
 from market.augmentations.services import augmentation_create, augmentation_start, seeds_upload
 from market.commerce.services import require_operator
@@ -22,6 +23,13 @@ from market.json_input import json_problem
 #: kind ("text", "integer" or "number") and help.
 TRAINING_FIELDS = (
     ("name", "Name", "text", ""),
+    (
+        "generator",
+        "Generator",
+        "choice",
+        "The MLP GAN suits features in [0, 1] such as images and can be DP; a CTGAN suits tabular rows, "
+        "publishes generated rows and is never DP.",
+    ),
     (
         "n_features",
         "Features per seed row",
@@ -50,6 +58,7 @@ PRIVACY_FIELDS = (
 )
 FORM_FIELDS = tuple(name for name, *_ in TRAINING_FIELDS + PRIVACY_FIELDS)
 FORM_DEFAULTS = {
+    "generator": GeneratorKind.MLP_GAN,
     "epochs": 60,
     "batch_size": 32,
     "target_epsilon": 10,
@@ -101,6 +110,7 @@ def _form_page(request, federation, values, errors: dict[str, str], status: int 
                 "kind": kind,
                 "help": help_text.format(max_features=settings.ONEFOLD_FAUG_MAX_FEATURES),
                 "value": values.get(name, ""),
+                "options": GeneratorKind.choices if kind == "choice" else (),
                 "error": errors.get(name, ""),
             }
             for name, label, kind, help_text in specs

@@ -207,3 +207,22 @@ def test_the_page_shows_a_ctgan_augmentation_as_such_and_without_dp(
     page = client.get(f"/augmentations/{response.json()['id']}/").content.decode()
     assert 'id="generator-kind">CTGAN, tabular (published as generated samples; no DP)' in page
     assert "a CTGAN's gradient penalty rules out DP-SGD" in page
+
+
+def test_the_form_offers_the_generators_and_opens_a_ctgan_without_dp(
+    client, operator, federation_with_data
+):
+    client.force_login(operator)
+    form = client.get(NEW).content.decode()
+    assert '<select id="field-generator" name="generator"' in form
+    assert '<option value="mlp_gan" selected>' in form and '<option value="ctgan">' in form
+
+    # a CTGAN with a target ε: the service's refusal, next to a field, and the choice is kept
+    page = client.post(NEW, {**FORM, "generator": "ctgan"}).content.decode()
+    assert "A CTGAN cannot be trained with DP-SGD" in page
+    assert '<option value="ctgan" selected>' in page
+    assert not Augmentation.objects.exists()
+
+    client.post(NEW, {**FORM, "generator": "ctgan", "target_epsilon": "", "delta": ""})
+    augmentation = Augmentation.objects.get()
+    assert (augmentation.generator, augmentation.private) == ("ctgan", False)
