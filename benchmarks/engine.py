@@ -456,8 +456,8 @@ def _efficiency_miss(ratios: dict) -> str:
     )
     return (
         f"{load} The threads add {100 * (_mean(ratios['parallel_work']) - 1):.0f} % work (2-core CPU seconds over"
-        " 1-core: the Python parts of each tree's fit hold the GIL); the server's vote count and the final model"
-        " (stages above) run on one thread."
+        " 1-core: the Python parts of each tree's fit hold the GIL); the server's vote count (stages above) runs on"
+        " one thread."
     )
 
 

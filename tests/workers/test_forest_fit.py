@@ -1,6 +1,7 @@
 """The lean random-forest fit (workers.learners.forest) grows exactly scikit-learn's trees."""
 
 import pickle
+from concurrent.futures import ThreadPoolExecutor as ThreadPool
 
 import numpy as np
 import pytest
@@ -66,6 +67,25 @@ def test_lean_fit_grows_the_trees_scikit_learn_grows(forest_settings):
     )
 
 
+@pytest.mark.parametrize("n_jobs", [2, -1])
+def test_lean_fit_in_threads_grows_the_trees_one_thread_grows(n_jobs, monkeypatch):
+    import workers.learners.forest as forest
+
+    features, labels = load_breast_cancer(return_X_y=True)
+    settings = {"n_estimators": 12, "max_depth": 6, "random_state": 5}
+    expected = RandomForestClassifier(**settings).fit(features, labels)
+    in_threads = []
+    monkeypatch.setattr(
+        forest,
+        "ThreadPoolExecutor",
+        lambda **kwargs: in_threads.append(kwargs) or ThreadPool(**kwargs),
+    )
+    actual = fit_estimator(RandomForestClassifier(n_jobs=n_jobs, **settings), features, labels)
+    assert in_threads and in_threads[0]["max_workers"] > 1  # the lean path, in threads
+    actual.n_jobs = expected.n_jobs  # the one setting that differs
+    _same_forest(expected, actual, features)
+
+
 def test_lean_fit_keeps_the_label_values_of_a_multiclass_target():
     features, labels = load_digits(return_X_y=True)
     labels = labels * 10 + 3  # classes 3, 13, …, 93: the forest reports them, its trees see 0..9
@@ -81,7 +101,6 @@ def test_lean_fit_keeps_the_label_values_of_a_multiclass_target():
         {"class_weight": "balanced"},
         {"max_samples": 0.5},
         {"oob_score": True},
-        {"n_jobs": 2},
         {"max_leaf_nodes": 8},
     ],
 )

@@ -283,6 +283,7 @@ def server_fit(
     query: Query = 1.0,
     noise=None,
     seed: int,
+    n_jobs: int = 1,
 ) -> ServerResult:
     """The server side of FedKT (Algorithm 1 lines 10-14) from the students' predictions.
 
@@ -298,6 +299,8 @@ def server_fit(
         L1: noise added to the consistent vote counts.
     seed : int
         Seeds the query sample and the final model.
+    n_jobs : int
+        Threads of the final model's fit (forests and XGBoost; the model does not depend on it).
     """
     student_predictions = np.asarray(student_predictions)
     clock = StageClock()
@@ -313,6 +316,7 @@ def server_fit(
         query=query,
         noise=noise,
         seed=seed,
+        n_jobs=n_jobs,
     )
     return replace(result, stages=merge_stages([clock.stages, result.stages]))
 
@@ -326,6 +330,7 @@ def server_step(
     query: Query = 1.0,
     noise=None,
     seed: int,
+    n_jobs: int = 1,
 ) -> ServerResult:
     """FedKT's server step (Algorithm 1 lines 11-14) from the parties' summed votes: query public examples,
     add ``noise`` (L1) to their counts, label by arg-max and fit the final model on the non-abstaining ones.
@@ -337,7 +342,7 @@ def server_step(
     vote_counts : array (n_public, n_classes)
         The summed consistent votes (or, for a soft vote, summed probabilities) on every public example.
     public_features : array (n_public, n_features)
-    final, query, noise, seed
+    final, query, noise, seed, n_jobs
         As for :func:`server_fit`.
     """
     vote_counts, public_features = np.asarray(vote_counts), np.asarray(public_features)
@@ -353,6 +358,7 @@ def server_step(
             n_classes=n_classes,
             seed=model_seed,
             noise=noise,
+            n_jobs=n_jobs,
         )
     abstained = np.logical_not(counts.any(axis=1))
     return ServerResult(
@@ -485,6 +491,7 @@ def fedkt_fit(
         query=config.server_query,
         noise=server_noise,
         seed=server_seed,
+        n_jobs=n_jobs,
     )
     stages = merge_stages([party.stages for party in party_results] + [clock.stages, server.stages])
     privacy = _privacy_analysis(

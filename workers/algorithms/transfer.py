@@ -61,10 +61,13 @@ def predict_classes(models: Sequence[Any], features) -> np.ndarray:
     )
 
 
-def fit_on_votes(counts, features, *, learner: Learner, n_classes: int, seed: int, noise=None):
+def fit_on_votes(
+    counts, features, *, learner: Learner, n_classes: int, seed: int, noise=None, n_jobs: int = 1
+):
     """Label examples by (noisy) vote and fit a model on the non-abstaining ones.
 
-    Returns ``(model, noisy_counts or None, labels, trained_mask)``.
+    Returns ``(model, noisy_counts or None, labels, trained_mask)``; ``n_jobs``: threads of the fit
+    (:func:`workers.learners.fit_aligned`).
     """
     noisy = None if noise is None else np.asarray(noise.noisy_counts(counts))
     (tie_seed,) = child_seeds(seed, 1)  # the model keeps ``seed`` itself, as before ties were drawn
@@ -75,5 +78,7 @@ def fit_on_votes(counts, features, *, learner: Learner, n_classes: int, seed: in
             "Every queried example abstained (no votes above zero); query more public examples "
             "or use less noise."
         )
-    model = fit_aligned(learner, features[trained], labels[trained], n_classes=n_classes, seed=seed)
+    model = fit_aligned(
+        learner, features[trained], labels[trained], n_classes=n_classes, seed=seed, n_jobs=n_jobs
+    )
     return model, noisy, labels, trained

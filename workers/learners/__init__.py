@@ -19,7 +19,11 @@ __all__ = [
 
 
 def fit_aligned(
-    learner: Learner, features, labels, *, n_classes: int, seed: int
+    learner: Learner, features, labels, *, n_classes: int, seed: int, n_jobs: int = 1
 ) -> AlignedClassifier:
-    """Fit a seeded clone of ``learner`` whose ``predict_proba`` has ``n_classes`` columns."""
-    return AlignedClassifier(seeded_learner(learner, seed), n_classes).fit(features, labels)
+    """Fit a seeded clone of ``learner`` whose ``predict_proba`` has ``n_classes`` columns; a family that takes
+    ``n_jobs`` (forests, XGBoost) fits with that many threads, which does not change the model."""
+    estimator = seeded_learner(learner, seed)
+    if n_jobs != 1 and "n_jobs" in estimator.get_params():
+        estimator.set_params(n_jobs=n_jobs)
+    return AlignedClassifier(estimator, n_classes).fit(features, labels)

@@ -11,15 +11,17 @@ the fitted forest is a genuine ``RandomForestClassifier`` whose trees are node f
 
 Only the settings FedKT's learners use take the lean path (bootstrap without ``max_samples``, no
 class weights, no out-of-bag score, no warm start, no leaf-count limit, no monotonic constraints,
-no pruning, one job, finite dense data); anything else goes through scikit-learn's own ``fit``.
+no pruning, finite dense data; ``n_jobs`` threads grow the trees); anything else goes through scikit-learn's own ``fit``.
 Single ``DecisionTreeClassifier`` teachers take the same lean path (:func:`fit_tree`).
 """
 
 from __future__ import annotations
 
 import numbers
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+from joblib import effective_n_jobs
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.tree import DecisionTreeClassifier
 from sklearn.tree._classes import CRITERIA_CLF, DENSE_SPLITTERS
@@ -116,7 +118,6 @@ def _lean_forest_applies(forest: RandomForestClassifier, features) -> bool:
         and settings["max_leaf_nodes"] is None
         and settings["monotonic_cst"] is None
         and settings["ccp_alpha"] == 0.0
-        and settings["n_jobs"] in (None, 1)
         and settings["criterion"] in CRITERIA_CLF
         and isinstance(settings["min_samples_leaf"], numbers.Integral)
         and isinstance(settings["min_samples_split"], numbers.Integral)
@@ -166,11 +167,11 @@ def fit_forest(forest: RandomForestClassifier, features, labels) -> RandomForest
     max_depth = _MAX_INT if forest.max_depth is None else forest.max_depth
     forest_random = check_random_state(forest.random_state)
 
-    trees = []
-    for _ in range(forest.n_estimators):
-        tree = DecisionTreeClassifier(
-            **{**tree_settings, "random_state": forest_random.randint(_MAX_INT)}
-        )
+    # the trees' seeds are drawn in order first, so that threads grow the very trees one thread would
+    seeds = [forest_random.randint(_MAX_INT) for _ in range(forest.n_estimators)]
+
+    def grown(seed: int) -> DecisionTreeClassifier:
+        tree = DecisionTreeClassifier(**{**tree_settings, "random_state": seed})
         tree_random = np.random.RandomState(tree.random_state)
         # the bootstrap draw and the splitter each start from the tree's seed, as in scikit-learn
         sample_indices = tree_random.randint(0, n_samples, n_samples).astype(np.int32)
@@ -196,7 +197,14 @@ def fit_forest(forest: RandomForestClassifier, features, labels) -> RandomForest
         ).build(tree.tree_, features, targets, sample_weight, None)
         tree.n_features_in_, tree.n_outputs_, tree.max_features_ = n_features, 1, max_features
         tree.classes_, tree.n_classes_ = tree_classes, len(classes)
-        trees.append(tree)
+        return tree
+
+    threads = min(effective_n_jobs(forest.n_jobs), len(seeds))
+    if threads > 1:  # the Cython builder releases the GIL
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            trees = list(pool.map(grown, seeds))
+    else:
+        trees = [grown(seed) for seed in seeds]
     forest.estimators_ = trees
     forest.classes_, forest.n_classes_ = classes, len(classes)
     return forest
