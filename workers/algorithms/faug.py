@@ -22,6 +22,13 @@ The generator travels as safetensors (its state dict, float32) with a zoo-style 
 never a pickle; :func:`load_generator` validates the spec and every tensor's name and shape before
 loading.
 
+Where the federation allows, the GAN first learns the data's shape from *unlabelled public rows*
+(``public_features``): an unconditional phase in which the public rows are "real" and both networks read an
+all-zero label vector, then the conditional phase on the seeds as without them. The public phase is ordinary
+(non-private) training that ends before the discriminator is handed to Opacus, so the DP-SGD run, and the ε its
+accountant gives, are exactly those without it: public rows are public and cost no ε. The conditional phase
+starts from the pretrained weights, with fresh optimisers.
+
 Networks are MLPs over flat features scaled to [0, 1] (MNIST's 784 pixels), small enough to train in
 minutes on a CPU.
 """
@@ -49,6 +56,7 @@ MAX_WIDTH = 4_096
 MAX_LAYERS = 4
 MAX_PARAMETERS = 20_000_000
 MAX_GENERATED = 1_000_000
+MAX_PUBLIC_ROWS = 100_000
 
 
 def device_server_leakage(n_target: int, n_redundant: int) -> float:
@@ -100,6 +108,11 @@ def inter_device_leakage(n_target: int, n_pooled: int) -> float:
     return int(n_target) / int(n_pooled)
 
 
+def _condition(labels: torch.Tensor, n_classes: int, dtype: torch.dtype) -> torch.Tensor:
+    """One-hot labels; the label ``n_classes`` (an unlabelled public row) is the all-zero vector."""
+    return functional.one_hot(labels, n_classes + 1)[:, :n_classes].to(dtype)
+
+
 def validate_spec(spec: dict) -> dict:
     """The generator spec, checked (names, integer ranges, parameter count); ValueError naming what is wrong."""
     if not isinstance(spec, dict):
@@ -145,7 +158,8 @@ def _check_integer(value, name: str, minimum: int, maximum: int) -> None:
 
 
 class ConditionalGenerator(nn.Module):
-    """G(z, y): latent noise and a one-hot label through an MLP (ReLU) to features in [0, 1] (sigmoid)."""
+    """G(z, y): latent noise and a one-hot label (all zeros for ``y = n_classes``: no label) through an MLP (ReLU)
+    to features in [0, 1] (sigmoid)."""
 
     def __init__(self, spec: dict):
         super().__init__()
@@ -160,12 +174,13 @@ class ConditionalGenerator(nn.Module):
         self.layers = nn.Sequential(*layers)
 
     def forward(self, latent: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        one_hot = functional.one_hot(labels, self.n_classes).to(latent.dtype)
-        return torch.sigmoid(self.layers(torch.cat([latent, one_hot], dim=1)))
+        condition = _condition(labels, self.n_classes, latent.dtype)
+        return torch.sigmoid(self.layers(torch.cat([latent, condition], dim=1)))
 
 
 class ConditionalDiscriminator(nn.Module):
-    """D(x, y): features and a one-hot label through an MLP (LeakyReLU 0.2) to one real-vs-generated logit.
+    """D(x, y): features and a one-hot label (all zeros for ``y = n_classes``: no label) through an MLP
+    (LeakyReLU 0.2) to one real-vs-generated logit.
 
     Only layers Opacus computes per-example gradients for (Linear, activations): no batch normalisation."""
 
@@ -180,8 +195,8 @@ class ConditionalDiscriminator(nn.Module):
         self.layers = nn.Sequential(*layers)
 
     def forward(self, features: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        one_hot = functional.one_hot(labels, self.n_classes).to(features.dtype)
-        return self.layers(torch.cat([features, one_hot], dim=1)).squeeze(1)
+        condition = _condition(labels, self.n_classes, features.dtype)
+        return self.layers(torch.cat([features, condition], dim=1)).squeeze(1)
 
 
 @dataclass(frozen=True)
@@ -189,7 +204,8 @@ class GanSetting:
     """Sizes and training of the conditional GAN: one generator step per discriminator step, Adam (β₁ = 0.5).
 
     ``epochs`` are passes of the discriminator over the seeds in batches of (expected, under DP-SGD
-    Poisson sampling) ``batch_size``."""
+    Poisson sampling) ``batch_size``; ``public_epochs`` are passes over the unlabelled public rows before them,
+    when there are any."""
 
     latent_size: int = 32
     generator_hidden_sizes: tuple[int, ...] = (256,)
@@ -197,6 +213,7 @@ class GanSetting:
     epochs: int = 100
     batch_size: int = 32
     learning_rate: float = 2e-4
+    public_epochs: int = 20
 
 
 @dataclass(frozen=True)
@@ -287,6 +304,7 @@ def train_generator(
     setting: GanSetting = GanSetting(),
     seed: int,
     privacy: GeneratorPrivacy | None = None,
+    public_features=None,
 ) -> TrainedGenerator:
     """Train a conditional GAN on pooled seed samples and return its generator.
 
@@ -304,6 +322,10 @@ def train_generator(
         (``torch.seed()``), never from ``seed``, as in :mod:`workers.learners.dp_sgd`.
     privacy : GeneratorPrivacy or None
         Train the discriminator with DP-SGD through Opacus.
+    public_features : array of shape (m, n_features) or None
+        Unlabelled public rows, values in [0, 1], at most ``MAX_PUBLIC_ROWS``: both networks first train
+        ``setting.public_epochs`` unconditional epochs on them (no ε: this phase never reads a seed and ends
+        before DP-SGD starts).
 
     Returns
     -------
@@ -319,6 +341,8 @@ def train_generator(
         raise ValueError("Seed features must be finite and scaled to [0, 1].")
     if labels.min() < 0 or labels.max() >= n_classes:
         raise ValueError(f"Seed labels must lie in 0 .. {n_classes - 1}.")
+    if public_features is not None:
+        public_features = _checked_public(public_features, n_features=features.shape[1])
     spec = validate_spec(
         {
             "architecture": ARCHITECTURE,
@@ -335,6 +359,10 @@ def train_generator(
             spec["n_features"], n_classes, setting.discriminator_hidden_sizes
         )
         latent_generator = torch.Generator().manual_seed(seed + 1)
+        if public_features is not None:
+            _pretrain_on_public(
+                generator, discriminator, public_features, setting, latent_generator, seed
+            )
         dataset = torch.utils.data.TensorDataset(
             torch.from_numpy(features), torch.from_numpy(labels)
         )
@@ -355,6 +383,56 @@ def train_generator(
             )
             return TrainedGenerator(generator, spec)
         return _train_private(generator, discriminator, dataset, setting, latent_generator, privacy)
+
+
+def _checked_public(public_features, *, n_features: int) -> np.ndarray:
+    public_features = np.ascontiguousarray(public_features, dtype=np.float32)
+    if (
+        public_features.ndim != 2
+        or public_features.shape[1] != n_features
+        or not 1 <= len(public_features) <= MAX_PUBLIC_ROWS
+    ):
+        raise ValueError(
+            f"Public features must be a (m, {n_features}) matrix, the seeds' features, "
+            f"with 1 to {MAX_PUBLIC_ROWS} rows."
+        )
+    if (
+        not np.isfinite(public_features).all()
+        or public_features.min() < 0
+        or public_features.max() > 1
+    ):
+        raise ValueError("Public features must be finite and scaled to [0, 1].")
+    return public_features
+
+
+def _pretrain_on_public(
+    generator,
+    discriminator,
+    public_features: np.ndarray,
+    setting: GanSetting,
+    latent_generator,
+    seed,
+) -> None:
+    """The unconditional phase: public rows are real, every row (real or generated) has no label."""
+    if setting.public_epochs < 1:
+        return
+    unlabelled = torch.full((len(public_features),), generator.n_classes, dtype=torch.int64)
+    loader = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(torch.from_numpy(public_features), unlabelled),
+        batch_size=setting.batch_size,
+        shuffle=True,
+        generator=torch.Generator().manual_seed(seed + 3),
+    )
+    _train(
+        generator,
+        discriminator,
+        _adam(discriminator, setting),
+        loader,
+        setting,
+        latent_generator,
+        epochs=setting.public_epochs,
+        unconditional=True,
+    )
 
 
 def _adam(module: nn.Module, setting: GanSetting) -> torch.optim.Optimizer:
@@ -433,18 +511,27 @@ def _train(
     setting: GanSetting,
     latent_generator,
     n_generated: int | None = None,
+    epochs: int | None = None,
+    unconditional: bool = False,
 ) -> None:
     """Alternate discriminator and generator steps. The discriminator reads real and generated rows in one
     forward pass (one per-example gradient each under DP-SGD); ``n_generated`` fixes the generated rows per
     step (else as many as the real batch). The generator's step runs with the discriminator's per-example
-    hooks off: it reads no seed."""
+    hooks off: it reads no seed. ``epochs`` defaults to ``setting.epochs``; ``unconditional`` generates rows
+    with no label (the public phase)."""
     generator_optimizer = _adam(generator, setting)
     n_classes, latent_size = generator.n_classes, generator.latent_size
     private = hasattr(discriminator, "disable_hooks")
-    for _ in range(setting.epochs):
+
+    def labels_to_generate(count: int) -> torch.Tensor:
+        if unconditional:
+            return torch.full((count,), n_classes, dtype=torch.int64)
+        return torch.randint(n_classes, (count,), generator=latent_generator)
+
+    for _ in range(setting.epochs if epochs is None else epochs):
         for real, real_labels in loader:
             n_fake = n_generated if n_generated is not None else len(real)
-            fake_labels = torch.randint(n_classes, (n_fake,), generator=latent_generator)
+            fake_labels = labels_to_generate(n_fake)
             with torch.no_grad():
                 fake = generator(
                     torch.randn(n_fake, latent_size, generator=latent_generator), fake_labels
@@ -459,7 +546,7 @@ def _train(
             if private:
                 discriminator.disable_hooks()
             generator_optimizer.zero_grad(set_to_none=True)
-            wanted = torch.randint(n_classes, (setting.batch_size,), generator=latent_generator)
+            wanted = labels_to_generate(setting.batch_size)
             generated = generator(
                 torch.randn(setting.batch_size, latent_size, generator=latent_generator), wanted
             )

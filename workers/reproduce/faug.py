@@ -1,7 +1,7 @@
 """Federated augmentation on non-IID MNIST (issue 15, item 2): local models with and without samples of their
 missing labels from a conditional generator, and the generator trained with DP-SGD at two values of ε.
 
-``python -m workers.reproduce.faug [--seeds 0,1] [--epsilons 2,10] [--gan-epochs 60]``
+``python -m workers.reproduce.faug [--seeds 0,1] [--epsilons 2,10] [--gan-epochs 60] [--public-data]``
 
 Protocol: the FedKT split of :mod:`workers.datasets` (MNIST 10k; train / test / public = 75 / 12.5 / 12.5 %).
 The training split goes IID to 10 devices; on each, 3 target labels drawn at random keep only 5 samples (the
@@ -17,6 +17,12 @@ runs federated distillation on the same devices' data, generated rows included (
 setting, :data:`workers.reproduce.protocols.FD_SETTING`): ``fd_accuracy``, the mean device accuracy. Results go
 to ``docs/results/faug.json``, a sample grid per generator to ``docs/results/faug_samples.png``;
 ``docs/results/faug.md`` discusses them.
+
+``--public-data`` pretrains every generator on the public split's 1,250 unlabelled rows first
+(``GanSetting.public_epochs`` unconditional epochs, no ε: :func:`workers.algorithms.faug.train_generator`) and
+writes its generator rows, named ``faug_public`` and ``faug_public_dp_eps…``, to ``docs/results/faug_public.json``
+and its samples to ``docs/results/faug_public_samples.png`` (the ``local`` row is the same as without, so it is
+not rerun).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ import numpy as np
 from workers.datasets import load_dataset
 
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results" / "faug.json"
-SAMPLES = RESULTS.with_name("faug_samples.png")
+PUBLIC_RESULTS = RESULTS.with_name("faug_public.json")
 N_DEVICES = 10
 N_TARGET_LABELS = 3
 KEEP = 5
@@ -125,6 +131,7 @@ def run(
     gan_epochs: int,
     gan_learning_rate: float = 2e-4,
     fedkt: bool = False,
+    public_data: bool = False,
     log=print,
 ) -> tuple[list[dict], dict]:
     import torch
@@ -148,14 +155,21 @@ def run(
     )
     leakage = device_server_leakage(N_TARGET_LABELS * KEEP, N_REDUNDANT)
     setting = GanSetting(epochs=gan_epochs, learning_rate=gan_learning_rate)
-    generators = {"local": None}
-    for name, privacy in [("faug", None)] + [
-        (f"faug_dp_eps{epsilon:g}", GeneratorPrivacy(target_epsilon=epsilon, delta=DELTA))
+    prefix = "faug_public" if public_data else "faug"
+    generators: dict = {} if public_data else {"local": None}
+    for name, privacy in [(prefix, None)] + [
+        (f"{prefix}_dp_eps{epsilon:g}", GeneratorPrivacy(target_epsilon=epsilon, delta=DELTA))
         for epsilon in epsilons
     ]:
         started = time.perf_counter()
         generators[name] = train_generator(
-            seed_x, seed_y, n_classes=n_classes, setting=setting, seed=seed, privacy=privacy
+            seed_x,
+            seed_y,
+            n_classes=n_classes,
+            setting=setting,
+            seed=seed,
+            privacy=privacy,
+            public_features=data.public_x if public_data else None,
         )
         log(
             f"  [faug seed {seed}] generator {name} trained in {time.perf_counter() - started:.0f} s"
@@ -220,11 +234,12 @@ def run(
         plot_samples(
             {name: generator for name, generator in generators.items() if generator is not None},
             n_classes,
+            (PUBLIC_RESULTS if public_data else RESULTS).with_name(f"{prefix}_samples.png"),
         )
     return rows, context
 
 
-def plot_samples(generators: dict, n_classes: int) -> None:
+def plot_samples(generators: dict, n_classes: int, path: Path) -> None:
     """Five samples of each label from each generator, one panel per generator."""
     import matplotlib
 
@@ -244,7 +259,7 @@ def plot_samples(generators: dict, n_classes: int) -> None:
         axis.set_title(name if epsilon is None else f"DP, ε = {epsilon:.2g}", fontsize=9)
         axis.axis("off")
     figure.tight_layout()
-    figure.savefig(SAMPLES, dpi=100)
+    figure.savefig(path, dpi=100)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -260,6 +275,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--fedkt", action="store_true", help="also run FedKT (L0) over every row's devices"
     )
+    parser.add_argument(
+        "--public-data",
+        action="store_true",
+        help="pretrain the generators on the public split's unlabelled rows; results to faug_public.json",
+    )
     arguments = parser.parse_args(argv)
     epsilons = [float(value) for value in arguments.epsilons.split(",")]
     seeds = [int(value) for value in arguments.seeds.split(",")]
@@ -272,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
             gan_epochs=arguments.gan_epochs,
             gan_learning_rate=arguments.gan_learning_rate,
             fedkt=arguments.fedkt,
+            public_data=arguments.public_data,
         )
         runs.append(
             {
@@ -291,11 +312,16 @@ def main(argv: list[str] | None = None) -> int:
         "redundant": N_REDUNDANT,
         "delta": DELTA,
     }
+    results = PUBLIC_RESULTS if arguments.public_data else RESULTS
+    if arguments.public_data:
+        from workers.algorithms.faug import GanSetting
+
+        setting["public_epochs"] = GanSetting().public_epochs
     earlier = (
-        json.loads(RESULTS.read_text()) if RESULTS.exists() else {"runs": []}
+        json.loads(results.read_text()) if results.exists() else {"runs": []}
     )  # read late: runs may overlap
     runs += [run_ for run_ in earlier.get("runs", []) if run_["seed"] not in seeds]
-    RESULTS.write_text(
+    results.write_text(
         json.dumps(
             {"setting": setting, "runs": sorted(runs, key=lambda run_: run_["seed"])}, indent=2
         )

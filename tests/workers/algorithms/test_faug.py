@@ -147,3 +147,58 @@ def test_fill_missing_labels_appends_generated_target_samples(seeds):
     assert target_labels_of(local_y, 3, below=1) == [1]
     mixed_x, mixed_y = fill_missing_labels(local_x, local_y, generator, [1], per_label=7, seed=0)
     assert mixed_x.shape == (len(local_x) + 7, 6) and (mixed_y == 1).sum() == 7
+
+
+@pytest.fixture(scope="module")
+def public_rows():
+    rng = np.random.default_rng(1)
+    return np.clip(rng.normal(0.5, 0.2, size=(20, 6)), 0, 1).astype(np.float32)
+
+
+def test_public_pretraining_changes_the_generator_deterministically(seeds, public_rows):
+    def samples(setting, public):
+        trained = train_generator(
+            *seeds, n_classes=3, setting=setting, seed=7, public_features=public
+        )
+        return trained.generate([0, 1, 2], 4, seed=2)[0]
+
+    with_public = samples(TINY, public_rows)
+    np.testing.assert_array_equal(with_public, samples(TINY, public_rows))
+    assert not np.array_equal(with_public, samples(TINY, None))
+    # no public epochs: exactly the generator trained without public rows
+    no_epochs = GanSetting(**{**TINY.__dict__, "public_epochs": 0})
+    np.testing.assert_array_equal(samples(no_epochs, public_rows), samples(no_epochs, None))
+
+
+def test_public_pretraining_leaves_the_dp_run_and_its_epsilon_unchanged(seeds, public_rows):
+    privacy = GeneratorPrivacy(noise_multiplier=1.5, max_grad_norm=1.0, delta=1e-5)
+    without = train_generator(*seeds, n_classes=3, setting=TINY, seed=1, privacy=privacy)
+    with_public = train_generator(
+        *seeds, n_classes=3, setting=TINY, seed=1, privacy=privacy, public_features=public_rows
+    )
+    assert with_public.privacy == without.privacy
+    assert with_public.privacy_report.epsilon == without.privacy_report.epsilon
+    # a target ε solves the same σ: the public rows are not counted as seeds
+    targeted = [
+        train_generator(
+            *seeds,
+            n_classes=3,
+            setting=TINY,
+            seed=1,
+            privacy=GeneratorPrivacy(target_epsilon=4.0),
+            public_features=public,
+        )
+        for public in (None, public_rows)
+    ]
+    assert targeted[0].privacy == targeted[1].privacy
+    assert targeted[1].privacy.n_examples == len(seeds[1])
+
+
+def test_public_rows_of_another_shape_or_range_are_refused(seeds, public_rows):
+    for bad, match in (
+        (public_rows[:, :5], "matrix"),
+        (public_rows[:0], "matrix"),
+        (public_rows * 3, r"\[0, 1\]"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            train_generator(*seeds, n_classes=3, setting=TINY, seed=0, public_features=bad)
