@@ -40,9 +40,9 @@ def artifact_read(name: str) -> bytes:
         return artifact.read()
 
 
-def arrays_to_npz(*, compressed: bool = True, **arrays: np.ndarray) -> bytes:
+def arrays_to_npz(**arrays: np.ndarray) -> bytes:
     buffer = io.BytesIO()
-    (np.savez_compressed if compressed else np.savez)(buffer, **arrays)
+    np.savez_compressed(buffer, **arrays)
     return buffer.getvalue()
 
 

@@ -26,15 +26,10 @@ from market.jobs.runner.lifecycle import (
 from market.jobs.selectors import job_members
 from market.jobs.services import job_log
 from market.sandbox import stored_models_predict
-from market.storage import (
-    arrays_from_npz_cached,
-    arrays_to_npz,
-    artifact_read,
-    artifact_save,
-    sha256_of,
-)
+from market.storage import arrays_from_npz_cached, artifact_read, artifact_save, sha256_of
 from market.submissions.models import Submission, SubmissionStatus
 from workers.algorithms import algorithm_get
+from workers.jobs.chunks import chunk_signals_of, chunk_signals_to_npz
 from workers.metrics import classification_metrics
 
 
@@ -160,9 +155,9 @@ def _model_bytes(submission: Submission) -> list[tuple[str, bytes]]:
 
 def _predict_chunk(
     submissions: list[Submission], features: np.ndarray, n_classes: int, public_dataset
-) -> dict[int, np.ndarray]:
-    """Probabilities ``(n_models, n_rows, K)`` of every member of the chunk, each reading the one-hot ``features``
-    in its own view (market.feature_views), computed in one sandbox child per view."""
+) -> list[np.ndarray]:
+    """Probabilities ``(n_models, n_rows, K)`` of every member of the chunk in its order, each reading the one-hot
+    ``features`` in its own view (market.feature_views), computed in one sandbox child per view."""
     flat = [
         (submission.id, name, data)
         for submission in submissions
@@ -202,9 +197,7 @@ def _predict_chunk(
                 f"(shape {probabilities.shape}, finite: {bool(np.all(np.isfinite(probabilities)))})."
             )
         result[submission_id].append(probabilities)
-    return {
-        submission_id: np.stack(probabilities) for submission_id, probabilities in result.items()
-    }
+    return [np.stack(probabilities) for probabilities in result.values()]
 
 
 @failing_on_unexpected("predicting a chunk of members")
@@ -266,38 +259,27 @@ def _chunk_artifact(chunk: JobChunk, job: Job) -> tuple[str, dict]:
         ) from error
     n_classes = job.federation.n_classes
     submissions = _chunk_submissions(chunk)
-    probabilities = _predict_chunk(
-        submissions, np.vstack([public, evaluation["features"]]), n_classes, job.public_dataset
+    signals = chunk_signals_of(
+        _predict_chunk(
+            submissions, np.vstack([public, evaluation["features"]]), n_classes, job.public_dataset
+        ),
+        member_ids=chunk.submission_ids,
+        members=job_members(submissions=submissions),
+        algorithm=algorithm_get(job.kind),
+        n_public=len(public),
+        params=job.parameters,
     )
-    algorithm = algorithm_get(job.kind)
-    members = {member.key: member for member in job_members(submissions=submissions)}
-    signals, evaluation_probabilities, metrics = [], [], {}
-    for submission_id in chunk.submission_ids:
-        member_probabilities = probabilities[submission_id]
-        signals.append(
-            np.asarray(
-                algorithm.member_signal(
-                    member_probabilities[:, : len(public)],
-                    member=members[str(submission_id)],
-                    n_classes=n_classes,
-                    params=job.parameters,
-                )
-            )
+    metrics = {
+        str(member_id): classification_metrics(
+            probabilities, evaluation["labels"], n_classes=n_classes
         )
-        averaged = member_probabilities[:, len(public) :].mean(axis=0)
-        evaluation_probabilities.append(averaged)
-        metrics[str(submission_id)] = classification_metrics(
-            averaged, evaluation["labels"], n_classes=n_classes
-        )
-    signals = np.stack(signals)
-    data = arrays_to_npz(  # not compressed: read back once or twice and deleted when the job ends
-        compressed=False,
-        signal_sum=signals.sum(axis=0),
-        member_signals=signals,
-        member_ids=np.asarray(chunk.submission_ids, dtype=np.int64),
-        evaluation_probabilities=np.stack(evaluation_probabilities),
+        for member_id, probabilities in zip(chunk.submission_ids, signals.evaluation_probabilities)
+    }
+    name = artifact_save(
+        name=f"jobs/{job.id}/chunks/{chunk.index}.npz",
+        data=chunk_signals_to_npz(signals),
+        stored_names=[],
     )
-    name = artifact_save(name=f"jobs/{job.id}/chunks/{chunk.index}.npz", data=data, stored_names=[])
     return name, metrics
 
 

@@ -27,7 +27,7 @@ from market.jobs.runner.fusing import (
     EvaluatedModel,
     FusedJob,
     evaluation_report_rows,
-    job_chunk_arrays,
+    job_chunk_signals,
     job_evaluate,
     job_fuse,
 )
@@ -117,8 +117,8 @@ def _contributions(job: Job, fused: FusedJob) -> dict:
     trained = np.asarray(fusion.trained, dtype=bool)
     labels = np.asarray(fusion.labels)
     per_organisation: dict[str, float] = {}
-    for _, arrays in job_chunk_arrays(job):
-        for member_id, signal in zip(arrays["member_ids"], arrays["member_signals"]):
+    for chunk in job_chunk_signals(job):
+        for member_id, signal in zip(chunk.member_ids, chunk.member_signals):
             signal = signal[
                 :, : job.federation.n_classes
             ]  # auto: its first block, the consistent votes
@@ -221,10 +221,8 @@ def _member_metrics_on(job: Job, rows: np.ndarray) -> dict:
         str(int(member_id)): classification_metrics(
             probabilities[rows], labels, n_classes=job.federation.n_classes
         )
-        for _, arrays in job_chunk_arrays(job)
-        for member_id, probabilities in zip(
-            arrays["member_ids"], arrays["evaluation_probabilities"]
-        )
+        for chunk in job_chunk_signals(job)
+        for member_id, probabilities in zip(chunk.member_ids, chunk.evaluation_probabilities)
     }
 
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from market.feature_views import job_feature_view, stored_features_in_view
 from market.federations.models import PrivacyLevel
-from market.jobs.models import Job, JobChunk
+from market.jobs.models import Job
 from market.jobs.runner.lifecycle import JobInputError
 from market.jobs.selectors import job_members
 from market.jobs.services import job_log
@@ -30,6 +30,7 @@ from workers.algorithms.auto_fusion import EvaluationRows, evaluation_halves
 from workers.algorithms.ensemble import average_probabilities
 from workers.algorithms.registry import Fusion
 from workers.features import ONE_HOT_VIEW
+from workers.jobs.chunks import ChunkSignals, chunk_signals_from_npz
 from workers.jobs.export import export_global_model, model_family_of
 from workers.jobs.interruptible import fuse_in_child
 from workers.metrics import classification_metrics
@@ -67,11 +68,11 @@ class EvaluatedModel:
     verification: dict
 
 
-def job_chunk_arrays(job: Job) -> Iterator[tuple[JobChunk, dict]]:
-    """Each chunk of ``job`` in order with its stored arrays; JobInputError if one is missing or corrupt."""
+def job_chunk_signals(job: Job) -> Iterator[ChunkSignals]:
+    """The stored signals of each chunk of ``job`` in order; JobInputError if one is missing or corrupt."""
     for chunk in job.chunks.order_by("index"):
         try:
-            yield chunk, arrays_from_npz(chunk.artifact_name)
+            yield chunk_signals_from_npz(artifact_read(chunk.artifact_name))
         except (FileNotFoundError, ValueError, OSError) as error:
             raise JobInputError(
                 f"The partial results of chunk {chunk.index + 1} are missing or corrupt."
@@ -132,11 +133,9 @@ def _fusion_started(job: Job, pid: int) -> None:
 def job_fuse(job: Job) -> FusedJob | None:
     """Sum the chunks' signals and fuse them in a child process; None if the job was cancelled while fitting."""
     ids, signal_sum = [], None
-    for _chunk, arrays in job_chunk_arrays(job):
-        ids.extend(int(value) for value in arrays["member_ids"])
-        signal_sum = (
-            arrays["signal_sum"] if signal_sum is None else signal_sum + arrays["signal_sum"]
-        )
+    for chunk in job_chunk_signals(job):
+        ids.extend(int(value) for value in chunk.member_ids)
+        signal_sum = chunk.signal_sum if signal_sum is None else signal_sum + chunk.signal_sum
     submissions = Submission.objects.prefetch_related("model_files").in_bulk(ids)
     missing = [submission_id for submission_id in ids if submission_id not in submissions]
     if missing:
@@ -193,7 +192,7 @@ def _evaluation_rows(job: Job, view: str) -> EvaluationRows:
     ``vote: auto`` chooses on one half of it: workers.algorithms.auto_fusion)."""
     evaluation = arrays_from_npz_cached(job.evaluation_split.data_file)
     member_probabilities = np.concatenate(
-        [arrays["evaluation_probabilities"] for _, arrays in job_chunk_arrays(job)]
+        [chunk.evaluation_probabilities for chunk in job_chunk_signals(job)]
     )
     return EvaluationRows(
         stored_features_in_view(evaluation["features"], job.public_dataset, view),
@@ -276,13 +275,13 @@ def _bundled(
     total = sum(weights.get(str(i), 0.0) for i in fused.submission_ids)
     members: list[BundleMember] = []
     probabilities, weighed = None, 0.0
-    for _chunk, arrays in job_chunk_arrays(job):
-        chunk_weights = [weights.get(str(int(i)), 0.0) / total for i in arrays["member_ids"]]
+    for chunk in job_chunk_signals(job):
+        chunk_weights = [weights.get(str(int(i)), 0.0) / total for i in chunk.member_ids]
         if any(chunk_weights):
             # A chunk at a time keeps memory flat in the number of members: the running mean and this chunk's
             # mean, weighed by the share of the weight each holds, are the mean over every member so far.
             chunk_mean = average_probabilities(
-                arrays["evaluation_probabilities"], weights=chunk_weights
+                chunk.evaluation_probabilities, weights=chunk_weights
             )
             probabilities = (
                 chunk_mean
@@ -292,7 +291,7 @@ def _bundled(
                 )
             )
             weighed += sum(chunk_weights)
-        for member_id, weight in zip(arrays["member_ids"], chunk_weights):
+        for member_id, weight in zip(chunk.member_ids, chunk_weights):
             if weight:  # a member the selection left out is not shipped to buyers
                 members += _bundle_members(fused.submissions[int(member_id)], weight=weight)
     bundle = bundle_write(
