@@ -4,6 +4,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from frontend.templatetags.number_tags import epsilon as epsilon_text
 from market.federations.models import Membership
 from market.submissions.models import Submission, SubmissionStatus
 
@@ -253,6 +254,52 @@ def test_status_partial_explains_itself_on_request_and_keeps_asking_for_it(
     assert "status-explanation" not in compact
     assert "A worker loads the models in a sandbox" in explained
     assert f'hx-get="/submissions/{submission.id}/status/?explain=1"' in explained
+
+
+DP_SGD = {
+    "mechanism": "dp_sgd",
+    "accountant": "rdp",
+    "noise_multiplier": 1.0,
+    "max_grad_norm": 1.5,
+    "batch_size": 100,
+    "epochs": 4,
+    "delta": 1e-5,
+}
+
+
+def test_the_explained_status_of_a_dp_sgd_submission_shows_its_declaration_to_its_own_silo(
+    silo_client, other_silo_client, silo_user, federation_with_data, model_files
+):
+    from market.submissions.services import UploadedModel, submission_create
+    from workers.privacy.declarations import party_side_bound
+
+    epsilon = party_side_bound(DP_SGD, n_local_examples=2000)[0].epsilon
+    submission = submission_create(
+        federation=federation_with_data,
+        user=silo_user,
+        models=[
+            UploadedModel(name="local-model.safetensors", data=model_files["network.safetensors"])
+        ],
+        model_family="mlp",
+        n_local_examples=2000,
+        local_validation_score=0.8,
+        label_distribution=None,
+        privacy_level="L2",
+        privacy_parameters=DP_SGD,
+        declared_epsilon=epsilon,
+    )
+    url = f"/submissions/{submission.id}/status/"
+
+    explained = silo_client.get(f"{url}?explain=1").text
+    compact = silo_client.get(url).text
+
+    assert (
+        f"L2: the declared ε = {epsilon_text(epsilon)} (example-level, δ = 0.00001) was charged to the privacy "
+        "budget of Northwind Hospital when the upload was accepted. DP-SGD: noise multiplier 1, clipping norm "
+        "1.5, batch size 100, 4 epochs (80 steps at sample rate 0.05, Opacus' RDP accountant)."
+    ) in explained
+    assert "privacy-declaration" not in compact  # the list's badge stays short; its row shows the ε
+    assert other_silo_client.get(f"{url}?explain=1").status_code == 404
 
 
 def test_status_partial_shows_the_rejection_reason(silo_client, silo_user, submit):

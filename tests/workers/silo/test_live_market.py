@@ -174,9 +174,10 @@ def test_pull_train_upload_gives_a_submission_the_worker_validates(
 
 
 @pytest.mark.worker
-def test_a_dp_sgd_local_network_is_trained_declared_validated_and_charged_once(
+def test_a_dp_sgd_local_network_is_trained_declared_validated_and_charged_once_and_an_under_claim_is_refused(
     login_as, run_cli, live_server, celery_worker, federation_with_data, silo_csv, tmp_path
 ):
+    from market.budgets.ledger import epsilon_decimal
     from market.budgets.models import BudgetEntry
     from market.submissions.models import Submission
     from workers.privacy.declarations import party_side_bound
@@ -224,6 +225,20 @@ def test_a_dp_sgd_local_network_is_trained_declared_validated_and_charged_once(
         trained["declared_epsilon"]
         == party_side_bound(declaration, n_local_examples=400)[0].epsilon
     )
+    recomputed = party_side_bound(declaration, n_local_examples=400)[0]
+    metadata_file = pulled / "local-model" / "metadata.json"
+    written = json.loads(metadata_file.read_text())
+    metadata_file.write_text(json.dumps({**written, "declared_epsilon": 2.5}))
+    code, out, err = run_cli("upload", pulled / "local-model")
+    assert (code, out) == (EXIT_REFUSED, "")
+    assert err == (
+        f"Error: You declared ε = 2.5, but these parameters spend ε = {recomputed.epsilon:.4g} (example-level, "
+        f"{recomputed.n_queries} DP-SGD steps at sample rate {recomputed.sample_rate:.4g}, Opacus' RDP accountant, "
+        "δ = 1e-05); declare at least that.\n"
+    )
+    assert (Submission.objects.count(), BudgetEntry.objects.count()) == (0, 0)  # nothing charged
+
+    metadata_file.write_text(json.dumps(written))
     code, out, err = run_cli("upload", pulled / "local-model", "--json")
     assert code == 0, err
     answer = json.loads(out)
@@ -234,12 +249,14 @@ def test_a_dp_sgd_local_network_is_trained_declared_validated_and_charged_once(
         "L2",
         trained["declared_epsilon"],
     )
+    assert submission.validated_by.split(":")[1] == str(celery_worker.pid)
     assert submission.privacy_report == trained["privacy_report"]
     [charge] = BudgetEntry.objects.filter(submission=submission)
-    assert (charge.kind, BudgetEntry.objects.count()) == (
+    assert (charge.kind, charge.epsilon, BudgetEntry.objects.count()) == (
         "charge",
+        epsilon_decimal(recomputed.epsilon),
         1,
-    )  # validation charged nothing more
+    )  # exactly the accountant's ε, once: validation charged nothing more
 
 
 @pytest.fixture
