@@ -1,11 +1,18 @@
 """What the role journeys share: signing in, and screenshots at desktop and phone width with no page that
 scrolls sideways on the phone."""
 
+from contextlib import suppress
 from pathlib import Path
 
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
+# How long a page may take to lay itself out again at a new width: charts (Chart.js) resize their canvas on a
+# ResizeObserver callback, after the viewport has changed, so a desktop-wide canvas lingers for a frame or more.
+RELAYOUT_WAIT_MS = 30_000
 
 
 def sign_in(page, url: str, username: str, password: str) -> None:
@@ -22,15 +29,21 @@ def page_width_overflow(page) -> int:
     )
 
 
-def screenshots(page, name: str) -> None:
-    """``docs/screenshots/<name>-desktop.png`` (1280 px) and ``<name>-phone.png`` (390 px); at 390 px the page
-    must not overflow."""
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=SCREENSHOTS / f"{name}-desktop.png", full_page=True)
+def screenshots(page, name: str, folder: Path = SCREENSHOTS) -> None:
+    """``docs/screenshots/<name>-desktop.png`` (1280 px) and ``<name>-phone.png`` (390 px), or in ``folder`` (the
+    ignored ``test-artifacts/`` for pages the docs do not show); at 390 px the page must not overflow."""
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=folder / f"{name}-desktop.png", full_page=True)
     page.set_viewport_size(PHONE)
     try:
+        # A page that still overflows when the wait ends is measured and reported below.
+        with suppress(PlaywrightTimeoutError):
+            page.wait_for_function(
+                "() => document.documentElement.scrollWidth <= document.documentElement.clientWidth",
+                timeout=RELAYOUT_WAIT_MS,
+            )
         overflow = page_width_overflow(page)
         assert overflow <= 0, f"{name}: the page is {overflow} px wider than a 390 px phone"
-        page.screenshot(path=SCREENSHOTS / f"{name}-phone.png", full_page=True)
+        page.screenshot(path=folder / f"{name}-phone.png", full_page=True)
     finally:
         page.set_viewport_size(DESKTOP)
