@@ -1,7 +1,8 @@
 """A DP-SGD submission through the web UI, in Chromium against a live server and a real Celery worker: the toolkit
 trains an MLP with Opacus and writes metadata.json, the silo uploads both through the upload page, sees the
-submission validated (without a reload) with its declared ε and DP-SGD parameters, and finds the charge on its
-budget page and in its ledger. Desktop and 390 px phone widths; docs/dp-sgd.md shows the validated upload and the
+submission refused with the market's sentence while it declares less than its parameters spend, then validated
+(without a reload) with its declared ε and DP-SGD parameters, and finds the charge on its budget page and in its
+ledger. Desktop and 390 px phone widths; docs/dp-sgd.md shows the validated upload and the
 ledger (docs/screenshots/silo-dp-sgd-*), the other pages' screenshots go to test-artifacts/."""
 
 import json
@@ -93,6 +94,19 @@ def test_silo_uploads_a_dp_sgd_model_sees_its_epsilon_and_the_charge_on_its_budg
     )
     screenshots(page, "silo-dp-sgd-upload", ARTIFACTS)
     page.evaluate("window.notReloaded = true")
+
+    # Declaring less than the parameters spend is refused with the market's sentence; nothing is stored or charged.
+    page.get_by_label("Declared ε").fill("2.5")
+    page.get_by_role("button", name="Upload").click()
+    page.locator("#form-error").filter(has_text="You declared ε = 2.5").wait_for()
+    assert page.locator("#form-error").inner_text() == (
+        f"You declared ε = 2.5, but these parameters spend ε = {recomputed.epsilon:.4g} (example-level, "
+        f"{recomputed.n_queries} DP-SGD steps at sample rate {recomputed.sample_rate:.4g}, Opacus' RDP accountant, "
+        "δ = 1e-05); declare at least that."
+    )
+    assert (Submission.objects.count(), BudgetEntry.objects.count()) == (0, 0)
+
+    page.get_by_label("Declared ε").fill(repr(metadata["declared_epsilon"]))
     page.get_by_role("button", name="Upload").click()
 
     page.locator(
@@ -132,4 +146,7 @@ def test_silo_uploads_a_dp_sgd_model_sees_its_epsilon_and_the_charge_on_its_budg
     assert line.locator("td").nth(3).inner_text() == shown_epsilon
     assert line.locator("td").nth(7).inner_text().strip() == f"Submission #{submission.id}"
     screenshots(page, "silo-dp-sgd-ledger")
-    assert (script_errors, failed_requests) == ([], [])
+    assert script_errors == []
+    assert failed_requests == [
+        f"400 POST {live_server.url}/api/submissions/"
+    ]  # only the under-claim
