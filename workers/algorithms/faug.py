@@ -213,7 +213,7 @@ class GanSetting:
     epochs: int = 100
     batch_size: int = 32
     learning_rate: float = 2e-4
-    public_epochs: int = 20
+    public_epochs: int = 5
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ not rerun).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -132,6 +133,7 @@ def run(
     gan_learning_rate: float = 2e-4,
     fedkt: bool = False,
     public_data: bool = False,
+    public_epochs: int | None = None,
     log=print,
 ) -> tuple[list[dict], dict]:
     import torch
@@ -155,6 +157,8 @@ def run(
     )
     leakage = device_server_leakage(N_TARGET_LABELS * KEEP, N_REDUNDANT)
     setting = GanSetting(epochs=gan_epochs, learning_rate=gan_learning_rate)
+    if public_epochs is not None:
+        setting = dataclasses.replace(setting, public_epochs=public_epochs)
     prefix = "faug_public" if public_data else "faug"
     generators: dict = {} if public_data else {"local": None}
     for name, privacy in [(prefix, None)] + [
@@ -280,6 +284,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="pretrain the generators on the public split's unlabelled rows; results to faug_public.json",
     )
+    parser.add_argument(
+        "--public-epochs",
+        type=int,
+        default=None,
+        help="passes over the public rows (default: GanSetting's public_epochs)",
+    )
     arguments = parser.parse_args(argv)
     epsilons = [float(value) for value in arguments.epsilons.split(",")]
     seeds = [int(value) for value in arguments.seeds.split(",")]
@@ -293,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
             gan_learning_rate=arguments.gan_learning_rate,
             fedkt=arguments.fedkt,
             public_data=arguments.public_data,
+            public_epochs=arguments.public_epochs,
         )
         runs.append(
             {
@@ -316,7 +327,11 @@ def main(argv: list[str] | None = None) -> int:
     if arguments.public_data:
         from workers.algorithms.faug import GanSetting
 
-        setting["public_epochs"] = GanSetting().public_epochs
+        setting["public_epochs"] = (
+            GanSetting().public_epochs
+            if arguments.public_epochs is None
+            else arguments.public_epochs
+        )
     earlier = (
         json.loads(results.read_text()) if results.exists() else {"runs": []}
     )  # read late: runs may overlap
