@@ -38,6 +38,13 @@ TRAINING_FIELDS = (
     ),
     ("epochs", "Epochs", "integer", "Passes of the discriminator over the pooled seeds."),
     ("batch_size", "Batch size", "integer", "Expected seeds per step (Poisson sampling with DP)."),
+    (
+        "use_public_data",
+        "Pretrain on the public data",
+        "checkbox",
+        "The MLP GAN first learns from the federation's public rows, unlabelled and at no ε; their "
+        "columns must be the seed features, with values in [0, 1].",
+    ),
 )
 PRIVACY_FIELDS = (
     (

@@ -48,6 +48,14 @@ class AugmentationOutput(serializers.Serializer):
     epochs = serializers.IntegerField()
     batch_size = serializers.IntegerField()
     private = serializers.BooleanField()
+    use_public_data = serializers.SerializerMethodField(
+        help_text="Whether the GAN pretrains on the public data (unlabelled, no ε) before the seeds."
+    )
+    public_dataset = serializers.IntegerField(
+        source="public_dataset_id",
+        allow_null=True,
+        help_text="The id of the public data version it pretrains on.",
+    )
     noise_multiplier = serializers.FloatField(allow_null=True)
     target_epsilon = serializers.FloatField(allow_null=True)
     max_grad_norm = serializers.FloatField()
@@ -63,6 +71,9 @@ class AugmentationOutput(serializers.Serializer):
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
+
+    def get_use_public_data(self, augmentation) -> bool:
+        return augmentation.public_dataset_id is not None
 
     def get_epsilon(self, augmentation) -> float | None:
         return (augmentation.privacy_report or {}).get("epsilon")
@@ -94,6 +105,12 @@ class AugmentationInput(serializers.Serializer):
     target_epsilon = serializers.FloatField(required=False, allow_null=True)
     max_grad_norm = serializers.FloatField(required=False, default=1.0)
     delta = serializers.FloatField(required=False, default=1e-5)
+    use_public_data = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Pretrain the MLP GAN on the federation's current public data first (unlabelled, no ε): its "
+        "columns must be the seeds' features, with values in [0, 1].",
+    )
 
 
 class SeedsInput(serializers.Serializer):

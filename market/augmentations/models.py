@@ -7,7 +7,7 @@ from django.conf import settings
 from django.db import models
 
 from market.accounts.models import Organisation
-from market.federations.models import Federation
+from market.federations.models import Federation, PublicDataset
 from market.outbox import OutboxEntry
 
 
@@ -45,6 +45,15 @@ class Augmentation(models.Model):
     epochs = models.PositiveIntegerField(help_text="Passes of the discriminator over the seeds.")
     batch_size = models.PositiveIntegerField()
     private = models.BooleanField(help_text="Whether the discriminator is trained with DP-SGD.")
+    public_dataset = models.ForeignKey(
+        PublicDataset,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The public data version the GAN pretrains on, unlabelled and at no ε, before the seeds "
+        "(the federation's current one when the augmentation was opened with use_public_data).",
+    )
     noise_multiplier = models.FloatField(null=True, blank=True)
     target_epsilon = models.FloatField(null=True, blank=True)
     max_grad_norm = models.FloatField(default=1.0)

@@ -27,13 +27,14 @@ from market.budgets.services import (
     budget_refusal_record,
     budget_reserve_for_augmentation,
 )
-from market.errors import Conflict, InvalidInput, PermissionDenied
-from market.federations.models import Federation, PrivacyLevel
-from market.federations.selectors import federation_is_member
+from market.errors import Conflict, InvalidInput, NotFound, PermissionDenied
+from market.feature_views import stored_features_in_view
+from market.federations.models import Federation, PrivacyLevel, PublicDataset
+from market.federations.selectors import federation_is_member, public_dataset_current
 from market.outbox import outbox_add
-from workers.algorithms.faug import (
-    GeneratorPrivacy,
-)
+from market.storage import arrays_from_npz
+from workers.algorithms.faug import MAX_PUBLIC_ROWS, GeneratorPrivacy
+from workers.features import ORDINAL_VIEW, view_width
 from workers.privacy.costs import PrivacyCost
 from workers.privacy.dp_sgd import DpSgdParameters, dp_sgd_privacy_bound
 
@@ -55,10 +56,13 @@ def augmentation_create(
     max_grad_norm: float = 1.0,
     delta: float = 1e-5,
     generator: str = GeneratorKind.MLP_GAN,
+    use_public_data: bool = False,
 ) -> Augmentation:
     """An operator opens an augmentation in ``federation``. Its discriminator is DP when σ or a target ε is given,
     and must be when the federation does not allow L0 (no noise). A CTGAN (``generator="ctgan"``) is never DP: its
-    gradient penalty defeats per-example clipping (:mod:`workers.algorithms.faug_tabular`)."""
+    gradient penalty defeats per-example clipping (:mod:`workers.algorithms.faug_tabular`). With
+    ``use_public_data`` the MLP GAN first pretrains on the federation's current public data, unlabelled and at
+    no ε (:func:`augmentation_public_features`)."""
     if not actor.is_operator:
         raise PermissionDenied("Only operators open federated augmentations.")
     if generator not in GeneratorKind.values:
@@ -119,6 +123,11 @@ def augmentation_create(
         raise InvalidInput(
             f"'delta' must lie strictly between 0 and 1, not {delta}.", field="delta"
         )
+    public_dataset = (
+        _public_dataset_for_pretraining(federation, generator=generator, n_features=n_features)
+        if use_public_data
+        else None
+    )
     with transaction.atomic():
         augmentation = Augmentation.objects.create(
             federation=federation,
@@ -132,6 +141,7 @@ def augmentation_create(
             target_epsilon=target_epsilon,
             max_grad_norm=max_grad_norm,
             delta=delta,
+            public_dataset=public_dataset,
             created_by=actor,
         )
         audit_record(
@@ -141,6 +151,56 @@ def augmentation_create(
             details={"federation": federation.slug, "private": private, "generator": generator},
         )
     return augmentation
+
+
+def augmentation_public_features(public_dataset: PublicDataset) -> np.ndarray:
+    """The public rows the MLP GAN pretrains on: the stored matrix in the ordinal view, where numeric columns are
+    the uploaded values (the stored one-hot view standardises them), as the silos' seed rows are."""
+    stored = arrays_from_npz(public_dataset.features_file)["features"]
+    return stored_features_in_view(stored, public_dataset, ORDINAL_VIEW).astype(np.float32)
+
+
+def _public_dataset_for_pretraining(
+    federation: Federation, *, generator: str, n_features: int
+) -> PublicDataset:
+    """The federation's current public dataset, if the MLP GAN can read it; InvalidInput saying why not."""
+    if generator != GeneratorKind.MLP_GAN:
+        raise InvalidInput(
+            "Only the MLP GAN pretrains on the public data; choose generator 'mlp_gan' or drop "
+            "use_public_data.",
+            field="use_public_data",
+        )
+    try:
+        public_dataset = public_dataset_current(federation=federation)
+    except NotFound:
+        raise InvalidInput(
+            f"'{federation.slug}' has no public dataset to pretrain on; upload one or drop use_public_data.",
+            field="use_public_data",
+        ) from None
+    width = view_width(public_dataset.feature_spec, ORDINAL_VIEW)
+    if width != n_features:
+        raise InvalidInput(
+            f"The public data has {width} columns but seed rows have {n_features} features; they must match "
+            "to pretrain on it.",
+            field="use_public_data",
+        )
+    if public_dataset.n_rows > MAX_PUBLIC_ROWS:
+        raise InvalidInput(
+            f"The public data has {public_dataset.n_rows} rows; the GAN pretrains on at most {MAX_PUBLIC_ROWS}.",
+            field="use_public_data",
+        )
+    features = augmentation_public_features(public_dataset)
+    tolerance = 1e-4
+    if not np.isfinite(features).all() or not (
+        -tolerance <= features.min() and features.max() <= 1 + tolerance
+    ):
+        raise InvalidInput(
+            f"The public data's values lie in [{features.min():.3g}, {features.max():.3g}]; the MLP GAN "
+            "pretrains only on values in [0, 1], as the seeds' (rescale the public data or drop "
+            "use_public_data).",
+            field="use_public_data",
+        )
+    return public_dataset
 
 
 def seeds_upload(

@@ -17,6 +17,7 @@ from market.augmentations.models import (
     AugmentationStatus,
     GeneratorKind,
 )
+from market.augmentations.services import augmentation_public_features
 from market.budgets.services import budget_charge_for_augmentation, budget_release_for_augmentation
 from market.outbox import outbox_add, outbox_published_long_ago
 from market.storage import artifact_save, artifacts_removed_on_error
@@ -136,6 +137,10 @@ def _trained_generator(augmentation: Augmentation) -> tuple[bytes, dict]:
             max_grad_norm=reserved.max_grad_norm,
             delta=reserved.delta,
         )
+    public_features = None
+    if augmentation.public_dataset is not None:
+        # checked in [0, 1] at opening; un-standardising may land a rounding error outside
+        public_features = np.clip(augmentation_public_features(augmentation.public_dataset), 0, 1)
     trained = train_generator(
         features,
         labels,
@@ -143,6 +148,7 @@ def _trained_generator(augmentation: Augmentation) -> tuple[bytes, dict]:
         setting=GanSetting(epochs=augmentation.epochs, batch_size=augmentation.batch_size),
         seed=augmentation.id,
         privacy=privacy,
+        public_features=public_features,
     )
     return save_generator(trained), trained.spec
 

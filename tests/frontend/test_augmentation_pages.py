@@ -67,6 +67,8 @@ def test_an_operator_opens_an_augmentation_with_the_form_each_refusal_next_to_it
     assert form.status_code == 200
     n_features = federation_with_data.public_datasets.first().n_features
     assert f'name="n_features" value="{n_features}"' in form.content.decode()
+    assert 'name="use_public_data" type="checkbox" value="true" aria' in form.content.decode()
+    n_columns = len(federation_with_data.public_datasets.first().feature_spec["columns"])
 
     # the serializer's refusals, field by field; the values typed are kept
     bad = client.post(NEW, {**FORM, "n_features": "many", "epochs": "0", "name": ""})
@@ -85,6 +87,12 @@ def test_an_operator_opens_an_augmentation_with_the_form_each_refusal_next_to_it
             "Give either noise_multiplier or target_epsilon, not both.",
         ),
         ({"delta": "1"}, "delta", "&#x27;delta&#x27; must lie strictly between 0 and 1, not 1.0."),
+        (
+            {"use_public_data": "true"},
+            "use_public_data",
+            f"The public data has {n_columns} columns but seed rows have 2 features; they must match "
+            "to pretrain on it.",
+        ),
     ):
         page = client.post(NEW, {**FORM, **changes}).content.decode()
         assert field_error(page, name) == sentence
@@ -96,11 +104,12 @@ def test_an_operator_opens_an_augmentation_with_the_form_each_refusal_next_to_it
     assert "FAug on Adult opened: member silos can upload their seeds now." in (
         opened.content.decode()
     )
-    assert (augmentation.n_features, augmentation.private, augmentation.target_epsilon) == (
-        2,
-        True,
-        10.0,
-    )
+    assert (
+        augmentation.n_features,
+        augmentation.private,
+        augmentation.target_epsilon,
+        augmentation.public_dataset,
+    ) == (2, True, 10.0, None)
 
 
 def test_only_operators_see_and_submit_the_augmentation_form(

@@ -276,3 +276,58 @@ def test_the_reaper_republishes_a_lost_start_and_fails_a_training_whose_worker_d
     assert list(
         BudgetEntry.objects.filter(augmentation=died).order_by("id").values_list("kind", flat=True)
     ) == ["reserve", "release"]
+
+
+def test_a_generator_pretrained_on_public_data_is_published_with_the_same_epsilon(
+    operator_api, three_silos, operator, media_root
+):
+    from market.federations.models import Federation
+    from market.federations.services import public_dataset_upload
+
+    federation = Federation.objects.get(slug="adult-income")
+    rows = np.random.default_rng(5).uniform(size=(40, N_FEATURES)).round(3)
+    public_csv = "a,b,c\n" + "\n".join(",".join(map(str, row)) for row in rows)
+    public_dataset = public_dataset_upload(
+        federation=federation, data=public_csv.encode(), uploaded_by=operator
+    )
+    epsilons = []
+    for use_public_data in (True, False):
+        augmentation = open_augmentation(
+            operator_api, noise_multiplier=1.0, use_public_data=use_public_data
+        )
+        assert (augmentation["use_public_data"], augmentation["public_dataset"]) == (
+            (True, public_dataset.id) if use_public_data else (False, None)
+        )
+        for index, user in enumerate(three_silos):
+            assert upload(user, augmentation["id"], seeds(index)).status_code == 201
+        started = operator_api.post(f"/api/augmentations/{augmentation['id']}/start/")
+        assert started.status_code == 202, started.json()
+        augmentation_train(augmentation_id=augmentation["id"])
+        published = operator_api.get(f"/api/augmentations/{augmentation['id']}/").json()
+        assert published["status"] == "published", published["status_reason"]
+        epsilons.append((started.json()["epsilon"], published["epsilon"]))
+    # the public rows cost no ε: the same seeds and σ give the same reserved and charged ε
+    assert epsilons[0] == epsilons[1]
+
+
+def test_public_data_the_gan_cannot_read_is_refused_with_a_sentence(
+    operator_api, three_silos, operator, media_root
+):
+    from market.federations.models import Federation
+
+    public_dataset = Federation.objects.get(slug="adult-income").public_datasets.first()
+    n_columns = len(public_dataset.feature_spec["columns"])
+    for changes, sentence in (
+        ({}, f"The public data has {n_columns} columns but seed rows have {N_FEATURES} features"),
+        ({"n_features": n_columns}, "the MLP GAN pretrains only on values in [0, 1]"),
+        ({"generator": "ctgan"}, "Only the MLP GAN pretrains on the public data"),
+    ):
+        response = operator_api.post(
+            "/api/augmentations/",
+            {**AUGMENTATION, **changes, "use_public_data": True},
+            format="json",
+        )
+        assert response.status_code == 400 and sentence in response.json()["detail"], (
+            response.json()
+        )
+    assert not Augmentation.objects.exists()
