@@ -4,6 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 TEST_ENV := ONEFOLD_DEBUG=true DATABASE_URL=postgres://postgres@127.0.0.1:5432/onefold \
 	CELERY_BROKER_URL=redis://127.0.0.1:6379/15
+# Test processes (pytest-xdist), one test file each at a time: each has its own test database and its own Redis
+# database as broker, counting down from the URL's (tests/settings.py). TEST_PROCESSES=0 runs the suite in one.
+TEST_PROCESSES ?= 2
 
 .PHONY: run test services check lint lock demo fuzz
 
@@ -84,4 +87,4 @@ check: lint
 	PYTHON_BIN=$(BIN)/python bash .ci/security
 
 test: $(BIN)/.installed services check
-	$(TEST_ENV) $(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(TEST_ENV) $(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadfile $(PYTEST_ARGS)

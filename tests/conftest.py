@@ -276,6 +276,11 @@ def wait_until(condition, *, timeout: float, interval: float = 0.2, message: str
     raise AssertionError(message)
 
 
+# A worker imports Django, torch and the ML stack before it says it is ready: seconds on a quiet machine, a minute
+# or more on 2 cores shared with another test process, its worker and a browser.
+WORKER_START_SECONDS = 180
+
+
 @contextmanager
 def running_celery_worker(env: dict, log_path: Path):
     """A real Celery worker process (solo pool, so its pid is the one that validates), stopped on exit."""
@@ -306,7 +311,7 @@ def running_celery_worker(env: dict, log_path: Path):
     try:
         wait_until(
             lambda: b" ready." in log_path.read_bytes() or worker.poll() is not None,
-            timeout=60,
+            timeout=WORKER_START_SECONDS,
             message="the Celery worker did not start",
         )
         assert worker.poll() is None, log_path.read_text()

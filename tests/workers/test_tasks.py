@@ -158,7 +158,9 @@ def test_worker_validates_through_the_embedded_filesystem_broker(
     monkeypatch.delenv(
         "CELERY_BROKER_URL"
     )  # Celery prefers this variable to the broker it is given
-    sender = Celery(broker="filesystem://")
+    # Not the current app: the market publishes through Celery's current app (market.outbox), and later tests in
+    # this process would send their tasks to this test's folder.
+    sender = Celery(broker="filesystem://", set_as_current=False)
     sender.conf.broker_transport_options = {
         "data_folder_in": str(queue),
         "data_folder_out": str(queue),

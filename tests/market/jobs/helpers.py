@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from market.jobs.models import Job, JobStatus
-from tests.conftest import wait_until, worker_environment
+from tests.conftest import WORKER_START_SECONDS, wait_until, worker_environment
 
 ROOT = Path(__file__).resolve().parents[3]
 FINISHED = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
@@ -69,7 +69,7 @@ def job_worker(
     try:
         wait_until(
             lambda: b" ready." in log_path.read_bytes() or worker.poll() is not None,
-            timeout=60,
+            timeout=WORKER_START_SECONDS,
             message="the Celery worker did not start",
         )
         assert worker.poll() is None, log_path.read_text()
