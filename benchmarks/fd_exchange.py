@@ -47,6 +47,7 @@ from jobs import recreate_database  # noqa: E402  (benchmarks/jobs.py, as scalin
 
 RESULTS = ROOT / "docs" / "results" / "fd_exchange.json"
 REPORT = RESULTS.with_suffix(".md")
+PLOT = RESULTS.with_name("fd_exchange_accuracy.png")
 N_TARGET_LABELS, KEEP = 3, 5
 STEPS_PER_ROUND = 50
 WAIT_SECONDS = 600
@@ -297,7 +298,8 @@ def report(arguments, records: list[dict], began: str) -> str:
         f"on each {N_TARGET_LABELS} labels drawn at random keep {KEEP} samples; {arguments.rounds} rounds. Test "
         "accuracy in %, each silo's own network on the 1,250 test rows (FD, local) or the global model (FedAvg), "
         f"mean ± standard deviation over seeds {seeds} (each seed redraws the split, the partition and every "
-        "network). Bits per run: the same for every seed.",
+        "network). Bits per run: the same for every seed. Accuracy per round: "
+        "[`fd_exchange_accuracy.png`](fd_exchange_accuracy.png).",
         "",
         "| silos | rounds aggregated | **FD through the exchange** | FD offline (simulator) | exchange − "
         "offline, per seed | local only | FL (FedAvg) | FD bits | FL bits | FL ÷ FD bits | JSON bytes over "
@@ -329,12 +331,53 @@ def report(arguments, records: list[dict], began: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def plot(records: list[dict], path: Path) -> None:
+    """Mean test accuracy per round through the exchange, one panel per number of silos, with the offline FD,
+    local-only and FedAvg accuracies of the same partitions as lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    counts = sorted({record["n_devices"] for record in records})
+    figure, axes = plt.subplots(1, len(counts), figsize=(5 * len(counts), 3.6), squeeze=False)
+    for axis, n_devices in zip(axes[0], counts):
+        rows = [record for record in records if record["n_devices"] == n_devices]
+        curve = 100 * np.mean([row["exchange"]["curve"] for row in rows], axis=0)
+        axis.plot(range(1, len(curve) + 1), curve, marker=".", label="FD through the exchange")
+        for name, label, style in (
+            ("fd", "FD offline (final)", "--"),
+            ("local", "local only", ":"),
+            ("fedavg", "FedAvg", "-."),
+        ):
+            mean = 100 * np.mean([row["offline"][name]["accuracy"] for row in rows])
+            axis.axhline(
+                mean, linestyle=style, color="grey" if name != "fedavg" else "black", label=label
+            )
+        axis.set(
+            title=f"{n_devices} silos, mean of {len(rows)} seeds",
+            xlabel="round",
+            ylabel="test accuracy (%)",
+        )
+        axis.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8, loc="lower right")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--devices", type=int, nargs="+", default=[5, 10])
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument(
+        "--plot-only", action="store_true", help="only redraw the plot from the saved runs"
+    )
     arguments = parser.parse_args()
+    if arguments.plot_only:
+        plot(json.loads(RESULTS.read_text())["runs"], PLOT)
+        return
     os.environ.setdefault("ONEFOLD_DEBUG", "true")
     os.environ.setdefault("ONEFOLD_LOG_LEVEL", "WARNING")
     os.environ.setdefault("ONEFOLD_MEDIA_ROOT", str(ROOT / "var" / "bench-fd-media"))
@@ -390,6 +433,7 @@ def main() -> None:
             process.wait(timeout=30)
     RESULTS.write_text(json.dumps({"arguments": vars(arguments), "runs": records}, indent=1) + "\n")
     REPORT.write_text(report(arguments, records, began))
+    plot(records, PLOT)
     print(REPORT.read_text())
 
 
