@@ -47,6 +47,13 @@ FORM = {
     "delta": "0.00001",
 }
 NEW = "/federations/adult-income/augmentations/new/"
+API_AUGMENTATION = {
+    "federation": "adult-income",
+    "name": "FAug",
+    "n_features": 2,
+    "epochs": 1,
+    "batch_size": 2,
+}
 
 
 def field_error(page: str, name: str) -> str:
@@ -216,6 +223,28 @@ def test_the_page_shows_a_ctgan_augmentation_as_such_and_without_dp(
     page = client.get(f"/augmentations/{response.json()['id']}/").content.decode()
     assert 'id="generator-kind">CTGAN, tabular (published as generated samples; no DP)' in page
     assert "a CTGAN's gradient penalty rules out DP-SGD" in page
+    assert 'id="generator-public-data">not used: the GAN learns from the seeds only' in page
+
+
+def test_the_page_says_which_public_data_the_gan_pretrains_on(
+    client, operator, federation_with_data
+):
+    public = federation_with_data.public_datasets.first()
+    augmentation = Augmentation.objects.get(
+        id=api_client_for(operator)
+        .post("/api/augmentations/", {**API_AUGMENTATION, "noise_multiplier": 1.0}, format="json")
+        .json()["id"]
+    )
+    augmentation.public_dataset = (
+        public  # what opening with use_public_data pins, when the rows are in [0, 1]
+    )
+    augmentation.save(update_fields=["public_dataset"])
+    client.force_login(operator)
+    page = client.get(f"/augmentations/{augmentation.id}/").content.decode()
+    assert (
+        f'id="generator-public-data">pretrains on the {public.n_rows} unlabelled rows of the public data '
+        f"uploaded {public.created_at:%Y-%m-%d}, before the seeds and at no ε"
+    ) in page
 
 
 def test_the_form_offers_the_generators_and_opens_a_ctgan_without_dp(

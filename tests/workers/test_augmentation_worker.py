@@ -83,8 +83,11 @@ def test_a_silo_uploads_seeds_a_real_worker_trains_a_dp_generator_and_augment_fe
     )
     assert (previewed["leakage"], previewed["uploaded"]) == (pytest.approx(1 / 3), False)
     assert "leakage 0.33" in sentence and not SeedUpload.objects.exists()
-    uploaded, _ = seeds(build_parser().parse_args(seeds_arguments), silo_client)
+    uploaded, sentence = seeds(build_parser().parse_args(seeds_arguments), silo_client)
     assert (uploaded["n_target"], uploaded["n_redundant"], uploaded["uploaded"]) == (4, 8, True)
+    # the only silo so far: the others would learn its targets from the generator as the server does
+    assert uploaded["inter_device_leakage"] == pytest.approx(1 / 3)
+    assert "inter-device leakage is 0.33 of the 12 seeds pooled so far" in sentence
     started = operator_client.augmentation_start(opened.id)
     assert started.status == "queued" and 0 < started.epsilon <= 8.0
     published = silo_client.augmentation_wait(opened.id, timeout_seconds=120, interval_seconds=0.5)

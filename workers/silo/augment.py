@@ -236,13 +236,18 @@ def seeds(args, client: OnefoldClient):
     )
     if args.dry_run:
         return result, f"{summary}. Nothing uploaded (--dry-run)."
-    client.augmentation_seeds_upload(
+    uploaded = client.augmentation_seeds_upload(
         augmentation.id,
         target_labels=target_indices,
         labels=labels,
         features=features.round(6).tolist(),
     )
-    return result, f"Uploaded {summary} to augmentation #{augmentation.id}."
+    result["inter_device_leakage"] = uploaded["inter_device_leakage"]
+    return result, (
+        f"Uploaded {summary} to augmentation #{augmentation.id}; the other members' inter-device leakage is "
+        f"{uploaded['inter_device_leakage']:.2f} of the {uploaded['n_pooled']} seeds pooled so far (it falls "
+        "as more silos upload)."
+    )
 
 
 def _generator_bytes(args, client: OnefoldClient | None) -> tuple[bytes, str]:
