@@ -23,6 +23,13 @@ to ``docs/results/faug.json``, a sample grid per generator to ``docs/results/fau
 writes its generator rows, named ``faug_public`` and ``faug_public_dp_eps…``, to ``docs/results/faug_public.json``
 and its samples to ``docs/results/faug_public_samples.png`` (the ``local`` row is the same as without, so it is
 not rerun).
+
+``--choose-public-epochs 0,5,20`` picks ``public_epochs`` without reading the test split: on each seed it cuts a
+stratified validation set (``VALIDATION_FRACTION`` of the training split, 1,250 rows) out of the training split
+*before* partitioning, partitions the rest as above, trains the non-private public-pretrained generator with
+each candidate and the devices' local models as above, and scores each candidate by the local models' mean
+accuracy on the validation rows (:func:`validation_split`, :func:`choose_public_epochs`; no FD, no DP rows).
+It prints the scores and the choice and writes them to ``docs/results/faug_public_selection.json``.
 """
 
 from __future__ import annotations
@@ -37,10 +44,12 @@ from pathlib import Path
 
 import numpy as np
 
-from workers.datasets import load_dataset
+from workers.datasets import Dataset, load_dataset
 
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results" / "faug.json"
 PUBLIC_RESULTS = RESULTS.with_name("faug_public.json")
+SELECTION_RESULTS = RESULTS.with_name("faug_public_selection.json")
+VALIDATION_FRACTION = 1 / 6  # 1,250 of MNIST's 7,500 training rows: the test split's size
 N_DEVICES = 10
 N_TARGET_LABELS = 3
 KEEP = 5
@@ -53,6 +62,31 @@ LOCAL_MODEL = {
     "optimizer": "adam",
 }
 DELTA = 1e-5
+
+
+def validation_split(data: Dataset, seed: int) -> Dataset:
+    """The dataset with a stratified ``VALIDATION_FRACTION`` of its training rows moved into the test rows' place;
+    the test split itself is dropped, so nothing run on the result can read it."""
+    from sklearn.model_selection import train_test_split
+
+    train, validation = train_test_split(
+        np.arange(len(data.train_y)),
+        test_size=VALIDATION_FRACTION,
+        random_state=seed,
+        stratify=data.train_y,
+    )
+    return dataclasses.replace(
+        data,
+        train_x=data.train_x[train],
+        train_y=data.train_y[train],
+        test_x=data.train_x[validation],
+        test_y=data.train_y[validation],
+    )
+
+
+def choose_public_epochs(scores: dict[int, list[float]]) -> int:
+    """The candidate with the best mean validation accuracy over seeds; ties go to fewer epochs."""
+    return min(scores, key=lambda epochs: (-float(np.mean(scores[epochs])), epochs))
 
 
 def pool_seeds(train_x, train_y, devices, n_classes: int, rng: np.random.Generator):
@@ -134,8 +168,11 @@ def run(
     fedkt: bool = False,
     public_data: bool = False,
     public_epochs: int | None = None,
+    validation: bool = False,
     log=print,
 ) -> tuple[list[dict], dict]:
+    """One seed's rows. ``validation``: on :func:`validation_split`'s data (test rows never read), without FD
+    and without the sample grid."""
     import torch
 
     from workers.algorithms.faug import (
@@ -148,6 +185,8 @@ def run(
 
     torch.set_num_threads(1)
     data = load_dataset("mnist", seed=seed)
+    if validation:
+        data = validation_split(data, seed)
     n_classes = data.n_classes
     devices = starved_partition(
         data.train_y, N_DEVICES, n_starved=N_TARGET_LABELS, keep=KEEP, seed=seed
@@ -209,7 +248,11 @@ def run(
             "accuracy_std": float(np.std(accuracies)),
             "target_label_accuracy": float(np.mean(target_accuracies)),
             "seconds": round(time.perf_counter() - started, 1),
-            **_federated_distillation(device_data, data.test_x, data.test_y, n_classes, seed),
+            **(
+                {}
+                if validation
+                else _federated_distillation(device_data, data.test_x, data.test_y, n_classes, seed)
+            ),
             **(
                 _fedkt(device_data, data.public_x, data.test_x, data.test_y, n_classes, seed)
                 if fedkt
@@ -234,7 +277,7 @@ def run(
         "targets": targets,
         "device_sizes": [int(len(rows)) for rows in devices],
     }
-    if seed == 0:
+    if seed == 0 and not validation:
         plot_samples(
             {name: generator for name, generator in generators.items() if generator is not None},
             n_classes,
@@ -290,10 +333,23 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="passes over the public rows (default: GanSetting's public_epochs)",
     )
+    parser.add_argument(
+        "--choose-public-epochs",
+        default=None,
+        help="comma-separated candidates for --public-epochs: score each on a validation set cut from the "
+        "training split (never the test split) and write the choice to faug_public_selection.json",
+    )
     arguments = parser.parse_args(argv)
     epsilons = [float(value) for value in arguments.epsilons.split(",")]
     seeds = [int(value) for value in arguments.seeds.split(",")]
     warnings.filterwarnings("ignore", message="Optimal order is the largest alpha")
+    if arguments.choose_public_epochs is not None:
+        return _select_public_epochs(
+            [int(value) for value in arguments.choose_public_epochs.split(",")],
+            seeds,
+            arguments,
+            argv,
+        )
     runs = []
     for seed in seeds:
         rows, context = run(
@@ -342,6 +398,38 @@ def main(argv: list[str] | None = None) -> int:
         )
         + "\n"
     )
+    return 0
+
+
+def _select_public_epochs(candidates: list[int], seeds: list[int], arguments, argv) -> int:
+    """Score every candidate on every seed's validation rows; print and write the scores and the choice."""
+    scores: dict[int, list[float]] = {candidate: [] for candidate in candidates}
+    for seed in seeds:
+        for candidate in candidates:
+            rows, _ = run(
+                seed=seed,
+                epsilons=[],
+                gan_epochs=arguments.gan_epochs,
+                gan_learning_rate=arguments.gan_learning_rate,
+                public_data=True,
+                public_epochs=candidate,
+                validation=True,
+            )
+            scores[candidate].append(rows[0]["accuracy"])
+    chosen = choose_public_epochs(scores)
+    selection = {
+        "command": "python -m workers.reproduce.faug " + " ".join(argv or sys.argv[1:]),
+        "seeds": seeds,
+        "validation_rows": "stratified 1/6 of the training split, cut before partitioning",
+        "gan_epochs": arguments.gan_epochs,
+        "validation_accuracy": {str(candidate): scores[candidate] for candidate in candidates},
+        "mean_validation_accuracy": {
+            str(candidate): float(np.mean(scores[candidate])) for candidate in candidates
+        },
+        "chosen_public_epochs": chosen,
+    }
+    print(json.dumps(selection, indent=2))
+    SELECTION_RESULTS.write_text(json.dumps(selection, indent=2) + "\n")
     return 0
 
 
