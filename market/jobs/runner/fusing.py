@@ -274,23 +274,15 @@ def _bundled(
     weights = fused.fusion.details.get("weights") or {str(i): 1.0 for i in fused.submission_ids}
     total = sum(weights.get(str(i), 0.0) for i in fused.submission_ids)
     members: list[BundleMember] = []
-    probabilities, weighed = None, 0.0
+    probabilities = 0.0
     for chunk in job_chunk_signals(job):
         chunk_weights = [weights.get(str(int(i)), 0.0) / total for i in chunk.member_ids]
         if any(chunk_weights):
-            # A chunk at a time keeps memory flat in the number of members: the running mean and this chunk's
-            # mean, weighed by the share of the weight each holds, are the mean over every member so far.
-            chunk_mean = average_probabilities(
+            # A chunk at a time keeps memory flat in the number of members: each chunk's weighted mean times its
+            # share of the weight (the shares add up to 1) sums to the weighted mean over every member.
+            probabilities = probabilities + sum(chunk_weights) * average_probabilities(
                 chunk.evaluation_probabilities, weights=chunk_weights
             )
-            probabilities = (
-                chunk_mean
-                if probabilities is None
-                else average_probabilities(
-                    np.stack([probabilities, chunk_mean]), weights=[weighed, sum(chunk_weights)]
-                )
-            )
-            weighed += sum(chunk_weights)
         for member_id, weight in zip(chunk.member_ids, chunk_weights):
             if weight:  # a member the selection left out is not shipped to buyers
                 members += _bundle_members(fused.submissions[int(member_id)], weight=weight)
