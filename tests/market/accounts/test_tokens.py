@@ -109,3 +109,30 @@ def test_a_token_lifetime_outside_the_allowed_range_is_refused(silo_api, setting
 def test_token_endpoints_need_authentication(client, db):
     assert client.get("/api/auth/tokens/").status_code == 401
     assert client.post("/api/auth/tokens/1/revoke/").status_code == 401
+
+
+def model_values(instance) -> dict:
+    return {
+        field.attname: getattr(instance, field.attname) for field in instance._meta.concrete_fields
+    }
+
+
+def test_the_token_lookup_builds_the_same_token_user_and_organisation_as_the_orm_in_one_query(
+    silo_user, operator, django_assert_num_queries
+):
+    from market.accounts.selectors import api_token_for_key
+
+    for user in (silo_user, operator):  # with an organisation, and without one
+        key = api_token_create(user=user, name="lookup")[1]
+        expected = ApiToken.objects.select_related("user", "user__organisation").get(
+            key_hash=api_token_hash(key)
+        )
+        with django_assert_num_queries(1):
+            token = api_token_for_key(key=key)
+            organisation = token.user.organisation  # already loaded: no second query
+        assert model_values(token) == model_values(expected)
+        assert model_values(token.user) == model_values(expected.user)
+        if expected.user.organisation is None:
+            assert organisation is None
+        else:
+            assert model_values(organisation) == model_values(expected.user.organisation)
