@@ -11,8 +11,9 @@ configuration (connections per request or kept, catalog cache off or on). For ea
 
 - *server time*: one client sends the query mix in turn (``PASSES`` rounds after one warm-up round) and reads each
   response's ``Server-Timing`` header: the time from the first middleware to the response, of which the database's;
-- *load*: ``wrk`` (C, one thread) with 1 and then ``CLIENTS`` keep-alive connections, each request the next of the
-  mix, after a warm-up; latency percentiles, throughput and non-200 answers come from wrk's own counters.
+- *load*: ``wrk`` (C, one thread) with 1 and then ``CLIENTS`` concurrent clients, each request the next of the
+  mix (gunicorn's synchronous workers close each connection after its response; wrk opens the next), after a
+  warm-up; latency percentiles, throughput and non-200 answers come from wrk's own counters.
 
 The per-token API throttle is raised for the run (it would otherwise cap one token at 600 requests a minute). wrk
 runs on the same machine, so its CPU use counts against the server's (it is far cheaper than the server).
@@ -41,7 +42,6 @@ WARM_UP_SECONDS = 3
 DURATION = int(os.environ.get("ONEFOLD_BENCH_SECONDS", "20"))
 PASSES = 30
 PORT = 8931
-GUNICORN_WORKERS, GUNICORN_THREADS = 2, 4
 QUERIES = [
     "/api/listings/",
     "/api/listings/?search=income",
@@ -222,19 +222,13 @@ def start_server(environment: dict[str, str]) -> subprocess.Popen:
     server = subprocess.Popen(
         [
             str(ROOT / ".venv/bin/gunicorn"),
-            "market.wsgi",
+            "-c",
+            "docker/gunicorn.conf.py",  # the deployed layout
             "-b",
             f"127.0.0.1:{PORT}",
-            "-w",
-            str(GUNICORN_WORKERS),
-            "-k",
-            "gthread",
-            "--threads",
-            str(GUNICORN_THREADS),
-            "--keep-alive",
-            "30",
             "--log-level",
             "warning",
+            "market.wsgi",
         ],
         cwd=ROOT,
         env={**os.environ, **SERVER_ENV, **environment},
@@ -252,6 +246,26 @@ def start_server(environment: dict[str, str]) -> subprocess.Popen:
             time.sleep(0.5)
     server.kill()
     raise RuntimeError("gunicorn did not start: " + server.stderr.read().decode()[-2000:])
+
+
+def server_layout() -> str:
+    """How many gunicorn processes and threads ``docker/gunicorn.conf.py`` starts on this machine."""
+    printed = subprocess.run(
+        [
+            str(ROOT / ".venv/bin/gunicorn"),
+            "-c",
+            "docker/gunicorn.conf.py",
+            "--print-config",
+            "market.wsgi",
+        ],
+        cwd=ROOT,
+        env={**os.environ, **SERVER_ENV},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    setting = dict(re.findall(r"^(workers|worker_class) +=\s*(\S+)", printed, re.MULTILINE))
+    return f"{setting['workers']} {setting['worker_class']} worker processes"
 
 
 def flush_cache() -> None:
@@ -452,8 +466,8 @@ def print_report(
 ) -> None:
     print("# Catalog API benchmark\n")
     print(
-        f"`GET /api/listings/` with {N_LISTINGS:,} published listings in PostgreSQL 15, gunicorn {GUNICORN_WORKERS} "
-        f"gthread workers × {GUNICORN_THREADS} threads on 127.0.0.1, DEBUG off, token authentication, Redis as the "
+        f"`GET /api/listings/` with {N_LISTINGS:,} published listings in PostgreSQL 15, gunicorn as "
+        f"`docker/gunicorn.conf.py` lays it out ({server_layout()}) on 127.0.0.1, DEBUG off, token authentication, Redis as the "
         f"cache. Query mix (each client takes the next in turn): "
         f"{', '.join(f'`{query}`' for query in QUERIES)}. Produced by `benchmarks/catalog.py` (run of {started}); "
         f"rerun with the command in its docstring.\n"
@@ -471,7 +485,10 @@ def print_report(
     print("|---|---|---:|---:|---:|---:|---:|")
     for label, result in results:
         print("\n".join(timing_rows(label, result["timings"])))
-    print("\n## Under load (`wrk`, keep-alive connections, each request the next of the mix)\n")
+    print(
+        "\n## Under load (`wrk`, each client's request the next of the mix; the server closes each connection after "
+        "its response and wrk opens the next)\n"
+    )
     print(
         "| configuration | connections | requests | throughput (req/s) | p50 (ms) | p95 (ms) | p99 (ms) | max (ms) | "
         "non-200 | socket errors |"
@@ -513,12 +530,27 @@ READING = """
 ## What a catalog request does
 
 - **Cache hit** (the usual case): one SQL statement, the API token's lookup (authentication is never cached, so a
-  revoked token stops working at once), then the page from Redis. The key is the catalog's version, the audience
-  (operators see every status; everyone else published listings only, the one rule of `listing_list`) and the
-  request (filters, limit, offset); next/previous links are built per request. Every service that writes a listing
-  (`listing_create`, `listing_publish`, `listing_retire`) moves the version when its transaction commits, so the
-  next request reads the database (`tests/market/commerce/test_catalog_cache.py`). `ONEFOLD_CATALOG_CACHE_SECONDS`
-  (default 60 with `ONEFOLD_CACHE_URL`, 0 without: the version must be shared by every web process).
+  revoked token stops working at once), then the page from Redis as the JSON bytes to send. The key is the
+  catalog's version, the audience (operators see every status; everyone else published listings only, the one rule
+  of `listing_list`) and the request (filters, limit, offset, and the address and media type the next/previous
+  links and the rendering depend on). Every service that writes a listing (`listing_create`, `listing_publish`,
+  `listing_retire`) moves the version when its transaction commits, so the next request reads the database
+  (`tests/market/commerce/test_catalog_cache.py`). `ONEFOLD_CATALOG_CACHE_SECONDS` (default 60 with
+  `ONEFOLD_CACHE_URL`, 0 without: the version must be shared by every web process).
+- **What a hit costs**, and what was cut (in-process CPU per request, measured with cProfile and by leaving each
+  part out): the token lookup through the ORM compiled a three-table join every time (0.42 ms of 1.41 ms; now one
+  statement written once per process, `market/accounts/selectors.py`); DRF's throttle read and wrote the time of
+  every request of the period, pickled (0.04 ms more than one number per client, `SteadyRateThrottle`); rendering
+  the page and building its links (0.20 ms; now cached rendered). What is left, about 0.76 ms in-process: Django's
+  and DRF's request handling, the middleware, the connection health check, and Redis round trips for the throttle
+  (two) and the page (one).
+- **The web server's layout** (`docker/gunicorn.conf.py`, used here and by the Dockerfile and compose file):
+  synchronous workers, one more than the cores. With the same code, threaded workers (2 processes × 2 or 4
+  threads, keep-alive) gave 1,120–1,370 requests/s with a p95 of 46–94 ms when the 50 connections happened to split
+  evenly, and 600 requests/s with a p95 of 101 ms in a run where they did not: a keep-alive connection stays with
+  the process that accepted it (splits of 48 to 2 and 40 to 10 were counted with `ss`), and one process uses at most
+  about one core because of the GIL. Synchronous workers answer one request per connection, so each request goes to
+  whichever process is free; the connection set-up this costs is in the server CPU above.
 - **Cache miss**: the token, `COUNT(*)` and the page as `.values()` rows, turned into JSON by `ListingOutput`'s own
   fields without a serializer walking model instances (same schema, checked against the serializer by a test).
   Search is a sequential `ILIKE` over names and descriptions and deep offsets read every row before them: those are

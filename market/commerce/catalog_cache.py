@@ -2,7 +2,7 @@
 
 A page is kept under a key made of the catalog's *version*, the audience (what decides which listings a viewer
 sees: operators any status, everyone else published listings only, as ``listing_list`` says) and the request
-(filters, fields, limit, offset). Every service that writes a listing calls :func:`catalog_changed` inside its
+(filters, fields, limit, offset, and for a rendered page its address and media type). Every service that writes a listing calls :func:`catalog_changed` inside its
 transaction; when that transaction commits, the version moves on, so the next request after a change misses and
 reads the database. Pages of old versions are never read again and expire after ``ONEFOLD_CATALOG_CACHE_SECONDS``,
 which also bounds how long a change made outside the services (a shell, a migration) can go unseen.

@@ -1,7 +1,8 @@
 """Reads of the market: the catalog, listings, wallets and their ledgers, purchases, earnings, entitlements."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from django.db.models import Count, Q, QuerySet, Sum
 
@@ -19,6 +20,8 @@ from market.commerce.models import (
 )
 from market.errors import InvalidInput, NotFound, PermissionDenied
 from market.jobs.models import GlobalModel
+
+Presented = TypeVar("Presented")
 
 CATALOG_ORDERINGS = {
     "newest": ["-published_at", "-id"],
@@ -113,12 +116,6 @@ def listing_list(*, user: User, filters: CatalogFilters = CatalogFilters()) -> Q
     return listings.order_by(*CATALOG_ORDERINGS[filters.ordering])
 
 
-@dataclass(frozen=True)
-class CatalogPage:
-    count: int  # listings that match the filters, on every page
-    rows: list  # the page's listings, ``present(.values(*fields))``, in catalog order
-
-
 def catalog_page(
     *,
     user: User,
@@ -126,15 +123,18 @@ def catalog_page(
     fields: tuple[str, ...],
     limit: int,
     offset: int,
-    present: Callable[[list[dict]], list] = list,
-) -> CatalogPage:
-    """One page of the catalog (``listing_list``'s rule), from the cache while no listing has changed. Rows are
-    plain values, not model instances, turned by ``present`` into what the caller sends once per cached page."""
+    present: Callable[[int, list[dict]], Presented],
+    presentation: Hashable,
+) -> Presented:
+    """One page of the catalog (``listing_list``'s rule) as ``present(count, rows)`` makes it, from the cache while
+    no listing has changed. ``count`` is how many listings match the filters; ``rows`` are the page's
+    ``.values(*fields)``, in catalog order. ``presentation`` is whatever else ``present``'s result depends on (a
+    rendered page: its address and media type), so that a cached result is only served where it is the same."""
     audience = (
         "operator" if user.is_operator else "everyone else"
     )  # the only thing listing_list asks of the user
 
-    def read() -> tuple[int, list]:
+    def read() -> Presented:
         listings = listing_list(user=user, filters=filters)
         count = listings.count()
         rows = (
@@ -142,18 +142,9 @@ def catalog_page(
             if count > 0 and offset <= count
             else []
         )
-        return count, present(rows)
+        return present(count, rows)
 
-    request_key = (
-        audience,
-        filters,
-        fields,
-        limit,
-        offset,
-        f"{present.__module__}.{present.__qualname__}",
-    )
-    count, rows = catalog_cached(request_key, read)
-    return CatalogPage(count=count, rows=rows)
+    return catalog_cached((audience, filters, fields, limit, offset, presentation), read)
 
 
 def listing_get(*, listing_id: int, user: User) -> Listing:

@@ -10,14 +10,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_setting_read_from_the_environment_is_documented_in_env_example():
-    read = set(
-        re.findall(
-            r'env_(?:text|bool|int)\(\s*"([A-Z_]+)"', (ROOT / "market/settings.py").read_text()
-        )
+    settings, web_server = (
+        (ROOT / "market/settings.py").read_text(),
+        (ROOT / "docker/gunicorn.conf.py").read_text(),
     )
-    read |= set(
-        re.findall(r'os\.environ\.get\(\s*"([A-Z_]+)"', (ROOT / "market/settings.py").read_text())
-    )
+    read = set(re.findall(r'env_(?:text|bool|int)\(\s*"([A-Z_]+)"', settings))
+    read |= set(re.findall(r'os\.environ\.get\(\s*"([A-Z_]+)"', settings + web_server))
     documented = set(
         re.findall(r"^([A-Z_]+)=", (ROOT / "docker/.env.example").read_text(), re.MULTILINE)
     )

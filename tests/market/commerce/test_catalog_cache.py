@@ -48,10 +48,11 @@ def test_catalog_rows_give_the_same_json_as_the_listing_serializer(
         fields=tuple(field.source.replace(".", "__") for field in ListingOutput().fields.values()),
         limit=20,
         offset=0,
-        present=listing_output_rows,
+        present=lambda count, rows: listing_output_rows(rows),
+        presentation="rows",
     )
 
-    assert page.rows == expected
+    assert page == expected
     assert [row["status"] for row in expected] == ["retired", "published"]
     assert expected[0]["roc_auc"] is None and expected[1]["previous_version"] == first.id
     assert buyer_api.get("/api/listings/?ordering=oldest").json()["results"] == [expected[1]]
@@ -148,6 +149,27 @@ def test_catalog_page_links_are_built_for_each_request_from_a_cached_page(
         "previous": "http://testserver/api/listings/?limit=20",
         "results": [],
     }
+
+
+def test_a_cached_page_is_the_same_json_as_an_uncached_one_and_the_browsable_api_still_works(
+    settings, published_listing, buyer_api
+):
+    for price in (100, 200, 300):
+        published_listing(name=f"Model at {price}", price_cents=price)
+    query = "/api/listings/?ordering=price&limit=2"
+
+    settings.ONEFOLD_CATALOG_CACHE_SECONDS = 0
+    uncached = buyer_api.get(query)
+    settings.ONEFOLD_CATALOG_CACHE_SECONDS = 60
+    read, cached = buyer_api.get(query), buyer_api.get(query)
+    indented = buyer_api.get(query, HTTP_ACCEPT="application/json; indent=2")
+    browsable = buyer_api.get(query, HTTP_ACCEPT="text/html")
+
+    assert uncached.content == read.content == cached.content
+    assert (cached["Content-Type"], cached["Vary"]) == (uncached["Content-Type"], uncached["Vary"])
+    assert cached.json()["next"] == "http://testserver/api/listings/?limit=2&offset=2&ordering=price"
+    assert indented.content.startswith(b'{\n  "count": 3') and indented.json() == cached.json()
+    assert browsable.status_code == 200 and b"Model at 200" in browsable.content
 
 
 def test_server_timing_header_separates_database_time_when_enabled(
