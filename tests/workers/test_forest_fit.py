@@ -9,7 +9,7 @@ from sklearn.datasets import load_breast_cancer, load_digits
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.tree import DecisionTreeClassifier
 
-from workers.learners.forest import fit_estimator, fit_forest, fit_tree
+from workers.learners.forest import fit_estimator, fit_forest, fit_tree, predict_probabilities
 
 
 def _same_forest(
@@ -215,3 +215,17 @@ def test_default_teachers_and_students_take_the_lean_fits(monkeypatch):
         seed=0,
     )
     assert used == ["fit_tree", "fit_forest"]
+
+
+@pytest.mark.parametrize("n_jobs", [None, 2])
+def test_forest_probabilities_are_scikit_learns_to_the_last_bit(n_jobs):
+    features, labels = load_digits(return_X_y=True)
+    forest = RandomForestClassifier(n_estimators=15, max_depth=6, random_state=3, n_jobs=n_jobs)
+    forest.fit(features[:1000], labels[:1000] + 10)  # class values that are not column indices
+
+    expected = forest.set_params(n_jobs=None).predict_proba(features[1000:])
+    assert np.array_equal(predict_probabilities(forest, features[1000:]), expected)
+    with pytest.raises(ValueError, match="features"):
+        predict_probabilities(forest, features[1000:, :10])
+    tree = DecisionTreeClassifier(max_depth=3).fit(features, labels)
+    assert np.array_equal(predict_probabilities(tree, features), tree.predict_proba(features))

@@ -14,7 +14,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
-from workers.learners.forest import fit_estimator
+from workers.learners.forest import fit_estimator, predict_probabilities
 
 PREDICT_BATCH_SIZE = 65_536
 
@@ -64,7 +64,7 @@ class AlignedClassifier(ClassifierMixin, BaseEstimator):
             return probabilities
         for start in range(0, n_examples, PREDICT_BATCH_SIZE):
             batch = X[start : start + PREDICT_BATCH_SIZE]
-            inner = self.estimator_.predict_proba(batch)
+            inner = predict_probabilities(self.estimator_, batch)
             # the clone saw labels 0..k-1 (k = present classes), in that order
             columns = self.present_classes_[np.asarray(self.estimator_.classes_, dtype=np.int64)]
             probabilities[start : start + len(inner), columns] = inner
