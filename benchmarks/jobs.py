@@ -413,8 +413,8 @@ def report(arguments, rounds, began: str, ended: str) -> None:
         "process (main or child).\n"
     )
     print(
-        f"Run of {began}–{ended} UTC on a {os.cpu_count()}-core machine shared with other sessions; *load* is "
-        "the 1-minute load average (the larger of the round's start and end). Each round times the engine, "
+        f"Run of {began}–{ended} UTC on a {os.cpu_count()}-core machine; *load* is the 1-minute load average "
+        "(the larger of the round's start and end; the benchmark's own processes make about 1). Each round times the engine, "
         "then the job with each number of workers (the order alternates between rounds), so that the ratios "
         "in a row compare runs under the same load; absolute times swing with the load.\n"
     )
