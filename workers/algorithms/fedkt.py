@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import multiprocessing
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -420,6 +420,7 @@ def fit_parties(
     # Largest parties first: the last to finish are then small ones, and no core idles long waiting for a big
     # party that happened to come last (party sizes differ 100-fold under a Dirichlet partition).
     order = sorted(range(len(tasks)), key=lambda index: -len(tasks[index][1]))
+    pool: Executor
     if runs_without_the_gil(config.teacher, config.student):
         pool = ThreadPoolExecutor(max_workers=n_jobs)
     else:

@@ -45,7 +45,7 @@ def _random_state(seed) -> np.random.RandomState:
     random = getattr(_this_thread, "random_state", None)
     if random is None:
         random = _this_thread.random_state = np.random.RandomState()
-    random.seed(seed)
+    random.seed(int(seed))
     return random
 
 

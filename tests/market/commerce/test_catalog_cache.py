@@ -167,7 +167,9 @@ def test_a_cached_page_is_the_same_json_as_an_uncached_one_and_the_browsable_api
 
     assert uncached.content == read.content == cached.content
     assert (cached["Content-Type"], cached["Vary"]) == (uncached["Content-Type"], uncached["Vary"])
-    assert cached.json()["next"] == "http://testserver/api/listings/?limit=2&offset=2&ordering=price"
+    assert (
+        cached.json()["next"] == "http://testserver/api/listings/?limit=2&offset=2&ordering=price"
+    )
     assert indented.content.startswith(b'{\n  "count": 3') and indented.json() == cached.json()
     assert browsable.status_code == 200 and b"Model at 200" in browsable.content
 
