@@ -145,6 +145,17 @@ def api_client_for(user):
 
 
 @pytest.fixture
+def eager_celery(settings):
+    """Celery tasks run in this process as they are queued (jobs: chunks of 2 submissions), errors raised."""
+    from workers.celery_app import app
+
+    settings.ONEFOLD_JOB_CHUNK_SIZE = 2
+    app.conf.task_always_eager, app.conf.task_eager_propagates = True, True
+    yield
+    app.conf.task_always_eager, app.conf.task_eager_propagates = False, False
+
+
+@pytest.fixture
 def operator_api(operator):
     return api_client_for(operator)
 

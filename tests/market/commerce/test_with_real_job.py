@@ -9,11 +9,10 @@ import sys
 import numpy as np
 
 from market.commerce.services import listing_create, listing_publish, purchase_create
-from market.jobs.models import Job, JobStatus
 from tests.market.commerce.test_delivery import BUYER_LOADER, download, raw_rows
 from tests.market.jobs.conftest import *  # noqa: F401,F403 (fedkt_submissions and its students)
 from tests.market.jobs.conftest import FAST_FEDKT
-from tests.market.jobs.test_job_run_in_process import eager_celery, launch  # noqa: F401 (fixture)
+from tests.market.jobs.helpers import launch, succeeded
 
 
 def test_a_job_made_model_is_sold_downloaded_and_predicted_like_the_platform(
@@ -37,8 +36,7 @@ def test_a_job_made_model_is_sold_downloaded_and_predicted_like_the_platform(
         parameters=FAST_FEDKT,
         seed=7,
     )
-    job = Job.objects.get(id=body["id"])
-    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    job = succeeded(body)
     global_model = job.global_model
     # The evaluation step stored the baselines: the split's majority class and each silo's best submission.
     class_counts = [sum(row) for row in global_model.metrics["confusion_matrix"]]

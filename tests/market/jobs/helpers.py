@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from market.jobs.models import Job, JobStatus
-from tests.conftest import WORKER_START_SECONDS, wait_until, worker_environment
+from tests.conftest import WORKER_START_SECONDS, api_client_for, wait_until, worker_environment
 
 ROOT = Path(__file__).resolve().parents[3]
 FINISHED = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
@@ -19,6 +19,23 @@ FAST_JOB_SETTINGS = {
     "ONEFOLD_JOB_OUTBOX_GRACE_SECONDS": 1,
     "ONEFOLD_JOB_CHUNK_SIZE": 1,
 }
+
+
+def launch(operator, federation, django_capture_on_commit_callbacks, **payload) -> dict:
+    """POST a job as the operator and run what its commit queues (with ``eager_celery``: the whole job)."""
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api_client_for(operator).post(
+            f"/api/federations/{federation.slug}/jobs/", payload, format="json"
+        )
+    assert response.status_code == 201, response.json()
+    return response.json()
+
+
+def succeeded(body: dict) -> Job:
+    """The launched job, which eager Celery has run to the end: it must have succeeded."""
+    job = Job.objects.get(id=body["id"])
+    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    return job
 
 
 def wait_for_job(job_id: int, *, timeout: float = 180, statuses=FINISHED) -> Job:

@@ -5,9 +5,8 @@ import io
 import json
 import zipfile
 
-from market.jobs.models import Job, JobStatus
 from market.storage import artifact_read
-from tests.market.jobs.test_job_run_in_process import eager_celery, launch  # noqa: F401
+from tests.market.jobs.helpers import launch, succeeded
 
 
 def test_an_ensemble_bundle_names_its_members_by_position_only(
@@ -26,8 +25,7 @@ def test_an_ensemble_bundle_names_its_members_by_position_only(
         parameters={},
         seed=1,
     )
-    job = Job.objects.get(id=body["id"])
-    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    job = succeeded(body)
     with zipfile.ZipFile(
         io.BytesIO(artifact_read(job.global_model.files.get().stored_name))
     ) as archive:

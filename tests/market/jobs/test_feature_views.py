@@ -10,10 +10,9 @@ import numpy as np
 import onnxruntime
 import pytest
 
-from market.jobs.models import Job, JobStatus
 from market.storage import arrays_from_npz, artifact_read
 from tests.conftest import api_client_for
-from tests.market.jobs.test_job_run_in_process import eager_celery, launch  # noqa: F401  (fixture)
+from tests.market.jobs.helpers import launch, succeeded
 from tests.market.submissions.helpers import submit
 
 
@@ -115,8 +114,7 @@ def test_a_forest_global_model_over_mixed_members_reads_the_ordinal_view_everywh
             "final_model": {"family": "random_forest", "n_estimators": 10},
         },
     )
-    job = Job.objects.get(id=body["id"])
-    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    job = succeeded(body)
     model = job.global_model
     assert (model.lineage["feature_view"], model.n_features) == ("ordinal", 14)
     assert (
@@ -154,8 +152,7 @@ def test_an_ensemble_of_mixed_members_records_each_members_view_and_predicts_thr
         parameters={},
         seed=1,
     )
-    job = Job.objects.get(id=body["id"])
-    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    job = succeeded(body)
     with zipfile.ZipFile(
         io.BytesIO(artifact_read(job.global_model.files.get().stored_name))
     ) as archive:

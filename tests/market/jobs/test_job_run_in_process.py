@@ -11,29 +11,11 @@ import numpy as np
 import onnxruntime
 import pytest
 
-from market.jobs.models import GlobalModel, Job, JobChunk, JobStatus
+from market.jobs.models import GlobalModel, Job, JobChunk
 from market.storage import arrays_from_npz, artifact_read
 from tests.conftest import api_client_for
 from tests.market.jobs.conftest import FAST_FEDKT
-
-
-@pytest.fixture
-def eager_celery(settings):
-    from workers.celery_app import app
-
-    settings.ONEFOLD_JOB_CHUNK_SIZE = 2
-    app.conf.task_always_eager, app.conf.task_eager_propagates = True, True
-    yield
-    app.conf.task_always_eager, app.conf.task_eager_propagates = False, False
-
-
-def launch(operator, federation, django_capture_on_commit_callbacks, **payload):
-    with django_capture_on_commit_callbacks(execute=True):
-        response = api_client_for(operator).post(
-            f"/api/federations/{federation.slug}/jobs/", payload, format="json"
-        )
-    assert response.status_code == 201, response.json()
-    return response.json()
+from tests.market.jobs.helpers import launch, succeeded
 
 
 def test_fedkt_l0_job_runs_to_a_global_model_with_metrics_lineage_and_files(
@@ -49,8 +31,7 @@ def test_fedkt_l0_job_runs_to_a_global_model_with_metrics_lineage_and_files(
         parameters=FAST_FEDKT,
         seed=7,
     )
-    job = Job.objects.get(id=body["id"])
-    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    job = succeeded(body)
     assert JobChunk.objects.filter(job=job).count() == 2
     model = job.global_model
     assert model.model_family == "logistic_regression"
@@ -122,8 +103,7 @@ def test_fedkt_l1_job_records_both_privacy_analyses_and_stores_its_noisy_answers
         parameters={**FAST_FEDKT, "query": 20, "privacy": {"gamma": 0.02}},
         seed=3,
     )
-    job = Job.objects.get(id=body["id"])
-    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    job = succeeded(body)
     report = job.global_model.privacy_report
     assert report["level"] == "L1"
     assert report["data_independent"]["data_dependent"] is False
@@ -148,8 +128,7 @@ def test_ensemble_job_saves_a_bundle_of_its_members(
         parameters={},
         seed=1,
     )
-    job = Job.objects.get(id=body["id"])
-    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    job = succeeded(body)
     model = job.global_model
     assert model.model_family == "ensemble"
     bundle = model.files.get()
@@ -177,8 +156,7 @@ def test_an_ensemble_scores_alike_however_its_members_are_chunked(
             parameters={},
             seed=1,
         )
-        job = Job.objects.get(id=body["id"])
-        assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+        job = succeeded(body)
         metrics.append(job.global_model.metrics)
     chunked, whole = metrics
     assert chunked["confusion_matrix"] == whole["confusion_matrix"]
@@ -203,8 +181,7 @@ def test_distill_job_trains_one_student_on_the_ensembles_public_predictions(
         },
         seed=2,
     )
-    job = Job.objects.get(id=body["id"])
-    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    job = succeeded(body)
     model = job.global_model
     assert model.model_family == "logistic_regression"
     assert {file.format for file in model.files.all()} == {"skops", "onnx"}
@@ -226,8 +203,7 @@ def test_distill_job_with_the_default_kernel_student_saves_numpy_arrays_and_an_e
         parameters={"proxy": 200},
         seed=3,
     )
-    job = Job.objects.get(id=body["id"])
-    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    job = succeeded(body)
     assert job.parameters["student"] == {"family": "kernel"}
     files = {file.format: file for file in job.global_model.files.all()}
     assert set(files) == {"kernel_npz", "onnx"}
@@ -264,8 +240,7 @@ def test_cpfl_job_distils_cohort_models_weighted_by_their_label_distributions(
         "temperature": 1.0,
         "query_count": 300,
     }
-    job = Job.objects.get(id=body["id"])
-    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    job = succeeded(body)
     model = job.global_model
     assert {file.format for file in model.files.all()} == {"safetensors", "onnx"}
     assert model.lineage["verification"]["portable_vs_native_max_abs_difference"] < 1e-4
@@ -341,8 +316,7 @@ def test_l2_job_reports_each_submissions_own_guarantee_and_charges_no_budget(
         parameters=FAST_FEDKT,
         seed=5,
     )
-    job = Job.objects.get(id=body["id"])
-    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    job = succeeded(body)
     assert job.global_model.privacy_report == {
         "level": "L2",
         "data_independent": None,

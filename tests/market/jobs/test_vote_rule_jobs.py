@@ -8,10 +8,10 @@ import pytest
 
 from market.budgets.models import BudgetEntry, EntryKind
 from market.budgets.services import epsilon_decimal
-from market.jobs.models import Job, JobStatus
+from market.jobs.models import Job
 from tests.conftest import api_client_for
 from tests.market.jobs.conftest import FAST_FEDKT
-from tests.market.jobs.test_job_run_in_process import eager_celery, launch  # noqa: F401  (fixture)
+from tests.market.jobs.helpers import launch, succeeded
 from workers.privacy.rdp import RENYI_ORDERS
 
 SIGMA, N_QUERIES, DELTA, WEIGHT = 100.0, 20, 1e-5, 4
@@ -54,8 +54,7 @@ def test_an_l1_class_weighted_job_charges_every_silo_s_times_w_votes(
         "class_weighted",
         WEIGHT,
     )
-    job = Job.objects.get(id=body["id"])
-    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    job = succeeded(body)
     report = job.global_model.privacy_report["data_independent"]
     assert (report["vote_shift"], report["n_queries"]) == (
         2 * WEIGHT,
@@ -82,8 +81,7 @@ def test_a_soft_vote_job_runs_at_l0_and_is_refused_at_l1(
         parameters={**FAST_FEDKT, "vote": "soft"},
         seed=6,
     )
-    job = Job.objects.get(id=body["id"])
-    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    job = succeeded(body)
     assert job.parameters["vote"] == "soft" and job.global_model.metrics["accuracy"] > 0.5
 
     refused = api_client_for(operator).post(
@@ -119,8 +117,7 @@ def test_an_auto_vote_job_names_its_choice_and_reports_on_the_half_it_did_not_re
         seed=8,
     )
     assert (body["parameters"]["vote"], body["parameters"]["vote_weight_max"]) == ("auto", 4)
-    job = Job.objects.get(id=body["id"])
-    assert job.status == JobStatus.SUCCEEDED, job.failure_reason
+    job = succeeded(body)
     model = job.global_model
     chosen = model.lineage["fusion"]["auto"]
     assert chosen["chosen"] in AUTO_CANDIDATES and set(chosen["candidates"]) == set(AUTO_CANDIDATES)
