@@ -1,7 +1,10 @@
 import functools
 import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from django.db import connection
+from django.db.models.expressions import Col
 from django.utils import timezone
 from rest_framework.exceptions import AuthenticationFailed
 
@@ -55,7 +58,8 @@ def api_token_for_key(*, key: str) -> ApiToken:
 
 # Every API request looks its token up. The ORM compiles ``select_related("user", "user__organisation").get()``
 # anew each time, which was a quarter of a cached catalog request's CPU (benchmarks/catalog.md); this is the same
-# statement, written once per process from the models' own fields, and the same model instances via ``from_db``.
+# statement, written once per process from the models' own fields, its values converted as the ORM converts them
+# (SQLite, for one, returns dates as text and booleans as integers), and the same model instances via ``from_db``.
 _TOKEN_JOIN = (
     (ApiToken, "token"),
     (User, "person"),
@@ -63,32 +67,57 @@ _TOKEN_JOIN = (
 )
 
 
+@dataclass(frozen=True)
+class _TokenStatement:
+    sql: str
+    columns: tuple[Col, ...]  # one per selected value, in order
+    converters: tuple[
+        tuple[int, tuple[Callable, ...]], ...
+    ]  # (position, the ORM's converters for that value)
+
+
 @functools.cache
-def _token_statement() -> str:
+def _token_statement() -> _TokenStatement:
     quote = connection.ops.quote_name
-    columns = ", ".join(
-        f"{alias}.{quote(field.column)}"
+    columns = tuple(
+        field.get_col(alias)
         for model, alias in _TOKEN_JOIN
         for field in model._meta.concrete_fields
     )
+    converters = tuple(
+        (position, found)
+        for position, column in enumerate(columns)
+        if (
+            found := tuple(
+                connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+            )
+        )
+    )
     user_of_token = ApiToken._meta.get_field("user").column
     organisation_of_user = User._meta.get_field("organisation").column
-    return (
-        f"SELECT {columns} FROM {quote(ApiToken._meta.db_table)} token "
+    selected = ", ".join(f"{column.alias}.{quote(column.target.column)}" for column in columns)
+    sql = (
+        f"SELECT {selected} FROM {quote(ApiToken._meta.db_table)} token "
         f"JOIN {quote(User._meta.db_table)} person "
         f"ON person.{quote(User._meta.pk.column)} = token.{quote(user_of_token)} "
         f"LEFT JOIN {quote(Organisation._meta.db_table)} organisation "
         f"ON organisation.{quote(Organisation._meta.pk.column)} = person.{quote(organisation_of_user)} "
         f"WHERE token.{quote(ApiToken._meta.get_field('key_hash').column)} = %s"
     )
+    return _TokenStatement(sql, columns, converters)
 
 
 def _token_with_user(key_hash: str) -> ApiToken | None:
+    statement = _token_statement()
     with connection.cursor() as cursor:
-        cursor.execute(_token_statement(), [key_hash])
+        cursor.execute(statement.sql, [key_hash])
         row = cursor.fetchone()
     if row is None:
         return None
+    row = list(row)
+    for position, converters in statement.converters:
+        for converter in converters:
+            row[position] = converter(row[position], statement.columns[position], connection)
     instances = []
     for model, _ in _TOKEN_JOIN:
         fields = model._meta.concrete_fields
