@@ -84,8 +84,11 @@ def test_a_worker_killed_mid_job_is_replaced_and_the_job_finishes_once(
     assert killed.status == JobStatus.RUNNING
     with job_worker(fast_jobs, media_root, tmp_path / "second.log"):
         job = wait_for_job(job_id, timeout=120)
+    # The second worker finishes what the killed one held, one of two ways depending on where the kill landed:
+    # the reaper re-queues the job when its lease expires (attempts 2), or the broker redelivers the killed
+    # worker's unacknowledged chunk or fusion messages and the job's lease never lapses (attempts 1). Either way
+    # it ran once: every claim after the first followed a re-queue, and there is one global model.
     assert_ran_once(job)
-    assert job.attempts >= 2  # the killed worker's claim, then the re-queued one
 
 
 def test_a_corrupt_model_file_fails_the_job_naming_the_submission(
