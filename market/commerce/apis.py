@@ -13,9 +13,9 @@ from rest_framework.parsers import BaseParser, JSONParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
-from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
+from market.accounts.authentication import SteadyRateThrottle
 from market.accounts.models import Organisation
 from market.commerce import plots
 from market.commerce.cards import model_card
@@ -472,13 +472,16 @@ class CsvParser(BaseParser):
         return csv_stream_read(body_chunks(stream), max_rows=settings.ONEFOLD_PREDICT_MAX_ROWS)
 
 
-class PredictThrottle(ScopedRateThrottle):
-    """The rate comes from settings at request time (ONEFOLD_PREDICT_RATE), so that it can be changed in tests."""
+class PredictThrottle(SteadyRateThrottle):
+    """Predictions per user, at ONEFOLD_PREDICT_RATE read at request time (so that tests can change it)."""
+
+    scope = "predict"
 
     def get_rate(self):
-        from django.conf import settings
-
         return settings.ONEFOLD_PREDICT_RATE
+
+    def get_cache_key(self, request, view):
+        return self.cache_format % {"scope": self.scope, "ident": request.user.pk}
 
 
 class PredictApi(APIView):
@@ -487,7 +490,6 @@ class PredictApi(APIView):
         *api_settings.DEFAULT_THROTTLE_CLASSES,
         PredictThrottle,
     ]  # the per-token limit still applies
-    throttle_scope = "predict"
 
     @extend_schema(
         request={"application/json": OpenApiTypes.OBJECT, "text/csv": OpenApiTypes.STR},
