@@ -4,6 +4,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.db import connection
+from django.db.models import Model
 from django.db.models.expressions import Col
 from django.utils import timezone
 from rest_framework.exceptions import AuthenticationFailed
@@ -68,12 +69,21 @@ _TOKEN_JOIN = (
 
 
 @dataclass(frozen=True)
+class _SelectedModel:
+    model: type[Model]
+    values: slice  # its values in a row
+    primary_key: int  # the position of its primary key in a row
+    attnames: tuple[str, ...]  # what ``from_db`` is given the values as
+
+
+@dataclass(frozen=True)
 class _TokenStatement:
     sql: str
     columns: tuple[Col, ...]  # one per selected value, in order
     converters: tuple[
         tuple[int, tuple[Callable, ...]], ...
     ]  # (position, the ORM's converters for that value)
+    models: tuple[_SelectedModel, ...]  # token, user, organisation
 
 
 @functools.cache
@@ -93,6 +103,18 @@ def _token_statement() -> _TokenStatement:
             )
         )
     )
+    models, start = [], 0
+    for model, _ in _TOKEN_JOIN:
+        fields = model._meta.concrete_fields
+        models.append(
+            _SelectedModel(
+                model,
+                slice(start, start + len(fields)),
+                start + fields.index(model._meta.pk),
+                tuple(field.attname for field in fields),
+            )
+        )
+        start += len(fields)
     user_of_token = ApiToken._meta.get_field("user").column
     organisation_of_user = User._meta.get_field("organisation").column
     selected = ", ".join(f"{column.alias}.{quote(column.target.column)}" for column in columns)
@@ -104,7 +126,7 @@ def _token_statement() -> _TokenStatement:
         f"ON organisation.{quote(Organisation._meta.pk.column)} = person.{quote(organisation_of_user)} "
         f"WHERE token.{quote(ApiToken._meta.get_field('key_hash').column)} = %s"
     )
-    return _TokenStatement(sql, columns, converters)
+    return _TokenStatement(sql, columns, converters, tuple(models))
 
 
 def _token_with_user(key_hash: str) -> ApiToken | None:
@@ -118,17 +140,12 @@ def _token_with_user(key_hash: str) -> ApiToken | None:
     for position, converters in statement.converters:
         for converter in converters:
             row[position] = converter(row[position], statement.columns[position], connection)
-    instances = []
-    for model, _ in _TOKEN_JOIN:
-        fields = model._meta.concrete_fields
-        values, row = row[: len(fields)], row[len(fields) :]
-        primary_key = values[fields.index(model._meta.pk)]
-        instances.append(
-            None
-            if primary_key is None  # a user without an organisation
-            else model.from_db(connection.alias, [field.attname for field in fields], values)
-        )
-    token, user, organisation = instances
+    token, user, organisation = (
+        None  # a user without an organisation
+        if row[selected.primary_key] is None
+        else selected.model.from_db(connection.alias, selected.attnames, row[selected.values])
+        for selected in statement.models
+    )
     user.organisation = organisation
     token.user = user
     return token

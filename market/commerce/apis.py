@@ -168,7 +168,10 @@ class ListingListApi(APIView):
             limit=limit,
             offset=offset,
             present=present,
-            presentation=(request.build_absolute_uri(), request.accepted_media_type, rendered),
+            presentation=(
+                request.build_absolute_uri(),
+                request.accepted_media_type,
+            ),  # decide the renderer too
         )
         if rendered:
             return HttpResponse(page, content_type=renderer.media_type)

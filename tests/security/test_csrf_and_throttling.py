@@ -133,19 +133,21 @@ def test_the_throttle_allows_the_rate_at_once_then_one_request_per_interval(silo
     monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", {"token": "3/minute"})
     token = api_token_create(user=silo_user, name="clock")[0]
     request = type("Request", (), {"auth": token, "user": silo_user})()
-    now = [1000.0]
 
     def allowed_at(seconds: float) -> bool:
-        now[0] = seconds
         throttle = TokenRateThrottle()
-        throttle.timer = lambda: now[0]
-        allowed = throttle.allow_request(request, view=None)
-        allowed_at.wait = throttle.wait()
-        return allowed
+        throttle.timer = lambda: seconds
+        return throttle.allow_request(request, view=None)
+
+    def retry_after_at(seconds: float) -> float:
+        throttle = TokenRateThrottle()
+        throttle.timer = lambda: seconds
+        assert not throttle.allow_request(request, view=None)
+        return throttle.wait()
 
     assert [allowed_at(1000.0) for _ in range(3)] == [True, True, True]
-    assert not allowed_at(1000.0) and allowed_at.wait == 20.0  # 3 a minute: the next in 20 s
-    assert not allowed_at(1019.0) and allowed_at.wait == 1.0
+    assert retry_after_at(1000.0) == 20.0  # 3 a minute: the next in 20 s
+    assert retry_after_at(1019.0) == 1.0
     assert allowed_at(1020.0)
     assert not allowed_at(1020.0)
     assert [allowed_at(1080.0) for _ in range(3)] == [

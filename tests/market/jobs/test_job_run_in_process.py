@@ -142,7 +142,7 @@ def test_ensemble_job_saves_a_bundle_of_its_members(
 def test_an_ensemble_scores_alike_however_its_members_are_chunked(
     eager_celery, settings, operator, fedkt_submissions, django_capture_on_commit_callbacks
 ):
-    # the evaluation averages the members' probabilities chunk by chunk (a running weighted mean)
+    # the evaluation sums each chunk's weighted mean of its members' probabilities, times its share of the weight
     federation = fedkt_submissions[0].federation
     metrics = []
     for chunk_size in (1, len(fedkt_submissions)):
