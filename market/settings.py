@@ -211,13 +211,15 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "market.errors.api_exception_handler",
-    # Per token (per user for browser sessions, per address without credentials); 429 carries Retry-After.
+    # Per token and per user (all of a user's tokens and sessions together), per address without credentials;
+    # 429 carries Retry-After.
     "DEFAULT_THROTTLE_CLASSES": [
         "market.accounts.authentication.TokenRateThrottle",
         "market.accounts.authentication.AnonymousRateThrottle",
     ],
     "DEFAULT_THROTTLE_RATES": {
         "token": env_text("ONEFOLD_API_RATE_PER_TOKEN", "600/minute"),
+        "user": env_text("ONEFOLD_API_RATE_PER_USER", "600/minute"),
         "anonymous": env_text("ONEFOLD_API_RATE_ANONYMOUS", "120/minute"),
     },
 }

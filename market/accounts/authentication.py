@@ -1,8 +1,8 @@
 """How API requests authenticate and how fast they may come.
 
 ``Authorization: Token <key>`` finds a named, unexpired, unrevoked ``ApiToken`` by the key's hash.
-Throttling counts requests per token (per user for browser sessions, per address for anonymous
-clients); DRF answers ``429`` with ``Retry-After``.
+Throttling counts requests per token and per user (all of a user's tokens and sessions together), and per
+address for anonymous clients; DRF answers ``429`` with ``Retry-After``.
 """
 
 from rest_framework.authentication import TokenAuthentication
@@ -11,6 +11,7 @@ from rest_framework.throttling import SimpleRateThrottle
 from market.accounts.models import ApiToken
 from market.accounts.selectors import api_token_for_key
 from market.client_address import client_address_of
+from market.rate_limit import Rate, rates_take
 
 
 class ApiTokenAuthentication(TokenAuthentication):
@@ -26,47 +27,52 @@ class ApiTokenAuthentication(TokenAuthentication):
 
 
 class SteadyRateThrottle(SimpleRateThrottle):
-    """DRF's rate ("600/minute") as the generic cell rate algorithm: up to that many requests at once, then one
-    every minute / 600 on average. The cache holds one number per client, the time its allowance is next used up
-    to, instead of DRF's list of every request in the last period: at 600/minute that list (up to 600 times)
-    was read, unpickled, pickled and written back on every API request."""
+    """DRF's rate ("600/minute") as the generic cell rate algorithm (market.rate_limit): up to that many requests
+    at once, then one every minute / 600 on average. The cache holds one number per client, the time its
+    allowance is used up to, moved forward atomically: read-then-write let 16 concurrent clients through 878
+    times where the rate allowed 700."""
 
     cache_format = (
-        "throttle-steady_%(scope)s_%(ident)s"  # not DRF's key: its lists may still be in the cache
+        "throttle-gcra_%(scope)s_%(ident)s"  # not DRF's key, nor the earlier non-atomic one's
     )
 
+    def rates(self, request, view) -> list[Rate]:
+        """The rates this request counts against: by default the scope's rate under get_cache_key's key."""
+        key = self.get_cache_key(request, view)
+        if self.rate is None or key is None:
+            return []
+        return [Rate(key=key, count=self.num_requests, period_seconds=self.duration)]
+
     def allow_request(self, request, view):
-        if self.rate is None:
+        rates = self.rates(request, view)
+        if not rates:
             return True
-        self.key = self.get_cache_key(request, view)
-        if self.key is None:
-            return True
-        now = self.timer()
-        interval = self.duration / self.num_requests
-        used_up_to = max(self.cache.get(self.key, now), now)
-        self.retry_after = used_up_to + interval - now - self.duration
-        if self.retry_after > 0:
-            return False
-        self.cache.set(self.key, used_up_to + interval, self.duration)
-        return True
+        self.retry_after = rates_take(cache=self.cache, rates=rates, now=self.timer())
+        return self.retry_after <= 0
 
     def wait(self):
         return self.retry_after
 
 
 class TokenRateThrottle(SteadyRateThrottle):
-    """Requests per token; a browser session counts per user."""
+    """Requests per token and per user: all of a user's tokens and browser sessions share the user's rate, so
+    that minting tokens buys no more requests."""
 
     scope = "token"
+    user_scope = "user"
+
+    def rates(self, request, view) -> list[Rate]:
+        if not (request.user and request.user.is_authenticated):
+            return []
+        count, period = self.parse_rate(self.THROTTLE_RATES[self.user_scope])
+        ident = {"scope": self.user_scope, "ident": request.user.pk}
+        rates = [Rate(key=self.cache_format % ident, count=count, period_seconds=period)]
+        if isinstance(request.auth, ApiToken):
+            rates += super().rates(request, view)
+        return rates
 
     def get_cache_key(self, request, view):
-        if isinstance(request.auth, ApiToken):
-            ident = f"token-{request.auth.pk}"
-        elif request.user and request.user.is_authenticated:
-            ident = f"user-{request.user.pk}"
-        else:
-            return None
-        return self.cache_format % {"scope": self.scope, "ident": ident}
+        return self.cache_format % {"scope": self.scope, "ident": request.auth.pk}
 
 
 class AnonymousRateThrottle(SteadyRateThrottle):

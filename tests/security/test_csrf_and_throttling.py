@@ -49,9 +49,11 @@ def test_the_api_throttles_per_token_with_retry_after(silo_user, monkeypatch):
 
     from market.accounts.services import api_token_create
 
-    # The rates as ONEFOLD_API_RATE_PER_TOKEN / ONEFOLD_API_RATE_ANONYMOUS would set them at start-up.
+    # The rates as ONEFOLD_API_RATE_PER_TOKEN / _PER_USER / _ANONYMOUS would set them at start-up.
     monkeypatch.setattr(
-        SimpleRateThrottle, "THROTTLE_RATES", {"token": "3/minute", "anonymous": "100/minute"}
+        SimpleRateThrottle,
+        "THROTTLE_RATES",
+        {"token": "3/minute", "user": "100/minute", "anonymous": "100/minute"},
     )
     first, second = (api_token_create(user=silo_user, name=name)[1] for name in ("one", "two"))
     client_one, client_two = APIClient(), APIClient()
@@ -64,11 +66,42 @@ def test_the_api_throttles_per_token_with_retry_after(silo_user, monkeypatch):
     assert client_two.get("/api/me/").status_code == 200  # another token has its own allowance
 
 
+def test_a_user_with_many_tokens_and_a_browser_session_is_limited_as_one(
+    silo_user, other_silo_user, monkeypatch
+):
+    from rest_framework.throttling import SimpleRateThrottle
+
+    from market.accounts.services import api_token_create
+
+    monkeypatch.setattr(
+        SimpleRateThrottle,
+        "THROTTLE_RATES",
+        {"token": "3/minute", "user": "5/minute", "anonymous": "100/minute"},
+    )
+    clients = []
+    for number in range(6):
+        client = APIClient()
+        key = api_token_create(user=silo_user, name=f"minted {number}")[1]
+        client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+        clients.append(client)
+    assert [client.get("/api/me/").status_code for client in clients] == [200] * 5 + [429]
+    browser = APIClient()
+    browser.force_login(silo_user)
+    throttled = browser.get("/api/me/")
+    assert throttled.status_code == 429
+    assert 0 < int(throttled["Retry-After"]) <= 12  # 5 a minute: the next in 12 s
+    other = APIClient()
+    other.force_login(other_silo_user)
+    assert other.get("/api/me/").status_code == 200  # another user has an allowance of its own
+
+
 def test_a_forged_forwarded_for_header_does_not_buy_a_fresh_anonymous_allowance(db, monkeypatch):
     from rest_framework.throttling import SimpleRateThrottle
 
     monkeypatch.setattr(
-        SimpleRateThrottle, "THROTTLE_RATES", {"token": "100/minute", "anonymous": "2/minute"}
+        SimpleRateThrottle,
+        "THROTTLE_RATES",
+        {"token": "100/minute", "user": "100/minute", "anonymous": "2/minute"},
     )
     client = APIClient()
     codes = [
@@ -130,7 +163,9 @@ def test_the_throttle_allows_the_rate_at_once_then_one_request_per_interval(silo
     from market.accounts.authentication import TokenRateThrottle
     from market.accounts.services import api_token_create
 
-    monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", {"token": "3/minute"})
+    monkeypatch.setattr(
+        SimpleRateThrottle, "THROTTLE_RATES", {"token": "3/minute", "user": "100/minute"}
+    )
     token = api_token_create(user=silo_user, name="clock")[0]
     request = type("Request", (), {"auth": token, "user": silo_user})()
 
