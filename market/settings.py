@@ -294,7 +294,9 @@ for _scope, _rate in REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"].items():
         )
 ONEFOLD_TOKEN_DEFAULT_DAYS = env_int("ONEFOLD_TOKEN_DEFAULT_DAYS", 90)
 ONEFOLD_TOKEN_MAX_DAYS = env_int("ONEFOLD_TOKEN_MAX_DAYS", 365)
+# Failed sign-ins per account from one address, per account from anywhere, per address (market.accounts.services).
 ONEFOLD_SIGNIN_MAX_FAILURES = env_int("ONEFOLD_SIGNIN_MAX_FAILURES", 5)
+ONEFOLD_SIGNIN_MAX_FAILURES_PER_ACCOUNT = env_int("ONEFOLD_SIGNIN_MAX_FAILURES_PER_ACCOUNT", 50)
 ONEFOLD_SIGNIN_MAX_FAILURES_PER_ADDRESS = env_int("ONEFOLD_SIGNIN_MAX_FAILURES_PER_ADDRESS", 20)
 ONEFOLD_SIGNIN_WINDOW_SECONDS = env_int("ONEFOLD_SIGNIN_WINDOW_SECONDS", 15 * 60)
 # Sign-in counters and API throttles live in the cache: one Redis shared by every web process in production.

@@ -2,19 +2,28 @@ from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
 
-from market.accounts.services import SignInLocked, signin_check_allowed
+from market.accounts.services import (
+    SignInLocked,
+    signin_check_allowed,
+    signin_check_allowed_after_failure,
+)
 
 
 class SignInLimits:
-    """Refuse a sign-in form while the account or the address is over its failed-attempt limit."""
+    """Refuse a sign-in form while the account is over its failed-attempt limits, and a wrong password while the
+    address is over its own (market.accounts.services says why a right one still passes)."""
 
     def clean(self):
         username = self.cleaned_data.get("username") or ""
         try:
             signin_check_allowed(username=username, request=self.request)
+            try:
+                return super().clean()
+            except ValidationError:
+                signin_check_allowed_after_failure(username=username, request=self.request)
+                raise
         except SignInLocked as locked:
             raise ValidationError(str(locked), code="locked") from locked
-        return super().clean()
 
 
 class SignInForm(SignInLimits, AuthenticationForm):

@@ -1,5 +1,6 @@
 import hashlib
 import secrets
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
@@ -118,7 +119,16 @@ def user_token(*, user: User) -> str:
     return api_token_create(user=user, name="default")[1]
 
 
-# --- sign-in limits (a cache counter per account and per client address) ---
+# --- sign-in limits (cache counters per account and address, per account, per address) ---
+#
+# A wrong password counts against three counters, each for a window that starts at its first failure:
+# - the account from this address (ONEFOLD_SIGNIN_MAX_FAILURES): past it, that account is refused from that
+#   address before its password is checked, the right one included — one address cannot brute-force it;
+# - the account from anywhere (ONEFOLD_SIGNIN_MAX_FAILURES_PER_ACCOUNT, higher): the same, from every address —
+#   many addresses cannot brute-force it either;
+# - the address (ONEFOLD_SIGNIN_MAX_FAILURES_PER_ADDRESS): past it, every wrong password and unknown name from
+#   that address is answered as locked, but a right password for an account not itself locked still signs in —
+#   guessing names from an address cannot lock a known user out of it.
 
 
 class SignInLocked(DomainError):
@@ -132,48 +142,90 @@ class SignInLocked(DomainError):
         )
 
 
-def _signin_keys(*, username: str, address: str | None) -> list[tuple[str, int]]:
-    """(cache key, the most failures allowed) for the account and for the client address."""
-    keys = [
-        (
-            f"signin-failures:account:{hashlib.sha256(username.lower().encode()).hexdigest()}",
+@dataclass(frozen=True)
+class _SignInCounter:
+    key: str
+    limit: int
+
+
+def _signin_counters(*, username: str, address: str | None) -> dict[str, _SignInCounter]:
+    """The counters by name (the audit log's): the account's from anywhere, and with an address the account's
+    from that address and the address's."""
+    account = hashlib.sha256(username.lower().encode()).hexdigest()
+    counters = {
+        "account": _SignInCounter(
+            f"signin-failures:account:{account}",
+            settings.ONEFOLD_SIGNIN_MAX_FAILURES_PER_ACCOUNT,
+        )
+    }
+    if address:
+        counters["account from address"] = _SignInCounter(
+            f"signin-failures:account:{account}:address:{address}",
             settings.ONEFOLD_SIGNIN_MAX_FAILURES,
         )
-    ]
-    if address:
-        keys.append(
-            (f"signin-failures:address:{address}", settings.ONEFOLD_SIGNIN_MAX_FAILURES_PER_ADDRESS)
+        counters["address"] = _SignInCounter(
+            f"signin-failures:address:{address}", settings.ONEFOLD_SIGNIN_MAX_FAILURES_PER_ADDRESS
         )
-    return keys
+    return counters
+
+
+def _signin_refuse_when_over(
+    *, name: str, counter: _SignInCounter, allowed: int, username: str, request
+) -> None:
+    """Raise SignInLocked while the counter holds more than ``allowed`` failures in its window."""
+    stored = cache.get_many([counter.key, f"{counter.key}:window-ends"])
+    now = timezone.now().timestamp()
+    window_ends = stored.get(f"{counter.key}:window-ends", now)
+    if stored.get(counter.key, 0) > allowed and window_ends > now:
+        audit_record(
+            action="auth.sign_in_locked",
+            outcome=AuditOutcome.REFUSED,
+            request=request,
+            details={"username": username[:150], "limit": name},
+        )
+        raise SignInLocked(retry_after=int(window_ends - now) + 1)
 
 
 def signin_check_allowed(*, username: str, request) -> None:
-    """Raise SignInLocked while the account or the address has used up its failed attempts for the window."""
-    now = timezone.now().timestamp()
-    for key, limit in _signin_keys(username=username, address=client_address_of(request)):
-        failures, window_ends = cache.get(key, (0, now))
-        if failures >= limit and window_ends > now:
-            audit_record(
-                action="auth.sign_in_locked",
-                outcome=AuditOutcome.REFUSED,
+    """Before the password is checked: raise SignInLocked while the account, from this address or from anywhere,
+    has used up its failed attempts for the window."""
+    counters = _signin_counters(username=username, address=client_address_of(request))
+    for name in ("account from address", "account"):
+        if name in counters:
+            _signin_refuse_when_over(
+                name=name,
+                counter=counters[name],
+                allowed=counters[name].limit - 1,
+                username=username,
                 request=request,
-                details={
-                    "username": username[:150],
-                    "limit": "account" if ":account:" in key else "address",
-                },
             )
-            raise SignInLocked(retry_after=int(window_ends - now) + 1)
+
+
+def signin_check_allowed_after_failure(*, username: str, request) -> None:
+    """After a wrong password or an unknown name (already counted): raise SignInLocked once the address has
+    failed more often than its limit. A right password never comes here: it still signs in."""
+    address = _signin_counters(username=username, address=client_address_of(request)).get("address")
+    if address is not None:
+        _signin_refuse_when_over(
+            name="address",
+            counter=address,
+            allowed=address.limit,
+            username=username,
+            request=request,
+        )
 
 
 def signin_failure_record(*, username: str, request) -> None:
-    """Count a failed sign-in against the account and the address; the window starts at the first failure."""
-    now = timezone.now().timestamp()
+    """Count a failed sign-in against every counter; each window starts at its counter's first failure. The
+    count is one atomic increment, so that concurrent failures are all counted."""
     window = settings.ONEFOLD_SIGNIN_WINDOW_SECONDS
-    for key, _ in _signin_keys(username=username, address=client_address_of(request)):
-        failures, window_ends = cache.get(key, (0, now + window))
-        if window_ends <= now:
-            failures, window_ends = 0, now + window
-        cache.set(key, (failures + 1, window_ends), timeout=int(window_ends - now) + 1)
+    for counter in _signin_counters(username=username, address=client_address_of(request)).values():
+        cache.add(f"{counter.key}:window-ends", timezone.now().timestamp() + window, window)
+        cache.add(counter.key, 0, window)
+        try:
+            cache.incr(counter.key)
+        except ValueError:  # the window ended between add and incr: this failure starts the next
+            cache.set(counter.key, 1, window)
     audit_record(
         action="auth.sign_in",
         outcome=AuditOutcome.REFUSED,
@@ -183,8 +235,12 @@ def signin_failure_record(*, username: str, request) -> None:
 
 
 def signin_success_record(*, user: User, request, via: str) -> None:
-    """A good password clears the account's failures (not the address's: one address may try many accounts)."""
-    cache.delete(_signin_keys(username=user.get_username(), address=None)[0][0])
+    """A right password clears the account's failures from this address (not from elsewhere, nor the address's:
+    one address may try many accounts)."""
+    counters = _signin_counters(username=user.get_username(), address=client_address_of(request))
+    if "account from address" in counters:
+        key = counters["account from address"].key
+        cache.delete_many([key, f"{key}:window-ends"])
     audit_record(action="auth.sign_in", actor=user, request=request, details={"via": via})
 
 
@@ -197,6 +253,7 @@ def api_sign_in(
         request=request, username=username, password=password
     )  # a failure is counted by the signal
     if user is None:
+        signin_check_allowed_after_failure(username=username, request=request)
         raise InvalidInput("Unable to log in with provided credentials.")
     signin_success_record(user=user, request=request, via="api")
     return api_token_create(

@@ -1,5 +1,6 @@
 from django.test import Client
 
+from market.accounts.models import ApiToken
 from market.audit.models import AuditEvent
 
 
@@ -9,21 +10,55 @@ def wrong_password(client, username="sam-silo", address="10.0.0.1"):
     )
 
 
-def test_the_token_endpoint_answers_429_with_retry_after_once_an_account_used_its_failures(
+def sign_in(client, username="sam-silo", password="silo-password", address="10.0.0.1"):
+    return client.post(
+        "/api/auth/token/", {"username": username, "password": password}, REMOTE_ADDR=address
+    )
+
+
+def test_an_account_that_used_its_failures_from_an_address_is_refused_there_even_with_its_password(
     silo_user, client, settings
 ):
     settings.ONEFOLD_SIGNIN_MAX_FAILURES = 3
     assert [wrong_password(client).status_code for _ in range(3)] == [400, 400, 400]
-    locked = client.post(
-        "/api/auth/token/",
-        {"username": "sam-silo", "password": "silo-password"},
-        REMOTE_ADDR="10.0.0.2",
-    )  # even the right password, from another address
+    locked = sign_in(client)  # the right password cannot be told apart: no fourth guess is checked
     assert locked.status_code == 429
     assert 0 < int(locked["Retry-After"]) <= settings.ONEFOLD_SIGNIN_WINDOW_SECONDS + 1
     assert locked.json()["detail"].startswith("Too many failed sign-ins; try again in 15 minutes.")
-    refusals = AuditEvent.objects.filter(outcome="refused").values_list("action", flat=True)
-    assert list(refusals) == ["auth.sign_in"] * 3 + ["auth.sign_in_locked"]
+    refusals = AuditEvent.objects.filter(outcome="refused").values_list("action", "details")
+    assert list(refusals)[3:] == [
+        ("auth.sign_in_locked", {"username": "sam-silo", "limit": "account from address"})
+    ]
+    assert not ApiToken.objects.exists()
+    assert sign_in(client, address="10.0.0.2").status_code == 200  # its owner, elsewhere
+
+
+def test_an_account_is_limited_across_addresses_too(silo_user, client, settings):
+    settings.ONEFOLD_SIGNIN_MAX_FAILURES_PER_ACCOUNT = 4
+    codes = [wrong_password(client, address=f"10.0.1.{n}").status_code for n in range(4)]
+    assert codes == [400, 400, 400, 400]
+    assert (
+        sign_in(client, address="10.0.1.99").status_code == 429
+    )  # a fifth address, the right password
+    assert not ApiToken.objects.exists()
+
+
+def test_guessing_names_from_an_address_cannot_lock_a_known_user_out_of_it(
+    operator, silo_user, client, settings
+):
+    settings.ONEFOLD_SIGNIN_MAX_FAILURES_PER_ADDRESS = 20
+    codes = [wrong_password(client, username=f"guess-{n}").status_code for n in range(21)]
+    assert codes == [400] * 20 + [429]
+    assert wrong_password(client, username="sam-silo").status_code == 429  # a known name, wrong
+    assert sign_in(client, username="nobody-here").status_code == 429  # no oracle for names either
+    signed_in = sign_in(client, username="olivia-operator", password="operator-password")
+    assert signed_in.status_code == 200
+    assert ApiToken.objects.get().user == operator
+    browser = Client(REMOTE_ADDR="10.0.0.1")
+    response = browser.post(
+        "/sign-in/", {"username": "sam-silo", "password": "silo-password"}, REMOTE_ADDR="10.0.0.1"
+    )
+    assert (response.status_code, browser.session["_auth_user_id"]) == (302, str(silo_user.pk))
 
 
 def test_failures_are_also_limited_per_address_across_accounts(
@@ -34,28 +69,23 @@ def test_failures_are_also_limited_per_address_across_accounts(
         wrong_password(client, username=f"guess-{attempt}")
     assert wrong_password(client, username="sam-silo").status_code == 429
     assert (
-        client.post(
-            "/api/auth/token/",
-            {"username": "bea-bank", "password": "bank-password"},
-            REMOTE_ADDR="10.0.0.9",
-        ).status_code
-        == 200
-    )
+        AuditEvent.objects.filter(action="auth.sign_in_locked").values_list("details", flat=True)
+    ).get() == {"username": "sam-silo", "limit": "address"}
+    assert (
+        sign_in(client, username="bea-bank", password="bank-password", address="10.0.0.9")
+    ).status_code == 200
 
 
-def test_a_successful_sign_in_clears_the_accounts_failures(silo_user, client, settings):
+def test_a_successful_sign_in_clears_the_accounts_failures_from_its_address(
+    silo_user, client, settings
+):
     settings.ONEFOLD_SIGNIN_MAX_FAILURES = 3
+    settings.ONEFOLD_SIGNIN_MAX_FAILURES_PER_ACCOUNT = 5
     wrong_password(client), wrong_password(client)
-    assert (
-        client.post(
-            "/api/auth/token/", {"username": "sam-silo", "password": "silo-password"}
-        ).status_code
-        == 200
-    )
-    wrong_password(client, address="10.0.0.5"), wrong_password(client, address="10.0.0.6")
-    assert (
-        wrong_password(client, address="10.0.0.7").status_code == 400
-    )  # only 2 failures since the success
+    assert sign_in(client).status_code == 200
+    wrong_password(client), wrong_password(client)
+    assert wrong_password(client).status_code == 400  # only 2 failures since the success
+    assert wrong_password(client).status_code == 429  # the account's 6th failure from anywhere
 
 
 def test_the_web_sign_in_form_is_limited_and_audited(silo_user, settings):
@@ -92,6 +122,19 @@ def test_a_web_sign_in_is_audited_with_the_actor_and_address(silo_user):
         event.client_address,
         event.details,
     ) == ("auth.sign_in", "success", silo_user, silo_user.organisation, "127.0.0.1", {"via": "web"})
+
+
+def test_the_web_sign_in_form_refuses_guessed_names_from_a_locked_address_but_not_a_right_password(
+    silo_user, settings
+):
+    settings.ONEFOLD_SIGNIN_MAX_FAILURES_PER_ADDRESS = 3
+    browser = Client()
+    for attempt in range(3):
+        browser.post("/sign-in/", {"username": f"guess-{attempt}", "password": "nope"})
+    guessed = browser.post("/sign-in/", {"username": "guess-9", "password": "nope"})
+    assert b"Too many failed sign-ins; try again in 15 minutes." in guessed.content
+    response = browser.post("/sign-in/", {"username": "sam-silo", "password": "silo-password"})
+    assert (response.status_code, browser.session["_auth_user_id"]) == (302, str(silo_user.pk))
 
 
 def test_the_admin_sign_in_page_is_limited_too(operator, settings):
