@@ -4,6 +4,8 @@ Services raise these with a plain sentence for the person who caused the error; 
 ``{"detail": <sentence>}`` with the error's status code.
 """
 
+import sys
+
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import JsonResponse
@@ -11,6 +13,7 @@ from django.views import defaults
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
+from market.database_busy import database_busy_response, database_is_busy
 from workers.features import TableError
 from workers.modelio.base import RefusedModelError
 
@@ -117,6 +120,8 @@ def not_found(request, exception):
 
 
 def server_error(request):
+    if database_is_busy(sys.exc_info()[1]):  # Django calls this view while handling the exception
+        return database_busy_response(request)
     if not request.path.startswith(API_PREFIX):
         return defaults.server_error(request)
     return JsonResponse(

@@ -6,12 +6,15 @@ database, which has no sign-up API, and runs it.
 Idempotent: a second run reuses the accounts, federation, submissions, job, listing and purchase.
 """
 
+import time
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import OperationalError
 
 from market.accounts.models import Organisation, User
 from market.accounts.services import organisation_create, user_create
+from market.database_busy import RETRY_AFTER_SECONDS, database_is_busy
 from market.federations.management.commands.onefold_demo import DEMO_DATA
 from market.jobs.parameters import job_kind_choices
 from workers.silo.errors import OnefoldError
@@ -60,6 +63,24 @@ def accounts_ensure(silos: int) -> dict:
         "buyer": BUYER[:2],
         "silos": [(username, SILO_PASSWORD) for username in usernames],
     }
+
+
+ACCOUNTS_ATTEMPTS = 6
+
+
+def accounts_ensure_retrying(silos: int, *, say=print) -> dict:
+    """accounts_ensure, tried again while SQLite says "database is locked" (the running market's requests and
+    worker write to the same file); it is idempotent, so a retry reuses what an earlier attempt made."""
+    for attempt in range(ACCOUNTS_ATTEMPTS - 1):
+        try:
+            return accounts_ensure(silos)
+        except OperationalError as error:
+            if not database_is_busy(error):
+                raise
+            wait = RETRY_AFTER_SECONDS * 2**attempt
+            say(f"The market's database is busy; making the accounts again in {wait} s.")
+            time.sleep(wait)
+    return accounts_ensure(silos)
 
 
 class Command(BaseCommand):
@@ -136,7 +157,9 @@ class Command(BaseCommand):
         )
         try:
             market_wait(settings.market_url, timeout_seconds=options["wait_for_market"])
-            report = simulation_run(settings, accounts=accounts_ensure(settings.silos))
+            report = simulation_run(
+                settings, accounts=accounts_ensure_retrying(settings.silos, say=self.stderr.write)
+            )
         except (OnefoldError, SimulationError, ValueError) as error:
             raise CommandError(f"The simulation stopped: {error}") from error
         market = settings.market_url.rstrip("/")
