@@ -15,6 +15,8 @@ class SignInLimits:
 
     def clean(self):
         username = self.cleaned_data.get("username") or ""
+        if not (username and self.cleaned_data.get("password")):
+            return super().clean()  # no password is checked: nothing to count
         try:
             signin_check_allowed(username=username, request=self.request)
             try:

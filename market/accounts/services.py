@@ -1,7 +1,9 @@
+import contextlib
 import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import NoReturn
 
 from django.conf import settings
 from django.contrib.auth import authenticate
@@ -121,7 +123,7 @@ def user_token(*, user: User) -> str:
 
 # --- sign-in limits (cache counters per account and address, per account, per address) ---
 #
-# A wrong password counts against three counters, each for a window that starts at its first failure:
+# Three counters, each for a window that starts at its first count (a right password gives its attempt back):
 # - the account from this address (ONEFOLD_SIGNIN_MAX_FAILURES): past it, that account is refused from that
 #   address before its password is checked, the right one included — one address cannot brute-force it;
 # - the account from anywhere (ONEFOLD_SIGNIN_MAX_FAILURES_PER_ACCOUNT, higher): the same, from every address —
@@ -169,63 +171,62 @@ def _signin_counters(*, username: str, address: str | None) -> dict[str, _SignIn
     return counters
 
 
-def _signin_refuse_when_over(
-    *, name: str, counter: _SignInCounter, allowed: int, username: str, request
-) -> None:
-    """Raise SignInLocked while the counter holds more than ``allowed`` failures in its window."""
-    stored = cache.get_many([counter.key, f"{counter.key}:window-ends"])
-    now = timezone.now().timestamp()
-    window_ends = stored.get(f"{counter.key}:window-ends", now)
-    if stored.get(counter.key, 0) > allowed and window_ends > now:
-        audit_record(
-            action="auth.sign_in_locked",
-            outcome=AuditOutcome.REFUSED,
-            request=request,
-            details={"username": username[:150], "limit": name},
-        )
-        raise SignInLocked(retry_after=int(window_ends - now) + 1)
+def _signin_count(counter: _SignInCounter) -> tuple[int, float]:
+    """Add one to the counter in one atomic increment, so that concurrent attempts are all counted; returns the
+    count and when its window ends (a timestamp; the window starts at the counter's first attempt)."""
+    window = settings.ONEFOLD_SIGNIN_WINDOW_SECONDS
+    window_ends = timezone.now().timestamp() + window
+    cache.add(f"{counter.key}:window-ends", window_ends, window)
+    cache.add(counter.key, 0, window)
+    try:
+        count = cache.incr(counter.key)
+    except ValueError:  # the window ended between add and incr: this attempt starts the next
+        cache.set(counter.key, count := 1, window)
+    return count, cache.get(f"{counter.key}:window-ends", window_ends)
+
+
+def _signin_refuse(*, name: str, window_ends: float, username: str, request) -> NoReturn:
+    audit_record(
+        action="auth.sign_in_locked",
+        outcome=AuditOutcome.REFUSED,
+        request=request,
+        details={"username": username[:150], "limit": name},
+    )
+    raise SignInLocked(retry_after=int(window_ends - timezone.now().timestamp()) + 1)
 
 
 def signin_check_allowed(*, username: str, request) -> None:
-    """Before the password is checked: raise SignInLocked while the account, from this address or from anywhere,
-    has used up its failed attempts for the window."""
+    """Before the password is checked: count the attempt against the account from this address and from
+    anywhere, and raise SignInLocked past either's limit. Counted before the check, so that concurrent guesses
+    cannot all pass a check made before any of them failed; a right password gives its attempt back
+    (signin_success_record)."""
     counters = _signin_counters(username=username, address=client_address_of(request))
     for name in ("account from address", "account"):
         if name in counters:
-            _signin_refuse_when_over(
-                name=name,
-                counter=counters[name],
-                allowed=counters[name].limit - 1,
-                username=username,
-                request=request,
-            )
+            count, window_ends = _signin_count(counters[name])
+            if count > counters[name].limit:
+                _signin_refuse(
+                    name=name, window_ends=window_ends, username=username, request=request
+                )
 
 
 def signin_check_allowed_after_failure(*, username: str, request) -> None:
     """After a wrong password or an unknown name (already counted): raise SignInLocked once the address has
     failed more often than its limit. A right password never comes here: it still signs in."""
     address = _signin_counters(username=username, address=client_address_of(request)).get("address")
-    if address is not None:
-        _signin_refuse_when_over(
-            name="address",
-            counter=address,
-            allowed=address.limit,
-            username=username,
-            request=request,
-        )
+    if address is None:
+        return
+    stored = cache.get_many([address.key, f"{address.key}:window-ends"])
+    window_ends = stored.get(f"{address.key}:window-ends", 0)
+    if stored.get(address.key, 0) > address.limit and window_ends > timezone.now().timestamp():
+        _signin_refuse(name="address", window_ends=window_ends, username=username, request=request)
 
 
 def signin_failure_record(*, username: str, request) -> None:
-    """Count a failed sign-in against every counter; each window starts at its counter's first failure. The
-    count is one atomic increment, so that concurrent failures are all counted."""
-    window = settings.ONEFOLD_SIGNIN_WINDOW_SECONDS
-    for counter in _signin_counters(username=username, address=client_address_of(request)).values():
-        cache.add(f"{counter.key}:window-ends", timezone.now().timestamp() + window, window)
-        cache.add(counter.key, 0, window)
-        try:
-            cache.incr(counter.key)
-        except ValueError:  # the window ended between add and incr: this failure starts the next
-            cache.set(counter.key, 1, window)
+    """Count a failed sign-in against the address (the account's counters counted it as an attempt)."""
+    address = _signin_counters(username=username, address=client_address_of(request)).get("address")
+    if address is not None:
+        _signin_count(address)
     audit_record(
         action="auth.sign_in",
         outcome=AuditOutcome.REFUSED,
@@ -235,12 +236,14 @@ def signin_failure_record(*, username: str, request) -> None:
 
 
 def signin_success_record(*, user: User, request, via: str) -> None:
-    """A right password clears the account's failures from this address (not from elsewhere, nor the address's:
-    one address may try many accounts)."""
+    """A right password gives its attempt back to the account and clears the account's failures from this
+    address (not the address's: one address may try many accounts)."""
     counters = _signin_counters(username=user.get_username(), address=client_address_of(request))
     if "account from address" in counters:
         key = counters["account from address"].key
         cache.delete_many([key, f"{key}:window-ends"])
+    with contextlib.suppress(ValueError):  # its window has ended
+        cache.decr(counters["account"].key)
     audit_record(action="auth.sign_in", actor=user, request=request, details={"via": via})
 
 

@@ -146,3 +146,31 @@ def test_the_admin_sign_in_page_is_limited_too(operator, settings):
     )
     assert b"Too many failed sign-ins" in locked.content
     assert "_auth_user_id" not in browser.session
+
+
+def test_concurrent_guesses_at_one_account_are_counted_before_any_password_is_checked(
+    transactional_db, silo_user, settings
+):
+    import threading
+
+    from django.db import connections
+
+    settings.ONEFOLD_SIGNIN_MAX_FAILURES = 5
+    guessers = 16
+    start = threading.Barrier(guessers)
+    codes = []
+
+    def guess():
+        start.wait()
+        try:
+            codes.append(wrong_password(Client()).status_code)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=guess) for _ in range(guessers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(codes) == [400] * 5 + [429] * 11
+    assert AuditEvent.objects.filter(action="auth.sign_in", outcome="refused").count() == 5
