@@ -32,9 +32,8 @@ class SteadyRateThrottle(SimpleRateThrottle):
     allowance is used up to, moved forward atomically: read-then-write let 16 concurrent clients through 878
     times where the rate allowed 700."""
 
-    cache_format = (
-        "throttle-gcra_%(scope)s_%(ident)s"  # not DRF's key, nor the earlier non-atomic one's
-    )
+    # Not DRF's key, nor the earlier non-atomic throttle's (their values may still be in the cache).
+    cache_format = "throttle-gcra_%(scope)s_%(ident)s"
 
     def rates(self, request, view) -> list[Rate]:
         """The rates this request counts against: by default the scope's rate under get_cache_key's key."""
