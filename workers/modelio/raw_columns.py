@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from workers.features import ONE_HOT_VIEW, ORDINAL_VIEW, check_view
+from workers.modelio.base import check_classes
 
 ML_DOMAIN = "ai.onnx.ml"
 MIN_OPSET = 13  # Where, IsNaN, Softmax over the last axis
@@ -204,13 +205,36 @@ def _member_probabilities(graph: _Graph, model, features: str, prefix: str, n_cl
     graph.nodes.extend(member_graph.node)
     graph.initializers.extend(member_graph.initializer)
     classifiers = [node for node in member_graph.node if node.op_type in CLASSIFIER_OPERATORS]
-    if classifiers:
-        if classifier_labels(classifiers) != list(range(n_classes)):
-            raise ValueError("A member classifier does not output every class in index order.")
-        probabilities = probability_output_name(model)
-    else:
+    if not classifiers:  # a network: its logits are every class's, in index order (checked on upload)
         probabilities = graph.node("Softmax", [member_graph.output[0].name], "softmax", axis=-1)
-    return graph.node("Cast", [probabilities], "member_probabilities", to=1)
+        return graph.node("Cast", [probabilities], "member_probabilities", to=1)
+    probabilities = graph.node(
+        "Cast", [probability_output_name(model)], "member_probabilities", to=1
+    )
+    classes = check_classes(classifier_labels(classifiers), n_classes)
+    return _widened(graph, probabilities, classes, n_classes)
+
+
+def _widened(graph: _Graph, probabilities: str, classes: Sequence[int], n_classes: int) -> str:
+    """``[N, n_classes]`` float: the member's ``[N, len(classes)]`` probabilities with column ``j`` moved to class
+    ``classes[j]`` and zeros for the classes the member never saw, as the market's sandbox aligns a classifier's
+    columns by its labels (:func:`workers.modelio.native.predict_probabilities`). A zero column is padded on,
+    then each federation class gathers its member's column, or the zero column: values are copied, not
+    computed, so the widened probabilities are the member's own bits."""
+    if list(classes) == list(range(n_classes)):
+        return probabilities
+    position = {label: index for index, label in enumerate(classes)}
+    source_columns = np.array(
+        [position.get(label, len(classes)) for label in range(n_classes)], np.int64
+    )
+    padded = graph.node(
+        "Pad",
+        [probabilities, graph.constant("pads", np.array([0, 0, 0, 1], np.int64))],
+        "padded",
+    )
+    return graph.node(
+        "Gather", [padded, graph.constant("columns", source_columns)], "widened", axis=1
+    )
 
 
 def _identity(source: str, target: str):
