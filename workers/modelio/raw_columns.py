@@ -12,7 +12,9 @@ The graph has one input per column, named as the column: numerics ``tensor(doubl
 encoded in double precision and then rounded to float32, as :func:`workers.features.encode_features` does
 (the ordinal view goes through that same float32 standardisation and back, as the market's stored matrices
 do), so a tree splits the same way on the buyer's machine as on the platform. Outputs: ``probabilities``
-(float ``[N, K]``, class index order) and ``label`` (the class label text, ``[N]``). The metadata holds the
+(float ``[N, K]``, class index order) and ``label`` (the class label text, ``[N]``). A member that never saw
+some classes (its classifier's labels are a subset of the federation's) is widened inside the graph before the
+average: its columns go to its classes and the others are zero, as the market's sandbox aligns them. The metadata holds the
 input schema and the class labels as JSON (``onefold.input_schema``, ``onefold.class_labels``).
 
 The steps are the ones skl2onnx writes for a ``StandardScaler``/``OneHotEncoder``/``OrdinalEncoder`` column
@@ -274,7 +276,8 @@ def raw_column_onnx(
     Raises
     ------
     ValueError
-        When there is no member, a weight is not positive, or a member does not output every class.
+        When there is no member, a weight is not positive, or a member's class labels are not distinct classes
+        of the federation.
     """
     import onnx
     from onnx import TensorProto, helper
