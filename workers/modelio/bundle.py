@@ -43,7 +43,9 @@ class BundleMember:
     data: bytes
     weight: float
     feature_view: str = ONE_HOT_VIEW
-    classes: tuple[int, ...] | None = None  # the federation classes of its output columns; None: all, in order
+    classes: tuple[int, ...] | None = (
+        None  # the federation classes of its output columns; None: all, in order
+    )
 
 
 def bundle_write(
@@ -179,4 +181,3 @@ def _check_member_classes(member: dict, n_classes: int) -> None:
             f"Member {member['file']} has classes {classes!r}; they must be distinct class indices "
             f"0 to {n_classes - 1}."
         )
-

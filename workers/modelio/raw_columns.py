@@ -207,7 +207,9 @@ def _member_probabilities(graph: _Graph, model, features: str, prefix: str, n_cl
     graph.nodes.extend(member_graph.node)
     graph.initializers.extend(member_graph.initializer)
     classifiers = [node for node in member_graph.node if node.op_type in CLASSIFIER_OPERATORS]
-    if not classifiers:  # a network: its logits are every class's, in index order (checked on upload)
+    if (
+        not classifiers
+    ):  # a network: its logits are every class's, in index order (checked on upload)
         probabilities = graph.node("Softmax", [member_graph.output[0].name], "softmax", axis=-1)
         return graph.node("Cast", [probabilities], "member_probabilities", to=1)
     probabilities = graph.node(

@@ -181,7 +181,9 @@ def build_parser(prog: str = "python -m workers.silo") -> argparse.ArgumentParse
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     common = _common_options()
 
-    def command(name: str, help_text: str, handler, epilog: str | None = None) -> argparse.ArgumentParser:
+    def command(
+        name: str, help_text: str, handler, epilog: str | None = None
+    ) -> argparse.ArgumentParser:
         sub_parser = sub.add_parser(
             name, help=help_text, description=help_text, epilog=epilog, parents=[common]
         )

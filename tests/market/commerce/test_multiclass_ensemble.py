@@ -110,8 +110,13 @@ def member_file(frame: pd.DataFrame, spec: dict, classes: list[int], family: str
 def run_fresh(script: str, cwd: Path) -> np.ndarray:
     """``script`` in a fresh interpreter with public libraries only; it leaves its answer in out.npy."""
     finished = subprocess.run(
-        [sys.executable, "-I", "-c", script + "\nnp.save('out.npy', probabilities)\n"
-         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('market', 'workers', 'django')))"],
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            script + "\nnp.save('out.npy', probabilities)\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('market', 'workers', 'django')))",
+        ],
         capture_output=True,
         text=True,
         timeout=180,
@@ -146,7 +151,9 @@ def test_a_six_class_ensemble_of_partial_members_runs_from_its_package_like_the_
         zip((silo_user, other_silo_user, third_silo_user), SILO_MEMBERS)
     ):
         federation_join(federation=federation, user=user)
-        data = member_file(silo_rows.iloc[index * 1000 : (index + 1) * 1000], spec, classes, family, view)
+        data = member_file(
+            silo_rows.iloc[index * 1000 : (index + 1) * 1000], spec, classes, family, view
+        )
         response = submit(
             api_client_for(user),
             {"member.onnx": data},
@@ -185,7 +192,10 @@ def test_a_six_class_ensemble_of_partial_members_runs_from_its_package_like_the_
     purchase_create(listing=listing, user=buyer_user)
 
     rows = compass_table(60, seed=4).drop(columns=["direction"])
-    rows.loc[0, "x"], rows.loc[1, "colour"] = np.nan, None  # a missing numeric and a missing category
+    rows.loc[0, "x"], rows.loc[1, "colour"] = (
+        np.nan,
+        None,
+    )  # a missing numeric and a missing category
     answer = buyer_api.post(
         f"/api/global-models/{global_model.id}/predict/",
         {"rows": json.loads(rows.to_json(orient="records"))},
@@ -234,7 +244,9 @@ def test_a_six_class_ensemble_of_partial_members_runs_from_its_package_like_the_
 
 
 def test_infer_feature_spec_reads_the_compass_table_as_two_numerics_and_a_category():
-    spec = infer_feature_spec(read_table(csv_bytes(compass_table(50, seed=1))), label_column="direction")
+    spec = infer_feature_spec(
+        read_table(csv_bytes(compass_table(50, seed=1))), label_column="direction"
+    )
     assert [(column["name"], column["type"]) for column in spec["columns"]] == [
         ("x", "numeric"),
         ("y", "numeric"),

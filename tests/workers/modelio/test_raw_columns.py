@@ -125,7 +125,9 @@ def test_raw_column_model_refuses_no_members_or_a_zero_weight(adult_rows, model_
         )
 
 
-def test_members_that_saw_some_classes_are_widened_to_every_class_in_the_federations_order(adult_rows):
+def test_members_that_saw_some_classes_are_widened_to_every_class_in_the_federations_order(
+    adult_rows,
+):
     """Six classes; one member saw classes 0, 2 and 5, another 2 and 3: each member's columns land on its classes,
     the classes no member saw get exactly 0, and the average is the market's (workers.modelio.native)."""
     from sklearn.linear_model import LogisticRegression
@@ -152,7 +154,9 @@ def test_members_that_saw_some_classes_are_widened_to_every_class_in_the_federat
         )
     raw = raw_column_onnx(members, spec=spec, class_labels=labels)
     session = onnxruntime.InferenceSession(raw, providers=["CPUExecutionProvider"])
-    probabilities, predicted = session.run(["probabilities", "label"], raw_inputs(session, csv_text))
+    probabilities, predicted = session.run(
+        ["probabilities", "label"], raw_inputs(session, csv_text)
+    )
     assert probabilities.shape == (len(rows), 6)
     assert (probabilities[:, [1, 4]] == 0).all()
     np.testing.assert_allclose(probabilities, expected, atol=1e-6)
@@ -164,7 +168,9 @@ def test_a_member_naming_a_class_the_federation_does_not_have_is_refused(adult_r
     from workers.silo.students import relabelled_onnx
 
     spec, _, _ = adult_rows
-    with pytest.raises(ValueError, match="predicts class 2, but the federation's classes are 0 to 1"):
+    with pytest.raises(
+        ValueError, match="predicts class 2, but the federation's classes are 0 to 1"
+    ):
         raw_column_onnx(
             [RawColumnMember(relabelled_onnx(model_files["forest.onnx"], [0, 2]))],
             spec=spec,

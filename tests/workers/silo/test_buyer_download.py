@@ -24,7 +24,10 @@ def test_download_help_names_the_raw_column_model_and_the_package(run_cli, capsy
         run_cli("download", "--help")
     assert exit_info.value.code == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert "--format FORMAT raw_onnx (raw columns in, probabilities out: runs with onnxruntime alone)" in text
+    assert (
+        "--format FORMAT raw_onnx (raw columns in, probabilities out: runs with onnxruntime alone)"
+        in text
+    )
     assert "--package a zip of the file with the model card README.md and feature-spec.json" in text
     assert "GET /api/global-models/<id>/feature-spec.json" in text
 
