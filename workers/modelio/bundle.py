@@ -1,6 +1,7 @@
 """The one bundle format: an ensemble saved as a zip of its members' files in upload formats and a
 ``manifest.json`` ``{"n_classes", "n_features", "members": [{"file", "format", "weight", "feature_view",
-"classes"?}], "feature_spec"?}`` (Guha et al., *One-Shot Federated Learning*, section 3: the ensemble is the model).
+"classes"?}], "feature_spec"?}`` (Guha et al., *One-Shot Federated Learning*, section 3: the ensemble is the
+model).
 
 A member's ``feature_view`` (:mod:`workers.features`: ``one_hot``, the default, or ``ordinal``) is the view of
 the federation's features it reads; the bundle itself reads the one-hot view (``n_features`` wide). The
@@ -36,16 +37,15 @@ MEMBER_FORMATS = tuple(str(model_format) for model_format in ModelFormat)
 
 @dataclass(frozen=True)
 class BundleMember:
-    """One member file of a bundle: its upload ``format``, its bytes, its (non-negative) weight in the average
-    and the feature view it reads."""
+    """One member file of a bundle: its upload ``format``, its bytes, its (non-negative) weight in the average,
+    the feature view it reads and the federation classes of its output columns."""
 
     format: str
     data: bytes
     weight: float
     feature_view: str = ONE_HOT_VIEW
-    classes: tuple[int, ...] | None = (
-        None  # the federation classes of its output columns; None: all, in order
-    )
+    # the federation classes of its output columns, in order; None: every class, in index order
+    classes: tuple[int, ...] | None = None
 
 
 def bundle_write(

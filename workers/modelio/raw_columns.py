@@ -14,8 +14,9 @@ encoded in double precision and then rounded to float32, as :func:`workers.featu
 do), so a tree splits the same way on the buyer's machine as on the platform. Outputs: ``probabilities``
 (float ``[N, K]``, class index order) and ``label`` (the class label text, ``[N]``). A member that never saw
 some classes (its classifier's labels are a subset of the federation's) is widened inside the graph before the
-average: its columns go to its classes and the others are zero, as the market's sandbox aligns them. The metadata holds the
-input schema and the class labels as JSON (``onefold.input_schema``, ``onefold.class_labels``).
+average: its columns go to its classes and the others are zero, as the market's sandbox aligns them. The
+metadata holds the input schema and the class labels as JSON (``onefold.input_schema``,
+``onefold.class_labels``).
 
 The steps are the ones skl2onnx writes for a ``StandardScaler``/``OneHotEncoder``/``OrdinalEncoder`` column
 transformer (``Sub``/``Div``, ``ai.onnx.ml.OneHotEncoder``), written here directly because the encoding's
@@ -207,9 +208,8 @@ def _member_probabilities(graph: _Graph, model, features: str, prefix: str, n_cl
     graph.nodes.extend(member_graph.node)
     graph.initializers.extend(member_graph.initializer)
     classifiers = [node for node in member_graph.node if node.op_type in CLASSIFIER_OPERATORS]
-    if (
-        not classifiers
-    ):  # a network: its logits are every class's, in index order (checked on upload)
+    if not classifiers:
+        # a network: its one output holds the logits of every class, in index order (checked on upload)
         probabilities = graph.node("Softmax", [member_graph.output[0].name], "softmax", axis=-1)
         return graph.node("Cast", [probabilities], "member_probabilities", to=1)
     probabilities = graph.node(

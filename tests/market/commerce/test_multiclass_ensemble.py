@@ -21,13 +21,7 @@ from tests.market.commerce.test_delivery import download
 from tests.market.jobs.conftest import third_silo_user  # noqa: F401
 from tests.market.jobs.helpers import launch, succeeded
 from tests.market.submissions.helpers import submit
-from workers.features import (
-    ONE_HOT_VIEW,
-    ORDINAL_VIEW,
-    encode_features,
-    infer_feature_spec,
-    read_table,
-)
+from workers.features import ONE_HOT_VIEW, ORDINAL_VIEW, encode_features
 
 MARKET_DOC = Path(__file__).resolve().parents[3] / "docs" / "market.md"
 LABELS = ["north", "south", "east", "west", "up", "down"]
@@ -114,7 +108,7 @@ def run_fresh(script: str, cwd: Path) -> np.ndarray:
             sys.executable,
             "-I",
             "-c",
-            script + "\nnp.save('out.npy', probabilities)\n"
+            f"import sys\n{script}\nnp.save('out.npy', probabilities)\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('market', 'workers', 'django')))",
         ],
         capture_output=True,
@@ -219,7 +213,7 @@ def test_a_six_class_ensemble_of_partial_members_runs_from_its_package_like_the_
         for block in re.findall(r"```python\n(.*?)```", MARKET_DOC.read_text(), re.DOTALL)
         if "manifest.json" in block
     )
-    from_bundle = run_fresh("import sys\n" + recipe, tmp_path)
+    from_bundle = run_fresh(recipe, tmp_path)
     np.testing.assert_allclose(from_bundle, platform, atol=2e-6)
 
     # The package: the raw-column ONNX, run by the model card's own snippet on a CSV of raw rows.
@@ -238,17 +232,6 @@ def test_a_six_class_ensemble_of_partial_members_runs_from_its_package_like_the_
     )
     rows.to_csv(tmp_path / "rows.csv", index=False)
     snippet = re.search(r"```python\n(.*?)```", readme, re.DOTALL).group(1)
-    from_raw_onnx = run_fresh("import sys\n" + snippet, tmp_path)
+    from_raw_onnx = run_fresh(snippet, tmp_path)
     np.testing.assert_allclose(from_raw_onnx, platform, atol=2e-6)
     assert json.loads((tmp_path / "feature-spec.json").read_text()) == spec
-
-
-def test_infer_feature_spec_reads_the_compass_table_as_two_numerics_and_a_category():
-    spec = infer_feature_spec(
-        read_table(csv_bytes(compass_table(50, seed=1))), label_column="direction"
-    )
-    assert [(column["name"], column["type"]) for column in spec["columns"]] == [
-        ("x", "numeric"),
-        ("y", "numeric"),
-        ("colour", "categorical"),
-    ]
