@@ -97,12 +97,17 @@ def test_a_buyer_reads_the_feature_specification_the_bought_model_reads(
 ):
     url = f"/api/global-models/{launched_model.id}/feature-spec.json"
     assert api_client_for(second_buyer).get(url).status_code == 404
-    # the federation's own route stays its members': the buyer is told to join, as before
-    assert (
-        api_client_for(second_buyer)
-        .get(f"/api/federations/{launched_model.federation.slug}/public-dataset/feature-spec.json")
-        .status_code
-        == 403
+    # the federation's own route stays its members': the buyer is told where its buyers read it
+    refused = api_client_for(second_buyer).get(
+        f"/api/federations/{launched_model.federation.slug}/public-dataset/feature-spec.json"
+    )
+    assert (refused.status_code, refused.json()) == (
+        403,
+        {
+            "detail": "Your organisation is not a member of 'adult-income'; join it first. A buyer "
+            "reads the feature specification of a model it bought at "
+            "/api/global-models/<id>/feature-spec.json."
+        },
     )
 
     buy(launched_model, second_buyer, operator, top_up)
