@@ -164,7 +164,12 @@ class FeatureSpecDownloadApi(APIView):
     @extend_schema(responses={(200, "application/json"): OpenApiTypes.OBJECT})
     def get(self, request, slug):
         federation = federation_get(slug=slug, user=request.user)
-        federation_require_member(federation=federation, user=request.user)
+        federation_require_member(
+            federation=federation,
+            user=request.user,
+            advice=" A buyer reads the feature specification of a model it bought at "
+            "/api/global-models/<id>/feature-spec.json.",
+        )
         public_dataset = public_dataset_current(federation=federation)
         return attachment(
             json.dumps(public_dataset.feature_spec, indent=2).encode(),

@@ -29,11 +29,11 @@ def federation_is_member(*, federation: Federation, user: User) -> bool:
     )
 
 
-def federation_require_member(*, federation: Federation, user: User) -> None:
-    """Operators and members pass; anyone else is told to join first."""
+def federation_require_member(*, federation: Federation, user: User, advice: str = "") -> None:
+    """Operators and members pass; anyone else is told to join first (and ``advice``, where there is another way)."""
     if not (user.is_operator or federation_is_member(federation=federation, user=user)):
         raise PermissionDenied(
-            f"Your organisation is not a member of '{federation.slug}'; join it first."
+            f"Your organisation is not a member of '{federation.slug}'; join it first.{advice}"
         )
 
 

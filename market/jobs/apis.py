@@ -1,9 +1,13 @@
+import json
+
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from market.feature_views import global_model_feature_view
+from market.federations.apis import attachment
 from market.federations.models import PrivacyLevel
 from market.federations.selectors import federation_get
 from market.jobs.baselines import baselines_visible
@@ -214,4 +218,18 @@ class GlobalModelDetailApi(APIView):
         global_model = global_model_get(global_model_id=global_model_id, user=request.user)
         return Response(
             GlobalModelOutput(global_model_view(global_model=global_model, user=request.user)).data
+        )
+
+
+class GlobalModelFeatureSpecApi(APIView):
+    @extend_schema(responses={(200, "application/json"): OpenApiTypes.OBJECT})
+    def get(self, request, global_model_id):
+        """The feature specification the model reads (its job's public dataset): how a raw row becomes its
+        encoded features, for whoever may see the model, its buyers included."""
+        global_model = global_model_get(global_model_id=global_model_id, user=request.user)
+        public_dataset = global_model.job.public_dataset
+        return attachment(
+            json.dumps(public_dataset.feature_spec, indent=2).encode(),
+            content_type="application/json",
+            filename=f"global-model-{global_model.id}-feature-spec-{public_dataset.content_sha256[:12]}.json",
         )

@@ -76,15 +76,29 @@ def job_log_lines(job: Job) -> list[dict]:
 
 
 def global_model_get(*, global_model_id: int, user: User) -> GlobalModel:
+    """A global model the user may see: its job's (job_list's rule: operators, the launching organisation, the
+    silos that took part) or one the user's organisation bought. What each of them sees of it is
+    market.jobs.visibility's; anyone else gets the same 404 as for a model that does not exist."""
     model = (
         GlobalModel.objects.select_related("job", "federation")
         .prefetch_related("files")
         .filter(id=global_model_id)
         .first()
     )
-    if model is None or not job_list(user=user).filter(id=model.job_id).exists():
+    if model is None or not (
+        job_list(user=user).filter(id=model.job_id).exists()
+        or _bought(global_model=model, user=user)
+    ):
         raise NotFound(f"There is no global model #{global_model_id} you may see.")
     return model
+
+
+def _bought(*, global_model: GlobalModel, user: User) -> bool:
+    """The user's organisation holds an entitlement to the model (market.commerce: it bought it)."""
+    return (
+        user.organisation_id is not None
+        and global_model.entitlements.filter(organisation_id=user.organisation_id).exists()
+    )
 
 
 def job_members(*, submissions: list[Submission]) -> list:

@@ -3,6 +3,7 @@ from django.urls import path
 from market.jobs.apis import (
     FederationJobListApi,
     GlobalModelDetailApi,
+    GlobalModelFeatureSpecApi,
     JobCancelApi,
     JobDetailApi,
     JobListApi,
@@ -19,5 +20,10 @@ urlpatterns = [
         "global-models/<int:global_model_id>/",
         GlobalModelDetailApi.as_view(),
         name="api-global-model-detail",
+    ),
+    path(
+        "global-models/<int:global_model_id>/feature-spec.json",
+        GlobalModelFeatureSpecApi.as_view(),
+        name="api-global-model-feature-spec",
     ),
 ]

@@ -1,8 +1,9 @@
 """What a viewer may see of a global model's results: the one rule behind the global-model API, the job page,
 its comparison chart, the model card and the budget ledger's data-dependent ε.
 
-The operator (the privacy officer) sees everything. Anyone else (the buyer who launched the job, a silo that
-took part, a model card's reader) sees the global model's own metrics and the data-independent ε bound, and:
+The operator (the privacy officer) sees everything. Anyone else (the buyer who launched the job, an organisation
+that bought the model, a silo that took part, a model card's reader) sees the global model's own metrics, its
+feature specification and the data-independent ε bound, and:
 
 - the data-dependent ε only when the federation publishes it: it is computed from the vote margins, so it is
   itself information about the silos' data;

@@ -77,6 +77,12 @@ def job_participants(principal, owner):
     return ALLOW if principal in SILOS | {"operator"} else HIDDEN
 
 
+def job_participants_and_buyers(principal, owner):
+    """The global model: its job's participants (job_participants) and buyer_a, who bought it; buyer_b, who did
+    not, sees no such model."""
+    return ALLOW if principal in SILOS | {"operator", "buyer_a"} else HIDDEN
+
+
 def exchange_members(principal, owner):
     """The exchange's federation has both silos; buyers are not members and see no such exchange."""
     return ALLOW if principal in SILOS | {"operator"} else HIDDEN
@@ -228,7 +234,12 @@ POLICY = {
     ("GET", "/api/jobs/"): Rule("none", signed_in),
     ("GET", "/api/jobs/{job_id}/"): Rule("job", job_participants),
     ("POST", "/api/jobs/{job_id}/cancel/"): Rule("job", job_canceller),
-    ("GET", "/api/global-models/{global_model_id}/"): Rule("global_model", job_participants),
+    ("GET", "/api/global-models/{global_model_id}/"): Rule(
+        "global_model", job_participants_and_buyers
+    ),
+    ("GET", "/api/global-models/{global_model_id}/feature-spec.json"): Rule(
+        "global_model", job_participants_and_buyers
+    ),
     ("POST", "/api/global-models/{global_model_id}/download-links/"): Rule(
         "global_model", entitled_to_the_model
     ),

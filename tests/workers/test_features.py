@@ -39,6 +39,23 @@ def test_infer_and_encode_standardise_numbers_and_one_hot_categories():
     )
 
 
+def test_categories_are_sorted_whatever_order_the_rows_come_in():
+    """The one-hot columns are the categories in sorted order, not in the order the rows first show them: the
+    same public rows, in any order, give the same specification and the same encoded matrix."""
+    frame = read_table(b"colour,label\nred,a\nblue,b\ngreen,a\nred,b\nBlue,a\n")
+    spec = infer_feature_spec(frame, label_column="label")
+    assert spec["columns"] == [
+        {"name": "colour", "type": "categorical", "categories": ["Blue", "blue", "green", "red"]}
+    ]
+    assert spec["feature_names"] == ["colour=Blue", "colour=blue", "colour=green", "colour=red"]
+    reversed_frame = frame.iloc[::-1].reset_index(drop=True)
+    assert infer_feature_spec(reversed_frame, label_column="label") == spec
+    np.testing.assert_array_equal(
+        encode_features(frame, spec),
+        [[0, 0, 0, 1], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1], [1, 0, 0, 0]],
+    )
+
+
 def test_encode_features_gives_unseen_categories_all_zeros():
     spec = infer_feature_spec(read_table(CSV), label_column="income")
     encoded = encode_features(pd.DataFrame({"age": [40], "workclass": ["Never-worked"]}), spec)

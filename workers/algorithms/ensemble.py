@@ -138,7 +138,12 @@ class EnsembleClassifier(ClassifierMixin, BaseEstimator):
             for model in self.estimators_
         ]
         members = [
-            BundleMember(format=model_format, data=data, weight=weight)
+            BundleMember(
+                format=model_format,
+                data=data,
+                weight=weight,
+                classes=tuple(range(self.n_classes)),  # every member saw every class
+            )
             for (model_format, data), weight in zip(files, weights)
         ]
         return bundle_write(members, n_classes=self.n_classes, n_features=n_features)

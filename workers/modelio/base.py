@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+import numpy as np
 
 EXPORT_ADVICE = "Export your model to ONNX, XGBoost JSON or safetensors (see the silo guide)."
 
@@ -105,3 +108,22 @@ def check_classes(classes: list[int], n_classes: int) -> tuple[int, ...]:
             f"The model predicts class {outside[0]}, but the federation's classes are 0 to {n_classes - 1}."
         )
     return tuple(int(label) for label in classes)
+
+
+def widened_probabilities(
+    probabilities: np.ndarray, *, classes: Sequence[int] | None, n_classes: int
+) -> np.ndarray:
+    """A model's probabilities ``(n_rows, len(classes))`` as ``(n_rows, n_classes)`` float64: column ``j`` at
+    federation class ``classes[j]`` (every class in index order when ``classes`` is None), zero for the classes
+    the model never saw. How the sandbox aligns a model's outputs, and the recipe a buyer runs on each member of
+    a bundle with its manifest's ``classes`` (docs/market.md, Downloads)."""
+    probabilities = np.asarray(probabilities, dtype=np.float64)
+    columns = list(range(n_classes)) if classes is None else [int(label) for label in classes]
+    if probabilities.ndim != 2 or probabilities.shape[1] != len(columns):
+        raise refuse(
+            f"The model returned outputs of shape {probabilities.shape}; expected "
+            f"({len(probabilities)}, {len(columns)})."
+        )
+    widened = np.zeros((len(probabilities), n_classes), dtype=np.float64)
+    widened[:, columns] = probabilities
+    return widened

@@ -1,11 +1,16 @@
 """The one bundle format: an ensemble saved as a zip of its members' files in upload formats and a
-``manifest.json`` ``{"n_classes", "n_features", "members": [{"file", "format", "weight", "feature_view"}],
-"feature_spec"?}`` (Guha et al., *One-Shot Federated Learning*, section 3: the ensemble is the model).
+``manifest.json`` ``{"n_classes", "n_features", "members": [{"file", "format", "weight", "feature_view",
+"classes"?}], "feature_spec"?}`` (Guha et al., *One-Shot Federated Learning*, section 3: the ensemble is the
+model).
 
 A member's ``feature_view`` (:mod:`workers.features`: ``one_hot``, the default, or ``ordinal``) is the view of
 the federation's features it reads; the bundle itself reads the one-hot view (``n_features`` wide). The
 manifest holds the federation's ``feature_spec`` when a member reads another view, so that a reader can
-convert the rows for it.
+convert the rows for it. A member's ``classes`` are the federation classes its output columns stand for, in
+output order (a member that never saw a class has fewer columns than ``n_classes``); without them, the member
+outputs every class in index order. The ensemble's probabilities are then, with numpy alone,
+``Σ weightᵢ · widenᵢ(pᵢ) / Σ weightᵢ`` where ``widenᵢ`` puts column ``j`` of member ``i`` at class
+``classes[j]`` of an ``(n, n_classes)`` zero matrix (:func:`workers.modelio.base.widened_probabilities`).
 
 Writing names every member file ``member-NNNN.<extension>`` by position (never by whose model it is). Reading
 never runs a member: :func:`bundle_read` checks the archive (sizes, names, formats, views, weights) and returns
@@ -32,13 +37,15 @@ MEMBER_FORMATS = tuple(str(model_format) for model_format in ModelFormat)
 
 @dataclass(frozen=True)
 class BundleMember:
-    """One member file of a bundle: its upload ``format``, its bytes, its (non-negative) weight in the average
-    and the feature view it reads."""
+    """One member file of a bundle: its upload ``format``, its bytes, its (non-negative) weight in the average,
+    the feature view it reads and the federation classes of its output columns."""
 
     format: str
     data: bytes
     weight: float
     feature_view: str = ONE_HOT_VIEW
+    # the federation classes of its output columns, in order; None: every class, in index order
+    classes: tuple[int, ...] | None = None
 
 
 def bundle_write(
@@ -58,6 +65,7 @@ def bundle_write(
             "format": str(member.format),
             "weight": float(member.weight),
             "feature_view": member.feature_view,
+            **({"classes": [int(label) for label in member.classes]} if member.classes else {}),
         }
         for index, member in enumerate(members)
     ]
@@ -106,6 +114,7 @@ def bundle_read(
                 data=archive.read(member["file"]),
                 weight=float(member["weight"]),
                 feature_view=member.get("feature_view", ONE_HOT_VIEW),
+                classes=tuple(member["classes"]) if "classes" in member else None,
             )
             for member in members
         ]
@@ -141,6 +150,7 @@ def _checked_members(manifest, sizes: dict) -> list[dict]:
                 f"Member {member['file']} reads feature view {member.get('feature_view')!r}; "
                 f"allowed: {', '.join(FEATURE_VIEWS)}."
             )
+        _check_member_classes(member, manifest["n_classes"])
         weight = member.get("weight")
         if (
             isinstance(weight, bool)
@@ -154,3 +164,20 @@ def _checked_members(manifest, sizes: dict) -> list[dict]:
     if sum(member["weight"] for member in members) <= 0:
         raise ValueError("The members' weights are all zero.")
     return members
+
+
+def _check_member_classes(member: dict, n_classes: int) -> None:
+    if "classes" not in member:
+        return
+    classes = member["classes"]
+    if (
+        not isinstance(classes, list)
+        or not classes
+        or any(isinstance(label, bool) or not isinstance(label, int) for label in classes)
+        or len(set(classes)) != len(classes)
+        or not all(0 <= label < n_classes for label in classes)
+    ):
+        raise ValueError(
+            f"Member {member['file']} has classes {classes!r}; they must be distinct class indices "
+            f"0 to {n_classes - 1}."
+        )

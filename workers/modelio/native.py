@@ -11,7 +11,7 @@ import json
 
 import numpy as np
 
-from workers.modelio.base import ModelFormat, check_classes, refuse
+from workers.modelio.base import ModelFormat, check_classes, refuse, widened_probabilities
 
 
 def predict_probabilities(
@@ -33,9 +33,9 @@ def predict_probabilities(
         )
     if not np.all(np.isfinite(probabilities)):
         raise refuse("The model predicted NaN or infinite probabilities.")
-    aligned = np.zeros((len(features), n_classes), dtype=np.float64)
-    aligned[:, list(check_classes(list(classes), n_classes))] = probabilities
-    return aligned
+    return widened_probabilities(
+        probabilities, classes=check_classes(list(classes), n_classes), n_classes=n_classes
+    )
 
 
 def _predict_onnx(data: bytes, features: np.ndarray, n_classes: int):

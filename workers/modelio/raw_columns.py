@@ -12,8 +12,11 @@ The graph has one input per column, named as the column: numerics ``tensor(doubl
 encoded in double precision and then rounded to float32, as :func:`workers.features.encode_features` does
 (the ordinal view goes through that same float32 standardisation and back, as the market's stored matrices
 do), so a tree splits the same way on the buyer's machine as on the platform. Outputs: ``probabilities``
-(float ``[N, K]``, class index order) and ``label`` (the class label text, ``[N]``). The metadata holds the
-input schema and the class labels as JSON (``onefold.input_schema``, ``onefold.class_labels``).
+(float ``[N, K]``, class index order) and ``label`` (the class label text, ``[N]``). A member that never saw
+some classes (its classifier's labels are a subset of the federation's) is widened inside the graph before the
+average: its columns go to its classes and the others are zero, as the market's sandbox aligns them. The
+metadata holds the input schema and the class labels as JSON (``onefold.input_schema``,
+``onefold.class_labels``).
 
 The steps are the ones skl2onnx writes for a ``StandardScaler``/``OneHotEncoder``/``OrdinalEncoder`` column
 transformer (``Sub``/``Div``, ``ai.onnx.ml.OneHotEncoder``), written here directly because the encoding's
@@ -29,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from workers.features import ONE_HOT_VIEW, ORDINAL_VIEW, check_view
+from workers.modelio.base import check_classes
 
 ML_DOMAIN = "ai.onnx.ml"
 MIN_OPSET = 13  # Where, IsNaN, Softmax over the last axis
@@ -204,13 +208,37 @@ def _member_probabilities(graph: _Graph, model, features: str, prefix: str, n_cl
     graph.nodes.extend(member_graph.node)
     graph.initializers.extend(member_graph.initializer)
     classifiers = [node for node in member_graph.node if node.op_type in CLASSIFIER_OPERATORS]
-    if classifiers:
-        if classifier_labels(classifiers) != list(range(n_classes)):
-            raise ValueError("A member classifier does not output every class in index order.")
-        probabilities = probability_output_name(model)
-    else:
+    if not classifiers:
+        # a network: its one output holds the logits of every class, in index order (checked on upload)
         probabilities = graph.node("Softmax", [member_graph.output[0].name], "softmax", axis=-1)
-    return graph.node("Cast", [probabilities], "member_probabilities", to=1)
+        return graph.node("Cast", [probabilities], "member_probabilities", to=1)
+    probabilities = graph.node(
+        "Cast", [probability_output_name(model)], "member_probabilities", to=1
+    )
+    classes = check_classes(classifier_labels(classifiers), n_classes)
+    return _widened(graph, probabilities, classes, n_classes)
+
+
+def _widened(graph: _Graph, probabilities: str, classes: Sequence[int], n_classes: int) -> str:
+    """``[N, n_classes]`` float: the member's ``[N, len(classes)]`` probabilities with column ``j`` moved to class
+    ``classes[j]`` and zeros for the classes the member never saw, as the market's sandbox aligns a classifier's
+    columns by its labels (:func:`workers.modelio.native.predict_probabilities`). A zero column is padded on,
+    then each federation class gathers its member's column, or the zero column: values are copied, not
+    computed, so the widened probabilities are the member's own bits."""
+    if list(classes) == list(range(n_classes)):
+        return probabilities
+    position = {label: index for index, label in enumerate(classes)}
+    source_columns = np.array(
+        [position.get(label, len(classes)) for label in range(n_classes)], np.int64
+    )
+    padded = graph.node(
+        "Pad",
+        [probabilities, graph.constant("pads", np.array([0, 0, 0, 1], np.int64))],
+        "padded",
+    )
+    return graph.node(
+        "Gather", [padded, graph.constant("columns", source_columns)], "widened", axis=1
+    )
 
 
 def _identity(source: str, target: str):
@@ -250,7 +278,8 @@ def raw_column_onnx(
     Raises
     ------
     ValueError
-        When there is no member, a weight is not positive, or a member does not output every class.
+        When there is no member, a weight is not positive, or a member's class labels are not distinct classes
+        of the federation.
     """
     import onnx
     from onnx import TensorProto, helper

@@ -181,8 +181,12 @@ def build_parser(prog: str = "python -m workers.silo") -> argparse.ArgumentParse
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     common = _common_options()
 
-    def command(name: str, help_text: str, handler) -> argparse.ArgumentParser:
-        sub_parser = sub.add_parser(name, help=help_text, description=help_text, parents=[common])
+    def command(
+        name: str, help_text: str, handler, epilog: str | None = None
+    ) -> argparse.ArgumentParser:
+        sub_parser = sub.add_parser(
+            name, help=help_text, description=help_text, epilog=epilog, parents=[common]
+        )
         sub_parser.set_defaults(handler=handler)
         return sub_parser
 
@@ -352,15 +356,32 @@ def build_parser(prog: str = "python -m workers.silo") -> argparse.ArgumentParse
     buy.add_argument(
         "--idempotency-key", help="repeat a purchase safely with the same key (default: a new UUID)"
     )
-    download = command("download", "Download a bought global model.", commands.download)
+    download = command(
+        "download",
+        "Download a bought global model.",
+        commands.download,
+        epilog="Start with --format raw_onnx --package: the model reading the federation's raw CSV columns "
+        "(the encoding is inside the graph), with README.md (how to run it with onnxruntime and numpy) and "
+        "feature-spec.json (the encoding, also at GET /api/global-models/<id>/feature-spec.json). The other "
+        "formats read the encoded features; an ensemble's bundle holds manifest.json with each member's "
+        "weight, feature view and classes (docs/market.md#downloads).",
+    )
     download.add_argument("global_model_id", type=int)
     download.add_argument(
         "--format",
         default="onnx",
-        help="file format (onnx, skops, xgboost-json, safetensors, bundle; default onnx)",
+        help="raw_onnx (raw columns in, probabilities out: runs with onnxruntime alone), onnx, skops, "
+        "xgboost-json, safetensors, kernel_npz or bundle (default onnx)",
     )
     download.add_argument(
-        "--output", type=Path, help="file to write (default: global-model-<id>.<format>)"
+        "--package",
+        action="store_true",
+        help="a zip of the file with the model card README.md and feature-spec.json",
+    )
+    download.add_argument(
+        "--output",
+        type=Path,
+        help="file to write (default: global-model-<id>.<format>, .zip added with --package)",
     )
     predict = command(
         "predict",

@@ -413,22 +413,29 @@ class OnefoldClient(MarketSession):
     def earnings(self) -> Any:
         return self.get("earnings/")
 
-    def download_link(self, global_model_id: int, *, file_format: str) -> DownloadLink:
-        """A signed download link for a bought (or own) global model."""
+    def download_link(
+        self, global_model_id: int, *, file_format: str, package: bool = False
+    ) -> DownloadLink:
+        """A signed download link for a bought (or own) global model; ``file_format`` ``raw_onnx`` is the model
+        with the feature encoding in front, ``package`` zips the file with README.md and feature-spec.json."""
         return DownloadLink.from_json(
             self.post(
                 f"global-models/{global_model_id}/download-links/",
-                {"format": file_format},
+                {"format": file_format, "package": package},
                 idempotent=True,
             )
         )  # a second link changes nothing
 
     def global_model_download(
-        self, global_model_id: int, *, file_format: str
+        self, global_model_id: int, *, file_format: str, package: bool = False
     ) -> tuple[bytes, DownloadLink]:
         """The file bytes and the link it came from."""
-        link = self.download_link(global_model_id, file_format=file_format)
+        link = self.download_link(global_model_id, file_format=file_format, package=package)
         return self.download(link.url), link
+
+    def global_model_feature_spec(self, global_model_id: int) -> dict:
+        """The feature specification a bought (or own) global model reads."""
+        return json.loads(self.download(f"global-models/{global_model_id}/feature-spec.json"))
 
     def predict(self, global_model_id: int, rows: list[dict]) -> Prediction:
         """Classes and probabilities for raw table rows (column → value)."""

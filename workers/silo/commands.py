@@ -295,9 +295,10 @@ def buy(args):
 
 def download(args):
     data, link = client_for(args).global_model_download(
-        args.global_model_id, file_format=args.format
+        args.global_model_id, file_format=args.format, package=args.package
     )
-    output = args.output or Path(f"global-model-{args.global_model_id}.{args.format}")
+    suffix = f"{args.format}.zip" if args.package else args.format
+    output = args.output or Path(f"global-model-{args.global_model_id}.{suffix}")
     output.write_bytes(data)
     return {
         "file": str(output),

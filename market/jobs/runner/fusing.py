@@ -305,6 +305,9 @@ def _bundle_members(submission: Submission, *, weight: float) -> list[BundleMemb
             data=artifact_read(model_file.stored_name),
             weight=weight / max(1, len(files)),
             feature_view=(model_file.info or {}).get("feature_view", ONE_HOT_VIEW),
+            # the federation classes of its output columns, as its validation read them (a member that never
+            # saw a class has fewer columns): what a buyer needs to widen its output with numpy alone
+            classes=tuple((model_file.info or {}).get("classes") or ()) or None,
         )
         for model_file in files
     ]

@@ -179,8 +179,14 @@ def test_member_downloads_encoded_features_and_spec(silo_api, federation_with_da
 def test_non_member_cannot_download_public_data(other_silo_api, federation_with_data, path):
     response = other_silo_api.get(f"/api/federations/adult-income/public-dataset/{path}")
     assert response.status_code == 403
+    advice = (
+        " A buyer reads the feature specification of a model it bought at "
+        "/api/global-models/<id>/feature-spec.json."
+        if path == "feature-spec.json"
+        else ""
+    )
     assert response.json() == {
-        "detail": "Your organisation is not a member of 'adult-income'; join it first."
+        "detail": f"Your organisation is not a member of 'adult-income'; join it first.{advice}"
     }
 
 

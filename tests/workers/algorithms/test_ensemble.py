@@ -1,3 +1,5 @@
+import re
+
 import numpy as np
 import pytest
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -146,6 +148,32 @@ def test_a_bundle_runs_its_members_under_the_sandbox_configuration_it_is_given()
             },
             "n_classes",
         ),
+        (
+            {
+                "n_classes": 3,
+                "n_features": 3,
+                "members": [{"file": "a.onnx", "format": "onnx", "weight": 1, "classes": [0, 3]}],
+            },
+            re.escape(
+                "Member a.onnx has classes [0, 3]; they must be distinct class indices 0 to 2."
+            ),
+        ),
+        (
+            {
+                "n_classes": 3,
+                "n_features": 3,
+                "members": [{"file": "a.onnx", "format": "onnx", "weight": 1, "classes": [1, 1]}],
+            },
+            "distinct class indices",
+        ),
+        (
+            {
+                "n_classes": 3,
+                "n_features": 3,
+                "members": [{"file": "a.onnx", "format": "onnx", "weight": 1, "classes": "0,1"}],
+            },
+            "distinct class indices",
+        ),
     ],
 )
 def test_bundle_read_refuses_bad_manifests(manifest, message):
@@ -235,3 +263,25 @@ def test_a_bundle_hands_each_member_its_own_feature_view():
         BundleClassifier(without_spec).fit()
     given = BundleClassifier(without_spec, feature_spec=spec).fit()
     assert given.predict_proba(one_hot[:30]) == pytest.approx(expected, abs=1e-4)
+
+
+def test_a_bundle_names_each_members_classes_and_reads_them_back():
+    members = [
+        BundleMember("onnx", b"a", 1, classes=(0, 2, 5)),
+        BundleMember("xgboost-json", b"{}", 1, classes=(0, 1, 2, 3, 4, 5)),
+        BundleMember("onnx", b"c", 1),
+    ]
+    manifest, read = bundle_read(bundle_write(members, n_classes=6, n_features=5))
+    assert [member.get("classes") for member in manifest["members"]] == [
+        [0, 2, 5],
+        [0, 1, 2, 3, 4, 5],
+        None,
+    ]
+    assert [member.classes for member in read] == [(0, 2, 5), (0, 1, 2, 3, 4, 5), None]
+
+
+def test_an_ensemble_bundle_names_every_class_for_each_member():
+    features, labels = load_iris(return_X_y=True)
+    model = LogisticRegression(max_iter=500).fit(features, labels)
+    manifest, _ = bundle_read(EnsembleClassifier([model], n_classes=3).fit(features).to_bundle())
+    assert manifest["members"][0]["classes"] == [0, 1, 2]

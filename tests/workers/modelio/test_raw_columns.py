@@ -123,3 +123,56 @@ def test_raw_column_model_refuses_no_members_or_a_zero_weight(adult_rows, model_
             spec=spec,
             class_labels=ADULT_LABELS,
         )
+
+
+def test_members_that_saw_some_classes_are_widened_to_every_class_in_the_federations_order(
+    adult_rows,
+):
+    """Six classes; one member saw classes 0, 2 and 5, another 2 and 3: each member's columns land on its classes,
+    the classes no member saw get exactly 0, and the average is the market's (workers.modelio.native)."""
+    from sklearn.linear_model import LogisticRegression
+
+    from workers.modelio.base import widened_probabilities
+    from workers.modelio.export import export_sklearn_onnx
+    from workers.silo.students import relabelled_onnx
+
+    spec, rows, csv_text = adult_rows
+    features = encode_features(rows, spec)
+    labels = ["a", "b", "c", "d", "e", "f"]
+    local = [np.arange(len(rows)) % 3, np.arange(len(rows)) % 2]  # 0 .. k-1, as each silo trains
+    members, expected = [], 0.0
+    for classes, local_labels, weight in zip(([0, 2, 5], [2, 3]), local, (1.0, 3.0)):
+        model = LogisticRegression(max_iter=300).fit(features, local_labels)
+        members.append(
+            RawColumnMember(
+                relabelled_onnx(export_sklearn_onnx(model, features.shape[1]), classes),
+                weight=weight,
+            )
+        )
+        expected = expected + weight / 4 * widened_probabilities(
+            model.predict_proba(features), classes=classes, n_classes=6
+        )
+    raw = raw_column_onnx(members, spec=spec, class_labels=labels)
+    session = onnxruntime.InferenceSession(raw, providers=["CPUExecutionProvider"])
+    probabilities, predicted = session.run(
+        ["probabilities", "label"], raw_inputs(session, csv_text)
+    )
+    assert probabilities.shape == (len(rows), 6)
+    assert (probabilities[:, [1, 4]] == 0).all()
+    np.testing.assert_allclose(probabilities, expected, atol=1e-6)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1, atol=1e-6)
+    assert list(predicted) == [labels[index] for index in probabilities.argmax(axis=1)]
+
+
+def test_a_member_naming_a_class_the_federation_does_not_have_is_refused(adult_rows, model_files):
+    from workers.silo.students import relabelled_onnx
+
+    spec, _, _ = adult_rows
+    with pytest.raises(
+        ValueError, match="predicts class 2, but the federation's classes are 0 to 1"
+    ):
+        raw_column_onnx(
+            [RawColumnMember(relabelled_onnx(model_files["forest.onnx"], [0, 2]))],
+            spec=spec,
+            class_labels=ADULT_LABELS,
+        )

@@ -1,0 +1,237 @@
+"""A six-class ensemble whose members each saw only three to five classes, made by a real ensemble job (Celery eager
+mode), bought and run by the buyer with onnxruntime and numpy alone — the package's raw-column ONNX (through the
+model card's own snippet) and the bundle (through docs/market.md's recipe) — gives the prediction API's
+probabilities, every class in the federation's order."""
+
+import io
+import json
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from market.commerce.services import listing_create, listing_publish, purchase_create
+from tests.conftest import api_client_for, csv_bytes
+from tests.market.commerce.test_delivery import download
+from tests.market.jobs.conftest import third_silo_user  # noqa: F401
+from tests.market.jobs.helpers import launch, succeeded
+from tests.market.submissions.helpers import submit
+from workers.features import ONE_HOT_VIEW, ORDINAL_VIEW, encode_features
+
+MARKET_DOC = Path(__file__).resolve().parents[3] / "docs" / "market.md"
+LABELS = ["north", "south", "east", "west", "up", "down"]
+# Per silo: the federation classes it holds, the learner and the view of the features it reads.
+SILO_MEMBERS = (
+    ([0, 1, 2], "logistic_regression", ONE_HOT_VIEW),
+    ([1, 3, 4, 5], "logistic_regression", ONE_HOT_VIEW),
+    ([0, 2, 3, 4, 5], "random_forest", ORDINAL_VIEW),
+)
+
+
+def compass_table(n_rows: int, seed: int) -> pd.DataFrame:
+    """Two numerics and a categorical; the label is the largest of six linear scores."""
+    generator = np.random.default_rng(seed)
+    frame = pd.DataFrame(
+        {
+            "x": generator.normal(size=n_rows),
+            "y": generator.normal(size=n_rows),
+            "colour": generator.choice(["red", "green", "blue"], size=n_rows),
+        }
+    )
+    colour = frame["colour"].map({"red": 0.0, "green": 1.0, "blue": -1.0}).to_numpy()
+    angles = np.arange(6) * np.pi / 3
+    scores = (
+        frame["x"].to_numpy()[:, None] * np.cos(angles)
+        + frame["y"].to_numpy()[:, None] * np.sin(angles)
+        + 0.3 * colour[:, None] * (np.arange(6) % 2)
+    )
+    frame["direction"] = [LABELS[index] for index in scores.argmax(axis=1)]
+    return frame
+
+
+@pytest.fixture
+def six_class_federation(operator):
+    from market.federations.services import (
+        evaluation_split_upload,
+        federation_create,
+        public_dataset_upload,
+    )
+
+    federation = federation_create(
+        name="Compass",
+        description="Which of six directions a point leans to.",
+        class_labels=LABELS,
+        label_column="direction",
+        allowed_privacy_levels=["L0"],
+        default_privacy_level="L0",
+        default_parameters={},
+        created_by=operator,
+    )
+    public_dataset_upload(
+        federation=federation, data=csv_bytes(compass_table(600, seed=1)), uploaded_by=operator
+    )
+    evaluation_split_upload(
+        federation=federation, data=csv_bytes(compass_table(400, seed=2)), uploaded_by=operator
+    )
+    return federation
+
+
+def member_file(frame: pd.DataFrame, spec: dict, classes: list[int], family: str, view: str):
+    """A model trained on the silo's rows of ``classes`` only, exported to ONNX with those class indices."""
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.linear_model import LogisticRegression
+
+    from workers.modelio.export import export_sklearn_onnx
+    from workers.silo.students import relabelled_onnx
+
+    labels = frame["direction"].map(LABELS.index).to_numpy()
+    rows = np.isin(labels, classes)
+    features = encode_features(frame[rows], spec, view=view)
+    local_labels = np.searchsorted(classes, labels[rows])  # 0 .. k-1, as the silo trains
+    model = (
+        LogisticRegression(max_iter=500)
+        if family == "logistic_regression"
+        else RandomForestClassifier(n_estimators=8, max_depth=5, random_state=0)
+    ).fit(features, local_labels)
+    return relabelled_onnx(export_sklearn_onnx(model, features.shape[1]), classes)
+
+
+def run_fresh(script: str, cwd: Path) -> np.ndarray:
+    """``script`` in a fresh interpreter with public libraries only; it leaves its answer in out.npy."""
+    finished = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            f"import sys\n{script}\nnp.save('out.npy', probabilities)\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('market', 'workers', 'django')))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=cwd,
+    )
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.strip().splitlines()[-1] == "[]"  # no Onefold or Django module
+    return np.load(cwd / "out.npy")
+
+
+def test_a_six_class_ensemble_of_partial_members_runs_from_its_package_like_the_prediction_api(
+    eager_celery,
+    operator,
+    silo_user,
+    other_silo_user,
+    third_silo_user,  # noqa: F811
+    six_class_federation,
+    buyer_user,
+    buyer_api,
+    top_up,
+    django_capture_on_commit_callbacks,
+    tmp_path,
+):
+    from market.federations.services import federation_join
+    from market.submissions.models import Submission, SubmissionStatus
+    from market.submissions.services import submission_validate
+
+    federation = six_class_federation
+    spec = federation.public_datasets.first().feature_spec
+    silo_rows = compass_table(3000, seed=3)
+    for index, (user, (classes, family, view)) in enumerate(
+        zip((silo_user, other_silo_user, third_silo_user), SILO_MEMBERS)
+    ):
+        federation_join(federation=federation, user=user)
+        data = member_file(
+            silo_rows.iloc[index * 1000 : (index + 1) * 1000], spec, classes, family, view
+        )
+        response = submit(
+            api_client_for(user),
+            {"member.onnx": data},
+            federation=federation.slug,
+            model_family=family,
+            n_local_examples=1000,
+            privacy_level="L0",
+            feature_view=view,
+        )
+        assert response.status_code == 202, response.json()
+        submission_validate(submission_id=response.json()["id"])
+    assert set(Submission.objects.values_list("status", flat=True)) == {SubmissionStatus.VALID}
+
+    job = succeeded(
+        launch(
+            operator,
+            federation,
+            django_capture_on_commit_callbacks,
+            kind="ensemble",
+            privacy_level="L0",
+            parameters={},
+            seed=1,
+        )
+    )
+    global_model = job.global_model
+    listing = listing_create(
+        global_model=global_model,
+        name="Compass ensemble",
+        description="",
+        licence_text="Any lawful use.",
+        price_cents=100,
+        actor=operator,
+    )
+    listing_publish(listing=listing, actor=operator, override_reason="A delivery test.")
+    top_up(buyer_user.organisation, 100)
+    purchase_create(listing=listing, user=buyer_user)
+
+    rows = compass_table(60, seed=4).drop(columns=["direction"])
+    rows.loc[0, "x"], rows.loc[1, "colour"] = (
+        np.nan,
+        None,
+    )  # a missing numeric and a missing category
+    answer = buyer_api.post(
+        f"/api/global-models/{global_model.id}/predict/",
+        {"rows": json.loads(rows.to_json(orient="records"))},
+        format="json",
+    ).json()
+    platform = np.array(answer["probabilities"])
+    assert answer["class_labels"] == LABELS and platform.shape == (60, 6)
+
+    # The bundle: members of 3, 4 and 5 columns, each with the federation classes of its columns.
+    bundle = download(buyer_api, global_model.id, "bundle")
+    with zipfile.ZipFile(io.BytesIO(bundle)) as archive:
+        manifest = json.loads(archive.read("manifest.json"))
+    assert [member["classes"] for member in manifest["members"]] == [
+        classes for classes, _, _ in SILO_MEMBERS
+    ]
+    (tmp_path / "model.bundle.zip").write_bytes(bundle)
+    for view in (ONE_HOT_VIEW, ORDINAL_VIEW):
+        np.save(tmp_path / f"features-{view}.npy", encode_features(rows, spec, view=view))
+    recipe = next(
+        block
+        for block in re.findall(r"```python\n(.*?)```", MARKET_DOC.read_text(), re.DOTALL)
+        if "manifest.json" in block
+    )
+    from_bundle = run_fresh(recipe, tmp_path)
+    np.testing.assert_allclose(from_bundle, platform, atol=2e-6)
+
+    # The package: the raw-column ONNX, run by the model card's own snippet on a CSV of raw rows.
+    link = buyer_api.post(
+        f"/api/global-models/{global_model.id}/download-links/",
+        {"format": "raw_onnx", "package": True},
+        format="json",
+    ).json()
+    response = buyer_api.get(link["url"].replace("http://testserver", ""))
+    assert response.status_code == 200, response.content[:300]
+    with zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content))) as package:
+        package.extractall(tmp_path)
+        readme = package.read("README.md").decode()
+    (tmp_path / "model.raw.onnx").write_bytes(
+        (tmp_path / f"onefold-global-model-{global_model.id}.raw.onnx").read_bytes()
+    )
+    rows.to_csv(tmp_path / "rows.csv", index=False)
+    snippet = re.search(r"```python\n(.*?)```", readme, re.DOTALL).group(1)
+    from_raw_onnx = run_fresh(snippet, tmp_path)
+    np.testing.assert_allclose(from_raw_onnx, platform, atol=2e-6)
+    assert json.loads((tmp_path / "feature-spec.json").read_text()) == spec

@@ -1,0 +1,80 @@
+"""A buyer's toolkit against a live market: `download --format raw_onnx --package` writes the raw-column model with
+its model card and feature specification, and `download --help` says so."""
+
+import io
+import json
+import zipfile
+
+import pytest
+
+from tests.market.commerce.conftest import (  # noqa: F401
+    BUYER_PASSWORD,
+    adult_evaluation,
+    buyer_user,
+    global_model_artifacts,
+    make_global_model,
+    published_listing,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_download_help_names_the_raw_column_model_and_the_package(run_cli, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli("download", "--help")
+    assert exit_info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert (
+        "--format FORMAT raw_onnx (raw columns in, probabilities out: runs with onnxruntime alone)"
+        in text
+    )
+    assert "--package a zip of the file with the model card README.md and feature-spec.json" in text
+    assert "GET /api/global-models/<id>/feature-spec.json" in text
+
+
+def test_a_buyer_downloads_the_raw_column_package_of_a_bought_model(
+    run_cli,
+    live_server,
+    published_listing,  # noqa: F811
+    buyer_user,  # noqa: F811
+    tmp_path,
+):
+    from market.commerce.services import purchase_create
+
+    listing = published_listing(price_cents=0)
+    purchase_create(listing=listing, user=buyer_user)
+    code, _, err = run_cli(
+        "login",
+        "--market",
+        live_server.url,
+        "--username",
+        buyer_user.username,
+        "--password",
+        BUYER_PASSWORD,
+    )
+    assert code == 0, err
+    output = tmp_path / "model.zip"
+
+    code, out, err = run_cli(
+        "download",
+        listing.global_model_id,
+        "--format",
+        "raw_onnx",
+        "--package",
+        "--output",
+        output,
+        "--json",
+    )
+
+    assert code == 0, err
+    assert json.loads(out)["file"] == str(output)
+    with zipfile.ZipFile(io.BytesIO(output.read_bytes())) as package:
+        assert sorted(package.namelist()) == sorted(
+            [
+                f"onefold-global-model-{listing.global_model_id}.raw.onnx",
+                "README.md",
+                "feature-spec.json",
+            ]
+        )
+        spec = json.loads(package.read("feature-spec.json"))
+    assert spec == listing.global_model.job.public_dataset.feature_spec
