@@ -44,7 +44,7 @@ class TableLimits:
     max_archive_entries: int = 16
     max_unpacked_bytes: int = 2 * 1024**3
     # What the table's values may take in memory once read, judged before reading them (an NPZ's .npy
-    # headers, a Parquet file's row groups): a small archive of zeros may unpack to hundreds of MB.
+    # headers, a Parquet file's rows and columns): a small archive of zeros may unpack to hundreds of MB.
     max_memory_bytes: int = 2 * 1024**3
 
 
@@ -274,7 +274,9 @@ def _read_parquet(data: bytes, limits: TableLimits) -> pd.DataFrame:
         raise TableError(
             f"The Parquet file unpacks to {unpacked} bytes; the limit is {limits.max_unpacked_bytes}."
         )
-    _check_memory("The Parquet file's values", unpacked, limits)
+    # pandas holds every value in at least 8 bytes (a number, or a reference to a text); the row groups' sizes
+    # are those of the encoded values, which run-length encoding makes tiny for a column of one repeated value
+    _check_memory("The Parquet file's values", 8 * metadata.num_rows * len(schema.names), limits)
     for field in schema:
         _check_parquet_type(field.name, field.type)
     try:
