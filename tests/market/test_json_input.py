@@ -2,8 +2,10 @@
 included), JSON text inside form-encoded and multipart fields, a JSON file a page reads. Each refusal is a 4xx
 with a sentence and nothing is written (issue 32, item 9)."""
 
+import ast
 import io
 import json
+from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
@@ -180,3 +182,54 @@ def test_logits_nested_deep_in_any_form_are_a_400_and_nothing_is_stored(
         "application/*": (400, {"detail": TOO_DEEP}),
     }
     assert not LogitUpload.objects.exists()
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def json_reading_calls(path: Path) -> list[str]:
+    """``file:line`` of each json.load/json.loads call, use of DRF's JSONParser and JSON field outside an output
+    serializer in a module: only market/json_input.py may parse JSON text that a request brings."""
+    tree = ast.parse(path.read_text())
+    names = {"JSONParser"}
+    found = [
+        node.lineno
+        for node in ast.walk(tree)
+        if (isinstance(node, ast.Attribute) and node.attr in names)
+        or (isinstance(node, ast.Name) and node.id in names)
+        or (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and (node.value.id, node.attr) in {("json", "load"), ("json", "loads")}
+        )
+        or (
+            isinstance(node, ast.ImportFrom)
+            and node.module == "json"
+            and {alias.name for alias in node.names} & {"load", "loads"}
+        )
+    ]
+    for klass in (node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)):
+        if not klass.name.endswith("Output"):
+            found.extend(
+                node.lineno
+                for node in ast.walk(klass)
+                if (
+                    isinstance(node, ast.Attribute)
+                    and node.attr == "JSONField"
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id in {"serializers", "forms"}
+                )
+                or (isinstance(node, ast.Name) and node.id == "JSONField")
+            )
+    return [f"{path.relative_to(ROOT)}:{line}" for line in sorted(found)]
+
+
+def test_only_market_json_input_parses_json_from_requests():
+    modules = [
+        path
+        for folder in ("market", "frontend")
+        for path in (ROOT / folder).rglob("*.py")
+        if "migrations" not in path.parts and path != ROOT / "market" / "json_input.py"
+    ]
+    assert len(modules) > 50
+    assert [found for path in modules for found in json_reading_calls(path)] == []
