@@ -18,7 +18,8 @@ sends each request again without the token). Two phases, as `schemathesis run` h
   JSON nested hundreds of levels deep, in JSON bodies and as text in multipart fields. Each JSON body is also
   sent under every other Content-Type DRF reads it by (``application/*`` and ``*/*``, which its negotiation
   matches to the JSON parser; refused with a 400 as under ``application/json``) and as form-encoded and
-  multipart fields holding hostile JSON text (issue 32). No server error, and every refusal is JSON.
+  multipart fields holding hostile JSON text, and an operation that reads CSV gets hostile CSV bodies (issue
+  32). No server error, and every refusal is JSON.
 
 `make fuzz` runs the same over HTTP against a live server (.ci/fuzz).
 """
@@ -288,6 +289,15 @@ HOSTILE_FIELD_TEXTS = [
     '["a\\u0000b"]',
     "a\x00b",
 ]
+# CSV bodies for the operations that also read text/csv (predictions): a row shorter than the header, a NUL
+# inside a cell, a number no float holds, a quote left open, JSON text in a cell.
+HOSTILE_CSV_TEXTS = [
+    "age,workclass\n39,State-gov\n50\n",
+    "age,workclass\n39,Priv\x00ate\n",
+    "age,workclass\n1e400,State-gov\n",
+    'age,workclass\n39,"State-gov\n',
+    "age,workclass\n39," + "[" * 5000 + "]" * 5000 + "\n",
+]
 
 
 def hostile_variants(case):
@@ -317,6 +327,8 @@ def hostile_variants(case):
                 location = f"body as {content_type}"
                 for name in properties:
                     yield from ((location, name, text) for text in HOSTILE_FIELD_TEXTS)
+    if "text/csv" in {body.media_type for body in case.operation.body}:
+        yield from (("body as text/csv", "", text) for text in HOSTILE_CSV_TEXTS)
 
 
 def is_json_body(case) -> bool:
@@ -352,6 +364,8 @@ def call_with(case, headers: dict, location: str, name: str, value):
         content_type = location.removeprefix("body as ")
         if content_type in WILDCARD_CONTENT_TYPES:
             data = json_text_with(case, name, value)
+        elif content_type == "text/csv":
+            data = value
         else:
             data, content_type = form_body_with(case, content_type, name, value)
         return call_in_savepoint(case, headers={**headers, "Content-Type": content_type}, data=data)
@@ -438,6 +452,6 @@ def test_no_operation_answers_a_server_error_or_a_page_to_hostile_values(
         "body",
         *(
             f"body as {content_type}"
-            for content_type in WILDCARD_CONTENT_TYPES + FORM_CONTENT_TYPES
+            for content_type in [*WILDCARD_CONTENT_TYPES, *FORM_CONTENT_TYPES, "text/csv"]
         ),
     }
