@@ -42,7 +42,8 @@ def test_every_page_is_private_signed_in_or_not_and_stays_in_the_browser_for_bac
 def test_the_anonymous_sign_in_page_and_token_refusal_are_private_too(db):
     page = Client().get("/sign-in/")
     answer = Client().post("/api/auth/token/", {}, content_type="application/json")
-    assert "private" in cache_headers(page)[0]  # with Django's never_cache directives, which the view sets
+    # the sign-in page keeps the never_cache directives its view sets (no-store among them)
+    assert "private" in cache_headers(page)[0]
     assert cache_headers(answer)[0] == {"private", "no-store"}
     assert {"cookie", "authorization"} <= cache_headers(page)[1] & cache_headers(answer)[1]
 
