@@ -2,8 +2,6 @@
 leakage; a silo sees its own only), the generator's status and the ε charged; silos upload seeds and operators start
 the training from it."""
 
-import json
-
 from django.conf import settings
 from django.contrib import messages
 from django.shortcuts import redirect, render
@@ -17,7 +15,7 @@ from market.augmentations.services import augmentation_create, augmentation_star
 from market.commerce.services import require_operator
 from market.errors import InvalidInput, NotFound
 from market.federations.selectors import federation_get, public_dataset_current
-from market.json_input import json_problem
+from market.json_input import json_text_parse
 
 #: The form's fields, those of ``POST /api/augmentations/`` but the federation (the page's): name, label, input
 #: kind ("text", "integer" or "number") and help.
@@ -186,12 +184,11 @@ def augmentation_seeds_action(request, augmentation_id):
             f"A seeds file is at most {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes, not {upload.size}."
         )
     try:
-        body = json.loads(upload.read())
-    except (ValueError, UnicodeDecodeError) as error:
-        raise InvalidInput(f"The seeds file is not JSON: {error}.") from error
-    problem = json_problem(body)
-    if problem or not isinstance(body, dict):
-        raise InvalidInput(problem or "The seeds file must hold one JSON object.")
+        body = json_text_parse(upload.read())
+    except ValueError as error:
+        raise InvalidInput(f"The seeds file cannot be used: {error}") from None
+    if not isinstance(body, dict):
+        raise InvalidInput("The seeds file must hold one JSON object.")
     seeds_upload(
         augmentation=augmentation,
         user=request.user,

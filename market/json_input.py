@@ -2,15 +2,22 @@
 
 jsonb refuses NUL characters and non-finite numbers (Python's json reads ``NaN``, ``Infinity`` and ``1e400``
 without complaint), integers beyond 64 bits break every integer column and ``float()``, and a value nested
-hundreds of levels deep exhausts Python's stack in any recursive code that touches it. The checks run on
-JSON request bodies (``market.accounts.middleware``) and on JSON text inside multipart forms
-(:class:`CheckedJSONField`), so that every API refuses the same values with the same sentences.
+hundreds of levels deep exhausts Python's stack in any recursive code that touches it. The checks run
+wherever JSON text arrives, whatever the request's Content-Type says: on request bodies the API may read as
+JSON (``market.accounts.middleware``, before any view, and :class:`CheckedJSONParser`, the API's JSON parser,
+which DRF also picks for ``application/*`` and ``*/*``), on JSON text inside form-encoded and multipart fields
+(:class:`CheckedJSONField`) and on JSON files that pages read (:func:`json_text_parse`), so that every API and
+page refuses the same values with the same sentences.
 """
 
 import json
 import math
 
+from django.conf import settings
 from rest_framework import serializers
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import JSONParser
+from rest_framework.utils.mediatypes import media_type_matches
 
 MAX_DEPTH = 32
 LARGEST_INTEGER = 2**63 - 1
@@ -50,15 +57,21 @@ def json_problem(value) -> str | None:
     return None
 
 
-def json_text_parse(text: str):
-    """``text`` parsed as JSON, or ValueError with a sentence when it is not JSON or holds what
-    :func:`json_problem` names (for forms that carry JSON text outside the API's parsers)."""
+class NotJSON(ValueError):
+    """Text that is not JSON at all (as opposed to JSON holding a value the market refuses)."""
+
+
+def json_text_parse(text: str | bytes):
+    """``text`` parsed as JSON, or ValueError with a sentence when it holds what :func:`json_problem` names
+    (:class:`NotJSON` when it is not JSON or not UTF-8 text)."""
     try:
         value = json.loads(text)
-    except RecursionError:  # nested about 1,000 levels deep
+    except RecursionError:  # nested about 1,000 levels deep, however deep it goes past that
         raise ValueError(TOO_DEEP) from None
     except json.JSONDecodeError as error:
-        raise ValueError(f"The text is not JSON ({error.msg} at character {error.pos}).") from None
+        raise NotJSON(f"The text is not JSON ({error.msg} at character {error.pos}).") from None
+    except UnicodeDecodeError:
+        raise NotJSON("The text is not JSON: it is not UTF-8 text.") from None
     problem = json_problem(value)
     if problem:
         raise ValueError(problem)
@@ -77,3 +90,25 @@ class CheckedJSONField(serializers.JSONField):
         if problem:
             raise serializers.ValidationError(problem)
         return value
+
+
+def read_as_json(content_type: str) -> bool:
+    """Whether the API may read a body of this Content-Type as JSON: a JSON type, or a wildcard that DRF's
+    content negotiation matches to the JSON parser (``application/*``, ``*/*``)."""
+    return content_type.endswith("json") or media_type_matches(
+        CheckedJSONParser.media_type, content_type
+    )
+
+
+class CheckedJSONParser(JSONParser):
+    """The API's JSON parser: DRF's, reading through :func:`json_text_parse`, so that a body refused by the
+    rules above is a 400 with its sentence whichever Content-Type made DRF choose this parser."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
+        try:
+            return json_text_parse(stream.read().decode(encoding))
+        except UnicodeDecodeError:
+            raise ParseError(f"The body is not {encoding} text; send JSON as UTF-8.") from None
+        except ValueError as error:
+            raise ParseError(str(error)) from None

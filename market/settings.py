@@ -92,6 +92,7 @@ MIDDLEWARE = [
     "market.client_address.ClientAddressMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "market.cache_headers.PrivateAnswersMiddleware",  # after WhiteNoise: static files stay cacheable
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "market.accounts.middleware.RefuseUnstorableInputMiddleware",
@@ -176,6 +177,11 @@ DATA_UPLOAD_MAX_NUMBER_FILES = env_int("ONEFOLD_MAX_MODEL_FILES", 20)
 ONEFOLD_TABLE_MAX_ROWS = env_int("ONEFOLD_TABLE_MAX_ROWS", 2_000_000)
 ONEFOLD_ARCHIVE_MAX_ENTRIES = env_int("ONEFOLD_ARCHIVE_MAX_ENTRIES", 16)
 ONEFOLD_ARCHIVE_MAX_UNPACKED_BYTES = env_int("ONEFOLD_ARCHIVE_MAX_UNPACKED_BYTES", 2 * 1024**3)
+# What one uploaded table's values may take in memory, judged from an NPZ's .npy headers or a Parquet file's
+# metadata before they are read: by default what the largest CSV upload can take (4 bytes of float64 per byte).
+ONEFOLD_TABLE_MAX_MEMORY_BYTES = env_int(
+    "ONEFOLD_TABLE_MAX_MEMORY_BYTES", 4 * ONEFOLD_MAX_UPLOAD_BYTES
+)
 ONEFOLD_MODEL_MAX_TREES = env_int("ONEFOLD_MODEL_MAX_TREES", 2_000)
 ONEFOLD_MODEL_MAX_TREE_NODES = env_int("ONEFOLD_MODEL_MAX_TREE_NODES", 100_000)
 ONEFOLD_MODEL_MAX_TREE_DEPTH = env_int("ONEFOLD_MODEL_MAX_TREE_DEPTH", 64)
@@ -220,6 +226,13 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # The JSON parser first: DRF also picks it for a wildcard Content-Type (application/*, */*), and it refuses
+    # what market.json_input refuses whatever Content-Type brought the body.
+    "DEFAULT_PARSER_CLASSES": [
+        "market.json_input.CheckedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "market.errors.api_exception_handler",
     # Per token and per user (all of a user's tokens and sessions together), per address without credentials;

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import itertools
+import math
 import zipfile
 import zlib
 from collections.abc import Iterable
@@ -42,6 +43,9 @@ class TableLimits:
     max_categories: int = 1_000
     max_archive_entries: int = 16
     max_unpacked_bytes: int = 2 * 1024**3
+    # What the table's values may take in memory once read, judged before reading them (an NPZ's .npy
+    # headers, a Parquet file's rows and columns): a small archive of zeros may unpack to hundreds of MB.
+    max_memory_bytes: int = 2 * 1024**3
 
 
 def table_format(data: bytes) -> str:
@@ -80,6 +84,16 @@ def check_shape(*, n_rows: int, n_columns: int, limits: TableLimits) -> None:
         raise TableError(
             f"The table has {n_rows} rows and {n_columns} columns; the limits are {limits.max_rows} "
             f"rows, {limits.max_columns} columns and {limits.max_cells} cells in all."
+        )
+
+
+def _check_memory(what: str, in_memory: int, limits: TableLimits) -> None:
+    """Refuse a table whose values would take more memory than the limit, before they are read."""
+    if in_memory > limits.max_memory_bytes:
+        raise TableError(
+            f"{what} take {in_memory / 1024**2:.1f} MB once unpacked; the market reads at most "
+            f"{limits.max_memory_bytes / 1024**2:.1f} MB of values from one table. Send fewer rows or "
+            "columns, or a CSV file."
         )
 
 
@@ -156,7 +170,29 @@ def _read_csv(data: bytes, limits: TableLimits) -> pd.DataFrame:
         raise TableError(
             "The CSV file is malformed: its first data row has more fields than the header."
         )
+    _refuse_short_rows(text, n_columns=frame.shape[1])
     return frame
+
+
+def _refuse_short_rows(text: str, *, n_columns: int) -> None:
+    """Refuse a data row with fewer fields than the header (pandas would fill them in as missing values; it
+    refuses longer rows itself)."""
+    rows = (
+        row
+        for row in csv.reader(io.StringIO(text), skipinitialspace=True)
+        if row not in ([], [""])  # pandas skips blank lines
+    )
+    try:
+        next(rows, None)  # the header
+        for number, row in enumerate(rows, start=1):
+            if len(row) < n_columns:
+                raise TableError(
+                    f"Row {number} of the CSV file has {len(row)} fields but the header names "
+                    f"{n_columns}; every row needs as many fields as the header (leave a cell empty "
+                    "for a missing value)."
+                )
+    except csv.Error as error:
+        raise TableError(f"The CSV file is malformed ({error}).") from error
 
 
 def _check_csv_header(text: str, limits: TableLimits) -> None:
@@ -238,6 +274,9 @@ def _read_parquet(data: bytes, limits: TableLimits) -> pd.DataFrame:
         raise TableError(
             f"The Parquet file unpacks to {unpacked} bytes; the limit is {limits.max_unpacked_bytes}."
         )
+    # pandas holds every value in at least 8 bytes (a number, or a reference to a text); the row groups' sizes
+    # are those of the encoded values, which run-length encoding makes tiny for a column of one repeated value
+    _check_memory("The Parquet file's values", 8 * metadata.num_rows * len(schema.names), limits)
     for field in schema:
         _check_parquet_type(field.name, field.type)
     try:
@@ -344,6 +383,11 @@ def _check_npz_headers(headers: dict, limits: TableLimits) -> None:
     ):
         raise TableError("The NPZ array 'X' must be a 2-D array of integers or floats.")
     check_shape(n_rows=shape[0], n_columns=shape[1] + ("y" in headers), limits=limits)
+    _check_memory(
+        "The NPZ arrays",
+        sum(math.prod(shape) * dtype.itemsize for shape, dtype in headers.values()),
+        limits,
+    )
     if "y" in headers:
         label_shape, label_dtype = headers["y"]
         if label_shape != (shape[0],):

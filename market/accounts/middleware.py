@@ -1,11 +1,9 @@
-import json
-
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import JsonResponse
 
 from market.errors import request_refusal
-from market.json_input import NUL, TOO_DEEP, json_problem
+from market.json_input import NUL, NotJSON, json_text_parse, read_as_json
 
 # Bodies the API reads whole into memory; multipart uploads stream through market.uploads instead, and CSV
 # bodies for predictions through the prediction API's own bounded parser.
@@ -26,12 +24,12 @@ def _declared_length(request) -> int:
 
 def _json_body_problem(request) -> str | None:
     try:
-        value = json.loads(request.body)
-    except RecursionError:  # nested about 1,000 levels deep: refused before anything else walks it
-        return TOO_DEEP
-    except ValueError:  # not JSON after all: the API's parser answers that with its own 400
+        json_text_parse(request.body)
+    except NotJSON:  # not JSON after all: the API's parser answers that with its own 400
         return None
-    return json_problem(value)
+    except ValueError as refusal:
+        return str(refusal)
+    return None
 
 
 class RefuseUnstorableInputMiddleware:
@@ -39,9 +37,10 @@ class RefuseUnstorableInputMiddleware:
 
     A NUL character in the path or query string (PostgreSQL text cannot store it, so a filter such as
     ``?search=a%00b`` would otherwise end as a database error deep inside a query); a body read whole into
-    memory that is larger than ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (413); a JSON body that
-    :func:`market.json_input.json_problem` refuses (NUL, non-finite numbers, integers beyond 64 bits, deep
-    nesting). JSON text inside multipart forms is checked by :class:`market.json_input.CheckedJSONField`.
+    memory that is larger than ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (413); a body the API may read as JSON (a JSON
+    Content-Type or a wildcard such as ``*/*``) that :func:`market.json_input.json_text_parse` refuses (NUL,
+    non-finite numbers, integers beyond 64 bits, deep nesting). JSON text inside form fields is checked by
+    :class:`market.json_input.CheckedJSONField`.
     """
 
     def __init__(self, get_response):
@@ -64,7 +63,7 @@ class RefuseUnstorableInputMiddleware:
         ):
             if _declared_length(request) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
                 return body_too_large_response()
-            if request.content_type.endswith("json"):
+            if read_as_json(request.content_type):
                 try:
                     problem = _json_body_problem(request)
                 except RequestDataTooBig:

@@ -15,6 +15,7 @@ from market.augmentations.selectors import (
 from market.augmentations.services import augmentation_create, augmentation_start, seeds_upload
 from market.errors import InvalidInput
 from market.federations.selectors import federation_get
+from market.json_input import CheckedJSONField
 from workers.algorithms.faug import device_server_leakage
 
 
@@ -114,9 +115,9 @@ class AugmentationInput(serializers.Serializer):
 
 
 class SeedsInput(serializers.Serializer):
-    target_labels = serializers.JSONField(help_text="Class indices you lack, e.g. [3, 7].")
-    labels = serializers.JSONField(help_text="One class index per seed row.")
-    features = serializers.JSONField(
+    target_labels = CheckedJSONField(help_text="Class indices you lack, e.g. [3, 7].")
+    labels = CheckedJSONField(help_text="One class index per seed row.")
+    features = CheckedJSONField(
         help_text="One row of n_features numbers in [0, 1] per seed: samples of your target labels "
         "and redundant samples of others."
     )

@@ -9,7 +9,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.pagination import LimitOffsetPagination
-from rest_framework.parsers import BaseParser, JSONParser
+from rest_framework.parsers import BaseParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
@@ -48,6 +48,7 @@ from market.commerce.services import (
 )
 from market.errors import NotFound
 from market.federations.models import PrivacyLevel
+from market.json_input import CheckedJSONParser
 from market.uploads import body_chunks
 from workers.tables import csv_stream_read
 
@@ -488,7 +489,7 @@ class PredictThrottle(SteadyRateThrottle):
 
 
 class PredictApi(APIView):
-    parser_classes = [JSONParser, CsvParser]
+    parser_classes = [CheckedJSONParser, CsvParser]
     throttle_classes = [
         *api_settings.DEFAULT_THROTTLE_CLASSES,
         PredictThrottle,

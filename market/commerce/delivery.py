@@ -231,7 +231,11 @@ def prediction_frame(
     if csv_data is not None:
         try:
             frame = read_table(
-                csv_data, limits=TableLimits(max_rows=settings.ONEFOLD_PREDICT_MAX_ROWS)
+                csv_data,
+                limits=TableLimits(
+                    max_rows=settings.ONEFOLD_PREDICT_MAX_ROWS,
+                    max_memory_bytes=settings.ONEFOLD_TABLE_MAX_MEMORY_BYTES,
+                ),
             )
         except TableError as error:
             raise InvalidInput(str(error)) from None

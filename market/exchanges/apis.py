@@ -13,6 +13,7 @@ from market.exchanges.selectors import (
 )
 from market.exchanges.services import exchange_create, logits_upload
 from market.federations.selectors import federation_get
+from market.json_input import CheckedJSONField
 from workers.algorithms.fd import BITS_PER_NUMBER
 
 
@@ -68,8 +69,8 @@ class ExchangeInput(serializers.Serializer):
 
 
 class LogitsInput(serializers.Serializer):
-    labels = serializers.JSONField(help_text="Class indices you hold, e.g. [0, 3, 7].")
-    logits = serializers.JSONField(
+    labels = CheckedJSONField(help_text="Class indices you hold, e.g. [0, 3, 7].")
+    logits = CheckedJSONField(
         help_text="C rows of C numbers: row ℓ is your model's mean logit vector on your "
         "examples of label ℓ (zeros for labels you do not hold)."
     )

@@ -38,6 +38,7 @@ def table_limits() -> TableLimits:
         max_rows=settings.ONEFOLD_TABLE_MAX_ROWS,
         max_archive_entries=settings.ONEFOLD_ARCHIVE_MAX_ENTRIES,
         max_unpacked_bytes=settings.ONEFOLD_ARCHIVE_MAX_UNPACKED_BYTES,
+        max_memory_bytes=settings.ONEFOLD_TABLE_MAX_MEMORY_BYTES,
     )
 
 

@@ -16,6 +16,7 @@ from market.jobs.parameters import job_kind_choices, job_kind_refusal
 from market.jobs.selectors import global_model_get, job_get, job_list, job_log_lines, job_progress
 from market.jobs.services import job_cancel, job_create_once
 from market.jobs.visibility import global_model_view, visibility_for
+from market.json_input import CheckedJSONField
 
 
 class JobKindField(serializers.ChoiceField):
@@ -33,14 +34,14 @@ class JobKindField(serializers.ChoiceField):
 class JobInput(serializers.Serializer):
     kind = JobKindField()
     privacy_level = serializers.ChoiceField(PrivacyLevel.choices)
-    parameters = serializers.JSONField(
+    parameters = CheckedJSONField(
         required=False,
         default=dict,
         help_text='Per kind; omitted ones take their defaults, e.g. {"partitions": 2, '
         '"query_fraction": 0.1, "final_model": {"family": "random_forest"}}; '
         'queried rows are "query_fraction" (0 < f ≤ 1) or "query_count".',
     )
-    submissions = serializers.JSONField(
+    submissions = CheckedJSONField(
         default="all", help_text='"all" valid submissions, or a list of ids.'
     )
     seed = serializers.IntegerField(required=False, allow_null=True, default=None)

@@ -15,8 +15,11 @@ sends each request again without the token). Two phases, as `schemathesis run` h
 - hostile values: every path parameter, query parameter and top-level body property of a few generated
   requests replaced, one at a time, by a value that the schema allows or that a client may send anyway and
   that once broke the market (issue 17): non-finite numbers, integers beyond 32 and 64 bits, NUL characters,
-  JSON nested hundreds of levels deep, in JSON bodies and as text in multipart fields. No server error, and
-  every refusal is JSON.
+  JSON nested hundreds of levels deep, in JSON bodies and as text in multipart fields. Each JSON body is also
+  sent under every other Content-Type DRF reads it by (``application/*`` and ``*/*``, which its negotiation
+  matches to the JSON parser; refused with a 400 as under ``application/json``) and as form-encoded and
+  multipart fields holding hostile JSON text, and an operation that reads CSV gets hostile CSV bodies (issue
+  32). No server error, and every refusal is JSON.
 
 `make fuzz` runs the same over HTTP against a live server (.ci/fuzz).
 """
@@ -24,6 +27,7 @@ sends each request again without the token). Two phases, as `schemathesis run` h
 import json
 import os
 import zlib
+from urllib.parse import urlencode
 
 import pytest
 import schemathesis
@@ -32,6 +36,7 @@ from django.core.cache import cache
 from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections, transaction
+from django.test.client import BOUNDARY, MULTIPART_CONTENT, encode_multipart
 from django.utils import timezone
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
@@ -268,6 +273,31 @@ HOSTILE_TEXTS = [
     "[" * 5000 + "]" * 5000,
 ]
 PLACEHOLDER = "hostile value"
+# Content-Types under which DRF reads a JSON body although the schema names application/json: its content
+# negotiation matches a wildcard to the first parser that fits, the JSON parser. The whole body nested 100,000
+# deep as well (issue 32 found 500s there).
+WILDCARD_CONTENT_TYPES = ["application/*", "*/*"]
+REFUSED_WILDCARD_BODIES = [*REFUSED_JSON_TEXTS, "[" * 100_000 + "]" * 100_000]
+# JSON text inside the fields of a form-encoded or multipart body sent to an operation that takes JSON: DRF
+# reads such a body too, and a JSON field parses its text.
+FORM_CONTENT_TYPES = ["application/x-www-form-urlencoded", MULTIPART_CONTENT]
+HOSTILE_FIELD_TEXTS = [
+    "[" * 50_000 + "]" * 50_000,
+    '{"key": 1e400}',
+    "[NaN]",
+    f"[{2**70}]",
+    '["a\\u0000b"]',
+    "a\x00b",
+]
+# CSV bodies for the operations that also read text/csv (predictions): a row shorter than the header, a NUL
+# inside a cell, a number no float holds, a quote left open, JSON text in a cell.
+HOSTILE_CSV_TEXTS = [
+    "age,workclass\n39,State-gov\n50\n",
+    "age,workclass\n39,Priv\x00ate\n",
+    "age,workclass\n1e400,State-gov\n",
+    'age,workclass\n39,"State-gov\n',
+    "age,workclass\n39," + "[" * 5000 + "]" * 5000 + "\n",
+]
 
 
 def hostile_variants(case):
@@ -289,18 +319,56 @@ def hostile_variants(case):
             properties
         ):  # one value larger than Django reads into memory: a JSON 413, not Django's HTML page
             yield "body", properties[0], "x" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1)
+        if properties and is_json_body(case):
+            for content_type in WILDCARD_CONTENT_TYPES:
+                location = f"body as {content_type}"
+                yield from ((location, properties[0], value) for value in REFUSED_WILDCARD_BODIES)
+            for content_type in FORM_CONTENT_TYPES:
+                location = f"body as {content_type}"
+                for name in properties:
+                    yield from ((location, name, text) for text in HOSTILE_FIELD_TEXTS)
+    if "text/csv" in {body.media_type for body in case.operation.body}:
+        yield from (("body as text/csv", "", text) for text in HOSTILE_CSV_TEXTS)
 
 
 def is_json_body(case) -> bool:
     return "json" in (case.media_type or "") and isinstance(case.body, dict)
 
 
+def json_text_with(case, name: str, value: str) -> str:
+    """The case's JSON body with one property's value replaced by raw JSON text (json.dumps cannot write 1e400,
+    and schemathesis refuses NaN and Infinity)."""
+    return json.dumps({**case.body, name: PLACEHOLDER}).replace(json.dumps(PLACEHOLDER), value)
+
+
+def form_body_with(case, content_type: str, name: str, text: str) -> tuple[str | bytes, str]:
+    """The case's JSON body as form fields (text as is, any other value as JSON text) with one field's text
+    replaced, encoded as ``content_type``; and the Content-Type header to send."""
+    fields = {
+        key: value if isinstance(value, str) else json.dumps(value)
+        for key, value in case.body.items()
+    }
+    fields[name] = text
+    if content_type == MULTIPART_CONTENT:
+        return encode_multipart(BOUNDARY, fields), MULTIPART_CONTENT
+    return urlencode(fields), content_type
+
+
 def call_with(case, headers: dict, location: str, name: str, value):
     """The answer to the case with one value replaced, in a savepoint that is rolled back. Into a JSON body the
-    value goes as raw JSON text (json.dumps cannot write 1e400, and schemathesis refuses NaN and Infinity)."""
+    value goes as raw JSON text, under the schema's Content-Type or another that DRF reads as JSON; into form
+    fields as their text."""
     if location == "body" and is_json_body(case):
-        text = json.dumps({**case.body, name: PLACEHOLDER}).replace(json.dumps(PLACEHOLDER), value)
-        return call_in_savepoint(case, headers=headers, data=text)
+        return call_in_savepoint(case, headers=headers, data=json_text_with(case, name, value))
+    if location.startswith("body as "):
+        content_type = location.removeprefix("body as ")
+        if content_type in WILDCARD_CONTENT_TYPES:
+            data = json_text_with(case, name, value)
+        elif content_type == "text/csv":
+            data = value
+        else:
+            data, content_type = form_body_with(case, content_type, name, value)
+        return call_in_savepoint(case, headers={**headers, "Content-Type": content_type}, data=data)
     original = getattr(case, location)
     setattr(case, location, {**(original or {}), name: value})
     try:
@@ -332,12 +400,10 @@ def hostile_failure(case, headers: dict, location: str, name: str, value) -> str
         return f"{sent}: {response.status_code}"
     if response.status_code in (400, 413) and "json" not in content_type:
         return f"{sent}: {response.status_code} answered as {content_type or 'no content type'}"
-    if (
-        location == "body"
-        and is_json_body(case)
-        and value in REFUSED_JSON_TEXTS
-        and response.status_code != 400
-    ):
+    refused_json_body = (
+        location == "body" and is_json_body(case) and value in REFUSED_JSON_TEXTS
+    ) or (location in {f"body as {content_type}" for content_type in WILDCARD_CONTENT_TYPES})
+    if refused_json_body and response.status_code != 400:
         return f"{sent}: {response.status_code}, not refused"
     return None
 
@@ -380,4 +446,12 @@ def test_no_operation_answers_a_server_error_or_a_page_to_hostile_values(
                 sent,
             )()
     assert not failures, "\n".join(sorted(failures))
-    assert {location for location, _, _ in sent} == {"path_parameters", "query", "body"}
+    assert {location for location, _, _ in sent} == {
+        "path_parameters",
+        "query",
+        "body",
+        *(
+            f"body as {content_type}"
+            for content_type in [*WILDCARD_CONTENT_TYPES, *FORM_CONTENT_TYPES, "text/csv"]
+        ),
+    }

@@ -5,6 +5,8 @@ import datetime
 import decimal
 import io
 import itertools
+import math
+import tracemalloc
 import zipfile
 
 import numpy as np
@@ -165,6 +167,87 @@ def test_read_table_checks_the_npy_header_before_loading_the_data():
         TableError, match="^The table has 1000000 rows and 100 columns; the limits are"
     ):
         read_table(buffer.getvalue())
+
+
+def zeros_npz(shape: tuple[int, int]) -> bytes:
+    """An NPZ whose array 'X' of float64 zeros is written in chunks, never whole in memory: a few hundred kB that
+    unpack to ``8 * rows * columns`` bytes."""
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<f8", "fortran_order": False, "shape": shape}
+    )
+    buffer = io.BytesIO()
+    with (
+        zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive,
+        archive.open("X.npy", "w", force_zip64=True) as member,
+    ):
+        member.write(header.getvalue())
+        remaining, chunk = 8 * math.prod(shape), bytes(1024**2)
+        while remaining:
+            member.write(chunk[: min(remaining, len(chunk))])
+            remaining -= min(remaining, len(chunk))
+    return buffer.getvalue()
+
+
+def test_read_table_refuses_an_npz_past_the_memory_budget_from_its_headers_and_reads_one_at_it():
+    data = npz_bytes(X=np.zeros((1_000, 100)), y=np.zeros(1_000, dtype=np.int8))
+    in_memory = 1_000 * 100 * 8 + 1_000  # float64 features, int8 labels
+    with pytest.raises(TableError) as refusal:
+        read_table(data, limits=TableLimits(max_memory_bytes=in_memory - 1))
+    assert str(refusal.value) == (
+        "The NPZ arrays take 0.8 MB once unpacked; the market reads at most 0.8 MB of values from one "
+        "table. Send fewer rows or columns, or a CSV file."
+    )
+    assert read_table(data, limits=TableLimits(max_memory_bytes=in_memory)).shape == (1_000, 101)
+
+
+def test_read_table_refuses_a_small_npz_of_zeros_within_every_other_limit_before_loading_it():
+    """392 MB of zeros in about 0.4 MB: 49 million cells, within the cell and unpacked-size limits."""
+    data = zeros_npz((490_000, 100))
+    assert len(data) < 500_000
+    tracemalloc.start()
+    try:
+        with pytest.raises(TableError) as refusal:
+            read_table(data, limits=TableLimits(max_memory_bytes=256 * 1024**2))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert str(refusal.value) == (
+        "The NPZ arrays take 373.8 MB once unpacked; the market reads at most 256.0 MB of values from one "
+        "table. Send fewer rows or columns, or a CSV file."
+    )
+    assert (
+        peak < 10 * 1024**2
+    )  # nothing was unpacked (numpy reports its allocations to tracemalloc)
+
+
+def test_read_table_refuses_a_parquet_file_past_the_memory_budget_from_its_metadata():
+    data = parquet_bytes({"a": np.zeros(10_000)})
+    with pytest.raises(TableError, match=r"^The Parquet file's values take 0\.1 MB once unpacked"):
+        read_table(data, limits=TableLimits(max_memory_bytes=1_000))
+    assert read_table(data).shape == (10_000, 1)
+
+
+@pytest.mark.parametrize(
+    "table, sentence",
+    [
+        (b"a,b,c\n1,2,3\n4,5\n", "Row 2 of the CSV file has 2 fields but the header names 3"),
+        (b"a,b,c\n1\n4,5,6\n", "Row 1 of the CSV file has 1 fields but the header names 3"),
+    ],
+)
+def test_read_table_refuses_a_csv_row_shorter_than_the_header_instead_of_filling_it_in(
+    table, sentence
+):
+    with pytest.raises(TableError) as refusal:
+        read_table(table)
+    assert str(refusal.value) == (
+        f"{sentence}; every row needs as many fields as the header (leave a cell empty for a missing value)."
+    )
+
+
+def test_read_table_reads_blank_lines_and_empty_cells_as_before():
+    frame = read_table(b"a,b,c\n1,,\n\n4,5,6\n\n")
+    assert frame.shape == (2, 3) and frame["b"].isna().tolist() == [True, False]
 
 
 def test_read_table_refuses_complex_npz_arrays():

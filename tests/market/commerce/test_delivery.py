@@ -95,7 +95,7 @@ def download(api, global_model_id: int, model_format: str) -> bytes:
     assert link.status_code == 201, link.json()
     response = api.get(link.json()["url"].replace("http://testserver", ""))
     assert response.status_code == 200, response.content[:200]
-    assert response["Cache-Control"] == "no-store"
+    assert response["Cache-Control"] == "no-store, private"
     return b"".join(response.streaming_content)
 
 

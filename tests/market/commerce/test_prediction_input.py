@@ -1,5 +1,7 @@
 """The prediction API reads a CSV body only as far as its limits allow, and answers a sentence past them."""
 
+import json
+
 import pytest
 
 from market.audit.models import AuditEvent
@@ -57,3 +59,36 @@ def test_a_nul_inside_a_csv_cell_is_a_400_not_a_truncated_value(
             "detail": "Line 3 of the CSV file holds a NUL character, which no value may contain; remove it."
         },
     )
+
+
+def test_a_csv_row_with_fewer_fields_than_the_header_is_a_400_not_missing_values(
+    predict_url, buyer_api, adult_evaluation
+):
+    lines = csv_bytes(adult_evaluation[0].iloc[:2]).decode().splitlines()
+    n_columns = len(lines[0].split(","))
+    lines[2] = lines[2].rsplit(",", 1)[0]  # the last field of row 2 left out
+    response = buyer_api.post(predict_url, "\n".join(lines).encode(), content_type="text/csv")
+    assert (response.status_code, response.json()) == (
+        400,
+        {
+            "detail": f"Row 2 of the CSV file has {n_columns - 1} fields but the header names {n_columns}; "
+            "every row needs as many fields as the header (leave a cell empty for a missing value)."
+        },
+    )
+    assert not AuditEvent.objects.filter(action="model.predicted").exists()
+
+
+@pytest.mark.parametrize("content_type", ["application/*", "*/*", "application/json"])
+def test_rows_with_a_nul_inside_a_category_are_a_400_whatever_the_json_content_type(
+    predict_url, buyer_api, adult_evaluation, content_type
+):
+    rows = adult_evaluation[0].iloc[:2].astype(object).to_dict(orient="records")
+    rows[1]["workclass"] = "Private\x00"
+    response = buyer_api.post(predict_url, json.dumps({"rows": rows}), content_type=content_type)
+    assert (response.status_code, response.json()) == (
+        400,
+        {
+            "detail": "'rows[1].workclass' holds a NUL character (\\u0000), which no field accepts; remove it."
+        },
+    )
+    assert not AuditEvent.objects.filter(action="model.predicted").exists()

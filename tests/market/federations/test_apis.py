@@ -1,5 +1,6 @@
 import io
 import json
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -7,6 +8,7 @@ import pytest
 from market.accounts.services import user_create
 from market.federations.models import EvaluationSplit, Federation, PublicDataset
 from tests.conftest import api_client_for, csv_bytes, run_at_once
+from tests.workers.test_tables import zeros_npz
 
 FEDERATION = {
     "name": "Adult income",
@@ -130,6 +132,36 @@ def test_public_dataset_upload_explains_bad_files_and_leaves_nothing(
     response = upload(operator_api, "/api/federations/adult-income/public-dataset/", data)
     assert response.status_code == 400
     assert message in response.json()["detail"]
+    assert not PublicDataset.objects.exists()
+    assert stored_files(media_root) == []
+
+
+def test_a_small_npz_of_zeros_unpacking_past_the_memory_budget_is_refused_before_loading(
+    operator_api, federation, media_root, settings
+):
+    """0.4 MB that unpack to 392 MB, inside every row, column, cell and archive limit (issue 32, item 14)."""
+    assert (
+        settings.ONEFOLD_TABLE_MAX_MEMORY_BYTES == 256 * 1024**2
+    )  # the default: 4 × the 64 MiB upload limit
+    data = zeros_npz((490_000, 100))
+    tracemalloc.start()
+    try:
+        response = upload(
+            operator_api, "/api/federations/adult-income/public-dataset/", data, name="x.npz"
+        )
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (response.status_code, response.json()) == (
+        400,
+        {
+            "detail": "The NPZ arrays take 373.8 MB once unpacked; the market reads at most 256.0 MB of values "
+            "from one table. Send fewer rows or columns, or a CSV file."
+        },
+    )
+    assert (
+        peak < 20 * 1024**2
+    )  # nothing was unpacked (numpy reports its allocations to tracemalloc)
     assert not PublicDataset.objects.exists()
     assert stored_files(media_root) == []
 
