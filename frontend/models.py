@@ -4,8 +4,8 @@ from django.db import models
 
 class FormSubmission(models.Model):
     """One page form sent with the one-time key its page rendered (:mod:`frontend.sent_once`): a second send of
-    the same key — Back and submit again, a double click — is answered with the first send's result instead of
-    acting twice."""
+    the same key to the same address — Back and submit again, a double click — is answered with the first send's
+    result instead of acting twice. The forms of one page share its key; each address acts once."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     key = models.CharField(max_length=64)
@@ -20,5 +20,7 @@ class FormSubmission(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["user", "key"], name="one_effect_per_form_key")
+            models.UniqueConstraint(
+                fields=["user", "key", "path"], name="one_effect_per_form_key_and_address"
+            )
         ]

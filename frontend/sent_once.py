@@ -1,12 +1,18 @@
 """Page forms that are safe to send twice. Each state-changing form carries a one-time key, rendered as a hidden
 field when its page is rendered (``{% form_key_field %}``); the view, wrapped in :func:`sent_once`, claims the key
-before it acts. A second send of the same key — the browser's Back and the button again, a double click, a reload
-that resends the form — acts no second time: it is redirected to where the first send's answer went.
+for its address before it acts. A second send of the same key to the same address — the browser's Back and the
+button again, a double click, a reload that resends the form — acts no second time: it is redirected to where the
+first send's answer went.
+
+A page's key is also written into its address (``?form_key=``, by form_key.js), so a browser that fetches the page
+anew on Back, instead of showing its copy, gets the same key back; a link to the page gives a new one.
 
 The claim commits before the view acts, so two sends that arrive together act once (the second finds the
 first's claim). A refusal the user can correct (an answer of 4xx, a domain error) releases the key; an
 unexpected failure keeps it, since what the view did before failing is not known."""
 
+import re
+import uuid
 from functools import wraps
 
 from django.contrib import messages
@@ -17,7 +23,20 @@ from frontend.models import FormSubmission
 from market.errors import domain_error_from
 
 FORM_KEY_FIELD = "idempotency_key"
+PAGE_FORM_KEY_PARAMETER = "form_key"
 FORM_KEY_MAX_LENGTH = 64
+_PAGE_FORM_KEY = re.compile(r"form-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def page_form_key(request) -> str:
+    """The key of the page being rendered: the one in its address when it is loaded again from there, else a new
+    one (also for a page answering a form, whose key is spent or free again)."""
+    if request is None:
+        return f"form-{uuid.uuid4()}"
+    if not hasattr(request, "page_form_key"):
+        given = request.GET.get(PAGE_FORM_KEY_PARAMETER, "") if request.method == "GET" else ""
+        request.page_form_key = given if _PAGE_FORM_KEY.fullmatch(given) else f"form-{uuid.uuid4()}"
+    return request.page_form_key
 
 
 def sent_once(view):
@@ -33,11 +52,14 @@ def sent_once(view):
             return _sent_page(
                 request, "This form's key is not one this market rendered; reload the page.", 400
             )
+        path = request.path[: FormSubmission._meta.get_field("path").max_length]
         try:
             with transaction.atomic():
-                claim = FormSubmission.objects.create(user=request.user, key=key, path=request.path)
+                claim = FormSubmission.objects.create(user=request.user, key=key, path=path)
         except IntegrityError:
-            return _replay(request, FormSubmission.objects.get(user=request.user, key=key))
+            return _replay(
+                request, FormSubmission.objects.get(user=request.user, key=key, path=path)
+            )
         try:
             response = view(request, *args, **kwargs)
         except Exception as error:
@@ -56,10 +78,6 @@ def sent_once(view):
 
 
 def _replay(request, earlier: FormSubmission):
-    if earlier.path != request.path:
-        return _sent_page(
-            request, "This form's key was already used by another form; reload the page.", 400
-        )
     if earlier.status_code is None:
         return _sent_page(
             request,

@@ -1,9 +1,7 @@
-import uuid
-
 from django import template
 from django.utils.html import format_html
 
-from frontend.sent_once import FORM_KEY_FIELD
+from frontend.sent_once import FORM_KEY_FIELD, page_form_key
 from market.submissions.models import SubmissionStatus
 
 register = template.Library()
@@ -17,10 +15,12 @@ def status_is_final(submission) -> bool:
     return submission.status in FINAL_STATUSES
 
 
-@register.simple_tag
-def form_key_field():
-    """The hidden one-time key of a state-changing form (:mod:`frontend.sent_once`): a new one each time the page
-    is rendered, the same one when the browser sends the rendered form again."""
+@register.simple_tag(takes_context=True)
+def form_key_field(context):
+    """The hidden one-time key of a state-changing form (:mod:`frontend.sent_once`): one per rendered page, the
+    same for a page loaded again from its address (Back, Reload) and for a form shown again with a refusal."""
     return format_html(
-        '<input type="hidden" name="{}" value="{}">', FORM_KEY_FIELD, f"form-{uuid.uuid4()}"
+        '<input type="hidden" name="{}" value="{}" data-page-form-key>',
+        FORM_KEY_FIELD,
+        page_form_key(context.get("request")),
     )

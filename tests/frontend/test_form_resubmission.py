@@ -16,6 +16,7 @@ from market.commerce.models import CreditRequest, Purchase, Wallet, WalletEntry
 from market.jobs.models import Job
 from tests.frontend.test_augmentation_pages import FORM as AUGMENTATION_FORM
 from tests.frontend.test_augmentation_pages import open_augmentation, seeds_file
+from tests.frontend.test_jobs_journey import live_server  # noqa: F401 (fixture)
 from tests.frontend.test_jobs_pages import L1_JOB
 from tests.market.commerce.conftest import (  # noqa: F401
     adult_evaluation,
@@ -211,16 +212,73 @@ def test_opening_uploading_and_starting_an_augmentation_twice_acts_once(
     assert BudgetEntry.objects.filter(augmentation_id=augmentation_id).count() == 1
 
 
-def test_a_key_still_being_processed_or_sent_to_another_form_acts_not(client, silo_user):
+def test_a_key_still_being_processed_acts_not_and_each_address_of_a_page_acts_once(
+    client, silo_user
+):
     client.force_login(silo_user)
     FormSubmission.objects.create(user=silo_user, key="form-1", path="/security/tokens/new/")
     pending = client.post("/security/tokens/new/", {"name": "a", "idempotency_key": "form-1"})
     assert pending.status_code == 409
     assert "still being processed" in pending.content.decode()
-    elsewhere = client.post(
-        "/market/wallet/add-credits/", {"amount": "1", "idempotency_key": "form-1"}
-    )
-    assert elsewhere.status_code == 400
     too_long = client.post("/security/tokens/new/", {"name": "a", "idempotency_key": "k" * 65})
     assert too_long.status_code == 400
-    assert not ApiToken.objects.exists() and not CreditRequest.objects.exists()
+    assert not ApiToken.objects.exists()
+    # The forms of one page share its key: another address acts, once.
+    for _ in range(2):
+        client.post("/market/wallet/add-credits/", {"amount": "1", "idempotency_key": "form-1"})
+    assert CreditRequest.objects.count() == 1
+
+
+def test_a_page_loaded_again_from_its_address_carries_the_same_key(client, silo_user):
+    client.force_login(silo_user)
+    key = form_key(client.get("/security/tokens/").content.decode(), "/security/tokens/new/")
+    again = client.get("/security/tokens/", {"form_key": key}).content.decode()
+    assert form_key(again, "/security/tokens/new/") == key
+    forged = client.get("/security/tokens/", {"form_key": "chosen-by-someone"}).content.decode()
+    assert form_key(forged, "/security/tokens/new/").startswith("form-")
+    assert form_key(forged, "/security/tokens/new/") not in (key, "chosen-by-someone")
+    first = client.post("/security/tokens/new/", {"name": "laptop", "idempotency_key": key})
+    answered = first.content.decode()
+    assert first.status_code == 200 and form_key(answered, "/security/tokens/new/") != key
+    assert 'src="/static/frontend/form_key.js"' in answered
+
+
+@pytest.mark.browser
+def test_back_and_launch_again_in_a_browser_queues_one_l1_job_and_reserves_once(
+    live_server,  # noqa: F811
+    transactional_db,
+    fedkt_submissions,
+    operator,
+    page,
+):
+    federation = fedkt_submissions[0].federation
+    page.goto(f"{live_server.url}/sign-in/")
+    page.get_by_label("Username").fill("olivia-operator")
+    page.get_by_label("Password").fill("operator-password")
+    page.get_by_role("button", name="Sign in").click()
+    page.goto(f"{live_server.url}/federations/{federation.slug}/jobs/new/")
+    page.get_by_label("Kind").select_option("fedkt")
+    page.get_by_label("Privacy level").select_option("L1")
+    page.get_by_role("button", name="Launch job").click()
+    page.get_by_text("queued").first.wait_for()
+    job = Job.objects.get()
+    reserved = dict(
+        PrivacyBudget.objects.filter(federation=federation).values_list("organisation", "reserved")
+    )
+
+    page.go_back()  # the launcher again: fetched anew or as the browser kept it, with the same key
+    page.get_by_role("button", name="Launch job").click()
+    page.get_by_text("This form was already sent; here is its result.").wait_for()
+
+    assert page.url.split("?")[0] == f"{live_server.url}/jobs/{job.id}/"
+    assert list(Job.objects.values_list("id", flat=True)) == [job.id]
+    assert (
+        dict(
+            PrivacyBudget.objects.filter(federation=federation).values_list(
+                "organisation", "reserved"
+            )
+        )
+        == reserved
+    )
+    assert len(reserved) == 3 and all(value > 0 for value in reserved.values())
+    assert BudgetEntry.objects.filter(kind="reserve").count() == 3
