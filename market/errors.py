@@ -11,6 +11,7 @@ from django.views import defaults
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
+from market.transient import is_lock_conflict
 from workers.features import TableError
 from workers.modelio.base import RefusedModelError
 
@@ -46,6 +47,13 @@ class RefusedFormat(DomainError):
     status_code = 415
 
 
+class TryAgain(DomainError):
+    """The database rolled the request back for another that held the same rows (a deadlock or a serialisation
+    failure) and retrying did not get through; nothing was done."""
+
+    status_code = 503
+
+
 class IdempotencyKeyReused(DomainError):
     """The same Idempotency-Key was sent before with a different request."""
 
@@ -58,6 +66,11 @@ def domain_error_from(error: Exception) -> DomainError | None:
         return error
     if isinstance(error, (TableError, RefusedModelError)):
         return InvalidInput(str(error))
+    if is_lock_conflict(error):
+        return TryAgain(
+            "Another request changed the same records at the same moment and this one was rolled "
+            "back; nothing was done. Send it again."
+        )
     return None
 
 
