@@ -4,14 +4,13 @@ for its address before it acts. A second send of the same key to the same addres
 button again, a double click, a reload that resends the form — acts no second time: it is redirected to where the
 first send's answer went.
 
-A page's key is also written into its address (``?form_key=``, by form_key.js), so a browser that fetches the page
-anew on Back, instead of showing its copy, gets the same key back; a link to the page gives a new one.
+A page's key is also kept in its entry of the browser's history (form_key.js), so a page the browser fetches anew
+on Back or Reload, instead of showing its copy, sends the same key again; a link to the page gives a new one.
 
 The claim commits before the view acts, so two sends that arrive together act once (the second finds the
 first's claim). A refusal the user can correct (an answer of 4xx, a domain error) releases the key; an
 unexpected failure keeps it, since what the view did before failing is not known."""
 
-import re
 import uuid
 from functools import wraps
 
@@ -23,19 +22,15 @@ from frontend.models import FormSubmission
 from market.errors import domain_error_from
 
 FORM_KEY_FIELD = "idempotency_key"
-PAGE_FORM_KEY_PARAMETER = "form_key"
 FORM_KEY_MAX_LENGTH = 64
-_PAGE_FORM_KEY = re.compile(r"form-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def page_form_key(request) -> str:
-    """The key of the page being rendered: the one in its address when it is loaded again from there, else a new
-    one (also for a page answering a form, whose key is spent or free again)."""
+    """The key of the page being rendered: a new one for each rendering, shared by the page's forms."""
     if request is None:
         return f"form-{uuid.uuid4()}"
     if not hasattr(request, "page_form_key"):
-        given = request.GET.get(PAGE_FORM_KEY_PARAMETER, "") if request.method == "GET" else ""
-        request.page_form_key = given if _PAGE_FORM_KEY.fullmatch(given) else f"form-{uuid.uuid4()}"
+        request.page_form_key = f"form-{uuid.uuid4()}"
     return request.page_form_key
 
 

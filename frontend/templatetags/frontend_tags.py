@@ -17,8 +17,8 @@ def status_is_final(submission) -> bool:
 
 @register.simple_tag(takes_context=True)
 def form_key_field(context):
-    """The hidden one-time key of a state-changing form (:mod:`frontend.sent_once`): one per rendered page, the
-    same for a page loaded again from its address (Back, Reload) and for a form shown again with a refusal."""
+    """The hidden one-time key of a state-changing form (:mod:`frontend.sent_once`): one per rendered page, kept
+    by form_key.js in the page's history entry for a page loaded again by Back or Reload."""
     return format_html(
         '<input type="hidden" name="{}" value="{}" data-page-form-key>',
         FORM_KEY_FIELD,
