@@ -32,6 +32,14 @@ TEMPLATES = Path(__file__).resolve().parents[2] / "frontend" / "templates"
 #: Forms that change nothing: signing in and out, the price calculator, a download link, a trial prediction.
 READ_ONLY_FORM_ACTIONS = ("'login'", "'logout'", "'budget-price'", "'commerce-download'")
 READ_ONLY_FORM_ACTIONS += ("'model-download'", "'model-try'", "{{ api_url }}")
+#: The forms without an action post to their own page.
+OWN_PAGE = {
+    "operator/federation_new.html": "federation-create",
+    "operator/federation_data.html": "federation-data",
+    "operator/listing_new.html": "listing-create",
+    "operator/wallets.html": "wallet-operations",
+    "augmentations/new.html": "augmentation-create",
+}
 
 
 def form_key(page: str, action: str) -> str:
@@ -46,19 +54,40 @@ def sent_twice(client, path: str, data: dict) -> tuple:
     return first, client.post(path, data)
 
 
-def test_every_state_changing_form_carries_a_one_time_key():
-    forms = [
-        (template.relative_to(TEMPLATES), match.group(0))
+def post_forms() -> list[tuple[str, str]]:
+    """(template, form) for every POST form of the pages."""
+    return [
+        (str(template.relative_to(TEMPLATES / "frontend")), match.group(0))
         for template in TEMPLATES.rglob("*.html")
         for match in re.finditer(r'<form[^>]*method="post".*?</form>', template.read_text(), re.S)
     ]
+
+
+def test_every_state_changing_form_carries_a_one_time_key():
+    forms = post_forms()
     unguarded = [
-        (str(template), form.split(">")[0])
+        (template, form.split(">")[0])
         for template, form in forms
         if "{% form_key_field %}" not in form
         and not any(action in form.split(">")[0] for action in READ_ONLY_FORM_ACTIONS)
     ]
-    assert len(forms) == 29 and unguarded == []
+    assert len(forms) >= 29 and unguarded == []
+
+
+def test_every_view_a_keyed_form_posts_to_claims_its_key():
+    from frontend.urls import urlpatterns
+
+    views = {pattern.name: pattern.callback for pattern in urlpatterns}
+
+    targets = set()
+    for template, form in post_forms():
+        if "{% form_key_field %}" in form:
+            named = re.search(r"action=\"{% (?:if [^%]*%}{% )?url '([^']+)'", form.split(">")[0])
+            targets.add(named.group(1) if named else OWN_PAGE[template])
+    assert len(targets) == 19
+    assert (
+        sorted(name for name in targets if not getattr(views[name], "claims_form_key", False)) == []
+    )
 
 
 def test_each_rendering_carries_a_new_key(client, operator, federation_with_data):
