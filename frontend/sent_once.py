@@ -11,6 +11,7 @@ The claim commits before the view acts, so two sends that arrive together act on
 first's claim). A refusal the user can correct (an answer of 4xx, a domain error) releases the key; an
 unexpected failure keeps it, since what the view did before failing is not known."""
 
+import re
 import uuid
 from functools import wraps
 
@@ -22,7 +23,8 @@ from frontend.models import FormSubmission
 from market.errors import domain_error_from
 
 FORM_KEY_FIELD = "idempotency_key"
-FORM_KEY_MAX_LENGTH = 64
+#: What a key may hold: those this market renders, and any other a script may choose, of safe characters.
+_FORM_KEY = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 
 
 def page_form_key(request) -> str:
@@ -43,7 +45,7 @@ def sent_once(view):
         key = request.POST.get(FORM_KEY_FIELD, "") if request.method == "POST" else ""
         if not key:
             return view(request, *args, **kwargs)
-        if len(key) > FORM_KEY_MAX_LENGTH:
+        if not _FORM_KEY.fullmatch(key):
             return _sent_page(
                 request, "This form's key is not one this market rendered; reload the page.", 400
             )
