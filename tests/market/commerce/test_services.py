@@ -157,8 +157,8 @@ def test_purchase_beyond_the_balance_is_refused_and_nothing_changes(
 
 def purchase_outcome(listing, user) -> str:
     """What a purchase answered: bought, the service's refusal, or the database's (which only a defect reaches)."""
-    try:
-        purchase_create(listing=listing, user=user)  # its own transaction; the refusal's audit is kept
+    try:  # purchase_create's own transaction: the refusal's audit event is kept
+        purchase_create(listing=listing, user=user)
     except Conflict as refusal:
         return str(refusal)
     except IntegrityError as error:
