@@ -8,6 +8,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from frontend.decorators import page
+from frontend.sent_once import sent_once
 from market.augmentations.apis import AugmentationInput
 from market.augmentations.models import GeneratorKind
 from market.augmentations.selectors import augmentation_get, seed_summaries
@@ -74,6 +75,7 @@ FORM_DEFAULTS = {
 
 @require_http_methods(["GET", "POST"])
 @page
+@sent_once
 def augmentation_create_page(request, slug):
     """The operator's form for ``POST /api/augmentations/``: the API's serializer reads it and the API's service
     checks it (no second validation here); each refusal is shown next to the field it is about."""
@@ -173,6 +175,7 @@ def augmentation_detail_page(request, augmentation_id):
 
 @require_POST
 @page
+@sent_once
 def augmentation_seeds_action(request, augmentation_id):
     """Seeds as a JSON file ``{"target_labels", "labels", "features"}``, checked as the API checks them."""
     augmentation = augmentation_get(augmentation_id=augmentation_id, user=request.user)
@@ -202,6 +205,7 @@ def augmentation_seeds_action(request, augmentation_id):
 
 @require_POST
 @page
+@sent_once
 def augmentation_start_action(request, augmentation_id):
     augmentation = augmentation_get(augmentation_id=augmentation_id, user=request.user)
     augmentation_start(augmentation=augmentation, actor=request.user, request=request)

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from frontend.budget_charts import budget_overview, budget_strip, budgets_ranked, job_timeline
 from frontend.decorators import page
+from frontend.sent_once import sent_once
 from frontend.templatetags.number_tags import epsilon
 from market.budgets.models import EntryKind
 from market.budgets.selectors import (
@@ -96,6 +97,7 @@ def budget_dashboard_page(request, slug):
 
 @require_POST
 @page
+@sent_once
 def budget_limit_action(request, slug, budget_id):
     federation = federation_get(slug=slug, user=request.user)
     budget = budget_get(budget_id=budget_id, user=request.user)

@@ -3,7 +3,6 @@
 They call the same selectors and services as the REST API (market.commerce).
 """
 
-import uuid
 from decimal import Decimal, InvalidOperation
 
 from django.contrib import messages
@@ -13,6 +12,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from frontend.decorators import page
+from frontend.sent_once import FORM_KEY_FIELD, sent_once
 from market.commerce.cards import model_card
 from market.commerce.delivery import download_link_create
 from market.commerce.models import ListingStatus
@@ -134,20 +134,19 @@ def purchase_confirm_page(request, listing_id):
             "balance_cents": balance,
             "balance_after_cents": None if balance is None else balance - listing.price_cents,
             "owned": entitlement_exists(user=request.user, global_model=listing.global_model),
-            # One key per confirmation page: a double click or a resent form buys once.
-            "idempotency_key": f"page-{uuid.uuid4()}",
         },
     )
 
 
 @require_POST
 @page
+@sent_once
 def purchase_action(request, listing_id):
     listing = listing_get(listing_id=listing_id, user=request.user)
     result = purchase_create(
         listing=listing,
         user=request.user,
-        idempotency_key=request.POST.get("idempotency_key") or None,
+        idempotency_key=request.POST.get(FORM_KEY_FIELD) or None,  # the API's replay too
         request=request,
     )
     if not result.replayed:
@@ -157,6 +156,7 @@ def purchase_action(request, listing_id):
 
 @require_POST
 @page
+@sent_once
 def listing_state_action(request, listing_id, action):
     listing = listing_get(listing_id=listing_id, user=request.user)
     if action == "publish":

@@ -13,6 +13,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from frontend.decorators import page
+from frontend.sent_once import sent_once
 from market.budgets.selectors import price_quote_visible
 from market.budgets.services import budget_price_job
 from market.errors import DomainError, InvalidInput
@@ -98,6 +99,7 @@ def _launcher_context(request, federation, values: dict, error: str = "") -> dic
 
 @require_http_methods(["GET", "POST"])
 @page
+@sent_once
 def job_launch_page(request, slug):
     federation = federation_get(slug=slug, user=request.user)
     job_launch_require_permission(federation=federation, user=request.user)
@@ -245,6 +247,7 @@ def job_progress_partial(request, job_id):
 
 @require_POST
 @page
+@sent_once
 def job_cancel_action(request, job_id):
     job = job_cancel(
         job=job_get(job_id=job_id, user=request.user), user=request.user, request=request

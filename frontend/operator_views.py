@@ -13,6 +13,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from frontend.decorators import page
+from frontend.sent_once import sent_once
 from market.accounts.models import Organisation
 from market.commerce.models import CreditRequest, CreditRequestStatus
 from market.commerce.selectors import global_model_get
@@ -93,6 +94,7 @@ def _policies(post) -> dict:
 
 @require_http_methods(["GET", "POST"])
 @page
+@sent_once
 def federation_create_page(request):
     require_operator(request.user, "create federations")
     posted = request.method == "POST"
@@ -164,6 +166,7 @@ def _data_action(request, federation, action: str):
 
 @require_http_methods(["GET", "POST"])
 @page
+@sent_once
 def federation_data_page(request, slug):
     federation = federation_get(slug=slug, user=request.user)
     require_operator(request.user, "upload public data and evaluation splits")
@@ -199,6 +202,7 @@ def federation_data_page(request, slug):
 
 @require_http_methods(["GET", "POST"])
 @page
+@sent_once
 def listing_create_page(request, global_model_id):
     """ "List in market": a draft listing of a succeeded job's model, prefilled from the job."""
     require_operator(request.user, "create listings")
@@ -263,6 +267,7 @@ def _wallets_context(request, error: str = "") -> dict:
 
 @require_http_methods(["GET", "POST"])
 @page
+@sent_once
 def wallet_operations_page(request):
     """Operators: every organisation's balance, a top-up form (a payment received, by its reference) and the
     buyers' pending credit requests."""
@@ -311,6 +316,7 @@ def _credit_request(credit_request_id: int) -> CreditRequest:
 
 @require_POST
 @page
+@sent_once
 def credit_request_decide_action(request, credit_request_id, decision):
     decide = credit_request_approve if decision == "approve" else credit_request_decline
     credit_request = decide(
@@ -326,6 +332,7 @@ def credit_request_decide_action(request, credit_request_id, decision):
 
 @require_POST
 @page
+@sent_once
 def credit_request_create_action(request):
     """A buyer's "add credits": a pending request the operators approve once the payment arrived."""
     credit_request_require_wallet(request.user)  # before reading the form: the policy answers first

@@ -10,6 +10,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from frontend.audit_rows import audit_rows
 from frontend.decorators import page
+from frontend.sent_once import sent_once
 from market.accounts.selectors import api_token_list, api_token_state
 from market.accounts.services import api_token_create, api_token_revoke
 from market.audit.models import AuditOutcome
@@ -86,6 +87,7 @@ def token_list_page(request):
 
 @require_POST
 @page
+@sent_once
 def token_create_action(request):
     days = request.POST.get("expires_in_days", "").strip()
     token, key = api_token_create(
@@ -109,6 +111,7 @@ def token_create_action(request):
 
 @require_POST
 @page
+@sent_once
 def token_revoke_action(request, token_id):
     api_token_revoke(user=request.user, token_id=token_id, request=request)
     return redirect("token-list")

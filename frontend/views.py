@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from frontend.decorators import page
 from frontend.federation_hub import hub_context
+from frontend.sent_once import sent_once
 from market.errors import NotFound, PermissionDenied
 from market.federations.models import Federation, PrivacyLevel
 from market.federations.selectors import (
@@ -70,6 +71,7 @@ def federation_detail_page(request, slug):
 
 @require_POST
 @page
+@sent_once
 def federation_join_action(request, slug):
     federation = federation_get(slug=slug, user=request.user)
     _, created = federation_join(federation=federation, user=request.user)

@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
 from market.database_busy import database_busy_response, database_is_busy
+from market.transient import is_lock_conflict
 from workers.features import TableError
 from workers.modelio.base import RefusedModelError
 
@@ -49,6 +50,13 @@ class RefusedFormat(DomainError):
     status_code = 415
 
 
+class TryAgain(DomainError):
+    """The database rolled the request back for another that held the same rows (a deadlock or a serialisation
+    failure) and retrying did not get through; nothing was done."""
+
+    status_code = 503
+
+
 class IdempotencyKeyReused(DomainError):
     """The same Idempotency-Key was sent before with a different request."""
 
@@ -61,6 +69,11 @@ def domain_error_from(error: Exception) -> DomainError | None:
         return error
     if isinstance(error, (TableError, RefusedModelError)):
         return InvalidInput(str(error))
+    if is_lock_conflict(error):
+        return TryAgain(
+            "Another request changed the same records at the same moment and this one was rolled "
+            "back; nothing was done. Send it again."
+        )
     return None
 
 

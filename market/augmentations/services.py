@@ -33,6 +33,7 @@ from market.federations.models import Federation, PrivacyLevel, PublicDataset
 from market.federations.selectors import federation_is_member, public_dataset_current
 from market.outbox import outbox_add
 from market.storage import arrays_from_npz
+from market.transient import retried_on_lock_conflict
 from workers.algorithms.faug import MAX_PUBLIC_ROWS, GeneratorPrivacy
 from workers.features import ORDINAL_VIEW, view_width
 from workers.privacy.costs import PrivacyCost
@@ -312,15 +313,17 @@ def augmentation_privacy(augmentation: Augmentation, *, n_examples: int) -> DpSg
     )
 
 
+@retried_on_lock_conflict
 def augmentation_start(*, augmentation: Augmentation, actor: User, request=None) -> Augmentation:
     """collecting → queued: reserve the DP discriminator's ε for every contributing silo (or refuse without
-    writing) and queue the training."""
+    writing) and queue the training. Run again when the database broke a deadlock with another transaction
+    on the same budgets (a job's finalisation charging the same silos)."""
     if not actor.is_operator:
         raise PermissionDenied("Only operators start a generator's training.")
     try:
         with transaction.atomic():
-            locked = (
-                Augmentation.objects.select_for_update()
+            locked = (  # the augmentation's row only: the federation's row stays free for jobs
+                Augmentation.objects.select_for_update(of=("self",))
                 .select_related("federation")
                 .get(id=augmentation.id)
             )

@@ -37,6 +37,7 @@ from market.jobs.parameters import job_parameters_validate, job_workload_check
 from market.jobs.selectors import job_launch_require_permission, job_members
 from market.outbox import outbox_add
 from market.submissions.models import Submission, SubmissionStatus
+from market.transient import retried_on_lock_conflict
 from workers.privacy.reports import JobPrivacyReport, PrivacyReport
 
 # Which submission levels a job of each level may use: a silo that asked for server noise (L1) is never fused
@@ -128,6 +129,7 @@ def _check_selectable(
     )
 
 
+@retried_on_lock_conflict
 def job_create(
     *,
     federation: Federation,
@@ -141,7 +143,8 @@ def job_create(
     stored_with_job: Callable[[Job], object] | None = None,
 ) -> Job:
     """Validate and store a job, reserve its L1 privacy budget, and queue it when the transaction commits.
-    ``stored_with_job`` writes what must commit or roll back with the job (its idempotency key)."""
+    ``stored_with_job`` writes what must commit or roll back with the job (its idempotency key). Run again when
+    the database broke a deadlock with another transaction on the same budgets."""
     try:
         job_launch_require_permission(federation=federation, user=requested_by)
         if privacy_level not in federation.allowed_privacy_levels:

@@ -313,3 +313,131 @@ def test_limit_changes_racing_reservations_never_leave_a_budget_overspent(
         assert_budget_matches_its_ledger(budget)
     changes = AuditEvent.objects.filter(action="budget.limit_changed").count()
     assert changes == outcomes.count("limit set") + outcomes.count("limit refused") == 10
+
+
+@pytest.mark.django_db(transaction=True)
+def test_augmentations_starting_while_jobs_are_charged_lock_the_same_silos_without_a_deadlock(
+    make_job, operator, members, federation_with_data
+):
+    """Each pair: an augmentation's start (the web: reserve its DP generator's ε for both silos) and a job's
+    finalisation (the worker: lock the job, charge both silos), at once, against the same two budgets."""
+    from market.augmentations.models import AugmentationStatus
+    from market.augmentations.services import augmentation_create, augmentation_start, seeds_upload
+    from market.jobs.models import Job
+
+    rounds = 3
+    budgets_ensure(federation=federation_with_data)
+    for budget in PrivacyBudget.objects.filter(federation=federation_with_data):
+        budget_limit_set(budget_id=budget.id, epsilon_limit=1000, reason="room", actor=operator)
+    jobs = [make_job() for _ in range(rounds)]
+    for job in jobs:
+        budget_reserve_for_job(job=job, actor=operator)
+    augmentations = []
+    for index in range(rounds):
+        augmentation = augmentation_create(
+            federation=federation_with_data,
+            actor=operator,
+            name=f"FAug {index}",
+            n_features=2,
+            epochs=1,
+            batch_size=2,
+            noise_multiplier=1.0,
+        )
+        for user in members:
+            seeds_upload(
+                augmentation=augmentation,
+                user=user,
+                target_labels=[1],
+                labels=[1, 0],
+                features=[[0.1, 0.9], [0.5, 0.5]],
+            )
+        augmentations.append(augmentation)
+    report = JobPrivacyReport(level="L1", data_independent=ONE_JOB.report)
+
+    def start_or_finalise(task):
+        kind, target = task
+        if kind == "augmentation":
+            augmentation_start(augmentation=target, actor=operator)
+        else:
+            with transaction.atomic():
+                locked = Job.objects.select_for_update().get(id=target.id)
+                budget_charge_for_job(job=locked, privacy_report=report)
+        return kind
+
+    tasks = [("augmentation", item) for item in augmentations] + [("job", job) for job in jobs]
+    assert (
+        sorted(run_at_once(start_or_finalise, tasks))
+        == ["augmentation"] * rounds + ["job"] * rounds
+    )
+
+    for augmentation in augmentations:
+        augmentation.refresh_from_db()
+        assert augmentation.status == AugmentationStatus.QUEUED
+    for budget in PrivacyBudget.objects.filter(federation=federation_with_data):
+        kinds = list(budget.entries.values_list("kind", flat=True))
+        assert (kinds.count("reserve"), kinds.count("charge")) == (2 * rounds, rounds)
+        assert budget.spent == epsilon_decimal(
+            compose_costs([ONE_JOB] * rounds, delta=1e-5).epsilon
+        )
+        assert_budget_matches_its_ledger(budget)
+
+
+def lock_both_budgets(first, second, barrier, attempts: list):
+    """Lock ``first``, wait until the other thread locked its first, then lock ``second``: crossed, a deadlock."""
+    attempts.append(first.id)
+    with transaction.atomic():
+        PrivacyBudget.objects.select_for_update().get(id=first.id)
+        if len(attempts) <= 2:  # only the first attempts cross; a retry finds the other committed
+            barrier.wait(timeout=60)
+        PrivacyBudget.objects.select_for_update().get(id=second.id)
+    return "locked both"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_deadlock_between_two_budget_transactions_is_run_again_not_answered_500(
+    members, federation_with_data
+):
+    from threading import Barrier
+
+    from market.errors import TryAgain, domain_error_from
+    from market.transient import retried_on_lock_conflict
+
+    budgets_ensure(federation=federation_with_data)
+    northwind, contoso = PrivacyBudget.objects.filter(federation=federation_with_data).order_by(
+        "id"
+    )
+    barrier, attempts = Barrier(2), []
+
+    @retried_on_lock_conflict
+    def crossed(order):
+        return lock_both_budgets(*order, barrier, attempts)
+
+    outcomes = run_at_once(crossed, [(northwind, contoso), (contoso, northwind)])
+
+    assert outcomes == ["locked both", "locked both"]
+    assert (
+        len(attempts) == 3
+    )  # PostgreSQL broke the deadlock by rolling one back; that one ran again
+
+    barrier, attempts = Barrier(2), []
+
+    def crossed_inside_a_callers_transaction(order):
+        try:
+            with (
+                transaction.atomic()
+            ):  # the caller's transaction: rolled back too, so nothing is retried
+                return retried_on_lock_conflict(lock_both_budgets)(*order, barrier, attempts)
+        except Exception as error:
+            return domain_error_from(error)
+
+    outcomes = run_at_once(
+        crossed_inside_a_callers_transaction, [(northwind, contoso), (contoso, northwind)]
+    )
+
+    [refusal] = [outcome for outcome in outcomes if outcome != "locked both"]
+    assert isinstance(refusal, TryAgain) and refusal.status_code == 503
+    assert str(refusal) == (
+        "Another request changed the same records at the same moment and this one was rolled back; "
+        "nothing was done. Send it again."
+    )
+    assert len(attempts) == 2

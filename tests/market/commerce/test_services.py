@@ -155,6 +155,44 @@ def test_purchase_beyond_the_balance_is_refused_and_nothing_changes(
     assert WalletEntry.objects.count() == 1  # the top-up
 
 
+def purchase_outcome(listing, user) -> str:
+    """What a purchase answered: bought, the service's refusal, or the database's (which only a defect reaches)."""
+    try:  # purchase_create's own transaction: the refusal's audit event is kept
+        purchase_create(listing=listing, user=user)
+    except Conflict as refusal:
+        return str(refusal)
+    except IntegrityError as error:
+        return f"the database refused: {error}"
+    return "bought"
+
+
+@pytest.mark.parametrize(
+    "balance_cents, outcome",
+    [
+        (998, "The price is 1000 cents but your wallet holds 998; top up at least 2 cents."),
+        (999, "The price is 1000 cents but your wallet holds 999; top up at least 1 cents."),
+        (1000, "bought"),
+        (1001, "bought"),
+    ],
+)
+def test_the_service_itself_refuses_one_cent_short_and_sells_at_the_exact_price(
+    published_listing, buyer_user, top_up, balance_cents, outcome
+):
+    """The balance check is the service's, asserted here: a check off by one cent must show as a wrong answer,
+    not only as the wallet's non-negative constraint firing on the debit."""
+    listing = published_listing(price_cents=1000)
+    top_up(buyer_user.organisation, balance_cents)
+
+    assert purchase_outcome(listing, buyer_user) == outcome
+
+    wallet = Wallet.objects.get(organisation=buyer_user.organisation)
+    bought = outcome == "bought"
+    assert wallet.balance_cents == (balance_cents - 1000 if bought else balance_cents)
+    assert Purchase.objects.count() == Entitlement.objects.count() == int(bought)
+    refused = AuditEvent.objects.filter(action="purchase.created", outcome="refused")
+    assert [event.details["reason"] for event in refused] == ([] if bought else [outcome])
+
+
 def test_drafts_and_retired_listings_are_not_for_sale(
     published_listing, buyer_user, operator, top_up
 ):
