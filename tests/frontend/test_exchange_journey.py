@@ -24,7 +24,7 @@ def test_a_silo_sees_an_exchanges_rounds_participation_and_a_missed_quorum(
         name="FD on Adult",
         rounds=2,
         round_seconds=3600,
-        min_silos=2,
+        min_silos=3,
         actor=operator,
     )
     first = exchange.exchange_rounds.get(number=1)
