@@ -37,6 +37,10 @@ class ExchangeOutput(serializers.Serializer):
     rounds = serializers.IntegerField()
     round_seconds = serializers.IntegerField()
     min_silos = serializers.IntegerField()
+    min_contributors = serializers.IntegerField(
+        source="federation.fd_min_contributors",
+        help_text="Fewest other silos a label's average is made of; fewer, and it is withheld.",
+    )
     status = serializers.ChoiceField(ExchangeStatus.choices)
     class_labels = serializers.ListField(
         source="federation.class_labels", child=serializers.CharField()

@@ -69,6 +69,7 @@ def test_five_silos_get_the_average_of_the_others_logits_and_the_next_round_open
         (item["number"], item["status"], item["participants"]) for item in detail["round_list"]
     ] == [(1, "aggregated", 5), (2, "open", 0)]
     assert detail["payload_bits_per_silo_round"] == 2 * 2 * 32
+    assert detail["min_contributors"] == 2
 
 
 def test_a_round_short_of_its_quorum_closes_with_a_clear_status_and_no_downloads(
