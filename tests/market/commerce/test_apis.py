@@ -1,4 +1,3 @@
-
 from market.commerce.models import Listing, Purchase, Wallet, WalletEntry
 from market.commerce.services import listing_create, purchase_create
 
