@@ -89,6 +89,11 @@ def _policies(post) -> dict:
     for name in ("default_epsilon_limit", "default_delta"):
         if post.get(name, "").strip():
             policies[name] = post[name].strip()
+    minimum = post.get("fd_min_contributors", "").strip()
+    if minimum:
+        policies["fd_min_contributors"] = (
+            int(minimum) if minimum.isdigit() and len(minimum) <= 6 else minimum
+        )
     return policies
 
 

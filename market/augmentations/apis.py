@@ -164,7 +164,13 @@ class AugmentationDetailApi(APIView):
 class SeedsUploadApi(APIView):
     @extend_schema(request=SeedsInput, responses={201: SeedSummaryOutput})
     def post(self, request, augmentation_id):
-        """Upload your seeds (once): samples of your target labels and redundant samples of other labels."""
+        """Upload your seeds (once): samples of your target labels and redundant samples of other labels.
+
+        For a CTGAN (``generator: "ctgan"``) the market publishes rows generated from the pooled seeds to every
+        member, with no privacy guarantee: a CTGAN trained on few seeds can reproduce seed rows. Generated rows
+        within 1 % of a seed row in every column are dropped before publishing (``seed_copies_dropped`` in the
+        published ``generator_spec``), and nothing is published when more than half are such copies; upload
+        only rows you accept other members may see."""
         augmentation = augmentation_get(augmentation_id=augmentation_id, user=request.user)
         given = SeedsInput(data=request.data)
         given.is_valid(raise_exception=True)

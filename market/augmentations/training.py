@@ -23,6 +23,7 @@ from market.outbox import outbox_add, outbox_published_long_ago
 from market.storage import artifact_save, artifacts_removed_on_error
 from market.transient import TRANSIENT_ERRORS
 from workers.algorithms.faug import GanSetting, GeneratorPrivacy, save_generator, train_generator
+from workers.algorithms.faug_copies import NEAR_COPY_TOLERANCE, SeedCopiesError, drop_seed_copies
 from workers.algorithms.faug_samples import samples_save
 from workers.algorithms.faug_tabular import TabularSetting, tabular_samples
 from workers.privacy.dp_sgd import DpSgdParameters
@@ -49,6 +50,11 @@ def augmentation_train(*, augmentation_id: int) -> None:
     except TRANSIENT_ERRORS:
         Augmentation.objects.filter(id=augmentation_id).update(status=AugmentationStatus.QUEUED)
         raise
+    except (
+        SeedCopiesError
+    ) as error:  # the rows would publish the seeds: nothing is published or charged
+        _fail(augmentation, f"Publication refused: {error}")
+        return
     except (
         Exception
     ) as error:  # any failure of training: nothing is published, so nothing is charged
@@ -79,7 +85,7 @@ def augmentation_train(*, augmentation_id: int) -> None:
             action="augmentation.published",
             target=augmentation,
             organisation=None,
-            details={"bytes": len(data)},
+            details={"bytes": len(data), **_copies_dropped(spec)},
         )
 
 
@@ -94,8 +100,17 @@ def augmentation_seeds(augmentation: Augmentation) -> tuple[np.ndarray, np.ndarr
     return np.concatenate(features), np.concatenate(labels)
 
 
+def _copies_dropped(spec: dict) -> dict:
+    return (
+        {"seed_copies_dropped": spec["seed_copies_dropped"]}
+        if "seed_copies_dropped" in spec
+        else {}
+    )
+
+
 def _tabular_samples(augmentation: Augmentation) -> tuple[bytes, dict]:
-    """A CTGAN trained on the pooled seeds and the samples it generates of each seeded label (never the model)."""
+    """A CTGAN trained on the pooled seeds and the samples it generates of each seeded label (never the model),
+    less the rows that copy a seed row (workers.algorithms.faug_copies; too many refuse publication)."""
     features, labels = augmentation_seeds(augmentation)
     rows_per_label = settings.ONEFOLD_FAUG_TABULAR_ROWS_PER_LABEL
     generated, generated_labels = tabular_samples(
@@ -106,12 +121,15 @@ def _tabular_samples(augmentation: Augmentation) -> tuple[bytes, dict]:
         setting=TabularSetting(epochs=augmentation.epochs, batch_size=augmentation.batch_size),
         seed=augmentation.id,
     )
+    generated, generated_labels, dropped = drop_seed_copies(generated, generated_labels, features)
     spec = {
         "architecture": "ctgan_samples",
         "n_features": augmentation.n_features,
         "n_classes": augmentation.federation.n_classes,
         "rows_per_label": rows_per_label,
         "rows": len(generated_labels),
+        "seed_copies_dropped": dropped,
+        "near_copy_tolerance": NEAR_COPY_TOLERANCE,
     }
     return samples_save(generated, generated_labels), spec
 

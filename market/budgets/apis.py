@@ -20,6 +20,13 @@ from market.budgets.selectors import (
 )
 from market.budgets.services import budget_calibrate, budget_limit_set, budget_price_job
 from market.federations.selectors import federation_get, federation_require_member
+from workers.privacy.reports import EXAMPLE_LEVEL, PARTY_LEVEL
+
+
+class BudgetUnitOutput(serializers.Serializer):
+    unit = serializers.ChoiceField([PARTY_LEVEL, EXAMPLE_LEVEL])
+    spent = serializers.DecimalField(max_digits=12, decimal_places=6, coerce_to_string=True)
+    reserved = serializers.DecimalField(max_digits=12, decimal_places=6, coerce_to_string=True)
 
 
 class BudgetOutput(serializers.Serializer):
@@ -36,6 +43,18 @@ class BudgetOutput(serializers.Serializer):
     spent = serializers.DecimalField(max_digits=12, decimal_places=6, coerce_to_string=True)
     reserved = serializers.DecimalField(max_digits=12, decimal_places=6, coerce_to_string=True)
     remaining = serializers.DecimalField(max_digits=12, decimal_places=6, coerce_to_string=True)
+    unit = serializers.ChoiceField(
+        [PARTY_LEVEL, EXAMPLE_LEVEL],
+        help_text="Unit of spent, reserved, remaining and the limit: party-level only while every spend is; "
+        "example-level once an L2 submission or a FAug generator is charged (party-level spends then count at "
+        "their own ε, which they also guarantee per example).",
+    )
+    unit_note = serializers.CharField(help_text="A sentence saying what the unit means here.")
+    by_unit = BudgetUnitOutput(
+        many=True,
+        help_text="Each unit's spends composed alone (the same rules, the budget's δ): the party-level "
+        "line covers L1 jobs only.",
+    )
     used_fraction = serializers.FloatField()
     warning = serializers.BooleanField(
         help_text="Spent and reserved together reach 80 % of the limit."

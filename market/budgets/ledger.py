@@ -181,6 +181,23 @@ def budget_amounts(
     return BudgetAmounts(spent=spent, reserved=committed - spent, rule=rule)
 
 
+def budget_amounts_by_unit(budget: PrivacyBudget) -> dict[str, BudgetAmounts]:
+    """Spent and reserved ε of each unit's costs alone ("party-level": L1 jobs; "example-level": L2 submissions and
+    FAug generators), composed like the total. The total is example-level as soon as one cost is: a party-level
+    guarantee implies the same ε at example level (one example lies in one silo's data), never the reverse."""
+    state = ledger_state(budget)
+    reserved = [cost for cost, _ in state.open_reservations.values()]
+    units = sorted({cost.report.unit for cost in [*state.charged, *reserved]})
+    return {
+        unit: budget_amounts(
+            budget=budget,
+            charged=[cost for cost in state.charged if cost.report.unit == unit],
+            reserved=[cost for cost in reserved if cost.report.unit == unit],
+        )
+        for unit in units
+    }
+
+
 def budget_shortfall(budget: PrivacyBudget, amounts: BudgetAmounts) -> dict | None:
     """What the silo lacks for these amounts (the details of :class:`BudgetExceeded`), or None when they fit."""
     if amounts.committed <= budget.epsilon_limit:

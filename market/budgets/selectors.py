@@ -16,13 +16,19 @@ from django.utils.dateparse import parse_date, parse_datetime
 
 from market.accounts.models import User
 from market.audit.models import AuditEvent
-from market.budgets.ledger import BudgetExceeded, budgets_ensure, ledger_state
+from market.budgets.ledger import (
+    BudgetExceeded,
+    budget_amounts_by_unit,
+    budgets_ensure,
+    ledger_state,
+)
 from market.budgets.models import BudgetEntry, EntryKind, PrivacyBudget
 from market.errors import InvalidInput, NotFound
 from market.federations.models import Federation
 from market.federations.selectors import federation_require_member
 from market.jobs.visibility import visibility_for
-from workers.privacy.costs import compose_costs, rule_description
+from workers.privacy.costs import Composition, compose_costs, rule_description
+from workers.privacy.reports import EXAMPLE_LEVEL, PARTY_LEVEL
 
 #: Budgets at or past this fraction of their limit (spent + reserved) are flagged on the dashboard.
 WARNING_FRACTION = 0.8
@@ -51,16 +57,28 @@ def budget_get(*, budget_id: int, user: User) -> PrivacyBudget:
     return budget
 
 
-def budget_composed_delta(budget: PrivacyBudget) -> Decimal:
-    """δ of everything spent and reserved: the budget's δ, plus the own δ of every cost composed additively (an L2
-    submission charged as declared brings its declared δ along; Dwork and Roth 2014, Thm. 3.16)."""
-    composition = compose_costs(ledger_state(budget).committed(), delta=float(budget.delta))
-    return Decimal(repr(composition.delta))
+def budget_composition(budget: PrivacyBudget) -> Composition:
+    """The composition of everything spent and reserved. Its δ: the budget's δ, plus the own δ of every cost composed
+    additively (an L2 submission charged as declared brings its declared δ along; Dwork and Roth 2014, Thm. 3.16).
+    Its unit: party-level only when every cost is, else example-level."""
+    return compose_costs(ledger_state(budget).committed(), delta=float(budget.delta))
+
+
+#: What the unit of a budget's total means, by unit (the API's ``unit_note``, the dashboard's footnote).
+UNIT_NOTES = {
+    PARTY_LEVEL: "Party-level ε: every spend so far protects the silo's whole data (L1 jobs).",
+    EXAMPLE_LEVEL: "Example-level ε: it protects any one record of the silo's data. Party-level spends (L1 jobs) "
+    "count at their own ε, since a party-level guarantee implies the same ε at example level; example-level "
+    "spends (L2 submissions, FAug generators) give no party-level guarantee, so no party-level total "
+    "covers them.",
+}
 
 
 def budget_summary(budget: PrivacyBudget) -> dict:
     """A budget's figures as the API and the dashboard show them (ε as decimal strings). ``delta`` is the δ at which
-    the spend is converted; ``composed_delta`` the δ the whole spend holds at (larger when declared δs add)."""
+    the spend is converted; ``composed_delta`` the δ the whole spend holds at (larger when declared δs add).
+    ``unit`` labels the totals (spent, reserved, remaining); ``by_unit`` composes each unit's spends alone."""
+    composition = budget_composition(budget)
     return {
         "id": budget.id,
         "federation": budget.federation.slug,
@@ -68,10 +86,16 @@ def budget_summary(budget: PrivacyBudget) -> dict:
         "organisation": budget.organisation.name,
         "epsilon_limit": str(budget.epsilon_limit),
         "delta": format(budget.delta.normalize(), "f"),
-        "composed_delta": format(budget_composed_delta(budget).normalize(), "f"),
+        "composed_delta": format(Decimal(repr(composition.delta)).normalize(), "f"),
         "spent": str(budget.spent),
         "reserved": str(budget.reserved),
         "remaining": str(budget.remaining),
+        "unit": composition.unit,
+        "unit_note": UNIT_NOTES[composition.unit],
+        "by_unit": [
+            {"unit": name, "spent": str(amounts.spent), "reserved": str(amounts.reserved)}
+            for name, amounts in budget_amounts_by_unit(budget).items()
+        ],
         "used_fraction": round(budget.used_fraction, 6),
         "warning": budget.used_fraction >= WARNING_FRACTION,
         "composition_rule": budget.composition_rule,

@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from market.commerce.models import Listing
-from market.jobs.baselines import global_model_baselines
+from market.jobs.baselines import baselines_visible, global_model_baselines
 from market.jobs.models import GlobalModel
+from market.jobs.visibility import visibility_for
 
 PUBLISH_MARGIN = 0.05  # balanced accuracy, 0..1: five percentage points
 
@@ -34,6 +35,7 @@ class QualityVerdict:
     majority_label: str
     best_single_silo: float | None
     average_silo: float | None
+    below_withheld: tuple[str, ...] = ()  # silo baselines shown without scores that beat the model
 
     @property
     def margin_over_majority(self) -> float | None:
@@ -98,6 +100,11 @@ class QualityVerdict:
                     f"{_percent(self.balanced_accuracy)} against {_percent(value)} for {name} on the "
                     f"same evaluation rows ({_points(value - self.balanced_accuracy)} lower)."
                 )
+        for name in self.below_withheld:
+            warnings.append(
+                f"This model is below {name.replace('_', ' ')} in balanced accuracy on the same evaluation rows "
+                "(single silos' scores are not shown in a federation this small)."
+            )
         return warnings
 
 
@@ -124,23 +131,27 @@ def quality_verdict(global_model: GlobalModel, *, baselines: dict | None = None)
         majority_label=_label(labels, (baselines.get("majority_class") or {}).get("class")),
         best_single_silo=balanced("best_single_silo"),
         average_silo=balanced("average_silo"),
+        below_withheld=tuple(
+            f"the {name}"
+            for name in ("best_single_silo", "average_silo")
+            if ((baselines.get(name) or {}).get("model_is_better") or {}).get("balanced_accuracy")
+            is False
+        ),
     )
 
 
 def public_baselines(global_model: GlobalModel) -> dict:
-    """The baselines as anyone may see them: the majority class named by its label, the best single silo's scores
-    without saying which silo it is."""
-    baselines = global_model_baselines(global_model)
-    best, majority = baselines.get("best_single_silo"), baselines.get("majority_class")
+    """The baselines as anyone may see them (market.jobs.baselines.baselines_visible under the public's rule of
+    market.jobs.visibility), the majority class named by its label."""
+    public = visibility_for(user=None, federation=global_model.federation)
+    baselines = baselines_visible(global_model, every_silo=public.every_silo, organisation_id=None)
+    majority = baselines.get("majority_class")
     labels = global_model.federation.class_labels or []
     return {
         **baselines,
         "majority_class": None
         if majority is None
         else {**majority, "label": _label(labels, majority["class"])},
-        "best_single_silo": None
-        if best is None
-        else {name: value for name, value in best.items() if name != "silo"},
     }
 
 

@@ -38,6 +38,10 @@ class ExchangeOutput(serializers.Serializer):
     rounds = serializers.IntegerField()
     round_seconds = serializers.IntegerField()
     min_silos = serializers.IntegerField()
+    min_contributors = serializers.IntegerField(
+        source="federation.fd_min_contributors",
+        help_text="Fewest other silos a label's average is made of; fewer, and it is withheld.",
+    )
     status = serializers.ChoiceField(ExchangeStatus.choices)
     class_labels = serializers.ListField(
         source="federation.class_labels", child=serializers.CharField()
@@ -82,7 +86,24 @@ class DownloadOutput(serializers.Serializer):
     global_logits = serializers.ListField(
         child=serializers.ListField(child=serializers.FloatField())
     )
-    available = serializers.ListField(child=serializers.BooleanField())
+    available = serializers.ListField(
+        child=serializers.BooleanField(),
+        help_text="Per label: whether its average is published (false: fewer than the federation's "
+        "fd_min_contributors other silos held it; its row is zeros).",
+    )
+    withheld = serializers.SerializerMethodField(
+        help_text="A sentence naming the labels whose average is withheld, or null."
+    )
+
+    def get_withheld(self, upload) -> str | None:
+        withheld = [label for label, shown in enumerate(upload.available or []) if not shown]
+        if not withheld:
+            return None
+        minimum = upload.exchange_round.exchange.federation.fd_min_contributors
+        return (
+            f"No average for label(s) {', '.join(map(str, withheld))}: fewer than {minimum} other silos "
+            f"uploaded them, and an average of fewer silos would hand over their own logits."
+        )
 
 
 class ExchangeListApi(APIView):

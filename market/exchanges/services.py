@@ -5,6 +5,10 @@ only one closer wins) and a worker computes the global logits (``onefold.exchang
 outbox). A round with fewer uploads than the exchange's quorum ends ``missed_quorum``: no global logits, nothing
 charged (FD's logits cost no privacy budget here: they are not a DP release, and the exchange page says so). The
 next round opens when one ends, until the schedule's last.
+
+An exchange is L0: it opens only where the federation allows L0. A label's average is published to a silo only
+when at least ``federation.fd_min_contributors`` (≥ 2) other silos uploaded it; an average of one silo would be
+that silo's upload.
 """
 
 from datetime import timedelta
@@ -24,7 +28,7 @@ from market.exchanges.models import (
     LogitUpload,
     RoundStatus,
 )
-from market.federations.models import Federation, Membership
+from market.federations.models import Federation, Membership, PrivacyLevel
 from market.federations.selectors import federation_is_member
 from market.outbox import outbox_add
 from workers.algorithms.fd import BITS_PER_NUMBER, fd_server_aggregate, validate_label_logits
@@ -42,6 +46,12 @@ def exchange_create(
     """An operator opens an FD exchange in ``federation``; its first round opens at once."""
     if not actor.is_operator:
         raise PermissionDenied("Only operators open federated distillation exchanges.")
+    if PrivacyLevel.L0 not in federation.allowed_privacy_levels:
+        raise InvalidInput(
+            f"'{federation.slug}' does not allow L0 (it allows {', '.join(federation.allowed_privacy_levels)}): an "
+            "FD exchange passes silos each other's logits without noise, so it is L0 and opens only in a "
+            "federation whose members trust each other."
+        )
     if not 1 <= rounds <= settings.ONEFOLD_FD_MAX_ROUNDS:
         raise InvalidInput(
             f"An exchange runs 1 to {settings.ONEFOLD_FD_MAX_ROUNDS} rounds, not {rounds}."
@@ -51,10 +61,12 @@ def exchange_create(
             f"A round lasts 60 to {settings.ONEFOLD_FD_MAX_ROUND_SECONDS} seconds, not {round_seconds}."
         )
     members = Membership.objects.filter(federation=federation).count()
-    if not 2 <= min_silos <= max(members, 2):
+    fewest = federation.fd_min_contributors + 1  # a silo's average is made of the others' uploads
+    if not fewest <= min_silos <= max(members, fewest):
         raise InvalidInput(
-            f"A round's quorum is 2 to {max(members, 2)} silos (the federation has {members} "
-            f"members; each silo learns from the others' logits), not {min_silos}."
+            f"A round's quorum is {fewest} to {max(members, fewest)} silos (the federation has {members} "
+            f"members; each silo's per-label average is made of at least {federation.fd_min_contributors} "
+            f"other silos' logits), not {min_silos}."
         )
     with transaction.atomic():
         exchange = Exchange.objects.create(
@@ -204,7 +216,9 @@ def _aggregate(exchange: Exchange, uploads: list[LogitUpload]) -> None:
     n_classes = exchange.federation.n_classes
     local = [upload.logits for upload in uploads]
     present = [[label in upload.labels for label in range(n_classes)] for upload in uploads]
-    global_logits, available = fd_server_aggregate(local, present)
+    global_logits, available = fd_server_aggregate(
+        local, present, min_contributors=exchange.federation.fd_min_contributors
+    )
     for upload, row_logits, row_available in zip(uploads, global_logits, available):
         upload.global_logits = row_logits.tolist()
         upload.available = row_available.tolist()

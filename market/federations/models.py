@@ -45,6 +45,11 @@ class Federation(models.Model):
     buyers_may_launch_jobs = models.BooleanField(
         default=False, help_text="Whether buyers may create jobs."
     )
+    fd_min_contributors = models.PositiveSmallIntegerField(
+        default=2,
+        help_text="Fewest other silos an FD exchange's per-label average may be made of (at least 2: an "
+        "average of one silo is that silo's upload).",
+    )
     members = models.ManyToManyField(Organisation, through="Membership", related_name="federations")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
@@ -53,6 +58,12 @@ class Federation(models.Model):
 
     class Meta:
         ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(fd_min_contributors__gte=2),
+                name="fd_average_of_two_silos_at_least",
+            )
+        ]
 
     def __str__(self):
         return self.name

@@ -81,6 +81,13 @@ def _clean_policies(policies: dict) -> dict:
                     f"not {value}."
                 )
             cleaned[name] = number
+        elif name == "fd_min_contributors":
+            if isinstance(value, bool) or not isinstance(value, int) or not 2 <= value <= 1000:
+                raise InvalidInput(
+                    f"'fd_min_contributors' must be a whole number from 2 to 1000 (an FD average of one "
+                    f"silo is that silo's upload), not {value!r}."
+                )
+            cleaned[name] = value
         elif not isinstance(value, bool):
             raise InvalidInput(f"'{name}' must be true or false, not {value!r}.")
         else:
@@ -95,6 +102,7 @@ FEDERATION_POLICIES = (
     "publish_data_dependent_epsilon",
     "publish_contributions",
     "buyers_may_launch_jobs",
+    "fd_min_contributors",
 )
 
 

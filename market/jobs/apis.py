@@ -132,8 +132,10 @@ class GlobalModelOutput(serializers.Serializer):
     baselines = serializers.DictField(
         help_text="majority_class, best_single_silo, average_silo (accuracy, "
         "balanced_accuracy, macro_f1, roc_auc) and n_silos on the same "
-        "evaluation split; which organisation the best silo is follows the "
-        "contributions rule (docs/market.md)."
+        "evaluation split. The silo baselines follow the contributions rule: "
+        "exact to operators (and to all where contributions are published), "
+        "else rounded to 0.01 from 4 silos on and below that null with "
+        "model_is_better (docs/market.md)."
     )
     fusion_choice = serializers.DictField(
         allow_null=True,

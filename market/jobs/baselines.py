@@ -56,31 +56,74 @@ def global_model_baselines(global_model: GlobalModel) -> dict:
     )
 
 
+#: Fewest measured silos for which a viewer who may not see every silo is shown the best and average silo's scores
+#: (rounded): with three, a silo knows its own score and solves the average for the third one's exactly.
+SILO_SCORES_MIN_SILOS = 4
+#: Decimals of those scores (0..1): whole percentage points, so that the silos' scores cannot be solved for exactly.
+SILO_SCORE_DECIMALS = 2
+SILO_BASELINES = ("best_single_silo", "average_silo")
+
+
+def _silo_baseline_restricted(baseline: dict, *, model_metrics: dict, n_silos: int) -> dict:
+    """A silo baseline as a viewer who may not see every silo sees it: rounded scores from
+    :data:`SILO_SCORES_MIN_SILOS` silos on; below, no score at all, only whether the model beats it."""
+    scores = {name: value for name, value in baseline.items() if name != "silo"}
+    if n_silos >= SILO_SCORES_MIN_SILOS:
+        return {
+            **{
+                name: None if value is None else round(value, SILO_SCORE_DECIMALS)
+                for name, value in scores.items()
+            },
+            "rounded_to": 10**-SILO_SCORE_DECIMALS,
+        }
+    return {
+        **dict.fromkeys(scores),
+        "model_is_better": {
+            name: model_metrics[name] > value
+            for name, value in scores.items()
+            if value is not None and model_metrics.get(name) is not None
+        },
+        "withheld": f"Single silos' scores are shown only where at least {SILO_SCORES_MIN_SILOS} silos are "
+        f"measured ({n_silos} here: each could work out the others' scores); only whether the model beats "
+        "this baseline is shown.",
+    }
+
+
 def baselines_visible(
     global_model: GlobalModel, *, every_silo: bool, organisation_id: int | None
 ) -> dict:
-    """The baselines as one viewer may see them (the rule of market.jobs.visibility): the majority-class guess, the
-    average silo and the best single silo's scores for everyone who may see the model; which organisation the best
-    silo is ("silo" and "organisation") only to a viewer who may see every silo, or to that silo itself."""
+    """The baselines as one viewer may see them (the rule of market.jobs.visibility). A viewer who may see every
+    silo sees them all, with the best silo's organisation. Anyone else sees the majority-class guess, and the best
+    single and average silo's scores rounded to :data:`SILO_SCORE_DECIMALS` decimals where at least
+    :data:`SILO_SCORES_MIN_SILOS` silos were measured, else only whether the model beats them; the best silo's
+    organisation only when it is the viewer's own."""
     from market.accounts.models import Organisation
 
     baselines = global_model_baselines(global_model)
     best = baselines.get("best_single_silo")
-    if best is None:
-        return baselines
-    key = best.get("silo")
-    if every_silo or (organisation_id is not None and key == str(organisation_id)):
-        organisation = (
-            Organisation.objects.filter(id=int(key)).first() if key and key.isdigit() else None
-        )
-        return {
+    key = (best or {}).get("silo")
+    own = organisation_id is not None and key == str(organisation_id)
+    if not every_silo:
+        n_silos = baselines.get("n_silos") or 0
+        baselines = {
             **baselines,
-            "best_single_silo": {
-                **best,
-                "organisation": organisation.name if organisation else None,
+            **{
+                name: _silo_baseline_restricted(
+                    baselines[name], model_metrics=global_model.metrics or {}, n_silos=n_silos
+                )
+                for name in SILO_BASELINES
+                if baselines.get(name) is not None
             },
         }
+    if best is None or not (every_silo or own):
+        return baselines
+    organisation = (
+        Organisation.objects.filter(id=int(key)).first() if key and key.isdigit() else None
+    )
     return {
         **baselines,
-        "best_single_silo": {name: value for name, value in best.items() if name != "silo"},
+        "best_single_silo": {
+            **baselines["best_single_silo"],
+            "organisation": organisation.name if organisation else None,
+        },
     }

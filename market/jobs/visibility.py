@@ -10,8 +10,11 @@ feature specification and the data-independent ε bound, and:
 - which silo contributed what (contribution weights, each submission's metrics and privacy report, the
   lineage's submissions and fusion details) only when the federation publishes contributions; a silo always
   sees its own share;
-- the baselines (majority-class guess, best single silo, average silo) with their scores, but which organisation
-  the best single silo is only under the same rule as contributions (or to that silo itself).
+- the majority-class baseline, and the best single silo's and the average silo's scores only under the same rule
+  as contributions: otherwise rounded to whole percentage points where at least four silos were measured, and
+  below that only whether the model beats them (with three silos, each could solve for the others' exact
+  scores); which organisation the best single silo is only under the contributions rule (or to that silo
+  itself) (market.jobs.baselines.baselines_visible).
 
 A new field of a global model is private until it is added to :class:`GlobalModelView` with its rule here.
 """

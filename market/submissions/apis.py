@@ -85,6 +85,15 @@ class SubmissionInput(serializers.Serializer):
         '"one_hot" (the default) or "ordinal" (tree families; see the '
         "silo guide).",
     )
+    exchange = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=1,
+        max_value=2**31 - 1,
+        help_text="The FD exchange the network was trained through (`onefold fd` writes it); such a "
+        "network learnt from other silos' noiseless logits and is accepted at L0 only.",
+    )
 
     def validate_label_distribution(self, value):
         if value is not None and not isinstance(value, list):

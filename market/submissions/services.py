@@ -20,6 +20,7 @@ from market.budgets.services import (
 )
 from market.constraints import violated_constraint
 from market.errors import Conflict, InvalidInput, PermissionDenied, RefusedFormat
+from market.exchanges.models import LogitUpload
 from market.feature_views import model_files_feature_view, stored_features_in_view
 from market.federations.models import Federation, PrivacyLevel
 from market.federations.selectors import federation_is_member, public_dataset_current
@@ -97,6 +98,31 @@ def _check_privacy_declaration(
     return bound.as_dict()
 
 
+def _check_exchange_declaration(
+    *, federation: Federation, user: User, privacy_level: str, exchange_id: int | None
+) -> None:
+    """A network trained through an FD exchange learnt from the other silos' noiseless logits: it is L0 (a
+    party-level bound charged to its own silo alone would ignore the others), and it names an exchange of this
+    federation that its organisation took part in. The market cannot see an undeclared one (docs/fd-exchange.md)."""
+    if exchange_id is None:
+        return
+    took_part = LogitUpload.objects.filter(
+        exchange_round__exchange_id=exchange_id,
+        exchange_round__exchange__federation=federation,
+        organisation_id=user.organisation_id,
+    ).exists()
+    if not took_part:
+        raise InvalidInput(
+            f"Your organisation took part in no exchange #{exchange_id} of '{federation.slug}'; declare the "
+            "exchange the network was trained through."
+        )
+    if privacy_level != PrivacyLevel.L0:
+        raise InvalidInput(
+            f"A network trained through FD exchange #{exchange_id} learnt from the other silos' noiseless logits, "
+            f"so it is L0, not {privacy_level}: submit it at L0."
+        )
+
+
 def _check_label_distribution(
     label_distribution: list | None, *, n_classes: int, n_local_examples: int
 ) -> None:
@@ -152,9 +178,11 @@ def submission_create(
     privacy_parameters: dict,
     declared_epsilon: float | None,
     feature_view: str = ONE_HOT_VIEW,
+    exchange: int | None = None,
 ) -> Submission:
     """Check and store a silo's upload, then queue its validation by a worker. ``feature_view`` is the view of
-    the federation's features the models read (market.feature_views); their input width must match it."""
+    the federation's features the models read (market.feature_views); their input width must match it.
+    ``exchange``: the FD exchange the network was trained through, if any (it must then be L0)."""
     if user.organisation is None or not federation_is_member(federation=federation, user=user):
         raise PermissionDenied(
             f"Your organisation is not a member of '{federation.slug}'; join it first."
@@ -169,6 +197,9 @@ def submission_create(
         declared_epsilon=declared_epsilon,
         model_family=model_family,
         n_local_examples=n_local_examples,
+    )
+    _check_exchange_declaration(
+        federation=federation, user=user, privacy_level=privacy_level, exchange_id=exchange
     )
     _check_label_distribution(
         label_distribution, n_classes=federation.n_classes, n_local_examples=n_local_examples
@@ -234,6 +265,7 @@ def submission_create(
                     "federation": federation.slug,
                     "files": len(models),
                     "privacy_level": privacy_level,
+                    "exchange": exchange,
                 },
             )
             outbox_add(SubmissionOutbox(submission=submission))  # validated once the broker has it

@@ -226,6 +226,29 @@ def test_the_page_shows_a_ctgan_augmentation_as_such_and_without_dp(
     assert 'id="generator-public-data">not used: the GAN learns from the seeds only' in page
 
 
+def test_where_a_silo_uploads_seeds_to_a_ctgan_it_is_told_its_rows_may_be_published(
+    client, operator, silo_user, federation_with_data
+):
+    pages = {}
+    for generator in ("ctgan", "mlp_gan"):
+        response = api_client_for(operator).post(
+            "/api/augmentations/",
+            {"federation": "adult-income", "name": f"FAug {generator}", "n_features": 2, "epochs": 1,
+             "batch_size": 2, "generator": generator},
+            format="json",
+        )  # fmt: skip
+        assert response.status_code == 201, response.json()
+        client.force_login(silo_user)
+        pages[generator] = client.get(f"/augmentations/{response.json()['id']}/").content.decode()
+    warning = (
+        '<p class="help" id="seeds-copies-warning"><strong>A CTGAN trained on few seeds can reproduce them: the rows '
+        "it generates are published to every member of the federation, and some may be your seed rows, or "
+        "nearly.</strong>"
+    )
+    assert 'id="seeds-form"' in pages["ctgan"] and warning in pages["ctgan"]
+    assert 'id="seeds-form"' in pages["mlp_gan"] and "seeds-copies-warning" not in pages["mlp_gan"]
+
+
 def test_the_page_says_which_public_data_the_gan_pretrains_on(
     client, operator, federation_with_data
 ):

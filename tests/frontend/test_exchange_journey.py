@@ -24,7 +24,7 @@ def test_a_silo_sees_an_exchanges_rounds_participation_and_a_missed_quorum(
         name="FD on Adult",
         rounds=2,
         round_seconds=3600,
-        min_silos=2,
+        min_silos=3,
         actor=operator,
     )
     first = exchange.exchange_rounds.get(number=1)
@@ -46,7 +46,7 @@ def test_a_silo_sees_an_exchanges_rounds_participation_and_a_missed_quorum(
     page.wait_for_url(f"{live_server.url}/exchanges/{exchange.id}/")
     first_row = page.locator("#round-1")
     assert "Missed its quorum" in first_row.inner_text()
-    assert "Round 1 closed with 1 of the 2 silos its quorum needs" in first_row.inner_text()
+    assert "Round 1 closed with 1 of the 3 silos its quorum needs" in first_row.inner_text()
     assert first_row.locator("td").nth(3).inner_text() == "1"  # participants
     assert first_row.locator("td").nth(4).inner_text() == "uploaded"  # this silo took part
     assert (

@@ -94,7 +94,7 @@ def world(
         for budget in budget_list(federation=federation, user=operator)
     }
     exchange = exchange_create(
-        federation=federation, name="FD", rounds=2, round_seconds=3600, min_silos=2, actor=operator
+        federation=federation, name="FD", rounds=2, round_seconds=3600, min_silos=3, actor=operator
     )
     logits_upload(
         exchange_round=exchange.exchange_rounds.get(number=1),

@@ -112,25 +112,34 @@ def validate_label_logits(
     return array, present
 
 
-def fd_server_aggregate(local_logits, present) -> tuple[np.ndarray, np.ndarray]:
+def fd_server_aggregate(
+    local_logits, present, *, min_contributors: int = 1
+) -> tuple[np.ndarray, np.ndarray]:
     """For every device, the average of the **other** devices' per-label logit vectors.
 
     Parameters
     ----------
     local_logits : array (S devices, C labels, C) of ``F̄_{i,ℓ}``
     present : bool array (S, C): device i uploaded a vector for label ℓ
+    min_contributors : int
+        Fewest other devices an average may be made of. An average of one other device *is* that device's
+        upload, so a market that promises silos never see each other's uploads withholds averages of fewer
+        than 2 (Jeong et al.'s Algorithm 1 has no such floor: 1).
 
     Returns
     -------
     ``(F̂ (S, C, C), available (S, C) bool)``: ``F̂[i, ℓ] = Σ_{j≠i, present[j,ℓ]} F̄[j, ℓ] / #{j≠i:
-    present[j,ℓ]}``; zeros with ``available = False`` where no other device holds ℓ.
+    present[j,ℓ]}``; zeros with ``available = False`` where fewer than ``min_contributors`` other devices
+    hold ℓ.
     """
+    if min_contributors < 1:
+        raise ValueError(f"An average needs at least 1 contributor, not {min_contributors}.")
     local_logits = np.asarray(local_logits, dtype=np.float64)
     present = np.asarray(present, dtype=bool)
     masked = local_logits * present[:, :, None]
     others_sum = masked.sum(axis=0, keepdims=True) - masked  # leave-one-out sums
     others_count = present.sum(axis=0, keepdims=True) - present  # (S, C)
-    available = others_count > 0
+    available = others_count >= min_contributors
     averages = np.divide(
         others_sum,
         others_count[:, :, None],

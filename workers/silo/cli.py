@@ -223,7 +223,10 @@ def build_parser(prog: str = "python -m workers.silo") -> argparse.ArgumentParse
     )
     fd.add_argument("--label-column", help="column with your labels (default: the federation's)")
     fd.add_argument(
-        "--privacy-level", choices=["L0", "L1"], default="L0", help="level to submit the network at"
+        "--privacy-level",
+        choices=["L0"],
+        default="L0",
+        help="level to submit the network at: L0 only (it learnt from other silos' noiseless logits)",
     )
     fd.add_argument(
         "--hidden-sizes", type=int, nargs="+", default=[64], help="MLP hidden widths (default 64)"

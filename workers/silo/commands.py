@@ -29,6 +29,7 @@ UPLOADED_METADATA = (
     "privacy_parameters",
     "declared_epsilon",
     "feature_view",
+    "exchange",
 )
 
 

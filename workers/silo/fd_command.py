@@ -30,13 +30,11 @@ def fd(args, client):
     slug = exchange["federation"]
     folder = args.pulled or _default_pulled(slug)
     federation, spec, _ = read_pulled(folder, slug)
-    if (
-        args.privacy_level not in ("L0", "L1")
-        or args.privacy_level not in federation["allowed_privacy_levels"]
-    ):
+    if args.privacy_level != "L0" or "L0" not in federation["allowed_privacy_levels"]:
         raise DataError(
-            f"FD's logits carry no party-side noise: submit the network at L0 or L1 as '{slug}' allows "
-            f"({', '.join(federation['allowed_privacy_levels'])}), not {args.privacy_level}."
+            f"A network trained through an FD exchange learnt from the other silos' noiseless logits, so it is "
+            f"submitted at L0 only; '{slug}' allows {', '.join(federation['allowed_privacy_levels'])}, and "
+            f"{args.privacy_level} was asked."
         )
     data = encode_silo_table(
         load_table(args.data),

@@ -9,6 +9,7 @@ from market.augmentations.training import augmentation_train
 from market.budgets.models import BudgetEntry
 from tests.conftest import api_client_for
 from tests.market.augmentations.test_augmentations import AUGMENTATION, open_augmentation, upload
+from workers.algorithms.faug_copies import seed_copies
 from workers.algorithms.faug_samples import samples_load
 
 CTGAN = {**AUGMENTATION, "generator": "ctgan", "batch_size": 10}
@@ -45,6 +46,8 @@ def test_a_ctgan_augmentation_publishes_generated_rows_to_members_and_charges_no
         "n_classes": 2,
         "rows_per_label": 6,
         "rows": 12,
+        "seed_copies_dropped": 0,
+        "near_copy_tolerance": 0.01,
     }
     assert not BudgetEntry.objects.filter(augmentation_id=augmentation["id"]).exists()
     download = api_client_for(three_silos[2]).get(
@@ -59,6 +62,47 @@ def test_a_ctgan_augmentation_publishes_generated_rows_to_members_and_charges_no
     assert features.shape == (12, 3) and labels.tolist() == [0] * 6 + [1] * 6
     seeded = np.array(raw_seeds(0)["features"] + raw_seeds(1)["features"])
     assert (features >= seeded.min(axis=0)).all() and (features <= seeded.max(axis=0)).all()
+    assert not seed_copies(features, seeded).any()  # no published row is a seed row, exact or near
+    assert len(list((media_root / "generators").iterdir())) == 1
+
+
+def every_binary_row(index: int) -> dict:
+    """Silo ``index`` seeds all eight rows of three 0/1 columns, for label 1 and for label 0: whatever a CTGAN
+    generates from these is one of them."""
+    rows = [[a, b, c] for a in (0, 1) for b in (0, 1) for c in (0, 1)]
+    return {"target_labels": [1], "labels": [1] * 8 + [0] * 8, "features": rows + rows}
+
+
+def test_a_ctgan_that_would_publish_its_seed_rows_publishes_nothing_and_says_why(
+    operator_api, three_silos, media_root, settings
+):
+    settings.ONEFOLD_FAUG_TABULAR_ROWS_PER_LABEL = 6
+    augmentation = open_augmentation(operator_api, generator="ctgan", batch_size=10)
+    for index, user in enumerate(three_silos[:2]):
+        assert upload(user, augmentation["id"], every_binary_row(index)).status_code == 201
+    assert operator_api.post(f"/api/augmentations/{augmentation['id']}/start/").status_code == 202
+    augmentation_train(
+        augmentation_id=augmentation["id"]
+    )  # a real CTGAN, trained by the worker's step
+    failed = operator_api.get(f"/api/augmentations/{augmentation['id']}/").json()
+    assert (failed["status"], failed["status_reason"]) == (
+        "failed",
+        "Publication refused: 12 of the 12 generated rows copy a seed row (each column within 1% of its range "
+        "over the seeds), more than 50%: the generator memorised its seeds, so nothing was published. Upload "
+        "more seeds, or train fewer epochs.",
+    )
+    stored = Augmentation.objects.get(id=augmentation["id"])
+    assert (stored.generator_file, stored.generator_spec, stored.generator_bytes) == (
+        "",
+        None,
+        None,
+    )
+    assert not BudgetEntry.objects.filter(augmentation_id=augmentation["id"]).exists()
+    download = api_client_for(three_silos[2]).get(
+        f"/api/augmentations/{augmentation['id']}/generator/"
+    )
+    assert download.status_code == 409
+    assert not (media_root / "generators").exists()
 
 
 @pytest.mark.parametrize(

@@ -216,8 +216,29 @@ def test_the_card_of_an_overridden_model_warns_buyers_with_the_numbers_and_the_r
     }
 
 
+BELOW_WITH_SCORES = [
+    "This model is below the best single silo: its balanced accuracy is 75.0 % against 80.0 % for the best "
+    "single silo on the same evaluation rows (5.0 points lower).",
+    "This model is below the average silo: its balanced accuracy is 75.0 % against 76.0 % for the average "
+    "silo on the same evaluation rows (1.0 points lower).",
+]
+BELOW_WITHOUT_SCORES = [
+    "This model is below the best single silo in balanced accuracy on the same evaluation rows (single silos' "
+    "scores are not shown in a federation this small).",
+    "This model is below the average silo in balanced accuracy on the same evaluation rows (single silos' "
+    "scores are not shown in a federation this small).",
+]
+
+
+@pytest.mark.parametrize(
+    "n_silos, warnings, best_shown",
+    [
+        (3, BELOW_WITHOUT_SCORES, None),
+        (4, BELOW_WITH_SCORES, {"accuracy": 0.84, "balanced_accuracy": 0.8, "macro_f1": 0.78}),
+    ],
+)
 def test_a_model_below_the_best_and_the_average_silo_is_published_and_its_card_says_so(
-    make_global_model, operator, silo_user, other_silo_user
+    make_global_model, operator, silo_user, n_silos, warnings, best_shown
 ):
     global_model = make_global_model(
         metrics=metrics_finding(60),
@@ -230,19 +251,19 @@ def test_a_model_below_the_best_and_the_average_silo_is_published_and_its_card_s
                 "class": 0,
             },
             "best_single_silo": {
-                "accuracy": 0.84,
-                "balanced_accuracy": 0.80,
-                "macro_f1": 0.78,
-                "roc_auc": 0.88,
+                "accuracy": 0.8412345,
+                "balanced_accuracy": 0.8012345,
+                "macro_f1": 0.7812345,
+                "roc_auc": 0.8812345,
                 "silo": str(silo_user.organisation_id),
             },
             "average_silo": {
-                "accuracy": 0.82,
-                "balanced_accuracy": 0.76,
-                "macro_f1": 0.74,
-                "roc_auc": 0.85,
+                "accuracy": 0.8212345,
+                "balanced_accuracy": 0.7612345,
+                "macro_f1": 0.7412345,
+                "roc_auc": 0.8512345,
             },
-            "n_silos": 2,
+            "n_silos": n_silos,
         },
     )
     listing = listing_publish(
@@ -261,15 +282,18 @@ def test_a_model_below_the_best_and_the_average_silo_is_published_and_its_card_s
     quality = card["quality"]
 
     assert listing.status == "published" and quality["gate"]["passes"]
-    assert quality["warnings"] == [
-        "This model is below the best single silo: its balanced accuracy is 75.0 % against 80.0 % for the best "
-        "single silo on the same evaluation rows (5.0 points lower).",
-        "This model is below the average silo: its balanced accuracy is 75.0 % against 76.0 % for the average "
-        "silo on the same evaluation rows (1.0 points lower).",
-    ]
-    assert (
-        "silo" not in card["metrics"]["best_single_silo"]
-    )  # the card never says which silo it was
+    assert quality["warnings"] == warnings
+    best = card["metrics"]["best_single_silo"]
+    assert "silo" not in best  # the card never says which silo it was
+    if best_shown is None:  # no score of a single silo, exact or rounded
+        assert [
+            best[name] for name in ("accuracy", "balanced_accuracy", "macro_f1", "roc_auc")
+        ] == [None] * 4
+        assert best["model_is_better"]["balanced_accuracy"] is False
+    else:  # rounded to whole points
+        assert {name: best[name] for name in best_shown} == best_shown
+        assert (best["roc_auc"], best["rounded_to"]) == (0.88, 0.01)
+        assert card["metrics"]["average_silo"]["balanced_accuracy"] == 0.76
 
 
 def test_an_old_model_without_stored_baselines_gets_them_from_its_confusion_matrix_and_submissions(
@@ -389,7 +413,7 @@ def test_who_the_best_single_silo_is_shows_only_to_those_who_may_see_every_silo_
             "majority_class": None,
             "best_single_silo": {**best, "silo": str(silo_user.organisation_id)},
             "average_silo": best,
-            "n_silos": 2,
+            "n_silos": 4,
         }
     )
 
@@ -401,10 +425,12 @@ def test_who_the_best_single_silo_is_shows_only_to_those_who_may_see_every_silo_
         global_model, every_silo=False, organisation_id=other_silo_user.organisation_id
     )
 
-    assert (
-        operator_view["best_single_silo"]
-        == own_view["best_single_silo"]
-        == {**best, "silo": str(silo_user.organisation_id), "organisation": "Northwind Hospital"}
-    )
-    assert other_view["best_single_silo"] == best
-    assert other_view["average_silo"] == best and other_view["n_silos"] == 2
+    assert operator_view["best_single_silo"] == {
+        **best,
+        "silo": str(silo_user.organisation_id),
+        "organisation": "Northwind Hospital",
+    }
+    rounded = {**best, "rounded_to": 0.01}
+    assert own_view["best_single_silo"] == {**rounded, "organisation": "Northwind Hospital"}
+    assert other_view["best_single_silo"] == rounded
+    assert other_view["average_silo"] == rounded and other_view["n_silos"] == 4

@@ -30,12 +30,17 @@ def test_creating_a_federation_and_uploading_its_data_are_audited(
     federation = federation_create(
         **ADULT,
         created_by=operator,
-        policies={"default_epsilon_limit": "4", "publish_contributions": True},
+        policies={
+            "default_epsilon_limit": "4",
+            "publish_contributions": True,
+            "fd_min_contributors": 3,
+        },
     )
-    assert (float(federation.default_epsilon_limit), federation.publish_contributions) == (
-        4.0,
-        True,
-    )
+    assert (
+        float(federation.default_epsilon_limit),
+        federation.publish_contributions,
+        federation.fd_min_contributors,
+    ) == (4.0, True, 3)
     preview = feature_spec_preview(federation=federation, data=adult_public_csv, user=operator)
     assert len(preview["columns"]) == 14 and not federation.public_datasets.exists()
     public_dataset_upload(federation=federation, data=adult_public_csv, uploaded_by=operator)
@@ -52,6 +57,11 @@ def test_creating_a_federation_and_uploading_its_data_are_audited(
         ({"default_epsilon_limit": "many"}, "'default_epsilon_limit' must be a number"),
         ({"publish_contributions": "yes"}, "must be true or false"),
         ({"surprise": True}, "Unknown federation setting"),
+        ({"fd_min_contributors": 1}, "'fd_min_contributors' must be a whole number from 2 to 1000"),
+        (
+            {"fd_min_contributors": "3"},
+            "'fd_min_contributors' must be a whole number from 2 to 1000",
+        ),
     ],
 )
 def test_a_bad_federation_setting_is_refused_and_nothing_is_created(operator, policies, sentence):

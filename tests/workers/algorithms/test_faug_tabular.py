@@ -4,6 +4,7 @@ written and read back without pickle."""
 import numpy as np
 import pytest
 
+from workers.algorithms.faug_copies import SeedCopiesError, drop_seed_copies, seed_copies
 from workers.algorithms.faug_samples import samples_load, samples_save
 from workers.algorithms.faug_tabular import TabularSetting, discrete_columns, tabular_samples
 
@@ -79,3 +80,28 @@ def test_a_bad_samples_file_is_refused_with_a_sentence_and_never_unpickled(
         samples_load(buffer.getvalue(), n_classes=2)
     with pytest.raises(ValueError, match="not a readable .npz without pickle"):
         samples_load(b"PK\x03\x04 not a zip", n_classes=2)
+
+
+def test_exact_and_near_copies_of_a_seed_row_are_found_in_the_seeds_scale():
+    seeds = np.array([[0.0, 10.0, 1.0], [100.0, 20.0, 1.0]])  # ranges 100, 10 and a constant column
+    generated = np.array(
+        [
+            [0.0, 10.0, 1.0],  # exact copy
+            [100.5, 19.95, 1.0],  # within 1 % of each range: a near copy
+            [98.0, 20.0, 1.0],  # 2 points of 100 away in column 0
+            [0.0, 10.0, 1.02],  # the constant column counts in its own units: 0.02 > 0.01
+        ]
+    )
+    assert seed_copies(generated, seeds).tolist() == [True, True, False, False]
+    assert seed_copies(generated, seeds, tolerance=0.03).tolist() == [True, True, True, True]
+
+
+def test_seed_copies_are_dropped_and_counted_and_too_many_refuse_publication():
+    seeds = np.array([[0.0, 0.0], [1.0, 1.0]])
+    generated = np.array([[0.0, 0.0], [0.5, 0.5], [0.25, 0.75], [1.0, 1.0]])
+    kept, labels, dropped = drop_seed_copies(generated, np.array([0, 0, 1, 1]), seeds)
+    assert (kept.tolist(), labels.tolist(), dropped) == ([[0.5, 0.5], [0.25, 0.75]], [0, 1], 2)
+    with pytest.raises(SeedCopiesError, match="^3 of the 4 generated rows copy a seed row"):
+        drop_seed_copies(
+            np.array([[0.0, 0.0], [1.0, 1.0], [0.0, 0.0], [0.5, 0.5]]), np.zeros(4), seeds
+        )

@@ -36,6 +36,19 @@ def test_a_label_only_one_silo_holds_has_no_global_vector_for_that_silo():
     assert averages[0, 1].tolist() == [0.0, 0.0]
 
 
+def test_an_average_of_fewer_than_min_contributors_other_silos_is_withheld():
+    # the same 3 silos as above: silo 0's and silo 1's label-1 averages are one silo's upload each
+    local = np.array([[[1.0, 0.0], [0.0, 4.0]], [[3.0, 2.0], [2.0, 6.0]], [[5.0, 4.0], [9.0, 9.0]]])
+    present = np.array([[True, True], [True, True], [True, False]])
+    averages, available = fd_server_aggregate(local, present, min_contributors=2)
+    assert available.tolist() == [[True, False], [True, False], [True, True]]
+    assert averages[0].tolist() == [[4.0, 3.0], [0.0, 0.0]]
+    assert averages[1].tolist() == [[3.0, 2.0], [0.0, 0.0]]
+    assert averages[2].tolist() == [[2.0, 1.0], [1.0, 5.0]]
+    with pytest.raises(ValueError, match="at least 1 contributor, not 0"):
+        fd_server_aggregate(local, present, min_contributors=0)
+
+
 def test_communication_bits():
     assert fd_round_bits(4, 10) == 2 * 4 * 100 * 32
     assert fedavg_round_bits(4, 1000) == 2 * 4 * 1000 * 32
