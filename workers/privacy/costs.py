@@ -23,7 +23,7 @@ Pure core: numpy and :mod:`workers.privacy` only.
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -229,6 +229,28 @@ def declared_cost(
         vote_shift=bound.vote_shift if bound else None,
     )
     return PrivacyCost(report=report, rdp=None)
+
+
+def declared_cost_at(
+    *, epsilon: float, delta: float, bound: PrivacyReport, bound_rdp: Sequence[float]
+) -> PrivacyCost:
+    """The cost of a declaration whose Rényi curve the market recomputes (DP-SGD) to a budget of δ ``delta``.
+
+    The parameters' curve, raised by the same amount at every order where needed so that it spends at least the
+    declared ε at the budget's δ: the charge is the larger of the declared ε and what the parameters spend at the
+    budget's δ, whatever δ was declared, and it composes through RDP at the budget's δ without adding a δ of its
+    own. A curve raised at every order stays above the mechanism's, so the composition stays sound.
+    """
+    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"A declared ε must be positive and finite, got {epsilon!r}.")
+    validate_delta(delta)
+    curve = np.asarray(bound_rdp, dtype=float)
+    spent, order = epsilon_from_rdp(RENYI_ORDERS, curve, delta=delta)
+    while spent < epsilon:  # once, or twice where the conversion was clamped at 0
+        curve = curve + (epsilon - spent) * (1 + 1e-12) + 1e-300
+        spent, order = epsilon_from_rdp(RENYI_ORDERS, curve, delta=delta)
+    report = replace(bound, epsilon=float(spent), delta=float(delta), order=float(order))
+    return PrivacyCost(report=report, rdp=tuple(float(value) for value in curve))
 
 
 def compose_costs(costs: Sequence[PrivacyCost], *, delta: float) -> Composition:
