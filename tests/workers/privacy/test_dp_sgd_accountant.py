@@ -2,7 +2,10 @@
 and direct quadrature at 40 digits), agrees with Opacus and dp-accounting where their sums are exact, and its ε is
 never negative (issue 32: both libraries' fractional-order series cancel for large σ and gave ε = −1.384)."""
 
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import mpmath
 import numpy as np
@@ -145,3 +148,26 @@ def test_a_noise_multiplier_outside_the_accounted_range_is_refused(sigma, messag
             delta=1e-5,
         )
     assert str(refused.value) == message
+
+
+def test_accounting_the_costliest_declaration_loads_neither_torch_nor_opacus():
+    """Issue 32 item 10: the upload accounts in the web request, so the accountant is numpy and scipy only and its
+    work is the same fixed set of sums whatever σ, q and the steps are (Opacus' series ran for minutes at σ = 1000
+    and never ended at σ = 1e150, which is now refused)."""
+    code = (
+        "import sys\n"
+        "from workers.privacy.declarations import party_side_bound\n"
+        "report, curve = party_side_bound({'mechanism': 'dp_sgd', 'accountant': 'rdp', "
+        "'noise_multiplier': 1000.0, 'max_grad_norm': 1.0, 'batch_size': 1, 'epochs': 10000, "
+        "'delta': 1e-5}, n_local_examples=2**31 - 1)\n"
+        "print(report.epsilon, report.n_queries, 'torch' in sys.modules, 'opacus' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).resolve().parents[3],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    # (0, δ)-DP: δ ≥ √(1 − e^{−D_α}) already (the KL bound both libraries use) at this tiny sample rate
+    assert done.stdout.split() == ["0.0", str(10_000 * (2**31 - 1)), "False", "False"]
