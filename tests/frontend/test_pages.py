@@ -218,6 +218,18 @@ def test_upload_page_offers_the_federation_s_choices(silo_client, federation_wit
     assert 'data-max-upload-bytes="67108864"' in response.text
 
 
+def test_the_upload_page_says_what_the_market_trusts_in_an_l2_declaration(
+    silo_client, federation_with_data
+):
+    text = " ".join(silo_client.get("/federations/adult-income/upload/").text.split())
+    assert (
+        "For DP-SGD it charges your budget, at your budget's δ, the larger of your declared ε and the ε that the "
+        "noise multiplier (0.1 to 1,000), batch size, epochs and number of local training examples spend there; a "
+        "declared δ above your budget's is refused. It cannot check that training ran as declared: the number of "
+        "local training examples (declaring more lowers the charge)"
+    ) in text
+
+
 def test_upload_page_refuses_non_members_with_the_api_s_sentence(
     other_silo_client, federation_with_data
 ):
