@@ -308,7 +308,7 @@ def test_the_explained_status_of_a_dp_sgd_submission_shows_its_declaration_to_it
     assert (
         f"L2: the declared ε = {epsilon_text(epsilon)} (example-level, δ = 0.00001) was charged to the privacy "
         "budget of Northwind Hospital when the upload was accepted. DP-SGD: noise multiplier 1, clipping norm "
-        "1.5, batch size 100, 4 epochs (80 steps at sample rate 0.05, Opacus' RDP accountant)."
+        "1.5, batch size 100, 4 epochs (80 steps at sample rate 0.05, the market's RDP accountant)."
     ) in explained
     assert "privacy-declaration" not in compact  # the list's badge stays short; its row shows the ε
     assert other_silo_client.get(f"{url}?explain=1").status_code == 404

@@ -1,4 +1,4 @@
-"""Example-level privacy of DP-SGD, computed with Opacus' RDP accountant.
+"""Example-level privacy of DP-SGD: the Rényi curve of the sampled Gaussian mechanism, never below the truth.
 
 DP-SGD (Abadi et al. 2016, *Deep Learning with Differential Privacy*, Algorithm 1): every step
 samples each training example independently with probability q (Poisson sampling), clips each
