@@ -29,7 +29,12 @@ import numpy as np
 
 from workers.privacy.accounting import server_noise_privacy_bound
 from workers.privacy.mechanisms import GaussianNoise, LaplaceNoise
-from workers.privacy.rdp import RENYI_ORDERS, epsilon_from_rdp, validate_delta
+from workers.privacy.rdp import (
+    RENYI_ORDERS,
+    conversion_epsilons,
+    epsilon_from_rdp,
+    validate_delta,
+)
 from workers.privacy.reports import EXAMPLE_LEVEL, PARTY_LEVEL, PrivacyReport
 
 RULE_RDP = "rdp"
@@ -246,10 +251,16 @@ def declared_cost_at(
     validate_delta(delta)
     curve = np.asarray(bound_rdp, dtype=float)
     spent, order = epsilon_from_rdp(RENYI_ORDERS, curve, delta=delta)
-    while spent < epsilon:  # once, or twice where the conversion was clamped at 0
-        curve = curve + (epsilon - spent) * (1 + 1e-12) + 1e-300
+    if spent < epsilon:
+        # Every order's conversion grows one for one with the raise; raised by at least −log(1 − δ²), the
+        # conversion's (0, δ) clause holds at no order, so the raised curve spends at least ε at δ.
+        unclamped = float(np.min(conversion_epsilons(RENYI_ORDERS, curve, delta=delta)))
+        raise_by = max(epsilon - unclamped, -math.log1p(-(delta**2))) * (1 + 1e-9)
+        curve = curve + raise_by
         spent, order = epsilon_from_rdp(RENYI_ORDERS, curve, delta=delta)
-    report = replace(bound, epsilon=float(spent), delta=float(delta), order=float(order))
+    report = replace(
+        bound, epsilon=max(float(spent), float(epsilon)), delta=float(delta), order=float(order)
+    )
     return PrivacyCost(report=report, rdp=tuple(float(value) for value in curve))
 
 
