@@ -1,4 +1,5 @@
-"""DP-SGD accounting: the market's recomputation is Opacus' RDP accountant, on the market's order grid."""
+"""DP-SGD accounting: the market's recomputation agrees with Opacus' RDP accountant where its sums are exact, on the
+market's order grid (tests/workers/privacy/test_dp_sgd_accountant.py checks the whole declarable range)."""
 
 import math
 
