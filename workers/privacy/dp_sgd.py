@@ -222,9 +222,8 @@ def _log_a_integer(orders, *, q: float, sigma: float) -> np.ndarray:
         if order < 2:
             continue
         i = np.arange(2, order + 1, dtype=float)
-        exponent = (i * i - i) / (
-            2 * sigma**2
-        )  # ≥ 1e-6/σ²·… > 0: σ ≤ MAX_NOISE_MULTIPLIER keeps it normal
+        # (i² − i)/(2σ²) ≥ 1/σ² ≥ 1e-6 for σ ≤ MAX_NOISE_MULTIPLIER: never rounded to 0
+        exponent = (i * i - i) / (2 * sigma**2)
         log_expm1 = np.where(
             exponent > 30,
             exponent + np.log1p(-np.exp(-np.maximum(exponent, 30))),
