@@ -277,7 +277,13 @@ def test_a_large_noise_multiplier_is_charged_a_positive_epsilon_and_an_under_cla
             "The L2 privacy parameters are not valid: 'epochs' must be an integer between 1 and 10000, "
             "not 1000000000.",
         ),
-        ({}, 1e308, "declared_epsilon", "Ensure this value is less than or equal to 1000000."),
+        (
+            {},
+            1e308,
+            "declared_epsilon",
+            "A declared ε above 1,000,000 exceeds every privacy budget; declare the ε your party-side "
+            "noise spent.",
+        ),
     ],
 )
 def test_out_of_range_numbers_are_refused_with_a_json_sentence(
