@@ -12,8 +12,9 @@ accountants define it, computed here without their cancellation (:func:`dp_sgd_r
 orders, a convex upper bound between them), on the market's order grid
 :data:`~workers.privacy.rdp.RENYI_ORDERS`, and converted to (ε, δ) by the market's one conversion
 (:func:`~workers.privacy.rdp.epsilon_from_rdp`, Balle et al. 2020, Thm. 21, as both libraries do).
-Opacus' and dp-accounting's series for fractional orders lose every digit once σ passes about 10 and
-return negative curves, hence negative ε; this curve is never below the truth and ε is never negative
+Opacus' series for fractional orders loses every digit once σ passes about 10 and returns negative
+curves, hence negative ε (dp-accounting's sums absolute values there: positive but looser);
+this curve is never below the truth and ε is never negative
 (``tests/workers/privacy/test_dp_sgd.py`` checks both against the two libraries and against direct
 quadrature across the declarable range). The silo toolkit trains with ``PrivacyEngine(accountant="rdp")``
 and declares this function's number; the market recomputes it from the declared parameters.
@@ -170,7 +171,7 @@ def dp_sgd_rdp(*, noise_multiplier: float, sample_rate: float, steps: int) -> np
 
     * Integer orders k: A_k − 1 = Σ_{i=2}^{k} C(k,i) q^i (1−q)^{k−i} (e^{(i²−i)/(2σ²)} − 1), a sum of
       positive terms taken in log space: no cancellation at any σ, so the tiny curves of large σ keep their
-      digits (Opacus' and dp-accounting's series cancel there and return negative curves, hence negative ε).
+      digits (Opacus' fractional-order series cancels there and returns negative curves, hence negative ε).
     * Fractional orders α between the integers k < α < k + 1 take the chord of log A between k and k + 1: log A_α
       is convex in α (a log moment generating function) and log A_1 = 0, so the chord lies above it. Exact at the
       integers, a little above the truth in between.

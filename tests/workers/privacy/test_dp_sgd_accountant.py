@@ -1,6 +1,6 @@
 """The DP-SGD accountant across every σ a silo may declare: its Rényi curve is never below the truth (exact sums
 and direct quadrature at 40 digits), agrees with Opacus and dp-accounting where their sums are exact, and its ε is
-never negative (issue 32: both libraries' fractional-order series cancel for large σ and gave ε = −1.384)."""
+never negative (issue 32: Opacus' fractional-order series cancels for large σ and gave ε = −1.384)."""
 
 import subprocess
 import sys
@@ -115,7 +115,7 @@ def test_epsilon_is_never_negative_and_at_most_both_libraries_on_their_exact_ord
     assert report.epsilon <= dp_accounting.get_epsilon(delta) * (1 + 1e-8) + 1e-12
 
 
-def test_opacus_and_dp_accounting_fail_where_the_market_does_not():
+def test_opacus_fails_where_the_market_does_not():
     """The defect of issue 32: σ = 30 over 80 steps at q = 0.05 (Opacus' fractional series cancels). The market's ε
     lies between the true curve's ε on its integer orders (exact sums, above) and zero."""
     parameters = DpSgdParameters(
