@@ -41,9 +41,9 @@ from market.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from market.federations.models import PrivacyLevel
 from market.jobs.models import Job
 from market.submissions.models import Submission
-from workers.privacy.costs import PrivacyCost, declared_cost
+from workers.privacy.costs import PrivacyCost, declared_cost, declared_cost_at
 from workers.privacy.declarations import party_side_rdp
-from workers.privacy.reports import PARTY_LEVEL, JobPrivacyReport, PrivacyReport
+from workers.privacy.reports import DP_SGD_MECHANISM, PARTY_LEVEL, JobPrivacyReport, PrivacyReport
 
 __all__ = [
     "BudgetExceeded",
@@ -250,9 +250,24 @@ def budget_release_for_job(*, job: Job) -> None:
 # --- L2 submissions ------------------------------------------------------------------------------------------------
 
 
-def _submission_cost(submission: Submission) -> PrivacyCost:
+def _submission_cost(submission: Submission, *, budget: PrivacyBudget) -> PrivacyCost:
+    """FedKT vote noise: the declared (ε, δ), composed through RDP when it is exactly the bound, else additively.
+    DP-SGD: recomputed at the budget's δ from the declared σ, sample rate and steps (at least the declared ε),
+    composed through RDP; a declared δ above the budget's is refused."""
     report = PrivacyReport(**submission.privacy_report)
-    curve = party_side_rdp(report)  # FedKT vote noise or DP-SGD (Opacus' RDP accountant)
+    curve = party_side_rdp(report)  # FedKT vote noise or DP-SGD (workers.privacy.dp_sgd)
+    if report.mechanism == DP_SGD_MECHANISM:
+        if report.delta > float(budget.delta):
+            raise InvalidInput(
+                f"You declared δ = {report.delta:g}, but your privacy budget in '{submission.federation.slug}' "
+                f"holds at δ = {float(budget.delta):g}; train and declare DP-SGD at δ ≤ {float(budget.delta):g}."
+            )
+        return declared_cost_at(
+            epsilon=float(submission.declared_epsilon),
+            delta=float(budget.delta),
+            bound=report,
+            bound_rdp=curve,
+        )
     return declared_cost(
         epsilon=float(submission.declared_epsilon),
         delta=report.delta,
@@ -268,7 +283,6 @@ def budget_charge_for_submission(*, submission: Submission, actor: User | None) 
     """
     if submission.privacy_level != PrivacyLevel.L2 or not submission.privacy_report:
         return
-    cost = _submission_cost(submission)
     with transaction.atomic():
         [budget] = budgets_locked(
             federation=submission.federation, organisation_ids=[submission.organisation_id]
@@ -276,6 +290,7 @@ def budget_charge_for_submission(*, submission: Submission, actor: User | None) 
         state = ledger_state(budget)
         if submission.id in state.charged_submissions:
             return
+        cost = _submission_cost(submission, budget=budget)
         amounts = budget_amounts(
             budget=budget,
             charged=[*state.charged, cost],
@@ -292,7 +307,7 @@ def budget_charge_for_submission(*, submission: Submission, actor: User | None) 
                     budget,
                     amounts,
                     kind=EntryKind.CHARGE,
-                    epsilon=epsilon_decimal(submission.declared_epsilon),
+                    epsilon=epsilon_decimal(cost.report.epsilon),
                     cost=cost,
                     submission=submission,
                     actor=actor,

@@ -75,7 +75,15 @@ class SubmissionInput(serializers.Serializer):
         '"partitions": 2, "teachers": 5, "queries": 30}.',
     )
     declared_epsilon = serializers.FloatField(
-        required=False, allow_null=True, default=None, min_value=0
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=0,
+        max_value=1_000_000,  # above every budget's limit (stored to 999,999.999999)
+        error_messages={
+            "max_value": "A declared ε above 1,000,000 exceeds every privacy budget; declare the ε your "
+            "party-side noise spent."
+        },
     )
     feature_view = serializers.ChoiceField(
         FEATURE_VIEWS,

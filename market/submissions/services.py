@@ -60,7 +60,7 @@ def _check_privacy_declaration(
     n_local_examples: int,
 ) -> dict | None:
     """Check the declared privacy; for L2 return the data-independent report the parameters imply
-    (FedKT vote noise, or DP-SGD recomputed with Opacus' RDP accountant: workers.privacy.declarations)."""
+    (FedKT vote noise, or DP-SGD recomputed by the market's RDP accountant: workers.privacy.declarations)."""
     if privacy_level not in federation.allowed_privacy_levels:
         raise InvalidInput(
             f"The federation allows privacy levels {', '.join(federation.allowed_privacy_levels)}, "
@@ -87,7 +87,7 @@ def _check_privacy_declaration(
         raise InvalidInput(f"The L2 privacy parameters are not valid: {error}") from error
     if declared_epsilon < bound.epsilon:
         how = (
-            f"{bound.n_queries} DP-SGD steps at sample rate {bound.sample_rate:.4g}, Opacus' RDP accountant"
+            f"{bound.n_queries} DP-SGD steps at sample rate {bound.sample_rate:.4g}, the market's RDP accountant"
             if bound.mechanism == DP_SGD_MECHANISM
             else "data-independent"
         )

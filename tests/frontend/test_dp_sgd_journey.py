@@ -101,7 +101,7 @@ def test_silo_uploads_a_dp_sgd_model_sees_its_epsilon_and_the_charge_on_its_budg
     page.locator("#form-error").filter(has_text="You declared ε = 2.5").wait_for()
     assert page.locator("#form-error").inner_text() == (
         f"You declared ε = 2.5, but these parameters spend ε = {recomputed.epsilon:.4g} (example-level, "
-        f"{recomputed.n_queries} DP-SGD steps at sample rate {recomputed.sample_rate:.4g}, Opacus' RDP accountant, "
+        f"{recomputed.n_queries} DP-SGD steps at sample rate {recomputed.sample_rate:.4g}, the market's RDP accountant, "
         "δ = 1e-05); declare at least that."
     )
     assert (Submission.objects.count(), BudgetEntry.objects.count()) == (0, 0)
@@ -126,7 +126,7 @@ def test_silo_uploads_a_dp_sgd_model_sees_its_epsilon_and_the_charge_on_its_budg
         f"L2: the declared ε = {shown_epsilon} (example-level, δ = 0.00001) was charged to the privacy budget of "
         f"Northwind Hospital when the upload was accepted. DP-SGD: noise multiplier "
         f"{epsilon_text(declaration['noise_multiplier'])}, clipping norm 1.5, batch size 50, 2 epochs "
-        f"({recomputed.n_queries} steps at sample rate {epsilon_text(recomputed.sample_rate)}, Opacus' RDP "
+        f"({recomputed.n_queries} steps at sample rate {epsilon_text(recomputed.sample_rate)}, the market's RDP "
         "accountant)."
     )
     screenshots(page, "silo-dp-sgd-validated")

@@ -218,6 +218,18 @@ def test_upload_page_offers_the_federation_s_choices(silo_client, federation_wit
     assert 'data-max-upload-bytes="67108864"' in response.text
 
 
+def test_the_upload_page_says_what_the_market_trusts_in_an_l2_declaration(
+    silo_client, federation_with_data
+):
+    text = " ".join(silo_client.get("/federations/adult-income/upload/").text.split())
+    assert (
+        "For DP-SGD it charges your budget, at your budget's δ, the larger of your declared ε and the ε that the "
+        "noise multiplier (0.1 to 1,000), batch size, epochs and number of local training examples spend there; a "
+        "declared δ above your budget's is refused. It cannot check that training ran as declared: the number of "
+        "local training examples (declaring more lowers the charge)"
+    ) in text
+
+
 def test_upload_page_refuses_non_members_with_the_api_s_sentence(
     other_silo_client, federation_with_data
 ):
@@ -296,7 +308,7 @@ def test_the_explained_status_of_a_dp_sgd_submission_shows_its_declaration_to_it
     assert (
         f"L2: the declared ε = {epsilon_text(epsilon)} (example-level, δ = 0.00001) was charged to the privacy "
         "budget of Northwind Hospital when the upload was accepted. DP-SGD: noise multiplier 1, clipping norm "
-        "1.5, batch size 100, 4 epochs (80 steps at sample rate 0.05, Opacus' RDP accountant)."
+        "1.5, batch size 100, 4 epochs (80 steps at sample rate 0.05, the market's RDP accountant)."
     ) in explained
     assert "privacy-declaration" not in compact  # the list's badge stays short; its row shows the ε
     assert other_silo_client.get(f"{url}?explain=1").status_code == 404

@@ -4,7 +4,7 @@ Abadi et al. 2016, *Deep Learning with Differential Privacy*, Algorithm 1, as Op
 (``PrivacyEngine.make_private``): Poisson sampling of each example with probability
 q = 1/⌈n/B⌉, per-example gradients clipped to L2 norm ``max_grad_norm``, Gaussian noise of
 standard deviation ``noise_multiplier · max_grad_norm`` on their sum. The guarantee is accounted by
-:mod:`workers.privacy.dp_sgd` (Opacus' RDP accountant), the same function the market runs on the
+:mod:`workers.privacy.dp_sgd` (the market's RDP accountant), the same function the market runs on the
 declared parameters.
 
 Randomness: ``random_state`` seeds the weight initialisation only. The Poisson sampling and the
@@ -34,7 +34,7 @@ class DpSgdClassifier(TorchClassifier):
     noise_multiplier : float or None
         σ; give it or ``target_epsilon``.
     target_epsilon : float or None
-        Solve σ for this ε with Opacus' RDP accountant (``noise_multiplier`` must then be None).
+        Solve σ for this ε with the market's RDP accountant (``noise_multiplier`` must then be None).
     max_grad_norm : float
         Per-example clipping norm C.
     delta : float

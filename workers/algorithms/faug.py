@@ -13,7 +13,7 @@ Beyond the paper (its stated future work), the discriminator may be trained with
 (Poisson sampling, per-example clipping, Gaussian noise): the generator only ever sees the seeds
 through the discriminator's noisy gradients, so it is post-processing of a DP-SGD run and is
 (ε, δ)-DP with respect to each seed sample. ε is the market's one DP-SGD accountant
-(:func:`workers.privacy.dp_sgd.dp_sgd_privacy_bound`, Opacus' RDP accountant). Each discriminator step
+(:func:`workers.privacy.dp_sgd.dp_sgd_privacy_bound`, the market's RDP accountant). Each discriminator step
 sees the Poisson batch of real seeds and a fixed number (the expected batch size) of generated rows
 in one forward pass, so adding or removing a seed changes one clipped per-example gradient only.
 
@@ -227,7 +227,7 @@ class GeneratorPrivacy:
     delta: float = 1e-5
 
     def parameters(self, *, n_examples: int, batch_size: int, epochs: int) -> DpSgdParameters:
-        """The DP-SGD run these settings give on ``n_examples`` seeds (σ solved by Opacus' accountant if needed)."""
+        """The DP-SGD run these settings give on ``n_examples`` seeds (σ solved by the market's accountant if needed)."""
         if (self.noise_multiplier is None) == (self.target_epsilon is None):
             raise ValueError(
                 "A DP generator takes exactly one of noise_multiplier and target_epsilon."

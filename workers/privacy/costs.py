@@ -23,13 +23,18 @@ Pure core: numpy and :mod:`workers.privacy` only.
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from workers.privacy.accounting import server_noise_privacy_bound
 from workers.privacy.mechanisms import GaussianNoise, LaplaceNoise
-from workers.privacy.rdp import RENYI_ORDERS, epsilon_from_rdp, validate_delta
+from workers.privacy.rdp import (
+    RENYI_ORDERS,
+    conversion_epsilons,
+    epsilon_from_rdp,
+    validate_delta,
+)
 from workers.privacy.reports import EXAMPLE_LEVEL, PARTY_LEVEL, PrivacyReport
 
 RULE_RDP = "rdp"
@@ -229,6 +234,34 @@ def declared_cost(
         vote_shift=bound.vote_shift if bound else None,
     )
     return PrivacyCost(report=report, rdp=None)
+
+
+def declared_cost_at(
+    *, epsilon: float, delta: float, bound: PrivacyReport, bound_rdp: Sequence[float]
+) -> PrivacyCost:
+    """The cost of a declaration whose Rényi curve the market recomputes (DP-SGD) to a budget of δ ``delta``.
+
+    The parameters' curve, raised by the same amount at every order where needed so that it spends at least the
+    declared ε at the budget's δ: the charge is the larger of the declared ε and what the parameters spend at the
+    budget's δ, whatever δ was declared, and it composes through RDP at the budget's δ without adding a δ of its
+    own. A curve raised at every order stays above the mechanism's, so the composition stays sound.
+    """
+    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"A declared ε must be positive and finite, got {epsilon!r}.")
+    validate_delta(delta)
+    curve = np.asarray(bound_rdp, dtype=float)
+    spent, order = epsilon_from_rdp(RENYI_ORDERS, curve, delta=delta)
+    if spent < epsilon:
+        # Every order's conversion grows one for one with the raise; raised by at least −log(1 − δ²), the
+        # conversion's (0, δ) clause holds at no order, so the raised curve spends at least ε at δ.
+        unclamped = float(np.min(conversion_epsilons(RENYI_ORDERS, curve, delta=delta)))
+        raise_by = max(epsilon - unclamped, -math.log1p(-(delta**2))) * (1 + 1e-9)
+        curve = curve + raise_by
+        spent, order = epsilon_from_rdp(RENYI_ORDERS, curve, delta=delta)
+    report = replace(
+        bound, epsilon=max(float(spent), float(epsilon)), delta=float(delta), order=float(order)
+    )
+    return PrivacyCost(report=report, rdp=tuple(float(value) for value in curve))
 
 
 def compose_costs(costs: Sequence[PrivacyCost], *, delta: float) -> Composition:

@@ -8,7 +8,7 @@ Two kinds of party-side noise are declared:
   (``sigma``) noise on the party's teachers' votes, with ``delta``, ``partitions``, ``teachers``
   and ``queries`` (:func:`workers.privacy.accounting.party_noise_privacy_bound`);
 * **DP-SGD** (``"mechanism": "dp_sgd"``): a network trained with Opacus
-  (:mod:`workers.privacy.dp_sgd`), accounted with Opacus' RDP accountant.
+  (:mod:`workers.privacy.dp_sgd`), accounted with the market's RDP accountant.
 
 Both give a data-independent report and its Rényi curve at
 :data:`~workers.privacy.rdp.RENYI_ORDERS`, so an accepted declaration composes with the silo's

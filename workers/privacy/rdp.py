@@ -146,13 +146,24 @@ def epsilon_from_rdp(orders, rdp, *, delta: float) -> tuple[float, float]:
     (float, float)
         ε in nats, and the order α at which it is attained.
     """
-    orders = _as_orders(orders)
     rdp = np.asarray(rdp, dtype=float)
-    validate_delta(delta)
-    epsilons = rdp + np.log1p(-1 / orders) - (np.log(delta) + np.log(orders)) / (orders - 1)
-    epsilons = np.where(delta**2 + np.expm1(-rdp) > 0, 0.0, epsilons)
+    epsilons = np.where(
+        delta**2 + np.expm1(-rdp) > 0, 0.0, conversion_epsilons(orders, rdp, delta=delta)
+    )
     best = int(np.argmin(epsilons))
     return max(0.0, float(epsilons[best])), float(orders[best])
+
+
+def conversion_epsilons(orders, rdp, *, delta: float) -> np.ndarray:
+    """The conversion's ε at each order, before the (0, δ) clause and the clamp at 0 of :func:`epsilon_from_rdp`:
+    RDP(α) + log((α−1)/α) − (log δ + log α)/(α−1). It can be negative; it grows one for one with the curve."""
+    orders = _as_orders(orders)
+    validate_delta(delta)
+    return (
+        np.asarray(rdp, dtype=float)
+        + np.log1p(-1 / orders)
+        - (np.log(delta) + np.log(orders)) / (orders - 1)
+    )
 
 
 def validate_delta(delta: float) -> None:

@@ -129,7 +129,7 @@ def _training_options(parser: argparse.ArgumentParser) -> None:
         "--target-epsilon",
         type=float,
         help="L2 with --local: solve the DP-SGD noise multiplier for "
-        "this ε instead (Opacus' RDP accountant)",
+        "this ε instead (the market's RDP accountant)",
     )
     parser.add_argument(
         "--max-grad-norm",

@@ -196,7 +196,7 @@ def training_summary(metadata: dict, output: Path) -> str:
     if metadata["declared_epsilon"] is not None:
         report = metadata["privacy_report"]
         how = (
-            f"{report['n_queries']} DP-SGD steps, noise multiplier {report['sigma']:.4g}, Opacus' RDP accountant"
+            f"{report['n_queries']} DP-SGD steps, noise multiplier {report['sigma']:.4g}, the market's RDP accountant"
             if report["mechanism"] == "dp_sgd"
             else f"{report['n_queries']} noisy queries"
         )

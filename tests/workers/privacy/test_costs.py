@@ -264,3 +264,33 @@ def test_composed_epsilon_is_at_most_the_sum_of_the_epsilons(jobs, declared):
     total = math.fsum(cost.report.epsilon for cost in costs)
     assert composed.epsilon <= total * (1 + 1e-12)
     assert composed.epsilon >= max(cost.report.epsilon for cost in costs) * (1 - 1e-12)
+
+
+@pytest.mark.parametrize("declared", [1e-300, 1e-9, 0.05, 3.0, 500.0])
+@pytest.mark.parametrize("delta", [1e-5, 0.3])
+def test_a_declaration_charged_at_the_budgets_delta_spends_at_least_its_epsilon_there(
+    declared, delta
+):
+    """declared_cost_at: the recomputed DP-SGD curve raised so that, converted at the budget's δ, it spends the
+    larger of the declared ε and its own; it composes through RDP and adds no δ (issue 32, item 2)."""
+    from workers.privacy.costs import declared_cost_at
+    from workers.privacy.dp_sgd import DpSgdParameters, dp_sgd_privacy_bound
+
+    bound, curve = dp_sgd_privacy_bound(
+        DpSgdParameters(
+            noise_multiplier=1000.0,
+            max_grad_norm=1.0,
+            batch_size=100,
+            epochs=4,
+            n_examples=2000,
+            delta=1e-6,
+        )
+    )
+    own = epsilon_from_rdp(RENYI_ORDERS, curve, delta=delta)[0]
+    cost = declared_cost_at(epsilon=declared, delta=delta, bound=bound, bound_rdp=curve)
+    spent = epsilon_from_rdp(RENYI_ORDERS, np.asarray(cost.rdp), delta=delta)[0]
+    assert spent >= max(declared, own)
+    assert cost.report.epsilon == max(spent, declared)
+    assert np.all(np.asarray(cost.rdp) >= curve)  # never below the mechanism's curve
+    composition = compose_costs([cost], delta=delta)
+    assert (composition.rule, composition.delta, composition.epsilon) == ("rdp", delta, spent)
