@@ -86,7 +86,7 @@ def budget_summary(budget: PrivacyBudget) -> dict:
         "organisation": budget.organisation.name,
         "epsilon_limit": str(budget.epsilon_limit),
         "delta": format(budget.delta.normalize(), "f"),
-        "composed_delta": format(Decimal(repr(composition.delta)).normalize(), "f"),
+        "composed_delta": format(Decimal(f"{composition.delta:.12g}").normalize(), "f"),
         "spent": str(budget.spent),
         "reserved": str(budget.reserved),
         "remaining": str(budget.remaining),

@@ -251,17 +251,17 @@ def budget_release_for_job(*, job: Job) -> None:
 
 
 def _submission_cost(submission: Submission, *, budget: PrivacyBudget) -> PrivacyCost:
-    """FedKT vote noise: the declared (ε, δ), composed through RDP when it is exactly the bound, else additively.
-    DP-SGD: recomputed at the budget's δ from the declared σ, sample rate and steps (at least the declared ε),
-    composed through RDP; a declared δ above the budget's is refused."""
+    """A declared δ above the budget's is refused. DP-SGD: recomputed at the budget's δ from the declared σ,
+    sample rate and steps (at least the declared ε), composed through RDP. FedKT vote noise: the declared (ε, δ),
+    composed through RDP when it is exactly the bound, else additively."""
     report = PrivacyReport(**submission.privacy_report)
+    if report.delta > float(budget.delta):
+        raise InvalidInput(
+            f"You declared δ = {report.delta:g}, but your privacy budget in '{submission.federation.slug}' "
+            f"holds at δ = {float(budget.delta):g}; train and declare at δ ≤ {float(budget.delta):g}."
+        )
     curve = party_side_rdp(report)  # FedKT vote noise or DP-SGD (workers.privacy.dp_sgd)
     if report.mechanism == DP_SGD_MECHANISM:
-        if report.delta > float(budget.delta):
-            raise InvalidInput(
-                f"You declared δ = {report.delta:g}, but your privacy budget in '{submission.federation.slug}' "
-                f"holds at δ = {float(budget.delta):g}; train and declare DP-SGD at δ ≤ {float(budget.delta):g}."
-            )
         return declared_cost_at(
             epsilon=float(submission.declared_epsilon),
             delta=float(budget.delta),

@@ -175,7 +175,7 @@ def test_a_declared_delta_above_the_budgets_is_refused_and_nothing_stored(
     assert (response.status_code, response.json()["detail"]) == (
         400,
         "You declared δ = 0.5, but your privacy budget in 'adult-income' holds at δ = 1e-05; train and "
-        "declare DP-SGD at δ ≤ 1e-05.",
+        "declare at δ ≤ 1e-05.",
     )
     assert (Submission.objects.count(), BudgetEntry.objects.count(), stored_files(media_root)) == (
         0,
