@@ -300,6 +300,11 @@ def scaled_timeout(seconds: float) -> float:
     return seconds * time_scale()
 
 
+def scaled_milliseconds(milliseconds: int) -> int:
+    """:func:`scaled_timeout` for Playwright, whose timeouts are in milliseconds."""
+    return round(scaled_timeout(milliseconds / 1000) * 1000)
+
+
 def wait_until(condition, *, timeout: float, interval: float = 0.2, message: str, progress=None):
     """Poll ``condition`` until it is true; fail only after ``timeout`` quiet-machine seconds, scaled by
     :func:`time_scale` as the load changes, pass without progress. ``progress`` (optional) returns anything

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.conftest import csv_bytes
+from tests.conftest import csv_bytes, scaled_timeout
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -90,7 +90,9 @@ def test_a_silo_uploads_seeds_a_real_worker_trains_a_dp_generator_and_augment_fe
     assert "inter-device leakage is 0.33 of the 12 seeds pooled so far" in sentence
     started = operator_client.augmentation_start(opened.id)
     assert started.status == "queued" and 0 < started.epsilon <= 8.0
-    published = silo_client.augmentation_wait(opened.id, timeout_seconds=120, interval_seconds=0.5)
+    published = silo_client.augmentation_wait(
+        opened.id, timeout_seconds=scaled_timeout(120), interval_seconds=0.5
+    )
     assert (published.status, published.status_reason) == ("published", "")
     assert [(seed["n_seeds"], seed["target_labels"]) for seed in published.seeds] == [(12, [2])]
     assert list(
@@ -168,7 +170,9 @@ def test_a_real_worker_trains_a_ctgan_and_augment_appends_its_published_rows(
         True,
     )  # raw values, no [0, 1] scaling
     assert operator_client.augmentation_start(opened.id).epsilon is None
-    published = silo_client.augmentation_wait(opened.id, timeout_seconds=120, interval_seconds=0.5)
+    published = silo_client.augmentation_wait(
+        opened.id, timeout_seconds=scaled_timeout(120), interval_seconds=0.5
+    )
     assert (published.status, published.status_reason) == ("published", "")
     spec = published.generator_spec  # ONEFOLD_FAUG_TABULAR_ROWS_PER_LABEL rows of each label
     assert (spec["architecture"], spec["rows"]) == ("ctgan_samples", 3 * spec["rows_per_label"])
