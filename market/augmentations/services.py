@@ -1,7 +1,8 @@
 """FAug's writes on request: open an augmentation, upload a silo's seeds, start the generator's training, cancel it.
 
-Starting refuses a training whose estimated work exceeds ``ONEFOLD_FAUG_MAX_WORK``, then reserves the DP discriminator's example-level ε for every silo that contributed seeds (refused before any
-work when one would overspend) and queues ``onefold.augmentation_train`` through the outbox; the worker's side
+Starting refuses a training whose estimated work exceeds ``ONEFOLD_FAUG_MAX_WORK``, then reserves the DP
+discriminator's example-level ε for every silo that contributed seeds (refused before any work when one would
+overspend) and queues ``onefold.augmentation_train`` through the outbox; the worker's side
 (:mod:`market.augmentations.training`) charges the reservation when it publishes the generator and releases it when
 training fails or is cancelled (nothing was published, nothing is charged).
 """
@@ -395,9 +396,12 @@ def augmentation_cancel(*, augmentation: Augmentation, actor: User, request=None
             AugmentationStatus.CANCELLED,
         ):
             raise Conflict(
-                f"Augmentation #{locked.id} is already {locked.get_status_display().lower()}; there is "
-                "nothing to cancel."
+                f"Augmentation #{locked.id} is already {locked.status}; there is nothing to cancel."
             )
+        if (
+            locked.cancel_requested_at is not None
+        ):  # asked again (a resubmitted form): the first request stands
+            return locked
         status_when_cancelled = locked.status
         if locked.status == AugmentationStatus.TRAINING:
             locked.cancel_requested_at = timezone.now()

@@ -496,12 +496,17 @@ def test_the_reaper_cancels_a_training_whose_worker_stopped_checking(
     Augmentation.objects.filter(id=augmentation["id"]).update(
         status="training", training_started_at=timezone.now()
     )  # claimed by a worker that then died
-    assert operator_api.post(f"/api/augmentations/{augmentation['id']}/cancel/").status_code == 202
-    assert augmentation_reap() == {
-        "republished": 0,
-        "failed": 0,
-        "cancelled": 0,
-    }  # it may still stop
+    first, again = (
+        operator_api.post(f"/api/augmentations/{augmentation['id']}/cancel/") for _ in range(2)
+    )
+    assert (first.status_code, again.status_code) == (
+        202,
+        202,
+    )  # a resubmitted request changes nothing
+    assert first.json()["cancel_requested_at"] == again.json()["cancel_requested_at"] is not None
+    assert AuditEvent.objects.filter(action="augmentation.cancelled").count() == 1
+    # within ONEFOLD_JOB_LEASE_SECONDS of the request a live worker may still stop it
+    assert augmentation_reap() == {"republished": 0, "failed": 0, "cancelled": 0}
     Augmentation.objects.filter(id=augmentation["id"]).update(
         cancel_requested_at=timezone.now()
         - timedelta(seconds=settings.ONEFOLD_JOB_LEASE_SECONDS + 1)
