@@ -6,10 +6,21 @@ Fails when:
   vulnerability id for that package until a date that has not passed;
 - the vulnerability service cannot be reached (the audit did not happen: this is never a pass);
 - a pinned version is unknown to the service (it could not be audited), unless the exceptions file
-  lists that exact pin as ``unaudited`` until a date that has not passed.
+  lists that exact pin as ``unaudited`` until a date that has not passed;
+- pip-audit's report leaves out a pinned package (it read fewer packages than the requirements pin).
+
+A run that audited no package at all is never reported as a pass: it fails, or, acknowledged by ``unaudited *``,
+says in capitals on stdout and stderr that nothing was audited and why, so that nobody reads it as "no known
+vulnerability". On this project's network that is every run: pip-audit's ``--index-url`` only steers pip's
+dependency resolution (here the mirror is a PEP 503 simple index of files, with no vulnerability data), its PyPI
+service asks ``https://pypi.org/pypi/<name>/<version>/json``, which the network answers 404 for every version, and
+its OSV service (``--osv-url``) needs an OSV API server, none of which is reachable; no offline vulnerability
+database is installed.
 
 Exceptions file lines: ``vulnerability <ID> <package> until=<YYYY-MM-DD> -- <reason>`` or
-``unaudited <package>==<version> until=<YYYY-MM-DD> -- <reason>``; ``#`` starts a comment.
+``unaudited <package>==<version> until=<YYYY-MM-DD> -- <reason>``; ``#`` starts a comment. A run that audited
+no package at all fails too, unless a line ``unaudited * until=<YYYY-MM-DD> -- <reason>`` acknowledges that the
+whole audit is unavailable (excusing every pin one by one is not enough).
 """
 
 import datetime
@@ -21,6 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUIREMENTS = ["requirements.txt", "requirements-dev.txt"]
+EVERY_PIN = "*"  # an ``unaudited`` line for it acknowledges a run that audits nothing
 LINE = re.compile(
     r"^(vulnerability|unaudited)\s+(\S+)(?:\s+(\S+))?\s+until=(\d{4}-\d{2}-\d{2})\s+--\s+(.+)$"
 )
@@ -109,31 +121,104 @@ def verdict(
     return vulnerable, not_audited, audited
 
 
+def outcome(
+    *,
+    vulnerable: list,
+    not_audited: list,
+    audited: int,
+    problems: list,
+    pins: dict,
+    report: dict,
+    excused_unaudited: set,
+) -> tuple[int, list[str], list[str]]:
+    """(exit status, lines for stdout, lines for stderr) of a run: failures first, then an audit that audited nothing
+    said in so many words, then the pass, which names how many pins were audited and how many were not."""
+    reported = {
+        dependency["name"].lower().replace("_", "-") for dependency in report["dependencies"]
+    }
+    left_out = sorted(set(pins) - reported)
+    failures = (
+        problems
+        + [f"vulnerable: {item}" for item in vulnerable]
+        + [f"not audited: {item}" for item in not_audited]
+        + [
+            f"not audited: {name}=={pins[name]}: missing from pip-audit's report"
+            for name in left_out
+        ]
+    )
+    if failures:
+        return (
+            1,
+            failures,
+            [
+                "pip-audit check failed: upgrade the pin, or add a dated, justified line to "
+                ".ci/pip-audit-exceptions.txt."
+            ],
+        )
+    if audited == 0 and EVERY_PIN not in excused_unaudited:
+        return (
+            1,
+            [
+                f"audited nothing: pip-audit checked none of the {len(pins)} pinned packages against a "
+                "vulnerability database"
+            ],
+            [
+                "pip-audit check failed: a run that audits nothing cannot pass; make the vulnerability service "
+                "reachable, or acknowledge it with a dated 'unaudited * until=<date> -- <reason>' line in "
+                ".ci/pip-audit-exceptions.txt."
+            ],
+        )
+    if audited == 0:
+        reasons = (
+            sorted(  # "Dependency not found on PyPI and could not be audited: torch (2.13.0)" once
+                {
+                    dependency["skip_reason"].split(": ", 1)[0]
+                    for dependency in report["dependencies"]
+                    if "skip_reason" in dependency
+                }
+            )
+        )
+        banner = (
+            f"pip-audit AUDITED NOTHING: 0 of {len(pins)} pinned packages were checked against a vulnerability "
+            f"database ({'; '.join(reasons) or 'no package reported'}), so this check could not have found a "
+            "vulnerability. It is not a pass: .ci/pip-audit-exceptions.txt acknowledges that the audit is "
+            "unavailable ('unaudited *') until its date; audit the pins where PyPI's per-version JSON or OSV is "
+            "reachable."
+        )
+        return 0, [banner], [banner]
+    return (
+        0,
+        [
+            f"pip-audit: {audited} of {len(pins)} pinned package(s) audited, no known vulnerability; "
+            f"{len(pins) - audited} NOT audited (excused in .ci/pip-audit-exceptions.txt until their dates)."
+        ],
+        [],
+    )
+
+
 def main() -> int:
     excused_vulnerabilities, excused_unaudited, problems = read_exceptions(
         ROOT / ".ci" / "pip-audit-exceptions.txt", datetime.date.today()
     )
     pins = pinned_versions()
+    report = run_pip_audit()
     vulnerable, not_audited, audited = verdict(
-        run_pip_audit(), pins, excused_vulnerabilities, excused_unaudited
+        report, pins, excused_vulnerabilities, excused_unaudited
     )
-    for line in (
-        problems
-        + [f"vulnerable: {item}" for item in vulnerable]
-        + [f"not audited: {item}" for item in not_audited]
-    ):
+    status, out_lines, error_lines = outcome(
+        vulnerable=vulnerable,
+        not_audited=not_audited,
+        audited=audited,
+        problems=problems,
+        pins=pins,
+        report=report,
+        excused_unaudited=excused_unaudited,
+    )
+    for line in out_lines:
         print(line)
-    if problems or vulnerable or not_audited:
-        print(
-            "pip-audit check failed: upgrade the pin, or add a dated, justified line to .ci/pip-audit-exceptions.txt.",
-            file=sys.stderr,
-        )
-        return 1
-    print(
-        f"pip-audit: {audited} pinned package(s) audited, no known vulnerability; "
-        f"{len(excused_unaudited)} pin(s) excused as not auditable until their dates."
-    )
-    return 0
+    for line in error_lines:
+        print(line, file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":

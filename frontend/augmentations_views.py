@@ -10,9 +10,14 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from frontend.decorators import page
 from frontend.sent_once import sent_once
 from market.augmentations.apis import AugmentationInput
-from market.augmentations.models import GeneratorKind
+from market.augmentations.models import AugmentationStatus, GeneratorKind
 from market.augmentations.selectors import augmentation_get, seed_summaries
-from market.augmentations.services import augmentation_create, augmentation_start, seeds_upload
+from market.augmentations.services import (
+    augmentation_cancel,
+    augmentation_create,
+    augmentation_start,
+    seeds_upload,
+)
 from market.commerce.services import require_operator
 from market.errors import InvalidInput, NotFound
 from market.federations.selectors import federation_get, public_dataset_current
@@ -169,6 +174,14 @@ def augmentation_detail_page(request, augmentation_id):
             ],
             "may_upload": request.user.organisation_id is not None and not own_uploaded,
             "epsilon": (augmentation.privacy_report or {}).get("epsilon"),
+            "may_cancel": request.user.is_operator
+            and augmentation.cancel_requested_at is None
+            and augmentation.status
+            in (
+                AugmentationStatus.COLLECTING,
+                AugmentationStatus.QUEUED,
+                AugmentationStatus.TRAINING,
+            ),
         },
     )
 
@@ -210,4 +223,24 @@ def augmentation_start_action(request, augmentation_id):
     augmentation = augmentation_get(augmentation_id=augmentation_id, user=request.user)
     augmentation_start(augmentation=augmentation, actor=request.user, request=request)
     messages.success(request, "The generator's training is queued.")
+    return redirect("augmentation-detail", augmentation_id=augmentation.id)
+
+
+@require_POST
+@page
+def augmentation_cancel_action(request, augmentation_id):
+    augmentation = augmentation_cancel(
+        augmentation=augmentation_get(augmentation_id=augmentation_id, user=request.user),
+        actor=request.user,
+        request=request,
+    )
+    messages.info(
+        request,
+        f"Augmentation #{augmentation.id}: "
+        + (
+            "cancelled."
+            if augmentation.status == AugmentationStatus.CANCELLED
+            else "cancellation requested; the worker stops at its next step."
+        ),
+    )
     return redirect("augmentation-detail", augmentation_id=augmentation.id)

@@ -61,6 +61,11 @@ urlpatterns = [
         name="augmentation-start",
     ),
     path(
+        "augmentations/<int:augmentation_id>/cancel/",
+        augmentations_views.augmentation_cancel_action,
+        name="augmentation-cancel",
+    ),
+    path(
         "submissions/<int:submission_id>/status/",
         views.submission_status_partial,
         name="submission-status",

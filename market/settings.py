@@ -217,6 +217,10 @@ ONEFOLD_FD_MAX_LOGIT = env_int("ONEFOLD_FD_MAX_LOGIT", 10_000)
 ONEFOLD_FAUG_MAX_SEEDS = env_int("ONEFOLD_FAUG_MAX_SEEDS", 1000)
 ONEFOLD_FAUG_MAX_FEATURES = env_int("ONEFOLD_FAUG_MAX_FEATURES", 4096)
 ONEFOLD_FAUG_MAX_EPOCHS = env_int("ONEFOLD_FAUG_MAX_EPOCHS", 1000)
+# A training whose estimated work (row-passes, the unit of ONEFOLD_JOB_MAX_WORK: steps × (a step's fixed cost + its
+# rows through the networks)) exceeds this is refused at start, before any ε is reserved; 5·10⁹ is about 25 minutes
+# of one worker core, inside the task's 30-minute soft limit.
+ONEFOLD_FAUG_MAX_WORK = env_int("ONEFOLD_FAUG_MAX_WORK", 5_000_000_000)
 # A CTGAN augmentation publishes this many generated rows of each seeded label (its model cannot travel without pickle).
 ONEFOLD_FAUG_TABULAR_ROWS_PER_LABEL = env_int("ONEFOLD_FAUG_TABULAR_ROWS_PER_LABEL", 1000)
 

@@ -276,20 +276,70 @@ def native_probabilities(adult_models, features: np.ndarray) -> dict[str, np.nda
     }
 
 
-def wait_until(condition, *, timeout: float, interval: float = 0.2, message: str):
+TIME_SCALE_VARIABLE = "ONEFOLD_TEST_TIME_SCALE"
+
+
+def time_scale() -> float:
+    """How many times longer than on a quiet machine a wait may take now: ``ONEFOLD_TEST_TIME_SCALE`` (default 1,
+    e.g. 3 on a machine known to be slow) times the 1-minute load average per usable core when it is above 1 (at
+    load 16 on 2 cores, 8). Read on every call, so a wait stretches as the machine gets busier."""
+    given = os.environ.get(TIME_SCALE_VARIABLE, "1")
+    try:
+        factor = float(given)
+    except ValueError:
+        factor = float("nan")
+    if not factor >= 1 or factor == float("inf"):
+        raise ValueError(f"{TIME_SCALE_VARIABLE} must be a number of at least 1, not {given!r}.")
+    load_per_core = os.getloadavg()[0] / len(os.sched_getaffinity(0))
+    return factor * max(1.0, load_per_core)
+
+
+def scaled_timeout(seconds: float) -> float:
+    """``seconds`` a wait may take on a quiet machine, times :func:`time_scale` now: every fixed wait of the suite
+    (workers, jobs, pages, servers) goes through this or :func:`wait_until`."""
+    return seconds * time_scale()
+
+
+def scaled_milliseconds(milliseconds: int) -> int:
+    """:func:`scaled_timeout` for Playwright, whose timeouts are in milliseconds."""
+    return round(scaled_timeout(milliseconds / 1000) * 1000)
+
+
+def wait_until(condition, *, timeout: float, interval: float = 0.2, message: str, progress=None):
+    """Poll ``condition`` until it is true; fail only after ``timeout`` quiet-machine seconds, scaled by
+    :func:`time_scale` as the load changes, pass without progress. ``progress`` (optional) returns anything
+    comparable, e.g. a job's stage or a log's size: each new value restarts the wait."""
     import time
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    started, seen = time.monotonic(), progress() if progress else None
+    while time.monotonic() - started < scaled_timeout(timeout):
         if condition():
             return
         time.sleep(interval)
-    raise AssertionError(message)
+        if progress is not None and (now := progress()) != seen:
+            started, seen = time.monotonic(), now
+    raise AssertionError(
+        f"{message} (no progress for {time.monotonic() - started:.0f} s, at time scale {time_scale():.1f})"
+    )
 
 
 # A worker imports Django, torch and the ML stack before it says it is ready: seconds on a quiet machine, a minute
-# or more on 2 cores shared with another test process, its worker and a browser.
+# or more on 2 cores shared with another test process, its worker and a browser (scaled by wait_until).
 WORKER_START_SECONDS = 180
+#: How long a worker asked to stop may take to exit on a quiet machine before it is killed.
+WORKER_STOP_SECONDS = 30
+
+
+def process_stopped(process) -> None:
+    """Terminate a test's server or worker process, waiting a scaled while, and kill it if it has not exited."""
+    import subprocess
+
+    process.terminate()
+    try:
+        process.wait(timeout=scaled_timeout(WORKER_STOP_SECONDS))
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 @contextmanager
@@ -324,12 +374,12 @@ def running_celery_worker(env: dict, log_path: Path):
             lambda: b" ready." in log_path.read_bytes() or worker.poll() is not None,
             timeout=WORKER_START_SECONDS,
             message="the Celery worker did not start",
+            progress=lambda: log_path.stat().st_size,
         )
         assert worker.poll() is None, log_path.read_text()
         yield worker
     finally:
-        worker.terminate()
-        worker.wait(timeout=30)
+        process_stopped(worker)
 
 
 def worker_environment(settings, media_root) -> dict:

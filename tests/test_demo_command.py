@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.conftest import scaled_timeout, wait_until
+
 ROOT = Path(__file__).resolve().parents[1]
 SERVER_SETTINGS = (
     "DATABASE_URL",
@@ -48,20 +50,27 @@ def test_make_demo_simulates_a_federation_on_embedded_defaults_and_leaves_the_ma
             start_new_session=True,
         )
     try:
-        deadline = time.monotonic() + 900
-        while not re.search(
-            rb"^Ctrl-C stops the market", log.read_bytes(), re.MULTILINE
-        ):  # not make's echo
-            assert demo.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(2)
+        wait_until(
+            lambda: (
+                re.search(rb"^Ctrl-C stops the market", log.read_bytes(), re.MULTILINE)
+                or demo.poll() is not None
+            ),  # the pattern is not make's echo
+            timeout=900,
+            interval=2,
+            message="make demo did not start serving",
+            progress=lambda: log.stat().st_size,
+        )
+        assert demo.poll() is None, log.read_text()
         text = log.read_text()
         assert "fedkt global model (job #1)" in text
         assert "SOLO (mean of 3 silos)" in text and "centralised (all silo data pooled)" in text
         assert "buyer:    buyer / onefold-buyer (Demo Buyer)" in text
         assert f"  Buyer     http://127.0.0.1:{port}/sign-in/?next=/market/purchases/" in text
         assert (
-            requests.get(f"http://127.0.0.1:{port}/api/federations/", timeout=10).status_code == 401
+            requests.get(
+                f"http://127.0.0.1:{port}/api/federations/", timeout=scaled_timeout(10)
+            ).status_code
+            == 401
         )
         assert demo.poll() is None  # still serving
     finally:
@@ -72,7 +81,7 @@ def stop_process_group(process: subprocess.Popen) -> None:
     """Ctrl-C for make and everything it started (web, worker), as a person would; then wait for all of them
     (a loaded machine may take minutes: the worker's warm shutdown finishes its task first), killing what is left."""
     os.killpg(process.pid, signal.SIGINT)
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + scaled_timeout(300)
     while time.monotonic() < deadline:
         process.poll()  # reaps make once it exits: a zombie leader would keep its group alive
         try:

@@ -12,7 +12,12 @@ from market.augmentations.selectors import (
     generator_download,
     seed_summaries,
 )
-from market.augmentations.services import augmentation_create, augmentation_start, seeds_upload
+from market.augmentations.services import (
+    augmentation_cancel,
+    augmentation_create,
+    augmentation_start,
+    seeds_upload,
+)
 from market.errors import InvalidInput
 from market.federations.selectors import federation_get
 from market.json_input import CheckedJSONField
@@ -71,6 +76,9 @@ class AugmentationOutput(serializers.Serializer):
     generator_bytes = serializers.IntegerField(allow_null=True)
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
+    cancel_requested_at = serializers.DateTimeField(
+        allow_null=True, help_text="When an operator asked the training to stop."
+    )
     finished_at = serializers.DateTimeField(allow_null=True)
 
     def get_use_public_data(self, augmentation) -> bool:
@@ -206,6 +214,21 @@ class AugmentationStartApi(APIView):
         silo first (409 when one would overspend)."""
         augmentation = augmentation_get(augmentation_id=augmentation_id, user=request.user)
         augmentation = augmentation_start(
+            augmentation=augmentation, actor=request.user, request=request
+        )
+        return Response(
+            AugmentationDetailOutput(augmentation, context={"user": request.user}).data,
+            status=status.HTTP_202_ACCEPTED,
+        )
+
+
+class AugmentationCancelApi(APIView):
+    @extend_schema(request=None, responses={202: AugmentationDetailOutput})
+    def post(self, request, augmentation_id):
+        """Operators cancel an augmentation: at once before training (any reserved ε is released), or its worker
+        stops at its next step and releases (409 once it has ended)."""
+        augmentation = augmentation_get(augmentation_id=augmentation_id, user=request.user)
+        augmentation = augmentation_cancel(
             augmentation=augmentation, actor=request.user, request=request
         )
         return Response(

@@ -17,6 +17,7 @@ class AugmentationStatus(models.TextChoices):
     TRAINING = "training", "Training the generator"
     PUBLISHED = "published", "Generator published"
     FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
 
 
 class GeneratorKind(models.TextChoices):
@@ -82,6 +83,11 @@ class Augmentation(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     training_started_at = models.DateTimeField(
         null=True, blank=True, help_text="When a worker claimed the training."
+    )
+    cancel_requested_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When an operator asked a training to stop; its worker stops at the next step.",
     )
     finished_at = models.DateTimeField(null=True, blank=True)
 

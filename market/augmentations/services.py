@@ -1,9 +1,10 @@
-"""FAug's writes on request: open an augmentation, upload a silo's seeds, start the generator's training.
+"""FAug's writes on request: open an augmentation, upload a silo's seeds, start the generator's training, cancel it.
 
-Starting reserves the DP discriminator's example-level ε for every silo that contributed seeds (refused before any
-work when one would overspend) and queues ``onefold.augmentation_train`` through the outbox; the worker's side
+Starting refuses a training whose estimated work exceeds ``ONEFOLD_FAUG_MAX_WORK``, then reserves the DP
+discriminator's example-level ε for every silo that contributed seeds (refused before any work when one would
+overspend) and queues ``onefold.augmentation_train`` through the outbox; the worker's side
 (:mod:`market.augmentations.training`) charges the reservation when it publishes the generator and releases it when
-training fails (nothing was published, nothing is charged).
+training fails or is cancelled (nothing was published, nothing is charged).
 """
 
 import logging
@@ -25,6 +26,7 @@ from market.augmentations.models import (
 from market.budgets.services import (
     BudgetExceeded,
     budget_refusal_record,
+    budget_release_for_augmentation,
     budget_reserve_for_augmentation,
 )
 from market.errors import Conflict, InvalidInput, NotFound, PermissionDenied
@@ -34,7 +36,7 @@ from market.federations.selectors import federation_is_member, public_dataset_cu
 from market.outbox import outbox_add
 from market.storage import arrays_from_npz
 from market.transient import retried_on_lock_conflict
-from workers.algorithms.faug import MAX_PUBLIC_ROWS, GeneratorPrivacy
+from workers.algorithms.faug import MAX_PUBLIC_ROWS, GeneratorPrivacy, generator_training_work
 from workers.features import ORDINAL_VIEW, view_width
 from workers.privacy.costs import PrivacyCost
 from workers.privacy.dp_sgd import DpSgdParameters, dp_sgd_privacy_bound
@@ -334,6 +336,7 @@ def augmentation_start(*, augmentation: Augmentation, actor: User, request=None)
             uploads = list(locked.seeds.values_list("organisation_id", "labels"))
             if not uploads:
                 raise Conflict(f"No silo has uploaded seeds to augmentation #{locked.id} yet.")
+            augmentation_workload_check(locked, n_seeds=sum(len(labels) for _, labels in uploads))
             if locked.private:
                 _reserve(locked, uploads, actor)
             locked.status = AugmentationStatus.QUEUED
@@ -355,6 +358,69 @@ def augmentation_start(*, augmentation: Augmentation, actor: User, request=None)
     except BudgetExceeded as error:
         budget_refusal_record(error=error, actor=actor, target=augmentation, request=request)
         raise
+    return locked
+
+
+def augmentation_workload_check(augmentation: Augmentation, *, n_seeds: int) -> float:
+    """Refuse a training whose estimated work on ``n_seeds`` pooled seeds exceeds ``ONEFOLD_FAUG_MAX_WORK`` (as
+    :func:`market.jobs.parameters.job_workload_check` refuses a job's); the estimated work otherwise."""
+    public_rows = augmentation.public_dataset.n_rows if augmentation.public_dataset else 0
+    work = generator_training_work(
+        n_seeds=n_seeds,
+        n_features=augmentation.n_features,
+        n_classes=augmentation.federation.n_classes,
+        epochs=augmentation.epochs,
+        batch_size=augmentation.batch_size,
+        private=augmentation.private,
+        tabular=augmentation.generator == GeneratorKind.CTGAN,
+        n_public=public_rows,
+    )
+    limit = settings.ONEFOLD_FAUG_MAX_WORK
+    if work > limit:
+        raise InvalidInput(
+            f"Training this generator on the {n_seeds} pooled seeds would need about {work:.3g} row-passes of "
+            f"work ({augmentation.epochs} epochs in batches of {augmentation.batch_size}: every step costs "
+            f"a fixed amount besides its rows), above this market's limit of {limit:.3g}; cancel it and open "
+            "one with fewer epochs or larger batches."
+        )
+    return work
+
+
+def augmentation_cancel(*, augmentation: Augmentation, actor: User, request=None) -> Augmentation:
+    """Cancel an augmentation that has not started training at once (releasing any reservation); ask a training
+    one to stop (its worker stops at its next step, then releases: nothing was published, nothing is charged)."""
+    if not actor.is_operator:
+        raise PermissionDenied("Only operators cancel a federated augmentation.")
+    with transaction.atomic():
+        locked = Augmentation.objects.select_for_update().get(id=augmentation.id)
+        if locked.status in (
+            AugmentationStatus.PUBLISHED,
+            AugmentationStatus.FAILED,
+            AugmentationStatus.CANCELLED,
+        ):
+            raise Conflict(
+                f"Augmentation #{locked.id} is already {locked.status}; there is nothing to cancel."
+            )
+        if (
+            locked.cancel_requested_at is not None
+        ):  # asked again (a resubmitted form): the first request stands
+            return locked
+        status_when_cancelled = locked.status
+        if locked.status == AugmentationStatus.TRAINING:
+            locked.cancel_requested_at = timezone.now()
+            locked.save(update_fields=["cancel_requested_at"])
+        else:
+            locked.status, locked.finished_at = AugmentationStatus.CANCELLED, timezone.now()
+            locked.status_reason = f"Cancelled by {actor.username} before training."
+            locked.save(update_fields=["status", "finished_at", "status_reason"])
+            budget_release_for_augmentation(augmentation=locked)
+        audit_record(
+            action="augmentation.cancelled",
+            actor=actor,
+            target=locked,
+            request=request,
+            details={"status_when_cancelled": status_when_cancelled},
+        )
     return locked
 
 

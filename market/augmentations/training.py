@@ -1,8 +1,11 @@
 """FAug's worker side: train the generator of a queued augmentation on the pooled seeds and publish it (charging the
-reserved ε), or fail and release; the reaper republishes starts no worker took and fails trainings whose worker
-died."""
+reserved ε), or fail and release; a cancel asked during training stops it between two steps and releases. The
+reaper republishes starts no worker took, fails trainings whose worker died and ends cancelled trainings whose
+worker no longer checks."""
 
 import logging
+import time
+from collections.abc import Callable
 from datetime import timedelta
 
 import numpy as np
@@ -22,13 +25,20 @@ from market.budgets.services import budget_charge_for_augmentation, budget_relea
 from market.outbox import outbox_add, outbox_published_long_ago
 from market.storage import artifact_save, artifacts_removed_on_error
 from market.transient import TRANSIENT_ERRORS
-from workers.algorithms.faug import GanSetting, GeneratorPrivacy, save_generator, train_generator
+from workers.algorithms.faug import (
+    GanSetting,
+    GeneratorPrivacy,
+    TrainingCancelled,
+    save_generator,
+    train_generator,
+)
 from workers.algorithms.faug_copies import NEAR_COPY_TOLERANCE, SeedCopiesError, drop_seed_copies
 from workers.algorithms.faug_samples import samples_save
 from workers.algorithms.faug_tabular import TabularSetting, tabular_samples
 from workers.privacy.dp_sgd import DpSgdParameters
 
 logger = logging.getLogger(__name__)
+CANCELLED_REASON = "Cancelled during training; nothing was published and nothing was charged."
 
 
 def augmentation_train(*, augmentation_id: int) -> None:
@@ -41,12 +51,16 @@ def augmentation_train(*, augmentation_id: int) -> None:
     if not claimed:
         return  # already done by another delivery
     augmentation = Augmentation.objects.select_related("federation").get(id=augmentation_id)
+    stop_requested = augmentation_stop_requested(augmentation_id=augmentation_id)
     try:
         data, spec = (
-            _tabular_samples(augmentation)
+            _tabular_samples(augmentation, stop_requested)
             if augmentation.generator == GeneratorKind.CTGAN
-            else _trained_generator(augmentation)
+            else _trained_generator(augmentation, stop_requested)
         )
+    except TrainingCancelled:
+        _end(augmentation, AugmentationStatus.CANCELLED, CANCELLED_REASON)
+        return
     except TRANSIENT_ERRORS:
         Augmentation.objects.filter(id=augmentation_id).update(status=AugmentationStatus.QUEUED)
         raise
@@ -62,6 +76,12 @@ def augmentation_train(*, augmentation_id: int) -> None:
         _fail(augmentation, f"Training the generator failed: {error}")
         return
     with artifacts_removed_on_error() as stored_names, transaction.atomic():
+        locked = Augmentation.objects.select_for_update().get(id=augmentation.id)
+        if locked.status != AugmentationStatus.TRAINING:  # the reaper ended it meanwhile
+            return
+        if locked.cancel_requested_at is not None:  # asked after the last step: still honoured
+            _end(augmentation, AugmentationStatus.CANCELLED, CANCELLED_REASON)
+            return
         augmentation.generator_file = artifact_save(
             name=f"generators/augmentation-{augmentation.id}.{augmentation.published_extension}",
             data=data,
@@ -89,6 +109,27 @@ def augmentation_train(*, augmentation_id: int) -> None:
         )
 
 
+def augmentation_stop_requested(
+    *, augmentation_id: int, every_seconds: float = 1.0
+) -> Callable[[], bool]:
+    """What the training asks before each step: True once a cancel was asked or the row no longer trains (the
+    reaper ended it). It reads the row at most every ``every_seconds``: a step can last a millisecond."""
+    checked_at, stop = time.monotonic(), False
+
+    def stop_requested() -> bool:
+        nonlocal checked_at, stop
+        if not stop and time.monotonic() - checked_at >= every_seconds:
+            checked_at = time.monotonic()
+            stop = not Augmentation.objects.filter(
+                id=augmentation_id,
+                status=AugmentationStatus.TRAINING,
+                cancel_requested_at__isnull=True,
+            ).exists()
+        return stop
+
+    return stop_requested
+
+
 def augmentation_seeds(augmentation: Augmentation) -> tuple[np.ndarray, np.ndarray]:
     """The pooled seeds: features (n, n_features) float32 and labels (n,) int64, in upload order."""
     uploads = list(augmentation.seeds.order_by("id"))
@@ -108,7 +149,9 @@ def _copies_dropped(spec: dict) -> dict:
     )
 
 
-def _tabular_samples(augmentation: Augmentation) -> tuple[bytes, dict]:
+def _tabular_samples(
+    augmentation: Augmentation, stop_requested: Callable[[], bool]
+) -> tuple[bytes, dict]:
     """A CTGAN trained on the pooled seeds and the samples it generates of each seeded label (never the model),
     less the rows that copy a seed row (workers.algorithms.faug_copies; too many refuse publication)."""
     features, labels = augmentation_seeds(augmentation)
@@ -120,6 +163,7 @@ def _tabular_samples(augmentation: Augmentation) -> tuple[bytes, dict]:
         rows_per_label=rows_per_label,
         setting=TabularSetting(epochs=augmentation.epochs, batch_size=augmentation.batch_size),
         seed=augmentation.id,
+        stop_requested=stop_requested,
     )
     generated, generated_labels, dropped = drop_seed_copies(generated, generated_labels, features)
     spec = {
@@ -134,7 +178,9 @@ def _tabular_samples(augmentation: Augmentation) -> tuple[bytes, dict]:
     return samples_save(generated, generated_labels), spec
 
 
-def _trained_generator(augmentation: Augmentation) -> tuple[bytes, dict]:
+def _trained_generator(
+    augmentation: Augmentation, stop_requested: Callable[[], bool]
+) -> tuple[bytes, dict]:
     features, labels = augmentation_seeds(augmentation)
     privacy = None
     if augmentation.private:
@@ -167,21 +213,28 @@ def _trained_generator(augmentation: Augmentation) -> tuple[bytes, dict]:
         seed=augmentation.id,
         privacy=privacy,
         public_features=public_features,
+        stop_requested=stop_requested,
     )
     return save_generator(trained), trained.spec
 
 
 def _fail(augmentation: Augmentation, reason: str) -> bool:
-    """training → failed (a conditional UPDATE) and release the reservation; whether this call failed it."""
+    """training → failed and release the reservation; whether this call failed it."""
+    return _end(augmentation, AugmentationStatus.FAILED, reason)
+
+
+def _end(augmentation: Augmentation, status: str, reason: str) -> bool:
+    """training → failed or cancelled (a conditional UPDATE) and release the reservation: nothing was published, so
+    nothing is charged. Whether this call ended it."""
     with transaction.atomic():
-        failed = Augmentation.objects.filter(
+        ended = Augmentation.objects.filter(
             id=augmentation.id, status=AugmentationStatus.TRAINING
-        ).update(status=AugmentationStatus.FAILED, status_reason=reason, finished_at=timezone.now())
-        if not failed:
+        ).update(status=status, status_reason=reason, finished_at=timezone.now())
+        if not ended:
             return False
         budget_release_for_augmentation(augmentation=augmentation)
         audit_record(
-            action="augmentation.failed",
+            action=f"augmentation.{status}",
             target=augmentation,
             organisation=None,
             details={"reason": reason[:500]},
@@ -190,8 +243,10 @@ def _fail(augmentation: Augmentation, reason: str) -> bool:
 
 
 def augmentation_reap() -> dict:
-    """Publish again the starts no worker took for ``ONEFOLD_JOB_REPUBLISH_SECONDS``, and fail the trainings claimed
-    longer ago than the task time limit (their worker died; nothing was published, so nothing is charged)."""
+    """Publish again the starts no worker took for ``ONEFOLD_JOB_REPUBLISH_SECONDS``, fail the trainings claimed
+    longer ago than the task time limit (their worker died; nothing was published, so nothing is charged) and
+    cancel those whose cancel was asked longer than ``ONEFOLD_JOB_LEASE_SECONDS`` ago (a live worker stops within
+    a second of it: theirs died)."""
     stale = outbox_published_long_ago(
         Augmentation.objects.filter(status=AugmentationStatus.QUEUED),
         older_than_seconds=settings.ONEFOLD_JOB_REPUBLISH_SECONDS,
@@ -212,4 +267,14 @@ def augmentation_reap() -> dict:
             f"{augmentation.training_started_at:%Y-%m-%d %H:%M:%S} UTC, past the "
             f"{settings.CELERY_TASK_TIME_LIMIT} s limit); nothing was charged.",
         )
-    return {"republished": republished, "failed": failed}
+    cancel_cutoff = timezone.now() - timedelta(seconds=settings.ONEFOLD_JOB_LEASE_SECONDS)
+    cancelled = 0
+    for augmentation in Augmentation.objects.filter(
+        status=AugmentationStatus.TRAINING, cancel_requested_at__lt=cancel_cutoff
+    ):
+        cancelled += _end(
+            augmentation,
+            AugmentationStatus.CANCELLED,
+            "Cancelled; the worker training it no longer answered, and nothing was charged.",
+        )
+    return {"republished": republished, "failed": failed, "cancelled": cancelled}

@@ -25,6 +25,11 @@ urlpatterns = [
         name="api-augmentation-start",
     ),
     path(
+        "augmentations/<int:augmentation_id>/cancel/",
+        apis.AugmentationCancelApi.as_view(),
+        name="api-augmentation-cancel",
+    ),
+    path(
         "augmentations/<int:augmentation_id>/generator/",
         apis.GeneratorDownloadApi.as_view(),
         name="api-augmentation-generator",

@@ -2,6 +2,8 @@
 
 import pytest
 
+from tests.conftest import scaled_milliseconds
+
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-background-networking",
@@ -28,8 +30,8 @@ PATIENT_WAIT_MS = 120_000
 
 @pytest.fixture
 def context(context):
-    context.set_default_timeout(PATIENT_WAIT_MS)
-    context.set_default_navigation_timeout(PATIENT_WAIT_MS)
+    context.set_default_timeout(scaled_milliseconds(PATIENT_WAIT_MS))
+    context.set_default_navigation_timeout(scaled_milliseconds(PATIENT_WAIT_MS))
     return context
 
 

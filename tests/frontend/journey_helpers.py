@@ -6,6 +6,8 @@ from pathlib import Path
 
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
+from tests.conftest import scaled_milliseconds
+
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 DESKTOP = {"width": 1280, "height": 900}
@@ -40,7 +42,7 @@ def screenshots(page, name: str, folder: Path = SCREENSHOTS) -> None:
         with suppress(PlaywrightTimeoutError):
             page.wait_for_function(
                 "() => document.documentElement.scrollWidth <= document.documentElement.clientWidth",
-                timeout=RELAYOUT_WAIT_MS,
+                timeout=scaled_milliseconds(RELAYOUT_WAIT_MS),
             )
         overflow = page_width_overflow(page)
         assert overflow <= 0, f"{name}: the page is {overflow} px wider than a 390 px phone"

@@ -287,3 +287,35 @@ def test_the_form_offers_the_generators_and_opens_a_ctgan_without_dp(
     client.post(NEW, {**FORM, "generator": "ctgan", "target_epsilon": "", "delta": ""})
     augmentation = Augmentation.objects.get()
     assert (augmentation.generator, augmentation.private) == ("ctgan", False)
+
+
+def test_an_operator_cancels_a_queued_augmentation_on_its_page_and_the_reserved_epsilon_is_released(
+    client, operator, federation_with_data, silo_user
+):
+    from market.budgets.models import BudgetEntry
+
+    augmentation_id = open_augmentation(operator)
+    client.force_login(silo_user)
+    client.post(f"/augmentations/{augmentation_id}/seeds/", {"seeds": seeds_file()})
+    assert (
+        'id="cancel-augmentation"'
+        not in client.get(f"/augmentations/{augmentation_id}/").content.decode()
+    )
+    refused = client.post(f"/augmentations/{augmentation_id}/cancel/")
+    assert refused.status_code == 403
+    client.force_login(operator)
+    client.post(f"/augmentations/{augmentation_id}/start/")
+    page = client.get(f"/augmentations/{augmentation_id}/").content.decode()
+    assert "Cancel this augmentation (releases the reserved ε)" in page
+    cancelled = client.post(f"/augmentations/{augmentation_id}/cancel/", follow=True)
+    page = cancelled.content.decode()
+    assert f"Augmentation #{augmentation_id}: cancelled." in page
+    assert "Cancelled by olivia-operator before training." in page
+    assert "released, nothing charged" in page and 'id="cancel-augmentation"' not in page
+    assert Augmentation.objects.get(id=augmentation_id).status == "cancelled"
+    assert list(BudgetEntry.objects.order_by("id").values_list("kind", flat=True)) == [
+        "reserve",
+        "release",
+    ]
+    again = client.post(f"/augmentations/{augmentation_id}/cancel/")
+    assert again.status_code == 409 and "there is nothing to cancel" in again.content.decode()

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from market.jobs.models import Job, JobStatus
+from tests.conftest import scaled_milliseconds
 from tests.market.jobs.conftest import (  # noqa: F401 (fixtures)
     FAST_FEDKT,
     fedkt_student_files,
@@ -63,7 +64,9 @@ def test_operator_launches_a_fedkt_job_and_watches_it_finish(
 
     with job_worker(settings, media_root, tmp_path / "worker.log"):
         page.get_by_role("button", name="Launch job").click()
-        page.locator("#job-status").filter(has_text="Succeeded").wait_for(timeout=120_000)
+        page.locator("#job-status").filter(has_text="Succeeded").wait_for(
+            timeout=scaled_milliseconds(120_000)
+        )
     job = Job.objects.get()
     assert job.status == JobStatus.SUCCEEDED
     assert page.locator("#job-progress-bar").get_attribute("value") == "100"

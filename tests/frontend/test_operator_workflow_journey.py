@@ -13,7 +13,7 @@ from market.commerce.models import Listing, ListingStatus, Wallet
 from market.commerce.services import credit_request_create
 from market.federations.models import Federation
 from market.jobs.models import Job, JobStatus
-from tests.conftest import api_client_for
+from tests.conftest import api_client_for, scaled_milliseconds
 from tests.frontend.journey_helpers import DESKTOP, screenshots, sign_in
 from tests.market.commerce.conftest import buyer_user  # noqa: F401 (fixture)
 from tests.market.jobs.conftest import fedkt_student_files, third_silo_user  # noqa: F401 (fixtures)
@@ -152,7 +152,9 @@ def test_operator_creates_a_federation_launches_a_job_lists_its_model_and_tops_u
     screenshots(page, "operator-job-launch")
     with job_worker(settings, media_root, tmp_path / "worker.log"):
         page.get_by_role("button", name="Launch job").click()
-        page.locator("#job-status").filter(has_text="Succeeded").wait_for(timeout=180_000)
+        page.locator("#job-status").filter(has_text="Succeeded").wait_for(
+            timeout=scaled_milliseconds(180_000)
+        )
     job = Job.objects.get()
     assert job.status == JobStatus.SUCCEEDED and job.parameters["final_model"]["n_estimators"] == 10
 

@@ -9,6 +9,7 @@ import pytest
 
 from market.commerce.services import purchase_create
 from market.submissions.models import Submission, SubmissionStatus
+from tests.conftest import scaled_milliseconds
 from tests.market.commerce.conftest import *  # noqa: F401,F403 (global-model, listing, buyer and top-up fixtures)
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
@@ -100,7 +101,7 @@ def test_silo_uploads_from_metadata_json_and_sees_its_budget_and_earnings(
     page.get_by_role("button", name="Upload").click()
     page.locator(
         '#submission-status [data-status="valid"], #submission-status [data-status="rejected"]'
-    ).wait_for(timeout=90_000)
+    ).wait_for(timeout=scaled_milliseconds(90_000))
     assert page.locator("#submission-status .badge").inner_text() == "Valid"
     assert page.evaluate("document.activeElement.id") == "submission-result-heading"
     submission = Submission.objects.get()

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from market.submissions.models import Submission, SubmissionStatus
+from tests.conftest import scaled_milliseconds
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
@@ -77,12 +78,14 @@ def test_silo_uploads_students_and_sees_them_validated_without_reload(
     page.evaluate("window.notReloaded = true")
     page.get_by_role("button", name="Upload").click()
 
-    page.locator("#upload-progress-text").filter(has_text="100 %").wait_for(timeout=30_000)
+    page.locator("#upload-progress-text").filter(has_text="100 %").wait_for(
+        timeout=scaled_milliseconds(30_000)
+    )
     assert page.locator("#upload-progress").get_attribute("value") == "100"
     # The worker validates in a sandboxed child; the status partial polls until the status is final.
     page.locator(
         '#submission-status [data-status="valid"], #submission-status [data-status="rejected"]'
-    ).wait_for(timeout=90_000)
+    ).wait_for(timeout=scaled_milliseconds(90_000))
     assert page.locator("#submission-status .badge").inner_text() == "Valid"
     assert page.locator("#error-files").is_hidden() and page.locator("#form-error").is_hidden()
 

@@ -190,6 +190,9 @@ POLICY = {
     ("POST", "/api/augmentations/{augmentation_id}/start/"): Rule(
         "augmentation", operators_act_members_are_refused
     ),
+    ("POST", "/api/augmentations/{augmentation_id}/cancel/"): Rule(
+        "augmentation", operators_act_members_are_refused
+    ),
     ("GET", "/api/augmentations/{augmentation_id}/generator/"): Rule(
         "augmentation", exchange_members
     ),

@@ -81,6 +81,9 @@ PAGE_POLICY = {
     ("POST", "augmentations/<int:augmentation_id>/start/"): Rule(
         "augmentation", operators_act_members_are_refused
     ),
+    ("POST", "augmentations/<int:augmentation_id>/cancel/"): Rule(
+        "augmentation", operators_act_members_are_refused
+    ),
     ("GET", "submissions/<int:submission_id>/status/"): Rule(
         "submission", owner_or_operator_else_hidden
     ),

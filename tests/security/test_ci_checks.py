@@ -58,6 +58,86 @@ def test_a_pin_the_service_does_not_know_fails_unless_listed(tmp_path):
     assert pip_audit_check.verdict(report, pins, set(), {"torch==2.13.0"}) == ([], [], 0)
 
 
+def audit_outcome(report: dict, pins: dict, excused_unaudited: set) -> tuple[int, list, list]:
+    vulnerable, not_audited, audited = pip_audit_check.verdict(
+        report, pins, set(), excused_unaudited
+    )
+    return pip_audit_check.outcome(
+        vulnerable=vulnerable,
+        not_audited=not_audited,
+        audited=audited,
+        problems=[],
+        pins=pins,
+        report=report,
+        excused_unaudited=excused_unaudited,
+    )
+
+
+NOT_FOUND = "Dependency not found on PyPI and could not be audited"
+PINS = {"django": "5.2.19", "torch": "2.13.0"}
+NOTHING_FOUND = {
+    "dependencies": [
+        {"name": name, "skip_reason": f"{NOT_FOUND}: {name} ({version})"}
+        for name, version in PINS.items()
+    ]
+}
+
+
+def test_a_run_that_audits_nothing_fails_even_with_every_pin_excused():
+    status, out, error = audit_outcome(NOTHING_FOUND, PINS, {"django==5.2.19", "torch==2.13.0"})
+    assert (status, out) == (
+        1,
+        [
+            "audited nothing: pip-audit checked none of the 2 pinned packages against a vulnerability "
+            "database"
+        ],
+    )
+    assert "a run that audits nothing cannot pass" in error[0]
+
+
+def test_an_acknowledged_run_that_audits_nothing_says_so_and_never_claims_a_pass():
+    status, out, error = audit_outcome(
+        NOTHING_FOUND, PINS, {"django==5.2.19", "torch==2.13.0", "*"}
+    )
+    banner = (
+        "pip-audit AUDITED NOTHING: 0 of 2 pinned packages were checked against a vulnerability database "
+        f"({NOT_FOUND}), so this check could not have found a vulnerability. It is not a pass: "
+        ".ci/pip-audit-exceptions.txt acknowledges that the audit is unavailable ('unaudited *') until its "
+        "date; audit the pins where PyPI's per-version JSON or OSV is reachable."
+    )
+    assert (status, out, error) == (0, [banner], [banner])
+    assert not any("no known vulnerability" in line for line in out + error)
+
+
+def test_a_pass_names_how_many_pins_were_audited_and_a_package_left_out_of_the_report_fails():
+    partly = {
+        "dependencies": [
+            {"name": "Django", "version": "5.2.19", "vulns": []},
+            NOTHING_FOUND["dependencies"][1],
+        ]
+    }
+    assert audit_outcome(partly, PINS, {"torch==2.13.0"}) == (
+        0,
+        [
+            "pip-audit: 1 of 2 pinned package(s) audited, no known vulnerability; 1 NOT audited (excused "
+            "in .ci/pip-audit-exceptions.txt until their dates)."
+        ],
+        [],
+    )
+    status, out, _ = audit_outcome({"dependencies": partly["dependencies"][:1]}, PINS, set())
+    assert (status, out) == (
+        1,
+        ["not audited: torch==2.13.0: missing from pip-audit's report"],
+    )
+
+
+def test_the_committed_exceptions_acknowledge_that_this_network_audits_nothing():
+    _, unaudited, _ = pip_audit_check.read_exceptions(
+        ROOT / ".ci" / "pip-audit-exceptions.txt", TODAY
+    )
+    assert pip_audit_check.EVERY_PIN in unaudited
+
+
 def test_exceptions_need_a_date_and_a_reason_and_expire(tmp_path):
     path = exceptions_file(
         tmp_path,

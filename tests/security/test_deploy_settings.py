@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import scaled_timeout
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -32,7 +34,7 @@ def manage(environment, *arguments):
         env=environment,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=scaled_timeout(300),
     )
 
 

@@ -2,6 +2,8 @@
 
 import pytest
 
+from tests.conftest import scaled_milliseconds
+
 OPERATOR_PAGES = [
     "/federations/",
     "/federations/adult-income/",
@@ -47,7 +49,7 @@ def violations_on(page, base_url: str, username: str, password: str, paths: list
     for path in paths:
         response = page.goto(f"{base_url}{path}")
         assert response.status == 200, f"{path} answered {response.status}"
-        page.wait_for_timeout(300)  # let deferred scripts and htmx run
+        page.wait_for_timeout(scaled_milliseconds(300))  # let deferred scripts and htmx run
         found += [
             f"{path}: {violation}" for violation in page.evaluate("window.cspViolations || []")
         ]
@@ -72,7 +74,7 @@ def test_an_injected_inline_script_is_blocked_and_reported(live_server, federati
     violations_on(page, live_server.url, "sam-silo", "silo-password", ["/federations/"])
     page.evaluate("""() => { const script = document.createElement("script");
                              script.textContent = "window.injected = true"; document.body.append(script); }""")
-    page.wait_for_timeout(200)
+    page.wait_for_timeout(scaled_milliseconds(200))
     assert page.evaluate("window.injected === undefined")
     assert any(
         violation.startswith("script-src-elem inline")

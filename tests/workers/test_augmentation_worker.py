@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.conftest import csv_bytes
+from tests.conftest import csv_bytes, scaled_timeout
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -90,7 +90,9 @@ def test_a_silo_uploads_seeds_a_real_worker_trains_a_dp_generator_and_augment_fe
     assert "inter-device leakage is 0.33 of the 12 seeds pooled so far" in sentence
     started = operator_client.augmentation_start(opened.id)
     assert started.status == "queued" and 0 < started.epsilon <= 8.0
-    published = silo_client.augmentation_wait(opened.id, timeout_seconds=120, interval_seconds=0.5)
+    published = silo_client.augmentation_wait(
+        opened.id, timeout_seconds=scaled_timeout(120), interval_seconds=0.5
+    )
     assert (published.status, published.status_reason) == ("published", "")
     assert [(seed["n_seeds"], seed["target_labels"]) for seed in published.seeds] == [(12, [2])]
     assert list(
@@ -168,7 +170,9 @@ def test_a_real_worker_trains_a_ctgan_and_augment_appends_its_published_rows(
         True,
     )  # raw values, no [0, 1] scaling
     assert operator_client.augmentation_start(opened.id).epsilon is None
-    published = silo_client.augmentation_wait(opened.id, timeout_seconds=120, interval_seconds=0.5)
+    published = silo_client.augmentation_wait(
+        opened.id, timeout_seconds=scaled_timeout(120), interval_seconds=0.5
+    )
     assert (published.status, published.status_reason) == ("published", "")
     spec = published.generator_spec  # ONEFOLD_FAUG_TABULAR_ROWS_PER_LABEL rows of each label
     assert (spec["architecture"], spec["rows"]) == (
@@ -205,3 +209,60 @@ def test_a_real_worker_trains_a_ctgan_and_augment_appends_its_published_rows(
     seeded = local[PIXELS].to_numpy()  # the generated rows lie in the pooled seeds' range
     generated = augmented[augmented["digit"] == "two"][PIXELS].to_numpy()
     assert (generated >= seeded.min(axis=0)).all() and (generated <= seeded.max(axis=0)).all()
+
+
+@pytest.mark.worker
+def test_a_real_worker_stops_a_long_ctgan_training_that_an_operator_cancels(
+    celery_worker, digits, operator, silo_user
+):
+    """1,000 CTGAN epochs in batches of 2 (within the work limit, minutes of training): the cancel API asks, the
+    worker stops at its next optimiser step and ends the augmentation itself (no reaper runs here)."""
+    from market.augmentations.models import Augmentation
+    from market.budgets.models import BudgetEntry
+    from tests.conftest import api_client_for, wait_until
+
+    operator_api = api_client_for(operator)
+    opened = operator_api.post(
+        "/api/augmentations/",
+        {
+            "federation": digits.slug,
+            "name": "Too long",
+            "n_features": 4,
+            "epochs": 1000,
+            "batch_size": 2,
+            "generator": "ctgan",
+        },
+        format="json",
+    )
+    assert opened.status_code == 201, opened.json()
+    augmentation_id = opened.json()["id"]
+    labels = [2] * 4 + [0] * 4 + [1] * 4
+    rows = np.random.default_rng(0).integers(0, 256, (12, 4)).tolist()
+    uploaded = api_client_for(silo_user).post(
+        f"/api/augmentations/{augmentation_id}/seeds/",
+        {"target_labels": [2], "labels": labels, "features": rows},
+        format="json",
+    )
+    assert uploaded.status_code == 201, uploaded.json()
+    assert operator_api.post(f"/api/augmentations/{augmentation_id}/start/").status_code == 202
+    wait_until(
+        lambda: Augmentation.objects.get(id=augmentation_id).status == "training",
+        timeout=120,
+        interval=0.3,
+        message="the worker never claimed the training",
+    )
+    requested = operator_api.post(f"/api/augmentations/{augmentation_id}/cancel/")
+    assert (requested.status_code, requested.json()["status"]) == (202, "training")
+    wait_until(
+        lambda: Augmentation.objects.get(id=augmentation_id).status != "training",
+        timeout=60,
+        interval=0.3,
+        message="the worker did not stop the cancelled training",
+    )
+    ended = Augmentation.objects.get(id=augmentation_id)
+    assert (ended.status, ended.status_reason, ended.generator_file) == (
+        "cancelled",
+        "Cancelled during training; nothing was published and nothing was charged.",
+        "",
+    )
+    assert not BudgetEntry.objects.filter(augmentation_id=augmentation_id).exists()

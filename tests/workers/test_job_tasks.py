@@ -9,7 +9,7 @@ import pytest
 
 from market.jobs.models import GlobalModel, Job, JobOutbox, JobStatus
 from market.submissions.models import ModelFile
-from tests.conftest import api_client_for, wait_until
+from tests.conftest import api_client_for, scaled_timeout, wait_until
 from tests.market.jobs.conftest import (  # noqa: F401 (fixtures)
     FAST_FEDKT,
     fedkt_student_files,
@@ -139,7 +139,7 @@ def test_the_same_start_delivered_three_times_runs_the_job_once(
     job_start_task.delay(job_id)
     with job_worker(fast_jobs, media_root, tmp_path / "worker.log", concurrency=2):
         wait_for_job(job_id)
-        time.sleep(2)  # let the duplicates reach the workers
+        time.sleep(scaled_timeout(2))  # let the duplicates reach the workers
     assert_ran_once(Job.objects.get(id=job_id))  # the two duplicates claimed nothing
 
 

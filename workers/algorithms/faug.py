@@ -36,7 +36,9 @@ minutes on a CPU.
 from __future__ import annotations
 
 import json
+import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,6 +59,68 @@ MAX_LAYERS = 4
 MAX_PARAMETERS = 20_000_000
 MAX_GENERATED = 1_000_000
 MAX_PUBLIC_ROWS = 100_000
+#: Row-passes (the unit of a job's work, :func:`workers.algorithms.schema.learner_work`) one training step costs
+#: whatever its batch: torch's fixed cost of a step, a few milliseconds of one core (measured on a CPU worker:
+#: 2 ms per MLP GAN step, 10–30 ms per CTGAN step at batch sizes 1 and 2).
+STEP_WORK = 20_000
+#: Plain row-passes that one row of a DP-SGD step costs: Opacus materialises a per-example gradient of every
+#: weight (measured: 30 to 70 times a plain pass).
+DP_SGD_ROW_FACTOR = 50
+#: Columns a CTGAN makes of one continuous feature: a one-hot mode of its Gaussian mixture (at most 10) and a
+#: scalar (Xu et al. 2019, Section 4.2).
+TABULAR_COLUMNS_PER_FEATURE = 11
+
+
+class TrainingCancelled(RuntimeError):
+    """The caller's ``stop_requested`` turned true between two steps: the training stopped, nothing is returned."""
+
+
+def generator_training_work(
+    *,
+    n_seeds: int,
+    n_features: int,
+    n_classes: int,
+    epochs: int,
+    batch_size: int,
+    private: bool = False,
+    tabular: bool = False,
+    n_public: int = 0,
+    public_epochs: int = 5,
+) -> float:
+    """A coarse count of the row-passes a generator's training costs, in the unit of a job's work.
+
+    Every step costs :data:`STEP_WORK` plus, for each of its ``batch_size`` rows, three passes (the
+    discriminator reads a real and a generated row, the generator's step one more) through networks whose width
+    is (input columns + classes + 256 hidden units) / 10, times :data:`DP_SGD_ROW_FACTOR` under DP-SGD. A CTGAN
+    (``tabular``) widens each feature into :data:`TABULAR_COLUMNS_PER_FEATURE` columns. The unconditional phase
+    on ``n_public`` public rows (``public_epochs``) is plain training. Measured against a CPU worker it is within
+    a factor of about 3; it bounds a training's work, it does not predict its time.
+
+    Parameters
+    ----------
+    n_seeds : int
+        Pooled seed rows; an epoch is ``ceil(n_seeds / batch_size)`` steps.
+    n_features, n_classes, epochs, batch_size : int
+    private : bool
+        Whether the discriminator is trained with DP-SGD.
+    tabular : bool
+        A CTGAN rather than the MLP GAN.
+    n_public, public_epochs : int
+        Unlabelled public rows pretrained on first, and the passes over them.
+
+    Returns
+    -------
+    float
+        Row-passes.
+    """
+    columns = n_features * (TABULAR_COLUMNS_PER_FEATURE if tabular else 1)
+    plain_row_work = 3 * (columns + n_classes + 256) / 10
+
+    def phase(rows: int, passes: int, row_work: float) -> float:
+        return passes * math.ceil(rows / batch_size) * (STEP_WORK + batch_size * row_work)
+
+    seeds_work = phase(n_seeds, epochs, plain_row_work * (DP_SGD_ROW_FACTOR if private else 1))
+    return seeds_work + (phase(n_public, public_epochs, plain_row_work) if n_public else 0.0)
 
 
 def device_server_leakage(n_target: int, n_redundant: int) -> float:
@@ -305,6 +369,7 @@ def train_generator(
     seed: int,
     privacy: GeneratorPrivacy | None = None,
     public_features=None,
+    stop_requested: Callable[[], bool] = lambda: False,
 ) -> TrainedGenerator:
     """Train a conditional GAN on pooled seed samples and return its generator.
 
@@ -326,6 +391,8 @@ def train_generator(
         Unlabelled public rows, values in [0, 1], at most ``MAX_PUBLIC_ROWS``: both networks first train
         ``setting.public_epochs`` unconditional epochs on them (no ε: this phase never reads a seed and ends
         before DP-SGD starts).
+    stop_requested : callable returning bool
+        Asked before every step; when it returns True the training stops with :class:`TrainingCancelled`.
 
     Returns
     -------
@@ -361,7 +428,13 @@ def train_generator(
         latent_generator = torch.Generator().manual_seed(seed + 1)
         if public_features is not None:
             _pretrain_on_public(
-                generator, discriminator, public_features, setting, latent_generator, seed
+                generator,
+                discriminator,
+                public_features,
+                setting,
+                latent_generator,
+                seed,
+                stop_requested,
             )
         dataset = torch.utils.data.TensorDataset(
             torch.from_numpy(features), torch.from_numpy(labels)
@@ -380,9 +453,12 @@ def train_generator(
                 loader,
                 setting,
                 latent_generator,
+                stop_requested=stop_requested,
             )
             return TrainedGenerator(generator, spec)
-        return _train_private(generator, discriminator, dataset, setting, latent_generator, privacy)
+        return _train_private(
+            generator, discriminator, dataset, setting, latent_generator, privacy, stop_requested
+        )
 
 
 def _checked_public(public_features, *, n_features: int) -> np.ndarray:
@@ -412,6 +488,7 @@ def _pretrain_on_public(
     setting: GanSetting,
     latent_generator,
     seed,
+    stop_requested: Callable[[], bool],
 ) -> None:
     """The unconditional phase: public rows are real, every row (real or generated) has no label."""
     if setting.public_epochs < 1:
@@ -432,6 +509,7 @@ def _pretrain_on_public(
         latent_generator,
         epochs=setting.public_epochs,
         unconditional=True,
+        stop_requested=stop_requested,
     )
 
 
@@ -446,6 +524,7 @@ def _train_private(
     setting: GanSetting,
     latent_generator,
     privacy: GeneratorPrivacy,
+    stop_requested: Callable[[], bool],
 ) -> TrainedGenerator:
     from opacus import (
         PrivacyEngine,
@@ -477,6 +556,7 @@ def _train_private(
             setting,
             latent_generator,
             n_generated=parameters.batch_size,
+            stop_requested=stop_requested,
         )
     if engine.accountant.history != [
         (parameters.noise_multiplier, parameters.sample_rate, parameters.steps)
@@ -513,12 +593,13 @@ def _train(
     n_generated: int | None = None,
     epochs: int | None = None,
     unconditional: bool = False,
+    stop_requested: Callable[[], bool] = lambda: False,
 ) -> None:
     """Alternate discriminator and generator steps. The discriminator reads real and generated rows in one
     forward pass (one per-example gradient each under DP-SGD); ``n_generated`` fixes the generated rows per
     step (else as many as the real batch). The generator's step runs with the discriminator's per-example
     hooks off: it reads no seed. ``epochs`` defaults to ``setting.epochs``; ``unconditional`` generates rows
-    with no label (the public phase)."""
+    with no label (the public phase). ``stop_requested`` is asked before every step (:class:`TrainingCancelled`)."""
     generator_optimizer = _adam(generator, setting)
     n_classes, latent_size = generator.n_classes, generator.latent_size
     private = hasattr(discriminator, "disable_hooks")
@@ -530,6 +611,8 @@ def _train(
 
     for _ in range(setting.epochs if epochs is None else epochs):
         for real, real_labels in loader:
+            if stop_requested():
+                raise TrainingCancelled("The training was cancelled.")
             n_fake = n_generated if n_generated is not None else len(real)
             fake_labels = labels_to_generate(n_fake)
             with torch.no_grad():
@@ -646,9 +729,11 @@ __all__ = [
     "GanSetting",
     "GeneratorPrivacy",
     "TrainedGenerator",
+    "TrainingCancelled",
     "device_server_leakage",
     "fill_missing_labels",
     "generator_spec",
+    "generator_training_work",
     "load_generator",
     "save_generator",
     "target_labels_of",

@@ -19,11 +19,16 @@ generator is the MLP GAN of :mod:`workers.algorithms.faug`.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from ctgan import CTGAN
+from torch.optim.optimizer import register_optimizer_step_post_hook
+
+from workers.algorithms.faug import TrainingCancelled
 
 DISCRETE_MAX_VALUES = 10
 LABEL_COLUMN = "label"
@@ -61,6 +66,7 @@ def tabular_samples(
     rows_per_label: int,
     setting: TabularSetting = TabularSetting(),
     seed: int,
+    stop_requested: Callable[[], bool] = lambda: False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Train a CTGAN on the pooled seeds and generate ``rows_per_label`` rows of every label it saw.
 
@@ -76,6 +82,9 @@ def tabular_samples(
     setting : TabularSetting
     seed : int
         ctgan's random state (numpy and torch draws of training and sampling); runs on the CPU.
+    stop_requested : callable returning bool
+        Asked after every optimiser step of the fit; when it returns True the fit stops with
+        :class:`workers.algorithms.faug.TrainingCancelled`.
 
     Returns
     -------
@@ -111,7 +120,7 @@ def tabular_samples(
         enable_gpu=False,
     )
     model.set_random_state(seed)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _stopped_between_steps(stop_requested):
         warnings.simplefilter(
             "ignore"
         )  # rdt's and scikit-learn's convergence chatter on a few hundred rows
@@ -127,6 +136,23 @@ def tabular_samples(
         np.clip(rows[names].to_numpy(dtype=np.float64), low, high).astype(np.float32),
         rows[LABEL_COLUMN].to_numpy(dtype=np.int64),
     )
+
+
+@contextmanager
+def _stopped_between_steps(stop_requested: Callable[[], bool]) -> Iterator[None]:
+    """Ask ``stop_requested`` after every optimiser step while the block runs: ``CTGAN.fit`` is one loop with no
+    callback, so the check hooks torch's optimisers (every optimiser of this process, for the block only; a worker
+    process runs one training at a time)."""
+
+    def check(optimizer, args, kwargs) -> None:
+        if stop_requested():
+            raise TrainingCancelled("The training was cancelled.")
+
+    handle = register_optimizer_step_post_hook(check)
+    try:
+        yield
+    finally:
+        handle.remove()
 
 
 def _rows_of(model: CTGAN, label: int, count: int) -> pd.DataFrame:

@@ -345,10 +345,10 @@ class OnefoldClient(MarketSession):
         timeout_seconds: float = 3600,
         interval_seconds: float = 1.0,
     ) -> Augmentation:
-        """Poll until the generator is published or failed."""
+        """Poll until the generator is published, or the augmentation failed or was cancelled."""
         return wait_for(
             lambda: self.augmentation(augmentation_id),
-            done=lambda augmentation: augmentation.status in ("published", "failed"),
+            done=lambda augmentation: augmentation.status in ("published", "failed", "cancelled"),
             timeout_seconds=timeout_seconds,
             interval_seconds=interval_seconds,
             what=f"augmentation #{augmentation_id}",

@@ -112,7 +112,7 @@ class Job:
 
 @dataclass(frozen=True)
 class Augmentation:
-    """A federated augmentation: ``status`` collecting, queued, training, published or failed; ``epsilon`` the
+    """A federated augmentation: ``status`` collecting, queued, training, published, failed or cancelled; ``epsilon`` the
     DP generator's example-level ε (None without DP); ``seeds`` the seed counts and leakage the viewer may see
     (a silo: its own only)."""
 

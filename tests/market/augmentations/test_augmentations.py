@@ -12,7 +12,7 @@ from market.audit.models import AuditEvent
 from market.augmentations.models import Augmentation, AugmentationOutbox, SeedUpload
 from market.augmentations.training import augmentation_reap, augmentation_train
 from market.budgets.models import BudgetEntry, PrivacyBudget
-from tests.conftest import api_client_for
+from tests.conftest import api_client_for, scaled_timeout, wait_until
 from workers.algorithms.faug import load_generator
 
 N_FEATURES = 3
@@ -269,7 +269,7 @@ def test_the_reaper_republishes_a_lost_start_and_fails_a_training_whose_worker_d
     Augmentation.objects.filter(id=second["id"]).update(
         status="training", training_started_at=long_ago
     )  # a worker that died while training
-    assert augmentation_reap() == {"republished": 1, "failed": 1}
+    assert augmentation_reap() == {"republished": 1, "failed": 1, "cancelled": 0}
     assert AugmentationOutbox.objects.filter(augmentation_id=first["id"]).count() == 2
     died = Augmentation.objects.get(id=second["id"])
     assert died.status == "failed" and "nothing was charged" in died.status_reason
@@ -331,3 +331,189 @@ def test_public_data_the_gan_cannot_read_is_refused_with_a_sentence(
             response.json()
         )
     assert not Augmentation.objects.exists()
+
+
+def test_a_start_whose_training_exceeds_the_work_limit_is_refused_before_any_reservation(
+    operator_api, three_silos, settings
+):
+    # the attack: 1,000 epochs in batches of one over 1,000 seeds, a million steps (hours of one worker)
+    augmentation = open_augmentation(operator_api, epochs=1000, batch_size=1, noise_multiplier=1.0)
+    rows = np.random.default_rng(0).uniform(size=(1000, N_FEATURES)).round(3)
+    many = {"target_labels": [1], "labels": [1] * 500 + [0] * 500, "features": rows.tolist()}
+    assert upload(three_silos[0], augmentation["id"], many).status_code == 201
+    budgets_before = list(PrivacyBudget.objects.values_list("id", "spent", "reserved"))
+    refused = operator_api.post(f"/api/augmentations/{augmentation['id']}/start/")
+    # 10⁶ steps × (20,000 + 1 row × 3 passes × (3 features + 2 classes + 256) / 10 × 50 under DP-SGD)
+    assert (refused.status_code, refused.json()["detail"]) == (
+        400,
+        "Training this generator on the 1000 pooled seeds would need about 2.39e+10 row-passes of work "
+        "(1000 epochs in batches of 1: every step costs a fixed amount besides its rows), above this "
+        "market's limit of 5e+09; cancel it and open one with fewer epochs or larger batches.",
+    )
+    unchanged = Augmentation.objects.get(id=augmentation["id"])
+    assert (unchanged.status, unchanged.privacy_report, unchanged.started_at) == (
+        "collecting",
+        None,
+        None,
+    )
+    assert not BudgetEntry.objects.exists() and not AugmentationOutbox.objects.exists()
+    assert list(PrivacyBudget.objects.values_list("id", "spent", "reserved")) == budgets_before
+    assert not AuditEvent.objects.filter(action="augmentation.started").exists()
+    settings.ONEFOLD_FAUG_MAX_WORK = 1_000_000 * (
+        20_000 + 3 * 26.1 * 50
+    )  # the limit itself is allowed
+    assert operator_api.post(f"/api/augmentations/{augmentation['id']}/start/").status_code == 202
+
+
+def test_the_page_refuses_a_start_over_the_work_limit_with_the_same_sentence(
+    client, operator, operator_api, three_silos, settings
+):
+    augmentation = open_augmentation(operator_api)
+    assert upload(three_silos[0], augmentation["id"], seeds(0)).status_code == 201
+    settings.ONEFOLD_FAUG_MAX_WORK = 1000  # below one step
+    client.force_login(operator)
+    refused = client.post(f"/augmentations/{augmentation['id']}/start/")
+    assert refused.status_code == 400
+    # 2 epochs × 1 step × (20,000 + 4 rows × 3 passes × (3 + 2 + 256) / 10): L0, no DP-SGD
+    assert (
+        "Training this generator on the 2 pooled seeds would need about 4.06e+04 row-passes of work "
+        "(2 epochs in batches of 4: every step costs a fixed amount besides its rows), above this "
+        "market&#x27;s limit of 1e+03; cancel it and open one with fewer epochs or larger batches."
+    ) in refused.content.decode()
+    assert Augmentation.objects.get(id=augmentation["id"]).status == "collecting"
+    assert not AugmentationOutbox.objects.exists()
+
+
+def test_cancelling_before_training_ends_the_augmentation_at_once_and_releases_its_reservation(
+    operator_api, three_silos
+):
+    collecting = open_augmentation(operator_api)
+    queued = open_augmentation(operator_api, noise_multiplier=1.0)
+    assert upload(three_silos[0], queued["id"], seeds(0)).status_code == 201
+    assert operator_api.post(f"/api/augmentations/{queued['id']}/start/").status_code == 202
+    for augmentation in (collecting, queued):
+        cancelled = operator_api.post(f"/api/augmentations/{augmentation['id']}/cancel/")
+        assert cancelled.status_code == 202, cancelled.json()
+        assert (cancelled.json()["status"], cancelled.json()["status_reason"]) == (
+            "cancelled",
+            "Cancelled by olivia-operator before training.",
+        )
+    assert list(
+        BudgetEntry.objects.filter(augmentation_id=queued["id"])
+        .order_by("id")
+        .values_list("kind", flat=True)
+    ) == ["reserve", "release"]
+    assert PrivacyBudget.objects.filter(reserved__gt=0).count() == 0
+    augmentation_train(augmentation_id=queued["id"])  # its queued message arrives: nothing runs
+    assert Augmentation.objects.get(id=queued["id"]).status == "cancelled"
+    again = operator_api.post(f"/api/augmentations/{queued['id']}/cancel/")
+    assert (again.status_code, again.json()["detail"]) == (
+        409,
+        f"Augmentation #{queued['id']} is already cancelled; there is nothing to cancel.",
+    )
+    late = upload(three_silos[1], collecting["id"], seeds(1))
+    assert (
+        late.status_code == 409
+        and not SeedUpload.objects.filter(augmentation_id=collecting["id"]).exists()
+    )
+    assert AuditEvent.objects.filter(action="augmentation.cancelled").count() == 2
+
+
+def test_only_operators_cancel_an_augmentation(operator_api, three_silos):
+    augmentation = open_augmentation(operator_api)
+    refused = api_client_for(three_silos[0]).post(
+        f"/api/augmentations/{augmentation['id']}/cancel/"
+    )
+    assert (refused.status_code, refused.json()["detail"]) == (
+        403,
+        "Only operators cancel a federated augmentation.",
+    )
+    assert Augmentation.objects.get(id=augmentation["id"]).status == "collecting"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cancel_through_the_api_stops_a_training_between_two_steps_and_releases(
+    operator_api, three_silos, media_root
+):
+    """The worker's step runs in a thread, as a worker would, on a training of 2,700 DP-SGD steps (seconds to minutes);
+    the cancel API asks it to stop and it stops at its next check of the row."""
+    import threading
+
+    from django.db import connection
+
+    augmentation = open_augmentation(operator_api, noise_multiplier=5.0, epochs=300, batch_size=1)
+    for index, user in enumerate(three_silos):
+        assert upload(user, augmentation["id"], seeds(index)).status_code == 201
+    assert operator_api.post(f"/api/augmentations/{augmentation['id']}/start/").status_code == 202
+
+    def work() -> None:
+        try:
+            augmentation_train(augmentation_id=augmentation["id"])
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    try:
+        wait_until(
+            lambda: Augmentation.objects.get(id=augmentation["id"]).status == "training",
+            timeout=scaled_timeout(60),
+            message="the training never started",
+        )
+        requested = operator_api.post(f"/api/augmentations/{augmentation['id']}/cancel/")
+        assert requested.status_code == 202, requested.json()
+        assert requested.json()["status"] == "training" and requested.json()["cancel_requested_at"]
+        worker.join(scaled_timeout(60))
+        assert not worker.is_alive(), "the training did not stop at its next step"
+    finally:
+        if worker.is_alive():  # never leave a thread on the database behind a failed assertion
+            Augmentation.objects.filter(id=augmentation["id"]).update(status="failed")
+            worker.join()
+    ended = Augmentation.objects.get(id=augmentation["id"])
+    assert (ended.status, ended.status_reason, ended.generator_file) == (
+        "cancelled",
+        "Cancelled during training; nothing was published and nothing was charged.",
+        "",
+    )
+    assert (
+        list(
+            BudgetEntry.objects.filter(augmentation=ended)
+            .order_by("id")
+            .values_list("kind", flat=True)
+        )
+        == ["reserve"] * 3 + ["release"] * 3
+    )
+    assert PrivacyBudget.objects.filter(reserved__gt=0).count() == 0
+    assert PrivacyBudget.objects.filter(spent__gt=0).count() == 0
+
+
+def test_the_reaper_cancels_a_training_whose_worker_stopped_checking(
+    operator_api, three_silos, settings
+):
+    augmentation = open_augmentation(operator_api, noise_multiplier=1.0)
+    assert upload(three_silos[0], augmentation["id"], seeds(0)).status_code == 201
+    assert operator_api.post(f"/api/augmentations/{augmentation['id']}/start/").status_code == 202
+    Augmentation.objects.filter(id=augmentation["id"]).update(
+        status="training", training_started_at=timezone.now()
+    )  # claimed by a worker that then died
+    first, again = (
+        operator_api.post(f"/api/augmentations/{augmentation['id']}/cancel/") for _ in range(2)
+    )
+    assert (first.status_code, again.status_code) == (
+        202,
+        202,
+    )  # a resubmitted request changes nothing
+    assert first.json()["cancel_requested_at"] == again.json()["cancel_requested_at"] is not None
+    assert AuditEvent.objects.filter(action="augmentation.cancelled").count() == 1
+    # within ONEFOLD_JOB_LEASE_SECONDS of the request a live worker may still stop it
+    assert augmentation_reap() == {"republished": 0, "failed": 0, "cancelled": 0}
+    Augmentation.objects.filter(id=augmentation["id"]).update(
+        cancel_requested_at=timezone.now()
+        - timedelta(seconds=settings.ONEFOLD_JOB_LEASE_SECONDS + 1)
+    )
+    assert augmentation_reap() == {"republished": 0, "failed": 0, "cancelled": 1}
+    ended = Augmentation.objects.get(id=augmentation["id"])
+    assert ended.status == "cancelled" and "no longer answered" in ended.status_reason
+    assert list(
+        BudgetEntry.objects.filter(augmentation=ended).order_by("id").values_list("kind", flat=True)
+    ) == ["reserve", "release"]

@@ -13,7 +13,7 @@ from django.core import signing
 from market.audit.models import AuditEvent
 from market.commerce.services import purchase_create
 from market.storage import sha256_of
-from tests.conftest import api_client_for, csv_bytes
+from tests.conftest import api_client_for, csv_bytes, scaled_timeout
 
 # What a buyer runs, in a fresh interpreter with only public libraries (no Onefold code on the path).
 BUYER_LOADER = r"""
@@ -141,7 +141,7 @@ def test_every_downloaded_format_predicts_like_the_platform_with_public_librarie
             ],
             capture_output=True,
             text=True,
-            timeout=180,
+            timeout=scaled_timeout(180),
             cwd=tmp_path,
         )
         assert finished.returncode == 0, finished.stderr

@@ -9,6 +9,7 @@ import sys
 import numpy as np
 
 from market.commerce.services import listing_create, listing_publish, purchase_create
+from tests.conftest import scaled_timeout
 from tests.market.commerce.test_delivery import BUYER_LOADER, download, raw_rows
 from tests.market.jobs.conftest import *  # noqa: F401,F403 (fedkt_submissions and its students)
 from tests.market.jobs.conftest import FAST_FEDKT
@@ -103,7 +104,7 @@ def test_a_job_made_model_is_sold_downloaded_and_predicted_like_the_platform(
             ],
             capture_output=True,
             text=True,
-            timeout=180,
+            timeout=scaled_timeout(180),
             cwd=tmp_path,
         )
         assert finished.returncode == 0, finished.stderr

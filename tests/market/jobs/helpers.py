@@ -7,7 +7,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from market.jobs.models import Job, JobStatus
-from tests.conftest import WORKER_START_SECONDS, api_client_for, wait_until, worker_environment
+from tests.conftest import (
+    WORKER_START_SECONDS,
+    WORKER_STOP_SECONDS,
+    api_client_for,
+    scaled_timeout,
+    wait_until,
+    worker_environment,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 FINISHED = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
@@ -39,10 +46,16 @@ def succeeded(body: dict) -> Job:
 
 
 def wait_for_job(job_id: int, *, timeout: float = 180, statuses=FINISHED) -> Job:
+    """The job once it reaches ``statuses``; ``timeout`` quiet-machine seconds with no step of progress fail."""
     wait_until(
         lambda: Job.objects.filter(id=job_id, status__in=statuses).exists(),
         timeout=timeout,
         interval=0.3,
+        progress=lambda: (
+            Job.objects.filter(id=job_id)
+            .values_list("status", "progress_stage", "progress_done")
+            .first()
+        ),
         message=f"job {job_id} did not reach {statuses} in time: "
         f"{Job.objects.filter(id=job_id).values('status', 'progress_stage', 'failure_reason').first()}",
     )
@@ -88,6 +101,7 @@ def job_worker(
             lambda: b" ready." in log_path.read_bytes() or worker.poll() is not None,
             timeout=WORKER_START_SECONDS,
             message="the Celery worker did not start",
+            progress=lambda: log_path.stat().st_size,
         )
         assert worker.poll() is None, log_path.read_text()
         yield worker
@@ -95,7 +109,7 @@ def job_worker(
         if worker.poll() is None:
             os.killpg(worker.pid, 15)
             try:
-                worker.wait(timeout=30)
+                worker.wait(timeout=scaled_timeout(WORKER_STOP_SECONDS))
             except subprocess.TimeoutExpired:
                 os.killpg(worker.pid, 9)
                 worker.wait()

@@ -6,10 +6,13 @@ import numpy as np
 import pytest
 
 from workers.algorithms.faug import (
+    STEP_WORK,
     GanSetting,
     GeneratorPrivacy,
+    TrainingCancelled,
     device_server_leakage,
     fill_missing_labels,
+    generator_training_work,
     inter_device_leakage,
     load_generator,
     save_generator,
@@ -202,3 +205,52 @@ def test_public_rows_of_another_shape_or_range_are_refused(seeds, public_rows):
     ):
         with pytest.raises(ValueError, match=match):
             train_generator(*seeds, n_classes=3, setting=TINY, seed=0, public_features=bad)
+
+
+def test_the_training_work_counts_each_steps_fixed_cost_and_its_rows_through_the_networks():
+    # 2 epochs × ceil(10 / 4) = 6 steps, each STEP_WORK plus 4 rows × 3 passes × (6 + 3 + 256) / 10
+    assert generator_training_work(
+        n_seeds=10, n_features=6, n_classes=3, epochs=2, batch_size=4
+    ) == 6 * (STEP_WORK + 4 * 3 * 26.5)
+    # DP-SGD: 50 plain passes a row; a CTGAN: 11 columns a feature; public rows: plain steps of their own
+    assert generator_training_work(
+        n_seeds=10, n_features=6, n_classes=3, epochs=2, batch_size=4, private=True
+    ) == 6 * (STEP_WORK + 4 * 3 * 26.5 * 50)
+    assert generator_training_work(
+        n_seeds=10, n_features=6, n_classes=3, epochs=2, batch_size=4, tabular=True
+    ) == pytest.approx(6 * (STEP_WORK + 4 * 3 * (66 + 3 + 256) / 10))
+    assert generator_training_work(
+        n_seeds=10, n_features=6, n_classes=3, epochs=2, batch_size=4, n_public=8, public_epochs=1
+    ) == 6 * (STEP_WORK + 4 * 3 * 26.5) + 2 * (STEP_WORK + 4 * 3 * 26.5)
+    # batches of one: the fixed cost dominates, 1,000 epochs over 4,000 seeds are 4·10⁶ steps
+    assert generator_training_work(
+        n_seeds=4000, n_features=4, n_classes=3, epochs=1000, batch_size=1
+    ) == pytest.approx(4_000_000 * (STEP_WORK + 3 * 26.3))
+
+
+@pytest.mark.parametrize("privacy", [None, GeneratorPrivacy(noise_multiplier=1.0)])
+def test_a_training_asks_before_every_step_and_stops_when_told(seeds, privacy):
+    asked = []
+
+    def stop_requested() -> bool:
+        asked.append(True)
+        return len(asked) == 3
+
+    with pytest.raises(TrainingCancelled, match="The training was cancelled."):
+        train_generator(
+            *seeds,
+            n_classes=3,
+            setting=TINY,
+            seed=1,
+            privacy=privacy,
+            stop_requested=stop_requested,
+        )
+    assert len(asked) == 3  # stopped before its third step: no step ran after the answer
+
+
+def test_a_training_never_told_to_stop_asks_once_a_step(seeds):
+    asked = []
+    train_generator(
+        *seeds, n_classes=3, setting=TINY, seed=1, stop_requested=lambda: asked.append(1) or False
+    )
+    assert len(asked) == 2 * 5  # 2 epochs of ceil(36 / 8) steps

@@ -4,6 +4,7 @@ written and read back without pickle."""
 import numpy as np
 import pytest
 
+from workers.algorithms.faug import TrainingCancelled
 from workers.algorithms.faug_copies import SeedCopiesError, drop_seed_copies, seed_copies
 from workers.algorithms.faug_samples import samples_load, samples_save
 from workers.algorithms.faug_tabular import TabularSetting, discrete_columns, tabular_samples
@@ -45,6 +46,33 @@ def test_a_ctgan_generates_rows_of_each_seeded_label_in_the_seeds_range_and_repr
     assert np.array_equal(generated, again)
     read, read_labels = samples_load(samples_save(generated, generated_labels), n_classes=2)
     assert np.array_equal(read, generated) and np.array_equal(read_labels, generated_labels)
+
+
+def test_a_ctgan_asks_after_every_optimiser_step_and_stops_when_told(adult_seeds):
+    import torch
+
+    asked = []
+
+    def stop_requested() -> bool:
+        asked.append(True)
+        return len(asked) == 3
+
+    with pytest.raises(TrainingCancelled, match="The training was cancelled."):
+        tabular_samples(
+            *adult_seeds,
+            n_classes=2,
+            rows_per_label=7,
+            setting=TINY,
+            seed=3,
+            stop_requested=stop_requested,
+        )
+    assert (
+        len(asked) == 3
+    )  # the discriminator's step, the generator's, then the next discriminator's
+    weight = torch.nn.Parameter(torch.ones(1))
+    weight.sum().backward()
+    torch.optim.SGD([weight], lr=0.1).step()  # the check is gone once the fit has stopped
+    assert len(asked) == 3
 
 
 @pytest.mark.parametrize(

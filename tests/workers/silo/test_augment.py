@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.conftest import scaled_timeout
 from workers.algorithms.faug import GanSetting, GeneratorPrivacy, save_generator, train_generator
 
 PIXELS = [f"pixel{index}" for index in range(6)]
@@ -217,7 +218,7 @@ def test_augment_appends_published_ctgan_rows_of_the_target_labels_without_ctgan
         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root), "HOME": str(tmp_path)},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled_timeout(120),
     )
     assert finished.returncode == 0, finished.stderr
     assert "LOADED []" in finished.stdout

@@ -335,3 +335,16 @@ def test_answers_come_back_as_typed_results_that_keep_the_whole_answer(scripted)
     assert page.results[0].data["extra"] == 1
     prediction = client.predict(5, [{"age": 40}])
     assert (prediction.classes, prediction.class_labels) == ([1, 0], ["<=50K", ">50K"])
+
+
+def test_waiting_for_an_augmentation_ends_when_it_is_cancelled(scripted):
+    augmentation = {
+        "id": 4, "federation": "digits", "name": "FAug", "n_features": 4, "status_reason": "",
+        "private": False, "generator": "ctgan", "epsilon": None, "generator_spec": None, "seeds": [],
+    }  # fmt: skip
+    market, client = scripted(
+        (200, {**augmentation, "status": "training"}),
+        (200, {**augmentation, "status": "cancelled"}),
+    )
+    ended = client.augmentation_wait(4, timeout_seconds=60, interval_seconds=0)
+    assert ended.status == "cancelled" and len(market.received) == 2

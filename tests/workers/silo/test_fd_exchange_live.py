@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from tests.conftest import csv_bytes
+from tests.conftest import csv_bytes, scaled_timeout
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -69,11 +69,13 @@ def test_five_silos_run_two_fd_rounds_through_the_api_and_submit_their_networks(
                 "--seed",
                 str(index),
                 "--wait-timeout",
-                "120",
+                str(round(scaled_timeout(120))),
             ]
         )
         client = OnefoldClient(
-            live_server.url, user_token(user=five_members[index]), timeout_seconds=120
+            live_server.url,
+            user_token(user=five_members[index]),
+            timeout_seconds=scaled_timeout(120),
         )
         return fd(args, client)
 
@@ -119,7 +121,10 @@ def test_five_silos_run_two_fd_rounds_through_the_api_and_submit_their_networks(
             )
         },
     )
-    assert silo_client.submission_wait(submission.id, timeout_seconds=300).status == "valid"
+    assert (
+        silo_client.submission_wait(submission.id, timeout_seconds=scaled_timeout(300)).status
+        == "valid"
+    )
     assert Submission.objects.get(id=submission.id).model_family == "mlp"
 
 

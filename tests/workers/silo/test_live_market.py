@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from tests.conftest import scaled_timeout
 from tests.workers.silo.conftest import SMALL_FORESTS
 from workers.silo.errors import EXIT_AUTH, EXIT_REFUSED
 
@@ -341,7 +342,7 @@ def test_a_job_over_toolkit_uploads_is_bought_downloaded_and_called_with_the_too
             "final_model": {"family": "random_forest", "n_estimators": 10},
         },
     )
-    job = operator.job_wait(job.id, timeout_seconds=600)
+    job = operator.job_wait(job.id, timeout_seconds=scaled_timeout(600))
     global_model = operator.global_model(job.global_model)
     assert sorted(job.submissions) == sorted(submissions)
     login_as("olivia-operator", "operator-password")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import scaled_timeout
 from tests.workers.silo.test_client import ScriptedMarket
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -81,7 +82,7 @@ def installed_toolkit(tmp_path_factory):
         env=pip_environment,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=scaled_timeout(600),
     )
     assert finished.returncode == 0, finished.stderr
     return environment_folder
@@ -102,7 +103,7 @@ def run_installed(
         env={**environment, "ONEFOLD_CONFIG": str(config)},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled_timeout(120),
     )
 
 
@@ -222,7 +223,7 @@ def test_training_from_the_command_line_loads_no_server_module(pulled, silo_csv,
         env={**environment, "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=scaled_timeout(300),
     )
     assert finished.returncode == 0, finished.stderr
     assert "SERVER MODULES []" in finished.stdout
@@ -234,7 +235,7 @@ def test_the_module_entry_point_exits_non_zero_with_a_sentence():
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled_timeout(120),
         env={**os.environ, "ONEFOLD_CONFIG": "/nonexistent/onefold/config.json"},
     )
     assert finished.returncode == 4
