@@ -48,3 +48,12 @@ def stored_models_predict(
     """Class probabilities ``(n_rows, n_classes)`` of each model on ``features``, or its error sentence, computed
     in sandbox children under this deployment's configuration (:func:`sandbox_configuration`)."""
     return sandbox_configuration().predict(models, features, n_classes=n_classes)
+
+
+def stored_models_convert(
+    models: list[bytes], features: np.ndarray, *, n_classes: int
+) -> list[SandboxOutcome]:
+    """Each model's ONNX twin (an ONNX model is its own) with the twin's probabilities of ``features``, or the
+    error sentence of a model that cannot be converted or whose twin does not predict its probabilities, computed
+    in sandbox children as :func:`stored_models_predict` (:meth:`SandboxConfiguration.convert_to_onnx`)."""
+    return sandbox_configuration().convert_to_onnx(models, features, n_classes=n_classes)

@@ -2,9 +2,11 @@
 and a zip package that carries the model card (a Hugging Face style ``README.md`` with YAML metadata) and the
 feature specification with every model file.
 
-The raw-column ONNX (:mod:`workers.modelio.raw_columns`) exists for a model with an ONNX file, and for an
-ensemble bundle whose members are all ONNX; a bundle holding XGBoost JSON or safetensors members has none (the
-members would have to be converted first), and its buyers use the prediction API or the bundle itself.
+The raw-column ONNX (:mod:`workers.modelio.raw_columns`) exists for a model with an ONNX file and for every
+ensemble bundle: a member that is not ONNX (XGBoost, safetensors) is converted to its ONNX twin in the sandbox
+(:func:`market.sandbox.stored_models_convert`, where uploaded models are loaded), and the twin is used only if it
+predicts the member's own probabilities of the federation's public rows; otherwise the model has no raw-column
+ONNX and the download says which member failed.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from market.commerce.delivery import (
 )
 from market.commerce.models import Listing
 from market.errors import DomainError, InvalidInput
+from market.feature_views import stored_features_in_view
 from market.jobs.models import GlobalModel
-from market.storage import artifact_read
+from market.sandbox import stored_models_convert
+from market.storage import arrays_from_npz_cached, artifact_read
 from workers.modelio.base import ArtifactFormat
 from workers.modelio.raw_columns import RawColumnMember, input_schema, raw_column_onnx
 
@@ -71,35 +75,43 @@ class DownloadChoice:
     size_bytes: int
 
 
-def raw_column_members(global_model: GlobalModel) -> list[RawColumnMember] | None:
-    """The ONNX members a raw-column model is built from; None when a member is not ONNX."""
+#: How many of the public dataset's rows a member's ONNX twin must predict as the member does.
+CONVERSION_CHECK_ROWS = 2000
+
+
+def raw_column_members(global_model: GlobalModel) -> list[RawColumnMember]:
+    """The ONNX members a raw-column model is built from, each non-ONNX member replaced by its ONNX twin
+    (:func:`market.sandbox.stored_models_convert`, checked on the public dataset's rows in the member's view);
+    InvalidInput naming a member that cannot be converted."""
     from workers.modelio import identify_format
     from workers.modelio.base import ModelFormat
 
     try:
         models, weights, views = prediction_models(global_model)
-    except DomainError:
-        return None
-    if any(identify_format(data) != ModelFormat.ONNX for data in models):
-        return None
-    return [
-        RawColumnMember(data=data, weight=weight, feature_view=view)
-        for data, weight, view in zip(models, weights, views)
-    ]
+    except DomainError as error:
+        raise InvalidInput(f"Global model #{global_model.id} has no raw-column ONNX: {error}") from error
+    public = global_model.job.public_dataset
+    stored = arrays_from_npz_cached(public.features_file)["features"][:CONVERSION_CHECK_ROWS]
+    members = []
+    for position, (data, weight, view) in enumerate(zip(models, weights, views), start=1):
+        model_format = identify_format(data)
+        if model_format != ModelFormat.ONNX:
+            features = stored_features_in_view(stored, public, view)
+            (outcome,) = stored_models_convert([data], features, n_classes=global_model.n_classes)
+            if outcome.error:
+                raise InvalidInput(
+                    f"Global model #{global_model.id} has no raw-column ONNX: member {position} "
+                    f"({model_format}) could not be converted to ONNX: {outcome.error} Use the prediction "
+                    "API, or the bundle with the feature specification."
+                )
+            data = outcome.onnx
+        members.append(RawColumnMember(data=data, weight=weight, feature_view=view))
+    return members
 
 
 def raw_column_model(global_model: GlobalModel) -> bytes:
     """The raw-column ONNX of a global model (InvalidInput when its members cannot be expressed in one graph)."""
-    members = (
-        raw_column_members(global_model)
-        if global_model.files.filter(format__in=(ArtifactFormat.ONNX, ArtifactFormat.BUNDLE))
-        else None
-    )
-    if members is None:
-        raise InvalidInput(
-            f"Global model #{global_model.id} has no raw-column ONNX: its ensemble holds members "
-            "that are not ONNX. Use the prediction API, or the bundle with the feature specification."
-        )
+    members = raw_column_members(global_model)
     try:
         return raw_column_onnx(
             members,
