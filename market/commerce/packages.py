@@ -4,9 +4,10 @@ feature specification with every model file.
 
 The raw-column ONNX (:mod:`workers.modelio.raw_columns`) exists for a model with an ONNX file and for every
 ensemble bundle: a member that is not ONNX (XGBoost, safetensors) is converted to its ONNX twin in the sandbox
-(:func:`market.sandbox.stored_models_convert`, where uploaded models are loaded), and the twin is used only if it
-predicts the member's own probabilities of the federation's public rows; otherwise the model has no raw-column
-ONNX and the download says which member failed.
+where uploaded models are loaded: the job stores each twin in the bundle (checked on the evaluation split), and a
+bundle written without one is converted here (:func:`market.sandbox.stored_models_convert`, checked on the
+federation's public rows). A twin is used only if it predicts the member's own probabilities; otherwise the model
+has no raw-column ONNX and the download says which member failed.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from market.commerce.delivery import (
 )
 from market.commerce.models import Listing
 from market.errors import DomainError, InvalidInput
-from market.feature_views import stored_features_in_view
 from market.jobs.models import GlobalModel
 from market.sandbox import stored_models_convert
 from market.storage import arrays_from_npz_cached, artifact_read
@@ -80,33 +80,44 @@ CONVERSION_CHECK_ROWS = 2000
 
 
 def raw_column_members(global_model: GlobalModel) -> list[RawColumnMember]:
-    """The ONNX members a raw-column model is built from, each non-ONNX member replaced by its ONNX twin
-    (:func:`market.sandbox.stored_models_convert`, checked on the public dataset's rows in the member's view);
-    InvalidInput naming a member that cannot be converted."""
+    """The ONNX members a raw-column model is built from: an ensemble's member that is not ONNX is replaced by its
+    ONNX twin (stored in the bundle by the job, else converted now by :func:`market.sandbox.stored_models_convert`
+    and checked on the public dataset's rows); InvalidInput naming a member that cannot be converted."""
     from workers.modelio import identify_format
     from workers.modelio.base import ModelFormat
 
     try:
-        models, weights, views = prediction_models(global_model)
+        models, weights, views = prediction_models(global_model, onnx_twins=True)
     except DomainError as error:
-        raise InvalidInput(f"Global model #{global_model.id} has no raw-column ONNX: {error}") from error
-    public = global_model.job.public_dataset
-    stored = arrays_from_npz_cached(public.features_file)["features"][:CONVERSION_CHECK_ROWS]
-    members = []
-    for position, (data, weight, view) in enumerate(zip(models, weights, views), start=1):
-        model_format = identify_format(data)
-        if model_format != ModelFormat.ONNX:
-            features = stored_features_in_view(stored, public, view)
-            (outcome,) = stored_models_convert([data], features, n_classes=global_model.n_classes)
+        raise InvalidInput(
+            f"Global model #{global_model.id} has no raw-column ONNX: {error}"
+        ) from error
+    unconverted = [
+        index for index, data in enumerate(models) if identify_format(data) != ModelFormat.ONNX
+    ]
+    if unconverted:
+        public = global_model.job.public_dataset
+        outcomes = stored_models_convert(
+            [models[index] for index in unconverted],
+            views=[views[index] for index in unconverted],
+            one_hot_features=arrays_from_npz_cached(public.features_file)["features"][
+                :CONVERSION_CHECK_ROWS
+            ],
+            feature_spec=public.feature_spec,
+            n_classes=global_model.n_classes,
+        )
+        for index, outcome in zip(unconverted, outcomes):
             if outcome.error:
                 raise InvalidInput(
-                    f"Global model #{global_model.id} has no raw-column ONNX: member {position} "
-                    f"({model_format}) could not be converted to ONNX: {outcome.error} Use the prediction "
-                    "API, or the bundle with the feature specification."
+                    f"Global model #{global_model.id} has no raw-column ONNX: member {index + 1} "
+                    f"({identify_format(models[index])}) could not be converted to ONNX: {outcome.error} Use the "
+                    "prediction API, or the bundle with the feature specification."
                 )
-            data = outcome.onnx
-        members.append(RawColumnMember(data=data, weight=weight, feature_view=view))
-    return members
+            models[index] = outcome.onnx
+    return [
+        RawColumnMember(data=data, weight=weight, feature_view=view)
+        for data, weight, view in zip(models, weights, views)
+    ]
 
 
 def raw_column_model(global_model: GlobalModel) -> bytes:

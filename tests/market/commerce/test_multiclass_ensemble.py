@@ -212,6 +212,19 @@ def raw_column_package_probabilities(buyer_api, global_model, rows, spec, tmp_pa
     return run_fresh(snippet, tmp_path)
 
 
+def bundle_recipe_probabilities(bundle: bytes, rows, spec, tmp_path) -> np.ndarray:
+    """docs/market.md's bundle recipe run on ``rows`` (encoded in both views) in a fresh interpreter."""
+    (tmp_path / "model.bundle.zip").write_bytes(bundle)
+    for view in (ONE_HOT_VIEW, ORDINAL_VIEW):
+        np.save(tmp_path / f"features-{view}.npy", encode_features(rows, spec, view=view))
+    recipe = next(
+        block
+        for block in re.findall(r"```python\n(.*?)```", MARKET_DOC.read_text(), re.DOTALL)
+        if "manifest.json" in block
+    )
+    return run_fresh(recipe, tmp_path)
+
+
 def ensemble_of(uploads, federation, operator, django_capture_on_commit_callbacks):
     """The global model of an L0 ensemble job over ``uploads`` ``(user, filename, data, family, view)``, each
     uploaded and validated as the user's submission."""
@@ -286,15 +299,7 @@ def test_a_six_class_ensemble_of_partial_members_runs_from_its_package_like_the_
     assert [member["classes"] for member in manifest["members"]] == [
         classes for classes, _, _ in SILO_MEMBERS
     ]
-    (tmp_path / "model.bundle.zip").write_bytes(bundle)
-    for view in (ONE_HOT_VIEW, ORDINAL_VIEW):
-        np.save(tmp_path / f"features-{view}.npy", encode_features(rows, spec, view=view))
-    recipe = next(
-        block
-        for block in re.findall(r"```python\n(.*?)```", MARKET_DOC.read_text(), re.DOTALL)
-        if "manifest.json" in block
-    )
-    from_bundle = run_fresh(recipe, tmp_path)
+    from_bundle = bundle_recipe_probabilities(bundle, rows, spec, tmp_path)
     np.testing.assert_allclose(from_bundle, platform, atol=2e-6)
 
     # The package: the raw-column ONNX, run by the model card's own snippet on a CSV of raw rows.
@@ -335,18 +340,20 @@ def test_an_ensemble_with_xgboost_and_torch_members_runs_from_its_package_like_t
     ]
     global_model = ensemble_of(uploads, federation, operator, django_capture_on_commit_callbacks)
     rows, platform = bought_and_predicted(global_model, operator, buyer_user, buyer_api, top_up)
-    with zipfile.ZipFile(io.BytesIO(download(buyer_api, global_model.id, "bundle"))) as archive:
+    # The bundle: the booster and the network each with an ONNX twin, run by docs/market.md's recipe.
+    bundle = download(buyer_api, global_model.id, "bundle")
+    with zipfile.ZipFile(io.BytesIO(bundle)) as archive:
         manifest = json.loads(archive.read("manifest.json"))
-    assert [member["format"] for member in manifest["members"]] == [
-        "xgboost-json",
-        "safetensors",
-        "onnx",
+    assert [
+        (member["format"], member.get("classes"), member.get("onnx_file"))
+        for member in manifest["members"]
+    ] == [
+        ("xgboost-json", [0, 1, 2, 3], "member-0000.onnx"),
+        ("safetensors", [0, 1, 2, 3, 4, 5], "member-0001.onnx"),
+        ("onnx", [2, 3, 4, 5], None),
     ]
-    assert [member.get("classes") for member in manifest["members"]] == [
-        [0, 1, 2, 3],
-        [0, 1, 2, 3, 4, 5],
-        [2, 3, 4, 5],
-    ]
+    from_bundle = bundle_recipe_probabilities(bundle, rows, spec, tmp_path)
+    np.testing.assert_allclose(from_bundle, platform, atol=2e-6)
 
     from_raw_onnx = raw_column_package_probabilities(buyer_api, global_model, rows, spec, tmp_path)
     np.testing.assert_allclose(from_raw_onnx, platform, atol=2e-6)

@@ -313,7 +313,7 @@ def test_xgboost_and_safetensors_models_get_onnx_twins_that_predict_their_own_pr
     converted = predict_in_sandbox(
         models, features, n_classes=3, limits=LIMITS, convert_to_onnx=True
     )
-    for model, own, twin in zip(models, native, converted):
+    for own, twin in zip(native, converted):
         assert own.error is None and twin.error is None, twin.error
         np.testing.assert_allclose(twin.probabilities, own.probabilities, atol=1e-5)
         session = onnxruntime.InferenceSession(twin.onnx, providers=["CPUExecutionProvider"])
