@@ -321,6 +321,7 @@ def _with_onnx_twins(
             job_log(
                 job_id=job.id,
                 message=f"Bundle member {index + 1} ({members[index].format}) has no ONNX twin: {outcome.error}",
+                level="warning",
             )
         else:
             twinned[index] = replace(members[index], onnx_twin=outcome.onnx)

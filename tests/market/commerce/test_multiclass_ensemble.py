@@ -102,7 +102,9 @@ def member_file(frame: pd.DataFrame, spec: dict, classes: list[int], family: str
     return relabelled_onnx(export_sklearn_onnx(model, features.shape[1]), classes)
 
 
-def xgboost_member_file(frame: pd.DataFrame, spec: dict, n_member_classes: int) -> bytes:
+def xgboost_member_file(
+    frame: pd.DataFrame, spec: dict, n_member_classes: int, num_parallel_tree: int = 1
+) -> bytes:
     """XGBoost JSON trained on the silo's rows of classes 0 .. n_member_classes-1, on the ordinal view."""
     from xgboost import XGBClassifier
 
@@ -111,7 +113,9 @@ def xgboost_member_file(frame: pd.DataFrame, spec: dict, n_member_classes: int) 
     labels = frame["direction"].map(LABELS.index).to_numpy()
     rows = labels < n_member_classes
     features = encode_features(frame[rows], spec, view=ORDINAL_VIEW)
-    model = XGBClassifier(n_estimators=10, max_depth=3, random_state=0)
+    model = XGBClassifier(
+        n_estimators=10, max_depth=3, num_parallel_tree=num_parallel_tree, random_state=0
+    )
     return export_xgboost_json(model.fit(features, labels[rows]))
 
 
@@ -363,4 +367,75 @@ def test_an_ensemble_with_xgboost_and_torch_members_runs_from_its_package_like_t
     assert (
         platform[:, 4:].sum() > 0
         and from_raw_onnx.argmax(axis=1).tolist() == platform.argmax(axis=1).tolist()
+    )
+
+
+def test_a_member_whose_onnx_twin_predicts_otherwise_is_shipped_without_one_and_has_no_raw_column_onnx(
+    eager_celery,
+    operator,
+    silo_user,
+    other_silo_user,
+    six_class_federation,
+    buyer_user,
+    buyer_api,
+    top_up,
+    django_capture_on_commit_callbacks,
+):
+    from market.jobs.models import JobLogEntry
+
+    federation = six_class_federation
+    spec = federation.public_datasets.first().feature_spec
+    silo_rows = compass_table(2000, seed=6)
+    first, second = silo_rows.iloc[:1000], silo_rows.iloc[1000:]
+    uploads = [
+        # a multi-class random-forest booster: onnxmltools gives its trees to the wrong classes
+        (
+            silo_user,
+            "member.json",
+            xgboost_member_file(first, spec, 4, num_parallel_tree=3),
+            "xgboost",
+            ORDINAL_VIEW,
+        ),
+        (
+            other_silo_user,
+            "member.onnx",
+            member_file(second, spec, [0, 1, 2, 3, 4, 5], "logistic_regression", ONE_HOT_VIEW),
+            "logistic_regression",
+            ONE_HOT_VIEW,
+        ),
+    ]
+    global_model = ensemble_of(uploads, federation, operator, django_capture_on_commit_callbacks)
+    rows, platform = bought_and_predicted(global_model, operator, buyer_user, buyer_api, top_up)
+    assert np.allclose(
+        platform.sum(axis=1), 1.0
+    )  # the platform still predicts with the booster itself
+    (warning,) = JobLogEntry.objects.filter(job=global_model.job, level="warning")
+    assert warning.message.startswith(
+        "Bundle member 1 (xgboost-json) has no ONNX twin: The model's ONNX conversion predicts "
+        "probabilities up to "
+    )
+    with zipfile.ZipFile(io.BytesIO(download(buyer_api, global_model.id, "bundle"))) as archive:
+        manifest = json.loads(archive.read("manifest.json"))
+        assert sorted(archive.namelist()) == [
+            "manifest.json",
+            "member-0000.json",
+            "member-0001.onnx",
+        ]
+    assert [member.get("onnx_file") for member in manifest["members"]] == [None, None]
+
+    link = buyer_api.post(
+        f"/api/global-models/{global_model.id}/download-links/",
+        {"format": "raw_onnx"},
+        format="json",
+    ).json()
+    response = buyer_api.get(link["url"].replace("http://testserver", ""))
+    assert response.status_code == 400
+    detail = response.json()["detail"]
+    assert detail.startswith(
+        f"Global model #{global_model.id} has no raw-column ONNX: member 1 (xgboost-json) could not be "
+        "converted to ONNX: The model's ONNX conversion predicts probabilities up to "
+    )
+    assert detail.endswith(
+        "(at most 1e-05 is accepted), so it cannot be run with onnxruntime alone. Use the prediction API, "
+        "or the bundle with the feature specification."
     )
