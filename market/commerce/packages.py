@@ -62,7 +62,8 @@ PURPOSES = {
     ),
     ArtifactFormat.BUNDLE: (
         "Ensemble bundle (zip)",
-        "Every member file and manifest.json with the members' weights and views.",
+        "Every member file, each non-ONNX member's ONNX twin, and manifest.json with the "
+        "members' weights, views and classes.",
     ),
 }
 
