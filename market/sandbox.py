@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 from django.conf import settings
 
+from workers.features import features_in_view
 from workers.modelio import ModelLimits, SandboxConfiguration, SandboxLimits, SandboxOutcome
 
 
@@ -48,3 +49,27 @@ def stored_models_predict(
     """Class probabilities ``(n_rows, n_classes)`` of each model on ``features``, or its error sentence, computed
     in sandbox children under this deployment's configuration (:func:`sandbox_configuration`)."""
     return sandbox_configuration().predict(models, features, n_classes=n_classes)
+
+
+def stored_models_convert(
+    models: list[bytes],
+    *,
+    views: list[str],
+    one_hot_features: np.ndarray,
+    feature_spec: dict,
+    n_classes: int,
+) -> list[SandboxOutcome]:
+    """Each model's ONNX twin (an ONNX model is its own), checked on the stored ``one_hot_features`` in the view
+    the model reads, with the twin's probabilities of them; or the error sentence of a model that cannot be
+    converted or whose twin does not predict its probabilities. Computed in sandbox children under this
+    deployment's configuration (:meth:`SandboxConfiguration.convert_to_onnx`), one child per view."""
+    outcomes: dict[int, SandboxOutcome] = {}
+    for view in sorted(set(views)):
+        indices = [index for index, model_view in enumerate(views) if model_view == view]
+        converted = sandbox_configuration().convert_to_onnx(
+            [models[index] for index in indices],
+            features_in_view(one_hot_features, feature_spec, view),
+            n_classes=n_classes,
+        )
+        outcomes.update(zip(indices, converted))
+    return [outcomes[index] for index in range(len(models))]

@@ -263,7 +263,7 @@ def prediction_frame(
     )
 
 
-def _bundle_members(data: bytes) -> tuple[list[bytes], list[float], list[str]]:
+def _bundle_members(data: bytes, *, onnx_twins: bool) -> tuple[list[bytes], list[float], list[str]]:
     try:
         _, members = bundle_read(
             data, max_unpacked_bytes=settings.ONEFOLD_ARCHIVE_MAX_UNPACKED_BYTES
@@ -271,15 +271,18 @@ def _bundle_members(data: bytes) -> tuple[list[bytes], list[float], list[str]]:
     except ValueError as error:
         raise ModelUnavailable(f"The model's bundle cannot be read: {error}") from error
     return (
-        [member.data for member in members],
+        [(onnx_twins and member.onnx_twin) or member.data for member in members],
         [member.weight for member in members],
         [member.feature_view for member in members],
     )
 
 
-def prediction_models(global_model: GlobalModel) -> tuple[list[bytes], list[float], list[str]]:
+def prediction_models(
+    global_model: GlobalModel, *, onnx_twins: bool = False
+) -> tuple[list[bytes], list[float], list[str]]:
     """The model bytes the platform predicts with (the ONNX file, else a bundle's members), their weights and the
-    feature view each reads (market.feature_views)."""
+    feature view each reads (market.feature_views). ``onnx_twins``: a bundle member's ONNX twin where the bundle
+    holds one, instead of its own file (for the raw-column ONNX)."""
     files = {model_file.format: model_file for model_file in global_model.files.all()}
     if ArtifactFormat.ONNX in files:
         return (
@@ -288,7 +291,9 @@ def prediction_models(global_model: GlobalModel) -> tuple[list[bytes], list[floa
             [global_model_feature_view(global_model)],
         )
     if ArtifactFormat.BUNDLE in files:
-        return _bundle_members(artifact_read(files[ArtifactFormat.BUNDLE].stored_name))
+        return _bundle_members(
+            artifact_read(files[ArtifactFormat.BUNDLE].stored_name), onnx_twins=onnx_twins
+        )
     raise ModelUnavailable(
         f"Global model #{global_model.id} has no ONNX file or bundle to predict with."
     )

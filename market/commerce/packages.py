@@ -2,9 +2,12 @@
 and a zip package that carries the model card (a Hugging Face style ``README.md`` with YAML metadata) and the
 feature specification with every model file.
 
-The raw-column ONNX (:mod:`workers.modelio.raw_columns`) exists for a model with an ONNX file, and for an
-ensemble bundle whose members are all ONNX; a bundle holding XGBoost JSON or safetensors members has none (the
-members would have to be converted first), and its buyers use the prediction API or the bundle itself.
+The raw-column ONNX (:mod:`workers.modelio.raw_columns`) exists for a model with an ONNX file and for every
+ensemble bundle: a member that is not ONNX (XGBoost, safetensors) is converted to its ONNX twin in the sandbox
+where uploaded models are loaded: the job stores each twin in the bundle (checked on the evaluation split), and a
+bundle written without one is converted here (:func:`market.sandbox.stored_models_convert`, checked on the
+federation's public rows). A twin is used only if it predicts the member's own probabilities; otherwise the model
+has no raw-column ONNX and the download says which member failed.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from market.commerce.delivery import (
 from market.commerce.models import Listing
 from market.errors import DomainError, InvalidInput
 from market.jobs.models import GlobalModel
-from market.storage import artifact_read
+from market.sandbox import stored_models_convert
+from market.storage import arrays_from_npz_cached, artifact_read
 from workers.modelio.base import ArtifactFormat
 from workers.modelio.raw_columns import RawColumnMember, input_schema, raw_column_onnx
 
@@ -58,7 +62,8 @@ PURPOSES = {
     ),
     ArtifactFormat.BUNDLE: (
         "Ensemble bundle (zip)",
-        "Every member file and manifest.json with the members' weights and views.",
+        "Every member file, each non-ONNX member's ONNX twin, and manifest.json with the "
+        "members' weights, views and classes.",
     ),
 }
 
@@ -71,17 +76,45 @@ class DownloadChoice:
     size_bytes: int
 
 
-def raw_column_members(global_model: GlobalModel) -> list[RawColumnMember] | None:
-    """The ONNX members a raw-column model is built from; None when a member is not ONNX."""
+#: How many of the public dataset's rows a member's ONNX twin must predict as the member does.
+CONVERSION_CHECK_ROWS = 2000
+
+
+def raw_column_members(global_model: GlobalModel) -> list[RawColumnMember]:
+    """The ONNX members a raw-column model is built from: an ensemble's member that is not ONNX is replaced by its
+    ONNX twin (stored in the bundle by the job, else converted now by :func:`market.sandbox.stored_models_convert`
+    and checked on the public dataset's rows); InvalidInput naming a member that cannot be converted."""
     from workers.modelio import identify_format
     from workers.modelio.base import ModelFormat
 
     try:
-        models, weights, views = prediction_models(global_model)
-    except DomainError:
-        return None
-    if any(identify_format(data) != ModelFormat.ONNX for data in models):
-        return None
+        models, weights, views = prediction_models(global_model, onnx_twins=True)
+    except DomainError as error:
+        raise InvalidInput(
+            f"Global model #{global_model.id} has no raw-column ONNX: {error}"
+        ) from error
+    unconverted = [
+        index for index, data in enumerate(models) if identify_format(data) != ModelFormat.ONNX
+    ]
+    if unconverted:
+        public = global_model.job.public_dataset
+        outcomes = stored_models_convert(
+            [models[index] for index in unconverted],
+            views=[views[index] for index in unconverted],
+            one_hot_features=arrays_from_npz_cached(public.features_file)["features"][
+                :CONVERSION_CHECK_ROWS
+            ],
+            feature_spec=public.feature_spec,
+            n_classes=global_model.n_classes,
+        )
+        for index, outcome in zip(unconverted, outcomes):
+            if outcome.error:
+                raise InvalidInput(
+                    f"Global model #{global_model.id} has no raw-column ONNX: member {index + 1} "
+                    f"({identify_format(models[index])}) could not be converted to ONNX: {outcome.error} Use the "
+                    "prediction API, or the bundle with the feature specification."
+                )
+            models[index] = outcome.onnx
     return [
         RawColumnMember(data=data, weight=weight, feature_view=view)
         for data, weight, view in zip(models, weights, views)
@@ -90,16 +123,7 @@ def raw_column_members(global_model: GlobalModel) -> list[RawColumnMember] | Non
 
 def raw_column_model(global_model: GlobalModel) -> bytes:
     """The raw-column ONNX of a global model (InvalidInput when its members cannot be expressed in one graph)."""
-    members = (
-        raw_column_members(global_model)
-        if global_model.files.filter(format__in=(ArtifactFormat.ONNX, ArtifactFormat.BUNDLE))
-        else None
-    )
-    if members is None:
-        raise InvalidInput(
-            f"Global model #{global_model.id} has no raw-column ONNX: its ensemble holds members "
-            "that are not ONNX. Use the prediction API, or the bundle with the feature specification."
-        )
+    members = raw_column_members(global_model)
     try:
         return raw_column_onnx(
             members,

@@ -1,6 +1,6 @@
 """The one bundle format: an ensemble saved as a zip of its members' files in upload formats and a
 ``manifest.json`` ``{"n_classes", "n_features", "members": [{"file", "format", "weight", "feature_view",
-"classes"?}], "feature_spec"?}`` (Guha et al., *One-Shot Federated Learning*, section 3: the ensemble is the
+"classes"?, "onnx_file"?}], "feature_spec"?}`` (Guha et al., *One-Shot Federated Learning*, section 3: the ensemble is the
 model).
 
 A member's ``feature_view`` (:mod:`workers.features`: ``one_hot``, the default, or ``ordinal``) is the view of
@@ -11,6 +11,9 @@ output order (a member that never saw a class has fewer columns than ``n_classes
 outputs every class in index order. The ensemble's probabilities are then, with numpy alone,
 ``Σ weightᵢ · widenᵢ(pᵢ) / Σ weightᵢ`` where ``widenᵢ`` puts column ``j`` of member ``i`` at class
 ``classes[j]`` of an ``(n, n_classes)`` zero matrix (:func:`workers.modelio.base.widened_probabilities`).
+A member that is not ONNX (XGBoost, safetensors) may carry its ``onnx_file``: its ONNX twin, which the market
+checked to predict the member's own probabilities (``workers.modelio.child``), so that onnxruntime and numpy alone
+run every member; the twin's output columns are the same ``classes``.
 
 Writing names every member file ``member-NNNN.<extension>`` by position (never by whose model it is). Reading
 never runs a member: :func:`bundle_read` checks the archive (sizes, names, formats, views, weights) and returns
@@ -46,6 +49,8 @@ class BundleMember:
     feature_view: str = ONE_HOT_VIEW
     # the federation classes of its output columns, in order; None: every class, in index order
     classes: tuple[int, ...] | None = None
+    # the ONNX twin of a member in another format (the same outputs), written as member-NNNN.onnx
+    onnx_twin: bytes | None = None
 
 
 def bundle_write(
@@ -66,20 +71,29 @@ def bundle_write(
             "weight": float(member.weight),
             "feature_view": member.feature_view,
             **({"classes": [int(label) for label in member.classes]} if member.classes else {}),
+            **({"onnx_file": f"member-{index:04d}.onnx"} if member.onnx_twin else {}),
         }
         for index, member in enumerate(members)
     ]
     manifest = {"n_classes": int(n_classes), "n_features": int(n_features), "members": entries}
     if feature_spec is not None and any(member.feature_view != ONE_HOT_VIEW for member in members):
         manifest["feature_spec"] = feature_spec
-    _checked_members(
-        manifest, {entry["file"]: len(member.data) for entry, member in zip(entries, members)}
+    sizes = {entry["file"]: len(member.data) for entry, member in zip(entries, members)}
+    sizes.update(
+        {
+            entry["onnx_file"]: len(member.onnx_twin)
+            for entry, member in zip(entries, members)
+            if member.onnx_twin
+        }
     )
+    _checked_members(manifest, sizes)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("manifest.json", json.dumps(manifest, indent=1))
         for index, member in enumerate(members):
             archive.writestr(str(entries[index]["file"]), member.data)
+            if member.onnx_twin:
+                archive.writestr(str(entries[index]["onnx_file"]), member.onnx_twin)
     return buffer.getvalue()
 
 
@@ -115,6 +129,7 @@ def bundle_read(
                 weight=float(member["weight"]),
                 feature_view=member.get("feature_view", ONE_HOT_VIEW),
                 classes=tuple(member["classes"]) if "classes" in member else None,
+                onnx_twin=archive.read(member["onnx_file"]) if "onnx_file" in member else None,
             )
             for member in members
         ]
@@ -151,6 +166,7 @@ def _checked_members(manifest, sizes: dict) -> list[dict]:
                 f"allowed: {', '.join(FEATURE_VIEWS)}."
             )
         _check_member_classes(member, manifest["n_classes"])
+        _check_onnx_twin(member, sizes)
         weight = member.get("weight")
         if (
             isinstance(weight, bool)
@@ -180,4 +196,19 @@ def _check_member_classes(member: dict, n_classes: int) -> None:
         raise ValueError(
             f"Member {member['file']} has classes {classes!r}; they must be distinct class indices "
             f"0 to {n_classes - 1}."
+        )
+
+
+def _check_onnx_twin(member: dict, sizes: dict) -> None:
+    if "onnx_file" not in member:
+        return
+    twin = member["onnx_file"]
+    if (
+        member["format"] == ModelFormat.ONNX
+        or twin not in sizes
+        or twin in (member["file"], "manifest.json")
+    ):
+        raise ValueError(
+            f"Member {member['file']} names ONNX twin {twin!r}; a member that is not ONNX may name another file "
+            "the bundle holds as its twin."
         )

@@ -5,6 +5,12 @@ no ``preexec_fn``, which is unsafe in a threaded worker). Then reads ``request.j
 ``features.npy`` and ``model_<i>.bin`` from the exchange folder and writes, after each model,
 ``probabilities_<i>.npy`` (float64) and ``result_<i>.json`` (``{"error": ...}``), so that the
 parent knows which models finished if a later one kills this process.
+
+A request with ``"convert_to_onnx": true`` asks for each model's ONNX twin instead
+(:func:`workers.modelio.native.onnx_conversion`; an ONNX model is its own twin): the twin must pass the same
+structural checks and predict the model's own probabilities within :data:`CONVERSION_TOLERANCE`, else the model's
+error says by how much they differ. The child then writes ``converted_<i>.onnx`` besides, and the probabilities
+are the twin's.
 """
 
 import json
@@ -18,6 +24,7 @@ RESOURCE_LIMITS = {
     "file_size_bytes": resource.RLIMIT_FSIZE,
     "open_files": resource.RLIMIT_NOFILE,
 }
+CONVERSION_TOLERANCE = 1e-5  # largest difference in a probability between a model and its ONNX twin
 
 
 def apply_resource_limits(limits: dict) -> None:
@@ -42,7 +49,11 @@ def main(exchange: Path) -> None:
     for index in request["indices"]:
         data = (exchange / f"model_{index}.bin").read_bytes()
         try:
-            probabilities = _predict_one(data, features, request, limits)
+            if request.get("convert_to_onnx"):
+                converted, probabilities = _convert_one(data, features, request, limits)
+                (exchange / f"converted_{index}.onnx").write_bytes(converted)
+            else:
+                probabilities = _predict_one(data, features, request, limits)
             np.save(exchange / f"probabilities_{index}.npy", probabilities, allow_pickle=False)
             error = None
         except RefusedModelError as refusal:
@@ -66,6 +77,27 @@ def _predict_one(data: bytes, features, request: dict, limits):
             data, n_features=features.shape[1], n_classes=request["n_classes"], limits=limits
         )
     return predict_probabilities(data, model_format, features, n_classes=request["n_classes"])
+
+
+def _convert_one(data: bytes, features, request: dict, limits):
+    """The model's ONNX twin and the twin's probabilities, refused unless they are the model's own."""
+    from workers.modelio.base import ModelFormat, refuse
+    from workers.modelio.identify import identify_format
+    from workers.modelio.native import onnx_conversion
+
+    native = _predict_one(data, features, request, limits)
+    model_format = identify_format(data)
+    if model_format == ModelFormat.ONNX:
+        return data, native
+    converted = onnx_conversion(data, model_format, n_features=features.shape[1])
+    twin = _predict_one(converted, features, request, limits)
+    difference = float(abs(twin - native).max())
+    if not difference <= CONVERSION_TOLERANCE:
+        raise refuse(
+            f"The model's ONNX conversion predicts probabilities up to {difference:.3g} away from the model's "
+            f"own (at most {CONVERSION_TOLERANCE:g} is accepted), so it cannot be run with onnxruntime alone."
+        )
+    return converted, twin
 
 
 def _describe(failure: Exception) -> str:

@@ -1,8 +1,10 @@
-"""Native load and predict of a model, for the sandbox child only (``workers.modelio.child``).
+"""Native load, predict and ONNX conversion of a model, for the sandbox child only (``workers.modelio.child``).
 
 Never call these in a long-lived process: even a validated model is run by native code.
 Each predictor returns ``(n_examples, n_classes)`` float64 probabilities whose columns are the
 federation's classes 0..n_classes-1 (zero for classes the model does not know).
+:func:`onnx_conversion` writes an XGBoost or safetensors model as ONNX (its *ONNX twin*, so that a buyer runs it
+with onnxruntime alone), loaded as its predictor loads it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,10 @@ import json
 import numpy as np
 
 from workers.modelio.base import ModelFormat, check_classes, refuse, widened_probabilities
+
+#: An XGBoost objective whose booster is converted as another: the one whose outputs are the probabilities the
+#: predictor gives (softmax of a ``multi:softmax`` booster's margins; ``reg:logistic`` read as a binary classifier).
+PROBABILITY_OBJECTIVES = {"multi:softmax": "multi:softprob", "reg:logistic": "binary:logistic"}
 
 
 def predict_probabilities(
@@ -65,15 +71,39 @@ def _predict_onnx(data: bytes, features: np.ndarray, n_classes: int):
     return list(range(n_classes)), _softmax(np.asarray(logits, dtype=np.float64))
 
 
-def _predict_xgboost(data: bytes, features: np.ndarray, n_classes: int):
+def onnx_conversion(data: bytes, model_format: ModelFormat, *, n_features: int) -> bytes:
+    """The ONNX twin of an XGBoost or safetensors model reading ``n_features`` features: onnxmltools for a
+    booster (written with the objective whose probabilities its predictor gives: :data:`PROBABILITY_OBJECTIVES`), the
+    TorchScript exporter for a zoo network (its output is the logits). The caller compares the twin's
+    probabilities with the model's own before using it."""
+    from workers.modelio import export
+
+    if model_format in (ModelFormat.XGBOOST_JSON, ModelFormat.XGBOOST_UBJSON):
+        booster, objective = _booster(data)
+        if objective in PROBABILITY_OBJECTIVES:
+            booster.set_param({"objective": PROBABILITY_OBJECTIVES[objective]})
+        return export.export_xgboost_onnx(booster, n_features)
+    if model_format == ModelFormat.SAFETENSORS:
+        return export.export_torch_onnx(_network(data)[0], n_features)
+    raise refuse(f"A {model_format} model has no ONNX conversion.")
+
+
+def _booster(data: bytes):
+    """The XGBoost booster of ``data`` without feature names (the federation's matrix has none), and its objective."""
     import xgboost
 
     booster = xgboost.Booster(params={"nthread": 1})
     booster.load_model(bytearray(data))
-    booster.feature_names = None  # the federation's matrix has no column names
+    booster.feature_names = None
     booster.feature_types = None
+    return booster, json.loads(booster.save_config())["learner"]["objective"]["name"]
+
+
+def _predict_xgboost(data: bytes, features: np.ndarray, n_classes: int):
+    import xgboost
+
+    booster, objective = _booster(data)
     config = json.loads(booster.save_config())["learner"]
-    objective = config["objective"]["name"]
     matrix = xgboost.DMatrix(features, nthread=1)
     if objective in ("binary:logistic", "reg:logistic"):
         positive = booster.predict(matrix).astype(np.float64).reshape(-1)
@@ -87,7 +117,8 @@ def _predict_xgboost(data: bytes, features: np.ndarray, n_classes: int):
     raise refuse(f"The XGBoost objective {objective!r} is not accepted.")
 
 
-def _predict_safetensors(data: bytes, features: np.ndarray, n_classes: int):
+def _network(data: bytes):
+    """The zoo module of a safetensors file with its weights loaded, in eval mode, and its spec."""
     import torch
     from safetensors.torch import load
 
@@ -103,6 +134,13 @@ def _predict_safetensors(data: bytes, features: np.ndarray, n_classes: int):
         raise refuse("The state dict holds NaN or infinite values.")
     module.load_state_dict(state, strict=True)
     module.eval()
+    return module, spec
+
+
+def _predict_safetensors(data: bytes, features: np.ndarray, n_classes: int):
+    import torch
+
+    module, spec = _network(data)
     with torch.no_grad():
         logits = module(torch.from_numpy(features)).double().numpy()
     return list(range(spec["n_classes"])), _softmax(logits)

@@ -60,10 +60,12 @@ class SandboxLimits:
 
 @dataclass(frozen=True)
 class SandboxOutcome:
-    """One model's result: ``(n_examples, n_classes)`` float64 probabilities, or an error sentence."""
+    """One model's result: ``(n_examples, n_classes)`` float64 probabilities, or an error sentence; when its ONNX
+    twin was asked for (``convert_to_onnx``), the twin's bytes (``onnx``) and the twin's probabilities."""
 
     probabilities: np.ndarray | None
     error: str | None
+    onnx: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,21 @@ class SandboxConfiguration:
             model_limits=self.model_limits,
         )
 
+    def convert_to_onnx(
+        self, models: list[bytes], features: np.ndarray, *, n_classes: int
+    ) -> list[SandboxOutcome]:
+        """Each model's ONNX twin, checked on ``features`` against the model's own probabilities
+        (:func:`predict_in_sandbox` with ``convert_to_onnx``): one outcome per model, in order."""
+        return predict_in_sandbox(
+            models,
+            features,
+            n_classes=n_classes,
+            limits=self.limits,
+            skip_structural_checks=self.skip_structural_checks,
+            model_limits=self.model_limits,
+            convert_to_onnx=True,
+        )
+
 
 def predict_in_sandbox(
     models: list[bytes],
@@ -97,6 +114,7 @@ def predict_in_sandbox(
     limits: SandboxLimits,
     skip_structural_checks: bool = False,
     model_limits: ModelLimits | None = None,
+    convert_to_onnx: bool = False,
 ) -> list[SandboxOutcome]:
     """Class probabilities of each model on ``features``, computed in a sandboxed child process.
 
@@ -114,6 +132,10 @@ def predict_in_sandbox(
         For tests only: skip ``inspect_model`` in the child (pickles are still refused).
     model_limits
         Caps for the child's ``inspect_model``; defaults to ``ModelLimits()``.
+    convert_to_onnx
+        Also write each model as ONNX (an ONNX model is its own): an XGBoost or safetensors model is converted
+        and its twin must predict the model's own probabilities on ``features`` within
+        ``workers.modelio.child.CONVERSION_TOLERANCE``; the outcome then holds the twin and its probabilities.
 
     Returns
     -------
@@ -125,6 +147,7 @@ def predict_in_sandbox(
         "n_classes": n_classes,
         "skip_structural_checks": skip_structural_checks,
         "model_limits": asdict(model_limits or ModelLimits()),
+        "convert_to_onnx": convert_to_onnx,
     }
     outcomes: dict[int, SandboxOutcome] = {}
     pending = list(range(len(models)))
@@ -158,7 +181,9 @@ def _run_child(models, indices, features, request, limits: SandboxLimits, outcom
         home.mkdir()
         returncode, timed_out = _spawn(exchange, home, limits)
         for index in indices:
-            outcome = _read_result(exchange, index, len(features), request["n_classes"])
+            outcome = _read_result(
+                exchange, index, len(features), request["n_classes"], request["convert_to_onnx"]
+            )
             if outcome is not None:
                 outcomes[index] = outcome
         return _death_reason(returncode, timed_out, limits, exchange)
@@ -206,7 +231,7 @@ def _spawn(exchange: Path, home: Path, limits: SandboxLimits) -> tuple[int, bool
 
 
 def _read_result(
-    exchange: Path, index: int, n_examples: int, n_classes: int
+    exchange: Path, index: int, n_examples: int, n_classes: int, converted: bool
 ) -> SandboxOutcome | None:
     status_path = exchange / f"result_{index}.json"
     if not status_path.exists():
@@ -216,6 +241,7 @@ def _read_result(
         if status.get("error"):
             return SandboxOutcome(None, str(status["error"])[:1000])
         probabilities = np.load(exchange / f"probabilities_{index}.npy", allow_pickle=False)
+        onnx = (exchange / f"converted_{index}.onnx").read_bytes() if converted else None
     except (ValueError, OSError):
         return SandboxOutcome(
             None, "The predictor's result could not be read; the model is malformed."
@@ -224,7 +250,7 @@ def _read_result(
         return SandboxOutcome(
             None, "The predictor returned results of the wrong shape; the model is malformed."
         )
-    return SandboxOutcome(probabilities, None)
+    return SandboxOutcome(probabilities, None, onnx)
 
 
 def _death_reason(returncode: int, timed_out: bool, limits: SandboxLimits, exchange: Path) -> str:

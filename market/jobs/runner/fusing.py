@@ -5,7 +5,7 @@ file in the sandbox (:class:`EvaluatedModel`). Nothing here writes the global mo
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from django.utils import timezone
@@ -16,7 +16,7 @@ from market.jobs.models import Job
 from market.jobs.runner.lifecycle import JobInputError
 from market.jobs.selectors import job_members
 from market.jobs.services import job_log
-from market.sandbox import stored_models_predict
+from market.sandbox import stored_models_convert, stored_models_predict
 from market.storage import (
     arrays_from_npz,
     arrays_from_npz_cached,
@@ -221,7 +221,7 @@ def job_evaluate(job: Job, fused: FusedJob) -> EvaluatedModel:
         files, probabilities, verification = _exported(fusion.model, features, n_classes=n_classes)
         family = model_family_of(fusion.model)
     else:
-        files, probabilities = _bundled(job, fused, n_features=features.shape[1])
+        files, probabilities = _bundled(job, fused, one_hot_features=features)
         verification, family = {}, "ensemble"
     report = evaluation_report_rows(job, fusion, labels)
     rows = slice(None) if report is None else report
@@ -266,11 +266,12 @@ def _exported(
 
 
 def _bundled(
-    job: Job, fused: FusedJob, *, n_features: int
+    job: Job, fused: FusedJob, *, one_hot_features: np.ndarray
 ) -> tuple[list[ExportedFile], np.ndarray]:
-    """The bundle of the members the fusion weighed (equal weights unless it chose some) and its weighted
-    probabilities of the evaluation split (:func:`~workers.algorithms.ensemble.average_probabilities`, the one
-    ensemble predictor), read chunk by chunk from the members' stored predictions."""
+    """The bundle of the members the fusion weighed (equal weights unless it chose some), each member that is not
+    ONNX with its ONNX twin (:func:`_with_onnx_twins`), and its weighted probabilities of the evaluation split
+    (``one_hot_features``; :func:`~workers.algorithms.ensemble.average_probabilities`, the one ensemble
+    predictor), read chunk by chunk from the members' stored predictions."""
     weights = fused.fusion.details.get("weights") or {str(i): 1.0 for i in fused.submission_ids}
     total = sum(weights.get(str(i), 0.0) for i in fused.submission_ids)
     members: list[BundleMember] = []
@@ -287,12 +288,44 @@ def _bundled(
             if weight:  # a member the selection left out is not shipped to buyers
                 members += _bundle_members(fused.submissions[int(member_id)], weight=weight)
     bundle = bundle_write(
-        members,
+        _with_onnx_twins(job, members, one_hot_features),
         n_classes=job.federation.n_classes,
-        n_features=n_features,
+        n_features=one_hot_features.shape[1],
         feature_spec=job.public_dataset.feature_spec,
     )
     return [bundle_exported_file(bundle)], probabilities
+
+
+def _with_onnx_twins(
+    job: Job, members: list[BundleMember], one_hot_features: np.ndarray
+) -> list[BundleMember]:
+    """``members``, each one that is not ONNX with its ONNX twin, converted in the sandbox and checked there to
+    predict the member's own probabilities of the evaluation split (:func:`market.sandbox.stored_models_convert`),
+    so that a buyer runs the bundle with onnxruntime and numpy alone. A member whose twin is refused is shipped
+    without one, and the job's log says why (its raw-column ONNX then says so too)."""
+    unconverted = [
+        index for index, member in enumerate(members) if member.format != ArtifactFormat.ONNX
+    ]
+    if not unconverted:
+        return members
+    outcomes = stored_models_convert(
+        [members[index].data for index in unconverted],
+        views=[members[index].feature_view for index in unconverted],
+        one_hot_features=one_hot_features,
+        feature_spec=job.public_dataset.feature_spec,
+        n_classes=job.federation.n_classes,
+    )
+    twinned = list(members)
+    for index, outcome in zip(unconverted, outcomes):
+        if outcome.error:
+            job_log(
+                job_id=job.id,
+                message=f"Bundle member {index + 1} ({members[index].format}) has no ONNX twin: {outcome.error}",
+                level="warning",
+            )
+        else:
+            twinned[index] = replace(members[index], onnx_twin=outcome.onnx)
+    return twinned
 
 
 def _bundle_members(submission: Submission, *, weight: float) -> list[BundleMember]:

@@ -472,17 +472,41 @@ def test_a_packaged_raw_column_download_carries_the_model_card_and_runs_on_raw_r
     )
 
 
-def test_an_ensemble_with_a_non_onnx_member_has_no_raw_column_onnx(
-    published_listing, buyer_user, buyer_api, top_up
+def test_an_ensemble_with_an_xgboost_member_has_a_raw_column_onnx_that_predicts_like_the_platform(
+    published_listing, buyer_user, buyer_api, top_up, adult_evaluation
 ):
+    import onnxruntime
+
+    # the bundle holds a random forest as ONNX (weight 0.25) and a booster as XGBoost JSON (0.75)
     listing = published_listing(price_cents=100, family="ensemble")
     top_up(buyer_user.organisation, 100)
     purchase_create(listing=listing, user=buyer_user)
-    link = buyer_api.post(
-        f"/api/global-models/{listing.global_model_id}/download-links/",
-        {"format": "raw_onnx"},
+    model = download(buyer_api, listing.global_model_id, "raw_onnx")
+    session = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])
+    raw, _, _ = adult_evaluation
+    rows = raw.iloc[:40]
+    inputs = {
+        graph_input.name: (
+            rows[[graph_input.name]].to_numpy(dtype=np.float64)
+            if graph_input.type == "tensor(double)"
+            else rows[[graph_input.name]].fillna("").astype(str).to_numpy(dtype=object)
+        )
+        for graph_input in session.get_inputs()
+    }
+    probabilities, labels = session.run(["probabilities", "label"], inputs)
+    platform = buyer_api.post(
+        f"/api/global-models/{listing.global_model_id}/predict/",
+        {"rows": raw_rows(rows)},
         format="json",
-    )
-    response = buyer_api.get(link.json()["url"].replace("http://testserver", ""))
-    assert response.status_code == 400
-    assert "members that are not ONNX" in response.json()["detail"]
+    ).json()
+    np.testing.assert_allclose(probabilities, np.array(platform["probabilities"]), atol=2e-6)
+    assert list(labels) == platform["classes"]
+    # both members are in the graph, the booster as its ONNX twin's tree ensemble
+    classifiers = [node for node in onnx_graph_nodes(model) if node.endswith("Classifier")]
+    assert sorted(classifiers) == ["TreeEnsembleClassifier", "TreeEnsembleClassifier"]
+
+
+def onnx_graph_nodes(data: bytes) -> list[str]:
+    import onnx
+
+    return [node.op_type for node in onnx.load_from_string(data).graph.node]

@@ -280,6 +280,45 @@ def test_a_bundle_names_each_members_classes_and_reads_them_back():
     assert [member.classes for member in read] == [(0, 2, 5), (0, 1, 2, 3, 4, 5), None]
 
 
+def test_a_bundle_holds_the_onnx_twin_of_a_member_in_another_format_and_reads_it_back():
+    members = [
+        BundleMember("xgboost-json", b"{}", 1, classes=(0, 1, 2), onnx_twin=b"twin"),
+        BundleMember("onnx", b"a", 1),
+    ]
+    data = bundle_write(members, n_classes=3, n_features=5)
+    manifest, read = bundle_read(data)
+    assert [member.get("onnx_file") for member in manifest["members"]] == ["member-0000.onnx", None]
+    assert read == [
+        BundleMember("xgboost-json", b"{}", 1.0, "one_hot", (0, 1, 2), b"twin"),
+        BundleMember("onnx", b"a", 1.0, "one_hot"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "member",
+    [
+        {"file": "a.json", "format": "xgboost-json", "weight": 1, "onnx_file": "missing.onnx"},
+        {"file": "a.json", "format": "xgboost-json", "weight": 1, "onnx_file": "a.json"},
+        {"file": "a.json", "format": "xgboost-json", "weight": 1, "onnx_file": "manifest.json"},
+        {"file": "b.onnx", "format": "onnx", "weight": 1, "onnx_file": "b.onnx"},
+    ],
+)
+def test_bundle_read_refuses_an_onnx_twin_that_is_not_another_file_of_a_non_onnx_member(member):
+    import io
+    import json
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr(
+            "manifest.json", json.dumps({"n_classes": 2, "n_features": 3, "members": [member]})
+        )
+        archive.writestr("a.json", b"{}")
+        archive.writestr("b.onnx", b"x")
+    with pytest.raises(ValueError, match=re.escape(f"Member {member['file']} names ONNX twin")):
+        bundle_read(buffer.getvalue())
+
+
 def test_an_ensemble_bundle_names_every_class_for_each_member():
     features, labels = load_iris(return_X_y=True)
     model = LogisticRegression(max_iter=500).fit(features, labels)

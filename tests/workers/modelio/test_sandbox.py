@@ -279,3 +279,78 @@ def test_three_class_xgboost_and_a_booster_with_column_names_predict_as_natively
         )
     expected = np.column_stack([named.predict_proba(frame[:40]), np.zeros(40)])
     np.testing.assert_allclose(outcomes[2].probabilities, expected, atol=1e-6)
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    exponentials = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return exponentials / exponentials.sum(axis=1, keepdims=True)
+
+
+def test_xgboost_and_safetensors_models_get_onnx_twins_that_predict_their_own_probabilities(
+    toy_data, toy_tree_models, toy_mlp
+):
+    import onnxruntime
+    import torch
+    from xgboost import XGBClassifier
+
+    features, binary, three = toy_data
+    boosters = {
+        objective: export_xgboost_json(
+            XGBClassifier(n_estimators=4, max_depth=3, objective=objective, random_state=0).fit(
+                features, labels
+            )
+        )
+        for objective, labels in (
+            ("multi:softprob", three),
+            ("multi:softmax", three),
+            ("reg:logistic", binary),
+        )
+    }
+    module, _, safetensors = toy_mlp
+    onnx_model = toy_tree_models["onnx-random-forest"]
+    models = [*boosters.values(), toy_tree_models["xgboost-ubjson"], safetensors, onnx_model]
+    native = predict_in_sandbox(models, features, n_classes=3, limits=LIMITS)
+    converted = predict_in_sandbox(
+        models, features, n_classes=3, limits=LIMITS, convert_to_onnx=True
+    )
+    for own, twin in zip(native, converted):
+        assert own.error is None and twin.error is None, twin.error
+        np.testing.assert_allclose(twin.probabilities, own.probabilities, atol=1e-5)
+        session = onnxruntime.InferenceSession(twin.onnx, providers=["CPUExecutionProvider"])
+        outputs = session.run(None, {session.get_inputs()[0].name: features})
+        probabilities = (
+            _softmax(outputs[0].astype(np.float64))
+            if len(outputs) == 1
+            else next(output for output in outputs if output.dtype.kind == "f")
+        )
+        np.testing.assert_allclose(
+            probabilities, own.probabilities[:, : probabilities.shape[1]], atol=1e-5
+        )
+    assert converted[-1].onnx == onnx_model  # an ONNX model is its own twin
+    with torch.no_grad():
+        network = torch.softmax(module(torch.from_numpy(features)).double(), dim=1).numpy()
+    np.testing.assert_allclose(converted[4].probabilities, network, atol=1e-5)
+
+
+def test_a_booster_whose_onnx_conversion_predicts_otherwise_is_refused_with_the_difference(
+    toy_data,
+):
+    from xgboost import XGBClassifier
+
+    features, _, three = toy_data
+    # onnxmltools assigns the trees of a multi-class random-forest booster to the wrong classes
+    forest_booster = export_xgboost_json(
+        XGBClassifier(
+            n_estimators=3, num_parallel_tree=3, max_depth=3, objective="multi:softprob"
+        ).fit(features, three)
+    )
+    (native,) = predict_in_sandbox([forest_booster], features, n_classes=3, limits=LIMITS)
+    (converted,) = predict_in_sandbox(
+        [forest_booster], features, n_classes=3, limits=LIMITS, convert_to_onnx=True
+    )
+    assert native.error is None and native.probabilities.shape == (600, 3)
+    assert converted.probabilities is None and converted.onnx is None
+    assert converted.error.startswith("The model's ONNX conversion predicts probabilities up to ")
+    assert converted.error.endswith(
+        "away from the model's own (at most 1e-05 is accepted), so it cannot be run with onnxruntime alone."
+    )
