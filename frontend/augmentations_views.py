@@ -228,6 +228,7 @@ def augmentation_start_action(request, augmentation_id):
 
 @require_POST
 @page
+@sent_once
 def augmentation_cancel_action(request, augmentation_id):
     augmentation = augmentation_cancel(
         augmentation=augmentation_get(augmentation_id=augmentation_id, user=request.user),

@@ -59,12 +59,15 @@ def _dashboard_context(request, federation, **extra) -> dict:
     ]
     page_of_budgets = Paginator(shown, BUDGETS_PER_PAGE).get_page(request.GET.get("page"))
     budgets = [budget_summary(budget) for budget in page_of_budgets]
+    units = {budget["unit"] for budget in budgets}
     editing = request.GET.get("edit", "")
     entries = budget_ledger(federation=federation, user=request.user).order_by("created_at", "id")
     return {
         "section": "budgets",
         "federation": federation,
         "budgets": budgets,
+        # one unit on the whole page is named in the column's heading, several beside each spend
+        "common_unit": units.pop() if len(units) == 1 else None,
         "page_of_budgets": page_of_budgets,
         "search": search,
         "overview": budget_overview(ranked),

@@ -265,7 +265,7 @@ def submission_create(
                     "federation": federation.slug,
                     "files": len(models),
                     "privacy_level": privacy_level,
-                    "exchange": exchange,
+                    **({"exchange": exchange} if exchange is not None else {}),
                 },
             )
             outbox_add(SubmissionOutbox(submission=submission))  # validated once the broker has it

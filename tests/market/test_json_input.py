@@ -166,7 +166,7 @@ def test_logits_nested_deep_in_any_form_are_a_400_and_nothing_is_stored(
             "name": "Deep",
             "rounds": 1,
             "round_seconds": 3600,
-            "min_silos": 2,
+            "min_silos": 3,
         },
         format="json",
     ).json()

@@ -28,6 +28,7 @@ def test_a_budget_mixing_party_and_example_level_spends_labels_its_total_and_sho
     other_silo_user,
     model_files,
     client,
+    operator,
 ):
     response = submit(
         silo_api,
@@ -58,11 +59,22 @@ def test_a_budget_mixing_party_and_example_level_spends_labels_its_total_and_sho
     assert (own["unit"], own["by_unit"]) == ("example-level", mixed["by_unit"])
     client.force_login(silo_user)
     page = client.get("/federations/adult-income/budgets/").content.decode()
-    assert '<span class="meta" data-budget-unit>example-level</span>' in page
+    # one unit on the page: named once, in the table's heading
+    assert (
+        'Budgets <span class="meta">· every ε <span data-budget-unit>example-level</span></span></h2>'
+        in page
+    )
     assert (
         '<span class="meta" data-budget-by-unit>example-level alone 2.5 · party-level alone '
         f"{epsilon_text(ONE)}</span>" in page
     )
+
+    # budgets of both units on the operator's page: each named beside its spend
+    client.force_login(operator)
+    page = client.get("/federations/adult-income/budgets/").content.decode()
+    assert "· every ε" not in page
+    assert page.count('<span class="meta" data-budget-unit>example-level</span>') == 1
+    assert page.count('<span class="meta" data-budget-unit>party-level</span>') >= 1
 
 
 def test_a_budget_with_nothing_spent_says_its_unit(silo_api, federation_with_data):
