@@ -26,6 +26,7 @@ from market.commerce.models import (
     WalletEntry,
     WalletEntryKind,
 )
+from market.commerce.packages import raw_column_members
 from market.commerce.quality import QualityVerdict, quality_verdict
 from market.commerce.revenue import market_fee_cents, revenue_shares
 from market.errors import (
@@ -144,6 +145,7 @@ def listing_publish(
             f"The override reason must be at most {MAX_OVERRIDE_REASON} characters, "
             f"not {len(override_reason)}."
         )
+    _require_runnable_from_its_package(listing.global_model)
     if not verdict.passes_gate and not override_reason:
         refusal = verdict.refusal()
         audit_record(
@@ -162,6 +164,18 @@ def listing_publish(
         override_reason=override_reason,
         request=request,
     )
+
+
+def _require_runnable_from_its_package(global_model: GlobalModel) -> None:
+    """A buyer runs what it buys with onnxruntime and numpy alone: a model with a member that runs only with its own
+    library (an ensemble member whose ONNX conversion did not predict like it) is not sold."""
+    try:
+        raw_column_members(global_model)
+    except InvalidInput as error:
+        raise Conflict(
+            f"{error} A buyer must be able to run what it buys with onnxruntime and numpy alone, so this model "
+            "cannot be sold; launch the ensemble without that member."
+        ) from error
 
 
 def _not_a_draft(listing: Listing) -> Conflict:

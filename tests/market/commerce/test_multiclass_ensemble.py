@@ -370,17 +370,17 @@ def test_an_ensemble_with_xgboost_and_torch_members_runs_from_its_package_like_t
     )
 
 
-def test_a_member_whose_onnx_twin_predicts_otherwise_is_shipped_without_one_and_has_no_raw_column_onnx(
+def test_a_member_whose_onnx_twin_predicts_otherwise_is_shipped_without_one_and_the_model_is_not_sold(
     eager_celery,
     operator,
     silo_user,
     other_silo_user,
     six_class_federation,
-    buyer_user,
-    buyer_api,
-    top_up,
+    operator_api,
     django_capture_on_commit_callbacks,
 ):
+    from market.commerce.models import ListingStatus
+    from market.errors import Conflict
     from market.jobs.models import JobLogEntry
 
     federation = six_class_federation
@@ -405,16 +405,41 @@ def test_a_member_whose_onnx_twin_predicts_otherwise_is_shipped_without_one_and_
         ),
     ]
     global_model = ensemble_of(uploads, federation, operator, django_capture_on_commit_callbacks)
-    rows, platform = bought_and_predicted(global_model, operator, buyer_user, buyer_api, top_up)
+    listing = listing_create(
+        global_model=global_model,
+        name="Compass ensemble",
+        description="",
+        licence_text="Any lawful use.",
+        price_cents=100,
+        actor=operator,
+    )
+    with pytest.raises(Conflict) as refusal:
+        listing_publish(listing=listing, actor=operator, override_reason="A delivery test.")
+    assert str(refusal.value).startswith(
+        f"Global model #{global_model.id} has no raw-column ONNX: member 1 (xgboost-json) could not be "
+        "converted to ONNX: "
+    )
+    assert str(refusal.value).endswith(
+        "A buyer must be able to run what it buys with onnxruntime and numpy alone, so this model cannot be "
+        "sold; launch the ensemble without that member."
+    )
+    listing.refresh_from_db()
+    assert listing.status == ListingStatus.DRAFT
+    rows = compass_table(20, seed=4).drop(columns=["direction"])
+    answer = operator_api.post(
+        f"/api/global-models/{global_model.id}/predict/",
+        {"rows": json.loads(rows.to_json(orient="records"))},
+        format="json",
+    ).json()
     assert np.allclose(
-        platform.sum(axis=1), 1.0
+        np.array(answer["probabilities"]).sum(axis=1), 1.0
     )  # the platform still predicts with the booster itself
     (warning,) = JobLogEntry.objects.filter(job=global_model.job, level="warning")
     assert warning.message.startswith(
         "Bundle member 1 (xgboost-json) has no ONNX twin: The model's ONNX conversion predicts "
         "probabilities up to "
     )
-    with zipfile.ZipFile(io.BytesIO(download(buyer_api, global_model.id, "bundle"))) as archive:
+    with zipfile.ZipFile(io.BytesIO(download(operator_api, global_model.id, "bundle"))) as archive:
         manifest = json.loads(archive.read("manifest.json"))
         assert sorted(archive.namelist()) == [
             "manifest.json",
@@ -423,12 +448,12 @@ def test_a_member_whose_onnx_twin_predicts_otherwise_is_shipped_without_one_and_
         ]
     assert [member.get("onnx_file") for member in manifest["members"]] == [None, None]
 
-    link = buyer_api.post(
+    link = operator_api.post(
         f"/api/global-models/{global_model.id}/download-links/",
         {"format": "raw_onnx"},
         format="json",
     ).json()
-    response = buyer_api.get(link["url"].replace("http://testserver", ""))
+    response = operator_api.get(link["url"].replace("http://testserver", ""))
     assert response.status_code == 400
     detail = response.json()["detail"]
     assert detail.startswith(
