@@ -415,9 +415,9 @@ def test_a_deadlock_between_two_budget_transactions_is_run_again_not_answered_50
     outcomes = run_at_once(crossed, [(northwind, contoso), (contoso, northwind)])
 
     assert outcomes == ["locked both", "locked both"]
-    assert (
-        len(attempts) == 3
-    )  # PostgreSQL broke the deadlock by rolling one back; that one ran again
+    # PostgreSQL broke the deadlock by rolling one back and that one ran again; on a slow machine a retry may
+    # take its first lock before the other thread's second and cross again, so more attempts are also right
+    assert len(attempts) >= 3
 
     barrier, attempts = Barrier(2), []
 
