@@ -1,6 +1,7 @@
 import contextlib
 import hashlib
 import secrets
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import NoReturn
@@ -185,6 +186,21 @@ def _signin_count(counter: _SignInCounter) -> tuple[int, float]:
     return count, cache.get(f"{counter.key}:window-ends", window_ends)
 
 
+#: How long an attempt past a limit waits for attempts still being checked to end: a right password gives its
+#: attempt back, so a burst of right passwords (a script signing in from several threads) settles under the limit,
+#: while failures stay counted and a burst of guesses is still refused.
+SIGNIN_SETTLE_SECONDS = 5.0
+
+
+def _signin_settled(counter: _SignInCounter, count: int) -> int:
+    """The counter once the attempts in flight with this one have ended, or after SIGNIN_SETTLE_SECONDS."""
+    deadline = time.monotonic() + SIGNIN_SETTLE_SECONDS
+    while count > counter.limit and time.monotonic() < deadline:
+        time.sleep(0.05)
+        count = cache.get(counter.key, 0)
+    return count
+
+
 def _signin_refuse(*, name: str, window_ends: float, username: str, request) -> NoReturn:
     audit_record(
         action="auth.sign_in_locked",
@@ -204,7 +220,7 @@ def signin_check_allowed(*, username: str, request) -> None:
     for name in ("account from address", "account"):
         if name in counters:
             count, window_ends = _signin_count(counters[name])
-            if count > counters[name].limit:
+            if _signin_settled(counters[name], count) > counters[name].limit:
                 _signin_refuse(
                     name=name, window_ends=window_ends, username=username, request=request
                 )

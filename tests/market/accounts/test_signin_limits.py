@@ -174,3 +174,33 @@ def test_concurrent_guesses_at_one_account_are_counted_before_any_password_is_ch
         thread.join()
     assert sorted(codes) == [400] * 5 + [429] * 11
     assert AuditEvent.objects.filter(action="auth.sign_in", outcome="refused").count() == 5
+
+
+def test_a_burst_of_right_passwords_from_one_address_all_sign_in(
+    transactional_db, silo_user, settings
+):
+    """A script signing in from more threads than the limit: the attempts still being checked are counted, but a
+    right password gives its attempt back, so the burst settles under the limit instead of locking the user out
+    (the SQLite concurrency test hit this with 8 writers against a limit of 5)."""
+    import threading
+
+    from django.db import connections
+
+    settings.ONEFOLD_SIGNIN_MAX_FAILURES = 5
+    signers = 12
+    start = threading.Barrier(signers)
+    codes = []
+
+    def sign_in_at_once():
+        start.wait()
+        try:
+            codes.append(sign_in(Client()).status_code)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=sign_in_at_once) for _ in range(signers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert codes == [200] * signers
