@@ -113,7 +113,7 @@ def test_the_summary_names_a_missed_target_with_its_numbers():
         "seed": 0,
         "silos_uploaded": 6,
         "silo_refusals": ["18 training rows are too few for s = 2 partitions × t = 5 teachers"],
-        "own_model": ["harness random forest"],
+        "silos_uploading_own_model": 0,
         "wall_seconds": 1.0,
         "baselines": {
             "majority": {"accuracy": 0.68, "balanced_accuracy": 0.5},

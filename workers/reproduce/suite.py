@@ -12,9 +12,10 @@ rows are dealt to 10 and 20 silos by a Dirichlet(0.5) label partition with at le
 (:func:`workers.partition.dirichlet_label_partition`).
 
 Every silo trains as ``onefold train`` does, through the toolkit's own function with its defaults
-(:func:`workers.silo.training.fedkt_party_train`); a silo the toolkit refuses uploads nothing and is counted.
-Each silo's own model on all its rows is the toolkit's when it gives one (``own_model`` on its training
-result), else a random forest the harness fits (:data:`OWN_MODEL`). Every candidate of :data:`CANDIDATES`
+(:func:`workers.silo.training.fedkt_party_train`) and uploads what it returns (its students, and its own model
+when the toolkit trains one); a silo the toolkit refuses uploads nothing and is counted. What a silo could do
+alone, the silo baselines, is its own model refitted by the harness on *all* its rows (:data:`OWN_MODEL`; the
+toolkit holds a fifth of them out to score what it uploads). Every candidate of :data:`CANDIDATES`
 then runs through the market's engine as a job does (``market/jobs/runner/fusing.py``): ``validate``,
 ``select``, ``member_signal`` per member, the sum, ``fuse`` (with the evaluation split when the kind reads it).
 
@@ -96,7 +97,7 @@ CANDIDATES: dict[str, tuple[str, dict]] = {
 }
 #: What an L0 job launched with the market's defaults runs: the targets are judged on it.
 DEFAULT_CANDIDATE = "fedkt"
-#: A silo's own model when the toolkit gives none, and centralised training: a plain random forest.
+#: A silo's own model on all its rows (the silo baselines) and centralised training: the toolkit's own-model learner.
 OWN_MODEL = {"family": "random_forest", "n_estimators": 100}
 CENTRAL_XGBOOST = {"family": "xgboost", "max_depth": 6}  # MAGIC's reference in the FedKT paper
 LABEL = "label"
@@ -195,7 +196,8 @@ def federation_build(
 @dataclass(frozen=True)
 class Silo:
     """One silo after training: what it uploaded (``models``, ``member``; none when the toolkit refused it, with the
-    toolkit's sentence in ``refusal``) and its own model on all its rows."""
+    toolkit's sentence in ``refusal``; ``uploaded_own_model``: whether its own model is among them, last) and its
+    own model refitted on all its rows (``own_model``, the silo baselines')."""
 
     index: int
     rows: np.ndarray
@@ -203,7 +205,7 @@ class Silo:
     member: Member | None
     refusal: str | None
     own_model: object
-    own_model_source: str
+    uploaded_own_model: bool
 
 
 def silos_train(federation: Federation, n_silos: int, *, seed: int) -> list[Silo]:
@@ -240,19 +242,9 @@ def _silo_train(
         result, refusal = None, str(error)
     else:
         refusal = None
-    own_model = getattr(result, "own_model", None)  # the toolkit's own model, once it trains one
-    source = "toolkit"
-    if own_model is None:
-        own_model, source = (
-            fit_aligned(
-                OWN_MODEL,
-                data.features,
-                data.labels,
-                n_classes=federation.n_classes,
-                seed=settings.seed,
-            ),
-            "harness random forest",
-        )
+    own_model = fit_aligned(
+        OWN_MODEL, data.features, data.labels, n_classes=federation.n_classes, seed=settings.seed
+    )
     return Silo(
         index=index,
         rows=rows,
@@ -260,7 +252,7 @@ def _silo_train(
         member=None if result is None else _member(index, result.models, result.metadata),
         refusal=refusal,
         own_model=own_model,
-        own_model_source=source,
+        uploaded_own_model=result is not None and bool(result.metadata.get("own_model")),
     )
 
 
@@ -273,6 +265,8 @@ def _member(index: int, models: Sequence, metadata: Mapping) -> Member:
         validation_score=float(metadata["local_validation_score"]),
         n_models=len(models),
         label_distribution=tuple(metadata["label_distribution"]),
+        # the toolkit's own model, uploaded last beside the students, once it trains one (issue 31 item 2)
+        **({"own_model": True} if metadata.get("own_model") else {}),
     )
 
 
@@ -359,10 +353,10 @@ def candidate_run(
         for index in engine.select([upload.silo.member for upload in uploads], settings, seed=seed)
     ]
     members = [upload.silo.member for upload in chosen]
-    signal_sum = sum(
+    signals = [
         engine.member_signal(upload.public, member=member, n_classes=n_classes, params=settings)
         for upload, member in zip(chosen, members)
-    )
+    ]
     view = job_feature_view(settings)
     evaluation = (
         {
@@ -376,7 +370,7 @@ def candidate_run(
         else {}
     )
     fusion = engine.fuse(
-        signal_sum,
+        sum(signals),
         views.rows("public", view),
         members=members,
         n_classes=n_classes,
@@ -398,6 +392,11 @@ def candidate_run(
         "parameters": params,
         "members": len(members),
         "chosen": fusion.details.get("auto", {}).get("chosen"),
+        "details": {  # the fusion's own plain facts (queried rows, abstentions, fidelity, an aggregator...)
+            key: value
+            for key, value in fusion.details.items()
+            if isinstance(value, int | float | str) and not isinstance(value, bool)
+        },
         "fusion_seconds": seconds,
     }
 
@@ -492,7 +491,7 @@ def setting_run(name: str, n_silos: int, seed: int, *, test: bool, log=print) ->
         "silo_rows": {"min": min(sizes), "median": float(np.median(sizes)), "max": max(sizes)},
         "silos_uploaded": len(uploads),
         "silo_refusals": sorted({silo.refusal.split(":")[0] for silo in silos if silo.refusal}),
-        "own_model": sorted({silo.own_model_source for silo in silos}),
+        "silos_uploading_own_model": sum(silo.uploaded_own_model for silo in silos),
         "baselines": baselines(silos, views, federation, name=name, seed=seed),
         "candidates": candidates,
         "silo_seconds": silo_seconds,

@@ -222,7 +222,7 @@ def facts(runs: Sequence[Mapping]) -> list[str]:
         return []
     refused = sum(run["silos"] - run["silos_uploaded"] for run in runs)
     total = sum(run["silos"] for run in runs)
-    sources = sorted({source for run in runs for source in run["own_model"]})
+    own = sum(run.get("silos_uploading_own_model", 0) for run in runs)
     chosen = Counter(
         entry["chosen"]
         for run in runs
@@ -242,7 +242,8 @@ def facts(runs: Sequence[Mapping]) -> list[str]:
         + "); they still count in the average and best silo, with their own models."
         if refused
         else "Every silo trained with the toolkit's defaults.",
-        f"Each silo's own model: {', '.join(sources)}.",
+        f"{own} of {total} silos uploaded their own model beside their students (the toolkit's, trained on the "
+        "four fifths of their rows it does not hold out); the silo baselines refit it on all their rows.",
         "auto's choices: "
         + ", ".join(f"{name} {count}" for name, count in chosen.most_common())
         + "."
@@ -287,8 +288,8 @@ def _protocol() -> str:
         "nothing. Every candidate then runs through the market's engine as a job does "
         "(`algorithm_get(kind).validate`, `select`, `member_signal` per member, the sum, `fuse`, with the "
         "evaluation split where the kind reads it). Baselines: the majority class of the pooled silo rows; each "
-        "silo's own model on all its rows (the toolkit's when it trains one, else a random forest "
-        f"`{json.dumps(OWN_MODEL)}`): their average, and the best silo, the one with the best accuracy on the "
+        "silo's own model refitted on all its rows (a random forest "
+        f"`{json.dumps(OWN_MODEL)}`, the toolkit's own-model learner): their average, and the best silo, the one with the best accuracy on the "
         f"evaluation split; centralised training, the same forest on all silo rows pooled (MAGIC also XGBoost "
         f"`{json.dumps(CENTRAL_XGBOOST)}`). With `--test` every model is scored on the test split, which nothing "
         "else reads; without it the test split is never read and a stratified sixth of the silo rows, held out "
