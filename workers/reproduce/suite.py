@@ -332,12 +332,23 @@ def uploads_predict(silos: Sequence[Silo], views: Views, n_classes: int) -> list
         Upload(
             silo,
             stacked_probabilities(silo.models, views.rows("public", view), n_classes),
-            stacked_probabilities(silo.models, views.rows("evaluation", view), n_classes).mean(0),
-            stacked_probabilities(silo.models, views.rows("scored", view), n_classes).mean(0),
+            *(
+                member_best(
+                    stacked_probabilities(silo.models, views.rows(part, view), n_classes),
+                    silo.member,
+                )
+                for part in ("evaluation", "scored")
+            ),
         )
         for silo in silos
         if silo.member is not None
     ]
+
+
+def member_best(probabilities: np.ndarray, member: Member) -> np.ndarray:
+    """A member's probabilities ``(n_rows, K)`` from its models' ``(n_models, n_rows, K)``, as the job's chunks
+    keep them for the evaluation split and an ensemble bundle predicts: averaged over its models."""
+    return probabilities.mean(axis=0)
 
 
 def candidate_run(

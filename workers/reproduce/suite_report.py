@@ -9,6 +9,7 @@ report), and per data set and silo count the accuracy and balanced accuracy of e
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -229,16 +230,14 @@ def facts(runs: Sequence[Mapping]) -> list[str]:
         for entry in run["candidates"].values()
         if entry.get("chosen")
     )
-    reasons = Counter(
-        reason.split(" training rows")[-1].strip()
-        for run in runs
-        for reason in run["silo_refusals"]
+    sentences = sorted(
+        {re.sub(r"^\d+ ", "", reason) for run in runs for reason in run["silo_refusals"]}
     )
     hours = sum(run["wall_seconds"] for run in runs) / 3600
     return [
         f"{refused} of {total} silos ({refused / total:.0%}) could not train with the toolkit's defaults and "
-        f"uploaded nothing (the toolkit's sentence: "
-        + "; ".join(f"rows {reason}" for reason in reasons)
+        "uploaded nothing (the toolkit said: "
+        + "; ".join(f"“{sentence}”" for sentence in sentences)
         + "); they still count in the average and best silo, with their own models."
         if refused
         else "Every silo trained with the toolkit's defaults.",
@@ -303,10 +302,23 @@ def _protocol() -> str:
 
 #: Notes no number can state (the numbers are in the sentences of :func:`facts` and the tables).
 NOTES: list[str] = [
-    '50 silos ("where the rows allow") were not run: the run had to fit the session\'s time on a shared '
+    "The targets are judged on what an L0 job launched with the market's defaults runs "
+    f"(`{DEFAULT_CANDIDATE}`: {CANDIDATES[DEFAULT_CANDIDATE][0]} with `{json.dumps(CANDIDATES[DEFAULT_CANDIDATE][1])}`); "
+    "the tables show every other candidate against the same references, so a better candidate is visible even "
+    "where the default misses.",
+    "The harness runs the market's engine in one process, not through HTTP, Celery and the sandbox: it scores "
+    "the fitted global model's own predictions, where a job scores its exported ONNX file (which the job checks "
+    "against them) and a buyer downloads that file.",
+    "The best silo is the one whose own model scores best on the evaluation split, which the market holds, and "
+    "it is then scored on the test split like every other model: the best silo as the market could pick it, "
+    "not one picked on the rows it is scored on.",
+    "The split reads every row's class, the test split's too, only to stratify: which rows go where. Nothing "
+    "is fitted, chosen or scored on a test row without `--test`; a test checks that garbage in the test "
+    "split's rows leaves validation results unchanged.",
+    "In validation mode the silos share five sixths of the silo rows (the other sixth is scored), so their "
+    "numbers are for slightly smaller silos than the test run's.",
+    '50 silos ("where the rows allow") were not run: the runs had to fit the session\'s time on a shared '
     "2-core machine.",
-    "The targets are judged on the default L0 job; the tables above show every other candidate against the "
-    "same references, so a better candidate is visible even where the default misses.",
 ]
 
 
