@@ -28,6 +28,9 @@ from workers.reproduce.suite import (
 )
 
 PAGE = RESULTS_DIR / "suite.md"
+#: The same harness run on the test split before issue 31's fusions were merged, and the default it judged then.
+BEFORE = RESULTS_DIR / "suite_test_before.json"
+BEFORE_DEFAULT = "fedkt"
 METRICS = ("accuracy", "balanced_accuracy")
 BASELINES = ("majority", "average_silo", "best_silo", "centralised")
 HEADINGS = {
@@ -108,37 +111,65 @@ def candidate_targets(runs: Sequence[Mapping], model: str) -> dict:
     }
 
 
-def targets_table(runs: Sequence[Mapping]) -> str:
-    """The issue's targets table, judged on :data:`DEFAULT_CANDIDATE`."""
-    if not runs:
-        return "No test runs yet."
-    judged = candidate_targets(runs, DEFAULT_CANDIDATE)
+def _measured(runs: Sequence[Mapping], model: str) -> list[tuple[str, str]]:
+    """``(measured, verdict)`` of ``model`` for the first three targets of the issue."""
+    judged = candidate_targets(runs, model)
     n, both = judged["settings"], judged["both_at_least_best"]
     best, central = judged["mean_versus_best"], judged["mean_versus_centralised"]
-    met_best = both == n and best["accuracy"] >= 0.02
     magic = judged["magic_versus_xgboost"]
-    magic_text = (
-        "; ".join(f"{silos} silos: {points * 100:+.2f} points" for silos, points in magic.items())
-        if magic
-        else "MAGIC not run"
+    return [
+        (
+            f"≥ in accuracy in {judged['at_least_best']['accuracy']} of {n} settings, in balanced accuracy in "
+            f"{judged['at_least_best']['balanced_accuracy']} of {n}, in both in {both} of {n}; mean "
+            f"{best['accuracy'] * 100:+.2f} points of accuracy, {best['balanced_accuracy']:+.3f} balanced",
+            "met" if both == n and best["accuracy"] >= 0.02 else "missed",
+        ),
+        (
+            f"{central['accuracy'] * 100:+.2f} points of accuracy, {central['balanced_accuracy']:+.3f} balanced",
+            "met" if central["accuracy"] >= -0.03 else "missed",
+        ),
+        (
+            "; ".join(
+                f"{silos} silos: {points * 100:+.2f} points" for silos, points in magic.items()
+            )
+            if magic
+            else "MAGIC not run",
+            ("met" if min(magic.values()) >= -0.03 else "missed") if magic else "not run",
+        ),
+    ]
+
+
+def targets_table(runs: Sequence[Mapping], before: Sequence[Mapping] = ()) -> str:
+    """The issue's targets table, judged on :data:`DEFAULT_CANDIDATE`; with ``before`` (the same harness run before
+    issue 31's fusions were merged) a column of what :data:`BEFORE_DEFAULT` gave then."""
+    if not runs:
+        return "No test runs yet."
+    now = _measured(runs, DEFAULT_CANDIDATE)
+    then = _measured(before, BEFORE_DEFAULT) if before else None
+    measures = [
+        (
+            f"L0 global model (`{DEFAULT_CANDIDATE}`) vs the best single silo (its own model on all its rows), "
+            "every data set at every silo count",
+            "≥ best silo in accuracy and balanced accuracy in every setting; on average ≥ best silo + 2 points",
+        ),
+        ("L0 global model vs centralised training, mean over the suite", "within 3 points"),
+        ("MAGIC FedKT-L0 vs centralised XGBoost", "within 3 points"),
+    ]
+    before_heading = (
+        f" before issue 31's fusions (`{BEFORE_DEFAULT}`; {_coverage(before)}) |" if before else ""
     )
     lines = [
-        f"| measure | target | measured (test split; {_coverage(runs)}) | verdict |",
-        "|---|---|---|---|",
-        f"| L0 global model (`{DEFAULT_CANDIDATE}`) vs the best single silo (its own model on all its rows), every "
-        f"data set at every silo count | ≥ best silo in accuracy and balanced accuracy in every setting; on average "
-        f"≥ best silo + 2 points | ≥ in accuracy in {judged['at_least_best']['accuracy']} of {n} settings, in "
-        f"balanced accuracy in {judged['at_least_best']['balanced_accuracy']} of {n}, in both in {both} of {n}; "
-        f"mean {best['accuracy'] * 100:+.2f} points of accuracy, {best['balanced_accuracy']:+.3f} balanced | "
-        f"**{'met' if met_best else 'missed'}** |",
-        f"| L0 global model vs centralised training, mean over the suite | within 3 points | "
-        f"{central['accuracy'] * 100:+.2f} points of accuracy, {central['balanced_accuracy']:+.3f} balanced | "
-        f"**{'met' if central['accuracy'] >= -0.03 else 'missed'}** |",
-        f"| MAGIC FedKT-L0 vs centralised XGBoost | within 3 points | {magic_text} | "
-        f"**{'met' if magic and min(magic.values()) >= -0.03 else 'missed' if magic else 'not run'}** |",
-        "| the demo's global model | ≥ best silo in accuracy and balanced accuracy | not measured by this "
-        "harness (`make demo`, Adult with 20 silos, through the market) | — |",
+        f"| measure | target |{before_heading} measured (test split; {_coverage(runs)}) | verdict |",
+        "|---|---|" + ("---|" if before else "") + "---|---|",
     ]
+    for index, (measure, target) in enumerate(measures):
+        earlier = f" {then[index][0]} |" if then else ""
+        lines.append(f"| {measure} | {target} |{earlier} {now[index][0]} | **{now[index][1]}** |")
+    lines.append(
+        "| the demo's global model | ≥ best silo in accuracy and balanced accuracy |"
+        + (" — |" if before else "")
+        + " not measured by this harness (`make demo`, Adult with 20 silos, through the market) | — |"
+    )
     return "\n".join(lines)
 
 
@@ -252,14 +283,16 @@ def facts(runs: Sequence[Mapping]) -> list[str]:
     ]
 
 
-def summary(validation: Sequence[Mapping], test: Sequence[Mapping]) -> str:
+def summary(
+    validation: Sequence[Mapping], test: Sequence[Mapping], before: Sequence[Mapping] = ()
+) -> str:
     """The page's Markdown."""
     scored = test or validation
     sections = [
         "# The tabular benchmark suite: every fusion against what a silo could do alone (issue 31)",
         _protocol(),
         "## Commands\n\n" + COMMANDS,
-        "## The issue's targets\n\n" + targets_table(test),
+        "## The issue's targets\n\n" + targets_table(test, before),
         "## Every candidate against the targets\n\n"
         "On the test split (the report; read once):\n\n"
         + candidates_table(test)
@@ -324,5 +357,5 @@ NOTES: list[str] = [
 
 def summary_write(path: Path = PAGE) -> Path:
     """Write the page from the saved results; returns its path."""
-    path.write_text(summary(_load(RESULTS["validation"]), _load(RESULTS["test"])))
+    path.write_text(summary(_load(RESULTS["validation"]), _load(RESULTS["test"]), _load(BEFORE)))
     return path
