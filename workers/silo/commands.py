@@ -280,6 +280,9 @@ def card(args):
         f"Contributing silos: {details.get('contributing_silos', '?')}; formats: {formats or '-'}",
         f"Licence: {found.licence_text}",
     ]
+    warnings = (details.get("quality") or {}).get("warnings") or []
+    if warnings:  # first after the title, as the card's page puts them
+        lines[1:1] = ["Warning: read before buying", *(f"- {warning}" for warning in warnings)]
     if found.description:
         lines.insert(1, found.description)
     return found.data, "\n".join(lines)

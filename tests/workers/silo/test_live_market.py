@@ -372,8 +372,14 @@ def test_a_job_over_toolkit_uploads_is_bought_downloaded_and_called_with_the_too
     code, out, _ = run_cli("card", listing.id, "--json")
     assert (code, json.loads(out)["name"]) == (0, "Adult income FedKT")
     code, out, _ = run_cli("card", listing.id)
+    warnings = json.loads(run_cli("card", listing.id, "--json")[1])["card"]["quality"]["warnings"]
+    warning_lines = (
+        "Warning: read before buying\n" + "".join(f"- {warning}\n" for warning in warnings)
+        if warnings
+        else ""
+    )
     assert out.startswith(
-        f"#{listing.id} Adult income FedKT [published] — 15.00\nFederation: adult-income "
+        f"#{listing.id} Adult income FedKT [published] — 15.00\n{warning_lines}Federation: adult-income "
         f"(<=50K, >50K); global model #{global_model.id}, random_forest, FedKT, L0\n"
     )
     first = run_cli("buy", listing.id, "--idempotency-key", "order-77", "--json")
