@@ -100,7 +100,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "market.database_busy.DatabaseBusyMiddleware",  # last: the first to see a view's exception
+    "market.transient.DatabaseBusyMiddleware",  # last: the first to see a view's exception
 ]
 
 # A Server-Timing header with the request's database time and the rest (market/server_timing.py); for measuring.
@@ -144,7 +144,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The embedded default holds a handful of concurrent users: in WAL mode readers go on while one connection
     # writes; a transaction takes the write lock when it begins (a deferred one that later upgrades its read lock
     # is refused at once, "database is locked", whatever the timeout); a writer waits for the lock (20 s by
-    # default). What still finds it locked is answered 503 with Retry-After (market/database_busy.py).
+    # default). What still finds it locked is answered 503 with Retry-After (market/transient.py).
     DATABASES["default"]["OPTIONS"] = {
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
         "transaction_mode": "IMMEDIATE",

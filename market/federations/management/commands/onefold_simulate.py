@@ -14,9 +14,9 @@ from django.db import OperationalError
 
 from market.accounts.models import Organisation, User
 from market.accounts.services import organisation_create, user_create
-from market.database_busy import RETRY_AFTER_SECONDS, database_is_busy
 from market.federations.management.commands.onefold_demo import DEMO_DATA
 from market.jobs.parameters import job_kind_choices
+from market.transient import RETRY_AFTER_SECONDS, database_is_busy
 from workers.silo.errors import OnefoldError
 from workers.silo.simulation import (
     BUYER,
