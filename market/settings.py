@@ -51,6 +51,7 @@ if not SECRET_KEY:
 ALLOWED_HOSTS = [
     host for host in env_text("ONEFOLD_ALLOWED_HOSTS", "localhost,127.0.0.1").split(",") if host
 ]
+CSRF_FAILURE_VIEW = "frontend.error_pages.csrf_failure"
 CSRF_TRUSTED_ORIGINS = [
     origin for origin in env_text("ONEFOLD_CSRF_TRUSTED_ORIGINS", "").split(",") if origin
 ]
@@ -93,6 +94,7 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "market.cache_headers.PrivateAnswersMiddleware",  # after WhiteNoise: static files stay cacheable
+    "frontend.error_pages.AppErrorPagesMiddleware",  # outside sessions and authentication: knows who asks
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "market.accounts.middleware.RefuseUnstorableInputMiddleware",
