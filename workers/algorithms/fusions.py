@@ -11,7 +11,8 @@ Algorithm 1 lines 10-14 (the server side; the silos ran lines 1-9 and uploaded s
 
 - ``partitions`` (int 1..64, default 2): s, the most students per submission: a submission with s_i ≤ s
   students (a small silo's toolkit picks s_i = 1) votes with its s_i; at L1 it is charged for s.
-- ``teachers`` (int 1..64, default 5): t, recorded in the privacy report only.
+- ``teachers`` (int 1..64, optional): t, recorded in the privacy report only; without it the report records the
+  most teachers any submission declared, and ``Fusion.details["silo_designs"]`` each submission's s_i and t_i.
 - ``query_fraction`` (0 < f ≤ 1, default 1) or ``query_count`` (int ≥ 1): public rows queried.
 - ``final_model`` (learner, default :data:`DEFAULT_FINAL_MODEL`): the global model, a
   ``{"family": ..., **hyperparameters}`` mapping (:func:`workers.learners.make_learner`) whose
@@ -159,7 +160,8 @@ class FedKTFusion:
     )
     help = {
         "partitions": "s: students per submission (each FedKT submission holds one student per partition), 1 to 64.",
-        "teachers": "t: teachers per partition the silos trained (enters the privacy analysis), 1 to 64.",
+        "teachers": "t: teachers per partition the silos trained, 1 to 64, recorded in the privacy report (by default "
+        "the most any submission declared; each silo's own t is recorded with the job).",
         "query_fraction": QUERY_HELP,
         "query_count": QUERY_HELP,
         "final_model": 'The global model\'s learner: {"family": one of '
@@ -191,8 +193,15 @@ class FedKTFusion:
             "partitions": whole_number(
                 params.get("partitions", 2), name="partitions", minimum=1, maximum=64
             ),
-            "teachers": whole_number(
-                params.get("teachers", 5), name="teachers", minimum=1, maximum=64
+            # t is the silos' (each submission declares the t it trained with): stored only when the job names it
+            **(
+                {
+                    "teachers": whole_number(
+                        params["teachers"], name="teachers", minimum=1, maximum=64
+                    )
+                }
+                if params.get("teachers") is not None
+                else {}
             ),
             **query_setting(params),
             "final_model": learner(
@@ -390,7 +399,7 @@ class FedKTFusion:
                 mechanism=noise,
                 vote_counts=server.consistent_counts,
                 partitions=settings["partitions"],
-                teachers=settings["teachers"],
+                teachers=self.teachers_recorded(settings, members),
                 delta=float(settings.get("privacy", {}).get("delta", 1e-5)),
                 vote_shift=max(shifts.values(), default=self.votes_per_submission(settings)),
             )
@@ -398,8 +407,25 @@ class FedKTFusion:
             "n_queried": int(len(queried)),
             "n_abstained": int(len(queried) - trained.sum()),
             "n_trained": int(trained.sum()),
+            "silo_designs": silo_designs(members),
         }
         return Fusion(server.final_model, all_labels, all_trained, privacy, details)
+
+    @staticmethod
+    def teachers_recorded(settings: Mapping, members: Sequence[Member]) -> int:
+        """The t a job's privacy report records (the bound does not depend on it): the job's ``teachers`` if it names
+        one, else the most any of its submissions declared, else 1."""
+        declared = [member.teachers for member in members if member.teachers]
+        return int(settings.get("teachers") or max(declared, default=1))
+
+
+def silo_designs(members: Sequence[Member]) -> dict[str, dict]:
+    """``{submission key: {"students": s_i, "teachers": t_i or None}}``: the FedKT design each silo trained with, as
+    its submission declared it (t) and as it voted (its students), recorded in the job's details."""
+    return {
+        member.key: {"students": member.n_students, "teachers": member.teachers}
+        for member in members
+    }
 
 
 class EnsembleFusion:

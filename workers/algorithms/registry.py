@@ -38,7 +38,7 @@ class Member:
     number of model files the job gives the engine for it: its FedKT students and, when ``own_model``,
     last, the silo's own model trained on all its rows (issue 31: its best model, which never votes in
     FedKT; :func:`member_model_positions`); ``label_distribution`` is a count or share per class, or
-    ``None`` if not declared.
+    ``None`` if not declared; ``teachers`` the FedKT t the silo declared it trained with, if any.
     """
 
     key: str
@@ -48,6 +48,7 @@ class Member:
     n_models: int = 1
     label_distribution: tuple[float, ...] | None = None
     own_model: bool = False
+    teachers: int | None = None
 
     @property
     def n_students(self) -> int:

@@ -108,8 +108,31 @@ def test_fedkt_fuse_equals_the_engines_server_side(digits_federation):
         "n_queried": 180,
         "n_abstained": 180 - len(queried),
         "n_trained": len(queried),
+        "silo_designs": {member.key: {"students": 2, "teachers": None} for member in members},
     }
     assert fusion.privacy is None
+
+
+def test_an_l1_report_records_the_most_teachers_a_submission_declared_unless_the_job_names_t(
+    digits_federation,
+):
+    _, probabilities, members, public_x, _, _ = digits_federation
+    declared = [
+        Member(m.key, m.organisation, m.n_examples, m.validation_score, n_models=2, teachers=t)
+        for m, t in zip(members, [3, 1, 4, None] * len(members))
+    ]
+    params = {"partitions": 2, "query": 40, "final": FOREST, "privacy": {"delta": 1e-5}}
+    _, _, fusion = _run(
+        "fedkt",
+        probabilities,
+        declared,
+        public_x,
+        n_classes=10,
+        params=params,
+        noise=LaplaceNoise(gamma=0.1),
+    )
+    assert fusion.privacy.data_independent.teachers == 4
+    assert fusion.details["silo_designs"][declared[1].key] == {"students": 2, "teachers": 1}
 
 
 def test_fedkt_fuse_with_server_noise_reports_party_level_privacy(digits_federation):
@@ -392,9 +415,8 @@ def test_the_job_rows_parameter_shape_is_understood():
     fedkt = algorithm_get("fedkt").validate(
         {"final": {"family": "xgboost"}, "partitions": 2, "query": 300}
     )
-    assert fedkt == {
+    assert fedkt == {  # t is the silos': a job stores it only where it names it
         "partitions": 2,
-        "teachers": 5,
         "query_count": 300,
         "final_model": {"family": "xgboost"},
     }
