@@ -176,8 +176,8 @@ def silo_baselines(metrics_per_silo: dict[str, list[dict]]) -> dict:
     Returns
     -------
     {"best_single_silo": headline metrics, "silo" (its key) and "measured_with" (its own model or its students,
-    :func:`member_metrics`; None for metrics recorded before) or None, "average_silo": headline metrics and
-    "measured_with" (how many representatives were own models and how many students) or None,
+    :func:`member_metrics`; absent for metrics recorded before) or None, "average_silo": headline metrics and
+    "measured_with" (how many representatives were own models and how many students; absent likewise) or None,
     "n_silos": number of silos measured}
     """
 
@@ -200,18 +200,25 @@ def silo_baselines(metrics_per_silo: dict[str, list[dict]]) -> dict:
         return float(np.mean(values)) if values else None
 
     measured_with = [metrics.get("measured_with") for metrics in representatives.values()]
+    best_measured_with = representatives[best_silo].get("measured_with")
     return {
         "best_single_silo": {
             **headline(representatives[best_silo]),
             "silo": best_silo,
-            "measured_with": representatives[best_silo].get("measured_with"),
+            **({"measured_with": best_measured_with} if best_measured_with else {}),
         },
         "average_silo": {
             **{name: average(name) for name in HEADLINE_METRICS},
-            "measured_with": {
-                MEASURED_WITH_OWN_MODEL: measured_with.count(MEASURED_WITH_OWN_MODEL),
-                MEASURED_WITH_STUDENTS: measured_with.count(MEASURED_WITH_STUDENTS),
-            },
+            **(
+                {
+                    "measured_with": {
+                        MEASURED_WITH_OWN_MODEL: measured_with.count(MEASURED_WITH_OWN_MODEL),
+                        MEASURED_WITH_STUDENTS: measured_with.count(MEASURED_WITH_STUDENTS),
+                    }
+                }
+                if any(measured_with)
+                else {}
+            ),
         },
         "n_silos": len(representatives),
     }
