@@ -23,6 +23,7 @@ from workers.features import (
     TableError,
     encode_features,
     encode_labels,
+    features_in_view,
     read_table,
 )
 from workers.modelio.families import NETWORK_FAMILIES, feature_view_for
@@ -392,6 +393,32 @@ def fedkt_party_train(
     return TrainingResult((*result.students, *((own[0],) if own else ())), metadata)
 
 
+def silo_train(
+    frame: pd.DataFrame,
+    spec: dict,
+    public_features: np.ndarray,
+    *,
+    label_column: str,
+    class_labels: list[str],
+    settings: TrainingSettings = TrainingSettings(),  # noqa: B008 (frozen: the toolkit's defaults)
+) -> tuple[TrainingResult, EncodedData]:
+    """``onefold train`` (FedKT) in process, from a silo's table: its rows encoded with the federation's ``spec``
+    in the view its models read, the one-hot ``public_features`` (what ``pull`` downloads) in the same view, then
+    :func:`fedkt_party_train` (students and, with the default settings, the silo's own model). Returns the result
+    and the encoded rows."""
+    view = settings.feature_view()
+    data = encode_silo_table(
+        frame, spec, label_column=label_column, class_labels=class_labels, view=view
+    )
+    result = fedkt_party_train(
+        data,
+        features_in_view(public_features, spec, view),
+        n_classes=len(class_labels),
+        settings=settings,
+    )
+    return result, data
+
+
 def own_model_train(
     data: EncodedData,
     train: np.ndarray,
@@ -566,5 +593,6 @@ __all__ = [
     "privacy_declaration",
     "dp_sgd_learner",
     "resolved_queries",
+    "silo_train",
     "validation_split",
 ]

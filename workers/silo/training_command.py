@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from workers.features import features_in_view, view_width
+from workers.features import view_width
 from workers.learners.registry import make_learner
 from workers.silo.errors import DataError
 from workers.silo.folders import METADATA_FILE, pulled_folder
@@ -23,10 +23,10 @@ from workers.silo.training import (
     DEFAULT_TEACHER,
     TrainingSettings,
     encode_silo_table,
-    fedkt_party_train,
     load_table,
     local_train,
     per_label_logits,
+    silo_train,
 )
 
 
@@ -130,23 +130,26 @@ def train(args):
         )
     n_classes = len(federation["class_labels"])
     view = settings.feature_view(local=args.local)
-    data = encode_silo_table(
-        load_table(args.data),
-        spec,
-        label_column=args.label_column or federation["label_column"],
-        class_labels=federation["class_labels"],
-        view=view,
-    )
-    result = (
-        local_train(data, n_classes=n_classes, settings=settings)
-        if args.local
-        else fedkt_party_train(
-            data,
-            features_in_view(public_features, spec, view),
-            n_classes=n_classes,
+    frame = load_table(args.data)
+    label_column = args.label_column or federation["label_column"]
+    if args.local:
+        data = encode_silo_table(
+            frame,
+            spec,
+            label_column=label_column,
+            class_labels=federation["class_labels"],
+            view=view,
+        )
+        result = local_train(data, n_classes=n_classes, settings=settings)
+    else:
+        result, data = silo_train(
+            frame,
+            spec,
+            public_features,
+            label_column=label_column,
+            class_labels=federation["class_labels"],
             settings=settings,
         )
-    )
     output = args.output or pulled_folder(args) / ("local-model" if args.local else "students")
     output.mkdir(parents=True, exist_ok=True)
     names = model_file_stems(result, local=args.local)

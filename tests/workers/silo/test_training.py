@@ -343,3 +343,38 @@ def test_train_reads_parquet_as_well_as_csv(run_cli, pulled, tmp_path, adult_fra
     )
     assert code == 0, err
     assert (json.loads(out)["n_local_examples"], json.loads(out)["encoding"]["rows"]) == (400, 500)
+
+
+def test_silo_train_in_process_trains_exactly_what_the_train_command_does(
+    run_cli, pulled, silo_csv
+):
+    from workers.silo.training import load_table, silo_train
+
+    code, out, err = run_cli(
+        "train", "adult-income", "--data", silo_csv, "--pulled", pulled, "--json"
+    )
+    assert code == 0, err
+    command = json.loads(out)
+    with np.load(pulled / "features.npz") as arrays:
+        public = arrays["features"]
+    result, data = silo_train(
+        load_table(silo_csv),
+        json.loads((pulled / "feature-spec.json").read_text()),
+        public,
+        label_column="income",
+        class_labels=["<=50K", ">50K"],
+    )
+    assert len(result.models) == 3 and len(data.labels) == 500
+    same = (
+        "local_validation_score",
+        "student_validation_scores",
+        "own_model",
+        "partitions",
+        "teachers",
+    )
+    assert {name: result.metadata[name] for name in same if name != "own_model"} == {
+        name: command[name] for name in same if name != "own_model"
+    }
+    assert (
+        result.metadata["own_model"]["validation_score"] == command["own_model"]["validation_score"]
+    )
