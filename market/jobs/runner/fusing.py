@@ -14,7 +14,7 @@ from market.feature_views import job_feature_view, stored_features_in_view
 from market.federations.models import PrivacyLevel
 from market.jobs.models import Job
 from market.jobs.runner.lifecycle import JobInputError
-from market.jobs.selectors import job_members
+from market.jobs.selectors import job_members, job_model_files
 from market.jobs.services import job_log
 from market.sandbox import stored_models_convert, stored_models_predict
 from market.storage import (
@@ -28,7 +28,7 @@ from market.submissions.models import Submission
 from workers.algorithms import algorithm_get
 from workers.algorithms.auto_fusion import EvaluationRows, evaluation_halves
 from workers.algorithms.ensemble import average_probabilities
-from workers.algorithms.registry import Fusion
+from workers.algorithms.registry import Fusion, member_model_positions
 from workers.features import ONE_HOT_VIEW
 from workers.jobs.chunks import ChunkSignals, chunk_signals_from_npz
 from workers.jobs.export import export_global_model, model_family_of
@@ -140,7 +140,10 @@ def job_fuse(job: Job) -> FusedJob | None:
     missing = [submission_id for submission_id in ids if submission_id not in submissions]
     if missing:
         raise JobInputError(f"Submission #{missing[0]} was deleted after the job was created.")
-    members = job_members(submissions=[submissions[submission_id] for submission_id in ids])
+    members = job_members(
+        submissions=[submissions[submission_id] for submission_id in ids],
+        privacy_level=job.privacy_level,
+    )
     settings = algorithm_get(job.kind).validate(job.parameters)
     view = job_feature_view(settings)
     public = stored_features_in_view(
@@ -286,7 +289,9 @@ def _bundled(
             )
         for member_id, weight in zip(chunk.member_ids, chunk_weights):
             if weight:  # a member the selection left out is not shipped to buyers
-                members += _bundle_members(fused.submissions[int(member_id)], weight=weight)
+                members += _bundle_members(
+                    fused.submissions[int(member_id)], weight=weight, job=job
+                )
     bundle = bundle_write(
         _with_onnx_twins(job, members, one_hot_features),
         n_classes=job.federation.n_classes,
@@ -328,10 +333,14 @@ def _with_onnx_twins(
     return twinned
 
 
-def _bundle_members(submission: Submission, *, weight: float) -> list[BundleMember]:
-    """A submission's model files as bundle members that share its ``weight``; named by position in the bundle,
-    since a submission id in a buyer's download would say whose model it is."""
-    files = list(submission.model_files.all())
+def _bundle_members(submission: Submission, *, weight: float, job: Job) -> list[BundleMember]:
+    """The submission's model files that make its best prediction (its silo's own model when the job uses it, else
+    its students: workers.algorithms.registry.member_model_positions, the rule its ensemble signal followed) as
+    bundle members that share its ``weight``; named by position in the bundle, since a submission id in a buyer's
+    download would say whose model it is."""
+    used = job_model_files(submission=submission, privacy_level=job.privacy_level)
+    (member,) = job_members(submissions=[submission], privacy_level=job.privacy_level)
+    files = [used[position] for position in member_model_positions(member).best]
     return [
         BundleMember(
             format=model_file.format,

@@ -62,7 +62,6 @@ def test_an_l1_default_that_already_fits_is_kept_and_l0_keeps_every_row(federati
     )
     assert l0 == {
         "partitions": 2,
-        "teachers": 5,
         "query_fraction": 1.0,
         "final_model": {"family": "random_forest", "n_estimators": 100, "max_depth": 8},
     }

@@ -27,7 +27,6 @@ def test_job_create_stores_parameters_with_defaults_and_an_unpublished_outbox_ro
     body = response.json()
     assert body["parameters"] == {
         "partitions": 2,
-        "teachers": 5,
         "query_count": 100,
         "final_model": {"family": "random_forest", "n_estimators": 100, "max_depth": 8},
     }
@@ -54,8 +53,8 @@ def test_job_create_stores_parameters_with_defaults_and_an_unpublished_outbox_ro
             "Server noise (L1) is only available for FedKT jobs",
         ),
         (
-            {"parameters": {"partitions": 3}},
-            "holds 2 model file(s), but a FedKT job with s = 3 needs",
+            {"parameters": {"partitions": 1}},
+            "holds 2 FedKT student(s), but a FedKT job with s = 1 takes 1 to 1 students per submission",
         ),
         ({"parameters": {"query": 5000}}, "The server can query 1 to 2000 public examples"),
         ({"parameters": {"query": 1.5}}, "A query fraction must lie in (0, 1], not 1.5."),
@@ -82,8 +81,8 @@ def test_job_create_stores_parameters_with_defaults_and_an_unpublished_outbox_ro
         ),
         ({"parameters": {"gamma": 0.1}}, "Unknown parameter(s) for a fedkt job: gamma."),
         (
-            {"parameters": {**FAST_FEDKT, "partitions": 3}},
-            "holds 2 model file(s), but a FedKT job with s = 3 needs one student per partition",
+            {"parameters": {**FAST_FEDKT, "partitions": 1}},
+            "holds 2 FedKT student(s), but a FedKT job with s = 1 takes 1 to 1 students per submission",
         ),
         ({"parameters": {"privacy": {"gamma": 1}}}, "Only L1 jobs take privacy parameters"),
         (

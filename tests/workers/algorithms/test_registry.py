@@ -1,3 +1,6 @@
+import numpy as np
+import pytest
+
 from workers.algorithms import algorithm_get, kind_choices
 from workers.algorithms.registry import ALGORITHMS, FusionAlgorithm
 from workers.privacy.costs import fedkt_l1_cost
@@ -49,3 +52,27 @@ def test_only_fedkt_votes_without_an_integer_sensitivity_refuse_server_noise():
         assert algorithm.noise_refusal(algorithm.validate({})) is None
     fedkt = algorithm_get("fedkt")
     assert "Soft voting cannot run at L1" in fedkt.noise_refusal(fedkt.validate({"vote": "soft"}))
+
+
+def test_a_members_probabilities_split_into_its_students_and_its_best_by_one_rule():
+    from workers.algorithms.registry import (
+        Member,
+        member_model_positions,
+        member_probabilities_split,
+    )
+
+    probabilities = np.array([[[1.0, 0.0]], [[0.5, 0.5]], [[0.2, 0.8]]])
+    with_own = Member("1", "1", 10, 0.5, n_models=3, own_model=True)
+    positions = member_model_positions(with_own)
+    assert (positions.students, positions.best) == ((0, 1), (2,))
+    split = member_probabilities_split(probabilities, member=with_own)
+    assert (split.students.tolist(), split.best.tolist()) == (
+        [[[1.0, 0.0]], [[0.5, 0.5]]],
+        [[0.2, 0.8]],
+    )
+    students_only = Member("1", "1", 10, 0.5, n_models=3)
+    split = member_probabilities_split(probabilities, member=students_only)
+    assert len(split.students) == 3
+    assert split.best == pytest.approx(np.array([[1.7 / 3, 1.3 / 3]]))
+    with pytest.raises(ValueError, match="submission #1's 2 model"):
+        member_probabilities_split(probabilities, member=Member("1", "1", 10, 0.5, n_models=2))

@@ -107,8 +107,18 @@ class Command(BaseCommand):
             help="the job kind, one the engine registry runs (default fedkt)",
         )
         parser.add_argument("--privacy-level", choices=["L0", "L1", "L2"], default="L0")
-        parser.add_argument("--partitions", type=int, default=2, help="FedKT's s")
-        parser.add_argument("--teachers", type=int, default=5, help="FedKT's t")
+        parser.add_argument(
+            "--partitions",
+            type=int,
+            default=None,
+            help="FedKT's s (default: each silo's toolkit chooses)",
+        )
+        parser.add_argument(
+            "--teachers",
+            type=int,
+            default=None,
+            help="FedKT's t (default: each silo's toolkit chooses)",
+        )
         parser.add_argument(
             "--gamma", type=float, default=0.05, help="noise γ at L1 (server) or L2 (silos)"
         )
