@@ -163,6 +163,7 @@ def job_parameters_validate(
         labels = [noisy.label for noisy in _algorithms().values() if noisy.accepts_noise]
         raise InvalidInput(
             f"Server noise (L1) is only available for {' and '.join(labels)} jobs; choose L0 or L2 for this kind."
+            + (f" {algorithm.noise_refusal({})}" if algorithm.noise_refusal({}) else "")
         )
     if "privacy" in given and privacy_level != PrivacyLevel.L1:
         raise InvalidInput(

@@ -60,11 +60,17 @@ class EvaluationRows:
     labels : int array (n_rows,)
     member_probabilities : array (n_members, n_rows, n_classes)
         Each member's probabilities (averaged over its model files), in the order of the job's members.
+    member_signals : array (n_members, n_public, width) or None
+        Each member's own signal of the public rows, as the job kind's ``member_signal`` returned it (the chunks
+        store them), in the same order: the stacked fusion (:mod:`workers.algorithms.stack_fusion`) and ``auto``'s
+        stacked candidate weigh the members one by one, which the summed signal cannot. ``None`` where no
+        engine reads them.
     """
 
     features: np.ndarray
     labels: np.ndarray
     member_probabilities: np.ndarray
+    member_signals: np.ndarray | None = None
 
 
 def evaluation_halves(labels, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -85,6 +91,12 @@ def evaluation_halves(labels, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
     selection = np.sort(np.concatenate(halves)).astype(np.int64)
     report = np.setdiff1d(np.arange(len(labels)), selection)
     return selection, report
+
+
+def fitted_on_evaluation(details: Mapping) -> bool:
+    """Whether a fusion with these ``Fusion.details`` read the first of :func:`evaluation_halves` (``auto``'s choice,
+    a stacked fusion's fit): its job then reports every metric on the other half only."""
+    return "auto" in details or "stack" in details
 
 
 def auto_member_signal(
