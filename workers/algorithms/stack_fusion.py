@@ -1,7 +1,8 @@
 """The "stack" job kind (issue 31): the members' probabilities combined by an aggregator learnt on half of the
 federation's labelled evaluation split, distilled into one model (:mod:`workers.algorithms.stacking`).
 
-- ``aggregator`` (:data:`workers.algorithms.stacking.AGGREGATOR_CHOICES`, default :data:`DEFAULT_AGGREGATOR`):
+- ``aggregator`` (:data:`workers.algorithms.stacking.AGGREGATOR_CHOICES`, default
+  :data:`workers.algorithms.stacking.DEFAULT_AGGREGATOR`):
   ``logistic`` (a logistic regression on the members' log-probabilities, with per-class bias), ``weights`` (one
   non-negative weight per member) or ``auto`` (the better of the two out of fold on the fit half).
 - ``final_model`` (learner, default FedKT's :data:`workers.algorithms.fusions.DEFAULT_FINAL_MODEL`): the global
@@ -46,9 +47,8 @@ from workers.algorithms.schema import (
     query_setting,
     unknown_keys_refused,
 )
-from workers.algorithms.stacking import AGGREGATOR_CHOICES, stacked_fit
+from workers.algorithms.stacking import AGGREGATOR_CHOICES, DEFAULT_AGGREGATOR, stacked_fit
 
-DEFAULT_AGGREGATOR = "auto"
 STACK_REFUSED_AT_L1 = (
     "A stacked fusion cannot run at L1: its aggregator is fitted on the members' predictions without noise, "
     "which no privacy accountant here covers; run it at L0, or on L2 submissions."

@@ -39,6 +39,8 @@ from workers.metrics import classification_metrics
 AGGREGATORS = ("logistic", "weights")
 #: The aggregator setting's choices: one of :data:`AGGREGATORS`, or ``auto`` (the better of them out of fold).
 AGGREGATOR_CHOICES = (*AGGREGATORS, "auto")
+#: The aggregator of a stack job that names none, and of ``vote: auto``'s stacked candidate.
+DEFAULT_AGGREGATOR = "auto"
 FOLDS = 5
 LOGISTIC_C = 1.0
 PROBABILITY_FLOOR = 1e-4
@@ -260,10 +262,5 @@ def stacked_fit(
         "out_of_fold": candidates,
         "constant": constant,
         **({"refusal": refusal} if refusal else {}),
-        **(
-            {"member_weights": [round(float(w), 6) for w in aggregator.weights]}
-            if aggregator.weights is not None
-            else {}
-        ),
     }
     return StackedModel(model, aggregator, public_labels, trained, details)
