@@ -52,6 +52,9 @@ AUTO_VOTE_RULES = ("consistent_hard", "class_weighted", "soft")
 #: The block of an ``auto`` member signal after the vote rules': the ensemble kind's member signal (the stack's).
 ENSEMBLE_BLOCK = len(AUTO_VOTE_RULES)
 STACKED_FOLDS = 3
+#: The final models an ``auto`` job fits at most: one per vote rule, one per fold of the stacked candidate's
+#: cross-fitting and its refit (what FedKT's ``estimate`` counts against the market's work limit).
+AUTO_FINAL_MODEL_FITS = len(AUTO_VOTE_RULES) + STACKED_FOLDS + 1
 SELECTION_CRITERION = "accuracy"
 AUTO_REFUSED_AT_L1 = (
     '"vote": "auto" cannot run at L1: it would fuse every candidate from its own noisy '

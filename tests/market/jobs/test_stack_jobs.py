@@ -95,3 +95,40 @@ def test_a_stack_job_that_cannot_beat_a_constant_model_fails_with_the_reason(
     job = Job.objects.get(id=body["id"])
     assert job.status == JobStatus.FAILED
     assert "The stacked fusion cannot beat a constant model" in job.failure_reason
+
+
+def test_an_l0_fedkt_job_that_names_no_vote_chooses_with_auto_across_kinds_and_publishes(
+    eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks
+):  # noqa: F811
+    from workers.algorithms.auto_fusion import AUTO_CANDIDATES
+
+    federation = fedkt_submissions[0].federation
+    body = launch(
+        operator,
+        federation,
+        django_capture_on_commit_callbacks,
+        kind="fedkt",
+        privacy_level="L0",
+        parameters={"partitions": 2, "query": 0.25, "final_model": {"family": "logistic_regression"}},
+        seed=4,
+    )
+    assert (body["parameters"]["vote"], body["parameters"]["vote_weight_max"]) == ("auto", 4)
+    job = succeeded(body)
+    model = job.global_model
+    chosen = model.lineage["fusion"]["auto"]
+    assert set(chosen["candidates"]) == set(AUTO_CANDIDATES)  # the stacked fusion among them
+    assert sum(map(sum, model.metrics["confusion_matrix"])) == chosen["report_rows"]
+    page = api_client_for(operator).get(f"/api/global-models/{model.id}/").json()
+    assert page["fusion_choice"]["candidates"]["stacked"] == chosen["candidates"]["stacked"]
+    listing = listing_publish(
+        listing=listing_create(
+            global_model=model,
+            name="Auto income",
+            description="",
+            licence_text="Any lawful use.",
+            price_cents=500,
+            actor=operator,
+        ),
+        actor=operator,
+    )
+    assert listing.status == "published"
