@@ -260,6 +260,7 @@ def stacked_fit(
         "fit_rows": int(len(fit_rows)),
         "folds": FOLDS,
         "out_of_fold": candidates,
+        "cross_fitted": candidates[chosen],
         "constant": constant,
         **({"refusal": refusal} if refusal else {}),
     }

@@ -41,6 +41,15 @@ def test_a_stack_job_reports_on_the_half_it_did_not_fit_and_its_model_is_publish
     assert stack["aggregator"] in ("logistic", "weights")
     assert model.metrics["balanced_accuracy"] > model.baselines["majority_class"]["balanced_accuracy"]
     assert any("Stacked by" in line.message for line in job.log_entries.all())
+    from django.test import Client
+
+    browser = Client()
+    browser.force_login(operator)
+    page = browser.get(f"/jobs/{job.id}/").content.decode()
+    assert (
+        f"Stacked by <strong>{stack['aggregator']}</strong>, fitted on {stack['fit_rows']} evaluation rows"
+    ) in page
+    assert f"the metrics below are on the other {len(report)} rows, which the fit did not read" in page
     assert model.model_family == "logistic_regression"
     listing = listing_publish(  # publishing runs the model from its package with onnxruntime
         listing=listing_create(
@@ -120,6 +129,14 @@ def test_an_l0_fedkt_job_that_names_no_vote_chooses_with_auto_across_kinds_and_p
     assert sum(map(sum, model.metrics["confusion_matrix"])) == chosen["report_rows"]
     page = api_client_for(operator).get(f"/api/global-models/{model.id}/").json()
     assert page["fusion_choice"]["candidates"]["stacked"] == chosen["candidates"]["stacked"]
+    from django.test import Client
+
+    browser = Client()
+    browser.force_login(operator)
+    html = browser.get(f"/jobs/{job.id}/").content.decode()
+    stacked = chosen["candidates"]["stacked"]
+    assert 'id="job-fusion-candidates"' in html
+    assert f"<td>{stacked['accuracy']:.4f}</td><td>{stacked['balanced_accuracy']:.4f}</td>" in html
     listing = listing_publish(
         listing=listing_create(
             global_model=model,
