@@ -28,9 +28,10 @@ Algorithm 1 lines 10-14 (the server side; the silos ran lines 1-9 and uploaded s
   ``soft`` has no integer sensitivity the accountant covers and is refused at L1
   (:meth:`FedKTFusion.noise_refusal`). ``auto`` builds the three rules and Guha's ensemble with selection
   from the same uploads, chooses on one half of the federation's evaluation split and reports on the other
-  (:mod:`workers.algorithms.auto_fusion`; its ``vote_weight_max`` is the class-weighted candidate's W); it is
-  refused at L1. The default is not written into the stored parameters, so a job that names no vote stores
-  what it stored before the rule existed.
+  (:mod:`workers.algorithms.auto_fusion`, with the stacked fusion as a candidate; its ``vote_weight_max`` is the
+  class-weighted candidate's W); it is
+  refused at L1. ``validate`` does not write its default (``consistent_hard``) into the stored parameters; the
+  market makes ``auto`` the default of L0 jobs and stores it (:data:`market.jobs.parameters.L0_DEFAULTS`).
 - L1 price (:meth:`FedKTFusion.l1_cost`): :func:`workers.privacy.costs.fedkt_l1_cost` at s, t and the votes
   a silo's submissions move (:meth:`FedKTFusion.votes_per_submission`); the budgets reserve and charge it.
 - signal: the member's consistent votes (s_i on the class all its s_i students predict, else 0); a silo's own
@@ -168,10 +169,11 @@ class FedKTFusion:
         + ", ".join(FINAL_MODEL_FAMILIES)
         + ", ...hyperparameters}.",
         "vote": (
-            "How silos vote: " + " | ".join(VOTE_RULES) + " (default consistent_hard, the paper's; "
-            "class_weighted weighs a silo's votes per class by its declared share of that class; soft sums "
-            "the students' probabilities and is refused at L1; auto chooses among these and Guha's ensemble "
-            "with selection on half of the evaluation split, reports on the other half, and runs at L0 only)."
+            "How silos vote: " + " | ".join(VOTE_RULES) + " (default auto at L0 where the evaluation split "
+            "allows it, else consistent_hard, the paper's; class_weighted weighs a silo's votes per class by its "
+            "declared share of that class; soft sums the students' probabilities and is refused at L1; auto "
+            "chooses among these, Guha's ensemble with selection and the stacked fusion on half of the "
+            "evaluation split, reports on the other half, and runs at L0 only)."
         ),
         "vote_weight_max": (
             f"class_weighted and auto only: W, the largest integer vote weight, 1 to {MAX_VOTE_WEIGHT} "
@@ -279,11 +281,14 @@ class FedKTFusion:
         return None
 
     def estimate(self, settings: Mapping, *, n_public: int, n_member_models: int) -> WorkEstimate:
+        from workers.algorithms.auto_fusion import AUTO_FINAL_MODEL_FITS
+
         rows = min(query_rows(settings, n_public=n_public), n_public)
+        fits = AUTO_FINAL_MODEL_FITS if settings.get("vote") == "auto" else 1
         return WorkEstimate(
             rows,
             prediction_work(n_public=n_public, n_member_models=n_member_models)
-            + learner_work(settings["final_model"], n_rows=rows),
+            + fits * learner_work(settings["final_model"], n_rows=rows),
         )
 
     def select(self, members: Sequence[Member], params: Mapping, *, seed: int) -> list[int]:

@@ -26,7 +26,7 @@ from market.storage import (
 )
 from market.submissions.models import Submission
 from workers.algorithms import algorithm_get
-from workers.algorithms.auto_fusion import EvaluationRows, evaluation_halves
+from workers.algorithms.auto_fusion import EvaluationRows, evaluation_halves, fitted_on_evaluation
 from workers.algorithms.ensemble import average_probabilities
 from workers.algorithms.registry import Fusion, member_model_positions
 from workers.features import ONE_HOT_VIEW
@@ -191,22 +191,23 @@ def job_fuse(job: Job) -> FusedJob | None:
 
 
 def _evaluation_rows(job: Job, view: str) -> EvaluationRows:
-    """The evaluation split in ``view`` and every member's probabilities of it, in the members' order (FedKT's
-    ``vote: auto`` chooses on one half of it: workers.algorithms.auto_fusion)."""
+    """The evaluation split in ``view``, every member's probabilities of it and every member's own signal of the
+    public rows, in the members' order (FedKT's ``vote: auto`` chooses on one half of it, the stacked fusion is
+    fitted on one half: workers.algorithms.auto_fusion, workers.algorithms.stack_fusion)."""
     evaluation = arrays_from_npz_cached(job.evaluation_split.data_file)
-    member_probabilities = np.concatenate(
-        [chunk.evaluation_probabilities for chunk in job_chunk_signals(job)]
-    )
+    chunks = list(job_chunk_signals(job))
     return EvaluationRows(
         stored_features_in_view(evaluation["features"], job.public_dataset, view),
         evaluation["labels"],
-        member_probabilities,
+        np.concatenate([chunk.evaluation_probabilities for chunk in chunks]),
+        member_signals=np.concatenate([chunk.member_signals for chunk in chunks]),
     )
 
 
 def evaluation_report_rows(job: Job, fusion: Fusion, labels: np.ndarray) -> np.ndarray | None:
-    """The evaluation rows a job reports on: the half its ``auto`` choice did not read, else None (all rows)."""
-    if "auto" not in fusion.details:
+    """The evaluation rows a job reports on: the half its fusion did not read (``auto``'s choice, a stack's fit:
+    :func:`~workers.algorithms.auto_fusion.fitted_on_evaluation`), else None (all rows)."""
+    if not fitted_on_evaluation(fusion.details):
         return None
     return evaluation_halves(labels, seed=job.seed)[1]
 
@@ -229,13 +230,20 @@ def job_evaluate(job: Job, fused: FusedJob) -> EvaluatedModel:
     report = evaluation_report_rows(job, fusion, labels)
     rows = slice(None) if report is None else report
     metrics = classification_metrics(probabilities[rows], labels[rows], n_classes=n_classes)
-    if report is not None:
+    if report is not None and "auto" in fusion.details:
         chosen = fusion.details["auto"]
         job_log(
             job_id=job.id,
             message=f"Fusion chosen by auto: {chosen['chosen']} (best {chosen['criterion']} on "
             f"{chosen['selection_rows']} evaluation rows); metrics below are on the other "
             f"{chosen['report_rows']}.",
+        )
+    elif report is not None:
+        stack = fusion.details["stack"]
+        job_log(
+            job_id=job.id,
+            message=f"Stacked by {stack['aggregator']}, fitted on {stack['fit_rows']} evaluation rows; metrics "
+            f"below are on the other {stack['report_rows']}.",
         )
     job_log(
         job_id=job.id,

@@ -29,6 +29,8 @@ def test_job_create_stores_parameters_with_defaults_and_an_unpublished_outbox_ro
         "partitions": 2,
         "query_count": 100,
         "final_model": {"family": "random_forest", "n_estimators": 100, "max_depth": 8},
+        "vote": "auto",  # an L0 FedKT job that names no vote chooses on half of the evaluation split
+        "vote_weight_max": 4,
     }
     assert body["submissions"] == [s.id for s in fedkt_submissions]
     assert body["status"] == "queued"
@@ -109,12 +111,12 @@ def test_job_create_refuses_bad_input_with_a_sentence_and_writes_nothing(
     [
         (
             "fd",
-            "Jobs of kind 'fd' cannot run here; choose one of cpfl, distill, ensemble, fedkt. "
+            "Jobs of kind 'fd' cannot run here; choose one of cpfl, distill, ensemble, fedkt, stack. "
             "Federated distillation is an exchange between silos (/api/exchanges/), not a job.",
         ),
         (
             "fedtk",
-            "Jobs of kind 'fedtk' cannot run here; choose one of cpfl, distill, ensemble, fedkt.",
+            "Jobs of kind 'fedtk' cannot run here; choose one of cpfl, distill, ensemble, fedkt, stack.",
         ),
     ],
 )

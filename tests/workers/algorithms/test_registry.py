@@ -12,6 +12,7 @@ def test_the_registry_offers_every_registered_kind_with_its_label_fedkt_first():
         ("ensemble", "Ensemble of local models"),
         ("distill", "Ensemble distilled into one model"),
         ("cpfl", "Cohort-parallel distillation"),
+        ("stack", "Stacked fusion"),
     ]
 
 
@@ -40,16 +41,18 @@ def test_every_registered_kind_defines_the_whole_interface_its_callers_use():
         assert isinstance(algorithm, FusionAlgorithm), algorithm.name
 
 
-def test_only_fedkt_with_vote_auto_reads_the_evaluation_split():
+def test_only_fedkt_with_vote_auto_and_the_stack_read_the_evaluation_split():
     for algorithm in ALGORITHMS.values():
-        assert algorithm.reads_evaluation(algorithm.validate({})) is False
+        reads = algorithm.reads_evaluation(algorithm.validate({}))
+        assert reads is (algorithm.name == "stack"), algorithm.name
     fedkt = algorithm_get("fedkt")
     assert fedkt.reads_evaluation(fedkt.validate({"vote": "auto"})) is True
 
 
-def test_only_fedkt_votes_without_an_integer_sensitivity_refuse_server_noise():
+def test_only_fedkt_votes_without_an_integer_sensitivity_and_the_stack_refuse_server_noise():
     for algorithm in ALGORITHMS.values():
-        assert algorithm.noise_refusal(algorithm.validate({})) is None
+        refusal = algorithm.noise_refusal(algorithm.validate({}))
+        assert (refusal is not None) is (algorithm.name == "stack"), algorithm.name
     fedkt = algorithm_get("fedkt")
     assert "Soft voting cannot run at L1" in fedkt.noise_refusal(fedkt.validate({"vote": "soft"}))
 
