@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from frontend.decorators import page
 from market.commerce.delivery import download_link_create, model_predict
-from market.commerce.packages import download_choices, usage_snippet
+from market.commerce.packages import download_choices, prediction_curl, usage_snippet
 from market.commerce.selectors import global_model_require_access
 from market.errors import DomainError
 from workers.modelio.raw_columns import input_schema
@@ -34,6 +34,9 @@ def model_use_page(request, global_model_id):
             "listing": global_model.listings.first(),
             "choices": download_choices(global_model),
             "snippet": usage_snippet(global_model),
+            "curl_line": prediction_curl(
+                global_model, base_url=request.build_absolute_uri("/").rstrip("/")
+            ),
             "columns": input_schema(spec),
             "class_labels": global_model.federation.class_labels,
         },

@@ -179,13 +179,19 @@ def _metric_lines(metrics: dict) -> list[str]:
     ]
 
 
-def usage_snippet(global_model: GlobalModel, filename: str = "model.raw.onnx") -> str:
-    """Python that runs the raw-column ONNX on a CSV of the federation's columns with onnxruntime and numpy."""
+def raw_onnx_filename(global_model: GlobalModel) -> str:
+    """The raw-column ONNX's file name, in its package and as a download (the snippet opens this name)."""
+    return f"onefold-global-model-{global_model.id}.raw.onnx"
+
+
+def usage_snippet(global_model: GlobalModel) -> str:
+    """Python that runs the raw-column ONNX, as its package names it, on ``rows.csv`` (the federation's raw
+    columns, with a header) with onnxruntime and numpy."""
     return f'''import csv
 import numpy as np
 import onnxruntime
 
-session = onnxruntime.InferenceSession("{filename}")
+session = onnxruntime.InferenceSession("{raw_onnx_filename(global_model)}")
 rows = list(csv.DictReader(open("rows.csv", newline="")))  # the federation's raw columns
 inputs = {{}}
 for graph_input in session.get_inputs():
@@ -197,6 +203,15 @@ for graph_input in session.get_inputs():
 probabilities, labels = session.run(["probabilities", "label"], inputs)
 print(labels[:5], probabilities[:5])  # classes: {", ".join(global_model.federation.class_labels)}
 '''
+
+
+def prediction_curl(global_model: GlobalModel, *, base_url: str) -> str:
+    """The shell line that sends ``rows.csv`` to the prediction API with an API token in ``$ONEFOLD_TOKEN``;
+    ``base_url``: the market's address, without a trailing slash."""
+    return (
+        f'curl -sS -X POST -H "Authorization: Token $ONEFOLD_TOKEN" -H "Content-Type: text/csv" '
+        f"--data-binary @rows.csv {base_url}/api/global-models/{global_model.id}/predict/"
+    )
 
 
 def model_card_readme(global_model: GlobalModel, listing: Listing | None) -> str:
@@ -291,10 +306,7 @@ def download_content(resolved: ResolvedDownload) -> tuple[str, bytes]:
     model_file = resolved.model_file
     global_model = model_file.global_model
     if resolved.variant == RAW_ONNX:
-        filename, data = (
-            f"onefold-global-model-{global_model.id}.raw.onnx",
-            raw_column_model(global_model),
-        )
+        filename, data = raw_onnx_filename(global_model), raw_column_model(global_model)
     else:
         filename, data = download_filename(model_file), artifact_read(model_file.stored_name)
     if not resolved.package:

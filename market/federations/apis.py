@@ -36,6 +36,9 @@ class FederationOutput(serializers.Serializer):
     )
     default_privacy_level = serializers.ChoiceField(PrivacyLevel.choices)
     default_parameters = serializers.DictField()
+    accepts_own_models = serializers.BooleanField(
+        help_text="Whether an L0 submission may carry the silo's own model beside its FedKT students."
+    )
     is_member = serializers.BooleanField()
     created_at = serializers.DateTimeField()
 

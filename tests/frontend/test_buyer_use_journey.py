@@ -5,6 +5,8 @@ federation's raw CSV rows to get exactly the platform's predictions; then try a 
 import csv
 import io
 import json
+import os
+import subprocess
 import zipfile
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import numpy as np
 import onnxruntime
 import pytest
 
+from market.accounts.services import user_token
 from market.audit.models import AuditEvent
 from market.commerce.models import CreditRequest, CreditRequestStatus, Wallet
 from market.commerce.services import credit_request_approve
@@ -47,6 +50,8 @@ def test_buyer_gets_credits_buys_and_runs_the_raw_column_onnx_with_the_platforms
     published_listing,
     adult_evaluation_csv,
     page,
+    tmp_path,
+    monkeypatch,
 ):
     script_errors, failed_requests = [], []
     page.on("pageerror", lambda error: script_errors.append(str(error)))
@@ -126,13 +131,41 @@ def test_buyer_gets_credits_buys_and_runs_the_raw_column_onnx_with_the_platforms
     assert labels == platform["classes"]
     np.testing.assert_allclose(probabilities, np.array(platform["probabilities"]), atol=2e-6)
 
+    # The page's Python snippet and curl line, run exactly as shown, in a folder holding the unzipped model and
+    # rows.csv: the same predictions again.
+    (tmp_path / raw_name).write_bytes(model_bytes)
+    (tmp_path / "rows.csv").write_text(csv_text)
+    snippet = page.locator("#use-snippet").inner_text()
+    assert f'InferenceSession("{raw_name}")' in snippet
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(snippet, namespace)  # noqa: S102 (the page's own snippet, run as a buyer would)
+    np.testing.assert_allclose(namespace["probabilities"], probabilities, atol=1e-9)
+    assert [str(label) for label in namespace["labels"]] == labels
+    curl_line = page.locator("#curl-line").inner_text()
+    assert curl_line.startswith("curl ") and live_server.url in curl_line
+    answer = subprocess.run(
+        ["bash", "-c", curl_line],
+        cwd=tmp_path,
+        env={**os.environ, "ONEFOLD_TOKEN": user_token(user=buyer_user)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(answer.stdout)["classes"] == platform["classes"]
+    assert (
+        page.get_by_role("link", name="API tokens page").get_attribute("href")
+        == "/security/tokens/"
+    )
+
     # The try-it form goes through the same prediction service (and is audited like it).
     first = next(csv.DictReader(io.StringIO(csv_text)))
     page.get_by_label("age", exact=True).fill(first["age"])
     page.get_by_role("button", name="Predict").click()
     page.locator("#try-predicted").wait_for()
     assert page.locator("#try-probabilities tbody tr").count() == 2
-    assert AuditEvent.objects.filter(action="model.predicted", actor=buyer_user).count() == 2
+    # (the API call above, the curl line's and the form's)
+    assert AuditEvent.objects.filter(action="model.predicted", actor=buyer_user).count() == 3
     screenshots(page, "buyer-try-model")
 
     with page.expect_download() as spec_info:

@@ -30,6 +30,8 @@ UPLOADED_METADATA = (
     "declared_epsilon",
     "feature_view",
     "exchange",
+    "partitions",
+    "teachers",
 )
 
 
@@ -198,6 +200,14 @@ def read_trained(folder: Path) -> tuple[dict, list[ModelUpload]]:
     return metadata, uploads
 
 
+def own_model_metadata(metadata: dict) -> dict:
+    """What the market asks of an own model that `train` wrote: the file's name and its held-out score."""
+    own = metadata.get("own_model")
+    if not own:
+        return {}
+    return {"own_model_file": own["file"], "own_model_validation_score": own["validation_score"]}
+
+
 def upload(args):
     client = client_for(args)
     metadata, uploads = read_trained(args.folder)
@@ -206,7 +216,10 @@ def upload(args):
     submission = client.submission_create(
         federation=metadata["federation"],
         files=uploads,
-        metadata={name: metadata.get(name) for name in UPLOADED_METADATA},
+        metadata={
+            **{name: metadata.get(name) for name in UPLOADED_METADATA},
+            **own_model_metadata(metadata),
+        },
         progress=progress,
     )
     if not args.no_wait:
@@ -280,6 +293,9 @@ def card(args):
         f"Contributing silos: {details.get('contributing_silos', '?')}; formats: {formats or '-'}",
         f"Licence: {found.licence_text}",
     ]
+    warnings = (details.get("quality") or {}).get("warnings") or []
+    if warnings:  # first after the title, as the card's page puts them
+        lines[1:1] = ["Warning: read before buying", *(f"- {warning}" for warning in warnings)]
     if found.description:
         lines.insert(1, found.description)
     return found.data, "\n".join(lines)

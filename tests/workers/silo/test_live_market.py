@@ -327,6 +327,20 @@ def test_a_job_over_toolkit_uploads_is_bought_downloaded_and_called_with_the_too
         ],
         tmp_path,
     )
+    from market.submissions.models import Submission
+
+    for submission in Submission.objects.filter(
+        id__in=submissions
+    ):  # the toolkit's own model, validated
+        files = list(submission.model_files.all())
+        assert [f.original_name for f in files] == [
+            "student-1.onnx",
+            "student-2.onnx",
+            "own-model.onnx",
+        ]
+        assert (files[-1].info["role"], submission.status) == ("own", "valid")
+        assert (submission.partitions, submission.teachers) == (2, 5)
+        assert 0.6 < submission.own_model_validation_score <= 1
     operator = OnefoldClient(live_server.url)
     operator.token = operator.obtain_token(username="olivia-operator", password="operator-password")
     job = operator.job_create(
@@ -337,7 +351,6 @@ def test_a_job_over_toolkit_uploads_is_bought_downloaded_and_called_with_the_too
         seed=1,
         parameters={
             "partitions": 2,
-            "teachers": 5,
             "query": 500,
             "final_model": {"family": "random_forest", "n_estimators": 10},
         },
@@ -372,8 +385,14 @@ def test_a_job_over_toolkit_uploads_is_bought_downloaded_and_called_with_the_too
     code, out, _ = run_cli("card", listing.id, "--json")
     assert (code, json.loads(out)["name"]) == (0, "Adult income FedKT")
     code, out, _ = run_cli("card", listing.id)
+    warnings = json.loads(run_cli("card", listing.id, "--json")[1])["card"]["quality"]["warnings"]
+    warning_lines = (
+        "Warning: read before buying\n" + "".join(f"- {warning}\n" for warning in warnings)
+        if warnings
+        else ""
+    )
     assert out.startswith(
-        f"#{listing.id} Adult income FedKT [published] — 15.00\nFederation: adult-income "
+        f"#{listing.id} Adult income FedKT [published] — 15.00\n{warning_lines}Federation: adult-income "
         f"(<=50K, >50K); global model #{global_model.id}, random_forest, FedKT, L0\n"
     )
     first = run_cli("buy", listing.id, "--idempotency-key", "order-77", "--json")
