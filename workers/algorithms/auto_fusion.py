@@ -121,8 +121,10 @@ def auto_member_signal(
     """A member's summable ``auto`` signal ``(n_public, 4 × n_classes)``: its consistent votes, its class-weighted
     consistent votes, its averaged probabilities (the blocks of :data:`AUTO_VOTE_RULES`) and the ensemble kind's
     member signal (:data:`ENSEMBLE_BLOCK`, the stacked candidate's input) side by side. The first block is the
-    consistent vote, which the runner's contribution rule reads."""
-    from workers.algorithms.registry import algorithm_get
+    consistent vote, which the runner's contribution rule reads. ``probabilities`` are every model of the member
+    ``(n_models, n_public, K)``: the vote blocks read its students only, the ensemble block its best (its own model
+    when it uploaded one: :func:`workers.algorithms.registry.member_probabilities_split`)."""
+    from workers.algorithms.registry import algorithm_get, member_probabilities_split
     from workers.algorithms.voting import (
         class_vote_weights,
         consistent_vote_counts,
@@ -130,7 +132,8 @@ def auto_member_signal(
         weighted_consistent_vote_counts,
     )
 
-    probabilities = np.asarray(probabilities)
+    every_model = np.asarray(probabilities)
+    probabilities = member_probabilities_split(every_model, member=member).students
     predictions = probabilities.argmax(axis=2)[None]
     weights = class_vote_weights(member.label_distribution, n_classes, maximum=weight_max)
     return np.concatenate(
@@ -141,7 +144,7 @@ def auto_member_signal(
             ),
             soft_vote_scores(probabilities[None]),
             algorithm_get("ensemble").member_signal(
-                probabilities, member=member, n_classes=n_classes, params={}
+                every_model, member=member, n_classes=n_classes, params={}
             ),
         ],
         axis=1,
@@ -297,7 +300,9 @@ def stacked_settings(settings: Mapping) -> dict:
     }
 
 
-def _stacked_fit(evaluation: EvaluationRows, public_features, *, fit_rows, settings, n_classes, seed):
+def _stacked_fit(
+    evaluation: EvaluationRows, public_features, *, fit_rows, settings, n_classes, seed
+):
     from workers.algorithms.stacking import stacked_fit
 
     return stacked_fit(

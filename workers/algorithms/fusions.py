@@ -169,7 +169,9 @@ class FedKTFusion:
         + ", ".join(FINAL_MODEL_FAMILIES)
         + ", ...hyperparameters}.",
         "vote": (
-            "How silos vote: " + " | ".join(VOTE_RULES) + " (default auto at L0 where the evaluation split "
+            "How silos vote: "
+            + " | ".join(VOTE_RULES)
+            + " (default auto at L0 where the evaluation split "
             "allows it, else consistent_hard, the paper's; class_weighted weighs a silo's votes per class by its "
             "declared share of that class; soft sums the students' probabilities and is refused at L1; auto "
             "chooses among these, Guha's ensemble with selection and the stacked fusion on half of the "
@@ -316,18 +318,21 @@ class FedKTFusion:
 
         # The students vote, never the silo's own model (member_probabilities_split); a submission with fewer
         # students than the job's s votes with its own s_i ≤ s, which the L1 price (at s) covers.
+        every_model = probabilities
         probabilities = member_probabilities_split(probabilities, member=member).students
         settings = self.validate(params)
         vote = settings.get("vote", VOTE_RULES[0])
         if vote == "auto":
             from workers.algorithms.auto_fusion import auto_member_signal
 
-            return auto_member_signal(
-                probabilities,
-                member=member,
-                n_classes=n_classes,
-                partitions=len(probabilities),
-                weight_max=settings["vote_weight_max"],
+            return (
+                auto_member_signal(  # it splits them itself: its ensemble block reads the own model
+                    every_model,
+                    member=member,
+                    n_classes=n_classes,
+                    partitions=len(probabilities),
+                    weight_max=settings["vote_weight_max"],
+                )
             )
         if vote == "soft":
             return soft_vote_scores(probabilities[None])

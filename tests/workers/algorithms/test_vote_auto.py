@@ -88,6 +88,29 @@ def test_an_auto_signal_holds_each_rules_signal_side_by_side():
     np.testing.assert_array_equal(ensemble_block(signal, 2), ensemble)
 
 
+def test_an_auto_signal_of_a_member_with_its_own_model_votes_with_the_students_and_ensembles_the_own_model():
+    """An L0 FedKT job's default vote is auto and a silo uploads its own model last: the FedKT engine's auto signal
+    takes every model of the member (it failed on a shape mismatch when given the students alone)."""
+    member = Member(
+        key="1",
+        organisation="1",
+        n_examples=10,
+        validation_score=0.5,
+        n_models=3,
+        label_distribution=(30, 10),
+        own_model=True,
+    )
+    students = [[[0.9, 0.1], [0.2, 0.8], [0.4, 0.6]], [[0.7, 0.3], [0.1, 0.9], [0.6, 0.4]]]
+    own = [[0.2, 0.8], [0.3, 0.7], [1.0, 0.0]]
+    signal = FEDKT.member_signal(
+        np.array([*students, own]), member=member, n_classes=2, params={"vote": "auto"}
+    )
+    assert signal.shape == (3, 8)
+    assert signal_block(signal, "consistent_hard", 2).tolist() == [[2, 0], [0, 2], [0, 0]]
+    assert signal_block(signal, "soft", 2) == pytest.approx(np.mean(students, axis=0))
+    np.testing.assert_array_equal(ensemble_block(signal, 2), own)
+
+
 def _federation(seed: int = 0):
     """Four members of two students on a linearly separable problem; member 3 predicts the wrong class always."""
     generator = np.random.default_rng(seed)
@@ -199,7 +222,9 @@ def test_the_stacked_candidate_is_cross_fitted_and_wins_where_every_member_is_bi
     public, features = generator.normal(size=(300, 2)), generator.normal(size=(200, 2))
     biased = lambda x: 1 / (1 + np.exp(-4 * (x[:, 0] - 0.8)))  # noqa: E731
     members = [
-        Member(key=str(index), organisation=str(index), n_examples=50, validation_score=0.8, n_models=2)
+        Member(
+            key=str(index), organisation=str(index), n_examples=50, validation_score=0.8, n_models=2
+        )
         for index in range(3)
     ]
     probabilities = [
@@ -215,7 +240,9 @@ def test_the_stacked_candidate_is_cross_fitted_and_wins_where_every_member_is_bi
     chosen = fusion.details["auto"]
     assert chosen["chosen"] == "stacked", chosen["candidates"]
     assert set(chosen["candidates"]) == set(AUTO_CANDIDATES)
-    assert chosen["candidates"]["stacked"]["accuracy"] > chosen["candidates"]["soft"]["accuracy"] + 0.1
+    assert (
+        chosen["candidates"]["stacked"]["accuracy"] > chosen["candidates"]["soft"]["accuracy"] + 0.1
+    )
     selection, report = evaluation_halves(evaluation.labels, seed=2)
     assert fusion.details["stack"]["fit_rows"] == len(selection)
     assert fusion.details["stack"]["report_rows"] == len(report)
