@@ -12,7 +12,7 @@ rows are dealt to 10 and 20 silos by a Dirichlet(0.5) label partition with at le
 (:func:`workers.partition.dirichlet_label_partition`).
 
 Every silo trains as ``onefold train`` does, through the toolkit's own function with its defaults
-(:func:`workers.silo.training.fedkt_party_train`) and uploads what it returns (its students, and its own model
+(:func:`workers.silo.training.silo_train`) and uploads what it returns (its students, and its own model
 when the toolkit trains one); a silo the toolkit refuses uploads nothing and is counted. What a silo could do
 alone, the silo baselines, is its own model refitted by the harness on *all* its rows (:data:`OWN_MODEL`; the
 toolkit holds a fifth of them out to score what it uploads). Every candidate of :data:`CANDIDATES`
@@ -49,16 +49,17 @@ from sklearn.model_selection import train_test_split
 from threadpoolctl import threadpool_limits
 
 import workers.algorithms  # noqa: F401  (registers the engines)
-from workers.algorithms.auto_fusion import EvaluationRows, evaluation_halves
+from workers.algorithms.auto_fusion import EvaluationRows, evaluation_halves, fitted_on_evaluation
 from workers.algorithms.ensemble import average_probabilities, stacked_probabilities
-from workers.algorithms.registry import Member, algorithm_get
+from workers.algorithms.registry import Member, algorithm_get, member_probabilities_split
 from workers.datasets import data_dir
-from workers.features import encode_features, infer_feature_spec
+from workers.features import ONE_HOT_VIEW, encode_features, infer_feature_spec
 from workers.learners import fit_aligned
 from workers.modelio.families import feature_view_for
 from workers.partition import dirichlet_label_partition
+from workers.silo.defaults import DEFAULT_OWN_MODEL
 from workers.silo.errors import DataError
-from workers.silo.training import TrainingSettings, encode_silo_table, fedkt_party_train
+from workers.silo.training import TrainingSettings, encode_silo_table, silo_train
 
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "docs" / "results"
 RESULTS = {
@@ -95,11 +96,13 @@ CANDIDATES: dict[str, tuple[str, dict]] = {
     "fedkt-auto": ("fedkt", {"vote": "auto"}),
     "ensemble": ("ensemble", {}),
     "distill": ("distill", {}),
+    "stack": ("stack", {}),
 }
-#: What an L0 job launched with the market's defaults runs: the targets are judged on it.
-DEFAULT_CANDIDATE = "fedkt"
+#: What an L0 job launched with the market's defaults runs (``market.jobs.parameters.L0_DEFAULTS``: FedKT with
+#: ``vote: auto`` where the evaluation split allows it, as it does on every data set here): the targets are judged on it.
+DEFAULT_CANDIDATE = "fedkt-auto"
 #: A silo's own model on all its rows (the silo baselines) and centralised training: the toolkit's own-model learner.
-OWN_MODEL = {"family": "random_forest", "n_estimators": 100}
+OWN_MODEL = DEFAULT_OWN_MODEL
 CENTRAL_XGBOOST = {"family": "xgboost", "max_depth": 6}  # MAGIC's reference in the FedKT paper
 LABEL = "label"
 SHARES = {"silo": 0.6, "public": 0.2, "evaluation": 0.1, "test": 0.1}
@@ -210,49 +213,41 @@ class Silo:
 
 
 def silos_train(federation: Federation, n_silos: int, *, seed: int) -> list[Silo]:
-    """Deal the silo rows by Dirichlet(0.5) and train every silo with the toolkit's defaults."""
+    """Deal the silo rows by Dirichlet(0.5) and train every silo as ``onefold train`` does, with its defaults."""
     parts = dirichlet_label_partition(
         federation.labels[federation.silo_rows], n_silos, beta=0.5, seed=seed, min_size=10
     )
-    settings = TrainingSettings(seed=seed)
-    view = settings.feature_view()
-    public = federation.features(federation.public, view)
+    public = federation.features(federation.public, ONE_HOT_VIEW)  # what ``onefold pull`` downloads
     return [
-        _silo_train(federation, index, federation.silo_rows[part], public, settings, view)
+        _silo_train(federation, index, federation.silo_rows[part], public, seed=seed)
         for index, part in enumerate(parts)
     ]
 
 
 def _silo_train(
-    federation: Federation,
-    index: int,
-    rows: np.ndarray,
-    public: np.ndarray,
-    settings: TrainingSettings,
-    view: str,
+    federation: Federation, index: int, rows: np.ndarray, public: np.ndarray, *, seed: int
 ) -> Silo:
+    settings = TrainingSettings(seed=seed)
     table = federation.frame.iloc[rows].assign(
         **{LABEL: np.asarray(federation.classes)[federation.labels[rows]]}
     )
-    data = encode_silo_table(
-        table, federation.spec, label_column=LABEL, class_labels=list(federation.classes), view=view
-    )
+    encoding = {"label_column": LABEL, "class_labels": list(federation.classes)}
     try:
-        result = fedkt_party_train(data, public, n_classes=federation.n_classes, settings=settings)
+        result, data = silo_train(table, federation.spec, public, settings=settings, **encoding)
     except DataError as error:
         result, refusal = None, str(error)
+        data = encode_silo_table(table, federation.spec, view=settings.feature_view(), **encoding)
     else:
         refusal = None
-    own_model = fit_aligned(
-        OWN_MODEL, data.features, data.labels, n_classes=federation.n_classes, seed=settings.seed
-    )
     return Silo(
         index=index,
         rows=rows,
         models=() if result is None else tuple(result.models),
         member=None if result is None else _member(index, result.models, result.metadata),
         refusal=refusal,
-        own_model=own_model,
+        own_model=fit_aligned(
+            OWN_MODEL, data.features, data.labels, n_classes=federation.n_classes, seed=seed
+        ),
         uploaded_own_model=result is not None and bool(result.metadata.get("own_model")),
     )
 
@@ -303,13 +298,13 @@ def job_feature_view(settings: Mapping) -> str:
     ``market.feature_views.job_feature_view``, which the worker layer cannot import)."""
     learner = settings.get("final_model") or settings.get("student")
     family = learner.get("family") if isinstance(learner, Mapping) else learner
-    return feature_view_for(family) if isinstance(family, str) else "one_hot"
+    return feature_view_for(family) if isinstance(family, str) else ONE_HOT_VIEW
 
 
 def job_report_rows(fusion, labels, *, seed: int) -> np.ndarray:
     """The evaluation rows a job reports on: the half an ``auto`` choice did not read, else all of them (as
     ``market.jobs.runner.fusing.evaluation_report_rows``)."""
-    if "auto" in fusion.details:
+    if fitted_on_evaluation(fusion.details):
         return evaluation_halves(labels, seed=seed)[1]
     return np.arange(len(labels))
 
@@ -347,8 +342,9 @@ def uploads_predict(silos: Sequence[Silo], views: Views, n_classes: int) -> list
 
 def member_best(probabilities: np.ndarray, member: Member) -> np.ndarray:
     """A member's probabilities ``(n_rows, K)`` from its models' ``(n_models, n_rows, K)``, as the job's chunks
-    keep them for the evaluation split and an ensemble bundle predicts: averaged over its models."""
-    return probabilities.mean(axis=0)
+    keep them for the evaluation split and an ensemble bundle predicts: its own model's when it uploaded one, else
+    its students' average (:func:`workers.algorithms.registry.member_probabilities_split`)."""
+    return member_probabilities_split(probabilities, member=member).best
 
 
 def candidate_run(
@@ -376,6 +372,7 @@ def candidate_run(
                 views.rows("evaluation", view),
                 views.labels("evaluation"),
                 np.stack([upload.evaluation for upload in chosen]),
+                member_signals=np.stack(signals),
             )
         }
         if engine.reads_evaluation(settings)

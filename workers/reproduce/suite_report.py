@@ -28,9 +28,8 @@ from workers.reproduce.suite import (
 )
 
 PAGE = RESULTS_DIR / "suite.md"
-#: The same harness run on the test split before issue 31's fusions were merged, and the default it judged then.
-BEFORE = RESULTS_DIR / "suite_test_before.json"
-BEFORE_DEFAULT = "fedkt"
+#: The same harness on validation rows before issue 31's fusions, own models and adaptive FedKT were merged.
+BEFORE = RESULTS_DIR / "suite_validation_before.json"
 METRICS = ("accuracy", "balanced_accuracy")
 BASELINES = ("majority", "average_silo", "best_silo", "centralised")
 HEADINGS = {
@@ -139,13 +138,11 @@ def _measured(runs: Sequence[Mapping], model: str) -> list[tuple[str, str]]:
     ]
 
 
-def targets_table(runs: Sequence[Mapping], before: Sequence[Mapping] = ()) -> str:
-    """The issue's targets table, judged on :data:`DEFAULT_CANDIDATE`; with ``before`` (the same harness run before
-    issue 31's fusions were merged) a column of what :data:`BEFORE_DEFAULT` gave then."""
+def targets_table(runs: Sequence[Mapping]) -> str:
+    """The issue's targets table, judged on :data:`DEFAULT_CANDIDATE`."""
     if not runs:
         return "No test runs yet."
-    now = _measured(runs, DEFAULT_CANDIDATE)
-    then = _measured(before, BEFORE_DEFAULT) if before else None
+    measured = _measured(runs, DEFAULT_CANDIDATE)
     measures = [
         (
             f"L0 global model (`{DEFAULT_CANDIDATE}`) vs the best single silo (its own model on all its rows), "
@@ -155,21 +152,16 @@ def targets_table(runs: Sequence[Mapping], before: Sequence[Mapping] = ()) -> st
         ("L0 global model vs centralised training, mean over the suite", "within 3 points"),
         ("MAGIC FedKT-L0 vs centralised XGBoost", "within 3 points"),
     ]
-    before_heading = (
-        f" before issue 31's fusions (`{BEFORE_DEFAULT}`; {_coverage(before)}) |" if before else ""
-    )
     lines = [
-        f"| measure | target |{before_heading} measured (test split; {_coverage(runs)}) | verdict |",
-        "|---|---|" + ("---|" if before else "") + "---|---|",
+        f"| measure | target | measured (test split; {_coverage(runs)}) | verdict |",
+        "|---|---|---|---|",
+        *(
+            f"| {measure} | {target} | {text} | **{verdict}** |"
+            for (measure, target), (text, verdict) in zip(measures, measured)
+        ),
+        "| the demo's global model | ≥ best silo in accuracy and balanced accuracy | not measured by this "
+        "harness (`make demo`, Adult with 20 silos, through the market) | — |",
     ]
-    for index, (measure, target) in enumerate(measures):
-        earlier = f" {then[index][0]} |" if then else ""
-        lines.append(f"| {measure} | {target} |{earlier} {now[index][0]} | **{now[index][1]}** |")
-    lines.append(
-        "| the demo's global model | ≥ best silo in accuracy and balanced accuracy |"
-        + (" — |" if before else "")
-        + " not measured by this harness (`make demo`, Adult with 20 silos, through the market) | — |"
-    )
     return "\n".join(lines)
 
 
@@ -184,7 +176,7 @@ def _coverage(runs: Sequence[Mapping]) -> str:
     )
 
 
-def candidates_table(runs: Sequence[Mapping]) -> str:
+def candidates_table(runs: Sequence[Mapping], default: str = DEFAULT_CANDIDATE) -> str:
     """Every candidate against the targets, on the runs given (validation rows or the test split)."""
     if not runs:
         return "No runs yet."
@@ -202,7 +194,7 @@ def candidates_table(runs: Sequence[Mapping]) -> str:
             judged["mean_versus_centralised"],
         )
         lines.append(
-            f"| {name}{' (default)' if name == DEFAULT_CANDIDATE else ''} | `{kind}` `{json.dumps(params)}` | "
+            f"| {name}{' (default)' if name == default else ''} | `{kind}` `{json.dumps(params)}` | "
             f"{at_least['accuracy']} / {at_least['balanced_accuracy']} / {judged['both_at_least_best']} of "
             f"{judged['settings']} | {best['accuracy'] * 100:+.2f} / {best['balanced_accuracy']:+.3f} | "
             f"{central['accuracy'] * 100:+.2f} / {central['balanced_accuracy']:+.3f} |"
@@ -292,12 +284,19 @@ def summary(
         "# The tabular benchmark suite: every fusion against what a silo could do alone (issue 31)",
         _protocol(),
         "## Commands\n\n" + COMMANDS,
-        "## The issue's targets\n\n" + targets_table(test, before),
+        "## The issue's targets\n\n" + targets_table(test),
         "## Every candidate against the targets\n\n"
         "On the test split (the report; read once):\n\n"
         + candidates_table(test)
-        + "\n\nOn validation rows (a sixth of the silo rows held out; what defaults are chosen on):\n\n"
-        + candidates_table(validation),
+        + "\n\nOn validation rows (a sixth of the silo rows held out; what defaults are chosen on; "
+        + (_coverage(validation) if validation else "none yet")
+        + "):\n\n"
+        + candidates_table(validation)
+        + "\n\nOn validation rows before issue 31's fusions, own models and adaptive FedKT were merged (the same "
+        "harness; silos uploaded FedKT students with s = 2, t = 5 or nothing; "
+        + (_coverage(before) if before else "not run")
+        + f"; [`{BEFORE.name}`]({BEFORE.name})):\n\n"
+        + candidates_table(before, default="fedkt"),  # the L0 default before the merge
         f"## Per data set and silo count ({'test split' if test else 'validation rows'})\n\n"
         "Accuracy (%), mean ± sd over seeds:\n\n"
         + settings_table(scored, "accuracy")
@@ -316,7 +315,7 @@ def _protocol() -> str:
         "split (10 %) and the test split (10 %); the feature specification is inferred on the public rows; the "
         "silo rows are dealt to 10 and 20 silos by a Dirichlet(0.5) label partition, at least 10 rows each. Every "
         "silo trains through the toolkit's own training function with its defaults "
-        "(`workers.silo.training.fedkt_party_train`, what `onefold train` runs); a silo it refuses uploads "
+        "(`workers.silo.training.silo_train`, what `onefold train` runs: FedKT students with s and t chosen for its rows, and its own model); a silo it refuses uploads "
         "nothing. Every candidate then runs through the market's engine as a job does "
         "(`algorithm_get(kind).validate`, `select`, `member_signal` per member, the sum, `fuse`, with the "
         "evaluation split where the kind reads it). Baselines: the majority class of the pooled silo rows; each "
@@ -350,6 +349,10 @@ NOTES: list[str] = [
     "split's rows leaves validation results unchanged.",
     "In validation mode the silos share five sixths of the silo rows (the other sixth is scored), so their "
     "numbers are for slightly smaller silos than the test run's.",
+    f"`{BEFORE.name}` was written by `python -m workers.reproduce.suite --seeds 3` at commit 37ce665 (before the "
+    "merge of issue 31's fusions, own models and adaptive FedKT), where the L0 default was `fedkt` "
+    "(consistent_hard) and a silo the toolkit refused (fewer than 50 training rows for s = 2, t = 5) uploaded "
+    "nothing.",
     '50 silos ("where the rows allow") were not run: the runs had to fit the session\'s time on a shared '
     "2-core machine.",
 ]
