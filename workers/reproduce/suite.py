@@ -57,55 +57,18 @@ from workers.features import ONE_HOT_VIEW, encode_features, infer_feature_spec
 from workers.learners import fit_aligned
 from workers.modelio.families import feature_view_for
 from workers.partition import dirichlet_label_partition
-from workers.silo.defaults import DEFAULT_OWN_MODEL
+from workers.reproduce.suite_settings import (
+    CANDIDATES,
+    CENTRAL_XGBOOST,
+    LABEL,
+    OWN_MODEL,
+    RESULTS,
+    SHARES,
+    SILO_COUNTS,
+    SUITE,
+)
 from workers.silo.errors import DataError
 from workers.silo.training import TrainingSettings, encode_silo_table, silo_train
-
-RESULTS_DIR = Path(__file__).resolve().parents[2] / "docs" / "results"
-RESULTS = {
-    "validation": RESULTS_DIR / "suite_validation.json",
-    "test": RESULTS_DIR / "suite_test.json",
-}
-#: The suite's data sets: name → file under the data directory (CSV rows without a header, class last).
-SUITE = {
-    **{
-        name: f"keel/{name}.dat"
-        for name in (
-            "twonorm",
-            "ring",
-            "banana",
-            "texture",
-            "optdigits",
-            "segment",
-            "marketing",
-            "splice",
-            "chess",
-            "titanic",
-            "page-blocks0",
-        )
-    },
-    "adult": "adult.parquet",
-    "magic": "keel/magic.dat",
-    "letter": "keel/letter.dat",
-    "penbased": "keel/penbased.dat",
-}
-SILO_COUNTS = (10, 20)
-#: The fusions compared: name → (job kind, the job's parameters). Any registered kind is one more line.
-CANDIDATES: dict[str, tuple[str, dict]] = {
-    "fedkt": ("fedkt", {}),
-    "fedkt-auto": ("fedkt", {"vote": "auto"}),
-    "ensemble": ("ensemble", {}),
-    "distill": ("distill", {}),
-    "stack": ("stack", {}),
-}
-#: What an L0 job launched with the market's defaults runs (``market.jobs.parameters.L0_DEFAULTS``: FedKT with
-#: ``vote: auto`` where the evaluation split allows it, as it does on every data set here): the targets are judged on it.
-DEFAULT_CANDIDATE = "fedkt-auto"
-#: A silo's own model on all its rows (the silo baselines) and centralised training: the toolkit's own-model learner.
-OWN_MODEL = DEFAULT_OWN_MODEL
-CENTRAL_XGBOOST = {"family": "xgboost", "max_depth": 6}  # MAGIC's reference in the FedKT paper
-LABEL = "label"
-SHARES = {"silo": 0.6, "public": 0.2, "evaluation": 0.1, "test": 0.1}
 
 
 def suite_table(name: str) -> tuple[pd.DataFrame, pd.Series]:

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from workers.reproduce.report import mean_std
-from workers.reproduce.suite import (
+from workers.reproduce.suite_settings import (
     CANDIDATES,
     CENTRAL_XGBOOST,
     DEFAULT_CANDIDATE,
