@@ -166,13 +166,18 @@ def targets_table(runs: Sequence[Mapping]) -> str:
 
 
 def _coverage(runs: Sequence[Mapping]) -> str:
-    """What the runs cover: data sets, silo counts, seeds."""
+    """What the runs cover: data sets, silo counts, and which seeds ran in how many settings."""
     names = sorted({run["dataset"] for run in runs}, key=list(SUITE).index)
     silos = sorted({run["silos"] for run in runs})
-    seeds = sorted({run["seed"] for run in runs})
+    settings = len({(run["dataset"], run["silos"]) for run in runs})
+    per_seed = Counter(run["seed"] for run in runs)
+    seeds = ", ".join(
+        f"seed {seed} in {'all' if count == settings else count} settings"
+        for seed, count in sorted(per_seed.items())
+    )
     return (
-        f"{len(names)} of {len(SUITE)} data sets, {' and '.join(map(str, silos))} silos, seeds "
-        f"{', '.join(map(str, seeds))}; per setting the mean over its seeds"
+        f"{len(names)} of {len(SUITE)} data sets, {' and '.join(map(str, silos))} silos, {settings} settings; "
+        f"{seeds}; per setting the mean over its seeds"
     )
 
 
@@ -272,6 +277,22 @@ def facts(runs: Sequence[Mapping]) -> list[str]:
         if chosen
         else "No candidate chose on the evaluation split.",
         f"{len(runs)} runs took {hours:.2f} h of wall time in one process on the shared 2-core machine.",
+        *_short_of_seeds(runs),
+    ]
+
+
+def _short_of_seeds(runs: Sequence[Mapping]) -> list[str]:
+    """A sentence naming the settings that ran fewer seeds than the others, if any."""
+    seeds = Counter((run["dataset"], run["silos"]) for run in runs)
+    most = max(seeds.values())
+    short = [
+        f"{name} ({silos} silos): {count}" for (name, silos), count in seeds.items() if count < most
+    ]
+    if not short:
+        return []
+    return [
+        f"Not every setting ran {most} seeds in the session's time (seeds run outermost, so each seed covers the "
+        f"whole suite before the next starts); settings with fewer: {', '.join(short)}."
     ]
 
 
