@@ -224,6 +224,7 @@ def _member(index: int, models: Sequence, metadata: Mapping) -> Member:
         validation_score=float(metadata["local_validation_score"]),
         n_models=len(models),
         label_distribution=tuple(metadata["label_distribution"]),
+        teachers=metadata.get("teachers"),
         # the toolkit's own model, uploaded last beside the students, once it trains one (issue 31 item 2)
         **({"own_model": True} if metadata.get("own_model") else {}),
     )
