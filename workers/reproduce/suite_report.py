@@ -278,6 +278,25 @@ def facts(runs: Sequence[Mapping]) -> list[str]:
         else "No candidate chose on the evaluation split.",
         f"{len(runs)} runs took {hours:.2f} h of wall time in one process on the shared 2-core machine.",
         *_short_of_seeds(runs),
+        *_below_best_silo(runs),
+    ]
+
+
+def _below_best_silo(runs: Sequence[Mapping]) -> list[str]:
+    """A sentence naming the settings where the default is below the best silo, with both margins."""
+    below = [
+        f"{name} ({silos} silos): {accuracy * 100:+.2f} points / {balanced:+.3f}"
+        for (name, silos), mine in _settings(runs).items()
+        for accuracy, balanced in [
+            (_margin(mine, DEFAULT_CANDIDATE, "best_silo", metric) for metric in METRICS)
+        ]
+        if accuracy < 0 or balanced < 0
+    ]
+    if not below:
+        return []
+    return [
+        f"Where `{DEFAULT_CANDIDATE}` is below the best silo (accuracy points / balanced accuracy, mean over "
+        f"seeds): {'; '.join(below)}."
     ]
 
 
