@@ -386,6 +386,8 @@ NOTES: list[str] = [
     f"(`{DEFAULT_CANDIDATE}`: {CANDIDATES[DEFAULT_CANDIDATE][0]} with `{json.dumps(CANDIDATES[DEFAULT_CANDIDATE][1])}`); "
     "the tables show every other candidate against the same references, so a better candidate is visible even "
     "where the default misses.",
+    "`auto` chooses on accuracy (its selection criterion), not balanced accuracy: the per-setting tables show "
+    "where another candidate has the higher balanced accuracy.",
     "The harness runs the market's engine in one process, not through HTTP, Celery and the sandbox: it scores "
     "the fitted global model's own predictions, where a job scores its exported ONNX file (which the job checks "
     "against them) and a buyer downloads that file.",
