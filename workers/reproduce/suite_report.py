@@ -39,10 +39,16 @@ HEADINGS = {
     "centralised": "centralised",
 }
 COMMANDS = """```sh
-nice -n 10 python -m workers.reproduce.suite --seeds 3            # validation rows only: choosing defaults
 nice -n 10 python -m workers.reproduce.suite --test --seeds 3     # the test split, read once for the report
-python -m workers.reproduce.suite --summary                       # this page, from the two JSON files
-```"""
+nice -n 10 python -m workers.reproduce.suite --seeds 1            # validation rows only: seed 0...
+nice -n 10 python -m workers.reproduce.suite --first-seed 1 --seeds 2   # ...then seeds 1 and 2
+python -m workers.reproduce.suite --summary                       # this page, from the JSON files
+```
+
+Both ran in this order after the merge of issue 31's fusions, own models and adaptive FedKT; the defaults they
+judge were chosen before, on validation rows (the stacked fusion's in [stack.md](stack.md), the toolkit's own model's
+by `benchmarks/own_model_defaults.py`), and nothing was chosen from the test run. A full `--seeds 3` validation pass
+of this harness before the merge is kept in `suite_validation_before.json` (below)."""
 
 
 def _mean_sd(values, metric: str) -> str:
