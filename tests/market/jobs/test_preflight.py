@@ -31,9 +31,7 @@ def test_an_l1_estimate_scores_simulated_draws_against_the_l0_model_and_the_base
 ):
     federation = fedkt_submissions[0].federation
 
-    response = ask(
-        operator, federation, django_capture_on_commit_callbacks, **L1_REQUEST, draws=2
-    )
+    response = ask(operator, federation, django_capture_on_commit_callbacks, **L1_REQUEST, draws=2)
 
     assert response.status_code == 202, response.json()
     assert response["Idempotent-Replayed"] == "false"
@@ -113,9 +111,7 @@ def test_an_l2_estimate_is_the_fusion_itself_without_a_reference(
 ):
     from market.submissions.models import Submission
 
-    Submission.objects.filter(id__in=[s.id for s in fedkt_submissions]).update(
-        privacy_level="L2"
-    )
+    Submission.objects.filter(id__in=[s.id for s in fedkt_submissions]).update(privacy_level="L2")
     federation = fedkt_submissions[0].federation
     response = ask(
         operator,

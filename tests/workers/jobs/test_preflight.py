@@ -38,7 +38,9 @@ def test_simulated_laplace_noise_follows_scipys_discrete_laplace_pmf():
     observed = np.array([(noise == value).mean() for value in values])
     expected = stats.dlaplace(a=gamma).pmf(values)
     # 40,000 draws: each frequency within 4.5 standard errors of the pmf
-    assert np.all(np.abs(observed - expected) <= 4.5 * np.sqrt(expected * (1 - expected) / noise.size))
+    assert np.all(
+        np.abs(observed - expected) <= 4.5 * np.sqrt(expected * (1 - expected) / noise.size)
+    )
     assert noise.var() == pytest.approx(stats.dlaplace(a=gamma).var(), rel=0.05)
 
 
