@@ -32,6 +32,7 @@ from market.jobs.preflight import (
     ESTIMATED_LEVELS,
     job_estimate_create,
     job_estimate_get,
+    job_estimate_lost,
     job_estimate_progress,
 )
 from market.jobs.selectors import (
@@ -93,7 +94,8 @@ def _estimate_context(estimate) -> dict:
     return {
         "estimate": estimate,
         "estimate_progress": job_estimate_progress(estimate),
-        "estimate_final": estimate.status in (EstimateStatus.SUCCEEDED, EstimateStatus.FAILED),
+        "estimate_final": estimate.status in (EstimateStatus.SUCCEEDED, EstimateStatus.FAILED)
+        or job_estimate_lost(estimate),
         "estimate_statements": launcher_statements(
             result=estimate.result, class_labels=estimate.federation.class_labels or []
         )

@@ -159,6 +159,15 @@ def job_estimate_get(*, estimate_id: int, user: User) -> JobEstimate:
     return estimate
 
 
+def job_estimate_lost(estimate: JobEstimate) -> bool:
+    """Whether a queued or running estimate is older than :data:`STALE_AFTER_SECONDS`: its worker is taken for lost,
+    the launcher stops waiting for it, and the same request starts a new one."""
+    return estimate.status in (
+        EstimateStatus.QUEUED,
+        EstimateStatus.RUNNING,
+    ) and estimate.created_at < timezone.now() - timedelta(seconds=STALE_AFTER_SECONDS)
+
+
 def job_estimate_progress(estimate: JobEstimate) -> dict:
     """{"stage", "done", "total", "percent"}: predictions fill the first :data:`PREDICTING_SHARE` percent, the
     fusions (the reference and each simulated draw) the rest; ``done``/``total`` count the step in progress."""
@@ -173,6 +182,8 @@ def job_estimate_progress(estimate: JobEstimate) -> dict:
     stage = estimate.progress_stage or (
         "waiting for a worker" if estimate.status == EstimateStatus.QUEUED else estimate.status
     )
+    if job_estimate_lost(estimate):
+        stage = "lost: no worker finished it in time; ask for the estimate again"
     return {
         "stage": stage,
         "done": estimate.progress_done,

@@ -4,6 +4,7 @@ statements first, and the catalog's and the card's flag for a model no more accu
 
 import json
 import re
+from datetime import timedelta
 
 import numpy as np
 import pytest
@@ -114,6 +115,12 @@ def test_a_running_estimate_polls_until_it_ends(client, operator, fedkt_submissi
     for shown in (page, partial):
         assert f'hx-get="/job-estimates/{estimate.id}/" hx-trigger="every 1s"' in shown
         assert "Estimating: waiting for a worker" in shown
+    created_at = estimate.created_at
+    JobEstimate.objects.filter(id=estimate.id).update(created_at=created_at - timedelta(hours=1))
+    lost = client.get(f"/job-estimates/{estimate.id}/").content.decode()
+    assert "lost: no worker finished it in time; ask for the estimate again" in lost
+    assert "hx-trigger" not in lost
+    JobEstimate.objects.filter(id=estimate.id).update(created_at=created_at)
     JobEstimate.objects.filter(id=estimate.id).update(status="failed", failure_reason="A reason.")
     ended = client.get(f"/job-estimates/{estimate.id}/").content.decode()
     assert "The estimate failed: A reason." in ended and "hx-trigger" not in ended

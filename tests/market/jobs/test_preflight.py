@@ -186,3 +186,22 @@ def test_only_operators_ask_for_or_read_estimates(
         404,
         {"detail": f"There is no pre-flight estimate #{estimate_id} you may see."},
     )
+
+
+def test_an_estimate_lost_with_its_worker_is_not_read_again_the_same_request_starts_another(
+    operator, fedkt_submissions, django_capture_on_commit_callbacks
+):
+    from datetime import timedelta
+
+    federation = fedkt_submissions[0].federation
+    first = ask(operator, federation, django_capture_on_commit_callbacks, **L1_REQUEST).json()
+    estimate = JobEstimate.objects.get(id=first["id"])  # no worker here: it stays queued
+    JobEstimate.objects.filter(id=estimate.id).update(
+        created_at=estimate.created_at - timedelta(hours=1)
+    )
+
+    lost = api_client_for(operator).get(f"/api/job-estimates/{estimate.id}/").json()
+    again = ask(operator, federation, django_capture_on_commit_callbacks, **L1_REQUEST)
+
+    assert lost["progress"]["stage"].startswith("lost: no worker finished it in time")
+    assert again.status_code == 202 and again.json()["id"] != estimate.id
