@@ -32,6 +32,15 @@ GAUSSIAN_TAIL_SIGMAS = 14
 ESTIMATED_METRICS = ("accuracy", "balanced_accuracy")
 
 
+def _generator(mechanism) -> np.random.Generator:
+    """The mechanism's own generator, seeded on its first draw: a fusion that draws twice (a noisy check, then the
+    noisy answer) gets two independent draws, and the same sequence again from the same seed."""
+    if "_generator" not in mechanism.__dict__:
+        # a frozen dataclass: the generator is state of the draws, not a field (it is not compared or copied)
+        object.__setattr__(mechanism, "_generator", np.random.default_rng(mechanism.seed))
+    return mechanism.__dict__["_generator"]
+
+
 @dataclass(frozen=True)
 class SimulatedLaplaceNoise(LaplaceNoise):
     """:class:`LaplaceNoise` (pmf ∝ exp(−γ|k|)) drawn from ``numpy.random.default_rng(seed)``: for estimates only.
@@ -45,7 +54,7 @@ class SimulatedLaplaceNoise(LaplaceNoise):
     def noisy_counts(self, vote_counts: np.ndarray) -> np.ndarray:
         """``vote_counts`` ``(n_queries, n_classes)`` plus seeded discrete Laplace noise of scale 1/γ (int64)."""
         counts = validate_vote_counts(vote_counts)
-        rng = np.random.default_rng(self.seed)
+        rng = _generator(self)
         success = -math.expm1(-self.gamma)  # 1 − e^{−γ}, exact for small γ
         # numpy's geometric counts trials up to the first success (≥ 1); minus one counts failures
         noise = rng.geometric(success, size=counts.shape) - rng.geometric(
@@ -67,7 +76,7 @@ class SimulatedGaussianNoise(GaussianNoise):
         reach = int(math.ceil(GAUSSIAN_TAIL_SIGMAS * self.sigma)) + 1
         support = np.arange(-reach, reach + 1)
         weights = np.exp(-(support.astype(np.float64) ** 2) / (2 * self.sigma**2))
-        rng = np.random.default_rng(self.seed)
+        rng = _generator(self)
         noise = rng.choice(support, size=counts.shape, p=weights / weights.sum())
         return counts + noise.astype(np.int64)
 

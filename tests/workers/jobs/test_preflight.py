@@ -31,6 +31,17 @@ def test_the_same_seed_draws_the_same_noise_and_another_seed_other_noise():
         assert first.dtype == np.int64
 
 
+def test_a_second_draw_of_one_mechanism_is_a_new_draw_and_repeats_from_the_same_seed():
+    for make in (
+        lambda: simulated_noise(LaplaceNoise(gamma=0.5), seed=4),
+        lambda: simulated_noise(GaussianNoise(sigma=3.0), seed=4),
+    ):
+        first, again = make(), make()
+        draws = [first.noisy_counts(ZEROS[:50]), first.noisy_counts(ZEROS[:50])]
+        assert not np.array_equal(draws[0], draws[1])
+        assert all(np.array_equal(draw, again.noisy_counts(ZEROS[:50])) for draw in draws)
+
+
 def test_simulated_laplace_noise_follows_scipys_discrete_laplace_pmf():
     gamma = 0.3
     noise = SimulatedLaplaceNoise(gamma=gamma, seed=5).noisy_counts(ZEROS).ravel()
