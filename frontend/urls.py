@@ -180,4 +180,14 @@ urlpatterns = [
     path("jobs/<int:job_id>/comparison.png", jobs_views.job_comparison_png, name="job-comparison"),
     path("federations/<slug:slug>/jobs/new/", jobs_views.job_launch_page, name="job-launch"),
     path("federations/<slug:slug>/jobs/price/", jobs_views.job_price_partial, name="job-price"),
+    path(
+        "federations/<slug:slug>/jobs/estimate/",
+        jobs_views.job_estimate_action,
+        name="job-estimate",
+    ),
+    path(
+        "job-estimates/<int:estimate_id>/",
+        jobs_views.job_estimate_partial,
+        name="job-estimate-progress",
+    ),
 ]

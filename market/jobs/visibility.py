@@ -17,6 +17,11 @@ feature specification and the data-independent ε bound, and:
   itself) (market.jobs.baselines.baselines_visible).
 
 A new field of a global model is private until it is added to :class:`GlobalModelView` with its rule here.
+
+A pre-flight estimate of a job (market.jobs.preflight) is the operator's alone (:func:`estimate_visible`): it is
+computed from every member's predictions and from simulated noisy answers, which under L1's trust model only the
+server sees. No silo and no buyer sees one, not even a buyer that may launch jobs: they are told it exists for
+operators, never its numbers.
 """
 
 from dataclasses import dataclass
@@ -64,6 +69,11 @@ def visibility_for(*, user: User | None, federation: Federation) -> Visibility:
         every_silo=federation.publish_contributions,
         organisation_id=getattr(user, "organisation_id", None),
     )
+
+
+def estimate_visible(*, user: User | None) -> bool:
+    """Whether ``user`` may ask for and read pre-flight estimates (module docstring): operators only."""
+    return user is not None and user.is_operator
 
 
 @dataclass(frozen=True)

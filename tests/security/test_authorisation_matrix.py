@@ -83,6 +83,12 @@ def job_participants_and_buyers(principal, owner):
     return ALLOW if principal in SILOS | {"operator", "buyer_a"} else HIDDEN
 
 
+def operators_else_hidden(principal, owner):
+    """A pre-flight estimate is the operator's alone (market.jobs.visibility.estimate_visible): to anyone else,
+    silos and buyers alike, there is no such estimate."""
+    return ALLOW if principal == "operator" else HIDDEN
+
+
 def exchange_members(principal, owner):
     """The exchange's federation has both silos; buyers are not members and see no such exchange."""
     return ALLOW if principal in SILOS | {"operator"} else HIDDEN
@@ -227,6 +233,10 @@ POLICY = {
     ("POST", "/api/federations/{slug}/budget-calibration/"): Rule("federation", members_or_refused),
     ("GET", "/api/federations/{slug}/jobs/"): Rule("federation", signed_in),
     ("POST", "/api/federations/{slug}/jobs/"): Rule("federation", operator_only_after_validation),
+    ("POST", "/api/federations/{slug}/job-estimates/"): Rule(
+        "federation", operator_only_after_validation
+    ),
+    ("GET", "/api/job-estimates/{estimate_id}/"): Rule("estimate", operators_else_hidden),
     ("GET", "/api/budgets/{budget_id}/"): Rule("budget", owner_or_operator_else_hidden),
     ("PATCH", "/api/budgets/{budget_id}/"): Rule("budget", budget_operator_change),
     ("GET", "/api/submissions/"): Rule("none", signed_in),

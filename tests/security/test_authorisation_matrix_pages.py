@@ -32,6 +32,7 @@ from tests.security.test_authorisation_matrix import (
     members_of_the_federation,
     operator_only,
     operators_act_members_are_refused,
+    operators_else_hidden,
     own_earnings,
     own_token,
     own_wallet,
@@ -121,6 +122,8 @@ PAGE_POLICY = {
     ("GET", "federations/<slug:slug>/jobs/new/"): Rule("federation", job_launcher),
     ("POST", "federations/<slug:slug>/jobs/new/"): Rule("federation", job_launcher),
     ("GET", "federations/<slug:slug>/jobs/price/"): Rule("federation", job_launcher),
+    ("POST", "federations/<slug:slug>/jobs/estimate/"): Rule("federation", operator_only),
+    ("GET", "job-estimates/<int:estimate_id>/"): Rule("estimate", operators_else_hidden),
     # The operator's workflow (frontend/operator_views.py) and a bought model's page (frontend/model_use_views.py).
     ("GET", "federations/new/"): Rule("none", operator_only),
     ("POST", "federations/new/"): Rule("none", operator_only),

@@ -89,16 +89,21 @@ class JobNoise:
     on_drawn: Callable[[np.ndarray], None] | None = None
 
 
-def job_noise(job: Job) -> JobNoise:
-    """The noise of ``job``'s fusion (no mechanism below L1)."""
-    if job.privacy_level != PrivacyLevel.L1:
-        return JobNoise()
-    privacy = job.parameters["privacy"]
-    mechanism = (
+def noise_mechanism(privacy: Mapping) -> LaplaceNoise | GaussianNoise:
+    """The mechanism of an L1 job's resolved ``parameters["privacy"]`` (market.jobs.parameters); its pre-flight
+    estimate (market.jobs.runner.preflight) simulates the same one."""
+    return (
         LaplaceNoise(gamma=privacy["gamma"])
         if privacy["mechanism"] == "laplace"
         else GaussianNoise(sigma=privacy["sigma"])
     )
+
+
+def job_noise(job: Job) -> JobNoise:
+    """The noise of ``job``'s fusion (no mechanism below L1)."""
+    if job.privacy_level != PrivacyLevel.L1:
+        return JobNoise()
+    mechanism = noise_mechanism(job.parameters["privacy"])
     stored = (
         arrays_from_npz(job.noisy_answers_name)["noisy_counts"] if job.noisy_answers_name else None
     )
