@@ -8,6 +8,7 @@ import pytest
 from market.jobs.models import Job
 from tests.frontend.test_jobs_journey import live_server  # noqa: F401 (fixture)
 from tests.market.jobs.conftest import fedkt_student_files, fedkt_submissions, third_silo_user  # noqa: F401
+from workers.algorithms.fusions import DEFAULT_QUERY_SELECTION, DEFAULT_SEMI_SUPERVISED
 
 
 @pytest.mark.browser
@@ -50,5 +51,7 @@ def test_switching_the_privacy_level_does_not_change_what_the_query_means(
         "teachers": 5,
         "query_fraction": 1.0,
         "final_model": {"family": "random_forest", "n_estimators": 100, "max_depth": 8},
+        "query_selection": DEFAULT_QUERY_SELECTION,
+        "semi_supervised": DEFAULT_SEMI_SUPERVISED,
     }
     assert script_errors == []

@@ -27,7 +27,7 @@ import numpy as np
 import workers.algorithms  # noqa: F401  (registers the engines)
 from workers.algorithms.fedkt import FedKTConfig, fit_parties
 from workers.algorithms.registry import Member, algorithm_get
-from workers.algorithms.transfer import QUERY_SELECTIONS, SEMI_SUPERVISED
+from workers.algorithms.transfer import QUERY_SELECTIONS
 from workers.partition import dirichlet_label_partition
 from workers.reproduce.defaults import (
     N_PARTIES,

@@ -7,6 +7,7 @@ from sklearn.model_selection import train_test_split
 
 import workers.algorithms  # noqa: F401  (registers the kinds)
 from workers.algorithms.fedkt import predict_classes, server_fit
+from workers.algorithms.fusions import DEFAULT_QUERY_SELECTION, DEFAULT_SEMI_SUPERVISED
 from workers.algorithms.registry import ALGORITHMS, Member, agreement_counts, algorithm_get
 from workers.learners import fit_aligned
 from workers.partition import dirichlet_label_partition
@@ -346,4 +347,6 @@ def test_the_job_rows_parameter_shape_is_understood():
         "teachers": 5,
         "query_count": 300,
         "final_model": {"family": "xgboost"},
+        "query_selection": DEFAULT_QUERY_SELECTION,
+        "semi_supervised": DEFAULT_SEMI_SUPERVISED,
     }
