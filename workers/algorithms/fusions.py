@@ -426,6 +426,8 @@ class FedKTFusion:
             "n_queried": int(len(queried)),
             "n_abstained": int(len(queried) - trained.sum()),
             "n_trained": int(trained.sum()),
+            "query_selection": settings["query_selection"],
+            "semi_supervised": settings["semi_supervised"],
         }
         return Fusion(server.final_model, all_labels, all_trained, privacy, details)
 

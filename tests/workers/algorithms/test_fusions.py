@@ -94,7 +94,13 @@ def test_fedkt_member_signal_is_the_members_consistent_votes():
 
 def test_fedkt_fuse_equals_the_engines_server_side(digits_federation):
     models, probabilities, members, public_x, test_x, test_y = digits_federation
-    params = {"partitions": 2, "query": 0.5, "final": FOREST}
+    params = {
+        "partitions": 2,
+        "query": 0.5,
+        "final": FOREST,
+        "query_selection": "random",
+        "semi_supervised": "none",
+    }
     _, _, fusion = _run(
         "fedkt", probabilities, members, public_x, n_classes=10, params=params, seed=7
     )
@@ -109,6 +115,8 @@ def test_fedkt_fuse_equals_the_engines_server_side(digits_federation):
         "n_queried": 180,
         "n_abstained": 180 - len(queried),
         "n_trained": len(queried),
+        "query_selection": "random",
+        "semi_supervised": "none",
     }
     assert fusion.privacy is None
 
