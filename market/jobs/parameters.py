@@ -18,6 +18,7 @@ from django.conf import settings
 
 from market.errors import InvalidInput
 from market.federations.models import Federation, PrivacyLevel
+from workers.privacy.costs import DEFAULT_GNMAX_NOISE_RATIO
 
 if TYPE_CHECKING:
     from workers.privacy.costs import BudgetView
@@ -37,7 +38,7 @@ L1_DEFAULT_SHARE_OF_LIMIT = 0.5
 #: An L1 job that names no mechanism adds Gaussian noise (GNMax) of σ = this × the most votes a query can hold
 #: (submissions × votes per submission), and queries the most rows that then fit (issue 25; chosen on
 #: validation rows, docs/results/private.md): :func:`workers.privacy.costs.calibrate_gnmax`.
-GNMAX_NOISE_RATIO = 0.3
+GNMAX_NOISE_RATIO = DEFAULT_GNMAX_NOISE_RATIO
 
 
 def _algorithms() -> dict:

@@ -425,6 +425,11 @@ def calibrate_queries(
     return low
 
 
+#: σ of a GNMax job that names none, as a share of the most votes a query can hold (issue 25; chosen on Adult's
+#: validation rows by ``python -m workers.reproduce.private choose``, docs/results/private.md).
+DEFAULT_GNMAX_NOISE_RATIO = 0.3
+
+
 def calibrate_gnmax(
     budgets: Sequence[BudgetView],
     *,

@@ -254,6 +254,189 @@ def grid() -> list[dict]:
     ]
 
 
+def _seed_means(entries: list[dict], key: str) -> dict:
+    """Per L1 setting (noise_ratio, query_selection, semi_supervised) and ε: the mean over seeds of each seed's
+    mean over its noise draws of ``key``."""
+    by_seed: dict = {}
+    for entry in entries:
+        if entry.get("level") == "L1":
+            setting = (entry["noise_ratio"], entry["query_selection"], entry["semi_supervised"])
+            by_seed.setdefault((setting, entry["epsilon_budget"]), {}).setdefault(
+                entry["seed"], []
+            ).append(entry[key])
+    return {
+        cell: [float(np.mean(draws)) for _, draws in sorted(seeds.items())]
+        for cell, seeds in by_seed.items()
+    }
+
+
+def choose_defaults(entries: list[dict]) -> tuple[float, str, str]:
+    """The rule that chose the L1 defaults on validation rows: the setting with the best validation accuracy
+    averaged over the four ε; a setting within one standard error of that best (the seeds' sd of the per-ε
+    means, /√seeds, averaged over ε) ties with it, and among the tied the best balanced accuracy (the publish
+    gate's measure) wins. Returns (noise_ratio, query_selection, semi_supervised)."""
+    accuracy, balanced = _seed_means(entries, "accuracy"), _seed_means(entries, "balanced_accuracy")
+    settings = sorted({setting for setting, _ in accuracy})
+
+    def averaged(table, setting) -> float:
+        return float(np.mean([np.mean(table[setting, epsilon]) for epsilon in EPSILONS]))
+
+    def standard_error(setting) -> float:
+        return float(
+            np.mean(
+                [
+                    np.std(accuracy[setting, epsilon]) / np.sqrt(len(accuracy[setting, epsilon]))
+                    for epsilon in EPSILONS
+                ]
+            )
+        )
+
+    best = max(settings, key=lambda setting: averaged(accuracy, setting))
+    tied = [
+        setting
+        for setting in settings
+        if averaged(accuracy, setting) >= averaged(accuracy, best) - standard_error(best)
+    ]
+    return max(tied, key=lambda setting: averaged(balanced, setting))
+
+
+def product_setting() -> dict:
+    """The product's L1 defaults: σ ratio, query selection and semi-supervised training."""
+    from workers.algorithms.fusions import DEFAULT_QUERY_SELECTION, DEFAULT_SEMI_SUPERVISED
+    from workers.privacy.costs import DEFAULT_GNMAX_NOISE_RATIO
+
+    return {
+        "noise_ratio": DEFAULT_GNMAX_NOISE_RATIO,
+        "query_selection": DEFAULT_QUERY_SELECTION,
+        "semi_supervised": DEFAULT_SEMI_SUPERVISED,
+    }
+
+
+def run_test(seeds, *, draws: int, cache: Path) -> int:
+    """The product's defaults on the test split, once: L0, the majority guess and L1 at every ε."""
+    entries = []
+    for seed in seeds:
+        data = party_votes(seed, test=True, cache=cache)
+        majority = float(np.mean(data["scored_y"] == np.bincount(data["scored_y"]).argmax()))
+        entries.append(
+            {"level": "majority", "seed": seed, "accuracy": majority, "balanced_accuracy": 0.5}
+        )
+        entries.append({**run_l1(data, seed=seed, epsilon=None, setting={}), "level": "L0"})
+        for epsilon in EPSILONS:
+            for draw in range(draws):
+                entry = {
+                    **run_l1(data, seed=seed, epsilon=epsilon, setting=product_setting()),
+                    "level": "L1",
+                    "draw": draw,
+                    "test": True,
+                }
+                entries.append(entry)
+                print(json.dumps(entry), flush=True)
+        save(entries, TEST_RESULTS)
+    return 0
+
+
+PLOT = RESULTS.with_name("private_adult_accuracy_vs_epsilon.png")
+
+
+def _per_epsilon(entries: list[dict], level: str, key: str) -> dict[float, list[float]]:
+    """Per ε: each seed's mean over its noise draws of ``key`` for the runs of ``level``."""
+    seeds: dict = {}
+    for entry in entries:
+        if entry.get("level") == level:
+            seeds.setdefault(entry["epsilon_budget"], {}).setdefault(entry["seed"], []).append(
+                entry[key]
+            )
+    return {
+        epsilon: [float(np.mean(values)) for _, values in sorted(by_seed.items())]
+        for epsilon, by_seed in sorted(seeds.items())
+    }
+
+
+def summary() -> str:
+    """The test-split table (Markdown): L1 and L2 against ε, L0 and the majority guess, mean ± sd over seeds."""
+    from workers.reproduce.report import mean_std
+
+    l1 = json.loads(TEST_RESULTS.read_text())
+    l2 = json.loads(L2_TEST_RESULTS.read_text()) if L2_TEST_RESULTS.exists() else []
+    lines = [
+        "| model | ε (δ 1e-5) | unit | seeds × draws | accuracy (%) | balanced accuracy |",
+        "|---|---|---|---|---|---|",
+    ]
+    for level, rows, unit in (("L1", l1, "party-level"), ("L2", l2, "example-level")):
+        accuracy, balanced = (
+            _per_epsilon(rows, level, "accuracy"),
+            _per_epsilon(rows, level, "balanced_accuracy"),
+        )
+        for epsilon in accuracy:
+            runs = sum(
+                1 for row in rows if row.get("level") == level and row["epsilon_budget"] == epsilon
+            )
+            lines.append(
+                f"| FedKT-{level} | {epsilon:g} | {unit} | {len(accuracy[epsilon])} × "
+                f"{runs // len(accuracy[epsilon])} | {mean_std(accuracy[epsilon])} | "
+                f"{mean_std(balanced[epsilon], scale=1)} |"
+            )
+    for level, name in (("L0", "FedKT-L0 (no noise)"), ("majority", "majority guess")):
+        mine = [row for row in l1 if row.get("level") == level]
+        lines.append(
+            f"| {name} | — | — | {len(mine)} | {mean_std(row['accuracy'] for row in mine)} | "
+            f"{mean_std((row['balanced_accuracy'] for row in mine), scale=1)} |"
+        )
+    return "\n".join(lines)
+
+
+def plot() -> None:
+    """Accuracy against ε on the test split: L1 (party-level) and L2 (example-level), L0 and the majority guess."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    l1 = json.loads(TEST_RESULTS.read_text())
+    l2 = json.loads(L2_TEST_RESULTS.read_text()) if L2_TEST_RESULTS.exists() else []
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for axis, key, label in (
+        (axes[0], "accuracy", "accuracy (%)"),
+        (axes[1], "balanced_accuracy", "balanced accuracy (%)"),
+    ):
+        for level, rows, name in (
+            ("L1", l1, "FedKT-L1 (GNMax, party-level ε)"),
+            ("L2", l2, "FedKT-L2 (GNMax at the silos, example-level ε)"),
+        ):
+            values = _per_epsilon(rows, level, key)
+            if values:
+                epsilons = list(values)
+                axis.errorbar(
+                    epsilons,
+                    [100 * np.mean(values[epsilon]) for epsilon in epsilons],
+                    yerr=[100 * np.std(values[epsilon]) for epsilon in epsilons],
+                    marker="o",
+                    capsize=3,
+                    label=name,
+                )
+        for level, name, style in (
+            ("L0", "FedKT-L0 (no noise)", "--"),
+            ("majority", "majority guess", ":"),
+        ):
+            level_mean = 100 * np.mean([row[key] for row in l1 if row.get("level") == level])
+            axis.axhline(
+                level_mean,
+                linestyle=style,
+                color="grey" if level == "majority" else "black",
+                label=name,
+            )
+        axis.set_xscale("log")
+        axis.set_xticks(list(EPSILONS), [f"{epsilon:g}" for epsilon in EPSILONS])
+        axis.set_xlabel("ε at δ = 1e-5 (data-independent)")
+        axis.set_ylabel(label)
+        axis.grid(alpha=0.3)
+    axes[0].legend(fontsize=7, loc="lower right")
+    figure.suptitle("Adult, 50 silos, Dirichlet 0.5: test split, 3 seeds (mean ± sd)")
+    figure.tight_layout()
+    figure.savefig(PLOT, dpi=110)
+
+
 def save(entries: list[dict], path: Path) -> None:
     path.write_text(json.dumps(entries, indent=1))
 
@@ -281,6 +464,12 @@ def main(argv=None) -> int:
         if arguments.seed_list
         else list(range(arguments.seeds))
     )
+    if arguments.command == "test":
+        return run_test(seeds, draws=arguments.draws, cache=arguments.cache)
+    if arguments.command == "plot":
+        plot()
+        print(summary())
+        return 0
     if arguments.command == "l2":
         path = L2_TEST_RESULTS if arguments.test else L2_RESULTS
         runs = json.loads(path.read_text()) if path.exists() else []
