@@ -46,15 +46,16 @@ L2_RESULTS, L2_TEST_RESULTS = (
 DELTA, PARTITIONS, TEACHERS = 1e-5, 2, 5
 
 
-def party_votes(seed: int, *, test: bool, cache: Path = CACHE) -> dict:
-    """The public rows, the scored rows and the 50 parties' summed consistent votes of one seed (cached)."""
-    path = cache / f"{'test' if test else 'validation'}_{seed}.npz"
+def party_votes(seed: int, *, test: bool, cache: Path = CACHE, n_parties: int = N_PARTIES) -> dict:
+    """The public rows, the scored rows and the parties' summed consistent votes of one seed (cached)."""
+    name = f"{'test' if test else 'validation'}_{seed}"
+    path = cache / (f"{name}.npz" if n_parties == N_PARTIES else f"{name}_{n_parties}_parties.npz")
     if path.exists():
         with np.load(path) as stored:
             return dict(stored)
     view, teacher, student, final = PRODUCT_DEFAULTS
     data = adult_protocol_test(seed, view) if test else adult_without_test(seed, view)
-    parts = dirichlet_label_partition(data["pool_y"], N_PARTIES, beta=0.5, seed=seed, min_size=10)
+    parts = dirichlet_label_partition(data["pool_y"], n_parties, beta=0.5, seed=seed, min_size=10)
     started = time.perf_counter()
     parties = fit_parties(
         [(data["pool_x"][part], data["pool_y"][part]) for part in parts],
@@ -437,13 +438,47 @@ def plot() -> None:
     figure.savefig(PLOT, dpi=110)
 
 
+LAUNCH_RESULTS = RESULTS.with_name("private_adult_launch.json")
+#: A new member's ε limit in a federation made with the server's defaults, and the share a default job may use.
+NEW_MEMBER_LIMIT, DEFAULT_SHARE = 10.0, 0.5
+#: The publish gate (market.commerce.quality.PUBLISH_MARGIN): balanced accuracy at least the majority guess's
+#: (0.5) plus five points.
+GATE_BALANCED_ACCURACY = 0.55
+
+
+def run_launch(seeds, *, n_parties: int, draws: int, cache: Path) -> int:
+    """The default L1 launch on a federation of ``n_parties`` Adult silos (Dirichlet 0.5), each a new member: the
+    market's calibration at half of the default ε limit of 10, the product's defaults, scored on the validation
+    rows (the federation's evaluation split here) against the publish gate."""
+    runs = json.loads(LAUNCH_RESULTS.read_text()) if LAUNCH_RESULTS.exists() else []
+    runs = [run for run in runs if run["silos"] != n_parties]
+    for seed in seeds:
+        data = party_votes(seed, test=False, cache=cache, n_parties=n_parties)
+        majority = float(np.mean(data["scored_y"] == np.bincount(data["scored_y"]).argmax()))
+        for draw in range(draws):
+            entry = run_l1(
+                data, seed=seed, epsilon=NEW_MEMBER_LIMIT * DEFAULT_SHARE, setting=product_setting()
+            )
+            entry.update(
+                silos=n_parties,
+                draw=draw,
+                majority_accuracy=majority,
+                passes_gate=entry["balanced_accuracy"] >= GATE_BALANCED_ACCURACY,
+            )
+            runs.append(entry)
+            print(json.dumps(entry), flush=True)
+        LAUNCH_RESULTS.write_text(json.dumps(runs, indent=1))
+    return 0
+
+
 def save(entries: list[dict], path: Path) -> None:
     path.write_text(json.dumps(entries, indent=1))
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workers.reproduce.private")
-    parser.add_argument("command", choices=["cache", "choose", "l2", "test", "plot"])
+    parser.add_argument("command", choices=["cache", "choose", "l2", "test", "plot", "launch"])
+    parser.add_argument("--silos", type=int, default=4, help="launch: silos in the federation")
     parser.add_argument("--test", action="store_true", help="l2: score on the test split, once")
     parser.add_argument("--fractions", default=",".join(map(str, L2_FRACTIONS)))
     parser.add_argument("--seeds", type=int, default=3)
@@ -464,6 +499,10 @@ def main(argv=None) -> int:
         if arguments.seed_list
         else list(range(arguments.seeds))
     )
+    if arguments.command == "launch":
+        return run_launch(
+            seeds, n_parties=arguments.silos, draws=arguments.draws, cache=arguments.cache
+        )
     if arguments.command == "test":
         return run_test(seeds, draws=arguments.draws, cache=arguments.cache)
     if arguments.command == "plot":

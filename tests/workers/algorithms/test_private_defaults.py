@@ -191,3 +191,51 @@ def test_noise_is_sampled_as_the_calibration_says():
     # The σ the calibration prices is the σ OpenDP samples: the spread of many noisy counts.
     noisy = GaussianNoise(sigma=30.0).noisy_counts(np.zeros((4000, 2), dtype=np.int64))
     assert noisy.std() == pytest.approx(30.0, rel=0.05)
+
+
+def test_the_defaults_are_the_ones_the_validation_experiment_chose():
+    import json
+
+    from workers.privacy.costs import DEFAULT_GNMAX_NOISE_RATIO
+    from workers.reproduce.private import RESULTS, choose_defaults
+
+    entries = json.loads(RESULTS.read_text())
+    assert entries and not any(entry.get("test") for entry in entries)  # validation rows only
+    assert choose_defaults(entries) == (
+        DEFAULT_GNMAX_NOISE_RATIO,
+        DEFAULT_QUERY_SELECTION,
+        DEFAULT_SEMI_SUPERVISED,
+    )
+
+
+def _validation_runs(scores: dict) -> list[dict]:
+    """Synthetic validation entries: {(ratio, selection, semi): (accuracy, balanced)} at every ε, 3 seeds."""
+    from workers.reproduce.private import EPSILONS
+
+    return [
+        {
+            "level": "L1",
+            "noise_ratio": ratio,
+            "query_selection": selection,
+            "semi_supervised": semi,
+            "epsilon_budget": epsilon,
+            "seed": seed,
+            "accuracy": accuracy + 0.01 * (seed - 1),
+            "balanced_accuracy": balanced,
+        }
+        for (ratio, selection, semi), (accuracy, balanced) in scores.items()
+        for epsilon in EPSILONS
+        for seed in range(3)
+    ]
+
+
+def test_semi_supervised_training_is_the_default_only_where_it_wins_on_validation_rows():
+    from workers.reproduce.private import choose_defaults
+
+    wins = {(0.3, "random", "none"): (0.78, 0.62), (0.3, "random", "self_training"): (0.81, 0.66)}
+    assert choose_defaults(_validation_runs(wins))[2] == "self_training"
+    loses = {(0.3, "random", "none"): (0.80, 0.66), (0.3, "random", "self_training"): (0.77, 0.60)}
+    assert choose_defaults(_validation_runs(loses))[2] == "none"
+    # Within one standard error of the best accuracy the gate's measure, balanced accuracy, decides.
+    tie = {(0.3, "random", "none"): (0.800, 0.66), (0.3, "medoids", "none"): (0.801, 0.60)}
+    assert choose_defaults(_validation_runs(tie))[1] == "random"
