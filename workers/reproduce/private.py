@@ -387,6 +387,34 @@ def summary() -> str:
     return "\n".join(lines)
 
 
+def validation_summary() -> str:
+    """The validation grid (Markdown): per setting, accuracy at each ε and averaged, mean over seeds of each
+    seed's mean over its noise draws, and the averaged balanced accuracy; the chosen setting in bold."""
+    entries = json.loads(RESULTS.read_text())
+    accuracy, balanced = _seed_means(entries, "accuracy"), _seed_means(entries, "balanced_accuracy")
+    chosen = choose_defaults(entries)
+    header = " | ".join(f"ε {epsilon:g}" for epsilon in EPSILONS)
+    lines = [
+        f"| σ / votes | selection | semi-supervised | {header} | mean | balanced (mean) |",
+        "|---|---|---|" + "---|" * len(EPSILONS) + "---|---|",
+    ]
+    settings = sorted(
+        {setting for setting, _ in accuracy},
+        key=lambda setting: -np.mean([np.mean(accuracy[setting, e]) for e in EPSILONS]),
+    )
+    for setting in settings:
+        cells = [
+            f"{100 * np.mean(accuracy[setting, e]):.2f} ± {100 * np.std(accuracy[setting, e]):.2f}"
+            for e in EPSILONS
+        ]
+        mean = 100 * np.mean([np.mean(accuracy[setting, e]) for e in EPSILONS])
+        mean_balanced = np.mean([np.mean(balanced[setting, e]) for e in EPSILONS])
+        mark = "**" if setting == chosen else ""
+        name = " | ".join(f"{mark}{value}{mark}" for value in setting)
+        lines.append(f"| {name} | {' | '.join(cells)} | {mean:.2f} | {mean_balanced:.3f} |")
+    return "\n".join(lines)
+
+
 def plot() -> None:
     """Accuracy against ε on the test split: L1 (party-level) and L2 (example-level), L0 and the majority guess."""
     import matplotlib
@@ -428,6 +456,7 @@ def plot() -> None:
                 label=name,
             )
         axis.set_xscale("log")
+        axis.minorticks_off()
         axis.set_xticks(list(EPSILONS), [f"{epsilon:g}" for epsilon in EPSILONS])
         axis.set_xlabel("ε at δ = 1e-5 (data-independent)")
         axis.set_ylabel(label)
@@ -507,7 +536,7 @@ def main(argv=None) -> int:
         return run_test(seeds, draws=arguments.draws, cache=arguments.cache)
     if arguments.command == "plot":
         plot()
-        print(summary())
+        print(validation_summary(), summary(), sep="\n\n")
         return 0
     if arguments.command == "l2":
         path = L2_TEST_RESULTS if arguments.test else L2_RESULTS
