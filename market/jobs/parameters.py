@@ -172,19 +172,30 @@ def _l1_default_query(
     n_public: int,
     member_budgets: MemberBudgets | None = None,
 ) -> dict:
-    """The most rows (at most all of them) whose data-independent ε fits the share of a new member's limit."""
+    """The most rows (at most all of them) whose data-independent ε fits the share of a new member's limit and,
+    where ``member_budgets`` gives them and they leave room for the fewest rows a model trains on, every chosen
+    silo's remaining budget."""
+    from workers.algorithms.schema import MIN_TRAINING_ROWS
     from workers.privacy.costs import calibrate_queries
 
     privacy = _privacy(given_privacy, federation=federation, n_queries=0)
     algorithm = job_kind_get(kind)
     # A weighted vote moves s × W votes per submission: the default query must fit at that cost (never under-charge).
     vote_shift = algorithm.votes_per_submission(validated)
-    count = calibrate_queries(
-        _budget_views(federation=federation, vote_shift=vote_shift, member_budgets=member_budgets),
-        privacy=privacy,
-        price=lambda at, shift: algorithm.l1_cost(validated, privacy=at, vote_shift=shift),
-        max_queries=n_public,
-    )
+
+    def most_rows(budgets) -> int:
+        return calibrate_queries(
+            _budget_views(federation=federation, vote_shift=vote_shift, member_budgets=budgets),
+            privacy=privacy,
+            price=lambda at, shift: algorithm.l1_cost(validated, privacy=at, vote_shift=shift),
+            max_queries=n_public,
+        )
+
+    count = most_rows(member_budgets)
+    if member_budgets is not None and count < MIN_TRAINING_ROWS:
+        # Too little left to train a model: the new member's share stands, and the reservation refuses the job
+        # naming the silos short of budget (rather than a query too small to train on).
+        count = most_rows(None)
     return {"query_count": max(1, count)}
 
 

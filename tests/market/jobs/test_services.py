@@ -30,6 +30,8 @@ def test_job_create_stores_parameters_with_defaults_and_an_unpublished_outbox_ro
         "teachers": 5,
         "query_count": 100,
         "final_model": {"family": "random_forest", "n_estimators": 100, "max_depth": 8},
+        "query_selection": "random",
+        "semi_supervised": "none",
     }
     assert body["submissions"] == [s.id for s in fedkt_submissions]
     assert body["status"] == "queued"
