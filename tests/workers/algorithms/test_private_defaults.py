@@ -239,3 +239,13 @@ def test_semi_supervised_training_is_the_default_only_where_it_wins_on_validatio
     # Within one standard error of the best accuracy the gate's measure, balanced accuracy, decides.
     tie = {(0.3, "random", "none"): (0.800, 0.66), (0.3, "medoids", "none"): (0.801, 0.60)}
     assert choose_defaults(_validation_runs(tie))[1] == "random"
+
+
+def test_the_results_page_shows_the_tables_the_saved_runs_give():
+    from pathlib import Path
+
+    from workers.reproduce.private import summary, validation_summary
+
+    page = (Path(__file__).resolve().parents[3] / "docs" / "results" / "private.md").read_text()
+    assert validation_summary() in page
+    assert summary() in page
