@@ -18,8 +18,9 @@ Privacy is composed in, not branched on: ``noise`` is ``None`` (L0) or a mechani
 noise, at L2 the parties do and the server adds none. :func:`fedkt_fit` runs both sides and
 hands the noiseless counts to ``workers.privacy.accounting``.
 
-Which public examples are queried is drawn once from a seed, independently of any data (a
-party's own seed on the party side, the server's seed on the server side). Every other random
+Which public examples are queried is drawn once from a seed, independently of any private data (a
+party's own seed on the party side, the server's seed on the server side; the server may instead take the
+k-means medoids of the public features, ``query_selection="medoids"``). Every other random
 choice (shuffles, model seeds) also derives from the caller's seed through
 ``numpy.random.SeedSequence``; only DP noise is unseeded, by design.
 

@@ -16,6 +16,13 @@ Algorithm 1 lines 10-14 (the server side; the silos ran lines 1-9 and uploaded s
   ``{"family": ..., **hyperparameters}`` mapping (:func:`workers.learners.make_learner`) whose
   hyperparameters :data:`workers.algorithms.schema.LEARNER_HYPERPARAMETERS` bounds.
 - ``privacy`` (mapping, optional): at L1 its ``delta`` (default 1e-5) is the δ of the report.
+- ``query_selection`` (:data:`workers.algorithms.transfer.QUERY_SELECTIONS`, default
+  :data:`DEFAULT_QUERY_SELECTION`): a seeded random sample of the public rows, or the k-means medoids of the
+  public features (no label or vote read: no privacy cost).
+- ``semi_supervised`` (:data:`workers.algorithms.transfer.SEMI_SUPERVISED`, default
+  :data:`DEFAULT_SEMI_SUPERVISED`): whether the final model also learns from the public rows nobody labelled
+  (label spreading or self-training from the released labels: post-processing, no privacy cost). Both
+  defaults were chosen on validation rows (``docs/results/private.md``) and are stored with every job.
 - ``vote`` (:data:`VOTE_RULES`, default ``consistent_hard``): how a member votes (issue 19, fusion under
   label skew). ``consistent_hard`` is the paper's; ``class_weighted`` multiplies a member's consistent
   votes for class m by its integer weight ``round(W × n_m / max_k n_k)`` from the label distribution
