@@ -15,6 +15,7 @@ from django.utils import timezone
 from market.accounts.models import User
 from market.audit.models import AuditOutcome
 from market.audit.services import audit_record
+from market.budgets.pricing import member_budget_views
 from market.budgets.selectors import budget_refusal_visible
 from market.budgets.services import (
     BudgetExceeded,
@@ -170,15 +171,20 @@ def job_request_check(
         isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63
     ):
         raise InvalidInput(f"The seed must be a whole number from 0 to 2⁶³−1, not {seed!r}.")
+    chosen = _chosen_submissions(
+        federation=federation, privacy_level=privacy_level, submissions=submissions
+    )
     validated = job_parameters_validate(
         kind=kind,
         privacy_level=privacy_level,
         parameters=parameters,
         federation=federation,
         n_public=public_dataset.n_rows,
-    )
-    chosen = _chosen_submissions(
-        federation=federation, privacy_level=privacy_level, submissions=submissions
+        n_submissions=len(chosen),
+        member_budgets=member_budget_views(
+            federation=federation,
+            organisations=[submission.organisation_id for submission in chosen],
+        ),
     )
     _check_selectable(
         kind=kind,
