@@ -35,7 +35,7 @@ def test_train_writes_students_that_pass_the_markets_static_checks_and_a_metadat
     assert (own["file"], own["model_family"], own["learner"]) == (
         "own-model.onnx",
         "random_forest",
-        {"family": "random_forest", "n_estimators": 100},
+        {"family": "random_forest", "n_estimators": 100, "max_depth": 12},
     )
     assert 0.7 < own["validation_score"] <= 1
     assert (result["n_local_examples"], result["n_validation_rows"]) == (400, 100)
