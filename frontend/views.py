@@ -22,7 +22,7 @@ from market.federations.selectors import (
     federation_require_member,
     public_dataset_current,
 )
-from market.federations.services import federation_join
+from market.federations.membership import federation_join
 from market.submissions.models import ModelFamily
 from market.submissions.selectors import submission_get, submission_list
 

@@ -35,7 +35,7 @@ def live_server():
 
 def silos_submit(federation, users, student_files) -> None:
     """The silos' part, as the toolkit does it over the API: join, upload two students each, validated."""
-    from market.federations.services import federation_join
+    from market.federations.membership import federation_join
     from market.submissions.services import submission_validate
 
     for user, files in zip(users, student_files):

@@ -47,7 +47,7 @@ def world(
     from market.budgets.selectors import budget_list
     from market.commerce.services import credit_request_create, listing_create, purchase_create
     from market.exchanges.services import exchange_create, logits_upload
-    from market.federations.services import federation_join
+    from market.federations.membership import federation_join
     from market.submissions.services import UploadedModel, submission_create
 
     federation = federation_with_data
