@@ -73,7 +73,11 @@ def federation_join(*, federation: Federation, user: User, request=None) -> Join
         return JoinOutcome(membership=member, join_request=None, created=False)
     if federation.membership_policy == MembershipPolicy.OPEN:
         membership, created = membership_add(
-            federation=federation, organisation=organisation, actor=user, via="open", request=request
+            federation=federation,
+            organisation=organisation,
+            actor=user,
+            via="open",
+            request=request,
         )
         return JoinOutcome(membership=membership, join_request=None, created=created)
     if federation.membership_policy == MembershipPolicy.INVITATION:

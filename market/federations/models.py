@@ -127,7 +127,9 @@ class JoinRequest(models.Model):
     )
     decided_at = models.DateTimeField(null=True, blank=True)
     reason = models.CharField(
-        max_length=500, blank=True, help_text="The operator's reason for a refusal, shown to the silo."
+        max_length=500,
+        blank=True,
+        help_text="The operator's reason for a refusal, shown to the silo.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -23,7 +23,9 @@ def federation_list(*, user: User) -> QuerySet[Federation]:
         organisation_id=user.organisation_id,
         status=JoinRequestStatus.PENDING,
     )
-    return Federation.objects.annotate(is_member=Exists(memberships), join_requested=Exists(pending))
+    return Federation.objects.annotate(
+        is_member=Exists(memberships), join_requested=Exists(pending)
+    )
 
 
 def federation_get(*, slug: str, user: User) -> Federation:

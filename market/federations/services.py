@@ -7,7 +7,7 @@ from django.utils.text import slugify
 
 from market.accounts.models import User
 from market.audit.services import audit_record
-from market.errors import Conflict, InvalidInput, PermissionDenied
+from market.errors import Conflict, InvalidInput
 from market.federations.models import (
     EvaluationSplit,
     Federation,

@@ -11,8 +11,8 @@ from django.db import transaction
 
 from market.accounts.models import Organisation, User
 from market.accounts.services import organisation_create, user_create
-from market.federations.models import Federation
 from market.federations.membership import membership_add
+from market.federations.models import Federation
 from market.federations.services import (
     evaluation_split_upload,
     federation_create,
@@ -61,7 +61,10 @@ class Command(BaseCommand):
             )
             # The federation admits by request (the default); the demo's operator admits its silo up front.
             membership_add(
-                federation=federation, organisation=hospital, actor=operator, via="demo set-up"
+                federation=federation,
+                organisation=silo.organisation,
+                actor=operator,
+                via="demo set-up",
             )
         self.stdout.write(
             self.style.SUCCESS(
