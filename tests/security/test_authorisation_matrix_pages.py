@@ -80,9 +80,7 @@ PAGE_POLICY = {
     ("POST", "join-requests/<int:join_request_id>/refuse/"): Rule("join_request", operator_only),
     ("GET", "people/"): Rule("none", operator_only),
     ("POST", "people/"): Rule("none", operator_only),
-    ("POST", "people/invitations/<int:invitation_id>/withdraw/"): Rule(
-        "invitation", operator_only
-    ),
+    ("POST", "people/invitations/<int:invitation_id>/withdraw/"): Rule("invitation", operator_only),
     ("GET", "invitations/<str:token>/"): Rule("public_invitation_link", invitation_link_holder),
     ("POST", "invitations/<str:token>/"): Rule("public_invitation_link", invitation_link_holder),
     ("GET", "federations/<slug:slug>/upload/"): Rule("federation", members_of_the_federation),
