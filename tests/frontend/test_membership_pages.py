@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from market.audit.models import AuditEvent
 from market.federations.models import Federation, JoinRequest, Membership
 from market.invitations.models import Invitation
 
@@ -155,3 +156,23 @@ def test_the_operator_withdraws_an_invitation_and_its_link_stops_working(operato
 
     assert "withdrawn" in client.get(path).content.decode()
     assert client.get(path).status_code == 410
+
+
+def test_admitting_twice_with_the_same_form_key_admits_once(by_request, other_silo_user, operator):
+    from django.test import Client
+
+    from tests.frontend.test_form_resubmission import form_key
+
+    client_for(Client(), other_silo_user).post("/federations/adult-income/join/")
+    join_request = JoinRequest.objects.get()
+    browser = client_for(Client(), operator)
+    members_tab = browser.get("/federations/adult-income/?tab=members").content.decode()
+    form = {"idempotency_key": form_key(members_tab, f"/join-requests/{join_request.id}/admit/")}
+
+    first = browser.post(f"/join-requests/{join_request.id}/admit/", form)
+    resent = browser.post(f"/join-requests/{join_request.id}/admit/", form)
+
+    assert first.status_code == resent.status_code == 302
+    assert first["Location"] == resent["Location"] == "/federations/adult-income/?tab=members"
+    assert Membership.objects.filter(organisation=other_silo_user.organisation).count() == 1
+    assert AuditEvent.objects.filter(action="membership.admitted").count() == 1
