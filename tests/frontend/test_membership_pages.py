@@ -33,6 +33,7 @@ def test_a_silo_asks_to_join_and_the_operator_admits_it_on_the_members_tab(
     asked = silo.post("/federations/adult-income/join/", follow=True).content.decode()
     assert "asked to join Adult income" in asked
     assert "Your request to join waits for the market" in asked
+    assert "Request waiting" in silo.get("/federations/").content.decode()
 
     operator_browser = client_for(Client(), operator)
     members_tab = operator_browser.get("/federations/adult-income/?tab=members").content.decode()
