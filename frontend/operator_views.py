@@ -84,6 +84,7 @@ def _policies(post) -> dict:
             "publish_data_dependent_epsilon",
             "publish_contributions",
             "buyers_may_launch_jobs",
+            "accepts_own_models",
         )
     }
     for name in ("default_epsilon_limit", "default_delta"):

@@ -13,8 +13,7 @@ from django.views import defaults
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
-from market.database_busy import database_busy_response, database_is_busy
-from market.transient import is_lock_conflict
+from market.transient import database_busy_response, database_is_busy, is_lock_conflict
 from workers.features import TableError
 from workers.modelio.base import RefusedModelError
 

@@ -51,6 +51,7 @@ if not SECRET_KEY:
 ALLOWED_HOSTS = [
     host for host in env_text("ONEFOLD_ALLOWED_HOSTS", "localhost,127.0.0.1").split(",") if host
 ]
+CSRF_FAILURE_VIEW = "frontend.error_pages.csrf_failure"
 CSRF_TRUSTED_ORIGINS = [
     origin for origin in env_text("ONEFOLD_CSRF_TRUSTED_ORIGINS", "").split(",") if origin
 ]
@@ -94,6 +95,7 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "market.cache_headers.PrivateAnswersMiddleware",  # after WhiteNoise: static files stay cacheable
+    "frontend.error_pages.AppErrorPagesMiddleware",  # outside sessions and authentication: knows who asks
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "market.accounts.middleware.RefuseUnstorableInputMiddleware",
@@ -101,7 +103,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "market.database_busy.DatabaseBusyMiddleware",  # last: the first to see a view's exception
+    "market.transient.DatabaseBusyMiddleware",  # last: the first to see a view's exception
 ]
 
 # A Server-Timing header with the request's database time and the rest (market/server_timing.py); for measuring.
@@ -145,7 +147,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The embedded default holds a handful of concurrent users: in WAL mode readers go on while one connection
     # writes; a transaction takes the write lock when it begins (a deferred one that later upgrades its read lock
     # is refused at once, "database is locked", whatever the timeout); a writer waits for the lock (20 s by
-    # default). What still finds it locked is answered 503 with Retry-After (market/database_busy.py).
+    # default). What still finds it locked is answered 503 with Retry-After (market/transient.py).
     DATABASES["default"]["OPTIONS"] = {
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
         "transaction_mode": "IMMEDIATE",

@@ -145,6 +145,21 @@ def majority_class_metrics(class_counts: Sequence[int] | np.ndarray) -> dict | N
     }
 
 
+#: What a submission's metrics (and so a silo baseline) were measured with: the silo's own model on all its rows
+#: where its submission carries one and the job uses it, else its FedKT students' average (issue 31).
+MEASURED_WITH_OWN_MODEL = "own_model"
+MEASURED_WITH_STUDENTS = "students"
+
+
+def member_metrics(probabilities, labels, *, n_classes: int, own_model: bool) -> dict:
+    """:func:`classification_metrics` of one member's best probabilities, with ``"measured_with"``: its silo's own
+    model (:data:`MEASURED_WITH_OWN_MODEL`) or its students (:data:`MEASURED_WITH_STUDENTS`)."""
+    return {
+        **classification_metrics(probabilities, labels, n_classes=n_classes),
+        "measured_with": MEASURED_WITH_OWN_MODEL if own_model else MEASURED_WITH_STUDENTS,
+    }
+
+
 def silo_baselines(metrics_per_silo: dict[str, list[dict]]) -> dict:
     """The best single silo and the average silo, from the metrics of each silo's submissions.
 
@@ -160,7 +175,9 @@ def silo_baselines(metrics_per_silo: dict[str, list[dict]]) -> dict:
 
     Returns
     -------
-    {"best_single_silo": headline metrics and "silo" (its key) or None, "average_silo": headline metrics or None,
+    {"best_single_silo": headline metrics, "silo" (its key) and "measured_with" (its own model or its students,
+    :func:`member_metrics`; absent for metrics recorded before) or None, "average_silo": headline metrics and
+    "measured_with" (how many representatives were own models and how many students; absent likewise) or None,
     "n_silos": number of silos measured}
     """
 
@@ -182,9 +199,27 @@ def silo_baselines(metrics_per_silo: dict[str, list[dict]]) -> dict:
         ]
         return float(np.mean(values)) if values else None
 
+    measured_with = [metrics.get("measured_with") for metrics in representatives.values()]
+    best_measured_with = representatives[best_silo].get("measured_with")
     return {
-        "best_single_silo": {**headline(representatives[best_silo]), "silo": best_silo},
-        "average_silo": {name: average(name) for name in HEADLINE_METRICS},
+        "best_single_silo": {
+            **headline(representatives[best_silo]),
+            "silo": best_silo,
+            **({"measured_with": best_measured_with} if best_measured_with else {}),
+        },
+        "average_silo": {
+            **{name: average(name) for name in HEADLINE_METRICS},
+            **(
+                {
+                    "measured_with": {
+                        MEASURED_WITH_OWN_MODEL: measured_with.count(MEASURED_WITH_OWN_MODEL),
+                        MEASURED_WITH_STUDENTS: measured_with.count(MEASURED_WITH_STUDENTS),
+                    }
+                }
+                if any(measured_with)
+                else {}
+            ),
+        },
         "n_silos": len(representatives),
     }
 

@@ -44,6 +44,9 @@ class FederationOutput(serializers.Serializer):
     )
     default_privacy_level = serializers.ChoiceField(PrivacyLevel.choices)
     default_parameters = serializers.DictField()
+    accepts_own_models = serializers.BooleanField(
+        help_text="Whether an L0 submission may carry the silo's own model beside its FedKT students."
+    )
     membership_policy = serializers.ChoiceField(MembershipPolicy.choices)
     is_member = serializers.BooleanField()
     join_requested = serializers.BooleanField(

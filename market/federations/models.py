@@ -53,6 +53,11 @@ class Federation(models.Model):
     buyers_may_launch_jobs = models.BooleanField(
         default=False, help_text="Whether buyers may create jobs."
     )
+    accepts_own_models = models.BooleanField(
+        default=True,
+        help_text="Whether a silo's L0 submission may carry its own model on all its rows beside its FedKT students "
+        "(used by L0 jobs' ensembles, distillation and silo baselines; never in a FedKT vote).",
+    )
     fd_min_contributors = models.PositiveSmallIntegerField(
         default=2,
         help_text="Fewest other silos an FD exchange's per-label average may be made of (at least 2: an "

@@ -103,6 +103,7 @@ FEDERATION_POLICIES = (
     "publish_data_dependent_epsilon",
     "publish_contributions",
     "buyers_may_launch_jobs",
+    "accepts_own_models",
     "fd_min_contributors",
     "membership_policy",
 )

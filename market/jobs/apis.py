@@ -142,7 +142,7 @@ class GlobalModelOutput(serializers.Serializer):
         help_text=(
             'FedKT "vote": "auto" only (else null): the fusion chosen ("chosen"), by which "criterion", on how many '
             'evaluation rows ("selection_rows"; the metrics are on the other "report_rows"), and every candidate\'s '
-            'selection-half scores ("candidates").'
+            'selection-half scores ("candidates"; the stacked fusion\'s cross-fitted within that half).'
         ),
     )
     files = GlobalModelFileOutput(source="global_model.files", many=True)

@@ -67,7 +67,12 @@ SILO_BASELINES = ("best_single_silo", "average_silo")
 def _silo_baseline_restricted(baseline: dict, *, model_metrics: dict, n_silos: int) -> dict:
     """A silo baseline as a viewer who may not see every silo sees it: rounded scores from
     :data:`SILO_SCORES_MIN_SILOS` silos on; below, no score at all, only whether the model beats it."""
-    scores = {name: value for name, value in baseline.items() if name != "silo"}
+    scores = {
+        name: value for name, value in baseline.items() if name not in ("silo", "measured_with")
+    }
+    measured_with = (
+        {"measured_with": baseline["measured_with"]} if "measured_with" in baseline else {}
+    )
     if n_silos >= SILO_SCORES_MIN_SILOS:
         return {
             **{
@@ -75,6 +80,7 @@ def _silo_baseline_restricted(baseline: dict, *, model_metrics: dict, n_silos: i
                 for name, value in scores.items()
             },
             "rounded_to": 10**-SILO_SCORE_DECIMALS,
+            **measured_with,
         }
     return {
         **dict.fromkeys(scores),
@@ -83,6 +89,7 @@ def _silo_baseline_restricted(baseline: dict, *, model_metrics: dict, n_silos: i
             for name, value in scores.items()
             if value is not None and model_metrics.get(name) is not None
         },
+        **measured_with,
         "withheld": f"Single silos' scores are shown only where at least {SILO_SCORES_MIN_SILOS} silos are "
         f"measured ({n_silos} here: each could work out the others' scores); only whether the model beats "
         "this baseline is shown.",

@@ -27,6 +27,14 @@ DEFAULT_GAMMA, DEFAULT_SIGMA = 0.04, 40.0
 #: default jobs (a fixed fraction of the public data cannot: all 3,000 rows of the demo at γ = 0.04 cost
 #: ε 46.6 against a limit of 10).
 L1_DEFAULT_SHARE_OF_LIMIT = 0.5
+#: What an L0 job of a kind that names none of these keys gets, when the federation's evaluation split allows it
+#: (:func:`_evaluation_allows_auto`): FedKT's ``vote: auto`` chooses among the vote rules, the selected ensemble
+#: and the stacked fusion on half of the evaluation split and reports on the other half. ``validate`` does not know
+#: the privacy level, so the market fills this in: L1 keeps the paper's vote, which is the only one it can charge.
+L0_DEFAULTS = {"fedkt": {"vote": "auto"}}
+#: The fewest evaluation rows of each of two classes or more that let ``auto`` choose on one half and report on
+#: the other with every such class in both.
+AUTO_MIN_ROWS_PER_CLASS = 2
 
 
 def _algorithms() -> dict:
@@ -140,6 +148,14 @@ def _l1_default_query(
     return {"query_count": max(1, count)}
 
 
+def _evaluation_allows_auto(federation: Federation) -> bool:
+    """Whether the federation's evaluation split (the one a job reads) holds :data:`AUTO_MIN_ROWS_PER_CLASS` rows
+    of at least two classes, so that both of its halves hold them."""
+    split = federation.evaluation_splits.first()
+    counts = split.class_counts if split is not None else []
+    return sum(count >= AUTO_MIN_ROWS_PER_CLASS for count in counts) >= 2
+
+
 def _with_query(validated: dict, query: dict) -> dict:
     return {**{key: value for key, value in validated.items() if key not in QUERY_KEYS}, **query}
 
@@ -159,10 +175,13 @@ def job_parameters_validate(
         )
     given = dict(parameters or {})
     algorithm = job_kind_get(kind)
+    if privacy_level == PrivacyLevel.L0 and _evaluation_allows_auto(federation):
+        given = {**L0_DEFAULTS.get(kind, {}), **given}
     if privacy_level == PrivacyLevel.L1 and not algorithm.accepts_noise:
         labels = [noisy.label for noisy in _algorithms().values() if noisy.accepts_noise]
         raise InvalidInput(
             f"Server noise (L1) is only available for {' and '.join(labels)} jobs; choose L0 or L2 for this kind."
+            + (f" {algorithm.noise_refusal({})}" if algorithm.noise_refusal({}) else "")
         )
     if "privacy" in given and privacy_level != PrivacyLevel.L1:
         raise InvalidInput(

@@ -4,9 +4,9 @@ from django.db.models import Count, Q, QuerySet
 
 from market.accounts.models import User
 from market.errors import NotFound, PermissionDenied
-from market.federations.models import Federation
+from market.federations.models import Federation, PrivacyLevel
 from market.jobs.models import GlobalModel, Job, JobStatus
-from market.submissions.models import ModelFile, Submission
+from market.submissions.models import OWN_MODEL_ROLE, ModelFile, Submission
 
 STAGE_PERCENT = {"fusing": 85, "evaluating": 92, "saving": 97, "done": 100}
 PREDICTING_SHARE = 80  # percent of a job's progress bar the members' predictions fill
@@ -101,29 +101,57 @@ def _bought(*, global_model: GlobalModel, user: User) -> bool:
     )
 
 
-def job_members(*, submissions: list[Submission]) -> list:
-    """The submissions as the engine registry's members (what an engine may read of them), in the given order."""
+def own_models_used(*, privacy_level: str) -> bool:
+    """Whether a job of ``privacy_level`` uses the silos' own models: at L0 only. An own model is trained on all of a
+    silo's rows without noise, so an L1 job (server noise on the students' votes, priced per student) leaves it out
+    rather than release it unaccounted; L2 submissions cannot carry one (market.submissions.services)."""
+    return privacy_level == PrivacyLevel.L0
+
+
+def job_model_files(*, submission: Submission, privacy_level: str) -> list[ModelFile]:
+    """The model files of ``submission`` a job of ``privacy_level`` uses, in the engine's order: its students by
+    position, then its own model (stored last) where :func:`own_models_used`."""
+    used = own_models_used(privacy_level=privacy_level)
+    return [
+        model_file
+        for model_file in submission.model_files.all()
+        if used or (model_file.info or {}).get("role") != OWN_MODEL_ROLE
+    ]
+
+
+def job_members(*, submissions: list[Submission], privacy_level: str) -> list:
+    """The submissions as the engine registry's members (what an engine may read of them), in the given order, as a
+    job of ``privacy_level`` sees them (:func:`job_model_files`)."""
     # Imported on use: importing the engines' package loads torch (seconds), which a web process pays only once it
     # needs a job kind.
     from workers.algorithms.registry import Member
 
     # one query for every member's number of model files (a job may have thousands of members)
-    n_models = dict(
-        ModelFile.objects.filter(submission_id__in=[submission.id for submission in submissions])
-        .values("submission_id")
-        .annotate(n=Count("id"))
-        .values_list("submission_id", "n")
-    )
-    return [
-        Member(
-            key=str(submission.id),
-            organisation=str(submission.organisation_id),
-            n_examples=submission.n_local_examples,
-            validation_score=submission.local_validation_score,
-            n_models=n_models.get(submission.id, 0),
-            label_distribution=tuple(submission.label_distribution)
-            if submission.label_distribution
-            else None,
+    counts = {
+        submission_id: (n, own)
+        for submission_id, n, own in ModelFile.objects.filter(
+            submission_id__in=[submission.id for submission in submissions]
         )
-        for submission in submissions
-    ]
+        .values("submission_id")
+        .annotate(n=Count("id"), own=Count("id", filter=Q(info__role=OWN_MODEL_ROLE)))
+        .values_list("submission_id", "n", "own")
+    }
+    used = own_models_used(privacy_level=privacy_level)
+    members = []
+    for submission in submissions:
+        n_models, n_own = counts.get(submission.id, (0, 0))
+        members.append(
+            Member(
+                key=str(submission.id),
+                organisation=str(submission.organisation_id),
+                n_examples=submission.n_local_examples,
+                validation_score=submission.local_validation_score,
+                n_models=n_models if used else n_models - n_own,
+                label_distribution=tuple(submission.label_distribution)
+                if submission.label_distribution
+                else None,
+                own_model=used and n_own > 0,
+                teachers=submission.teachers,
+            )
+        )
+    return members

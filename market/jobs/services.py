@@ -111,6 +111,7 @@ def _check_selectable(
     kind: str,
     parameters: dict,
     submissions: list[Submission],
+    privacy_level: str,
     seed: int | None,
     n_public: int,
     n_classes: int,
@@ -120,7 +121,7 @@ def _check_selectable(
     # Imported on use: the engines load torch (seconds), which a web process pays only once it needs a job kind.
     from workers.algorithms import algorithm_get
 
-    members = job_members(submissions=submissions)
+    members = job_members(submissions=submissions, privacy_level=privacy_level)
     try:
         selected = algorithm_get(kind).select(
             members, parameters, seed=seed or 0
@@ -184,6 +185,7 @@ def job_create(
             kind=kind,
             parameters=validated,
             submissions=chosen,
+            privacy_level=privacy_level,
             seed=seed,
             n_public=public_dataset.n_rows,
             n_classes=federation.n_classes,

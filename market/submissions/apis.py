@@ -34,6 +34,9 @@ class SubmissionOutput(serializers.Serializer):
     privacy_parameters = serializers.DictField()
     declared_epsilon = serializers.FloatField(allow_null=True)
     privacy_report = serializers.DictField(allow_null=True)
+    own_model_validation_score = serializers.FloatField(allow_null=True)
+    partitions = serializers.IntegerField(allow_null=True)
+    teachers = serializers.IntegerField(allow_null=True)
     status = serializers.ChoiceField(SubmissionStatus.choices)
     status_display = serializers.CharField(source="get_status_display")
     rejection_reason = serializers.CharField()
@@ -101,6 +104,39 @@ class SubmissionInput(serializers.Serializer):
         max_value=2**31 - 1,
         help_text="The FD exchange the network was trained through (`onefold fd` writes it); such a "
         "network learnt from other silos' noiseless logits and is accepted at L0 only.",
+    )
+
+    own_model_file = serializers.CharField(
+        required=False,
+        allow_null=True,
+        default=None,
+        max_length=255,
+        help_text="The name of the uploaded file that is your own model on all your rows (beside your FedKT "
+        "students; L0 only, where the federation accepts own models). `onefold train` writes it.",
+    )
+    own_model_validation_score = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=0,
+        max_value=1,
+        help_text="Your own model's accuracy on your held-out rows.",
+    )
+    partitions = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=1,
+        max_value=64,
+        help_text="FedKT's s you trained with: one student file per partition.",
+    )
+    teachers = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=1,
+        max_value=64,
+        help_text="FedKT's t you trained with: teachers per partition.",
     )
 
     def validate_label_distribution(self, value):

@@ -48,6 +48,18 @@ class Submission(models.Model):
         blank=True,
         help_text="L2: the data-independent example-level ε the declared parameters imply.",
     )
+    own_model_validation_score = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Held-out accuracy the silo declared for its own model (the model file whose info role is "
+        "'own'); null when the submission carries none.",
+    )
+    partitions = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="FedKT's s the silo trained with, as it declared it."
+    )
+    teachers = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="FedKT's t the silo trained with, as it declared it."
+    )
     content_sha256 = models.CharField(
         max_length=64, help_text="SHA-256 over the model files' hashes, in upload order."
     )
@@ -73,10 +85,20 @@ class Submission(models.Model):
                 condition=models.Q(local_validation_score__gte=0, local_validation_score__lte=1),
                 name="validation_score_is_a_fraction",
             ),
+            models.CheckConstraint(
+                condition=models.Q(own_model_validation_score__isnull=True)
+                | models.Q(own_model_validation_score__gte=0, own_model_validation_score__lte=1),
+                name="own_model_score_is_a_fraction",
+            ),
         ]
 
     def __str__(self):
         return f"Submission #{self.id} by {self.organisation} to {self.federation}"
+
+
+#: ``ModelFile.info["role"]`` of the silo's own model (issue 31); every other file of a submission is a FedKT student
+#: (or, for a local submission, its one model).
+OWN_MODEL_ROLE = "own"
 
 
 class ModelFile(models.Model):

@@ -33,7 +33,13 @@ from market.storage import (
     artifacts_removed_on_error,
     sha256_of,
 )
-from market.submissions.models import ModelFile, Submission, SubmissionOutbox, SubmissionStatus
+from market.submissions.models import (
+    OWN_MODEL_ROLE,
+    ModelFile,
+    Submission,
+    SubmissionOutbox,
+    SubmissionStatus,
+)
 from workers.features import ONE_HOT_VIEW, view_width
 from workers.modelio import RefusedModelError, identify_format, inspect_model
 from workers.modelio.families import NETWORK_FAMILIES
@@ -164,6 +170,70 @@ def _inspect_upload(model: UploadedModel, *, n_features: int, n_classes: int) ->
     }
 
 
+def _own_model_checked(
+    *,
+    federation: Federation,
+    models: list[UploadedModel],
+    privacy_level: str,
+    own_model_file: str | None,
+    own_model_validation_score: float | None,
+) -> int | None:
+    """The position among ``models`` of the silo's own model (issue 31), or None when it uploaded none. It goes
+    beside FedKT students, in an L0 submission of a federation that accepts own models, with its held-out score."""
+    if own_model_file is None:
+        if own_model_validation_score is not None:
+            raise InvalidInput(
+                "You declared an own model's validation score but named no own model file; give "
+                "own_model_file (the name of the uploaded file that is your own model) or leave the score out."
+            )
+        return None
+    if not federation.accepts_own_models:
+        raise InvalidInput(
+            f"'{federation.slug}' does not accept silos' own models; upload your FedKT students without "
+            f"'{own_model_file}'."
+        )
+    if privacy_level != PrivacyLevel.L0:
+        raise InvalidInput(
+            f"Your own model is trained without noise, so only an L0 submission may carry one, not a "
+            f"{privacy_level} one: upload your students without '{own_model_file}', or submit at L0."
+        )
+    names = [model.name for model in models]
+    if names.count(own_model_file) != 1:
+        raise InvalidInput(
+            f"own_model_file names '{own_model_file}', which is not one of the uploaded files "
+            f"({', '.join(names)})."
+        )
+    if len(models) < 2:
+        raise InvalidInput(
+            "An own model goes beside FedKT students; a model alone is a local submission: upload it without "
+            "own_model_file."
+        )
+    if own_model_validation_score is None:
+        raise InvalidInput(
+            "Declare your own model's accuracy on your held-out rows as own_model_validation_score."
+        )
+    return names.index(own_model_file)
+
+
+def _check_design(
+    *, partitions: int | None, teachers: int | None, n_students: int, privacy_parameters: dict
+) -> None:
+    """The FedKT design the silo declares: one student per partition, and at L2 the s and t its noise was
+    declared for."""
+    if partitions is not None and partitions != n_students:
+        raise InvalidInput(
+            f"You declared s = {partitions} partitions but uploaded {n_students} student file(s); FedKT trains "
+            "one student per partition."
+        )
+    for name, value in (("partitions", partitions), ("teachers", teachers)):
+        declared = privacy_parameters.get(name)
+        if value is not None and declared is not None and declared != value:
+            raise InvalidInput(
+                f"You declared {name} = {value}, but your L2 privacy parameters say {declared}; declare the "
+                "design you trained with in both."
+            )
+
+
 @audit_refusals("submission.uploaded", target_argument="federation")
 def submission_create(
     *,
@@ -179,10 +249,17 @@ def submission_create(
     declared_epsilon: float | None,
     feature_view: str = ONE_HOT_VIEW,
     exchange: int | None = None,
+    own_model_file: str | None = None,
+    own_model_validation_score: float | None = None,
+    partitions: int | None = None,
+    teachers: int | None = None,
 ) -> Submission:
     """Check and store a silo's upload, then queue its validation by a worker. ``feature_view`` is the view of
     the federation's features the models read (market.feature_views); their input width must match it.
-    ``exchange``: the FD exchange the network was trained through, if any (it must then be L0)."""
+    ``exchange``: the FD exchange the network was trained through, if any (it must then be L0).
+    ``own_model_file``: the name of the uploaded file that is the silo's own model on all its rows, with its
+    held-out ``own_model_validation_score`` (stored last, its ``ModelFile.info["role"]`` :data:`OWN_MODEL_ROLE`);
+    ``partitions`` and ``teachers``: the FedKT design the silo trained its students with."""
     if user.organisation is None or not federation_is_member(federation=federation, user=user):
         raise PermissionDenied(
             f"Your organisation is not a member of '{federation.slug}'; join it first."
@@ -204,6 +281,25 @@ def submission_create(
     _check_label_distribution(
         label_distribution, n_classes=federation.n_classes, n_local_examples=n_local_examples
     )
+    own_position = _own_model_checked(
+        federation=federation,
+        models=models,
+        privacy_level=privacy_level,
+        own_model_file=own_model_file,
+        own_model_validation_score=own_model_validation_score,
+    )
+    _check_design(
+        partitions=partitions,
+        teachers=teachers,
+        n_students=len(models) - (own_position is not None),
+        privacy_parameters=privacy_parameters,
+    )
+    if (
+        own_position is not None
+    ):  # the own model is stored last (workers.algorithms.registry.member_model_positions)
+        models = [model for index, model in enumerate(models) if index != own_position] + [
+            models[own_position]
+        ]
     n_features = view_width(public_dataset.feature_spec, feature_view)
     inspections = [
         _inspect_upload(model, n_features=n_features, n_classes=federation.n_classes)
@@ -211,6 +307,8 @@ def submission_create(
     ]
     for inspection in inspections:
         inspection["info"]["feature_view"] = feature_view
+    if own_position is not None:
+        inspections[-1]["info"]["role"] = OWN_MODEL_ROLE
     file_hashes = [sha256_of(model.data) for model in models]
     content_sha256 = sha256_of("".join(file_hashes).encode())
     duplicate = Conflict(
@@ -235,6 +333,9 @@ def submission_create(
                 privacy_parameters=privacy_parameters,
                 declared_epsilon=declared_epsilon,
                 privacy_report=privacy_report,
+                own_model_validation_score=own_model_validation_score,
+                partitions=partitions,
+                teachers=teachers,
                 content_sha256=content_sha256,
             )
             budget_charge_for_submission(
@@ -266,6 +367,7 @@ def submission_create(
                     "files": len(models),
                     "privacy_level": privacy_level,
                     **({"exchange": exchange} if exchange is not None else {}),
+                    **({"own_model": True} if own_position is not None else {}),
                 },
             )
             outbox_add(SubmissionOutbox(submission=submission))  # validated once the broker has it

@@ -47,8 +47,9 @@ def test_switching_the_privacy_level_does_not_change_what_the_query_means(
     assert job.privacy_level == "L0"
     assert job.parameters == {
         "partitions": 2,
-        "teachers": 5,
         "query_fraction": 1.0,
         "final_model": {"family": "random_forest", "n_estimators": 100, "max_depth": 8},
+        "vote": "auto",  # the L0 default, shown in the form and stored
+        "vote_weight_max": 4,
     }
     assert script_errors == []

@@ -182,7 +182,7 @@ def test_unknown_federation_is_a_friendly_404(silo_client, db):
 
     assert response.status_code == 404
     assert "There is no federation &#x27;no-such-thing&#x27;." in response.text
-    assert "Back to the federations" in response.text
+    assert "Back to your start page" in response.text
 
 
 def test_before_public_data_exists_members_are_told_and_upload_waits(

@@ -1,11 +1,13 @@
 """Fusion algorithms of the pure core. Importing the package registers every job kind in
 :mod:`workers.algorithms.registry` ("fedkt", "ensemble", "distill" in
-:mod:`workers.algorithms.fusions`, "cpfl" in :mod:`workers.algorithms.cohort_fusion`), in the order the
+:mod:`workers.algorithms.fusions`, "cpfl" in :mod:`workers.algorithms.cohort_fusion`, "stack" in
+:mod:`workers.algorithms.stack_fusion`), in the order the
 launcher offers them (FedKT, the paper's, first)."""
 
 # isort: off
 from workers.algorithms import fusions  # noqa: F401  (registers the job kinds)
 from workers.algorithms import cohort_fusion  # noqa: F401
+from workers.algorithms import stack_fusion  # noqa: F401
 
 # isort: on
 from workers.algorithms.registry import algorithm_get, kind_choices

@@ -10,13 +10,23 @@ Candidates (:data:`AUTO_CANDIDATES`, in this order; a tie on the criterion goes 
 - ``soft``: the students' averaged probabilities, summed over silos;
 - ``ensemble_selected``: Guha, Talwalkar, Smith's ensemble *with selection*: the members whose declared local
   validation scores are the ⌈n/2⌉ best (their ``cross_validation`` strategy with k = ⌈n/2⌉, ties to the
-  member listed first), averaged; the global model is then the bundle of those members.
+  member listed first), averaged; the global model is then the bundle of those members;
+- ``stacked``: the stacked fusion (:mod:`workers.algorithms.stacking`, the "stack" job kind with its default
+  aggregator and the job's final model and query), fitted on the selection half. It needs each member's own
+  signal (:attr:`EvaluationRows.member_signals`: the fourth block of an ``auto`` member signal is the ensemble
+  kind's member signal); without them it is not a candidate.
+
+The ``soft`` candidate is the ensemble of every member distilled into the final model (its labels are the arg-max
+of the members' summed probabilities), so distillation of the ensemble needs no candidate of its own.
 
 The three FedKT candidates each fit the job's final model on their own vote labels of the queried public rows
 (:meth:`workers.algorithms.fusions.FedKTFusion.fuse`, as a job with that ``vote`` would); the ensemble is scored
 from the members' own predictions of the evaluation rows. The choice maximises :data:`SELECTION_CRITERION` on
 the selection half (:func:`evaluation_halves`: a stratified half of the evaluation split drawn with the job's
-seed); the other half is the report half.
+seed); the other half is the report half. The stacked candidate is itself fitted on evaluation rows, so its
+selection-half score is cross-fitted (:data:`STACKED_FOLDS` stratified folds of the selection half: each fold is
+scored by a stack fitted on the others, :func:`stacked_candidate_probabilities`); when it is chosen it is refitted
+on the whole selection half, and its metrics, like every candidate's, come from the report half only.
 
 Privacy: ``auto`` runs at L0 (and on L2 submissions, whose noise the silos added) only. At L1 every FedKT
 candidate would need its own noisy answers from the silos' votes, and choosing among them by their scores
@@ -36,9 +46,15 @@ import numpy as np
 from workers.algorithms.registry import Fusion, Member
 from workers.metrics import classification_metrics
 
-AUTO_CANDIDATES = ("consistent_hard", "class_weighted", "soft", "ensemble_selected")
+AUTO_CANDIDATES = ("consistent_hard", "class_weighted", "soft", "ensemble_selected", "stacked")
 #: The FedKT vote rules among the candidates, in the order of their blocks in an ``auto`` member signal.
 AUTO_VOTE_RULES = ("consistent_hard", "class_weighted", "soft")
+#: The block of an ``auto`` member signal after the vote rules': the ensemble kind's member signal (the stack's).
+ENSEMBLE_BLOCK = len(AUTO_VOTE_RULES)
+STACKED_FOLDS = 3
+#: The final models an ``auto`` job fits at most: one per vote rule, one per fold of the stacked candidate's
+#: cross-fitting and its refit (what FedKT's ``estimate`` counts against the market's work limit).
+AUTO_FINAL_MODEL_FITS = len(AUTO_VOTE_RULES) + STACKED_FOLDS + 1
 SELECTION_CRITERION = "accuracy"
 AUTO_REFUSED_AT_L1 = (
     '"vote": "auto" cannot run at L1: it would fuse every candidate from its own noisy '
@@ -60,11 +76,17 @@ class EvaluationRows:
     labels : int array (n_rows,)
     member_probabilities : array (n_members, n_rows, n_classes)
         Each member's probabilities (averaged over its model files), in the order of the job's members.
+    member_signals : array (n_members, n_public, width) or None
+        Each member's own signal of the public rows, as the job kind's ``member_signal`` returned it (the chunks
+        store them), in the same order: the stacked fusion (:mod:`workers.algorithms.stack_fusion`) and ``auto``'s
+        stacked candidate weigh the members one by one, which the summed signal cannot. ``None`` where no
+        engine reads them.
     """
 
     features: np.ndarray
     labels: np.ndarray
     member_probabilities: np.ndarray
+    member_signals: np.ndarray | None = None
 
 
 def evaluation_halves(labels, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -87,12 +109,20 @@ def evaluation_halves(labels, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return selection, report
 
 
+def fitted_on_evaluation(details: Mapping) -> bool:
+    """Whether a fusion with these ``Fusion.details`` read the first of :func:`evaluation_halves` (``auto``'s choice,
+    a stacked fusion's fit): its job then reports every metric on the other half only."""
+    return "auto" in details or "stack" in details
+
+
 def auto_member_signal(
     probabilities, *, member: Member, n_classes: int, partitions: int, weight_max: int
 ) -> np.ndarray:
-    """A member's summable ``auto`` signal ``(n_public, 3 × n_classes)``: its consistent votes, its class-weighted
-    consistent votes and its averaged probabilities side by side (the blocks of :data:`AUTO_VOTE_RULES`).
-    The first block is the consistent vote, which the runner's contribution rule reads."""
+    """A member's summable ``auto`` signal ``(n_public, 4 × n_classes)``: its consistent votes, its class-weighted
+    consistent votes, its averaged probabilities (the blocks of :data:`AUTO_VOTE_RULES`) and the ensemble kind's
+    member signal (:data:`ENSEMBLE_BLOCK`, the stacked candidate's input) side by side. The first block is the
+    consistent vote, which the runner's contribution rule reads."""
+    from workers.algorithms.registry import algorithm_get
     from workers.algorithms.voting import (
         class_vote_weights,
         consistent_vote_counts,
@@ -110,9 +140,17 @@ def auto_member_signal(
                 np.float64
             ),
             soft_vote_scores(probabilities[None]),
+            algorithm_get("ensemble").member_signal(
+                probabilities, member=member, n_classes=n_classes, params={}
+            ),
         ],
         axis=1,
     )
+
+
+def ensemble_block(signals, n_classes: int) -> np.ndarray:
+    """The ensemble kind's member signals (:data:`ENSEMBLE_BLOCK`) out of ``auto`` signals ``(..., n_public, 4K)``."""
+    return np.asarray(signals)[..., ENSEMBLE_BLOCK * n_classes : (ENSEMBLE_BLOCK + 1) * n_classes]
 
 
 def signal_block(signal_sum, rule: str, n_classes: int) -> np.ndarray:
@@ -185,13 +223,25 @@ def auto_fuse(
     chosen_members = ensemble_members(members)
     probabilities["ensemble_selected"] = np.asarray(
         evaluation.member_probabilities, dtype=np.float64
-    )[chosen_members].mean(axis=0)
+    )[chosen_members].mean(axis=0)[selection]
+    for rule in AUTO_VOTE_RULES:
+        probabilities[rule] = probabilities[rule][selection]
+    stack_settings = stacked_settings(settings)
+    if evaluation.member_signals is not None:
+        probabilities["stacked"] = stacked_candidate_probabilities(
+            evaluation,
+            public_features,
+            selection=selection,
+            settings=stack_settings,
+            n_classes=n_classes,
+            seed=seed,
+        )
+    candidates = [name for name in AUTO_CANDIDATES if name in probabilities]
     scores = {
-        name: _scores(probabilities[name][selection], labels[selection], n_classes)
-        for name in AUTO_CANDIDATES
+        name: _scores(probabilities[name], labels[selection], n_classes) for name in candidates
     }
     chosen = max(
-        AUTO_CANDIDATES,
+        candidates,
         key=lambda name: (scores[name][SELECTION_CRITERION], -AUTO_CANDIDATES.index(name)),
     )
     details = {
@@ -202,6 +252,22 @@ def auto_fuse(
         "candidates": scores,
         "ensemble_members": int(len(chosen_members)),
     }
+    if chosen == "stacked":
+        stacked = _stacked_fit(
+            evaluation,
+            public_features,
+            fit_rows=selection,
+            settings=stack_settings,
+            n_classes=n_classes,
+            seed=seed,
+        )
+        return Fusion(
+            stacked.model,
+            stacked.public_labels,
+            stacked.trained,
+            None,
+            {"stack": {**stacked.details, "report_rows": int(len(report))}, "auto": details},
+        )
     if chosen != "ensemble_selected":
         fusion = fusions[chosen]
         return Fusion(
@@ -216,4 +282,65 @@ def auto_fuse(
         np.zeros(len(soft), dtype=bool),
         None,
         {"n_members": len(chosen_members), "weights": weights, "auto": details},
+    )
+
+
+def stacked_settings(settings: Mapping) -> dict:
+    """The stacked candidate's settings: the stack kind's default aggregator, the FedKT job's final model and
+    query."""
+    from workers.algorithms.stacking import DEFAULT_AGGREGATOR
+
+    return {
+        "aggregator": DEFAULT_AGGREGATOR,
+        "final_model": settings["final_model"],
+        **{key: settings[key] for key in ("query_fraction", "query_count") if key in settings},
+    }
+
+
+def _stacked_fit(evaluation: EvaluationRows, public_features, *, fit_rows, settings, n_classes, seed):
+    from workers.algorithms.stacking import stacked_fit
+
+    return stacked_fit(
+        ensemble_block(evaluation.member_signals, n_classes),
+        public_features,
+        member_evaluation=evaluation.member_probabilities,
+        evaluation_features=evaluation.features,
+        evaluation_labels=evaluation.labels,
+        fit_rows=fit_rows,
+        settings=settings,
+        n_classes=n_classes,
+        seed=seed,
+        refuse=False,
+    )
+
+
+def stacked_candidate_probabilities(
+    evaluation: EvaluationRows, public_features, *, selection, settings, n_classes: int, seed: int
+) -> np.ndarray:
+    """The stacked candidate's probabilities of the ``selection`` rows, cross-fitted: each of
+    :data:`STACKED_FOLDS` stratified folds of them is predicted by the global model of a stack fitted on the other
+    folds only (never on the report half)."""
+    from workers.algorithms.ensemble import member_probabilities
+    from workers.algorithms.stacking import out_of_fold
+
+    selection = np.asarray(selection, dtype=np.int64)
+    features = np.asarray(evaluation.features)
+
+    def predict_fold(train, held_out):
+        stacked = _stacked_fit(
+            evaluation,
+            public_features,
+            fit_rows=selection[train],
+            settings=settings,
+            n_classes=n_classes,
+            seed=seed,
+        )
+        return member_probabilities(stacked.model, features[selection[held_out]], n_classes)
+
+    return out_of_fold(
+        predict_fold,
+        np.asarray(evaluation.labels, dtype=np.int64)[selection],
+        n_classes=n_classes,
+        folds=STACKED_FOLDS,
+        seed=seed,
     )

@@ -9,8 +9,10 @@ returns is what a job stores); ``select``, ``member_signal`` and ``fuse`` call i
 **fedkt** — Li, He, Song, *Practical One-Shot Federated Learning for Cross-Silo Setting*,
 Algorithm 1 lines 10-14 (the server side; the silos ran lines 1-9 and uploaded s students each):
 
-- ``partitions`` (int 1..64, default 2): s, students per submission.
-- ``teachers`` (int 1..64, default 5): t, recorded in the privacy report only.
+- ``partitions`` (int 1..64, default 2): s, the most students per submission: a submission with s_i ≤ s
+  students (a small silo's toolkit picks s_i = 1) votes with its s_i; at L1 it is charged for s.
+- ``teachers`` (int 1..64, optional): t, recorded in the privacy report only; without it the report records the
+  most teachers any submission declared, and ``Fusion.details["silo_designs"]`` each submission's s_i and t_i.
 - ``query_fraction`` (0 < f ≤ 1, default 1) or ``query_count`` (int ≥ 1): public rows queried.
 - ``final_model`` (learner, default :data:`DEFAULT_FINAL_MODEL`): the global model, a
   ``{"family": ..., **hyperparameters}`` mapping (:func:`workers.learners.make_learner`) whose
@@ -26,12 +28,14 @@ Algorithm 1 lines 10-14 (the server side; the silos ran lines 1-9 and uploaded s
   ``soft`` has no integer sensitivity the accountant covers and is refused at L1
   (:meth:`FedKTFusion.noise_refusal`). ``auto`` builds the three rules and Guha's ensemble with selection
   from the same uploads, chooses on one half of the federation's evaluation split and reports on the other
-  (:mod:`workers.algorithms.auto_fusion`; its ``vote_weight_max`` is the class-weighted candidate's W); it is
-  refused at L1. The default is not written into the stored parameters, so a job that names no vote stores
-  what it stored before the rule existed.
+  (:mod:`workers.algorithms.auto_fusion`, with the stacked fusion as a candidate; its ``vote_weight_max`` is the
+  class-weighted candidate's W); it is
+  refused at L1. ``validate`` does not write its default (``consistent_hard``) into the stored parameters; the
+  market makes ``auto`` the default of L0 jobs and stores it (:data:`market.jobs.parameters.L0_DEFAULTS`).
 - L1 price (:meth:`FedKTFusion.l1_cost`): :func:`workers.privacy.costs.fedkt_l1_cost` at s, t and the votes
   a silo's submissions move (:meth:`FedKTFusion.votes_per_submission`); the budgets reserve and charge it.
-- signal: the member's consistent votes (s on the class all its students predict, else 0);
+- signal: the member's consistent votes (s_i on the class all its s_i students predict, else 0); a silo's own
+  model (:attr:`workers.algorithms.registry.Member.own_model`) never votes;
   ``fuse`` is FedKT's one server step (:func:`workers.algorithms.fedkt.server_step`, which the simulations'
   ``server_fit`` calls too): it adds ``noise`` (L1) to the summed counts of the queried rows, labels by
   arg-max and fits ``final_model`` on the non-abstaining rows. With noise, ``Fusion.privacy`` is the
@@ -42,7 +46,8 @@ Algorithm 1 lines 10-14 (the server side; the silos ran lines 1-9 and uploaded s
 - ``strategy`` ("all" | "cross_validation" | "data" | "random", default "all"), ``k`` (int ≥ 1
   or null, default null = no cut), ``threshold`` (number or null, default null; validation score
   for cross_validation, local examples for data): :mod:`workers.algorithms.selection`.
-- signal: the member's class probabilities averaged over its model files; ``fuse`` returns
+- signal: the member's best probabilities: its silo's own model's when its submission carries one, else its
+  students' average (:func:`workers.algorithms.registry.member_probabilities_split`); ``fuse`` returns
   ``model=None`` (the global model is the bundle of selected members, equal weights) and the
   arg-max of the averaged probabilities.
 
@@ -72,7 +77,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from workers.algorithms.fedkt import server_step
-from workers.algorithms.registry import Fusion, Member, register
+from workers.algorithms.registry import Fusion, Member, member_probabilities_split, register
 from workers.algorithms.schema import (
     QUERY_HELP,
     WorkEstimate,
@@ -156,17 +161,19 @@ class FedKTFusion:
     )
     help = {
         "partitions": "s: students per submission (each FedKT submission holds one student per partition), 1 to 64.",
-        "teachers": "t: teachers per partition the silos trained (enters the privacy analysis), 1 to 64.",
+        "teachers": "t: teachers per partition the silos trained, 1 to 64, recorded in the privacy report (by default "
+        "the most any submission declared; each silo's own t is recorded with the job).",
         "query_fraction": QUERY_HELP,
         "query_count": QUERY_HELP,
         "final_model": 'The global model\'s learner: {"family": one of '
         + ", ".join(FINAL_MODEL_FAMILIES)
         + ", ...hyperparameters}.",
         "vote": (
-            "How silos vote: " + " | ".join(VOTE_RULES) + " (default consistent_hard, the paper's; "
-            "class_weighted weighs a silo's votes per class by its declared share of that class; soft sums "
-            "the students' probabilities and is refused at L1; auto chooses among these and Guha's ensemble "
-            "with selection on half of the evaluation split, reports on the other half, and runs at L0 only)."
+            "How silos vote: " + " | ".join(VOTE_RULES) + " (default auto at L0 where the evaluation split "
+            "allows it, else consistent_hard, the paper's; class_weighted weighs a silo's votes per class by its "
+            "declared share of that class; soft sums the students' probabilities and is refused at L1; auto "
+            "chooses among these, Guha's ensemble with selection and the stacked fusion on half of the "
+            "evaluation split, reports on the other half, and runs at L0 only)."
         ),
         "vote_weight_max": (
             f"class_weighted and auto only: W, the largest integer vote weight, 1 to {MAX_VOTE_WEIGHT} "
@@ -188,8 +195,15 @@ class FedKTFusion:
             "partitions": whole_number(
                 params.get("partitions", 2), name="partitions", minimum=1, maximum=64
             ),
-            "teachers": whole_number(
-                params.get("teachers", 5), name="teachers", minimum=1, maximum=64
+            # t is the silos' (each submission declares the t it trained with): stored only when the job names it
+            **(
+                {
+                    "teachers": whole_number(
+                        params["teachers"], name="teachers", minimum=1, maximum=64
+                    )
+                }
+                if params.get("teachers") is not None
+                else {}
             ),
             **query_setting(params),
             "final_model": learner(
@@ -267,22 +281,26 @@ class FedKTFusion:
         return None
 
     def estimate(self, settings: Mapping, *, n_public: int, n_member_models: int) -> WorkEstimate:
+        from workers.algorithms.auto_fusion import AUTO_FINAL_MODEL_FITS
+
         rows = min(query_rows(settings, n_public=n_public), n_public)
+        fits = AUTO_FINAL_MODEL_FITS if settings.get("vote") == "auto" else 1
         return WorkEstimate(
             rows,
             prediction_work(n_public=n_public, n_member_models=n_member_models)
-            + learner_work(settings["final_model"], n_rows=rows),
+            + fits * learner_work(settings["final_model"], n_rows=rows),
         )
 
     def select(self, members: Sequence[Member], params: Mapping, *, seed: int) -> list[int]:
         settings = self.validate(params)
         partitions = settings["partitions"]
         for member in members:
-            if member.n_models != partitions:
+            if not 1 <= member.n_students <= partitions:
                 raise ValueError(
-                    f"Submission #{member.key} holds {member.n_models} model file(s), but a FedKT job with "
-                    f"s = {partitions} needs one student per partition in every submission; set "
-                    "'partitions' to match or choose other submissions."
+                    f"Submission #{member.key} holds {member.n_students} FedKT student(s), but a FedKT job "
+                    f"with s = {partitions} takes 1 to {partitions} students per submission (at L1 each is "
+                    f"charged for s = {partitions}); set 'partitions' to at least {max(member.n_students, 1)} "
+                    "or choose other submissions."
                 )
         return list(range(len(members)))
 
@@ -296,7 +314,9 @@ class FedKTFusion:
             weighted_consistent_vote_counts,
         )
 
-        probabilities = np.asarray(probabilities)
+        # The students vote, never the silo's own model (member_probabilities_split); a submission with fewer
+        # students than the job's s votes with its own s_i ≤ s, which the L1 price (at s) covers.
+        probabilities = member_probabilities_split(probabilities, member=member).students
         settings = self.validate(params)
         vote = settings.get("vote", VOTE_RULES[0])
         if vote == "auto":
@@ -306,7 +326,7 @@ class FedKTFusion:
                 probabilities,
                 member=member,
                 n_classes=n_classes,
-                partitions=settings["partitions"],
+                partitions=len(probabilities),
                 weight_max=settings["vote_weight_max"],
             )
         if vote == "soft":
@@ -317,7 +337,7 @@ class FedKTFusion:
                 member.label_distribution, n_classes, maximum=settings["vote_weight_max"]
             )
             return weighted_consistent_vote_counts(predictions, n_classes, weights[None])
-        return consistent_vote_counts(predictions, n_classes, settings["partitions"])
+        return consistent_vote_counts(predictions, n_classes, len(probabilities))
 
     @staticmethod
     def reads_evaluation(settings: Mapping) -> bool:
@@ -384,7 +404,7 @@ class FedKTFusion:
                 mechanism=noise,
                 vote_counts=server.consistent_counts,
                 partitions=settings["partitions"],
-                teachers=settings["teachers"],
+                teachers=self.teachers_recorded(settings, members),
                 delta=float(settings.get("privacy", {}).get("delta", 1e-5)),
                 vote_shift=max(shifts.values(), default=self.votes_per_submission(settings)),
             )
@@ -392,8 +412,25 @@ class FedKTFusion:
             "n_queried": int(len(queried)),
             "n_abstained": int(len(queried) - trained.sum()),
             "n_trained": int(trained.sum()),
+            "silo_designs": silo_designs(members),
         }
         return Fusion(server.final_model, all_labels, all_trained, privacy, details)
+
+    @staticmethod
+    def teachers_recorded(settings: Mapping, members: Sequence[Member]) -> int:
+        """The t a job's privacy report records (the bound does not depend on it): the job's ``teachers`` if it names
+        one, else the most any of its submissions declared, else 1."""
+        declared = [member.teachers for member in members if member.teachers]
+        return int(settings.get("teachers") or max(declared, default=1))
+
+
+def silo_designs(members: Sequence[Member]) -> dict[str, dict]:
+    """``{submission key: {"students": s_i, "teachers": t_i or None}}``: the FedKT design each silo trained with, as
+    its submission declared it (t) and as it voted (its students), recorded in the job's details."""
+    return {
+        member.key: {"students": member.n_students, "teachers": member.teachers}
+        for member in members
+    }
 
 
 class EnsembleFusion:
@@ -430,13 +467,15 @@ class EnsembleFusion:
     def member_signal(
         self, probabilities, *, member: Member, n_classes: int, params: Mapping
     ) -> np.ndarray:
+        """The member's best probabilities (:func:`~workers.algorithms.registry.member_probabilities_split`): its
+        silo's own model's when the submission carries one, else its students' average."""
         probabilities = np.asarray(probabilities, dtype=np.float64)
         if probabilities.ndim != 3 or probabilities.shape[2] != n_classes:
             raise ValueError(
                 f"Expected probabilities of shape (n_models, n_public, {n_classes}), "
                 f"got {probabilities.shape}."
             )
-        return probabilities.mean(axis=0)
+        return member_probabilities_split(probabilities, member=member).best
 
     def teacher(self, signal_sum, members: Sequence[Member]) -> np.ndarray:
         if not members:

@@ -35,8 +35,10 @@ class Member:
     """One uploaded submission as the engines see it: declared metadata, no data.
 
     ``key`` identifies the submission, ``organisation`` the silo (both as text); ``n_models`` is the
-    number of model files it holds (FedKT: s students); ``label_distribution`` is a count or share per
-    class, or ``None`` if not declared.
+    number of model files the job gives the engine for it: its FedKT students and, when ``own_model``,
+    last, the silo's own model trained on all its rows (issue 31: its best model, which never votes in
+    FedKT; :func:`member_model_positions`); ``label_distribution`` is a count or share per class, or
+    ``None`` if not declared; ``teachers`` the FedKT t the silo declared it trained with, if any.
     """
 
     key: str
@@ -45,6 +47,61 @@ class Member:
     validation_score: float
     n_models: int = 1
     label_distribution: tuple[float, ...] | None = None
+    own_model: bool = False
+    teachers: int | None = None
+
+    @property
+    def n_students(self) -> int:
+        """The member's FedKT students: its models but the own model."""
+        return self.n_models - int(self.own_model)
+
+
+@dataclass(frozen=True)
+class MemberModelPositions:
+    """Which of a member's models (by position) are its FedKT ``students`` and which make its ``best``
+    prediction: its own model when it has one, else all its students (averaged)."""
+
+    students: tuple[int, ...]
+    best: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class MemberProbabilities:
+    """A member's probabilities split by :func:`member_probabilities_split`: ``students``
+    ``(n_students, n_rows, K)`` and ``best`` ``(n_rows, K)``."""
+
+    students: np.ndarray
+    best: np.ndarray
+
+
+def member_model_positions(member: Member) -> MemberModelPositions:
+    """The one rule for a member's models: the own model, when present, is the last; every other is a student.
+
+    FedKT votes with the students only (the own model was trained on all the silo's rows without the
+    partition-and-teacher structure the privacy analysis assumes); ensembles, distillation, the evaluation
+    metrics and the silo baselines use the best prediction."""
+    if member.own_model and member.n_models < 1:
+        raise ValueError(
+            f"Submission #{member.key} is said to hold an own model but holds no model."
+        )
+    students = tuple(range(member.n_students))
+    return MemberModelPositions(students, (member.n_models - 1,) if member.own_model else students)
+
+
+def member_probabilities_split(probabilities, *, member: Member) -> MemberProbabilities:
+    """Split a member's probabilities ``(n_models, n_rows, K)`` into its students' and its best
+    (:func:`member_model_positions`): the own model's when it has one, else the students' average."""
+    probabilities = np.asarray(probabilities, dtype=np.float64)
+    if probabilities.ndim != 3 or len(probabilities) != member.n_models:
+        raise ValueError(
+            f"Expected the probabilities of submission #{member.key}'s {member.n_models} model(s) "
+            f"as (n_models, n_rows, n_classes), got shape {probabilities.shape}."
+        )
+    positions = member_model_positions(member)
+    students = probabilities[list(positions.students)]
+    if not len(students) and not member.own_model:
+        raise ValueError(f"Submission #{member.key} holds no model.")
+    return MemberProbabilities(students, probabilities[list(positions.best)].mean(axis=0))
 
 
 @dataclass(frozen=True)

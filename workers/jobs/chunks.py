@@ -29,8 +29,9 @@ class ChunkSignals:
 
     ``member_ids`` ``(n,)`` int64 are the members' submission ids in the chunk's order; ``member_signals``
     ``(n, n_public, width)`` their signals and ``signal_sum`` ``(n_public, width)`` the signals' sum;
-    ``evaluation_probabilities`` ``(n, n_evaluation, K)`` each member's class probabilities of the evaluation
-    split, averaged over its models.
+    ``evaluation_probabilities`` ``(n, n_evaluation, K)`` each member's best class probabilities of the evaluation
+    split (its silo's own model's when it has one, else its students' average:
+    :func:`workers.algorithms.registry.member_probabilities_split`).
     """
 
     member_ids: np.ndarray
@@ -53,6 +54,9 @@ def chunk_signals_of(
     ``predictions[i]`` are the probabilities ``(n_models, n_public + n_evaluation, K)`` of member ``i``'s models,
     the public rows first; ``member_ids[i]`` and ``members[i]`` name that member.
     """
+    # Imported on use: the engines' package loads torch, which the chunk reader (chunk_signals_from_npz) never needs.
+    from workers.algorithms.registry import member_probabilities_split
+
     n_classes = predictions[0].shape[-1]
     signals = np.stack(
         [
@@ -69,7 +73,10 @@ def chunk_signals_of(
         member_signals=signals,
         signal_sum=signals.sum(axis=0),
         evaluation_probabilities=np.stack(
-            [probabilities[:, n_public:].mean(axis=0) for probabilities in predictions]
+            [
+                member_probabilities_split(probabilities[:, n_public:], member=member).best
+                for probabilities, member in zip(predictions, members, strict=True)
+            ]
         ),
     )
 

@@ -16,6 +16,16 @@ from pathlib import Path
 
 from workers.modelio.families import LEARNER_FAMILY_NAMES
 from workers.silo import commands
+from workers.silo.defaults import (
+    DEFAULT_OWN_MODEL,
+    DEFAULT_PARTITIONS,
+    DEFAULT_STUDENT,
+    DEFAULT_TEACHER,
+    DEFAULT_TEACHERS,
+    MIN_ROWS_PER_TEACHER,
+    MIN_TRAINING_ROWS,
+    learner_described,
+)
 from workers.silo.errors import EXIT_ERROR, OnefoldError
 
 MARKET_ENVIRONMENT_VARIABLE = "ONEFOLD_MARKET_URL"
@@ -76,14 +86,24 @@ def _training_options(parser: argparse.ArgumentParser) -> None:
         "--label-column", help="column with your labels (default: the federation's)"
     )
     parser.add_argument(
-        "-s", "--partitions", type=int, default=2, help="FedKT's s: partitions, one student each"
+        "-s",
+        "--partitions",
+        type=int,
+        default=None,
+        help=f"FedKT's s: partitions, one student each (default {DEFAULT_PARTITIONS}; 1 when your rows "
+        "allow only one teacher)",
     )
     parser.add_argument(
-        "-t", "--teachers", type=int, default=5, help="FedKT's t: teachers per partition"
+        "-t",
+        "--teachers",
+        type=int,
+        default=None,
+        help=f"FedKT's t: teachers per partition (default: as many as your training rows give "
+        f"{MIN_ROWS_PER_TEACHER} rows each, at most {DEFAULT_TEACHERS}, at least 1)",
     )
     parser.add_argument(
         "--teacher",
-        help=f"teacher family ({', '.join(LEARNER_FAMILY_NAMES)}; default: depth-6 decision trees)",
+        help=f"teacher family ({', '.join(LEARNER_FAMILY_NAMES)}; default: {learner_described(DEFAULT_TEACHER)})",
     )
     parser.add_argument(
         "--teacher-param",
@@ -94,7 +114,7 @@ def _training_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--student",
-        help="student (or --local model) family (default: a random forest of 100 depth-6 trees)",
+        help=f"student (or --local model) family (default: {learner_described(DEFAULT_STUDENT)})",
     )
     parser.add_argument(
         "--student-param",
@@ -152,8 +172,26 @@ def _training_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--min-rows-per-teacher",
         type=int,
-        default=10,
-        help="refuse to train teachers on fewer rows",
+        default=MIN_ROWS_PER_TEACHER,
+        help=f"refuse to train teachers on fewer rows (default {MIN_ROWS_PER_TEACHER}; one teacher "
+        f"trains on {MIN_TRAINING_ROWS} or more)",
+    )
+    parser.add_argument(
+        "--own-model",
+        help=f"family of your own model on all your training rows, uploaded beside the students where the "
+        f"federation accepts own models, at L0 (default: {learner_described(DEFAULT_OWN_MODEL)})",
+    )
+    parser.add_argument(
+        "--own-model-param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="own model hyperparameter, repeatable (e.g. max_depth=12)",
+    )
+    parser.add_argument(
+        "--no-own-model",
+        action="store_true",
+        help="train and upload the FedKT students only",
     )
     parser.add_argument(
         "--seed", type=int, default=0, help="seed of shuffles and models (never of DP noise)"

@@ -30,6 +30,8 @@ UPLOADED_METADATA = (
     "declared_epsilon",
     "feature_view",
     "exchange",
+    "partitions",
+    "teachers",
 )
 
 
@@ -203,6 +205,14 @@ def read_trained(folder: Path) -> tuple[dict, list[ModelUpload]]:
     return metadata, uploads
 
 
+def own_model_metadata(metadata: dict) -> dict:
+    """What the market asks of an own model that `train` wrote: the file's name and its held-out score."""
+    own = metadata.get("own_model")
+    if not own:
+        return {}
+    return {"own_model_file": own["file"], "own_model_validation_score": own["validation_score"]}
+
+
 def upload(args):
     client = client_for(args)
     metadata, uploads = read_trained(args.folder)
@@ -211,7 +221,10 @@ def upload(args):
     submission = client.submission_create(
         federation=metadata["federation"],
         files=uploads,
-        metadata={name: metadata.get(name) for name in UPLOADED_METADATA},
+        metadata={
+            **{name: metadata.get(name) for name in UPLOADED_METADATA},
+            **own_model_metadata(metadata),
+        },
         progress=progress,
     )
     if not args.no_wait:

@@ -45,6 +45,7 @@ from workers.modelio.families import feature_view_for
 from workers.partition import dirichlet_label_partition
 from workers.silo import cli
 from workers.silo.client import OnefoldClient
+from workers.silo.defaults import DEFAULT_PARTITIONS, DEFAULT_TEACHERS
 from workers.silo.errors import NotFound
 from workers.silo.results import Federation, GlobalModel, Job, Listing, Purchase
 
@@ -85,8 +86,10 @@ class SimulationSettings:
     beta: float = 0.5
     algorithm: str = "fedkt"
     privacy_level: str = "L0"
-    partitions: int = 2
-    teachers: int = 5
+    partitions: int | None = (
+        None  # None: each silo's toolkit chooses s and t for its rows (the default)
+    )
+    teachers: int | None = None
     gamma: float = 0.05
     queries: int = 300
     job_query: float | int = 1.0
@@ -179,7 +182,7 @@ def silo_shares(settings: SimulationSettings) -> list[pd.DataFrame]:
     frame = read_table(dataset_bytes(settings, "silos"))
     labels = frame[DATASETS[settings.dataset]["label_column"]].to_numpy()
     minimum = (
-        int(np.ceil(settings.teachers * 10 / 0.8)) + 5
+        int(np.ceil((settings.teachers or DEFAULT_TEACHERS) * 10 / 0.8)) + 5
     )  # t teachers × 10 rows after a 20 % hold-out
     parts = dirichlet_label_partition(
         labels, settings.silos, beta=settings.beta, seed=settings.seed, min_size=minimum
@@ -251,10 +254,7 @@ def silo_submission(
         folder / "pulled",
         "--output",
         folder / "trained",
-        "-s",
-        settings.partitions,
-        "-t",
-        settings.teachers,
+        *design_options(settings),
         *BALANCED,
         *privacy,
         *mode,
@@ -262,6 +262,14 @@ def silo_submission(
         settings.seed,
     )
     return toolkit(config, "upload", folder / "trained", "--no-wait")["id"]
+
+
+def design_options(settings: SimulationSettings) -> list:
+    """``-s``/``-t`` where the simulation names them; else each silo's toolkit chooses them for its rows."""
+    return [
+        *(["-s", settings.partitions] if settings.partitions else []),
+        *(["-t", settings.teachers] if settings.teachers else []),
+    ]
 
 
 def job_query_parameters(job_query: float | int) -> dict:
@@ -288,8 +296,9 @@ def job_ensure(
     query = job_query_parameters(settings.job_query)
     parameters = {
         "fedkt": {
-            "partitions": settings.partitions,
-            "teachers": settings.teachers,
+            "partitions": settings.partitions
+            or DEFAULT_PARTITIONS,  # silos with fewer students vote theirs
+            **({"teachers": settings.teachers} if settings.teachers else {}),
             **query,
             "final_model": FINAL_MODEL,
         },
@@ -461,6 +470,13 @@ def simulation_run(settings: SimulationSettings, *, accounts: dict) -> Simulatio
     return report
 
 
+def measured_with(baseline: dict | None) -> str:
+    """What a silo baseline measured: the silo's own model, its FedKT students, or (older jobs) its upload."""
+    return {"own_model": "its own model", "students": "its students"}.get(
+        (baseline or {}).get("measured_with"), "its upload"
+    )
+
+
 def summary_table(report: SimulationReport, settings: SimulationSettings) -> str:
     """The global model, the market's baselines from the job record and the paper's SOLO and centralised."""
     accuracy, baselines = report.accuracy, report.global_model.get("baselines") or {}
@@ -476,8 +492,11 @@ def summary_table(report: SimulationReport, settings: SimulationSettings) -> str
         f"{'model':<38} {'accuracy':>9} {'balanced':>9} {'macro-F1':>9} {'ROC AUC':>9}",
         row(f"{settings.algorithm} global model (job #{report.job['id']})", accuracy["global"]),
         row("majority-class guess", baselines.get("majority_class")),
-        row("best single silo (its upload)", baselines.get("best_single_silo")),
-        row("average silo (their uploads)", baselines.get("average_silo")),
+        row(
+            f"best single silo ({measured_with(baselines.get('best_single_silo'))})",
+            baselines.get("best_single_silo"),
+        ),
+        row("average silo", baselines.get("average_silo")),
         row(
             f"SOLO (mean of {settings.silos} silos)",
             accuracy["solo"],

@@ -12,7 +12,7 @@ Everything here raises :class:`workers.silo.errors.DataError` with a sentence fo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -23,18 +23,20 @@ from workers.features import (
     TableError,
     encode_features,
     encode_labels,
+    features_in_view,
     read_table,
 )
 from workers.modelio.families import NETWORK_FAMILIES, feature_view_for
+from workers.silo.defaults import (
+    DEFAULT_OWN_MODEL,
+    DEFAULT_PARTITIONS,
+    DEFAULT_STUDENT,
+    DEFAULT_TEACHER,
+    DEFAULT_TEACHERS,
+    MIN_ROWS_PER_TEACHER,
+    MIN_TRAINING_ROWS,
+)
 from workers.silo.errors import DataError
-
-MIN_ROWS_PER_TEACHER = 10
-#: The toolkit's default learners, chosen on training and validation data only (docs/results/defaults.md):
-#: single depth-6 trees as teachers keep a skewed party's minority-class votes that forests drown.
-DEFAULT_TEACHER = {"family": "decision_tree", "max_depth": 6}
-#: Students are forests of 25 depth-6 trees: on Adult's validation rows 10, 25, 50 and 100 trees score
-#: 83.65, 83.62, 83.63 and 83.69 % (3 seeds, sd ≈ 0.4) at a quarter of the 100-tree work (benchmarks/engine.md).
-DEFAULT_STUDENT = {"family": "random_forest", "n_estimators": 25, "max_depth": 6}
 
 
 @dataclass(frozen=True)
@@ -51,12 +53,16 @@ class TrainingSettings:
     """What ``train`` was asked to do. ``privacy_level`` L0/L1 add no party noise; L2 adds Laplace
     (``gamma``) or Gaussian (``sigma``) noise to the teachers' votes on ``queries`` public rows, or, for
     one local network (``--local``), trains it with DP-SGD (``noise_multiplier`` or ``target_epsilon``,
-    ``max_grad_norm``, ``delta``; the batch size and epochs are the student's hyperparameters)."""
+    ``max_grad_norm``, ``delta``; the batch size and epochs are the student's hyperparameters).
+    ``partitions`` and ``teachers`` left ``None`` are chosen for the silo's rows (:func:`fedkt_design`);
+    ``own_model`` is the learner of the silo's own model trained beside the FedKT students, ``None`` for none
+    (the federation does not accept own models, or the level is not L0: the own model has no noise)."""
 
-    partitions: int = 2
-    teachers: int = 5
+    partitions: int | None = None
+    teachers: int | None = None
     teacher: dict = field(default_factory=lambda: dict(DEFAULT_TEACHER))
     student: dict = field(default_factory=lambda: dict(DEFAULT_STUDENT))
+    own_model: dict | None = field(default_factory=lambda: dict(DEFAULT_OWN_MODEL))
     privacy_level: str = "L0"
     gamma: float | None = None
     sigma: float | None = None
@@ -72,7 +78,11 @@ class TrainingSettings:
     def feature_view(self, *, local: bool = False) -> str:
         """The view of the federation's features the models read: ordinal when every model trained (the
         students and teachers, or the one local model) is a tree family, else one-hot (workers.features)."""
-        learners = (self.student,) if local else (self.teacher, self.student)
+        learners = (
+            (self.student,)
+            if local
+            else (self.teacher, self.student, *((self.own_model,) if self.own_model else ()))
+        )
         return feature_view_for(*(learner.get("family", "") for learner in learners))
 
 
@@ -179,15 +189,56 @@ def _unknown_categories(frame: pd.DataFrame, spec: dict) -> dict[str, dict[str, 
 def check_enough_rows(
     n_rows: int, *, partitions: int, teachers: int, min_rows_per_teacher: int
 ) -> None:
-    """Refuse data too small for ``teachers`` disjoint subsets of ``min_rows_per_teacher`` rows."""
+    """Refuse data too small for ``teachers`` disjoint subsets of ``min_rows_per_teacher`` rows (a single teacher
+    needs :data:`MIN_TRAINING_ROWS` at least), naming the option that helps."""
+    if teachers == 1 and n_rows >= min(min_rows_per_teacher, MIN_TRAINING_ROWS):
+        return
     needed = teachers * min_rows_per_teacher
-    if n_rows < needed:
-        raise DataError(
-            f"{n_rows} training rows are too few for s = {partitions} partitions × t = {teachers} "
-            f"teachers: each partition splits the rows into {teachers} disjoint teacher subsets of at "
-            f"least {min_rows_per_teacher} rows, so at least {needed} are needed. Lower --teachers or "
-            "add rows."
+    if n_rows >= needed:
+        return
+    most = n_rows // min_rows_per_teacher
+    if most >= 1:
+        advice = (
+            f"Lower --teachers to {most} (the most your rows allow), or leave --teachers out and `train` "
+            "chooses t for your rows."
         )
+    elif teachers > 1:
+        advice = "Give --teachers 1 (one teacher on all your rows), or leave --teachers out."
+    else:
+        advice = too_few_rows_advice(n_rows)
+    raise DataError(
+        f"{n_rows} training rows are too few for s = {partitions} partitions × t = {teachers} "
+        f"teachers: each partition splits the rows into {teachers} disjoint teacher subsets of at "
+        f"least {min_rows_per_teacher} rows, so at least {needed} are needed. {advice}"
+    )
+
+
+def too_few_rows_advice(n_rows: int) -> str:
+    return (
+        f"A silo needs at least {MIN_TRAINING_ROWS} training rows to take part; add labelled rows, or hold "
+        "fewer out with a lower --validation-fraction."
+    )
+
+
+def fedkt_design(n_rows: int, settings: TrainingSettings) -> tuple[int, int]:
+    """FedKT's ``(s, t)`` for ``n_rows`` training rows: what the silo chose, else t = the most teachers of
+    :data:`MIN_ROWS_PER_TEACHER` rows each up to :data:`DEFAULT_TEACHERS` (at least 1), and s =
+    :data:`DEFAULT_PARTITIONS`, or 1 with a single teacher (s partitions of one teacher on the same rows would
+    be copies of one student voting s times). Refused, naming the option that helps, when the rows allow
+    nothing (:func:`check_enough_rows`)."""
+    if n_rows < MIN_TRAINING_ROWS and settings.teachers is None:
+        raise DataError(f"{n_rows} training rows are too few. {too_few_rows_advice(n_rows)}")
+    teachers = settings.teachers or max(
+        1, min(DEFAULT_TEACHERS, n_rows // settings.min_rows_per_teacher)
+    )
+    partitions = settings.partitions or (DEFAULT_PARTITIONS if teachers > 1 else 1)
+    check_enough_rows(
+        n_rows,
+        partitions=partitions,
+        teachers=teachers,
+        min_rows_per_teacher=settings.min_rows_per_teacher,
+    )
+    return partitions, teachers
 
 
 def validation_split(
@@ -278,16 +329,21 @@ def accuracy(model, features: np.ndarray, labels: np.ndarray) -> float:
 def fedkt_party_train(
     data: EncodedData, public_features: np.ndarray, *, n_classes: int, settings: TrainingSettings
 ) -> TrainingResult:
-    """FedKT's party side on the silo's training rows; the students are scored on the held-out rows."""
+    """What ``onefold train`` does on a silo's rows, in process: FedKT's party side on its training rows with the
+    design its row count allows (:func:`fedkt_design`), the students scored on the held-out rows, and, unless
+    ``settings.own_model`` is None, the silo's own model on the same training rows, scored on the same held-out
+    rows. ``models`` are the students, then the own model (``metadata["own_model"]`` describes it)."""
     from workers.algorithms.fedkt import party_fit
 
     train, held_out = validation_split(data.labels, settings.validation_fraction, settings.seed)
-    check_enough_rows(
-        len(train),
-        partitions=settings.partitions,
-        teachers=settings.teachers,
-        min_rows_per_teacher=settings.min_rows_per_teacher,
-    )
+    partitions, teachers = fedkt_design(len(train), settings)
+    chosen = settings.partitions is None or settings.teachers is None
+    settings = replace(settings, partitions=partitions, teachers=teachers)
+    if settings.own_model and settings.privacy_level != "L0":
+        raise DataError(
+            f"The silo's own model is trained without noise, so it goes with L0 submissions only, not "
+            f"{settings.privacy_level}; train without it (--no-own-model)."
+        )
     parameters, epsilon, report = privacy_declaration(settings, len(public_features))
     query = parameters.get(
         "queries",
@@ -315,10 +371,17 @@ def fedkt_party_train(
         accuracy(student, data.features[held_out], data.labels[held_out])
         for student in result.students
     ]
+    own = (
+        own_model_train(data, train, held_out, n_classes=n_classes, settings=settings)
+        if settings.own_model
+        else None
+    )
     metadata = _metadata(data, train, n_classes, settings, score=float(np.mean(scores)))
     metadata.update(
         {
             "algorithm": "fedkt",
+            "design_chosen_for_rows": chosen,
+            "own_model": own[1] if own else None,
             "student_validation_scores": scores,
             "feature_view": settings.feature_view(),
             "queried_public_rows": int(len(result.queried_indices)),
@@ -327,7 +390,59 @@ def fedkt_party_train(
             "privacy_report": report,
         }
     )
-    return TrainingResult(result.students, metadata)
+    return TrainingResult((*result.students, *((own[0],) if own else ())), metadata)
+
+
+def silo_train(
+    frame: pd.DataFrame,
+    spec: dict,
+    public_features: np.ndarray,
+    *,
+    label_column: str,
+    class_labels: list[str],
+    settings: TrainingSettings = TrainingSettings(),  # noqa: B008 (frozen: the toolkit's defaults)
+) -> tuple[TrainingResult, EncodedData]:
+    """``onefold train`` (FedKT) in process, from a silo's table: its rows encoded with the federation's ``spec``
+    in the view its models read, the one-hot ``public_features`` (what ``pull`` downloads) in the same view, then
+    :func:`fedkt_party_train` (students and, with the default settings, the silo's own model). Returns the result
+    and the encoded rows."""
+    view = settings.feature_view()
+    data = encode_silo_table(
+        frame, spec, label_column=label_column, class_labels=class_labels, view=view
+    )
+    result = fedkt_party_train(
+        data,
+        features_in_view(public_features, spec, view),
+        n_classes=len(class_labels),
+        settings=settings,
+    )
+    return result, data
+
+
+def own_model_train(
+    data: EncodedData,
+    train: np.ndarray,
+    held_out: np.ndarray,
+    *,
+    n_classes: int,
+    settings: TrainingSettings,
+) -> tuple[object, dict]:
+    """The silo's own model (``settings.own_model``) on its training rows, and ``{"learner", "validation_score"}``
+    with its accuracy on the held-out rows: the silo's best model, which never votes in FedKT."""
+    from workers.learners import fit_aligned
+
+    try:
+        model = fit_aligned(
+            settings.own_model,
+            data.features[train],
+            data.labels[train],
+            n_classes=n_classes,
+            seed=settings.seed,
+        )
+    except ValueError as error:
+        raise DataError(f"Training your own model failed: {error}") from error
+    score = accuracy(model, data.features[held_out], data.labels[held_out])
+    return model, {"learner": dict(settings.own_model), "validation_score": score}
 
 
 def local_train(data: EncodedData, *, n_classes: int, settings: TrainingSettings) -> TrainingResult:
@@ -456,8 +571,12 @@ def per_label_logits(model, features: np.ndarray, labels: np.ndarray, *, n_class
 
 
 __all__ = [
+    "DEFAULT_OWN_MODEL",
+    "DEFAULT_PARTITIONS",
     "DEFAULT_STUDENT",
     "DEFAULT_TEACHER",
+    "DEFAULT_TEACHERS",
+    "MIN_TRAINING_ROWS",
     "EncodedData",
     "MIN_ROWS_PER_TEACHER",
     "TrainingResult",
@@ -465,12 +584,15 @@ __all__ = [
     "accuracy",
     "check_enough_rows",
     "encode_silo_table",
+    "fedkt_design",
     "fedkt_party_train",
+    "own_model_train",
     "load_table",
     "local_train",
     "per_label_logits",
     "privacy_declaration",
     "dp_sgd_learner",
     "resolved_queries",
+    "silo_train",
     "validation_split",
 ]

@@ -12,20 +12,21 @@ from pathlib import Path
 
 import numpy as np
 
-from workers.features import features_in_view, view_width
+from workers.features import view_width
 from workers.learners.registry import make_learner
 from workers.silo.errors import DataError
 from workers.silo.folders import METADATA_FILE, pulled_folder
 from workers.silo.students import export_student
 from workers.silo.training import (
+    DEFAULT_OWN_MODEL,
     DEFAULT_STUDENT,
     DEFAULT_TEACHER,
     TrainingSettings,
     encode_silo_table,
-    fedkt_party_train,
     load_table,
     local_train,
     per_label_logits,
+    silo_train,
 )
 
 
@@ -106,6 +107,7 @@ def train(args):
     federation, spec, public_features = read_pulled(pulled_folder(args), args.federation)
     privacy_level = privacy_level_chosen(args, federation)
     settings = TrainingSettings(
+        own_model=own_model_setting(args, federation, privacy_level),
         partitions=args.partitions,
         teachers=args.teachers,
         teacher=learner_setting(args.teacher, args.teacher_param, DEFAULT_TEACHER),
@@ -128,36 +130,46 @@ def train(args):
         )
     n_classes = len(federation["class_labels"])
     view = settings.feature_view(local=args.local)
-    data = encode_silo_table(
-        load_table(args.data),
-        spec,
-        label_column=args.label_column or federation["label_column"],
-        class_labels=federation["class_labels"],
-        view=view,
-    )
-    result = (
-        local_train(data, n_classes=n_classes, settings=settings)
-        if args.local
-        else fedkt_party_train(
-            data,
-            features_in_view(public_features, spec, view),
-            n_classes=n_classes,
+    frame = load_table(args.data)
+    label_column = args.label_column or federation["label_column"]
+    if args.local:
+        data = encode_silo_table(
+            frame,
+            spec,
+            label_column=label_column,
+            class_labels=federation["class_labels"],
+            view=view,
+        )
+        result = local_train(data, n_classes=n_classes, settings=settings)
+    else:
+        result, data = silo_train(
+            frame,
+            spec,
+            public_features,
+            label_column=label_column,
+            class_labels=federation["class_labels"],
             settings=settings,
         )
-    )
     output = args.output or pulled_folder(args) / ("local-model" if args.local else "students")
     output.mkdir(parents=True, exist_ok=True)
-    files = []
-    for index, model in enumerate(result.models, start=1):
+    names = model_file_stems(result, local=args.local)
+    files, families = [], []
+    for stem, model in zip(names, result.models, strict=True):
         exported = export_student(model, n_features=view_width(spec, view), n_classes=n_classes)
-        name = f"{'local-model' if args.local else f'student-{index}'}{exported.suffix}"
-        (output / name).write_bytes(exported.data)
-        files.append(name)
+        (output / f"{stem}{exported.suffix}").write_bytes(exported.data)
+        files.append(f"{stem}{exported.suffix}")
+        families.append(exported.model_family)
+    own = (result.metadata.get("own_model") or None) and {
+        **result.metadata["own_model"],
+        "file": files[-1],
+        "model_family": families[-1],
+    }
     metadata = {
         "federation": args.federation,
-        "model_family": exported.model_family,
+        "model_family": families[0],
         "files": files,
         **result.metadata,
+        "own_model": own,
     }
     if args.fd_logits:
         logits = per_label_logits(result.models[0], data.features, data.labels, n_classes=n_classes)
@@ -167,6 +179,25 @@ def train(args):
         metadata["fd_logits_file"] = "fd-logits.json"
     (output / METADATA_FILE).write_text(json.dumps(metadata, indent=2))
     return {**metadata, "output": str(output)}, training_summary(metadata, output)
+
+
+def own_model_setting(args, federation: dict, privacy_level: str) -> dict | None:
+    """The learner of the silo's own model, or None: not asked for (--no-own-model, --local), not accepted by the
+    federation, or a level other than L0 (the own model is trained without noise)."""
+    if args.local or args.no_own_model or privacy_level != "L0":
+        return None
+    if not federation.get("accepts_own_models", True):
+        return None
+    return learner_setting(args.own_model, args.own_model_param, DEFAULT_OWN_MODEL)
+
+
+def model_file_stems(result, *, local: bool) -> list[str]:
+    """File names without suffix: ``local-model``; or ``student-1`` .. ``student-s`` then ``own-model``."""
+    if local:
+        return ["local-model"]
+    n_students = len(result.models) - (1 if result.metadata.get("own_model") else 0)
+    own = ["own-model"] if result.metadata.get("own_model") else []
+    return [f"student-{index}" for index in range(1, n_students + 1)] + own
 
 
 def training_summary(metadata: dict, output: Path) -> str:
@@ -190,9 +221,20 @@ def training_summary(metadata: dict, output: Path) -> str:
         lines.append(
             f"Ignored columns the federation does not use: {', '.join(encoding['ignored_columns'])}."
         )
+    if metadata["algorithm"] == "fedkt":
+        how = "chosen for your rows" if metadata.get("design_chosen_for_rows") else "as you asked"
+        lines.append(
+            f"FedKT: s = {metadata['partitions']} partition(s) × t = {metadata['teachers']} teacher(s) ({how})."
+        )
     lines.append(
         f"Local validation score (accuracy on held-out rows): {metadata['local_validation_score']:.4f}."
     )
+    if metadata.get("own_model"):
+        lines.append(
+            f"Your own model ({metadata['own_model']['learner']['family']} on all your training rows, uploaded "
+            f"beside the students; it never votes in FedKT): {metadata['own_model']['validation_score']:.4f} "
+            "on the held-out rows."
+        )
     if metadata["declared_epsilon"] is not None:
         report = metadata["privacy_report"]
         how = (
@@ -210,6 +252,8 @@ def training_summary(metadata: dict, output: Path) -> str:
 
 __all__ = [
     "learner_setting",
+    "model_file_stems",
+    "own_model_setting",
     "parse_parameters",
     "parse_queries",
     "read_pulled",

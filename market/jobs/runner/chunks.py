@@ -23,14 +23,14 @@ from market.jobs.runner.lifecycle import (
     job_stage_set,
     job_stop_if_cancelled,
 )
-from market.jobs.selectors import job_members
+from market.jobs.selectors import job_members, job_model_files, own_models_used
 from market.jobs.services import job_log
 from market.sandbox import stored_models_predict
 from market.storage import arrays_from_npz_cached, artifact_read, artifact_save, sha256_of
-from market.submissions.models import Submission, SubmissionStatus
+from market.submissions.models import OWN_MODEL_ROLE, ModelFile, Submission, SubmissionStatus
 from workers.algorithms import algorithm_get
 from workers.jobs.chunks import chunk_signals_of, chunk_signals_to_npz
-from workers.metrics import classification_metrics
+from workers.metrics import member_metrics
 
 
 @failing_on_unexpected("starting")
@@ -66,7 +66,7 @@ def _planned_chunks(job: Job) -> list[JobChunk]:
     if existing:
         return existing
     submissions = list(job.submissions.order_by("id"))
-    members = job_members(submissions=submissions)
+    members = job_members(submissions=submissions, privacy_level=job.privacy_level)
     try:
         selected = algorithm_get(job.kind).select(members, job.parameters, seed=job.seed)
     except ValueError as error:
@@ -89,7 +89,27 @@ def _planned_chunks(job: Job) -> list[JobChunk]:
         job_id=job.id,
         message=f"{len(ids)} member(s) selected, predicted in {len(chunks)} chunk(s).",
     )
+    left_out = own_models_left_out(job, submissions)
+    if left_out:
+        job_log(job_id=job.id, message=left_out)
     return chunks
+
+
+def own_models_left_out(job: Job, submissions: list[Submission]) -> str | None:
+    """The job log's statement that an L1 job leaves the silos' own models out (market.jobs.selectors.
+    own_models_used), or None when it uses them or no submission carries one."""
+    if own_models_used(privacy_level=job.privacy_level):
+        return None
+    carrying = ModelFile.objects.filter(
+        submission__in=submissions, info__role=OWN_MODEL_ROLE
+    ).count()
+    if not carrying:
+        return None
+    return (
+        f"{carrying} submission(s) carry their silo's own model, which this {job.privacy_level} job does not use: "
+        "an own model is trained without noise, so only L0 jobs use it. Their FedKT students vote, and their "
+        "silo baselines are their students'."
+    )
 
 
 def job_chunk_claim(*, chunk_id: int) -> bool:
@@ -135,9 +155,9 @@ def _chunk_submissions(chunk: JobChunk) -> list[Submission]:
     return [found[submission_id] for submission_id in chunk.submission_ids]
 
 
-def _model_bytes(submission: Submission) -> list[tuple[str, bytes]]:
+def _model_bytes(submission: Submission, *, privacy_level: str) -> list[tuple[str, bytes]]:
     files = []
-    for model_file in submission.model_files.all():
+    for model_file in job_model_files(submission=submission, privacy_level=privacy_level):
         try:
             files.append((model_file.original_name, artifact_read(model_file.stored_name)))
         except FileNotFoundError as error:
@@ -154,14 +174,16 @@ def _model_bytes(submission: Submission) -> list[tuple[str, bytes]]:
 
 
 def _predict_chunk(
-    submissions: list[Submission], features: np.ndarray, n_classes: int, public_dataset
+    submissions: list[Submission], features: np.ndarray, n_classes: int, job: Job
 ) -> list[np.ndarray]:
-    """Probabilities ``(n_models, n_rows, K)`` of every member of the chunk in its order, each reading the one-hot
-    ``features`` in its own view (market.feature_views), computed in one sandbox child per view."""
+    """Probabilities ``(n_models, n_rows, K)`` of every member of the chunk in its order (of the model files the job
+    uses: market.jobs.selectors.job_model_files), each reading the one-hot ``features`` in its own view
+    (market.feature_views), computed in one sandbox child per view."""
+    public_dataset = job.public_dataset
     flat = [
         (submission.id, name, data)
         for submission in submissions
-        for name, data in _model_bytes(submission)
+        for name, data in _model_bytes(submission, privacy_level=job.privacy_level)
     ]
     views = {
         submission.id: model_files_feature_view(submission.model_files.all())
@@ -259,21 +281,22 @@ def _chunk_artifact(chunk: JobChunk, job: Job) -> tuple[str, dict]:
         ) from error
     n_classes = job.federation.n_classes
     submissions = _chunk_submissions(chunk)
+    members = job_members(submissions=submissions, privacy_level=job.privacy_level)
     signals = chunk_signals_of(
-        _predict_chunk(
-            submissions, np.vstack([public, evaluation["features"]]), n_classes, job.public_dataset
-        ),
+        _predict_chunk(submissions, np.vstack([public, evaluation["features"]]), n_classes, job),
         member_ids=chunk.submission_ids,
-        members=job_members(submissions=submissions),
+        members=members,
         algorithm=algorithm_get(job.kind),
         n_public=len(public),
         params=job.parameters,
     )
     metrics = {
-        str(member_id): classification_metrics(
-            probabilities, evaluation["labels"], n_classes=n_classes
+        str(member_id): member_metrics(
+            probabilities, evaluation["labels"], n_classes=n_classes, own_model=member.own_model
         )
-        for member_id, probabilities in zip(chunk.submission_ids, signals.evaluation_probabilities)
+        for member_id, member, probabilities in zip(
+            chunk.submission_ids, members, signals.evaluation_probabilities
+        )
     }
     name = artifact_save(
         name=f"jobs/{job.id}/chunks/{chunk.index}.npz",

@@ -42,6 +42,7 @@ from market.jobs.runner.lifecycle import (
     job_stop_if_cancelled,
     logger,
 )
+from market.jobs.selectors import job_members
 from market.jobs.services import job_log
 from market.storage import (
     arrays_from_npz_cached,
@@ -51,7 +52,7 @@ from market.storage import (
 )
 from workers.algorithms.registry import agreement_counts
 from workers.features import view_width
-from workers.metrics import classification_metrics
+from workers.metrics import member_metrics
 from workers.privacy.reports import JobPrivacyReport
 
 CONTRIBUTION_RULE = (
@@ -215,11 +216,20 @@ def _baselines(
     return measured
 
 
-def _member_metrics_on(job: Job, rows: np.ndarray) -> dict:
+def _member_metrics_on(job: Job, fused: FusedJob, rows: np.ndarray) -> dict:
     labels = arrays_from_npz_cached(job.evaluation_split.data_file)["labels"][rows]
+    own_model = {
+        int(member.key): member.own_model
+        for member in job_members(
+            submissions=list(fused.submissions.values()), privacy_level=job.privacy_level
+        )
+    }
     return {
-        str(int(member_id)): classification_metrics(
-            probabilities[rows], labels, n_classes=job.federation.n_classes
+        str(int(member_id)): member_metrics(
+            probabilities[rows],
+            labels,
+            n_classes=job.federation.n_classes,
+            own_model=own_model.get(int(member_id), False),
         )
         for chunk in job_chunk_signals(job)
         for member_id, probabilities in zip(chunk.member_ids, chunk.evaluation_probabilities)
@@ -234,7 +244,7 @@ def _save(job: Job, fused: FusedJob, evaluated: EvaluatedModel) -> None:
         job, fused.fusion, arrays_from_npz_cached(job.evaluation_split.data_file)["labels"]
     )
     if report is not None:  # the baselines are measured on the rows the global model is reported on
-        submission_metrics = _member_metrics_on(job, report)
+        submission_metrics = _member_metrics_on(job, fused, report)
     privacy_report = _privacy_report(job, fused)
     baselines = _baselines(job, fused, evaluated, submission_metrics)
     fields = {

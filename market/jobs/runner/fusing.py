@@ -14,7 +14,7 @@ from market.feature_views import job_feature_view, stored_features_in_view
 from market.federations.models import PrivacyLevel
 from market.jobs.models import Job
 from market.jobs.runner.lifecycle import JobInputError
-from market.jobs.selectors import job_members
+from market.jobs.selectors import job_members, job_model_files
 from market.jobs.services import job_log
 from market.sandbox import stored_models_convert, stored_models_predict
 from market.storage import (
@@ -26,9 +26,9 @@ from market.storage import (
 )
 from market.submissions.models import Submission
 from workers.algorithms import algorithm_get
-from workers.algorithms.auto_fusion import EvaluationRows, evaluation_halves
+from workers.algorithms.auto_fusion import EvaluationRows, evaluation_halves, fitted_on_evaluation
 from workers.algorithms.ensemble import average_probabilities
-from workers.algorithms.registry import Fusion
+from workers.algorithms.registry import Fusion, member_model_positions
 from workers.features import ONE_HOT_VIEW
 from workers.jobs.chunks import ChunkSignals, chunk_signals_from_npz
 from workers.jobs.export import export_global_model, model_family_of
@@ -140,7 +140,10 @@ def job_fuse(job: Job) -> FusedJob | None:
     missing = [submission_id for submission_id in ids if submission_id not in submissions]
     if missing:
         raise JobInputError(f"Submission #{missing[0]} was deleted after the job was created.")
-    members = job_members(submissions=[submissions[submission_id] for submission_id in ids])
+    members = job_members(
+        submissions=[submissions[submission_id] for submission_id in ids],
+        privacy_level=job.privacy_level,
+    )
     settings = algorithm_get(job.kind).validate(job.parameters)
     view = job_feature_view(settings)
     public = stored_features_in_view(
@@ -188,22 +191,23 @@ def job_fuse(job: Job) -> FusedJob | None:
 
 
 def _evaluation_rows(job: Job, view: str) -> EvaluationRows:
-    """The evaluation split in ``view`` and every member's probabilities of it, in the members' order (FedKT's
-    ``vote: auto`` chooses on one half of it: workers.algorithms.auto_fusion)."""
+    """The evaluation split in ``view``, every member's probabilities of it and every member's own signal of the
+    public rows, in the members' order (FedKT's ``vote: auto`` chooses on one half of it, the stacked fusion is
+    fitted on one half: workers.algorithms.auto_fusion, workers.algorithms.stack_fusion)."""
     evaluation = arrays_from_npz_cached(job.evaluation_split.data_file)
-    member_probabilities = np.concatenate(
-        [chunk.evaluation_probabilities for chunk in job_chunk_signals(job)]
-    )
+    chunks = list(job_chunk_signals(job))
     return EvaluationRows(
         stored_features_in_view(evaluation["features"], job.public_dataset, view),
         evaluation["labels"],
-        member_probabilities,
+        np.concatenate([chunk.evaluation_probabilities for chunk in chunks]),
+        member_signals=np.concatenate([chunk.member_signals for chunk in chunks]),
     )
 
 
 def evaluation_report_rows(job: Job, fusion: Fusion, labels: np.ndarray) -> np.ndarray | None:
-    """The evaluation rows a job reports on: the half its ``auto`` choice did not read, else None (all rows)."""
-    if "auto" not in fusion.details:
+    """The evaluation rows a job reports on: the half its fusion did not read (``auto``'s choice, a stack's fit:
+    :func:`~workers.algorithms.auto_fusion.fitted_on_evaluation`), else None (all rows)."""
+    if not fitted_on_evaluation(fusion.details):
         return None
     return evaluation_halves(labels, seed=job.seed)[1]
 
@@ -226,13 +230,20 @@ def job_evaluate(job: Job, fused: FusedJob) -> EvaluatedModel:
     report = evaluation_report_rows(job, fusion, labels)
     rows = slice(None) if report is None else report
     metrics = classification_metrics(probabilities[rows], labels[rows], n_classes=n_classes)
-    if report is not None:
+    if report is not None and "auto" in fusion.details:
         chosen = fusion.details["auto"]
         job_log(
             job_id=job.id,
             message=f"Fusion chosen by auto: {chosen['chosen']} (best {chosen['criterion']} on "
             f"{chosen['selection_rows']} evaluation rows); metrics below are on the other "
             f"{chosen['report_rows']}.",
+        )
+    elif report is not None:
+        stack = fusion.details["stack"]
+        job_log(
+            job_id=job.id,
+            message=f"Stacked by {stack['aggregator']}, fitted on {stack['fit_rows']} evaluation rows; metrics "
+            f"below are on the other {stack['report_rows']}.",
         )
     job_log(
         job_id=job.id,
@@ -286,7 +297,9 @@ def _bundled(
             )
         for member_id, weight in zip(chunk.member_ids, chunk_weights):
             if weight:  # a member the selection left out is not shipped to buyers
-                members += _bundle_members(fused.submissions[int(member_id)], weight=weight)
+                members += _bundle_members(
+                    fused.submissions[int(member_id)], weight=weight, job=job
+                )
     bundle = bundle_write(
         _with_onnx_twins(job, members, one_hot_features),
         n_classes=job.federation.n_classes,
@@ -328,10 +341,14 @@ def _with_onnx_twins(
     return twinned
 
 
-def _bundle_members(submission: Submission, *, weight: float) -> list[BundleMember]:
-    """A submission's model files as bundle members that share its ``weight``; named by position in the bundle,
-    since a submission id in a buyer's download would say whose model it is."""
-    files = list(submission.model_files.all())
+def _bundle_members(submission: Submission, *, weight: float, job: Job) -> list[BundleMember]:
+    """The submission's model files that make its best prediction (its silo's own model when the job uses it, else
+    its students: workers.algorithms.registry.member_model_positions, the rule its ensemble signal followed) as
+    bundle members that share its ``weight``; named by position in the bundle, since a submission id in a buyer's
+    download would say whose model it is."""
+    used = job_model_files(submission=submission, privacy_level=job.privacy_level)
+    (member,) = job_members(submissions=[submission], privacy_level=job.privacy_level)
+    files = [used[position] for position in member_model_positions(member).best]
     return [
         BundleMember(
             format=model_file.format,

@@ -112,6 +112,7 @@ def test_a_forest_global_model_over_mixed_members_reads_the_ordinal_view_everywh
             "partitions": 2,
             "query": 0.5,
             "final_model": {"family": "random_forest", "n_estimators": 10},
+            "vote": "consistent_hard",  # metrics on every evaluation row (auto reports on half)
         },
     )
     job = succeeded(body)

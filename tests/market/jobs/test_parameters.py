@@ -4,7 +4,11 @@ import pytest
 
 from market.budgets.pricing import job_privacy_cost
 from market.jobs.models import Job
-from market.jobs.parameters import L1_DEFAULT_SHARE_OF_LIMIT, job_parameter_defaults
+from market.jobs.parameters import (
+    L1_DEFAULT_SHARE_OF_LIMIT,
+    job_parameter_defaults,
+    job_parameters_validate,
+)
 from workers.algorithms import kind_choices
 
 DEMO_PUBLIC_ROWS = (
@@ -62,10 +66,33 @@ def test_an_l1_default_that_already_fits_is_kept_and_l0_keeps_every_row(federati
     )
     assert l0 == {
         "partitions": 2,
-        "teachers": 5,
         "query_fraction": 1.0,
         "final_model": {"family": "random_forest", "n_estimators": 100, "max_depth": 8},
+        "vote": "auto",  # L0's default vote, stored explicitly
+        "vote_weight_max": 4,
     }
+
+
+def test_auto_is_the_l0_default_vote_only_where_the_evaluation_split_allows_it(federation_with_data):
+    def default_vote(level, **given):
+        validated = job_parameters_validate(
+            kind="fedkt",
+            privacy_level=level,
+            parameters=given,
+            federation=federation_with_data,
+            n_public=2000,
+        )
+        return validated.get("vote", "consistent_hard")
+
+    assert default_vote("L0") == "auto"
+    assert default_vote("L1") == "consistent_hard"  # the only vote an L1 job is charged for as it is
+    assert default_vote("L2") == "consistent_hard"
+    assert default_vote("L0", vote="soft") == "soft"  # a named vote is kept
+    assert default_vote("L0", vote="consistent_hard") == "consistent_hard"
+    split = federation_with_data.evaluation_splits.get()
+    split.class_counts = [sum(split.class_counts) - 1, 1]
+    split.save()  # one row of the second class: a half would miss it
+    assert default_vote("L0") == "consistent_hard"
 
 
 def test_a_larger_limit_lets_the_default_l1_job_query_more_rows_up_to_all_of_them(plain_federation):

@@ -27,9 +27,10 @@ def test_job_create_stores_parameters_with_defaults_and_an_unpublished_outbox_ro
     body = response.json()
     assert body["parameters"] == {
         "partitions": 2,
-        "teachers": 5,
         "query_count": 100,
         "final_model": {"family": "random_forest", "n_estimators": 100, "max_depth": 8},
+        "vote": "auto",  # an L0 FedKT job that names no vote chooses on half of the evaluation split
+        "vote_weight_max": 4,
     }
     assert body["submissions"] == [s.id for s in fedkt_submissions]
     assert body["status"] == "queued"
@@ -54,8 +55,8 @@ def test_job_create_stores_parameters_with_defaults_and_an_unpublished_outbox_ro
             "Server noise (L1) is only available for FedKT jobs",
         ),
         (
-            {"parameters": {"partitions": 3}},
-            "holds 2 model file(s), but a FedKT job with s = 3 needs",
+            {"parameters": {"partitions": 1}},
+            "holds 2 FedKT student(s), but a FedKT job with s = 1 takes 1 to 1 students per submission",
         ),
         ({"parameters": {"query": 5000}}, "The server can query 1 to 2000 public examples"),
         ({"parameters": {"query": 1.5}}, "A query fraction must lie in (0, 1], not 1.5."),
@@ -82,8 +83,8 @@ def test_job_create_stores_parameters_with_defaults_and_an_unpublished_outbox_ro
         ),
         ({"parameters": {"gamma": 0.1}}, "Unknown parameter(s) for a fedkt job: gamma."),
         (
-            {"parameters": {**FAST_FEDKT, "partitions": 3}},
-            "holds 2 model file(s), but a FedKT job with s = 3 needs one student per partition",
+            {"parameters": {**FAST_FEDKT, "partitions": 1}},
+            "holds 2 FedKT student(s), but a FedKT job with s = 1 takes 1 to 1 students per submission",
         ),
         ({"parameters": {"privacy": {"gamma": 1}}}, "Only L1 jobs take privacy parameters"),
         (
@@ -110,12 +111,12 @@ def test_job_create_refuses_bad_input_with_a_sentence_and_writes_nothing(
     [
         (
             "fd",
-            "Jobs of kind 'fd' cannot run here; choose one of cpfl, distill, ensemble, fedkt. "
+            "Jobs of kind 'fd' cannot run here; choose one of cpfl, distill, ensemble, fedkt, stack. "
             "Federated distillation is an exchange between silos (/api/exchanges/), not a job.",
         ),
         (
             "fedtk",
-            "Jobs of kind 'fedtk' cannot run here; choose one of cpfl, distill, ensemble, fedkt.",
+            "Jobs of kind 'fedtk' cannot run here; choose one of cpfl, distill, ensemble, fedkt, stack.",
         ),
     ],
 )

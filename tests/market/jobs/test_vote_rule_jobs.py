@@ -134,7 +134,7 @@ def test_an_auto_vote_job_names_its_choice_and_reports_on_the_half_it_did_not_re
     browser.force_login(operator)
     page = browser.get(f"/jobs/{job.id}/").content.decode()
     assert (
-        f"Fusion chosen by <code>auto</code>: <strong>{chosen['chosen']}</strong>, the best accuracy of 4 "
+        f"Fusion chosen by <code>auto</code>: <strong>{chosen['chosen']}</strong>, the best accuracy of 5 "
         f"candidates on {chosen['selection_rows']} evaluation rows"
     ) in page
 

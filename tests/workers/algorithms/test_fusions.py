@@ -108,8 +108,31 @@ def test_fedkt_fuse_equals_the_engines_server_side(digits_federation):
         "n_queried": 180,
         "n_abstained": 180 - len(queried),
         "n_trained": len(queried),
+        "silo_designs": {member.key: {"students": 2, "teachers": None} for member in members},
     }
     assert fusion.privacy is None
+
+
+def test_an_l1_report_records_the_most_teachers_a_submission_declared_unless_the_job_names_t(
+    digits_federation,
+):
+    _, probabilities, members, public_x, _, _ = digits_federation
+    declared = [
+        Member(m.key, m.organisation, m.n_examples, m.validation_score, n_models=2, teachers=t)
+        for m, t in zip(members, [3, 1, 4, None] * len(members))
+    ]
+    params = {"partitions": 2, "query": 40, "final": FOREST, "privacy": {"delta": 1e-5}}
+    _, _, fusion = _run(
+        "fedkt",
+        probabilities,
+        declared,
+        public_x,
+        n_classes=10,
+        params=params,
+        noise=LaplaceNoise(gamma=0.1),
+    )
+    assert fusion.privacy.data_independent.teachers == 4
+    assert fusion.details["silo_designs"][declared[1].key] == {"students": 2, "teachers": 1}
 
 
 def test_fedkt_fuse_with_server_noise_reports_party_level_privacy(digits_federation):
@@ -136,13 +159,51 @@ def test_fedkt_fuse_with_server_noise_reports_party_level_privacy(digits_federat
     assert 0 < dependent.epsilon <= independent.epsilon
 
 
-def test_fedkt_refuses_submissions_with_another_number_of_students():
-    with pytest.raises(
-        ValueError, match="but a FedKT job with s = 2 needs one student per partition"
-    ):
+def test_fedkt_refuses_a_submission_with_more_students_than_the_jobs_s_and_takes_fewer():
+    with pytest.raises(ValueError) as refused:
         algorithm_get("fedkt").select(
             [_member("a", n_models=2), _member("b", n_models=3)], {"partitions": 2}, seed=0
         )
+    assert str(refused.value) == (
+        "Submission #b holds 3 FedKT student(s), but a FedKT job with s = 2 takes 1 to 2 students per "
+        "submission (at L1 each is charged for s = 2); set 'partitions' to at least 3 or choose other "
+        "submissions."
+    )
+    own_only = Member("c", "org-c", 10, 0.5, n_models=1, own_model=True)
+    with pytest.raises(ValueError, match="Submission #c holds 0 FedKT student"):
+        algorithm_get("fedkt").select([own_only], {"partitions": 2}, seed=0)
+    small = Member(
+        "d", "org-d", 9, 0.5, n_models=2, own_model=True
+    )  # s_i = 1 student and its own model
+    assert algorithm_get("fedkt").select(
+        [_member("a", n_models=2), small], {"partitions": 2}, seed=0
+    ) == [
+        0,
+        1,
+    ]
+
+
+def test_a_member_with_fewer_students_votes_its_own_s_and_its_own_model_never_votes():
+    # student 1 and the own model say class 1 on row 0; the one student decides the vote: s_i = 1 vote
+    probabilities = np.array([[[0.2, 0.8], [0.9, 0.1]], [[0.0, 1.0], [0.0, 1.0]]])
+    member = Member("d", "org-d", 9, 0.5, n_models=2, own_model=True)
+    signal = algorithm_get("fedkt").member_signal(
+        probabilities, member=member, n_classes=2, params={"partitions": 2}
+    )
+    assert signal.tolist() == [[0, 1], [1, 0]]
+    # the same probabilities with the second file a student: they disagree on row 1, so no vote there
+    both_students = Member("d", "org-d", 9, 0.5, n_models=2)
+    signal = algorithm_get("fedkt").member_signal(
+        probabilities, member=both_students, n_classes=2, params={"partitions": 2}
+    )
+    assert signal.tolist() == [[0, 2], [0, 0]]
+
+
+def test_the_l1_price_of_a_job_does_not_fall_when_a_member_has_fewer_students():
+    fedkt = algorithm_get("fedkt")
+    assert (
+        fedkt.votes_per_submission({"partitions": 2}) == 2
+    )  # charged for s, not the member's s_i = 1
 
 
 def test_ensemble_fuse_labels_by_the_average_of_the_selected_members():
@@ -173,6 +234,19 @@ def test_ensemble_member_signal_averages_the_members_model_files():
         probabilities, member=_member("a", n_models=2), n_classes=2, params={}
     )
     assert signal.tolist() == [[0.75, 0.25]]
+
+
+def test_ensemble_member_signal_is_the_silos_own_model_when_its_submission_carries_one():
+    probabilities = np.array(
+        [[[1.0, 0.0]], [[0.5, 0.5]], [[0.1, 0.9]]]
+    )  # two students, then the own model
+    signal = algorithm_get("ensemble").member_signal(
+        probabilities,
+        member=Member("a", "org-a", 10, 0.5, n_models=3, own_model=True),
+        n_classes=2,
+        params={},
+    )
+    assert signal.tolist() == [[0.1, 0.9]]
 
 
 def test_ensemble_refuses_noise():
@@ -341,9 +415,8 @@ def test_the_job_rows_parameter_shape_is_understood():
     fedkt = algorithm_get("fedkt").validate(
         {"final": {"family": "xgboost"}, "partitions": 2, "query": 300}
     )
-    assert fedkt == {
+    assert fedkt == {  # t is the silos': a job stores it only where it names it
         "partitions": 2,
-        "teachers": 5,
         "query_count": 300,
         "final_model": {"family": "xgboost"},
     }

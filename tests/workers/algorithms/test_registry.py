@@ -1,3 +1,6 @@
+import numpy as np
+import pytest
+
 from workers.algorithms import algorithm_get, kind_choices
 from workers.algorithms.registry import ALGORITHMS, FusionAlgorithm
 from workers.privacy.costs import fedkt_l1_cost
@@ -9,6 +12,7 @@ def test_the_registry_offers_every_registered_kind_with_its_label_fedkt_first():
         ("ensemble", "Ensemble of local models"),
         ("distill", "Ensemble distilled into one model"),
         ("cpfl", "Cohort-parallel distillation"),
+        ("stack", "Stacked fusion"),
     ]
 
 
@@ -37,15 +41,41 @@ def test_every_registered_kind_defines_the_whole_interface_its_callers_use():
         assert isinstance(algorithm, FusionAlgorithm), algorithm.name
 
 
-def test_only_fedkt_with_vote_auto_reads_the_evaluation_split():
+def test_only_fedkt_with_vote_auto_and_the_stack_read_the_evaluation_split():
     for algorithm in ALGORITHMS.values():
-        assert algorithm.reads_evaluation(algorithm.validate({})) is False
+        reads = algorithm.reads_evaluation(algorithm.validate({}))
+        assert reads is (algorithm.name == "stack"), algorithm.name
     fedkt = algorithm_get("fedkt")
     assert fedkt.reads_evaluation(fedkt.validate({"vote": "auto"})) is True
 
 
-def test_only_fedkt_votes_without_an_integer_sensitivity_refuse_server_noise():
+def test_only_fedkt_votes_without_an_integer_sensitivity_and_the_stack_refuse_server_noise():
     for algorithm in ALGORITHMS.values():
-        assert algorithm.noise_refusal(algorithm.validate({})) is None
+        refusal = algorithm.noise_refusal(algorithm.validate({}))
+        assert (refusal is not None) is (algorithm.name == "stack"), algorithm.name
     fedkt = algorithm_get("fedkt")
     assert "Soft voting cannot run at L1" in fedkt.noise_refusal(fedkt.validate({"vote": "soft"}))
+
+
+def test_a_members_probabilities_split_into_its_students_and_its_best_by_one_rule():
+    from workers.algorithms.registry import (
+        Member,
+        member_model_positions,
+        member_probabilities_split,
+    )
+
+    probabilities = np.array([[[1.0, 0.0]], [[0.5, 0.5]], [[0.2, 0.8]]])
+    with_own = Member("1", "1", 10, 0.5, n_models=3, own_model=True)
+    positions = member_model_positions(with_own)
+    assert (positions.students, positions.best) == ((0, 1), (2,))
+    split = member_probabilities_split(probabilities, member=with_own)
+    assert (split.students.tolist(), split.best.tolist()) == (
+        [[[1.0, 0.0]], [[0.5, 0.5]]],
+        [[0.2, 0.8]],
+    )
+    students_only = Member("1", "1", 10, 0.5, n_models=3)
+    split = member_probabilities_split(probabilities, member=students_only)
+    assert len(split.students) == 3
+    assert split.best == pytest.approx(np.array([[1.7 / 3, 1.3 / 3]]))
+    with pytest.raises(ValueError, match="submission #1's 2 model"):
+        member_probabilities_split(probabilities, member=Member("1", "1", 10, 0.5, n_models=2))

@@ -76,6 +76,13 @@ def test_every_kind_estimates_the_rows_it_trains_on_and_its_work():
     fedkt = algorithm_get("fedkt")
     estimate = fedkt.estimate(fedkt.validate({"query_count": 30}), n_public=3000, n_member_models=4)
     assert (estimate.training_rows, estimate.work) == (30, 3000 * 4 + 100 * 8 * 30)
+    auto = fedkt.estimate(
+        fedkt.validate({"query_count": 30, "vote": "auto"}), n_public=3000, n_member_models=4
+    )  # three vote rules, three folds of the stacked candidate and its refit: seven final models
+    assert auto.work == 3000 * 4 + 7 * 100 * 8 * 30
+    stack = algorithm_get("stack")
+    estimate = stack.estimate(stack.validate({"query_count": 40}), n_public=100, n_member_models=3)
+    assert (estimate.training_rows, estimate.work) == (40, 300 + 100 * 8 * 40)
     ensemble = algorithm_get("ensemble")
     estimate = ensemble.estimate(ensemble.validate({}), n_public=100, n_member_models=3)
     assert (estimate.training_rows, estimate.work) == (None, 300)
@@ -90,7 +97,7 @@ def test_every_kind_estimates_the_rows_it_trains_on_and_its_work():
 
 
 def test_every_kind_declares_help_for_each_of_its_keys():
-    for name in ("fedkt", "ensemble", "distill", "cpfl"):
+    for name in ("fedkt", "ensemble", "distill", "cpfl", "stack"):
         algorithm = algorithm_get(name)
         assert set(algorithm.help) <= set(algorithm.keys) | {"selection"}
         assert all(

@@ -1,6 +1,8 @@
 """FedKT's ``vote: auto`` (issue 19): every offered fusion is built from the same uploads, the choice reads one
 stratified half of the evaluation split only, and auto is refused at L1 rather than charged for one release."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -10,6 +12,7 @@ from workers.algorithms.auto_fusion import (
     AUTO_REFUSED_AT_L1,
     EvaluationRows,
     auto_member_signal,
+    ensemble_block,
     evaluation_halves,
     signal_block,
 )
@@ -78,6 +81,11 @@ def test_an_auto_signal_holds_each_rules_signal_side_by_side():
         [0, 0],
     ]  # weights (4, 1)
     assert signal_block(signal, "soft", 2) == pytest.approx(probabilities.mean(axis=0))
+    # the fourth block is the ensemble kind's member signal: the stacked candidate's input
+    ensemble = algorithm_get("ensemble").member_signal(
+        probabilities, member=member, n_classes=2, params={}
+    )
+    np.testing.assert_array_equal(ensemble_block(signal, 2), ensemble)
 
 
 def _federation(seed: int = 0):
@@ -110,15 +118,23 @@ def _federation(seed: int = 0):
     )
 
 
+def _signals(settings, members, probabilities, evaluation):
+    """The summed auto signal, and ``evaluation`` with every member's own signal (as the runner passes them)."""
+    signals = np.stack(
+        [
+            FEDKT.member_signal(p, member=m, n_classes=2, params=settings)
+            for p, m in zip(probabilities, members)
+        ]
+    )
+    return signals.sum(axis=0), replace(evaluation, member_signals=signals)
+
+
 def test_auto_scores_every_candidate_on_the_selection_half_and_names_the_choice():
     members, probabilities, public, evaluation = _federation()
     settings = FEDKT.validate(
         {"vote": "auto", "partitions": 2, "final_model": {"family": "logistic_regression"}}
     )
-    signal = sum(
-        FEDKT.member_signal(p, member=m, n_classes=2, params=settings)
-        for p, m in zip(probabilities, members)
-    )
+    signal, evaluation = _signals(settings, members, probabilities, evaluation)
     fusion = FEDKT.fuse(
         signal, public, members=members, n_classes=2, params=settings, seed=4, evaluation=evaluation
     )
@@ -141,10 +157,7 @@ def test_auto_scores_every_candidate_on_the_selection_half_and_names_the_choice(
 def test_the_choice_reads_only_the_selection_half():
     members, probabilities, public, evaluation = _federation()
     settings = FEDKT.validate({"vote": "auto", "final_model": {"family": "logistic_regression"}})
-    signal = sum(
-        FEDKT.member_signal(p, member=m, n_classes=2, params=settings)
-        for p, m in zip(probabilities, members)
-    )
+    signal, evaluation = _signals(settings, members, probabilities, evaluation)
     _, report = evaluation_halves(evaluation.labels, seed=4)
     features, member_probabilities = (
         evaluation.features.copy(),
@@ -152,7 +165,7 @@ def test_the_choice_reads_only_the_selection_half():
     )
     features[report] = -features[report]  # what the report half holds cannot move the choice
     member_probabilities[:, report] = member_probabilities[:, report, ::-1]
-    scrambled = EvaluationRows(features, evaluation.labels, member_probabilities)
+    scrambled = replace(evaluation, features=features, member_probabilities=member_probabilities)
     first = FEDKT.fuse(
         signal, public, members=members, n_classes=2, params=settings, seed=4, evaluation=evaluation
     )
@@ -168,10 +181,7 @@ def test_when_the_selected_ensemble_wins_the_global_model_is_its_members_alone()
         public
     )  # the public rows tell a final model nothing: every FedKT candidate guesses
     settings = FEDKT.validate({"vote": "auto", "final_model": {"family": "logistic_regression"}})
-    signal = sum(
-        FEDKT.member_signal(p, member=m, n_classes=2, params=settings)
-        for p, m in zip(probabilities, members)
-    )
+    signal, evaluation = _signals(settings, members, probabilities, evaluation)
     fusion = FEDKT.fuse(
         signal, public, members=members, n_classes=2, params=settings, seed=4, evaluation=evaluation
     )
@@ -179,3 +189,36 @@ def test_when_the_selected_ensemble_wins_the_global_model_is_its_members_alone()
     assert fusion.model is None and not fusion.trained.any()
     # the two best declared validation scores (members 10 and 11); the others are not shipped
     assert fusion.details["weights"] == {"10": 1.0, "11": 1.0, "12": 0.0, "13": 0.0}
+
+
+def test_the_stacked_candidate_is_cross_fitted_and_wins_where_every_member_is_biased():
+    """Every member says class 1 only beyond x > 0.8 where the truth is x > 0: each vote rule and the ensemble
+    inherit the bias; the stack learns it from the selection half (scored out of fold there) and is chosen, its
+    global model a fitted model refitted on the whole selection half."""
+    generator = np.random.default_rng(1)
+    public, features = generator.normal(size=(300, 2)), generator.normal(size=(200, 2))
+    biased = lambda x: 1 / (1 + np.exp(-4 * (x[:, 0] - 0.8)))  # noqa: E731
+    members = [
+        Member(key=str(index), organisation=str(index), n_examples=50, validation_score=0.8, n_models=2)
+        for index in range(3)
+    ]
+    probabilities = [
+        np.stack([np.stack([1 - biased(public), biased(public)], axis=1)] * 2) for _ in members
+    ]
+    evaluated = np.stack([np.stack([1 - biased(features), biased(features)], axis=1)] * 3)
+    evaluation = EvaluationRows(features, (features[:, 0] > 0).astype(int), evaluated)
+    settings = FEDKT.validate({"vote": "auto", "final_model": {"family": "logistic_regression"}})
+    signal, evaluation = _signals(settings, members, probabilities, evaluation)
+    fusion = FEDKT.fuse(
+        signal, public, members=members, n_classes=2, params=settings, seed=2, evaluation=evaluation
+    )
+    chosen = fusion.details["auto"]
+    assert chosen["chosen"] == "stacked", chosen["candidates"]
+    assert set(chosen["candidates"]) == set(AUTO_CANDIDATES)
+    assert chosen["candidates"]["stacked"]["accuracy"] > chosen["candidates"]["soft"]["accuracy"] + 0.1
+    selection, report = evaluation_halves(evaluation.labels, seed=2)
+    assert fusion.details["stack"]["fit_rows"] == len(selection)
+    assert fusion.details["stack"]["report_rows"] == len(report)
+    assert fusion.model is not None and fusion.trained.all()
+    report_accuracy = np.mean(fusion.model.predict(features[report]) == evaluation.labels[report])
+    assert report_accuracy > 0.9

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sklearn.metrics import f1_score
 
-from workers.metrics import baselines, majority_class_metrics, silo_baselines
+from workers.metrics import baselines, majority_class_metrics, member_metrics, silo_baselines
 
 
 def test_majority_guess_of_a_three_to_one_split():
@@ -70,7 +70,7 @@ def test_each_silo_is_represented_by_its_best_submission_by_balanced_accuracy():
             "balanced_accuracy": pytest.approx(0.60),
             "macro_f1": pytest.approx(0.55),
             "roc_auc": 0.6,
-        },
+        },  # metrics recorded before issue 31 do not say what they measured
         "n_silos": 2,
     }
 
@@ -101,3 +101,23 @@ def test_the_majority_guess_scores_one_over_the_classes_present_and_the_largest_
     assert measured["balanced_accuracy"] == pytest.approx(1 / present)
     assert measured["accuracy"] == max(counts) / sum(counts)
     assert measured["class"] == counts.index(max(counts))  # ties to the lowest class index
+
+
+def test_a_silo_baseline_says_whether_it_was_measured_with_the_silos_own_model_or_its_students():
+    own = member_metrics(
+        np.array([[0.9, 0.1], [0.2, 0.8]]), np.array([0, 1]), n_classes=2, own_model=True
+    )
+    students = member_metrics(
+        np.array([[0.4, 0.6], [0.2, 0.8]]), np.array([0, 1]), n_classes=2, own_model=False
+    )
+    assert (own["measured_with"], own["accuracy"]) == ("own_model", 1.0)
+    assert (students["measured_with"], students["accuracy"]) == ("students", 0.5)
+    measured = silo_baselines({"1": [own], "2": [students]})
+    assert (
+        measured["best_single_silo"]["silo"],
+        measured["best_single_silo"]["measured_with"],
+    ) == (
+        "1",
+        "own_model",
+    )
+    assert measured["average_silo"]["measured_with"] == {"own_model": 1, "students": 1}

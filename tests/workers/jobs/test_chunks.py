@@ -19,6 +19,35 @@ def _member(key: str) -> Member:
     return Member(key=key, organisation="1", n_examples=10, validation_score=0.5, n_models=2)
 
 
+def test_a_chunks_evaluation_probabilities_are_a_members_own_model_and_its_votes_its_students():
+    # one student then the own model; rows 0-1 public, row 2 the evaluation split
+    probabilities = np.array(
+        [[[0.9, 0.1], [0.2, 0.8], [0.6, 0.4]], [[0.1, 0.9], [0.1, 0.9], [0.3, 0.7]]]
+    )
+    member = Member(
+        key="7", organisation="1", n_examples=10, validation_score=0.5, n_models=2, own_model=True
+    )
+    fedkt = chunk_signals_of(
+        [probabilities],
+        member_ids=[7],
+        members=[member],
+        algorithm=algorithm_get("fedkt"),
+        n_public=2,
+        params={"partitions": 2},
+    )
+    assert fedkt.member_signals.tolist() == [[[1, 0], [0, 1]]]  # s_i = 1: the student's votes alone
+    assert fedkt.evaluation_probabilities.tolist() == [[[0.3, 0.7]]]  # the own model's
+    ensemble = chunk_signals_of(
+        [probabilities],
+        member_ids=[7],
+        members=[member],
+        algorithm=algorithm_get("ensemble"),
+        n_public=2,
+        params={},
+    )
+    assert ensemble.member_signals.tolist() == [[[0.1, 0.9], [0.1, 0.9]]]
+
+
 def test_a_chunks_fedkt_signals_are_its_members_consistent_votes_and_averaged_evaluation():
     # two members of two students each; rows 0-1 are public, row 2 the evaluation split
     agreeing = np.array(

@@ -348,6 +348,20 @@ def test_a_job_over_toolkit_uploads_is_bought_downloaded_and_called_with_the_too
         ],
         tmp_path,
     )
+    from market.submissions.models import Submission
+
+    for submission in Submission.objects.filter(
+        id__in=submissions
+    ):  # the toolkit's own model, validated
+        files = list(submission.model_files.all())
+        assert [f.original_name for f in files] == [
+            "student-1.onnx",
+            "student-2.onnx",
+            "own-model.onnx",
+        ]
+        assert (files[-1].info["role"], submission.status) == ("own", "valid")
+        assert (submission.partitions, submission.teachers) == (2, 5)
+        assert 0.6 < submission.own_model_validation_score <= 1
     operator = OnefoldClient(live_server.url)
     operator.token = operator.obtain_token(username="olivia-operator", password="operator-password")
     job = operator.job_create(
@@ -358,7 +372,6 @@ def test_a_job_over_toolkit_uploads_is_bought_downloaded_and_called_with_the_too
         seed=1,
         parameters={
             "partitions": 2,
-            "teachers": 5,
             "query": 500,
             "final_model": {"family": "random_forest", "n_estimators": 10},
         },

@@ -25,7 +25,19 @@ def test_train_writes_students_that_pass_the_markets_static_checks_and_a_metadat
     result = json.loads(out)
     folder = pulled / "students"
     assert result["output"] == str(folder)
-    assert result["files"] == ["student-1.onnx", "student-2.onnx"]
+    assert result["files"] == ["student-1.onnx", "student-2.onnx", "own-model.onnx"]
+    assert (result["partitions"], result["teachers"], result["design_chosen_for_rows"]) == (
+        2,
+        5,
+        True,
+    )
+    own = result["own_model"]
+    assert (own["file"], own["model_family"], own["learner"]) == (
+        "own-model.onnx",
+        "random_forest",
+        {"family": "random_forest", "n_estimators": 100},
+    )
+    assert 0.7 < own["validation_score"] <= 1
     assert (result["n_local_examples"], result["n_validation_rows"]) == (400, 100)
     assert sum(result["label_distribution"]) == 400
     assert 0.7 < result["local_validation_score"] <= 1
@@ -51,6 +63,90 @@ def test_train_writes_students_that_pass_the_markets_static_checks_and_a_metadat
             limits=ModelLimits(),
         )
         assert info.classes == (0, 1)
+
+
+@pytest.mark.parametrize(
+    ("rows", "training_rows", "partitions", "teachers"),
+    [(12, 9, 1, 1), (150, 120, 2, 5), (40, 32, 2, 3)],
+)
+def test_train_with_defaults_chooses_s_and_t_for_the_silos_rows_and_trains_every_silo_that_has_rows(
+    run_cli, pulled, tmp_path, adult_frame, rows, training_rows, partitions, teachers
+):
+    path = tmp_path / "silo.csv"
+    path.write_bytes(csv_bytes(adult_frame.iloc[1000 : 1000 + rows]))
+    code, out, err = run_cli(
+        "train", "adult-income", "--data", path, "--pulled", pulled, *SMALL_FORESTS, "--json"
+    )
+    assert code == 0, err
+    result = json.loads(out)
+    assert (result["n_local_examples"], result["partitions"], result["teachers"]) == (
+        training_rows,
+        partitions,
+        teachers,
+    )
+    students = [f"student-{index}.onnx" for index in range(1, partitions + 1)]
+    assert result["files"] == [*students, "own-model.onnx"]
+    code, text, _ = run_cli(
+        "train", "adult-income", "--data", path, "--pulled", pulled, *SMALL_FORESTS
+    )
+    assert (
+        f"FedKT: s = {partitions} partition(s) × t = {teachers} teacher(s) (chosen for your rows)."
+        in text
+    )
+
+
+def test_train_keeps_the_s_and_t_a_silo_asks_for_and_a_single_teacher_trains_on_a_twelve_row_silo(
+    run_cli, pulled, tmp_path, adult_frame
+):
+    path = tmp_path / "silo.csv"
+    path.write_bytes(csv_bytes(adult_frame.iloc[1000:1012]))
+    code, out, err = run_cli(
+        "train", "adult-income", "--data", path, "--pulled", pulled, "--teachers", "1", "--json"
+    )
+    assert code == 0, err
+    result = json.loads(out)
+    assert (result["partitions"], result["teachers"]) == (
+        1,
+        1,
+    )  # s follows the one teacher asked for
+    code, out, err = run_cli(
+        "train", "adult-income", "--data", path, "--pulled", pulled, "-s", "2", "-t", "1", "--json"
+    )
+    assert code == 0, err
+    result = json.loads(out)
+    assert (result["partitions"], result["teachers"], result["design_chosen_for_rows"]) == (
+        2,
+        1,
+        False,
+    )
+
+
+def test_train_without_an_own_model_where_asked_or_where_the_federation_does_not_accept_one(
+    run_cli, pulled, silo_csv
+):
+    code, out, err = run_cli(
+        "train",
+        "adult-income",
+        "--data",
+        silo_csv,
+        "--pulled",
+        pulled,
+        *SMALL_FORESTS,
+        "--no-own-model",
+        "--json",
+    )
+    assert code == 0, err
+    assert (json.loads(out)["files"], json.loads(out)["own_model"]) == (
+        ["student-1.onnx", "student-2.onnx"],
+        None,
+    )
+    federation = json.loads((pulled / "federation.json").read_text())
+    (pulled / "federation.json").write_text(json.dumps({**federation, "accepts_own_models": False}))
+    code, out, err = run_cli(
+        "train", "adult-income", "--data", silo_csv, "--pulled", pulled, *SMALL_FORESTS, "--json"
+    )
+    assert code == 0, err
+    assert json.loads(out)["own_model"] is None
 
 
 def test_train_reports_missing_values_unknown_categories_and_ignored_columns(
@@ -247,3 +343,38 @@ def test_train_reads_parquet_as_well_as_csv(run_cli, pulled, tmp_path, adult_fra
     )
     assert code == 0, err
     assert (json.loads(out)["n_local_examples"], json.loads(out)["encoding"]["rows"]) == (400, 500)
+
+
+def test_silo_train_in_process_trains_exactly_what_the_train_command_does(
+    run_cli, pulled, silo_csv
+):
+    from workers.silo.training import load_table, silo_train
+
+    code, out, err = run_cli(
+        "train", "adult-income", "--data", silo_csv, "--pulled", pulled, "--json"
+    )
+    assert code == 0, err
+    command = json.loads(out)
+    with np.load(pulled / "features.npz") as arrays:
+        public = arrays["features"]
+    result, data = silo_train(
+        load_table(silo_csv),
+        json.loads((pulled / "feature-spec.json").read_text()),
+        public,
+        label_column="income",
+        class_labels=["<=50K", ">50K"],
+    )
+    assert len(result.models) == 3 and len(data.labels) == 500
+    same = (
+        "local_validation_score",
+        "student_validation_scores",
+        "own_model",
+        "partitions",
+        "teachers",
+    )
+    assert {name: result.metadata[name] for name in same if name != "own_model"} == {
+        name: command[name] for name in same if name != "own_model"
+    }
+    assert (
+        result.metadata["own_model"]["validation_score"] == command["own_model"]["validation_score"]
+    )

@@ -78,9 +78,29 @@ def test_train_refuses_too_few_rows_for_s_times_t_teachers(run_cli, pulled, tmp_
     assert err == (
         "Error: 48 training rows are too few for s = 2 partitions × t = 5 teachers: each partition splits "
         "the rows into 5 disjoint teacher subsets of at least 10 rows, so at least 50 are needed. Lower "
-        "--teachers or add rows.\n"
+        "--teachers to 4 (the most your rows allow), or leave --teachers out and `train` chooses t for your "
+        "rows.\n"
     )
     assert not (pulled / "out").exists()
+
+
+def test_train_refuses_a_silo_with_too_few_rows_for_one_teacher_and_says_which_option_helps(
+    run_cli, pulled, tmp_path, adult_frame
+):
+    path = tmp_path / "tiny.csv"
+    path.write_bytes(
+        csv_bytes(adult_frame.iloc[2500:2506])
+    )  # 4 training rows after a 20 % hold-out
+    code, _, err = train(run_cli, pulled, path)
+    assert code == EXIT_DATA
+    assert err == (
+        "Error: 4 training rows are too few. A silo needs at least 5 training rows to take part; add labelled "
+        "rows, or hold fewer out with a lower --validation-fraction.\n"
+    )
+    assert not (pulled / "out").exists()
+    code, out, err = train(run_cli, pulled, path, "--validation-fraction", "0.1", "--json")
+    assert code == 0, err
+    assert (json.loads(out)["n_local_examples"], json.loads(out)["teachers"]) == (5, 1)
 
 
 def test_train_refuses_text_in_a_numeric_column(run_cli, pulled, tmp_path, adult_frame):

@@ -14,9 +14,9 @@ from django.db import OperationalError
 
 from market.accounts.models import Organisation, User
 from market.accounts.services import organisation_create, user_create
-from market.database_busy import RETRY_AFTER_SECONDS, database_is_busy
 from market.federations.management.commands.onefold_demo import DEMO_DATA
 from market.jobs.parameters import job_kind_choices
+from market.transient import RETRY_AFTER_SECONDS, database_is_busy
 from workers.silo.errors import OnefoldError
 from workers.silo.simulation import (
     BUYER,
@@ -107,8 +107,18 @@ class Command(BaseCommand):
             help="the job kind, one the engine registry runs (default fedkt)",
         )
         parser.add_argument("--privacy-level", choices=["L0", "L1", "L2"], default="L0")
-        parser.add_argument("--partitions", type=int, default=2, help="FedKT's s")
-        parser.add_argument("--teachers", type=int, default=5, help="FedKT's t")
+        parser.add_argument(
+            "--partitions",
+            type=int,
+            default=None,
+            help="FedKT's s (default: each silo's toolkit chooses)",
+        )
+        parser.add_argument(
+            "--teachers",
+            type=int,
+            default=None,
+            help="FedKT's t (default: each silo's toolkit chooses)",
+        )
         parser.add_argument(
             "--gamma", type=float, default=0.05, help="noise γ at L1 (server) or L2 (silos)"
         )

@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('accounts', '0002_apitoken'),
-        ('federations', '0003_fd_min_contributors'),
+        ('federations', '0004_own_models'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
