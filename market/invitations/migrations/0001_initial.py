@@ -11,7 +11,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('accounts', '0002_apitoken'),
-        ('federations', '0004_membership_policy_and_join_requests'),
+        ('federations', '0005_membership_policy_and_join_requests'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
