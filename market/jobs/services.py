@@ -62,6 +62,7 @@ def _chosen_submissions(
         chosen = list(
             Submission.objects.filter(
                 federation=federation,
+                organisation__federations=federation,  # members only: a removed member's stay out
                 status=SubmissionStatus.VALID,
                 privacy_level__in=usable_levels,
             ).order_by("id")
@@ -81,11 +82,17 @@ def _chosen_submissions(
     if len(set(submissions)) != len(submissions):
         raise InvalidInput("A submission id is listed twice; list each submission once.")
     found = Submission.objects.filter(federation=federation, id__in=submissions).in_bulk()
+    member_ids = set(federation.members.values_list("id", flat=True))
     for submission_id in submissions:
         submission = found.get(submission_id)
         if submission is None:
             raise InvalidInput(
                 f"Submission #{submission_id} does not belong to '{federation.slug}'."
+            )
+        if submission.organisation_id not in member_ids:
+            raise InvalidInput(
+                f"Submission #{submission_id} is from an organisation that is no longer a member of "
+                f"'{federation.slug}'; a removed member's submissions are kept but used in no new job."
             )
         if submission.status != SubmissionStatus.VALID:
             raise InvalidInput(

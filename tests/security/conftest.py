@@ -47,7 +47,9 @@ def world(
     from market.budgets.selectors import budget_list
     from market.commerce.services import credit_request_create, listing_create, purchase_create
     from market.exchanges.services import exchange_create, logits_upload
-    from market.federations.services import federation_join
+    from market.federations.membership import federation_join
+    from market.federations.models import JoinRequest
+    from market.invitations.services import invitation_create
     from market.submissions.services import UploadedModel, submission_create
 
     federation = federation_with_data
@@ -106,8 +108,33 @@ def world(
         federation=federation, name="FAug", n_features=4, epochs=1, batch_size=2, actor=operator
     )
     estimate = _succeeded_estimate(federation, operator, list(submissions.values()))
+    # A third silo waits to be admitted; an open invitation brings a fourth into the federation.
+    waiting = user_create(
+        username="wanda-waiting",
+        password="waiting-password",
+        organisation=organisation_create(name="Waiting Clinic"),
+    )
+    join_request = JoinRequest.objects.create(
+        federation=federation, organisation=waiting.organisation, requested_by=waiting
+    )
+    invitation, invitation_token = invitation_create(
+        user=operator,
+        kind="organisation",
+        organisation_name="Invited Lab",
+        is_silo=True,
+        federation=federation,
+    )
     targets = {
         "none": {None: {}},
+        "join_request": {None: {"join_request_id": join_request.id}},
+        "member": {
+            "silo_a": {"slug": federation.slug, "organisation_id": silo_user.organisation_id}
+        },
+        "invitation": {None: {"invitation_id": invitation.id}},
+        "public_invitation_link": {
+            "open": {"token": invitation_token},
+            "forged": {"token": "not-a-token-the-market-made"},
+        },
         "public": {None: {}},
         "federation": {None: {"slug": federation.slug}},
         "token": {

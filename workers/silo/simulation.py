@@ -159,7 +159,10 @@ def federation_ensure(operator: OnefoldClient, settings: SimulationSettings) -> 
             allowed_privacy_levels=["L0", "L1", "L2"],
             default_privacy_level="L0",
             default_parameters={},
+            membership_policy="open",  # the simulated silos join by themselves
         )
+    elif wanted.data.get("membership_policy", "open") != "open":
+        wanted = operator.federation_update(wanted.slug, membership_policy="open")
     slug = wanted.slug
     try:
         operator.public_dataset(slug)
