@@ -16,10 +16,14 @@ def test_the_split_keeps_validation_rows_apart_from_every_row_a_fusion_reads():
     assert abs(len(split["evaluation"]) - 0.1 * len(labels)) <= 1
 
 
-def test_the_experiment_runs_every_fusion_through_the_engine_and_writes_its_entries(tmp_path, capsys):
+def test_the_experiment_runs_every_fusion_through_the_engine_and_writes_its_entries(
+    tmp_path, capsys
+):
     output = tmp_path / "stack.json"
     assert (
-        stacking.main(["--seeds", "1", "--silos", "4", "--datasets", "titanic", "--output", str(output)])
+        stacking.main(
+            ["--seeds", "1", "--silos", "4", "--datasets", "titanic", "--output", str(output)]
+        )
         == 0
     )
     entries = json.loads(output.read_text())

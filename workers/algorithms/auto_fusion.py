@@ -297,7 +297,9 @@ def stacked_settings(settings: Mapping) -> dict:
     }
 
 
-def _stacked_fit(evaluation: EvaluationRows, public_features, *, fit_rows, settings, n_classes, seed):
+def _stacked_fit(
+    evaluation: EvaluationRows, public_features, *, fit_rows, settings, n_classes, seed
+):
     from workers.algorithms.stacking import stacked_fit
 
     return stacked_fit(

@@ -45,7 +45,16 @@ from workers.features import encode_features, infer_feature_spec
 from workers.partition import dirichlet_label_partition
 
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results" / "stack_validation.json"
-DATASETS = ("twonorm", "banana", "segment", "marketing", "splice", "titanic", "page-blocks0", "adult")
+DATASETS = (
+    "twonorm",
+    "banana",
+    "segment",
+    "marketing",
+    "splice",
+    "titanic",
+    "page-blocks0",
+    "adult",
+)
 SILO_MODEL = {"n_estimators": 100, "min_samples_leaf": 2}
 STACKS = {"stack-logistic": "logistic", "stack-weights": "weights", "stack-auto": "auto"}
 
@@ -62,7 +71,9 @@ def load_table(name: str) -> tuple[np.ndarray, np.ndarray]:
         labels = frame.pop(frame.columns[-1]).astype(str).str.strip().to_numpy()
         frame.columns = [f"x{index}" for index in range(frame.shape[1])]
     _, encoded = np.unique(labels, return_inverse=True)
-    return encode_features(frame, infer_feature_spec(frame), view="ordinal"), encoded.astype(np.int64)
+    return encode_features(frame, infer_feature_spec(frame), view="ordinal"), encoded.astype(
+        np.int64
+    )
 
 
 def _split(labels: np.ndarray, seed: int) -> dict[str, np.ndarray]:
@@ -98,7 +109,9 @@ def run(name: str, seed: int, *, n_silos: int) -> list[dict]:
     ]
 
     def predicted(rows):
-        return np.stack([member_probabilities(model, features[rows], n_classes) for model in models])
+        return np.stack(
+            [member_probabilities(model, features[rows], n_classes) for model in models]
+        )
 
     public, evaluation, validation = (
         predicted(split[part]) for part in ("public", "evaluation", "validation")
@@ -158,7 +171,9 @@ def run(name: str, seed: int, *, n_silos: int) -> list[dict]:
                 ),
             )
         except ValueError as error:
-            entries.append({"dataset": name, "seed": seed, "fusion": fusion_name, "refused": str(error)})
+            entries.append(
+                {"dataset": name, "seed": seed, "fusion": fusion_name, "refused": str(error)}
+            )
             continue
         entries.append(
             entry(
@@ -182,7 +197,9 @@ def summary(entries: list[dict]) -> str:
         cells = []
         for fusion in fusions:
             scored = [
-                e for e in entries if e["dataset"] == name and e["fusion"] == fusion and "accuracy" in e
+                e
+                for e in entries
+                if e["dataset"] == name and e["fusion"] == fusion and "accuracy" in e
             ]
             cells.append(
                 f"{100 * np.mean([e['accuracy'] for e in scored]):.1f} / "

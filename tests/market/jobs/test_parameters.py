@@ -74,7 +74,9 @@ def test_an_l1_default_that_already_fits_is_kept_and_l0_keeps_every_row(federati
     }
 
 
-def test_auto_is_the_l0_default_vote_only_where_the_evaluation_split_allows_it(federation_with_data):
+def test_auto_is_the_l0_default_vote_only_where_the_evaluation_split_allows_it(
+    federation_with_data,
+):
     def default_vote(level, **given):
         validated = job_parameters_validate(
             kind="fedkt",
@@ -86,7 +88,9 @@ def test_auto_is_the_l0_default_vote_only_where_the_evaluation_split_allows_it(f
         return validated.get("vote", "consistent_hard")
 
     assert default_vote("L0") == "auto"
-    assert default_vote("L1") == "consistent_hard"  # the only vote an L1 job is charged for as it is
+    assert (
+        default_vote("L1") == "consistent_hard"
+    )  # the only vote an L1 job is charged for as it is
     assert default_vote("L2") == "consistent_hard"
     assert default_vote("L0", vote="soft") == "soft"  # a named vote is kept
     assert default_vote("L0", vote="consistent_hard") == "consistent_hard"

@@ -46,7 +46,9 @@ def _federation(seed: int = 0, *, n_members: int = 6, informative: bool = True):
             return np.stack([1 - positive, positive], axis=1)
 
         members.append(
-            Member(key=str(10 + index), organisation=str(index), n_examples=50, validation_score=0.5)
+            Member(
+                key=str(10 + index), organisation=str(index), n_examples=50, validation_score=0.5
+            )
         )
         public_probabilities.append(probabilities(public)[None])
         evaluation_probabilities.append(probabilities(evaluation))
@@ -97,7 +99,9 @@ def test_the_stack_is_a_kind_whose_signal_is_the_ensembles_and_which_refuses_noi
             seed=0,
         )
     with pytest.raises(ValueError, match="evaluation split, which was not given"):
-        STACK.fuse(np.zeros((4, 2)), np.zeros((4, 2)), members=[], n_classes=2, params=settings, seed=0)
+        STACK.fuse(
+            np.zeros((4, 2)), np.zeros((4, 2)), members=[], n_classes=2, params=settings, seed=0
+        )
 
 
 def test_a_stack_fits_on_one_half_and_beats_the_members_average_on_the_other():
@@ -141,7 +145,11 @@ def test_no_metric_reads_a_row_the_fit_used_poisoned_report_rows_change_nothing(
     labels = _truth(evaluation)
     settings = STACK.validate({"final_model": LINEAR})
     clean = _fused(
-        settings, members, public_probabilities, public, EvaluationRows(evaluation, labels, evaluated)
+        settings,
+        members,
+        public_probabilities,
+        public,
+        EvaluationRows(evaluation, labels, evaluated),
     )
     fit, report = evaluation_halves(labels, seed=3)
     poisoned_probabilities, poisoned_features = evaluated.copy(), evaluation.copy()
