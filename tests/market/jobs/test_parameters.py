@@ -120,3 +120,20 @@ def test_a_larger_limit_lets_the_default_l1_job_query_more_rows_up_to_all_of_the
 def test_the_job_models_kinds_are_the_engine_registrys():
     assert list(Job._meta.get_field("kind").choices) == kind_choices()
     assert "fd" not in dict(Job._meta.get_field("kind").choices)
+
+
+def test_a_stack_runs_at_l0_and_on_l2_submissions_and_is_refused_at_l1(federation_with_data):
+    from market.errors import InvalidInput
+
+    def validated(level):
+        return job_parameters_validate(
+            kind="stack",
+            privacy_level=level,
+            parameters={},
+            federation=federation_with_data,
+            n_public=2000,
+        )
+
+    assert validated("L0")["aggregator"] == validated("L2")["aggregator"] == "auto"
+    with pytest.raises(InvalidInput, match="A stacked fusion cannot run at L1"):
+        validated("L1")

@@ -233,3 +233,45 @@ def test_a_stack_needs_every_members_own_signal():
             seed=0,
             evaluation=EvaluationRows(evaluation, _truth(evaluation), evaluated),
         )
+
+
+def test_a_stack_of_three_classes_with_a_rare_one_fits_and_predicts_every_class():
+    generator = np.random.default_rng(4)
+    public, evaluation = generator.normal(size=(300, 2)), generator.normal(size=(240, 2))
+
+    def truth(x):
+        return np.where(x[:, 0] > 1.2, 2, (x[:, 1] > 0).astype(int))  # class 2 about 11 %
+
+    members, signals, evaluated = [], [], []
+    for index in range(4):
+        noise = generator.normal(scale=0.3, size=(1, 3))
+
+        def probabilities(x, noise=noise):
+            scores = np.eye(3)[truth(x)] * 3 + noise
+            return np.exp(scores) / np.exp(scores).sum(axis=1, keepdims=True)
+
+        members.append(
+            Member(key=str(index), organisation=str(index), n_examples=30, validation_score=0.5)
+        )
+        signals.append(probabilities(public)[None])
+        evaluated.append(probabilities(evaluation))
+    settings = STACK.validate({"final_model": LINEAR})
+    signal = np.stack(
+        [
+            STACK.member_signal(p, member=m, n_classes=3, params=settings)
+            for p, m in zip(signals, members)
+        ]
+    )
+    fusion = STACK.fuse(
+        signal.sum(axis=0),
+        public,
+        members=members,
+        n_classes=3,
+        params=settings,
+        seed=1,
+        evaluation=EvaluationRows(
+            evaluation, truth(evaluation), np.stack(evaluated), member_signals=signal
+        ),
+    )
+    assert fusion.model.predict_proba(evaluation).shape == (240, 3)
+    assert set(fusion.labels.tolist()) == {0, 1, 2}
