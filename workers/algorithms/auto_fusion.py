@@ -96,8 +96,8 @@ def evaluation_halves(labels, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
     labels = np.asarray(labels)
     if len(labels) < 2:
         raise ValueError(
-            '"vote": "auto" needs an evaluation split of at least 2 rows to choose on one half '
-            "and report on the other."
+            '"vote": "auto" and the stacked fusion need an evaluation split of at least 2 rows, to '
+            "choose or fit on one half and report on the other."
         )
     generator = np.random.default_rng(seed)
     halves = []
