@@ -226,3 +226,14 @@ def test_the_stacked_candidate_is_cross_fitted_and_wins_where_every_member_is_bi
     assert fusion.model is not None and fusion.trained.all()
     report_accuracy = np.mean(fusion.model.predict(features[report]) == evaluation.labels[report])
     assert report_accuracy > 0.9
+
+
+def test_signals_stored_before_the_ensemble_block_leave_the_stacked_candidate_out():
+    members, probabilities, public, evaluation = _federation()
+    settings = FEDKT.validate({"vote": "auto", "final_model": {"family": "logistic_regression"}})
+    signal, evaluation = _signals(settings, members, probabilities, evaluation)
+    older = replace(evaluation, member_signals=evaluation.member_signals[..., : 3 * 2])
+    fusion = FEDKT.fuse(
+        signal, public, members=members, n_classes=2, params=settings, seed=4, evaluation=older
+    )
+    assert set(fusion.details["auto"]["candidates"]) == set(AUTO_CANDIDATES) - {"stacked"}
