@@ -13,7 +13,8 @@ kind's member signal). An *aggregator* maps the members' probabilities of a row 
   average of the members' probabilities (a weighted ensemble: it trusts the members that are right more).
 
 The aggregator is fitted on *fit rows* (the job's half of the evaluation split, :func:`stacked_fit`); which
-aggregator to use (``auto``: the better out-of-fold accuracy of the two, ties to ``logistic``) and whether the fit
+aggregator to use (``auto``: the better out-of-fold accuracy of the two, ties to ``logistic``; the mean of
+accuracy and balanced accuracy chose no better on validation rows, ``docs/results/stack.md``) and whether the fit
 is any use are judged by cross-fitting within the fit rows (:func:`out_of_fold`, :data:`FOLDS` stratified folds):
 a stack whose out-of-fold predictions are neither more accurate than the majority class of the training folds
 nor better balanced than that constant is refused with a ValueError (:func:`constant_refusal`). Rows the fit did

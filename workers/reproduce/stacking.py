@@ -92,7 +92,7 @@ def _forest(features, labels, n_classes: int, seed: int):
     return model
 
 
-def run(name: str, seed: int, *, n_silos: int) -> list[dict]:
+def run(name: str, seed: int, *, n_silos: int, stacks=tuple(STACKS)) -> list[dict]:
     """Every fusion of one data set and seed, scored on its validation rows; one entry per fusion."""
     features, labels = load_table(name)
     n_classes = int(labels.max()) + 1
@@ -146,7 +146,8 @@ def run(name: str, seed: int, *, n_silos: int) -> list[dict]:
         ),
     ]
     engine = algorithm_get("stack")
-    for fusion_name, aggregator in STACKS.items():
+    for fusion_name in stacks:
+        aggregator = STACKS[fusion_name]
         params = engine.validate({"aggregator": aggregator})
         signals = np.stack(
             [
@@ -201,11 +202,14 @@ def summary(entries: list[dict]) -> str:
                 for e in entries
                 if e["dataset"] == name and e["fusion"] == fusion and "accuracy" in e
             ]
+            ran = any(e["dataset"] == name and e["fusion"] == fusion for e in entries)
             cells.append(
                 f"{100 * np.mean([e['accuracy'] for e in scored]):.1f} / "
                 f"{np.mean([e['balanced_accuracy'] for e in scored]):.3f}"
                 if scored
                 else "refused"
+                if ran
+                else "–"
             )
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -217,12 +221,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--silos", type=int, default=10)
     parser.add_argument("--datasets", default=",".join(DATASETS))
     parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--stacks", default=",".join(STACKS), help="the stack variants to run")
     arguments = parser.parse_args(argv)
     entries = [
         entry
         for name in arguments.datasets.split(",")
         for seed in range(arguments.seeds)
-        for entry in run(name, seed, n_silos=arguments.silos)
+        for entry in run(name, seed, n_silos=arguments.silos, stacks=arguments.stacks.split(","))
     ]
     arguments.output.write_text(json.dumps(entries, indent=1) + "\n")
     print(summary(entries))
