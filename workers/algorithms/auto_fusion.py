@@ -14,7 +14,7 @@ Candidates (:data:`AUTO_CANDIDATES`, in this order; a tie on the criterion goes 
 - ``stacked``: the stacked fusion (:mod:`workers.algorithms.stacking`, the "stack" job kind with its default
   aggregator and the job's final model and query), fitted on the selection half. It needs each member's own
   signal (:attr:`EvaluationRows.member_signals`: the fourth block of an ``auto`` member signal is the ensemble
-  kind's member signal); without them it is not a candidate.
+  kind's member signal); without them (or in signals stored before that block) it is not a candidate.
 
 The ``soft`` candidate is the ensemble of every member distilled into the final model (its labels are the arg-max
 of the members' summed probabilities), so distillation of the ensemble needs no candidate of its own.
@@ -96,8 +96,8 @@ def evaluation_halves(labels, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
     labels = np.asarray(labels)
     if len(labels) < 2:
         raise ValueError(
-            '"vote": "auto" needs an evaluation split of at least 2 rows to choose on one half '
-            "and report on the other."
+            '"vote": "auto" and the stacked fusion need an evaluation split of at least 2 rows, to '
+            "choose or fit on one half and report on the other."
         )
     generator = np.random.default_rng(seed)
     halves = []
@@ -227,7 +227,9 @@ def auto_fuse(
     for rule in AUTO_VOTE_RULES:
         probabilities[rule] = probabilities[rule][selection]
     stack_settings = stacked_settings(settings)
-    if evaluation.member_signals is not None:
+    signals = evaluation.member_signals
+    # a job whose chunks were stored before the ensemble block existed has no stacked candidate
+    if signals is not None and np.shape(signals)[-1] >= (ENSEMBLE_BLOCK + 1) * n_classes:
         probabilities["stacked"] = stacked_candidate_probabilities(
             evaluation,
             public_features,
@@ -297,7 +299,9 @@ def stacked_settings(settings: Mapping) -> dict:
     }
 
 
-def _stacked_fit(evaluation: EvaluationRows, public_features, *, fit_rows, settings, n_classes, seed):
+def _stacked_fit(
+    evaluation: EvaluationRows, public_features, *, fit_rows, settings, n_classes, seed
+):
     from workers.algorithms.stacking import stacked_fit
 
     return stacked_fit(

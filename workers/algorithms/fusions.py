@@ -186,7 +186,9 @@ class FedKTFusion:
         + ", ".join(FINAL_MODEL_FAMILIES)
         + ", ...hyperparameters}.",
         "vote": (
-            "How silos vote: " + " | ".join(VOTE_RULES) + " (default auto at L0 where the evaluation split "
+            "How silos vote: "
+            + " | ".join(VOTE_RULES)
+            + " (default auto at L0 where the evaluation split "
             "allows it, else consistent_hard, the paper's; class_weighted weighs a silo's votes per class by its "
             "declared share of that class; soft sums the students' probabilities and is refused at L1; auto "
             "chooses among these, Guha's ensemble with selection and the stacked fusion on half of the "

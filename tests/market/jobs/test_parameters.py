@@ -129,7 +129,9 @@ def test_an_l1_default_that_already_fits_is_kept_and_l0_keeps_every_row(federati
     }
 
 
-def test_auto_is_the_l0_default_vote_only_where_the_evaluation_split_allows_it(federation_with_data):
+def test_auto_is_the_l0_default_vote_only_where_the_evaluation_split_allows_it(
+    federation_with_data,
+):
     def default_vote(level, **given):
         validated = job_parameters_validate(
             kind="fedkt",
@@ -141,7 +143,9 @@ def test_auto_is_the_l0_default_vote_only_where_the_evaluation_split_allows_it(f
         return validated.get("vote", "consistent_hard")
 
     assert default_vote("L0") == "auto"
-    assert default_vote("L1") == "consistent_hard"  # the only vote an L1 job is charged for as it is
+    assert (
+        default_vote("L1") == "consistent_hard"
+    )  # the only vote an L1 job is charged for as it is
     assert default_vote("L2") == "consistent_hard"
     assert default_vote("L0", vote="soft") == "soft"  # a named vote is kept
     assert default_vote("L0", vote="consistent_hard") == "consistent_hard"
@@ -172,3 +176,20 @@ def test_a_larger_limit_lets_the_default_l1_job_query_more_rows_up_to_all_of_the
 def test_the_job_models_kinds_are_the_engine_registrys():
     assert list(Job._meta.get_field("kind").choices) == kind_choices()
     assert "fd" not in dict(Job._meta.get_field("kind").choices)
+
+
+def test_a_stack_runs_at_l0_and_on_l2_submissions_and_is_refused_at_l1(federation_with_data):
+    from market.errors import InvalidInput
+
+    def validated(level):
+        return job_parameters_validate(
+            kind="stack",
+            privacy_level=level,
+            parameters={},
+            federation=federation_with_data,
+            n_public=2000,
+        )
+
+    assert validated("L0")["aggregator"] == validated("L2")["aggregator"] == "auto"
+    with pytest.raises(InvalidInput, match="A stacked fusion cannot run at L1"):
+        validated("L1")

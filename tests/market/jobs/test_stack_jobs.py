@@ -39,7 +39,9 @@ def test_a_stack_job_reports_on_the_half_it_did_not_fit_and_its_model_is_publish
     for metrics in model.submission_metrics.values():  # the baselines read the same rows
         assert sum(map(sum, metrics["confusion_matrix"])) == len(report)
     assert stack["aggregator"] in ("logistic", "weights")
-    assert model.metrics["balanced_accuracy"] > model.baselines["majority_class"]["balanced_accuracy"]
+    assert (
+        model.metrics["balanced_accuracy"] > model.baselines["majority_class"]["balanced_accuracy"]
+    )
     assert any("Stacked by" in line.message for line in job.log_entries.all())
     from django.test import Client
 
@@ -49,7 +51,9 @@ def test_a_stack_job_reports_on_the_half_it_did_not_fit_and_its_model_is_publish
     assert (
         f"Stacked by <strong>{stack['aggregator']}</strong>, fitted on {stack['fit_rows']} evaluation rows"
     ) in page
-    assert f"the metrics below are on the other {len(report)} rows, which the fit did not read" in page
+    assert (
+        f"the metrics below are on the other {len(report)} rows, which the fit did not read" in page
+    )
     assert model.model_family == "logistic_regression"
     listing = listing_publish(  # publishing runs the model from its package with onnxruntime
         listing=listing_create(
@@ -118,7 +122,11 @@ def test_an_l0_fedkt_job_that_names_no_vote_chooses_with_auto_across_kinds_and_p
         django_capture_on_commit_callbacks,
         kind="fedkt",
         privacy_level="L0",
-        parameters={"partitions": 2, "query": 0.25, "final_model": {"family": "logistic_regression"}},
+        parameters={
+            "partitions": 2,
+            "query": 0.25,
+            "final_model": {"family": "logistic_regression"},
+        },
         seed=4,
     )
     assert (body["parameters"]["vote"], body["parameters"]["vote_weight_max"]) == ("auto", 4)

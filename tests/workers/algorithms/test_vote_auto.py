@@ -199,7 +199,9 @@ def test_the_stacked_candidate_is_cross_fitted_and_wins_where_every_member_is_bi
     public, features = generator.normal(size=(300, 2)), generator.normal(size=(200, 2))
     biased = lambda x: 1 / (1 + np.exp(-4 * (x[:, 0] - 0.8)))  # noqa: E731
     members = [
-        Member(key=str(index), organisation=str(index), n_examples=50, validation_score=0.8, n_models=2)
+        Member(
+            key=str(index), organisation=str(index), n_examples=50, validation_score=0.8, n_models=2
+        )
         for index in range(3)
     ]
     probabilities = [
@@ -215,10 +217,23 @@ def test_the_stacked_candidate_is_cross_fitted_and_wins_where_every_member_is_bi
     chosen = fusion.details["auto"]
     assert chosen["chosen"] == "stacked", chosen["candidates"]
     assert set(chosen["candidates"]) == set(AUTO_CANDIDATES)
-    assert chosen["candidates"]["stacked"]["accuracy"] > chosen["candidates"]["soft"]["accuracy"] + 0.1
+    assert (
+        chosen["candidates"]["stacked"]["accuracy"] > chosen["candidates"]["soft"]["accuracy"] + 0.1
+    )
     selection, report = evaluation_halves(evaluation.labels, seed=2)
     assert fusion.details["stack"]["fit_rows"] == len(selection)
     assert fusion.details["stack"]["report_rows"] == len(report)
     assert fusion.model is not None and fusion.trained.all()
     report_accuracy = np.mean(fusion.model.predict(features[report]) == evaluation.labels[report])
     assert report_accuracy > 0.9
+
+
+def test_signals_stored_before_the_ensemble_block_leave_the_stacked_candidate_out():
+    members, probabilities, public, evaluation = _federation()
+    settings = FEDKT.validate({"vote": "auto", "final_model": {"family": "logistic_regression"}})
+    signal, evaluation = _signals(settings, members, probabilities, evaluation)
+    older = replace(evaluation, member_signals=evaluation.member_signals[..., : 3 * 2])
+    fusion = FEDKT.fuse(
+        signal, public, members=members, n_classes=2, params=settings, seed=4, evaluation=older
+    )
+    assert set(fusion.details["auto"]["candidates"]) == set(AUTO_CANDIDATES) - {"stacked"}
