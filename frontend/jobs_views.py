@@ -33,7 +33,12 @@ from market.jobs.selectors import (
     job_progress,
 )
 from market.jobs.services import SUBMISSION_LEVELS_FOR, job_cancel, job_create
-from market.jobs.visibility import global_model_view, named_contributions, named_submission_metrics
+from market.jobs.visibility import (
+    global_model_view,
+    named_contribution_values,
+    named_contributions,
+    named_submission_metrics,
+)
 from market.json_input import json_text_parse
 from market.submissions.models import Submission, SubmissionStatus
 from market.submissions.selectors import submission_list
@@ -227,6 +232,7 @@ def _job_context(request, job_id: int) -> dict:
         "view": view,
         "silos": named_submission_metrics(view) if view else [],
         "contributions": named_contributions(view) if view else [],
+        "contribution_values": named_contribution_values(view) if view else [],
         "may_cancel": job.status not in FINAL
         and (request.user.is_operator or request.user.id == job.requested_by_id),
     }
