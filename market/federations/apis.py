@@ -8,7 +8,7 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from market.federations.models import PrivacyLevel
+from market.federations.models import PrivacyLevel, RevenueSplit
 from market.federations.selectors import (
     evaluation_split_current,
     federation_get,
@@ -38,6 +38,10 @@ class FederationOutput(serializers.Serializer):
     default_parameters = serializers.DictField()
     accepts_own_models = serializers.BooleanField(
         help_text="Whether an L0 submission may carry the silo's own model beside its FedKT students."
+    )
+    revenue_split = serializers.ChoiceField(
+        RevenueSplit.choices,
+        help_text="How a sale's revenue is split among the model's silos: agreement, value (L0 models) or equal.",
     )
     is_member = serializers.BooleanField()
     created_at = serializers.DateTimeField()

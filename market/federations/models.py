@@ -10,6 +10,14 @@ class PrivacyLevel(models.TextChoices):
     L2 = "L2", "L2: party noise, example-level DP"
 
 
+class RevenueSplit(models.TextChoices):
+    """How a sale's revenue is split among a model's silos (market.commerce.revenue.split_basis)."""
+
+    AGREEMENT = "agreement", "By share of agreeing labels"
+    VALUE = "value", "By contribution value (L0 models; negative values are paid nothing)"
+    EQUAL = "equal", "Equally among the silos that took part"
+
+
 class Federation(models.Model):
     """One learning task: public data, feature specification, classes, privacy rules, members."""
 
@@ -54,6 +62,13 @@ class Federation(models.Model):
         default=2,
         help_text="Fewest other silos an FD exchange's per-label average may be made of (at least 2: an "
         "average of one silo is that silo's upload).",
+    )
+    revenue_split = models.CharField(
+        max_length=20,
+        choices=RevenueSplit.choices,
+        default=RevenueSplit.AGREEMENT,
+        help_text="How a sale's revenue is split among the model's silos (docs/market.md); the value split "
+        "applies to L0 models only, and an L1 or L2 model is split by agreement.",
     )
     members = models.ManyToManyField(Organisation, through="Membership", related_name="federations")
     created_by = models.ForeignKey(

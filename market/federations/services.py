@@ -14,6 +14,7 @@ from market.federations.models import (
     Membership,
     PrivacyLevel,
     PublicDataset,
+    RevenueSplit,
 )
 from market.federations.selectors import public_dataset_current
 from market.storage import arrays_to_npz, artifact_save, artifacts_removed_on_error, sha256_of
@@ -88,6 +89,12 @@ def _clean_policies(policies: dict) -> dict:
                     f"silo is that silo's upload), not {value!r}."
                 )
             cleaned[name] = value
+        elif name == "revenue_split":
+            if value not in RevenueSplit.values:
+                raise InvalidInput(
+                    f"'revenue_split' must be one of {', '.join(RevenueSplit.values)}, not {value!r}."
+                )
+            cleaned[name] = value
         elif not isinstance(value, bool):
             raise InvalidInput(f"'{name}' must be true or false, not {value!r}.")
         else:
@@ -104,6 +111,7 @@ FEDERATION_POLICIES = (
     "buyers_may_launch_jobs",
     "accepts_own_models",
     "fd_min_contributors",
+    "revenue_split",
 )
 
 
