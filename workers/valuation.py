@@ -61,15 +61,13 @@ def silo_scores(
     silos = sorted(member_probabilities)
     scores = []
     for silo in silos:
-        total = None
+        counted = []
         for probabilities in member_probabilities[silo]:
             probabilities = np.asarray(probabilities, dtype=np.float64)[:, :n_classes]
-            if rule == "vote":
-                counted = np.eye(n_classes)[probabilities.argmax(axis=1)]
-            else:
-                counted = probabilities
-            total = counted if total is None else total + counted
-        scores.append(total)
+            counted.append(
+                np.eye(n_classes)[probabilities.argmax(axis=1)] if rule == "vote" else probabilities
+            )
+        scores.append(np.sum(counted, axis=0))
     return silos, np.stack(scores)
 
 
