@@ -46,7 +46,7 @@ PERMUTATIONS = 500
 #: The combination rules a coalition is re-counted with.
 RULES = ("vote", "average")
 MEASURES = ("balanced_accuracy", "accuracy")
-_BATCH = 256  # coalitions per matrix product
+_BATCH = 64  # coalitions per matrix product
 
 
 def silo_scores(
@@ -73,20 +73,18 @@ def silo_scores(
 
 def _expected_correct(summed: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """``(n_coalitions, n_rows)``: the chance that a uniform draw among the top-scoring classes is the true one."""
-    top = summed.max(axis=2, keepdims=True)
-    tied = np.isclose(summed, top, rtol=0.0, atol=1e-9)
-    n_tied = tied.sum(axis=2)
-    rows = np.arange(labels.size)
-    return tied[:, rows, labels] / n_tied
+    tied = summed >= summed.max(axis=1, keepdims=True) - 1e-9  # summed: (n_coalitions, K, n_rows)
+    true_class_tied = np.take_along_axis(tied, labels[None, None, :], axis=1)[:, 0, :]
+    return true_class_tied / tied.sum(axis=1)
 
 
 def _measures(correct: np.ndarray, labels: np.ndarray, n_classes: int) -> dict[str, np.ndarray]:
-    present = [label for label in range(n_classes) if np.any(labels == label)]
+    counts = np.bincount(labels, minlength=n_classes).astype(np.float64)
+    present = counts > 0
+    one_hot = np.eye(n_classes)[labels][:, present] / counts[present]  # (n_rows, classes present)
     return {
         "accuracy": correct.mean(axis=1),
-        "balanced_accuracy": np.mean(
-            [correct[:, labels == label].mean(axis=1) for label in present], axis=0
-        ),
+        "balanced_accuracy": (correct @ one_hot).mean(axis=1),
     }
 
 
@@ -96,11 +94,13 @@ def coalition_values(
     """``v(S)`` for each coalition (a row of 0/1 ``masks``, ``(n_coalitions, n_silos)``), per measure."""
     labels = np.asarray(labels, dtype=np.int64)
     n_silos, n_rows, _ = scores.shape
-    flat = scores.reshape(n_silos, -1)
+    flat = scores.transpose(0, 2, 1).reshape(
+        n_silos, -1
+    )  # class-major: reductions over classes are fast
     values: dict[str, list[np.ndarray]] = {measure: [] for measure in MEASURES}
     for start in range(0, len(masks), _BATCH):
         batch = np.asarray(masks[start : start + _BATCH], dtype=np.float64)
-        summed = (batch @ flat).reshape(len(batch), n_rows, n_classes)
+        summed = (batch @ flat).reshape(len(batch), n_classes, n_rows)
         measured = _measures(_expected_correct(summed, labels), labels, n_classes)
         for measure in MEASURES:
             values[measure].append(measured[measure])
@@ -130,15 +130,16 @@ def permutation_shapley(
     """Permutation-sampling Shapley estimates and their standard errors: ({measure: φ}, {measure: se})."""
     n = scores.shape[0]
     generator = np.random.default_rng(seed)
-    marginals = {measure: np.zeros((permutations, n)) for measure in MEASURES}
-    for p in range(permutations):
-        order = generator.permutation(n)
-        masks = np.zeros((n + 1, n))
-        for position, silo in enumerate(order):
-            masks[position + 1 :, silo] = 1.0
-        values = coalition_values(scores, labels, masks, n_classes=n_classes)
-        for measure in MEASURES:
-            marginals[measure][p, order] = np.diff(values[measure])
+    orders = np.array([generator.permutation(n) for _ in range(permutations)])
+    # each order's n + 1 growing coalitions, all orders' in one batch of matrix products
+    positions = np.argsort(orders, axis=1)  # positions[p, silo]: where the silo joins in order p
+    steps = np.arange(n + 1)[None, :, None]
+    masks = (positions[:, None, :] < steps).reshape(-1, n)
+    values = coalition_values(scores, labels, masks, n_classes=n_classes)
+    marginals = {}
+    for measure in MEASURES:
+        gains = np.diff(values[measure].reshape(permutations, n + 1), axis=1)  # by position
+        marginals[measure] = np.take_along_axis(gains, positions, axis=1)  # by silo
     estimates = {measure: marginals[measure].mean(axis=0) for measure in MEASURES}
     errors = {
         measure: marginals[measure].std(axis=0, ddof=1) / np.sqrt(permutations)
