@@ -37,6 +37,7 @@ from market.commerce.services import (
 from market.errors import InvalidInput
 from market.federations.models import Federation, PrivacyLevel
 from market.jobs.models import GlobalModel
+from market.jobs.visibility import own_contribution_values
 
 PAGE_SIZE = 20
 
@@ -237,5 +238,6 @@ def earnings_page(request):
             "section": "earnings",
             "organisation": organisation,
             "earnings": earnings_for(organisation=organisation),
+            "contribution_values": own_contribution_values(organisation_id=organisation.id),
         },
     )

@@ -46,6 +46,7 @@ from market.jobs.services import SUBMISSION_LEVELS_FOR, job_cancel, job_create
 from market.jobs.visibility import (
     estimate_visible,
     global_model_view,
+    named_contribution_values,
     named_contributions,
     named_submission_metrics,
 )
@@ -372,6 +373,7 @@ def _job_context(request, job_id: int) -> dict:
         "view": view,
         "silos": named_submission_metrics(view) if view else [],
         "contributions": named_contributions(view) if view else [],
+        "contribution_values": named_contribution_values(view) if view else [],
         "may_cancel": job.status not in FINAL
         and (request.user.is_operator or request.user.id == job.requested_by_id),
     }

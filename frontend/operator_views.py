@@ -27,7 +27,7 @@ from market.commerce.services import (
     wallet_top_up,
 )
 from market.errors import DomainError, InvalidInput, NotFound
-from market.federations.models import MembershipPolicy, PrivacyLevel
+from market.federations.models import MembershipPolicy, PrivacyLevel, RevenueSplit
 from market.federations.selectors import federation_get
 from market.federations.services import (
     evaluation_split_upload,
@@ -92,6 +92,8 @@ def _policies(post) -> dict:
             policies[name] = post[name].strip()
     if post.get("membership_policy"):
         policies["membership_policy"] = post["membership_policy"]
+    if post.get("revenue_split", "").strip():
+        policies["revenue_split"] = post["revenue_split"].strip()
     minimum = post.get("fd_min_contributors", "").strip()
     if minimum:
         policies["fd_min_contributors"] = (
@@ -113,6 +115,7 @@ def federation_create_page(request):
         "chosen_membership_policy": request.POST.get("membership_policy")
         if posted
         else MembershipPolicy.REQUEST,
+        "revenue_splits": RevenueSplit.choices,
         "error": "",
         "form": request.POST,
         # L0 (no noise) only where members trust each other: not offered unless the operator ticks it.

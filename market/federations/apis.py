@@ -14,7 +14,12 @@ from market.federations.membership import (
     join_request_refuse,
     membership_remove,
 )
-from market.federations.models import JoinRequestStatus, MembershipPolicy, PrivacyLevel
+from market.federations.models import (
+    JoinRequestStatus,
+    MembershipPolicy,
+    PrivacyLevel,
+    RevenueSplit,
+)
 from market.federations.selectors import (
     evaluation_split_current,
     federation_get,
@@ -48,6 +53,10 @@ class FederationOutput(serializers.Serializer):
         help_text="Whether an L0 submission may carry the silo's own model beside its FedKT students."
     )
     membership_policy = serializers.ChoiceField(MembershipPolicy.choices)
+    revenue_split = serializers.ChoiceField(
+        RevenueSplit.choices,
+        help_text="How a sale's revenue is split among the model's silos: agreement, value (L0 models) or equal.",
+    )
     is_member = serializers.BooleanField()
     join_requested = serializers.BooleanField(
         help_text="Whether your organisation's request to join waits for an operator."

@@ -18,6 +18,14 @@ class MembershipPolicy(models.TextChoices):
     INVITATION = "invitation", "By invitation: only silos the operator invites"
 
 
+class RevenueSplit(models.TextChoices):
+    """How a sale's revenue is split among a model's silos (market.commerce.revenue.split_basis)."""
+
+    AGREEMENT = "agreement", "By share of agreeing labels"
+    VALUE = "value", "By contribution value (L0 models; negative values are paid nothing)"
+    EQUAL = "equal", "Equally among the silos that took part"
+
+
 class Federation(models.Model):
     """One learning task: public data, feature specification, classes, privacy rules, members."""
 
@@ -68,6 +76,13 @@ class Federation(models.Model):
         choices=MembershipPolicy.choices,
         default=MembershipPolicy.REQUEST,
         help_text="Whether a silo may join by itself, asks the operator to be admitted, or must be invited.",
+    )
+    revenue_split = models.CharField(
+        max_length=20,
+        choices=RevenueSplit.choices,
+        default=RevenueSplit.AGREEMENT,
+        help_text="How a sale's revenue is split among the model's silos (docs/market.md); the value split "
+        "applies to L0 models only, and an L1 or L2 model is split by agreement.",
     )
     members = models.ManyToManyField(Organisation, through="Membership", related_name="federations")
     created_by = models.ForeignKey(

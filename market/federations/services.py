@@ -14,6 +14,7 @@ from market.federations.models import (
     MembershipPolicy,
     PrivacyLevel,
     PublicDataset,
+    RevenueSplit,
 )
 from market.federations.selectors import public_dataset_current, require_operator
 from market.storage import arrays_to_npz, artifact_save, artifacts_removed_on_error, sha256_of
@@ -89,6 +90,12 @@ def _clean_policies(policies: dict) -> dict:
                     f"silo is that silo's upload), not {value!r}."
                 )
             cleaned[name] = value
+        elif name == "revenue_split":
+            if value not in RevenueSplit.values:
+                raise InvalidInput(
+                    f"'revenue_split' must be one of {', '.join(RevenueSplit.values)}, not {value!r}."
+                )
+            cleaned[name] = value
         elif not isinstance(value, bool):
             raise InvalidInput(f"'{name}' must be true or false, not {value!r}.")
         else:
@@ -106,6 +113,7 @@ FEDERATION_POLICIES = (
     "accepts_own_models",
     "fd_min_contributors",
     "membership_policy",
+    "revenue_split",
 )
 
 

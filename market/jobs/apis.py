@@ -230,6 +230,14 @@ class GlobalModelOutput(serializers.Serializer):
             'selection-half scores ("candidates"; the stacked fusion\'s cross-fitted within that half).'
         ),
     )
+    contribution_values = serializers.DictField(
+        allow_null=True,
+        help_text=(
+            "Each silo's Shapley value of the job's own vote or average (docs/market.md, \"Contribution values\"): "
+            "operators see every silo's; a silo of an L0 model its own value, standard error and rank band; "
+            "everyone else, and everyone at L1 and L2 but the operator, an empty object."
+        ),
+    )
     files = GlobalModelFileOutput(source="global_model.files", many=True)
     created_at = serializers.DateTimeField(source="global_model.created_at")
 

@@ -131,6 +131,16 @@ class GlobalModel(models.Model):
             "n_silos. Null for models made before baselines were measured (market.jobs.baselines derives them)."
         ),
     )
+    contribution_values = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text=(
+            "Each silo's Shapley value of the fusion's own vote or average (workers.valuation."
+            "contribution_values): the game, the estimator and per organisation id its values, standard errors, "
+            "leave-one-out and rank. Empty for kinds without a vote or an average and for older models. Who sees "
+            "it: market.jobs.visibility."
+        ),
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
