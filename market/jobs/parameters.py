@@ -213,6 +213,8 @@ def _evaluation_allows_auto(federation: Federation) -> bool:
     split = federation.evaluation_splits.first()
     counts = split.class_counts if split is not None else []
     return sum(count >= AUTO_MIN_ROWS_PER_CLASS for count in counts) >= 2
+
+
 def _gnmax_default(
     *,
     kind: str,

@@ -116,13 +116,15 @@ def fitted_on_evaluation(details: Mapping) -> bool:
 
 
 def auto_member_signal(
-    probabilities, *, member: Member, n_classes: int, partitions: int, weight_max: int
+    probabilities, *, member: Member, n_classes: int, weight_max: int
 ) -> np.ndarray:
-    """A member's summable ``auto`` signal ``(n_public, 4 × n_classes)``: its consistent votes, its class-weighted
-    consistent votes, its averaged probabilities (the blocks of :data:`AUTO_VOTE_RULES`) and the ensemble kind's
-    member signal (:data:`ENSEMBLE_BLOCK`, the stacked candidate's input) side by side. The first block is the
-    consistent vote, which the runner's contribution rule reads."""
-    from workers.algorithms.registry import algorithm_get
+    """A member's summable ``auto`` signal ``(n_public, 4 × n_classes)`` from the probabilities of all its model
+    files: its students' consistent votes, class-weighted consistent votes and averaged probabilities (the blocks
+    of :data:`AUTO_VOTE_RULES`; the students vote, never the silo's own model, and a submission with s_i students
+    votes s_i) and the ensemble kind's member signal of all its files (:data:`ENSEMBLE_BLOCK`, the stacked
+    candidate's input: the silo's own model where it has one) side by side. The first block is the consistent
+    vote, which the runner's contribution rule reads."""
+    from workers.algorithms.registry import algorithm_get, member_probabilities_split
     from workers.algorithms.voting import (
         class_vote_weights,
         consistent_vote_counts,
@@ -131,15 +133,16 @@ def auto_member_signal(
     )
 
     probabilities = np.asarray(probabilities)
-    predictions = probabilities.argmax(axis=2)[None]
+    students = member_probabilities_split(probabilities, member=member).students
+    predictions = students.argmax(axis=2)[None]
     weights = class_vote_weights(member.label_distribution, n_classes, maximum=weight_max)
     return np.concatenate(
         [
-            consistent_vote_counts(predictions, n_classes, partitions).astype(np.float64),
+            consistent_vote_counts(predictions, n_classes, len(students)).astype(np.float64),
             weighted_consistent_vote_counts(predictions, n_classes, weights[None]).astype(
                 np.float64
             ),
-            soft_vote_scores(probabilities[None]),
+            soft_vote_scores(students[None]),
             algorithm_get("ensemble").member_signal(
                 probabilities, member=member, n_classes=n_classes, params={}
             ),

@@ -357,19 +357,18 @@ class FedKTFusion:
 
         # The students vote, never the silo's own model (member_probabilities_split); a submission with fewer
         # students than the job's s votes with its own s_i ≤ s, which the L1 price (at s) covers.
-        probabilities = member_probabilities_split(probabilities, member=member).students
         settings = self.validate(params)
         vote = settings.get("vote", VOTE_RULES[0])
-        if vote == "auto":
+        if vote == "auto":  # all of its files: the stacked candidate reads the silo's own model
             from workers.algorithms.auto_fusion import auto_member_signal
 
             return auto_member_signal(
                 probabilities,
                 member=member,
                 n_classes=n_classes,
-                partitions=len(probabilities),
                 weight_max=settings["vote_weight_max"],
             )
+        probabilities = member_probabilities_split(probabilities, member=member).students
         if vote == "soft":
             return soft_vote_scores(probabilities[None])
         predictions = probabilities.argmax(axis=2)[None]  # (1 party, s, n_public)

@@ -57,11 +57,15 @@ def test_a_stack_job_reports_on_the_half_it_did_not_fit_and_its_model_is_publish
     assert (
         f"Stacked by <strong>{stack['aggregator']}</strong>, fitted on {stack['fit_rows']} evaluation rows"
     ) in page
-    assert f"the metrics below are on the other {len(report)} rows, which the fit did not read" in page
+    assert (
+        f"the metrics below are on the other {len(report)} rows, which the fit did not read" in page
+    )
     assert 'id="job-contribution-values"' in page  # the operator sees every silo's value
     values_table = page[page.index('id="job-contribution-values"') :]
     values_table = values_table[: values_table.index("</table>")]
-    assert values_table.count("<tr>") == 1 + len(fedkt_submissions)  # the header and one row per silo
+    assert values_table.count("<tr>") == 1 + len(
+        fedkt_submissions
+    )  # the header and one row per silo
     assert model.model_family == "logistic_regression"
     listing = listing_publish(  # publishing runs the model from its package with onnxruntime
         listing=listing_create(

@@ -71,9 +71,7 @@ def test_an_auto_signal_holds_each_rules_signal_side_by_side():
     probabilities = np.array(
         [[[0.9, 0.1], [0.2, 0.8], [0.4, 0.6]], [[0.7, 0.3], [0.1, 0.9], [0.6, 0.4]]]
     )
-    signal = auto_member_signal(
-        probabilities, member=member, n_classes=2, partitions=2, weight_max=4
-    )
+    signal = auto_member_signal(probabilities, member=member, n_classes=2, weight_max=4)
     assert signal_block(signal, "consistent_hard", 2).tolist() == [[2, 0], [0, 2], [0, 0]]
     assert signal_block(signal, "class_weighted", 2).tolist() == [
         [8, 0],
@@ -86,6 +84,24 @@ def test_an_auto_signal_holds_each_rules_signal_side_by_side():
         probabilities, member=member, n_classes=2, params={}
     )
     np.testing.assert_array_equal(ensemble_block(signal, 2), ensemble)
+
+
+def test_an_auto_signal_of_a_submission_with_its_own_model_votes_with_the_students_and_stacks_the_own_model():
+    """The silo's own model (stored last) never votes; the stacked candidate's block is that model (the demo's
+    default L0 job failed on such a submission when the blocks were given the students only)."""
+    member = Member(
+        key="1", organisation="1", n_examples=10, validation_score=0.5, n_models=3, own_model=True
+    )
+    students = np.array([[[0.9, 0.1], [0.2, 0.8]], [[0.7, 0.3], [0.1, 0.9]]])
+    own = np.array([[[0.3, 0.7], [0.6, 0.4]]])
+
+    signal = auto_member_signal(
+        np.concatenate([students, own]), member=member, n_classes=2, weight_max=4
+    )
+
+    assert signal_block(signal, "consistent_hard", 2).tolist() == [[2, 0], [0, 2]]
+    assert signal_block(signal, "soft", 2) == pytest.approx(students.mean(axis=0))
+    np.testing.assert_array_equal(ensemble_block(signal, 2), own[0])
 
 
 def _federation(seed: int = 0):
