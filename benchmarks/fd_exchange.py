@@ -96,7 +96,8 @@ def market_start(port: int, log: Path) -> list[subprocess.Popen]:
 def federation_with_silos(operator, n_devices: int, seed: int):
     """A federation of the ten digits whose members are ``n_devices`` new silo organisations; their tokens."""
     from market.accounts.services import organisation_create, user_create, user_token
-    from market.federations.services import federation_create, federation_join
+    from market.federations.membership import federation_join
+    from market.federations.services import federation_create
 
     federation = federation_create(
         name=f"MNIST FD {n_devices} silos seed {seed}",
@@ -106,6 +107,7 @@ def federation_with_silos(operator, n_devices: int, seed: int):
         allowed_privacy_levels=["L0", "L1"],
         default_privacy_level="L1",
         default_parameters={},
+        policies={"membership_policy": "open"},  # the simulated devices join by themselves
         created_by=operator,
     )
     tokens = []

@@ -16,6 +16,7 @@ from frontend.sent_once import FORM_KEY_FIELD, sent_once
 from market.commerce.cards import model_card
 from market.commerce.delivery import download_link_create
 from market.commerce.models import ListingStatus
+from market.commerce.quality import catalog_accuracy_flag
 from market.commerce.selectors import (
     catalog_filters_from,
     credit_requests_of,
@@ -36,6 +37,7 @@ from market.commerce.services import (
 from market.errors import InvalidInput
 from market.federations.models import Federation, PrivacyLevel
 from market.jobs.models import GlobalModel
+from market.jobs.visibility import own_contribution_values
 
 PAGE_SIZE = 20
 
@@ -70,9 +72,14 @@ def _catalog_params(query) -> dict:
 @page
 def catalog_page(request):
     filters = catalog_filters_from(_catalog_params(request.GET))
-    listings = Paginator(listing_list(user=request.user, filters=filters), PAGE_SIZE).get_page(
-        request.GET.get("page")
-    )
+    listings = Paginator(
+        listing_list(user=request.user, filters=filters).select_related("global_model__federation"),
+        PAGE_SIZE,
+    ).get_page(request.GET.get("page"))
+    for (
+        listing
+    ) in listings:  # a model no more accurate than the majority guess is flagged in the list too
+        listing.accuracy_flag = catalog_accuracy_flag(listing.global_model)
     query = request.GET.copy()
     query.pop("page", None)
     return render(
@@ -231,5 +238,6 @@ def earnings_page(request):
             "section": "earnings",
             "organisation": organisation,
             "earnings": earnings_for(organisation=organisation),
+            "contribution_values": own_contribution_values(organisation_id=organisation.id),
         },
     )

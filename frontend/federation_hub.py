@@ -9,7 +9,13 @@ from market.budgets.selectors import budget_list
 from market.commerce.selectors import CatalogFilters, listing_list
 from market.errors import NotFound, PermissionDenied
 from market.exchanges.selectors import exchange_list
-from market.federations.selectors import evaluation_split_current, federation_require_member
+from market.federations.models import JoinRequestStatus
+from market.federations.selectors import (
+    evaluation_split_current,
+    federation_require_member,
+    join_request_list,
+    member_list,
+)
 from market.jobs.selectors import job_list
 from market.submissions.selectors import submission_list
 
@@ -85,8 +91,12 @@ def _exchanges(request, federation) -> dict:
 
 
 def _members(request, federation) -> dict:
-    budgets = budget_list(federation=federation, user=request.user)
-    return {"page_of_rows": _page(budgets, request)}
+    """Operators: the requests waiting to be admitted or refused, and the members (each with a Remove form)."""
+    waiting = join_request_list(federation=federation, user=request.user).filter(
+        status=JoinRequestStatus.PENDING
+    )
+    members = member_list(federation=federation, user=request.user)
+    return {"join_requests": waiting, "page_of_rows": _page(members, request)}
 
 
 TAB_CONTEXT = {

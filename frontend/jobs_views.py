@@ -1,5 +1,6 @@
-"""Job pages: the launcher (with the privacy price of an L1 job before launching), the job list, and the job
-page whose progress, log and results htmx refreshes every second until the job ends.
+"""Job pages: the launcher (with the privacy price of an L1 job and, for operators, a pre-flight estimate of its
+model before launching), the job list, and the job page whose progress, log and results htmx refreshes every second
+until the job ends.
 
 They call the same services and selectors as ``/api/federations/<slug>/jobs/`` and ``/api/jobs/<id>/``.
 """
@@ -10,20 +11,29 @@ import json
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from frontend.decorators import page
 from frontend.sent_once import sent_once
 from market.budgets.selectors import price_quote_visible
 from market.budgets.services import budget_price_job
+from market.commerce.quality import launcher_statements, quality_verdict
 from market.errors import DomainError, InvalidInput
 from market.federations.selectors import federation_get, public_dataset_current
-from market.jobs.models import JobStatus
+from market.jobs.models import EstimateStatus, JobStatus
 from market.jobs.parameters import (
     job_kind_choices,
     job_parameter_defaults,
     job_parameter_help,
     job_parameters_validate,
+)
+from market.jobs.preflight import (
+    ESTIMATED_LEVELS,
+    job_estimate_create,
+    job_estimate_get,
+    job_estimate_lost,
+    job_estimate_progress,
 )
 from market.jobs.selectors import (
     job_get,
@@ -33,7 +43,13 @@ from market.jobs.selectors import (
     job_progress,
 )
 from market.jobs.services import SUBMISSION_LEVELS_FOR, job_cancel, job_create
-from market.jobs.visibility import global_model_view, named_contributions, named_submission_metrics
+from market.jobs.visibility import (
+    estimate_visible,
+    global_model_view,
+    named_contribution_values,
+    named_contributions,
+    named_submission_metrics,
+)
 from market.json_input import json_text_parse
 from market.submissions.models import Submission, SubmissionStatus
 from market.submissions.selectors import submission_list
@@ -71,7 +87,70 @@ def _form_values(request, federation) -> dict:
     }
 
 
-def _launcher_context(request, federation, values: dict, error: str = "") -> dict:
+def _estimate_context(estimate) -> dict:
+    """What the launcher's estimate section shows of ``estimate`` (None: nothing asked yet)."""
+    if estimate is None:
+        return {"estimate": None}
+    succeeded = estimate.status == EstimateStatus.SUCCEEDED
+    return {
+        "estimate": estimate,
+        "estimate_progress": job_estimate_progress(estimate),
+        "estimate_final": estimate.status in (EstimateStatus.SUCCEEDED, EstimateStatus.FAILED)
+        or job_estimate_lost(estimate),
+        "estimate_statements": launcher_statements(
+            result=estimate.result, class_labels=estimate.federation.class_labels or []
+        )
+        if succeeded
+        else None,
+    }
+
+
+def _previous_job(request, federation, values: dict) -> dict | None:
+    """The newest succeeded job of the chosen kind and level here that the viewer may see, with what the quality
+    rule says of its model under the viewer's baselines (market.commerce.quality), when it says anything."""
+    job = (
+        job_list(user=request.user, federation_slug=federation.slug)
+        .filter(kind=values["kind"], privacy_level=values["privacy_level"])
+        .filter(status=JobStatus.SUCCEEDED, global_model__isnull=False)
+        .first()
+    )
+    if job is None:
+        return None
+    view = global_model_view(global_model=job.global_model, user=request.user)
+    statements = quality_verdict(job.global_model, baselines=view.baselines).statements()
+    return {"job": job, "statements": statements} if statements else None
+
+
+def _values_of(estimate) -> dict:
+    """The launcher's form as the estimate was asked, so that launching after it launches what was estimated
+    (its seed too: the job's non-DP randomness is then the estimate's)."""
+    return {
+        "kind": estimate.kind,
+        "privacy_level": estimate.privacy_level,
+        "parameters": json.dumps(
+            {key: value for key, value in estimate.parameters.items() if key != "privacy"}
+            | (
+                {"privacy": _given_privacy(estimate.parameters["privacy"])}
+                if "privacy" in estimate.parameters
+                else {}
+            ),
+            indent=2,
+        ),
+        "seed": str(estimate.seed),
+        "submissions": [str(id) for id in estimate.submission_ids],
+    }
+
+
+def _given_privacy(resolved: dict) -> dict:
+    """An L1 job's resolved privacy as a request gives it back (``n_queries`` is derived, not given)."""
+    return {
+        key: value
+        for key, value in resolved.items()
+        if value is not None and key in ("mechanism", "gamma", "sigma", "delta")
+    }
+
+
+def _launcher_context(request, federation, values: dict, error: str = "", estimate=None) -> dict:
     defaults = _defaults_by_kind(federation)
     if not values["parameters"]:
         values["parameters"] = json.dumps(
@@ -94,6 +173,10 @@ def _launcher_context(request, federation, values: dict, error: str = "") -> dic
         "submissions": submissions,
         "defaults": defaults,
         "chosen": set(values["submissions"]) or {str(s.id) for s in submissions},
+        "may_estimate": estimate_visible(user=request.user),
+        "estimated_levels": ESTIMATED_LEVELS,
+        "previous": _previous_job(request, federation, values),
+        **_estimate_context(estimate),
     }
 
 
@@ -105,36 +188,26 @@ def job_launch_page(request, slug):
     job_launch_require_permission(federation=federation, user=request.user)
     values = _form_values(request, federation)
     if request.method == "GET":
+        estimate = _asked_estimate(request)
+        if estimate is not None and estimate.federation_id == federation.id:
+            values = _values_of(estimate)
         return render(
-            request, "frontend/jobs/launch.html", _launcher_context(request, federation, values)
+            request,
+            "frontend/jobs/launch.html",
+            _launcher_context(request, federation, values, estimate=estimate),
         )
     try:
-        parameters = json_text_parse(values["parameters"] or "{}")
-        seed = int(values["seed"]) if values["seed"].strip() else None
-        submission_ids = [int(id) for id in values["submissions"]]
+        request_fields = _request_fields(values)
     except ValueError as error:
         return render(
             request,
             "frontend/jobs/launch.html",
-            _launcher_context(
-                request,
-                federation,
-                values,
-                "The parameters must be a JSON object, the seed and the submissions whole "
-                f"numbers: {error}",
-            ),
+            _launcher_context(request, federation, values, _unreadable(error)),
             status=400,
         )
     try:
         job = job_create(
-            federation=federation,
-            kind=values["kind"],
-            privacy_level=values["privacy_level"],
-            parameters=parameters,
-            seed=seed,
-            requested_by=request.user,
-            request=request,
-            submissions=submission_ids or "all",
+            federation=federation, requested_by=request.user, request=request, **request_fields
         )
     except DomainError as error:
         return render(
@@ -145,6 +218,76 @@ def job_launch_page(request, slug):
         )
     messages.success(request, f"Job #{job.id} queued.")
     return redirect("job-detail", job_id=job.id)
+
+
+def _request_fields(values: dict) -> dict:
+    """The form's job request as the services take it; ValueError when a field cannot be read."""
+    submission_ids = [int(id) for id in values["submissions"]]
+    return {
+        "kind": values["kind"],
+        "privacy_level": values["privacy_level"],
+        "parameters": json_text_parse(values["parameters"] or "{}"),
+        "seed": int(values["seed"]) if values["seed"].strip() else None,
+        "submissions": submission_ids or "all",
+    }
+
+
+def _unreadable(error: ValueError) -> str:
+    return (
+        f"The parameters must be a JSON object, the seed and the submissions whole numbers: {error}"
+    )
+
+
+def _asked_estimate(request):
+    """The estimate the launcher's address names (``?estimate=``), for an operator; None otherwise."""
+    asked = request.GET.get("estimate", "")
+    if not asked.isdigit() or not estimate_visible(user=request.user):
+        return None
+    return job_estimate_get(estimate_id=int(asked), user=request.user)
+
+
+@require_POST
+@page
+@sent_once
+def job_estimate_action(request, slug):
+    """Ask for a pre-flight estimate of the launcher's job (operators only) and show the launcher with it; the same
+    form sent again (Back, reload) is answered by its first send (sent_once), and the same request from a new form
+    reads the estimate already running or done (market.jobs.preflight)."""
+    federation = federation_get(slug=slug, user=request.user)
+    values = _form_values(request, federation)
+    try:
+        request_fields = _request_fields(values)
+    except ValueError as error:
+        return render(
+            request,
+            "frontend/jobs/launch.html",
+            _launcher_context(request, federation, values, _unreadable(error)),
+            status=400,
+        )
+    try:
+        created = job_estimate_create(
+            federation=federation, requested_by=request.user, **request_fields
+        )
+    except DomainError as error:
+        return render(
+            request,
+            "frontend/jobs/launch.html",
+            _launcher_context(request, federation, values, str(error)),
+            status=error.status_code,
+        )
+    if created.replayed:
+        messages.info(request, "This estimate was already asked for; here it is.")
+    return redirect(
+        f"{reverse('job-launch', args=[federation.slug])}?estimate={created.estimate.id}"
+    )
+
+
+@require_GET
+@page
+def job_estimate_partial(request, estimate_id):
+    """What htmx swaps in every second while an estimate runs; then its scores and statements, and no more polls."""
+    estimate = job_estimate_get(estimate_id=estimate_id, user=request.user)
+    return render(request, "frontend/jobs/partials/estimate.html", _estimate_context(estimate))
 
 
 @require_GET
@@ -220,6 +363,9 @@ def _job_context(request, job_id: int) -> dict:
     return {
         "section": "jobs",
         "job": job,
+        "quality_statements": quality_verdict(global_model, baselines=view.baselines).statements()
+        if view
+        else [],
         "progress": job_progress(job),
         "log": job_log_lines(job),
         "is_final": job.status in FINAL,
@@ -227,6 +373,7 @@ def _job_context(request, job_id: int) -> dict:
         "view": view,
         "silos": named_submission_metrics(view) if view else [],
         "contributions": named_contributions(view) if view else [],
+        "contribution_values": named_contribution_values(view) if view else [],
         "may_cancel": job.status not in FINAL
         and (request.user.is_operator or request.user.id == job.requested_by_id),
     }

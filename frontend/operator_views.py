@@ -27,7 +27,7 @@ from market.commerce.services import (
     wallet_top_up,
 )
 from market.errors import DomainError, InvalidInput, NotFound
-from market.federations.models import PrivacyLevel
+from market.federations.models import MembershipPolicy, PrivacyLevel, RevenueSplit
 from market.federations.selectors import federation_get
 from market.federations.services import (
     evaluation_split_upload,
@@ -90,6 +90,10 @@ def _policies(post) -> dict:
     for name in ("default_epsilon_limit", "default_delta"):
         if post.get(name, "").strip():
             policies[name] = post[name].strip()
+    if post.get("membership_policy"):
+        policies["membership_policy"] = post["membership_policy"]
+    if post.get("revenue_split", "").strip():
+        policies["revenue_split"] = post["revenue_split"].strip()
     minimum = post.get("fd_min_contributors", "").strip()
     if minimum:
         policies["fd_min_contributors"] = (
@@ -107,6 +111,11 @@ def federation_create_page(request):
     context = {
         "section": "federations",
         "levels": PrivacyLevel.choices,
+        "membership_policies": MembershipPolicy.choices,
+        "chosen_membership_policy": request.POST.get("membership_policy")
+        if posted
+        else MembershipPolicy.REQUEST,
+        "revenue_splits": RevenueSplit.choices,
         "error": "",
         "form": request.POST,
         # L0 (no noise) only where members trust each other: not offered unless the operator ticks it.

@@ -7,7 +7,9 @@ from frontend import (
     commerce_views,
     exchanges_views,
     home_views,
+    invitation_views,
     jobs_views,
+    membership_views,
     model_use_views,
     operator_views,
     security_views,
@@ -34,6 +36,37 @@ urlpatterns = [
         "federations/<slug:slug>/data/", operator_views.federation_data_page, name="federation-data"
     ),
     path("federations/<slug:slug>/join/", views.federation_join_action, name="federation-join"),
+    path("people/", invitation_views.invitation_list_page, name="invitation-list"),
+    path(
+        "people/invitations/<int:invitation_id>/withdraw/",
+        invitation_views.invitation_revoke_action,
+        name="invitation-revoke",
+    ),
+    path(
+        "invitations/<str:token>/",
+        invitation_views.invitation_accept_page,
+        name="invitation-accept",
+    ),
+    path(
+        "federations/<slug:slug>/edit/",
+        membership_views.federation_edit_page,
+        name="federation-edit",
+    ),
+    path(
+        "federations/<slug:slug>/members/<int:organisation_id>/remove/",
+        membership_views.member_remove_action,
+        name="member-remove",
+    ),
+    path(
+        "join-requests/<int:join_request_id>/admit/",
+        membership_views.join_request_admit_action,
+        name="join-request-admit",
+    ),
+    path(
+        "join-requests/<int:join_request_id>/refuse/",
+        membership_views.join_request_refuse_action,
+        name="join-request-refuse",
+    ),
     path("federations/<slug:slug>/upload/", views.submission_upload_page, name="submission-upload"),
     path("submissions/", views.submission_list_page, name="submission-list"),
     path("exchanges/", exchanges_views.exchange_list_page, name="exchange-list"),
@@ -180,4 +213,14 @@ urlpatterns = [
     path("jobs/<int:job_id>/comparison.png", jobs_views.job_comparison_png, name="job-comparison"),
     path("federations/<slug:slug>/jobs/new/", jobs_views.job_launch_page, name="job-launch"),
     path("federations/<slug:slug>/jobs/price/", jobs_views.job_price_partial, name="job-price"),
+    path(
+        "federations/<slug:slug>/jobs/estimate/",
+        jobs_views.job_estimate_action,
+        name="job-estimate",
+    ),
+    path(
+        "job-estimates/<int:estimate_id>/",
+        jobs_views.job_estimate_partial,
+        name="job-estimate-progress",
+    ),
 ]

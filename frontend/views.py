@@ -15,14 +15,15 @@ from frontend.decorators import page
 from frontend.federation_hub import hub_context
 from frontend.sent_once import sent_once
 from market.errors import NotFound, PermissionDenied
+from market.federations.membership import federation_join
 from market.federations.models import Federation, PrivacyLevel
 from market.federations.selectors import (
     federation_get,
     federation_list,
     federation_require_member,
+    join_request_latest_refusal,
     public_dataset_current,
 )
-from market.federations.services import federation_join
 from market.submissions.models import ModelFamily
 from market.submissions.selectors import submission_get, submission_list
 
@@ -62,6 +63,9 @@ def federation_detail_page(request, slug):
         {
             "section": "federations",
             "federation": federation,
+            "refused_request": join_request_latest_refusal(
+                federation=federation, user=request.user
+            ),
             "privacy_levels": privacy_level_choices(federation),
             **public_data_for(federation=federation, user=request.user),
             **hub_context(request, federation),
@@ -74,13 +78,18 @@ def federation_detail_page(request, slug):
 @sent_once
 def federation_join_action(request, slug):
     federation = federation_get(slug=slug, user=request.user)
-    _, created = federation_join(federation=federation, user=request.user)
-    if created:
-        messages.success(request, f"{request.user.organisation.name} joined {federation.name}.")
-    else:
-        messages.info(
-            request, f"{request.user.organisation.name} was already a member of {federation.name}."
+    outcome = federation_join(federation=federation, user=request.user, request=request)
+    organisation = request.user.organisation.name
+    if outcome.membership is None:
+        messages.success(
+            request,
+            f"{organisation} asked to join {federation.name}; the market's operator admits or refuses "
+            "the request.",
         )
+    elif outcome.created:
+        messages.success(request, f"{organisation} joined {federation.name}.")
+    else:
+        messages.info(request, f"{organisation} was already a member of {federation.name}.")
     return redirect("federation-detail", slug=federation.slug)
 
 

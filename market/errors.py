@@ -45,6 +45,12 @@ class Conflict(DomainError):
     status_code = 409
 
 
+class Gone(DomainError):
+    """The object existed but can no longer be used (an invitation already accepted, expired or revoked)."""
+
+    status_code = 410
+
+
 class RefusedFormat(DomainError):
     status_code = 415
 

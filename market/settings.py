@@ -83,6 +83,7 @@ INSTALLED_APPS = [
     "market.audit",
     "market.exchanges",
     "market.augmentations",
+    "market.invitations",
     "frontend",
     "workers.apps.WorkersConfig",  # loads the Celery app and its tasks once Django is ready (market.outbox publishes)
 ]
@@ -324,6 +325,9 @@ for _scope, _rate in REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"].items():
         )
 ONEFOLD_TOKEN_DEFAULT_DAYS = env_int("ONEFOLD_TOKEN_DEFAULT_DAYS", 90)
 ONEFOLD_TOKEN_MAX_DAYS = env_int("ONEFOLD_TOKEN_MAX_DAYS", 365)
+# Lifetime of an invitation link (days), and how many invitation links one address may open per hour.
+ONEFOLD_INVITATION_DAYS = env_int("ONEFOLD_INVITATION_DAYS", 7)
+ONEFOLD_INVITATION_LOOKUPS_PER_HOUR = env_int("ONEFOLD_INVITATION_LOOKUPS_PER_HOUR", 30)
 # Failed sign-ins per account from one address, per account from anywhere, per address (market.accounts.services).
 ONEFOLD_SIGNIN_MAX_FAILURES = env_int("ONEFOLD_SIGNIN_MAX_FAILURES", 5)
 ONEFOLD_SIGNIN_MAX_FAILURES_PER_ACCOUNT = env_int("ONEFOLD_SIGNIN_MAX_FAILURES_PER_ACCOUNT", 50)

@@ -182,17 +182,17 @@ def federation(operator):
         allowed_privacy_levels=["L0", "L1", "L2"],
         default_privacy_level="L1",
         default_parameters={"gamma": 0.04, "query_fraction": 0.01, "delta": 1e-5},
+        # Open, so that the tests' silos join by themselves; admission and invitations have their own tests
+        # (tests/market/federations/test_membership.py, tests/market/invitations/).
+        policies={"membership_policy": "open"},
         created_by=operator,
     )
 
 
 @pytest.fixture
 def federation_with_data(federation, operator, adult_public_csv, adult_evaluation_csv, silo_user):
-    from market.federations.services import (
-        evaluation_split_upload,
-        federation_join,
-        public_dataset_upload,
-    )
+    from market.federations.membership import federation_join
+    from market.federations.services import evaluation_split_upload, public_dataset_upload
 
     public_dataset_upload(federation=federation, data=adult_public_csv, uploaded_by=operator)
     evaluation_split_upload(federation=federation, data=adult_evaluation_csv, uploaded_by=operator)

@@ -97,6 +97,17 @@ def job_reap_task() -> dict:
     return job_reap()
 
 
+@app.task(name="onefold.job_estimate", **RETRY)
+def job_estimate_task(estimate_id: int) -> None:
+    from market.jobs.runner.preflight import job_estimate_release, job_estimate_run
+
+    try:
+        job_estimate_run(estimate_id=estimate_id)
+    except TRANSIENT_ERRORS:
+        job_estimate_release(estimate_id=estimate_id)
+        raise
+
+
 # --- federated distillation exchanges (market.exchanges) ---
 
 

@@ -111,6 +111,28 @@ def silo_vote_shifts(*, organisations, votes_per_submission: int) -> dict[int, i
         raise InvalidInput(f"The job's parameters are not valid: {error}") from error
 
 
+def member_budget_views(*, federation: Federation, organisations):
+    """What an L1 job is calibrated to (:data:`market.jobs.parameters.MemberBudgets`): given the votes one
+    submission moves, each listed silo's limit, δ, committed costs and the votes its submissions move
+    (``organisations``: the silo of each submission the job uses, as for :func:`budget_price_job`)."""
+
+    def views(votes_per_submission: int) -> list[BudgetView]:
+        shifts = silo_vote_shifts(
+            organisations=organisations, votes_per_submission=votes_per_submission
+        )
+        return [
+            BudgetView(
+                epsilon_limit=float(budget.epsilon_limit),
+                delta=float(budget.delta),
+                committed=tuple(state.committed()),
+                vote_shift=shifts[budget.organisation_id],
+            )
+            for budget, state in _views(federation=federation, organisation_ids=sorted(shifts))
+        ]
+
+    return views
+
+
 def budget_price_job(
     *, federation: Federation, organisations, kind: str, parameters: Mapping
 ) -> dict:

@@ -48,6 +48,7 @@ from market.commerce.services import (
 )
 from market.errors import NotFound
 from market.federations.models import PrivacyLevel
+from market.jobs.visibility import own_contribution_values
 from market.json_input import CheckedJSONParser
 from market.uploads import body_chunks
 from workers.tables import csv_stream_read
@@ -399,14 +400,20 @@ class EarningsApi(APIView):
         responses=OpenApiTypes.OBJECT,
     )
     def get(self, request):
-        """Your organisation's revenue shares: total, per listing and per purchase."""
+        """Your organisation's revenue shares: total, per listing and per purchase; and its own contribution value
+        in each global model it went into at L0, with the value's standard error and rank band (never another
+        silo's)."""
         given = EarningsQuery(data=request.query_params)
         given.is_valid(raise_exception=True)
         organisation = earnings_organisation(
             user=request.user, organisation_id=given.validated_data.get("organisation")
         )
         return Response(
-            {"organisation": organisation.id, **earnings_for(organisation=organisation)}
+            {
+                "organisation": organisation.id,
+                **earnings_for(organisation=organisation),
+                "contribution_values": own_contribution_values(organisation_id=organisation.id),
+            }
         )
 
 

@@ -1,18 +1,108 @@
 """How the price of a sale is split, to the cent (the rule is documented in docs/market.md).
 
 1. The market fee is ``floor(price × fee_percent / 100)`` cents.
-2. The rest is shared among the contributing silos in proportion to the global model's contribution
-   weights by the largest-remainder method: each silo first gets the whole cents of its exact share;
+2. The rest is shared among the contributing silos in proportion to weights chosen by the federation's revenue
+   split policy (:func:`split_basis`) by the largest-remainder method: each silo first gets the whole cents of its exact share;
    the cents left over (fewer than the number of silos) go one each to the silos with the largest
    fractional parts, ties going to the lower organisation id.
 
 So the fee and the shares always add up to the price exactly, no silo gets more than one cent above its exact
 share, and the same sale always splits the same way.
+
+The policies (``Federation.revenue_split``):
+
+- ``agreement`` (the split before issue 28): the global model's contribution weights, each silo's share of the
+  public labels where its members agreed with the fused label;
+- ``value``: each silo's contribution value (its Shapley value of the job's own vote or average, balanced accuracy:
+  ``GlobalModel.contribution_values``); a silo with a value ≤ 0 is paid nothing, the rest in proportion. It applies
+  to L0 models only: at L1 and L2 the values are kept to the operator (docs/budgets.md), and a payout in proportion
+  to them would tell each silo its own value, so such a model, and a model without values (a kind with no vote or
+  average, or a model made before values) or with no positive value, is split by ``agreement`` instead, and its
+  ledger entries say so;
+- ``equal``: every silo that took part (every organisation in the contribution weights) the same.
 """
 
+from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 from math import floor
+
+AGREEMENT, VALUE, EQUAL = "agreement", "value", "equal"
+VALUE_MEASURE = "balanced_accuracy"
+
+
+@dataclass(frozen=True)
+class SplitBasis:
+    """What a sale is split by: the policy asked for, the policy applied, why they differ, each silo's weight
+    and the sentence its ledger entry carries (naming the policy and the value used)."""
+
+    policy: str
+    applied: str
+    reason: str
+    weights: dict[str, float]
+    notes: dict[str, str]
+
+
+def split_basis(
+    *,
+    policy: str,
+    contribution_weights: dict,
+    contribution_values: dict,
+    privacy_level: str,
+) -> SplitBasis:
+    """The weights of ``policy`` for one global model (module docstring), with each silo's ledger note."""
+    reason = ""
+    applied = policy
+    if policy == VALUE:
+        silos = (contribution_values or {}).get("silos") or {}
+        values = {
+            key: float((silo.get("shapley") or {}).get(VALUE_MEASURE) or 0.0)
+            for key, silo in silos.items()
+        }
+        if privacy_level != "L0":
+            reason = f"an {privacy_level} model's values are kept to the operator"
+        elif not values:
+            reason = "the model has no contribution values"
+        elif not any(value > 0 for value in values.values()):
+            reason = "no silo has a positive contribution value"
+        if reason:
+            applied = AGREEMENT
+        else:
+            weights = {key: max(value, 0.0) for key, value in values.items()}
+            estimator = contribution_values.get("estimator", "exact")
+            return SplitBasis(
+                policy=policy,
+                applied=VALUE,
+                reason="",
+                weights=weights,
+                notes={
+                    key: f"Revenue split by contribution value: {estimator} Shapley value "
+                    f"({VALUE_MEASURE.replace('_', ' ')}) {values[key]:.6f}"
+                    + ("" if weights[key] > 0 else ", not positive: paid nothing")
+                    for key in weights
+                },
+            )
+    if applied == EQUAL:
+        weights = {key: 1.0 for key in contribution_weights}
+        return SplitBasis(
+            policy=policy,
+            applied=EQUAL,
+            reason="",
+            weights=weights,
+            notes={key: f"Revenue split equally: 1 of {len(weights)} silos" for key in weights},
+        )
+    weights = {key: float(weight) for key, weight in contribution_weights.items()}
+    fallback = f" (policy value not applied: {reason})" if reason else ""
+    return SplitBasis(
+        policy=policy,
+        applied=AGREEMENT,
+        reason=reason,
+        weights=weights,
+        notes={
+            key: f"Revenue split by agreement: contribution weight {weight:.6f}{fallback}"
+            for key, weight in weights.items()
+        },
+    )
 
 
 def market_fee_cents(*, price_cents: int, fee_percent: int) -> int:

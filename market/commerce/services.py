@@ -28,7 +28,7 @@ from market.commerce.models import (
 )
 from market.commerce.packages import raw_column_members
 from market.commerce.quality import QualityVerdict, quality_verdict
-from market.commerce.revenue import market_fee_cents, revenue_shares
+from market.commerce.revenue import SplitBasis, market_fee_cents, revenue_shares, split_basis
 from market.errors import (
     Conflict,
     DomainError,
@@ -38,6 +38,7 @@ from market.errors import (
     PermissionDenied,
 )
 from market.jobs.models import GlobalModel
+from market.jobs.visibility import model_privacy_level
 
 MAX_PRICE_CENTS = 10**12
 
@@ -389,11 +390,20 @@ def purchase_create(
     return result
 
 
+def _split_basis(listing: Listing) -> SplitBasis:
+    """The federation's revenue split policy applied to the listing's global model (market.commerce.revenue)."""
+    global_model = listing.global_model
+    return split_basis(
+        policy=global_model.federation.revenue_split,
+        contribution_weights=global_model.contribution_weights,
+        contribution_values=global_model.contribution_values,
+        privacy_level=model_privacy_level(global_model),
+    )
+
+
 def _involved_wallet_ids(*, listing: Listing, buyer: Organisation) -> dict:
     contributors = {
-        key: weight
-        for key, weight in listing.global_model.contribution_weights.items()
-        if weight > 0
+        key: weight for key, weight in _split_basis(listing).weights.items() if weight > 0
     }
     organisations = Organisation.objects.in_bulk([int(key) for key in contributors])
     return {
@@ -410,7 +420,7 @@ def _purchase_in_transaction(
     *, listing: Listing, user: User, idempotency_key: str | None, request
 ) -> PurchaseResult:
     buyer = user.organisation
-    listing = Listing.objects.select_related("global_model").get(pk=listing.pk)
+    listing = Listing.objects.select_related("global_model__federation").get(pk=listing.pk)
     wallet_ids = _involved_wallet_ids(listing=listing, buyer=buyer)
     wallets = _wallets_locked(
         {wallet_ids["buyer"], wallet_ids["market"], *wallet_ids["silos"].values()}
@@ -474,10 +484,11 @@ def _check_purchasable(*, listing: Listing, buyer: Organisation, balance_cents: 
 
 def _purchase_record(*, listing: Listing, user: User, wallets: dict, wallet_ids: dict) -> Purchase:
     fee_percent = settings.ONEFOLD_MARKET_FEE_PERCENT
+    basis = _split_basis(listing)
     shares = revenue_shares(
         amount_cents=listing.price_cents
         - market_fee_cents(price_cents=listing.price_cents, fee_percent=fee_percent),
-        weights=listing.global_model.contribution_weights,
+        weights=basis.weights,
     )
     fee_cents = listing.price_cents - sum(
         shares.values()
@@ -513,6 +524,7 @@ def _purchase_record(*, listing: Listing, user: User, wallets: dict, wallet_ids:
                 kind=WalletEntryKind.REVENUE_CREDIT,
                 amount_cents=share,
                 purchase=purchase,
+                note=basis.notes[key][:500],
             )
     Entitlement.objects.create(
         organisation=user.organisation, global_model_id=listing.global_model_id, purchase=purchase

@@ -8,18 +8,31 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from market.federations.models import PrivacyLevel
+from market.federations.membership import (
+    federation_join,
+    join_request_admit,
+    join_request_refuse,
+    membership_remove,
+)
+from market.federations.models import (
+    JoinRequestStatus,
+    MembershipPolicy,
+    PrivacyLevel,
+    RevenueSplit,
+)
 from market.federations.selectors import (
     evaluation_split_current,
     federation_get,
     federation_list,
     federation_require_member,
+    join_request_list,
+    member_list,
     public_dataset_current,
 )
 from market.federations.services import (
     evaluation_split_upload,
     federation_create,
-    federation_join,
+    federation_update,
     public_dataset_upload,
 )
 from market.storage import artifact_read
@@ -39,8 +52,46 @@ class FederationOutput(serializers.Serializer):
     accepts_own_models = serializers.BooleanField(
         help_text="Whether an L0 submission may carry the silo's own model beside its FedKT students."
     )
+    membership_policy = serializers.ChoiceField(MembershipPolicy.choices)
+    revenue_split = serializers.ChoiceField(
+        RevenueSplit.choices,
+        help_text="How a sale's revenue is split among the model's silos: agreement, value (L0 models) or equal.",
+    )
     is_member = serializers.BooleanField()
+    join_requested = serializers.BooleanField(
+        help_text="Whether your organisation's request to join waits for an operator."
+    )
     created_at = serializers.DateTimeField()
+
+
+class FederationEditInput(serializers.Serializer):
+    name = serializers.CharField(max_length=200, required=False)
+    description = serializers.CharField(allow_blank=True, required=False)
+    membership_policy = serializers.ChoiceField(MembershipPolicy.choices, required=False)
+
+
+class JoinRequestOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    federation = serializers.SlugField(source="federation.slug")
+    organisation = serializers.CharField(source="organisation.name")
+    organisation_id = serializers.IntegerField()
+    requested_by = serializers.CharField(source="requested_by.username")
+    status = serializers.ChoiceField(JoinRequestStatus.choices)
+    reason = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    decided_at = serializers.DateTimeField(allow_null=True)
+
+
+class JoinRefusalInput(serializers.Serializer):
+    reason = serializers.CharField(
+        max_length=500, allow_blank=True, default="", help_text="Shown to the silo."
+    )
+
+
+class MemberOutput(serializers.Serializer):
+    organisation_id = serializers.IntegerField()
+    organisation = serializers.CharField(source="organisation.name")
+    joined_at = serializers.DateTimeField()
 
 
 class FederationInput(serializers.Serializer):
@@ -55,6 +106,11 @@ class FederationInput(serializers.Serializer):
     )
     default_privacy_level = serializers.ChoiceField(PrivacyLevel.choices)
     default_parameters = serializers.DictField(default=dict)
+    membership_policy = serializers.ChoiceField(
+        MembershipPolicy.choices,
+        default=MembershipPolicy.REQUEST,
+        help_text="Whether a silo may join by itself, asks to be admitted, or must be invited.",
+    )
 
 
 class UploadInput(serializers.Serializer):
@@ -95,8 +151,13 @@ class FederationListApi(APIView):
     def post(self, request):
         given = FederationInput(data=request.data)
         given.is_valid(raise_exception=True)
+        fields = dict(given.validated_data)
+        policies = {"membership_policy": fields.pop("membership_policy")}
         federation = federation_create(
-            **given.validated_data, created_by=request.user, request=request
+            **fields,
+            policies=policies,
+            created_by=request.user,
+            request=request,
         )
         federation = federation_get(slug=federation.slug, user=request.user)
         return Response(FederationOutput(federation).data, status=status.HTTP_201_CREATED)
@@ -107,17 +168,98 @@ class FederationDetailApi(APIView):
     def get(self, request, slug):
         return Response(FederationOutput(federation_get(slug=slug, user=request.user)).data)
 
+    @extend_schema(request=FederationEditInput, responses=FederationOutput)
+    def patch(self, request, slug):
+        """Operators: change the name, description or membership policy; the slug stays."""
+        federation = federation_get(slug=slug, user=request.user)
+        given = FederationEditInput(data=request.data)
+        given.is_valid(raise_exception=True)
+        federation_update(
+            federation=federation, user=request.user, request=request, **given.validated_data
+        )
+        return Response(FederationOutput(federation_get(slug=slug, user=request.user)).data)
+
 
 class FederationJoinApi(APIView):
-    @extend_schema(request=None, responses={200: FederationOutput, 201: FederationOutput})
+    """Join (an open federation: 201), ask to join (by request: 202, the request waits for an operator), or be
+    told that the federation admits by invitation only (403). Asking again changes nothing (200)."""
+
+    @extend_schema(
+        request=None,
+        responses={200: FederationOutput, 201: FederationOutput, 202: FederationOutput},
+    )
     def post(self, request, slug):
         federation = federation_get(slug=slug, user=request.user)
-        _, created = federation_join(federation=federation, user=request.user)
+        outcome = federation_join(federation=federation, user=request.user, request=request)
+        federation = federation_get(slug=slug, user=request.user)
+        if not outcome.created:
+            answer = status.HTTP_200_OK
+        else:
+            answer = status.HTTP_201_CREATED if outcome.membership else status.HTTP_202_ACCEPTED
+        return Response(FederationOutput(federation).data, status=answer)
+
+
+class JoinRequestListApi(APIView):
+    """Operators: the federation's join requests, pending first, then the decided ones, newest first."""
+
+    @extend_schema(responses=JoinRequestOutput(many=True))
+    def get(self, request, slug):
         federation = federation_get(slug=slug, user=request.user)
         return Response(
-            FederationOutput(federation).data,
-            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+            JoinRequestOutput(
+                join_request_list(federation=federation, user=request.user), many=True
+            ).data
         )
+
+
+class JoinRequestAdmitApi(APIView):
+    @extend_schema(request=None, responses=JoinRequestOutput)
+    def post(self, request, join_request_id: int):
+        join_request = join_request_admit(
+            join_request_id=join_request_id, user=request.user, request=request
+        )
+        return Response(JoinRequestOutput(join_request).data)
+
+
+class JoinRequestRefuseApi(APIView):
+    @extend_schema(request=JoinRefusalInput, responses=JoinRequestOutput)
+    def post(self, request, join_request_id: int):
+        given = JoinRefusalInput(data=request.data)
+        given.is_valid(raise_exception=True)
+        join_request = join_request_refuse(
+            join_request_id=join_request_id,
+            user=request.user,
+            reason=given.validated_data["reason"],
+            request=request,
+        )
+        return Response(JoinRequestOutput(join_request).data)
+
+
+class MemberListApi(APIView):
+    """Operators: the federation's member organisations, by name."""
+
+    @extend_schema(responses=MemberOutput(many=True))
+    def get(self, request, slug):
+        federation = federation_get(slug=slug, user=request.user)
+        return Response(
+            MemberOutput(member_list(federation=federation, user=request.user), many=True).data
+        )
+
+
+class MemberRemoveApi(APIView):
+    """Operators: remove a member. Its submissions, jobs, budget and ledger stay (docs/market.md); it can no
+    longer upload or be chosen for a new job."""
+
+    @extend_schema(request=None, responses={204: None})
+    def post(self, request, slug, organisation_id: int):
+        federation = federation_get(slug=slug, user=request.user)
+        membership_remove(
+            federation=federation,
+            organisation_id=organisation_id,
+            user=request.user,
+            request=request,
+        )
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class PublicDatasetApi(APIView):

@@ -10,6 +10,22 @@ class PrivacyLevel(models.TextChoices):
     L2 = "L2", "L2: party noise, example-level DP"
 
 
+class MembershipPolicy(models.TextChoices):
+    """Whether a silo may join a federation by itself (market.federations.membership)."""
+
+    OPEN = "open", "Open: any silo may join"
+    REQUEST = "request", "By request: the operator admits each silo"
+    INVITATION = "invitation", "By invitation: only silos the operator invites"
+
+
+class RevenueSplit(models.TextChoices):
+    """How a sale's revenue is split among a model's silos (market.commerce.revenue.split_basis)."""
+
+    AGREEMENT = "agreement", "By share of agreeing labels"
+    VALUE = "value", "By contribution value (L0 models; negative values are paid nothing)"
+    EQUAL = "equal", "Equally among the silos that took part"
+
+
 class Federation(models.Model):
     """One learning task: public data, feature specification, classes, privacy rules, members."""
 
@@ -55,6 +71,19 @@ class Federation(models.Model):
         help_text="Fewest other silos an FD exchange's per-label average may be made of (at least 2: an "
         "average of one silo is that silo's upload).",
     )
+    membership_policy = models.CharField(
+        max_length=20,
+        choices=MembershipPolicy.choices,
+        default=MembershipPolicy.REQUEST,
+        help_text="Whether a silo may join by itself, asks the operator to be admitted, or must be invited.",
+    )
+    revenue_split = models.CharField(
+        max_length=20,
+        choices=RevenueSplit.choices,
+        default=RevenueSplit.AGREEMENT,
+        help_text="How a sale's revenue is split among the model's silos (docs/market.md); the value split "
+        "applies to L0 models only, and an L1 or L2 model is split by agreement.",
+    )
     members = models.ManyToManyField(Organisation, through="Membership", related_name="federations")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
@@ -87,6 +116,55 @@ class Membership(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["federation", "organisation"], name="one_membership")
         ]
+
+
+class JoinRequestStatus(models.TextChoices):
+    PENDING = "pending", "Waiting for the operator"
+    ADMITTED = "admitted", "Admitted"
+    REFUSED = "refused", "Refused"
+
+
+class JoinRequest(models.Model):
+    """A silo's request to join a federation whose policy is "by request"; the operator admits or refuses it.
+
+    Decided requests are kept (who decided, when, why), so that the federation's membership history stays readable.
+    """
+
+    federation = models.ForeignKey(
+        Federation, on_delete=models.CASCADE, related_name="join_requests"
+    )
+    organisation = models.ForeignKey(
+        Organisation, on_delete=models.CASCADE, related_name="join_requests"
+    )
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    status = models.CharField(
+        max_length=20, choices=JoinRequestStatus.choices, default=JoinRequestStatus.PENDING
+    )
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    reason = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="The operator's reason for a refusal, shown to the silo.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["federation", "organisation"],
+                condition=models.Q(status="pending"),
+                name="one_pending_join_request",
+            )
+        ]
+
+    def __str__(self):
+        return f"{self.organisation} → {self.federation} ({self.status})"
 
 
 class PublicDataset(models.Model):

@@ -1,16 +1,31 @@
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import Case, Exists, OuterRef, QuerySet, When
 
 from market.accounts.models import User
 from market.errors import NotFound, PermissionDenied
-from market.federations.models import EvaluationSplit, Federation, Membership, PublicDataset
+from market.federations.models import (
+    EvaluationSplit,
+    Federation,
+    JoinRequest,
+    JoinRequestStatus,
+    Membership,
+    PublicDataset,
+)
 
 
 def federation_list(*, user: User) -> QuerySet[Federation]:
-    """Every federation, each marked ``is_member`` for the user's organisation."""
+    """Every federation, each marked ``is_member`` and ``join_requested`` (a request waits) for the user's
+    organisation."""
     memberships = Membership.objects.filter(
         federation=OuterRef("pk"), organisation_id=user.organisation_id
     )
-    return Federation.objects.annotate(is_member=Exists(memberships))
+    pending = JoinRequest.objects.filter(
+        federation=OuterRef("pk"),
+        organisation_id=user.organisation_id,
+        status=JoinRequestStatus.PENDING,
+    )
+    return Federation.objects.annotate(
+        is_member=Exists(memberships), join_requested=Exists(pending)
+    )
 
 
 def federation_get(*, slug: str, user: User) -> Federation:
@@ -35,6 +50,38 @@ def federation_require_member(*, federation: Federation, user: User, advice: str
         raise PermissionDenied(
             f"Your organisation is not a member of '{federation.slug}'; join it first.{advice}"
         )
+
+
+def require_operator(user: User, action: str) -> None:
+    if not user.is_operator:
+        raise PermissionDenied(f"Only market operators can {action}.")
+
+
+def join_request_list(*, federation: Federation, user: User) -> QuerySet[JoinRequest]:
+    """Operators: the federation's join requests, pending ones first, newest first."""
+    require_operator(user, "see join requests")
+    waiting_first = Case(When(status=JoinRequestStatus.PENDING, then=0), default=1)
+    return federation.join_requests.select_related(
+        "organisation", "requested_by", "federation"
+    ).order_by(waiting_first, "-created_at", "-id")
+
+
+def join_request_latest_refusal(*, federation: Federation, user: User) -> JoinRequest | None:
+    """The user's organisation's latest request to this federation if an operator refused it (the page says why)."""
+    if user.organisation_id is None:
+        return None
+    latest = federation.join_requests.filter(organisation_id=user.organisation_id).first()
+    return latest if latest is not None and latest.status == JoinRequestStatus.REFUSED else None
+
+
+def member_list(*, federation: Federation, user: User) -> QuerySet[Membership]:
+    """Operators: the federation's members, by organisation name."""
+    require_operator(user, "see a federation's members")
+    return (
+        Membership.objects.filter(federation=federation)
+        .select_related("organisation")
+        .order_by("organisation__name")
+    )
 
 
 def public_dataset_current(*, federation: Federation) -> PublicDataset:

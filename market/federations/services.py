@@ -6,16 +6,17 @@ from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
 from market.accounts.models import User
-from market.audit.services import audit_record, audit_refusals
-from market.errors import Conflict, InvalidInput, PermissionDenied
+from market.audit.services import audit_record
+from market.errors import Conflict, InvalidInput
 from market.federations.models import (
     EvaluationSplit,
     Federation,
-    Membership,
+    MembershipPolicy,
     PrivacyLevel,
     PublicDataset,
+    RevenueSplit,
 )
-from market.federations.selectors import public_dataset_current
+from market.federations.selectors import public_dataset_current, require_operator
 from market.storage import arrays_to_npz, artifact_save, artifacts_removed_on_error, sha256_of
 from workers.features import (
     TableError,
@@ -26,11 +27,6 @@ from workers.features import (
     read_table,
     table_format,
 )
-
-
-def require_operator(user: User, action: str) -> None:
-    if not user.is_operator:
-        raise PermissionDenied(f"Only market operators can {action}.")
 
 
 def table_limits() -> TableLimits:
@@ -81,11 +77,23 @@ def _clean_policies(policies: dict) -> dict:
                     f"not {value}."
                 )
             cleaned[name] = number
+        elif name == "membership_policy":
+            if value not in MembershipPolicy.values:
+                raise InvalidInput(
+                    f"'membership_policy' must be one of {', '.join(MembershipPolicy.values)}, not {value!r}."
+                )
+            cleaned[name] = value
         elif name == "fd_min_contributors":
             if isinstance(value, bool) or not isinstance(value, int) or not 2 <= value <= 1000:
                 raise InvalidInput(
                     f"'fd_min_contributors' must be a whole number from 2 to 1000 (an FD average of one "
                     f"silo is that silo's upload), not {value!r}."
+                )
+            cleaned[name] = value
+        elif name == "revenue_split":
+            if value not in RevenueSplit.values:
+                raise InvalidInput(
+                    f"'revenue_split' must be one of {', '.join(RevenueSplit.values)}, not {value!r}."
                 )
             cleaned[name] = value
         elif not isinstance(value, bool):
@@ -104,6 +112,8 @@ FEDERATION_POLICIES = (
     "buyers_may_launch_jobs",
     "accepts_own_models",
     "fd_min_contributors",
+    "membership_policy",
+    "revenue_split",
 )
 
 
@@ -159,24 +169,58 @@ def federation_create(
     return federation
 
 
-@audit_refusals("membership.joined", target_argument="federation")
-def federation_join(*, federation: Federation, user: User) -> tuple[Membership, bool]:
-    """Make the user's organisation a member; joining again changes nothing. Returns (membership, created)."""
-    organisation = user.organisation
-    if organisation is None or not organisation.is_silo:
-        raise PermissionDenied("Only members of a silo organisation can join a federation.")
-    # get_or_create survives a concurrent join: it catches the unique constraint's error and reads the winner's row.
-    membership, created = Membership.objects.get_or_create(
-        federation=federation, organisation=organisation
-    )
-    if created:
+def _name_taken(name: str, *, other_than: Federation | None = None) -> bool:
+    others = Federation.objects.exclude(id=other_than.id) if other_than else Federation.objects
+    return others.filter(name__iexact=name).exists()
+
+
+@transaction.atomic
+def federation_update(
+    *,
+    federation: Federation,
+    user: User,
+    name: str | None = None,
+    description: str | None = None,
+    membership_policy: str | None = None,
+    request=None,
+) -> Federation:
+    """Change a federation's name, description or membership policy (audited with each change); its slug, and so
+    every link to it, stays. A policy change affects later joins only: members stay members."""
+    require_operator(user, "edit federations")
+    federation = Federation.objects.select_for_update().get(id=federation.id)
+    changes = {}
+    if name is not None and name.strip() != federation.name:
+        name = name.strip()
+        if not name or len(name) > 200:
+            raise InvalidInput("A federation's name has 1 to 200 characters.", field="name")
+        if _name_taken(name, other_than=federation):
+            raise Conflict(f"A federation called {name!r} already exists; choose another name.")
+        changes["name"] = name
+    if description is not None and description != federation.description:
+        changes["description"] = description
+    if membership_policy is not None and membership_policy != federation.membership_policy:
+        changes.update(_clean_policies({"membership_policy": membership_policy}))
+    if changes:
+        before = {field: getattr(federation, field) for field in changes}
+        for field, value in changes.items():
+            setattr(federation, field, value)
+        federation.save(update_fields=list(changes))
         audit_record(
-            action="membership.joined",
+            action="federation.updated",
             actor=user,
-            target=membership,
-            details={"federation": federation.slug},
+            target=federation,
+            request=request,
+            details={
+                "slug": federation.slug,
+                "changed": {
+                    field: {"from": before[field], "to": changes[field]}
+                    for field in changes
+                    if field != "description"
+                }
+                | ({"description": "changed"} if "description" in changes else {}),
+            },
         )
-    return membership, created
+    return federation
 
 
 def feature_spec_preview(*, federation: Federation, data: bytes, user: User) -> dict:

@@ -13,6 +13,31 @@ urlpatterns = [
         name="api-federation-join",
     ),
     path(
+        "federations/<slug:slug>/join-requests/",
+        apis.JoinRequestListApi.as_view(),
+        name="api-join-request-list",
+    ),
+    path(
+        "join-requests/<int:join_request_id>/admit/",
+        apis.JoinRequestAdmitApi.as_view(),
+        name="api-join-request-admit",
+    ),
+    path(
+        "join-requests/<int:join_request_id>/refuse/",
+        apis.JoinRequestRefuseApi.as_view(),
+        name="api-join-request-refuse",
+    ),
+    path(
+        "federations/<slug:slug>/members/",
+        apis.MemberListApi.as_view(),
+        name="api-member-list",
+    ),
+    path(
+        "federations/<slug:slug>/members/<int:organisation_id>/remove/",
+        apis.MemberRemoveApi.as_view(),
+        name="api-member-remove",
+    ),
+    path(
         "federations/<slug:slug>/public-dataset/",
         apis.PublicDatasetApi.as_view(),
         name="api-public-dataset",

@@ -13,6 +13,12 @@ from market.federations.selectors import federation_get
 from market.jobs.baselines import baselines_visible
 from market.jobs.models import JobStatus
 from market.jobs.parameters import job_kind_choices, job_kind_refusal
+from market.jobs.preflight import (
+    MAX_DRAWS,
+    job_estimate_create,
+    job_estimate_get,
+    job_estimate_progress,
+)
 from market.jobs.selectors import global_model_get, job_get, job_list, job_log_lines, job_progress
 from market.jobs.services import job_cancel, job_create_once
 from market.jobs.visibility import global_model_view, visibility_for
@@ -94,6 +100,85 @@ class JobOutput(serializers.Serializer):
         return baselines_visible(global_model, every_silo=public.every_silo, organisation_id=None)
 
 
+class JobEstimateInput(JobInput):
+    draws = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text=f"L1: simulated draws of the job's noise, 1 to {MAX_DRAWS} (default 5); L2 always fuses once.",
+    )
+
+
+class JobEstimateOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    federation = serializers.SlugField(source="federation.slug")
+    kind = JobKindField()
+    privacy_level = serializers.ChoiceField(PrivacyLevel.choices)
+    parameters = serializers.DictField()
+    seed = serializers.IntegerField()
+    submissions = serializers.ListField(child=serializers.IntegerField(), source="submission_ids")
+    n_draws = serializers.IntegerField()
+    status = serializers.CharField()
+    progress = serializers.SerializerMethodField()
+    failure_reason = serializers.CharField()
+    result = serializers.DictField(
+        allow_null=True,
+        help_text='Once succeeded: "private" (mean, sd, min, max of accuracy and balanced_accuracy over the '
+        'simulated draws), "draws", "reference" (the same fusion without noise; null at L2), "baselines" '
+        '(majority_class, best_single_silo, average_silo, n_silos), "n_members", "report_rows".',
+    )
+    statements = serializers.SerializerMethodField(
+        help_text='Once succeeded: "passes_gate", "gate" (the sentence when the model would fail the publish gate) '
+        'and "silos" (each silo baseline it is expected to be below); market.commerce.quality.'
+    )
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+    def get_progress(self, estimate) -> dict:
+        return job_estimate_progress(estimate)
+
+    def get_statements(self, estimate) -> dict | None:
+        from market.commerce.quality import launcher_statements
+
+        if estimate.result is None:
+            return None
+        return launcher_statements(
+            result=estimate.result, class_labels=estimate.federation.class_labels or []
+        )
+
+
+class FederationJobEstimateListApi(APIView):
+    @extend_schema(
+        request=JobEstimateInput, responses={202: JobEstimateOutput, 200: JobEstimateOutput}
+    )
+    def post(self, request, slug):
+        """Ask for a pre-flight estimate of an L1 or L2 job (operators only): the job's request as for launching it,
+        checked the same way; nothing is launched or charged. 202 with the new estimate, or 200 with the same
+        request's estimate that is still running or succeeded (header Idempotent-Replayed)."""
+        given = JobEstimateInput(data=request.data)
+        given.is_valid(raise_exception=True)
+        created = job_estimate_create(
+            federation=federation_get(slug=slug, user=request.user),
+            requested_by=request.user,
+            **given.validated_data,
+        )
+        response = Response(
+            JobEstimateOutput(created.estimate).data,
+            status=status.HTTP_200_OK if created.replayed else status.HTTP_202_ACCEPTED,
+        )
+        response["Idempotent-Replayed"] = "true" if created.replayed else "false"
+        return response
+
+
+class JobEstimateDetailApi(APIView):
+    @extend_schema(responses=JobEstimateOutput)
+    def get(self, request, estimate_id):
+        """A pre-flight estimate, its progress and once done its scores (operators only)."""
+        return Response(
+            JobEstimateOutput(job_estimate_get(estimate_id=estimate_id, user=request.user)).data
+        )
+
+
 class GlobalModelFileOutput(serializers.Serializer):
     role = serializers.CharField()
     format = serializers.CharField()
@@ -143,6 +228,14 @@ class GlobalModelOutput(serializers.Serializer):
             'FedKT "vote": "auto" only (else null): the fusion chosen ("chosen"), by which "criterion", on how many '
             'evaluation rows ("selection_rows"; the metrics are on the other "report_rows"), and every candidate\'s '
             'selection-half scores ("candidates"; the stacked fusion\'s cross-fitted within that half).'
+        ),
+    )
+    contribution_values = serializers.DictField(
+        allow_null=True,
+        help_text=(
+            "Each silo's Shapley value of the job's own vote or average (docs/market.md, \"Contribution values\"): "
+            "operators see every silo's; a silo of an L0 model its own value, standard error and rank band; "
+            "everyone else, and everyone at L1 and L2 but the operator, an empty object."
         ),
     )
     files = GlobalModelFileOutput(source="global_model.files", many=True)

@@ -131,6 +131,16 @@ class GlobalModel(models.Model):
             "n_silos. Null for models made before baselines were measured (market.jobs.baselines derives them)."
         ),
     )
+    contribution_values = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text=(
+            "Each silo's Shapley value of the fusion's own vote or average (workers.valuation."
+            "contribution_values): the game, the estimator and per organisation id its values, standard errors, "
+            "leave-one-out and rank. Empty for kinds without a vote or an average and for older models. Who sees "
+            "it: market.jobs.visibility."
+        ),
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -238,3 +248,84 @@ class JobOutbox(OutboxEntry):
 
     class Meta(OutboxEntry.Meta):
         indexes = [models.Index(fields=["published_at"], name="jobs_outbox_unpublished")]
+
+
+class EstimateStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+
+
+class JobEstimate(models.Model):
+    """A pre-flight estimate of an L1 or L2 job before it is launched (market.jobs.preflight): the members' fusion
+    scored on the evaluation split, at L1 with several simulated draws of the job's noise. Nothing of it is
+    published or charged; only operators see it (market.jobs.visibility). Its fields mirror a job's, so that the
+    job runner's prediction step reads either.
+
+    ``result``: {"private": {"accuracy"|"balanced_accuracy": {"mean", "sd", "min", "max"}}, "draws": [headline
+    metrics of each simulated draw], "reference": headline metrics of the same fusion without noise (L1; null at
+    L2), "baselines": market.jobs.baselines' measurement on the same rows, "n_members", "report_rows"}.
+    """
+
+    federation = models.ForeignKey(Federation, on_delete=models.PROTECT, related_name="+")
+    kind = models.CharField(max_length=20, choices=job_kind_choices)
+    privacy_level = models.CharField(max_length=2, choices=PrivacyLevel.choices)
+    parameters = models.JSONField(help_text="The job's validated parameters, defaults filled in.")
+    seed = models.BigIntegerField(
+        help_text="The job's seed, and the seed of the simulated noise draws (never of real DP noise)."
+    )
+    submission_ids = models.JSONField(help_text="The members the job would use, by id.")
+    n_draws = models.PositiveSmallIntegerField(
+        help_text="Simulated noise draws (L1); 1 at L2, whose members carry their own noise."
+    )
+    public_dataset = models.ForeignKey(PublicDataset, on_delete=models.PROTECT, related_name="+")
+    evaluation_split = models.ForeignKey(
+        EvaluationSplit, on_delete=models.PROTECT, related_name="+"
+    )
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    request_sha256 = models.CharField(
+        max_length=64,
+        db_index=True,
+        help_text="SHA-256 of what the estimate is of (federation, kind, level, parameters, members, seed "
+        "given, data): the same request again reads this estimate instead of starting another.",
+    )
+    status = models.CharField(
+        max_length=20, choices=EstimateStatus.choices, default=EstimateStatus.QUEUED
+    )
+    progress_stage = models.CharField(max_length=100, blank=True)
+    progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0)
+    worker = models.CharField(max_length=200, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    result = models.JSONField(null=True, blank=True)
+    failure_reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(progress_done__lte=models.F("progress_total")),
+                name="estimate_progress_within_total",
+            ),
+        ]
+
+    def __str__(self):
+        return f"Estimate #{self.id} ({self.kind}, {self.privacy_level}) in {self.federation}"
+
+
+class JobEstimateOutbox(OutboxEntry):
+    """An estimate that must reach the broker (:mod:`market.outbox`); the worker claims the estimate row first."""
+
+    task_name = "onefold.job_estimate"
+    target_field = "estimate_id"
+
+    estimate = models.ForeignKey(JobEstimate, on_delete=models.CASCADE, related_name="outbox")
+
+    class Meta(OutboxEntry.Meta):
+        indexes = [models.Index(fields=["published_at"], name="estimates_outbox_unpublished")]

@@ -11,17 +11,25 @@ repeated exactly from its row.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 
 from market.errors import InvalidInput
 from market.federations.models import Federation, PrivacyLevel
+from workers.privacy.costs import DEFAULT_GNMAX_NOISE_RATIO
+
+if TYPE_CHECKING:
+    from workers.privacy.costs import BudgetView
 
 #: The L1 noise of every kind that adds it (the market resolves it, ``_privacy``); the launcher shows it once.
-PRIVACY_HELP = 'L1 only: {"mechanism": "laplace" with "gamma" | "gaussian" with "sigma", "delta"}.'
+PRIVACY_HELP = (
+    'L1 only: {"mechanism": "gaussian" with "sigma" (the default, GNMax) | "laplace" with "gamma", "delta"}; '
+    "a Gaussian job that names no sigma gets the σ and queries that fit its members' budgets."
+)
 QUERY_KEYS = ("query_fraction", "query_count", "query", "proxy")
-DEFAULT_GAMMA, DEFAULT_SIGMA = 0.04, 40.0
+DEFAULT_GAMMA = 0.04
 #: An L1 job that does not say how many rows to query queries its default (the federation's, else all rows)
 #: but at most as many as fit in this share of a new member's ε limit, so that a silo can take part in two
 #: default jobs (a fixed fraction of the public data cannot: all 3,000 rows of the demo at γ = 0.04 cost
@@ -35,6 +43,10 @@ L0_DEFAULTS = {"fedkt": {"vote": "auto"}}
 #: The fewest evaluation rows of each of two classes or more that let ``auto`` choose on one half and report on
 #: the other with every such class in both.
 AUTO_MIN_ROWS_PER_CLASS = 2
+#: An L1 job that names no mechanism adds Gaussian noise (GNMax) of σ = this × the most votes a query can hold
+#: (submissions × votes per submission), and queries the most rows that then fit (issue 25; chosen on
+#: validation rows, docs/results/private.md): :func:`workers.privacy.costs.calibrate_gnmax`.
+GNMAX_NOISE_RATIO = DEFAULT_GNMAX_NOISE_RATIO
 
 
 def _algorithms() -> dict:
@@ -90,20 +102,36 @@ def job_parameter_help() -> dict[str, str]:
     }
 
 
-def _privacy(value, *, federation: Federation, n_queries: int) -> dict:
+def _mechanism(value: Mapping, *, federation: Federation) -> str:
+    """The mechanism an L1 job names, or the one its noise parameter implies, else the default (Gaussian)."""
     defaults = federation.default_parameters or {}
-    if value is not None and not isinstance(value, Mapping):
-        raise InvalidInput(f"'privacy' must be a JSON object, not {value!r}. {PRIVACY_HELP}")
-    value = dict(value or {})
-    mechanism = value.get("mechanism", "gaussian" if "sigma" in value else "laplace")
+    if "mechanism" in value:
+        mechanism = value["mechanism"]
+    elif "gamma" in value or ("sigma" not in value and "gamma" in defaults):
+        mechanism = "laplace"
+    else:
+        mechanism = "gaussian"
     if mechanism not in ("laplace", "gaussian"):
         raise InvalidInput(
             f"The noise mechanism must be 'laplace' or 'gaussian', not {mechanism!r}."
         )
+    return mechanism
+
+
+def _given_privacy(value) -> dict:
+    if value is not None and not isinstance(value, Mapping):
+        raise InvalidInput(f"'privacy' must be a JSON object, not {value!r}. {PRIVACY_HELP}")
+    return dict(value or {})
+
+
+def _privacy(value, *, federation: Federation, n_queries: int, sigma: float | None = None) -> dict:
+    """The resolved privacy parameters of an L1 job; ``sigma``: the calibrated σ of a Gaussian job that names none."""
+    defaults = federation.default_parameters or {}
+    value = _given_privacy(value)
+    mechanism = _mechanism(value, federation=federation)
     noise_name = "gamma" if mechanism == "laplace" else "sigma"
     noise = value.get(
-        noise_name,
-        defaults.get(noise_name, DEFAULT_GAMMA if mechanism == "laplace" else DEFAULT_SIGMA),
+        noise_name, defaults.get(noise_name, DEFAULT_GAMMA if mechanism == "laplace" else sigma)
     )
     delta = value.get("delta", float(federation.default_delta))
     from workers.algorithms.schema import finite_number
@@ -124,27 +152,58 @@ def _privacy(value, *, federation: Federation, n_queries: int) -> dict:
     }
 
 
+#: The budgets an L1 job is calibrated to: given the votes one submission moves, each chosen silo's
+#: :class:`workers.privacy.costs.BudgetView` (its limit, δ, committed costs and the votes its data moves).
+MemberBudgets = Callable[[int], Sequence["BudgetView"]]
+
+
+def _budget_views(
+    *, federation: Federation, vote_shift: int, member_budgets: MemberBudgets | None
+) -> list:
+    """A new member's share of the default limit, and every chosen silo's remaining budget when known."""
+    from workers.privacy.costs import BudgetView
+
+    new_member = BudgetView(
+        epsilon_limit=float(federation.default_epsilon_limit) * L1_DEFAULT_SHARE_OF_LIMIT,
+        delta=float(federation.default_delta),
+        vote_shift=vote_shift,
+    )
+    return [new_member, *(member_budgets(vote_shift) if member_budgets else ())]
+
+
 def _l1_default_query(
-    *, kind: str, validated: dict, given_privacy, federation: Federation, n_public: int
+    *,
+    kind: str,
+    validated: dict,
+    given_privacy,
+    federation: Federation,
+    n_public: int,
+    member_budgets: MemberBudgets | None = None,
 ) -> dict:
-    """The most rows (at most all of them) whose data-independent ε fits the share of a new member's limit."""
-    from workers.privacy.costs import BudgetView, calibrate_queries
+    """The most rows (at most all of them) whose data-independent ε fits the share of a new member's limit and,
+    where ``member_budgets`` gives them and they leave room for the fewest rows a model trains on, every chosen
+    silo's remaining budget."""
+    from workers.algorithms.schema import MIN_TRAINING_ROWS
+    from workers.privacy.costs import calibrate_queries
 
     privacy = _privacy(given_privacy, federation=federation, n_queries=0)
-    limit = float(federation.default_epsilon_limit) * L1_DEFAULT_SHARE_OF_LIMIT
     algorithm = job_kind_get(kind)
     # A weighted vote moves s × W votes per submission: the default query must fit at that cost (never under-charge).
     vote_shift = algorithm.votes_per_submission(validated)
-    count = calibrate_queries(
-        [
-            BudgetView(
-                epsilon_limit=limit, delta=float(federation.default_delta), vote_shift=vote_shift
-            )
-        ],
-        privacy=privacy,
-        price=lambda at, shift: algorithm.l1_cost(validated, privacy=at, vote_shift=shift),
-        max_queries=n_public,
-    )
+
+    def most_rows(budgets) -> int:
+        return calibrate_queries(
+            _budget_views(federation=federation, vote_shift=vote_shift, member_budgets=budgets),
+            privacy=privacy,
+            price=lambda at, shift: algorithm.l1_cost(validated, privacy=at, vote_shift=shift),
+            max_queries=n_public,
+        )
+
+    count = most_rows(member_budgets)
+    if member_budgets is not None and count < MIN_TRAINING_ROWS:
+        # Too little left to train a model: the new member's share stands, and the reservation refuses the job
+        # naming the silos short of budget (rather than a query too small to train on).
+        count = most_rows(None)
     return {"query_count": max(1, count)}
 
 
@@ -154,6 +213,55 @@ def _evaluation_allows_auto(federation: Federation) -> bool:
     split = federation.evaluation_splits.first()
     counts = split.class_counts if split is not None else []
     return sum(count >= AUTO_MIN_ROWS_PER_CLASS for count in counts) >= 2
+
+
+def _gnmax_default(
+    *,
+    kind: str,
+    validated: dict,
+    federation: Federation,
+    most_queries: int,
+    n_queries: int | None,
+    n_submissions: int | None,
+    member_budgets: MemberBudgets | None,
+) -> tuple[float, int]:
+    """σ and the number of queries of a Gaussian L1 job that names no σ: :func:`workers.privacy.costs.calibrate_gnmax`
+    (σ in proportion to the most votes a query holds, then the most queries that fit) when it names no query,
+    else the least σ that fits its ``n_queries``; at most ``most_queries`` rows (the federation's default query,
+    else every public row). Fits a new member's share of the default limit and every
+    chosen silo's remaining budget; where nothing fits, the noise of the ratio at the fewest rows (the budgets
+    then refuse the job, naming the silos short of budget)."""
+    from workers.algorithms.schema import MIN_TRAINING_ROWS
+    from workers.privacy.costs import calibrate_gnmax, calibrate_noise
+
+    algorithm = job_kind_get(kind)
+    per_submission = algorithm.votes_per_submission(validated)
+    views = _budget_views(
+        federation=federation, vote_shift=per_submission, member_budgets=member_budgets
+    )
+    delta = float(federation.default_delta)
+    voters = n_submissions or max(1, federation.members.count())
+    sigma = GNMAX_NOISE_RATIO * voters * per_submission
+
+    def price(at, shift):
+        return algorithm.l1_cost(validated, privacy=at, vote_shift=shift)
+
+    if n_queries is not None:
+        privacy = {"mechanism": "gaussian", "gamma": None, "delta": delta, "n_queries": n_queries}
+        calibrated = calibrate_noise(views, privacy=privacy, price=price)
+        return (calibrated if calibrated is not None else max(sigma, 1e6)), n_queries
+    solved = calibrate_gnmax(
+        views,
+        total_votes=voters * per_submission,
+        noise_ratio=GNMAX_NOISE_RATIO,
+        delta=delta,
+        price=price,
+        min_queries=MIN_TRAINING_ROWS,
+        max_queries=most_queries,
+    )
+    if solved is None:
+        return sigma, min(MIN_TRAINING_ROWS, most_queries)
+    return solved["sigma"], solved["n_queries"]
 
 
 def _with_query(validated: dict, query: dict) -> dict:
@@ -167,8 +275,14 @@ def job_parameters_validate(
     parameters: Mapping | None,
     federation: Federation,
     n_public: int,
+    n_submissions: int | None = None,
+    member_budgets: MemberBudgets | None = None,
 ) -> dict:
-    """The job's parameters with defaults filled in, or InvalidInput naming the first problem."""
+    """The job's parameters with defaults filled in, or InvalidInput naming the first problem.
+
+    An L1 job that names no mechanism (or names "gaussian" without σ) gets GNMax calibrated to fit a new member's
+    share of the default limit and, where ``member_budgets`` gives them, the chosen silos' remaining budgets;
+    ``n_submissions`` (default: the federation's members) sets the most votes a query holds, which σ follows."""
     if parameters is not None and not isinstance(parameters, Mapping):
         raise InvalidInput(
             'Give the parameters as a JSON object, e.g. {"partitions": 2, "query_fraction": 0.1}.'
@@ -207,13 +321,34 @@ def job_parameters_validate(
     refusal = algorithm.noise_refusal(validated)
     if privacy_level == PrivacyLevel.L1 and refusal:
         raise InvalidInput(refusal)
-    if queries and not query_given and privacy_level == PrivacyLevel.L1:
+    given_privacy = _given_privacy(given.get("privacy"))
+    defaults = federation.default_parameters or {}
+    calibrated_sigma = None
+    if (
+        privacy_level == PrivacyLevel.L1
+        and _mechanism(given_privacy, federation=federation) == "gaussian"
+        and "sigma" not in given_privacy
+        and "sigma" not in defaults
+    ):
+        calibrated_sigma, count = _gnmax_default(
+            kind=kind,
+            validated=validated,
+            federation=federation,
+            most_queries=query_rows(validated, n_public=n_public),
+            n_queries=query_rows(validated, n_public=n_public) if query_given else None,
+            n_submissions=n_submissions,
+            member_budgets=member_budgets,
+        )
+        if not query_given and count < query_rows(validated, n_public=n_public):
+            validated = _with_query(validated, {"query_count": count})
+    elif queries and not query_given and privacy_level == PrivacyLevel.L1:
         fitting = _l1_default_query(
             kind=kind,
             validated=validated,
-            given_privacy=given.get("privacy"),
+            given_privacy=given_privacy,
             federation=federation,
             n_public=n_public,
+            member_budgets=member_budgets,
         )
         if query_rows(validated, n_public=n_public) > fitting["query_count"]:
             validated = _with_query(validated, fitting)
@@ -225,9 +360,10 @@ def job_parameters_validate(
     validated.pop("privacy", None)
     if privacy_level == PrivacyLevel.L1:
         validated["privacy"] = _privacy(
-            given.get("privacy"),
+            given_privacy,
             federation=federation,
             n_queries=query_rows(validated, n_public=n_public),
+            sigma=calibrated_sigma,
         )
     return validated
 

@@ -122,10 +122,6 @@ def job_model_files(*, submission: Submission, privacy_level: str) -> list[Model
 def job_members(*, submissions: list[Submission], privacy_level: str) -> list:
     """The submissions as the engine registry's members (what an engine may read of them), in the given order, as a
     job of ``privacy_level`` sees them (:func:`job_model_files`)."""
-    # Imported on use: importing the engines' package loads torch (seconds), which a web process pays only once it
-    # needs a job kind.
-    from workers.algorithms.registry import Member
-
     # one query for every member's number of model files (a job may have thousands of members)
     counts = {
         submission_id: (n, own)
@@ -136,22 +132,40 @@ def job_members(*, submissions: list[Submission], privacy_level: str) -> list:
         .annotate(n=Count("id"), own=Count("id", filter=Q(info__role=OWN_MODEL_ROLE)))
         .values_list("submission_id", "n", "own")
     }
+    return [
+        _member(submission, *counts.get(submission.id, (0, 0)), privacy_level=privacy_level)
+        for submission in submissions
+    ]
+
+
+def _member(submission: Submission, n_models: int, n_own: int, *, privacy_level: str):
+    # Imported on use: importing the engines' package loads torch (seconds), which a web process pays only once it
+    # needs a job kind.
+    from workers.algorithms.registry import Member
+
     used = own_models_used(privacy_level=privacy_level)
-    members = []
-    for submission in submissions:
-        n_models, n_own = counts.get(submission.id, (0, 0))
-        members.append(
-            Member(
-                key=str(submission.id),
-                organisation=str(submission.organisation_id),
-                n_examples=submission.n_local_examples,
-                validation_score=submission.local_validation_score,
-                n_models=n_models if used else n_models - n_own,
-                label_distribution=tuple(submission.label_distribution)
-                if submission.label_distribution
-                else None,
-                own_model=used and n_own > 0,
-                teachers=submission.teachers,
-            )
-        )
-    return members
+    return Member(
+        key=str(submission.id),
+        organisation=str(submission.organisation_id),
+        n_examples=submission.n_local_examples,
+        validation_score=submission.local_validation_score,
+        n_models=n_models if used else n_models - n_own,
+        label_distribution=tuple(submission.label_distribution)
+        if submission.label_distribution
+        else None,
+        own_model=used and n_own > 0,
+        teachers=submission.teachers,
+    )
+
+
+def job_best_model_files(*, submission: Submission, privacy_level: str) -> list[ModelFile]:
+    """The model files that make ``submission``'s best prediction in a job of ``privacy_level`` (its silo's own
+    model where the job uses it, else its students: workers.algorithms.registry.member_model_positions, the rule
+    its ensemble signal follows), read from its (prefetched) model files without another query."""
+    from workers.algorithms.registry import member_model_positions  # loads torch: see _member
+
+    files = list(submission.model_files.all())
+    n_own = sum((model_file.info or {}).get("role") == OWN_MODEL_ROLE for model_file in files)
+    used = job_model_files(submission=submission, privacy_level=privacy_level)
+    member = _member(submission, len(files), n_own, privacy_level=privacy_level)
+    return [used[position] for position in member_model_positions(member).best]

@@ -15,6 +15,7 @@ from django.utils import timezone
 from market.accounts.models import User
 from market.audit.models import AuditOutcome
 from market.audit.services import audit_record
+from market.budgets.pricing import member_budget_views
 from market.budgets.selectors import budget_refusal_visible
 from market.budgets.services import (
     BudgetExceeded,
@@ -30,7 +31,7 @@ from market.errors import (
     InvalidInput,
     PermissionDenied,
 )
-from market.federations.models import Federation, PrivacyLevel
+from market.federations.models import EvaluationSplit, Federation, PrivacyLevel, PublicDataset
 from market.federations.selectors import public_dataset_current
 from market.jobs.models import Job, JobIdempotencyKey, JobLogEntry, JobOutbox, JobStatus
 from market.jobs.parameters import job_parameters_validate, job_workload_check
@@ -61,6 +62,7 @@ def _chosen_submissions(
         chosen = list(
             Submission.objects.filter(
                 federation=federation,
+                organisation__federations=federation,  # members only: a removed member's stay out
                 status=SubmissionStatus.VALID,
                 privacy_level__in=usable_levels,
             ).order_by("id")
@@ -80,11 +82,17 @@ def _chosen_submissions(
     if len(set(submissions)) != len(submissions):
         raise InvalidInput("A submission id is listed twice; list each submission once.")
     found = Submission.objects.filter(federation=federation, id__in=submissions).in_bulk()
+    member_ids = set(federation.members.values_list("id", flat=True))
     for submission_id in submissions:
         submission = found.get(submission_id)
         if submission is None:
             raise InvalidInput(
                 f"Submission #{submission_id} does not belong to '{federation.slug}'."
+            )
+        if submission.organisation_id not in member_ids:
+            raise InvalidInput(
+                f"Submission #{submission_id} is from an organisation that is no longer a member of "
+                f"'{federation.slug}'; a removed member's submissions are kept but used in no new job."
             )
         if submission.status != SubmissionStatus.VALID:
             raise InvalidInput(
@@ -130,6 +138,79 @@ def _check_selectable(
     )
 
 
+@dataclass(frozen=True)
+class CheckedJobRequest:
+    """A job request as :func:`job_request_check` resolved it: what a job (or its pre-flight estimate,
+    market.jobs.preflight) is made of. ``seed`` is the one given, else a fresh random one."""
+
+    parameters: dict
+    submissions: list[Submission]
+    seed: int
+    public_dataset: PublicDataset
+    evaluation_split: EvaluationSplit
+
+
+def job_request_check(
+    *,
+    federation: Federation,
+    kind: str,
+    privacy_level: str,
+    parameters: dict | None,
+    submissions,
+    seed: int | None,
+) -> CheckedJobRequest:
+    """Everything a job is checked for before it is stored, except who asks and the budgets: the level the federation
+    allows, its public data and evaluation split, the seed, the parameters, the submissions and the engine's member
+    rule and work limit. InvalidInput names the first problem."""
+    if privacy_level not in federation.allowed_privacy_levels:
+        raise InvalidInput(
+            f"The federation allows privacy levels {', '.join(federation.allowed_privacy_levels)}, "
+            f"not {privacy_level}."
+        )
+    public_dataset = public_dataset_current(federation=federation)
+    evaluation_split = federation.evaluation_splits.first()
+    if evaluation_split is None:
+        raise InvalidInput(
+            f"'{federation.slug}' has no evaluation split yet; an operator must upload one so "
+            "that the platform can measure the global model."
+        )
+    if seed is not None and (
+        isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63
+    ):
+        raise InvalidInput(f"The seed must be a whole number from 0 to 2⁶³−1, not {seed!r}.")
+    chosen = _chosen_submissions(
+        federation=federation, privacy_level=privacy_level, submissions=submissions
+    )
+    validated = job_parameters_validate(
+        kind=kind,
+        privacy_level=privacy_level,
+        parameters=parameters,
+        federation=federation,
+        n_public=public_dataset.n_rows,
+        n_submissions=len(chosen),
+        member_budgets=member_budget_views(
+            federation=federation,
+            organisations=[submission.organisation_id for submission in chosen],
+        ),
+    )
+    _check_selectable(
+        kind=kind,
+        parameters=validated,
+        submissions=chosen,
+        privacy_level=privacy_level,
+        seed=seed,
+        n_public=public_dataset.n_rows,
+        n_classes=federation.n_classes,
+    )
+    return CheckedJobRequest(
+        parameters=validated,
+        submissions=chosen,
+        seed=seed if seed is not None else int.from_bytes(os.urandom(7), "big"),
+        public_dataset=public_dataset,
+        evaluation_split=evaluation_split,
+    )
+
+
 @retried_on_lock_conflict
 def job_create(
     *,
@@ -148,54 +229,28 @@ def job_create(
     the database broke a deadlock with another transaction on the same budgets."""
     try:
         job_launch_require_permission(federation=federation, user=requested_by)
-        if privacy_level not in federation.allowed_privacy_levels:
-            raise InvalidInput(
-                f"The federation allows privacy levels {', '.join(federation.allowed_privacy_levels)}, "
-                f"not {privacy_level}."
-            )
-        public_dataset = public_dataset_current(federation=federation)
-        evaluation_split = federation.evaluation_splits.first()
-        if evaluation_split is None:
-            raise InvalidInput(
-                f"'{federation.slug}' has no evaluation split yet; an operator must upload one so "
-                "that the platform can measure the global model."
-            )
-        if seed is not None and (
-            isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63
-        ):
-            raise InvalidInput(f"The seed must be a whole number from 0 to 2⁶³−1, not {seed!r}.")
-        validated = job_parameters_validate(
+        checked = job_request_check(
+            federation=federation,
             kind=kind,
             privacy_level=privacy_level,
             parameters=parameters,
-            federation=federation,
-            n_public=public_dataset.n_rows,
-        )
-        chosen = _chosen_submissions(
-            federation=federation, privacy_level=privacy_level, submissions=submissions
-        )
-        _check_selectable(
-            kind=kind,
-            parameters=validated,
-            submissions=chosen,
-            privacy_level=privacy_level,
+            submissions=submissions,
             seed=seed,
-            n_public=public_dataset.n_rows,
-            n_classes=federation.n_classes,
         )
         with transaction.atomic():
             job = Job.objects.create(
                 federation=federation,
                 kind=kind,
                 privacy_level=privacy_level,
-                parameters=validated,
-                seed=seed if seed is not None else int.from_bytes(os.urandom(7), "big"),
-                public_dataset=public_dataset,
-                evaluation_split=evaluation_split,
+                parameters=checked.parameters,
+                seed=checked.seed,
+                public_dataset=checked.public_dataset,
+                evaluation_split=checked.evaluation_split,
                 requested_by=requested_by,
                 requesting_organisation=requested_by.organisation,
-                progress_total=len(chosen),
+                progress_total=len(checked.submissions),
             )
+            chosen = checked.submissions
             job.submissions.set(chosen)
             if privacy_level == PrivacyLevel.L1:
                 budget_reserve_for_job(job=job, actor=requested_by)

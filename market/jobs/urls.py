@@ -1,17 +1,29 @@
 from django.urls import path
 
 from market.jobs.apis import (
+    FederationJobEstimateListApi,
     FederationJobListApi,
     GlobalModelDetailApi,
     GlobalModelFeatureSpecApi,
     JobCancelApi,
     JobDetailApi,
+    JobEstimateDetailApi,
     JobListApi,
 )
 
 urlpatterns = [
     path(
         "federations/<slug:slug>/jobs/", FederationJobListApi.as_view(), name="api-federation-jobs"
+    ),
+    path(
+        "federations/<slug:slug>/job-estimates/",
+        FederationJobEstimateListApi.as_view(),
+        name="api-federation-job-estimates",
+    ),
+    path(
+        "job-estimates/<int:estimate_id>/",
+        JobEstimateDetailApi.as_view(),
+        name="api-job-estimate-detail",
     ),
     path("jobs/", JobListApi.as_view(), name="api-job-list"),
     path("jobs/<int:job_id>/", JobDetailApi.as_view(), name="api-job-detail"),

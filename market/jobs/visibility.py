@@ -14,15 +14,25 @@ feature specification and the data-independent ε bound, and:
   as contributions: otherwise rounded to whole percentage points where at least four silos were measured, and
   below that only whether the model beats them (with three silos, each could solve for the others' exact
   scores); which organisation the best single silo is only under the contributions rule (or to that silo
-  itself) (market.jobs.baselines.baselines_visible).
+  itself) (market.jobs.baselines.baselines_visible);
+- each silo's contribution value (``GlobalModel.contribution_values``, issue 28) never, whatever the federation
+  publishes: a silo's value is a function of every other silo's model. At L0 a silo sees its own value, its
+  standard error and its rank band (not its rank, nor anyone else's value); at L1 and L2 the values are computed
+  from the silos' un-noised predictions, which the noise is meant to hide, so only the operator sees them
+  (docs/budgets.md, "Contribution values"). Buyers, the public and other silos see nothing per silo.
 
 A new field of a global model is private until it is added to :class:`GlobalModelView` with its rule here.
+
+A pre-flight estimate of a job (market.jobs.preflight) is the operator's alone (:func:`estimate_visible`): it is
+computed from every member's predictions and from simulated noisy answers, which under L1's trust model only the
+server sees. No silo and no buyer sees one, not even a buyer that may launch jobs: they are told it exists for
+operators, never its numbers.
 """
 
 from dataclasses import dataclass
 
 from market.accounts.models import Organisation, User
-from market.federations.models import Federation
+from market.federations.models import Federation, PrivacyLevel
 from market.jobs.baselines import baselines_visible
 from market.jobs.models import GlobalModel
 from market.submissions.models import Submission
@@ -53,17 +63,25 @@ class Visibility:
     data_dependent_epsilon: bool
     every_silo: bool
     organisation_id: int | None
+    operator: bool = False
 
 
 def visibility_for(*, user: User | None, federation: Federation) -> Visibility:
     """``user=None`` is the public: a model card's reader, whoever that is."""
     if user is not None and user.is_operator:
-        return Visibility(data_dependent_epsilon=True, every_silo=True, organisation_id=None)
+        return Visibility(
+            data_dependent_epsilon=True, every_silo=True, organisation_id=None, operator=True
+        )
     return Visibility(
         data_dependent_epsilon=federation.publish_data_dependent_epsilon,
         every_silo=federation.publish_contributions,
         organisation_id=getattr(user, "organisation_id", None),
     )
+
+
+def estimate_visible(*, user: User | None) -> bool:
+    """Whether ``user`` may ask for and read pre-flight estimates (module docstring): operators only."""
+    return user is not None and user.is_operator
 
 
 @dataclass(frozen=True)
@@ -81,6 +99,9 @@ class GlobalModelView:
     every_silo: bool  # False: the per-silo fields hold the viewer's own share at most
     fusion_choice: dict | None = (
         None  # FedKT vote: auto's choice and candidates' scores; names no silo: for everyone
+    )
+    contribution_values: dict | None = (
+        None  # visible_contribution_values: all, the viewer's own, or {}
     )
 
 
@@ -153,7 +174,33 @@ def global_model_view(*, global_model: GlobalModel, user: User | None) -> Global
         ),
         every_silo=visibility.every_silo,
         fusion_choice=_fusion_choice(lineage),
+        contribution_values=visible_contribution_values(global_model, visibility=visibility),
     )
+
+
+#: What a silo sees of its own contribution value (at L0 only): not its exact rank, nor the leave-one-out.
+OWN_VALUE_KEYS = ("shapley", "standard_error", "rank_band")
+#: The game's description, which names no silo.
+VALUE_GAME_KEYS = ("rule", "estimator", "permutations", "rows", "measures")
+
+
+def visible_contribution_values(global_model: GlobalModel, *, visibility: Visibility) -> dict:
+    """The operator: every silo's values; a silo of an L0 model: its own (:data:`OWN_VALUE_KEYS`); else ``{}``."""
+    values = global_model.contribution_values or {}
+    if not values or visibility.operator:
+        return dict(values)
+    own = (values.get("silos") or {}).get(str(visibility.organisation_id))
+    if own is None or model_privacy_level(global_model) != PrivacyLevel.L0:
+        return {}
+    return {
+        **{key: values[key] for key in VALUE_GAME_KEYS if key in values},
+        "silos": {str(visibility.organisation_id): {key: own.get(key) for key in OWN_VALUE_KEYS}},
+    }
+
+
+def model_privacy_level(global_model: GlobalModel) -> str:
+    """The privacy level the model was made at (its lineage's, else its job's)."""
+    return (global_model.lineage or {}).get("privacy_level") or global_model.job.privacy_level
 
 
 def _fusion_choice(lineage: dict) -> dict | None:
@@ -189,3 +236,64 @@ def named_submission_metrics(view: GlobalModelView) -> list[dict]:
         for key, metrics in sorted(view.submission_metrics.items(), key=lambda item: int(item[0]))
         if key.isdigit()
     ]
+
+
+def _error_text(silo: dict) -> str:
+    error = (silo.get("standard_error") or {}).get("balanced_accuracy")
+    return "exact" if error is None else f"± {error:.4f} (standard error)"
+
+
+def named_contribution_values(view: GlobalModelView) -> list[dict]:
+    """The visible contribution values with their organisations' names, highest balanced-accuracy value first:
+    the value, its error bar as text, the leave-one-out (operator only) and the rank band."""
+    silos = (view.contribution_values or {}).get("silos") or {}
+    names = Organisation.objects.in_bulk([int(key) for key in silos if key.isdigit()])
+    rows = [
+        {
+            "organisation_id": key,
+            "organisation": names[int(key)].name
+            if key.isdigit() and int(key) in names
+            else f"Organisation {key}",
+            "balanced_accuracy": (silo.get("shapley") or {}).get("balanced_accuracy"),
+            "accuracy": (silo.get("shapley") or {}).get("accuracy"),
+            "error": _error_text(silo),
+            "leave_one_out": (silo.get("leave_one_out") or {}).get("balanced_accuracy"),
+            "rank_band": silo.get("rank_band"),
+        }
+        for key, silo in silos.items()
+    ]
+    return sorted(rows, key=lambda row: -(row["balanced_accuracy"] or 0.0))
+
+
+def own_contribution_values(*, organisation_id: int) -> list[dict]:
+    """A silo's own value in every global model it contributed to at L0 (its earnings page and API), newest
+    first: never another silo's, never an L1 or L2 model's (the module docstring)."""
+    rows = []
+    models = (
+        GlobalModel.objects.filter(contribution_values__silos__has_key=str(organisation_id))
+        .select_related("job", "federation")
+        .order_by("-id")
+    )
+    for global_model in models:
+        visible = visible_contribution_values(
+            global_model,
+            visibility=Visibility(
+                data_dependent_epsilon=False, every_silo=False, organisation_id=organisation_id
+            ),
+        )
+        own = (visible.get("silos") or {}).get(str(organisation_id))
+        if own is None:
+            continue
+        rows.append(
+            {
+                "global_model": global_model.id,
+                "federation": global_model.federation.slug,
+                "rule": visible.get("rule"),
+                "estimator": visible.get("estimator"),
+                "shapley": own["shapley"],
+                "standard_error": own["standard_error"],
+                "error": _error_text(own),
+                "rank_band": own["rank_band"],
+            }
+        )
+    return rows

@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from market.accounts.services import organisation_create, user_create
 from market.commerce.services import purchase_create
+from market.federations.models import JoinRequest
+from market.invitations.services import invitation_create
 from tests.market.commerce.conftest import *  # noqa: F401,F403 (global-model, listing, buyer and top-up fixtures)
 from tests.market.commerce.conftest import BUYER_PASSWORD
 
@@ -94,6 +97,21 @@ def test_every_page_of_every_role_has_no_serious_accessibility_violation_and_fit
     top_up(buyer_user.organisation, 5000)
     purchase_create(listing=other, user=buyer_user, idempotency_key="a11y-1")
     slug, job_id = federation_with_data.slug, listing.global_model.job_id
+    waiting = user_create(
+        username="wanda-waiting",
+        password="waiting-password",
+        organisation=organisation_create(name="Waiting Clinic"),
+    )
+    JoinRequest.objects.create(
+        federation=federation_with_data, organisation=waiting.organisation, requested_by=waiting
+    )
+    _, invitation_token = invitation_create(
+        user=operator,
+        kind="organisation",
+        organisation_name="Harbour Clinic",
+        is_silo=True,
+        federation=federation_with_data,
+    )
     problems = []
 
     sign_in(page, live_server, "olivia-operator", "operator-password")
@@ -120,6 +138,8 @@ def test_every_page_of_every_role_has_no_serious_accessibility_violation_and_fit
             f"/federations/{slug}/data/",
             f"/market/models/{listing.global_model_id}/list/",
             "/market/wallets/",
+            "/people/",
+            f"/federations/{slug}/edit/",
         ],
         "operator",
     )
@@ -164,4 +184,8 @@ def test_every_page_of_every_role_has_no_serious_accessibility_violation_and_fit
     page.context.clear_cookies()
     page.goto(f"{live_server.url}/sign-in/")
     problems += page_problems(page, "sign-in")
+    for width in WIDTHS:  # the page an invitation link opens, before its person has an account
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(f"{live_server.url}/invitations/{invitation_token}/")
+        problems += page_problems(page, f"invitation acceptance @{width}px")
     assert problems == [], "\n".join(problems)

@@ -21,7 +21,7 @@ def test_an_operator_opens_an_augmentation_and_a_silo_sees_its_seeds_leakage_bef
 ):
     from market.augmentations.models import Augmentation
     from market.augmentations.services import seeds_upload
-    from market.federations.services import federation_join
+    from market.federations.membership import federation_join
 
     script_errors = []
     page.on("pageerror", lambda error: script_errors.append(str(error)))

@@ -135,7 +135,7 @@ def test_only_operators_see_and_submit_the_augmentation_form(
 def test_a_silo_uploads_seeds_on_the_page_and_sees_only_its_own_counts_and_leakage(
     client, settings, operator, federation_with_data, silo_user, other_silo_user
 ):
-    from market.federations.services import federation_join
+    from market.federations.membership import federation_join
 
     federation_join(federation=federation_with_data, user=other_silo_user)
     augmentation_id = open_augmentation(operator)

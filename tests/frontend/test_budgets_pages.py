@@ -33,7 +33,7 @@ ONE_JOB = fedkt_l1_cost(
 
 @pytest.fixture
 def two_silos(federation_with_data, silo_user, other_silo_user):
-    from market.federations.services import federation_join
+    from market.federations.membership import federation_join
 
     federation_join(federation=federation_with_data, user=other_silo_user)
     budgets_ensure(federation=federation_with_data)

@@ -48,7 +48,7 @@ def test_an_operator_sees_every_tab_and_the_federations_jobs_data_and_members(
 def test_a_silo_has_no_members_tab_and_sees_only_its_own_budget(
     silo_user, other_silo_user, federation_with_data
 ):
-    from market.federations.services import federation_join
+    from market.federations.membership import federation_join
 
     federation_join(federation=federation_with_data, user=other_silo_user)
     client = signed_in(silo_user)

@@ -59,6 +59,7 @@ def test_an_operator_lands_on_the_market_overview(operator, federation):
         "Budgets",
         "Market",
         "Wallets",
+        "People",
         "Audit log",
     ]
     assert "Market overview" in response.text and "Recent audit events" in response.text

@@ -1,5 +1,5 @@
-"""An operator launches a FedKT job from the web page and watches it finish, in a real Chromium against a live
-server, a real Celery worker and PostgreSQL."""
+"""An operator estimates an L1 FedKT job's quality before spending anything, then launches a FedKT job from the web
+page and watches it finish, in a real Chromium against a live server, a real Celery worker and PostgreSQL."""
 
 import json
 import os
@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from market.jobs.models import Job, JobStatus
+from market.jobs.models import Job, JobEstimate, JobStatus
 from tests.conftest import scaled_milliseconds
+from tests.frontend.journey_helpers import ARTIFACTS, PHONE, screenshots
+from tests.frontend.test_accessibility import page_problems
 from tests.market.jobs.conftest import (  # noqa: F401 (fixtures)
     FAST_FEDKT,
     fedkt_student_files,
@@ -60,9 +62,37 @@ def test_operator_launches_a_fedkt_job_and_watches_it_finish(
     page.get_by_label("Parameters (JSON; defaults filled in)").fill(json.dumps(FAST_FEDKT))
     page.get_by_label("Privacy level").select_option("L1")
     page.locator("#job-price").filter(has_text="Data-independent bound").wait_for()
-    page.get_by_label("Privacy level").select_option("L0")
 
     with job_worker(settings, media_root, tmp_path / "worker.log"):
+        # Before spending: the estimate of this L1 job, polled until the worker has scored it.
+        page.get_by_role("button", name="Estimate expected quality").click()
+        page.locator('#job-estimate[data-status="succeeded"]').wait_for(
+            timeout=scaled_milliseconds(120_000)
+        )
+        estimated_at = page.url
+        for row in ("#estimate-private", "#estimate-reference", "#estimate-majority"):
+            assert page.locator(row).is_visible()
+        verdict = page.locator("#estimate-gate, #estimate-gate-passes")
+        assert verdict.count() == 1
+        # The verdict sits right above the Launch button.
+        assert page.evaluate(
+            "document.querySelector('#estimate-gate, #estimate-gate-passes').getBoundingClientRect().bottom"
+            " <= document.getElementById('launch-button').getBoundingClientRect().top"
+        )
+        assert page_problems(page, "estimate @1280px") == []
+        page.set_viewport_size(PHONE)
+        assert page_problems(page, "estimate @390px") == []
+        page.set_viewport_size({"width": 1280, "height": 900})
+        screenshots(page, "job-estimate", ARTIFACTS)
+        # Back and the button again: the form's first answer, no second estimate.
+        page.go_back()
+        page.get_by_role("button", name="Estimate expected quality").click()
+        page.locator('#job-estimate[data-status="succeeded"]').wait_for()
+        assert page.url == estimated_at and JobEstimate.objects.count() == 1
+
+        page.get_by_label("Privacy level").select_option("L0")
+        page.get_by_text("Advanced JSON").click()
+        page.get_by_label("Parameters (JSON; defaults filled in)").fill(json.dumps(FAST_FEDKT))
         page.get_by_role("button", name="Launch job").click()
         page.locator("#job-status").filter(has_text="Succeeded").wait_for(
             timeout=scaled_milliseconds(120_000)

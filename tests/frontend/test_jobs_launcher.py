@@ -8,6 +8,7 @@ import pytest
 from market.jobs.models import Job
 from tests.frontend.test_jobs_journey import live_server  # noqa: F401 (fixture)
 from tests.market.jobs.conftest import fedkt_student_files, fedkt_submissions, third_silo_user  # noqa: F401
+from workers.algorithms.fusions import DEFAULT_QUERY_SELECTION, DEFAULT_SEMI_SUPERVISED
 
 
 @pytest.mark.browser
@@ -32,9 +33,18 @@ def test_switching_the_privacy_level_does_not_change_what_the_query_means(
 
     page.get_by_label("Kind").select_option("fedkt")
     page.get_by_label("Privacy level").select_option("L1")
-    assert (
-        json.loads(parameters.input_value())["query_count"] == 89
-    )  # fits half of a new member's ε limit
+    from market.federations.selectors import public_dataset_current
+    from market.jobs.parameters import job_parameter_defaults
+
+    shown = json.loads(parameters.input_value())
+    expected = job_parameter_defaults(
+        kind="fedkt",
+        federation=federation,
+        n_public=public_dataset_current(federation=federation).n_rows,
+        privacy_level="L1",
+    )  # GNMax whose rows and σ fit half of a new member's ε limit
+    assert shown["query_count"] == expected["query_count"] < 2000
+    assert shown["privacy"]["mechanism"] == "gaussian"
     page.get_by_label("Privacy level").select_option("L0")
     shown = json.loads(parameters.input_value())
     assert (
@@ -51,5 +61,7 @@ def test_switching_the_privacy_level_does_not_change_what_the_query_means(
         "final_model": {"family": "random_forest", "n_estimators": 100, "max_depth": 8},
         "vote": "auto",  # the L0 default, shown in the form and stored
         "vote_weight_max": 4,
+        "query_selection": DEFAULT_QUERY_SELECTION,
+        "semi_supervised": DEFAULT_SEMI_SUPERVISED,
     }
     assert script_errors == []

@@ -35,7 +35,7 @@ def live_server():
 
 def silos_submit(federation, users, student_files) -> None:
     """The silos' part, as the toolkit does it over the API: join, upload two students each, validated."""
-    from market.federations.services import federation_join
+    from market.federations.membership import federation_join
     from market.submissions.services import submission_validate
 
     for user, files in zip(users, student_files):
@@ -90,6 +90,8 @@ def test_operator_creates_a_federation_launches_a_job_lists_its_model_and_tops_u
     page.get_by_label("Label column").fill("income")
     page.get_by_label("Class labels").fill("<=50K, >50K")
     page.get_by_label("L0: no noise (members trust each other)").check()
+    # Open: the silos below join by themselves (admission has its own journey, test_membership_pages).
+    page.get_by_label("Open: any silo may join").check()
     screenshots(page, "operator-federation-new")
     page.get_by_role("button", name="Create federation").click()
     federation = Federation.objects.get()
@@ -98,6 +100,7 @@ def test_operator_creates_a_federation_launches_a_job_lists_its_model_and_tops_u
         ["<=50K", ">50K"],
         ["L0", "L1", "L2"],
     )
+    assert federation.membership_policy == "open"
 
     # Public data: a preview of the inferred specification first (nothing stored), then the upload.
     upload(

@@ -188,7 +188,7 @@ def test_unknown_federation_is_a_friendly_404(silo_client, db):
 def test_before_public_data_exists_members_are_told_and_upload_waits(
     silo_client, silo_user, federation
 ):
-    from market.federations.services import federation_join
+    from market.federations.membership import federation_join
 
     federation_join(federation=federation, user=silo_user)
 
@@ -342,7 +342,7 @@ def test_another_organisation_s_status_partial_is_404(other_silo_client, silo_us
 def test_submission_list_shows_only_the_own_organisation_s_submissions(
     silo_client, silo_user, other_silo_user, federation_with_data, submit
 ):
-    from market.federations.services import federation_join
+    from market.federations.membership import federation_join
 
     federation_join(federation=federation_with_data, user=other_silo_user)
     own = submit(silo_user, model_index=0)
@@ -376,7 +376,7 @@ def test_submission_list_without_submissions_says_so(silo_client, db):
 def test_the_upload_page_declares_the_feature_view_with_each_views_width(
     silo_client, silo_user, federation_with_data
 ):
-    from market.federations.services import federation_join
+    from market.federations.membership import federation_join
     from workers.features import view_width
 
     federation_join(federation=federation_with_data, user=silo_user)

@@ -19,7 +19,7 @@ WIDTHS = {"desktop": 1280, "phone": 390}
 METADATA = {
     "federation": "adult-income",
     "model_family": "xgboost",
-    "files": ["student-1.json", "student-2.json"],
+    "files": ["student-1.json", "student-2.json", "own-model.json"],
     "n_local_examples": 2000,
     "local_validation_score": 0.83,
     "label_distribution": [1520, 480],
@@ -27,6 +27,9 @@ METADATA = {
     "privacy_parameters": {},
     "declared_epsilon": None,
     "feature_view": "one_hot",
+    "partitions": 2,
+    "teachers": 5,
+    "own_model": {"file": "own-model.json", "validation_score": 0.85},
 }
 
 
@@ -81,7 +84,8 @@ def test_silo_uploads_from_metadata_json_and_sees_its_budget_and_earnings(
         ]
     )
     page.get_by_text(
-        "Filled in from metadata.json; now choose its model files: student-1.json, student-2.json."
+        "Filled in from metadata.json; now choose its model files: student-1.json, student-2.json, "
+        "own-model.json (own-model.json is your own model, uploaded beside the students)."
     ).wait_for()
     assert page.get_by_label("Model family").input_value() == "xgboost"
     assert page.get_by_label("Local training examples").input_value() == "2000"
@@ -94,7 +98,8 @@ def test_silo_uploads_from_metadata_json_and_sees_its_budget_and_earnings(
         "#field-files",
         files=[
             {"name": name, "mimeType": "application/json", "buffer": data}
-            for name, data in zip(METADATA["files"], student_model_files)
+            # the own model: a third XGBoost model (the first student's file will do for the page)
+            for name, data in zip(METADATA["files"], [*student_model_files, student_model_files[0]])
         ],
     )
     screenshots(page, "upload-from-metadata")
@@ -111,6 +116,13 @@ def test_silo_uploads_from_metadata_json_and_sees_its_budget_and_earnings(
         submission.privacy_level,
         submission.label_distribution,
     ) == (SubmissionStatus.VALID, 2000, "L0", [1520, 480])
+    files = list(submission.model_files.all())
+    assert (files[-1].original_name, files[-1].info["role"]) == ("own-model.json", "own")
+    assert (submission.own_model_validation_score, submission.partitions, submission.teachers) == (
+        0.85,
+        2,
+        5,
+    )
     screenshots(page, "upload-validated")
 
     page.get_by_role("link", name="Budget", exact=True).click()

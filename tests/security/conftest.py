@@ -47,7 +47,9 @@ def world(
     from market.budgets.selectors import budget_list
     from market.commerce.services import credit_request_create, listing_create, purchase_create
     from market.exchanges.services import exchange_create, logits_upload
-    from market.federations.services import federation_join
+    from market.federations.membership import federation_join
+    from market.federations.models import JoinRequest
+    from market.invitations.services import invitation_create
     from market.submissions.services import UploadedModel, submission_create
 
     federation = federation_with_data
@@ -105,8 +107,34 @@ def world(
     augmentation = augmentation_create(
         federation=federation, name="FAug", n_features=4, epochs=1, batch_size=2, actor=operator
     )
+    estimate = _succeeded_estimate(federation, operator, list(submissions.values()))
+    # A third silo waits to be admitted; an open invitation brings a fourth into the federation.
+    waiting = user_create(
+        username="wanda-waiting",
+        password="waiting-password",
+        organisation=organisation_create(name="Waiting Clinic"),
+    )
+    join_request = JoinRequest.objects.create(
+        federation=federation, organisation=waiting.organisation, requested_by=waiting
+    )
+    invitation, invitation_token = invitation_create(
+        user=operator,
+        kind="organisation",
+        organisation_name="Invited Lab",
+        is_silo=True,
+        federation=federation,
+    )
     targets = {
         "none": {None: {}},
+        "join_request": {None: {"join_request_id": join_request.id}},
+        "member": {
+            "silo_a": {"slug": federation.slug, "organisation_id": silo_user.organisation_id}
+        },
+        "invitation": {None: {"invitation_id": invitation.id}},
+        "public_invitation_link": {
+            "open": {"token": invitation_token},
+            "forged": {"token": "not-a-token-the-market-made"},
+        },
         "public": {None: {}},
         "federation": {None: {"slug": federation.slug}},
         "token": {
@@ -134,6 +162,50 @@ def world(
         "exchange": {None: {"exchange_id": exchange.id, "number": 1}},
         "exchange_round": {"silo_a": {"exchange_id": exchange.id, "number": 1}},
         "augmentation": {None: {"augmentation_id": augmentation.id}},
+        "estimate": {None: {"estimate_id": estimate.id}},
     }
     tokens = {name: api_token_create(user=user, name="world")[1] for name, user in people.items()}
     return World(people=people, tokens=tokens, targets=targets)
+
+
+def _succeeded_estimate(federation, operator, submissions):
+    """An operator's pre-flight estimate (market.jobs.preflight) that a worker finished, with its scores."""
+    from market.jobs.models import JobEstimate
+
+    scores = {"accuracy": 0.8, "balanced_accuracy": 0.7, "macro_f1": 0.7, "roc_auc": 0.8}
+    return JobEstimate.objects.create(
+        federation=federation,
+        kind="fedkt",
+        privacy_level="L1",
+        parameters={"partitions": 2},
+        seed=1,
+        submission_ids=[submission.id for submission in submissions],
+        n_draws=1,
+        public_dataset=federation.public_datasets.first(),
+        evaluation_split=federation.evaluation_splits.first(),
+        requested_by=operator,
+        request_sha256="0" * 64,
+        status="succeeded",
+        result={
+            "private": {
+                name: {"mean": value, "sd": 0.0, "min": value, "max": value}
+                for name, value in scores.items()
+                if name in ("accuracy", "balanced_accuracy")
+            },
+            "draws": [scores],
+            "reference": scores,
+            "baselines": {
+                "majority_class": {
+                    **scores,
+                    "accuracy": 0.76,
+                    "balanced_accuracy": 0.5,
+                    "class": 0,
+                },
+                "best_single_silo": {**scores, "silo": "1"},
+                "average_silo": scores,
+                "n_silos": 2,
+            },
+            "n_members": len(submissions),
+            "report_rows": 500,
+        },
+    )

@@ -45,8 +45,8 @@ class Rule:
     decide: object  # (principal, owner) -> expected
 
     def expected(self, principal: str, owner: str | None):
-        if (
-            principal == "anonymous" and self.targets != "public"
+        if principal == "anonymous" and not self.targets.startswith(
+            "public"
         ):  # a download link needs its signed-in buyer too
             return SIGN_IN
         return self.decide(principal, owner)
@@ -81,6 +81,12 @@ def job_participants_and_buyers(principal, owner):
     """The global model: its job's participants (job_participants) and buyer_a, who bought it; buyer_b, who did
     not, sees no such model."""
     return ALLOW if principal in SILOS | {"operator", "buyer_a"} else HIDDEN
+
+
+def operators_else_hidden(principal, owner):
+    """A pre-flight estimate is the operator's alone (market.jobs.visibility.estimate_visible): to anyone else,
+    silos and buyers alike, there is no such estimate."""
+    return ALLOW if principal == "operator" else HIDDEN
 
 
 def exchange_members(principal, owner):
@@ -159,6 +165,12 @@ def forged_link(principal, owner):
     return FORBIDDEN
 
 
+def invitation_link_holder(principal, owner):
+    """Whoever holds an invitation's link, signed in or not, may open it; a link the market never made is not
+    found."""
+    return ALLOW if owner == "open" else HIDDEN
+
+
 def members_or_refused(principal, owner):
     return ALLOW if principal in SILOS | {"operator"} else REFUSED
 
@@ -199,6 +211,24 @@ POLICY = {
     ("POST", "/api/federations/"): Rule("none", operator_only_after_validation),
     ("GET", "/api/federations/{slug}/"): Rule("federation", signed_in),
     ("POST", "/api/federations/{slug}/join/"): Rule("federation", joiner),
+    ("PATCH", "/api/federations/{slug}/"): Rule("federation", operator_only_after_validation),
+    # Membership and invitations: the operator decides; an invitation link is for whoever holds it.
+    ("GET", "/api/federations/{slug}/join-requests/"): Rule("federation", operator_only),
+    ("POST", "/api/join-requests/{join_request_id}/admit/"): Rule("join_request", operator_only),
+    ("POST", "/api/join-requests/{join_request_id}/refuse/"): Rule("join_request", operator_only),
+    ("GET", "/api/federations/{slug}/members/"): Rule("federation", operator_only),
+    ("POST", "/api/federations/{slug}/members/{organisation_id}/remove/"): Rule(
+        "member", operator_only
+    ),
+    ("GET", "/api/invitations/"): Rule("none", operator_only),
+    ("POST", "/api/invitations/"): Rule("none", operator_only_after_validation),
+    ("POST", "/api/invitations/{invitation_id}/revoke/"): Rule("invitation", operator_only),
+    ("GET", "/api/invitations/accept/{token}/"): Rule(
+        "public_invitation_link", invitation_link_holder
+    ),
+    ("POST", "/api/invitations/accept/{token}/"): Rule(
+        "public_invitation_link", invitation_link_holder
+    ),
     ("GET", "/api/federations/{slug}/public-dataset/"): Rule(
         "federation", members_of_the_federation
     ),
@@ -227,6 +257,10 @@ POLICY = {
     ("POST", "/api/federations/{slug}/budget-calibration/"): Rule("federation", members_or_refused),
     ("GET", "/api/federations/{slug}/jobs/"): Rule("federation", signed_in),
     ("POST", "/api/federations/{slug}/jobs/"): Rule("federation", operator_only_after_validation),
+    ("POST", "/api/federations/{slug}/job-estimates/"): Rule(
+        "federation", operator_only_after_validation
+    ),
+    ("GET", "/api/job-estimates/{estimate_id}/"): Rule("estimate", operators_else_hidden),
     ("GET", "/api/budgets/{budget_id}/"): Rule("budget", owner_or_operator_else_hidden),
     ("PATCH", "/api/budgets/{budget_id}/"): Rule("budget", budget_operator_change),
     ("GET", "/api/submissions/"): Rule("none", signed_in),
@@ -273,6 +307,10 @@ POLICY = {
 # Bodies valid enough that the authorisation decision, not validation, answers (others are sent empty).
 BODIES = {
     ("POST", "/api/global-models/{global_model_id}/download-links/"): {"format": "onnx"},
+    ("POST", "/api/invitations/accept/{token}/"): {
+        "username": "invited-person",
+        "password": "a long enough password",
+    },
 }
 
 # Defects found by this test and reported to their owners; each is still checked, and must be removed here

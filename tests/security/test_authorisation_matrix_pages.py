@@ -24,6 +24,7 @@ from tests.security.test_authorisation_matrix import (
     anyone,
     entitled_to_the_model,
     exchange_members,
+    invitation_link_holder,
     job_canceller,
     job_participants,
     joiner,
@@ -32,6 +33,7 @@ from tests.security.test_authorisation_matrix import (
     members_of_the_federation,
     operator_only,
     operators_act_members_are_refused,
+    operators_else_hidden,
     own_earnings,
     own_token,
     own_wallet,
@@ -70,6 +72,18 @@ PAGE_POLICY = {
     ("GET", "federations/"): Rule("none", signed_in),
     ("GET", "federations/<slug:slug>/"): Rule("federation", signed_in),
     ("POST", "federations/<slug:slug>/join/"): Rule("federation", joiner),
+    ("GET", "federations/<slug:slug>/edit/"): Rule("federation", operator_only),
+    ("POST", "federations/<slug:slug>/edit/"): Rule("federation", operator_only),
+    ("POST", "federations/<slug:slug>/members/<int:organisation_id>/remove/"): Rule(
+        "member", operator_only
+    ),
+    ("POST", "join-requests/<int:join_request_id>/admit/"): Rule("join_request", operator_only),
+    ("POST", "join-requests/<int:join_request_id>/refuse/"): Rule("join_request", operator_only),
+    ("GET", "people/"): Rule("none", operator_only),
+    ("POST", "people/"): Rule("none", operator_only),
+    ("POST", "people/invitations/<int:invitation_id>/withdraw/"): Rule("invitation", operator_only),
+    ("GET", "invitations/<str:token>/"): Rule("public_invitation_link", invitation_link_holder),
+    ("POST", "invitations/<str:token>/"): Rule("public_invitation_link", invitation_link_holder),
     ("GET", "federations/<slug:slug>/upload/"): Rule("federation", members_of_the_federation),
     ("GET", "submissions/"): Rule("none", signed_in),
     ("GET", "exchanges/"): Rule("none", signed_in),
@@ -121,6 +135,8 @@ PAGE_POLICY = {
     ("GET", "federations/<slug:slug>/jobs/new/"): Rule("federation", job_launcher),
     ("POST", "federations/<slug:slug>/jobs/new/"): Rule("federation", job_launcher),
     ("GET", "federations/<slug:slug>/jobs/price/"): Rule("federation", job_launcher),
+    ("POST", "federations/<slug:slug>/jobs/estimate/"): Rule("federation", operator_only),
+    ("GET", "job-estimates/<int:estimate_id>/"): Rule("estimate", operators_else_hidden),
     # The operator's workflow (frontend/operator_views.py) and a bought model's page (frontend/model_use_views.py).
     ("GET", "federations/new/"): Rule("none", operator_only),
     ("POST", "federations/new/"): Rule("none", operator_only),
@@ -163,7 +179,7 @@ PAGE_BODIES = {
     },
 }
 # Pages that answer anonymous visitors themselves rather than sending them to sign in.
-PUBLIC_PAGES = {"sign-in/", "sign-out/"}
+PUBLIC_PAGES = {"sign-in/", "sign-out/", "invitations/<str:token>/"}
 
 
 def allowed_methods(view) -> set[str]:

@@ -19,11 +19,8 @@ CLASSES = ["zero", "one", "two"]
 @pytest.fixture
 def digits(operator, silo_user):
     """A federation of 4 numeric pixel columns in [0, 1] and 3 classes, with Northwind Hospital a member."""
-    from market.federations.services import (
-        federation_create,
-        federation_join,
-        public_dataset_upload,
-    )
+    from market.federations.membership import federation_join
+    from market.federations.services import federation_create, public_dataset_upload
 
     federation = federation_create(
         name="Digits",
@@ -33,6 +30,7 @@ def digits(operator, silo_user):
         allowed_privacy_levels=["L0", "L1", "L2"],
         default_privacy_level="L1",
         default_parameters={},
+        policies={"membership_policy": "open"},  # its silo joins by itself
         created_by=operator,
     )
     rows = pd.DataFrame(np.random.default_rng(1).uniform(size=(40, 4)).round(3), columns=PIXELS)

@@ -14,7 +14,7 @@ Candidates (:data:`AUTO_CANDIDATES`, in this order; a tie on the criterion goes 
 - ``stacked``: the stacked fusion (:mod:`workers.algorithms.stacking`, the "stack" job kind with its default
   aggregator and the job's final model and query), fitted on the selection half. It needs each member's own
   signal (:attr:`EvaluationRows.member_signals`: the fourth block of an ``auto`` member signal is the ensemble
-  kind's member signal); without them it is not a candidate.
+  kind's member signal); without them (or in signals stored before that block) it is not a candidate.
 
 The ``soft`` candidate is the ensemble of every member distilled into the final model (its labels are the arg-max
 of the members' summed probabilities), so distillation of the ensemble needs no candidate of its own.
@@ -96,8 +96,8 @@ def evaluation_halves(labels, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
     labels = np.asarray(labels)
     if len(labels) < 2:
         raise ValueError(
-            '"vote": "auto" needs an evaluation split of at least 2 rows to choose on one half '
-            "and report on the other."
+            '"vote": "auto" and the stacked fusion need an evaluation split of at least 2 rows, to '
+            "choose or fit on one half and report on the other."
         )
     generator = np.random.default_rng(seed)
     halves = []
@@ -116,14 +116,14 @@ def fitted_on_evaluation(details: Mapping) -> bool:
 
 
 def auto_member_signal(
-    probabilities, *, member: Member, n_classes: int, partitions: int, weight_max: int
+    probabilities, *, member: Member, n_classes: int, weight_max: int
 ) -> np.ndarray:
-    """A member's summable ``auto`` signal ``(n_public, 4 × n_classes)``: its consistent votes, its class-weighted
-    consistent votes, its averaged probabilities (the blocks of :data:`AUTO_VOTE_RULES`) and the ensemble kind's
-    member signal (:data:`ENSEMBLE_BLOCK`, the stacked candidate's input) side by side. The first block is the
-    consistent vote, which the runner's contribution rule reads. ``probabilities`` are every model of the member
-    ``(n_models, n_public, K)``: the vote blocks read its students only, the ensemble block its best (its own model
-    when it uploaded one: :func:`workers.algorithms.registry.member_probabilities_split`)."""
+    """A member's summable ``auto`` signal ``(n_public, 4 × n_classes)`` from the probabilities of all its model
+    files: its students' consistent votes, class-weighted consistent votes and averaged probabilities (the blocks
+    of :data:`AUTO_VOTE_RULES`; the students vote, never the silo's own model, and a submission with s_i students
+    votes s_i) and the ensemble kind's member signal of all its files (:data:`ENSEMBLE_BLOCK`, the stacked
+    candidate's input: the silo's own model where it has one) side by side. The first block is the consistent
+    vote, which the runner's contribution rule reads."""
     from workers.algorithms.registry import algorithm_get, member_probabilities_split
     from workers.algorithms.voting import (
         class_vote_weights,
@@ -132,19 +132,19 @@ def auto_member_signal(
         weighted_consistent_vote_counts,
     )
 
-    every_model = np.asarray(probabilities)
-    probabilities = member_probabilities_split(every_model, member=member).students
-    predictions = probabilities.argmax(axis=2)[None]
+    probabilities = np.asarray(probabilities)
+    students = member_probabilities_split(probabilities, member=member).students
+    predictions = students.argmax(axis=2)[None]
     weights = class_vote_weights(member.label_distribution, n_classes, maximum=weight_max)
     return np.concatenate(
         [
-            consistent_vote_counts(predictions, n_classes, partitions).astype(np.float64),
+            consistent_vote_counts(predictions, n_classes, len(students)).astype(np.float64),
             weighted_consistent_vote_counts(predictions, n_classes, weights[None]).astype(
                 np.float64
             ),
-            soft_vote_scores(probabilities[None]),
+            soft_vote_scores(students[None]),
             algorithm_get("ensemble").member_signal(
-                every_model, member=member, n_classes=n_classes, params={}
+                probabilities, member=member, n_classes=n_classes, params={}
             ),
         ],
         axis=1,
@@ -230,7 +230,9 @@ def auto_fuse(
     for rule in AUTO_VOTE_RULES:
         probabilities[rule] = probabilities[rule][selection]
     stack_settings = stacked_settings(settings)
-    if evaluation.member_signals is not None:
+    signals = evaluation.member_signals
+    # a job whose chunks were stored before the ensemble block existed has no stacked candidate
+    if signals is not None and np.shape(signals)[-1] >= (ENSEMBLE_BLOCK + 1) * n_classes:
         probabilities["stacked"] = stacked_candidate_probabilities(
             evaluation,
             public_features,

@@ -27,7 +27,7 @@ from scipy.special import softmax
 
 from workers.algorithms.cohort import label_counts_of, log_probabilities
 from workers.algorithms.neural_distillation import PROBABILITY_FLOOR
-from workers.algorithms.registry import Fusion, Member, register
+from workers.algorithms.registry import Fusion, Member, member_probabilities_split, register
 from workers.algorithms.schema import (
     QUERY_HELP,
     WorkEstimate,
@@ -119,7 +119,9 @@ class CohortFusion:
         self, probabilities, *, member: Member, n_classes: int, params: Mapping
     ) -> np.ndarray:
         counts = self._counts(member, n_classes)
-        logits = log_probabilities(np.asarray(probabilities, dtype=np.float64).mean(axis=0)) + SHIFT
+        # the member's best probabilities: its silo's own model's when it has one, else its models' average
+        best = member_probabilities_split(probabilities, member=member).best
+        logits = log_probabilities(best) + SHIFT
         return logits * counts[None, :]
 
     def fuse(

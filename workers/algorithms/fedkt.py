@@ -18,8 +18,9 @@ Privacy is composed in, not branched on: ``noise`` is ``None`` (L0) or a mechani
 noise, at L2 the parties do and the server adds none. :func:`fedkt_fit` runs both sides and
 hands the noiseless counts to ``workers.privacy.accounting``.
 
-Which public examples are queried is drawn once from a seed, independently of any data (a
-party's own seed on the party side, the server's seed on the server side). Every other random
+Which public examples are queried is drawn once from a seed, independently of any private data (a
+party's own seed on the party side, the server's seed on the server side; the server may instead take the
+k-means medoids of the public features, ``query_selection="medoids"``). Every other random
 choice (shuffles, model seeds) also derives from the caller's seed through
 ``numpy.random.SeedSequence``; only DP noise is unseeded, by design.
 
@@ -43,7 +44,9 @@ from workers.algorithms.stages import StageClock, StageStats, merge_stages
 from workers.algorithms.transfer import (
     Query,
     child_seeds,
+    choose_queries,
     fit_on_votes,
+    fit_semi_supervised,
     predict_classes,
     select_queries,
 )
@@ -331,6 +334,8 @@ def server_step(
     noise=None,
     seed: int,
     n_jobs: int = 1,
+    query_selection: str = "random",
+    semi_supervised: str = "none",
 ) -> ServerResult:
     """FedKT's server step (Algorithm 1 lines 11-14) from the parties' summed votes: query public examples,
     add ``noise`` (L1) to their counts, label by arg-max and fit the final model on the non-abstaining ones.
@@ -344,10 +349,16 @@ def server_step(
     public_features : array (n_public, n_features)
     final, query, noise, seed, n_jobs
         As for :func:`server_fit`.
+    query_selection : {"random", "medoids"}
+        How the queried rows are chosen from the public features (:func:`workers.algorithms.transfer.choose_queries`;
+        no label or vote is read, so it costs no privacy).
+    semi_supervised : {"none", "label_spreading", "self_training"}
+        "none": the final model is fitted on the labelled queried rows only; otherwise it learns from every public
+        row (:func:`workers.algorithms.transfer.fit_semi_supervised`, post-processing of the released labels).
     """
     vote_counts, public_features = np.asarray(vote_counts), np.asarray(public_features)
     query_seed, model_seed = child_seeds(seed, 2)
-    queried = select_queries(public_features.shape[0], query, seed=query_seed)
+    queried = choose_queries(public_features, query, seed=query_seed, selection=query_selection)
     counts = vote_counts[queried]
     clock = StageClock()
     with clock.stage("final_model"):
@@ -360,6 +371,17 @@ def server_step(
             noise=noise,
             n_jobs=n_jobs,
         )
+        if semi_supervised != "none" and len(queried) < len(public_features):
+            model = fit_semi_supervised(
+                public_features,
+                queried[trained],
+                labels[trained],
+                method=semi_supervised,
+                learner=final,
+                n_classes=n_classes,
+                seed=model_seed,
+                n_jobs=n_jobs,
+            )
     abstained = np.logical_not(counts.any(axis=1))
     return ServerResult(
         model, queried, counts, noisy, labels, np.asarray(abstained), trained, clock.stages

@@ -18,6 +18,13 @@ Algorithm 1 lines 10-14 (the server side; the silos ran lines 1-9 and uploaded s
   ``{"family": ..., **hyperparameters}`` mapping (:func:`workers.learners.make_learner`) whose
   hyperparameters :data:`workers.algorithms.schema.LEARNER_HYPERPARAMETERS` bounds.
 - ``privacy`` (mapping, optional): at L1 its ``delta`` (default 1e-5) is the δ of the report.
+- ``query_selection`` (:data:`workers.algorithms.transfer.QUERY_SELECTIONS`, default
+  :data:`DEFAULT_QUERY_SELECTION`): a seeded random sample of the public rows, or the k-means medoids of the
+  public features (no label or vote read: no privacy cost).
+- ``semi_supervised`` (:data:`workers.algorithms.transfer.SEMI_SUPERVISED`, default
+  :data:`DEFAULT_SEMI_SUPERVISED`): whether the final model also learns from the public rows nobody labelled
+  (label spreading or self-training from the released labels: post-processing, no privacy cost). Both
+  defaults were chosen on validation rows (``docs/results/private.md``) and are stored with every job.
 - ``vote`` (:data:`VOTE_RULES`, default ``consistent_hard``): how a member votes (issue 19, fusion under
   label skew). ``consistent_hard`` is the paper's; ``class_weighted`` multiplies a member's consistent
   votes for class m by its integer weight ``round(W × n_m / max_k n_k)`` from the label distribution
@@ -93,7 +100,12 @@ from workers.algorithms.schema import (
     whole_number,
 )
 from workers.algorithms.selection import select_members, selection_parameters
-from workers.algorithms.transfer import child_seeds, queried_rows
+from workers.algorithms.transfer import (
+    QUERY_SELECTIONS,
+    SEMI_SUPERVISED,
+    child_seeds,
+    queried_rows,
+)
 from workers.modelio.families import ModelFamily
 from workers.privacy.costs import PrivacyCost, fedkt_l1_cost_from_parameters
 
@@ -102,6 +114,9 @@ from workers.privacy.costs import PrivacyCost, fedkt_l1_cost_from_parameters
 VOTE_RULES = ("consistent_hard", "class_weighted", "soft", "auto")
 DEFAULT_VOTE_WEIGHT_MAX = 4
 MAX_VOTE_WEIGHT = 16
+#: How a FedKT job chooses the rows it queries and trains its global model when it does not say (chosen on
+#: validation rows: docs/results/private.md).
+DEFAULT_QUERY_SELECTION, DEFAULT_SEMI_SUPERVISED = "random", "none"
 STRATEGY_ALIASES = {"validation_score": "cross_validation", "data_size": "data"}
 #: What a FedKT job fits its global model with when the job does not say (the API's and the launcher's default).
 DEFAULT_FINAL_MODEL = {"family": "random_forest", "n_estimators": 100, "max_depth": 8}
@@ -158,6 +173,8 @@ class FedKTFusion:
         "privacy",
         "vote",
         "vote_weight_max",
+        "query_selection",
+        "semi_supervised",
     )
     help = {
         "partitions": "s: students per submission (each FedKT submission holds one student per partition), 1 to 64.",
@@ -180,6 +197,18 @@ class FedKTFusion:
         "vote_weight_max": (
             f"class_weighted and auto only: W, the largest integer vote weight, 1 to {MAX_VOTE_WEIGHT} "
             f"(default {DEFAULT_VOTE_WEIGHT_MAX}); at L1 each submission moves s × W votes."
+        ),
+        "query_selection": (
+            "Which public rows are queried when not all are: "
+            + " | ".join(QUERY_SELECTIONS)
+            + " (default "
+            f"{DEFAULT_QUERY_SELECTION}; medoids are the rows nearest the centres of a k-means of the public "
+            "features, chosen without labels, so they cost no privacy)."
+        ),
+        "semi_supervised": (
+            "How the global model uses the public rows that were not queried: "
+            + " | ".join(SEMI_SUPERVISED)
+            + f" (default {DEFAULT_SEMI_SUPERVISED}; post-processing of the released labels, no privacy cost)."
         ),
     }
 
@@ -214,6 +243,16 @@ class FedKTFusion:
                 families=FINAL_MODEL_FAMILIES,
             ),
             **self._vote_settings(params),
+            "query_selection": one_of(
+                params.get("query_selection", DEFAULT_QUERY_SELECTION),
+                name="query_selection",
+                choices=QUERY_SELECTIONS,
+            ),
+            "semi_supervised": one_of(
+                params.get("semi_supervised", DEFAULT_SEMI_SUPERVISED),
+                name="semi_supervised",
+                choices=SEMI_SUPERVISED,
+            ),
         }
         return {**settings, "privacy": dict(privacy)} if privacy else settings
 
@@ -318,22 +357,18 @@ class FedKTFusion:
 
         # The students vote, never the silo's own model (member_probabilities_split); a submission with fewer
         # students than the job's s votes with its own s_i ≤ s, which the L1 price (at s) covers.
-        every_model = probabilities
-        probabilities = member_probabilities_split(probabilities, member=member).students
         settings = self.validate(params)
         vote = settings.get("vote", VOTE_RULES[0])
-        if vote == "auto":
+        if vote == "auto":  # all of its files: the stacked candidate reads the silo's own model
             from workers.algorithms.auto_fusion import auto_member_signal
 
-            return (
-                auto_member_signal(  # it splits them itself: its ensemble block reads the own model
-                    every_model,
-                    member=member,
-                    n_classes=n_classes,
-                    partitions=len(probabilities),
-                    weight_max=settings["vote_weight_max"],
-                )
+            return auto_member_signal(
+                probabilities,
+                member=member,
+                n_classes=n_classes,
+                weight_max=settings["vote_weight_max"],
             )
+        probabilities = member_probabilities_split(probabilities, member=member).students
         if vote == "soft":
             return soft_vote_scores(probabilities[None])
         predictions = probabilities.argmax(axis=2)[None]  # (1 party, s, n_public)
@@ -388,6 +423,8 @@ class FedKTFusion:
             query=query_argument(settings),
             noise=noise,
             seed=seed,
+            query_selection=settings["query_selection"],
+            semi_supervised=settings["semi_supervised"],
         )
         queried, trained = server.queried_indices, server.trained
         all_labels, all_trained = (
@@ -418,6 +455,8 @@ class FedKTFusion:
             "n_abstained": int(len(queried) - trained.sum()),
             "n_trained": int(trained.sum()),
             "silo_designs": silo_designs(members),
+            "query_selection": settings["query_selection"],
+            "semi_supervised": settings["semi_supervised"],
         }
         return Fusion(server.final_model, all_labels, all_trained, privacy, details)
 

@@ -66,7 +66,9 @@ class StackedFusion(EnsembleFusion):
     help = {
         "aggregator": (
             "How the members' probabilities are combined, learnt on half of the evaluation split (the metrics are "
-            "on the other half): " + " | ".join(AGGREGATOR_CHOICES) + f" (default {DEFAULT_AGGREGATOR}; logistic "
+            "on the other half): "
+            + " | ".join(AGGREGATOR_CHOICES)
+            + f" (default {DEFAULT_AGGREGATOR}; logistic "
             "is a logistic regression on their log-probabilities with a bias per class, weights one weight per "
             "member, auto the better of the two cross-fitted on that half). L0 and L2 only."
         ),
@@ -130,6 +132,10 @@ class StackedFusion(EnsembleFusion):
         settings = self.validate(params)
         if noise is not None:
             raise ValueError(STACK_REFUSED_AT_L1)
+        if evaluation is None:
+            raise ValueError(
+                "A stacked fusion is fitted on the federation's evaluation split, which was not given."
+            )
         member_public = member_signals_of(evaluation, members=members, signal_sum=signal_sum)
         fit_rows, report_rows = evaluation_halves(evaluation.labels, seed=seed)
         stacked = stacked_fit(
@@ -151,14 +157,10 @@ class StackedFusion(EnsembleFusion):
 
 
 def member_signals_of(
-    evaluation: EvaluationRows | None, *, members: Sequence[Member], signal_sum
+    evaluation: EvaluationRows, *, members: Sequence[Member], signal_sum
 ) -> np.ndarray:
     """The members' own public-row signals ``(m, n_public, width)`` out of ``evaluation``; a ValueError naming what
-    is missing (a stacked fusion reads the evaluation split and every member's signal, not only their sum)."""
-    if evaluation is None:
-        raise ValueError(
-            "A stacked fusion is fitted on the federation's evaluation split, which was not given."
-        )
+    is missing (a stacked fusion reads every member's probabilities and signal, not only their sum)."""
     n_evaluation = len(evaluation.labels)
     if np.asarray(evaluation.member_probabilities).shape[:2] != (len(members), n_evaluation):
         raise ValueError(

@@ -13,7 +13,8 @@ kind's member signal). An *aggregator* maps the members' probabilities of a row 
   average of the members' probabilities (a weighted ensemble: it trusts the members that are right more).
 
 The aggregator is fitted on *fit rows* (the job's half of the evaluation split, :func:`stacked_fit`); which
-aggregator to use (``auto``: the better out-of-fold accuracy of the two, ties to ``logistic``) and whether the fit
+aggregator to use (``auto``: the better out-of-fold accuracy of the two, ties to ``logistic``; the mean of
+accuracy and balanced accuracy chose no better on validation rows, ``docs/results/stack.md``) and whether the fit
 is any use are judged by cross-fitting within the fit rows (:func:`out_of_fold`, :data:`FOLDS` stratified folds):
 a stack whose out-of-fold predictions are neither more accurate than the majority class of the training folds
 nor better balanced than that constant is refused with a ValueError (:func:`constant_refusal`). Rows the fit did
@@ -59,8 +60,10 @@ class Aggregator:
     def probabilities(self, member_probabilities) -> np.ndarray:
         """``(n, K)`` aggregate of the members' probabilities ``(m, n, K)``."""
         member_probabilities = np.asarray(member_probabilities, dtype=np.float64)
-        if self.kind == "weights":
+        if self.weights is not None:
             return np.tensordot(self.weights, member_probabilities, axes=1)
+        if self.logistic is None:
+            raise ValueError("An aggregator holds either member weights or a fitted regression.")
         aggregate = np.zeros((member_probabilities.shape[1], self.n_classes))
         aggregate[:, self.logistic.classes_] = self.logistic.predict_proba(
             _log_features(member_probabilities)
@@ -86,9 +89,7 @@ def _fitted_weights(member_probabilities: np.ndarray, labels: np.ndarray) -> np.
         per_member = -(truth / mixed).mean(axis=1)  # d loss / d weight
         return -np.log(mixed).mean(), weights * (per_member - weights @ per_member)
 
-    theta = minimize(
-        loss_and_gradient, np.zeros(len(truth)), jac=True, method="L-BFGS-B"
-    ).x
+    theta = minimize(loss_and_gradient, np.zeros(len(truth)), jac=True, method="L-BFGS-B").x
     weights = np.exp(theta - theta.max())
     return weights / weights.sum()
 
@@ -106,7 +107,9 @@ def aggregator_fit(kind: str, member_probabilities, labels, *, n_classes: int) -
             "A stacked fusion needs rows of at least two classes in the evaluation split's fit half."
         )
     logistic = LogisticRegression(C=LOGISTIC_C, max_iter=2000)
-    return Aggregator(kind, n_classes, logistic=logistic.fit(_log_features(member_probabilities), labels))
+    return Aggregator(
+        kind, n_classes, logistic=logistic.fit(_log_features(member_probabilities), labels)
+    )
 
 
 def stratified_folds(labels, *, folds: int, seed: int) -> np.ndarray:

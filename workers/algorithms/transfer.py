@@ -1,6 +1,13 @@
 """Knowledge-transfer steps shared by FedKT and the other algorithms: seeds, which public
 examples are queried, predictions of many models, and fitting a model on (noisy) vote labels.
 
+Which rows are queried (:data:`QUERY_SELECTIONS`): ``"random"``, a seeded uniform sample, or ``"medoids"``,
+the real row nearest to each centroid of a seeded k-means of the standardised public features
+(:func:`select_medoids`). Both read the public features only, never a label or a vote, so the choice costs no
+privacy. A model fitted on the labelled rows may then learn from every public row (:data:`SEMI_SUPERVISED`,
+:func:`fit_semi_supervised`): label spreading or self-training read only the public features and the labels
+already released, so they are post-processing and cost no ε either.
+
 FedKT (Li, He, Song, *Practical One-Shot Federated Learning for Cross-Silo Setting*,
 Algorithm 1) uses them on both tiers: teachers → student at a party, students → final model at
 the server.
@@ -18,6 +25,13 @@ from workers.algorithms.voting import label_by_vote
 from workers.learners import Learner, fit_aligned
 
 Query = int | float
+#: How the queried public rows are chosen (module docstring); the first is the historical default.
+QUERY_SELECTIONS = ("random", "medoids")
+#: How the global model uses the public rows nobody labelled: not at all, label spreading over a k-nearest-
+#: neighbour graph of the public features, or self-training (the first is the historical default).
+SEMI_SUPERVISED = ("none", "label_spreading", "self_training")
+SPREADING_NEIGHBOURS = 10
+SELF_TRAINING_THRESHOLD = 0.8
 
 
 def child_seeds(seed: int | np.random.SeedSequence, count: int) -> list[int]:
@@ -47,9 +61,68 @@ def select_queries(n_public: int, query: Query, *, seed: int) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n_public, size=size, replace=False))
 
 
-def queried_rows(n_public: int, setting: Mapping, *, seed: int) -> np.ndarray:
-    """:func:`select_queries` for a job's validated query setting (``query_fraction`` or ``query_count``)."""
-    return select_queries(n_public, query_argument(setting), seed=seed)
+def _standardised(features) -> np.ndarray:
+    features = np.asarray(features, dtype=np.float64)
+    scale = features.std(axis=0)
+    return (features - features.mean(axis=0)) / np.where(scale > 0, scale, 1.0)
+
+
+def select_medoids(features, size: int, *, seed: int) -> np.ndarray:
+    """Sorted indices of ``size`` distinct public rows that cover the public features: a k-means (k = ``size``,
+    seeded) of the standardised features, then for each centroid in turn the nearest row not taken yet.
+
+    Reads the features only (no label, no vote): choosing the queried rows this way costs no privacy.
+    Deterministic for a given seed and features.
+    """
+    from sklearn.cluster import KMeans
+
+    standardised = _standardised(features)
+    n_public = len(standardised)
+    if not 1 <= size <= n_public:
+        raise ValueError(f"Cannot query {size} of {n_public} public examples.")
+    if size == n_public:
+        return np.arange(n_public)
+    centroids = (
+        KMeans(n_clusters=size, n_init=1, max_iter=100, random_state=seed % 2**32)
+        .fit(standardised)
+        .cluster_centers_
+    )
+    taken = np.zeros(n_public, dtype=bool)
+    chosen = []
+    for centroid in centroids:
+        distances = np.square(standardised - centroid).sum(axis=1)
+        distances[taken] = np.inf
+        nearest = int(np.argmin(distances))
+        taken[nearest] = True
+        chosen.append(nearest)
+    return np.sort(np.asarray(chosen, dtype=np.int64))
+
+
+def choose_queries(
+    public_features, query: Query, *, seed: int, selection: str = "random"
+) -> np.ndarray:
+    """The queried rows: :func:`select_queries` (``"random"``) or :func:`select_medoids` of as many rows
+    (``"medoids"``)."""
+    if selection not in QUERY_SELECTIONS:
+        raise ValueError(
+            f"The query selection must be one of {QUERY_SELECTIONS}, not {selection!r}."
+        )
+    n_public = len(public_features)
+    drawn = select_queries(n_public, query, seed=seed)
+    if selection == "random" or len(drawn) == n_public:
+        return drawn
+    return select_medoids(public_features, len(drawn), seed=seed)
+
+
+def queried_rows(n_public: int, setting: Mapping, *, seed: int, public_features=None) -> np.ndarray:
+    """The rows a job's validated query setting (``query_fraction`` or ``query_count``, and ``query_selection``)
+    queries; ``public_features`` is needed for ``"medoids"``."""
+    selection = setting.get("query_selection", "random")
+    if selection == "random":
+        return select_queries(n_public, query_argument(setting), seed=seed)
+    if public_features is None:
+        raise ValueError("Medoid selection needs the public features.")
+    return choose_queries(public_features, query_argument(setting), seed=seed, selection=selection)
 
 
 def predict_classes(models: Sequence[Any], features) -> np.ndarray:
@@ -82,3 +155,65 @@ def fit_on_votes(
         learner, features[trained], labels[trained], n_classes=n_classes, seed=seed, n_jobs=n_jobs
     )
     return model, noisy, labels, trained
+
+
+def spread_labels(
+    all_features, labelled: np.ndarray, labels: np.ndarray, *, n_classes: int
+) -> np.ndarray:
+    """Labels for every row of ``all_features`` by label spreading (Zhou et al. 2004) over a k-nearest-neighbour
+    graph of the standardised features, from the rows ``labelled`` (indices) and their ``labels``."""
+    from sklearn.semi_supervised import LabelSpreading
+
+    targets = np.full(len(all_features), -1, dtype=np.int64)
+    targets[labelled] = labels
+    neighbours = min(SPREADING_NEIGHBOURS, len(all_features) - 1)
+    spreading = LabelSpreading(
+        kernel="knn", n_neighbors=max(1, neighbours), alpha=0.2, max_iter=100
+    )
+    spreading.fit(_standardised(all_features), targets)
+    spread = np.asarray(spreading.transduction_, dtype=np.int64)
+    spread[labelled] = labels  # a released label is kept as it was released
+    return np.clip(spread, 0, n_classes - 1)
+
+
+def fit_semi_supervised(
+    all_features,
+    labelled: np.ndarray,
+    labels: np.ndarray,
+    *,
+    method: str,
+    learner: Learner,
+    n_classes: int,
+    seed: int,
+    n_jobs: int = 1,
+):
+    """A model of ``learner`` fitted on every public row from the ``labels`` of the rows ``labelled`` (indices).
+
+    ``"label_spreading"``: labels spread over the neighbour graph (:func:`spread_labels`), then one fit on all
+    rows. ``"self_training"``: a fit on the labelled rows, which labels the other rows it predicts with
+    probability ≥ :data:`SELF_TRAINING_THRESHOLD`, then one fit on the labelled and those rows. Both read the
+    public features and released labels only (post-processing, no privacy cost).
+    """
+    all_features = np.asarray(all_features)
+    labelled = np.asarray(labelled, dtype=np.int64)
+    labels = np.asarray(labels, dtype=np.int64)
+    if method == "label_spreading":
+        targets, rows = spread_labels(all_features, labelled, labels, n_classes=n_classes), None
+    elif method == "self_training":
+        first = fit_aligned(
+            learner, all_features[labelled], labels, n_classes=n_classes, seed=seed, n_jobs=n_jobs
+        )
+        probabilities = np.asarray(first.predict_proba(all_features))
+        targets = probabilities.argmax(axis=1).astype(np.int64)
+        targets[labelled] = labels
+        confident = probabilities.max(axis=1) >= SELF_TRAINING_THRESHOLD
+        confident[labelled] = True
+        rows = np.flatnonzero(confident)
+    else:
+        raise ValueError(
+            f"Semi-supervised training must be one of {SEMI_SUPERVISED[1:]}, not {method!r}."
+        )
+    rows = np.arange(len(all_features)) if rows is None else rows
+    return fit_aligned(
+        learner, all_features[rows], targets[rows], n_classes=n_classes, seed=seed, n_jobs=n_jobs
+    )

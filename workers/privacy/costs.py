@@ -423,3 +423,47 @@ def calibrate_queries(
         middle = (low + high) // 2
         low, high = (middle, high) if fits_with(middle) else (low, middle)
     return low
+
+
+#: σ of a GNMax job that names none, as a share of the most votes a query can hold (issue 25; chosen on Adult's
+#: validation rows by ``python -m workers.reproduce.private choose``, docs/results/private.md).
+DEFAULT_GNMAX_NOISE_RATIO = 0.3
+
+
+def calibrate_gnmax(
+    budgets: Sequence[BudgetView],
+    *,
+    total_votes: int,
+    noise_ratio: float,
+    delta: float,
+    price: Price,
+    min_queries: int,
+    max_queries: int,
+) -> dict | None:
+    """GNMax's σ and number of queries for a job that names neither: what every silo's remaining budget allows.
+
+    σ is ``noise_ratio`` × ``total_votes`` (the most votes a query can hold: noise in proportion to the vote
+    margins, whatever the federation's size), and the job queries the most rows that fit at that σ
+    (:func:`calibrate_queries`). Where fewer than ``min_queries`` fit, it queries ``min_queries`` with the least
+    σ that fits (:func:`calibrate_noise`); where all ``max_queries`` fit, it queries them all with the least σ
+    that fits. Returns the privacy parameters (mechanism, gamma, sigma, delta, n_queries), or None when not even
+    ``min_queries`` fit at σ = 1e6.
+    """
+    if total_votes < 1 or not noise_ratio > 0 or min_queries < 1:
+        raise ValueError(
+            "GNMax calibration needs total_votes ≥ 1, noise_ratio > 0 and min_queries ≥ 1."
+        )
+    privacy = {
+        "mechanism": "gaussian",
+        "gamma": None,
+        "sigma": float(noise_ratio * total_votes),
+        "delta": float(delta),
+    }
+    count = calibrate_queries(budgets, privacy=privacy, price=price, max_queries=max_queries)
+    if min(min_queries, max_queries) <= count < max_queries:
+        return {**privacy, "n_queries": count}
+    count = max(count, min(min_queries, max_queries))
+    sigma = calibrate_noise(budgets, privacy={**privacy, "n_queries": count}, price=price)
+    if sigma is None:
+        return None
+    return {**privacy, "sigma": float(sigma), "n_queries": count}

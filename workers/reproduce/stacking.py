@@ -45,7 +45,16 @@ from workers.features import encode_features, infer_feature_spec
 from workers.partition import dirichlet_label_partition
 
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results" / "stack_validation.json"
-DATASETS = ("twonorm", "banana", "segment", "marketing", "splice", "titanic", "page-blocks0", "adult")
+DATASETS = (
+    "twonorm",
+    "banana",
+    "segment",
+    "marketing",
+    "splice",
+    "titanic",
+    "page-blocks0",
+    "adult",
+)
 SILO_MODEL = {"n_estimators": 100, "min_samples_leaf": 2}
 STACKS = {"stack-logistic": "logistic", "stack-weights": "weights", "stack-auto": "auto"}
 
@@ -62,7 +71,9 @@ def load_table(name: str) -> tuple[np.ndarray, np.ndarray]:
         labels = frame.pop(frame.columns[-1]).astype(str).str.strip().to_numpy()
         frame.columns = [f"x{index}" for index in range(frame.shape[1])]
     _, encoded = np.unique(labels, return_inverse=True)
-    return encode_features(frame, infer_feature_spec(frame), view="ordinal"), encoded.astype(np.int64)
+    return encode_features(frame, infer_feature_spec(frame), view="ordinal"), encoded.astype(
+        np.int64
+    )
 
 
 def _split(labels: np.ndarray, seed: int) -> dict[str, np.ndarray]:
@@ -81,7 +92,7 @@ def _forest(features, labels, n_classes: int, seed: int):
     return model
 
 
-def run(name: str, seed: int, *, n_silos: int) -> list[dict]:
+def run(name: str, seed: int, *, n_silos: int, stacks=tuple(STACKS)) -> list[dict]:
     """Every fusion of one data set and seed, scored on its validation rows; one entry per fusion."""
     features, labels = load_table(name)
     n_classes = int(labels.max()) + 1
@@ -98,7 +109,9 @@ def run(name: str, seed: int, *, n_silos: int) -> list[dict]:
     ]
 
     def predicted(rows):
-        return np.stack([member_probabilities(model, features[rows], n_classes) for model in models])
+        return np.stack(
+            [member_probabilities(model, features[rows], n_classes) for model in models]
+        )
 
     public, evaluation, validation = (
         predicted(split[part]) for part in ("public", "evaluation", "validation")
@@ -133,7 +146,8 @@ def run(name: str, seed: int, *, n_silos: int) -> list[dict]:
         ),
     ]
     engine = algorithm_get("stack")
-    for fusion_name, aggregator in STACKS.items():
+    for fusion_name in stacks:
+        aggregator = STACKS[fusion_name]
         params = engine.validate({"aggregator": aggregator})
         signals = np.stack(
             [
@@ -158,7 +172,9 @@ def run(name: str, seed: int, *, n_silos: int) -> list[dict]:
                 ),
             )
         except ValueError as error:
-            entries.append({"dataset": name, "seed": seed, "fusion": fusion_name, "refused": str(error)})
+            entries.append(
+                {"dataset": name, "seed": seed, "fusion": fusion_name, "refused": str(error)}
+            )
             continue
         entries.append(
             entry(
@@ -182,13 +198,18 @@ def summary(entries: list[dict]) -> str:
         cells = []
         for fusion in fusions:
             scored = [
-                e for e in entries if e["dataset"] == name and e["fusion"] == fusion and "accuracy" in e
+                e
+                for e in entries
+                if e["dataset"] == name and e["fusion"] == fusion and "accuracy" in e
             ]
+            ran = any(e["dataset"] == name and e["fusion"] == fusion for e in entries)
             cells.append(
                 f"{100 * np.mean([e['accuracy'] for e in scored]):.1f} / "
                 f"{np.mean([e['balanced_accuracy'] for e in scored]):.3f}"
                 if scored
                 else "refused"
+                if ran
+                else "–"
             )
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -200,12 +221,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--silos", type=int, default=10)
     parser.add_argument("--datasets", default=",".join(DATASETS))
     parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--stacks", default=",".join(STACKS), help="the stack variants to run")
     arguments = parser.parse_args(argv)
     entries = [
         entry
         for name in arguments.datasets.split(",")
         for seed in range(arguments.seeds)
-        for entry in run(name, seed, n_silos=arguments.silos)
+        for entry in run(name, seed, n_silos=arguments.silos, stacks=arguments.stacks.split(","))
     ]
     arguments.output.write_text(json.dumps(entries, indent=1) + "\n")
     print(summary(entries))

@@ -90,7 +90,14 @@ class OnefoldClient(MarketSession):
         return Federation.from_json(self.post("federations/", fields))
 
     def federation_join(self, slug: str) -> Federation:
+        """Join, or ask to join: ``is_member`` once a member, ``data["join_requested"]`` while an operator decides."""
         return Federation.from_json(self.post(f"federations/{slug}/join/"))
+
+    def federation_update(self, slug: str, **fields) -> Federation:
+        """Operators: change a federation's name, description or membership_policy."""
+        return Federation.from_json(
+            self.request("PATCH", f"federations/{slug}/", json_body=fields).json()
+        )
 
     def public_dataset(self, slug: str) -> dict:
         return self.get(f"federations/{slug}/public-dataset/")

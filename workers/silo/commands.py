@@ -97,7 +97,12 @@ def federations(args):
 
 def join(args):
     federation = client_for(args).federation_join(args.federation)
-    return federation.data, f"Your organisation is a member of '{federation.slug}'."
+    if federation.is_member:
+        return federation.data, f"Your organisation is a member of '{federation.slug}'."
+    return federation.data, (
+        f"Your organisation asked to join '{federation.slug}'; the market's operator admits or refuses the "
+        "request. Run this command again to see whether you are in."
+    )
 
 
 def pull(args):

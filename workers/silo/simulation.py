@@ -92,7 +92,9 @@ class SimulationSettings:
     teachers: int | None = None
     gamma: float = 0.05
     queries: int = 300
-    job_query: float | int = 1.0
+    job_query: float | int | None = (
+        1.0  # None: the market's default (at L1: the rows that fit the budgets)
+    )
     seed: int = 0
     work_dir: Path | None = None
     say: Callable[[str], None] = print
@@ -157,7 +159,10 @@ def federation_ensure(operator: OnefoldClient, settings: SimulationSettings) -> 
             allowed_privacy_levels=["L0", "L1", "L2"],
             default_privacy_level="L0",
             default_parameters={},
+            membership_policy="open",  # the simulated silos join by themselves
         )
+    elif wanted.data.get("membership_policy", "open") != "open":
+        wanted = operator.federation_update(wanted.slug, membership_policy="open")
     slug = wanted.slug
     try:
         operator.public_dataset(slug)
@@ -269,8 +274,11 @@ def design_options(settings: SimulationSettings) -> list:
     ]
 
 
-def job_query_parameters(job_query: float | int) -> dict:
-    """The job API's query keys for ``--job-query``: a float is a fraction of the public rows, an int a count."""
+def job_query_parameters(job_query: float | int | None) -> dict:
+    """The job API's query keys for ``--job-query``: a float is a fraction of the public rows, an int a count,
+    None the market's default."""
+    if job_query is None:
+        return {}
     return (
         {"query_fraction": job_query}
         if isinstance(job_query, float)
@@ -303,7 +311,8 @@ def job_ensure(
         "distill": {**query, "final_model": FINAL_MODEL},
     }.get(settings.algorithm, {})
     if settings.privacy_level == "L1":
-        parameters["privacy"] = {"mechanism": "laplace", "gamma": settings.gamma, "delta": 1e-5}
+        # The market's default L1 noise: GNMax calibrated to the silos' budgets (issue 25).
+        parameters["privacy"] = {"delta": 1e-5}
     job = operator.job_create(
         slug,
         kind=settings.algorithm,

@@ -108,9 +108,22 @@
         field.value = fieldText(metadata[name]);
       }
     }
+    // the silo's own model (issue 31) and the FedKT design: hidden, sent only when metadata.json names them
+    const own = metadata.own_model && typeof metadata.own_model === "object" ? metadata.own_model : {};
+    const declared = {
+      own_model_file: own.file, own_model_validation_score: own.validation_score,
+      partitions: metadata.partitions, teachers: metadata.teachers,
+    };
+    for (const [name, value] of Object.entries(declared)) {
+      const field = document.getElementById(`field-${name}`);
+      const given = value !== undefined && value !== null;
+      field.value = given ? String(value) : "";
+      field.disabled = !given;
+    }
     showPartyPrivacyFields();
     const files = Array.isArray(metadata.files) ? metadata.files.join(", ") : "";
-    return `Filled in from metadata.json${files ? `; now choose its model files: ${files}` : ""}.`;
+    const ownModel = own.file ? ` (${own.file} is your own model, uploaded beside the students)` : "";
+    return `Filled in from metadata.json${files ? `; now choose its model files: ${files}${ownModel}` : ""}.`;
   }
 
   function readMetadata() {

@@ -29,7 +29,7 @@ from market.sandbox import stored_models_predict
 from market.storage import arrays_from_npz_cached, artifact_read, artifact_save, sha256_of
 from market.submissions.models import OWN_MODEL_ROLE, ModelFile, Submission, SubmissionStatus
 from workers.algorithms import algorithm_get
-from workers.jobs.chunks import chunk_signals_of, chunk_signals_to_npz
+from workers.jobs.chunks import ChunkSignals, chunk_signals_of, chunk_signals_to_npz
 from workers.metrics import member_metrics
 
 
@@ -140,10 +140,10 @@ def job_chunk_release(*, chunk_id: int) -> None:
     )
 
 
-def _chunk_submissions(chunk: JobChunk) -> list[Submission]:
+def _chunk_submissions(submission_ids: list[int]) -> list[Submission]:
     """The chunk's submissions with their model files, in the chunk's order, read in two queries; still valid."""
-    found = Submission.objects.prefetch_related("model_files").in_bulk(chunk.submission_ids)
-    for submission_id in chunk.submission_ids:
+    found = Submission.objects.prefetch_related("model_files").in_bulk(submission_ids)
+    for submission_id in submission_ids:
         if submission_id not in found:
             raise JobInputError(
                 f"Submission #{submission_id} was deleted after the job was created."
@@ -152,7 +152,7 @@ def _chunk_submissions(chunk: JobChunk) -> list[Submission]:
             raise JobInputError(
                 f"Submission #{submission_id} is no longer valid ({found[submission_id].status})."
             )
-    return [found[submission_id] for submission_id in chunk.submission_ids]
+    return [found[submission_id] for submission_id in submission_ids]
 
 
 def _model_bytes(submission: Submission, *, privacy_level: str) -> list[tuple[str, bytes]]:
@@ -174,7 +174,7 @@ def _model_bytes(submission: Submission, *, privacy_level: str) -> list[tuple[st
 
 
 def _predict_chunk(
-    submissions: list[Submission], features: np.ndarray, n_classes: int, job: Job
+    submissions: list[Submission], features: np.ndarray, n_classes: int, job
 ) -> list[np.ndarray]:
     """Probabilities ``(n_models, n_rows, K)`` of every member of the chunk in its order (of the model files the job
     uses: market.jobs.selectors.job_model_files), each reading the one-hot ``features`` in its own view
@@ -271,25 +271,38 @@ def job_chunk_run(*, chunk_id: int) -> int | None:
     return job.id if _finalize_due(job.id) else None
 
 
-def _chunk_artifact(chunk: JobChunk, job: Job) -> tuple[str, dict]:
+def members_predicted(*, submission_ids: list[int], run) -> ChunkSignals:
+    """The signals and evaluation probabilities of the listed members, predicted in the sandbox as one chunk of a
+    job is. ``run`` is a job, or its pre-flight estimate (market.jobs.runner.preflight, which has the same fields):
+    its ``kind``, ``parameters``, ``federation``, ``public_dataset`` and ``evaluation_split``. JobInputError names
+    what cannot be used."""
     try:
-        public = arrays_from_npz_cached(job.public_dataset.features_file)["features"]
-        evaluation = arrays_from_npz_cached(job.evaluation_split.data_file)
+        public = arrays_from_npz_cached(run.public_dataset.features_file)["features"]
+        evaluation = arrays_from_npz_cached(run.evaluation_split.data_file)
     except FileNotFoundError as error:
         raise JobInputError(
             "The federation's public data or evaluation split is missing from storage."
         ) from error
-    n_classes = job.federation.n_classes
-    submissions = _chunk_submissions(chunk)
-    members = job_members(submissions=submissions, privacy_level=job.privacy_level)
-    signals = chunk_signals_of(
-        _predict_chunk(submissions, np.vstack([public, evaluation["features"]]), n_classes, job),
-        member_ids=chunk.submission_ids,
-        members=members,
-        algorithm=algorithm_get(job.kind),
+    submissions = _chunk_submissions(submission_ids)
+    return chunk_signals_of(
+        _predict_chunk(
+            submissions, np.vstack([public, evaluation["features"]]), run.federation.n_classes, run
+        ),
+        member_ids=submission_ids,
+        members=job_members(submissions=submissions, privacy_level=run.privacy_level),
+        algorithm=algorithm_get(run.kind),
         n_public=len(public),
-        params=job.parameters,
+        params=run.parameters,
     )
+
+
+def _chunk_artifact(chunk: JobChunk, job: Job) -> tuple[str, dict]:
+    signals = members_predicted(submission_ids=chunk.submission_ids, run=job)
+    members = job_members(
+        submissions=_chunk_submissions(chunk.submission_ids), privacy_level=job.privacy_level
+    )
+    evaluation = arrays_from_npz_cached(job.evaluation_split.data_file)
+    n_classes = job.federation.n_classes
     metrics = {
         str(member_id): member_metrics(
             probabilities, evaluation["labels"], n_classes=n_classes, own_model=member.own_model

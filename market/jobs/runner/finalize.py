@@ -42,6 +42,7 @@ from market.jobs.runner.lifecycle import (
     job_stop_if_cancelled,
     logger,
 )
+from market.jobs.runner.valuing import job_contribution_values
 from market.jobs.selectors import job_members
 from market.jobs.services import job_log
 from market.storage import (
@@ -259,6 +260,8 @@ def _save(job: Job, fused: FusedJob, evaluated: EvaluatedModel) -> None:
         "lineage": _lineage(job, fused, evaluated),
         "contribution_weights": _contributions(job, fused),
         "contribution_rule": CONTRIBUTION_RULE,
+        # issue 28: each silo's value of the job's own vote or average, on the same report rows
+        "contribution_values": job_contribution_values(job, fused, report),
     }
     with artifacts_removed_on_error() as stored_names, transaction.atomic():
         locked = Job.objects.select_for_update().get(id=job.id)

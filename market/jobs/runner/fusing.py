@@ -14,7 +14,7 @@ from market.feature_views import job_feature_view, stored_features_in_view
 from market.federations.models import PrivacyLevel
 from market.jobs.models import Job
 from market.jobs.runner.lifecycle import JobInputError
-from market.jobs.selectors import job_members, job_model_files
+from market.jobs.selectors import job_best_model_files, job_members
 from market.jobs.services import job_log
 from market.sandbox import stored_models_convert, stored_models_predict
 from market.storage import (
@@ -28,7 +28,7 @@ from market.submissions.models import Submission
 from workers.algorithms import algorithm_get
 from workers.algorithms.auto_fusion import EvaluationRows, evaluation_halves, fitted_on_evaluation
 from workers.algorithms.ensemble import average_probabilities
-from workers.algorithms.registry import Fusion, member_model_positions
+from workers.algorithms.registry import Fusion
 from workers.features import ONE_HOT_VIEW
 from workers.jobs.chunks import ChunkSignals, chunk_signals_from_npz
 from workers.jobs.export import export_global_model, model_family_of
@@ -89,16 +89,21 @@ class JobNoise:
     on_drawn: Callable[[np.ndarray], None] | None = None
 
 
-def job_noise(job: Job) -> JobNoise:
-    """The noise of ``job``'s fusion (no mechanism below L1)."""
-    if job.privacy_level != PrivacyLevel.L1:
-        return JobNoise()
-    privacy = job.parameters["privacy"]
-    mechanism = (
+def noise_mechanism(privacy: Mapping) -> LaplaceNoise | GaussianNoise:
+    """The mechanism of an L1 job's resolved ``parameters["privacy"]`` (market.jobs.parameters); its pre-flight
+    estimate (market.jobs.runner.preflight) simulates the same one."""
+    return (
         LaplaceNoise(gamma=privacy["gamma"])
         if privacy["mechanism"] == "laplace"
         else GaussianNoise(sigma=privacy["sigma"])
     )
+
+
+def job_noise(job: Job) -> JobNoise:
+    """The noise of ``job``'s fusion (no mechanism below L1)."""
+    if job.privacy_level != PrivacyLevel.L1:
+        return JobNoise()
+    mechanism = noise_mechanism(job.parameters["privacy"])
     stored = (
         arrays_from_npz(job.noisy_answers_name)["noisy_counts"] if job.noisy_answers_name else None
     )
@@ -346,9 +351,7 @@ def _bundle_members(submission: Submission, *, weight: float, job: Job) -> list[
     its students: workers.algorithms.registry.member_model_positions, the rule its ensemble signal followed) as
     bundle members that share its ``weight``; named by position in the bundle, since a submission id in a buyer's
     download would say whose model it is."""
-    used = job_model_files(submission=submission, privacy_level=job.privacy_level)
-    (member,) = job_members(submissions=[submission], privacy_level=job.privacy_level)
-    files = [used[position] for position in member_model_positions(member).best]
+    files = job_best_model_files(submission=submission, privacy_level=job.privacy_level)
     return [
         BundleMember(
             format=model_file.format,

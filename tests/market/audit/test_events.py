@@ -6,7 +6,7 @@ from market.accounts.services import organisation_create, user_create
 from market.audit.models import AuditEvent
 from market.audit.selectors import audit_chain_verify
 from market.errors import PermissionDenied, RefusedFormat
-from market.federations.services import federation_join
+from market.federations.membership import federation_join
 from market.submissions.services import UploadedModel, submission_create, submission_validate
 
 
@@ -34,7 +34,7 @@ def events(action: str) -> list[tuple]:
 
 
 def test_joining_is_audited_once_and_a_refused_join_with_its_reason(federation, other_silo_user):
-    membership, _ = federation_join(federation=federation, user=other_silo_user)
+    federation_join(federation=federation, user=other_silo_user)
     federation_join(federation=federation, user=other_silo_user)  # already a member: nothing new
     buyer = user_create(
         username="bob-buyer",
@@ -44,7 +44,12 @@ def test_joining_is_audited_once_and_a_refused_join_with_its_reason(federation, 
     with pytest.raises(PermissionDenied):
         federation_join(federation=federation, user=buyer)
     assert events("membership.joined") == [
-        ("success", "bea-bank", "Membership", {"federation": "adult-income"}),
+        (
+            "success",
+            "bea-bank",
+            "Membership",
+            {"federation": "adult-income", "organisation": "Contoso Bank", "via": "open"},
+        ),
         (
             "refused",
             "bob-buyer",

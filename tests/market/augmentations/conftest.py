@@ -5,7 +5,7 @@ import pytest
 def three_silos(federation_with_data, silo_user):
     """Three member silos of the Adult federation (Northwind Hospital and two more)."""
     from market.accounts.services import organisation_create, user_create
-    from market.federations.services import federation_join
+    from market.federations.membership import federation_join
 
     users = [silo_user]
     for index in range(1, 3):

@@ -14,7 +14,7 @@ LAPLACE = {"mechanism": "laplace", "gamma": 0.04, "sigma": None, "delta": 1e-5, 
 @pytest.fixture
 def members(federation_with_data, silo_user, other_silo_user):
     """Both silos are members (the first joined through federation_with_data)."""
-    from market.federations.services import federation_join
+    from market.federations.membership import federation_join
 
     federation_join(federation=federation_with_data, user=other_silo_user)
     return [silo_user, other_silo_user]

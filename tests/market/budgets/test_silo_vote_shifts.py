@@ -43,7 +43,7 @@ def one_submission_epsilon(*, sigma: float) -> Decimal:
 @pytest.fixture
 def third_silo(db, federation_with_data):
     from market.accounts.services import organisation_create, user_create
-    from market.federations.services import federation_join
+    from market.federations.membership import federation_join
 
     user = user_create(
         username="fabian-fabrikam",

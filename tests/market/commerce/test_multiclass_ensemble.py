@@ -71,6 +71,7 @@ def six_class_federation(operator):
         allowed_privacy_levels=["L0"],
         default_privacy_level="L0",
         default_parameters={},
+        policies={"membership_policy": "open"},  # its silos join by themselves
         created_by=operator,
     )
     public_dataset_upload(
@@ -232,7 +233,7 @@ def bundle_recipe_probabilities(bundle: bytes, rows, spec, tmp_path) -> np.ndarr
 def ensemble_of(uploads, federation, operator, django_capture_on_commit_callbacks):
     """The global model of an L0 ensemble job over ``uploads`` ``(user, filename, data, family, view)``, each
     uploaded and validated as the user's submission."""
-    from market.federations.services import federation_join
+    from market.federations.membership import federation_join
     from market.submissions.models import Submission, SubmissionStatus
     from market.submissions.services import submission_validate
 

@@ -199,6 +199,8 @@ def test_the_card_of_an_overridden_model_warns_buyers_with_the_numbers_and_the_r
         "passes": False,
         "required_margin": 0.05,
         "margin_over_majority_class": pytest.approx(0.025),
+        "accuracy_over_majority_class": pytest.approx(0.012),
+        "beats_majority_accuracy": True,
         "failure": failure,
     }
     assert quality["override_reason"] == "Pilot buyer asked for it."

@@ -42,7 +42,7 @@ def fedkt_submissions(
     federation_with_data, silo_user, other_silo_user, third_silo_user, fedkt_student_files
 ):
     """Three valid FedKT submissions (L1, s = 2), one per silo, validated by the real validation service."""
-    from market.federations.services import federation_join
+    from market.federations.membership import federation_join
     from market.submissions.models import Submission, SubmissionStatus
     from market.submissions.services import submission_validate
     from tests.conftest import api_client_for

@@ -41,7 +41,7 @@ def ordinal_students(federation_with_data, adult_training) -> dict[str, bytes]:
 def test_an_ordinal_upload_declared_one_hot_is_refused_and_declared_ordinal_is_validated(
     federation_with_data, third_silo_user, ordinal_students
 ):
-    from market.federations.services import federation_join
+    from market.federations.membership import federation_join
     from market.submissions.models import Submission, SubmissionStatus
     from market.submissions.services import submission_validate
 

@@ -50,7 +50,7 @@ def own_model_submissions(
     own_model_files,
 ):
     """Three valid L0 submissions of two students and the silo's own model each."""
-    from market.federations.services import federation_join
+    from market.federations.membership import federation_join
     from market.submissions.services import submission_validate
 
     ids = []

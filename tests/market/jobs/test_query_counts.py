@@ -15,7 +15,7 @@ def test_job_members_count_every_members_model_files_in_one_query(
     fedkt_submissions, django_assert_num_queries
 ):
     with django_assert_num_queries(1):
-        members = job_members(submissions=fedkt_submissions)
+        members = job_members(submissions=fedkt_submissions, privacy_level="L0")
     assert [member.key for member in members] == [str(s.id) for s in fedkt_submissions]
     assert [member.n_models for member in members] == [2, 2, 2]
 

@@ -31,6 +31,8 @@ def test_job_create_stores_parameters_with_defaults_and_an_unpublished_outbox_ro
         "final_model": {"family": "random_forest", "n_estimators": 100, "max_depth": 8},
         "vote": "auto",  # an L0 FedKT job that names no vote chooses on half of the evaluation split
         "vote_weight_max": 4,
+        "query_selection": "random",
+        "semi_supervised": "none",
     }
     assert body["submissions"] == [s.id for s in fedkt_submissions]
     assert body["status"] == "queued"

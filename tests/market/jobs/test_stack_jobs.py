@@ -38,8 +38,16 @@ def test_a_stack_job_reports_on_the_half_it_did_not_fit_and_its_model_is_publish
     assert sum(map(sum, model.metrics["confusion_matrix"])) == len(report)
     for metrics in model.submission_metrics.values():  # the baselines read the same rows
         assert sum(map(sum, metrics["confusion_matrix"])) == len(report)
+    # issue 28: the silos' values of the stack's average, on the same report rows
+    assert model.contribution_values["rule"] == "average"
+    assert model.contribution_values["rows"] == len(report)
+    assert set(model.contribution_values["silos"]) == {
+        str(s.organisation_id) for s in fedkt_submissions
+    }
     assert stack["aggregator"] in ("logistic", "weights")
-    assert model.metrics["balanced_accuracy"] > model.baselines["majority_class"]["balanced_accuracy"]
+    assert (
+        model.metrics["balanced_accuracy"] > model.baselines["majority_class"]["balanced_accuracy"]
+    )
     assert any("Stacked by" in line.message for line in job.log_entries.all())
     from django.test import Client
 
@@ -49,7 +57,15 @@ def test_a_stack_job_reports_on_the_half_it_did_not_fit_and_its_model_is_publish
     assert (
         f"Stacked by <strong>{stack['aggregator']}</strong>, fitted on {stack['fit_rows']} evaluation rows"
     ) in page
-    assert f"the metrics below are on the other {len(report)} rows, which the fit did not read" in page
+    assert (
+        f"the metrics below are on the other {len(report)} rows, which the fit did not read" in page
+    )
+    assert 'id="job-contribution-values"' in page  # the operator sees every silo's value
+    values_table = page[page.index('id="job-contribution-values"') :]
+    values_table = values_table[: values_table.index("</table>")]
+    assert values_table.count("<tr>") == 1 + len(
+        fedkt_submissions
+    )  # the header and one row per silo
     assert model.model_family == "logistic_regression"
     listing = listing_publish(  # publishing runs the model from its package with onnxruntime
         listing=listing_create(
@@ -118,7 +134,11 @@ def test_an_l0_fedkt_job_that_names_no_vote_chooses_with_auto_across_kinds_and_p
         django_capture_on_commit_callbacks,
         kind="fedkt",
         privacy_level="L0",
-        parameters={"partitions": 2, "query": 0.25, "final_model": {"family": "logistic_regression"}},
+        parameters={
+            "partitions": 2,
+            "query": 0.25,
+            "final_model": {"family": "logistic_regression"},
+        },
         seed=4,
     )
     assert (body["parameters"]["vote"], body["parameters"]["vote_weight_max"]) == ("auto", 4)

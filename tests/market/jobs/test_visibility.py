@@ -27,7 +27,7 @@ def launched_model(
     model_files,
 ):
     """The buyer's job over silo_a's and silo_b's submissions, and its global model; ``.submissions`` by silo."""
-    from market.federations.services import federation_join
+    from market.federations.membership import federation_join
     from market.submissions.services import UploadedModel, submission_create
 
     federation_join(federation=federation_with_data, user=other_silo_user)

@@ -7,6 +7,7 @@ from sklearn.model_selection import train_test_split
 
 import workers.algorithms  # noqa: F401  (registers the kinds)
 from workers.algorithms.fedkt import predict_classes, server_fit
+from workers.algorithms.fusions import DEFAULT_QUERY_SELECTION, DEFAULT_SEMI_SUPERVISED
 from workers.algorithms.registry import ALGORITHMS, Member, agreement_counts, algorithm_get
 from workers.learners import fit_aligned
 from workers.partition import dirichlet_label_partition
@@ -93,7 +94,13 @@ def test_fedkt_member_signal_is_the_members_consistent_votes():
 
 def test_fedkt_fuse_equals_the_engines_server_side(digits_federation):
     models, probabilities, members, public_x, test_x, test_y = digits_federation
-    params = {"partitions": 2, "query": 0.5, "final": FOREST}
+    params = {
+        "partitions": 2,
+        "query": 0.5,
+        "final": FOREST,
+        "query_selection": "random",
+        "semi_supervised": "none",
+    }
     _, _, fusion = _run(
         "fedkt", probabilities, members, public_x, n_classes=10, params=params, seed=7
     )
@@ -109,6 +116,8 @@ def test_fedkt_fuse_equals_the_engines_server_side(digits_federation):
         "n_abstained": 180 - len(queried),
         "n_trained": len(queried),
         "silo_designs": {member.key: {"students": 2, "teachers": None} for member in members},
+        "query_selection": "random",
+        "semi_supervised": "none",
     }
     assert fusion.privacy is None
 
@@ -419,4 +428,6 @@ def test_the_job_rows_parameter_shape_is_understood():
         "partitions": 2,
         "query_count": 300,
         "final_model": {"family": "xgboost"},
+        "query_selection": DEFAULT_QUERY_SELECTION,
+        "semi_supervised": DEFAULT_SEMI_SUPERVISED,
     }

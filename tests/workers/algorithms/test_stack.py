@@ -46,7 +46,9 @@ def _federation(seed: int = 0, *, n_members: int = 6, informative: bool = True):
             return np.stack([1 - positive, positive], axis=1)
 
         members.append(
-            Member(key=str(10 + index), organisation=str(index), n_examples=50, validation_score=0.5)
+            Member(
+                key=str(10 + index), organisation=str(index), n_examples=50, validation_score=0.5
+            )
         )
         public_probabilities.append(probabilities(public)[None])
         evaluation_probabilities.append(probabilities(evaluation))
@@ -97,7 +99,9 @@ def test_the_stack_is_a_kind_whose_signal_is_the_ensembles_and_which_refuses_noi
             seed=0,
         )
     with pytest.raises(ValueError, match="evaluation split, which was not given"):
-        STACK.fuse(np.zeros((4, 2)), np.zeros((4, 2)), members=[], n_classes=2, params=settings, seed=0)
+        STACK.fuse(
+            np.zeros((4, 2)), np.zeros((4, 2)), members=[], n_classes=2, params=settings, seed=0
+        )
 
 
 def test_a_stack_fits_on_one_half_and_beats_the_members_average_on_the_other():
@@ -141,7 +145,11 @@ def test_no_metric_reads_a_row_the_fit_used_poisoned_report_rows_change_nothing(
     labels = _truth(evaluation)
     settings = STACK.validate({"final_model": LINEAR})
     clean = _fused(
-        settings, members, public_probabilities, public, EvaluationRows(evaluation, labels, evaluated)
+        settings,
+        members,
+        public_probabilities,
+        public,
+        EvaluationRows(evaluation, labels, evaluated),
     )
     fit, report = evaluation_halves(labels, seed=3)
     poisoned_probabilities, poisoned_features = evaluated.copy(), evaluation.copy()
@@ -225,3 +233,45 @@ def test_a_stack_needs_every_members_own_signal():
             seed=0,
             evaluation=EvaluationRows(evaluation, _truth(evaluation), evaluated),
         )
+
+
+def test_a_stack_of_three_classes_with_a_rare_one_fits_and_predicts_every_class():
+    generator = np.random.default_rng(4)
+    public, evaluation = generator.normal(size=(300, 2)), generator.normal(size=(240, 2))
+
+    def truth(x):
+        return np.where(x[:, 0] > 1.2, 2, (x[:, 1] > 0).astype(int))  # class 2 about 11 %
+
+    members, signals, evaluated = [], [], []
+    for index in range(4):
+        noise = generator.normal(scale=0.3, size=(1, 3))
+
+        def probabilities(x, noise=noise):
+            scores = np.eye(3)[truth(x)] * 3 + noise
+            return np.exp(scores) / np.exp(scores).sum(axis=1, keepdims=True)
+
+        members.append(
+            Member(key=str(index), organisation=str(index), n_examples=30, validation_score=0.5)
+        )
+        signals.append(probabilities(public)[None])
+        evaluated.append(probabilities(evaluation))
+    settings = STACK.validate({"final_model": LINEAR})
+    signal = np.stack(
+        [
+            STACK.member_signal(p, member=m, n_classes=3, params=settings)
+            for p, m in zip(signals, members)
+        ]
+    )
+    fusion = STACK.fuse(
+        signal.sum(axis=0),
+        public,
+        members=members,
+        n_classes=3,
+        params=settings,
+        seed=1,
+        evaluation=EvaluationRows(
+            evaluation, truth(evaluation), np.stack(evaluated), member_signals=signal
+        ),
+    )
+    assert fusion.model.predict_proba(evaluation).shape == (240, 3)
+    assert set(fusion.labels.tolist()) == {0, 1, 2}

@@ -71,9 +71,7 @@ def test_an_auto_signal_holds_each_rules_signal_side_by_side():
     probabilities = np.array(
         [[[0.9, 0.1], [0.2, 0.8], [0.4, 0.6]], [[0.7, 0.3], [0.1, 0.9], [0.6, 0.4]]]
     )
-    signal = auto_member_signal(
-        probabilities, member=member, n_classes=2, partitions=2, weight_max=4
-    )
+    signal = auto_member_signal(probabilities, member=member, n_classes=2, weight_max=4)
     assert signal_block(signal, "consistent_hard", 2).tolist() == [[2, 0], [0, 2], [0, 0]]
     assert signal_block(signal, "class_weighted", 2).tolist() == [
         [8, 0],
@@ -88,27 +86,22 @@ def test_an_auto_signal_holds_each_rules_signal_side_by_side():
     np.testing.assert_array_equal(ensemble_block(signal, 2), ensemble)
 
 
-def test_an_auto_signal_of_a_member_with_its_own_model_votes_with_the_students_and_ensembles_the_own_model():
-    """An L0 FedKT job's default vote is auto and a silo uploads its own model last: the FedKT engine's auto signal
-    takes every model of the member (it failed on a shape mismatch when given the students alone)."""
+def test_an_auto_signal_of_a_submission_with_its_own_model_votes_with_the_students_and_stacks_the_own_model():
+    """The silo's own model (stored last) never votes; the stacked candidate's block is that model (the demo's
+    default L0 job failed on such a submission when the blocks were given the students only)."""
     member = Member(
-        key="1",
-        organisation="1",
-        n_examples=10,
-        validation_score=0.5,
-        n_models=3,
-        label_distribution=(30, 10),
-        own_model=True,
+        key="1", organisation="1", n_examples=10, validation_score=0.5, n_models=3, own_model=True
     )
-    students = [[[0.9, 0.1], [0.2, 0.8], [0.4, 0.6]], [[0.7, 0.3], [0.1, 0.9], [0.6, 0.4]]]
-    own = [[0.2, 0.8], [0.3, 0.7], [1.0, 0.0]]
-    signal = FEDKT.member_signal(
-        np.array([*students, own]), member=member, n_classes=2, params={"vote": "auto"}
+    students = np.array([[[0.9, 0.1], [0.2, 0.8]], [[0.7, 0.3], [0.1, 0.9]]])
+    own = np.array([[[0.3, 0.7], [0.6, 0.4]]])
+
+    signal = auto_member_signal(
+        np.concatenate([students, own]), member=member, n_classes=2, weight_max=4
     )
-    assert signal.shape == (3, 8)
-    assert signal_block(signal, "consistent_hard", 2).tolist() == [[2, 0], [0, 2], [0, 0]]
-    assert signal_block(signal, "soft", 2) == pytest.approx(np.mean(students, axis=0))
-    np.testing.assert_array_equal(ensemble_block(signal, 2), own)
+
+    assert signal_block(signal, "consistent_hard", 2).tolist() == [[2, 0], [0, 2]]
+    assert signal_block(signal, "soft", 2) == pytest.approx(students.mean(axis=0))
+    np.testing.assert_array_equal(ensemble_block(signal, 2), own[0])
 
 
 def _federation(seed: int = 0):
@@ -249,3 +242,14 @@ def test_the_stacked_candidate_is_cross_fitted_and_wins_where_every_member_is_bi
     assert fusion.model is not None and fusion.trained.all()
     report_accuracy = np.mean(fusion.model.predict(features[report]) == evaluation.labels[report])
     assert report_accuracy > 0.9
+
+
+def test_signals_stored_before_the_ensemble_block_leave_the_stacked_candidate_out():
+    members, probabilities, public, evaluation = _federation()
+    settings = FEDKT.validate({"vote": "auto", "final_model": {"family": "logistic_regression"}})
+    signal, evaluation = _signals(settings, members, probabilities, evaluation)
+    older = replace(evaluation, member_signals=evaluation.member_signals[..., : 3 * 2])
+    fusion = FEDKT.fuse(
+        signal, public, members=members, n_classes=2, params=settings, seed=4, evaluation=older
+    )
+    assert set(fusion.details["auto"]["candidates"]) == set(AUTO_CANDIDATES) - {"stacked"}

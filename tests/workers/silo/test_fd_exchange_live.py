@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def five_members(federation_with_data, silo_user):
     from market.accounts.services import organisation_create, user_create
-    from market.federations.services import federation_join
+    from market.federations.membership import federation_join
 
     users = [silo_user]
     for index in range(1, 5):

@@ -121,6 +121,27 @@ def test_a_silo_that_is_not_a_member_gets_the_markets_reason_and_exit_5(
     assert run_cli("pull", "adult-income", "--output", tmp_path / "pulled")[0] == 0
 
 
+def test_join_asks_a_federation_by_request_and_says_so_until_the_operator_admits(
+    login_as, run_cli, federation_with_data, other_silo_user, operator
+):
+    from market.federations.membership import join_request_admit
+    from market.federations.models import Federation, JoinRequest
+
+    Federation.objects.update(membership_policy="request")
+    login_as("bea-bank", "bank-password")
+
+    code, out, _ = run_cli("join", "adult-income")
+    join_request_admit(join_request_id=JoinRequest.objects.get().id, user=operator)
+    admitted = run_cli("join", "adult-income")
+
+    assert (code, out) == (
+        0,
+        "Your organisation asked to join 'adult-income'; the market's operator admits or refuses the "
+        "request. Run this command again to see whether you are in.\n",
+    )
+    assert admitted[:2] == (0, "Your organisation is a member of 'adult-income'.\n")
+
+
 @pytest.mark.worker
 def test_pull_train_upload_gives_a_submission_the_worker_validates(
     login_as, run_cli, live_server, celery_worker, federation_with_data, silo_csv, tmp_path

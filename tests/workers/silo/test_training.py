@@ -35,7 +35,7 @@ def test_train_writes_students_that_pass_the_markets_static_checks_and_a_metadat
     assert (own["file"], own["model_family"], own["learner"]) == (
         "own-model.onnx",
         "random_forest",
-        {"family": "random_forest", "n_estimators": 100},
+        {"family": "random_forest", "n_estimators": 100, "max_depth": 12},
     )
     assert 0.7 < own["validation_score"] <= 1
     assert (result["n_local_examples"], result["n_validation_rows"]) == (400, 100)
@@ -378,3 +378,41 @@ def test_silo_train_in_process_trains_exactly_what_the_train_command_does(
     assert (
         result.metadata["own_model"]["validation_score"] == command["own_model"]["validation_score"]
     )
+
+
+def test_a_small_silo_at_l2_declares_the_epsilon_of_the_s_and_t_it_trained_with(
+    run_cli, pulled, tmp_path, adult_frame
+):
+    path = tmp_path / "small.csv"
+    path.write_bytes(csv_bytes(adult_frame.iloc[1000:1012]))  # 9 training rows: s = t = 1
+    code, out, err = run_cli(
+        "train",
+        "adult-income",
+        "--data",
+        path,
+        "--pulled",
+        pulled,
+        *SMALL_FORESTS,
+        "--privacy-level",
+        "L2",
+        "--gamma",
+        "0.05",
+        "--queries",
+        "50",
+        "--json",
+    )
+    assert code == 0, err
+    result = json.loads(out)
+    assert (result["partitions"], result["teachers"], result["own_model"]) == (1, 1, None)
+    assert result["files"] == ["student-1.onnx"]  # no own model at L2: it has no noise
+    parameters = result["privacy_parameters"]
+    assert (parameters["partitions"], parameters["teachers"]) == (1, 1)
+    one = party_noise_privacy_bound(
+        mechanism=LaplaceNoise(gamma=0.05), n_queries=50, partitions=1, teachers=1, delta=1e-5
+    )
+    two = party_noise_privacy_bound(
+        mechanism=LaplaceNoise(gamma=0.05), n_queries=50, partitions=2, teachers=5, delta=1e-5
+    )
+    assert result["declared_epsilon"] == one.epsilon < two.epsilon
+    # by hand: one example moves one vote (L1 distance 2) in one partition per query, Laplace of scale 1/γ
+    assert result["declared_epsilon"] <= 50 * 2 * 0.05

@@ -11,11 +11,11 @@ from django.db import transaction
 
 from market.accounts.models import Organisation, User
 from market.accounts.services import organisation_create, user_create
+from market.federations.membership import membership_add
 from market.federations.models import Federation
 from market.federations.services import (
     evaluation_split_upload,
     federation_create,
-    federation_join,
     public_dataset_upload,
 )
 
@@ -59,7 +59,13 @@ class Command(BaseCommand):
                 uploaded_by=operator,
                 data=gzip.decompress((DEMO_DATA / "adult-evaluation.csv.gz").read_bytes()),
             )
-            federation_join(federation=federation, user=silo)
+            # The federation admits by request (the default); the demo's operator admits its silo up front.
+            membership_add(
+                federation=federation,
+                organisation=silo.organisation,
+                actor=operator,
+                via="demo set-up",
+            )
         self.stdout.write(
             self.style.SUCCESS(
                 "Demo market ready at http://127.0.0.1:8000/\n"

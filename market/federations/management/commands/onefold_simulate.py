@@ -120,7 +120,10 @@ class Command(BaseCommand):
             help="FedKT's t (default: each silo's toolkit chooses)",
         )
         parser.add_argument(
-            "--gamma", type=float, default=0.05, help="noise γ at L1 (server) or L2 (silos)"
+            "--gamma",
+            type=float,
+            default=0.05,
+            help="noise γ of the silos at L2 (an L1 job takes the market's default noise, GNMax)",
         )
         parser.add_argument(
             "--queries",
@@ -132,8 +135,8 @@ class Command(BaseCommand):
             "--job-query",
             type=query,
             help="public rows the server queries (count, or fraction "
-            "with a decimal point; default: all, 100 at L1 so that "
-            "the default ε budget suffices)",
+            "with a decimal point; default: all, and at L1 the market's default: "
+            "the rows that fit the silos' budgets)",
         )
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--work-dir", type=Path, help="folder for the silos' temporary files")
@@ -161,7 +164,7 @@ class Command(BaseCommand):
             gamma=options["gamma"],
             queries=options["queries"],
             seed=options["seed"],
-            job_query=options["job_query"] or (100 if options["privacy_level"] == "L1" else 1.0),
+            job_query=options["job_query"] or (None if options["privacy_level"] == "L1" else 1.0),
             work_dir=options["work_dir"],
             say=self.stdout.write,
         )

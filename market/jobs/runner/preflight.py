@@ -1,0 +1,251 @@
+"""The worker side of a pre-flight estimate (market.jobs.preflight): claim it, predict the members as a job's chunks
+do (:func:`market.jobs.runner.chunks.members_predicted`), fuse them through the engine as the job would
+(:func:`workers.jobs.interruptible.fuse_in_child`) — at L1 once without noise (the reference) and once per
+simulated draw of the job's noise (:mod:`workers.jobs.preflight`), at L2 once, since its members carry the silos'
+noise — and score every fused model on the evaluation split against the baselines (market.jobs.baselines).
+
+Nothing here draws real DP noise, stores a noisy answer, charges a budget or writes a job or global model: the
+estimate's row holds the scores and nothing else. The Celery task module (workers.tasks) calls
+:func:`job_estimate_run`; a transient error releases the estimate (:func:`job_estimate_release`) for the retry.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+from django.db.models import F
+from django.utils import timezone
+
+from market.feature_views import job_feature_view, stored_features_in_view
+from market.federations.models import PrivacyLevel
+from market.jobs.baselines import baselines_measure
+from market.jobs.models import EstimateStatus, JobEstimate
+from market.jobs.runner.chunks import members_predicted
+from market.jobs.runner.fusing import evaluation_report_rows, noise_mechanism
+from market.jobs.runner.leases import job_setting, worker_id
+from market.jobs.runner.lifecycle import JobInputError
+from market.jobs.selectors import job_members
+from market.storage import arrays_from_npz_cached
+from market.submissions.models import Submission
+from market.transient import TRANSIENT_ERRORS
+from workers.algorithms import algorithm_get
+from workers.algorithms.auto_fusion import EvaluationRows
+from workers.algorithms.ensemble import average_probabilities
+from workers.jobs.interruptible import fuse_in_child
+from workers.jobs.preflight import draw_seeds, metric_spread, simulated_noise
+from workers.metrics import classification_metrics, headline
+
+logger = logging.getLogger("market.jobs.runner")
+
+
+def job_estimate_claim(*, estimate_id: int) -> bool:
+    """queued → running, by one worker only (a conditional UPDATE)."""
+    return (
+        JobEstimate.objects.filter(id=estimate_id, status=EstimateStatus.QUEUED).update(
+            status=EstimateStatus.RUNNING,
+            worker=worker_id(),
+            attempts=F("attempts") + 1,
+            started_at=timezone.now(),
+            progress_stage="predicting",
+            progress_done=0,
+        )
+        == 1
+    )
+
+
+def job_estimate_release(*, estimate_id: int) -> None:
+    """Hand a running estimate back after a transient error: the retried task claims it again from the start."""
+    JobEstimate.objects.filter(
+        id=estimate_id, status=EstimateStatus.RUNNING, worker=worker_id()
+    ).update(status=EstimateStatus.QUEUED, worker="", progress_stage="")
+
+
+def _end(estimate_id: int, *, status: str, result: dict | None = None, reason: str = "") -> None:
+    JobEstimate.objects.filter(id=estimate_id, status=EstimateStatus.RUNNING).update(
+        status=status,
+        result=result,
+        failure_reason=reason,
+        finished_at=timezone.now(),
+        progress_stage="done" if status == EstimateStatus.SUCCEEDED else "",
+    )
+
+
+def job_estimate_run(*, estimate_id: int) -> None:
+    """Claim the estimate and compute it; bad input or an unexpected error fails it with a readable reason, a
+    transient error propagates (the task retries)."""
+    if not job_estimate_claim(estimate_id=estimate_id):
+        return
+    estimate = JobEstimate.objects.select_related(
+        "federation", "public_dataset", "evaluation_split"
+    ).get(id=estimate_id)
+    try:
+        result = _estimate(estimate)
+    except TRANSIENT_ERRORS:
+        raise
+    except JobInputError as error:
+        _end(estimate_id, status=EstimateStatus.FAILED, reason=str(error))
+    except (
+        Exception
+    ) as error:  # a bug or a crashed fusion: the operator reads why instead of a stuck estimate
+        logger.exception("Pre-flight estimate #%s failed", estimate_id)
+        _end(
+            estimate_id,
+            status=EstimateStatus.FAILED,
+            reason=f"Internal error while estimating: {type(error).__name__}: {error}",
+        )
+    else:
+        _end(estimate_id, status=EstimateStatus.SUCCEEDED, result=result)
+
+
+def _progress(estimate: JobEstimate, *, stage: str, done: int, total: int) -> None:
+    JobEstimate.objects.filter(id=estimate.id).update(
+        progress_stage=stage, progress_done=done, progress_total=total
+    )
+
+
+def _selected_ids(estimate: JobEstimate) -> list[int]:
+    """The members the job would use, chosen by its engine from their declared metadata, as a job plans them."""
+    found = Submission.objects.in_bulk(estimate.submission_ids)
+    missing = [id for id in estimate.submission_ids if id not in found]
+    if missing:
+        raise JobInputError(f"Submission #{missing[0]} was deleted after the estimate was asked.")
+    submissions = [found[id] for id in estimate.submission_ids]
+    try:
+        selected = algorithm_get(estimate.kind).select(
+            job_members(submissions=submissions, privacy_level=estimate.privacy_level),
+            estimate.parameters,
+            seed=estimate.seed,
+        )
+    except ValueError as error:
+        raise JobInputError(f"The members could not be selected: {error}") from error
+    return [submissions[index].id for index in selected]
+
+
+def _predicted(estimate: JobEstimate, ids: list[int]):
+    """Every member's signal and evaluation probabilities, a chunk's worth at a time (the progress counts them)."""
+    size = max(1, int(job_setting("ONEFOLD_JOB_CHUNK_SIZE", 25)))
+    chunks = []
+    for start in range(0, len(ids), size):
+        chunks.append(members_predicted(submission_ids=ids[start : start + size], run=estimate))
+        _progress(estimate, stage="predicting", done=min(start + size, len(ids)), total=len(ids))
+    return chunks
+
+
+def _estimate(estimate: JobEstimate) -> dict:
+    ids = _selected_ids(estimate)
+    chunks = _predicted(estimate, ids)
+    signal_sum = sum(chunk.signal_sum for chunk in chunks)
+    member_probabilities = np.concatenate([chunk.evaluation_probabilities for chunk in chunks])
+    settings = algorithm_get(estimate.kind).validate(estimate.parameters)
+    view = job_feature_view(settings)
+    public = stored_features_in_view(
+        arrays_from_npz_cached(estimate.public_dataset.features_file)["features"],
+        estimate.public_dataset,
+        view,
+    )
+    evaluation = arrays_from_npz_cached(estimate.evaluation_split.data_file)
+    rows = EvaluationRows(
+        stored_features_in_view(evaluation["features"], estimate.public_dataset, view),
+        evaluation["labels"],
+        member_probabilities,
+        member_signals=np.concatenate([chunk.member_signals for chunk in chunks]),
+    )
+    submissions = Submission.objects.in_bulk(ids)
+    members = job_members(
+        submissions=[submissions[id] for id in ids], privacy_level=estimate.privacy_level
+    )
+    private_l1 = estimate.privacy_level == PrivacyLevel.L1
+    mechanisms = (
+        [None]
+        + [
+            simulated_noise(noise_mechanism(estimate.parameters["privacy"]), seed=seed)
+            for seed in draw_seeds(estimate.seed, estimate.n_draws)
+        ]
+        if private_l1
+        else [None]
+    )
+    scored = []
+    for step, mechanism in enumerate(mechanisms):
+        _progress(estimate, stage="fusing", done=step, total=len(mechanisms))
+        fusion = fuse_in_child(
+            kind=estimate.kind,
+            signal_sum=signal_sum,
+            public_features=public,
+            members=members,
+            n_classes=estimate.federation.n_classes,
+            params=estimate.parameters,
+            seed=estimate.seed,
+            evaluation=rows if algorithm_get(estimate.kind).reads_evaluation(settings) else None,
+            noise=mechanism,
+            cancelled=lambda: False,
+        )
+        scored.append(_scored(estimate, fusion, rows, ids))
+    _progress(estimate, stage="fusing", done=len(mechanisms), total=len(mechanisms))
+    reference, draws = (scored[0], scored[1:]) if private_l1 else (None, scored)
+    report = draws[0]["rows"]
+    return {
+        "private": metric_spread([draw["metrics"] for draw in draws]),
+        "draws": [headline(draw["metrics"]) for draw in draws],
+        "reference": headline(reference["metrics"]) if reference else None,
+        "baselines": _baselines(estimate, submissions, ids, rows, report, draws[0]["metrics"]),
+        "n_members": len(ids),
+        "report_rows": int(len(rows.labels) if report is None else len(report)),
+    }
+
+
+def _scored(estimate: JobEstimate, fusion, rows: EvaluationRows, ids: list[int]) -> dict:
+    """A fused model's metrics on the evaluation rows its job would report on (all, or those ``auto`` did not
+    read). A fitted model predicts in this process (the server fitted it: it is not an upload); a bundle of members
+    is their weighted average, as the job's bundle is."""
+    if fusion.model is not None:
+        probabilities = _widened(
+            np.asarray(fusion.model.predict_proba(rows.features)),
+            getattr(fusion.model, "classes_", None),
+            n_classes=estimate.federation.n_classes,
+        )
+    else:
+        weights = fusion.details.get("weights") or {str(id): 1.0 for id in ids}
+        probabilities = average_probabilities(
+            rows.member_probabilities, weights=[weights.get(str(id), 0.0) for id in ids]
+        )
+    report = evaluation_report_rows(estimate, fusion, rows.labels)
+    chosen = slice(None) if report is None else report
+    metrics = classification_metrics(
+        probabilities[chosen], rows.labels[chosen], n_classes=estimate.federation.n_classes
+    )
+    return {"metrics": metrics, "rows": report}
+
+
+def _widened(probabilities: np.ndarray, classes, *, n_classes: int) -> np.ndarray:
+    """``probabilities`` with a column per federation class (a model fitted without some class has fewer)."""
+    if probabilities.shape[1] == n_classes or classes is None:
+        return probabilities
+    widened = np.zeros((len(probabilities), n_classes))
+    widened[:, np.asarray(classes, dtype=np.int64)] = probabilities
+    return widened
+
+
+def _baselines(
+    estimate: JobEstimate,
+    submissions: dict,
+    ids: list[int],
+    rows: EvaluationRows,
+    report,
+    model_metrics: dict,
+) -> dict:
+    """The majority-class guess and the best and average silo on the rows the model is scored on, measured as a
+    job's are (market.jobs.baselines)."""
+    chosen = slice(None) if report is None else report
+    n_classes = estimate.federation.n_classes
+    submission_metrics = {
+        str(id): classification_metrics(
+            probabilities[chosen], rows.labels[chosen], n_classes=n_classes
+        )
+        for id, probabilities in zip(ids, rows.member_probabilities, strict=True)
+    }
+    return baselines_measure(
+        class_counts=[sum(row) for row in model_metrics["confusion_matrix"]],
+        submission_metrics=submission_metrics,
+        organisation_of={id: submission.organisation_id for id, submission in submissions.items()},
+    )

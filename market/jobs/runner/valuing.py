@@ -1,0 +1,59 @@
+"""A global model's contribution values (issue 28), computed by the job's finalize: each silo's Shapley value of
+the job's own vote or average on the evaluation rows the global model is reported on (:mod:`workers.valuation`).
+
+Which combination a coalition is re-counted with follows the job: FedKT's hard votes (``consistent_hard``,
+``class_weighted``) are counted as one vote per member; FedKT's ``soft`` vote, ``auto``'s choice of ``soft``, the
+ensemble or the stack, and the ensemble, distillation and stack kinds average the members' probabilities. A kind
+with neither (cohort distillation) gets no values. The silos are organisations: every submission of one
+organisation is a member of the same player.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from market.jobs.models import Job
+from market.jobs.runner.fusing import FusedJob, job_chunk_signals
+from market.storage import arrays_from_npz_cached
+from workers.valuation import contribution_values
+
+#: Kinds whose fusion is an average of the members' probabilities.
+AVERAGING_KINDS = frozenset({"ensemble", "distill", "stack"})
+#: FedKT vote rules (and ``auto`` choices) that average the members' probabilities rather than count votes.
+AVERAGING_VOTES = frozenset({"soft", "ensemble_selected", "stacked"})
+
+
+def valuation_rule(job: Job, fusion_details: dict) -> str | None:
+    """``"vote"``, ``"average"`` or None (no vote or average to value)."""
+    if job.kind in AVERAGING_KINDS:
+        return "average"
+    if job.kind != "fedkt":
+        return None
+    vote = (job.parameters or {}).get("vote", "consistent_hard")
+    if vote == "auto":
+        vote = ((fusion_details or {}).get("auto") or {}).get("chosen", "consistent_hard")
+    return "average" if vote in AVERAGING_VOTES else "vote"
+
+
+def job_contribution_values(job: Job, fused: FusedJob, rows: np.ndarray | None) -> dict:
+    """The values stored on the global model (``{}`` when the kind has no vote or average); ``rows``: the report
+    rows of the evaluation split (None: all of them)."""
+    rule = valuation_rule(job, fused.fusion.details)
+    if rule is None:
+        return {}
+    labels = arrays_from_npz_cached(job.evaluation_split.data_file)["labels"]
+    rows = np.arange(len(labels)) if rows is None else rows
+    per_silo: dict[str, list[np.ndarray]] = {}
+    for chunk in job_chunk_signals(job):
+        for member_id, probabilities in zip(chunk.member_ids, chunk.evaluation_probabilities):
+            organisation = str(fused.submissions[int(member_id)].organisation_id)
+            per_silo.setdefault(organisation, []).append(probabilities[rows])
+    if not per_silo:
+        return {}
+    return contribution_values(
+        per_silo,
+        labels[rows],
+        rule=rule,
+        n_classes=job.federation.n_classes,
+        seed=abs(job.seed or 0),
+    )

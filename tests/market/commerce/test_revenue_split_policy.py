@@ -1,0 +1,188 @@
+"""The revenue split policy per federation (issue 28): agreement, value, equal — to the cent, idempotently, with
+ledger entries that name the policy and the values used; the value split only for L0 models."""
+
+import pytest
+
+from market.accounts.services import organisation_create
+from market.commerce.models import WalletEntry, WalletEntryKind
+from market.commerce.revenue import revenue_shares, split_basis
+from market.commerce.services import purchase_create
+from market.errors import InvalidInput
+from market.federations.services import federation_create
+
+
+def _values(shapley: dict) -> dict:
+    return {
+        "rule": "vote",
+        "estimator": "exact",
+        "silos": {
+            key: {
+                "shapley": {"balanced_accuracy": value, "accuracy": value},
+                "rank_band": "top quarter",
+            }
+            for key, value in shapley.items()
+        },
+    }
+
+
+def test_the_value_split_pays_nothing_to_a_negative_value_and_the_rest_in_proportion_to_the_cent():
+    basis = split_basis(
+        policy="value",
+        contribution_weights={"3": 0.2, "5": 0.5, "8": 0.3},
+        contribution_values=_values({"3": 0.12, "5": 0.04, "8": -0.01}),
+        privacy_level="L0",
+    )
+    assert basis.applied == "value" and basis.weights == {"3": 0.12, "5": 0.04, "8": 0.0}
+    # 901 × 0.75 = 675.75 → 675, × 0.25 = 225.25 → 225; the cent left goes to the larger remainder (3)
+    assert revenue_shares(amount_cents=901, weights=basis.weights) == {"3": 676, "5": 225}
+    assert "paid nothing" in basis.notes["8"] and "-0.010000" in basis.notes["8"]
+    assert basis.notes["3"] == (
+        "Revenue split by contribution value: exact Shapley value (balanced accuracy) 0.120000"
+    )
+
+
+def test_the_equal_split_gives_every_silo_that_took_part_the_same_to_the_cent():
+    basis = split_basis(
+        policy="equal",
+        contribution_weights={"3": 0.0, "5": 0.9, "8": 0.1},
+        contribution_values={},
+        privacy_level="L1",
+    )
+    assert revenue_shares(amount_cents=1000, weights=basis.weights) == {
+        "3": 334,
+        "5": 333,
+        "8": 333,
+    }
+    assert basis.notes["5"] == "Revenue split equally: 1 of 3 silos"
+
+
+@pytest.mark.parametrize(
+    ("level", "values", "reason"),
+    [
+        ("L1", _values({"3": 0.1, "5": 0.2}), "an L1 model's values are kept to the operator"),
+        ("L2", _values({"3": 0.1, "5": 0.2}), "an L2 model's values are kept to the operator"),
+        ("L0", {}, "the model has no contribution values"),
+        ("L0", _values({"3": -0.1, "5": 0.0}), "no silo has a positive contribution value"),
+    ],
+)
+def test_the_value_split_falls_back_to_agreement_and_says_why(level, values, reason):
+    basis = split_basis(
+        policy="value",
+        contribution_weights={"3": 0.7, "5": 0.3},
+        contribution_values=values,
+        privacy_level=level,
+    )
+    assert (basis.policy, basis.applied, basis.reason) == ("value", "agreement", reason)
+    assert basis.weights == {"3": 0.7, "5": 0.3}
+    assert basis.notes["3"] == (
+        f"Revenue split by agreement: contribution weight 0.700000 (policy value not applied: {reason})"
+    )
+
+
+def _credits(purchase) -> dict:
+    return {
+        entry.wallet.organisation.name: (entry.amount_cents, entry.note)
+        for entry in WalletEntry.objects.filter(
+            purchase=purchase, kind=WalletEntryKind.REVENUE_CREDIT
+        ).select_related("wallet__organisation")
+    }
+
+
+def test_a_purchase_from_a_value_split_federation_pays_by_value_to_the_cent_and_once(
+    published_listing, buyer_user, silo_user, other_silo_user, top_up, settings
+):
+    settings.ONEFOLD_MARKET_FEE_PERCENT = 10
+    constant = organisation_create(name="Constant Silo")
+    hospital, bank = str(silo_user.organisation_id), str(other_silo_user.organisation_id)
+    listing = published_listing(
+        price_cents=1001,
+        privacy_level="L0",
+        weights={
+            hospital: 0.2,
+            bank: 0.3,
+            str(constant.id): 0.5,
+        },  # agreement would pay the constant most
+    )
+    global_model = listing.global_model
+    global_model.contribution_values = _values(
+        {hospital: 0.12, bank: 0.04, str(constant.id): -0.01}
+    )
+    global_model.save(update_fields=["contribution_values"])
+    global_model.federation.revenue_split = "value"
+    global_model.federation.save(update_fields=["revenue_split"])
+    top_up(buyer_user.organisation, 5000)
+
+    first = purchase_create(listing=listing, user=buyer_user, idempotency_key="value-1")
+    again = purchase_create(listing=listing, user=buyer_user, idempotency_key="value-1")
+
+    assert again.replayed and again.purchase.id == first.purchase.id
+    # fee floor(100.1) = 100; 901 by 0.12 : 0.04 → 675.75 + 225.25 → 676 and 225; the constant silo nothing
+    assert first.purchase.fee_cents == 100
+    assert _credits(first.purchase) == {
+        "Northwind Hospital": (
+            676,
+            "Revenue split by contribution value: exact Shapley value (balanced accuracy) 0.120000",
+        ),
+        "Contoso Bank": (
+            225,
+            "Revenue split by contribution value: exact Shapley value (balanced accuracy) 0.040000",
+        ),
+    }
+    assert WalletEntry.objects.filter(wallet__organisation=constant).count() == 0
+
+
+def test_a_purchase_of_an_l1_model_from_a_value_split_federation_is_split_by_agreement(
+    published_listing, buyer_user, silo_user, other_silo_user, top_up, settings
+):
+    settings.ONEFOLD_MARKET_FEE_PERCENT = 10
+    listing = published_listing(price_cents=1001, privacy_level="L1")  # weights 0.7 / 0.3
+    global_model = listing.global_model
+    global_model.contribution_values = _values(
+        {str(silo_user.organisation_id): 0.0123, str(other_silo_user.organisation_id): 0.2345}
+    )
+    global_model.save(update_fields=["contribution_values"])
+    global_model.federation.revenue_split = "value"
+    global_model.federation.save(update_fields=["revenue_split"])
+    top_up(buyer_user.organisation, 5000)
+
+    purchase = purchase_create(listing=listing, user=buyer_user).purchase
+
+    credits = _credits(purchase)
+    assert {name: cents for name, (cents, _) in credits.items()} == {
+        "Northwind Hospital": 631,
+        "Contoso Bank": 270,
+    }
+    assert all(
+        "policy value not applied: an L1 model's values are kept to the operator" in note
+        for _, note in credits.values()
+    )
+    assert not any("0.0123" in note or "0.2345" in note for _, note in credits.values())
+
+
+def test_a_federation_names_a_known_revenue_split(operator, db):
+    with pytest.raises(
+        InvalidInput, match="'revenue_split' must be one of agreement, value, equal"
+    ):
+        federation_create(
+            name="Split",
+            description="",
+            class_labels=["a", "b"],
+            label_column="label",
+            allowed_privacy_levels=["L0"],
+            default_privacy_level="L0",
+            default_parameters={},
+            created_by=operator,
+            policies={"revenue_split": "by-size"},
+        )
+    federation = federation_create(
+        name="Split",
+        description="",
+        class_labels=["a", "b"],
+        label_column="label",
+        allowed_privacy_levels=["L0"],
+        default_privacy_level="L0",
+        default_parameters={},
+        created_by=operator,
+        policies={"revenue_split": "equal"},
+    )
+    assert federation.revenue_split == "equal"

@@ -1,0 +1,71 @@
+"""Contribution values (issue 28) computed by the job's finalize for every kind with a vote or an average."""
+
+import pytest
+
+from tests.market.jobs.conftest import FAST_FEDKT
+from tests.market.jobs.helpers import launch, succeeded
+
+
+def _run(operator, submissions, capture, *, kind, parameters, seed=7):
+    body = launch(
+        operator,
+        submissions[0].federation,
+        capture,
+        kind=kind,
+        privacy_level="L0",
+        parameters=parameters,
+        seed=seed,
+    )
+    return succeeded(body).global_model
+
+
+@pytest.mark.parametrize(
+    ("kind", "parameters", "rule"),
+    [("fedkt", FAST_FEDKT, "vote"), ("ensemble", {}, "average")],
+)
+def test_a_job_stores_each_silos_exact_shapley_value_of_its_own_combination(
+    eager_celery,
+    operator,
+    fedkt_submissions,
+    django_capture_on_commit_callbacks,
+    kind,
+    parameters,
+    rule,
+):
+    model = _run(
+        operator,
+        fedkt_submissions,
+        django_capture_on_commit_callbacks,
+        kind=kind,
+        parameters=parameters,
+    )
+    values = model.contribution_values
+    organisations = {str(s.organisation_id) for s in fedkt_submissions}
+    assert set(values["silos"]) == organisations
+    assert (values["rule"], values["estimator"], values["permutations"]) == (rule, "exact", None)
+    assert values["rows"] == sum(map(sum, model.metrics["confusion_matrix"]))
+    for measure in ("balanced_accuracy", "accuracy"):
+        total = sum(silo["shapley"][measure] for silo in values["silos"].values())
+        assert total == pytest.approx(
+            values["grand_coalition"][measure] - values["empty_coalition"][measure]
+        )
+        assert values["empty_coalition"][measure] == pytest.approx(0.5)
+    assert sorted(silo["rank"] for silo in values["silos"].values()) == [1, 2, 3]
+    assert all(silo["standard_error"] is None for silo in values["silos"].values())
+
+
+def test_a_kind_without_a_vote_or_an_average_stores_no_values(
+    eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks
+):
+    from market.submissions.models import Submission
+
+    for submission, distribution in zip(fedkt_submissions, ([500, 166], [400, 266], [600, 66])):
+        Submission.objects.filter(id=submission.id).update(label_distribution=distribution)
+    model = _run(
+        operator,
+        fedkt_submissions,
+        django_capture_on_commit_callbacks,
+        kind="cpfl",
+        parameters={"query": 300, "student": {"family": "mlp", "hidden_sizes": [16], "epochs": 5}},
+    )
+    assert model.contribution_values == {}

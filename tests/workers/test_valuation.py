@@ -1,0 +1,159 @@
+"""Contribution values (workers.valuation): exact Shapley against the formula read literally over a vote counted
+by hand, efficiency, the permutation estimator against the exact one, and a constant silo on Adult."""
+
+from itertools import combinations
+from math import factorial
+
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+from sklearn.linear_model import LogisticRegression
+
+from workers.datasets import load_adult
+from workers.partition import iid_partition
+from workers.valuation import contribution_values, permutation_shapley, rank_band, silo_scores
+
+
+def brute_force_shapley(value_of, players):
+    """The Shapley formula read literally: every player, every subset of the others."""
+    n = len(players)
+    result = {}
+    for player in players:
+        others = [p for p in players if p != player]
+        total = 0.0
+        for size in range(n):
+            for coalition in combinations(others, size):
+                weight = factorial(size) * factorial(n - size - 1) / factorial(n)
+                total += weight * (value_of(set(coalition) | {player}) - value_of(set(coalition)))
+        result[player] = total
+    return result
+
+
+def hand_counted_vote_accuracy(predictions, labels, coalition, n_classes, balanced):
+    """A plurality vote counted row by row in plain Python; ties scored as a uniform draw among the tied."""
+    correct = []
+    for row, label in enumerate(labels):
+        counts = [0] * n_classes
+        for silo in coalition:
+            for member in predictions[silo]:
+                counts[int(np.argmax(member[row]))] += 1
+        top = max(counts)
+        tied = [c for c in range(n_classes) if counts[c] == top]
+        correct.append((1 / len(tied)) if label in tied else 0.0)
+    correct = np.array(correct)
+    if not balanced:
+        return correct.mean()
+    return np.mean([correct[labels == c].mean() for c in np.unique(labels)])
+
+
+def random_silos(n_silos, n_rows=60, n_classes=3, seed=0):
+    generator = np.random.default_rng(seed)
+    labels = generator.integers(0, n_classes, n_rows)
+    silos = {}
+    for silo in range(n_silos):
+        skill = generator.uniform(0.2, 0.9)
+        members = []
+        for _ in range(generator.integers(1, 3)):
+            logits = generator.normal(size=(n_rows, n_classes))
+            logits[np.arange(n_rows), labels] += 3 * skill
+            members.append(np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True))
+        silos[f"{silo + 1}"] = members
+    return silos, labels
+
+
+@pytest.mark.parametrize("measure", ["balanced_accuracy", "accuracy"])
+def test_exact_shapley_of_the_vote_matches_the_formula_over_a_hand_counted_vote(measure):
+    silos, labels = random_silos(5)
+    values = contribution_values(silos, labels, rule="vote", n_classes=3)
+    expected = brute_force_shapley(
+        lambda coalition: hand_counted_vote_accuracy(
+            silos, labels, coalition, 3, balanced=measure == "balanced_accuracy"
+        ),
+        list(silos),
+    )
+    assert values["estimator"] == "exact" and values["permutations"] is None
+    for silo, value in expected.items():
+        assert values["silos"][silo]["shapley"][measure] == pytest.approx(value, abs=1e-12)
+        assert values["silos"][silo]["standard_error"] is None
+    # efficiency: the values add up to the grand coalition over the empty one (the uniform guess, 1/3)
+    total = sum(silo["shapley"][measure] for silo in values["silos"].values())
+    assert values["empty_coalition"][measure] == pytest.approx(1 / 3)
+    assert total == pytest.approx(values["grand_coalition"][measure] - 1 / 3)
+    everyone = set(silos)
+    for silo in silos:
+        loo = hand_counted_vote_accuracy(
+            silos, labels, everyone, 3, measure == "balanced_accuracy"
+        ) - hand_counted_vote_accuracy(
+            silos, labels, everyone - {silo}, 3, measure == "balanced_accuracy"
+        )
+        assert values["silos"][silo]["leave_one_out"][measure] == pytest.approx(loo, abs=1e-12)
+
+
+def test_average_rule_sums_probabilities():
+    silos = {"a": [np.array([[0.9, 0.1], [0.4, 0.6]])], "b": [np.array([[0.2, 0.8], [0.3, 0.7]])]}
+    labels = np.array([0, 1])
+    values = contribution_values(silos, labels, rule="average", n_classes=2)
+    # all: row 0 sums (1.1, 0.9) → 0 correct, row 1 → 1 correct; a alone: both; b alone: row 1 only
+    assert values["grand_coalition"]["accuracy"] == 1.0
+    assert values["silos"]["a"]["shapley"]["accuracy"] == pytest.approx(
+        0.5 * (1 - 0.5) + 0.5 * (1 - 0.5)
+    )
+    assert values["silos"]["b"]["shapley"]["accuracy"] == pytest.approx(
+        0.5 * (0.5 - 0.5) + 0.5 * (1 - 1)
+    )
+
+
+def test_permutation_sampling_ranks_as_the_exact_values_do_and_reports_its_error():
+    silos, labels = random_silos(9, n_rows=300, seed=3)
+    exact = contribution_values(silos, labels, rule="average", n_classes=3)
+    scores_silos, scores = silo_scores(silos, rule="average", n_classes=3)
+    estimates, errors = permutation_shapley(scores, labels, n_classes=3, permutations=400, seed=1)
+    exact_values = [exact["silos"][s]["shapley"]["balanced_accuracy"] for s in scores_silos]
+    assert spearmanr(exact_values, estimates["balanced_accuracy"]).statistic >= 0.9
+    for silo, value in enumerate(exact_values):
+        assert (
+            abs(estimates["balanced_accuracy"][silo] - value)
+            <= 4 * errors["balanced_accuracy"][silo] + 1e-9
+        )
+
+
+def test_beyond_twelve_silos_the_permutation_estimator_is_used_and_documented():
+    silos, labels = random_silos(13, n_rows=40, seed=5)
+    values = contribution_values(silos, labels, rule="vote", n_classes=3, permutations=30)
+    assert values["estimator"] == "permutation" and values["permutations"] == 30
+    assert all(
+        silo["standard_error"]["balanced_accuracy"] >= 0 for silo in values["silos"].values()
+    )
+    assert sorted(silo["rank"] for silo in values["silos"].values()) == list(range(1, 14))
+
+
+def test_rank_bands():
+    assert [rank_band(rank, 8) for rank in range(1, 9)] == [
+        "top quarter",
+        "top quarter",
+        "second quarter",
+        "second quarter",
+        "third quarter",
+        "third quarter",
+        "bottom quarter",
+        "bottom quarter",
+    ]
+    assert rank_band(1, 1) == "top quarter"
+
+
+@pytest.mark.parametrize("rule", ["vote", "average"])
+def test_a_silo_uploading_a_constant_model_is_worth_at_most_nothing_on_adult(rule):
+    data = load_adult(seed=0)
+    parts = iid_partition(len(data.train_y), 4, seed=0)
+    silos = {}
+    for index, part in enumerate(parts):
+        part = part[:2000]
+        model = LogisticRegression(max_iter=300).fit(data.train_x[part], data.train_y[part])
+        silos[str(index + 1)] = [model.predict_proba(data.test_x)]
+    constant = np.zeros((len(data.test_y), 2))
+    constant[:, 0] = 1.0  # always the majority class, '<=50K'
+    silos["9"] = [constant]
+    values = contribution_values(silos, data.test_y, rule=rule, n_classes=2)
+    assert values["silos"]["9"]["shapley"]["balanced_accuracy"] <= 0
+    assert values["silos"]["9"]["rank"] == 5
+    assert all(values["silos"][str(i)]["shapley"]["balanced_accuracy"] > 0 for i in range(1, 5))
