@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -36,7 +37,7 @@ from workers.reproduce.defaults import (
     adult_without_test,
 )
 
-CACHE = Path("/tmp/onefold_private")
+CACHE = Path(tempfile.gettempdir()) / "onefold_private"  # the silos' votes per seed, reused across runs
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results" / "private_adult.json"
 TEST_RESULTS = RESULTS.with_name("private_adult_test.json")
 L2_RESULTS, L2_TEST_RESULTS = (
@@ -109,7 +110,8 @@ def gnmax_privacy(epsilon: float, noise_ratio: float, *, n_parties: int, n_publi
         min_queries=MIN_TRAINING_ROWS,
         max_queries=n_public,
     )
-    assert privacy is not None, "no query fits"
+    if privacy is None:
+        raise ValueError("No query fits the budget at this noise ratio.")
     return privacy
 
 
