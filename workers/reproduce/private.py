@@ -37,7 +37,9 @@ from workers.reproduce.defaults import (
     adult_without_test,
 )
 
-CACHE = Path(tempfile.gettempdir()) / "onefold_private"  # the silos' votes per seed, reused across runs
+CACHE = (
+    Path(tempfile.gettempdir()) / "onefold_private"
+)  # the silos' votes per seed, reused across runs
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results" / "private_adult.json"
 TEST_RESULTS = RESULTS.with_name("private_adult_test.json")
 L2_RESULTS, L2_TEST_RESULTS = (
