@@ -270,6 +270,9 @@ SPECTACULAR_SETTINGS = {
         "ExchangeStatusEnum": "market.exchanges.models.ExchangeStatus",
         "RoundStatusEnum": "market.exchanges.models.RoundStatus",
         "AugmentationStatusEnum": "market.augmentations.models.AugmentationStatus",
+        "InvitationKindEnum": "market.invitations.models.InvitationKind",
+        "InvitationStateEnum": ["open", "accepted", "revoked", "expired"],
+        "TokenStateEnum": ["active", "expired", "revoked"],
     },
 }
 

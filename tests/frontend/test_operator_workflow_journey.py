@@ -163,8 +163,10 @@ def test_operator_creates_a_federation_launches_a_job_lists_its_model_and_tops_u
 
     # "List in market", prefilled from the job; then publish the draft from its card.
     page.get_by_role("link", name="List in market").click()
+    # (the L0 default vote, auto, may choose the selected ensemble: its family is then "ensemble")
     assert (
-        page.get_by_label("Name", exact=True).input_value() == "Adult income: FedKT (random_forest)"
+        page.get_by_label("Name", exact=True).input_value()
+        == f"Adult income: FedKT ({job.global_model.model_family})"
     )
     page.get_by_label("Price (credits)").fill("12.50")
     screenshots(page, "operator-listing-new")

@@ -372,6 +372,7 @@ def test_a_job_over_toolkit_uploads_is_bought_downloaded_and_called_with_the_too
         seed=1,
         parameters={
             "partitions": 2,
+            "vote": "consistent_hard",  # one forest, downloaded as ONNX below (auto may choose a bundle)
             "query": 500,
             "final_model": {"family": "random_forest", "n_estimators": 10},
         },
