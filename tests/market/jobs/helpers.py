@@ -114,3 +114,19 @@ def job_worker(
                 os.killpg(worker.pid, 9)
                 worker.wait()
         log.close()
+
+
+def publish_model(model, *, name: str, actor):
+    """A listing of ``model`` created and published by ``actor`` (publishing runs the model from its package with
+    onnxruntime: market.commerce.services.listing_publish)."""
+    from market.commerce.services import listing_create, listing_publish
+
+    listing = listing_create(
+        global_model=model,
+        name=name,
+        description="",
+        licence_text="Any lawful use.",
+        price_cents=500,
+        actor=actor,
+    )
+    return listing_publish(listing=listing, actor=actor)

@@ -5,11 +5,10 @@ stack cannot beat a constant model fails with the fusion's sentence."""
 
 import numpy as np
 
-from market.commerce.services import listing_create, listing_publish
 from market.jobs.models import Job, JobStatus
 from market.storage import arrays_from_npz, arrays_to_npz, artifact_save
 from tests.conftest import api_client_for
-from tests.market.jobs.helpers import launch, succeeded
+from tests.market.jobs.helpers import launch, publish_model, succeeded
 from workers.algorithms.auto_fusion import evaluation_halves
 
 FAST_STACK = {"query_fraction": 0.25, "final_model": {"family": "logistic_regression"}}
@@ -63,21 +62,10 @@ def test_a_stack_job_reports_on_the_half_it_did_not_fit_and_its_model_is_publish
     assert 'id="job-contribution-values"' in page  # the operator sees every silo's value
     values_table = page[page.index('id="job-contribution-values"') :]
     values_table = values_table[: values_table.index("</table>")]
-    assert values_table.count("<tr>") == 1 + len(
-        fedkt_submissions
-    )  # the header and one row per silo
+    # the header and one row per silo
+    assert values_table.count("<tr>") == 1 + len(fedkt_submissions)
     assert model.model_family == "logistic_regression"
-    listing = listing_publish(  # publishing runs the model from its package with onnxruntime
-        listing=listing_create(
-            global_model=model,
-            name="Stacked income",
-            description="",
-            licence_text="Any lawful use.",
-            price_cents=500,
-            actor=operator,
-        ),
-        actor=operator,
-    )
+    listing = publish_model(model, name="Stacked income", actor=operator)  # runs from its package
     assert listing.status == "published"
 
 
@@ -157,15 +145,5 @@ def test_an_l0_fedkt_job_that_names_no_vote_chooses_with_auto_across_kinds_and_p
     stacked = chosen["candidates"]["stacked"]
     assert 'id="job-fusion-candidates"' in html
     assert f"<td>{stacked['accuracy']:.4f}</td><td>{stacked['balanced_accuracy']:.4f}</td>" in html
-    listing = listing_publish(
-        listing=listing_create(
-            global_model=model,
-            name="Auto income",
-            description="",
-            licence_text="Any lawful use.",
-            price_cents=500,
-            actor=operator,
-        ),
-        actor=operator,
-    )
+    listing = publish_model(model, name="Auto income", actor=operator)  # runs from its package
     assert listing.status == "published"
