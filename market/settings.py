@@ -165,10 +165,47 @@ LANGUAGE_CODE = "en"
 TIME_ZONE = "UTC"
 USE_TZ = True
 
+
+def artifact_storage(kind: str) -> dict:
+    """Where artifacts live (uploads, public data, chunk results, global models, bundles, exports): the filesystem
+    under ONEFOLD_MEDIA_ROOT, or (``s3``) a private bucket of an S3-compatible store, read by every web and worker
+    machine alike (docs/scaling.md). Credentials come from boto3's usual sources (AWS_ACCESS_KEY_ID and
+    AWS_SECRET_ACCESS_KEY, or the machine's role)."""
+    if kind == "filesystem":
+        return {"BACKEND": "django.core.files.storage.FileSystemStorage"}
+    if kind != "s3":
+        raise ImproperlyConfigured(f"ONEFOLD_STORAGE must be filesystem or s3, not {kind!r}.")
+    bucket = env_text("ONEFOLD_S3_BUCKET", "")
+    if not bucket:
+        raise ImproperlyConfigured("ONEFOLD_STORAGE=s3 needs ONEFOLD_S3_BUCKET, the bucket's name.")
+    return {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": bucket,
+            "endpoint_url": env_text("ONEFOLD_S3_ENDPOINT_URL", "")
+            or None,  # MinIO, Ceph, a test server
+            "region_name": env_text("ONEFOLD_S3_REGION", "") or None,
+            "addressing_style": env_text("ONEFOLD_S3_ADDRESSING_STYLE", "")
+            or None,  # "path" for MinIO
+            "signature_version": "s3v4",
+            "default_acl": None,  # the bucket's own policy: private
+            "querystring_auth": True,  # presigned, expiring URLs only
+            "querystring_expire": ONEFOLD_PRESIGNED_SECONDS,
+            "file_overwrite": False,  # a taken name gets a suffix, as on the filesystem: nothing is overwritten
+        },
+    }
+
+
+#: How long a presigned download URL works; it never outlives the download link it was made for.
+ONEFOLD_PRESIGNED_SECONDS = env_int("ONEFOLD_PRESIGNED_SECONDS", 60)
+ONEFOLD_STORAGE = env_text("ONEFOLD_STORAGE", "filesystem")
 STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "default": artifact_storage(ONEFOLD_STORAGE),
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
+#: With object storage, a bought file is downloaded straight from the store through a presigned URL (after the
+#: entitlement check and the audit); off, or on the filesystem, the web process streams it.
+ONEFOLD_PRESIGNED_DOWNLOADS = env_bool("ONEFOLD_PRESIGNED_DOWNLOADS", ONEFOLD_STORAGE == "s3")
 
 # Uploads: the size limit is enforced while the body streams in (market.uploads).
 ONEFOLD_MAX_UPLOAD_BYTES = env_int("ONEFOLD_MAX_UPLOAD_BYTES", 64 * 1024**2)

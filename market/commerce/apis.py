@@ -3,10 +3,10 @@ import io
 
 from django.conf import settings
 from django.core.files.storage import default_storage
-from django.http import FileResponse, HttpResponse
+from django.http import FileResponse, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.parsers import BaseParser
@@ -24,6 +24,7 @@ from market.commerce.delivery import (
     download_link_create,
     download_resolve,
     model_predict,
+    presigned_download_url,
 )
 from market.commerce.models import ListingStatus, WalletEntryKind
 from market.commerce.packages import download_content
@@ -447,11 +448,23 @@ class DownloadLinkApi(APIView):
 
 
 class DownloadApi(APIView):
-    @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY})
+    @extend_schema(
+        responses={
+            (200, "application/octet-stream"): OpenApiTypes.BINARY,
+            302: OpenApiResponse(
+                description="With object storage: the file's presigned, expiring URL in Location "
+                "(its SHA-256 in X-Content-SHA256)."
+            ),
+        }
+    )
     def get(self, request, token):
         """The file of a signed link, for the signed-in user it was made for (session or API token)."""
         resolved = download_resolve(token=token, user=request.user, request=request)
-        if resolved.variant == "file" and not resolved.package:  # the stored bytes, streamed
+        presigned_url = presigned_download_url(resolved)
+        if presigned_url:  # the store serves the stored bytes
+            response = HttpResponseRedirect(presigned_url)
+            response["X-Content-SHA256"] = resolved.model_file.sha256
+        elif resolved.variant == "file" and not resolved.package:  # the stored bytes, streamed
             model_file = resolved.model_file
             response = FileResponse(
                 default_storage.open(model_file.stored_name, "rb"),

@@ -9,12 +9,13 @@ Predictions run the model's ONNX file (or an ensemble bundle's members) in the s
 
 import math
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pandas as pd
 from django.conf import settings
 from django.core import signing
+from django.core.files.storage import default_storage
 from django.utils import timezone
 
 from market.accounts.models import User
@@ -49,6 +50,28 @@ class ResolvedDownload:
     model_file: GlobalModelFile
     variant: str = "file"
     package: bool = False
+    expires_at: datetime | None = None  # when the link stops working
+
+
+def presigned_download_url(resolved: ResolvedDownload) -> str | None:
+    """With object storage and ONEFOLD_PRESIGNED_DOWNLOADS, an expiring URL of the store that serves the stored
+    file itself (never a file built on download, nor a package), valid no longer than the link it was made for;
+    otherwise None, and the web process streams the file. Call it only after :func:`download_resolve`, which checked
+    the entitlement and audited the delivery."""
+    if not settings.ONEFOLD_PRESIGNED_DOWNLOADS or resolved.variant != "file" or resolved.package:
+        return None
+    seconds = settings.ONEFOLD_PRESIGNED_SECONDS
+    if resolved.expires_at is not None:
+        seconds = min(seconds, int((resolved.expires_at - timezone.now()).total_seconds()))
+    filename = download_filename(resolved.model_file)
+    return default_storage.url(
+        resolved.model_file.stored_name,
+        expire=max(seconds, 1),
+        parameters={
+            "ResponseContentDisposition": f'attachment; filename="{filename}"',
+            "ResponseContentType": "application/octet-stream",
+        },
+    )
 
 
 @dataclass(frozen=True)
@@ -84,12 +107,14 @@ def download_link_create(
     global_model = global_model_require_access(user=user, global_model_id=global_model_id)
     file_format = artifact_format_named(file_format)
     model_file = _file_for(global_model, file_format)
+    expires_at = timezone.now() + timedelta(seconds=settings.ONEFOLD_DOWNLOAD_LINK_TTL_SECONDS)
     token = signing.TimestampSigner(salt=DOWNLOAD_SALT).sign_object(
         {
             "file": model_file.id,
             "user": user.id,
             "variant": RAW_ONNX if file_format == RAW_ONNX else "file",
             "package": bool(package),
+            "expires": int(expires_at.timestamp()),
         }
     )
     audit_record(
@@ -99,10 +124,7 @@ def download_link_create(
         request=request,
         details={"format": file_format, "package": bool(package)},
     )
-    return DownloadLink(
-        token=token,
-        expires_at=timezone.now() + timedelta(seconds=settings.ONEFOLD_DOWNLOAD_LINK_TTL_SECONDS),
-    )
+    return DownloadLink(token=token, expires_at=expires_at)
 
 
 def _linked_file(*, token: str, user: User) -> ResolvedDownload:
@@ -139,6 +161,9 @@ def _linked_file(*, token: str, user: User) -> ResolvedDownload:
         model_file=model_file,
         variant=payload.get("variant", "file"),
         package=bool(payload.get("package")),
+        expires_at=datetime.fromtimestamp(payload["expires"], tz=UTC)
+        if "expires" in payload
+        else None,
     )
 
 

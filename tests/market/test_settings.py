@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from market.settings import env_bool, env_int
+from market.settings import artifact_storage, env_bool, env_int
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,3 +36,22 @@ def test_bad_setting_values_stop_start_up_with_the_variables_name(
     monkeypatch.setenv("ONEFOLD_EXAMPLE", value)
     with pytest.raises(ImproperlyConfigured, match=f"ONEFOLD_EXAMPLE {message}"):
         reader("ONEFOLD_EXAMPLE", 1)
+
+
+def test_the_artifact_store_is_the_filesystem_or_a_named_s3_bucket(monkeypatch):
+    assert artifact_storage("filesystem") == {
+        "BACKEND": "django.core.files.storage.FileSystemStorage"
+    }
+    with pytest.raises(ImproperlyConfigured, match="filesystem or s3, not 'ftp'"):
+        artifact_storage("ftp")
+    monkeypatch.delenv("ONEFOLD_S3_BUCKET", raising=False)
+    with pytest.raises(ImproperlyConfigured, match="needs ONEFOLD_S3_BUCKET"):
+        artifact_storage("s3")
+    monkeypatch.setenv("ONEFOLD_S3_BUCKET", "onefold-artifacts")
+    monkeypatch.setenv("ONEFOLD_S3_ENDPOINT_URL", "https://minio.internal:9000")
+    options = artifact_storage("s3")["OPTIONS"]
+    assert options["bucket_name"] == "onefold-artifacts"
+    assert options["endpoint_url"] == "https://minio.internal:9000"
+    # Private, presigned, and never overwriting a stored artifact (a taken name gets a suffix).
+    assert options["default_acl"] is None and options["querystring_auth"] is True
+    assert options["file_overwrite"] is False
