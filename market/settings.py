@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import dj_database_url
+from kombu import Queue
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -334,6 +335,32 @@ CELERY_TASK_SOFT_TIME_LIMIT = env_int("ONEFOLD_TASK_SOFT_TIME_LIMIT", 30 * 60)
 CELERY_TASK_TIME_LIMIT = env_int("ONEFOLD_TASK_TIME_LIMIT", 35 * 60)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# Queues per workload (docs/scaling.md). A worker started without -Q consumes every queue (one machine, the demo,
+# the tests); a deployment starts workers per queue, so that long jobs never starve validations.
+CELERY_TASK_DEFAULT_QUEUE = "celery"
+ONEFOLD_TASK_QUEUES = {
+    "validations": ["onefold.submission_validate"],
+    "jobs": [
+        "onefold.job_start",
+        "onefold.job_chunk",
+        "onefold.job_finalize",
+        "onefold.job_estimate",
+        "onefold.exchange_round_aggregate",
+    ],
+    "augmentations": ["onefold.augmentation_train"],
+    "messages": ["onefold.webhook_*", "onefold.notification_*"],  # outbound deliveries and e-mail
+    "maintenance": [  # beat's periodic sweeps: short, and late only if a long task holds their worker
+        "onefold.outbox_sweep",
+        "onefold.job_reap",
+        "onefold.submission_reap",
+        "onefold.exchange_reap",
+        "onefold.augmentation_reap",
+    ],
+}
+CELERY_TASK_QUEUES = [Queue(name) for name in [CELERY_TASK_DEFAULT_QUEUE, *ONEFOLD_TASK_QUEUES]]
+CELERY_TASK_ROUTES = {
+    task: {"queue": queue} for queue, tasks in ONEFOLD_TASK_QUEUES.items() for task in tasks
+}
 
 # Aggregation jobs (market.jobs.runner): leases, heartbeats, the reaper and the fan-out.
 ONEFOLD_JOB_LEASE_SECONDS = env_int("ONEFOLD_JOB_LEASE_SECONDS", 120)

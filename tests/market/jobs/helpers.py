@@ -64,9 +64,17 @@ def wait_for_job(job_id: int, *, timeout: float = 180, statuses=FINISHED) -> Job
 
 @contextmanager
 def job_worker(
-    settings, media_root, log_path: Path, *, beat: bool = True, concurrency: int = 1, extra_env=None
+    settings,
+    media_root,
+    log_path: Path,
+    *,
+    beat: bool = True,
+    concurrency: int = 1,
+    extra_env=None,
+    queues: list[str] | None = None,
 ):
-    """A real Celery worker process (prefork) with the reaper's beat embedded (``-B``), stopped on exit."""
+    """A real Celery worker process (prefork) with the reaper's beat embedded (``-B``), stopped on exit; it consumes
+    every queue, or only ``queues`` (``-Q``) as a deployment's workers per workload do."""
     env = {
         **worker_environment(settings, media_root),
         **{name: str(value) for name, value in FAST_JOB_SETTINGS.items()},
@@ -91,6 +99,8 @@ def job_worker(
     ]
     if beat:
         arguments.append("-B")
+    if queues:
+        arguments += ["-Q", ",".join(queues)]
     (log_path.parent / "var").mkdir(exist_ok=True)
     log = open(log_path, "ab")  # noqa: SIM115 - the worker writes to it while it runs; closed after it stops
     worker = subprocess.Popen(
