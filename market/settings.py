@@ -9,8 +9,8 @@ import re
 from pathlib import Path
 
 import dj_database_url
-from kombu import Queue
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
