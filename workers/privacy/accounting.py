@@ -44,7 +44,12 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-from workers.privacy.mechanisms import GaussianNoise, LaplaceNoise, validate_vote_counts
+from workers.privacy.mechanisms import (
+    ConfidentGaussianNoise,
+    GaussianNoise,
+    LaplaceNoise,
+    validate_vote_counts,
+)
 from workers.privacy.rdp import RENYI_ORDERS, epsilon_from_rdp, validate_delta
 from workers.privacy.reports import EXAMPLE_LEVEL, PARTY_LEVEL, PrivacyAnalysis, PrivacyReport
 
@@ -139,9 +144,10 @@ def _validate_design(
     n_queries: int = 0,
     vote_shift: int = 1,
 ) -> None:
-    if not isinstance(mechanism, (LaplaceNoise, GaussianNoise)):
+    if not isinstance(mechanism, (LaplaceNoise, GaussianNoise, ConfidentGaussianNoise)):
         raise ValueError(
-            f"The noise mechanism must be LaplaceNoise or GaussianNoise, got {mechanism!r}."
+            "The noise mechanism must be LaplaceNoise, GaussianNoise or ConfidentGaussianNoise, "
+            f"got {mechanism!r}."
         )
     validate_delta(delta)
     for name, value, minimum in (
@@ -303,6 +309,10 @@ def server_noise_privacy(
         delta=delta,
         vote_shift=vote_shift,
     )
+    if isinstance(mechanism, ConfidentGaussianNoise):
+        # Its data-dependent bound would be released only through smooth sensitivity (PATE-2018, sec. 4), which
+        # is not implemented: no data-dependent ε at all (docs/budgets.md).
+        return PrivacyAnalysis(data_independent=independent, data_dependent=None)
     composed = _composed_data_dependent_rdp(mechanism, counts, vote_shift=vote_shift)
     dependent = _report(
         mechanism,
