@@ -473,7 +473,7 @@ def calibrate_queries(
 #: Confident-GNMax's threshold T and check noise σ₁ of a job that names none, as shares of the most votes a query can
 #: hold (chosen on Adult's validation rows by ``python -m workers.reproduce.confident choose``,
 #: docs/results/private.md).
-DEFAULT_CONFIDENT_THRESHOLD_RATIO, DEFAULT_CONFIDENT_CHECK_NOISE_RATIO = 0.6, 0.6
+DEFAULT_CONFIDENT_THRESHOLD_RATIO, DEFAULT_CONFIDENT_CHECK_NOISE_RATIO = 0.5, 0.6
 
 #: σ of a GNMax job that names none, as a share of the most votes a query can hold (issue 25; chosen on Adult's
 #: validation rows by ``python -m workers.reproduce.private choose``, docs/results/private.md).
