@@ -82,3 +82,23 @@ def test_a_plain_gnmax_fusion_reports_no_confident_details():
     )
     assert "confident_gnmax" not in fusion.details
     assert fusion.privacy.data_dependent is not None
+
+
+def test_the_default_threshold_and_check_noise_are_what_the_validation_rule_chose():
+    """The defaults of a Confident-GNMax job that names none are the rule's choice from the committed validation
+    runs (docs/results/private.md), never from the test split."""
+    import json
+
+    from workers.privacy.costs import (
+        DEFAULT_CONFIDENT_CHECK_NOISE_RATIO,
+        DEFAULT_CONFIDENT_THRESHOLD_RATIO,
+    )
+    from workers.reproduce.confident import CONFIDENT_RESULTS, SETTING_KEYS, choose
+
+    entries = json.loads(CONFIDENT_RESULTS.read_text())
+    assert not any(entry["test"] for entry in entries)
+    chosen = dict(zip(SETTING_KEYS, choose(entries)))
+    assert (chosen["threshold_ratio"], chosen["check_noise_ratio"]) == (
+        DEFAULT_CONFIDENT_THRESHOLD_RATIO,
+        DEFAULT_CONFIDENT_CHECK_NOISE_RATIO,
+    )
