@@ -139,8 +139,8 @@ def noise_mechanism(
             raise ValueError("Gaussian noise takes 'sigma' (and no 'gamma').")
         if mechanism == "gaussian":
             return GaussianNoise(sigma=sigma)
-        missing = [name for name, value in confident.items() if value is None]
-        if missing:
+        if threshold is None or sigma_threshold is None:
+            missing = [name for name, value in confident.items() if value is None]
             raise ValueError(f"Confident-GNMax also takes {' and '.join(map(repr, missing))}.")
         return ConfidentGaussianNoise(
             sigma=sigma, threshold=threshold, sigma_threshold=sigma_threshold
