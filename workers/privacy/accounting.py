@@ -172,7 +172,7 @@ def server_noise_privacy_bound(
 
     Parameters
     ----------
-    mechanism : LaplaceNoise or GaussianNoise
+    mechanism : LaplaceNoise, GaussianNoise or ConfidentGaussianNoise
         Noise the server adds to the consistent-vote counts.
     n_queries : int
         Number of public examples queried.
@@ -269,7 +269,7 @@ def server_noise_privacy(
 
     Parameters
     ----------
-    mechanism : LaplaceNoise or GaussianNoise
+    mechanism : LaplaceNoise, GaussianNoise or ConfidentGaussianNoise
         Noise the server added.
     vote_counts : numpy.ndarray of int, shape (n_queries, n_classes)
         The noiseless consistent-vote counts of the queried public examples (multiples of s).
@@ -284,7 +284,8 @@ def server_noise_privacy(
     Returns
     -------
     PrivacyAnalysis
-        Both reports, unit "party-level", for a party that moves ``vote_shift`` votes.
+        Both reports, unit "party-level", for a party that moves ``vote_shift`` votes; for Confident-GNMax the
+        data-independent one only (``data_dependent`` None: no smooth-sensitivity release is implemented).
     """
     vote_shift = partitions if vote_shift is None else vote_shift
     _validate_design(

@@ -25,7 +25,7 @@ class PrivacyReport:
     unit : str
         "party-level" (L1: neighbours differ in one silo) or "example-level" (L2: in one record).
     mechanism : str
-        "laplace" or "gaussian".
+        "laplace", "gaussian" or "confident_gnmax" (L1 vote noise), "dp_sgd".
     gamma, sigma : float or None
         The noise parameter of the mechanism (the other is None).
     n_queries : int
