@@ -111,9 +111,10 @@ def run(seeds, *, test: bool, draws: int, settings: list[dict], cache: Path) -> 
     return entries
 
 
-def table(entries: list[dict], *, chosen: tuple | None = None) -> str:
+def table(entries: list[dict], *, chosen: tuple | None = None, limit: int | None = None) -> str:
     """Per setting and ε: accuracy (mean ± sd over seeds of each seed's mean over draws), balanced accuracy,
-    candidate queries and answered queries (means); the chosen setting in bold."""
+    candidate queries and answered queries (means); the chosen setting in bold; the ``limit`` settings of best
+    mean accuracy over ε (default all)."""
     from workers.reproduce.report import mean_std
 
     accuracy, balanced = seed_means(entries, "accuracy"), seed_means(entries, "balanced_accuracy")
@@ -128,7 +129,10 @@ def table(entries: list[dict], *, chosen: tuple | None = None) -> str:
         accuracy,
         key=lambda cell: (-np.mean([np.mean(accuracy[cell[0], e]) for e in EPSILONS]), cell),
     )
+    best = list(dict.fromkeys(setting for setting, _ in order))[:limit]
     for setting, epsilon in order:
+        if setting not in best:
+            continue
         cell = (setting, epsilon)
         mark = "**" if setting == chosen else ""
         names = " | ".join(f"{mark}{value}{mark}" for value in setting)
@@ -165,7 +169,7 @@ def main(argv=None) -> int:
     validation = json.loads(CONFIDENT_RESULTS.read_text())
     chosen = choose(validation)
     print("chosen:", dict(zip(SETTING_KEYS, chosen)))
-    print(table(validation, chosen=chosen))
+    print(table(validation, chosen=chosen, limit=None if arguments.command == "table" else 5))
     if CONFIDENT_TEST_RESULTS.exists():
         print(table(json.loads(CONFIDENT_TEST_RESULTS.read_text())))
     return 0

@@ -102,3 +102,28 @@ def test_the_default_threshold_and_check_noise_are_what_the_validation_rule_chos
         DEFAULT_CONFIDENT_THRESHOLD_RATIO,
         DEFAULT_CONFIDENT_CHECK_NOISE_RATIO,
     )
+
+
+def test_the_results_page_shows_the_tables_the_saved_runs_give(capsys):
+    import json
+    from pathlib import Path
+
+    from workers.reproduce.confident import (
+        CONFIDENT_RESULTS,
+        CONFIDENT_TEST_RESULTS,
+        choose,
+        main,
+        table,
+    )
+
+    page = (Path(__file__).resolve().parents[3] / "docs" / "results" / "private.md").read_text()
+    validation = json.loads(CONFIDENT_RESULTS.read_text())
+    test = json.loads(CONFIDENT_TEST_RESULTS.read_text())
+    assert table(validation, chosen=choose(validation), limit=5) in page
+    assert table(test) in page
+    assert "python -m workers.reproduce.confident table" in page
+    assert (
+        main(["table"]) == 0
+    )  # the page's command, as shown: it reads the saved runs and prints the tables
+    printed = capsys.readouterr().out
+    assert table(test) in printed and table(validation, chosen=choose(validation)) in printed
