@@ -23,6 +23,7 @@ from market.errors import DomainError, InvalidInput
 from market.federations.selectors import federation_get, public_dataset_current
 from market.jobs.models import EstimateStatus, JobStatus
 from market.jobs.parameters import (
+    CONFIDENT_KEYS,
     job_kind_choices,
     job_parameter_defaults,
     job_parameter_help,
@@ -146,7 +147,7 @@ def _given_privacy(resolved: dict) -> dict:
     return {
         key: value
         for key, value in resolved.items()
-        if value is not None and key in ("mechanism", "gamma", "sigma", "delta")
+        if value is not None and key in ("mechanism", "gamma", "sigma", "delta", *CONFIDENT_KEYS)
     }
 
 

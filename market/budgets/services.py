@@ -41,7 +41,7 @@ from market.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from market.federations.models import PrivacyLevel
 from market.jobs.models import Job
 from market.submissions.models import Submission
-from workers.privacy.costs import PrivacyCost, declared_cost, declared_cost_at
+from workers.privacy.costs import CONFIDENT_KEYS, PrivacyCost, declared_cost, declared_cost_at
 from workers.privacy.declarations import party_side_rdp
 from workers.privacy.reports import DP_SGD_MECHANISM, PARTY_LEVEL, JobPrivacyReport, PrivacyReport
 
@@ -101,6 +101,11 @@ def _noise_used(bound: PrivacyReport) -> dict:
         "sigma": bound.sigma,
         "delta": bound.delta,
         "n_queries": bound.n_queries,
+        **{
+            name: getattr(bound, name)
+            for name in CONFIDENT_KEYS
+            if getattr(bound, name) is not None
+        },
     }
 
 

@@ -18,16 +18,33 @@ from django.conf import settings
 
 from market.errors import InvalidInput
 from market.federations.models import Federation, PrivacyLevel
-from workers.privacy.costs import DEFAULT_GNMAX_NOISE_RATIO
+from workers.privacy.costs import (
+    CONFIDENT_KEYS,
+    DEFAULT_CONFIDENT_CHECK_NOISE_RATIO,
+    DEFAULT_CONFIDENT_THRESHOLD_RATIO,
+    DEFAULT_GNMAX_NOISE_RATIO,
+    L1_MECHANISMS,
+)
 
 if TYPE_CHECKING:
     from workers.privacy.costs import BudgetView
 
 #: The L1 noise of every kind that adds it (the market resolves it, ``_privacy``); the launcher shows it once.
 PRIVACY_HELP = (
-    'L1 only: {"mechanism": "gaussian" with "sigma" (the default, GNMax) | "laplace" with "gamma", "delta"}; '
-    "a Gaussian job that names no sigma gets the σ and queries that fit its members' budgets."
+    'L1 only: {"mechanism": "gaussian" with "sigma" (the default, GNMax) | "laplace" with "gamma" | '
+    '"confident_gnmax" with "sigma", "threshold" and "sigma_threshold", "delta"}; a Gaussian or Confident-GNMax '
+    "job that names no sigma gets the σ and queries that fit its members' budgets."
 )
+#: One sentence per key of ``privacy`` that the launcher shows as its own input.
+PRIVACY_KEY_HELP = {
+    "mechanism": "L1 noise: gaussian (GNMax, the default) | laplace | confident_gnmax (Confident-GNMax: only the "
+    "queries whose noisy largest vote count reaches the threshold are answered, with GNMax; every candidate "
+    "query is charged its check and its answer).",
+    "threshold": "confident_gnmax only: T, in votes, that a query's largest vote count plus noise must reach to be "
+    "answered (default {threshold} × the most votes a query can hold).",
+    "sigma_threshold": "confident_gnmax only: σ₁, in votes, the noise of the consensus check (default "
+    "{check} × the most votes a query can hold).",
+}
 QUERY_KEYS = ("query_fraction", "query_count", "query", "proxy")
 DEFAULT_GAMMA = 0.04
 #: An L1 job that does not say how many rows to query queries its default (the federation's, else all rows)
@@ -47,6 +64,12 @@ AUTO_MIN_ROWS_PER_CLASS = 2
 #: (submissions × votes per submission), and queries the most rows that then fit (issue 25; chosen on
 #: validation rows, docs/results/private.md): :func:`workers.privacy.costs.calibrate_gnmax`.
 GNMAX_NOISE_RATIO = DEFAULT_GNMAX_NOISE_RATIO
+#: A Confident-GNMax job that names no ``threshold`` (``sigma_threshold``) gets this share of the most votes a query
+#: can hold (chosen on Adult's validation rows, docs/results/private.md, ``python -m workers.reproduce.confident``).
+CONFIDENT_THRESHOLD_RATIO, CONFIDENT_CHECK_NOISE_RATIO = (
+    DEFAULT_CONFIDENT_THRESHOLD_RATIO,
+    DEFAULT_CONFIDENT_CHECK_NOISE_RATIO,
+)
 
 
 def _algorithms() -> dict:
@@ -97,9 +120,16 @@ def job_parameter_help() -> dict[str, str]:
     names_by_text: dict[str, list[str]] = {}
     for name, text in sentences.items():
         names_by_text.setdefault(text, []).append(name)
-    return {" / ".join(names): text for text, names in names_by_text.items()} | {
-        "privacy": PRIVACY_HELP
-    }
+    return (
+        {" / ".join(names): text for text, names in names_by_text.items()}
+        | {"privacy": PRIVACY_HELP}
+        | {
+            name: text.format(
+                threshold=CONFIDENT_THRESHOLD_RATIO, check=CONFIDENT_CHECK_NOISE_RATIO
+            )
+            for name, text in PRIVACY_KEY_HELP.items()
+        }
+    )
 
 
 def _mechanism(value: Mapping, *, federation: Federation) -> str:
@@ -111,9 +141,9 @@ def _mechanism(value: Mapping, *, federation: Federation) -> str:
         mechanism = "laplace"
     else:
         mechanism = "gaussian"
-    if mechanism not in ("laplace", "gaussian"):
+    if mechanism not in L1_MECHANISMS:
         raise InvalidInput(
-            f"The noise mechanism must be 'laplace' or 'gaussian', not {mechanism!r}."
+            f"The noise mechanism must be one of {', '.join(map(repr, L1_MECHANISMS))}, not {mechanism!r}."
         )
     return mechanism
 
@@ -124,11 +154,48 @@ def _given_privacy(value) -> dict:
     return dict(value or {})
 
 
-def _privacy(value, *, federation: Federation, n_queries: int, sigma: float | None = None) -> dict:
-    """The resolved privacy parameters of an L1 job; ``sigma``: the calibrated σ of a Gaussian job that names none."""
+def _confident(value: Mapping, *, most_votes: int) -> dict:
+    """Confident-GNMax's threshold T and check noise σ₁ (votes): as given, else the default shares of the most votes
+    a query can hold. InvalidInput for a value that is not a positive number, or a T above those votes (no query
+    could reach it but by noise)."""
+    from workers.algorithms.schema import finite_number
+
+    resolved = {
+        "threshold": value.get("threshold", CONFIDENT_THRESHOLD_RATIO * most_votes),
+        "sigma_threshold": value.get("sigma_threshold", CONFIDENT_CHECK_NOISE_RATIO * most_votes),
+    }
+    for name, number in resolved.items():
+        if not finite_number(number) or number <= 0:
+            raise InvalidInput(
+                f"'privacy.{name}' must be a positive number of votes, not {number!r}. {PRIVACY_HELP}"
+            )
+    if resolved["threshold"] > most_votes:
+        raise InvalidInput(
+            f"'privacy.threshold' is {resolved['threshold']:g} votes, above the {most_votes} votes a query of this "
+            f"job can hold: no query could pass the consensus check but by noise; give at most {most_votes}."
+        )
+    return {name: float(number) for name, number in resolved.items()}
+
+
+def _privacy(
+    value,
+    *,
+    federation: Federation,
+    n_queries: int,
+    sigma: float | None = None,
+    most_votes: int = 1,
+) -> dict:
+    """The resolved privacy parameters of an L1 job; ``sigma``: the calibrated σ of a Gaussian (or Confident-GNMax)
+    job that names none; ``most_votes``: the most votes a query can hold (Confident-GNMax's default T and σ₁)."""
     defaults = federation.default_parameters or {}
     value = _given_privacy(value)
     mechanism = _mechanism(value, federation=federation)
+    extra = [name for name in CONFIDENT_KEYS if name in value]
+    if extra and mechanism != "confident_gnmax":
+        raise InvalidInput(
+            f'\'privacy.{extra[0]}\' applies to "mechanism": "confident_gnmax" only; remove it or choose '
+            "that mechanism."
+        )
     noise_name = "gamma" if mechanism == "laplace" else "sigma"
     noise = value.get(
         noise_name, defaults.get(noise_name, DEFAULT_GAMMA if mechanism == "laplace" else sigma)
@@ -146,9 +213,10 @@ def _privacy(value, *, federation: Federation, n_queries: int, sigma: float | No
     return {
         "mechanism": mechanism,
         "gamma": float(noise) if mechanism == "laplace" else None,
-        "sigma": float(noise) if mechanism == "gaussian" else None,
+        "sigma": None if mechanism == "laplace" else float(noise),
         "delta": float(delta),
         "n_queries": n_queries,
+        **(_confident(value, most_votes=most_votes) if mechanism == "confident_gnmax" else {}),
     }
 
 
@@ -178,6 +246,7 @@ def _l1_default_query(
     given_privacy,
     federation: Federation,
     n_public: int,
+    most_votes: int,
     member_budgets: MemberBudgets | None = None,
 ) -> dict:
     """The most rows (at most all of them) whose data-independent ε fits the share of a new member's limit and,
@@ -186,7 +255,7 @@ def _l1_default_query(
     from workers.algorithms.schema import MIN_TRAINING_ROWS
     from workers.privacy.costs import calibrate_queries
 
-    privacy = _privacy(given_privacy, federation=federation, n_queries=0)
+    privacy = _privacy(given_privacy, federation=federation, n_queries=0, most_votes=most_votes)
     algorithm = job_kind_get(kind)
     # A weighted vote moves s × W votes per submission: the default query must fit at that cost (never under-charge).
     vote_shift = algorithm.votes_per_submission(validated)
@@ -215,6 +284,15 @@ def _evaluation_allows_auto(federation: Federation) -> bool:
     return sum(count >= AUTO_MIN_ROWS_PER_CLASS for count in counts) >= 2
 
 
+def _most_votes(
+    *, kind: str, validated: dict, federation: Federation, n_submissions: int | None
+) -> int:
+    """The most votes one query of the job can hold: its submissions (default: the federation's members) × the votes
+    one submission casts."""
+    voters = n_submissions or max(1, federation.members.count())
+    return voters * job_kind_get(kind).votes_per_submission(validated)
+
+
 def _gnmax_default(
     *,
     kind: str,
@@ -222,15 +300,17 @@ def _gnmax_default(
     federation: Federation,
     most_queries: int,
     n_queries: int | None,
-    n_submissions: int | None,
+    most_votes: int,
     member_budgets: MemberBudgets | None,
+    confident: Mapping | None = None,
 ) -> tuple[float, int]:
     """σ and the number of queries of a Gaussian L1 job that names no σ: :func:`workers.privacy.costs.calibrate_gnmax`
     (σ in proportion to the most votes a query holds, then the most queries that fit) when it names no query,
     else the least σ that fits its ``n_queries``; at most ``most_queries`` rows (the federation's default query,
     else every public row). Fits a new member's share of the default limit and every
     chosen silo's remaining budget; where nothing fits, the noise of the ratio at the fewest rows (the budgets
-    then refuse the job, naming the silos short of budget)."""
+    then refuse the job, naming the silos short of budget). ``confident``: a Confident-GNMax job's resolved threshold
+    and sigma_threshold (held fixed; σ is its answers' σ₂)."""
     from workers.algorithms.schema import MIN_TRAINING_ROWS
     from workers.privacy.costs import calibrate_gnmax, calibrate_noise
 
@@ -240,24 +320,30 @@ def _gnmax_default(
         federation=federation, vote_shift=per_submission, member_budgets=member_budgets
     )
     delta = float(federation.default_delta)
-    voters = n_submissions or max(1, federation.members.count())
-    sigma = GNMAX_NOISE_RATIO * voters * per_submission
+    sigma = GNMAX_NOISE_RATIO * most_votes
 
     def price(at, shift):
         return algorithm.l1_cost(validated, privacy=at, vote_shift=shift)
 
     if n_queries is not None:
-        privacy = {"mechanism": "gaussian", "gamma": None, "delta": delta, "n_queries": n_queries}
+        privacy = {
+            "mechanism": "gaussian" if confident is None else "confident_gnmax",
+            "gamma": None,
+            "delta": delta,
+            "n_queries": n_queries,
+            **(confident or {}),
+        }
         calibrated = calibrate_noise(views, privacy=privacy, price=price)
         return (calibrated if calibrated is not None else max(sigma, 1e6)), n_queries
     solved = calibrate_gnmax(
         views,
-        total_votes=voters * per_submission,
+        total_votes=most_votes,
         noise_ratio=GNMAX_NOISE_RATIO,
         delta=delta,
         price=price,
         min_queries=MIN_TRAINING_ROWS,
         max_queries=most_queries,
+        confident=confident,
     )
     if solved is None:
         return sigma, min(MIN_TRAINING_ROWS, most_queries)
@@ -324,9 +410,16 @@ def job_parameters_validate(
     given_privacy = _given_privacy(given.get("privacy"))
     defaults = federation.default_parameters or {}
     calibrated_sigma = None
+    most_votes, mechanism = 1, None
     if (
         privacy_level == PrivacyLevel.L1
-        and _mechanism(given_privacy, federation=federation) == "gaussian"
+    ):  # only kinds that accept noise get here (refused above otherwise)
+        most_votes = _most_votes(
+            kind=kind, validated=validated, federation=federation, n_submissions=n_submissions
+        )
+        mechanism = _mechanism(given_privacy, federation=federation)
+    if (
+        mechanism in ("gaussian", "confident_gnmax")
         and "sigma" not in given_privacy
         and "sigma" not in defaults
     ):
@@ -336,8 +429,13 @@ def job_parameters_validate(
             federation=federation,
             most_queries=query_rows(validated, n_public=n_public),
             n_queries=query_rows(validated, n_public=n_public) if query_given else None,
-            n_submissions=n_submissions,
+            most_votes=most_votes,
             member_budgets=member_budgets,
+            confident=(
+                _confident(given_privacy, most_votes=most_votes)
+                if mechanism == "confident_gnmax"
+                else None
+            ),
         )
         if not query_given and count < query_rows(validated, n_public=n_public):
             validated = _with_query(validated, {"query_count": count})
@@ -348,6 +446,7 @@ def job_parameters_validate(
             given_privacy=given_privacy,
             federation=federation,
             n_public=n_public,
+            most_votes=most_votes,
             member_budgets=member_budgets,
         )
         if query_rows(validated, n_public=n_public) > fitting["query_count"]:
@@ -364,6 +463,7 @@ def job_parameters_validate(
             federation=federation,
             n_queries=query_rows(validated, n_public=n_public),
             sigma=calibrated_sigma,
+            most_votes=most_votes,
         )
     return validated
 

@@ -17,7 +17,10 @@ Algorithm 1 lines 10-14 (the server side; the silos ran lines 1-9 and uploaded s
 - ``final_model`` (learner, default :data:`DEFAULT_FINAL_MODEL`): the global model, a
   ``{"family": ..., **hyperparameters}`` mapping (:func:`workers.learners.make_learner`) whose
   hyperparameters :data:`workers.algorithms.schema.LEARNER_HYPERPARAMETERS` bounds.
-- ``privacy`` (mapping, optional): at L1 its ``delta`` (default 1e-5) is the δ of the report.
+- ``privacy`` (mapping, optional): at L1 its ``delta`` (default 1e-5) is the δ of the report. With Confident-GNMax
+  noise (``"mechanism": "confident_gnmax"``, :class:`workers.privacy.mechanisms.ConfidentGaussianNoise`) only the
+  queries whose noisy consensus check passes are answered and labelled; ``Fusion.details["confident_gnmax"]``
+  records T, σ₁, σ₂ and the queries considered and answered.
 - ``query_selection`` (:data:`workers.algorithms.transfer.QUERY_SELECTIONS`, default
   :data:`DEFAULT_QUERY_SELECTION`): a seeded random sample of the public rows, or the k-means medoids of the
   public features (no label or vote read: no privacy cost).
@@ -457,6 +460,7 @@ class FedKTFusion:
             "silo_designs": silo_designs(members),
             "query_selection": settings["query_selection"],
             "semi_supervised": settings["semi_supervised"],
+            **confident_details(noise, server.noisy_counts),
         }
         return Fusion(server.final_model, all_labels, all_trained, privacy, details)
 
@@ -466,6 +470,23 @@ class FedKTFusion:
         one, else the most any of its submissions declared, else 1."""
         declared = [member.teachers for member in members if member.teachers]
         return int(settings.get("teachers") or max(declared, default=1))
+
+
+def confident_details(noise, noisy_counts) -> dict:
+    """``{"confident_gnmax": {threshold, sigma_threshold, sigma, n_considered, n_answered}}`` for a Confident-GNMax
+    job (the answered count is read from the released noisy check, so it is public), else ``{}``."""
+    from workers.privacy.mechanisms import ConfidentGaussianNoise
+
+    if not isinstance(noise, ConfidentGaussianNoise):
+        return {}
+    answered = ConfidentGaussianNoise.answered(noisy_counts)
+    return {
+        "confident_gnmax": {
+            **{name: value for name, value in noise.parameters.items() if name != "gamma"},
+            "n_considered": int(len(answered)),
+            "n_answered": int(answered.sum()),
+        }
+    }
 
 
 def silo_designs(members: Sequence[Member]) -> dict[str, dict]:

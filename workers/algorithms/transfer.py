@@ -148,8 +148,8 @@ def fit_on_votes(
     trained = ~abstained
     if not trained.any():
         raise ValueError(
-            "Every queried example abstained (no votes above zero); query more public examples "
-            "or use less noise."
+            "Every queried example abstained (no votes above zero) or was withheld by Confident-GNMax's "
+            "consensus check; query more public examples, use less noise or a lower threshold."
         )
     model = fit_aligned(
         learner, features[trained], labels[trained], n_classes=n_classes, seed=seed, n_jobs=n_jobs

@@ -23,7 +23,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workers.privacy.mechanisms import GaussianNoise, LaplaceNoise, validate_vote_counts
+from workers.privacy.mechanisms import (
+    ConfidentGaussianNoise,
+    GaussianNoise,
+    LaplaceNoise,
+    validate_vote_counts,
+)
 
 #: Discrete Gaussian draws are taken from its pmf on ``|k| ≤ GAUSSIAN_TAIL_SIGMAS · σ + 1``; the mass left out,
 #: about exp(−GAUSSIAN_TAIL_SIGMAS² / 2), is below 1e-40.
@@ -72,24 +77,50 @@ class SimulatedGaussianNoise(GaussianNoise):
 
     def noisy_counts(self, vote_counts: np.ndarray) -> np.ndarray:
         """``vote_counts`` ``(n_queries, n_classes)`` plus seeded discrete Gaussian noise of scale σ (int64)."""
-        counts = validate_vote_counts(vote_counts)
-        reach = int(math.ceil(GAUSSIAN_TAIL_SIGMAS * self.sigma)) + 1
-        support = np.arange(-reach, reach + 1)
-        weights = np.exp(-(support.astype(np.float64) ** 2) / (2 * self.sigma**2))
-        rng = _generator(self)
-        noise = rng.choice(support, size=counts.shape, p=weights / weights.sum())
-        return counts + noise.astype(np.int64)
+        return _seeded_discrete_gaussian(
+            validate_vote_counts(vote_counts), sigma=self.sigma, rng=_generator(self)
+        )
+
+
+def _seeded_discrete_gaussian(
+    counts: np.ndarray, *, sigma: float, rng: np.random.Generator
+) -> np.ndarray:
+    """``counts`` plus discrete Gaussian noise of scale σ from ``rng``, drawn from the pmf on
+    ``|k| ≤`` :data:`GAUSSIAN_TAIL_SIGMAS` ``· σ + 1``."""
+    reach = int(math.ceil(GAUSSIAN_TAIL_SIGMAS * sigma)) + 1
+    support = np.arange(-reach, reach + 1)
+    weights = np.exp(-(support.astype(np.float64) ** 2) / (2 * sigma**2))
+    noise = rng.choice(support, size=counts.shape, p=weights / weights.sum())
+    return counts + noise.astype(np.int64)
+
+
+@dataclass(frozen=True)
+class SimulatedConfidentGaussianNoise(ConfidentGaussianNoise):
+    """:class:`ConfidentGaussianNoise` whose check and answers are drawn from ``numpy.random.default_rng(seed)``:
+    for estimates only."""
+
+    seed: int = 0
+
+    def draw(self, counts: np.ndarray, *, sigma: float) -> np.ndarray:
+        return _seeded_discrete_gaussian(counts, sigma=sigma, rng=_generator(self))
 
 
 def simulated_noise(
-    mechanism: LaplaceNoise | GaussianNoise, *, seed: int
-) -> SimulatedLaplaceNoise | SimulatedGaussianNoise:
+    mechanism: LaplaceNoise | GaussianNoise | ConfidentGaussianNoise, *, seed: int
+) -> SimulatedLaplaceNoise | SimulatedGaussianNoise | SimulatedConfidentGaussianNoise:
     """``mechanism``'s noise, drawn from a generator seeded with ``seed`` (a ValueError for a mechanism that has
     no simulation here: an estimate must not fall back to spending real noise)."""
     if isinstance(mechanism, LaplaceNoise):
         return SimulatedLaplaceNoise(gamma=mechanism.gamma, seed=seed)
     if isinstance(mechanism, GaussianNoise):
         return SimulatedGaussianNoise(sigma=mechanism.sigma, seed=seed)
+    if isinstance(mechanism, ConfidentGaussianNoise):
+        return SimulatedConfidentGaussianNoise(
+            sigma=mechanism.sigma,
+            threshold=mechanism.threshold,
+            sigma_threshold=mechanism.sigma_threshold,
+            seed=seed,
+        )
     raise ValueError(
         f"No simulation of the {type(mechanism).__name__} mechanism exists for a pre-flight estimate."
     )

@@ -44,7 +44,12 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-from workers.privacy.mechanisms import GaussianNoise, LaplaceNoise, validate_vote_counts
+from workers.privacy.mechanisms import (
+    ConfidentGaussianNoise,
+    GaussianNoise,
+    LaplaceNoise,
+    validate_vote_counts,
+)
 from workers.privacy.rdp import RENYI_ORDERS, epsilon_from_rdp, validate_delta
 from workers.privacy.reports import EXAMPLE_LEVEL, PARTY_LEVEL, PrivacyAnalysis, PrivacyReport
 
@@ -139,9 +144,10 @@ def _validate_design(
     n_queries: int = 0,
     vote_shift: int = 1,
 ) -> None:
-    if not isinstance(mechanism, (LaplaceNoise, GaussianNoise)):
+    if not isinstance(mechanism, (LaplaceNoise, GaussianNoise, ConfidentGaussianNoise)):
         raise ValueError(
-            f"The noise mechanism must be LaplaceNoise or GaussianNoise, got {mechanism!r}."
+            "The noise mechanism must be LaplaceNoise, GaussianNoise or ConfidentGaussianNoise, "
+            f"got {mechanism!r}."
         )
     validate_delta(delta)
     for name, value, minimum in (
@@ -166,7 +172,7 @@ def server_noise_privacy_bound(
 
     Parameters
     ----------
-    mechanism : LaplaceNoise or GaussianNoise
+    mechanism : LaplaceNoise, GaussianNoise or ConfidentGaussianNoise
         Noise the server adds to the consistent-vote counts.
     n_queries : int
         Number of public examples queried.
@@ -263,7 +269,7 @@ def server_noise_privacy(
 
     Parameters
     ----------
-    mechanism : LaplaceNoise or GaussianNoise
+    mechanism : LaplaceNoise, GaussianNoise or ConfidentGaussianNoise
         Noise the server added.
     vote_counts : numpy.ndarray of int, shape (n_queries, n_classes)
         The noiseless consistent-vote counts of the queried public examples (multiples of s).
@@ -278,7 +284,8 @@ def server_noise_privacy(
     Returns
     -------
     PrivacyAnalysis
-        Both reports, unit "party-level", for a party that moves ``vote_shift`` votes.
+        Both reports, unit "party-level", for a party that moves ``vote_shift`` votes; for Confident-GNMax the
+        data-independent one only (``data_dependent`` None: no smooth-sensitivity release is implemented).
     """
     vote_shift = partitions if vote_shift is None else vote_shift
     _validate_design(
@@ -303,6 +310,10 @@ def server_noise_privacy(
         delta=delta,
         vote_shift=vote_shift,
     )
+    if isinstance(mechanism, ConfidentGaussianNoise):
+        # Its data-dependent bound would be released only through smooth sensitivity (PATE-2018, sec. 4), which
+        # is not implemented: no data-dependent ε at all (docs/budgets.md).
+        return PrivacyAnalysis(data_independent=independent, data_dependent=None)
     composed = _composed_data_dependent_rdp(mechanism, counts, vote_shift=vote_shift)
     dependent = _report(
         mechanism,

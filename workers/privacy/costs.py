@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from workers.privacy.accounting import server_noise_privacy_bound
-from workers.privacy.mechanisms import GaussianNoise, LaplaceNoise
+from workers.privacy.mechanisms import ConfidentGaussianNoise, GaussianNoise, LaplaceNoise
 from workers.privacy.rdp import (
     RENYI_ORDERS,
     conversion_epsilons,
@@ -112,17 +112,50 @@ class Composition:
         return dict(self.__dict__)
 
 
-def noise_mechanism(*, mechanism: str, gamma: float | None, sigma: float | None):
-    """The noise object for a mechanism name and its one noise parameter."""
+#: The L1 mechanisms by name: discrete Laplace, GNMax and Confident-GNMax (:mod:`workers.privacy.mechanisms`).
+L1_MECHANISMS = ("laplace", "gaussian", "confident_gnmax")
+#: Confident-GNMax's own parameters, beside its answers' σ: the threshold T and the check's σ₁ (votes).
+CONFIDENT_KEYS = ("threshold", "sigma_threshold")
+
+
+def noise_mechanism(
+    *,
+    mechanism: str,
+    gamma: float | None,
+    sigma: float | None,
+    threshold: float | None = None,
+    sigma_threshold: float | None = None,
+):
+    """The noise object for a mechanism name and its noise parameters."""
+    confident = {"threshold": threshold, "sigma_threshold": sigma_threshold}
+    if mechanism != "confident_gnmax" and any(value is not None for value in confident.values()):
+        raise ValueError("Only Confident-GNMax takes 'threshold' and 'sigma_threshold'.")
     if mechanism == "laplace":
         if gamma is None or sigma is not None:
             raise ValueError("Laplace noise takes 'gamma' (and no 'sigma').")
         return LaplaceNoise(gamma=gamma)
-    if mechanism == "gaussian":
+    if mechanism in ("gaussian", "confident_gnmax"):
         if sigma is None or gamma is not None:
             raise ValueError("Gaussian noise takes 'sigma' (and no 'gamma').")
-        return GaussianNoise(sigma=sigma)
-    raise ValueError(f"The mechanism must be 'laplace' or 'gaussian', got {mechanism!r}.")
+        if mechanism == "gaussian":
+            return GaussianNoise(sigma=sigma)
+        if threshold is None or sigma_threshold is None:
+            missing = [name for name, value in confident.items() if value is None]
+            raise ValueError(f"Confident-GNMax also takes {' and '.join(map(repr, missing))}.")
+        return ConfidentGaussianNoise(
+            sigma=sigma, threshold=threshold, sigma_threshold=sigma_threshold
+        )
+    raise ValueError(f"The mechanism must be one of {', '.join(L1_MECHANISMS)}, got {mechanism!r}.")
+
+
+def mechanism_from_privacy(privacy: Mapping):
+    """The noise object of an L1 job's resolved ``parameters["privacy"]`` (or of a stored report: the same keys)."""
+    return noise_mechanism(
+        mechanism=privacy["mechanism"],
+        gamma=privacy.get("gamma"),
+        sigma=privacy.get("sigma"),
+        **{name: privacy.get(name) for name in CONFIDENT_KEYS},
+    )
 
 
 def fedkt_l1_cost(
@@ -135,14 +168,18 @@ def fedkt_l1_cost(
     partitions: int,
     teachers: int = 1,
     vote_shift: int | None = None,
+    threshold: float | None = None,
+    sigma_threshold: float | None = None,
 ) -> PrivacyCost:
     """The data-independent party-level cost of one FedKT-L1 job to one participating silo.
 
     Parameters
     ----------
-    mechanism : {"laplace", "gaussian"}
+    mechanism : {"laplace", "gaussian", "confident_gnmax"}
     gamma, sigma : float or None
-        The noise parameter of the mechanism (the other is None).
+        The noise parameter of the mechanism (the other is None; σ₂ of Confident-GNMax's answers).
+    threshold, sigma_threshold : float or None
+        Confident-GNMax only: T and σ₁; each of its ``n_queries`` candidates is charged its check and its answer.
     delta : float
         δ of the job's own report (the budget converts the curve at its own δ).
     n_queries : int
@@ -162,7 +199,13 @@ def fedkt_l1_cost(
         Its report is :func:`~workers.privacy.accounting.server_noise_privacy_bound`; its curve is
         n_queries times one query's curve at that vote shift.
     """
-    noise = noise_mechanism(mechanism=mechanism, gamma=gamma, sigma=sigma)
+    noise = noise_mechanism(
+        mechanism=mechanism,
+        gamma=gamma,
+        sigma=sigma,
+        threshold=threshold,
+        sigma_threshold=sigma_threshold,
+    )
     report = server_noise_privacy_bound(
         mechanism=noise,
         n_queries=n_queries,
@@ -178,8 +221,8 @@ def fedkt_l1_cost(
 def fedkt_l1_cost_from_parameters(
     privacy: Mapping, *, partitions: int, teachers: int = 1, vote_shift: int | None = None
 ) -> PrivacyCost:
-    """:func:`fedkt_l1_cost` from a job's ``parameters["privacy"]`` dict (mechanism, gamma, sigma, delta, n_queries)
-    or a stored report of one (the same keys)."""
+    """:func:`fedkt_l1_cost` from a job's ``parameters["privacy"]`` dict (mechanism, gamma, sigma, delta, n_queries;
+    threshold and sigma_threshold for Confident-GNMax) or a stored report of one (the same keys)."""
     missing = [name for name in ("mechanism", "delta", "n_queries") if name not in privacy]
     if missing:
         raise ValueError(f"The privacy parameters lack {', '.join(missing)}.")
@@ -192,6 +235,7 @@ def fedkt_l1_cost_from_parameters(
         partitions=partitions,
         teachers=teachers,
         vote_shift=vote_shift,
+        **{name: privacy.get(name) for name in CONFIDENT_KEYS},
     )
 
 
@@ -367,8 +411,9 @@ def calibrate_noise(
     """The least noise for which a job fits every silo's remaining budget (each at its own vote shift).
 
     ``privacy``: the job's mechanism, delta and n_queries (its gamma and sigma are ignored); ``price``: what it
-    costs a silo at a given noise. Bisection on log γ (Laplace: the largest γ that fits) or log σ (Gaussian: the
-    smallest σ that fits) through the accountant; ε grows monotonically with γ and falls with σ.
+    costs a silo at a given noise. Bisection on log γ (Laplace: the largest γ that fits) or log σ (Gaussian and
+    Confident-GNMax's answers, its T and σ₁ fixed: the smallest σ that fits) through the accountant; ε grows
+    monotonically with γ and falls with σ.
 
     Returns
     -------
@@ -382,7 +427,7 @@ def calibrate_noise(
         at = {
             **privacy,
             "gamma": value if mechanism == "laplace" else None,
-            "sigma": value if mechanism == "gaussian" else None,
+            "sigma": None if mechanism == "laplace" else value,
         }
         return lambda vote_shift: price(at, vote_shift)
 
@@ -425,6 +470,11 @@ def calibrate_queries(
     return low
 
 
+#: Confident-GNMax's threshold T and check noise σ₁ of a job that names none, as shares of the most votes a query can
+#: hold (chosen on Adult's validation rows by ``python -m workers.reproduce.confident choose``,
+#: docs/results/private.md).
+DEFAULT_CONFIDENT_THRESHOLD_RATIO, DEFAULT_CONFIDENT_CHECK_NOISE_RATIO = 0.5, 0.6
+
 #: σ of a GNMax job that names none, as a share of the most votes a query can hold (issue 25; chosen on Adult's
 #: validation rows by ``python -m workers.reproduce.private choose``, docs/results/private.md).
 DEFAULT_GNMAX_NOISE_RATIO = 0.3
@@ -439,6 +489,7 @@ def calibrate_gnmax(
     price: Price,
     min_queries: int,
     max_queries: int,
+    confident: Mapping | None = None,
 ) -> dict | None:
     """GNMax's σ and number of queries for a job that names neither: what every silo's remaining budget allows.
 
@@ -448,16 +499,20 @@ def calibrate_gnmax(
     σ that fits (:func:`calibrate_noise`); where all ``max_queries`` fit, it queries them all with the least σ
     that fits. Returns the privacy parameters (mechanism, gamma, sigma, delta, n_queries), or None when not even
     ``min_queries`` fit at σ = 1e6.
+
+    ``confident``: Confident-GNMax's ``threshold`` and ``sigma_threshold`` (votes), held fixed; σ is then its
+    answers' σ₂ and every candidate query is priced its check and its answer.
     """
     if total_votes < 1 or not noise_ratio > 0 or min_queries < 1:
         raise ValueError(
             "GNMax calibration needs total_votes ≥ 1, noise_ratio > 0 and min_queries ≥ 1."
         )
     privacy = {
-        "mechanism": "gaussian",
+        "mechanism": "gaussian" if confident is None else "confident_gnmax",
         "gamma": None,
         "sigma": float(noise_ratio * total_votes),
         "delta": float(delta),
+        **{name: float(confident[name]) for name in CONFIDENT_KEYS if confident is not None},
     }
     count = calibrate_queries(budgets, privacy=privacy, price=price, max_queries=max_queries)
     if min(min_queries, max_queries) <= count < max_queries:

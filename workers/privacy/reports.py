@@ -8,6 +8,10 @@ EXAMPLE_LEVEL = "example-level"
 #: The ``mechanism`` of a DP-SGD report (workers.privacy.dp_sgd); its extra fields appear only there.
 DP_SGD_MECHANISM = "dp_sgd"
 _DP_SGD_FIELDS = ("sample_rate", "accountant", "max_grad_norm")
+#: The ``mechanism`` of a Confident-GNMax report (workers.privacy.mechanisms.ConfidentGaussianNoise); its
+#: threshold fields appear only there.
+CONFIDENT_GNMAX_MECHANISM = "confident_gnmax"
+_CONFIDENT_FIELDS = ("threshold", "sigma_threshold")
 
 
 @dataclass(frozen=True)
@@ -21,7 +25,7 @@ class PrivacyReport:
     unit : str
         "party-level" (L1: neighbours differ in one silo) or "example-level" (L2: in one record).
     mechanism : str
-        "laplace" or "gaussian".
+        "laplace", "gaussian" or "confident_gnmax" (L1 vote noise), "dp_sgd".
     gamma, sigma : float or None
         The noise parameter of the mechanism (the other is None).
     n_queries : int
@@ -40,6 +44,10 @@ class PrivacyReport:
         DP-SGD only (``mechanism`` "dp_sgd", :mod:`workers.privacy.dp_sgd`): the Poisson sampling
         rate q, the accountant ("rdp") and the clipping norm C; ``sigma`` is then the noise
         multiplier and ``n_queries`` the noisy gradient steps. None for vote noise.
+    threshold, sigma_threshold : float or None
+        Confident-GNMax only (``mechanism`` "confident_gnmax"): the consensus threshold T and the check's noise
+        σ₁, in votes; ``sigma`` is then the answers' σ₂ and ``n_queries`` the candidate queries (each charged
+        its check and its answer).
     """
 
     epsilon: float
@@ -57,24 +65,27 @@ class PrivacyReport:
     sample_rate: float | None = None
     accountant: str | None = None
     max_grad_norm: float | None = None
+    threshold: float | None = None
+    sigma_threshold: float | None = None
 
     def as_dict(self) -> dict:
         """Every field under its own name, JSON-ready (plain floats, ints, str, bool, None); the DP-SGD
-        fields only in a DP-SGD report, so that vote-noise reports keep their shape."""
+        fields only in a DP-SGD report and the threshold fields only in a Confident-GNMax one, so that
+        other vote-noise reports keep their shape."""
         fields = asdict(self)
-        return (
-            fields
-            if self.mechanism == DP_SGD_MECHANISM
-            else {name: value for name, value in fields.items() if name not in _DP_SGD_FIELDS}
+        hidden = (() if self.mechanism == DP_SGD_MECHANISM else _DP_SGD_FIELDS) + (
+            () if self.mechanism == CONFIDENT_GNMAX_MECHANISM else _CONFIDENT_FIELDS
         )
+        return {name: value for name, value in fields.items() if name not in hidden}
 
 
 @dataclass(frozen=True)
 class PrivacyAnalysis:
-    """The data-independent and data-dependent guarantees of one run."""
+    """The data-independent and data-dependent guarantees of one run; no data-dependent one for a mechanism
+    whose data-dependent bound is not released (Confident-GNMax, docs/budgets.md)."""
 
     data_independent: PrivacyReport
-    data_dependent: PrivacyReport
+    data_dependent: PrivacyReport | None
 
 
 @dataclass(frozen=True)

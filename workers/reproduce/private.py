@@ -97,9 +97,17 @@ def party_votes(seed: int, *, test: bool, cache: Path = CACHE, n_parties: int = 
     return result
 
 
-def gnmax_privacy(epsilon: float, noise_ratio: float, *, n_parties: int, n_public: int) -> dict:
+def gnmax_privacy(
+    epsilon: float,
+    noise_ratio: float,
+    *,
+    n_parties: int,
+    n_public: int,
+    confident: dict | None = None,
+) -> dict:
     """The market's GNMax calibration (:func:`workers.privacy.costs.calibrate_gnmax`) for a job of ``n_parties``
-    silos with one submission each and a budget of ``epsilon`` each (nothing spent before)."""
+    silos with one submission each and a budget of ``epsilon`` each (nothing spent before); ``confident``:
+    Confident-GNMax's threshold and sigma_threshold (votes), each candidate query priced its check and answer."""
     from workers.algorithms.schema import MIN_TRAINING_ROWS
     from workers.privacy.costs import BudgetView, calibrate_gnmax, fedkt_price
 
@@ -111,6 +119,7 @@ def gnmax_privacy(epsilon: float, noise_ratio: float, *, n_parties: int, n_publi
         price=fedkt_price(partitions=PARTITIONS, teachers=TEACHERS),
         min_queries=MIN_TRAINING_ROWS,
         max_queries=n_public,
+        confident=confident,
     )
     if privacy is None:
         raise ValueError("No query fits the budget at this noise ratio.")
@@ -129,8 +138,9 @@ def score(model, data: dict) -> dict:
 
 def run_l1(data: dict, *, seed: int, epsilon: float | None, setting: dict) -> dict:
     """One server step of the engine at ``epsilon`` (None: L0, every public row, no noise) with ``setting``
-    (noise_ratio, query_selection, semi_supervised), scored on the data's scored rows."""
-    from workers.privacy.mechanisms import GaussianNoise
+    (noise_ratio, query_selection, semi_supervised; Confident-GNMax with its threshold_ratio and
+    check_noise_ratio, each × the votes a query can hold), scored on the data's scored rows."""
+    from workers.privacy.costs import mechanism_from_privacy
 
     engine = algorithm_get("fedkt")
     n_parties, n_public = len(data["party_sizes"]), len(data["public_x"])
@@ -144,8 +154,20 @@ def run_l1(data: dict, *, seed: int, epsilon: float | None, setting: dict) -> di
     if epsilon is None:
         params, noise, privacy = engine.validate({"final_model": final}), None, None
     else:
+        votes = n_parties * PARTITIONS
         privacy = gnmax_privacy(
-            epsilon, setting["noise_ratio"], n_parties=n_parties, n_public=n_public
+            epsilon,
+            setting["noise_ratio"],
+            n_parties=n_parties,
+            n_public=n_public,
+            confident=(
+                {
+                    "threshold": setting["threshold_ratio"] * votes,
+                    "sigma_threshold": setting["check_noise_ratio"] * votes,
+                }
+                if "threshold_ratio" in setting
+                else None
+            ),
         )
         params = engine.validate(
             {
@@ -156,7 +178,7 @@ def run_l1(data: dict, *, seed: int, epsilon: float | None, setting: dict) -> di
                 "privacy": {"delta": DELTA},
             }
         )
-        noise = GaussianNoise(sigma=privacy["sigma"])
+        noise = mechanism_from_privacy(privacy)
     started = time.perf_counter()
     fusion = engine.fuse(
         data["votes"],
@@ -174,6 +196,11 @@ def run_l1(data: dict, *, seed: int, epsilon: float | None, setting: dict) -> di
         "epsilon": None if fusion.privacy is None else fusion.privacy.data_independent.epsilon,
         "sigma": None if privacy is None else privacy["sigma"],
         "n_queries": int(fusion.details["n_queried"]),
+        **(
+            {"n_answered": fusion.details["confident_gnmax"]["n_answered"]}
+            if "confident_gnmax" in fusion.details
+            else {}
+        ),
         **score(fusion.model, data),
         "seconds": time.perf_counter() - started,
     }

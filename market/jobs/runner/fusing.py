@@ -37,7 +37,8 @@ from workers.metrics import classification_metrics
 from workers.modelio.artifact import ExportedFile, bundle_exported_file
 from workers.modelio.base import ArtifactFormat
 from workers.modelio.bundle import BundleMember, bundle_write
-from workers.privacy.mechanisms import GaussianNoise, LaplaceNoise
+from workers.privacy.costs import mechanism_from_privacy
+from workers.privacy.mechanisms import ConfidentGaussianNoise, GaussianNoise, LaplaceNoise
 
 
 @dataclass(frozen=True)
@@ -84,19 +85,15 @@ class JobNoise:
     """An L1 job's server noise as its fusion child draws it (``fuse_in_child``): the mechanism (None below L1),
     the answers an earlier attempt drew (replayed, never drawn again) and how a fresh draw is stored."""
 
-    mechanism: LaplaceNoise | GaussianNoise | None = None
+    mechanism: LaplaceNoise | GaussianNoise | ConfidentGaussianNoise | None = None
     stored: np.ndarray | None = None
     on_drawn: Callable[[np.ndarray], None] | None = None
 
 
-def noise_mechanism(privacy: Mapping) -> LaplaceNoise | GaussianNoise:
+def noise_mechanism(privacy: Mapping) -> LaplaceNoise | GaussianNoise | ConfidentGaussianNoise:
     """The mechanism of an L1 job's resolved ``parameters["privacy"]`` (market.jobs.parameters); its pre-flight
     estimate (market.jobs.runner.preflight) simulates the same one."""
-    return (
-        LaplaceNoise(gamma=privacy["gamma"])
-        if privacy["mechanism"] == "laplace"
-        else GaussianNoise(sigma=privacy["sigma"])
-    )
+    return mechanism_from_privacy(privacy)
 
 
 def job_noise(job: Job) -> JobNoise:

@@ -204,7 +204,7 @@ def test_bounds_refuse_bad_parameters(bad):
 
 
 def test_accounting_refuses_an_unknown_mechanism():
-    with pytest.raises(ValueError, match="LaplaceNoise or GaussianNoise"):
+    with pytest.raises(ValueError, match="LaplaceNoise, GaussianNoise or ConfidentGaussianNoise"):
         server_noise_privacy_bound(
             mechanism=None, n_queries=10, partitions=2, teachers=5, delta=DELTA
         )

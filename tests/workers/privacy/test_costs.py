@@ -79,7 +79,7 @@ def test_fedkt_l1_cost_from_job_parameters_reads_the_privacy_dict():
         ),
         (
             {"mechanism": "uniform", "gamma": 1.0, "delta": 1e-5, "n_queries": 5},
-            "must be 'laplace' or 'gaussian'",
+            "must be one of laplace, gaussian, confident_gnmax",
         ),
         ({"mechanism": "laplace", "gamma": 1.0, "n_queries": 5}, "lack delta"),
     ],
