@@ -18,6 +18,8 @@ PRIVACY_FIELDS = (
     "mechanism",
     "gamma",
     "sigma",
+    "threshold",  # Confident-GNMax: the consensus check's threshold and noise
+    "sigma_threshold",
     "n_queries",
     "partitions",
     "teachers",
