@@ -3,12 +3,14 @@ ledger entries that name the policy and the values used; the value split only fo
 
 import pytest
 
-from market.accounts.services import organisation_create
+from market.accounts.services import organisation_create, user_create
+from market.audit.models import AuditEvent
 from market.commerce.models import WalletEntry, WalletEntryKind
 from market.commerce.revenue import revenue_shares, split_basis
 from market.commerce.services import purchase_create
 from market.errors import InvalidInput
 from market.federations.services import federation_create
+from tests.conftest import api_client_for
 
 
 def _values(shapley: dict) -> dict:
@@ -186,3 +188,50 @@ def test_a_federation_names_a_known_revenue_split(operator, db):
         policies={"revenue_split": "equal"},
     )
     assert federation.revenue_split == "equal"
+
+
+def test_the_operator_changes_the_policy_after_creation_for_later_sales_only_and_it_is_audited(
+    published_listing, buyer_user, silo_user, operator, top_up, settings
+):
+    settings.ONEFOLD_MARKET_FEE_PERCENT = 10
+    listing = published_listing(price_cents=1001, privacy_level="L0")  # weights 0.7 / 0.3
+    federation = listing.global_model.federation
+    top_up(buyer_user.organisation, 5000)
+    first = purchase_create(listing=listing, user=buyer_user).purchase
+    paid_before = _credits(first)
+
+    refused = api_client_for(silo_user).patch(
+        f"/api/federations/{federation.slug}/", {"revenue_split": "equal"}, format="json"
+    )
+    bad = api_client_for(operator).patch(
+        f"/api/federations/{federation.slug}/", {"revenue_split": "by-size"}, format="json"
+    )
+    assert refused.status_code == 403 and bad.status_code == 400
+    assert "revenue_split" in bad.json()
+    assert not AuditEvent.objects.filter(action="federation.updated").exists()
+
+    changed = api_client_for(operator).patch(
+        f"/api/federations/{federation.slug}/", {"revenue_split": "equal"}, format="json"
+    )
+    second_buyer = user_create(
+        username="tia-tailspin",
+        password="a long enough password 7",
+        organisation=organisation_create(name="Tailspin Toys", is_silo=False, is_buyer=True),
+    )
+    top_up(second_buyer.organisation, 5000)
+    second = purchase_create(listing=listing, user=second_buyer).purchase
+
+    assert changed.status_code == 200 and changed.json()["revenue_split"] == "equal"
+    assert AuditEvent.objects.get(action="federation.updated").details["changed"] == {
+        "revenue_split": {"from": "agreement", "to": "equal"}
+    }
+    # the first sale stays as paid (901 by 0.7 / 0.3: 630.7 and 270.3 → 631 and 270); the second is split equally
+    assert _credits(first) == paid_before
+    assert {name: cents for name, (cents, _) in paid_before.items()} == {
+        "Northwind Hospital": 631,
+        "Contoso Bank": 270,
+    }
+    assert _credits(second) == {
+        "Northwind Hospital": (451, "Revenue split equally: 1 of 2 silos"),
+        "Contoso Bank": (450, "Revenue split equally: 1 of 2 silos"),
+    }
