@@ -8,7 +8,10 @@ rows are already computed for the baselines, so a coalition is a re-count over t
 - ``vote`` (FedKT's hard votes): each member casts one vote for its arg-max class; the coalition predicts the class
   with the most votes;
 - ``average`` (ensemble, distillation, stack, FedKT's soft vote): the coalition predicts the arg-max of its members'
-  summed probabilities.
+  summed probabilities;
+- ``cohort`` (cohort distillation, CPFL section 3.1, :mod:`workers.algorithms.cohort_fusion`): the coalition's
+  teacher is its members' log-probabilities averaged per class with weights their declared counts of that class
+  (a class no member of the coalition holds scores lowest); the coalition predicts its arg-max.
 
 Ties are scored as the job's tie rule plays them (:mod:`workers.algorithms.voting`: a uniform draw among the tied
 classes) but in expectation, so values are deterministic: a row where the true class is one of ``t`` tied classes
@@ -60,31 +63,66 @@ PERMUTATIONS = 500
 #: Silos whose members' mean probabilities differ by at most this much on average over the valued rows are copies.
 DUPLICATE_TOLERANCE = 0.01
 #: The combination rules a coalition is re-counted with.
-RULES = ("vote", "average")
+RULES = ("vote", "average", "cohort")
 MEASURES = ("balanced_accuracy", "accuracy")
 _BATCH = 64  # coalitions per matrix product
 
 
 def silo_scores(
-    member_probabilities: Mapping[str, list[np.ndarray]], *, rule: str, n_classes: int
+    member_probabilities: Mapping[str, list[np.ndarray]],
+    *,
+    rule: str,
+    n_classes: int,
+    member_class_counts: Mapping[str, list[np.ndarray]] | None = None,
 ) -> tuple[list[str], np.ndarray]:
-    """Each silo's per-row class scores ``(n_silos, n_rows, K)``: its members' vote counts or summed probabilities.
+    """Each silo's per-row class scores ``(n_silos, n_rows, K)``: its members' vote counts, summed probabilities or
+    (``cohort``) class-count-weighted shifted log-probabilities (:func:`silo_class_totals` divides them).
 
-    ``member_probabilities``: {"<silo>": [each member's ``(n_rows, K)`` probabilities]}; silos in sorted order.
+    ``member_probabilities``: {"<silo>": [each member's ``(n_rows, K)`` probabilities]}; silos in sorted order;
+    ``member_class_counts`` (``cohort`` only): {"<silo>": [each member's ``(K,)`` declared class counts]}.
     """
     if rule not in RULES:
         raise ValueError(f"rule must be one of {RULES}, not {rule!r}")
+    if rule == "cohort" and member_class_counts is None:
+        raise ValueError("The cohort rule needs each member's declared class counts.")
     silos = sorted(member_probabilities)
     scores = []
     for silo in silos:
         counted = []
-        for probabilities in member_probabilities[silo]:
+        for position, probabilities in enumerate(member_probabilities[silo]):
             probabilities = np.asarray(probabilities, dtype=np.float64)[:, :n_classes]
-            counted.append(
-                np.eye(n_classes)[probabilities.argmax(axis=1)] if rule == "vote" else probabilities
-            )
+            if rule == "vote":
+                counted.append(np.eye(n_classes)[probabilities.argmax(axis=1)])
+            elif rule == "average":
+                counted.append(probabilities)
+            else:
+                counts = np.asarray(member_class_counts[silo][position], dtype=np.float64)  # type: ignore[index]
+                counted.append(_shifted_log_probabilities(probabilities) * counts[None, :n_classes])
         scores.append(np.sum(counted, axis=0))
     return silos, np.stack(scores)
+
+
+def _shifted_log_probabilities(probabilities: np.ndarray) -> np.ndarray:
+    # Imported on use: the cohort kind's module loads torch, which a vote or an average does not need.
+    from workers.algorithms.cohort import log_probabilities
+    from workers.algorithms.cohort_fusion import SHIFT
+
+    return log_probabilities(probabilities) + SHIFT
+
+
+def silo_class_totals(
+    member_class_counts: Mapping[str, list[np.ndarray]], *, silos: list[str], n_classes: int
+) -> np.ndarray:
+    """``(n_silos, K)``: each silo's members' declared class counts, summed (the ``cohort`` rule's weights)."""
+    return np.array(
+        [
+            np.sum(
+                [np.asarray(c, dtype=np.float64)[:n_classes] for c in member_class_counts[silo]],
+                axis=0,
+            )
+            for silo in silos
+        ]
+    )
 
 
 def _expected_correct(summed: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -105,9 +143,15 @@ def _measures(correct: np.ndarray, labels: np.ndarray, n_classes: int) -> dict[s
 
 
 def coalition_values(
-    scores: np.ndarray, labels: np.ndarray, masks: np.ndarray, *, n_classes: int
+    scores: np.ndarray,
+    labels: np.ndarray,
+    masks: np.ndarray,
+    *,
+    n_classes: int,
+    class_totals: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
-    """``v(S)`` for each coalition (a row of 0/1 ``masks``, ``(n_coalitions, n_silos)``), per measure."""
+    """``v(S)`` for each coalition (a row of 0/1 ``masks``, ``(n_coalitions, n_silos)``), per measure;
+    ``class_totals`` (``cohort``: :func:`silo_class_totals`) divide each coalition's class scores by its totals."""
     labels = np.asarray(labels, dtype=np.int64)
     n_silos, n_rows, _ = scores.shape
     flat = scores.transpose(0, 2, 1).reshape(
@@ -117,17 +161,26 @@ def coalition_values(
     for start in range(0, len(masks), _BATCH):
         batch = np.asarray(masks[start : start + _BATCH], dtype=np.float64)
         summed = (batch @ flat).reshape(len(batch), n_classes, n_rows)
+        if class_totals is not None:
+            totals = (batch @ class_totals)[:, :, None]
+            summed = np.divide(summed, totals, out=np.zeros_like(summed), where=totals > 0)
         measured = _measures(_expected_correct(summed, labels), labels, n_classes)
         for measure in MEASURES:
             values[measure].append(measured[measure])
     return {measure: np.concatenate(values[measure]) for measure in MEASURES}
 
 
-def exact_shapley(scores: np.ndarray, labels: np.ndarray, *, n_classes: int) -> dict:
+def exact_shapley(
+    scores: np.ndarray,
+    labels: np.ndarray,
+    *,
+    n_classes: int,
+    class_totals: np.ndarray | None = None,
+) -> dict:
     """Exact Shapley values from all ``2^n`` coalitions: {measure: ``(n_silos,)``}."""
     n = scores.shape[0]
     masks = (np.arange(2**n)[:, None] >> np.arange(n)[None, :]) & 1
-    values = coalition_values(scores, labels, masks, n_classes=n_classes)
+    values = coalition_values(scores, labels, masks, n_classes=n_classes, class_totals=class_totals)
     sizes = masks.sum(axis=1)
     weights = np.array([factorial(s) * factorial(n - s - 1) / factorial(n) for s in range(n)])
     shapley = {}
@@ -159,7 +212,13 @@ def stratified_orders(n_silos: int, *, permutations: int, seed: int) -> np.ndarr
 
 
 def permutation_shapley(
-    scores: np.ndarray, labels: np.ndarray, *, n_classes: int, permutations: int, seed: int
+    scores: np.ndarray,
+    labels: np.ndarray,
+    *,
+    n_classes: int,
+    permutations: int,
+    seed: int,
+    class_totals: np.ndarray | None = None,
 ) -> tuple[dict, dict]:
     """Stratified antithetic permutation-sampling estimates and their standard errors: ({measure: φ},
     {measure: se}); the orders are :func:`stratified_orders`'."""
@@ -170,7 +229,7 @@ def permutation_shapley(
     positions = np.argsort(orders, axis=1)  # positions[p, silo]: where the silo joins in order p
     steps = np.arange(n + 1)[None, :, None]
     masks = (positions[:, None, :] < steps).reshape(-1, n)
-    values = coalition_values(scores, labels, masks, n_classes=n_classes)
+    values = coalition_values(scores, labels, masks, n_classes=n_classes, class_totals=class_totals)
     estimates, errors = {}, {}
     for measure in MEASURES:
         gains = np.diff(values[measure].reshape(count, n + 1), axis=1)  # by position
@@ -219,11 +278,17 @@ def duplicate_groups(
     return list(groups.values())
 
 
-def leave_one_out(scores: np.ndarray, labels: np.ndarray, *, n_classes: int) -> dict:
+def leave_one_out(
+    scores: np.ndarray,
+    labels: np.ndarray,
+    *,
+    n_classes: int,
+    class_totals: np.ndarray | None = None,
+) -> dict:
     """``v(all) − v(all without the silo)``: {measure: ``(n_silos,)``}."""
     n = scores.shape[0]
     masks = np.vstack([np.ones(n), 1.0 - np.eye(n)])
-    values = coalition_values(scores, labels, masks, n_classes=n_classes)
+    values = coalition_values(scores, labels, masks, n_classes=n_classes, class_totals=class_totals)
     return {measure: values[measure][0] - values[measure][1:] for measure in MEASURES}
 
 
@@ -241,6 +306,7 @@ def contribution_values(
     n_classes: int,
     seed: int = 0,
     permutations: int = PERMUTATIONS,
+    member_class_counts: Mapping[str, list[np.ndarray]] | None = None,
 ) -> dict:
     """The stored record (``GlobalModel.contribution_values``): the game, the estimator and each silo's values.
 
@@ -248,29 +314,45 @@ def contribution_values(
     "empty_coalition", "duplicates": [[silos valued as one player]], "silos": {"<silo>": {"shapley": {measure: φ},
     "standard_error": {measure: se} | None, "leave_one_out": {measure: Δ}, "rank", "rank_band"}}}``; copies
     (:func:`duplicate_groups`) share their player's values equally; ranks by the balanced-accuracy Shapley value.
+    ``member_class_counts``: each member's declared class counts, for the ``cohort`` rule (:func:`silo_scores`).
     """
     labels = np.asarray(labels, dtype=np.int64)
     groups = duplicate_groups(member_probabilities, n_classes=n_classes)
-    _, scores = silo_scores(
+    players, scores = silo_scores(
         {group[0]: member_probabilities[group[0]] for group in groups},
         rule=rule,
         n_classes=n_classes,
+        member_class_counts=member_class_counts,
+    )
+    totals = (
+        None
+        if rule != "cohort"
+        else silo_class_totals(member_class_counts or {}, silos=players, n_classes=n_classes)
     )
     n = len(groups)
     if n <= EXACT_MAX_SILOS:
         estimator, shapley, errors = (
             "exact",
-            exact_shapley(scores, labels, n_classes=n_classes),
+            exact_shapley(scores, labels, n_classes=n_classes, class_totals=totals),
             None,
         )
     else:
         estimator = "permutation"
         shapley, errors = permutation_shapley(
-            scores, labels, n_classes=n_classes, permutations=permutations, seed=seed
+            scores,
+            labels,
+            n_classes=n_classes,
+            permutations=permutations,
+            seed=seed,
+            class_totals=totals,
         )
-    loo = leave_one_out(scores, labels, n_classes=n_classes)
+    loo = leave_one_out(scores, labels, n_classes=n_classes, class_totals=totals)
     ends = coalition_values(
-        scores, labels, np.array([np.ones(n), np.zeros(n)]), n_classes=n_classes
+        scores,
+        labels,
+        np.array([np.ones(n), np.zeros(n)]),
+        n_classes=n_classes,
+        class_totals=totals,
     )
     player_share = {
         silo: (player, 1 / len(group)) for player, group in enumerate(groups) for silo in group

@@ -200,3 +200,35 @@ def test_a_silo_uploading_a_constant_model_is_worth_at_most_nothing_on_adult(rul
     assert values["silos"]["9"]["shapley"]["balanced_accuracy"] <= 0
     assert values["silos"]["9"]["rank"] == 5
     assert all(values["silos"][str(i)]["shapley"]["balanced_accuracy"] > 0 for i in range(1, 5))
+
+
+def test_the_cohort_rule_values_the_cohort_teacher_of_each_coalition():
+    """v(S) read literally: CPFL's own teacher (workers.algorithms.cohort.cohort_teacher_logits) over S's cohorts."""
+    from workers.algorithms.cohort import cohort_teacher_logits, log_probabilities
+
+    silos, labels = random_silos(5, n_rows=80, seed=13)
+    silos = {silo: members[:1] for silo, members in silos.items()}  # one cohort model per silo
+    generator = np.random.default_rng(4)
+    counts = {silo: [generator.integers(0, 40, 3).astype(float)] for silo in silos}
+    counts["2"] = [np.array([30.0, 0.0, 5.0])]  # holds no example of class 1
+
+    def teacher_accuracy(coalition):
+        if not coalition:
+            return 1 / 3  # the uniform guess
+        members = sorted(coalition)
+        teacher = cohort_teacher_logits(
+            [log_probabilities(silos[m][0]) for m in members], [counts[m][0] for m in members]
+        )
+        correct = (teacher.argmax(axis=1) == labels).astype(float)
+        return np.mean([correct[labels == c].mean() for c in np.unique(labels)])
+
+    values = contribution_values(
+        silos, labels, rule="cohort", n_classes=3, member_class_counts=counts
+    )
+    expected = brute_force_shapley(teacher_accuracy, list(silos))
+    for silo, value in expected.items():
+        assert values["silos"][silo]["shapley"]["balanced_accuracy"] == pytest.approx(
+            value, abs=1e-12
+        )
+    with pytest.raises(ValueError, match="declared class counts"):
+        contribution_values(silos, labels, rule="cohort", n_classes=3)
