@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from frontend.decorators import page
 from frontend.sent_once import sent_once
+from frontend.value_plot import contribution_value_bars
 from market.budgets.selectors import price_quote_visible
 from market.budgets.services import budget_price_job
 from market.commerce.quality import launcher_statements, quality_verdict
@@ -360,6 +361,7 @@ def _job_context(request, job_id: int) -> dict:
         if global_model is not None
         else None
     )
+    values = named_contribution_values(view) if view else []
     return {
         "section": "jobs",
         "job": job,
@@ -373,7 +375,10 @@ def _job_context(request, job_id: int) -> dict:
         "view": view,
         "silos": named_submission_metrics(view) if view else [],
         "contributions": named_contributions(view) if view else [],
-        "contribution_values": named_contribution_values(view) if view else [],
+        "contribution_values": values,
+        "value_plot": contribution_value_bars(values)
+        if values and request.user.is_operator
+        else None,
         "may_cancel": job.status not in FINAL
         and (request.user.is_operator or request.user.id == job.requested_by_id),
     }

@@ -278,6 +278,7 @@ def named_contribution_values(view: GlobalModelView) -> list[dict]:
             "balanced_accuracy": (silo.get("shapley") or {}).get("balanced_accuracy"),
             "accuracy": (silo.get("shapley") or {}).get("accuracy"),
             "error": _error_text(silo),
+            "standard_error": (silo.get("standard_error") or {}).get("balanced_accuracy"),
             "leave_one_out": (silo.get("leave_one_out") or {}).get("balanced_accuracy"),
             "rank_band": silo.get("rank_band"),
         }
