@@ -41,11 +41,14 @@ Estimators (:func:`contribution_values`):
   same as the coalitions it would skip.
 - leave-one-out beside either: ``v(all) − v(all without the silo)``.
 
-Why hand-written: none of pydvl, opendataval or the ``shapley`` package is installed in the project's environment,
-pydvl and opendataval value training *points* through a model's retraining (the utility here is a re-count, which
-their interfaces would wrap in a fake model), and ``shapley`` values weighted voting games with 0/1 outcomes, not a
-measured accuracy; none of them merges copies. The estimators below are the textbook formulas in about a hundred
-lines, tested against a brute-force computation (tests/workers/test_valuation.py).
+Why hand-written: none of pydvl, opendataval or the ``shapley`` package is in the project's environment, and none
+fits without a wrapper larger than the formulas. pyDVL (LGPL-3.0) and opendataval value training *points* through a
+model's retraining (its ``Utility`` wraps a model and a dataset; the utility here is a re-count of stored
+predictions, which would have to be disguised as a model); ``shapley`` (Rozemberczki and Sarkar 2021) values
+*binary* classifiers in weighted voting games with a 0/1 outcome per row, not a multi-class vote or average scored
+by balanced accuracy with ties in expectation. None merges copies or stratifies its orders by position. The
+estimators below are the textbook formulas in about a hundred lines, tested against a brute-force computation
+(tests/workers/test_valuation.py).
 """
 
 from __future__ import annotations
