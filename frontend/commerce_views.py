@@ -41,6 +41,7 @@ from market.jobs.models import GlobalModel
 from market.jobs.visibility import (
     global_model_view,
     named_contribution_values,
+    named_value_copies,
     own_contribution_values,
 )
 
@@ -111,17 +112,18 @@ def _balance_cents(request) -> int | None:
     return wallet_for(user=request.user)[1]
 
 
-def _operator_values(request, listing) -> list[dict]:
-    """Every silo's contribution value for the card's operator-only section; nothing for anyone else (a card is
-    public: buyers see nothing per silo, a silo reads its own value on its earnings page)."""
+def _operator_values(request, listing) -> tuple[list[dict], list[list[str]]]:
+    """Every silo's contribution value and the copies valued as one player, for the card's operator-only section;
+    nothing for anyone else (a card is public: buyers see nothing per silo, a silo reads its own value on its
+    earnings page)."""
     if not request.user.is_authenticated or not request.user.is_operator:
-        return []
+        return [], []
     view = global_model_view(global_model=listing.global_model, user=request.user)
-    return named_contribution_values(view)
+    return named_contribution_values(view), named_value_copies(view)
 
 
 def _listing_page(request, listing, *, refusal: str = "", status: int = 200):
-    values = _operator_values(request, listing)
+    values, copies = _operator_values(request, listing)
     return render(
         request,
         "frontend/commerce/listing.html",
@@ -133,6 +135,7 @@ def _listing_page(request, listing, *, refusal: str = "", status: int = 200):
             "owned": entitlement_exists(user=request.user, global_model=listing.global_model),
             "contribution_values": values,
             "value_plot": contribution_value_bars(values) if values else None,
+            "value_copies": copies,
         },
         status=status,
     )

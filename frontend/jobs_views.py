@@ -50,6 +50,7 @@ from market.jobs.visibility import (
     named_contribution_values,
     named_contributions,
     named_submission_metrics,
+    named_value_copies,
 )
 from market.json_input import json_text_parse
 from market.submissions.models import Submission, SubmissionStatus
@@ -379,6 +380,7 @@ def _job_context(request, job_id: int) -> dict:
         "value_plot": contribution_value_bars(values)
         if values and request.user.is_operator
         else None,
+        "value_copies": named_value_copies(view) if view else [],
         "may_cancel": job.status not in FINAL
         and (request.user.is_operator or request.user.id == job.requested_by_id),
     }

@@ -287,6 +287,22 @@ def named_contribution_values(view: GlobalModelView) -> list[dict]:
     return sorted(rows, key=lambda row: -(row["balanced_accuracy"] or 0.0))
 
 
+def named_value_copies(view: GlobalModelView) -> list[list[str]]:
+    """The silos valued as one player because their predictions were (nearly) identical (workers.valuation's
+    ``duplicates``: a silo that uploaded a copy of another's model), by name; only the operator's view has them."""
+    groups = (view.contribution_values or {}).get("duplicates") or []
+    names = Organisation.objects.in_bulk(
+        [int(key) for group in groups for key in group if key.isdigit()]
+    )
+    return [
+        [
+            names[int(key)].name if key.isdigit() and int(key) in names else f"Organisation {key}"
+            for key in group
+        ]
+        for group in groups
+    ]
+
+
 def own_contribution_values(*, organisation_id: int) -> list[dict]:
     """A silo's own value in every global model it contributed to at L0 (its earnings page and API), newest
     first: never another silo's, never an L1 or L2 model's (the module docstring)."""

@@ -30,7 +30,7 @@ def valued_listing(published_listing, silo_user, other_silo_user):
         "measures": ["balanced_accuracy", "accuracy"],
         "grand_coalition": {"balanced_accuracy": 0.548, "accuracy": 0.6},
         "empty_coalition": {"balanced_accuracy": 0.5, "accuracy": 0.5},
-        "duplicates": [],
+        "duplicates": [[str(silo_user.organisation_id), str(other_silo_user.organisation_id)]],
         "silos": {
             str(silo_user.organisation_id): silo(HOSPITAL_VALUE, 0.0021, 1, "top quarter"),
             str(other_silo_user.organisation_id): silo(BANK_VALUE, BANK_ERROR, 2, "third quarter"),
@@ -61,6 +61,8 @@ def test_the_operator_reads_every_value_with_error_bars_on_the_job_page_and_the_
         bank = re.search(r'data-silo="Contoso Bank">(.*?)</g>', svg, re.DOTALL).group(1)
         assert 'fill="#b42318"' in bank
     assert 'id="card-private-values"' in card and "operator only" in card
+    copies = "Copies: Northwind Hospital and Contoso Bank made (nearly) identical predictions"
+    assert copies in job_page and copies in card
 
 
 def test_a_silo_reads_its_own_value_and_band_only_and_buyers_read_none(
@@ -75,5 +77,7 @@ def test_a_silo_reads_its_own_value_and_band_only_and_buyers_read_none(
     assert [(row["shapley"]["balanced_accuracy"], row["rank_band"]) for row in api] == [
         (HOSPITAL_VALUE, "top quarter")
     ]
+    assert "Copies:" not in earnings
     for card in (silo_card, buyer_card):
+        assert "Copies:" not in card
         assert "card-private-values" not in card and "0.0612" not in card and "-0.0137" not in card
