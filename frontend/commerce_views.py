@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from frontend.decorators import page
 from frontend.sent_once import FORM_KEY_FIELD, sent_once
+from frontend.value_plot import contribution_value_bars
 from market.commerce.cards import model_card
 from market.commerce.delivery import download_link_create
 from market.commerce.models import ListingStatus
@@ -37,7 +38,12 @@ from market.commerce.services import (
 from market.errors import InvalidInput
 from market.federations.models import Federation, PrivacyLevel
 from market.jobs.models import GlobalModel
-from market.jobs.visibility import own_contribution_values
+from market.jobs.visibility import (
+    global_model_view,
+    named_contribution_values,
+    named_value_copies,
+    own_contribution_values,
+)
 
 PAGE_SIZE = 20
 
@@ -106,7 +112,18 @@ def _balance_cents(request) -> int | None:
     return wallet_for(user=request.user)[1]
 
 
+def _operator_values(request, listing) -> tuple[list[dict], list[list[str]]]:
+    """Every silo's contribution value and the copies valued as one player, for the card's operator-only section;
+    nothing for anyone else (a card is public: buyers see nothing per silo, a silo reads its own value on its
+    earnings page)."""
+    if not request.user.is_authenticated or not request.user.is_operator:
+        return [], []
+    view = global_model_view(global_model=listing.global_model, user=request.user)
+    return named_contribution_values(view), named_value_copies(view)
+
+
 def _listing_page(request, listing, *, refusal: str = "", status: int = 200):
+    values, copies = _operator_values(request, listing)
     return render(
         request,
         "frontend/commerce/listing.html",
@@ -116,6 +133,9 @@ def _listing_page(request, listing, *, refusal: str = "", status: int = 200):
             "card": model_card(listing),
             "refusal": refusal,
             "owned": entitlement_exists(user=request.user, global_model=listing.global_model),
+            "contribution_values": values,
+            "value_plot": contribution_value_bars(values) if values else None,
+            "value_copies": copies,
         },
         status=status,
     )

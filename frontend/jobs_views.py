@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from frontend.decorators import page
 from frontend.sent_once import sent_once
+from frontend.value_plot import contribution_value_bars
 from market.budgets.selectors import price_quote_visible
 from market.budgets.services import budget_price_job
 from market.commerce.quality import launcher_statements, quality_verdict
@@ -50,6 +51,7 @@ from market.jobs.visibility import (
     named_contribution_values,
     named_contributions,
     named_submission_metrics,
+    named_value_copies,
 )
 from market.json_input import json_text_parse
 from market.submissions.models import Submission, SubmissionStatus
@@ -361,6 +363,7 @@ def _job_context(request, job_id: int) -> dict:
         if global_model is not None
         else None
     )
+    values = named_contribution_values(view) if view else []
     return {
         "section": "jobs",
         "job": job,
@@ -374,7 +377,11 @@ def _job_context(request, job_id: int) -> dict:
         "view": view,
         "silos": named_submission_metrics(view) if view else [],
         "contributions": named_contributions(view) if view else [],
-        "contribution_values": named_contribution_values(view) if view else [],
+        "contribution_values": values,
+        "value_plot": contribution_value_bars(values)
+        if values and request.user.is_operator
+        else None,
+        "value_copies": named_value_copies(view) if view else [],
         "may_cancel": job.status not in FINAL
         and (request.user.is_operator or request.user.id == job.requested_by_id),
     }

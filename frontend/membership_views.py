@@ -18,7 +18,7 @@ from market.federations.membership import (
     join_request_refuse,
     membership_remove,
 )
-from market.federations.models import MembershipPolicy
+from market.federations.models import MembershipPolicy, RevenueSplit
 from market.federations.selectors import federation_get, require_operator
 from market.federations.services import federation_update
 
@@ -84,12 +84,14 @@ def federation_edit_page(request, slug):
         "section": "federations",
         "federation": federation,
         "policies": MembershipPolicy.choices,
+        "revenue_splits": RevenueSplit.choices,
         "form": request.POST
         if request.method == "POST"
         else {
             "name": federation.name,
             "description": federation.description,
             "membership_policy": federation.membership_policy,
+            "revenue_split": federation.revenue_split,
         },
         "error": "",
     }
@@ -102,6 +104,7 @@ def federation_edit_page(request, slug):
             name=request.POST.get("name", ""),
             description=request.POST.get("description", ""),
             membership_policy=request.POST.get("membership_policy", ""),
+            revenue_split=request.POST.get("revenue_split") or None,
             request=request,
         )
     except DomainError as error:

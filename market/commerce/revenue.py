@@ -15,10 +15,12 @@ The policies (``Federation.revenue_split``):
   public labels where its members agreed with the fused label;
 - ``value``: each silo's contribution value (its Shapley value of the job's own vote or average, balanced accuracy:
   ``GlobalModel.contribution_values``); a silo with a value ≤ 0 is paid nothing, the rest in proportion. It applies
-  to L0 models only: at L1 and L2 the values are kept to the operator (docs/budgets.md), and a payout in proportion
-  to them would tell each silo its own value, so such a model, and a model without values (a kind with no vote or
-  average, or a model made before values) or with no positive value, is split by ``agreement`` instead, and its
-  ledger entries say so;
+  only where a silo may see its own value (``values_released``: L0 models, market.jobs.visibility): elsewhere the
+  values are kept to the operator (docs/budgets.md), and a payout in proportion to them would tell each silo its
+  own value, so such a model, and a model without values (a kind with no vote or average, or a model made before
+  values) or with no positive value, is split by ``agreement`` instead, and its ledger entries say so;
+- ``agreement`` likewise applies only where a silo may see its own contribution weight (``shares_released``: not at
+  L1 unless the federation publishes contributions); elsewhere the sale is split ``equal`` and the entries say why;
 - ``equal``: every silo that took part (every organisation in the contribution weights) the same.
 """
 
@@ -49,8 +51,13 @@ def split_basis(
     contribution_weights: dict,
     contribution_values: dict,
     privacy_level: str,
+    values_released: bool,
+    shares_released: bool,
 ) -> SplitBasis:
-    """The weights of ``policy`` for one global model (module docstring), with each silo's ledger note."""
+    """The weights of ``policy`` for one global model (module docstring), with each silo's ledger note.
+
+    ``values_released`` / ``shares_released``: whether each silo may learn its own contribution value / weight
+    (market.jobs.visibility's ``silo_value_visible`` / ``silo_share_visible``)."""
     reason = ""
     applied = policy
     if policy == VALUE:
@@ -59,7 +66,7 @@ def split_basis(
             key: float((silo.get("shapley") or {}).get(VALUE_MEASURE) or 0.0)
             for key, silo in silos.items()
         }
-        if privacy_level != "L0":
+        if not values_released:
             reason = f"an {privacy_level} model's values are kept to the operator"
         elif not values:
             reason = "the model has no contribution values"
@@ -82,14 +89,24 @@ def split_basis(
                     for key in weights
                 },
             )
+    if applied == AGREEMENT and not shares_released:
+        applied = EQUAL
+        reason = (f"{reason}; " if reason else "") + (
+            f"an {privacy_level} model's agreement shares come from the silos' un-noised votes, "
+            "which the federation does not publish"
+        )
     if applied == EQUAL:
         weights = {key: 1.0 for key in contribution_weights}
+        fallback = f" (policy {policy} not applied: {reason})" if reason else ""
         return SplitBasis(
             policy=policy,
             applied=EQUAL,
-            reason="",
+            reason=reason,
             weights=weights,
-            notes={key: f"Revenue split equally: 1 of {len(weights)} silos" for key in weights},
+            notes={
+                key: f"Revenue split equally: 1 of {len(weights)} silos{fallback}"
+                for key in weights
+            },
         )
     weights = {key: float(weight) for key, weight in contribution_weights.items()}
     fallback = f" (policy value not applied: {reason})" if reason else ""

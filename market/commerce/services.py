@@ -38,7 +38,7 @@ from market.errors import (
     PermissionDenied,
 )
 from market.jobs.models import GlobalModel
-from market.jobs.visibility import model_privacy_level
+from market.jobs.visibility import model_privacy_level, silo_share_visible, silo_value_visible
 
 MAX_PRICE_CENTS = 10**12
 
@@ -398,6 +398,8 @@ def _split_basis(listing: Listing) -> SplitBasis:
         contribution_weights=global_model.contribution_weights,
         contribution_values=global_model.contribution_values,
         privacy_level=model_privacy_level(global_model),
+        values_released=silo_value_visible(global_model),
+        shares_released=silo_share_visible(global_model),
     )
 
 

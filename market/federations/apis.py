@@ -68,6 +68,11 @@ class FederationEditInput(serializers.Serializer):
     name = serializers.CharField(max_length=200, required=False)
     description = serializers.CharField(allow_blank=True, required=False)
     membership_policy = serializers.ChoiceField(MembershipPolicy.choices, required=False)
+    revenue_split = serializers.ChoiceField(
+        RevenueSplit.choices,
+        required=False,
+        help_text="How later sales are split among the silos (sales already made stay as paid).",
+    )
 
 
 class JoinRequestOutput(serializers.Serializer):
@@ -170,7 +175,8 @@ class FederationDetailApi(APIView):
 
     @extend_schema(request=FederationEditInput, responses=FederationOutput)
     def patch(self, request, slug):
-        """Operators: change the name, description or membership policy; the slug stays."""
+        """Operators: change the name, description, membership policy or revenue split policy (later sales); the
+        slug stays."""
         federation = federation_get(slug=slug, user=request.user)
         given = FederationEditInput(data=request.data)
         given.is_valid(raise_exception=True)

@@ -182,10 +182,12 @@ def federation_update(
     name: str | None = None,
     description: str | None = None,
     membership_policy: str | None = None,
+    revenue_split: str | None = None,
     request=None,
 ) -> Federation:
-    """Change a federation's name, description or membership policy (audited with each change); its slug, and so
-    every link to it, stays. A policy change affects later joins only: members stay members."""
+    """Change a federation's name, description, membership policy or revenue split policy (audited with each change,
+    from and to); its slug, and so every link to it, stays. A membership policy applies to later joins only
+    (members stay members); a revenue split policy to later sales only (the ledger's entries stay as paid)."""
     require_operator(user, "edit federations")
     federation = Federation.objects.select_for_update().get(id=federation.id)
     changes = {}
@@ -200,6 +202,8 @@ def federation_update(
         changes["description"] = description
     if membership_policy is not None and membership_policy != federation.membership_policy:
         changes.update(_clean_policies({"membership_policy": membership_policy}))
+    if revenue_split is not None and revenue_split != federation.revenue_split:
+        changes.update(_clean_policies({"revenue_split": revenue_split}))
     if changes:
         before = {field: getattr(federation, field) for field in changes}
         for field, value in changes.items():

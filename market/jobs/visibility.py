@@ -8,8 +8,12 @@ feature specification and the data-independent ε bound, and:
 - the data-dependent ε only when the federation publishes it: it is computed from the vote margins, so it is
   itself information about the silos' data;
 - which silo contributed what (contribution weights, each submission's metrics and privacy report, the
-  lineage's submissions and fusion details) only when the federation publishes contributions; a silo always
-  sees its own share;
+  lineage's submissions and fusion details) only when the federation publishes contributions; a silo sees its
+  own submissions' metrics, and its own contribution weight (its share of the agreeing labels) at L0 and L2 but
+  not at L1 (:func:`silo_share_visible`): at L1 the weights are normalised over every silo's un-noised votes, so a
+  silo's own share tells it the other silos' total agreement with the noisy labels, a function of the vote
+  margins that the noise hides (the same reason the data-dependent ε is not published). The revenue split reads
+  the same two rules (market.commerce.revenue: a payout must not tell a silo what it may not see);
 - the majority-class baseline, and the best single silo's and the average silo's scores only under the same rule
   as contributions: otherwise rounded to whole percentage points where at least four silos were measured, and
   below that only whether the model beats them (with three silos, each could solve for the others' exact
@@ -144,7 +148,9 @@ def global_model_view(*, global_model: GlobalModel, user: User | None) -> Global
     else:
         submission_ids = _own_submission_ids(global_model, visibility.organisation_id)
         organisation_ids = (
-            {str(visibility.organisation_id)} if visibility.organisation_id else set()
+            {str(visibility.organisation_id)}
+            if visibility.organisation_id and silo_share_visible(global_model)
+            else set()
         )
     lineage = global_model.lineage or {}
     return GlobalModelView(
@@ -184,13 +190,28 @@ OWN_VALUE_KEYS = ("shapley", "standard_error", "rank_band")
 VALUE_GAME_KEYS = ("rule", "estimator", "permutations", "rows", "measures")
 
 
+def silo_share_visible(global_model: GlobalModel) -> bool:
+    """Whether a silo may learn its own contribution weight, directly or through a payout in proportion to it: at
+    L0 and L2, or where the federation publishes contributions (module docstring)."""
+    return (
+        model_privacy_level(global_model) != PrivacyLevel.L1
+        or global_model.federation.publish_contributions
+    )
+
+
+def silo_value_visible(global_model: GlobalModel) -> bool:
+    """Whether a silo may learn its own contribution value, directly or through a payout in proportion to it: at L0
+    only (module docstring; docs/budgets.md)."""
+    return model_privacy_level(global_model) == PrivacyLevel.L0
+
+
 def visible_contribution_values(global_model: GlobalModel, *, visibility: Visibility) -> dict:
     """The operator: every silo's values; a silo of an L0 model: its own (:data:`OWN_VALUE_KEYS`); else ``{}``."""
     values = global_model.contribution_values or {}
     if not values or visibility.operator:
         return dict(values)
     own = (values.get("silos") or {}).get(str(visibility.organisation_id))
-    if own is None or model_privacy_level(global_model) != PrivacyLevel.L0:
+    if own is None or not silo_value_visible(global_model):
         return {}
     return {
         **{key: values[key] for key in VALUE_GAME_KEYS if key in values},
@@ -257,12 +278,29 @@ def named_contribution_values(view: GlobalModelView) -> list[dict]:
             "balanced_accuracy": (silo.get("shapley") or {}).get("balanced_accuracy"),
             "accuracy": (silo.get("shapley") or {}).get("accuracy"),
             "error": _error_text(silo),
+            "standard_error": (silo.get("standard_error") or {}).get("balanced_accuracy"),
             "leave_one_out": (silo.get("leave_one_out") or {}).get("balanced_accuracy"),
             "rank_band": silo.get("rank_band"),
         }
         for key, silo in silos.items()
     ]
     return sorted(rows, key=lambda row: -(row["balanced_accuracy"] or 0.0))
+
+
+def named_value_copies(view: GlobalModelView) -> list[list[str]]:
+    """The silos valued as one player because their predictions were (nearly) identical (workers.valuation's
+    ``duplicates``: a silo that uploaded a copy of another's model), by name; only the operator's view has them."""
+    groups = (view.contribution_values or {}).get("duplicates") or []
+    names = Organisation.objects.in_bulk(
+        [int(key) for group in groups for key in group if key.isdigit()]
+    )
+    return [
+        [
+            names[int(key)].name if key.isdigit() and int(key) in names else f"Organisation {key}"
+            for key in group
+        ]
+        for group in groups
+    ]
 
 
 def own_contribution_values(*, organisation_id: int) -> list[dict]:

@@ -29,6 +29,7 @@ def test_buyer_finds_buys_and_downloads_a_model(
     listing = published_listing(
         name="Adult income forest",
         price_cents=1250,
+        privacy_level="L0",  # an L1 sale is split equally (docs/budgets.md)
         description="Random forest fused from two hospitals' and a bank's students.",
     )
     published_listing(name="Adult income boosted trees", family="xgboost", price_cents=900)

@@ -82,7 +82,9 @@ def test_download_button_redirects_to_a_signed_link(
 def test_earnings_page_lists_shares_per_listing_and_purchase(
     client, buyer_user, silo_user, published_listing, top_up
 ):
-    listing = published_listing(price_cents=1000, name="Forest income model")
+    listing = published_listing(
+        price_cents=1000, name="Forest income model", privacy_level="L0"
+    )  # an L1 sale is split equally
     top_up(buyer_user.organisation, 1000)
     purchase = purchase_create(listing=listing, user=buyer_user).purchase
     page = signed_in(client, silo_user).get("/market/earnings/").content.decode()

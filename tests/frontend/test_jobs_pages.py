@@ -127,8 +127,15 @@ def test_the_launching_buyers_job_page_shows_no_data_dependent_epsilon_and_no_si
     assert contributions_on(page).strip() == "" and 'id="job-contributions-private"' in page
 
 
-def test_a_silos_job_page_shows_its_own_share_only(client, silo_user, launched_model):
+def test_a_silos_job_page_shows_its_own_share_only_and_at_l1_not_even_that(
+    client, silo_user, launched_model
+):
+    at_l1 = job_page(client, silo_user, launched_model.job_id)
+    launched_model.lineage = {**(launched_model.lineage or {}), "privacy_level": "L2"}
+    launched_model.save(update_fields=["lineage"])
     page = job_page(client, silo_user, launched_model.job_id)
+    # an L1 share is normalised over every silo's un-noised votes (market.jobs.visibility.silo_share_visible)
+    assert contributions_on(at_l1).strip() == "" and "0.700" not in at_l1
     assert "Northwind Hospital" in page and "0.6173" in page
     assert contributions_on(page) == "<li>Northwind Hospital: 0.700</li>"
     assert not any(text in page for text in ("Contoso Bank", "0.5419", "ε = 0.8 at"))

@@ -2,6 +2,7 @@
 Members tab, edits the federation, and invites an organisation whose person accepts the link and is signed in."""
 
 import re
+from html import unescape
 
 import pytest
 
@@ -105,6 +106,32 @@ def test_the_operator_removes_a_member_and_edits_the_federation(
     federation = Federation.objects.get()
     assert (federation.name, federation.membership_policy) == ("Adult income (2026)", "request")
     assert refused.status_code == 400 and "1 to 200 characters" in refused.content.decode()
+
+
+def test_the_operator_changes_the_revenue_split_on_the_edit_page(
+    federation_with_data, operator, client
+):
+    browser = client_for(client, operator)
+    edit_page = browser.get("/federations/adult-income/edit/").content.decode()
+    federation = Federation.objects.get()
+    form = {
+        "name": federation.name,
+        "description": federation.description,
+        "membership_policy": federation.membership_policy,
+    }
+    saved = browser.post("/federations/adult-income/edit/", {**form, "revenue_split": "value"})
+    refused = browser.post("/federations/adult-income/edit/", {**form, "revenue_split": "most"})
+
+    assert '<option value="agreement" selected>' in edit_page
+    assert saved.status_code == 302
+    assert Federation.objects.get().revenue_split == "value"
+    assert refused.status_code == 400
+    assert "'revenue_split' must be one of agreement, value, equal" in unescape(
+        refused.content.decode()
+    )
+    assert AuditEvent.objects.get(action="federation.updated").details["changed"] == {
+        "revenue_split": {"from": "agreement", "to": "value"}
+    }
 
 
 def test_an_invited_organisation_accepts_its_link_once_and_is_signed_in_as_a_member(

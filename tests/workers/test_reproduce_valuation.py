@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from workers.reproduce import valuation
 
 
@@ -28,5 +30,8 @@ def test_the_attack_benchmark_runs_and_writes_each_attackers_value(tmp_path, cap
         assert entry["estimator"] == "exact"  # 6 silos
         assert entry["constant"] <= 0 and entry["flipped"] <= 0
         assert entry["honest_min"] > 0
+        assert entry["duplicates"] == [["03", "04"]]  # the copy is found
+        assert entry["original"] + entry["copy"] == pytest.approx(entry["original_alone"])
+        assert entry["closest_honest_pair"] > entry["duplicate_tolerance"]
     assert set(results["estimator_agreement"]["spearman"]) == {"vote", "average"}
     assert "| 6 | vote | exact |" in capsys.readouterr().out

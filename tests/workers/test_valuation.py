@@ -11,7 +11,14 @@ from sklearn.linear_model import LogisticRegression
 
 from workers.datasets import load_adult
 from workers.partition import iid_partition
-from workers.valuation import contribution_values, permutation_shapley, rank_band, silo_scores
+from workers.valuation import (
+    contribution_values,
+    duplicate_groups,
+    permutation_shapley,
+    rank_band,
+    silo_scores,
+    stratified_orders,
+)
 
 
 def brute_force_shapley(value_of, players):
@@ -120,11 +127,47 @@ def test_permutation_sampling_ranks_as_the_exact_values_do_and_reports_its_error
 def test_beyond_twelve_silos_the_permutation_estimator_is_used_and_documented():
     silos, labels = random_silos(13, n_rows=40, seed=5)
     values = contribution_values(silos, labels, rule="vote", n_classes=3, permutations=30)
-    assert values["estimator"] == "permutation" and values["permutations"] == 30
+    # 30 orders rounded up to whole blocks of 2 × 13, at least two blocks
+    assert values["estimator"] == "permutation" and values["permutations"] == 52
     assert all(
         silo["standard_error"]["balanced_accuracy"] >= 0 for silo in values["silos"].values()
     )
     assert sorted(silo["rank"] for silo in values["silos"].values()) == list(range(1, 14))
+
+
+def test_stratified_orders_put_every_silo_at_every_position_twice_per_block():
+    orders = stratified_orders(5, permutations=21, seed=2)
+    assert orders.shape == (30, 5)  # 21 rounded up to blocks of 10: three blocks
+    for block in orders.reshape(3, 10, 5):
+        assert all(sorted(order) == list(range(5)) for order in block)
+        for position in range(5):
+            assert sorted(np.bincount(block[:, position], minlength=5)) == [2] * 5
+        assert (block[5:] == block[:5, ::-1]).all()  # the second half reverses the first
+
+
+def test_duplicate_groups_join_identical_and_nearly_identical_silos_only():
+    silos, _ = random_silos(4, seed=7)
+    silos["5"] = [member.copy() for member in silos["2"]]
+    silos["6"] = [
+        np.clip(member + 0.004, 0, 1) for member in silos["5"]
+    ]  # a copy of a copy, nudged
+    assert duplicate_groups(silos, n_classes=3) == [["1"], ["2", "5", "6"], ["3"], ["4"]]
+
+
+@pytest.mark.parametrize("rule", ["vote", "average"])
+def test_a_copied_model_and_its_original_together_earn_what_the_original_earns_alone(rule):
+    silos, labels = random_silos(5, n_rows=200, seed=11)
+    alone = contribution_values(silos, labels, rule=rule, n_classes=3)
+    silos["9"] = [member.copy() for member in silos["3"]]
+    with_copy = contribution_values(silos, labels, rule=rule, n_classes=3)
+    assert with_copy["duplicates"] == [["3", "9"]]
+    for measure in ("balanced_accuracy", "accuracy"):
+        pair = [with_copy["silos"][silo]["shapley"][measure] for silo in ("3", "9")]
+        assert pair[0] == pair[1] == pytest.approx(alone["silos"]["3"]["shapley"][measure] / 2)
+        for silo in ("1", "2", "4", "5"):
+            assert with_copy["silos"][silo]["shapley"][measure] == pytest.approx(
+                alone["silos"][silo]["shapley"][measure]
+            )
 
 
 def test_rank_bands():
@@ -157,3 +200,35 @@ def test_a_silo_uploading_a_constant_model_is_worth_at_most_nothing_on_adult(rul
     assert values["silos"]["9"]["shapley"]["balanced_accuracy"] <= 0
     assert values["silos"]["9"]["rank"] == 5
     assert all(values["silos"][str(i)]["shapley"]["balanced_accuracy"] > 0 for i in range(1, 5))
+
+
+def test_the_cohort_rule_values_the_cohort_teacher_of_each_coalition():
+    """v(S) read literally: CPFL's own teacher (workers.algorithms.cohort.cohort_teacher_logits) over S's cohorts."""
+    from workers.algorithms.cohort import cohort_teacher_logits, log_probabilities
+
+    silos, labels = random_silos(5, n_rows=80, seed=13)
+    silos = {silo: members[:1] for silo, members in silos.items()}  # one cohort model per silo
+    generator = np.random.default_rng(4)
+    counts = {silo: [generator.integers(0, 40, 3).astype(float)] for silo in silos}
+    counts["2"] = [np.array([30.0, 0.0, 5.0])]  # holds no example of class 1
+
+    def teacher_accuracy(coalition):
+        if not coalition:
+            return 1 / 3  # the uniform guess
+        members = sorted(coalition)
+        teacher = cohort_teacher_logits(
+            [log_probabilities(silos[m][0]) for m in members], [counts[m][0] for m in members]
+        )
+        correct = (teacher.argmax(axis=1) == labels).astype(float)
+        return np.mean([correct[labels == c].mean() for c in np.unique(labels)])
+
+    values = contribution_values(
+        silos, labels, rule="cohort", n_classes=3, member_class_counts=counts
+    )
+    expected = brute_force_shapley(teacher_accuracy, list(silos))
+    for silo, value in expected.items():
+        assert values["silos"][silo]["shapley"]["balanced_accuracy"] == pytest.approx(
+            value, abs=1e-12
+        )
+    with pytest.raises(ValueError, match="declared class counts"):
+        contribution_values(silos, labels, rule="cohort", n_classes=3)

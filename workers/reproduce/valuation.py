@@ -10,7 +10,8 @@ measured on the public split's rows (which no silo fits; the test split is not r
 - ``constant``: silo 1 uploads a model that always answers the majority class;
 - ``flipped``: silo 2 trains on its rows with every label flipped;
 - ``copy``: silo 4 uploads silo 3's model; the copy's game is compared with the same federation without silo 4
-  (``original_alone``: silo 3's value there).
+  (``original_alone``: silo 3's value there). ``closest_honest_pair``: the smallest mean absolute difference of two
+  honest silos' probabilities, against the copy tolerance (:data:`workers.valuation.DUPLICATE_TOLERANCE`).
 
 And the estimator's agreement: at :data:`EXACT_CHECK_SILOS` honest silos the exact Shapley value against
 permutation sampling with ``--permutations`` orders (Spearman rank correlation, balanced accuracy). Each valuation's
@@ -32,7 +33,12 @@ from sklearn.linear_model import LogisticRegression
 
 from workers.datasets import REPOSITORY_ROOT, load_adult
 from workers.partition import iid_partition
-from workers.valuation import contribution_values, permutation_shapley, silo_scores
+from workers.valuation import (
+    DUPLICATE_TOLERANCE,
+    contribution_values,
+    permutation_shapley,
+    silo_scores,
+)
 
 SILO_ROWS = 1500
 EXACT_CHECK_SILOS = 12
@@ -70,11 +76,22 @@ def _value(values: dict, silo: int) -> float:
     return values["silos"][f"{silo:02d}"]["shapley"]["balanced_accuracy"]
 
 
+def closest_honest_pair(probabilities: list[np.ndarray]) -> float:
+    """The smallest mean absolute difference of two honest silos' (5 onwards) probabilities."""
+    honest = probabilities[4:]
+    return min(
+        float(np.abs(honest[first] - honest[second]).mean())
+        for first in range(len(honest))
+        for second in range(first + 1, len(honest))
+    )
+
+
 def run(n_silos: int, seed: int, permutations: int) -> list[dict]:
     data = load_adult(seed)
     labels = data.public_y
     probabilities = _silo_models(data, n_silos, seed)
     entries = []
+    closest = closest_honest_pair(probabilities)
     for rule in ("vote", "average"):
         values, seconds = _values(
             probabilities, labels, rule=rule, seed=seed, permutations=permutations
@@ -103,6 +120,9 @@ def run(n_silos: int, seed: int, permutations: int) -> list[dict]:
                 "honest_median": float(np.median(honest)),
                 "honest_min": float(np.min(honest)),
                 "grand_coalition": values["grand_coalition"]["balanced_accuracy"],
+                "duplicates": values["duplicates"],
+                "closest_honest_pair": closest,
+                "duplicate_tolerance": DUPLICATE_TOLERANCE,
             }
         )
     return entries
@@ -132,15 +152,15 @@ def estimator_agreement(seed: int, permutations: int, n_silos: int = EXACT_CHECK
 def summary(entries: list[dict], agreement: dict) -> str:
     lines = [
         "| silos | rule | estimator | constant | flipped | original | copy | original alone | "
-        "honest median | honest min | seconds |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "honest median | honest min | seconds | copies found | closest honest pair |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for entry in entries:
         lines.append(
             f"| {entry['silos']} | {entry['rule']} | {entry['estimator']} | {entry['constant']:.4f} | "
             f"{entry['flipped']:.4f} | {entry['original']:.4f} | {entry['copy']:.4f} | "
             f"{entry['original_alone']:.4f} | {entry['honest_median']:.4f} | {entry['honest_min']:.4f} | "
-            f"{entry['seconds']:.2f} |"
+            f"{entry['seconds']:.2f} | {entry['duplicates']} | {entry['closest_honest_pair']:.4f} |"
         )
     lines.append(
         f"\nExact vs permutation sampling ({agreement['permutations']} orders) at {agreement['silos']} silos, "

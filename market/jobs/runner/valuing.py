@@ -3,8 +3,9 @@ the job's own vote or average on the evaluation rows the global model is reporte
 
 Which combination a coalition is re-counted with follows the job: FedKT's hard votes (``consistent_hard``,
 ``class_weighted``) are counted as one vote per member; FedKT's ``soft`` vote, ``auto``'s choice of ``soft``, the
-ensemble or the stack, and the ensemble, distillation and stack kinds average the members' probabilities. A kind
-with neither (cohort distillation) gets no values. The silos are organisations: every submission of one
+ensemble or the stack, and the ensemble, distillation and stack kinds average the members' probabilities; cohort
+distillation (``cpfl``) averages their log-probabilities per class, weighted by each cohort's declared class
+counts (the ``cohort`` rule). The silos are organisations: every submission of one
 organisation is a member of the same player.
 """
 
@@ -15,6 +16,7 @@ import numpy as np
 from market.jobs.models import Job
 from market.jobs.runner.fusing import FusedJob, job_chunk_signals
 from market.storage import arrays_from_npz_cached
+from workers.algorithms.cohort import label_counts_of
 from workers.valuation import contribution_values
 
 #: Kinds whose fusion is an average of the members' probabilities.
@@ -24,9 +26,11 @@ AVERAGING_VOTES = frozenset({"soft", "ensemble_selected", "stacked"})
 
 
 def valuation_rule(job: Job, fusion_details: dict) -> str | None:
-    """``"vote"``, ``"average"`` or None (no vote or average to value)."""
+    """``"vote"``, ``"average"``, ``"cohort"`` or None (no vote or average to value)."""
     if job.kind in AVERAGING_KINDS:
         return "average"
+    if job.kind == "cpfl":
+        return "cohort"
     if job.kind != "fedkt":
         return None
     vote = (job.parameters or {}).get("vote", "consistent_hard")
@@ -44,10 +48,16 @@ def job_contribution_values(job: Job, fused: FusedJob, rows: np.ndarray | None) 
     labels = arrays_from_npz_cached(job.evaluation_split.data_file)["labels"]
     rows = np.arange(len(labels)) if rows is None else rows
     per_silo: dict[str, list[np.ndarray]] = {}
+    class_counts: dict[str, list[np.ndarray]] = {}
     for chunk in job_chunk_signals(job):
         for member_id, probabilities in zip(chunk.member_ids, chunk.evaluation_probabilities):
-            organisation = str(fused.submissions[int(member_id)].organisation_id)
+            submission = fused.submissions[int(member_id)]
+            organisation = str(submission.organisation_id)
             per_silo.setdefault(organisation, []).append(probabilities[rows])
+            if rule == "cohort":
+                class_counts.setdefault(organisation, []).append(
+                    label_counts_of(submission.label_distribution, submission.n_local_examples)
+                )
     if not per_silo:
         return {}
     return contribution_values(
@@ -56,4 +66,5 @@ def job_contribution_values(job: Job, fused: FusedJob, rows: np.ndarray | None) 
         rule=rule,
         n_classes=job.federation.n_classes,
         seed=abs(job.seed or 0),
+        member_class_counts=class_counts if rule == "cohort" else None,
     )

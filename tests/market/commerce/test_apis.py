@@ -223,8 +223,8 @@ def test_silos_see_their_earnings_per_listing_and_per_purchase(
     published_listing, buyer_user, silo_user, silo_api, other_silo_user, top_up, buyer_api
 ):
     first, second = (
-        published_listing(price_cents=1000),
-        published_listing(price_cents=2000, family="xgboost"),
+        published_listing(price_cents=1000, privacy_level="L0"),  # an L1 sale is split equally
+        published_listing(price_cents=2000, family="xgboost", privacy_level="L0"),
     )
     top_up(buyer_user.organisation, 10_000)
     bought = [

@@ -32,7 +32,9 @@ def test_purchase_debits_buyer_keeps_fee_and_splits_the_rest_by_contribution_wei
     published_listing, buyer_user, silo_user, other_silo_user, top_up, settings
 ):
     settings.ONEFOLD_MARKET_FEE_PERCENT = 10
-    listing = published_listing(price_cents=1001)  # weights 0.7 / 0.3
+    listing = published_listing(
+        price_cents=1001, privacy_level="L0"
+    )  # weights 0.7 / 0.3 (an L1 split is equal)
     top_up(buyer_user.organisation, 5000)
 
     result = purchase_create(listing=listing, user=buyer_user, idempotency_key="k-1")

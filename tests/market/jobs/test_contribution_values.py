@@ -21,7 +21,11 @@ def _run(operator, submissions, capture, *, kind, parameters, seed=7):
 
 @pytest.mark.parametrize(
     ("kind", "parameters", "rule"),
-    [("fedkt", FAST_FEDKT, "vote"), ("ensemble", {}, "average")],
+    [
+        ("fedkt", FAST_FEDKT, "vote"),
+        ("ensemble", {}, "average"),
+        ("distill", {"query": 300, "final_model": {"family": "logistic_regression"}}, "average"),
+    ],
 )
 def test_a_job_stores_each_silos_exact_shapley_value_of_its_own_combination(
     eager_celery,
@@ -54,7 +58,7 @@ def test_a_job_stores_each_silos_exact_shapley_value_of_its_own_combination(
     assert all(silo["standard_error"] is None for silo in values["silos"].values())
 
 
-def test_a_kind_without_a_vote_or_an_average_stores_no_values(
+def test_a_cohort_distillation_job_values_its_count_weighted_teacher(
     eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks
 ):
     from market.submissions.models import Submission
@@ -68,4 +72,8 @@ def test_a_kind_without_a_vote_or_an_average_stores_no_values(
         kind="cpfl",
         parameters={"query": 300, "student": {"family": "mlp", "hidden_sizes": [16], "epochs": 5}},
     )
-    assert model.contribution_values == {}
+    values = model.contribution_values
+    assert (values["rule"], values["estimator"]) == ("cohort", "exact")
+    assert set(values["silos"]) == {str(s.organisation_id) for s in fedkt_submissions}
+    total = sum(silo["shapley"]["balanced_accuracy"] for silo in values["silos"].values())
+    assert total == pytest.approx(values["grand_coalition"]["balanced_accuracy"] - 0.5)

@@ -85,7 +85,9 @@ def test_the_launching_buyer_sees_no_data_dependent_epsilon_no_contributions_and
     assert body["metrics"]["accuracy"] == launched_model.metrics["accuracy"]
 
 
-def test_a_participating_silo_sees_its_own_share_only(launched_model, silo_user):
+def test_a_participating_silo_sees_its_own_metrics_only_and_at_l1_not_its_share(
+    launched_model, silo_user
+):
     body = read_as(silo_user, launched_model)
     own = launched_model.submissions["silo_a"]
     assert body["privacy_report"]["data_dependent"] is None
@@ -97,7 +99,8 @@ def test_a_participating_silo_sees_its_own_share_only(launched_model, silo_user)
             "roc_auc": 0.6173,
         }
     }
-    assert body["contribution_weights"] == {str(silo_user.organisation_id): 0.7}
+    # an L1 share is normalised over every silo's un-noised votes (market.jobs.visibility.silo_share_visible)
+    assert body["contribution_weights"] == {}
     assert "submissions" not in body["lineage"]
 
 
@@ -137,7 +140,7 @@ def test_data_dependent_epsilon_alone_can_be_published(
     federation_with_data.save()
     body = read_as(other_silo_user, launched_model)
     assert body["privacy_report"]["data_dependent"]["epsilon"] == 0.8
-    assert body["contribution_weights"] == {str(other_silo_user.organisation_id): 0.3}
+    assert body["contribution_weights"] == {}  # an L1 share: not without publish_contributions
     assert [metrics["accuracy"] for metrics in body["submission_metrics"].values()] == [0.5419]
 
 
@@ -186,3 +189,11 @@ def test_the_l2_card_states_the_weakest_silo_guarantee_without_naming_it(
     assert (card["privacy"]["epsilon"], card["privacy"]["sigma"]) == (3.25, 2.0)
     assert card["privacy"]["bound"] == "largest ε among the contributing silos' own guarantees"
     assert "11" not in str(card["privacy"]) and "12" not in str(card["privacy"])
+
+
+@pytest.mark.parametrize("level", ["L0", "L2"])
+def test_at_l0_and_l2_a_silo_sees_its_own_share_and_no_other(launched_model, silo_user, level):
+    launched_model.lineage = {**(launched_model.lineage or {}), "privacy_level": level}
+    launched_model.save(update_fields=["lineage"])
+    body = read_as(silo_user, launched_model)
+    assert body["contribution_weights"] == {str(silo_user.organisation_id): 0.7}
