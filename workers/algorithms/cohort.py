@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from workers.algorithms.neural_distillation import PROBABILITY_FLOOR
+#: The smallest probability a logit is taken of (cohort and neural distillation alike): log(1e-8) ≈ -18.4.
+PROBABILITY_FLOOR = 1e-8
 
 
 def label_counts_of(label_distribution, n_examples: int) -> np.ndarray:

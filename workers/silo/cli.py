@@ -29,25 +29,29 @@ from workers.silo.defaults import (
 from workers.silo.errors import EXIT_ERROR, OnefoldError
 
 MARKET_ENVIRONMENT_VARIABLE = "ONEFOLD_MARKET_URL"
-# What `pip install 'onefold-toolkit[train]'` adds; `train` and `predict` load them when they run.
-TRAINING_PACKAGES = frozenset(
-    {
-        "numpy",
-        "scipy",
-        "pandas",
-        "pyarrow",
-        "sklearn",
-        "xgboost",
-        "torch",
-        "onnx",
-        "onnxruntime",
-        "skl2onnx",
-        "onnxmltools",
-        "safetensors",
-        "opendp",
-        "opacus",
-    }
-)
+# The extra that brings each package `train`, `fd`, `augment` and `predict` load when they run (workers/pyproject.toml):
+# `[train]` for the tree families, `[neural]` also for the zoo networks, DP-SGD and federated distillation.
+EXTRA_OF_PACKAGE = {
+    **dict.fromkeys(
+        (
+            "numpy",
+            "scipy",
+            "pandas",
+            "pyarrow",
+            "sklearn",
+            "xgboost",
+            "onnx",
+            "onnxruntime",
+            "skl2onnx",
+            "onnxmltools",
+            "safetensors",
+            "opendp",
+        ),
+        "train",
+    ),
+    "torch": "neural",
+    "opacus": "neural",
+}
 
 
 def _common_options() -> argparse.ArgumentParser:
@@ -451,12 +455,15 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m workers.silo")
     except KeyboardInterrupt:
         return _fail(args, "Interrupted.", EXIT_ERROR)
     except ModuleNotFoundError as error:
-        if (error.name or "").split(".")[0] not in TRAINING_PACKAGES:
+        extra = EXTRA_OF_PACKAGE.get((error.name or "").split(".")[0])
+        if extra is None:
             raise
+        asked = " (the zoo networks, DP-SGD and fd need torch and Opacus)" if extra == "neural" else ""
         return _fail(
             args,
-            f"`{args.command}` needs the toolkit's training extras ({error.name} is not installed); "
-            "install them with: pip install 'onefold-toolkit[train]'.",
+            f"`{args.command}` needs the toolkit's [{extra}] extra ({error.name} is not installed){asked}; "
+            f"install it with: pip install 'onefold-toolkit[{extra}]' (or the wheel address your market's "
+            f"federation page shows, followed by [{extra}]).",
             EXIT_ERROR,
         )
     print(json.dumps(result, indent=2, default=str) if args.json else text)

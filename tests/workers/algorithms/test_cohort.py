@@ -8,7 +8,7 @@ from workers.algorithms.cohort import (
     label_counts_of,
     log_probabilities,
 )
-from workers.algorithms.cohort_simulation import CohortSetting, simulate_cpfl
+from workers.reproduce.cohort_simulation import CohortSetting, simulate_cpfl
 from workers.algorithms.registry import Member, algorithm_get
 from workers.partition import dirichlet_label_partition
 

@@ -198,8 +198,9 @@ def test_the_installed_onefold_command_logs_in_and_asks_for_the_training_extras(
     )
     assert training.returncode == 1
     assert training.stderr == (
-        "Error: `train` needs the toolkit's training extras (numpy is not installed); install "
-        "them with: pip install 'onefold-toolkit[train]'.\n"
+        "Error: `train` needs the toolkit's [train] extra (numpy is not installed); install it "
+        "with: pip install 'onefold-toolkit[train]' (or the wheel address your market's federation "
+        "page shows, followed by [train]).\n"
     )
 
 

@@ -1,0 +1,9 @@
+from django.urls import path
+
+from market.toolkit.apis import ToolkitApi, toolkit_wheel_download
+
+api_urlpatterns = [path("toolkit/", ToolkitApi.as_view(), name="api-toolkit")]
+
+urlpatterns = [
+    path("<str:filename>", toolkit_wheel_download, name="toolkit-wheel"),
+]
