@@ -42,7 +42,11 @@ def run_without_torch(*arguments, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-c", WITHOUT_TORCH, *map(str, arguments)],
         cwd=cwd,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "ONEFOLD_CONFIG": str(cwd / "c.json")},
+        env={
+            "PYTHONPATH": str(ROOT),
+            "PATH": "/usr/bin:/bin",
+            "ONEFOLD_CONFIG": str(cwd / "c.json"),
+        },
         capture_output=True,
         text=True,
         timeout=scaled_timeout(600),
