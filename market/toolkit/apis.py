@@ -6,6 +6,7 @@ but the open toolkit's code.
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.http import Http404, HttpResponse
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema
@@ -33,6 +34,12 @@ def toolkit_wheel_download(request, filename: str) -> HttpResponse:
     response["ETag"] = f'"{wheel.sha256}"'
     response["Digest"] = f"sha-256={wheel.sha256}"
     return response
+
+
+def silo_guide(request) -> HttpResponse:
+    """``docs/silo-guide.md`` as plain text: what the federation and upload pages link as "the silo guide"."""
+    guide = (settings.BASE_DIR / "docs" / "silo-guide.md").read_text()
+    return HttpResponse(guide, content_type="text/plain; charset=utf-8")
 
 
 class ToolkitOutput(serializers.Serializer):

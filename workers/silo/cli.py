@@ -458,7 +458,9 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m workers.silo")
         extra = EXTRA_OF_PACKAGE.get((error.name or "").split(".")[0])
         if extra is None:
             raise
-        asked = " (the zoo networks, DP-SGD and fd need torch and Opacus)" if extra == "neural" else ""
+        asked = (
+            " (the zoo networks, DP-SGD and fd need torch and Opacus)" if extra == "neural" else ""
+        )
         return _fail(
             args,
             f"`{args.command}` needs the toolkit's [{extra}] extra ({error.name} is not installed){asked}; "

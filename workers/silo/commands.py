@@ -17,7 +17,7 @@ from pathlib import Path
 from workers.silo.client import ModelUpload, OnefoldClient
 from workers.silo.config import Login, login_load, login_save
 from workers.silo.errors import DataError, OnefoldError
-from workers.silo.folders import METADATA_FILE
+from workers.silo.folders import METADATA_FILE, pulled_files, pulled_folder_name
 
 PROGRESS_MIN_BYTES = 1024**2
 UPLOADED_METADATA = (
@@ -107,14 +107,15 @@ def join(args):
 
 def pull(args):
     client = client_for(args)
-    folder = args.output or Path(f"onefold-{args.federation}")
+    folder = args.output or Path(pulled_folder_name(args.federation))
     federation = client.federation(args.federation)
     features = client.public_features(args.federation)
     spec = client.feature_spec(args.federation)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "features.npz").write_bytes(features)
-    (folder / "feature-spec.json").write_text(json.dumps(spec, indent=2))
-    (folder / "federation.json").write_text(json.dumps(federation.data, indent=2))
+    for name, data in pulled_files(
+        features=features, feature_spec=spec, federation=federation.data
+    ).items():
+        (folder / name).write_bytes(data)
     n_public = npz_rows(features, "features")
     result = {
         "folder": str(folder),
