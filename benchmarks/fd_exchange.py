@@ -391,9 +391,9 @@ def main() -> None:
     import torch
 
     from market.accounts.services import user_create, user_token
-    from workers.reproduce.fd_simulation import starved_partition
     from workers.celery_app import app
     from workers.datasets import load_dataset
+    from workers.reproduce.fd_simulation import starved_partition
     from workers.simulation import market_wait
 
     torch.set_num_threads(1)

@@ -12,8 +12,12 @@ import textwrap
 from pathlib import Path
 
 from tests.conftest import scaled_timeout
-from workers.silo.defaults import DEFAULT_OWN_MODEL, DEFAULT_STUDENT, DEFAULT_TEACHER
-from workers.silo.defaults import learner_described
+from workers.silo.defaults import (
+    DEFAULT_OWN_MODEL,
+    DEFAULT_STUDENT,
+    DEFAULT_TEACHER,
+    learner_described,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 
