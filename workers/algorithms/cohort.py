@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-#: The smallest probability a logit is taken of (cohort and neural distillation alike): log(1e-8) ≈ -18.4.
-PROBABILITY_FLOOR = 1e-8
+from workers.algorithms.logits import PROBABILITY_FLOOR
 
 
 def label_counts_of(label_distribution, n_examples: int) -> np.ndarray:

@@ -25,7 +25,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from scipy.special import softmax
 
-from workers.algorithms.cohort import PROBABILITY_FLOOR, label_counts_of, log_probabilities
+from workers.algorithms.cohort import label_counts_of, log_probabilities
+from workers.algorithms.logits import PROBABILITY_FLOOR
 from workers.algorithms.registry import Fusion, Member, member_probabilities_split, register
 from workers.algorithms.schema import (
     QUERY_HELP,

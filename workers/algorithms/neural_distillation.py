@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from torch.nn import functional
 
-from workers.algorithms.cohort import PROBABILITY_FLOOR
+from workers.algorithms.logits import PROBABILITY_FLOOR
 from workers.learners import Learner, TorchClassifier, best_device, seeded_learner
 from workers.zoo import build_module
 
