@@ -28,7 +28,7 @@ urlpatterns = [
         name="api-join-request-refuse",
     ),
     path(
-        "federations/<slug:slug>/pulled.zip",
+        "federations/<slug:slug>/public-dataset/pulled.zip",
         apis.PulledFolderDownloadApi.as_view(),
         name="api-pulled-folder",
     ),

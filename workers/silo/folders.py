@@ -1,7 +1,7 @@
 """Where the toolkit's commands read and write on the silo's disk: what ``pull`` and ``train`` leave.
 
 ``pull`` writes :func:`pulled_files` into ``./onefold-<federation>``; the market's federation page offers the same
-files in the same folder as one zip (``GET /api/federations/<slug>/pulled.zip``), built by the same function, so
+files in the same folder as one zip (``GET /api/federations/<slug>/public-dataset/pulled.zip``), built by the same function, so
 that ``train`` reads either.
 """
 

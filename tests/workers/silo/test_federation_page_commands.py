@@ -97,7 +97,7 @@ def test_the_federation_pages_commands_install_the_markets_wheel_pull_train_and_
     assert used.stdout.startswith(str(home / "onefold-venv" / "lib")), used
 
     # the page's zip is the folder `onefold pull` wrote, file for file
-    pulled = client.get("/api/federations/adult-income/pulled.zip", HTTP_HOST=host)
+    pulled = client.get("/api/federations/adult-income/public-dataset/pulled.zip", HTTP_HOST=host)
     assert pulled["Content-Disposition"] == 'attachment; filename="onefold-adult-income.zip"'
     with zipfile.ZipFile(io.BytesIO(pulled.content)) as archive:
         zipped = {name: archive.read(name) for name in archive.namelist()}
