@@ -132,7 +132,8 @@ def _training_options(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="teacher hyperparameter, repeatable (e.g. n_estimators=50)",
+        help="teacher hyperparameter, repeatable (e.g. n_estimators=50); a family other than the default "
+        "starts from that family's own settings (random_forest and xgboost: 100 trees)",
     )
     parser.add_argument(
         "--student",

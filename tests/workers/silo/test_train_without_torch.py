@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 from tests.conftest import scaled_timeout
+from workers.learners.registry import make_learner
 from workers.silo.defaults import (
     DEFAULT_OWN_MODEL,
     DEFAULT_STUDENT,
@@ -76,6 +77,9 @@ def test_the_tree_families_train_without_torch_and_the_metadata_says_what_train_
     assert metadata["own_model"]["learner"] == DEFAULT_OWN_MODEL
     for learner in (DEFAULT_TEACHER, DEFAULT_STUDENT, DEFAULT_OWN_MODEL):
         assert f"default: {learner_described(learner)}" in help_text
+    assert "random_forest and xgboost: 100 trees" in help_text
+    assert make_learner({"family": "random_forest"}).n_estimators == 100
+    assert make_learner({"family": "xgboost"}).n_estimators == 100
 
     xgboost = run_without_torch(
         "train", "adult-income", "--data", silo_csv, "--student", "xgboost",
