@@ -207,7 +207,11 @@ def toolkit(config: Path, *arguments) -> dict:
             os.environ["ONEFOLD_CONFIG"] = saved
     if code != 0:
         shown = " ".join(str(argument) for argument in arguments if str(argument) != SILO_PASSWORD)
-        raise SimulationError(f"`python -m workers.silo {shown}` failed: {err.getvalue().strip()}")
+        try:  # with --json the error is one JSON object on stderr
+            detail = json.loads(err.getvalue())["error"]["message"]
+        except (ValueError, KeyError, TypeError):
+            detail = err.getvalue().strip()
+        raise SimulationError(f"`python -m workers.silo {shown}` failed: {detail}")
     return json.loads(out.getvalue())
 
 
