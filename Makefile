@@ -36,7 +36,8 @@ run: $(BIN)/.installed
 DEMO_PORT ?= 8000
 DEMO_LOGS = $(or $(ONEFOLD_VAR_DIR),var)
 DEMO_URL = http://127.0.0.1:$(DEMO_PORT)
-DEMO_ENV = ONEFOLD_DEBUG=true
+# PYTHONUNBUFFERED: the simulation's progress lines appear as they happen, also when the output goes to a log.
+DEMO_ENV = ONEFOLD_DEBUG=true PYTHONUNBUFFERED=1
 
 $(BIN)/.installed-runtime: requirements.txt requirements-lock.txt
 	@if [ -f $(BIN)/.installed ]; then touch $@; else \

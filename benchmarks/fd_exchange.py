@@ -12,7 +12,7 @@ and 10 silos, 20 rounds, 3 seeds) take about 6 minutes on the shared 2-core mach
 
 Setting (the paper's Table 1 non-IID MNIST, as ``docs/results/fd.md`` and ``faug.md``): MNIST-10k, the FedKT split
 (7,500 training rows, 1,250 test rows, pixels in [0, 1]); the training rows go IID to N devices and on each,
-3 labels drawn at random keep only 5 samples (:func:`workers.algorithms.fd_simulation.starved_partition`).
+3 labels drawn at random keep only 5 samples (:func:`workers.reproduce.fd_simulation.starved_partition`).
 
 - *Exchange*: the market runs in its own processes (``manage.py runserver`` and one ``celery worker``), on a
   federation whose N members are the devices. An operator opens an exchange of R rounds with a quorum of all N
@@ -21,7 +21,7 @@ Setting (the paper's Table 1 non-IID MNIST, as ``docs/results/fd.md`` and ``faug
   batches of 32, β = 1: the simulator's setting) with as many passes over its rows as make about 50 SGD steps,
   uploads its per-label mean logits, waits for the worker to aggregate the round, and downloads its global logits
   (the other silos' average per label). Accuracy: each silo's network on the test split, mean over silos.
-- *Offline*: :func:`workers.algorithms.fd_simulation.simulate` on the same partition with the FD reproduction's
+- *Offline*: :func:`workers.reproduce.fd_simulation.simulate` on the same partition with the FD reproduction's
   setting (:data:`workers.reproduce.protocols.FD_SETTING`: R rounds of 50 SGD steps): FD, local-only, FedAvg.
 - *Bits*: 32-bit numbers, upload plus download, every silo and round: FD moves 2 · C² per silo and round, FL
   (FedAvg) the model twice, 2 · 101,770 numbers. The exchange's bits are counted from the rounds it actually ran
@@ -250,7 +250,7 @@ def exchange_run(
 def offline_run(data, devices, rounds: int, seed: int) -> dict:
     from dataclasses import replace
 
-    from workers.algorithms.fd_simulation import simulate
+    from workers.reproduce.fd_simulation import simulate
     from workers.reproduce.protocols import FD_SETTING
 
     setting = replace(FD_SETTING, rounds=rounds)
@@ -391,10 +391,10 @@ def main() -> None:
     import torch
 
     from market.accounts.services import user_create, user_token
-    from workers.algorithms.fd_simulation import starved_partition
     from workers.celery_app import app
     from workers.datasets import load_dataset
-    from workers.silo.simulation import market_wait
+    from workers.reproduce.fd_simulation import starved_partition
+    from workers.simulation import market_wait
 
     torch.set_num_threads(1)
     app.control.purge()

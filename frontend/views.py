@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 from frontend.decorators import page
 from frontend.federation_hub import hub_context
 from frontend.sent_once import sent_once
+from frontend.toolkit_commands import toolkit_commands
 from market.errors import NotFound, PermissionDenied
 from market.federations.membership import federation_join
 from market.federations.models import Federation, PrivacyLevel
@@ -57,6 +58,14 @@ def public_data_for(*, federation: Federation, user) -> dict:
 @page
 def federation_detail_page(request, slug):
     federation = federation_get(slug=slug, user=request.user)
+    public_data = public_data_for(federation=federation, user=request.user)
+    organisation = request.user.organisation
+    at_home = (
+        federation.is_member
+        and public_data["public_dataset"]
+        and organisation
+        and organisation.is_silo
+    )
     return render(
         request,
         "frontend/federation_detail.html",
@@ -67,7 +76,8 @@ def federation_detail_page(request, slug):
                 federation=federation, user=request.user
             ),
             "privacy_levels": privacy_level_choices(federation),
-            **public_data_for(federation=federation, user=request.user),
+            "toolkit_commands": toolkit_commands(request, federation) if at_home else None,
+            **public_data,
             **hub_context(request, federation),
         },
     )

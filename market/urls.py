@@ -3,6 +3,8 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from market.toolkit.urls import api_urlpatterns as toolkit_api_patterns
+
 # Swagger UI is served from our own static files (drf-spectacular-sidecar, pinned); it sets inline styles.
 SWAGGER_UI_POLICY = {"style-src": ["'unsafe-inline'"]}
 
@@ -17,6 +19,7 @@ api_patterns = [
     path("", include("market.exchanges.urls")),
     path("", include("market.augmentations.urls")),
     path("", include("market.invitations.urls")),
+    path("", include(toolkit_api_patterns)),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # The split view serves its start-up script as a file (no inline script); Swagger UI comes from the sidecar.
     path(
@@ -33,5 +36,6 @@ handler500 = "market.errors.server_error"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include(api_patterns)),
+    path("toolkit/", include("market.toolkit.urls")),
     path("", include("frontend.urls")),
 ]

@@ -32,6 +32,12 @@ def test_the_simulator_runs_a_federation_end_to_end_and_a_second_run_reuses_ever
     from market.submissions.models import Submission
 
     output = simulate(market_url, tmp_path)
+    # it tells what it is doing while it does it: each silo's turn before and after, each validation
+    assert re.search(
+        r"\[1/3\] silo-01: login, join, pull, train on \d+ rows .*upload\.\.\.", output
+    )
+    assert re.search(r"\[3/3\] silo-03 → submission #\d+", output)
+    assert re.search(r"\[3/3\] submission #\d+ is valid", output)
     federation = Federation.objects.get()
     assert federation.slug == "adult-income-simulated-federation"
     assert Submission.objects.filter(federation=federation, status="valid").count() == 3

@@ -3,7 +3,7 @@ that only a simulation can measure, each with the market's four metrics."""
 
 from pathlib import Path
 
-from workers.silo.simulation import SimulationReport, SimulationSettings, summary_table
+from workers.simulation import SimulationReport, SimulationSettings, summary_table
 
 
 def scores(accuracy, balanced, f1, auc):

@@ -1,4 +1,6 @@
+import io
 import json
+import zipfile
 
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -36,6 +38,7 @@ from market.federations.services import (
     public_dataset_upload,
 )
 from market.storage import artifact_read
+from workers.silo.folders import pulled_files, pulled_folder_name
 
 
 class FederationOutput(serializers.Serializer):
@@ -326,6 +329,31 @@ class FeatureSpecDownloadApi(APIView):
             json.dumps(public_dataset.feature_spec, indent=2).encode(),
             content_type="application/json",
             filename=f"{slug}-feature-spec-{public_dataset.content_sha256[:12]}.json",
+        )
+
+
+class PulledFolderDownloadApi(APIView):
+    @extend_schema(
+        responses={(200, "application/zip"): OpenApiTypes.BINARY},
+        description="Members: a zip of the folder `onefold pull <slug>` writes, onefold-<slug>/ with features.npz, "
+        "feature-spec.json and federation.json, for `onefold train` to read once unzipped.",
+    )
+    def get(self, request, slug):
+        federation = federation_get(slug=slug, user=request.user)
+        federation_require_member(federation=federation, user=request.user)
+        public_dataset = public_dataset_current(federation=federation)
+        folder = pulled_folder_name(slug)
+        files = pulled_files(
+            features=artifact_read(public_dataset.features_file),
+            feature_spec=public_dataset.feature_spec,
+            federation=FederationOutput(federation).data,
+        )
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+            for name, data in files.items():
+                archive.writestr(f"{folder}/{name}", data)
+        return attachment(
+            buffer.getvalue(), content_type="application/zip", filename=f"{folder}.zip"
         )
 
 

@@ -28,6 +28,11 @@ urlpatterns = [
         name="api-join-request-refuse",
     ),
     path(
+        "federations/<slug:slug>/public-dataset/pulled.zip",
+        apis.PulledFolderDownloadApi.as_view(),
+        name="api-pulled-folder",
+    ),
+    path(
         "federations/<slug:slug>/members/",
         apis.MemberListApi.as_view(),
         name="api-member-list",

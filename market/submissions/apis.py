@@ -182,10 +182,16 @@ class SubmissionListApi(APIView):
         page = paginator.paginate_queryset(submissions, request, view=self)
         return paginator.get_paginated_response(SubmissionOutput(page, many=True).data)
 
-    @extend_schema(request=SubmissionInput, responses={202: SubmissionOutput})
+    @extend_schema(
+        request=SubmissionInput,
+        responses={202: SubmissionOutput, 200: SubmissionOutput},
+        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+    )
     def post(self, request):
         """Store the upload and accept it for validation (202): a worker validates it as soon as the broker has
-        the message, even if the broker was down when the upload arrived; poll the submission for its status."""
+        the message, even if the broker was down when the upload arrived; poll the submission for its status.
+        A repeated Idempotency-Key with the same federation and files returns the first submission (200, header
+        Idempotent-Replayed: true) and stores and charges nothing again; with other files it is refused (422)."""
         given = SubmissionInput(data=request.data)
         given.is_valid(raise_exception=True)
         fields = dict(given.validated_data)
@@ -193,11 +199,20 @@ class SubmissionListApi(APIView):
         models = [
             UploadedModel(name=upload.name, data=upload.read()) for upload in fields.pop("files")
         ]
-        submission = submission_create(
-            federation=federation, user=request.user, models=models, **fields
+        created = submission_create(
+            federation=federation,
+            user=request.user,
+            models=models,
+            idempotency_key=request.headers.get("Idempotency-Key"),
+            **fields,
         )
-        submission = submission_get(submission_id=submission.id, user=request.user)
-        return Response(SubmissionOutput(submission).data, status=status.HTTP_202_ACCEPTED)
+        submission = submission_get(submission_id=created.id, user=request.user)
+        response = Response(
+            SubmissionOutput(submission).data,
+            status=status.HTTP_200_OK if created.replayed else status.HTTP_202_ACCEPTED,
+        )
+        response["Idempotent-Replayed"] = "true" if created.replayed else "false"
+        return response
 
 
 class SubmissionDetailApi(APIView):

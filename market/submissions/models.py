@@ -72,11 +72,22 @@ class Submission(models.Model):
     )
     validation_started_at = models.DateTimeField(null=True, blank=True)
     validated_at = models.DateTimeField(null=True, blank=True)
+    idempotency_key = models.CharField(
+        max_length=200,
+        null=True,
+        blank=True,
+        help_text="The uploader's Idempotency-Key: the same key with the same files returns this submission.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
+            models.UniqueConstraint(
+                fields=["organisation", "idempotency_key"],
+                condition=models.Q(idempotency_key__isnull=False),
+                name="one_submission_per_idempotency_key",
+            ),
             models.UniqueConstraint(
                 fields=["federation", "organisation", "content_sha256"],
                 name="no_duplicate_submission",

@@ -19,7 +19,13 @@ from market.budgets.services import (
     budget_refusal_record,
 )
 from market.constraints import violated_constraint
-from market.errors import Conflict, InvalidInput, PermissionDenied, RefusedFormat
+from market.errors import (
+    Conflict,
+    IdempotencyKeyReused,
+    InvalidInput,
+    PermissionDenied,
+    RefusedFormat,
+)
 from market.exchanges.models import LogitUpload
 from market.feature_views import model_files_feature_view, stored_features_in_view
 from market.federations.models import Federation, PrivacyLevel
@@ -253,13 +259,19 @@ def submission_create(
     own_model_validation_score: float | None = None,
     partitions: int | None = None,
     teachers: int | None = None,
+    idempotency_key: str | None = None,
 ) -> Submission:
     """Check and store a silo's upload, then queue its validation by a worker. ``feature_view`` is the view of
     the federation's features the models read (market.feature_views); their input width must match it.
     ``exchange``: the FD exchange the network was trained through, if any (it must then be L0).
     ``own_model_file``: the name of the uploaded file that is the silo's own model on all its rows, with its
     held-out ``own_model_validation_score`` (stored last, its ``ModelFile.info["role"]`` :data:`OWN_MODEL_ROLE`);
-    ``partitions`` and ``teachers``: the FedKT design the silo trained its students with."""
+    ``partitions`` and ``teachers``: the FedKT design the silo trained its students with.
+    ``idempotency_key``: the uploader's ``Idempotency-Key``; the same key with the same federation and files returns
+    the first submission (``replayed`` True on it, nothing stored or charged again), with others it is refused (422).
+    """
+    if idempotency_key is not None and not 1 <= len(idempotency_key) <= 200:
+        raise InvalidInput("The Idempotency-Key header must be 1 to 200 characters long.")
     if user.organisation is None or not federation_is_member(federation=federation, user=user):
         raise PermissionDenied(
             f"Your organisation is not a member of '{federation.slug}'; join it first."
@@ -314,6 +326,14 @@ def submission_create(
     duplicate = Conflict(
         "Your organisation already submitted exactly these model files to this federation."
     )
+    replayed = _earlier_submission(
+        user=user,
+        idempotency_key=idempotency_key,
+        federation=federation,
+        content_sha256=content_sha256,
+    )
+    if replayed is not None:
+        return replayed
     if Submission.objects.filter(
         federation=federation, organisation=user.organisation, content_sha256=content_sha256
     ).exists():
@@ -337,6 +357,7 @@ def submission_create(
                 partitions=partitions,
                 teachers=teachers,
                 content_sha256=content_sha256,
+                idempotency_key=idempotency_key,
             )
             budget_charge_for_submission(
                 submission=submission, actor=user
@@ -372,6 +393,16 @@ def submission_create(
             )
             outbox_add(SubmissionOutbox(submission=submission))  # validated once the broker has it
     except IntegrityError as error:
+        replayed = _earlier_submission(
+            user=user,
+            idempotency_key=idempotency_key,
+            federation=federation,
+            content_sha256=content_sha256,
+        )
+        if (
+            replayed is not None
+        ):  # the same key arrived twice at once: the first one's submission stands
+            return replayed
         if violated_constraint(error) != "no_duplicate_submission":
             raise  # not a duplicate: never answered as one (the budget's own constraint is the budgets' to answer)
         raise duplicate from error  # the same files arrived twice at once; the constraint let only one through
@@ -382,7 +413,29 @@ def submission_create(
             error=error, actor=user, target=federation, details={"privacy_level": privacy_level}
         )
         raise
+    submission.replayed = False
     return submission
+
+
+def _earlier_submission(
+    *, user: User, idempotency_key: str | None, federation: Federation, content_sha256: str
+) -> Submission | None:
+    """The organisation's submission made with ``idempotency_key`` (``replayed`` set), if the same upload; None
+    when the key is new; :class:`IdempotencyKeyReused` when it came with other files or another federation."""
+    if idempotency_key is None:
+        return None
+    earlier = Submission.objects.filter(
+        organisation=user.organisation, idempotency_key=idempotency_key
+    ).first()
+    if earlier is None:
+        return None
+    if (earlier.federation_id, earlier.content_sha256) != (federation.id, content_sha256):
+        raise IdempotencyKeyReused(
+            f"The Idempotency-Key {idempotency_key!r} was already used for another upload (submission "
+            f"#{earlier.id}); send a new key for new files."
+        )
+    earlier.replayed = True
+    return earlier
 
 
 def _claim_for_validation(submission_id: int) -> bool:

@@ -41,7 +41,7 @@ def test_an_operator_sees_every_tab_and_the_federations_jobs_data_and_members(
     ]
     assert 'href="?tab=overview" aria-current="page"' in overview and "Launch a job" in overview
     assert f'<a href="/jobs/{job.id}/">Job #{job.id}</a>' in jobs
-    assert "Evaluation split" in data and "Download features (NPZ)" in data
+    assert "Evaluation split" in data and "Download onefold-adult-income.zip" in data
     assert "Northwind Hospital" in members
 
 

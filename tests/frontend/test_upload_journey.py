@@ -39,7 +39,7 @@ def test_silo_uploads_students_and_sees_them_validated_without_reload(
     page.get_by_role("button", name="Sign in").click()
     page.get_by_role("link", name="Federations", exact=True).click()
     page.get_by_role("link", name="Adult income").click()
-    page.get_by_role("link", name="Download features (NPZ)").wait_for()
+    page.get_by_role("link", name="Download onefold-adult-income.zip").wait_for()
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=ARTIFACTS / "federation-detail.png", full_page=True)
     page.get_by_role("link", name="Upload models").first.click()

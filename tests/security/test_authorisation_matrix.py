@@ -241,6 +241,10 @@ POLICY = {
     ("GET", "/api/federations/{slug}/public-dataset/feature-spec.json"): Rule(
         "federation", members_of_the_federation
     ),
+    ("GET", "/api/federations/{slug}/public-dataset/pulled.zip"): Rule(
+        "federation", members_of_the_federation
+    ),
+    ("GET", "/api/toolkit/"): Rule("public", anyone),
     ("GET", "/api/federations/{slug}/evaluation-split/"): Rule("federation", operator_only),
     ("POST", "/api/federations/{slug}/evaluation-split/"): Rule(
         "federation", operator_only_after_validation

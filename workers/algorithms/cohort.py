@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from workers.algorithms.neural_distillation import PROBABILITY_FLOOR
+from workers.algorithms.logits import PROBABILITY_FLOOR
 
 
 def label_counts_of(label_distribution, n_examples: int) -> np.ndarray:

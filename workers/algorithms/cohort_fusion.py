@@ -26,7 +26,7 @@ import numpy as np
 from scipy.special import softmax
 
 from workers.algorithms.cohort import label_counts_of, log_probabilities
-from workers.algorithms.neural_distillation import PROBABILITY_FLOOR
+from workers.algorithms.logits import PROBABILITY_FLOOR
 from workers.algorithms.registry import Fusion, Member, member_probabilities_split, register
 from workers.algorithms.schema import (
     QUERY_HELP,

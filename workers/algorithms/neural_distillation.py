@@ -25,10 +25,9 @@ import torch
 from torch import nn
 from torch.nn import functional
 
+from workers.algorithms.logits import PROBABILITY_FLOOR
 from workers.learners import Learner, TorchClassifier, best_device, seeded_learner
 from workers.zoo import build_module
-
-PROBABILITY_FLOOR = 1e-8
 
 
 def soften(probabilities, temperature: float) -> np.ndarray:

@@ -4,7 +4,9 @@ engine's full class list ``0 .. n_classes-1``."""
 
 from workers.learners.aligned import AlignedClassifier
 from workers.learners.registry import LEARNER_FAMILIES, Learner, make_learner, seeded_learner
-from workers.learners.torch_classifier import TorchClassifier, best_device
+
+#: Loaded on first use: torch is the toolkit's [neural] extra, and the tree families train without it.
+_TORCH_NAMES = ("TorchClassifier", "best_device")
 
 __all__ = [
     "AlignedClassifier",
@@ -16,6 +18,14 @@ __all__ = [
     "seeded_learner",
     "fit_aligned",
 ]
+
+
+def __getattr__(name: str):
+    if name in _TORCH_NAMES:
+        from workers.learners import torch_classifier
+
+        return getattr(torch_classifier, name)
+    raise AttributeError(f"module 'workers.learners' has no attribute {name!r}")
 
 
 def fit_aligned(

@@ -21,7 +21,6 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.tree import DecisionTreeClassifier
 
-from workers.learners.torch_classifier import TorchClassifier
 from workers.modelio.families import ModelFamily
 
 Learner: TypeAlias = str | Mapping | BaseEstimator
@@ -48,8 +47,15 @@ def _logistic_regression(**params) -> BaseEstimator:
     return LogisticRegression(**{"max_iter": 1000, **params})
 
 
+def _torch_classifier():
+    """The zoo networks' estimator, imported when a network is asked for: torch is the toolkit's [neural] extra."""
+    from workers.learners.torch_classifier import TorchClassifier
+
+    return TorchClassifier
+
+
 def _mlp(**params) -> BaseEstimator:
-    return TorchClassifier(**{"architecture": "mlp", **params})
+    return _torch_classifier()(**{"architecture": "mlp", **params})
 
 
 def _cnn(**params) -> BaseEstimator:
@@ -60,7 +66,7 @@ def _cnn(**params) -> BaseEstimator:
         "kernel_size": 5,
         "hidden_sizes": [120, 84],
     }
-    return TorchClassifier(**{**defaults, **params})
+    return _torch_classifier()(**{**defaults, **params})
 
 
 LEARNER_FAMILIES: dict[str, Callable[..., BaseEstimator]] = {

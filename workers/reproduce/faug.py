@@ -5,7 +5,7 @@ missing labels from a conditional generator, and the generator trained with DP-S
 
 Protocol: the FedKT split of :mod:`workers.datasets` (MNIST 10k; train / test / public = 75 / 12.5 / 12.5 %).
 The training split goes IID to 10 devices; on each, 3 target labels drawn at random keep only 5 samples (the
-FD paper's Table 1 non-IID setting, :func:`workers.algorithms.fd_simulation.starved_partition`). Each device
+FD paper's Table 1 non-IID setting, :func:`workers.reproduce.fd_simulation.starved_partition`). Each device
 uploads its 15 target samples as seeds and 15 redundant samples of other labels (device–server leakage 0.5);
 the server trains one conditional GAN (:func:`workers.algorithms.faug.train_generator`) on the 300 pooled
 seeds. Each device then appends generated samples of its target labels, as many per label as its mean count
@@ -117,7 +117,7 @@ def _local_accuracy(
 
 def _federated_distillation(device_data, test_x, test_y, n_classes: int, seed: int) -> dict:
     """FD (the FD reproduction's setting) on the devices' data, generated rows included: mean device accuracy."""
-    from workers.algorithms.fd_simulation import simulate
+    from workers.reproduce.fd_simulation import simulate
     from workers.reproduce.protocols import FD_SETTING
 
     features = np.concatenate([features for features, _ in device_data])
@@ -181,7 +181,7 @@ def run(
         device_server_leakage,
         train_generator,
     )
-    from workers.algorithms.fd_simulation import starved_partition
+    from workers.reproduce.fd_simulation import starved_partition
 
     torch.set_num_threads(1)
     data = load_dataset("mnist", seed=seed)

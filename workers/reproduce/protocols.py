@@ -19,10 +19,10 @@ import time
 import numpy as np
 import torch
 
-from workers.algorithms.cohort_simulation import CohortSetting, simulate_cpfl
-from workers.algorithms.fd_simulation import FDSetting, simulate, starved_partition
 from workers.datasets import load_dataset
 from workers.partition import dirichlet_label_partition
+from workers.reproduce.cohort_simulation import CohortSetting, simulate_cpfl
+from workers.reproduce.fd_simulation import FDSetting, simulate, starved_partition
 
 N_CLIENTS = 100
 CPFL_ALPHAS = (0.1, 1.0)

@@ -1,8 +1,10 @@
 """``onefold`` (or ``python -m workers.silo``): the silo toolkit's command line (login, pull, train, upload, buy, ...).
 
 Every command prints a short human summary, or with ``--json`` one JSON object on stdout. Every
-error prints one sentence on stderr (with ``--json`` also ``{"error": ...}`` on stdout) and exits
-with the code of its :mod:`workers.silo.errors` class.
+error prints one sentence on stderr (with ``--json`` instead one ``{"error": {"message", "status",
+"exit_code"}}`` object on stderr, nothing on stdout) and exits with the code of its
+:mod:`workers.silo.errors` class: a bad command line (2), the silo's data (3), login (4), the market's
+refusal (5), the market unreachable or failing (6), the market's "no" (7), a wait that timed out (8).
 """
 
 from __future__ import annotations
@@ -26,28 +28,48 @@ from workers.silo.defaults import (
     MIN_TRAINING_ROWS,
     learner_described,
 )
-from workers.silo.errors import EXIT_ERROR, OnefoldError
+from workers.silo.errors import EXIT_ERROR, EXIT_USAGE, OnefoldError
+from workers.silo.webhooks import DEFAULT_TOLERANCE_SECONDS, SIGNATURE_HEADER
 
 MARKET_ENVIRONMENT_VARIABLE = "ONEFOLD_MARKET_URL"
-# What `pip install 'onefold-toolkit[train]'` adds; `train` and `predict` load them when they run.
-TRAINING_PACKAGES = frozenset(
-    {
-        "numpy",
-        "scipy",
-        "pandas",
-        "pyarrow",
-        "sklearn",
-        "xgboost",
-        "torch",
-        "onnx",
-        "onnxruntime",
-        "skl2onnx",
-        "onnxmltools",
-        "safetensors",
-        "opendp",
-        "opacus",
-    }
-)
+# The extra that brings each package `train`, `fd`, `augment` and `predict` load when they run (workers/pyproject.toml):
+# `[train]` for the tree families, `[neural]` also for the zoo networks, DP-SGD and federated distillation.
+EXTRA_OF_PACKAGE = {
+    **dict.fromkeys(
+        (
+            "numpy",
+            "scipy",
+            "pandas",
+            "pyarrow",
+            "sklearn",
+            "xgboost",
+            "onnx",
+            "onnxruntime",
+            "skl2onnx",
+            "onnxmltools",
+            "safetensors",
+            "opendp",
+        ),
+        "train",
+    ),
+    "torch": "neural",
+    "opacus": "neural",
+}
+
+
+class CommandLineParser(argparse.ArgumentParser):
+    """argparse, whose usage errors are one JSON object on stderr when the command line asks for ``--json``."""
+
+    json_errors = False
+
+    def error(self, message: str):
+        if not self.json_errors:
+            super().error(message)
+        print(
+            json.dumps({"error": {"message": message, "status": None, "exit_code": EXIT_USAGE}}),
+            file=sys.stderr,
+        )
+        raise SystemExit(EXIT_USAGE)
 
 
 def _common_options() -> argparse.ArgumentParser:
@@ -110,7 +132,8 @@ def _training_options(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="teacher hyperparameter, repeatable (e.g. n_estimators=50)",
+        help="teacher hyperparameter, repeatable (e.g. n_estimators=50); a family other than the default "
+        "starts from that family's own settings (random_forest and xgboost: 100 trees)",
     )
     parser.add_argument(
         "--student",
@@ -208,15 +231,20 @@ def _training_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser(prog: str = "python -m workers.silo") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def build_parser(
+    prog: str = "python -m workers.silo", *, json_errors: bool = False
+) -> argparse.ArgumentParser:
+    parser_class = type("Parser", (CommandLineParser,), {"json_errors": json_errors})
+    parser = parser_class(
         prog=prog,
         description=(
             "Onefold's silo toolkit: train FedKT students on your own data and trade with the market. "
             "Your data never leaves this machine; only the trained models are uploaded."
         ),
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=parser_class
+    )
     common = _common_options()
 
     def command(
@@ -378,10 +406,51 @@ def build_parser(prog: str = "python -m workers.silo") -> argparse.ArgumentParse
     upload.add_argument(
         "--wait-timeout", type=float, default=600.0, help="seconds to wait for validation"
     )
-    status = command("submission", "Show one of your submissions.", commands.submission)
-    status.add_argument("submission_id", type=int)
-    job = command("job", "Show a job's status and progress.", commands.job)
-    job.add_argument("job_id", type=int)
+    upload.add_argument(
+        "--idempotency-key",
+        help="the same key with the same files returns the first submission, never a second one (default: "
+        "one derived from the folder's files, so running the same upload again is safe)",
+    )
+    status = command(
+        "submission",
+        "Show one of your submissions (`submission ID`), or wait for its validation (`submission wait ID`).",
+        commands.submission,
+    )
+    _show_or_wait(status, "submission_id", default_timeout=600.0)
+    job = command(
+        "job",
+        "Show a job's status and progress (`job ID`), or wait until it ends (`job wait ID`).",
+        commands.job,
+    )
+    _show_or_wait(job, "job_id", default_timeout=3600.0)
+    webhook = command(
+        "webhook",
+        f"Check a webhook delivery: `webhook verify` exits 0 when its {SIGNATURE_HEADER} header signs its body.",
+        commands.webhook_verify,
+        epilog="The header reads t=<unix seconds>,v1=<hex HMAC-SHA256 of '<t>.<body>' keyed with the "
+        "endpoint's secret>; a delivery older than the tolerance is refused (exit 3), as a replay. In Python: "
+        "workers.silo.webhooks.signature_verify(secret, header, body).",
+    )
+    webhook.add_argument("action", choices=["verify"])
+    webhook.add_argument(
+        "--signature", required=True, help=f"the {SIGNATURE_HEADER} header's value as received"
+    )
+    webhook.add_argument(
+        "--body",
+        required=True,
+        help="file holding the request body exactly as received, or - for standard input",
+    )
+    webhook.add_argument(
+        "--secret",
+        default=os.environ.get("ONEFOLD_WEBHOOK_SECRET"),
+        help="the endpoint's signing secret (default: $ONEFOLD_WEBHOOK_SECRET)",
+    )
+    webhook.add_argument(
+        "--tolerance",
+        type=float,
+        default=DEFAULT_TOLERANCE_SECONDS,
+        help=f"seconds a delivery may be old (default {DEFAULT_TOLERANCE_SECONDS})",
+    )
     catalog = command("catalog", "List the models for sale.", commands.catalog)
     catalog.add_argument("--search", help="words to look for")
     catalog.add_argument("--federation", help="only this federation's models")
@@ -439,9 +508,29 @@ def build_parser(prog: str = "python -m workers.silo") -> argparse.ArgumentParse
     return parser
 
 
+def _show_or_wait(parser: argparse.ArgumentParser, name: str, *, default_timeout: float) -> None:
+    """``COMMAND ID`` shows; ``COMMAND wait ID`` polls, with backoff, until it is done or ``--wait-timeout``."""
+    parser.add_argument("action", nargs="?", choices=["show", "wait"], default="show")
+    parser.add_argument(name, type=int)
+    parser.add_argument(
+        "--wait-timeout",
+        type=float,
+        default=default_timeout,
+        help=f"with wait: seconds to wait before giving up with exit code 8 (default {default_timeout:g})",
+    )
+
+
+def _show_by_default(argv: list[str]) -> list[str]:
+    """``job 7`` is ``job show 7``: argparse cannot tell an optional first word from the number after it."""
+    if len(argv) >= 2 and argv[0] in ("job", "submission") and argv[1].lstrip("-").isdigit():
+        return [argv[0], "show", *argv[1:]]
+    return argv
+
+
 def main(argv: list[str] | None = None, *, prog: str = "python -m workers.silo") -> int:
-    parser = build_parser(prog)
-    args = parser.parse_args(argv)
+    given = _show_by_default(list(sys.argv[1:] if argv is None else argv))
+    parser = build_parser(prog, json_errors="--json" in given)
+    args = parser.parse_args(given)
     if args.command == "login" and not args.password:
         args.password = os.environ.get("ONEFOLD_PASSWORD") or getpass.getpass("Password: ")
     try:
@@ -451,12 +540,17 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m workers.silo")
     except KeyboardInterrupt:
         return _fail(args, "Interrupted.", EXIT_ERROR)
     except ModuleNotFoundError as error:
-        if (error.name or "").split(".")[0] not in TRAINING_PACKAGES:
+        extra = EXTRA_OF_PACKAGE.get((error.name or "").split(".")[0])
+        if extra is None:
             raise
+        asked = (
+            " (the zoo networks, DP-SGD and fd need torch and Opacus)" if extra == "neural" else ""
+        )
         return _fail(
             args,
-            f"`{args.command}` needs the toolkit's training extras ({error.name} is not installed); "
-            "install them with: pip install 'onefold-toolkit[train]'.",
+            f"`{args.command}` needs the toolkit's [{extra}] extra ({error.name} is not installed){asked}; "
+            f"install it with: pip install 'onefold-toolkit[{extra}]' (or the wheel address your market's "
+            f"federation page shows, followed by [{extra}]).",
             EXIT_ERROR,
         )
     print(json.dumps(result, indent=2, default=str) if args.json else text)
@@ -469,7 +563,9 @@ def onefold() -> int:
 
 
 def _fail(args, message: str, exit_code: int, *, status: int | None = None) -> int:
-    print(f"Error: {message}", file=sys.stderr)
     if args.json:
-        print(json.dumps({"error": {"message": message, "status": status, "exit_code": exit_code}}))
+        error = {"message": message, "status": status, "exit_code": exit_code}
+        print(json.dumps({"error": error}), file=sys.stderr)
+    else:
+        print(f"Error: {message}", file=sys.stderr)
     return exit_code

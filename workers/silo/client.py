@@ -3,8 +3,9 @@
 Every method maps to one endpoint and returns a frozen dataclass of :mod:`workers.silo.results` (its
 ``data`` holds the whole answer), the decoded JSON for answers the toolkit only passes on, or bytes. Errors
 become :mod:`workers.silo.errors` exceptions that carry the market's own sentence and status;
-retries and error translation live in :mod:`workers.silo.http`. A purchase and a job creation carry an
-``Idempotency-Key``, so retrying them cannot buy twice or queue (and reserve privacy budget for) two jobs.
+retries and error translation live in :mod:`workers.silo.http`. A purchase, a job creation and an upload carry an
+``Idempotency-Key``, so retrying them cannot buy twice, queue (and reserve privacy budget for) two jobs or store
+(and charge) an upload twice.
 
 Only ``requests`` and the standard library are used: the toolkit installs on a silo's machine
 without the market's server dependencies.
@@ -135,11 +136,14 @@ class OnefoldClient(MarketSession):
         files: Iterable[ModelUpload],
         metadata: dict,
         progress: Progress | None = None,
+        idempotency_key: str | None = None,
     ) -> Submission:
         """Upload model files with their declared metadata; returns the pending submission.
 
         ``metadata`` holds model_family, n_local_examples, local_validation_score, privacy_level and
-        optionally label_distribution, privacy_parameters, declared_epsilon.
+        optionally label_distribution, privacy_parameters, declared_epsilon. The same ``idempotency_key`` with the
+        same files returns the first submission and stores nothing again (a fresh UUID when omitted, kept across
+        this call's retries, which it makes safe after a lost answer).
         """
         fields = {"federation": federation}
         for name, value in metadata.items():
@@ -150,7 +154,10 @@ class OnefoldClient(MarketSession):
         response = self.request(
             "POST",
             "submissions/",
-            headers={"Content-Type": content_type},
+            headers={
+                "Content-Type": content_type,
+                "Idempotency-Key": idempotency_key or str(uuid.uuid4()),
+            },
             body_factory=lambda: ProgressReader(body, progress),
         )
         return Submission.from_json(response.json())
@@ -171,13 +178,16 @@ class OnefoldClient(MarketSession):
         timeout_seconds: float = 600,
         interval_seconds: float = 1.0,
         on_poll: Callable[[Submission], None] | None = None,
+        backoff: float = 1.0,
     ) -> Submission:
-        """Poll until the submission is ``valid``; a rejection raises :class:`Rejected` with the server's reason."""
+        """Poll until the submission is ``valid``; a rejection raises :class:`Rejected` with the server's reason.
+        ``backoff`` multiplies the wait between polls after each (:func:`~workers.silo.http.wait_for`)."""
         submission = wait_for(
             lambda: self.submission(submission_id),
             done=lambda found: found.status in ("valid", "rejected"),
             timeout_seconds=timeout_seconds,
             interval_seconds=interval_seconds,
+            backoff=backoff,
             on_poll=on_poll,
             what=f"the validation of submission #{submission_id}",
         )
@@ -237,13 +247,16 @@ class OnefoldClient(MarketSession):
         timeout_seconds: float = 1800,
         interval_seconds: float = 2.0,
         on_poll: Callable[[Job], None] | None = None,
+        backoff: float = 1.0,
     ) -> Job:
-        """Poll until the job succeeded; failure or cancellation raises :class:`Rejected` with the reason."""
+        """Poll until the job succeeded; failure or cancellation raises :class:`Rejected` with the reason.
+        ``backoff`` multiplies the wait between polls after each (:func:`~workers.silo.http.wait_for`)."""
         job = wait_for(
             lambda: self.job(job_id),
             done=lambda found: found.status in ("succeeded", "failed", "cancelled"),
             timeout_seconds=timeout_seconds,
             interval_seconds=interval_seconds,
+            backoff=backoff,
             on_poll=on_poll,
             what=f"job #{job_id}",
         )

@@ -8,6 +8,7 @@ extras (numpy, pandas, scikit-learn, ...) when they run, so that a buyer's insta
 from __future__ import annotations
 
 import ast
+import hashlib
 import io
 import json
 import sys
@@ -17,7 +18,8 @@ from pathlib import Path
 from workers.silo.client import ModelUpload, OnefoldClient
 from workers.silo.config import Login, login_load, login_save
 from workers.silo.errors import DataError, OnefoldError
-from workers.silo.folders import METADATA_FILE
+from workers.silo.folders import METADATA_FILE, pulled_files, pulled_folder_name
+from workers.silo.webhooks import signature_verify
 
 PROGRESS_MIN_BYTES = 1024**2
 UPLOADED_METADATA = (
@@ -107,14 +109,15 @@ def join(args):
 
 def pull(args):
     client = client_for(args)
-    folder = args.output or Path(f"onefold-{args.federation}")
+    folder = args.output or Path(pulled_folder_name(args.federation))
     federation = client.federation(args.federation)
     features = client.public_features(args.federation)
     spec = client.feature_spec(args.federation)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "features.npz").write_bytes(features)
-    (folder / "feature-spec.json").write_text(json.dumps(spec, indent=2))
-    (folder / "federation.json").write_text(json.dumps(federation.data, indent=2))
+    for name, data in pulled_files(
+        features=features, feature_spec=spec, federation=federation.data
+    ).items():
+        (folder / name).write_bytes(data)
     n_public = npz_rows(features, "features")
     result = {
         "folder": str(folder),
@@ -213,11 +216,23 @@ def own_model_metadata(metadata: dict) -> dict:
     return {"own_model_file": own["file"], "own_model_validation_score": own["validation_score"]}
 
 
+def upload_key(metadata: dict, uploads: list[ModelUpload]) -> str:
+    """The default Idempotency-Key of an upload: a digest of its federation and files, so that running the same
+    upload again (after a lost answer, or by a retrying script) returns the first submission."""
+    digest = hashlib.sha256(metadata["federation"].encode())
+    for item in uploads:
+        digest.update(
+            hashlib.sha256(item.name.encode()).digest() + hashlib.sha256(item.data).digest()
+        )
+    return f"upload-{digest.hexdigest()}"
+
+
 def upload(args):
     client = client_for(args)
     metadata, uploads = read_trained(args.folder)
     total = sum(len(item.data) for item in uploads)
     progress = progress_bar if total >= PROGRESS_MIN_BYTES and not args.json else None
+    key = args.idempotency_key or upload_key(metadata, uploads)
     submission = client.submission_create(
         federation=metadata["federation"],
         files=uploads,
@@ -226,6 +241,7 @@ def upload(args):
             **own_model_metadata(metadata),
         },
         progress=progress,
+        idempotency_key=key,
     )
     if not args.no_wait:
         submission = client.submission_wait(submission.id, timeout_seconds=args.wait_timeout)
@@ -233,25 +249,66 @@ def upload(args):
         "valid": "valid: the market accepted it",
         "pending": "pending: a worker will validate it",
     }.get(submission.status, submission.status)
-    return submission.data, (
+    return {**submission.data, "idempotency_key": key}, (
         f"Uploaded {len(uploads)} file(s) ({total / 1024:.0f} KiB) as submission #{submission.id} "
         f"to '{metadata['federation']}'; status {verdict}."
     )
 
 
+#: ``wait``'s polls: first after 1 s, then each 1.5 times longer, at most 15 s apart.
+WAIT_FIRST_POLL_SECONDS, WAIT_BACKOFF = 1.0, 1.5
+
+
 def submission(args):
-    found = client_for(args).submission(args.submission_id)
+    client = client_for(args)
+    if args.action == "wait":
+        found = client.submission_wait(
+            args.submission_id,
+            timeout_seconds=args.wait_timeout,
+            interval_seconds=WAIT_FIRST_POLL_SECONDS,
+            backoff=WAIT_BACKOFF,
+        )
+    else:
+        found = client.submission(args.submission_id)
     reason = f" ({found.rejection_reason})" if found.rejection_reason else ""
     return found.data, f"Submission #{found.id} to '{found.federation}': {found.status}{reason}."
 
 
 def job(args):
-    found = client_for(args).job(args.job_id)
+    client = client_for(args)
+    if args.action == "wait":
+        found = client.job_wait(
+            args.job_id,
+            timeout_seconds=args.wait_timeout,
+            interval_seconds=WAIT_FIRST_POLL_SECONDS,
+            backoff=WAIT_BACKOFF,
+        )
+    else:
+        found = client.job(args.job_id)
     reason = f" ({found.failure_reason})" if found.failure_reason else ""
     return found.data, (
         f"Job #{found.id} ({found.kind}, {found.privacy_level}): {found.status}"
         f"{reason}; stage {found.progress.get('stage') or '-'} {found.progress.get('percent', 0)}%; "
         f"global model {found.global_model or '-'}."
+    )
+
+
+# --- webhooks -----------------------------------------------------------------------------------
+
+
+def webhook_verify(args):
+    """``webhook verify``: exit 0 when the delivery's signature header signs its body (:mod:`workers.silo.webhooks`)."""
+    if not args.secret:
+        raise OnefoldError("Give the endpoint's secret: --secret, or set ONEFOLD_WEBHOOK_SECRET.")
+    try:
+        body = sys.stdin.buffer.read() if str(args.body) == "-" else Path(args.body).read_bytes()
+    except OSError as error:
+        raise DataError(f"Cannot read the delivery's body from {args.body} ({error}).") from error
+    timestamp = signature_verify(
+        args.secret, args.signature, body, tolerance_seconds=args.tolerance
+    )
+    return {"valid": True, "timestamp": timestamp, "body_bytes": len(body)}, (
+        f"Valid: signed by the market at {timestamp} (unix seconds) over these {len(body)} bytes."
     )
 
 
@@ -358,5 +415,6 @@ __all__ = [
     "submission",
     "train",
     "upload",
+    "webhook_verify",
     "whoami",
 ]

@@ -16,6 +16,9 @@ EXIT_UNAVAILABLE = 6  # the market could not be reached or failed (5xx) after re
 EXIT_REJECTED = (
     7  # the market processed the request and said no: a rejected submission, a failed job
 )
+EXIT_TIMED_OUT = (
+    8  # waiting for the market (validation, a job) took longer than the --wait-timeout given
+)
 
 
 class OnefoldError(Exception):
@@ -100,9 +103,9 @@ class Rejected(OnefoldError):
 
 
 class TimedOut(OnefoldError):
-    """Waiting for the market (validation, a job) took longer than allowed."""
+    """Waiting for the market (validation, a job) took longer than allowed; it may still finish."""
 
-    exit_code = EXIT_UNAVAILABLE
+    exit_code = EXIT_TIMED_OUT
 
 
 ERRORS_BY_STATUS: dict[int, type[ApiError]] = {
@@ -144,6 +147,7 @@ __all__ = [
     "EXIT_ERROR",
     "EXIT_REFUSED",
     "EXIT_REJECTED",
+    "EXIT_TIMED_OUT",
     "EXIT_UNAVAILABLE",
     "EXIT_USAGE",
 ]

@@ -309,8 +309,12 @@ def wait_for(
     interval_seconds: float,
     what: str,
     on_poll: Callable[[Polled], None] | None = None,
+    backoff: float = 1.0,
+    max_interval_seconds: float = 30.0,
 ) -> Polled:
-    """Call ``fetch`` until ``done`` holds; :class:`TimedOut` after ``timeout_seconds``."""
+    """Call ``fetch`` until ``done`` holds; :class:`TimedOut` after ``timeout_seconds``. The wait between calls
+    starts at ``interval_seconds`` and is multiplied by ``backoff`` after each, up to ``max_interval_seconds``;
+    it never runs past the deadline, where ``fetch`` is called a last time."""
     deadline = time.monotonic() + timeout_seconds
     while True:
         value = fetch()
@@ -326,7 +330,8 @@ def wait_for(
                 f"Gave up waiting for {what} after {timeout_seconds:g} s; it is still "
                 f"{status}. Check again later."
             )
-        time.sleep(interval_seconds)
+        time.sleep(min(interval_seconds, max(deadline - time.monotonic(), 0.0)))
+        interval_seconds = min(interval_seconds * backoff, max_interval_seconds)
 
 
 __all__ = [

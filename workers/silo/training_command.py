@@ -1,8 +1,9 @@
 """``train``: FedKT students (or one local model) on the silo's own data, offline, with the pure core.
 
-This module needs the toolkit's training extras (``pip install 'onefold-toolkit[train]'``: numpy, pandas,
-scikit-learn, XGBoost, torch, the ONNX exporters, OpenDP); :mod:`workers.silo.commands` imports it only when
-``train`` runs, so that the client commands work with ``requests`` alone.
+This module needs the toolkit's ``[train]`` extra (numpy, pandas, scikit-learn, XGBoost, the ONNX exporters,
+OpenDP: the tree families), and ``[neural]`` (torch, Opacus) for networks and DP-SGD, which only those import;
+:mod:`workers.silo.commands` imports it only when ``train`` runs, so that the client commands work with
+``requests`` alone.
 """
 
 from __future__ import annotations

@@ -234,7 +234,7 @@
 
   function handleAnswer(request) {
     const answer = parseJson(request.responseText);
-    if (request.status === 202 && answer) {
+    if ((request.status === 202 || request.status === 200) && answer) {  // 200: a replay of a lost answer
       showSubmission(answer);
     } else if (answer && typeof answer === "object") {
       progressBlock.hidden = true;
@@ -272,6 +272,14 @@
     return `The upload is larger than the ${limit / 1024 / 1024} MB limit; send a smaller file.`;
   }
 
+  // The upload's Idempotency-Key: kept while an upload did not reach the market (sending it again then stores it
+  // at most once), a new one after any answer, so that the next upload is a new one.
+  function newKey() {
+    const bytes = crypto.getRandomValues(new Uint8Array(16));
+    return "page-" + Array.from(bytes, (byte) => byte.toString(16).padStart(2, "0")).join("");
+  }
+  let idempotencyKey = newKey();
+
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     clearErrors();
@@ -287,6 +295,7 @@
     request.open("POST", form.action);
     request.setRequestHeader("Accept", "application/json");
     request.setRequestHeader("X-CSRFToken", form.elements.csrfmiddlewaretoken.value);
+    request.setRequestHeader("Idempotency-Key", idempotencyKey);
     // Upload listeners must be attached before send(), or the browser may not report progress.
     request.upload.addEventListener("progress", (progress) => {
       if (progress.lengthComputable) {
@@ -294,7 +303,10 @@
       }
     });
     request.upload.addEventListener("load", () => setProgress(1));
-    request.addEventListener("load", () => handleAnswer(request));
+    request.addEventListener("load", () => {
+      idempotencyKey = newKey();
+      handleAnswer(request);
+    });
     request.addEventListener("error", () => {
       progressBlock.hidden = true;
       showFormError(["The upload did not reach the market. Check your connection and try again."]);

@@ -9,14 +9,19 @@ METADATA = {
 }
 
 
-def submit(api, files: dict[str, bytes], **changes):
+def submit(api, files: dict[str, bytes], *, idempotency_key: str | None = None, **changes):
+    """POST the files with METADATA and ``changes`` (with an Idempotency-Key header if given)."""
+    headers = {"HTTP_IDEMPOTENCY_KEY": idempotency_key} if idempotency_key is not None else {}
     uploads = []
     for name, data in files.items():
         upload = io.BytesIO(data)
         upload.name = name
         uploads.append(upload)
     return api.post(
-        "/api/submissions/", {**METADATA, **changes, "files": uploads}, format="multipart"
+        "/api/submissions/",
+        {**METADATA, **changes, "files": uploads},
+        format="multipart",
+        **headers,
     )
 
 

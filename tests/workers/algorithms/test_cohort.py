@@ -8,9 +8,9 @@ from workers.algorithms.cohort import (
     label_counts_of,
     log_probabilities,
 )
-from workers.algorithms.cohort_simulation import CohortSetting, simulate_cpfl
 from workers.algorithms.registry import Member, algorithm_get
 from workers.partition import dirichlet_label_partition
+from workers.reproduce.cohort_simulation import CohortSetting, simulate_cpfl
 
 # 3 cohorts × 3 classes; class 2 is held by nobody
 COUNTS = np.array([[30, 0, 0], [10, 20, 0], [60, 20, 0]])

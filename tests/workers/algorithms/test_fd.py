@@ -8,7 +8,7 @@ from workers.algorithms.fd import (
     fedavg_round_bits,
     local_label_logits,
 )
-from workers.algorithms.fd_simulation import FDSetting, simulate, starved_partition
+from workers.reproduce.fd_simulation import FDSetting, simulate, starved_partition
 
 
 def test_local_label_logits_average_per_label_and_mark_missing_labels():

@@ -68,8 +68,8 @@ def test_a_token_for_another_market_is_refused_before_anything_is_sent(
         "a token only works on the market that issued it. Run `python -m workers.silo login --market "
         "http://market.example.org/` to log in there."
     )
-    assert err == f"Error: {message}\n"
-    assert json.loads(out) == {
+    assert out == ""  # with --json the error is one JSON object on stderr
+    assert json.loads(err) == {
         "error": {"message": message, "status": None, "exit_code": EXIT_AUTH}
     }
 
@@ -190,8 +190,14 @@ def test_pull_train_upload_gives_a_submission_the_worker_validates(
         "student-1.onnx",
         "student-2.onnx",
     ]
-    code, out, _ = run_cli("upload", pulled / "students")
-    assert code == EXIT_REFUSED  # the same files twice: the market's 409 sentence, no second row
+    code, out, err = run_cli("upload", pulled / "students", "--json")
+    assert code == 0, err  # the same upload run again: its key returns the first submission
+    assert json.loads(out)["id"] == answer["id"]
+    assert json.loads(out)["idempotency_key"] == answer["idempotency_key"]
+    code, out, _ = run_cli("upload", pulled / "students", "--idempotency-key", "another-run")
+    assert (
+        code == EXIT_REFUSED
+    )  # the same files under a new key: the market's 409 sentence, no second row
     assert Submission.objects.count() == 1
 
 

@@ -1,5 +1,6 @@
 """The toolkit installs and runs on a silo's machine without the market's server dependencies."""
 
+import io
 import json
 import os
 import re
@@ -7,6 +8,7 @@ import subprocess
 import sys
 import tomllib
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -127,6 +129,11 @@ def test_the_installed_package_holds_no_server_package_and_no_code_that_imports_
         for path in (site_packages / "workers").rglob("*.py")
     )
     assert "workers/silo/cli.py" in shipped and "workers/algorithms/fedkt.py" in shipped
+    # `pip install ./workers` (hatchling) installs the files of the wheel the market builds and serves
+    from market.toolkit.wheel import wheel_build
+
+    with zipfile.ZipFile(io.BytesIO(wheel_build().data)) as archive:
+        assert shipped == sorted(name for name in archive.namelist() if name.endswith(".py"))
     assert not [
         name
         for name in shipped
@@ -198,8 +205,9 @@ def test_the_installed_onefold_command_logs_in_and_asks_for_the_training_extras(
     )
     assert training.returncode == 1
     assert training.stderr == (
-        "Error: `train` needs the toolkit's training extras (numpy is not installed); install "
-        "them with: pip install 'onefold-toolkit[train]'.\n"
+        "Error: `train` needs the toolkit's [train] extra (numpy is not installed); install it "
+        "with: pip install 'onefold-toolkit[train]' (or the wheel address your market's federation "
+        "page shows, followed by [train]).\n"
     )
 
 

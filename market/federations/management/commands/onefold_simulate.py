@@ -1,6 +1,6 @@
 """Simulate a whole federation through a running market's HTTP API: silos train and upload with the
 toolkit, a job fuses their students, a buyer purchases the result; prints FedKT vs SOLO vs centralised.
-The simulation is a client of the market (workers.silo.simulation); this command makes its accounts in the
+The simulation is a client of the market (workers.simulation); this command makes its accounts in the
 database, which has no sign-up API, and runs it.
 
 Idempotent: a second run reuses the accounts, federation, submissions, job, listing and purchase.
@@ -18,7 +18,7 @@ from market.federations.management.commands.onefold_demo import DEMO_DATA
 from market.jobs.parameters import job_kind_choices
 from market.transient import RETRY_AFTER_SECONDS, database_is_busy
 from workers.silo.errors import OnefoldError
-from workers.silo.simulation import (
+from workers.simulation import (
     BUYER,
     DATASETS,
     OPERATOR,

@@ -207,7 +207,11 @@ def toolkit(config: Path, *arguments) -> dict:
             os.environ["ONEFOLD_CONFIG"] = saved
     if code != 0:
         shown = " ".join(str(argument) for argument in arguments if str(argument) != SILO_PASSWORD)
-        raise SimulationError(f"`python -m workers.silo {shown}` failed: {err.getvalue().strip()}")
+        try:  # with --json the error is one JSON object on stderr
+            detail = json.loads(err.getvalue())["error"]["message"]
+        except (ValueError, KeyError, TypeError):
+            detail = err.getvalue().strip()
+        raise SimulationError(f"`python -m workers.silo {shown}` failed: {detail}")
     return json.loads(out.getvalue())
 
 
@@ -432,16 +436,20 @@ def simulation_run(settings: SimulationSettings, *, accounts: dict) -> Simulatio
         f"{sum(len(share) for share in shares)} rows ({min(map(len, shares))}–{max(map(len, shares))} each)."
     )
     with tempfile.TemporaryDirectory(prefix="onefold-simulation-", dir=settings.work_dir) as work:
-        for (username, _), share in zip(accounts["silos"], shares):
+        for number, ((username, _), share) in enumerate(zip(accounts["silos"], shares), start=1):
             folder = Path(work) / username
             folder.mkdir()
-            report.submissions.append(silo_submission(settings, slug, username, share, folder))
             counts = share[DATASETS[settings.dataset]["label_column"]].value_counts().to_dict()
             say(
-                f"  {username}: {len(share)} rows, labels {counts} → submission #{report.submissions[-1]}"
+                f"  [{number}/{settings.silos}] {username}: login, join, pull, train on {len(share)} rows "
+                f"(labels {counts}), upload..."
             )
-    for submission_id in report.submissions:
+            report.submissions.append(silo_submission(settings, slug, username, share, folder))
+            say(f"  [{number}/{settings.silos}] {username} → submission #{report.submissions[-1]}")
+    say(f"Waiting for the worker to validate the {len(report.submissions)} submissions...")
+    for number, submission_id in enumerate(report.submissions, start=1):
         operator.submission_wait(submission_id, timeout_seconds=900)
+        say(f"  [{number}/{len(report.submissions)}] submission #{submission_id} is valid")
     say(f"All {len(report.submissions)} submissions are valid.")
     job = job_ensure(operator, settings, slug, report.submissions)
     global_model = operator.global_model(job.global_model)
@@ -469,6 +477,10 @@ def simulation_run(settings: SimulationSettings, *, accounts: dict) -> Simulatio
         global_model.id, json.loads(rows.to_json(orient="records"))
     ).data
     spec = operator.feature_spec(slug)
+    say(
+        "Bought, downloaded and predicted as the buyer; scoring the baselines (each silo alone, SOLO and "
+        "centralised) on the evaluation split..."
+    )
     report.accuracy = {
         "global": report.global_model["metrics"],
         **baseline_accuracies(settings, shares, spec),

@@ -1,0 +1,1 @@
+"""The silo toolkit's wheel, built by the market from ``workers/pyproject.toml`` and served at ``/toolkit/``."""
