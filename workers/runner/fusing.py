@@ -13,7 +13,6 @@ from django.utils import timezone
 from market.feature_views import job_feature_view, stored_features_in_view
 from market.federations.models import PrivacyLevel
 from market.jobs.models import Job
-from market.jobs.runner.lifecycle import JobInputError
 from market.jobs.selectors import job_best_model_files, job_members
 from market.jobs.services import job_log
 from market.sandbox import stored_models_convert, stored_models_predict
@@ -38,6 +37,7 @@ from workers.modelio.artifact import ExportedFile, bundle_exported_file
 from workers.modelio.base import ArtifactFormat
 from workers.modelio.bundle import BundleMember, bundle_write
 from workers.privacy.mechanisms import GaussianNoise, LaplaceNoise
+from workers.runner.lifecycle import JobInputError
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ class JobNoise:
 
 def noise_mechanism(privacy: Mapping) -> LaplaceNoise | GaussianNoise:
     """The mechanism of an L1 job's resolved ``parameters["privacy"]`` (market.jobs.parameters); its pre-flight
-    estimate (market.jobs.runner.preflight) simulates the same one."""
+    estimate (workers.runner.preflight) simulates the same one."""
     return (
         LaplaceNoise(gamma=privacy["gamma"])
         if privacy["mechanism"] == "laplace"

@@ -1,5 +1,5 @@
 """The worker side of a pre-flight estimate (market.jobs.preflight): claim it, predict the members as a job's chunks
-do (:func:`market.jobs.runner.chunks.members_predicted`), fuse them through the engine as the job would
+do (:func:`workers.runner.chunks.members_predicted`), fuse them through the engine as the job would
 (:func:`workers.jobs.interruptible.fuse_in_child`) — at L1 once without noise (the reference) and once per
 simulated draw of the job's noise (:mod:`workers.jobs.preflight`), at L2 once, since its members carry the silos'
 noise — and score every fused model on the evaluation split against the baselines (market.jobs.baselines).
@@ -21,10 +21,6 @@ from market.feature_views import job_feature_view, stored_features_in_view
 from market.federations.models import PrivacyLevel
 from market.jobs.baselines import baselines_measure
 from market.jobs.models import EstimateStatus, JobEstimate
-from market.jobs.runner.chunks import members_predicted
-from market.jobs.runner.fusing import evaluation_report_rows, noise_mechanism
-from market.jobs.runner.leases import job_setting, worker_id
-from market.jobs.runner.lifecycle import JobInputError
 from market.jobs.selectors import job_members
 from market.storage import arrays_from_npz_cached
 from market.submissions.models import Submission
@@ -35,8 +31,12 @@ from workers.algorithms.ensemble import average_probabilities
 from workers.jobs.interruptible import fuse_in_child
 from workers.jobs.preflight import draw_seeds, metric_spread, simulated_noise
 from workers.metrics import classification_metrics, headline
+from workers.runner.chunks import members_predicted
+from workers.runner.fusing import evaluation_report_rows, noise_mechanism
+from workers.runner.leases import job_setting, worker_id
+from workers.runner.lifecycle import JobInputError
 
-logger = logging.getLogger("market.jobs.runner")
+logger = logging.getLogger("workers.runner")
 
 
 def job_estimate_claim(*, estimate_id: int) -> bool:
