@@ -298,7 +298,7 @@ CELERY_TASK_TIME_LIMIT = env_int("ONEFOLD_TASK_TIME_LIMIT", 35 * 60)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
-# Aggregation jobs (market.jobs.runner): leases, heartbeats, the reaper and the fan-out.
+# Aggregation jobs (workers.runner): leases, heartbeats, the reaper and the fan-out.
 ONEFOLD_JOB_LEASE_SECONDS = env_int("ONEFOLD_JOB_LEASE_SECONDS", 120)
 ONEFOLD_JOB_HEARTBEAT_SECONDS = env_int("ONEFOLD_JOB_HEARTBEAT_SECONDS", 20)
 ONEFOLD_JOB_REAPER_SECONDS = env_int("ONEFOLD_JOB_REAPER_SECONDS", 60)

@@ -16,7 +16,7 @@ Every silo trains as ``onefold train`` does, through the toolkit's own function 
 when the toolkit trains one); a silo the toolkit refuses uploads nothing and is counted. What a silo could do
 alone, the silo baselines, is its own model refitted by the harness on *all* its rows (:data:`OWN_MODEL`; the
 toolkit holds a fifth of them out to score what it uploads). Every candidate of :data:`CANDIDATES`
-then runs through the market's engine as a job does (``market/jobs/runner/fusing.py``): ``validate``,
+then runs through the market's engine as a job does (``workers/runner/fusing.py``): ``validate``,
 ``select``, ``member_signal`` per member, the sum, ``fuse`` (with the evaluation split when the kind reads it).
 
 Baselines: the majority class of the pooled silo rows; the average silo and the best silo (their own models;
@@ -267,7 +267,7 @@ def job_feature_view(settings: Mapping) -> str:
 
 def job_report_rows(fusion, labels, *, seed: int) -> np.ndarray:
     """The evaluation rows a job reports on: the half an ``auto`` choice did not read, else all of them (as
-    ``market.jobs.runner.fusing.evaluation_report_rows``)."""
+    ``workers.runner.fusing.evaluation_report_rows``)."""
     if fitted_on_evaluation(fusion.details):
         return evaluation_halves(labels, seed=seed)[1]
     return np.arange(len(labels))
@@ -314,7 +314,7 @@ def member_best(probabilities: np.ndarray, member: Member) -> np.ndarray:
 def candidate_run(
     name: str, uploads: Sequence[Upload], views: Views, *, n_classes: int, seed: int
 ) -> dict:
-    """One job of candidate ``name`` over the uploads, as ``market/jobs/runner/fusing.py`` runs it, scored on the
+    """One job of candidate ``name`` over the uploads, as ``workers/runner/fusing.py`` runs it, scored on the
     scored rows and (as the job reports) on the evaluation split."""
     kind, params = CANDIDATES[name]
     engine = algorithm_get(kind)
