@@ -52,10 +52,10 @@ import workers.algorithms  # noqa: F401  (registers the engines)
 from workers.algorithms.auto_fusion import EvaluationRows, evaluation_halves, fitted_on_evaluation
 from workers.algorithms.ensemble import average_probabilities, stacked_probabilities
 from workers.algorithms.registry import Member, algorithm_get, member_probabilities_split
+from workers.algorithms.schema import fitted_feature_view
 from workers.datasets import data_dir
 from workers.features import ONE_HOT_VIEW, encode_features, infer_feature_spec
 from workers.learners import fit_aligned
-from workers.modelio.families import feature_view_for
 from workers.partition import dirichlet_label_partition
 from workers.reproduce.suite_settings import (
     CANDIDATES,
@@ -257,14 +257,6 @@ def scores(predicted, truth) -> dict:
     }
 
 
-def job_feature_view(settings: Mapping) -> str:
-    """The view a job's global model reads: its learner's (``final_model`` or ``student``), else one-hot (as
-    ``market.feature_views.job_feature_view``, which the worker layer cannot import)."""
-    learner = settings.get("final_model") or settings.get("student")
-    family = learner.get("family") if isinstance(learner, Mapping) else learner
-    return feature_view_for(family) if isinstance(family, str) else ONE_HOT_VIEW
-
-
 def job_report_rows(fusion, labels, *, seed: int) -> np.ndarray:
     """The evaluation rows a job reports on: the half an ``auto`` choice did not read, else all of them (as
     ``workers.runner.fusing.evaluation_report_rows``)."""
@@ -329,7 +321,7 @@ def candidate_run(
         engine.member_signal(upload.public, member=member, n_classes=n_classes, params=settings)
         for upload, member in zip(chosen, members)
     ]
-    view = job_feature_view(settings)
+    view = fitted_feature_view(settings)
     evaluation = (
         {
             "evaluation": EvaluationRows(

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from django.utils import timezone
 
-from market.feature_views import job_feature_view, stored_features_in_view
+from market.feature_views import stored_features_in_view
 from market.federations.models import PrivacyLevel
 from market.jobs.models import Job
 from market.jobs.selectors import job_best_model_files, job_members
@@ -28,6 +28,7 @@ from workers.algorithms import algorithm_get
 from workers.algorithms.auto_fusion import EvaluationRows, evaluation_halves, fitted_on_evaluation
 from workers.algorithms.ensemble import average_probabilities
 from workers.algorithms.registry import Fusion
+from workers.algorithms.schema import fitted_feature_view
 from workers.features import ONE_HOT_VIEW
 from workers.jobs.chunks import ChunkSignals, chunk_signals_from_npz
 from workers.jobs.export import export_global_model, model_family_of
@@ -150,7 +151,7 @@ def job_fuse(job: Job) -> FusedJob | None:
         privacy_level=job.privacy_level,
     )
     settings = algorithm_get(job.kind).validate(job.parameters)
-    view = job_feature_view(settings)
+    view = fitted_feature_view(settings)
     public = stored_features_in_view(
         arrays_from_npz_cached(job.public_dataset.features_file)["features"],
         job.public_dataset,

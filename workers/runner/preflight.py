@@ -17,7 +17,7 @@ import numpy as np
 from django.db.models import F
 from django.utils import timezone
 
-from market.feature_views import job_feature_view, stored_features_in_view
+from market.feature_views import stored_features_in_view
 from market.federations.models import PrivacyLevel
 from market.jobs.baselines import baselines_measure
 from market.jobs.models import EstimateStatus, JobEstimate
@@ -28,6 +28,7 @@ from market.transient import TRANSIENT_ERRORS
 from workers.algorithms import algorithm_get
 from workers.algorithms.auto_fusion import EvaluationRows
 from workers.algorithms.ensemble import average_probabilities
+from workers.algorithms.schema import fitted_feature_view
 from workers.jobs.interruptible import fuse_in_child
 from workers.jobs.preflight import draw_seeds, metric_spread, simulated_noise
 from workers.metrics import classification_metrics, headline
@@ -138,7 +139,7 @@ def _estimate(estimate: JobEstimate) -> dict:
     signal_sum = sum(chunk.signal_sum for chunk in chunks)
     member_probabilities = np.concatenate([chunk.evaluation_probabilities for chunk in chunks])
     settings = algorithm_get(estimate.kind).validate(estimate.parameters)
-    view = job_feature_view(settings)
+    view = fitted_feature_view(settings)
     public = stored_features_in_view(
         arrays_from_npz_cached(estimate.public_dataset.features_file)["features"],
         estimate.public_dataset,
