@@ -26,9 +26,10 @@ from market.budgets.selectors import (
     budget_summary,
     entry_summary,
 )
-from market.budgets.services import budget_calibrate, budget_limit_set, budget_price_job
+from market.budgets.services import budget_limit_set
 from market.errors import DomainError, InvalidInput, PermissionDenied
 from market.federations.selectors import federation_get, federation_list, federation_require_member
+from market.jobs.pricing import job_price_calibration, job_price_quote
 
 LEDGER_PER_PAGE = 50
 BUDGETS_PER_PAGE = 10  # with the strip chart above, 200 silos stay within two screen heights
@@ -156,20 +157,22 @@ def budget_price_action(request, slug):
         privacy, partitions = _privacy_from(form)
         solve_for = request.POST.get("solve_for")
         if solve_for in ("noise", "queries"):
-            extra["calibration"] = budget_calibrate(
+            extra["calibration"] = job_price_calibration(
                 federation=federation,
                 organisations=organisations,
                 kind="fedkt",
-                parameters={"partitions": partitions, "privacy": privacy},
+                parameters={"partitions": partitions},
+                privacy=privacy,
                 solve_for=solve_for,
             )
             extra["quote"] = extra["calibration"]["price"]
         else:
-            extra["quote"] = budget_price_job(
+            extra["quote"] = job_price_quote(
                 federation=federation,
                 organisations=organisations,
                 kind="fedkt",
-                parameters={"partitions": partitions, "privacy": privacy},
+                parameters={"partitions": partitions},
+                privacy=privacy,
             )
     except DomainError as error:
         extra["price_error"] = str(error)

@@ -18,7 +18,6 @@ from frontend.decorators import page
 from frontend.sent_once import sent_once
 from frontend.value_plot import contribution_value_bars
 from market.budgets.selectors import price_quote_visible
-from market.budgets.services import budget_price_job
 from market.commerce.quality import launcher_statements, quality_verdict
 from market.errors import DomainError, InvalidInput
 from market.federations.selectors import federation_get, public_dataset_current
@@ -28,7 +27,6 @@ from market.jobs.parameters import (
     job_kind_choices,
     job_parameter_defaults,
     job_parameter_help,
-    job_parameters_validate,
 )
 from market.jobs.preflight import (
     ESTIMATED_LEVELS,
@@ -37,6 +35,7 @@ from market.jobs.preflight import (
     job_estimate_lost,
     job_estimate_progress,
 )
+from market.jobs.pricing import job_price_quote
 from market.jobs.selectors import (
     job_get,
     job_launch_require_permission,
@@ -310,15 +309,7 @@ def job_price_partial(request, slug):
         )
     else:
         try:
-            n_public = public_dataset_current(federation=federation).n_rows
             kind = request.GET.get("kind", "fedkt")
-            parameters = job_parameters_validate(
-                kind=kind,
-                privacy_level="L1",
-                parameters=json_text_parse(request.GET.get("parameters") or "{}"),
-                federation=federation,
-                n_public=n_public,
-            )
             ids = [int(id) for id in request.GET.getlist("submissions")]
             # One entry per submission: a silo with k submissions in the job is priced for moving k·s votes.
             organisations = list(
@@ -329,11 +320,12 @@ def job_price_partial(request, slug):
                     **({"id__in": ids} if ids else {}),
                 ).values_list("organisation_id", flat=True)
             )
-            quote = budget_price_job(
+            quote = job_price_quote(
                 federation=federation,
                 organisations=organisations,
                 kind=kind,
-                parameters=parameters,
+                parameters=json_text_parse(request.GET.get("parameters") or "{}"),
+                privacy=None,
             )
             context["quote"] = price_quote_visible(quote=quote, user=request.user)
         except (ValueError, DomainError) as error:

@@ -6,24 +6,19 @@ ordinal view gets the same rows through :func:`workers.features.features_in_view
 - A submission's view is declared at upload (``feature_view``, checked against the models' input
   width) and kept in each of its model files' ``info``. A submission uploaded before views existed
   has none there and reads the one-hot view.
-- A global model's view follows the learner the job fits it with on public features (FedKT's
-  ``final_model``, distillation's ``student``): ordinal for tree families, one-hot otherwise and for
-  ensembles (which fit nothing). It is kept in the global model's ``lineage``; a model without one
-  reads the one-hot view.
+- A global model's view follows the learner the job fits it with on public features, as the engine's
+  schema says (:func:`workers.algorithms.schema.fitted_feature_view`). It is kept in the global model's
+  ``lineage``; a model without one reads the one-hot view.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
 
 from workers.features import ONE_HOT_VIEW, features_in_view
-from workers.modelio.families import feature_view_for
 
 __all__ = [
     "global_model_feature_view",
-    "job_feature_view",
     "model_files_feature_view",
     "stored_features_in_view",
 ]
@@ -35,13 +30,6 @@ def model_files_feature_view(model_files) -> str:
         (model_file.info or {}).get("feature_view", ONE_HOT_VIEW) for model_file in model_files
     }
     return views.pop() if len(views) == 1 else ONE_HOT_VIEW
-
-
-def job_feature_view(settings: Mapping) -> str:
-    """The view the global model of a job with these validated settings is fitted and evaluated on."""
-    learner = settings.get("final_model") or settings.get("student")
-    family = learner.get("family") if isinstance(learner, Mapping) else learner
-    return feature_view_for(family) if isinstance(family, str) else ONE_HOT_VIEW
 
 
 def global_model_feature_view(global_model) -> str:

@@ -362,7 +362,7 @@ CELERY_TASK_ROUTES = {
     task: {"queue": queue} for queue, tasks in ONEFOLD_TASK_QUEUES.items() for task in tasks
 }
 
-# Aggregation jobs (market.jobs.runner): leases, heartbeats, the reaper and the fan-out.
+# Aggregation jobs (workers.runner): leases, heartbeats, the reaper and the fan-out.
 ONEFOLD_JOB_LEASE_SECONDS = env_int("ONEFOLD_JOB_LEASE_SECONDS", 120)
 ONEFOLD_JOB_HEARTBEAT_SECONDS = env_int("ONEFOLD_JOB_HEARTBEAT_SECONDS", 20)
 ONEFOLD_JOB_REAPER_SECONDS = env_int("ONEFOLD_JOB_REAPER_SECONDS", 60)

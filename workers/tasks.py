@@ -50,12 +50,12 @@ def submission_reap_task() -> int:
     return submission_reap()
 
 
-# --- aggregation jobs (market.jobs.runner): start → a group of chunks → the last chunk queues the fusion ---
+# --- aggregation jobs (workers.runner): start → a group of chunks → the last chunk queues the fusion ---
 
 
 @app.task(name="onefold.job_start", **RETRY)
 def job_start_task(job_id: int) -> None:
-    from market.jobs.runner import job_start
+    from workers.runner import job_start
 
     chunk_ids = job_start(job_id=job_id)
     if chunk_ids is None:  # another worker claimed the job, or it failed
@@ -68,7 +68,7 @@ def job_start_task(job_id: int) -> None:
 
 @app.task(name="onefold.job_chunk", **RETRY)
 def job_chunk_task(chunk_id: int) -> None:
-    from market.jobs.runner import job_chunk_release, job_chunk_run
+    from workers.runner import job_chunk_release, job_chunk_run
 
     try:
         job_due_for_fusion = job_chunk_run(chunk_id=chunk_id)
@@ -81,7 +81,7 @@ def job_chunk_task(chunk_id: int) -> None:
 
 @app.task(name="onefold.job_finalize", **RETRY)
 def job_finalize_task(job_id: int) -> None:
-    from market.jobs.runner import job_finalize_release, job_finalize_safely
+    from workers.runner import job_finalize_release, job_finalize_safely
 
     try:
         job_finalize_safely(job_id=job_id)
@@ -92,14 +92,14 @@ def job_finalize_task(job_id: int) -> None:
 
 @app.task(name="onefold.job_reap", acks_late=True)
 def job_reap_task() -> dict:
-    from market.jobs.runner import job_reap
+    from workers.runner import job_reap
 
     return job_reap()
 
 
 @app.task(name="onefold.job_estimate", **RETRY)
 def job_estimate_task(estimate_id: int) -> None:
-    from market.jobs.runner.preflight import job_estimate_release, job_estimate_run
+    from workers.runner.preflight import job_estimate_release, job_estimate_run
 
     try:
         job_estimate_run(estimate_id=estimate_id)

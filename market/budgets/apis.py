@@ -7,7 +7,6 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from market.audit.services import audit_record
-from market.budgets.pricing import submission_silos
 from market.budgets.selectors import (
     budget_get,
     budget_ledger,
@@ -16,9 +15,8 @@ from market.budgets.selectors import (
     budget_summary,
     entry_summary,
     ledger_csv,
-    price_quote_visible,
 )
-from market.budgets.services import budget_calibrate, budget_limit_set, budget_price_job
+from market.budgets.services import budget_limit_set
 from market.federations.selectors import federation_get, federation_require_member
 from workers.privacy.reports import EXAMPLE_LEVEL, PARTY_LEVEL
 
@@ -94,45 +92,6 @@ class EntryOutput(serializers.Serializer):
     reserved_after = serializers.CharField()
     epsilon_limit_after = serializers.CharField()
     created_at = serializers.DateTimeField()
-
-
-class PrivacyParametersInput(serializers.Serializer):
-    mechanism = serializers.ChoiceField(["laplace", "gaussian"])
-    gamma = serializers.FloatField(allow_null=True, required=False, default=None)
-    sigma = serializers.FloatField(allow_null=True, required=False, default=None)
-    delta = serializers.FloatField()
-    n_queries = serializers.IntegerField(min_value=0, max_value=1_000_000_000, required=False)
-
-
-class PriceInput(serializers.Serializer):
-    submissions = serializers.ListField(
-        child=serializers.IntegerField(),
-        required=False,
-        max_length=10_000,
-        help_text="Ids of the submissions the job would use: each silo is priced for the s votes each of its "
-        "submissions moves (k submissions: k·s). Takes precedence over 'organisations'.",
-    )
-    organisations = serializers.ListField(
-        child=serializers.IntegerField(),
-        required=False,
-        max_length=10_000,
-        help_text="Organisation ids, one per submission the job would use (a silo listed twice is priced for 2·s "
-        "votes); every member once when both lists are left out.",
-    )
-    privacy = PrivacyParametersInput()
-    partitions = serializers.IntegerField(min_value=1, max_value=10_000)
-    teachers = serializers.IntegerField(min_value=1, max_value=10_000, default=1)
-    vote_weight = serializers.IntegerField(
-        min_value=1,
-        max_value=16,
-        default=1,
-        help_text="The largest integer vote weight (FedKT's vote_weight_max for a class_weighted vote; 1 otherwise): "
-        "each submission moves s × this many votes.",
-    )
-
-
-class CalibrationInput(PriceInput):
-    solve_for = serializers.ChoiceField(["noise", "queries"])
 
 
 class CsvRenderer(BaseRenderer):
@@ -232,82 +191,6 @@ class BudgetLedgerApi(APIView):
                 many=True,
             ).data
         )
-
-
-def _organisations(federation, request, given, *, own_only: bool = False) -> list[int]:
-    """The silo of each submission to price: those of the submissions asked for, else the organisations asked for
-    (operators may name any member), else every member once. ``own_only``: a non-operator's own silo only."""
-    if "submissions" in given:
-        silos = submission_silos(
-            federation=federation,
-            submission_ids=given["submissions"],
-            organisation_id=None if request.user.is_operator else request.user.organisation_id,
-        )
-    else:
-        silos = given.get("organisations", list(federation.members.values_list("id", flat=True)))
-    if own_only and not request.user.is_operator:
-        return [silo for silo in silos if silo == request.user.organisation_id] or [
-            request.user.organisation_id
-        ]
-    return silos
-
-
-def _fedkt_parameters(data: dict) -> dict:
-    """The FedKT job these endpoints price (their input names FedKT's s, t and largest vote weight W)."""
-    vote = (
-        {"vote": "class_weighted", "vote_weight_max": data["vote_weight"]}
-        if data["vote_weight"] > 1
-        else {}
-    )
-    return {
-        "partitions": data["partitions"],
-        "teachers": data["teachers"],
-        "privacy": data["privacy"],
-        **vote,
-    }
-
-
-class BudgetPriceApi(APIView):
-    @extend_schema(
-        request=PriceInput,
-        responses={200: OpenApiTypes.OBJECT},
-        description="Dry run: what an L1 FedKT job would cost each silo; nothing is reserved. "
-        "A silo sees its own line only, and whether the job fits its own budget.",
-    )
-    def post(self, request, slug):
-        federation = _federation(request, slug)
-        given = PriceInput(data=request.data)
-        given.is_valid(raise_exception=True)
-        data = given.validated_data
-        quote = budget_price_job(
-            federation=federation,
-            organisations=_organisations(federation, request, data),
-            kind="fedkt",
-            parameters=_fedkt_parameters(data),
-        )
-        return Response(price_quote_visible(quote=quote, user=request.user))
-
-
-class BudgetCalibrationApi(APIView):
-    @extend_schema(
-        request=CalibrationInput,
-        responses={200: OpenApiTypes.OBJECT},
-        description="The least noise (largest γ, smallest σ) or the most queries that fit every silo.",
-    )
-    def post(self, request, slug):
-        federation = _federation(request, slug)
-        given = CalibrationInput(data=request.data)
-        given.is_valid(raise_exception=True)
-        data = given.validated_data
-        # A silo calibrates against its own budget only: the answer for several silos would reveal their remainders.
-        result = budget_calibrate(
-            federation=federation,
-            organisations=_organisations(federation, request, data, own_only=True),
-            kind="fedkt",
-            parameters=_fedkt_parameters(data),
-            solve_for=data["solve_for"],
-        )
-        return Response(result)
 
 
 class RefusalOutput(serializers.Serializer):

@@ -9,13 +9,12 @@ in id order, so two requests touching the same silos cannot deadlock.
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
 
+from django.db.models import Model
+
 from market.accounts.models import Organisation, User
-from market.augmentations.models import Augmentation
 from market.budgets.models import EPSILON_QUANTUM, BudgetEntry, EntryKind, PrivacyBudget
 from market.errors import Conflict, InvalidInput
 from market.federations.models import Federation, Membership
-from market.jobs.models import Job
-from market.submissions.models import Submission
 from workers.privacy.costs import PrivacyCost, compose_costs
 
 
@@ -102,6 +101,8 @@ class LedgerState:
     charged_jobs: set[int]
     charged_submissions: set[int]
     charged_augmentations: set[int]
+    #: ``(spender_kind, spender_id)`` of every charged line (:mod:`market.budgets.spending`).
+    charged_spenders: set[tuple[str, int]]
 
     def committed(self) -> list[PrivacyCost]:
         return self.charged + [cost for cost, _ in self.open_reservations.values()]
@@ -112,9 +113,16 @@ def augmentation_key(augmentation_id: int) -> tuple[str, int]:
     return ("augmentation", augmentation_id)
 
 
+def spender_key(spender_kind: str, spender_id: int) -> tuple[str, int]:
+    """The key of a spender's reservation in :attr:`LedgerState.open_reservations` (:mod:`market.budgets.spending`)."""
+    return (spender_kind, spender_id)
+
+
 def _reservation_key(entry: BudgetEntry) -> int | tuple[str, int]:
     if entry.augmentation_id is not None:
         return augmentation_key(entry.augmentation_id)
+    if entry.job_id is None and entry.spender_kind:
+        return spender_key(entry.spender_kind, entry.spender_id)
     return entry.job_id
 
 
@@ -125,6 +133,7 @@ def ledger_state(budget: PrivacyBudget) -> LedgerState:
         charged_jobs=set(),
         charged_submissions=set(),
         charged_augmentations=set(),
+        charged_spenders=set(),
     )
     for entry in budget.entries.order_by("id"):
         if entry.kind == EntryKind.RESERVE:
@@ -142,6 +151,8 @@ def ledger_state(budget: PrivacyBudget) -> LedgerState:
                 state.charged_submissions.add(entry.submission_id)
             if entry.augmentation_id is not None:
                 state.charged_augmentations.add(entry.augmentation_id)
+            if entry.spender_kind:
+                state.charged_spenders.add(spender_key(entry.spender_kind, entry.spender_id))
     return state
 
 
@@ -234,13 +245,20 @@ def budget_entry_write(
     kind: str,
     epsilon: Decimal,
     cost: PrivacyCost | None,
-    job: Job | None = None,
-    submission: Submission | None = None,
-    augmentation: Augmentation | None = None,
+    job: Model | None = None,
+    submission: Model | None = None,
+    augmentation: Model | None = None,
+    spender: tuple[str, int] | None = None,
     actor: User | None = None,
     reason: str = "",
     parameters: dict | None = None,
 ) -> BudgetEntry:
+    """Apply ``amounts`` to the budget row and append the line. ``spender``: what spent, as ``(kind, id)``; a job,
+    submission or augmentation given by its row is that spender too."""
+    linked = (("job", job), ("submission", submission), ("augmentation", augmentation))
+    spender_kind, spender_id = spender or next(
+        ((kind, row.id) for kind, row in linked if row is not None), ("", None)
+    )
     budget.spent, budget.reserved, budget.composition_rule = (
         amounts.spent,
         amounts.reserved,
@@ -262,6 +280,8 @@ def budget_entry_write(
         job=job,
         submission=submission,
         augmentation=augmentation,
+        spender_kind=spender_kind,
+        spender_id=spender_id,
         actor=actor if actor is not None and actor.is_authenticated else None,
         reason=reason,
         composition_rule=amounts.rule,

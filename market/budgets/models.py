@@ -124,6 +124,10 @@ class BudgetEntry(models.Model):
         related_name="budget_entries",
         help_text="The FAug generator whose DP discriminator the line reserves or charges.",
     )
+    # What spent or reserved the line, for any spender (market.budgets.spending.Spender): its kind and id. The
+    # foreign keys above are the first three kinds' links, kept for their pages and filters.
+    spender_kind = models.CharField(max_length=40, blank=True)
+    spender_id = models.PositiveBigIntegerField(null=True, blank=True)
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
@@ -136,7 +140,11 @@ class BudgetEntry(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["budget", "kind"]), models.Index(fields=["job"])]
+        indexes = [
+            models.Index(fields=["budget", "kind"]),
+            models.Index(fields=["job"]),
+            models.Index(fields=["spender_kind", "spender_id"], name="budgetentry_spender"),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=Q(kind="adjust") | Q(epsilon__gte=0), name="entry_amount_not_negative"

@@ -11,18 +11,8 @@ urlpatterns = [
         name="api-budget-ledger",
     ),
     path(
-        "federations/<slug:slug>/budget-price/",
-        apis.BudgetPriceApi.as_view(),
-        name="api-budget-price",
-    ),
-    path(
         "federations/<slug:slug>/budget-refusals/",
         apis.BudgetRefusalListApi.as_view(),
         name="api-budget-refusals",
-    ),
-    path(
-        "federations/<slug:slug>/budget-calibration/",
-        apis.BudgetCalibrationApi.as_view(),
-        name="api-budget-calibration",
     ),
 ]

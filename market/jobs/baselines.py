@@ -1,6 +1,6 @@
 """Baselines of a global model: measured when the job saves it, derived the same way for models saved before.
 
-The evaluation step (market.jobs.runner.finalize) stores them on ``GlobalModel.baselines``; a model made before
+The evaluation step (workers.runner.finalize) stores them on ``GlobalModel.baselines``; a model made before
 baselines existed gets them from its own records: the class counts are the row sums of its confusion matrix, and
 its submissions' metrics are grouped by the organisation that uploaded each submission.
 """

@@ -3,7 +3,7 @@ anything is launched or charged (issue 25 item 5).
 
 An operator asks with the same request as a job (kind, level, parameters, submissions, seed); the request is checked
 exactly as a job's is (:func:`market.jobs.services.job_request_check`), stored as a :class:`JobEstimate` and run by a
-worker (:mod:`market.jobs.runner.preflight`). The same request again, while its estimate is still running or once
+worker (:mod:`workers.runner.preflight`). The same request again, while its estimate is still running or once
 it succeeded, reads that estimate instead of starting another (a reloaded form, a script that retries). Only
 operators may ask for or read an estimate (:func:`market.jobs.visibility.estimate_visible`); anyone else is told
 so, and nothing of it reaches silos or buyers.

@@ -1,6 +1,6 @@
 """Writes on jobs: create (validated, budget reserved, queued on commit through the outbox), cancel, log.
 
-The worker side (claim, chunks, fusion, reaper) is in :mod:`market.jobs.runner`.
+The worker side (claim, chunks, fusion, reaper) is in :mod:`workers.runner`.
 """
 
 import hashlib

@@ -10,8 +10,17 @@ from market.jobs.apis import (
     JobEstimateDetailApi,
     JobListApi,
 )
+from market.jobs.price_apis import BudgetCalibrationApi, BudgetPriceApi
 
 urlpatterns = [
+    path(
+        "federations/<slug:slug>/budget-price/", BudgetPriceApi.as_view(), name="api-budget-price"
+    ),
+    path(
+        "federations/<slug:slug>/budget-calibration/",
+        BudgetCalibrationApi.as_view(),
+        name="api-budget-calibration",
+    ),
     path(
         "federations/<slug:slug>/jobs/", FederationJobListApi.as_view(), name="api-federation-jobs"
     ),

@@ -41,7 +41,7 @@ from market.jobs.baselines import baselines_visible
 from market.jobs.models import GlobalModel
 from market.submissions.models import Submission
 
-# Lineage fields that say nothing about which silo contributed what (market.jobs.runner writes the lineage).
+# Lineage fields that say nothing about which silo contributed what (workers.runner writes the lineage).
 PUBLIC_LINEAGE_KEYS = frozenset(
     {
         "job",

@@ -22,7 +22,8 @@ from typing import Literal, overload
 
 import numpy as np
 
-from workers.modelio.families import NETWORK_FAMILIES
+from workers.modelio.families import NETWORK_FAMILIES, feature_view_for
+from workers.views import ONE_HOT_VIEW
 
 MAX_QUERY_COUNT = 10_000_000
 #: The fewest queried public rows a global model is trained on (and never fewer than the classes).
@@ -337,3 +338,12 @@ def learner_work(setting: Mapping, *, n_rows: int) -> float:
 def prediction_work(*, n_public: int, n_member_models: int) -> float:
     """Row-passes of the members' predictions on the public data."""
     return float(n_public) * n_member_models
+
+
+def fitted_feature_view(settings: Mapping) -> str:
+    """The view of the federation's features (:mod:`workers.views`) that the global model of a job with these
+    validated ``settings`` is fitted and evaluated on: its learner's (FedKT's ``final_model``, distillation's
+    ``student``), ordinal for tree families, else one-hot, as for an ensemble, which fits nothing."""
+    learner = settings.get("final_model") or settings.get("student")
+    family = learner.get("family") if isinstance(learner, Mapping) else learner
+    return feature_view_for(family) if isinstance(family, str) else ONE_HOT_VIEW

@@ -16,7 +16,7 @@ Every silo trains as ``onefold train`` does, through the toolkit's own function 
 when the toolkit trains one); a silo the toolkit refuses uploads nothing and is counted. What a silo could do
 alone, the silo baselines, is its own model refitted by the harness on *all* its rows (:data:`OWN_MODEL`; the
 toolkit holds a fifth of them out to score what it uploads). Every candidate of :data:`CANDIDATES`
-then runs through the market's engine as a job does (``market/jobs/runner/fusing.py``): ``validate``,
+then runs through the market's engine as a job does (``workers/runner/fusing.py``): ``validate``,
 ``select``, ``member_signal`` per member, the sum, ``fuse`` (with the evaluation split when the kind reads it).
 
 Baselines: the majority class of the pooled silo rows; the average silo and the best silo (their own models;
@@ -52,10 +52,10 @@ import workers.algorithms  # noqa: F401  (registers the engines)
 from workers.algorithms.auto_fusion import EvaluationRows, evaluation_halves, fitted_on_evaluation
 from workers.algorithms.ensemble import average_probabilities, stacked_probabilities
 from workers.algorithms.registry import Member, algorithm_get, member_probabilities_split
+from workers.algorithms.schema import fitted_feature_view
 from workers.datasets import data_dir
 from workers.features import ONE_HOT_VIEW, encode_features, infer_feature_spec
 from workers.learners import fit_aligned
-from workers.modelio.families import feature_view_for
 from workers.partition import dirichlet_label_partition
 from workers.reproduce.suite_settings import (
     CANDIDATES,
@@ -257,17 +257,9 @@ def scores(predicted, truth) -> dict:
     }
 
 
-def job_feature_view(settings: Mapping) -> str:
-    """The view a job's global model reads: its learner's (``final_model`` or ``student``), else one-hot (as
-    ``market.feature_views.job_feature_view``, which the worker layer cannot import)."""
-    learner = settings.get("final_model") or settings.get("student")
-    family = learner.get("family") if isinstance(learner, Mapping) else learner
-    return feature_view_for(family) if isinstance(family, str) else ONE_HOT_VIEW
-
-
 def job_report_rows(fusion, labels, *, seed: int) -> np.ndarray:
     """The evaluation rows a job reports on: the half an ``auto`` choice did not read, else all of them (as
-    ``market.jobs.runner.fusing.evaluation_report_rows``)."""
+    ``workers.runner.fusing.evaluation_report_rows``)."""
     if fitted_on_evaluation(fusion.details):
         return evaluation_halves(labels, seed=seed)[1]
     return np.arange(len(labels))
@@ -314,7 +306,7 @@ def member_best(probabilities: np.ndarray, member: Member) -> np.ndarray:
 def candidate_run(
     name: str, uploads: Sequence[Upload], views: Views, *, n_classes: int, seed: int
 ) -> dict:
-    """One job of candidate ``name`` over the uploads, as ``market/jobs/runner/fusing.py`` runs it, scored on the
+    """One job of candidate ``name`` over the uploads, as ``workers/runner/fusing.py`` runs it, scored on the
     scored rows and (as the job reports) on the evaluation split."""
     kind, params = CANDIDATES[name]
     engine = algorithm_get(kind)
@@ -329,7 +321,7 @@ def candidate_run(
         engine.member_signal(upload.public, member=member, n_classes=n_classes, params=settings)
         for upload, member in zip(chosen, members)
     ]
-    view = job_feature_view(settings)
+    view = fitted_feature_view(settings)
     evaluation = (
         {
             "evaluation": EvaluationRows(

@@ -265,8 +265,8 @@ def test_cpfl_job_without_label_distributions_is_refused_naming_them(operator, f
 def test_a_retried_l1_fusion_reuses_the_stored_noisy_answers(
     eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks
 ):
-    from market.jobs.runner.fusing import job_noise
     from workers.jobs.noise import replayable_noise
+    from workers.runner.fusing import job_noise
 
     federation = fedkt_submissions[0].federation
     body = launch(

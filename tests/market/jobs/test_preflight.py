@@ -1,4 +1,4 @@
-"""Pre-flight estimates (market.jobs.preflight, market.jobs.runner.preflight) in this process (Celery eager mode):
+"""Pre-flight estimates (market.jobs.preflight, workers.runner.preflight) in this process (Celery eager mode):
 the members fused as the job would fuse them, with simulated noise, scored against the baselines; nothing launched,
 stored as noise or charged; operators only; the same request read again instead of started twice."""
 

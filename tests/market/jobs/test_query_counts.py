@@ -5,10 +5,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from market.jobs.models import ChunkStatus, JobChunk
-from market.jobs.runner import job_chunk_run, job_start
 from market.jobs.selectors import job_members
 from market.jobs.services import job_create
 from tests.market.jobs.conftest import FAST_FEDKT
+from workers.runner import job_chunk_run, job_start
 
 
 def test_job_members_count_every_members_model_files_in_one_query(

@@ -246,8 +246,8 @@ def test_two_workers_racing_to_start_the_same_job_claim_it_once(
     operator, fedkt_submissions, settings
 ):
     from market.jobs.models import JobChunk
-    from market.jobs.runner import job_start
     from workers.celery_app import app
+    from workers.runner import job_start
 
     settings.ONEFOLD_JOB_CHUNK_SIZE = 1
     job_id = post_job(
@@ -265,7 +265,7 @@ def test_two_workers_racing_to_start_the_same_job_claim_it_once(
 @pytest.mark.django_db(transaction=True)
 def test_workers_racing_for_the_same_chunk_claim_it_once(operator, fedkt_submissions):
     from market.jobs.models import JobChunk
-    from market.jobs.runner.chunks import job_chunk_claim
+    from workers.runner.chunks import job_chunk_claim
 
     job_id = post_job(
         operator, fedkt_submissions[0].federation, kind="fedkt", privacy_level="L0"

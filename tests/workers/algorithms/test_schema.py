@@ -122,3 +122,12 @@ def test_numbers_out_of_reach_and_other_types_are_refused_with_a_sentence(value)
             continue
         with pytest.raises(ValueError):
             algorithm_get("fedkt").validate(params)
+
+
+def test_the_fitted_feature_view_follows_the_learner_the_job_fits_on_public_rows():
+    from workers.algorithms.schema import fitted_feature_view
+
+    assert fitted_feature_view({"final_model": {"family": "random_forest"}}) == "ordinal"
+    assert fitted_feature_view({"student": {"family": "mlp"}}) == "one_hot"
+    assert fitted_feature_view({"student": "xgboost"}) == "ordinal"
+    assert fitted_feature_view({}) == "one_hot"  # an ensemble fits nothing

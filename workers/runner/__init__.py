@@ -13,10 +13,10 @@ Steps: :func:`job_start` (claim, plan chunks) → :func:`job_chunk_run` per chun
 periodically (:mod:`.reaper`).
 """
 
-from market.jobs.runner.chunks import job_chunk_release, job_chunk_run, job_start
-from market.jobs.runner.finalize import job_finalize, job_finalize_release, job_finalize_safely
-from market.jobs.runner.lifecycle import JobInputError, job_end
-from market.jobs.runner.reaper import job_reap
+from workers.runner.chunks import job_chunk_release, job_chunk_run, job_start
+from workers.runner.finalize import job_finalize, job_finalize_release, job_finalize_safely
+from workers.runner.lifecycle import JobInputError, job_end
+from workers.runner.reaper import job_reap
 
 __all__ = [
     "JobInputError",

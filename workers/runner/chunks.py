@@ -15,14 +15,6 @@ from django.utils import timezone
 
 from market.feature_views import model_files_feature_view, stored_features_in_view
 from market.jobs.models import ChunkStatus, Job, JobChunk, JobPhase, JobStatus
-from market.jobs.runner.leases import job_setting, lease_kept, lease_renew, lease_seconds, worker_id
-from market.jobs.runner.lifecycle import (
-    JobInputError,
-    failing_on_unexpected,
-    job_end,
-    job_stage_set,
-    job_stop_if_cancelled,
-)
 from market.jobs.selectors import job_members, job_model_files, own_models_used
 from market.jobs.services import job_log
 from market.sandbox import stored_models_predict
@@ -31,6 +23,14 @@ from market.submissions.models import OWN_MODEL_ROLE, ModelFile, Submission, Sub
 from workers.algorithms import algorithm_get
 from workers.jobs.chunks import ChunkSignals, chunk_signals_of, chunk_signals_to_npz
 from workers.metrics import member_metrics
+from workers.runner.leases import job_setting, lease_kept, lease_renew, lease_seconds, worker_id
+from workers.runner.lifecycle import (
+    JobInputError,
+    failing_on_unexpected,
+    job_end,
+    job_stage_set,
+    job_stop_if_cancelled,
+)
 
 
 @failing_on_unexpected("starting")
@@ -273,7 +273,7 @@ def job_chunk_run(*, chunk_id: int) -> int | None:
 
 def members_predicted(*, submission_ids: list[int], run) -> ChunkSignals:
     """The signals and evaluation probabilities of the listed members, predicted in the sandbox as one chunk of a
-    job is. ``run`` is a job, or its pre-flight estimate (market.jobs.runner.preflight, which has the same fields):
+    job is. ``run`` is a job, or its pre-flight estimate (workers.runner.preflight, which has the same fields):
     its ``kind``, ``parameters``, ``federation``, ``public_dataset`` and ``evaluation_split``. JobInputError names
     what cannot be used."""
     try:

@@ -10,10 +10,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 from django.utils import timezone
 
-from market.feature_views import job_feature_view, stored_features_in_view
+from market.feature_views import stored_features_in_view
 from market.federations.models import PrivacyLevel
 from market.jobs.models import Job
-from market.jobs.runner.lifecycle import JobInputError
 from market.jobs.selectors import job_best_model_files, job_members
 from market.jobs.services import job_log
 from market.sandbox import stored_models_convert, stored_models_predict
@@ -29,6 +28,7 @@ from workers.algorithms import algorithm_get
 from workers.algorithms.auto_fusion import EvaluationRows, evaluation_halves, fitted_on_evaluation
 from workers.algorithms.ensemble import average_probabilities
 from workers.algorithms.registry import Fusion
+from workers.algorithms.schema import fitted_feature_view
 from workers.features import ONE_HOT_VIEW
 from workers.jobs.chunks import ChunkSignals, chunk_signals_from_npz
 from workers.jobs.export import export_global_model, model_family_of
@@ -39,6 +39,7 @@ from workers.modelio.base import ArtifactFormat
 from workers.modelio.bundle import BundleMember, bundle_write
 from workers.privacy.costs import mechanism_from_privacy
 from workers.privacy.mechanisms import ConfidentGaussianNoise, GaussianNoise, LaplaceNoise
+from workers.runner.lifecycle import JobInputError
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ class JobNoise:
 
 def noise_mechanism(privacy: Mapping) -> LaplaceNoise | GaussianNoise | ConfidentGaussianNoise:
     """The mechanism of an L1 job's resolved ``parameters["privacy"]`` (market.jobs.parameters); its pre-flight
-    estimate (market.jobs.runner.preflight) simulates the same one."""
+    estimate (workers.runner.preflight) simulates the same one."""
     return mechanism_from_privacy(privacy)
 
 
@@ -147,7 +148,7 @@ def job_fuse(job: Job) -> FusedJob | None:
         privacy_level=job.privacy_level,
     )
     settings = algorithm_get(job.kind).validate(job.parameters)
-    view = job_feature_view(settings)
+    view = fitted_feature_view(settings)
     public = stored_features_in_view(
         arrays_from_npz_cached(job.public_dataset.features_file)["features"],
         job.public_dataset,

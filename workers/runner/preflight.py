@@ -1,5 +1,5 @@
 """The worker side of a pre-flight estimate (market.jobs.preflight): claim it, predict the members as a job's chunks
-do (:func:`market.jobs.runner.chunks.members_predicted`), fuse them through the engine as the job would
+do (:func:`workers.runner.chunks.members_predicted`), fuse them through the engine as the job would
 (:func:`workers.jobs.interruptible.fuse_in_child`) — at L1 once without noise (the reference) and once per
 simulated draw of the job's noise (:mod:`workers.jobs.preflight`), at L2 once, since its members carry the silos'
 noise — and score every fused model on the evaluation split against the baselines (market.jobs.baselines).
@@ -17,14 +17,10 @@ import numpy as np
 from django.db.models import F
 from django.utils import timezone
 
-from market.feature_views import job_feature_view, stored_features_in_view
+from market.feature_views import stored_features_in_view
 from market.federations.models import PrivacyLevel
 from market.jobs.baselines import baselines_measure
 from market.jobs.models import EstimateStatus, JobEstimate
-from market.jobs.runner.chunks import members_predicted
-from market.jobs.runner.fusing import evaluation_report_rows, noise_mechanism
-from market.jobs.runner.leases import job_setting, worker_id
-from market.jobs.runner.lifecycle import JobInputError
 from market.jobs.selectors import job_members
 from market.storage import arrays_from_npz_cached
 from market.submissions.models import Submission
@@ -32,11 +28,16 @@ from market.transient import TRANSIENT_ERRORS
 from workers.algorithms import algorithm_get
 from workers.algorithms.auto_fusion import EvaluationRows
 from workers.algorithms.ensemble import average_probabilities
+from workers.algorithms.schema import fitted_feature_view
 from workers.jobs.interruptible import fuse_in_child
 from workers.jobs.preflight import draw_seeds, metric_spread, simulated_noise
 from workers.metrics import classification_metrics, headline
+from workers.runner.chunks import members_predicted
+from workers.runner.fusing import evaluation_report_rows, noise_mechanism
+from workers.runner.leases import job_setting, worker_id
+from workers.runner.lifecycle import JobInputError
 
-logger = logging.getLogger("market.jobs.runner")
+logger = logging.getLogger("workers.runner")
 
 
 def job_estimate_claim(*, estimate_id: int) -> bool:
@@ -138,7 +139,7 @@ def _estimate(estimate: JobEstimate) -> dict:
     signal_sum = sum(chunk.signal_sum for chunk in chunks)
     member_probabilities = np.concatenate([chunk.evaluation_probabilities for chunk in chunks])
     settings = algorithm_get(estimate.kind).validate(estimate.parameters)
-    view = job_feature_view(settings)
+    view = fitted_feature_view(settings)
     public = stored_features_in_view(
         arrays_from_npz_cached(estimate.public_dataset.features_file)["features"],
         estimate.public_dataset,

@@ -23,26 +23,6 @@ from market.jobs.models import (
     JobPhase,
     JobStatus,
 )
-from market.jobs.runner.fusing import (
-    EvaluatedModel,
-    FusedJob,
-    evaluation_report_rows,
-    job_chunk_signals,
-    job_evaluate,
-    job_fuse,
-)
-from market.jobs.runner.leases import code_version, lease_kept, lease_seconds, worker_id
-from market.jobs.runner.lifecycle import (
-    JobInputError,
-    JobSuperseded,
-    failing_on_unexpected,
-    job_artifacts_delete,
-    job_end,
-    job_stage_set,
-    job_stop_if_cancelled,
-    logger,
-)
-from market.jobs.runner.valuing import job_contribution_values
 from market.jobs.selectors import job_members
 from market.jobs.services import job_log
 from market.storage import (
@@ -55,6 +35,26 @@ from workers.algorithms.registry import agreement_counts
 from workers.features import view_width
 from workers.metrics import member_metrics
 from workers.privacy.reports import JobPrivacyReport
+from workers.runner.fusing import (
+    EvaluatedModel,
+    FusedJob,
+    evaluation_report_rows,
+    job_chunk_signals,
+    job_evaluate,
+    job_fuse,
+)
+from workers.runner.leases import code_version, lease_kept, lease_seconds, worker_id
+from workers.runner.lifecycle import (
+    JobInputError,
+    JobSuperseded,
+    failing_on_unexpected,
+    job_artifacts_delete,
+    job_end,
+    job_stage_set,
+    job_stop_if_cancelled,
+    logger,
+)
+from workers.runner.valuing import job_contribution_values
 
 CONTRIBUTION_RULE = (
     "Each silo's weight is the number of public examples the global model was trained on where its "

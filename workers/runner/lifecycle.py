@@ -14,7 +14,7 @@ from market.jobs.models import Job, JobChunk, JobStatus
 from market.jobs.services import job_log, job_settle_budget
 from market.transient import TRANSIENT_ERRORS
 
-logger = logging.getLogger("market.jobs.runner")
+logger = logging.getLogger("workers.runner")
 
 
 class JobInputError(Exception):

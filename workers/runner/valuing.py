@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from market.jobs.models import Job
-from market.jobs.runner.fusing import FusedJob, job_chunk_signals
 from market.storage import arrays_from_npz_cached
 from workers.algorithms.cohort import label_counts_of
+from workers.runner.fusing import FusedJob, job_chunk_signals
 from workers.valuation import contribution_values
 
 #: Kinds whose fusion is an average of the members' probabilities.

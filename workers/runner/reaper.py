@@ -10,10 +10,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from market.jobs.models import ChunkStatus, Job, JobChunk, JobStatus
-from market.jobs.runner.leases import job_setting
-from market.jobs.runner.lifecycle import job_end
 from market.jobs.services import job_enqueue, job_log
 from market.outbox import outbox_published_long_ago
+from workers.runner.leases import job_setting
+from workers.runner.lifecycle import job_end
 
 
 def job_reap() -> dict:
