@@ -143,6 +143,9 @@ def main(
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--epochs", type=int, default=300)
     arguments = parser.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(1)  # tiny networks: more threads only contend on the shared cores
     seeds = [int(seed) for seed in arguments.seeds.split(",")]
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     for key, function in (("local", None), (name, generate)):
