@@ -169,12 +169,13 @@ def _discriminator(input_width: int, hidden_sizes: tuple[int, ...], pac: int) ->
 
 
 class _Ctgan:
-    """One CTGAN fitted on a table of encoded columns; ``conditioned`` are the discrete columns' indices."""
+    """One CTGAN fitted on a table of raw columns; ``discrete`` are the discrete columns' indices (conditioned on)."""
 
     def __init__(self, table: np.ndarray, discrete: list[int], setting: TabularSetting, seed: int):
         self.rng = np.random.default_rng(seed)
-        self.columns = [
-            _Discrete(np.unique(table[:, c]))
+        self.categories = {c: np.unique(table[:, c]) for c in discrete}
+        self.columns: list[_Discrete | _Continuous] = [
+            _Discrete(self.categories[c])
             if c in discrete
             else _Continuous.fitted(table[:, c], seed)
             for c in range(table.shape[1])
@@ -192,8 +193,7 @@ class _Ctgan:
         )
         # training-by-sampling: the rows of each category of each discrete column, categories drawn by log frequency
         self.rows_of = [
-            [np.flatnonzero(table[:, c] == value) for value in self.columns[c].categories]
-            for c in discrete
+            [np.flatnonzero(table[:, c] == value) for value in self.categories[c]] for c in discrete
         ]
         self.category_weights = [
             np.log1p([len(rows) for rows in column_rows])
@@ -255,6 +255,7 @@ class _Ctgan:
 
     def fit(self, batch_size: int, pac: int, stop_requested: Callable[[], bool]) -> None:
         condition_width = int(self.condition_offsets[-1])
+        critic_width = (self.data.shape[1] + condition_width) * pac
         critic = _discriminator(
             self.data.shape[1] + condition_width, self.setting.hidden_sizes, pac
         )
@@ -274,7 +275,7 @@ class _Ctgan:
                 raise TrainingCancelled("The training was cancelled.")
 
         def score(rows: torch.Tensor, condition: torch.Tensor) -> torch.Tensor:
-            return critic(torch.cat([rows, condition], dim=1).reshape(-1, critic[0].in_features))
+            return critic(torch.cat([rows, condition], dim=1).reshape(-1, critic_width))
 
         steps_per_epoch = max(len(self.table) // batch_size, 1)
         for _ in range(self.setting.epochs * steps_per_epoch):
@@ -291,7 +292,7 @@ class _Ctgan:
                 mix.reshape(batch_size, -1) * torch.cat([real, real_condition], dim=1)
                 + (1 - mix.reshape(batch_size, -1)) * torch.cat([fake, condition], dim=1)
             ).requires_grad_(True)
-            between_score = critic(between.reshape(-1, critic[0].in_features))
+            between_score = critic(between.reshape(-1, critic_width))
             (gradient,) = torch.autograd.grad(between_score.sum(), between, create_graph=True)
             penalty = (
                 (gradient.reshape(-1, pac * between.shape[1]).norm(2, dim=1) - 1) ** 2
@@ -399,12 +400,11 @@ def tabular_samples(
         model.generator.train()
         model.fit(batch_size, pac, stop_requested)
         seeded = np.unique(labels)
-        label_column = model.columns[n_features]
         generated = [
             _rows_of(
                 model,
                 n_features,
-                int(np.flatnonzero(label_column.categories == label)[0]),
+                int(np.flatnonzero(model.categories[n_features] == label)[0]),
                 rows_per_label,
             )
             for label in seeded
@@ -419,7 +419,7 @@ def tabular_samples(
 
 def _rows_of(model: _Ctgan, label_column: int, category: int, count: int) -> np.ndarray:
     """Up to ``count`` generated rows of the label's category (conditional sampling, mismatches dropped)."""
-    label = model.columns[label_column].categories[category]
+    label = model.categories[label_column][category]
     kept: list[np.ndarray] = []
     found = 0
     for _ in range(MAX_SAMPLING_ROUNDS):
