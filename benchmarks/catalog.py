@@ -243,8 +243,10 @@ def start_server(environment: dict[str, str]) -> subprocess.Popen:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 300  # a loaded machine: the first schema request imports and builds a lot
     while time.monotonic() < deadline:
+        if server.poll() is not None:
+            break
         try:
             connection = http.client.HTTPConnection("127.0.0.1", PORT, timeout=2)
             connection.request("GET", "/api/schema/")
