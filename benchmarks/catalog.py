@@ -243,7 +243,8 @@ def start_server(environment: dict[str, str]) -> subprocess.Popen:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    deadline = time.monotonic() + 300  # a loaded machine: the first schema request imports and builds a lot
+    # a loaded machine: the first schema request imports and builds a lot
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if server.poll() is not None:
             break
