@@ -9,6 +9,12 @@ Fails when:
   lists that exact pin as ``unaudited`` until a date that has not passed;
 - pip-audit's report leaves out a pinned package (it read fewer packages than the requirements pin).
 
+Where pip-audit could not audit a pin (see below), the pin is audited from PyPI's project JSON
+(``https://pypi.org/pypi/<name>/json``, which this network serves) when the pin *is* the project's latest release:
+that document lists the latest release's known vulnerabilities (id, aliases, fixed-in versions), the same data
+pip-audit's PyPI service reads per version (:func:`audit_latest_releases`). A pin older than the latest release
+cannot be audited that way (the document says nothing about older releases) and stays "not audited".
+
 A run that audited no package at all is never reported as a pass: it fails, or, acknowledged by ``unaudited *``,
 says in capitals on stdout and stderr that nothing was audited and why, so that nobody reads it as "no known
 vulnerability". On this project's network that is every run: pip-audit's ``--index-url`` only steers pip's
@@ -100,6 +106,48 @@ def run_pip_audit() -> dict:
         )
 
 
+def project_json(name: str) -> dict | None:
+    """PyPI's project JSON for ``name``, None when it cannot be fetched."""
+    import requests
+
+    try:
+        response = requests.get(f"https://pypi.org/pypi/{name}/json", timeout=30)
+        return response.json() if response.status_code == 200 else None
+    except (requests.RequestException, ValueError):
+        return None
+
+
+def audit_latest_releases(report: dict, pins: dict, fetch=project_json) -> dict:
+    """pip-audit's report with every skipped pin that is its project's latest release audited from PyPI's project
+    JSON (its ``vulnerabilities``, withdrawn ones left out); other skipped pins stay skipped. pip-audit's skipped
+    entries carry no version: the pin's comes from ``pins``."""
+    dependencies = []
+    for dependency in report["dependencies"]:
+        version = dependency.get("version") or pins.get(
+            dependency["name"].lower().replace("_", "-")
+        )
+        project = fetch(dependency["name"]) if "skip_reason" in dependency else None
+        if project is None or project["info"]["version"] != version:
+            dependencies.append(dependency)
+            continue
+        dependencies.append(
+            {
+                "name": dependency["name"],
+                "version": version,
+                "vulns": [
+                    {
+                        "id": vulnerability["id"],
+                        "aliases": vulnerability.get("aliases") or [],
+                        "fix_versions": vulnerability.get("fixed_in") or [],
+                    }
+                    for vulnerability in project.get("vulnerabilities") or []
+                    if not vulnerability.get("withdrawn")
+                ],
+            }
+        )
+    return {**report, "dependencies": dependencies}
+
+
 def verdict(
     report: dict, pins: dict, excused_vulnerabilities: set, excused_unaudited: set
 ) -> tuple[list, list, int]:
@@ -186,11 +234,17 @@ def outcome(
             "reachable."
         )
         return 0, [banner], [banner]
+    skipped = sorted(
+        f"{dependency['name'].lower()}=={pins.get(dependency['name'].lower().replace('_', '-'), '?')}"
+        for dependency in report["dependencies"]
+        if "skip_reason" in dependency
+    )
     return (
         0,
         [
             f"pip-audit: {audited} of {len(pins)} pinned package(s) audited, no known vulnerability; "
-            f"{len(pins) - audited} NOT audited (excused in .ci/pip-audit-exceptions.txt until their dates)."
+            f"{len(pins) - audited} NOT audited (excused in .ci/pip-audit-exceptions.txt until their dates)"
+            + (f": {', '.join(skipped)}." if skipped else ".")
         ],
         [],
     )
@@ -201,7 +255,7 @@ def main() -> int:
         ROOT / ".ci" / "pip-audit-exceptions.txt", datetime.date.today()
     )
     pins = pinned_versions()
-    report = run_pip_audit()
+    report = audit_latest_releases(run_pip_audit(), pins)
     vulnerable, not_audited, audited = verdict(
         report, pins, excused_vulnerabilities, excused_unaudited
     )

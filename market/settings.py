@@ -144,6 +144,21 @@ if not _conn_max_age.isdigit():
     )
 DATABASES["default"]["CONN_MAX_AGE"] = int(_conn_max_age)  # 0: a new connection per request
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# Or a pool per process (Django's psycopg pool, psycopg[pool]): ONEFOLD_DB_POOL_MAX_SIZE connections at most, shared
+# by the process's threads, instead of one persistent connection per thread (docs/scaling.md). 0 (the default): no
+# pool. A pool replaces persistent connections, so it sets CONN_MAX_AGE to 0 (Django refuses both).
+_pool_max_size = env_int("ONEFOLD_DB_POOL_MAX_SIZE", 0, minimum=0)
+if _pool_max_size:
+    if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+        raise ImproperlyConfigured(
+            "ONEFOLD_DB_POOL_MAX_SIZE needs PostgreSQL (a postgres:// DATABASE_URL); SQLite has no pool."
+        )
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": min(env_int("ONEFOLD_DB_POOL_MIN_SIZE", 1, minimum=0), _pool_max_size),
+        "max_size": _pool_max_size,
+        "timeout": env_int("ONEFOLD_DB_POOL_TIMEOUT_SECONDS", 10),
+    }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The embedded default holds a handful of concurrent users: in WAL mode readers go on while one connection
     # writes; a transaction takes the write lock when it begins (a deferred one that later upgrades its read lock

@@ -1,4 +1,7 @@
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,3 +58,63 @@ def test_the_artifact_store_is_the_filesystem_or_a_named_s3_bucket(monkeypatch):
     # Private, presigned, and never overwriting a stored artifact (a taken name gets a suffix).
     assert options["default_acl"] is None and options["querystring_auth"] is True
     assert options["file_overwrite"] is False
+
+
+def settings_process(environment: dict, code: str) -> subprocess.CompletedProcess:
+    """Python with the market's settings loaded under ``environment`` (on top of this test run's)."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import django, os; os.environ['DJANGO_SETTINGS_MODULE'] = 'market.settings'; django.setup()\n"
+            + code,
+        ],
+        cwd=ROOT,
+        env={**os.environ, **environment},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_pool_size_gives_each_process_a_psycopg_pool_that_serves_queries():
+    from django.conf import settings
+
+    result = settings_process(
+        {
+            "ONEFOLD_DB_POOL_MAX_SIZE": "3",
+            "ONEFOLD_DB_CONN_MAX_AGE": "60",
+            # PostgreSQL's maintenance database: it exists wherever the server does, tables or not
+            "DATABASE_URL": os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/postgres",
+        },
+        "from django.conf import settings\n"
+        "from django.db import connection\n"
+        "print(settings.DATABASES['default']['OPTIONS']['pool'], settings.DATABASES['default']['CONN_MAX_AGE'])\n"
+        "with connection.cursor() as cursor:\n"
+        "    cursor.execute('SELECT 41 + 1')\n"
+        "    print(cursor.fetchone()[0], connection.pool.get_stats()['pool_max'])\n",
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines() == [
+        "{'min_size': 1, 'max_size': 3, 'timeout': 10} 0",
+        "42 3",
+    ]
+    assert "pool" not in settings.DATABASES["default"].get("OPTIONS", {})  # off by default
+
+
+def test_a_pool_needs_postgresql():
+    environment = {key: value for key, value in os.environ.items() if key != "DATABASE_URL"}
+    result = subprocess.run(
+        [sys.executable, "-c", "import market.settings"],
+        cwd=ROOT,
+        env={
+            **environment,
+            "ONEFOLD_DB_POOL_MAX_SIZE": "3",
+            "ONEFOLD_VAR_DIR": "/tmp/onefold-pool-test",
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0
+    assert "ONEFOLD_DB_POOL_MAX_SIZE needs PostgreSQL" in result.stderr

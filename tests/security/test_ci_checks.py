@@ -120,7 +120,7 @@ def test_a_pass_names_how_many_pins_were_audited_and_a_package_left_out_of_the_r
         0,
         [
             "pip-audit: 1 of 2 pinned package(s) audited, no known vulnerability; 1 NOT audited (excused "
-            "in .ci/pip-audit-exceptions.txt until their dates)."
+            "in .ci/pip-audit-exceptions.txt until their dates): torch==2.13.0."
         ],
         [],
     )
@@ -226,3 +226,37 @@ def test_import_cycles_are_the_strongly_connected_groups_of_modules():
         import_cycles.import_cycles(MadeUpGraph({"market.a": {"workers.b"}, "workers.b": set()}))
         == []
     )
+
+
+def test_a_skipped_pin_that_is_the_latest_release_is_audited_from_pypis_project_json():
+    skipped = "Dependency not found on PyPI and could not be audited"
+    report = {
+        "dependencies": [
+            {"name": "celery", "skip_reason": f"{skipped}: celery (5.7.0)"},
+            {"name": "django", "skip_reason": f"{skipped}: django (5.2.19)"},
+        ]
+    }
+    projects = {
+        "celery": {
+            "info": {"version": "5.7.0"},
+            "vulnerabilities": [
+                {"id": "GHSA-1", "aliases": ["CVE-2026-1"], "fixed_in": ["5.7.1"]},
+                {"id": "GHSA-2", "aliases": [], "fixed_in": [], "withdrawn": "2026-11-01"},
+            ],
+        },
+        "django": {"info": {"version": "6.1.3"}, "vulnerabilities": []},  # pinned older: unknown
+    }
+    pins = {"celery": "5.7.0", "django": "5.2.19"}
+    audited = pip_audit_check.audit_latest_releases(report, pins, fetch=projects.get)
+    assert pip_audit_check.verdict(audited, pins, set(), {"django==5.2.19"}) == (
+        ["celery==5.7.0: GHSA-1 (fixed in: 5.7.1)"],
+        [],
+        1,
+    )
+    assert pip_audit_check.verdict(audited, pins, {("CVE-2026-1", "celery")}, set()) == (
+        [],
+        [f"django==5.2.19: {skipped}: django (5.2.19)"],
+        1,
+    )
+    unreachable = pip_audit_check.audit_latest_releases(report, pins, fetch=lambda name: None)
+    assert unreachable == report

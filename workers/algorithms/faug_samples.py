@@ -2,9 +2,9 @@
 (float32, n × n_features) and ``labels`` (int64, n), written without pickle and read with
 ``allow_pickle=False``, shapes and values checked before use.
 
-A CTGAN (:mod:`workers.algorithms.faug_tabular`) cannot travel without pickle (its data transformer holds rdt and
-scikit-learn objects), so the market publishes rows it generated instead of the model. Only numpy is needed to read
-them: the silo toolkit never imports ctgan.
+A CTGAN (:mod:`workers.algorithms.faug_tabular`) is published as rows it generated, not as the model (its column
+encoders, Gaussian mixtures and category lists, are not tensors, and rows keep the seed-copy check in one place).
+Only numpy is needed to read them: the silo toolkit never imports the generator.
 """
 
 from __future__ import annotations
