@@ -46,6 +46,9 @@ CACHE = (
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results" / "private_adult.json"
 #: The second round of the choice (the final model and σ / votes): validation rows only.
 FINAL_RESULTS = RESULTS.with_name("private_adult_final.json")
+#: The final models on noiseless labels of the queries ε 2.56 and 4.73 allow (``ceiling``): validation rows only.
+CEILING_RESULTS = RESULTS.with_name("private_adult_ceiling.json")
+CEILING_QUERIES = (37, 51, 112, 153)
 TEST_RESULTS = RESULTS.with_name("private_adult_test.json")
 L2_RESULTS, L2_TEST_RESULTS = (
     RESULTS.with_name("private_adult_l2.json"),
@@ -203,6 +206,36 @@ def run_l1(data: dict, *, seed: int, epsilon: float | None, setting: dict) -> di
         "n_queries": int(fusion.details["n_queried"]),
         **score(fusion.model, data),
         "seconds": time.perf_counter() - started,
+    }
+
+
+def run_noiseless(data: dict, *, seed: int, n_queries: int, final: str) -> dict:
+    """The ``final`` model fitted on ``n_queries`` random public rows labelled by the silos' votes **without**
+    noise (the engine's step, no privacy): the most a private job that queries that many rows could reach."""
+    engine = algorithm_get("fedkt")
+    model = FINAL_MODELS[final]
+    data = in_view(data, model)
+    members = [
+        Member(
+            key=str(j), organisation=str(j), n_examples=int(size), validation_score=0.0, n_models=2
+        )
+        for j, size in enumerate(data["party_sizes"])
+    ]
+    fusion = engine.fuse(
+        data["votes"],
+        data["public_x"],
+        members=members,
+        n_classes=2,
+        params=engine.validate({"final_model": model, "query_count": n_queries}),
+        noise=None,
+        seed=seed,
+    )
+    return {
+        "level": "noiseless",
+        "seed": seed,
+        "n_queries": n_queries,
+        "final": final,
+        **score(fusion.model, data),
     }
 
 
@@ -482,6 +515,26 @@ def validation_summary(path: Path = RESULTS) -> str:
     return "\n".join(lines)
 
 
+def ceiling_summary() -> str:
+    """The ``ceiling`` table (Markdown): each final model on noiseless labels, mean ± sd over seeds."""
+    runs = json.loads(CEILING_RESULTS.read_text())
+    lines = [
+        "| rows | forest (100 × depth 8, ordinal) | logistic (C 0.1, one-hot) |",
+        "|---|---|---|",
+    ]
+    for n_queries in CEILING_QUERIES:
+        cells = []
+        for final in FINAL_MODELS:
+            mine = [run for run in runs if (run["n_queries"], run["final"]) == (n_queries, final)]
+            accuracy = [100 * run["accuracy"] for run in mine]
+            balanced = np.mean([run["balanced_accuracy"] for run in mine])
+            cells.append(
+                f"{np.mean(accuracy):.2f} ± {np.std(accuracy):.2f} %, balanced {balanced:.3f}"
+            )
+        lines.append(f"| {n_queries} | {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
 def plot() -> None:
     """Accuracy against ε on the test split: L1 (party-level) and L2 (example-level), L0 and the majority guess."""
     import matplotlib
@@ -575,7 +628,8 @@ def save(entries: list[dict], path: Path) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workers.reproduce.private")
     parser.add_argument(
-        "command", choices=["cache", "choose", "choose-final", "l2", "test", "plot", "launch"]
+        "command",
+        choices=["cache", "choose", "choose-final", "ceiling", "l2", "test", "plot", "launch"],
     )
     parser.add_argument("--silos", type=int, default=4, help="launch: silos in the federation")
     parser.add_argument("--test", action="store_true", help="l2: score on the test split, once")
@@ -597,6 +651,21 @@ def main(argv=None) -> int:
         if arguments.seed_list
         else list(range(arguments.seeds))
     )
+    if arguments.command == "ceiling":  # validation rows: each final model on noiseless labels
+        runs = [
+            run_noiseless(
+                party_votes(seed, test=False, cache=arguments.cache),
+                seed=seed,
+                n_queries=n_queries,
+                final=final,
+            )
+            for seed in seeds
+            for n_queries in CEILING_QUERIES
+            for final in FINAL_MODELS
+        ]
+        CEILING_RESULTS.write_text(json.dumps(runs, indent=1))
+        print(json.dumps(runs), flush=True)
+        return 0
     if arguments.command == "launch":
         return run_launch(
             seeds, n_parties=arguments.silos, draws=arguments.draws, cache=arguments.cache

@@ -249,10 +249,20 @@ def test_semi_supervised_training_is_the_default_only_where_it_wins_on_validatio
 
 
 def test_the_results_page_shows_the_tables_the_saved_runs_give():
+    import json
     from pathlib import Path
 
-    from workers.reproduce.private import summary, validation_summary
+    from workers.reproduce.private import (
+        CEILING_RESULTS,
+        FINAL_RESULTS,
+        ceiling_summary,
+        summary,
+        validation_summary,
+    )
 
     page = (Path(__file__).resolve().parents[3] / "docs" / "results" / "private.md").read_text()
     assert validation_summary() in page
+    assert validation_summary(FINAL_RESULTS) in page
     assert summary() in page
+    assert ceiling_summary() in page
+    assert not any(run.get("test") for run in json.loads(CEILING_RESULTS.read_text()))
