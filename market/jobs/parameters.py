@@ -57,6 +57,8 @@ L1_DEFAULT_SHARE_OF_LIMIT = 0.5
 #: and the stacked fusion on half of the evaluation split and reports on the other half. ``validate`` does not know
 #: the privacy level, so the market fills this in: L1 keeps the paper's vote, which is the only one it can charge.
 L0_DEFAULTS = {"fedkt": {"vote": "auto"}}
+#: The keys that name a job's final model (the second is FedKT's older alias).
+FINAL_MODEL_KEYS = ("final_model", "final")
 #: The fewest evaluation rows of each of two classes or more that let ``auto`` choose on one half and report on
 #: the other with every such class in both.
 AUTO_MIN_ROWS_PER_CLASS = 2
@@ -70,6 +72,14 @@ CONFIDENT_THRESHOLD_RATIO, CONFIDENT_CHECK_NOISE_RATIO = (
     DEFAULT_CONFIDENT_THRESHOLD_RATIO,
     DEFAULT_CONFIDENT_CHECK_NOISE_RATIO,
 )
+
+
+def _l1_defaults() -> dict:
+    """What an L1 job of each kind gets when it names no final model: a few dozen noisy labels fit a regularised
+    logistic regression better than the forest (issue 25; chosen on validation rows, docs/results/private.md)."""
+    from workers.algorithms.fusions import DEFAULT_PRIVATE_FINAL_MODEL  # on use, as in _algorithms
+
+    return {"fedkt": {"final_model": dict(DEFAULT_PRIVATE_FINAL_MODEL)}}
 
 
 def _algorithms() -> dict:
@@ -377,6 +387,8 @@ def job_parameters_validate(
     algorithm = job_kind_get(kind)
     if privacy_level == PrivacyLevel.L0 and _evaluation_allows_auto(federation):
         given = {**L0_DEFAULTS.get(kind, {}), **given}
+    if privacy_level == PrivacyLevel.L1 and not given.keys() & set(FINAL_MODEL_KEYS):
+        given = {**_l1_defaults().get(kind, {}), **given}
     if privacy_level == PrivacyLevel.L1 and not algorithm.accepts_noise:
         labels = [noisy.label for noisy in _algorithms().values() if noisy.accepts_noise]
         raise InvalidInput(

@@ -476,8 +476,9 @@ def calibrate_queries(
 DEFAULT_CONFIDENT_THRESHOLD_RATIO, DEFAULT_CONFIDENT_CHECK_NOISE_RATIO = 0.5, 0.6
 
 #: σ of a GNMax job that names none, as a share of the most votes a query can hold (issue 25; chosen on Adult's
-#: validation rows by ``python -m workers.reproduce.private choose``, docs/results/private.md).
-DEFAULT_GNMAX_NOISE_RATIO = 0.3
+#: validation rows with the L1 default final model by ``python -m workers.reproduce.private choose-final``,
+#: docs/results/private.md).
+DEFAULT_GNMAX_NOISE_RATIO = 0.35
 
 
 def calibrate_gnmax(

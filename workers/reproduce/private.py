@@ -27,8 +27,11 @@ import numpy as np
 
 import workers.algorithms  # noqa: F401  (registers the engines)
 from workers.algorithms.fedkt import FedKTConfig, fit_parties
+from workers.algorithms.fusions import DEFAULT_PRIVATE_FINAL_MODEL
 from workers.algorithms.registry import Member, algorithm_get
 from workers.algorithms.transfer import QUERY_SELECTIONS
+from workers.features import ONE_HOT_VIEW, ORDINAL_VIEW
+from workers.modelio.families import feature_view_for
 from workers.partition import dirichlet_label_partition
 from workers.reproduce.defaults import (
     N_PARTIES,
@@ -41,6 +44,11 @@ CACHE = (
     Path(tempfile.gettempdir()) / "onefold_private"
 )  # the silos' votes per seed, reused across runs
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results" / "private_adult.json"
+#: The second round of the choice (the final model and σ / votes): validation rows only.
+FINAL_RESULTS = RESULTS.with_name("private_adult_final.json")
+#: The final models on noiseless labels of the queries ε 2.56 and 4.73 allow (``ceiling``): validation rows only.
+CEILING_RESULTS = RESULTS.with_name("private_adult_ceiling.json")
+CEILING_QUERIES = (37, 51, 112, 153)
 TEST_RESULTS = RESULTS.with_name("private_adult_test.json")
 L2_RESULTS, L2_TEST_RESULTS = (
     RESULTS.with_name("private_adult_l2.json"),
@@ -55,7 +63,11 @@ def party_votes(seed: int, *, test: bool, cache: Path = CACHE, n_parties: int = 
     path = cache / (f"{name}.npz" if n_parties == N_PARTIES else f"{name}_{n_parties}_parties.npz")
     if path.exists():
         with np.load(path) as stored:
-            return dict(stored)
+            result = dict(stored)
+        if "public_x_one_hot" not in result:  # a cache from before the one-hot final model
+            result.update(_one_hot_rows(seed, test=test))
+            np.savez_compressed(path, **result)
+        return result
     view, teacher, student, final = PRODUCT_DEFAULTS
     data = adult_protocol_test(seed, view) if test else adult_without_test(seed, view)
     parts = dirichlet_label_partition(data["pool_y"], n_parties, beta=0.5, seed=seed, min_size=10)
@@ -91,10 +103,27 @@ def party_votes(seed: int, *, test: bool, cache: Path = CACHE, n_parties: int = 
         "votes": np.asarray(votes),
         "party_sizes": np.array([len(part) for part in parts]),
         "party_seconds": np.array(time.perf_counter() - started),
+        **_one_hot_rows(seed, test=test),
     }
     cache.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(path, **result)
     return result
+
+
+def _one_hot_rows(seed: int, *, test: bool) -> dict:
+    """The same public and scored rows in the one-hot view (standardised numbers, one-hot categories), which a
+    final model of a non-tree family reads (:func:`workers.modelio.families.feature_view_for`)."""
+    data = (
+        adult_protocol_test(seed, ONE_HOT_VIEW) if test else adult_without_test(seed, ONE_HOT_VIEW)
+    )
+    return {"public_x_one_hot": data["public_x"], "scored_x_one_hot": data["validation_x"]}
+
+
+def in_view(data: dict, final: dict) -> dict:
+    """``data`` with its public and scored rows in the view the ``final`` model's family reads."""
+    if feature_view_for(final["family"]) == ORDINAL_VIEW:
+        return data
+    return {**data, "public_x": data["public_x_one_hot"], "scored_x": data["scored_x_one_hot"]}
 
 
 def gnmax_privacy(
@@ -150,7 +179,8 @@ def run_l1(data: dict, *, seed: int, epsilon: float | None, setting: dict) -> di
         )
         for j, size in enumerate(data["party_sizes"])
     ]
-    final = PRODUCT_DEFAULTS[3]
+    final = FINAL_MODELS[setting.get("final", "forest")]
+    data = in_view(data, final)
     if epsilon is None:
         params, noise, privacy = engine.validate({"final_model": final}), None, None
     else:
@@ -203,6 +233,36 @@ def run_l1(data: dict, *, seed: int, epsilon: float | None, setting: dict) -> di
         ),
         **score(fusion.model, data),
         "seconds": time.perf_counter() - started,
+    }
+
+
+def run_noiseless(data: dict, *, seed: int, n_queries: int, final: str) -> dict:
+    """The ``final`` model fitted on ``n_queries`` random public rows labelled by the silos' votes **without**
+    noise (the engine's step, no privacy): the most a private job that queries that many rows could reach."""
+    engine = algorithm_get("fedkt")
+    model = FINAL_MODELS[final]
+    data = in_view(data, model)
+    members = [
+        Member(
+            key=str(j), organisation=str(j), n_examples=int(size), validation_score=0.0, n_models=2
+        )
+        for j, size in enumerate(data["party_sizes"])
+    ]
+    fusion = engine.fuse(
+        data["votes"],
+        data["public_x"],
+        members=members,
+        n_classes=2,
+        params=engine.validate({"final_model": model, "query_count": n_queries}),
+        noise=None,
+        seed=seed,
+    )
+    return {
+        "level": "noiseless",
+        "seed": seed,
+        "n_queries": n_queries,
+        "final": final,
+        **score(fusion.model, data),
     }
 
 
@@ -286,13 +346,44 @@ def grid() -> list[dict]:
     ]
 
 
+#: The second round (``choose-final``, issue 25): the final model fitted on the noisy labels, by name.
+FINAL_MODELS = {"forest": PRODUCT_DEFAULTS[3], "logistic": DEFAULT_PRIVATE_FINAL_MODEL}
+FINAL_NOISE_RATIOS = (0.3, 0.35, 0.4)
+
+
+def final_grid() -> list[dict]:
+    """The second round's grid: the final model × σ / votes, random rows, no semi-supervised step (the first
+    round's choice)."""
+    return [
+        {
+            "noise_ratio": ratio,
+            "query_selection": "random",
+            "semi_supervised": "none",
+            "final": name,
+        }
+        for ratio in FINAL_NOISE_RATIOS
+        for name in FINAL_MODELS
+    ]
+
+
+def setting_of(entry: dict) -> tuple:
+    """An L1 run's setting: (noise_ratio, query_selection, semi_supervised, final); the first round's runs all
+    fitted the forest."""
+    return (
+        entry["noise_ratio"],
+        entry["query_selection"],
+        entry["semi_supervised"],
+        entry.get("final", "forest"),
+    )
+
+
 def _seed_means(entries: list[dict], key: str) -> dict:
     """Per L1 setting (noise_ratio, query_selection, semi_supervised) and ε: the mean over seeds of each seed's
     mean over its noise draws of ``key``."""
     by_seed: dict = {}
     for entry in entries:
         if entry.get("level") == "L1":
-            setting = (entry["noise_ratio"], entry["query_selection"], entry["semi_supervised"])
+            setting = setting_of(entry)
             by_seed.setdefault((setting, entry["epsilon_budget"]), {}).setdefault(
                 entry["seed"], []
             ).append(entry[key])
@@ -306,7 +397,7 @@ def choose_defaults(entries: list[dict]) -> tuple[float, str, str]:
     """The rule that chose the L1 defaults on validation rows: the setting with the best validation accuracy
     averaged over the four ε; a setting within one standard error of that best (the seeds' sd of the per-ε
     means, /√seeds, averaged over ε) ties with it, and among the tied the best balanced accuracy (the publish
-    gate's measure) wins. Returns (noise_ratio, query_selection, semi_supervised)."""
+    gate's measure) wins. Returns (noise_ratio, query_selection, semi_supervised, final)."""
     accuracy, balanced = _seed_means(entries, "accuracy"), _seed_means(entries, "balanced_accuracy")
     settings = sorted({setting for setting, _ in accuracy})
 
@@ -333,14 +424,18 @@ def choose_defaults(entries: list[dict]) -> tuple[float, str, str]:
 
 
 def product_setting() -> dict:
-    """The product's L1 defaults: σ ratio, query selection and semi-supervised training."""
+    """The product's L1 defaults: σ ratio, query selection, semi-supervised training and final model."""
     from workers.algorithms.fusions import DEFAULT_QUERY_SELECTION, DEFAULT_SEMI_SUPERVISED
     from workers.privacy.costs import DEFAULT_GNMAX_NOISE_RATIO
 
+    (final,) = [
+        name for name, model in FINAL_MODELS.items() if model == DEFAULT_PRIVATE_FINAL_MODEL
+    ]
     return {
         "noise_ratio": DEFAULT_GNMAX_NOISE_RATIO,
         "query_selection": DEFAULT_QUERY_SELECTION,
         "semi_supervised": DEFAULT_SEMI_SUPERVISED,
+        "final": final,
     }
 
 
@@ -418,16 +513,17 @@ def summary() -> str:
     return "\n".join(lines)
 
 
-def validation_summary() -> str:
-    """The validation grid (Markdown): per setting, accuracy at each ε and averaged, mean over seeds of each
-    seed's mean over its noise draws, and the averaged balanced accuracy; the chosen setting in bold."""
-    entries = json.loads(RESULTS.read_text())
+def validation_summary(path: Path = RESULTS) -> str:
+    """A validation grid (Markdown; ``path``: the first round, or :data:`FINAL_RESULTS`, the second): per setting,
+    accuracy at each ε and averaged, mean over seeds of each seed's mean over its noise draws, and the averaged
+    balanced accuracy; the chosen setting in bold."""
+    entries = json.loads(path.read_text())
     accuracy, balanced = _seed_means(entries, "accuracy"), _seed_means(entries, "balanced_accuracy")
     chosen = choose_defaults(entries)
     header = " | ".join(f"ε {epsilon:g}" for epsilon in EPSILONS)
     lines = [
-        f"| σ / votes | selection | semi-supervised | {header} | mean | balanced (mean) |",
-        "|---|---|---|" + "---|" * len(EPSILONS) + "---|---|",
+        f"| σ / votes | selection | semi-supervised | final model | {header} | mean | balanced (mean) |",
+        "|---|---|---|---|" + "---|" * len(EPSILONS) + "---|---|",
     ]
     settings = sorted(
         {setting for setting, _ in accuracy},
@@ -443,6 +539,26 @@ def validation_summary() -> str:
         mark = "**" if setting == chosen else ""
         name = " | ".join(f"{mark}{value}{mark}" for value in setting)
         lines.append(f"| {name} | {' | '.join(cells)} | {mean:.2f} | {mean_balanced:.3f} |")
+    return "\n".join(lines)
+
+
+def ceiling_summary() -> str:
+    """The ``ceiling`` table (Markdown): each final model on noiseless labels, mean ± sd over seeds."""
+    runs = json.loads(CEILING_RESULTS.read_text())
+    lines = [
+        "| rows | forest (100 × depth 8, ordinal) | logistic (C 0.1, one-hot) |",
+        "|---|---|---|",
+    ]
+    for n_queries in CEILING_QUERIES:
+        cells = []
+        for final in FINAL_MODELS:
+            mine = [run for run in runs if (run["n_queries"], run["final"]) == (n_queries, final)]
+            accuracy = [100 * run["accuracy"] for run in mine]
+            balanced = np.mean([run["balanced_accuracy"] for run in mine])
+            cells.append(
+                f"{np.mean(accuracy):.2f} ± {np.std(accuracy):.2f} %, balanced {balanced:.3f}"
+            )
+        lines.append(f"| {n_queries} | {' | '.join(cells)} |")
     return "\n".join(lines)
 
 
@@ -502,7 +618,7 @@ LAUNCH_RESULTS = RESULTS.with_name("private_adult_launch.json")
 #: A new member's ε limit in a federation made with the server's defaults, and the share a default job may use.
 NEW_MEMBER_LIMIT, DEFAULT_SHARE = 10.0, 0.5
 #: The publish gate (market.commerce.quality.PUBLISH_MARGIN): balanced accuracy at least the majority guess's
-#: (0.5) plus five points.
+#: (0.5) plus five points, and accuracy above the majority guess's.
 GATE_BALANCED_ACCURACY = 0.55
 
 
@@ -523,7 +639,8 @@ def run_launch(seeds, *, n_parties: int, draws: int, cache: Path) -> int:
                 silos=n_parties,
                 draw=draw,
                 majority_accuracy=majority,
-                passes_gate=entry["balanced_accuracy"] >= GATE_BALANCED_ACCURACY,
+                passes_gate=entry["balanced_accuracy"] >= GATE_BALANCED_ACCURACY
+                and entry["accuracy"] > majority,
             )
             runs.append(entry)
             print(json.dumps(entry), flush=True)
@@ -537,13 +654,16 @@ def save(entries: list[dict], path: Path) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workers.reproduce.private")
-    parser.add_argument("command", choices=["cache", "choose", "l2", "test", "plot", "launch"])
+    parser.add_argument(
+        "command",
+        choices=["cache", "choose", "choose-final", "ceiling", "l2", "test", "plot", "launch"],
+    )
     parser.add_argument("--silos", type=int, default=4, help="launch: silos in the federation")
     parser.add_argument("--test", action="store_true", help="l2: score on the test split, once")
     parser.add_argument("--fractions", default=",".join(map(str, L2_FRACTIONS)))
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--cache", type=Path, default=CACHE)
-    parser.add_argument("--ratios", default=",".join(map(str, NOISE_RATIOS)))
+    parser.add_argument("--ratios", help="comma-separated σ / votes (default: the round's grid)")
     parser.add_argument("--seed-list", help="comma-separated seeds (default 0 .. --seeds − 1)")
     parser.add_argument("--draws", type=int, default=DRAWS, help="noise draws per seed and setting")
     arguments = parser.parse_args(argv)
@@ -553,12 +673,26 @@ def main(argv=None) -> int:
                 data = party_votes(seed, test=test, cache=arguments.cache)
                 print(test, seed, float(data["party_seconds"]), flush=True)
         return 0
-    ratios = [float(value) for value in arguments.ratios.split(",")]
     seeds = (
         [int(value) for value in arguments.seed_list.split(",")]
         if arguments.seed_list
         else list(range(arguments.seeds))
     )
+    if arguments.command == "ceiling":  # validation rows: each final model on noiseless labels
+        runs = [
+            run_noiseless(
+                party_votes(seed, test=False, cache=arguments.cache),
+                seed=seed,
+                n_queries=n_queries,
+                final=final,
+            )
+            for seed in seeds
+            for n_queries in CEILING_QUERIES
+            for final in FINAL_MODELS
+        ]
+        CEILING_RESULTS.write_text(json.dumps(runs, indent=1))
+        print(json.dumps(runs), flush=True)
+        return 0
     if arguments.command == "launch":
         return run_launch(
             seeds, n_parties=arguments.silos, draws=arguments.draws, cache=arguments.cache
@@ -567,7 +701,7 @@ def main(argv=None) -> int:
         return run_test(seeds, draws=arguments.draws, cache=arguments.cache)
     if arguments.command == "plot":
         plot()
-        print(validation_summary(), summary(), sep="\n\n")
+        print(validation_summary(), validation_summary(FINAL_RESULTS), summary(), sep="\n\n")
         return 0
     if arguments.command == "l2":
         path = L2_TEST_RESULTS if arguments.test else L2_RESULTS
@@ -585,13 +719,21 @@ def main(argv=None) -> int:
                     path.write_text(json.dumps(runs, indent=1))
                     print(json.dumps(entry), flush=True)
         return 0
-    earlier = json.loads(RESULTS.read_text()) if RESULTS.exists() else []
+    path, settings = (
+        (FINAL_RESULTS, final_grid()) if arguments.command == "choose-final" else (RESULTS, grid())
+    )
+    earlier = json.loads(path.read_text()) if path.exists() else []
     entries = [entry for entry in earlier if entry["seed"] not in seeds]
+    ratios = (
+        [float(value) for value in arguments.ratios.split(",")]
+        if arguments.ratios
+        else sorted({setting["noise_ratio"] for setting in settings})
+    )
     for seed in seeds:
         data = party_votes(seed, test=False, cache=arguments.cache)
         entries.append({**run_l1(data, seed=seed, epsilon=None, setting={}), "level": "L0"})
         for epsilon in EPSILONS:
-            for setting in grid():
+            for setting in settings:
                 if setting["noise_ratio"] not in ratios:
                     continue
                 for draw in range(arguments.draws):
@@ -602,7 +744,7 @@ def main(argv=None) -> int:
                     }
                     entries.append(entry)
                     print(json.dumps(entry), flush=True)
-                save(entries, RESULTS)
+                save(entries, path)
     return 0
 
 

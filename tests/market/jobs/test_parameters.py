@@ -193,3 +193,26 @@ def test_a_stack_runs_at_l0_and_on_l2_submissions_and_is_refused_at_l1(federatio
     assert validated("L0")["aggregator"] == validated("L2")["aggregator"] == "auto"
     with pytest.raises(InvalidInput, match="A stacked fusion cannot run at L1"):
         validated("L1")
+
+
+def test_an_l1_job_that_names_no_final_model_fits_the_private_default_and_l0_keeps_the_forest(
+    plain_federation,
+):
+    from workers.algorithms.fusions import DEFAULT_FINAL_MODEL, DEFAULT_PRIVATE_FINAL_MODEL
+
+    def final_model(privacy_level: str, parameters=None) -> dict:
+        return job_parameters_validate(
+            kind="fedkt",
+            privacy_level=privacy_level,
+            parameters=parameters,
+            federation=plain_federation,
+            n_public=DEMO_PUBLIC_ROWS,
+        )["final_model"]
+
+    assert DEFAULT_PRIVATE_FINAL_MODEL == {"family": "logistic_regression", "C": 0.1}
+    assert final_model("L1") == DEFAULT_PRIVATE_FINAL_MODEL
+    assert final_model("L0") == DEFAULT_FINAL_MODEL
+    assert final_model("L1", {"final_model": {"family": "random_forest"}}) == {
+        "family": "random_forest"
+    }
+    assert final_model("L1", {"final": "random_forest"}) == {"family": "random_forest"}

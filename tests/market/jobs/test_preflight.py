@@ -205,3 +205,31 @@ def test_an_estimate_lost_with_its_worker_is_not_read_again_the_same_request_sta
 
     assert lost["progress"]["stage"].startswith("lost: no worker finished it in time")
     assert again.status_code == 202 and again.json()["id"] != estimate.id
+
+
+def test_the_default_l1_launch_is_estimated_with_the_noise_it_gets_and_the_estimate_says_first_whether_it_passes(
+    eager_celery, operator, fedkt_submissions, django_capture_on_commit_callbacks
+):
+    """Issue 25: the launcher's default L1 job (no noise, no query named) on a three-silo Adult federation. Its
+    estimate simulates the very noise and queries the launch then gets, and its statements say, before
+    anything is spent, whether the model would pass the publish gate: party-level noise over three silos' votes
+    leaves labels near random, so it says launching is not advised."""
+    federation = fedkt_submissions[0].federation
+    default_l1 = {key: value for key, value in FAST_FEDKT.items() if key != "query"}
+    request = {"kind": "fedkt", "privacy_level": "L1", "parameters": default_l1, "seed": 7}
+
+    response = ask(operator, federation, django_capture_on_commit_callbacks, **request, draws=3)
+
+    estimate = JobEstimate.objects.get(id=response.json()["id"])
+    assert estimate.status == "succeeded", estimate.failure_reason
+    statements = (
+        api_client_for(operator).get(f"/api/job-estimates/{estimate.id}/").json()["statements"]
+    )
+    assert statements["passes_gate"] is False
+    assert statements["gate"].startswith(
+        "Launching is not advised: this job's model would fail the publish gate."
+    )
+    job = Job.objects.get(
+        id=launch(operator, federation, django_capture_on_commit_callbacks, **request)["id"]
+    )
+    assert job.parameters == estimate.parameters  # the same noise, queries and final model

@@ -193,19 +193,26 @@ def test_noise_is_sampled_as_the_calibration_says():
     assert noisy.std() == pytest.approx(30.0, rel=0.05)
 
 
-def test_the_defaults_are_the_ones_the_validation_experiment_chose():
+def test_the_defaults_are_the_ones_the_validation_experiments_chose():
+    """The first round chose the query selection and the semi-supervised step (with the forest); the second, with
+    those, the L1 final model and σ / votes: the same rule, validation rows only."""
     import json
 
+    from workers.algorithms.fusions import DEFAULT_PRIVATE_FINAL_MODEL
     from workers.privacy.costs import DEFAULT_GNMAX_NOISE_RATIO
-    from workers.reproduce.private import RESULTS, choose_defaults
+    from workers.reproduce.private import FINAL_MODELS, FINAL_RESULTS, RESULTS, choose_defaults
 
-    entries = json.loads(RESULTS.read_text())
-    assert entries and not any(entry.get("test") for entry in entries)  # validation rows only
-    assert choose_defaults(entries) == (
+    first, second = json.loads(RESULTS.read_text()), json.loads(FINAL_RESULTS.read_text())
+    for entries in (first, second):
+        assert entries and not any(entry.get("test") for entry in entries)  # validation rows only
+    assert choose_defaults(first)[1:3] == (DEFAULT_QUERY_SELECTION, DEFAULT_SEMI_SUPERVISED)
+    ratio, selection, semi, final = choose_defaults(second)
+    assert (ratio, selection, semi) == (
         DEFAULT_GNMAX_NOISE_RATIO,
         DEFAULT_QUERY_SELECTION,
         DEFAULT_SEMI_SUPERVISED,
     )
+    assert FINAL_MODELS[final] == DEFAULT_PRIVATE_FINAL_MODEL
 
 
 def _validation_runs(scores: dict) -> list[dict]:
@@ -242,10 +249,20 @@ def test_semi_supervised_training_is_the_default_only_where_it_wins_on_validatio
 
 
 def test_the_results_page_shows_the_tables_the_saved_runs_give():
+    import json
     from pathlib import Path
 
-    from workers.reproduce.private import summary, validation_summary
+    from workers.reproduce.private import (
+        CEILING_RESULTS,
+        FINAL_RESULTS,
+        ceiling_summary,
+        summary,
+        validation_summary,
+    )
 
     page = (Path(__file__).resolve().parents[3] / "docs" / "results" / "private.md").read_text()
     assert validation_summary() in page
+    assert validation_summary(FINAL_RESULTS) in page
     assert summary() in page
+    assert ceiling_summary() in page
+    assert not any(run.get("test") for run in json.loads(CEILING_RESULTS.read_text()))
