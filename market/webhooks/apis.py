@@ -15,6 +15,7 @@ from market.webhooks.selectors import (
 )
 from market.webhooks.services import (
     webhook_endpoint_create,
+    webhook_endpoint_ping,
     webhook_endpoint_rotate,
     webhook_endpoint_set_active,
     webhook_redeliver,
@@ -128,6 +129,17 @@ class WebhookEndpointEnableApi(WebhookEndpointDisableApi):
     """Enable an endpoint again; the deliveries that waited for it are sent at once."""
 
     active = True
+
+
+class WebhookEndpointPingApi(APIView):
+    """Queue a webhook.ping delivery to the endpoint: a signed test of the receiver."""
+
+    @extend_schema(request=None, responses={201: DeliveryOutput})
+    def post(self, request, endpoint_id: int):
+        delivery = webhook_endpoint_ping(
+            user=request.user, endpoint_id=endpoint_id, request=request
+        )
+        return Response(DeliveryOutput(delivery).data, status=status.HTTP_201_CREATED)
 
 
 class WebhookDeliveryListApi(APIView):

@@ -95,6 +95,7 @@ EVENT_BODIES = {
     Type.PAYOUT_RECORDED: _body("PayoutRecorded", {"payout": PayoutData()}),
     Type.MEMBERSHIP_REQUESTED: _body("MembershipRequested", {"membership": MembershipData()}),
     Type.MEMBERSHIP_CHANGED: _body("MembershipChanged", {"membership": MembershipData()}),
+    Type.WEBHOOK_PING: _body("WebhookPing", {"endpoint": serializers.IntegerField()}),
 }
 
 WebhookEventBody = PolymorphicProxySerializer(

@@ -21,6 +21,7 @@ class WebhookEventType(models.TextChoices):
     PAYOUT_RECORDED = "payout.recorded", "A payout was recorded"
     MEMBERSHIP_REQUESTED = "membership.requested", "A request to join a federation was made"
     MEMBERSHIP_CHANGED = "membership.changed", "A membership was granted, refused or removed"
+    WEBHOOK_PING = "webhook.ping", "A test delivery a member asked for"
 
 
 class WebhookEndpoint(models.Model):

@@ -137,6 +137,19 @@ def webhook_redeliver(*, user: User, delivery_id: int, request=None) -> WebhookD
     return delivery
 
 
+def webhook_endpoint_ping(*, user: User, endpoint_id: int, request=None) -> WebhookDelivery:
+    """Queue a ``webhook.ping`` delivery to the endpoint, whatever events it chose: a check of the receiver."""
+    with transaction.atomic():
+        endpoint = webhook_endpoint_get(user=user, endpoint_id=endpoint_id)
+        delivery = _delivery_add(
+            endpoint=endpoint,
+            event_type=WebhookEventType.WEBHOOK_PING,
+            payload={"endpoint": endpoint.id},
+        )
+        audit_record(action="webhook.pinged", actor=user, target=endpoint, request=request)
+    return delivery
+
+
 def _delivery_add(*, endpoint: WebhookEndpoint, event_type: str, payload: dict) -> WebhookDelivery:
     delivery = WebhookDelivery.objects.create(
         endpoint=endpoint, event_type=event_type, payload=payload, next_attempt_at=timezone.now()

@@ -25,6 +25,11 @@ urlpatterns = [
         name="api-webhook-enable",
     ),
     path(
+        "webhook-endpoints/<int:endpoint_id>/ping/",
+        apis.WebhookEndpointPingApi.as_view(),
+        name="api-webhook-ping",
+    ),
+    path(
         "webhook-endpoints/<int:endpoint_id>/deliveries/",
         apis.WebhookDeliveryListApi.as_view(),
         name="api-webhook-deliveries",
