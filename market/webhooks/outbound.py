@@ -48,7 +48,7 @@ def address_refusal(address: str) -> str:
         ip = ip.ipv4_mapped
     if settings.ONEFOLD_WEBHOOK_ALLOW_PRIVATE:
         return ""
-    for kind in ("loopback", "link_local", "private", "multicast", "reserved", "unspecified"):
+    for kind in ("unspecified", "loopback", "link_local", "multicast", "reserved", "private"):
         if getattr(ip, f"is_{kind}"):
             return f"{address} is a {kind.replace('_', '-')} address"
     if ip in METADATA_ADDRESSES or not ip.is_global:
