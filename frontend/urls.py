@@ -131,6 +131,11 @@ urlpatterns = [
         name="webhook-active",
     ),
     path(
+        "security/webhooks/<int:endpoint_id>/ping/",
+        webhooks_views.webhook_ping_action,
+        name="webhook-ping",
+    ),
+    path(
         "security/webhooks/deliveries/<int:delivery_id>/redeliver/",
         webhooks_views.webhook_redeliver_action,
         name="webhook-redeliver",

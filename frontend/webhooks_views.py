@@ -14,6 +14,7 @@ from market.webhooks.selectors import (
 )
 from market.webhooks.services import (
     webhook_endpoint_create,
+    webhook_endpoint_ping,
     webhook_endpoint_rotate,
     webhook_endpoint_set_active,
     webhook_redeliver,
@@ -105,3 +106,11 @@ def webhook_active_action(request, endpoint_id):
 def webhook_redeliver_action(request, delivery_id):
     delivery = webhook_redeliver(user=request.user, delivery_id=delivery_id, request=request)
     return redirect("webhook-endpoint", endpoint_id=delivery.endpoint_id)
+
+
+@require_POST
+@page
+@sent_once
+def webhook_ping_action(request, endpoint_id):
+    webhook_endpoint_ping(user=request.user, endpoint_id=endpoint_id, request=request)
+    return redirect("webhook-endpoint", endpoint_id=endpoint_id)

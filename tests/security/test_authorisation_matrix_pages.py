@@ -117,6 +117,7 @@ PAGE_POLICY = {
     ("GET", "security/webhooks/<int:endpoint_id>/"): Rule("webhook", own_organisation_only),
     ("POST", "security/webhooks/<int:endpoint_id>/rotate/"): Rule("webhook", own_organisation_only),
     ("POST", "security/webhooks/<int:endpoint_id>/active/"): Rule("webhook", own_organisation_only),
+    ("POST", "security/webhooks/<int:endpoint_id>/ping/"): Rule("webhook", own_organisation_only),
     ("POST", "security/webhooks/deliveries/<int:delivery_id>/redeliver/"): Rule(
         "webhook_delivery", own_organisation_only
     ),
