@@ -13,8 +13,8 @@ from frontend import (
     model_use_views,
     operator_views,
     security_views,
-    webhooks_views,
     views,
+    webhooks_views,
 )
 from market.accounts.forms import SignInForm
 
