@@ -11,7 +11,9 @@ ONEFOLD_WEBHOOK_ALLOW_PRIVATE and ONEFOLD_WEBHOOK_ALLOW_HTTP); workers are real 
 1. *Latency*: one worker (solo pool), one endpoint; ``LATENCY_EVENTS`` events, each committed alone, one every
    ``LATENCY_SPACING`` seconds; the time from the commit to the receiver's reading the request.
 2. *Fan-out with a failing endpoint*: ``EVENTS`` events, each to ``ENDPOINTS`` endpoints, committed in batches of
-   50; one endpoint answers 503 for ``FAIL_SECONDS`` from the first commit (the issue's target says 5 minutes;
+   50 (the issue asks for 1,000 events, 20,000 deliveries; on the shared 2-core machine one worker delivers about
+   20 a second, so the default is 250 events, 5,000 deliveries, to stay under 10 minutes; set
+   ONEFOLD_BENCH_EVENTS=1000 for the full count); one endpoint answers 503 for ``FAIL_SECONDS`` from the first commit (the issue's target says 5 minutes;
    the run scales it down to keep under 10 minutes, and says so). One worker process with ``CONCURRENCY``
    children; retries back off from 1 s. The endpoint-disabling limit is raised for the run, so that the failing
    endpoint catches up by itself (with the default, 50 failures in a row, it would be disabled and catch up when
@@ -33,9 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 LATENCY_EVENTS = int(os.environ.get("ONEFOLD_BENCH_LATENCY_EVENTS", "200"))
 LATENCY_SPACING = 0.05
-EVENTS = int(os.environ.get("ONEFOLD_BENCH_EVENTS", "1000"))
+EVENTS = int(os.environ.get("ONEFOLD_BENCH_EVENTS", "250"))
 ENDPOINTS = int(os.environ.get("ONEFOLD_BENCH_ENDPOINTS", "20"))
-FAIL_SECONDS = int(os.environ.get("ONEFOLD_BENCH_FAIL_SECONDS", "60"))
+FAIL_SECONDS = int(os.environ.get("ONEFOLD_BENCH_FAIL_SECONDS", "120"))
 CONCURRENCY = int(os.environ.get("ONEFOLD_BENCH_CONCURRENCY", "4"))
 DEADLINE_SECONDS = 480
 SETTINGS = {
@@ -168,6 +170,8 @@ def latency(organisation, folder: Path) -> dict:
             time.sleep(0.2)
     finally:
         stop(worker)
+        endpoint.is_active = False  # the fan-out's events are for its own 20 endpoints
+        endpoint.save(update_fields=["is_active"])
     seconds = [
         receiver.arrivals[key] - committed[key] for key in committed if key in receiver.arrivals
     ]
@@ -250,6 +254,7 @@ def main() -> None:
     organisation = organisation_create(name="Benchmark Clinic")
     folder = Path(tempfile.mkdtemp(prefix="webhooks-bench-"))
     first = latency(organisation, folder)
+    print(f"latency: {first}", file=sys.stderr)
     second = fan_out(organisation, folder)
     last_success = second["failing_last_success_seconds"]
     caught_up_at = last_success.timestamp() - second["started"] if last_success else float("nan")
@@ -270,7 +275,12 @@ def main() -> None:
         ("deliveries", f"{second['deliveries']:,}"),
         ("worker", f"one, prefork with {CONCURRENCY} children"),
         ("all events committed after", f"{second['emitted_seconds']:.1f} s"),
+        ("deliveries queued per second", f"{second['deliveries'] / second['emitted_seconds']:.0f}"),
         ("all deliveries succeeded after", f"{second['finished_seconds']:.1f} s"),
+        (
+            "every delivery succeeded before the deadline",
+            "yes" if second["succeeded"] == second["deliveries"] else "no",
+        ),
         ("lost (never answered 2xx)", second["lost"]),
         ("duplicated successful deliveries (receivers' count)", second["duplicated"]),
         ("successful attempts recorded", f"{second['recorded_successes']:,}"),
