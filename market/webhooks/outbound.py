@@ -58,7 +58,11 @@ def address_refusal(address: str) -> str:
 
 def webhook_target(url: str) -> Target:
     """Parse, resolve and check ``url``; raises InvalidInput with what to fix."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (a port that is not a number raises here)
+    except ValueError as error:
+        raise InvalidInput(f"The webhook URL cannot be read: {error}.", field="url") from error
     allowed = ("https", "http") if settings.ONEFOLD_WEBHOOK_ALLOW_HTTP else ("https",)
     if parts.scheme not in allowed:
         raise InvalidInput("A webhook URL must start with https://.", field="url")

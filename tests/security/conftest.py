@@ -187,8 +187,8 @@ def _webhook_targets(people: dict) -> dict:
     deliveries = {
         name: WebhookDelivery.objects.create(
             endpoint=endpoint,
-            event_type="job.succeeded",
-            payload={},
+            event_type="webhook.ping",
+            payload={"endpoint": endpoint.id},
             next_attempt_at=timezone.now(),
             status="succeeded",
         )

@@ -190,3 +190,14 @@ def test_an_endpoint_that_keeps_failing_is_disabled_and_its_organisation_emailed
     assert endpoint.disabled_reason.startswith("Disabled by the market after 2 failed attempts")
     assert [mail.to for mail in mailoutbox] == [["ops@example.org"]]
     assert endpoint.url in mailoutbox[0].body
+
+
+@pytest.mark.parametrize(
+    "url", ["https://[::1/hook", "https://hooks.example.org:port/", "https://\x00/", "https:///x"]
+)
+def test_an_unreadable_url_is_a_400_that_says_so(silo_user, url):
+    response = api_client_for(silo_user).post(
+        "/api/webhook-endpoints/", {"url": url, "events": ["job.succeeded"]}, format="json"
+    )
+    assert response.status_code == 400
+    assert not WebhookEndpoint.objects.exists()
