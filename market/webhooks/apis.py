@@ -26,7 +26,7 @@ DELIVERIES_SHOWN = 100
 
 class EndpointOutput(serializers.Serializer):
     id = serializers.IntegerField()
-    url = serializers.URLField()
+    url = serializers.CharField()
     events = serializers.ListField(child=serializers.ChoiceField(WebhookEventType.choices))
     description = serializers.CharField()
     is_active = serializers.BooleanField()

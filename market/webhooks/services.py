@@ -53,6 +53,8 @@ def webhook_endpoint_create(
     """Register an endpoint for the user's organisation; returns it and its secret, which is shown only now."""
     organisation = _organisation_of(user)
     url = url.strip()
+    if "\x00" in url + description:
+        raise InvalidInput("A webhook's URL and description may not hold NUL characters.")
     webhook_target(url)  # refuses a non-HTTPS URL or one that resolves to a private address
     secret = webhook_secret_new()
     with transaction.atomic():

@@ -82,3 +82,15 @@ def test_a_private_address_on_the_page_is_refused_with_a_sentence(silo_user):
     assert response.status_code == 400
     assert "10.0.0.1 is a private address" in response.content.decode()
     assert not WebhookEndpoint.objects.exists()
+
+
+def test_a_nul_character_in_the_page_form_is_refused_with_a_sentence(silo_user, settings):
+    settings.ONEFOLD_WEBHOOK_ALLOW_PRIVATE = settings.ONEFOLD_WEBHOOK_ALLOW_HTTP = True
+    browser = Client(raise_request_exception=False)
+    browser.force_login(silo_user)
+    response = browser.post(
+        "/security/webhooks/new/",
+        {"url": "http://127.0.0.1:9/hook", "description": "a\x00b", "events": ["job.succeeded"]},
+    )
+    assert response.status_code == 400
+    assert not WebhookEndpoint.objects.exists()
