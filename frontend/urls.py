@@ -14,6 +14,7 @@ from frontend import (
     operator_views,
     security_views,
     views,
+    webhooks_views,
 )
 from market.accounts.forms import SignInForm
 
@@ -111,6 +112,33 @@ urlpatterns = [
         "security/tokens/<int:token_id>/revoke/",
         security_views.token_revoke_action,
         name="token-revoke",
+    ),
+    path("security/webhooks/", webhooks_views.webhook_list_page, name="webhook-list"),
+    path("security/webhooks/new/", webhooks_views.webhook_create_action, name="webhook-create"),
+    path(
+        "security/webhooks/<int:endpoint_id>/",
+        webhooks_views.webhook_endpoint_page,
+        name="webhook-endpoint",
+    ),
+    path(
+        "security/webhooks/<int:endpoint_id>/rotate/",
+        webhooks_views.webhook_rotate_action,
+        name="webhook-rotate",
+    ),
+    path(
+        "security/webhooks/<int:endpoint_id>/active/",
+        webhooks_views.webhook_active_action,
+        name="webhook-active",
+    ),
+    path(
+        "security/webhooks/<int:endpoint_id>/ping/",
+        webhooks_views.webhook_ping_action,
+        name="webhook-ping",
+    ),
+    path(
+        "security/webhooks/deliveries/<int:delivery_id>/redeliver/",
+        webhooks_views.webhook_redeliver_action,
+        name="webhook-redeliver",
     ),
     path("market/", commerce_views.catalog_page, name="commerce-catalog"),
     path("market/listings/<int:listing_id>/", commerce_views.listing_page, name="commerce-listing"),

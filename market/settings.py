@@ -85,6 +85,7 @@ INSTALLED_APPS = [
     "market.exchanges",
     "market.augmentations",
     "market.invitations",
+    "market.webhooks",
     "frontend",
     "workers.apps.WorkersConfig",  # loads the Celery app and its tasks once Django is ready (market.outbox publishes)
 ]
@@ -326,6 +327,8 @@ SPECTACULAR_SETTINGS = {
         "InvitationKindEnum": "market.invitations.models.InvitationKind",
         "InvitationStateEnum": ["open", "accepted", "revoked", "expired"],
         "TokenStateEnum": ["active", "expired", "revoked"],
+        "WebhookEventTypeEnum": "market.webhooks.models.WebhookEventType",
+        "WebhookDeliveryStatusEnum": "market.webhooks.models.DeliveryStatus",
     },
 }
 
@@ -385,6 +388,17 @@ ONEFOLD_JOB_MAX_ATTEMPTS = env_int("ONEFOLD_JOB_MAX_ATTEMPTS", 3)
 ONEFOLD_JOB_CHUNK_SIZE = env_int("ONEFOLD_JOB_CHUNK_SIZE", 25)
 ONEFOLD_JOB_OUTBOX_GRACE_SECONDS = env_int("ONEFOLD_JOB_OUTBOX_GRACE_SECONDS", 10)
 ONEFOLD_JOB_REPUBLISH_SECONDS = env_int("ONEFOLD_JOB_REPUBLISH_SECONDS", 600)
+# Webhooks (market.webhooks, docs/automation.md): outbound safety, retries, automatic disabling.
+ONEFOLD_WEBHOOK_ALLOW_PRIVATE = env_bool("ONEFOLD_WEBHOOK_ALLOW_PRIVATE", False)
+ONEFOLD_WEBHOOK_ALLOW_HTTP = env_bool("ONEFOLD_WEBHOOK_ALLOW_HTTP", False)
+ONEFOLD_WEBHOOK_TIMEOUT_SECONDS = env_int("ONEFOLD_WEBHOOK_TIMEOUT_SECONDS", 10)
+ONEFOLD_WEBHOOK_RESPONSE_BYTES = env_int("ONEFOLD_WEBHOOK_RESPONSE_BYTES", 64 * 1024)
+ONEFOLD_WEBHOOK_MAX_ATTEMPTS = env_int("ONEFOLD_WEBHOOK_MAX_ATTEMPTS", 10)
+ONEFOLD_WEBHOOK_RETRY_BASE_SECONDS = env_int("ONEFOLD_WEBHOOK_RETRY_BASE_SECONDS", 10)
+ONEFOLD_WEBHOOK_DISABLE_AFTER_FAILURES = env_int("ONEFOLD_WEBHOOK_DISABLE_AFTER_FAILURES", 50)
+ONEFOLD_WEBHOOK_ROTATION_GRACE_SECONDS = env_int(
+    "ONEFOLD_WEBHOOK_ROTATION_GRACE_SECONDS", 24 * 3600
+)
 # Jobs whose estimated work (row-passes: member models × public rows + the fit, e.g. trees × depth × rows) exceeds
 # this are refused at creation; 10⁹ is several minutes of one worker core.
 ONEFOLD_JOB_MAX_WORK = env_int("ONEFOLD_JOB_MAX_WORK", 1_000_000_000)

@@ -19,6 +19,7 @@ api_patterns = [
     path("", include("market.exchanges.urls")),
     path("", include("market.augmentations.urls")),
     path("", include("market.invitations.urls")),
+    path("", include("market.webhooks.urls")),
     path("", include(toolkit_api_patterns)),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # The split view serves its start-up script as a file (no inline script); Swagger UI comes from the sidecar.

@@ -39,6 +39,7 @@ app.conf.beat_schedule = {
         ("outbox-sweep", "onefold.outbox_sweep"),
         ("exchange-reaper", "onefold.exchange_reap"),
         ("augmentation-reaper", "onefold.augmentation_reap"),
+        ("webhook-reaper", "onefold.webhook_reap"),
     )
 }
 app.autodiscover_tasks(["workers"])

@@ -50,6 +50,22 @@ def submission_reap_task() -> int:
     return submission_reap()
 
 
+@app.task(name="onefold.webhook_deliver", **RETRY)
+def webhook_deliver_task(delivery_id: int) -> bool | None:
+    from market.webhooks.delivery import webhook_deliver
+
+    return webhook_deliver(delivery_id=delivery_id)
+
+
+@app.task(name="onefold.webhook_reap", acks_late=True)
+def webhook_reap_task() -> int:
+    from django.conf import settings
+
+    from market.webhooks.delivery import webhook_reap
+
+    return webhook_reap(older_than_seconds=settings.ONEFOLD_JOB_REPUBLISH_SECONDS)
+
+
 # --- aggregation jobs (workers.runner): start → a group of chunks → the last chunk queues the fusion ---
 
 

@@ -163,9 +163,43 @@ def world(
         "exchange_round": {"silo_a": {"exchange_id": exchange.id, "number": 1}},
         "augmentation": {None: {"augmentation_id": augmentation.id}},
         "estimate": {None: {"estimate_id": estimate.id}},
+        **_webhook_targets(people),
     }
     tokens = {name: api_token_create(user=user, name="world")[1] for name, user in people.items()}
     return World(people=people, tokens=tokens, targets=targets)
+
+
+def _webhook_targets(people: dict) -> dict:
+    """An endpoint of each organisation, with one delivery (rows only: the world makes no outbound call)."""
+    from django.utils import timezone
+
+    from market.webhooks.models import WebhookDelivery, WebhookEndpoint
+
+    endpoints = {
+        name: WebhookEndpoint.objects.create(
+            organisation=people[name].organisation,
+            url=f"https://hooks.example.org/{name}",
+            events=["job.succeeded"],
+            secret=f"whsec_{name}",
+        )
+        for name in MEMBERS
+    }
+    deliveries = {
+        name: WebhookDelivery.objects.create(
+            endpoint=endpoint,
+            event_type="webhook.ping",
+            payload={"endpoint": endpoint.id},
+            next_attempt_at=timezone.now(),
+            status="succeeded",
+        )
+        for name, endpoint in endpoints.items()
+    }
+    return {
+        "webhook": {name: {"endpoint_id": endpoint.id} for name, endpoint in endpoints.items()},
+        "webhook_delivery": {
+            name: {"delivery_id": delivery.id} for name, delivery in deliveries.items()
+        },
+    }
 
 
 def _succeeded_estimate(federation, operator, submissions):

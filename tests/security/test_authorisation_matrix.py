@@ -171,6 +171,12 @@ def invitation_link_holder(principal, owner):
     return ALLOW if owner == "open" else HIDDEN
 
 
+def own_organisation_only(principal, owner):
+    """Webhook endpoints and deliveries: their organisation's members only; operators, who belong to none, and
+    other organisations see no such thing."""
+    return ALLOW if principal == owner else HIDDEN
+
+
 def members_or_refused(principal, owner):
     return ALLOW if principal in SILOS | {"operator"} else REFUSED
 
@@ -304,6 +310,26 @@ POLICY = {
     ),
     ("POST", "/api/organisations/{organisation_id}/wallet/top-ups/"): Rule(
         "organisation", operator_only_after_validation
+    ),
+    # Webhooks: an organisation's own; a body sent empty is refused (400) before anyone's organisation is asked.
+    ("GET", "/api/webhook-endpoints/"): Rule("none", signed_in),
+    ("POST", "/api/webhook-endpoints/"): Rule("none", signed_in),
+    ("GET", "/api/webhook-endpoints/{endpoint_id}/"): Rule("webhook", own_organisation_only),
+    ("POST", "/api/webhook-endpoints/{endpoint_id}/rotate-secret/"): Rule(
+        "webhook", own_organisation_only
+    ),
+    ("POST", "/api/webhook-endpoints/{endpoint_id}/disable/"): Rule(
+        "webhook", own_organisation_only
+    ),
+    ("POST", "/api/webhook-endpoints/{endpoint_id}/enable/"): Rule(
+        "webhook", own_organisation_only
+    ),
+    ("POST", "/api/webhook-endpoints/{endpoint_id}/ping/"): Rule("webhook", own_organisation_only),
+    ("GET", "/api/webhook-endpoints/{endpoint_id}/deliveries/"): Rule(
+        "webhook", own_organisation_only
+    ),
+    ("POST", "/api/webhook-deliveries/{delivery_id}/redeliver/"): Rule(
+        "webhook_delivery", own_organisation_only
     ),
 }
 

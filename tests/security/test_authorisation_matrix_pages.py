@@ -13,7 +13,7 @@ from django.core.cache import cache
 from django.db import transaction
 from django.test import Client
 
-from tests.security.conftest import SILOS
+from tests.security.conftest import MEMBERS, SILOS
 from tests.security.test_authorisation_matrix import (
     ALLOW,
     FORBIDDEN,
@@ -35,6 +35,7 @@ from tests.security.test_authorisation_matrix import (
     operators_act_members_are_refused,
     operators_else_hidden,
     own_earnings,
+    own_organisation_only,
     own_token,
     own_wallet,
     owner_or_operator_else_hidden,
@@ -57,6 +58,11 @@ def budget_limit_changer(principal, owner):
 
 def signed_out(principal, owner):
     return SIGN_IN  # signing out ends on the sign-in page, whoever asked
+
+
+def organisation_members(principal, owner):
+    """Registering a webhook: people of an organisation; an operator, of none, is told no."""
+    return ALLOW if principal in MEMBERS else FORBIDDEN
 
 
 def members_only(principal, owner):
@@ -106,6 +112,15 @@ PAGE_POLICY = {
     ("GET", "security/tokens/"): Rule("none", signed_in),
     ("POST", "security/tokens/new/"): Rule("none", signed_in),
     ("POST", "security/tokens/<int:token_id>/revoke/"): Rule("token", own_token),
+    ("GET", "security/webhooks/"): Rule("none", signed_in),
+    ("POST", "security/webhooks/new/"): Rule("none", organisation_members),
+    ("GET", "security/webhooks/<int:endpoint_id>/"): Rule("webhook", own_organisation_only),
+    ("POST", "security/webhooks/<int:endpoint_id>/rotate/"): Rule("webhook", own_organisation_only),
+    ("POST", "security/webhooks/<int:endpoint_id>/active/"): Rule("webhook", own_organisation_only),
+    ("POST", "security/webhooks/<int:endpoint_id>/ping/"): Rule("webhook", own_organisation_only),
+    ("POST", "security/webhooks/deliveries/<int:delivery_id>/redeliver/"): Rule(
+        "webhook_delivery", own_organisation_only
+    ),
     ("GET", "market/"): Rule("none", signed_in),
     ("GET", "market/listings/<int:listing_id>/"): Rule("listing", listing_reader),
     ("GET", "market/listings/<int:listing_id>/buy/"): Rule("listing", listing_reader),

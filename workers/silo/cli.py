@@ -429,7 +429,7 @@ def build_parser(
         commands.webhook_verify,
         epilog="The header reads t=<unix seconds>,v1=<hex HMAC-SHA256 of '<t>.<body>' keyed with the "
         "endpoint's secret>; a delivery older than the tolerance is refused (exit 3), as a replay. In Python: "
-        "workers.silo.webhooks.signature_verify(secret, header, body).",
+        "workers.silo.webhooks.webhook_signature_verify(secret, header, body).",
     )
     webhook.add_argument("action", choices=["verify"])
     webhook.add_argument(

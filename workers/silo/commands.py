@@ -19,7 +19,7 @@ from workers.silo.client import ModelUpload, OnefoldClient
 from workers.silo.config import Login, login_load, login_save
 from workers.silo.errors import DataError, OnefoldError
 from workers.silo.folders import METADATA_FILE, pulled_files, pulled_folder_name
-from workers.silo.webhooks import signature_verify
+from workers.silo.webhooks import webhook_signature_verify
 
 PROGRESS_MIN_BYTES = 1024**2
 UPLOADED_METADATA = (
@@ -304,8 +304,8 @@ def webhook_verify(args):
         body = sys.stdin.buffer.read() if str(args.body) == "-" else Path(args.body).read_bytes()
     except OSError as error:
         raise DataError(f"Cannot read the delivery's body from {args.body} ({error}).") from error
-    timestamp = signature_verify(
-        args.secret, args.signature, body, tolerance_seconds=args.tolerance
+    timestamp = webhook_signature_verify(
+        args.secret, args.signature, body, tolerance=args.tolerance
     )
     return {"valid": True, "timestamp": timestamp, "body_bytes": len(body)}, (
         f"Valid: signed by the market at {timestamp} (unix seconds) over these {len(body)} bytes."

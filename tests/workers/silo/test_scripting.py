@@ -10,7 +10,11 @@ import time
 import pytest
 
 from workers.silo.errors import EXIT_DATA, EXIT_REFUSED, EXIT_TIMED_OUT, EXIT_USAGE
-from workers.silo.webhooks import SignatureInvalid, signature_header, signature_verify
+from workers.silo.webhooks import (
+    WebhookSignatureInvalid,
+    webhook_signature_header,
+    webhook_signature_verify,
+)
 
 SECRET = "whsec_test_3f9a"
 BODY = b'{"event": "job.succeeded", "data": {"job": 7}}'
@@ -25,21 +29,21 @@ def stripe_style(secret: str, timestamp: int, body: bytes) -> str:
 def test_verify_accepts_the_servers_header_and_refuses_a_changed_body_another_secret_or_an_old_delivery():
     now = int(time.time())
     header = stripe_style(SECRET, now, BODY)
-    assert signature_header(SECRET, BODY, timestamp=now) == header
-    assert signature_verify(SECRET, header, BODY) == now
+    assert webhook_signature_header(SECRET, BODY, timestamp=now) == header
+    assert webhook_signature_verify(SECRET, header, BODY) == now
     assert (
-        signature_verify(SECRET, f"t={now},v1={'0' * 64},v1={header.split('v1=')[1]}", BODY) == now
+        webhook_signature_verify(SECRET, f"t={now},v1={'0' * 64},v1={header.split('v1=')[1]}", BODY) == now
     )
     for secret, signed, body, reason in [
         (SECRET, header, BODY + b" ", "does not match"),
         ("whsec_other", header, BODY, "does not match"),
-        (SECRET, stripe_style(SECRET, now - 301, BODY), BODY, "outside the tolerance of 300 s"),
-        (SECRET, f"v1={header.split('v1=')[1]}", BODY, "t=<unix seconds>,v1=<hex HMAC-SHA256>"),
+        (SECRET, stripe_style(SECRET, now - 301, BODY), BODY, "more than 300 s"),
+        (SECRET, f"v1={header.split('v1=')[1]}", BODY, "t=<unix seconds>,v1=<hex>"),
     ]:
-        with pytest.raises(SignatureInvalid, match=reason):
-            signature_verify(secret, signed, body)
-    assert signature_verify(
-        SECRET, stripe_style(SECRET, now - 301, BODY), BODY, tolerance_seconds=600
+        with pytest.raises(WebhookSignatureInvalid, match=reason):
+            webhook_signature_verify(secret, signed, body)
+    assert webhook_signature_verify(
+        SECRET, stripe_style(SECRET, now - 301, BODY), BODY, tolerance=600
     )
 
 

@@ -1,0 +1,175 @@
+"""Writes on webhook endpoints, and the deliveries an event makes (market.webhooks.delivery sends them)."""
+
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from market.accounts.models import User
+from market.audit.services import audit_record
+from market.errors import InvalidInput, PermissionDenied
+from market.outbox import outbox_add
+from market.webhooks.events import WebhookEvent
+from market.webhooks.models import (
+    DeliveryStatus,
+    WebhookDelivery,
+    WebhookEndpoint,
+    WebhookEventType,
+    WebhookOutbox,
+)
+from market.webhooks.outbound import webhook_target
+from market.webhooks.selectors import webhook_delivery_get, webhook_endpoint_get
+
+SECRET_PREFIX = "whsec_"
+
+
+def webhook_secret_new() -> str:
+    return SECRET_PREFIX + secrets.token_hex(24)
+
+
+def _events_checked(events: list[str]) -> list[str]:
+    unknown = sorted(set(events) - set(WebhookEventType.values))
+    if unknown:
+        raise InvalidInput(
+            f"Unknown event type(s): {', '.join(unknown)}. Choose from {', '.join(WebhookEventType.values)}.",
+            field="events",
+        )
+    if not events:
+        raise InvalidInput("Choose at least one event type.", field="events")
+    return sorted(set(events))
+
+
+def _organisation_of(user: User):
+    if user.organisation_id is None:
+        raise PermissionDenied("Webhooks belong to an organisation, and you belong to none.")
+    return user.organisation
+
+
+def webhook_endpoint_create(
+    *, user: User, url: str, events: list[str], description: str = "", request=None
+) -> tuple[WebhookEndpoint, str]:
+    """Register an endpoint for the user's organisation; returns it and its secret, which is shown only now."""
+    organisation = _organisation_of(user)
+    url = url.strip()
+    if "\x00" in url + description:
+        raise InvalidInput("A webhook's URL and description may not hold NUL characters.")
+    webhook_target(url)  # refuses a non-HTTPS URL or one that resolves to a private address
+    secret = webhook_secret_new()
+    with transaction.atomic():
+        endpoint = WebhookEndpoint.objects.create(
+            organisation=organisation,
+            url=url,
+            events=_events_checked(events),
+            description=description.strip()[:200],
+            secret=secret,
+            created_by=user,
+        )
+        audit_record(
+            action="webhook.created",
+            actor=user,
+            target=endpoint,
+            request=request,
+            details={"url": url, "events": endpoint.events},
+        )
+    return endpoint, secret
+
+
+def webhook_endpoint_rotate(
+    *, user: User, endpoint_id: int, request=None
+) -> tuple[WebhookEndpoint, str]:
+    """A new secret, shown only now; the old one still signs (as a second v1) for the grace period."""
+    with transaction.atomic():
+        endpoint = webhook_endpoint_get(user=user, endpoint_id=endpoint_id, lock=True)
+        secret = webhook_secret_new()
+        endpoint.previous_secret, endpoint.secret = endpoint.secret, secret
+        endpoint.previous_secret_expires_at = timezone.now() + timedelta(
+            seconds=settings.ONEFOLD_WEBHOOK_ROTATION_GRACE_SECONDS
+        )
+        endpoint.save(update_fields=["secret", "previous_secret", "previous_secret_expires_at"])
+        audit_record(action="webhook.secret_rotated", actor=user, target=endpoint, request=request)
+    return endpoint, secret
+
+
+def webhook_endpoint_set_active(
+    *, user: User, endpoint_id: int, active: bool, request=None
+) -> WebhookEndpoint:
+    """Disable an endpoint, or enable it again: its waiting deliveries are then sent at once."""
+    with transaction.atomic():
+        endpoint = webhook_endpoint_get(user=user, endpoint_id=endpoint_id, lock=True)
+        if active and not endpoint.is_active:
+            webhook_target(endpoint.url)
+            endpoint.consecutive_failures, endpoint.disabled_reason, endpoint.disabled_at = (
+                0,
+                "",
+                None,
+            )
+            waiting = endpoint.deliveries.filter(status=DeliveryStatus.PENDING)
+            waiting.update(next_attempt_at=timezone.now())
+            for delivery in waiting:
+                outbox_add(WebhookOutbox(delivery=delivery))
+        elif not active and endpoint.is_active:
+            endpoint.disabled_reason, endpoint.disabled_at = "Disabled by a member.", timezone.now()
+        endpoint.is_active = active
+        endpoint.save()
+        audit_record(
+            action="webhook.enabled" if active else "webhook.disabled",
+            actor=user,
+            target=endpoint,
+            request=request,
+        )
+    return endpoint
+
+
+def webhook_redeliver(*, user: User, delivery_id: int, request=None) -> WebhookDelivery:
+    """Send a delivery again as a new delivery of the same event (a new Onefold-Delivery id)."""
+    with transaction.atomic():
+        original = webhook_delivery_get(user=user, delivery_id=delivery_id)
+        delivery = _delivery_add(
+            endpoint=original.endpoint, event_type=original.event_type, payload=original.payload
+        )
+        audit_record(
+            action="webhook.redelivered",
+            actor=user,
+            target=delivery,
+            request=request,
+            details={"of": str(original.uuid)},
+        )
+    return delivery
+
+
+def webhook_endpoint_ping(*, user: User, endpoint_id: int, request=None) -> WebhookDelivery:
+    """Queue a ``webhook.ping`` delivery to the endpoint, whatever events it chose: a check of the receiver."""
+    with transaction.atomic():
+        endpoint = webhook_endpoint_get(user=user, endpoint_id=endpoint_id)
+        delivery = _delivery_add(
+            endpoint=endpoint,
+            event_type=WebhookEventType.WEBHOOK_PING,
+            payload={"endpoint": endpoint.id},
+        )
+        audit_record(action="webhook.pinged", actor=user, target=endpoint, request=request)
+    return delivery
+
+
+def _delivery_add(*, endpoint: WebhookEndpoint, event_type: str, payload: dict) -> WebhookDelivery:
+    delivery = WebhookDelivery.objects.create(
+        endpoint=endpoint, event_type=event_type, payload=payload, next_attempt_at=timezone.now()
+    )
+    outbox_add(WebhookOutbox(delivery=delivery))
+    return delivery
+
+
+def webhook_events_emit(events: list[WebhookEvent]) -> int:
+    """Queue one delivery per event for each active endpoint that chose its type and whose organisation may see
+    its object, in the caller's transaction; sent once it commits. The number queued."""
+    queued = 0
+    for event in events:
+        endpoints = WebhookEndpoint.objects.filter(
+            is_active=True, events__contains=[event.type]
+        ).select_related("organisation")
+        for endpoint in endpoints:
+            if event.may_see(endpoint.organisation):
+                _delivery_add(endpoint=endpoint, event_type=event.type, payload=event.data)
+                queued += 1
+    return queued

@@ -1,0 +1,132 @@
+"""Events derived where their change commits: a job's end, a budget charge and its thresholds, a cancellation
+made once; each to the endpoints whose organisation may see it, and none for a change that rolled back."""
+
+from decimal import Decimal
+
+import pytest
+from django.db import transaction
+from django.utils import timezone
+
+from market.budgets.models import PrivacyBudget
+from market.budgets.services import budget_reserve_for_job
+from market.jobs.models import JobStatus
+from market.webhooks.events import budget_thresholds_crossed
+from market.webhooks.models import WebhookDelivery, WebhookEndpoint, WebhookEventType
+from tests.market.budgets.conftest import make_job, members, submissions  # noqa: F401
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "crossed"),
+    [
+        ("0", "7.9", []),
+        ("0", "8", [Decimal("0.8")]),
+        ("7.9", "10", [Decimal("0.8"), Decimal("1")]),
+        ("8", "9.9", []),
+        ("9", "10", [Decimal("1")]),
+        ("10", "10", []),
+    ],
+)
+def test_a_charge_crosses_the_thresholds_it_passes_from_below(before, after, crossed):
+    assert (
+        budget_thresholds_crossed(
+            spent_before=Decimal(before), spent_after=Decimal(after), limit=Decimal(10)
+        )
+        == crossed
+    )
+
+
+@pytest.fixture
+def endpoints(members):  # noqa: F811
+    return {
+        user.username: WebhookEndpoint.objects.create(
+            organisation=user.organisation,
+            url=f"https://hooks.example.org/{user.username}",
+            events=WebhookEventType.values,
+            secret="whsec_x",
+        )
+        for user in members
+    }
+
+
+def _received(endpoint) -> list[str]:
+    return sorted(endpoint.deliveries.values_list("event_type", flat=True))
+
+
+def test_a_failed_job_after_noise_charges_each_silo_and_tells_each_only_of_its_own_budget(
+    make_job,  # noqa: F811
+    operator,
+    endpoints,
+    members,  # noqa: F811
+):
+    from market.jobs.runner.lifecycle import job_end
+
+    job = make_job()
+    budget_reserve_for_job(job=job, actor=operator)
+    reserved = PrivacyBudget.objects.get(organisation=members[0].organisation).reserved
+    # The first silo's limit leaves room for the charge only: it passes 80 % (not 100 %).
+    PrivacyBudget.objects.filter(organisation=members[0].organisation).update(
+        epsilon_limit=reserved * Decimal("1.1")
+    )
+    job.noise_drawn_at = timezone.now()
+    job.save(update_fields=["noise_drawn_at"])
+
+    assert job_end(job_id=job.id, status=JobStatus.FAILED, reason="The worker ran out of memory.")
+
+    first, second = (endpoints[user.username] for user in members)
+    assert _received(first) == ["budget.charged", "budget.threshold_reached", "job.failed"]
+    assert _received(second) == ["budget.charged", "job.failed"]
+    for endpoint, user in ((first, members[0]), (second, members[1])):
+        charged = endpoint.deliveries.get(event_type="budget.charged").payload
+        assert charged["budget"]["id"] == user.organisation.privacy_budgets.get().id
+        assert charged["charge"] == {
+            "epsilon": str(reserved),
+            "unit": "party-level",
+            "job": job.id,
+            "submission": None,
+        }
+    threshold = first.deliveries.get(event_type="budget.threshold_reached").payload
+    assert threshold["threshold"] == 0.8
+    failed = first.deliveries.get(event_type="job.failed").payload["job"]
+    assert (failed["id"], failed["status"], failed["failure_reason"]) == (
+        job.id,
+        "failed",
+        "The worker ran out of memory.",
+    )
+
+
+def test_cancelling_a_queued_job_sends_one_job_cancelled(make_job, operator, endpoints):  # noqa: F811
+    from market.jobs.services import job_cancel
+
+    job = make_job(privacy_level="L0")
+    job_cancel(job=job, user=operator)
+
+    assert WebhookDelivery.objects.filter(event_type="job.cancelled").count() == 2  # one per silo
+    assert all(_received(endpoint) == ["job.cancelled"] for endpoint in endpoints.values())
+
+
+def test_a_change_that_rolls_back_sends_nothing(make_job, operator, endpoints):  # noqa: F811
+    from market.jobs.services import job_cancel
+
+    job = make_job(privacy_level="L0")
+    with pytest.raises(RuntimeError), transaction.atomic():
+        job_cancel(job=job, user=operator)
+        raise RuntimeError("the request failed after the cancellation")
+
+    assert not WebhookDelivery.objects.exists()
+
+
+def test_an_inactive_endpoint_or_one_that_did_not_choose_the_event_gets_nothing(
+    make_job,  # noqa: F811
+    operator,
+    endpoints,
+):
+    from market.jobs.services import job_cancel
+
+    first, second = endpoints.values()
+    WebhookEndpoint.objects.filter(id=first.id).update(is_active=False)
+    WebhookEndpoint.objects.filter(id=second.id).update(events=["job.succeeded"])
+    job_cancel(job=make_job(privacy_level="L0"), user=operator)
+
+    assert not WebhookDelivery.objects.exists()
