@@ -60,7 +60,7 @@ def test_a_failed_job_after_noise_charges_each_silo_and_tells_each_only_of_its_o
     endpoints,
     members,  # noqa: F811
 ):
-    from market.jobs.runner.lifecycle import job_end
+    from workers.runner.lifecycle import job_end
 
     job = make_job()
     budget_reserve_for_job(job=job, actor=operator)
