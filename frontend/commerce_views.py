@@ -16,6 +16,8 @@ from frontend.sent_once import FORM_KEY_FIELD, sent_once
 from market.commerce.cards import model_card
 from market.commerce.delivery import download_link_create
 from market.commerce.models import ListingStatus
+from market.commerce.money import payouts_of
+from market.commerce.payouts import payable_cents
 from market.commerce.quality import catalog_accuracy_flag
 from market.commerce.selectors import (
     catalog_filters_from,
@@ -239,5 +241,7 @@ def earnings_page(request):
             "organisation": organisation,
             "earnings": earnings_for(organisation=organisation),
             "contribution_values": own_contribution_values(organisation_id=organisation.id),
+            "payouts": payouts_of(organisation=organisation),
+            "payable_cents": payable_cents(organisation=organisation),
         },
     )

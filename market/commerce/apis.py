@@ -27,6 +27,8 @@ from market.commerce.delivery import (
 )
 from market.commerce.models import ListingStatus, WalletEntryKind
 from market.commerce.packages import download_content
+from market.commerce.money import payouts_of
+from market.commerce.payouts import payable_cents, payout_record
 from market.commerce.selectors import (
     catalog_filters_from,
     catalog_page,
@@ -390,6 +392,35 @@ class TopUpApi(APIView):
         )
 
 
+class PayoutInput(serializers.Serializer):
+    amount_cents = serializers.IntegerField(min_value=1)
+    reference = serializers.CharField(
+        max_length=200,
+        help_text="The reference of the payment made outside the app; posting it again is harmless.",
+    )
+    note = serializers.CharField(max_length=500, allow_blank=True, default="")
+
+
+class PayoutApi(APIView):
+    @extend_schema(request=PayoutInput, responses={201: WalletEntryOutput, 200: WalletEntryOutput})
+    def post(self, request, organisation_id):
+        """Operators: record a payout of a silo's earnings made outside the app (at most what it earned and has
+        not been paid). 201 when recorded, 200 when this reference was already recorded."""
+        require_operator(request.user, "record payouts")  # before the lookup: no probing ids
+        given = PayoutInput(data=request.data)
+        given.is_valid(raise_exception=True)
+        organisation = Organisation.objects.filter(pk=organisation_id).first()
+        if organisation is None:
+            raise NotFound(f"There is no organisation #{organisation_id}.")
+        entry, created = payout_record(
+            organisation=organisation, actor=request.user, request=request, **given.validated_data
+        )
+        return Response(
+            WalletEntryOutput(entry).data,
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )
+
+
 class EarningsQuery(serializers.Serializer):
     organisation = serializers.IntegerField(required=False, min_value=1, max_value=2**63 - 1)
 
@@ -413,6 +444,8 @@ class EarningsApi(APIView):
                 "organisation": organisation.id,
                 **earnings_for(organisation=organisation),
                 "contribution_values": own_contribution_values(organisation_id=organisation.id),
+                "payable_cents": payable_cents(organisation=organisation),
+                "payouts": WalletEntryOutput(payouts_of(organisation=organisation), many=True).data,
             }
         )
 
