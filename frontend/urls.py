@@ -12,6 +12,7 @@ from frontend import (
     membership_views,
     model_use_views,
     money_views,
+    notifications_views,
     operator_views,
     security_views,
     views,
@@ -174,6 +175,7 @@ urlpatterns = [
     ),
     path("market/wallets/", operator_views.wallet_operations_page, name="wallet-operations"),
     path("market/money/", money_views.money_page, name="money"),
+    path("notices/", notifications_views.notification_list_page, name="notification-list"),
     path(
         "market/money/organisations/<int:organisation_id>/",
         money_views.organisation_ledger_page,

@@ -1,16 +1,14 @@
 from django import template
 
+from market.numbers import credits_text, percent_text
+
 register = template.Library()
 
 
 @register.filter
 def cents(amount) -> str:
-    """Integer cents as credits with two decimals and a sign for negatives: -1234 → "−12.34"."""
-    if amount is None:
-        return "—"
-    amount = int(amount)
-    sign = "−" if amount < 0 else ""
-    return f"{sign}{abs(amount) // 100:,}.{abs(amount) % 100:02d}"
+    """Integer cents as credits with two decimals and a sign for negatives (market.numbers.credits_text)."""
+    return credits_text(amount)
 
 
 @register.filter
@@ -22,7 +20,8 @@ def cents_plain(amount) -> str:
 
 @register.filter
 def percent(value) -> str:
-    return "—" if value is None else f"{100 * float(value):.1f} %"
+    """A metric in [0, 1] as a percentage (market.numbers.percent_text)."""
+    return percent_text(value)
 
 
 @register.filter

@@ -26,8 +26,8 @@ from market.commerce.delivery import (
     model_predict,
 )
 from market.commerce.models import ListingStatus, WalletEntryKind
-from market.commerce.packages import download_content
 from market.commerce.money import payouts_of
+from market.commerce.packages import download_content
 from market.commerce.payouts import payable_cents, payout_record
 from market.commerce.selectors import (
     catalog_filters_from,
