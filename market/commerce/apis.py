@@ -22,6 +22,7 @@ from market.commerce.cards import model_card
 from market.commerce.delivery import (
     download_filename,
     download_link_create,
+    download_delivered,
     download_resolve,
     model_predict,
 )
@@ -492,6 +493,7 @@ class DownloadApi(APIView):
                 filename=download_filename(model_file),
                 content_type="application/octet-stream",
             )
+            filename = download_filename(model_file)
             response["X-Content-SHA256"] = model_file.sha256
         else:
             filename, data = download_content(resolved)
@@ -502,6 +504,13 @@ class DownloadApi(APIView):
                 content_type="application/zip" if resolved.package else "application/octet-stream",
             )
             response["X-Content-SHA256"] = hashlib.sha256(data).hexdigest()
+        download_delivered(
+            resolved=resolved,
+            user=request.user,
+            filename=filename,
+            sha256=response["X-Content-SHA256"],
+            request=request,
+        )
         response["Cache-Control"] = "no-store"
         return response
 
