@@ -171,9 +171,9 @@ def audit_json_lines() -> Iterator[str]:
 
 def audit_event_query(*, action_prefix: str = "", outcome: str = "") -> QuerySet[AuditEvent]:
     """The newest entries first, optionally only one action family (``auth.``) or outcome (pages paginate it)."""
-    events = AuditEvent.objects.select_related(
-        "actor__organisation", "organisation"
-    ).order_by("-id")
+    events = AuditEvent.objects.select_related("actor__organisation", "organisation").order_by(
+        "-id"
+    )
     if action_prefix:
         events = events.filter(action__startswith=action_prefix)
     if outcome:

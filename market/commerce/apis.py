@@ -20,9 +20,9 @@ from market.accounts.models import Organisation
 from market.commerce import plots
 from market.commerce.cards import model_card
 from market.commerce.delivery import (
+    download_delivered,
     download_filename,
     download_link_create,
-    download_delivered,
     download_resolve,
     model_predict,
 )
