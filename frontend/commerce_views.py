@@ -67,6 +67,22 @@ def _catalog_params(query) -> dict:
                 f"(cents), not '{text[:40]}'."
             )
         params[cents_name] = str(int(credits * 100))
+    params.pop(
+        "min_accuracy", None
+    )  # the page's accuracy filter is the percentage below, as cards show it
+    percent = (params.pop("min_accuracy_percent", None) or "").strip()
+    if percent:
+        try:
+            fraction = Decimal(percent) / 100
+        except InvalidOperation:
+            raise InvalidInput(
+                f"The accuracy filter must be a percentage such as 75, not '{percent[:40]}'."
+            ) from None
+        if not fraction.is_finite() or not 0 <= fraction <= 1:
+            raise InvalidInput(
+                f"The accuracy filter must be a percentage from 0 to 100, not '{percent[:40]}'."
+            )
+        params["min_accuracy"] = str(fraction)
     return params
 
 

@@ -51,6 +51,7 @@ from market.jobs.visibility import (
     named_submission_metrics,
 )
 from market.json_input import json_text_parse
+from market.numbers import without_float_noise
 from market.submissions.models import Submission, SubmissionStatus
 from market.submissions.selectors import submission_list
 
@@ -128,11 +129,13 @@ def _values_of(estimate) -> dict:
         "kind": estimate.kind,
         "privacy_level": estimate.privacy_level,
         "parameters": json.dumps(
-            {key: value for key, value in estimate.parameters.items() if key != "privacy"}
-            | (
-                {"privacy": _given_privacy(estimate.parameters["privacy"])}
-                if "privacy" in estimate.parameters
-                else {}
+            without_float_noise(
+                {key: value for key, value in estimate.parameters.items() if key != "privacy"}
+                | (
+                    {"privacy": _given_privacy(estimate.parameters["privacy"])}
+                    if "privacy" in estimate.parameters
+                    else {}
+                )
             ),
             indent=2,
         ),
@@ -154,7 +157,8 @@ def _launcher_context(request, federation, values: dict, error: str = "", estima
     defaults = _defaults_by_kind(federation)
     if not values["parameters"]:
         values["parameters"] = json.dumps(
-            defaults.get(f"{values['kind']}-{values['privacy_level']}", {}), indent=2
+            without_float_noise(defaults.get(f"{values['kind']}-{values['privacy_level']}", {})),
+            indent=2,
         )
     # As the API lists them: operators every submission, anyone else their own organisation's.
     submissions = (

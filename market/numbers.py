@@ -41,3 +41,25 @@ def credits_text(amount_cents) -> str:
 def percent_text(fraction) -> str:
     """A metric in [0, 1] as a percentage with one decimal: 0.7675000000000001 → "76.8 %"; None → "—"."""
     return "—" if fraction is None else f"{100 * float(fraction):.1f} %"
+
+
+def plain_number(value) -> str:
+    """A number as a form's value: no thousands separator, no trailing zeros, no float noise (12 significant
+    digits): Decimal("10.000000") → "10", 0.7675000000000001 → "0.7675"; None → ""."""
+    if value is None or value == "":
+        return ""
+    number = Decimal(repr(float(f"{float(value):.12g}")))
+    text = f"{number:f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def without_float_noise(value):
+    """A JSON-ready value with every float rounded to 12 significant digits, so that a prefilled form reads
+    0.7675, not 0.7675000000000001 (the difference is below any parameter's meaning)."""
+    if isinstance(value, float):
+        return float(f"{value:.12g}")
+    if isinstance(value, dict):
+        return {key: without_float_noise(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [without_float_noise(item) for item in value]
+    return value

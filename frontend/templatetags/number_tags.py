@@ -4,7 +4,7 @@ import re
 
 from django import template
 
-from market.numbers import epsilon_text
+from market.numbers import credits_text, epsilon_text, percent_text, plain_number
 
 register = template.Library()
 
@@ -13,6 +13,31 @@ register = template.Library()
 def epsilon(value) -> str:
     """ε (or any privacy figure) to three significant figures (market.numbers.epsilon_text)."""
     return epsilon_text(value)
+
+
+@register.filter
+def cents(amount) -> str:
+    """Integer cents as credits with two decimals and a sign for negatives (market.numbers.credits_text)."""
+    return credits_text(amount)
+
+
+@register.filter
+def cents_plain(amount) -> str:
+    """Integer cents as a form value in credits: 1250 → "12.50" (no thousands separator, no sign glyph)."""
+    amount = int(amount)
+    return f"{'-' if amount < 0 else ''}{abs(amount) // 100}.{abs(amount) % 100:02d}"
+
+
+@register.filter
+def number_plain(value) -> str:
+    """A number as a form's prefilled value (market.numbers.plain_number): 10.000000 → "10"."""
+    return plain_number(value)
+
+
+@register.filter
+def percent(value) -> str:
+    """A metric in [0, 1] as a percentage (market.numbers.percent_text)."""
+    return percent_text(value)
 
 
 NUMPY_SCALAR_REPR = re.compile(r"\bnp\.(?:u?int\d*|float\d*|bool_?|str_)\(([^()]*)\)")
