@@ -423,17 +423,21 @@ def job_comparison_png(request, job_id):
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
+    from matplotlib.ticker import PercentFormatter
 
     context = _job_context(request, job_id)
     global_model = context["global_model"]
     if global_model is None:
         return HttpResponse(status=404)
+    # ?size=phone: a square figure drawn for a 390 px screen (the page picks it there), so its text stays
+    # readable instead of the wide figure shrunk to half its size.
+    phone = request.GET.get("size") == "phone"
     metrics = [
         ("accuracy", "Accuracy"),
-        ("balanced_accuracy", "Balanced accuracy"),
+        ("balanced_accuracy", "Balanced\naccuracy" if phone else "Balanced accuracy"),
         ("macro_f1", "Macro F1"),
     ]
-    figure = Figure(figsize=(7.5, 3.6), dpi=100)
+    figure = Figure(figsize=(3.9, 3.9) if phone else (7.5, 3.6), dpi=100)
     axes = figure.subplots()
     for position, (key, _) in enumerate(metrics):
         # One dot per silo, sorted left to right, so 200 silos read as a strip, not 200 bars or legend entries.
@@ -460,11 +464,17 @@ def job_comparison_png(request, job_id):
     axes.set_xticks(range(len(metrics)), [name for _, name in metrics])
     axes.set_xlim(-0.5, len(metrics) - 0.5)
     axes.set_ylim(0, 1)
+    axes.yaxis.set_major_formatter(
+        PercentFormatter(1.0)
+    )  # metrics as percentages, as on every page
     axes.set_ylabel("on the evaluation split")
     axes.grid(axis="y", color="#e3e7ec", zorder=0)
     axes.legend(fontsize=8, loc="lower right")
     axes.set_title(
-        f"Job #{job_id}: the global model (line) against each silo's submission (dots)", fontsize=10
+        f"Job #{job_id}: global model (line), silos (dots)"
+        if phone
+        else f"Job #{job_id}: the global model (line) against each silo's submission (dots)",
+        fontsize=10,
     )
     figure.tight_layout()
     buffer = io.BytesIO()

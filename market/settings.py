@@ -275,6 +275,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # No deep links: Swagger UI puts them inside its operation buttons, a link nested in a button (axe).
+    "SWAGGER_UI_SETTINGS": {"deepLinking": False, "persistAuthorization": True},
     "ENUM_NAME_OVERRIDES": {
         "PrivacyLevelEnum": "market.federations.models.PrivacyLevel",
         "JobKindEnum": "market.jobs.parameters.job_kind_choices",

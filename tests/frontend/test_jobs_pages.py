@@ -2,6 +2,7 @@
 launch a job (one rule, market.jobs.selectors.job_launch_require_permission), each silo's remainder only to
 operators, and a job's results as market.jobs.visibility lets the viewer see them."""
 
+import io
 import json
 import re
 
@@ -240,3 +241,10 @@ def test_the_comparison_is_a_strip_plot_png_with_one_dot_per_submission(
     page = job_page(client, operator, launched_model.job_id)
     assert response.status_code == 200 and response.content.startswith(b"\x89PNG")
     assert "Strip plot: accuracy, balanced accuracy and macro F1 of each silo" in page
+    # A phone gets a figure drawn at its width, so that the text is not shrunk to half its size.
+    phone = client.get(f"/jobs/{launched_model.job_id}/comparison.png?size=phone")
+    from PIL import Image
+
+    assert Image.open(io.BytesIO(phone.content)).size == (390, 390)
+    assert Image.open(io.BytesIO(response.content)).size == (750, 360)
+    assert 'media="(max-width: 40rem)" srcset="' in page and "comparison.png?size=phone" in page
