@@ -117,10 +117,10 @@ def test_the_launching_buyers_job_page_shows_no_data_dependent_epsilon_and_no_si
 ):
     page = job_page(client, buyer_user, launched_model.job_id)
     assert "Data-independent: ε = 2.5," in page  # the bound, to 3 significant figures
-    assert "ε = 0.8 at" not in page and 'id="job-data-dependent"' not in page
-    assert not any(text in page for text in ("Northwind Hospital", "Contoso Bank", "0.5419"))
-    # silo_a's 0.6173 appears nowhere: two silos are too few to show the best single silo's score (issue 32)
-    assert "0.6173" not in page
+    assert "ε = 0.8.</p>" not in page and 'id="job-data-dependent"' not in page
+    assert not any(text in page for text in ("Northwind Hospital", "Contoso Bank", "54.2 %"))
+    # silo_a's 61.7 % appears nowhere: two silos are too few to show the best single silo's score (issue 32)
+    assert "61.7 %" not in page
     assert (
         '<th scope="row">Baseline: best single silo</th><td colspan="4" class="meta" data-baseline-withheld>'
         in page
@@ -130,16 +130,16 @@ def test_the_launching_buyers_job_page_shows_no_data_dependent_epsilon_and_no_si
 
 def test_a_silos_job_page_shows_its_own_share_only(client, silo_user, launched_model):
     page = job_page(client, silo_user, launched_model.job_id)
-    assert "Northwind Hospital" in page and "0.6173" in page
+    assert "Northwind Hospital" in page and "61.7 %" in page
     assert contributions_on(page) == "<li>Northwind Hospital: 0.700</li>"
-    assert not any(text in page for text in ("Contoso Bank", "0.5419", "ε = 0.8 at"))
+    assert not any(text in page for text in ("Contoso Bank", "54.2 %", "ε = 0.8.</p>"))
 
 
 def test_the_operators_job_page_shows_everything(client, operator, launched_model):
     page = job_page(client, operator, launched_model.job_id)
     assert all(
         text in page
-        for text in ("Northwind Hospital", "Contoso Bank", "0.6173", "0.5419", "ε = 0.8 at")
+        for text in ("Northwind Hospital", "Contoso Bank", "61.7 %", "54.2 %", "ε = 0.8.</p>")
     )
     assert (
         contributions_on(page) == "<li>Northwind Hospital: 0.700</li><li>Contoso Bank: 0.300</li>"
@@ -155,7 +155,7 @@ def test_the_job_page_shows_what_the_federation_publishes(
     page = job_page(client, buyer_user, launched_model.job_id)
     assert all(
         text in page
-        for text in ("Northwind Hospital", "Contoso Bank", "0.6173", "0.5419", "ε = 0.8 at")
+        for text in ("Northwind Hospital", "Contoso Bank", "61.7 %", "54.2 %", "ε = 0.8.</p>")
     )
     assert 'id="job-contributions-private"' not in page
 
