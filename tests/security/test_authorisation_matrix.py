@@ -301,6 +301,9 @@ POLICY = {
     ("POST", "/api/organisations/{organisation_id}/wallet/top-ups/"): Rule(
         "organisation", operator_only_after_validation
     ),
+    ("POST", "/api/organisations/{organisation_id}/wallet/payouts/"): Rule(
+        "organisation", operator_only
+    ),
 }
 
 
