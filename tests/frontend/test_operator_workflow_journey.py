@@ -184,7 +184,7 @@ def test_operator_creates_a_federation_launches_a_job_lists_its_model_and_tops_u
     page.get_by_role("link", name="Wallets", exact=True).click()
     page.get_by_label("Organisation").select_option(label="Fabrikam Insurance")
     page.get_by_label("Amount (credits)").fill("40")
-    page.get_by_label("Payment reference").fill("INV-1001")
+    page.get_by_label("Payment reference", exact=True).fill("INV-1001")
     page.get_by_role("button", name="Add credits").click()
     page.get_by_text("Fabrikam Insurance: 40.00 credits added.").wait_for()
     screenshots(page, "operator-wallets")
