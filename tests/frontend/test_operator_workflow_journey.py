@@ -197,7 +197,7 @@ def test_operator_creates_a_federation_launches_a_job_lists_its_model_and_tops_u
     assert page.get_by_text("payment BANK-2026-118").is_visible()
 
     # The money page: every wallet, searchable, and one organisation's ledger with the payment references.
-    page.get_by_role("link", name="Money", exact=True).click()
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Money").click()
     page.get_by_label("Organisation name").fill("fabrikam")
     page.get_by_role("button", name="Search").click()
     page.get_by_role("link", name="Fabrikam Insurance").click()
