@@ -1,35 +1,165 @@
-"""The audit log as people read it: each event's object as a link where the app has a page for it, and its
-details as labelled values (JSON for nested values, never a Python repr)."""
+"""The audit log as people read it: who acted (the actor and the actor's own organisation, and apart from it the
+organisation the event concerns), each event's object by its name and as a link where the app has a page for
+it, and its details as labelled values: amounts in credits (the log stores cents), JSON for nested values,
+never a Python repr."""
 
 import json
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from django.urls import reverse
 
+from market.augmentations.models import Augmentation
+from market.budgets.models import PrivacyBudget
+from market.commerce.models import CreditRequest, Listing, Purchase, WalletEntry
 from market.federations.models import Federation
+from market.jobs.models import GlobalModel, Job
+from market.numbers import credits_text
+from market.submissions.models import Submission
 
 
-def _federation_slugs(events) -> dict[str, str]:
-    ids = {
-        event.object_id
-        for event in events
-        if event.object_type == "Federation" and event.object_id.isdecimal()
-    }
-    return {
-        str(pk): slug
-        for pk, slug in Federation.objects.filter(pk__in=ids).values_list("pk", "slug")
-    }
+@dataclass(frozen=True)
+class ObjectKind:
+    """How one ``object_type`` of the log is fetched, named and linked (the link may be '')."""
+
+    model: type
+    related: tuple[str, ...]
+    name: Callable[[object], str]
+    url: Callable[[object], str]
 
 
-def _object_url(event, federation_slugs: dict[str, str]) -> str:
-    if not event.object_id.isdecimal():
-        return ""
-    if event.object_type == "Job":
-        return reverse("job-detail", args=[int(event.object_id)])
-    if event.object_type == "Listing":
-        return reverse("commerce-listing", args=[int(event.object_id)])
-    if event.object_type == "Federation" and event.object_id in federation_slugs:
-        return reverse("federation-detail", args=[federation_slugs[event.object_id]])
-    return ""
+OBJECT_KINDS = {
+    "Federation": ObjectKind(
+        model=Federation,
+        related=(),
+        name=lambda federation: federation.name,
+        url=lambda federation: reverse("federation-detail", args=[federation.slug]),
+    ),
+    "Job": ObjectKind(
+        model=Job,
+        related=("federation",),
+        name=lambda job: (
+            f"Job #{job.id} ({job.get_kind_display()}, {job.privacy_level}) in "
+            f"{job.federation.name}"
+        ),
+        url=lambda job: reverse("job-detail", args=[job.id]),
+    ),
+    "GlobalModel": ObjectKind(
+        model=GlobalModel,
+        related=("federation",),
+        name=lambda model: (
+            f"Global model of job #{model.job_id} ({model.model_family}) in {model.federation.name}"
+        ),
+        url=lambda model: reverse("job-detail", args=[model.job_id]),
+    ),
+    "Listing": ObjectKind(
+        model=Listing,
+        related=(),
+        name=lambda listing: f"Listing “{listing.name}”",
+        url=lambda listing: reverse("commerce-listing", args=[listing.id]),
+    ),
+    "Purchase": ObjectKind(
+        model=Purchase,
+        related=("listing", "buyer_organisation"),
+        name=lambda purchase: (
+            f"Sale #{purchase.id} of “{purchase.listing.name}” to "
+            f"{purchase.buyer_organisation.name}"
+        ),
+        url=lambda purchase: reverse("commerce-listing", args=[purchase.listing_id]),
+    ),
+    "PrivacyBudget": ObjectKind(
+        model=PrivacyBudget,
+        related=("organisation", "federation"),
+        name=lambda budget: (
+            f"Privacy budget of {budget.organisation.name} in {budget.federation.name}"
+        ),
+        url=lambda budget: reverse("budget-dashboard", args=[budget.federation.slug]),
+    ),
+    "WalletEntry": ObjectKind(
+        model=WalletEntry,
+        related=("wallet__organisation",),
+        name=lambda entry: (
+            f"{entry.get_kind_display()} of {credits_text(entry.amount_cents)} credits, "
+            + (
+                f"wallet of {entry.wallet.organisation.name}"
+                if entry.wallet.organisation
+                else "market wallet"
+            )
+        ),
+        url=lambda entry: (
+            reverse("money-ledger", args=[entry.wallet.organisation_id])
+            if entry.wallet.organisation_id
+            else reverse("money")
+        ),
+    ),
+    "CreditRequest": ObjectKind(
+        model=CreditRequest,
+        related=("organisation",),
+        name=lambda request: f"Credit request #{request.id} of {request.organisation.name}",
+        url=lambda request: reverse("money-ledger", args=[request.organisation_id]),
+    ),
+    "Submission": ObjectKind(
+        model=Submission,
+        related=("organisation", "federation"),
+        name=lambda submission: (
+            f"Submission #{submission.id} of {submission.organisation.name} to "
+            f"{submission.federation.name}"
+        ),
+        url=lambda submission: "",
+    ),
+    "Augmentation": ObjectKind(
+        model=Augmentation,
+        related=("federation",),
+        name=lambda augmentation: (
+            f"Augmentation #{augmentation.id} in {augmentation.federation.name}"
+        ),
+        url=lambda augmentation: reverse("augmentation-detail", args=[augmentation.id]),
+    ),
+}
+
+
+def _objects(events) -> dict[tuple[str, str], object]:
+    """The objects of the events, fetched once per type."""
+    ids = defaultdict(set)
+    for event in events:
+        if event.object_type in OBJECT_KINDS and event.object_id.isdecimal():
+            ids[event.object_type].add(int(event.object_id))
+    found = {}
+    for object_type, object_ids in ids.items():
+        kind = OBJECT_KINDS[object_type]
+        for pk, instance in (
+            kind.model.objects.select_related(*kind.related).in_bulk(list(object_ids)).items()
+        ):
+            found[(object_type, str(pk))] = instance
+    return found
+
+
+def _object_label(event, instance) -> tuple[str, str]:
+    """(name, link) of an event's object; a deleted or unnamed object keeps its type and id."""
+    if not event.object_type:
+        return "", ""
+    if instance is None:
+        return f"{event.object_type} #{event.object_id}", ""
+    kind = OBJECT_KINDS[event.object_type]
+    return kind.name(instance), kind.url(instance)
+
+
+def who_acted(event) -> dict:
+    """The actor, the actor's own organisation (or "market operator"), and the organisation the event concerns
+    when it is another (an operator's top-up concerns the buyer's organisation; the operator is not of it)."""
+    actor = event.actor
+    if actor is None:
+        actor_name, actor_of = "system", ""
+    else:
+        actor_name = actor.username
+        actor_of = actor.organisation.name if actor.organisation_id else ""
+        if actor.is_operator:
+            actor_of = f"market operator{f', {actor_of}' if actor_of else ''}"
+    concerns = event.organisation.name if event.organisation_id else ""
+    if actor is not None and event.organisation_id == actor.organisation_id:
+        concerns = ""
+    return {"actor": actor_name, "actor_of": actor_of, "concerns": concerns}
 
 
 def readable_value(value) -> str:
@@ -40,18 +170,29 @@ def readable_value(value) -> str:
     return str(value)
 
 
+def readable_detail(key: str, value) -> tuple[str, str]:
+    """A detail as a label and a value; ``*_cents`` amounts are shown in credits."""
+    if key.endswith("_cents") and isinstance(value, int) and not isinstance(value, bool):
+        return key.removesuffix("_cents").replace("_", " "), f"{credits_text(value)} credits"
+    return key.replace("_", " "), readable_value(value)
+
+
 def audit_rows(events) -> list[dict]:
     events = list(events)
-    federation_slugs = _federation_slugs(events)
-    return [
-        {
-            "event": event,
-            "object_url": _object_url(event, federation_slugs),
-            "object_label": f"{event.object_type} #{event.object_id}" if event.object_type else "",
-            "details": [
-                (key.replace("_", " "), readable_value(value))
-                for key, value in sorted((event.details or {}).items())
-            ],
-        }
-        for event in events
-    ]
+    objects = _objects(events)
+    rows = []
+    for event in events:
+        label, url = _object_label(event, objects.get((event.object_type, event.object_id)))
+        rows.append(
+            {
+                "event": event,
+                "who": who_acted(event),
+                "object_url": url,
+                "object_label": label,
+                "details": [
+                    readable_detail(key, value)
+                    for key, value in sorted((event.details or {}).items())
+                ],
+            }
+        )
+    return rows

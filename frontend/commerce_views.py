@@ -17,6 +17,8 @@ from frontend.value_plot import contribution_value_bars
 from market.commerce.cards import model_card
 from market.commerce.delivery import download_link_create
 from market.commerce.models import ListingStatus
+from market.commerce.money import payouts_of
+from market.commerce.payouts import payable_cents
 from market.commerce.quality import catalog_accuracy_flag
 from market.commerce.selectors import (
     catalog_filters_from,
@@ -71,6 +73,22 @@ def _catalog_params(query) -> dict:
                 f"(cents), not '{text[:40]}'."
             )
         params[cents_name] = str(int(credits * 100))
+    params.pop(
+        "min_accuracy", None
+    )  # the page's accuracy filter is the percentage below, as cards show it
+    percent = (params.pop("min_accuracy_percent", None) or "").strip()
+    if percent:
+        try:
+            fraction = Decimal(percent) / 100
+        except InvalidOperation:
+            raise InvalidInput(
+                f"The accuracy filter must be a percentage such as 75, not '{percent[:40]}'."
+            ) from None
+        if not fraction.is_finite() or not 0 <= fraction <= 1:
+            raise InvalidInput(
+                f"The accuracy filter must be a percentage from 0 to 100, not '{percent[:40]}'."
+            )
+        params["min_accuracy"] = str(fraction)
     return params
 
 
@@ -259,5 +277,7 @@ def earnings_page(request):
             "organisation": organisation,
             "earnings": earnings_for(organisation=organisation),
             "contribution_values": own_contribution_values(organisation_id=organisation.id),
+            "payouts": payouts_of(organisation=organisation),
+            "payable_cents": payable_cents(organisation=organisation),
         },
     )

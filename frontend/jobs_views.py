@@ -53,6 +53,7 @@ from market.jobs.visibility import (
     named_value_copies,
 )
 from market.json_input import json_text_parse
+from market.numbers import without_float_noise
 from market.submissions.models import Submission, SubmissionStatus
 from market.submissions.selectors import submission_list
 
@@ -130,11 +131,13 @@ def _values_of(estimate) -> dict:
         "kind": estimate.kind,
         "privacy_level": estimate.privacy_level,
         "parameters": json.dumps(
-            {key: value for key, value in estimate.parameters.items() if key != "privacy"}
-            | (
-                {"privacy": _given_privacy(estimate.parameters["privacy"])}
-                if "privacy" in estimate.parameters
-                else {}
+            without_float_noise(
+                {key: value for key, value in estimate.parameters.items() if key != "privacy"}
+                | (
+                    {"privacy": _given_privacy(estimate.parameters["privacy"])}
+                    if "privacy" in estimate.parameters
+                    else {}
+                )
             ),
             indent=2,
         ),
@@ -156,7 +159,8 @@ def _launcher_context(request, federation, values: dict, error: str = "", estima
     defaults = _defaults_by_kind(federation)
     if not values["parameters"]:
         values["parameters"] = json.dumps(
-            defaults.get(f"{values['kind']}-{values['privacy_level']}", {}), indent=2
+            without_float_noise(defaults.get(f"{values['kind']}-{values['privacy_level']}", {})),
+            indent=2,
         )
     # As the API lists them: operators every submission, anyone else their own organisation's.
     submissions = (
@@ -419,17 +423,21 @@ def job_comparison_png(request, job_id):
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
+    from matplotlib.ticker import PercentFormatter
 
     context = _job_context(request, job_id)
     global_model = context["global_model"]
     if global_model is None:
         return HttpResponse(status=404)
+    # ?size=phone: a square figure drawn for a 390 px screen (the page picks it there), so its text stays
+    # readable instead of the wide figure shrunk to half its size.
+    phone = request.GET.get("size") == "phone"
     metrics = [
         ("accuracy", "Accuracy"),
-        ("balanced_accuracy", "Balanced accuracy"),
+        ("balanced_accuracy", "Balanced\naccuracy" if phone else "Balanced accuracy"),
         ("macro_f1", "Macro F1"),
     ]
-    figure = Figure(figsize=(7.5, 3.6), dpi=100)
+    figure = Figure(figsize=(3.9, 3.9) if phone else (7.5, 3.6), dpi=100)
     axes = figure.subplots()
     for position, (key, _) in enumerate(metrics):
         # One dot per silo, sorted left to right, so 200 silos read as a strip, not 200 bars or legend entries.
@@ -456,11 +464,17 @@ def job_comparison_png(request, job_id):
     axes.set_xticks(range(len(metrics)), [name for _, name in metrics])
     axes.set_xlim(-0.5, len(metrics) - 0.5)
     axes.set_ylim(0, 1)
+    axes.yaxis.set_major_formatter(
+        PercentFormatter(1.0)
+    )  # metrics as percentages, as on every page
     axes.set_ylabel("on the evaluation split")
     axes.grid(axis="y", color="#e3e7ec", zorder=0)
     axes.legend(fontsize=8, loc="lower right")
     axes.set_title(
-        f"Job #{job_id}: the global model (line) against each silo's submission (dots)", fontsize=10
+        f"Job #{job_id}: global model (line), silos (dots)"
+        if phone
+        else f"Job #{job_id}: the global model (line) against each silo's submission (dots)",
+        fontsize=10,
     )
     figure.tight_layout()
     buffer = io.BytesIO()

@@ -21,6 +21,7 @@ OPERATOR_ITEMS = (
     NavigationItem("Budgets", "budget-index", "budgets"),
     NavigationItem("Market", "commerce-catalog", "market"),
     NavigationItem("Wallets", "wallet-operations", "wallets"),
+    NavigationItem("Money", "money", "money"),
     NavigationItem("People", "invitation-list", "people"),
     NavigationItem("Audit log", "audit-log", "audit"),
 )

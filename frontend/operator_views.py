@@ -270,7 +270,7 @@ def _wallets_context(request, error: str = "") -> dict:
         "section": "wallets",
         "error": error,
         "form": request.POST,
-        "organisations": Organisation.objects.order_by("name").select_related("wallet"),
+        "organisations": Organisation.objects.order_by("name"),
         "pending": CreditRequest.objects.filter(status=CreditRequestStatus.PENDING)
         .select_related("organisation", "requested_by")
         .order_by("id"),
@@ -333,10 +333,18 @@ def _credit_request(credit_request_id: int) -> CreditRequest:
 @page
 @sent_once
 def credit_request_decide_action(request, credit_request_id, decision):
-    decide = credit_request_approve if decision == "approve" else credit_request_decline
-    credit_request = decide(
-        credit_request=_credit_request(credit_request_id), actor=request.user, request=request
-    )
+    credit_request = _credit_request(credit_request_id)
+    if decision == "approve":
+        credit_request = credit_request_approve(
+            credit_request=credit_request,
+            actor=request.user,
+            payment_reference=request.POST.get("payment_reference", ""),
+            request=request,
+        )
+    else:
+        credit_request = credit_request_decline(
+            credit_request=credit_request, actor=request.user, request=request
+        )
     messages.success(
         request,
         f"Credit request #{credit_request.id} of {credit_request.organisation.name} "

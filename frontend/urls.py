@@ -11,6 +11,8 @@ from frontend import (
     jobs_views,
     membership_views,
     model_use_views,
+    money_views,
+    notifications_views,
     operator_views,
     security_views,
     views,
@@ -200,6 +202,13 @@ urlpatterns = [
         name="wallet-credit-request",
     ),
     path("market/wallets/", operator_views.wallet_operations_page, name="wallet-operations"),
+    path("market/money/", money_views.money_page, name="money"),
+    path("notices/", notifications_views.notification_list_page, name="notification-list"),
+    path(
+        "market/money/organisations/<int:organisation_id>/",
+        money_views.organisation_ledger_page,
+        name="money-ledger",
+    ),
     path(
         "market/credit-requests/<int:credit_request_id>/approve/",
         operator_views.credit_request_decide_action,

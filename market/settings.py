@@ -57,6 +57,17 @@ CSRF_TRUSTED_ORIGINS = [
     origin for origin in env_text("ONEFOLD_CSRF_TRUSTED_ORIGINS", "").split(",") if origin
 ]
 
+# E-mail (notices to silos): Django's backend and SMTP settings; the console backend prints mails instead.
+EMAIL_BACKEND = env_text("ONEFOLD_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env_text("ONEFOLD_EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("ONEFOLD_EMAIL_PORT", 25)
+EMAIL_HOST_USER = env_text("ONEFOLD_EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("ONEFOLD_EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("ONEFOLD_EMAIL_USE_TLS", False)
+DEFAULT_FROM_EMAIL = env_text("ONEFOLD_EMAIL_FROM", "Onefold <noreply@localhost>")
+# The market's address as people reach it, for links in e-mails (pages use the request's own address).
+ONEFOLD_PUBLIC_URL = env_text("ONEFOLD_PUBLIC_URL", "http://localhost:8000")
+
 VAR_DIR = Path(env_text("ONEFOLD_VAR_DIR", str(BASE_DIR / "var"))).resolve()
 MEDIA_ROOT = Path(env_text("ONEFOLD_MEDIA_ROOT", str(VAR_DIR / "media"))).resolve()
 # Nothing serves MEDIA_ROOT (no URL pattern, WhiteNoise serves STATIC_ROOT only): artifacts are downloaded through
@@ -86,6 +97,7 @@ INSTALLED_APPS = [
     "market.augmentations",
     "market.invitations",
     "market.webhooks",
+    "market.notifications",
     "frontend",
     "workers.apps.WorkersConfig",  # loads the Celery app and its tasks once Django is ready (market.outbox publishes)
 ]
@@ -317,6 +329,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # No deep links: Swagger UI puts them inside its operation buttons, a link nested in a button (axe).
+    "SWAGGER_UI_SETTINGS": {"deepLinking": False, "persistAuthorization": True},
     "ENUM_NAME_OVERRIDES": {
         "PrivacyLevelEnum": "market.federations.models.PrivacyLevel",
         "JobKindEnum": "market.jobs.parameters.job_kind_choices",

@@ -25,7 +25,11 @@ api_patterns = [
     # The split view serves its start-up script as a file (no inline script); Swagger UI comes from the sidecar.
     path(
         "docs/",
-        csp_update(SWAGGER_UI_POLICY)(SpectacularSwaggerSplitView.as_view(url_name="api-schema")),
+        csp_update(SWAGGER_UI_POLICY)(
+            SpectacularSwaggerSplitView.as_view(
+                url_name="api-schema", template_name="frontend/api_docs.html"
+            )
+        ),
         name="api-docs",
     ),
 ]

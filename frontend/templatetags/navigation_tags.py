@@ -1,6 +1,7 @@
 from django import template
 
 from frontend.navigation import navigation_items, roles_of
+from market.notifications.selectors import unread_count
 
 register = template.Library()
 
@@ -13,4 +14,5 @@ def main_navigation(context):
         "roles": roles_of(user),
         "section": context.get("section"),
         "user": user,
+        "unread_notices": unread_count(user=user),
     }

@@ -1,36 +1,43 @@
-"""Numbers written for people: ε to three significant figures everywhere, one filter for every page."""
+"""Numbers written for people, one filter per kind for every page; the rules are market.numbers'."""
 
 import re
-from decimal import Decimal, InvalidOperation
 
 from django import template
 
-register = template.Library()
+from market.numbers import credits_text, epsilon_text, percent_text, plain_number
 
-SIGNIFICANT_FIGURES = 3
+register = template.Library()
 
 
 @register.filter
 def epsilon(value) -> str:
-    """ε (or any privacy figure) to three significant figures: 5.3256670288303765 → "5.33", 10.000000 → "10",
-    0.000123456 → "0.000123", 1234.5 → "1,230"; no value → "—". Text that is not a number is shown as it is."""
-    if value is None or value == "":
-        return "—"
-    try:
-        number = Decimal(str(value))
-    except (InvalidOperation, ValueError):
-        return str(value)
-    if not number.is_finite():
-        return "∞" if number > 0 else str(value)
-    if number == 0:
-        return "0"
-    rounded = float(f"{float(number):.{SIGNIFICANT_FIGURES}g}")
-    if abs(rounded) >= 10**SIGNIFICANT_FIGURES:
-        return f"{rounded:,.0f}".replace("-", "−")
-    text = f"{Decimal(repr(rounded)):f}"
-    if "." in text:
-        text = text.rstrip("0").rstrip(".")
-    return text.replace("-", "−")
+    """ε (or any privacy figure) to three significant figures (market.numbers.epsilon_text)."""
+    return epsilon_text(value)
+
+
+@register.filter
+def cents(amount) -> str:
+    """Integer cents as credits with two decimals and a sign for negatives (market.numbers.credits_text)."""
+    return credits_text(amount)
+
+
+@register.filter
+def cents_plain(amount) -> str:
+    """Integer cents as a form value in credits: 1250 → "12.50" (no thousands separator, no sign glyph)."""
+    amount = int(amount)
+    return f"{'-' if amount < 0 else ''}{abs(amount) // 100}.{abs(amount) % 100:02d}"
+
+
+@register.filter
+def number_plain(value) -> str:
+    """A number as a form's prefilled value (market.numbers.plain_number): 10.000000 → "10"."""
+    return plain_number(value)
+
+
+@register.filter
+def percent(value) -> str:
+    """A metric in [0, 1] as a percentage (market.numbers.percent_text)."""
+    return percent_text(value)
 
 
 NUMPY_SCALAR_REPR = re.compile(r"\bnp\.(?:u?int\d*|float\d*|bool_?|str_)\(([^()]*)\)")

@@ -1,5 +1,5 @@
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from django.db.models import QuerySet
@@ -35,7 +35,24 @@ class ChainVerdict:
         }
 
 
-def _broken(event: AuditEvent, expected_previous: str) -> str:
+HASHED_FIELDS = (
+    "created_at",
+    "actor_id",
+    "organisation_id",
+    "action",
+    "object_type",
+    "object_id",
+    "outcome",
+    "client_address",
+    "details",
+)
+
+
+def _hashed_fields(event) -> dict:
+    return event.fields if isinstance(event, ExportedEvent) else audit_event_fields(event)
+
+
+def _broken(event, expected_previous: str) -> str:
     """Why this entry does not continue the chain, or '' when it does."""
     if event.previous_hash != expected_previous:
         return (
@@ -44,7 +61,7 @@ def _broken(event: AuditEvent, expected_previous: str) -> str:
             "inserted or reordered."
         )
     if event.entry_hash != audit_entry_hash(
-        previous_hash=event.previous_hash, fields=audit_event_fields(event)
+        previous_hash=event.previous_hash, fields=_hashed_fields(event)
     ):
         return f"Entry {event.id} does not match its hash: it was edited after it was written."
     return ""
@@ -57,9 +74,16 @@ def audit_chain_verify(*, expected_head: str | None = None) -> ChainVerdict:
     matches) and reordered ids. With ``expected_head`` (the head hash recorded earlier) it also
     detects entries deleted from the end.
     """
+    return _chain_verdict(
+        AuditEvent.objects.order_by("id").iterator(chunk_size=CHUNK_SIZE),
+        expected_head=expected_head,
+    )
+
+
+def _chain_verdict(events, *, expected_head: str | None) -> ChainVerdict:
     expected_previous, checked = GENESIS_HASH, 0
     found_expected_head = expected_head is None or expected_head == GENESIS_HASH
-    for event in AuditEvent.objects.order_by("id").iterator(chunk_size=CHUNK_SIZE):
+    for event in events:
         problem = _broken(event, expected_previous)
         if problem:
             return ChainVerdict(
@@ -82,19 +106,60 @@ def audit_chain_verify(*, expected_head: str | None = None) -> ChainVerdict:
     return ChainVerdict(ok=True, checked=checked, head_hash=expected_previous)
 
 
+@dataclass(frozen=True)
+class ExportedEvent:
+    """One line of a JSON-lines export, read back: what :func:`_broken` needs to check it."""
+
+    id: object
+    previous_hash: str
+    entry_hash: str
+    fields: dict
+
+
+def _exported_events(lines: Iterable[str]) -> Iterator[ExportedEvent]:
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+            yield ExportedEvent(
+                id=entry.get("id", f"on line {number}"),
+                previous_hash=entry["previous_hash"],
+                entry_hash=entry["entry_hash"],
+                fields={name: entry[name] for name in HASHED_FIELDS},
+            )
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise ValueError(
+                f"Line {number} is not an audit entry of an export (JSON with the fields "
+                f"{', '.join(HASHED_FIELDS)}, previous_hash and entry_hash)."
+            ) from None
+
+
+def audit_file_verify(lines: Iterable[str], *, expected_head: str | None = None) -> ChainVerdict:
+    """Verify an exported JSON-lines file (``audit_export``) on its own, without the database: every line's hash
+    is recomputed from its fields and each line must follow the one before it, from the first entry on.
+
+    Raises ``ValueError`` (a sentence naming the line) when a line is not an export's entry."""
+    return _chain_verdict(_exported_events(lines), expected_head=expected_head)
+
+
 def audit_event_as_dict(event: AuditEvent) -> dict:
-    """One entry as a JSON-ready dict: the hashed fields plus id and the two hashes (one JSON line of an export)."""
+    """One entry as a JSON-ready dict (one JSON line of an export): the hashed fields, id and the two hashes, and,
+    outside the hash, the actor's name and the organisation's as they are now (``actor`` is "system" for none)."""
     return {
         "id": event.id,
         **audit_event_fields(event),
         "previous_hash": event.previous_hash,
         "entry_hash": event.entry_hash,
+        "actor": event.actor.username if event.actor else "system",
+        "organisation": event.organisation.name if event.organisation else "",
     }
 
 
 def audit_events_export() -> Iterator[dict]:
     """Every entry in chain order, streamed in chunks so that a long log never sits in memory at once."""
-    for event in AuditEvent.objects.order_by("id").iterator(chunk_size=CHUNK_SIZE):
+    events = AuditEvent.objects.select_related("actor", "organisation").order_by("id")
+    for event in events.iterator(chunk_size=CHUNK_SIZE):
         yield audit_event_as_dict(event)
 
 
@@ -106,7 +171,9 @@ def audit_json_lines() -> Iterator[str]:
 
 def audit_event_query(*, action_prefix: str = "", outcome: str = "") -> QuerySet[AuditEvent]:
     """The newest entries first, optionally only one action family (``auth.``) or outcome (pages paginate it)."""
-    events = AuditEvent.objects.select_related("actor", "organisation").order_by("-id")
+    events = AuditEvent.objects.select_related("actor__organisation", "organisation").order_by(
+        "-id"
+    )
     if action_prefix:
         events = events.filter(action__startswith=action_prefix)
     if outcome:

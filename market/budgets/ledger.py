@@ -15,6 +15,7 @@ from market.accounts.models import Organisation, User
 from market.budgets.models import EPSILON_QUANTUM, BudgetEntry, EntryKind, PrivacyBudget
 from market.errors import Conflict, InvalidInput
 from market.federations.models import Federation, Membership
+from market.notifications.services import budget_entry_notify
 from workers.privacy.costs import PrivacyCost, compose_costs
 
 
@@ -268,7 +269,7 @@ def budget_entry_write(
         update_fields=["spent", "reserved", "composition_rule", "epsilon_limit", "updated_at"]
     )
     report = cost.report if cost else None
-    return BudgetEntry.objects.create(
+    entry = BudgetEntry.objects.create(
         budget=budget,
         kind=kind,
         epsilon=epsilon,
@@ -289,3 +290,5 @@ def budget_entry_write(
         reserved_after=amounts.reserved,
         epsilon_limit_after=budget.epsilon_limit,
     )
+    budget_entry_notify(entry)  # the silo's notice and e-mail (market.notifications)
+    return entry

@@ -137,7 +137,10 @@ def budget_reserve_for_job(*, job: Job, actor: User | None) -> None:
             shortfalls += [shortfall] if shortfall else []
             plans.append((budget, amounts, cost))
         if shortfalls:
-            budget_refuse(job.federation, shortfalls, what=f"job #{job.id}", unit=PARTY_LEVEL)
+            # Named by what it is, not by its id: a refused launch rolls the job back, and "job #3" would
+            # later name another job.
+            what = f"a {job.get_kind_display()} job at {job.privacy_level}"
+            budget_refuse(job.federation, shortfalls, what=what, unit=PARTY_LEVEL)
         for budget, amounts, cost in plans:
             budget_entry_write(
                 budget,

@@ -20,6 +20,7 @@ from market.accounts.models import Organisation
 from market.commerce import plots
 from market.commerce.cards import model_card
 from market.commerce.delivery import (
+    download_delivered,
     download_filename,
     download_link_create,
     download_resolve,
@@ -27,7 +28,9 @@ from market.commerce.delivery import (
     presigned_download_url,
 )
 from market.commerce.models import ListingStatus, WalletEntryKind
+from market.commerce.money import payouts_of
 from market.commerce.packages import download_content
+from market.commerce.payouts import payable_cents, payout_record
 from market.commerce.selectors import (
     catalog_filters_from,
     catalog_page,
@@ -391,6 +394,35 @@ class TopUpApi(APIView):
         )
 
 
+class PayoutInput(serializers.Serializer):
+    amount_cents = serializers.IntegerField(min_value=1)
+    reference = serializers.CharField(
+        max_length=200,
+        help_text="The reference of the payment made outside the app; posting it again is harmless.",
+    )
+    note = serializers.CharField(max_length=500, allow_blank=True, default="")
+
+
+class PayoutApi(APIView):
+    @extend_schema(request=PayoutInput, responses={201: WalletEntryOutput, 200: WalletEntryOutput})
+    def post(self, request, organisation_id):
+        """Operators: record a payout of a silo's earnings made outside the app (at most what it earned and has
+        not been paid). 201 when recorded, 200 when this reference was already recorded."""
+        require_operator(request.user, "record payouts")  # before the lookup: no probing ids
+        given = PayoutInput(data=request.data)
+        given.is_valid(raise_exception=True)
+        organisation = Organisation.objects.filter(pk=organisation_id).first()
+        if organisation is None:
+            raise NotFound(f"There is no organisation #{organisation_id}.")
+        entry, created = payout_record(
+            organisation=organisation, actor=request.user, request=request, **given.validated_data
+        )
+        return Response(
+            WalletEntryOutput(entry).data,
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )
+
+
 class EarningsQuery(serializers.Serializer):
     organisation = serializers.IntegerField(required=False, min_value=1, max_value=2**63 - 1)
 
@@ -414,6 +446,8 @@ class EarningsApi(APIView):
                 "organisation": organisation.id,
                 **earnings_for(organisation=organisation),
                 "contribution_values": own_contribution_values(organisation_id=organisation.id),
+                "payable_cents": payable_cents(organisation=organisation),
+                "payouts": WalletEntryOutput(payouts_of(organisation=organisation), many=True).data,
             }
         )
 
@@ -472,6 +506,7 @@ class DownloadApi(APIView):
                 filename=download_filename(model_file),
                 content_type="application/octet-stream",
             )
+            filename = download_filename(model_file)
             response["X-Content-SHA256"] = model_file.sha256
         else:
             filename, data = download_content(resolved)
@@ -482,6 +517,13 @@ class DownloadApi(APIView):
                 content_type="application/zip" if resolved.package else "application/octet-stream",
             )
             response["X-Content-SHA256"] = hashlib.sha256(data).hexdigest()
+        download_delivered(
+            resolved=resolved,
+            user=request.user,
+            filename=filename,
+            sha256=response["X-Content-SHA256"],
+            request=request,
+        )
         response["Cache-Control"] = "no-store"
         return response
 

@@ -169,7 +169,8 @@ def _linked_file(*, token: str, user: User) -> ResolvedDownload:
 
 def download_resolve(*, token: str, user: User, request=None) -> ResolvedDownload:
     """The file a link stands for, for the signed-in ``user`` it was made for, if its signature holds, it has not
-    expired and the user's organisation still holds the entitlement. Uses and refusals are audited with ``user``."""
+    expired and the user's organisation still holds the entitlement. Refusals are audited with ``user``; a use is
+    audited by :func:`download_delivered` once the bytes it delivers (and so their digest) are known."""
     try:
         resolved = _linked_file(token=token, user=user)
     except DomainError as refusal:
@@ -181,6 +182,14 @@ def download_resolve(*, token: str, user: User, request=None) -> ResolvedDownloa
             details={"reason": str(refusal)},
         )
         raise
+    return resolved
+
+
+def download_delivered(
+    *, resolved: ResolvedDownload, user: User, filename: str, sha256: str, request=None
+) -> None:
+    """Audit one delivery: which model, in which format, and the SHA-256 of the bytes actually sent (the stored
+    file's, or that of the raw-column ONNX or the zip built for this download)."""
     model_file = resolved.model_file
     audit_record(
         action="model.downloaded",
@@ -190,10 +199,10 @@ def download_resolve(*, token: str, user: User, request=None) -> ResolvedDownloa
         details={
             "format": RAW_ONNX if resolved.variant == RAW_ONNX else model_file.format,
             "package": resolved.package,
-            "sha256": model_file.sha256,
+            "filename": filename,
+            "sha256": sha256,
         },
     )
-    return resolved
 
 
 # --- predictions ---

@@ -115,6 +115,7 @@ class WalletEntryKind(models.TextChoices):
     PURCHASE_DEBIT = "purchase_debit", "Purchase"
     REVENUE_CREDIT = "revenue_credit", "Revenue share"
     MARKET_FEE = "market_fee", "Market fee"
+    PAYOUT = "payout", "Payout"
 
 
 class Purchase(models.Model):
@@ -150,7 +151,9 @@ class Purchase(models.Model):
 
 
 class WalletEntry(models.Model):
-    """One movement of credit. Append-only; ``amount_cents`` is signed (debits negative)."""
+    """One movement of credit. Append-only; ``amount_cents`` is signed (debits negative). A payout is money the
+    market paid a silo outside the app (a bank transfer): recorded here, it takes the amount out of the silo's
+    wallet and earnings (market.commerce.payouts)."""
 
     wallet = models.ForeignKey(Wallet, on_delete=models.PROTECT, related_name="entries")
     kind = models.CharField(max_length=20, choices=WalletEntryKind.choices)
@@ -159,7 +162,7 @@ class WalletEntry(models.Model):
     reference = models.CharField(
         max_length=200,
         blank=True,
-        help_text="Top-ups: the payment's reference; posting it again changes nothing.",
+        help_text="Top-ups and payouts: the payment's reference; posting it again changes nothing.",
     )
     purchase = models.ForeignKey(
         Purchase, null=True, blank=True, on_delete=models.PROTECT, related_name="entries"
@@ -189,6 +192,7 @@ class WalletEntry(models.Model):
                         amount_cents__gt=0,
                         purchase__isnull=False,
                     )
+                    | Q(kind="payout", amount_cents__lt=0, purchase__isnull=True)
                 ),
                 name="entry_sign_matches_kind",
             ),
@@ -255,6 +259,11 @@ class CreditRequest(models.Model):
     )
     amount_cents = models.BigIntegerField()
     note = models.CharField(max_length=500, blank=True)
+    payment_reference = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="Approved requests: the reference of the payment the operator received (bank transfer, invoice).",
+    )
     status = models.CharField(
         max_length=20, choices=CreditRequestStatus.choices, default=CreditRequestStatus.PENDING
     )

@@ -587,10 +587,17 @@ def _pending_locked(credit_request: CreditRequest) -> CreditRequest:
 
 
 def credit_request_approve(
-    *, credit_request: CreditRequest, actor: User, request=None
+    *, credit_request: CreditRequest, actor: User, payment_reference: str, request=None
 ) -> CreditRequest:
-    """Credit the wallet (the request is the payment's reference, so it is credited once) and mark it approved."""
+    """Credit the wallet (the request is the top-up's reference, so it is credited once) and mark it approved,
+    recording the reference of the payment the operator received."""
     require_operator(actor, "approve credit requests")
+    payment_reference = payment_reference.strip()
+    if not payment_reference or len(payment_reference) > 200:
+        raise InvalidInput(
+            "Give the reference of the payment you received (1 to 200 characters), e.g. the bank "
+            "transfer's reference or the invoice number."
+        )
     with transaction.atomic():
         locked = _pending_locked(credit_request)
         entry, _ = wallet_top_up(
@@ -598,7 +605,7 @@ def credit_request_approve(
             amount_cents=locked.amount_cents,
             actor=actor,
             reference=f"credit-request-{locked.pk}",
-            note=locked.note,
+            note=f"Payment {payment_reference}. {locked.note}".strip()[:500],
             request=request,
         )
         locked.status, locked.decided_by, locked.decided_at, locked.top_up = (
@@ -607,14 +614,17 @@ def credit_request_approve(
             timezone.now(),
             entry,
         )
-        locked.save(update_fields=["status", "decided_by", "decided_at", "top_up"])
+        locked.payment_reference = payment_reference
+        locked.save(
+            update_fields=["status", "decided_by", "decided_at", "top_up", "payment_reference"]
+        )
         audit_record(
             action="wallet.credit_request_approved",
             actor=actor,
             organisation=locked.organisation,
             target=locked,
             request=request,
-            details={"amount_cents": locked.amount_cents},
+            details={"amount_cents": locked.amount_cents, "payment_reference": payment_reference},
         )
     return locked
 

@@ -42,6 +42,11 @@ urlpatterns = [
         apis.TopUpApi.as_view(),
         name="api-wallet-top-up",
     ),
+    path(
+        "organisations/<int:organisation_id>/wallet/payouts/",
+        apis.PayoutApi.as_view(),
+        name="api-wallet-payout",
+    ),
     path("earnings/", apis.EarningsApi.as_view(), name="api-earnings"),
     path(
         "global-models/<int:global_model_id>/download-links/",

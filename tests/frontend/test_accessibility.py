@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 from market.accounts.services import organisation_create, user_create
+from market.commerce.payouts import payout_record
 from market.commerce.services import purchase_create
 from market.federations.models import JoinRequest
 from market.invitations.services import invitation_create
+from market.notifications.models import Notification
 from tests.market.commerce.conftest import *  # noqa: F401,F403 (global-model, listing, buyer and top-up fixtures)
 from tests.market.commerce.conftest import BUYER_PASSWORD
 
@@ -96,6 +98,16 @@ def test_every_page_of_every_role_has_no_serious_accessibility_violation_and_fit
     other = published_listing(name="Adult income boosted trees", family="xgboost", price_cents=900)
     top_up(buyer_user.organisation, 5000)
     purchase_create(listing=other, user=buyer_user, idempotency_key="a11y-1")
+    payout_record(
+        organisation=silo_user.organisation, amount_cents=100, reference="SEPA-A11Y", actor=operator
+    )
+    Notification.objects.create(
+        organisation=silo_user.organisation,
+        kind="budget_charged",
+        subject="Job #1 charged your privacy budget in Adult income",
+        message="Job #1 in Adult income charged ε = 0.62, δ = 0.00001 to your privacy budget.",
+        link=f"/federations/{federation_with_data.slug}/budgets/",
+    )
     slug, job_id = federation_with_data.slug, listing.global_model.job_id
     waiting = user_create(
         username="wanda-waiting",
@@ -138,6 +150,9 @@ def test_every_page_of_every_role_has_no_serious_accessibility_violation_and_fit
             f"/federations/{slug}/data/",
             f"/market/models/{listing.global_model_id}/list/",
             "/market/wallets/",
+            "/market/money/",
+            f"/market/money/organisations/{buyer_user.organisation_id}/",
+            f"/market/money/organisations/{silo_user.organisation_id}/",
             "/people/",
             f"/federations/{slug}/edit/",
         ],
@@ -161,6 +176,7 @@ def test_every_page_of_every_role_has_no_serious_accessibility_violation_and_fit
             "/budgets/",
             f"/federations/{slug}/budgets/",
             "/market/earnings/",
+            "/notices/",
         ],
         "silo",
     )

@@ -1,7 +1,10 @@
 """The API docs work without internet: Swagger UI comes from our static files (drf-spectacular-sidecar), pinned."""
 
+import pytest
 from django.contrib.staticfiles import finders
 from django.test import Client
+
+from tests.frontend.test_accessibility import live_server, page_problems, sign_in  # noqa: F401
 
 
 def test_swagger_ui_is_served_from_local_static_files_not_a_cdn(silo_user):
@@ -18,3 +21,21 @@ def test_swagger_ui_is_served_from_local_static_files_not_a_cdn(silo_user):
     assert finders.find("drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js")
     assert "cdn.jsdelivr" not in response["Content-Security-Policy"]
     assert script.status_code == 200 and "cdn.jsdelivr" not in script.content.decode()
+
+
+@pytest.mark.browser
+def test_the_api_docs_have_no_serious_accessibility_violation(
+    live_server, transactional_db, page, silo_user
+):
+    sign_in(page, live_server, "sam-silo", "silo-password")
+    problems = []
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(f"{live_server.url}/api/docs/")
+        page.locator(".opblock").first.wait_for()
+        assert page.evaluate("document.documentElement.lang") == "en"
+        problems += page_problems(page, f"/api/docs/ @{width}px")
+        page.locator(".opblock-summary-control").first.click()  # one operation opened
+        page.locator(".opblock-body").first.wait_for()
+        problems += page_problems(page, f"/api/docs/ one operation open @{width}px")
+    assert problems == []

@@ -21,7 +21,53 @@ def test_the_audit_log_is_paginated_linked_and_readable(operator, federation):
     second = client.get("/security/audit/?page=2").content.decode()
 
     assert "Entries 1–50 of" in first and "Entries 51–" in second
-    assert f'<a href="/federations/{federation.slug}/">Federation #{federation.id}</a>' in first
+    assert f'<a href="/federations/{federation.slug}/">{federation.name}</a>' in first
     assert "<dt>allowed privacy levels</dt><dd>[&quot;L1&quot;, &quot;L2&quot;]</dd>" in first
     assert "<dt>buyers may launch jobs</dt><dd>no</dd>" in first
     assert "{&#x27;" not in first  # no Python dict repr
+
+
+def test_who_names_the_actor_with_their_own_organisation_objects_by_name_and_amounts_in_credits(
+    operator, silo_user, federation, client
+):
+    from decimal import Decimal
+
+    from market.budgets.models import PrivacyBudget
+    from market.commerce.services import wallet_top_up
+
+    budget = PrivacyBudget.objects.create(
+        federation=federation,
+        organisation=silo_user.organisation,
+        epsilon_limit=Decimal(5),
+        delta=Decimal("0.00001"),
+    )
+    audit_record(
+        action="budget.limit_changed",
+        actor=operator,
+        organisation=silo_user.organisation,
+        target=budget,
+        details={"epsilon_limit": "5"},
+    )
+    entry, _ = wallet_top_up(
+        organisation=silo_user.organisation, amount_cents=123456, reference="BANK-1", actor=operator
+    )
+    audit_record(action="token.created", actor=silo_user)
+    client.force_login(operator)
+    page = client.get("/security/audit/").content.decode()
+
+    # The operator is not "of" the silo: the silo is what the event concerns.
+    assert (
+        'olivia-operator <span class="meta">(market operator)</span><br><span class="meta">for Northwind Hospital</span>'
+        in page
+    )
+    assert 'sam-silo <span class="meta">(Northwind Hospital)</span>' in page
+    assert (
+        f'<a href="/federations/{federation.slug}/budgets/">Privacy budget of Northwind Hospital in '
+        f"{federation.name}</a>"
+    ) in page
+    assert "PrivacyBudget #" not in page
+    assert (
+        f'<a href="/market/money/organisations/{silo_user.organisation_id}/">Top-up of 1,234.56 credits, '
+        "wallet of Northwind Hospital</a>"
+    ) in page
+    assert "<dt>amount</dt><dd>1,234.56 credits</dd>" in page and "123456" not in page

@@ -140,7 +140,7 @@ def test_operator_sets_a_budget_prices_a_job_watches_the_remainder_fall_and_an_o
     budget_refusal_record(error=refused.value, actor=operator, target=second)
     page.goto(f"{live_server.url}/federations/adult-income/budgets/")
     page.locator(".refusal-message").filter(
-        has_text=f"Northwind Hospital's privacy budget in 'adult-income' has ε = 2.674332 left, but job #{second.id}"
+        has_text=f"Northwind Hospital's privacy budget in 'adult-income' has ε = 2.674332 left, but a {second.get_kind_display()} job at L1"
     ).wait_for()
     page.locator("html[data-budget-charts='ready']").wait_for()
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)

@@ -62,7 +62,7 @@ def test_operator_launches_an_l1_job_sees_the_remainder_fall_and_an_overspending
     page.locator("#job-price").filter(has_text="Exceeds a budget").wait_for()
     page.get_by_role("button", name="Launch job").click()
     refusal = (
-        "Northwind Hospital's privacy budget in 'adult-income' has ε = 2.674332 left, but job #"
+        "Northwind Hospital's privacy budget in 'adult-income' has ε = 2.674332 left, but a FedKT "
     )
     page.locator("#form-error").filter(has_text=refusal).wait_for()
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)

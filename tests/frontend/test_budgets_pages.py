@@ -165,7 +165,7 @@ def test_refusals_are_listed_with_their_message(
         budget_refusal_record(error=error, actor=operator, target=job)
     client.force_login(operator)
     response = client.get("/federations/adult-income/budgets/")
-    assert f"but job #{job.id} needs ε = " in text(response)
+    assert f"but a {job.get_kind_display()} job at L1 needs ε = " in text(response)
 
 
 def test_ledger_page_filters_and_links_the_csv_export(client, operator, spent, silo_user):

@@ -82,7 +82,9 @@ def test_buyer_gets_credits_buys_and_runs_the_raw_column_onnx_with_the_platforms
         Wallet.objects.filter(organisation=buyer_user.organisation, balance_cents__gt=0).count()
         == 0
     )
-    credit_request_approve(credit_request=credit_request, actor=operator)
+    credit_request_approve(
+        credit_request=credit_request, actor=operator, payment_reference="BANK-1"
+    )
     page.reload()
     assert page.locator("#wallet-balance").inner_text() == "50.00 credits"
 

@@ -142,3 +142,19 @@ def test_the_catalog_price_filter_is_in_credits_with_cents_like_the_prices_shown
         and "an amount of credits such as 12.50" in not_a_number.content.decode()
     )
     assert too_fine.status_code == 400 and "at most two decimals" in too_fine.content.decode()
+
+
+def test_the_catalogs_accuracy_filter_takes_a_percentage_as_cards_show_it(
+    client, buyer_user, published_listing
+):
+    listing = published_listing(name="Forest income model", price_cents=1250)
+    shown = f"{100 * listing.accuracy:.1f} %"
+    signed_in(client, buyer_user)
+    below = client.get(f"/market/?min_accuracy_percent={100 * listing.accuracy - 1:.1f}")
+    above = client.get(f"/market/?min_accuracy_percent={100 * listing.accuracy + 1:.1f}")
+    assert "Forest income model" in below.content.decode() and shown in below.content.decode()
+    assert "Forest income model" not in above.content.decode()
+    assert 'id="min_accuracy_percent"' in below.content.decode()
+    refused = client.get("/market/?min_accuracy_percent=150")
+    assert refused.status_code == 400
+    assert "a percentage from 0 to 100" in refused.content.decode()

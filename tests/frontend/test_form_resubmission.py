@@ -43,6 +43,7 @@ OWN_PAGE = {
     "augmentations/new.html": "augmentation-create",
     "operator/federation_edit.html": "federation-edit",
     "operator/people.html": "invitation-list",
+    "operator/ledger.html": "money-ledger",
 }
 
 
@@ -89,7 +90,7 @@ def test_every_view_a_keyed_form_posts_to_claims_its_key():
         if "{% form_key_field %}" in form:
             named = re.search(r"action=\"{% (?:if [^%]*%}{% )?url '([^']+)'", form.split(">")[0])
             targets.add(named.group(1) if named else OWN_PAGE[template])
-    assert len(targets) == 31  # 26, and the five webhook actions (frontend/webhooks_views.py)
+    assert len(targets) == 32  # 27 page forms and the five webhook actions (frontend/webhooks_views.py)
     assert (
         sorted(name for name in targets if not getattr(views[name], "claims_form_key", False)) == []
     )
@@ -199,10 +200,32 @@ def test_requesting_and_approving_credits_twice_with_the_same_keys_acts_once(
     client.force_login(operator)
     approve = f"/market/credit-requests/{credit_request.id}/approve/"
     key = form_key(client.get("/market/wallets/").content.decode(), approve)
-    first, resent = sent_twice(client, approve, {"idempotency_key": key})
+    first, resent = sent_twice(
+        client, approve, {"idempotency_key": key, "payment_reference": "BANK-2026-0042"}
+    )
     assert first.status_code == resent.status_code == 302
     assert Wallet.objects.get(organisation=buyer_user.organisation).balance_cents == 3000
     assert WalletEntry.objects.count() == 1
+    assert CreditRequest.objects.get().payment_reference == "BANK-2026-0042"
+
+
+def test_recording_a_payout_twice_with_the_same_key_pays_once(
+    client, operator, silo_user, buyer_user, published_listing, top_up
+):
+    from market.commerce.services import purchase_create
+
+    top_up(buyer_user.organisation, 5000)
+    purchase_create(listing=published_listing(price_cents=2000), user=buyer_user)
+    silo = silo_user.organisation
+    earned = Wallet.objects.get(organisation=silo).balance_cents
+    client.force_login(operator)
+    ledger = f"/market/money/organisations/{silo.id}/"
+    key = form_key(client.get(ledger).content.decode(), 'id="payout-form"')
+    form = {"amount": "1.00", "reference": "TRANSFER-9", "note": "", "idempotency_key": key}
+    first, resent = sent_twice(client, ledger, form)
+    assert first.status_code == resent.status_code == 302
+    assert WalletEntry.objects.filter(kind="payout").count() == 1
+    assert Wallet.objects.get(organisation=silo).balance_cents == earned - 100
 
 
 def test_creating_a_token_twice_with_the_same_key_creates_one(client, silo_user):

@@ -59,6 +59,7 @@ def test_an_operator_lands_on_the_market_overview(operator, federation):
         "Budgets",
         "Market",
         "Wallets",
+        "Money",
         "People",
         "Audit log",
     ]

@@ -2,6 +2,7 @@
 launch a job (one rule, market.jobs.selectors.job_launch_require_permission), each silo's remainder only to
 operators, and a job's results as market.jobs.visibility lets the viewer see them."""
 
+import io
 import json
 import re
 
@@ -116,10 +117,10 @@ def test_the_launching_buyers_job_page_shows_no_data_dependent_epsilon_and_no_si
 ):
     page = job_page(client, buyer_user, launched_model.job_id)
     assert "Data-independent: ε = 2.5," in page  # the bound, to 3 significant figures
-    assert "ε = 0.8 at" not in page and 'id="job-data-dependent"' not in page
-    assert not any(text in page for text in ("Northwind Hospital", "Contoso Bank", "0.5419"))
-    # silo_a's 0.6173 appears nowhere: two silos are too few to show the best single silo's score (issue 32)
-    assert "0.6173" not in page
+    assert "ε = 0.8.</p>" not in page and 'id="job-data-dependent"' not in page
+    assert not any(text in page for text in ("Northwind Hospital", "Contoso Bank", "54.2 %"))
+    # silo_a's 61.7 % appears nowhere: two silos are too few to show the best single silo's score (issue 32)
+    assert "61.7 %" not in page
     assert (
         '<th scope="row">Baseline: best single silo</th><td colspan="4" class="meta" data-baseline-withheld>'
         in page
@@ -136,16 +137,16 @@ def test_a_silos_job_page_shows_its_own_share_only_and_at_l1_not_even_that(
     page = job_page(client, silo_user, launched_model.job_id)
     # an L1 share is normalised over every silo's un-noised votes (market.jobs.visibility.silo_share_visible)
     assert contributions_on(at_l1).strip() == "" and "0.700" not in at_l1
-    assert "Northwind Hospital" in page and "0.6173" in page
+    assert "Northwind Hospital" in page and "61.7 %" in page
     assert contributions_on(page) == "<li>Northwind Hospital: 0.700</li>"
-    assert not any(text in page for text in ("Contoso Bank", "0.5419", "ε = 0.8 at"))
+    assert not any(text in page for text in ("Contoso Bank", "54.2 %", "ε = 0.8.</p>"))
 
 
 def test_the_operators_job_page_shows_everything(client, operator, launched_model):
     page = job_page(client, operator, launched_model.job_id)
     assert all(
         text in page
-        for text in ("Northwind Hospital", "Contoso Bank", "0.6173", "0.5419", "ε = 0.8 at")
+        for text in ("Northwind Hospital", "Contoso Bank", "61.7 %", "54.2 %", "ε = 0.8.</p>")
     )
     assert (
         contributions_on(page) == "<li>Northwind Hospital: 0.700</li><li>Contoso Bank: 0.300</li>"
@@ -161,7 +162,7 @@ def test_the_job_page_shows_what_the_federation_publishes(
     page = job_page(client, buyer_user, launched_model.job_id)
     assert all(
         text in page
-        for text in ("Northwind Hospital", "Contoso Bank", "0.6173", "0.5419", "ε = 0.8 at")
+        for text in ("Northwind Hospital", "Contoso Bank", "61.7 %", "54.2 %", "ε = 0.8.</p>")
     )
     assert 'id="job-contributions-private"' not in page
 
@@ -247,3 +248,10 @@ def test_the_comparison_is_a_strip_plot_png_with_one_dot_per_submission(
     page = job_page(client, operator, launched_model.job_id)
     assert response.status_code == 200 and response.content.startswith(b"\x89PNG")
     assert "Strip plot: accuracy, balanced accuracy and macro F1 of each silo" in page
+    # A phone gets a figure drawn at its width, so that the text is not shrunk to half its size.
+    phone = client.get(f"/jobs/{launched_model.job_id}/comparison.png?size=phone")
+    from PIL import Image
+
+    assert Image.open(io.BytesIO(phone.content)).size == (390, 390)
+    assert Image.open(io.BytesIO(response.content)).size == (750, 360)
+    assert 'media="(max-width: 40rem)" srcset="' in page and "comparison.png?size=phone" in page

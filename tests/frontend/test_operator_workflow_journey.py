@@ -184,15 +184,26 @@ def test_operator_creates_a_federation_launches_a_job_lists_its_model_and_tops_u
     page.get_by_role("link", name="Wallets", exact=True).click()
     page.get_by_label("Organisation").select_option(label="Fabrikam Insurance")
     page.get_by_label("Amount (credits)").fill("40")
-    page.get_by_label("Payment reference").fill("INV-1001")
+    page.get_by_label("Payment reference", exact=True).fill("INV-1001")
     page.get_by_role("button", name="Add credits").click()
     page.get_by_text("Fabrikam Insurance: 40.00 credits added.").wait_for()
     screenshots(page, "operator-wallets")
+    page.get_by_label(f"Payment reference for #{credit_request.id}").fill("BANK-2026-118")
     page.get_by_role("button", name=f"Approve #{credit_request.id}").click()
     page.get_by_text(
         f"Credit request #{credit_request.id} of Fabrikam Insurance approved."
     ).wait_for()
     assert Wallet.objects.get(organisation=buyer_user.organisation).balance_cents == 6500
+    assert page.get_by_text("payment BANK-2026-118").is_visible()
+
+    # The money page: every wallet, searchable, and one organisation's ledger with the payment references.
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Money").click()
+    page.get_by_label("Organisation name").fill("fabrikam")
+    page.get_by_role("button", name="Search").click()
+    page.get_by_role("link", name="Fabrikam Insurance").click()
+    assert page.locator("#ledger-balance").inner_text() == "65.00 credits"
+    assert page.get_by_text("Payment BANK-2026-118. PO-118").is_visible()
+    screenshots(page, "operator-money-ledger")
 
     done = set(
         AuditEvent.objects.filter(actor=operator, outcome=AuditOutcome.SUCCESS).values_list(

@@ -331,6 +331,9 @@ POLICY = {
     ("POST", "/api/webhook-deliveries/{delivery_id}/redeliver/"): Rule(
         "webhook_delivery", own_organisation_only
     ),
+    ("POST", "/api/organisations/{organisation_id}/wallet/payouts/"): Rule(
+        "organisation", operator_only
+    ),
 }
 
 

@@ -64,7 +64,10 @@ def test_audit_export_writes_one_json_line_per_entry_and_audits_itself(silo_user
         "details": {"name": "laptop"},
         "previous_hash": first.previous_hash,
         "entry_hash": first.entry_hash,
+        "actor": "sam-silo",
+        "organisation": "Northwind Hospital",
     }
+    assert (lines[1]["actor"], lines[1]["organisation"]) == ("system", "")
     assert lines[1]["previous_hash"] == first.entry_hash
     exported = AuditEvent.objects.order_by("-id").first()
     assert (exported.action, exported.details) == (
@@ -78,3 +81,45 @@ def test_audit_export_to_standard_output(silo_user):
     out = io.StringIO()
     call_command("audit_export", stdout=out)
     assert [json.loads(line)["action"] for line in out.getvalue().splitlines()] == ["token.created"]
+
+
+def test_audit_verify_checks_an_exported_file_and_finds_an_edited_or_removed_line(
+    silo_user, tmp_path
+):
+    audit_record(action="token.created", actor=silo_user, details={"name": "laptop", "n": 0.1})
+    audit_record(action="auth.sign_in", outcome="refused", details={"username": "nobody"})
+    exported = tmp_path / "audit.jsonl"
+    call_command("audit_export", "--output", str(exported), stdout=io.StringIO())
+    lines = exported.read_text().splitlines(keepends=True)
+    last = json.loads(lines[-1])
+    out = io.StringIO()
+    call_command("audit_verify", "--file", str(exported), stdout=out)
+    assert out.getvalue() == (
+        f"The exported audit chain in {exported} verifies: 2 entries, head {last['entry_hash']}.\n"
+    )
+
+    edited = tmp_path / "edited.jsonl"
+    first = json.loads(lines[0])
+    first["details"]["name"] = "phone"
+    edited.write_text(json.dumps(first) + "\n" + "".join(lines[1:]))
+    with pytest.raises(CommandError, match=f"Entry {first['id']} does not match its hash"):
+        call_command("audit_verify", "--file", str(edited), stdout=io.StringIO())
+
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("".join(lines[1:]))
+    with pytest.raises(CommandError, match="does not follow the entry before it"):
+        call_command("audit_verify", "--file", str(cut), stdout=io.StringIO())
+    with pytest.raises(CommandError, match="no longer in the chain"):
+        call_command(
+            "audit_verify",
+            "--file",
+            str(exported),
+            "--expect-head",
+            "f" * 64,
+            stdout=io.StringIO(),
+        )
+
+    garbage = tmp_path / "garbage.jsonl"
+    garbage.write_text('{"id": 1}\n')
+    with pytest.raises(CommandError, match="Line 1 is not an audit entry of an export"):
+        call_command("audit_verify", "--file", str(garbage), stdout=io.StringIO())

@@ -50,7 +50,8 @@ def test_a_job_fits_exactly_what_is_left_and_not_a_millionth_less(
     first = min(needed)
     assert str(refusal.value).startswith(
         f"Northwind Hospital's privacy budget in 'adult-income' has ε = {needed[first] - MILLIONTH} "
-        f"left, but job #{job.id} needs ε = {needed[first]} more (party-level) (1 other silo(s) too)."
+        f"left, but a {job.get_kind_display()} job at L1 needs ε = {needed[first]} more (party-level) "
+        "(1 other silo(s) too)."
     )
     assert not BudgetEntry.objects.filter(job=job).exists()
     assert [budget.reserved for budget in budgets(federation_with_data)] == [0, 0]

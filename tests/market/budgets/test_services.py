@@ -102,7 +102,7 @@ def test_a_job_that_would_overspend_is_refused_and_nothing_is_written(
         budget_reserve_for_job(job=job, actor=operator)
     budget_refusal_record(error=refused.value, actor=operator, target=job)
     assert (
-        f"Northwind Hospital's privacy budget in 'adult-income' has ε = 5.000000 left, but job #{job.id} needs ε = "
+        f"Northwind Hospital's privacy budget in 'adult-income' has ε = 5.000000 left, but a FedKT job at L1 needs ε = "
         f"{epsilon_decimal(ONE_JOB.report.epsilon)} more (party-level)" in str(refused.value)
     )
     assert "(1 other silo(s) too)" in str(refused.value)

@@ -25,12 +25,16 @@ def test_a_credit_request_credits_nothing_until_an_operator_approves_it_once(buy
         0,
     )
 
-    approved = credit_request_approve(credit_request=credit_request, actor=operator)
+    approved = credit_request_approve(
+        credit_request=credit_request, actor=operator, payment_reference="BANK-1"
+    )
     assert approved.status == CreditRequestStatus.APPROVED and approved.decided_by == operator
     assert balance_of(buyer_user.organisation) == 2500
     assert WalletEntry.objects.get().reference == f"credit-request-{credit_request.id}"
     with pytest.raises(Conflict, match="already approved"):
-        credit_request_approve(credit_request=credit_request, actor=operator)
+        credit_request_approve(
+            credit_request=credit_request, actor=operator, payment_reference="BANK-1"
+        )
     assert balance_of(buyer_user.organisation) == 2500 and WalletEntry.objects.count() == 1
     assert list(
         AuditEvent.objects.filter(action__startswith="wallet.")
@@ -47,14 +51,18 @@ def test_a_declined_request_credits_nothing_and_cannot_be_approved_later(buyer_u
     credit_request = credit_request_create(user=buyer_user, amount_cents=900)
     credit_request_decline(credit_request=credit_request, actor=operator)
     with pytest.raises(Conflict, match="already declined"):
-        credit_request_approve(credit_request=credit_request, actor=operator)
+        credit_request_approve(
+            credit_request=credit_request, actor=operator, payment_reference="BANK-1"
+        )
     assert balance_of(buyer_user.organisation) == 0 and not WalletEntry.objects.exists()
 
 
 def test_only_operators_decide_and_only_organisations_ask(buyer_user, operator):
     credit_request = credit_request_create(user=buyer_user, amount_cents=900)
     with pytest.raises(PermissionDenied):
-        credit_request_approve(credit_request=credit_request, actor=buyer_user)
+        credit_request_approve(
+            credit_request=credit_request, actor=buyer_user, payment_reference="BANK-1"
+        )
     with pytest.raises(PermissionDenied):
         credit_request_create(user=operator, amount_cents=900)
     with pytest.raises(InvalidInput, match="between 0.01 and"):

@@ -510,3 +510,34 @@ def onnx_graph_nodes(data: bytes) -> list[str]:
     import onnx
 
     return [node.op_type for node in onnx.load_from_string(data).graph.node]
+
+
+def test_the_audit_records_the_digest_of_the_bytes_each_download_delivered(
+    published_listing, buyer_user, buyer_api, top_up
+):
+    import hashlib
+
+    from market.jobs.models import GlobalModelFile
+
+    listing = published_listing(price_cents=100)
+    top_up(buyer_user.organisation, 100)
+    purchase_create(listing=listing, user=buyer_user)
+    delivered = {}
+    for file_format, package in (("onnx", False), ("raw_onnx", False), ("onnx", True)):
+        link = buyer_api.post(
+            f"/api/global-models/{listing.global_model_id}/download-links/",
+            {"format": file_format, "package": package},
+            format="json",
+        ).json()["url"]
+        response = buyer_api.get(link.replace("http://testserver", ""))
+        content = b"".join(response.streaming_content)
+        delivered[(file_format, package)] = hashlib.sha256(content).hexdigest()
+        assert response["X-Content-SHA256"] == delivered[(file_format, package)]
+    recorded = {
+        (event.details["format"], event.details["package"]): event.details["sha256"]
+        for event in AuditEvent.objects.filter(action="model.downloaded", outcome="success")
+    }
+    assert recorded == delivered
+    stored = GlobalModelFile.objects.get(global_model_id=listing.global_model_id, format="onnx")
+    assert delivered[("onnx", False)] == stored.sha256
+    assert stored.sha256 not in (delivered[("raw_onnx", False)], delivered[("onnx", True)])

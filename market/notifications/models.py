@@ -1,0 +1,32 @@
+"""Notices to an organisation, shown on its pages (a list, and the unread count in the navigation) and sent by
+e-mail to its members: today, that a job charged its privacy budget, and that the budget passed 80 % or 100 %."""
+
+from django.db import models
+
+from market.accounts.models import Organisation
+
+
+class NotificationKind(models.TextChoices):
+    BUDGET_CHARGED = "budget_charged", "Budget charged"
+    BUDGET_THRESHOLD = "budget_threshold", "Budget threshold passed"
+
+
+class Notification(models.Model):
+    organisation = models.ForeignKey(
+        Organisation, on_delete=models.CASCADE, related_name="notifications"
+    )
+    kind = models.CharField(max_length=30, choices=NotificationKind.choices)
+    subject = models.CharField(max_length=200)
+    message = models.TextField()
+    link = models.CharField(max_length=300, blank=True, help_text="A path in the app to read more.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    read_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [
+            models.Index(fields=["organisation", "read_at"], name="notification_unread"),
+        ]
+
+    def __str__(self):
+        return f"{self.organisation}: {self.subject}"

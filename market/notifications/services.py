@@ -1,0 +1,98 @@
+"""Telling a silo what happened to it: a notice on its pages and an e-mail to its members (Django's e-mail
+backend, sent once the transaction that caused it commits, so a rolled-back charge tells nobody).
+
+The privacy ledger calls :func:`budget_entry_notify` for every entry it writes; only charges notify: the charge
+itself, and a budget passing 80 % or 100 % of its limit with that charge."""
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import transaction
+from django.urls import reverse
+
+from market.accounts.models import Organisation
+from market.notifications.models import Notification, NotificationKind
+from market.numbers import epsilon_text
+
+#: The shares of a budget's limit whose passing is told once each.
+BUDGET_THRESHOLDS = (Decimal("0.8"), Decimal("1"))
+
+
+def notification_create(
+    *, organisation: Organisation, kind: str, subject: str, message: str, link: str = ""
+) -> Notification:
+    """Store a notice for the organisation and e-mail it, on commit, to its active members with an address."""
+    notification = Notification.objects.create(
+        organisation=organisation, kind=kind, subject=subject, message=message, link=link
+    )
+    transaction.on_commit(lambda: _notification_mail(notification))
+    return notification
+
+
+def _notification_mail(notification: Notification) -> None:
+    recipients = list(
+        notification.organisation.members.filter(is_active=True)
+        .exclude(email="")
+        .values_list("email", flat=True)
+    )
+    if not recipients:
+        return
+    link = (
+        f"\n\n{settings.ONEFOLD_PUBLIC_URL.rstrip('/')}{notification.link}"
+        if notification.link
+        else ""
+    )
+    send_mail(
+        subject=f"[Onefold] {notification.subject}",
+        message=notification.message + link,
+        from_email=None,  # DEFAULT_FROM_EMAIL
+        recipient_list=recipients,
+    )
+
+
+def budget_entry_notify(entry) -> list[Notification]:
+    """Notices for one privacy-ledger entry (market.budgets): a charge, and each threshold it passed."""
+    if entry.kind != "charge" or entry.job_id is None and entry.augmentation_id is None:
+        return []
+    budget = entry.budget
+    federation = budget.federation
+    cause = f"Job #{entry.job_id}" if entry.job_id else f"Augmentation #{entry.augmentation_id}"
+    spent, limit = entry.spent_after, entry.epsilon_limit_after
+    link = reverse("budget-dashboard", args=[federation.slug])
+    delta = f", δ = {epsilon_text(entry.delta)}" if entry.delta is not None else ""
+    notices = [
+        notification_create(
+            organisation=budget.organisation,
+            kind=NotificationKind.BUDGET_CHARGED,
+            subject=f"{cause} charged your privacy budget in {federation.name}",
+            message=f"{cause} in {federation.name} charged ε = {epsilon_text(entry.epsilon)}{delta} to your "
+            f"privacy budget. Spent now: ε {epsilon_text(spent)} of {epsilon_text(limit)}.",
+            link=link,
+        )
+    ]
+    before = _spent_before(entry)
+    for threshold in BUDGET_THRESHOLDS:
+        if limit > 0 and before < threshold * limit <= spent:
+            notices.append(
+                notification_create(
+                    organisation=budget.organisation,
+                    kind=NotificationKind.BUDGET_THRESHOLD,
+                    subject=f"Your privacy budget in {federation.name} passed {threshold:.0%}",
+                    message=f"With {cause}, your privacy budget in {federation.name} passed "
+                    f"{threshold:.0%} of its limit: ε {epsilon_text(spent)} of {epsilon_text(limit)} spent.",
+                    link=link,
+                )
+            )
+    return notices
+
+
+def _spent_before(entry) -> Decimal:
+    previous = (
+        type(entry)
+        .objects.filter(budget_id=entry.budget_id, id__lt=entry.id)
+        .order_by("-id")
+        .values_list("spent_after", flat=True)
+        .first()
+    )
+    return previous if previous is not None else Decimal(0)

@@ -1,0 +1,65 @@
+"""One rule for numbers people read, used by every page (frontend.templatetags.number_tags), e-mail and notice:
+ε and δ to three significant figures, credits from integer cents with two decimals (never cents), metrics as
+percentages with one decimal."""
+
+from decimal import Decimal, InvalidOperation
+
+SIGNIFICANT_FIGURES = 3
+
+
+def epsilon_text(value) -> str:
+    """ε (or any privacy figure) to three significant figures: 5.3256670288303765 → "5.33", 10.000000 → "10",
+    0.000123456 → "0.000123", 1234.5 → "1,230"; no value → "—". Text that is not a number is shown as it is."""
+    if value is None or value == "":
+        return "—"
+    try:
+        number = Decimal(str(value))
+    except (InvalidOperation, ValueError):
+        return str(value)
+    if not number.is_finite():
+        return "∞" if number > 0 else str(value)
+    if number == 0:
+        return "0"
+    rounded = float(f"{float(number):.{SIGNIFICANT_FIGURES}g}")
+    if abs(rounded) >= 10**SIGNIFICANT_FIGURES:
+        return f"{rounded:,.0f}".replace("-", "−")
+    text = f"{Decimal(repr(rounded)):f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text.replace("-", "−")
+
+
+def credits_text(amount_cents) -> str:
+    """Integer cents as credits with two decimals and a sign for negatives: -1234 → "−12.34"; None → "—"."""
+    if amount_cents is None:
+        return "—"
+    amount = int(amount_cents)
+    sign = "−" if amount < 0 else ""
+    return f"{sign}{abs(amount) // 100:,}.{abs(amount) % 100:02d}"
+
+
+def percent_text(fraction) -> str:
+    """A metric in [0, 1] as a percentage with one decimal: 0.7675000000000001 → "76.8 %"; None → "—"."""
+    return "—" if fraction is None else f"{100 * float(fraction):.1f} %"
+
+
+def plain_number(value) -> str:
+    """A number as a form's value: no thousands separator, no trailing zeros, no float noise (12 significant
+    digits): Decimal("10.000000") → "10", 0.7675000000000001 → "0.7675"; None → ""."""
+    if value is None or value == "":
+        return ""
+    number = Decimal(repr(float(f"{float(value):.12g}")))
+    text = f"{number:f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def without_float_noise(value):
+    """A JSON-ready value with every float rounded to 12 significant digits, so that a prefilled form reads
+    0.7675, not 0.7675000000000001 (the difference is below any parameter's meaning)."""
+    if isinstance(value, float):
+        return float(f"{value:.12g}")
+    if isinstance(value, dict):
+        return {key: without_float_noise(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [without_float_noise(item) for item in value]
+    return value
