@@ -387,6 +387,7 @@ ONEFOLD_TASK_QUEUES = {
         "onefold.submission_reap",
         "onefold.exchange_reap",
         "onefold.augmentation_reap",
+        "onefold.webhook_reap",
     ],
 }
 CELERY_TASK_QUEUES = [Queue(name) for name in [CELERY_TASK_DEFAULT_QUEUE, *ONEFOLD_TASK_QUEUES]]

@@ -496,17 +496,18 @@ class DownloadApi(APIView):
         resolved = download_resolve(token=token, user=request.user, request=request)
         presigned_url = presigned_download_url(resolved)
         if presigned_url:  # the store serves the stored bytes
+            filename = download_filename(resolved.model_file)
             response = HttpResponseRedirect(presigned_url)
             response["X-Content-SHA256"] = resolved.model_file.sha256
         elif resolved.variant == "file" and not resolved.package:  # the stored bytes, streamed
             model_file = resolved.model_file
+            filename = download_filename(model_file)
             response = FileResponse(
                 default_storage.open(model_file.stored_name, "rb"),
                 as_attachment=True,
-                filename=download_filename(model_file),
+                filename=filename,
                 content_type="application/octet-stream",
             )
-            filename = download_filename(model_file)
             response["X-Content-SHA256"] = model_file.sha256
         else:
             filename, data = download_content(resolved)

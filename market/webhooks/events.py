@@ -167,8 +167,7 @@ AUDIT_ACTIONS = {
     "listing.published": _listing_event,
     "listing.retired": _listing_event,
     "purchase.created": _purchase_event,
-    # Not written by this branch: the money work records payouts under this action (market.commerce).
-    "payout.recorded": _payout_event,
+    "wallet.payout_recorded": _payout_event,  # market.commerce.payouts
     "membership.requested": _membership_event,
     **dict.fromkeys(MEMBERSHIP_CHANGES, _membership_event),
 }

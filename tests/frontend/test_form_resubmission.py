@@ -90,7 +90,9 @@ def test_every_view_a_keyed_form_posts_to_claims_its_key():
         if "{% form_key_field %}" in form:
             named = re.search(r"action=\"{% (?:if [^%]*%}{% )?url '([^']+)'", form.split(">")[0])
             targets.add(named.group(1) if named else OWN_PAGE[template])
-    assert len(targets) == 32  # 27 page forms and the five webhook actions (frontend/webhooks_views.py)
+    assert (
+        len(targets) == 32
+    )  # 27 page forms and the five webhook actions (frontend/webhooks_views.py)
     assert (
         sorted(name for name in targets if not getattr(views[name], "claims_form_key", False)) == []
     )

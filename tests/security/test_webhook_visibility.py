@@ -118,7 +118,7 @@ def test_membership_and_payout_events_reach_only_the_organisation_they_are_about
         details={"federation": "adult"},
     )
     audit_record(
-        action="payout.recorded",
+        action="wallet.payout_recorded",  # market.commerce.payouts
         organisation=people["silo_a"].organisation,
         details={"amount_cents": 250},
     )

@@ -32,7 +32,8 @@ def test_verify_accepts_the_servers_header_and_refuses_a_changed_body_another_se
     assert webhook_signature_header(SECRET, BODY, timestamp=now) == header
     assert webhook_signature_verify(SECRET, header, BODY) == now
     assert (
-        webhook_signature_verify(SECRET, f"t={now},v1={'0' * 64},v1={header.split('v1=')[1]}", BODY) == now
+        webhook_signature_verify(SECRET, f"t={now},v1={'0' * 64},v1={header.split('v1=')[1]}", BODY)
+        == now
     )
     for secret, signed, body, reason in [
         (SECRET, header, BODY + b" ", "does not match"),
