@@ -66,6 +66,18 @@ def outbox_publish(*, entry_model: type[OutboxEntry], entry_id: int) -> bool:
     return True
 
 
+def task_send_later(task_name: str, target_id: int, *, countdown: float) -> bool:
+    """Send ``task_name(target_id)`` to run in ``countdown`` seconds (a retry's backoff), by name like every task the
+    market sends. No outbox row: the caller's own row is the durable record, swept by its reaper if this send is
+    lost (the broker down, the message dropped)."""
+    try:
+        current_app.tasks[task_name].apply_async((target_id,), countdown=countdown, retry=False)
+    except Exception as error:  # any broker failure: the caller's reaper sends it later
+        logger.warning("Could not schedule %s(%s): %s", task_name, target_id, error)
+        return False
+    return True
+
+
 def outbox_sweep(*, older_than_seconds: float = 0) -> int:
     """Publish every unpublished row of every outbox older than the given age (younger ones are still being
     published on commit); the number published."""

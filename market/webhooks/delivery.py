@@ -14,7 +14,6 @@ import time
 import uuid
 from datetime import timedelta
 
-from celery import current_app
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
@@ -23,7 +22,7 @@ from django.utils import timezone
 
 from market.accounts.models import User
 from market.audit.services import audit_record
-from market.outbox import outbox_add, outbox_published_long_ago
+from market.outbox import outbox_add, outbox_published_long_ago, task_send_later
 from market.webhooks.models import (
     DeliveryStatus,
     WebhookAttempt,
@@ -148,12 +147,7 @@ def _record(delivery: WebhookDelivery, claim: str, answer: Answer, started_at) -
 
 
 def _schedule(delivery_id: int, *, countdown: float) -> None:
-    try:
-        current_app.tasks[DELIVER_TASK].apply_async(
-            (delivery_id,), countdown=countdown, retry=False
-        )
-    except Exception as error:  # a broker that is down: webhook_reap queues it later
-        logger.warning("Could not schedule webhook delivery %s: %s", delivery_id, error)
+    task_send_later(DELIVER_TASK, delivery_id, countdown=countdown)  # also swept by webhook_reap
 
 
 def _endpoint_count(endpoint_id: int, *, succeeded: bool) -> None:
