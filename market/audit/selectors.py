@@ -7,6 +7,7 @@ from django.db.models import QuerySet
 from market.audit.models import AuditEvent
 from market.audit.services import GENESIS_HASH, audit_entry_hash, audit_event_fields
 from market.errors import PermissionDenied
+from market.json_input import json_text_parse
 
 CHUNK_SIZE = 2000
 
@@ -121,7 +122,7 @@ def _exported_events(lines: Iterable[str]) -> Iterator[ExportedEvent]:
         if not line.strip():
             continue
         try:
-            entry = json.loads(line)
+            entry = json_text_parse(line)
             yield ExportedEvent(
                 id=entry.get("id", f"on line {number}"),
                 previous_hash=entry["previous_hash"],

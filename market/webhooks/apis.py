@@ -1,10 +1,9 @@
-import json
-
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from market.json_input import json_text_parse
 from market.webhooks.bodies import WebhookEventBody
 from market.webhooks.delivery import webhook_body
 from market.webhooks.models import DeliveryStatus, WebhookEventType
@@ -72,7 +71,7 @@ class DeliveryOutput(serializers.Serializer):
 
     @extend_schema_field(WebhookEventBody)
     def get_body(self, delivery) -> dict:
-        return json.loads(webhook_body(delivery))
+        return json_text_parse(webhook_body(delivery))
 
 
 def _with_secret(endpoint, secret: str) -> dict:

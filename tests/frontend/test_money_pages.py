@@ -13,7 +13,9 @@ def test_the_money_page_shows_fees_per_sale_and_pages_and_searches_wallets(
 
     settings.ONEFOLD_MARKET_FEE_PERCENT = 10
     top_up(buyer_user.organisation, 5000)
-    purchase_create(listing=published_listing(price_cents=1001), user=buyer_user)
+    purchase_create(
+        listing=published_listing(price_cents=1001, privacy_level="L0"), user=buyer_user
+    )
     for number in range(25):
         organisation_create(name=f"Clinic {number:02d}")
     client.force_login(operator)
@@ -33,7 +35,9 @@ def test_a_payout_above_the_earnings_is_refused_on_the_form_and_changes_nothing(
 ):
     settings.ONEFOLD_MARKET_FEE_PERCENT = 10
     top_up(buyer_user.organisation, 5000)
-    purchase_create(listing=published_listing(price_cents=1001), user=buyer_user)
+    purchase_create(
+        listing=published_listing(price_cents=1001, privacy_level="L0"), user=buyer_user
+    )
     ledger = f"/market/money/organisations/{silo_user.organisation_id}/"
     client.force_login(operator)
     key = form_key(client.get(ledger).content.decode(), 'id="payout-form"')

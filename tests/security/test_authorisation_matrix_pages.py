@@ -161,6 +161,14 @@ PAGE_POLICY = {
     ("POST", "market/models/<int:global_model_id>/list/"): Rule("global_model", operator_only),
     ("GET", "market/wallets/"): Rule("none", operator_only),
     ("POST", "market/wallets/"): Rule("none", operator_only),
+    ("GET", "market/money/"): Rule("none", operator_only),
+    ("GET", "market/money/organisations/<int:organisation_id>/"): Rule(
+        "organisation", operator_only
+    ),
+    ("POST", "market/money/organisations/<int:organisation_id>/"): Rule(
+        "organisation", operator_only
+    ),
+    ("GET", "notices/"): Rule("none", signed_in),
     ("POST", "market/credit-requests/<int:credit_request_id>/approve/"): Rule(
         "credit_request", operator_only
     ),

@@ -53,6 +53,8 @@ from market.accounts.models import ApiToken
 # 40 keeps the suite within its 15 minutes on 2 cores (100 took about 6 of them); the derandomised examples
 # still cover every operation, role and kind of object, and the hostile-value phase below is not sampled.
 EXAMPLES_PER_OPERATION_AND_ROLE = int(os.environ.get("ONEFOLD_FUZZ_EXAMPLES", "40"))
+#: Operations that take nothing at all (no path, query, header or body): one request is every case there is.
+ONE_CASE_OPERATIONS = {"GET /api/toolkit/"}
 SCENARIOS_PER_ROLE = 50
 STEPS_PER_SCENARIO = 10
 # Fuzzing may revoke the very token it sends; revocation is covered by the token and matrix tests.
@@ -185,6 +187,7 @@ def test_no_operation_answers_a_server_error_or_breaks_its_schema_for_any_role(
         pair: len(answered)
         for pair, answered in statuses.items()
         if len(answered) < EXAMPLES_PER_OPERATION_AND_ROLE
+        and not (pair[0] in ONE_CASE_OPERATIONS and answered)
     }
     assert not too_few, f"Fewer examples than asked for: {too_few}"
     reached = {

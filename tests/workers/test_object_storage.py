@@ -8,10 +8,13 @@ ran on two worker hosts with different local folders, listed, bought, and downlo
 through a presigned, expiring URL after the entitlement check — and no artifact ever touched a local folder."""
 
 import hashlib
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import uuid
+from pathlib import Path
 
 import boto3
 import pytest
@@ -115,6 +118,7 @@ def local_files(*folders) -> list:
 
 
 def test_upload_validation_job_purchase_and_download_run_on_object_storage_with_two_worker_hosts(
+    request,
     transactional_db,
     settings,
     tmp_path,
@@ -138,12 +142,15 @@ def test_upload_validation_job_purchase_and_download_run_on_object_storage_with_
     # Each worker host has its own local folders, shared with nothing: an artifact it needs from another process
     # can only come from the bucket.
     hosts = [tmp_path / "host-a", tmp_path / "host-b"]
-    for host in hosts:
-        (host / "tmp").mkdir(parents=True)
+    # Scratch folders with short paths: the fusion's forkserver puts a Unix socket there (at most 107 bytes).
+    scratch = [Path(tempfile.mkdtemp(prefix=f"onefold-{name}-")) for name in ("a", "b")]
+    request.addfinalizer(lambda: [shutil.rmtree(folder, ignore_errors=True) for folder in scratch])
     host_environment = [
-        {**environment, "TMPDIR": str(host / "tmp"), "ONEFOLD_MEDIA_ROOT": str(host / "media")}
-        for host in hosts
+        {**environment, "TMPDIR": str(folder), "ONEFOLD_MEDIA_ROOT": str(host / "media")}
+        for host, folder in zip(hosts, scratch, strict=True)
     ]
+    for host in hosts:
+        host.mkdir()
     with (
         job_worker(
             settings, hosts[0] / "media", hosts[0] / "a.log", extra_env=host_environment[0]

@@ -22,7 +22,9 @@ def sold(published_listing, buyer_user, top_up, settings):
     """One sale of 10.01 credits at a 10 % fee: Northwind Hospital earns 6.31, Contoso Bank 2.70."""
     settings.ONEFOLD_MARKET_FEE_PERCENT = 10
     top_up(buyer_user.organisation, 5000)
-    return purchase_create(listing=published_listing(price_cents=1001), user=buyer_user).purchase
+    return purchase_create(
+        listing=published_listing(price_cents=1001, privacy_level="L0"), user=buyer_user
+    ).purchase
 
 
 def balance_of(organisation) -> int:

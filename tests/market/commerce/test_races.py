@@ -39,7 +39,10 @@ def assert_ledgers_balance() -> None:
 def test_hundred_concurrent_purchases_with_money_for_ten_sell_exactly_ten(
     published_listing, buyer_user, top_up
 ):
-    listings = [published_listing(price_cents=1000, name=f"Model {index}") for index in range(100)]
+    listings = [
+        published_listing(price_cents=1000, name=f"Model {index}", privacy_level="L0")
+        for index in range(100)
+    ]
     top_up(buyer_user.organisation, 10_000)
     barrier = Barrier(THREADS)
 

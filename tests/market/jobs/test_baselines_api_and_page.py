@@ -88,8 +88,8 @@ def test_the_job_page_shows_the_baselines_to_the_operator_and_withholds_silo_sco
     client.force_login(operator)
     page = client.get(f"/jobs/{launched_model.job_id}/").content.decode()
     assert 'id="job-baseline-majority-class"' in page and 'id="job-baseline-average-silo"' in page
-    assert "Baseline: best single silo (Northwind Hospital)</th><td>0.6173</td>" in page
-    assert "Baseline: average silo (2)</th><td>0.5796</td>" in page
+    assert "Baseline: best single silo (Northwind Hospital)</th><td>61.7 %</td>" in page
+    assert "Baseline: average silo (2)</th><td>58.0 %</td>" in page
 
     client.force_login(buyer_user)
     page = client.get(f"/jobs/{launched_model.job_id}/").content.decode()
@@ -99,4 +99,4 @@ def test_the_job_page_shows_the_baselines_to_the_operator_and_withholds_silo_sco
         f"measured, too few to show a single silo's scores. The model is {above} it in balanced accuracy.</td>"
         in page
     )
-    assert "Northwind Hospital" not in page and "0.6173" not in page and "0.5796" not in page
+    assert "Northwind Hospital" not in page and "61.7 %" not in page and "58.0 %" not in page

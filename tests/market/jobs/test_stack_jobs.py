@@ -144,6 +144,9 @@ def test_an_l0_fedkt_job_that_names_no_vote_chooses_with_auto_across_kinds_and_p
     html = browser.get(f"/jobs/{job.id}/").content.decode()
     stacked = chosen["candidates"]["stacked"]
     assert 'id="job-fusion-candidates"' in html
-    assert f"<td>{stacked['accuracy']:.4f}</td><td>{stacked['balanced_accuracy']:.4f}</td>" in html
+    assert (
+        f"<td>{100 * stacked['accuracy']:.1f} %</td><td>{100 * stacked['balanced_accuracy']:.1f} %</td>"
+        in html
+    )
     listing = publish_model(model, name="Auto income", actor=operator)  # runs from its package
     assert listing.status == "published"
