@@ -123,6 +123,7 @@ def setup_federation():
 
 def add_submissions(federation, operator, pairs, count: int) -> list:
     from market.accounts.models import Organisation
+    from market.federations.models import Membership
     from market.storage import artifact_save, sha256_of
     from market.submissions.models import ModelFile, Submission, SubmissionStatus
 
@@ -141,6 +142,8 @@ def add_submissions(federation, operator, pairs, count: int) -> list:
     organisations = [
         Organisation.objects.get_or_create(name=f"Silo {index:02d}")[0] for index in range(50)
     ]
+    for organisation in organisations:  # a job fuses only its members' submissions
+        Membership.objects.get_or_create(federation=federation, organisation=organisation)
     submissions = Submission.objects.bulk_create(
         [
             Submission(
