@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from workers.reproduce import private
 from workers.reproduce.private import CACHE, RESULTS, party_votes, run_l1
 
 CONFIDENT_RESULTS = RESULTS.with_name("private_adult_confident.json")
@@ -47,45 +48,17 @@ def grid() -> list[dict]:
 
 def seed_means(entries: list[dict], key: str) -> dict:
     """Per (setting, ε): each seed's mean over its noise draws of ``key``, in seed order."""
-    by_seed: dict = {}
-    for entry in entries:
-        setting = tuple(entry[name] for name in SETTING_KEYS)
-        by_seed.setdefault((setting, entry["epsilon_budget"]), {}).setdefault(
-            entry["seed"], []
-        ).append(entry[key])
-    return {
-        cell: [float(np.mean(draws)) for _, draws in sorted(seeds.items())]
-        for cell, seeds in by_seed.items()
-    }
+    return private.seed_means(
+        entries, key, setting_of_entry=lambda entry: tuple(entry[name] for name in SETTING_KEYS)
+    )
 
 
 def choose(entries: list[dict]) -> tuple:
-    """The rule of :func:`workers.reproduce.private.choose_defaults` over :data:`EPSILONS`: the best validation
-    accuracy averaged over ε; settings within one standard error of it tie, and the best balanced accuracy among
-    them wins. Returns the setting's values in :data:`SETTING_KEYS` order."""
-    accuracy, balanced = seed_means(entries, "accuracy"), seed_means(entries, "balanced_accuracy")
-    settings = sorted({setting for setting, _ in accuracy})
-
-    def averaged(table, setting) -> float:
-        return float(np.mean([np.mean(table[setting, epsilon]) for epsilon in EPSILONS]))
-
-    def standard_error(setting) -> float:
-        return float(
-            np.mean(
-                [
-                    np.std(accuracy[setting, e]) / np.sqrt(len(accuracy[setting, e]))
-                    for e in EPSILONS
-                ]
-            )
-        )
-
-    best = max(settings, key=lambda setting: averaged(accuracy, setting))
-    tied = [
-        setting
-        for setting in settings
-        if averaged(accuracy, setting) >= averaged(accuracy, best) - standard_error(best)
-    ]
-    return max(tied, key=lambda setting: averaged(balanced, setting))
+    """The rule of :func:`workers.reproduce.private.choose_setting` over :data:`EPSILONS`. Returns the setting's
+    values in :data:`SETTING_KEYS` order."""
+    return private.choose_setting(
+        seed_means(entries, "accuracy"), seed_means(entries, "balanced_accuracy"), EPSILONS
+    )
 
 
 def run(seeds, *, test: bool, draws: int, settings: list[dict], cache: Path) -> list[dict]:

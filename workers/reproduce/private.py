@@ -377,13 +377,13 @@ def setting_of(entry: dict) -> tuple:
     )
 
 
-def _seed_means(entries: list[dict], key: str) -> dict:
-    """Per L1 setting (noise_ratio, query_selection, semi_supervised) and ε: the mean over seeds of each seed's
-    mean over its noise draws of ``key``."""
+def seed_means(entries: list[dict], key: str, *, setting_of_entry) -> dict:
+    """Per (setting, ε): each seed's mean over its noise draws of ``key``, in seed order; ``setting_of_entry``
+    names an entry's setting (None: the entry is left out)."""
     by_seed: dict = {}
     for entry in entries:
-        if entry.get("level") == "L1":
-            setting = setting_of(entry)
+        setting = setting_of_entry(entry)
+        if setting is not None:
             by_seed.setdefault((setting, entry["epsilon_budget"]), {}).setdefault(
                 entry["seed"], []
             ).append(entry[key])
@@ -393,23 +393,31 @@ def _seed_means(entries: list[dict], key: str) -> dict:
     }
 
 
-def choose_defaults(entries: list[dict]) -> tuple[float, str, str]:
-    """The rule that chose the L1 defaults on validation rows: the setting with the best validation accuracy
-    averaged over the four ε; a setting within one standard error of that best (the seeds' sd of the per-ε
-    means, /√seeds, averaged over ε) ties with it, and among the tied the best balanced accuracy (the publish
-    gate's measure) wins. Returns (noise_ratio, query_selection, semi_supervised, final)."""
-    accuracy, balanced = _seed_means(entries, "accuracy"), _seed_means(entries, "balanced_accuracy")
+def _seed_means(entries: list[dict], key: str) -> dict:
+    """Per L1 setting (noise_ratio, query_selection, semi_supervised, final) and ε: :func:`seed_means`."""
+    return seed_means(
+        entries,
+        key,
+        setting_of_entry=lambda entry: setting_of(entry) if entry.get("level") == "L1" else None,
+    )
+
+
+def choose_setting(accuracy: dict, balanced: dict, epsilons) -> tuple:
+    """The rule that chooses defaults on validation rows: the setting with the best validation accuracy averaged
+    over ``epsilons``; a setting within one standard error of that best (the seeds' sd of the per-ε means, /√seeds,
+    averaged over ε) ties with it, and among the tied the best balanced accuracy (the publish gate's measure)
+    wins. ``accuracy`` and ``balanced``: :func:`seed_means` tables."""
     settings = sorted({setting for setting, _ in accuracy})
 
     def averaged(table, setting) -> float:
-        return float(np.mean([np.mean(table[setting, epsilon]) for epsilon in EPSILONS]))
+        return float(np.mean([np.mean(table[setting, epsilon]) for epsilon in epsilons]))
 
     def standard_error(setting) -> float:
         return float(
             np.mean(
                 [
                     np.std(accuracy[setting, epsilon]) / np.sqrt(len(accuracy[setting, epsilon]))
-                    for epsilon in EPSILONS
+                    for epsilon in epsilons
                 ]
             )
         )
@@ -421,6 +429,14 @@ def choose_defaults(entries: list[dict]) -> tuple[float, str, str]:
         if averaged(accuracy, setting) >= averaged(accuracy, best) - standard_error(best)
     ]
     return max(tied, key=lambda setting: averaged(balanced, setting))
+
+
+def choose_defaults(entries: list[dict]) -> tuple[float, str, str]:
+    """:func:`choose_setting` over the L1 runs and the four ε. Returns (noise_ratio, query_selection,
+    semi_supervised, final)."""
+    return choose_setting(
+        _seed_means(entries, "accuracy"), _seed_means(entries, "balanced_accuracy"), EPSILONS
+    )
 
 
 def product_setting() -> dict:
