@@ -89,6 +89,17 @@ class EvaluationRows:
     member_signals: np.ndarray | None = None
 
 
+#: The fewest evaluation rows of each of two classes or more that let ``auto`` choose on one half and report on
+#: the other with every such class in both (:func:`evaluation_allows_auto`).
+AUTO_MIN_ROWS_PER_CLASS = 2
+
+
+def evaluation_allows_auto(class_counts: Sequence[int]) -> bool:
+    """Whether an evaluation split with these rows per class holds :data:`AUTO_MIN_ROWS_PER_CLASS` rows of at
+    least two classes, so that both of its halves hold them (an L0 FedKT job then defaults to ``auto``)."""
+    return sum(count >= AUTO_MIN_ROWS_PER_CLASS for count in class_counts) >= 2
+
+
 def evaluation_halves(labels, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """``(selection_rows, report_rows)``: a stratified half of the evaluation rows and the rest, drawn with
     ``seed`` (the job's). Classes are split one by one so each half holds about half of every class; an odd

@@ -40,8 +40,9 @@ Algorithm 1 lines 10-14 (the server side; the silos ran lines 1-9 and uploaded s
   from the same uploads, chooses on one half of the federation's evaluation split and reports on the other
   (:mod:`workers.algorithms.auto_fusion`, with the stacked fusion as a candidate; its ``vote_weight_max`` is the
   class-weighted candidate's W); it is
-  refused at L1. ``validate`` does not write its default (``consistent_hard``) into the stored parameters; the
-  market makes ``auto`` the default of L0 jobs and stores it (:data:`market.jobs.parameters.L0_DEFAULTS`).
+  refused at L1. ``validate`` does not write its default (``consistent_hard``) into the stored parameters:
+  ``validate`` does not know the privacy level, and :meth:`FedKTFusion.level_defaults` makes ``auto`` the default of
+  L0 jobs whose evaluation split allows it (the market stores it with the job); L1 and L2 keep the paper's vote.
 - L1 price (:meth:`FedKTFusion.l1_cost`): :func:`workers.privacy.costs.fedkt_l1_cost` at s, t and the votes
   a silo's submissions move (:meth:`FedKTFusion.votes_per_submission`); the budgets reserve and charge it.
 - signal: the member's consistent votes (s_i on the class all its s_i students predict, else 0); a silo's own
@@ -87,7 +88,13 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from workers.algorithms.fedkt import server_step
-from workers.algorithms.registry import Fusion, Member, member_probabilities_split, register
+from workers.algorithms.registry import (
+    Fusion,
+    Member,
+    member_probabilities_split,
+    no_level_defaults,
+    register,
+)
 from workers.algorithms.schema import (
     QUERY_HELP,
     WorkEstimate,
@@ -111,6 +118,7 @@ from workers.algorithms.transfer import (
 )
 from workers.modelio.families import ModelFamily
 from workers.privacy.costs import PrivacyCost, fedkt_l1_cost_from_parameters
+from workers.privacy.settings import PrivacySettings
 
 #: FedKT's vote rules (module docstring); the first is the paper's and the default. ``auto`` chooses among the
 #: others and Guha's ensemble with selection on half of the evaluation split (:mod:`workers.algorithms.auto_fusion`).
@@ -264,6 +272,30 @@ class FedKTFusion:
         return {**settings, "privacy": dict(privacy)} if privacy else settings
 
     @staticmethod
+    def level_defaults(
+        params: Mapping, *, privacy_level: str, evaluation_class_counts: Sequence[int]
+    ) -> dict:
+        """An L0 job that names no vote gets ``auto`` where the evaluation split allows it
+        (:func:`~workers.algorithms.auto_fusion.evaluation_allows_auto`): the paper's vote is one of its candidates,
+        chosen only where it scores best. An L1 job that names no final model gets
+        :data:`DEFAULT_PRIVATE_FINAL_MODEL` (a few dozen noisy labels fit a regularised logistic regression better
+        than the forest). L2 keeps ``validate``'s defaults: the silos' noise is already in their students."""
+        from workers.algorithms.auto_fusion import evaluation_allows_auto
+
+        params = dict(params or {})
+        if privacy_level == "L0" and evaluation_allows_auto(evaluation_class_counts):
+            return {"vote": "auto", **params}
+        # "final" is the old name of "final_model": a job naming either chose its model.
+        if privacy_level == "L1" and not params.keys() & {"final_model", "final"}:
+            return {"final_model": dict(DEFAULT_PRIVATE_FINAL_MODEL), **params}
+        return params
+
+    @staticmethod
+    def vote_weight_parameters(weight: int) -> dict:
+        """``class_weighted`` votes of largest weight W = ``weight``: each submission then moves s × W votes."""
+        return {"vote": "class_weighted", "vote_weight_max": weight}
+
+    @staticmethod
     def _vote_settings(params: Mapping) -> dict:
         vote = one_of(params.get("vote", VOTE_RULES[0]), name="vote", choices=VOTE_RULES)
         if vote not in ("class_weighted", "auto"):
@@ -300,13 +332,17 @@ class FedKTFusion:
         return (settings.get("partitions") or 1) * self.vote_weight(settings)
 
     def l1_cost(
-        self, settings: Mapping, *, privacy: Mapping, vote_shift: int | None = None
+        self,
+        settings: Mapping,
+        *,
+        privacy: PrivacySettings | Mapping,
+        vote_shift: int | None = None,
     ) -> PrivacyCost:
         """The data-independent cost of an L1 FedKT job (:func:`workers.privacy.costs.fedkt_l1_cost`: Theorem 3's
         bound over ``n_queries`` noisy consistent-vote counts) to a silo moving ``vote_shift`` votes per query,
         default one submission's (:meth:`votes_per_submission`)."""
         return fedkt_l1_cost_from_parameters(
-            dict(privacy),
+            privacy,
             partitions=settings.get("partitions") or 1,
             teachers=settings.get("teachers") or 1,
             vote_shift=vote_shift or self.votes_per_submission(settings),
@@ -514,6 +550,13 @@ class EnsembleFusion:
     def validate(self, params: Mapping) -> dict:
         unknown_keys_refused(dict(params or {}), known=self.keys, what=f"an {self.name} job")
         return selection_parameters(_normalised(params))
+
+    @staticmethod
+    def level_defaults(
+        params: Mapping, *, privacy_level: str, evaluation_class_counts: Sequence[int]
+    ) -> dict:
+        """``params`` as given: an ensemble's defaults are the same at every level."""
+        return no_level_defaults(params)
 
     @staticmethod
     def noise_refusal(settings: Mapping) -> str | None:

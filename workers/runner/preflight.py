@@ -32,8 +32,9 @@ from workers.algorithms.schema import fitted_feature_view
 from workers.jobs.interruptible import fuse_in_child
 from workers.jobs.preflight import draw_seeds, metric_spread, simulated_noise
 from workers.metrics import classification_metrics, headline
+from workers.privacy.settings import PrivacySettings
 from workers.runner.chunks import members_predicted
-from workers.runner.fusing import evaluation_report_rows, noise_mechanism
+from workers.runner.fusing import evaluation_report_rows
 from workers.runner.leases import job_setting, worker_id
 from workers.runner.lifecycle import JobInputError
 
@@ -160,7 +161,7 @@ def _estimate(estimate: JobEstimate) -> dict:
     mechanisms = (
         [None]
         + [
-            simulated_noise(noise_mechanism(estimate.parameters["privacy"]), seed=seed)
+            simulated_noise(PrivacySettings.of(estimate.parameters["privacy"]).noise(), seed=seed)
             for seed in draw_seeds(estimate.seed, estimate.n_draws)
         ]
         if private_l1

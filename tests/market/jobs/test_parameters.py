@@ -5,7 +5,6 @@ import pytest
 from market.budgets.pricing import job_privacy_cost
 from market.jobs.models import Job
 from market.jobs.parameters import (
-    GNMAX_NOISE_RATIO,
     L1_DEFAULT_SHARE_OF_LIMIT,
     job_parameter_defaults,
     job_parameters_validate,
@@ -13,6 +12,7 @@ from market.jobs.parameters import (
 from workers.algorithms import kind_choices
 from workers.algorithms.fusions import DEFAULT_QUERY_SELECTION, DEFAULT_SEMI_SUPERVISED
 from workers.algorithms.schema import MIN_TRAINING_ROWS
+from workers.privacy.settings import DEFAULT_GNMAX_NOISE_RATIO as GNMAX_NOISE_RATIO
 
 DEMO_PUBLIC_ROWS = (
     3000  # the demo's public data, on which all rows at γ = 0.04 cost ε 46.6 per silo

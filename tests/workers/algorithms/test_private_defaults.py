@@ -199,7 +199,7 @@ def test_the_defaults_are_the_ones_the_validation_experiments_chose():
     import json
 
     from workers.algorithms.fusions import DEFAULT_PRIVATE_FINAL_MODEL
-    from workers.privacy.costs import DEFAULT_GNMAX_NOISE_RATIO
+    from workers.privacy.settings import DEFAULT_GNMAX_NOISE_RATIO
     from workers.reproduce.private import FINAL_MODELS, FINAL_RESULTS, RESULTS, choose_defaults
 
     first, second = json.loads(RESULTS.read_text()), json.loads(FINAL_RESULTS.read_text())
