@@ -195,6 +195,13 @@ def query_defaults(defaults: Mapping, *, keys: tuple[str, ...]) -> dict:
     }
 
 
+def query_of(rows: int | float) -> dict:
+    """A query as a job's parameters write it, the inverse of :func:`query_argument`: a float is a fraction of the
+    public rows (``query_fraction``), an int a count of them (``query_count``); checked by :func:`query_setting`."""
+    key = "query_count" if isinstance(rows, (int, np.integer)) else "query_fraction"
+    return query_setting({key: rows})
+
+
 def with_query_count(params: Mapping, count: int) -> dict:
     """``params`` querying ``count`` public rows instead of whatever query they named."""
     return {

@@ -101,7 +101,7 @@ def _positive(value) -> bool:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         return False
     try:
-        return math.isfinite(value) and value > 0
+        return bool(math.isfinite(value) and value > 0)
     except OverflowError:  # an integer beyond 1e308
         return False
 
