@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 
 import numpy as np
+from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
 
@@ -35,7 +36,7 @@ from workers.metrics import classification_metrics, headline
 from workers.privacy.settings import PrivacySettings
 from workers.runner.chunks import members_predicted
 from workers.runner.fusing import evaluation_report_rows
-from workers.runner.leases import job_setting, worker_id
+from workers.runner.leases import worker_id
 from workers.runner.lifecycle import JobInputError
 
 logger = logging.getLogger("workers.runner")
@@ -126,7 +127,7 @@ def _selected_ids(estimate: JobEstimate) -> list[int]:
 
 def _predicted(estimate: JobEstimate, ids: list[int]):
     """Every member's signal and evaluation probabilities, a chunk's worth at a time (the progress counts them)."""
-    size = max(1, int(job_setting("ONEFOLD_JOB_CHUNK_SIZE", 25)))
+    size = max(1, int(settings.ONEFOLD_JOB_CHUNK_SIZE))
     chunks = []
     for start in range(0, len(ids), size):
         chunks.append(members_predicted(submission_ids=ids[start : start + size], run=estimate))
