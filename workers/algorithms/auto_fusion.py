@@ -20,7 +20,7 @@ The ``soft`` candidate is the ensemble of every member distilled into the final 
 of the members' summed probabilities), so distillation of the ensemble needs no candidate of its own.
 
 The three FedKT candidates each fit the job's final model on their own vote labels of the queried public rows
-(:meth:`workers.algorithms.fusions.FedKTFusion.fuse`, as a job with that ``vote`` would); the ensemble is scored
+(:meth:`workers.algorithms.fedkt_fusion.FedKTFusion.fuse`, as a job with that ``vote`` would); the ensemble is scored
 from the members' own predictions of the evaluation rows. The choice maximises :data:`SELECTION_CRITERION` on
 the selection half (:func:`evaluation_halves`: a stratified half of the evaluation split drawn with the job's
 seed); the other half is the report half. The stacked candidate is itself fitted on evaluation rows, so its

@@ -1,5 +1,5 @@
 """The parameter schema of the job kinds: every hyperparameter a job takes, with its type, range and
-default, and the work a job's settings imply. The engines of :mod:`workers.algorithms.fusions` and
+default, and the work a job's settings imply. The engines of :mod:`workers.algorithms.fedkt_fusion`, :mod:`workers.algorithms.ensemble_fusion` and
 :mod:`workers.algorithms.cohort_fusion` build their ``validate`` from these checks, so the API, the
 launcher and the runner read one definition (the engine registry owns a job kind).
 

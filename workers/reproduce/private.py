@@ -27,7 +27,7 @@ import numpy as np
 
 import workers.algorithms  # noqa: F401  (registers the engines)
 from workers.algorithms.fedkt import FedKTConfig, fit_parties
-from workers.algorithms.fusions import DEFAULT_PRIVATE_FINAL_MODEL
+from workers.algorithms.fedkt_fusion import DEFAULT_PRIVATE_FINAL_MODEL
 from workers.algorithms.registry import Member, algorithm_get
 from workers.algorithms.transfer import QUERY_SELECTIONS
 from workers.features import ONE_HOT_VIEW, ORDINAL_VIEW
@@ -441,7 +441,7 @@ def choose_defaults(entries: list[dict]) -> tuple[float, str, str]:
 
 def product_setting() -> dict:
     """The product's L1 defaults: σ ratio, query selection, semi-supervised training and final model."""
-    from workers.algorithms.fusions import DEFAULT_QUERY_SELECTION, DEFAULT_SEMI_SUPERVISED
+    from workers.algorithms.fedkt_fusion import DEFAULT_QUERY_SELECTION, DEFAULT_SEMI_SUPERVISED
     from workers.privacy.settings import DEFAULT_GNMAX_NOISE_RATIO
 
     (final,) = [

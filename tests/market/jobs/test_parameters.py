@@ -10,7 +10,7 @@ from market.jobs.parameters import (
     job_parameters_validate,
 )
 from workers.algorithms import kind_choices
-from workers.algorithms.fusions import DEFAULT_QUERY_SELECTION, DEFAULT_SEMI_SUPERVISED
+from workers.algorithms.fedkt_fusion import DEFAULT_QUERY_SELECTION, DEFAULT_SEMI_SUPERVISED
 from workers.algorithms.schema import MIN_TRAINING_ROWS
 from workers.privacy.settings import DEFAULT_GNMAX_NOISE_RATIO as GNMAX_NOISE_RATIO
 
@@ -198,7 +198,7 @@ def test_a_stack_runs_at_l0_and_on_l2_submissions_and_is_refused_at_l1(federatio
 def test_an_l1_job_that_names_no_final_model_fits_the_private_default_and_l0_keeps_the_forest(
     plain_federation,
 ):
-    from workers.algorithms.fusions import DEFAULT_FINAL_MODEL, DEFAULT_PRIVATE_FINAL_MODEL
+    from workers.algorithms.fedkt_fusion import DEFAULT_FINAL_MODEL, DEFAULT_PRIVATE_FINAL_MODEL
 
     def final_model(privacy_level: str, parameters=None) -> dict:
         return job_parameters_validate(

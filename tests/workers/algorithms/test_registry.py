@@ -82,7 +82,7 @@ def test_a_members_probabilities_split_into_its_students_and_its_best_by_one_rul
 
 
 def test_fedkt_defaults_an_l0_job_to_auto_where_the_evaluation_split_allows_it_and_an_l1_job_to_its_private_model():
-    from workers.algorithms.fusions import DEFAULT_PRIVATE_FINAL_MODEL
+    from workers.algorithms.fedkt_fusion import DEFAULT_PRIVATE_FINAL_MODEL
 
     fedkt = algorithm_get("fedkt")
     # two classes with two rows each: both halves hold both classes
