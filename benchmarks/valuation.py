@@ -64,7 +64,9 @@ def setup_federation(n_silos: int):
     )
     from workers.partition import iid_partition
 
-    operator = user_create(username="bench-operator", password="bench-operator-pw", is_operator=True)
+    operator = user_create(
+        username="bench-operator", password="bench-operator-pw", is_operator=True
+    )
     federation = federation_create(
         name="Adult income",
         description="Valuation benchmark",
@@ -86,7 +88,9 @@ def setup_federation(n_silos: int):
         data=gzip.decompress((DEMO_DATA / "adult-evaluation.csv.gz").read_bytes()),
         uploaded_by=operator,
     )
-    silos = pd.read_csv(io.BytesIO(gzip.decompress((DEMO_DATA / "adult-silos.csv.gz").read_bytes())))
+    silos = pd.read_csv(
+        io.BytesIO(gzip.decompress((DEMO_DATA / "adult-silos.csv.gz").read_bytes()))
+    )
     users, tables = [], []
     for index, rows in enumerate(iid_partition(len(silos), n_silos, seed=0)):
         organisation = organisation_create(name=f"Silo {index + 1:02d}")
@@ -159,7 +163,9 @@ def wait_for_validation(submissions) -> None:
         time.sleep(0.5)
     rejected = Submission.objects.filter(id__in=ids).exclude(status=SubmissionStatus.VALID)
     if rejected.exists():
-        raise RuntimeError(f"Submissions not valid: {list(rejected.values('id', 'rejection_reason'))}")
+        raise RuntimeError(
+            f"Submissions not valid: {list(rejected.values('id', 'rejection_reason'))}"
+        )
 
 
 def finished_job(federation, operator, submissions, seed: int):
@@ -213,9 +219,7 @@ def main() -> None:
 
     began = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     app.control.purge()
-    worker = celery_worker_start(
-        arguments.workers, ROOT / "var" / "bench-valuation-worker.log"
-    )
+    worker = celery_worker_start(arguments.workers, ROOT / "var" / "bench-valuation-worker.log")
     try:
         operator, federation, users, tables = setup_federation(arguments.silos)
         submissions = upload_silos(federation, users, tables)
@@ -226,7 +230,9 @@ def main() -> None:
             load = load_average()
             job, elapsed = finished_job(federation, operator, submissions, seed=number + 1)
             seconds, line = valuation_seconds(job)
-            rounds.append((number + 1, max(load, load_average()), elapsed, seconds, job_phases(job), line))
+            rounds.append(
+                (number + 1, max(load, load_average()), elapsed, seconds, job_phases(job), line)
+            )
             print(
                 f"round {number + 1}: job {elapsed:.1f} s, valuation {seconds:.2f} s, load {load:.1f}",
                 file=sys.stderr,
