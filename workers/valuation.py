@@ -43,10 +43,11 @@ Estimators (:func:`contribution_values`):
   silo's *margins* (its score of the row's true class minus its score of each other class,
   :func:`true_class_margins`) are computed once and a coalition is correct on a row when its summed margins are
   all positive (tied at zero: ``1/t``). An order's growing coalitions are then one cumulative sum of its silos'
-  margins, ``K − 1`` numbers per row (one for two classes), with no matrix product or arg-max per coalition: at
-  50 silos on Adult about five times faster than re-counting each coalition's class scores, with the same values
-  (docs/results/valuation.md). ``cohort`` divides by the coalition's class counts, which is not a sum: it
-  re-counts each coalition's class scores.
+  margins, ``K − 1`` numbers per row (one for two classes), with no matrix product or arg-max per coalition; a
+  vote's margins are whole numbers, held as int16, and the rows are sorted by class so that a class's correct
+  rows are one segment sum. Inside a 50-silo Adult job this values the silos in about 0.5 s where re-counting each
+  coalition's class scores took 13-18 s, with the same values (docs/results/valuation.md). ``cohort`` divides by
+  the coalition's class counts, which is not a sum: it re-counts each coalition's class scores.
 - leave-one-out beside either: ``v(all) − v(all without the silo)``.
 
 Why hand-written: none of pydvl, opendataval or the ``shapley`` package is in the project's environment, and none
