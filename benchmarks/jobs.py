@@ -201,17 +201,9 @@ def worker_tree_peak_mib(pid: int) -> float:
     return max(peaks)
 
 
-def run_job(
-    federation, operator, submissions, workers: int, log: Path
-) -> tuple[float, float, dict[str, float]]:
-    from django.db import transaction
-
-    from market.jobs.models import Job, JobStatus
-    from market.jobs.services import job_create
-    from workers.celery_app import app
-
-    app.control.purge()
-    worker = subprocess.Popen(
+def celery_worker_start(workers: int, log: Path) -> subprocess.Popen:
+    """One ``celery worker --concurrency workers`` (prefork) on the broker in CELERY_BROKER_URL, logging to ``log``."""
+    return subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -232,6 +224,19 @@ def run_job(
         stdout=log.open("ab"),
         stderr=subprocess.STDOUT,
     )
+
+
+def run_job(
+    federation, operator, submissions, workers: int, log: Path
+) -> tuple[float, float, dict[str, float]]:
+    from django.db import transaction
+
+    from market.jobs.models import Job, JobStatus
+    from market.jobs.services import job_create
+    from workers.celery_app import app
+
+    app.control.purge()
+    worker = celery_worker_start(workers, log)
 
     def finished_job(members) -> float:
         started = time.perf_counter()

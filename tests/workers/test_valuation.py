@@ -14,6 +14,7 @@ from workers.partition import iid_partition
 from workers.valuation import (
     contribution_values,
     duplicate_groups,
+    order_values,
     permutation_shapley,
     rank_band,
     silo_scores,
@@ -122,6 +123,40 @@ def test_permutation_sampling_ranks_as_the_exact_values_do_and_reports_its_error
             abs(estimates["balanced_accuracy"][silo] - value)
             <= 4 * errors["balanced_accuracy"][silo] + 1e-9
         )
+
+
+@pytest.mark.parametrize(
+    ("rule", "n_classes"), [("vote", 2), ("vote", 3), ("average", 2), ("average", 3)]
+)
+def test_an_orders_cumulative_margins_score_each_growing_coalition_as_a_literal_recount(
+    rule, n_classes
+):
+    """order_values' cumulative sums of margins against each growing coalition's class scores summed and read row
+    by row (votes tie often: whole numbers)."""
+    silos, labels = random_silos(7, n_rows=120, n_classes=n_classes, seed=17)
+    _, scores = silo_scores(silos, rule=rule, n_classes=n_classes)
+    orders = stratified_orders(7, permutations=28, seed=5)[::5]
+    values = order_values(scores, labels, orders, n_classes=n_classes)
+    for index, order in enumerate(orders):
+        for size in range(len(order) + 1):
+            for measure, balanced in (("accuracy", False), ("balanced_accuracy", True)):
+                assert values[measure][index, size] == pytest.approx(
+                    hand_counted_accuracy(scores, labels, order[:size], n_classes, balanced)
+                )
+    assert values["accuracy"][:, 0] == pytest.approx(1 / n_classes)  # empty: a uniform guess
+
+
+def hand_counted_accuracy(scores, labels, coalition, n_classes, balanced):
+    """A coalition's summed class scores read row by row; ties scored as a uniform draw among the tied."""
+    correct = []
+    for row, label in enumerate(labels):
+        summed = [sum(scores[silo][row][c] for silo in coalition) for c in range(n_classes)]
+        tied = [c for c in range(n_classes) if summed[c] >= max(summed) - 1e-9]
+        correct.append(1 / len(tied) if label in tied else 0.0)
+    correct = np.array(correct)
+    if not balanced:
+        return correct.mean()
+    return np.mean([correct[labels == c].mean() for c in np.unique(labels)])
 
 
 def test_beyond_twelve_silos_the_permutation_estimator_is_used_and_documented():

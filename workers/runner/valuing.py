@@ -11,9 +11,12 @@ organisation is a member of the same player.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from market.jobs.models import Job
+from market.jobs.services import job_log
 from market.storage import arrays_from_npz_cached
 from workers.algorithms.cohort import label_counts_of
 from workers.runner.fusing import FusedJob, job_chunk_signals
@@ -41,7 +44,8 @@ def valuation_rule(job: Job, fusion_details: dict) -> str | None:
 
 def job_contribution_values(job: Job, fused: FusedJob, rows: np.ndarray | None) -> dict:
     """The values stored on the global model (``{}`` when the kind has no vote or average); ``rows``: the report
-    rows of the evaluation split (None: all of them)."""
+    rows of the evaluation split (None: all of them). The job's log says how long the valuation took (the
+    valuation benchmark, docs/results/valuation.md, reads it beside the job's own wall time)."""
     rule = valuation_rule(job, fused.fusion.details)
     if rule is None:
         return {}
@@ -60,11 +64,32 @@ def job_contribution_values(job: Job, fused: FusedJob, rows: np.ndarray | None) 
                 )
     if not per_silo:
         return {}
-    return contribution_values(
+    started = time.perf_counter()
+    values = contribution_values(
         per_silo,
         labels[rows],
         rule=rule,
         n_classes=job.federation.n_classes,
         seed=abs(job.seed or 0),
         member_class_counts=class_counts if rule == "cohort" else None,
+    )
+    job_log(job_id=job.id, message=valuation_logged(values, time.perf_counter() - started))
+    return values
+
+
+#: The start of the job log's line on the valuation (:func:`valuation_logged`).
+VALUATION_LOGGED = "Contribution values of"
+
+
+def valuation_logged(values: dict, seconds: float) -> str:
+    """The log line: how many silos, by which estimator, in how many seconds (no silo's value: every participant
+    reads the log)."""
+    estimator = (
+        "exact Shapley"
+        if values["estimator"] == "exact"
+        else f"permutation sampling, {values['permutations']} orders"
+    )
+    return (
+        f"{VALUATION_LOGGED} {len(values['silos'])} silo(s) ({estimator}, {values['rows']} rows) "
+        f"computed in {seconds:.2f} s."
     )

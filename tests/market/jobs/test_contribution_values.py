@@ -1,5 +1,7 @@
 """Contribution values (issue 28) computed by the job's finalize for every kind with a vote or an average."""
 
+import re
+
 import pytest
 
 from tests.market.jobs.conftest import FAST_FEDKT
@@ -56,6 +58,55 @@ def test_a_job_stores_each_silos_exact_shapley_value_of_its_own_combination(
         assert values["empty_coalition"][measure] == pytest.approx(0.5)
     assert sorted(silo["rank"] for silo in values["silos"].values()) == [1, 2, 3]
     assert all(silo["standard_error"] is None for silo in values["silos"].values())
+    # the job's log says how long the valuation took, and names no silo's value (every participant reads it)
+    logged = model.job.log_entries.get(message__startswith="Contribution values of").message
+    assert re.fullmatch(
+        rf"Contribution values of 3 silo\(s\) \(exact Shapley, {values['rows']} rows\) computed in "
+        r"[0-9]+\.[0-9]{2} s\.",
+        logged,
+    ), logged
+
+
+@pytest.mark.parametrize(
+    ("kind", "parameters", "details", "rule"),
+    [
+        ("fedkt", {}, {}, "vote"),  # the default vote: consistent_hard
+        ("fedkt", {"vote": "consistent_hard"}, {}, "vote"),
+        ("fedkt", {"vote": "class_weighted"}, {}, "vote"),
+        ("fedkt", {"vote": "soft"}, {}, "average"),
+        ("fedkt", {"vote": "auto"}, {"auto": {"chosen": "class_weighted"}}, "vote"),
+        ("fedkt", {"vote": "auto"}, {"auto": {"chosen": "soft"}}, "average"),
+        ("fedkt", {"vote": "auto"}, {"auto": {"chosen": "ensemble_selected"}}, "average"),
+        ("fedkt", {"vote": "auto"}, {"auto": {"chosen": "stacked"}}, "average"),
+        ("ensemble", {}, {}, "average"),
+        ("distill", {}, {}, "average"),
+        ("stack", {}, {}, "average"),
+        ("cpfl", {}, {}, "cohort"),
+    ],
+)
+def test_every_kind_and_vote_is_valued_with_the_combination_its_global_model_uses(
+    kind, parameters, details, rule
+):
+    from market.jobs.models import Job
+    from workers.algorithms.registry import ALGORITHMS
+    from workers.runner.valuing import valuation_rule
+
+    assert kind in ALGORITHMS
+    assert valuation_rule(Job(kind=kind, parameters=parameters), details) == rule
+
+
+def test_every_registered_kind_has_a_valuation_rule():
+    from market.jobs.models import Job
+    from workers.algorithms.registry import ALGORITHMS
+    from workers.runner.valuing import valuation_rule
+
+    assert {kind: valuation_rule(Job(kind=kind, parameters={}), {}) for kind in ALGORITHMS} == {
+        "fedkt": "vote",
+        "ensemble": "average",
+        "distill": "average",
+        "stack": "average",
+        "cpfl": "cohort",
+    }
 
 
 def test_a_cohort_distillation_job_values_its_count_weighted_teacher(
