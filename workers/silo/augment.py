@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from workers.algorithms.faug_samples import samples_load
+from workers.algorithms.faug.samples import samples_load
 from workers.silo.client import OnefoldClient
 from workers.silo.errors import DataError
 from workers.silo.folders import pulled_folder
@@ -147,7 +147,7 @@ def _generator_of(data: bytes, source: str, *, n_classes: int) -> _Generator:
                 generate=partial(_published_rows, features, labels),
                 published_rows=True,
             )
-        from workers.algorithms.faug import load_generator  # torch: the [train] extra
+        from workers.algorithms.faug.generator import load_generator  # torch: the [train] extra
 
         loaded = load_generator(data, max_bytes=MAX_GENERATOR_BYTES)
     except ValueError as error:

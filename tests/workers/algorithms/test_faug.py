@@ -1,24 +1,24 @@
-"""Federated augmentation's conditional generator (workers.algorithms.faug)."""
+"""Federated augmentation's conditional generator (the workers.algorithms.faug package)."""
 
 import json
 
 import numpy as np
 import pytest
 
-from workers.algorithms.faug import (
-    STEP_WORK,
-    GanSetting,
-    GeneratorPrivacy,
-    TrainingCancelled,
-    device_server_leakage,
+from workers.algorithms.faug.generator import (
     fill_missing_labels,
-    generator_training_work,
-    inter_device_leakage,
     load_generator,
     save_generator,
     target_labels_of,
+)
+from workers.algorithms.faug.leakage import device_server_leakage, inter_device_leakage
+from workers.algorithms.faug.training import (
+    GanSetting,
+    GeneratorPrivacy,
+    TrainingCancelled,
     train_generator,
 )
+from workers.algorithms.faug.work import STEP_WORK, generator_training_work
 from workers.privacy.dp_sgd import DpSgdParameters, dp_sgd_privacy_bound
 
 TINY = GanSetting(
