@@ -35,7 +35,7 @@ from workers.algorithms.faug.samples import samples_load
 from workers.silo.client import OnefoldClient
 from workers.silo.errors import DataError
 from workers.silo.folders import pulled_folder
-from workers.silo.training import load_table
+from workers.silo.table import load_table
 from workers.silo.training_command import read_pulled
 
 MAX_GENERATOR_BYTES = 200_000_000
