@@ -20,5 +20,5 @@ The package in the order a generator lives:
 - :mod:`~workers.algorithms.faug.tabular`: the tabular generator (a CTGAN of our own), published as rows
   (:mod:`~workers.algorithms.faug.samples`) after the seed-copy check (:mod:`~workers.algorithms.faug.copies`).
 
-This file imports nothing, so that reading a leakage or the samples file loads neither torch nor scikit-learn.
+This file imports nothing, so that reading a leakage, a work estimate or a samples file never loads torch.
 """
