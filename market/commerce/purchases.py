@@ -103,6 +103,7 @@ def _purchase_in_transaction(
 ) -> PurchaseResult:
     buyer = user.organisation
     listing = Listing.objects.select_related("global_model__federation").get(pk=listing.pk)
+    # Every wallet the sale touches exists first, so that all of them are locked in one id-ordered query.
     wallet_ids = _involved_wallet_ids(listing=listing, buyer=buyer)
     wallets = wallets_locked(
         {wallet_ids["buyer"], wallet_ids["market"], *wallet_ids["silos"].values()}
