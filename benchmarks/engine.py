@@ -246,7 +246,7 @@ def run_reference(split_path: str, reference_git: str) -> dict:
 
 def onefold_config():
     from workers.algorithms.fedkt import FedKTConfig
-    from workers.algorithms.fusions import DEFAULT_FINAL_MODEL
+    from workers.algorithms.fedkt_fusion import DEFAULT_FINAL_MODEL
     from workers.silo.training import DEFAULT_STUDENT, DEFAULT_TEACHER
 
     return FedKTConfig(

@@ -23,7 +23,6 @@ from market.errors import DomainError, InvalidInput
 from market.federations.selectors import federation_get, public_dataset_current
 from market.jobs.models import EstimateStatus, JobStatus
 from market.jobs.parameters import (
-    CONFIDENT_KEYS,
     job_kind_choices,
     job_parameter_defaults,
     job_parameter_help,
@@ -56,6 +55,7 @@ from market.json_input import json_text_parse
 from market.numbers import without_float_noise
 from market.submissions.models import Submission, SubmissionStatus
 from market.submissions.selectors import submission_list
+from workers.privacy.settings import PrivacySettings
 
 FINAL = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
 
@@ -134,7 +134,8 @@ def _values_of(estimate) -> dict:
             without_float_noise(
                 {key: value for key, value in estimate.parameters.items() if key != "privacy"}
                 | (
-                    {"privacy": _given_privacy(estimate.parameters["privacy"])}
+                    # n_queries is derived from the query, not given (PrivacySettings.given)
+                    {"privacy": PrivacySettings.of(estimate.parameters["privacy"]).given()}
                     if "privacy" in estimate.parameters
                     else {}
                 )
@@ -143,15 +144,6 @@ def _values_of(estimate) -> dict:
         ),
         "seed": str(estimate.seed),
         "submissions": [str(id) for id in estimate.submission_ids],
-    }
-
-
-def _given_privacy(resolved: dict) -> dict:
-    """An L1 job's resolved privacy as a request gives it back (``n_queries`` is derived, not given)."""
-    return {
-        key: value
-        for key, value in resolved.items()
-        if value is not None and key in ("mechanism", "gamma", "sigma", "delta", *CONFIDENT_KEYS)
     }
 
 

@@ -3,7 +3,13 @@ that only a simulation can measure, each with the market's four metrics."""
 
 from pathlib import Path
 
-from workers.simulation import SimulationReport, SimulationSettings, summary_table
+from workers.simulation import (
+    FINAL_MODEL,
+    SimulationReport,
+    SimulationSettings,
+    job_parameters,
+    summary_table,
+)
 
 
 def scores(accuracy, balanced, f1, auc):
@@ -39,3 +45,14 @@ def test_every_row_shows_accuracy_balanced_accuracy_macro_f1_and_roc_auc():
     )
     assert lines[6].startswith("centralised (all silo data pooled)")
     assert lines[6].split()[-4:] == ["0.8650", "0.7580", "0.7800", "0.9100"]
+
+
+def test_an_l1_simulation_takes_the_markets_l1_final_model_and_an_l0_one_names_the_forest():
+    def parameters(level):
+        return job_parameters(
+            SimulationSettings(market_url="http://m", data_folder=Path("."), privacy_level=level)
+        )
+
+    assert parameters("L0")["final_model"] == FINAL_MODEL
+    private = parameters("L1")
+    assert "final_model" not in private and private["privacy"] == {"delta": 1e-5}

@@ -26,7 +26,7 @@ ensure_broker_folders()
 def _reaper_interval() -> float:
     from django.conf import settings
 
-    return float(getattr(settings, "ONEFOLD_JOB_REAPER_SECONDS", 60))
+    return float(settings.ONEFOLD_JOB_REAPER_SECONDS)
 
 
 # The reapers and the outbox sweep: run `celery -A workers.celery_app beat` once per deployment (or `worker -B`

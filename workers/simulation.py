@@ -290,18 +290,8 @@ def job_query_parameters(job_query: float | int | None) -> dict:
     )
 
 
-def job_ensure(
-    operator: OnefoldClient, settings: SimulationSettings, slug: str, submissions: list[int]
-) -> Job:
-    """A succeeded job over exactly these submissions: an earlier one, else a new one waited for."""
-    for job in operator.jobs(federation=slug):
-        if (
-            job.status == "succeeded"
-            and sorted(job.submissions) == sorted(submissions)
-            and job.kind == settings.algorithm
-            and job.privacy_level == settings.privacy_level
-        ):
-            return job
+def job_parameters(settings: SimulationSettings) -> dict:
+    """The parameters of the simulation's job: its kind's, with the market's own L1 defaults at L1."""
     query = job_query_parameters(settings.job_query)
     parameters = {
         "fedkt": {
@@ -315,8 +305,26 @@ def job_ensure(
         "distill": {**query, "final_model": FINAL_MODEL},
     }.get(settings.algorithm, {})
     if settings.privacy_level == "L1":
-        # The market's default L1 noise: GNMax calibrated to the silos' budgets (issue 25).
+        # The market's L1 defaults: GNMax calibrated to the silos' budgets and the engine's L1 final model (a
+        # logistic model holds up better than the forest on few noisy labels; docs/results/private.md).
         parameters["privacy"] = {"delta": 1e-5}
+        parameters.pop("final_model", None)
+    return parameters
+
+
+def job_ensure(
+    operator: OnefoldClient, settings: SimulationSettings, slug: str, submissions: list[int]
+) -> Job:
+    """A succeeded job over exactly these submissions: an earlier one, else a new one waited for."""
+    for job in operator.jobs(federation=slug):
+        if (
+            job.status == "succeeded"
+            and sorted(job.submissions) == sorted(submissions)
+            and job.kind == settings.algorithm
+            and job.privacy_level == settings.privacy_level
+        ):
+            return job
+    parameters = job_parameters(settings)
     job = operator.job_create(
         slug,
         kind=settings.algorithm,

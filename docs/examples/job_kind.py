@@ -25,6 +25,10 @@ class MeanVote:
         # Why these settings cannot take server noise (L1): the sentence the API shows; None where they can.
         return "A mean of probabilities has no accounted sensitivity; run it at L0, or on L2 submissions."
 
+    def level_defaults(self, params, *, privacy_level, evaluation_class_counts):
+        # What a job at privacy_level ("L0", "L1", "L2") gets where it names nothing: validate does not know the level.
+        return dict(params or {})
+
     def reads_evaluation(self, settings):
         return False  # True: fuse also takes evaluation= (the evaluation split's rows and the members' outputs)
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from market.commerce import apis
+from market.commerce import apis, money_apis
 
 urlpatterns = [
     path("listings/", apis.ListingListApi.as_view(), name="api-listing-list"),
@@ -48,6 +48,18 @@ urlpatterns = [
         name="api-wallet-payout",
     ),
     path("earnings/", apis.EarningsApi.as_view(), name="api-earnings"),
+    path("money/fees/", money_apis.MarketFeesApi.as_view(), name="api-money-fees"),
+    path("money/sales/", money_apis.SalesApi.as_view(), name="api-money-sales"),
+    path(
+        "money/organisations/",
+        money_apis.OrganisationsMoneyApi.as_view(),
+        name="api-money-organisations",
+    ),
+    path(
+        "money/organisations/<int:organisation_id>/ledger/",
+        money_apis.OrganisationLedgerApi.as_view(),
+        name="api-money-ledger",
+    ),
     path(
         "global-models/<int:global_model_id>/download-links/",
         apis.DownloadLinkApi.as_view(),

@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 from market.budgets.pricing import submission_silos
 from market.budgets.selectors import price_quote_visible
 from market.federations.selectors import federation_get, federation_require_member
+from market.jobs.parameters import job_kind_get
 from market.jobs.pricing import job_price_calibration, job_price_quote
 
 
@@ -93,12 +94,19 @@ def _organisations(federation, request, given, *, own_only: bool = False) -> lis
     return silos
 
 
+#: The price API's shorthand fields that stand for job parameters of the same name (FedKT's s and t, the names
+#: its privacy report gives them).
+SHORTHAND_FIELDS = ("partitions", "teachers")
+
+
 def _job_parameters(data: dict) -> dict:
     """The job's parameters: ``parameters``, with FedKT's shorthand fields (s, t, the largest vote weight W) where
-    given; the engine checks them all (market.jobs.pricing)."""
-    shorthand = {name: data[name] for name in ("partitions", "teachers") if name in data}
+    given; the engine checks them all (market.jobs.pricing) and says what a vote weight stands for."""
+    shorthand = {name: data[name] for name in SHORTHAND_FIELDS if name in data}
     if data.get("vote_weight", 1) != 1:
-        shorthand |= {"vote": "class_weighted", "vote_weight_max": data["vote_weight"]}
+        algorithm = job_kind_get(data["kind"])
+        if algorithm.accepts_noise:  # any other kind is refused at L1 whatever its parameters
+            shorthand |= algorithm.vote_weight_parameters(data["vote_weight"])
     return {**shorthand, **data["parameters"]}
 
 

@@ -13,7 +13,8 @@ from market.budgets.pricing import budget_calibrate, budget_price_job, member_bu
 from market.errors import InvalidInput
 from market.federations.models import Federation, PrivacyLevel
 from market.federations.selectors import public_dataset_current
-from market.jobs.parameters import QUERY_KEYS, job_parameters_validate
+from market.jobs.parameters import job_parameters_validate
+from workers.algorithms.schema import names_query, with_query_count
 
 
 def job_parameters_priced(
@@ -34,8 +35,8 @@ def job_parameters_priced(
     given = dict(parameters or {})
     privacy = dict(privacy or {})
     n_queries = privacy.pop("n_queries", None)
-    if n_queries is not None and not any(key in given for key in QUERY_KEYS):
-        given["query_count"] = n_queries
+    if n_queries is not None and not names_query(given):
+        given = with_query_count(given, n_queries)
     if privacy:
         given["privacy"] = {**dict(given.get("privacy") or {}), **privacy}
     organisations = list(organisations)

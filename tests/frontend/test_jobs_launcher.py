@@ -8,7 +8,7 @@ import pytest
 from market.jobs.models import Job
 from tests.frontend.test_jobs_journey import live_server  # noqa: F401 (fixture)
 from tests.market.jobs.conftest import fedkt_student_files, fedkt_submissions, third_silo_user  # noqa: F401
-from workers.algorithms.fusions import DEFAULT_QUERY_SELECTION, DEFAULT_SEMI_SUPERVISED
+from workers.algorithms.fedkt_fusion import DEFAULT_QUERY_SELECTION, DEFAULT_SEMI_SUPERVISED
 
 
 @pytest.mark.browser

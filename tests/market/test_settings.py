@@ -118,3 +118,40 @@ def test_a_pool_needs_postgresql():
     )
     assert result.returncode != 0
     assert "ONEFOLD_DB_POOL_MAX_SIZE needs PostgreSQL" in result.stderr
+
+
+def settings_read_with_a_default(source: str) -> list[str]:
+    """The ONEFOLD_ settings that ``source`` reads with a default of its own: ``getattr(settings, "ONEFOLD_…", d)``."""
+    import ast
+
+    return [
+        node.args[1].value
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "id", None) == "getattr"
+        and len(node.args) == 3
+        and isinstance(node.args[1], ast.Constant)
+        and str(node.args[1].value).startswith("ONEFOLD_")
+    ]
+
+
+def test_a_setting_read_with_a_default_of_its_own_is_found():
+    assert settings_read_with_a_default(
+        'lease = getattr(settings, "ONEFOLD_JOB_LEASE_SECONDS", 120)\n'
+    ) == ["ONEFOLD_JOB_LEASE_SECONDS"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(
+        path
+        for package in ("market", "workers", "frontend")
+        for path in (ROOT / package).rglob("*.py")
+        if path != ROOT / "market/settings.py"
+    ),
+    ids=lambda path: str(path.relative_to(ROOT)),
+)
+def test_runtime_defaults_are_written_once_in_the_settings(path):
+    # market/settings.py writes each default once, from its environment variable; a call site with a default of
+    # its own would be a second one that silently disagrees when the first changes.
+    assert settings_read_with_a_default(path.read_text()) == []

@@ -334,6 +334,13 @@ POLICY = {
     ("POST", "/api/organisations/{organisation_id}/wallet/payouts/"): Rule(
         "organisation", operator_only
     ),
+    # The money page's API: operators only, for any organisation.
+    ("GET", "/api/money/fees/"): Rule("none", operator_only),
+    ("GET", "/api/money/sales/"): Rule("none", operator_only),
+    ("GET", "/api/money/organisations/"): Rule("none", operator_only),
+    ("GET", "/api/money/organisations/{organisation_id}/ledger/"): Rule(
+        "organisation", operator_only
+    ),
 }
 
 

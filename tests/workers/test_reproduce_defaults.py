@@ -23,7 +23,7 @@ def test_the_validation_protocol_splits_the_training_split_alone_and_the_test_pr
 
 
 def test_the_product_defaults_are_the_toolkits_and_the_job_apis():
-    from workers.algorithms.fusions import DEFAULT_FINAL_MODEL
+    from workers.algorithms.fedkt_fusion import DEFAULT_FINAL_MODEL
     from workers.silo.training import DEFAULT_STUDENT, DEFAULT_TEACHER
 
     assert defaults.PRODUCT_DEFAULTS == (
@@ -35,7 +35,7 @@ def test_the_product_defaults_are_the_toolkits_and_the_job_apis():
 
 
 def test_the_fedkt_reproduction_runs_the_product_defaults_on_the_tabular_sets():
-    from workers.algorithms.fusions import DEFAULT_FINAL_MODEL
+    from workers.algorithms.fedkt_fusion import DEFAULT_FINAL_MODEL
     from workers.reproduce.settings import SETTINGS
     from workers.silo.training import DEFAULT_STUDENT, DEFAULT_TEACHER
 

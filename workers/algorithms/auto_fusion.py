@@ -20,7 +20,7 @@ The ``soft`` candidate is the ensemble of every member distilled into the final 
 of the members' summed probabilities), so distillation of the ensemble needs no candidate of its own.
 
 The three FedKT candidates each fit the job's final model on their own vote labels of the queried public rows
-(:meth:`workers.algorithms.fusions.FedKTFusion.fuse`, as a job with that ``vote`` would); the ensemble is scored
+(:meth:`workers.algorithms.fedkt_fusion.FedKTFusion.fuse`, as a job with that ``vote`` would); the ensemble is scored
 from the members' own predictions of the evaluation rows. The choice maximises :data:`SELECTION_CRITERION` on
 the selection half (:func:`evaluation_halves`: a stratified half of the evaluation split drawn with the job's
 seed); the other half is the report half. The stacked candidate is itself fitted on evaluation rows, so its
@@ -87,6 +87,17 @@ class EvaluationRows:
     labels: np.ndarray
     member_probabilities: np.ndarray
     member_signals: np.ndarray | None = None
+
+
+#: The fewest evaluation rows of each of two classes or more that let ``auto`` choose on one half and report on
+#: the other with every such class in both (:func:`evaluation_allows_auto`).
+AUTO_MIN_ROWS_PER_CLASS = 2
+
+
+def evaluation_allows_auto(class_counts: Sequence[int]) -> bool:
+    """Whether an evaluation split with these rows per class holds :data:`AUTO_MIN_ROWS_PER_CLASS` rows of at
+    least two classes, so that both of its halves hold them (an L0 FedKT job then defaults to ``auto``)."""
+    return sum(count >= AUTO_MIN_ROWS_PER_CLASS for count in class_counts) >= 2
 
 
 def evaluation_halves(labels, *, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -27,7 +27,13 @@ from scipy.special import softmax
 
 from workers.algorithms.cohort import label_counts_of, log_probabilities
 from workers.algorithms.logits import PROBABILITY_FLOOR
-from workers.algorithms.registry import Fusion, Member, member_probabilities_split, register
+from workers.algorithms.registry import (
+    Fusion,
+    Member,
+    member_probabilities_split,
+    no_level_defaults,
+    register,
+)
 from workers.algorithms.schema import (
     QUERY_HELP,
     WorkEstimate,
@@ -84,6 +90,13 @@ class CohortFusion:
             ),
             **query_setting(params, legacy=("query", "proxy")),
         }
+
+    @staticmethod
+    def level_defaults(
+        params: Mapping, *, privacy_level: str, evaluation_class_counts: Sequence[int]
+    ) -> dict:
+        """``params`` as given: cohort distillation's defaults are the same at every level."""
+        return no_level_defaults(params)
 
     @staticmethod
     def noise_refusal(settings: Mapping) -> str | None:

@@ -340,7 +340,7 @@ def server_step(
     """FedKT's server step (Algorithm 1 lines 11-14) from the parties' summed votes: query public examples,
     add ``noise`` (L1) to their counts, label by arg-max and fit the final model on the non-abstaining ones.
     The one server step of FedKT: :func:`server_fit` (the simulations) and the market's "fedkt" job kind
-    (:class:`workers.algorithms.fusions.FedKTFusion`, whose members' signals sum to these counts) call it.
+    (:class:`workers.algorithms.fedkt_fusion.FedKTFusion`, whose members' signals sum to these counts) call it.
 
     Parameters
     ----------

@@ -28,6 +28,12 @@ import numpy as np
 
 if TYPE_CHECKING:
     from workers.privacy.costs import PrivacyCost
+    from workers.privacy.settings import PrivacySettings
+
+#: FedKT's privacy levels (section 4): no noise, noise the server adds to the votes (party-level DP), noise each silo
+#: added before uploading (example-level DP). A job is run at one; its kind may default its parameters by it
+#: (:meth:`FusionAlgorithm.level_defaults`).
+PRIVACY_LEVELS = ("L0", "L1", "L2")
 
 
 @dataclass(frozen=True)
@@ -139,8 +145,9 @@ class FusionAlgorithm(Protocol):
     docs), ``validate`` (types, ranges and defaults from :mod:`workers.algorithms.schema`; what it
     returns is what a job stores), ``accepts_noise`` (whether an L1 job may add server noise to its
     fusion), ``noise_refusal`` (why validated settings cannot take that noise), ``reads_evaluation``
-    (whether ``fuse`` needs the evaluation split) and ``estimate`` (the rows its fit uses and the work it
-    implies, before anything runs).
+    (whether ``fuse`` needs the evaluation split), ``estimate`` (the rows its fit uses and the work it
+    implies, before anything runs) and ``level_defaults`` (what a job at a privacy level gets where it names
+    nothing: ``validate`` itself does not know the level).
     """
 
     name: str
@@ -154,6 +161,13 @@ class FusionAlgorithm(Protocol):
 
     def noise_refusal(self, settings: Mapping) -> str | None:
         """Why validated ``settings`` cannot run with server noise (L1), or None."""
+
+    def level_defaults(
+        self, params: Mapping, *, privacy_level: str, evaluation_class_counts: Sequence[int]
+    ) -> dict:
+        """``params`` (as a request gives them, before ``validate``) with what a job at ``privacy_level`` (one of
+        :data:`PRIVACY_LEVELS`) gets where it names nothing; ``evaluation_class_counts``: the rows of each class in
+        the federation's evaluation split (a default fitted on it needs enough of them)."""
 
     def reads_evaluation(self, settings: Mapping) -> bool:
         """Whether ``fuse`` needs the federation's evaluation split (its ``evaluation=`` argument)."""
@@ -195,14 +209,28 @@ class ServerNoisePrice(Protocol):
         """Votes one submission moves per query of a job with validated ``settings``."""
 
     def l1_cost(
-        self, settings: Mapping, *, privacy: Mapping, vote_shift: int | None = None
+        self,
+        settings: Mapping,
+        *,
+        privacy: PrivacySettings | Mapping,
+        vote_shift: int | None = None,
     ) -> PrivacyCost:
         """The party-level cost to a silo whose data moves ``vote_shift`` votes per query (default one
-        submission's); ``privacy``: the job's resolved noise (mechanism, gamma or sigma, delta, n_queries) or a
-        stored report of it (the same keys). A ValueError names what is wrong."""
+        submission's); ``privacy``: the job's :class:`~workers.privacy.settings.PrivacySettings`, their stored
+        shape or a stored report of the noise (the same keys). A ValueError names what is wrong."""
+
+    def vote_weight_parameters(self, weight: int) -> dict:
+        """The parameters under which each submission's votes carry integer weights up to ``weight`` (W > 1): the
+        dry-run price API's ``vote_weight`` shorthand."""
 
 
 ALGORITHMS: dict[str, FusionAlgorithm] = {}
+
+
+def no_level_defaults(params: Mapping) -> dict:
+    """``params`` as given: the :meth:`FusionAlgorithm.level_defaults` of a kind whose defaults are the same at
+    every privacy level (``validate`` fills them in)."""
+    return dict(params or {})
 
 
 def register(algorithm: FusionAlgorithm) -> FusionAlgorithm:

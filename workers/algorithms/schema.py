@@ -1,5 +1,5 @@
 """The parameter schema of the job kinds: every hyperparameter a job takes, with its type, range and
-default, and the work a job's settings imply. The engines of :mod:`workers.algorithms.fusions` and
+default, and the work a job's settings imply. The engines of :mod:`workers.algorithms.fedkt_fusion`, :mod:`workers.algorithms.ensemble_fusion` and
 :mod:`workers.algorithms.cohort_fusion` build their ``validate`` from these checks, so the API, the
 launcher and the runner read one definition (the engine registry owns a job kind).
 
@@ -28,6 +28,9 @@ from workers.views import ONE_HOT_VIEW
 MAX_QUERY_COUNT = 10_000_000
 #: The fewest queried public rows a global model is trained on (and never fewer than the classes).
 MIN_TRAINING_ROWS = 10
+#: Every key that names a job's queried public rows: the two :func:`query_setting` writes and the legacy ones it
+#: reads where their meaning is unambiguous.
+QUERY_KEYS = ("query_fraction", "query_count", "query", "proxy")
 QUERY_HELP = (
     'Public rows the server queries: "query_fraction" (0 < f ≤ 1 of the public data, 1 = all rows) '
     'or "query_count" (a whole number of rows, e.g. 500).'
@@ -170,6 +173,63 @@ def _legacy_query(key: str, value) -> dict:
             f"'{key}': {value!r} is a count written as a fraction; write \"query_count\": {int(value)}."
         )
     raise ValueError(f"A query fraction must lie in (0, 1], not {value}. {QUERY_HELP}")
+
+
+def names_query(params: Mapping) -> bool:
+    """Whether a job's parameters (as given, or validated) say which public rows it queries."""
+    return any(key in params for key in QUERY_KEYS)
+
+
+def takes_query(keys: tuple[str, ...]) -> bool:
+    """Whether a kind with these parameter ``keys`` queries public rows (an ensemble fits nothing and queries none)."""
+    return "query_fraction" in keys
+
+
+def query_defaults(defaults: Mapping, *, keys: tuple[str, ...]) -> dict:
+    """The query a federation's default parameters name (its ``query_fraction`` or ``query_count``), for a kind
+    with these parameter ``keys`` that takes one; else nothing."""
+    if not takes_query(keys):
+        return {}
+    return {
+        key: value for key, value in defaults.items() if key in ("query_fraction", "query_count")
+    }
+
+
+def query_of(rows: int | float) -> dict:
+    """A query as a job's parameters write it, the inverse of :func:`query_argument`: a float is a fraction of the
+    public rows (``query_fraction``), an int a count of them (``query_count``); checked by :func:`query_setting`."""
+    key = "query_count" if isinstance(rows, (int, np.integer)) else "query_fraction"
+    return query_setting({key: rows})
+
+
+def with_query_count(params: Mapping, count: int) -> dict:
+    """``params`` querying ``count`` public rows instead of whatever query they named."""
+    return {
+        **{key: value for key, value in params.items() if key not in QUERY_KEYS},
+        "query_count": count,
+    }
+
+
+def query_within(setting: Mapping, *, n_public: int) -> None:
+    """A ValueError where a validated query counts more rows than the ``n_public`` rows of the public data."""
+    if setting.get("query_count", 0) > n_public:
+        raise ValueError(
+            f"The server can query 1 to {n_public} public examples (the public data's size), "
+            f"not {setting['query_count']}."
+        )
+
+
+def too_few_training_rows(training_rows: int | None, *, n_classes: int) -> str | None:
+    """Why a fit on ``training_rows`` queried rows cannot train a model on ``n_classes`` classes (it needs
+    :data:`MIN_TRAINING_ROWS` and at least one row per class), or None (``None`` rows: nothing is fitted)."""
+    needed = max(MIN_TRAINING_ROWS, n_classes)
+    if training_rows is None or training_rows >= needed:
+        return None
+    return (
+        f"These settings query {training_rows} public row(s), too few to train a model "
+        f'on {n_classes} classes; query at least {needed} (e.g. "query_count": {needed}, or '
+        '"query_fraction": 1 for every row).'
+    )
 
 
 def query_rows(setting: Mapping, *, n_public: int) -> int:

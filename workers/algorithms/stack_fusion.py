@@ -5,10 +5,10 @@ federation's labelled evaluation split, distilled into one model (:mod:`workers.
   :data:`workers.algorithms.stacking.DEFAULT_AGGREGATOR`):
   ``logistic`` (a logistic regression on the members' log-probabilities, with per-class bias), ``weights`` (one
   non-negative weight per member) or ``auto`` (the better of the two out of fold on the fit half).
-- ``final_model`` (learner, default FedKT's :data:`workers.algorithms.fusions.DEFAULT_FINAL_MODEL`): the global
+- ``final_model`` (learner, default FedKT's :data:`workers.algorithms.fedkt_fusion.DEFAULT_FINAL_MODEL`): the global
   model, fitted on the queried public rows labelled by the aggregate plus the fit half with its true labels.
 - ``query_fraction`` / ``query_count`` (default all rows): the public rows it is fitted on (a seeded draw).
-- signal: the ensemble kind's (:meth:`workers.algorithms.fusions.EnsembleFusion.member_signal`, inherited: a
+- signal: the ensemble kind's (:meth:`workers.algorithms.ensemble_fusion.EnsembleFusion.member_signal`, inherited: a
   member's best class probabilities of the public rows). ``fuse`` needs each member's own signal, not only their
   sum: the runner passes them as :attr:`workers.algorithms.auto_fusion.EvaluationRows.member_signals`.
 
@@ -30,11 +30,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from workers.algorithms.auto_fusion import EvaluationRows, evaluation_halves
-from workers.algorithms.fusions import (
-    DEFAULT_FINAL_MODEL,
-    FINAL_MODEL_FAMILIES,
-    EnsembleFusion,
-)
+from workers.algorithms.ensemble_fusion import EnsembleFusion
+from workers.algorithms.fedkt_fusion import DEFAULT_FINAL_MODEL, FINAL_MODEL_FAMILIES
 from workers.algorithms.registry import Fusion, Member, register
 from workers.algorithms.schema import (
     QUERY_HELP,

@@ -28,7 +28,6 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from workers.privacy.accounting import server_noise_privacy_bound
-from workers.privacy.mechanisms import ConfidentGaussianNoise, GaussianNoise, LaplaceNoise
 from workers.privacy.rdp import (
     RENYI_ORDERS,
     conversion_epsilons,
@@ -36,6 +35,7 @@ from workers.privacy.rdp import (
     validate_delta,
 )
 from workers.privacy.reports import EXAMPLE_LEVEL, PARTY_LEVEL, PrivacyReport
+from workers.privacy.settings import CONFIDENT_KEYS, PrivacySettings, noise_mechanism
 
 RULE_RDP = "rdp"
 RULE_ADDITIVE = "additive"
@@ -112,52 +112,6 @@ class Composition:
         return dict(self.__dict__)
 
 
-#: The L1 mechanisms by name: discrete Laplace, GNMax and Confident-GNMax (:mod:`workers.privacy.mechanisms`).
-L1_MECHANISMS = ("laplace", "gaussian", "confident_gnmax")
-#: Confident-GNMax's own parameters, beside its answers' σ: the threshold T and the check's σ₁ (votes).
-CONFIDENT_KEYS = ("threshold", "sigma_threshold")
-
-
-def noise_mechanism(
-    *,
-    mechanism: str,
-    gamma: float | None,
-    sigma: float | None,
-    threshold: float | None = None,
-    sigma_threshold: float | None = None,
-):
-    """The noise object for a mechanism name and its noise parameters."""
-    confident = {"threshold": threshold, "sigma_threshold": sigma_threshold}
-    if mechanism != "confident_gnmax" and any(value is not None for value in confident.values()):
-        raise ValueError("Only Confident-GNMax takes 'threshold' and 'sigma_threshold'.")
-    if mechanism == "laplace":
-        if gamma is None or sigma is not None:
-            raise ValueError("Laplace noise takes 'gamma' (and no 'sigma').")
-        return LaplaceNoise(gamma=gamma)
-    if mechanism in ("gaussian", "confident_gnmax"):
-        if sigma is None or gamma is not None:
-            raise ValueError("Gaussian noise takes 'sigma' (and no 'gamma').")
-        if mechanism == "gaussian":
-            return GaussianNoise(sigma=sigma)
-        if threshold is None or sigma_threshold is None:
-            missing = [name for name, value in confident.items() if value is None]
-            raise ValueError(f"Confident-GNMax also takes {' and '.join(map(repr, missing))}.")
-        return ConfidentGaussianNoise(
-            sigma=sigma, threshold=threshold, sigma_threshold=sigma_threshold
-        )
-    raise ValueError(f"The mechanism must be one of {', '.join(L1_MECHANISMS)}, got {mechanism!r}.")
-
-
-def mechanism_from_privacy(privacy: Mapping):
-    """The noise object of an L1 job's resolved ``parameters["privacy"]`` (or of a stored report: the same keys)."""
-    return noise_mechanism(
-        mechanism=privacy["mechanism"],
-        gamma=privacy.get("gamma"),
-        sigma=privacy.get("sigma"),
-        **{name: privacy.get(name) for name in CONFIDENT_KEYS},
-    )
-
-
 def fedkt_l1_cost(
     *,
     mechanism: str,
@@ -219,23 +173,26 @@ def fedkt_l1_cost(
 
 
 def fedkt_l1_cost_from_parameters(
-    privacy: Mapping, *, partitions: int, teachers: int = 1, vote_shift: int | None = None
+    privacy: PrivacySettings | Mapping,
+    *,
+    partitions: int,
+    teachers: int = 1,
+    vote_shift: int | None = None,
 ) -> PrivacyCost:
-    """:func:`fedkt_l1_cost` from a job's ``parameters["privacy"]`` dict (mechanism, gamma, sigma, delta, n_queries;
-    threshold and sigma_threshold for Confident-GNMax) or a stored report of one (the same keys)."""
-    missing = [name for name in ("mechanism", "delta", "n_queries") if name not in privacy]
-    if missing:
-        raise ValueError(f"The privacy parameters lack {', '.join(missing)}.")
+    """:func:`fedkt_l1_cost` of a job's :class:`~workers.privacy.settings.PrivacySettings`, or of their stored
+    shape (``parameters["privacy"]``, or a stored report of the noise: the same keys)."""
+    settings = PrivacySettings.of(privacy)
     return fedkt_l1_cost(
-        mechanism=privacy["mechanism"],
-        gamma=privacy.get("gamma"),
-        sigma=privacy.get("sigma"),
-        delta=privacy["delta"],
-        n_queries=privacy["n_queries"],
+        mechanism=settings.mechanism,
+        gamma=settings.gamma,
+        sigma=settings.sigma,
+        delta=settings.delta,
+        n_queries=settings.n_queries,
         partitions=partitions,
         teachers=teachers,
         vote_shift=vote_shift,
-        **{name: privacy.get(name) for name in CONFIDENT_KEYS},
+        threshold=settings.threshold,
+        sigma_threshold=settings.sigma_threshold,
     )
 
 
@@ -393,9 +350,9 @@ def _fits_all(budgets: Sequence[BudgetView], cost_for: Callable[[int | None], Pr
     )
 
 
-#: A job's price for calibration: (its privacy parameters, a silo's vote shift) → that silo's cost; a job kind's
+#: A job's price for calibration: (its privacy settings, a silo's vote shift) → that silo's cost; a job kind's
 #: ``l1_cost`` (:class:`workers.algorithms.registry.ServerNoisePrice`) bound to the job's settings.
-Price = Callable[[Mapping, int | None], PrivacyCost]
+Price = Callable[[PrivacySettings, int | None], PrivacyCost]
 
 
 def fedkt_price(*, partitions: int, teachers: int = 1) -> Price:
@@ -406,7 +363,11 @@ def fedkt_price(*, partitions: int, teachers: int = 1) -> Price:
 
 
 def calibrate_noise(
-    budgets: Sequence[BudgetView], *, privacy: Mapping, price: Price, iterations: int = 60
+    budgets: Sequence[BudgetView],
+    *,
+    privacy: PrivacySettings | Mapping,
+    price: Price,
+    iterations: int = 60,
 ) -> float | None:
     """The least noise for which a job fits every silo's remaining budget (each at its own vote shift).
 
@@ -420,15 +381,16 @@ def calibrate_noise(
     float or None
         γ or σ, rounded towards more noise; None when not even γ = 1e-6 (σ = 1e6) fits.
     """
-    mechanism = privacy["mechanism"]
+    settings = PrivacySettings.of(privacy)
+    mechanism = settings.mechanism
 
     def cost_at(log_value: float) -> Callable[[int | None], PrivacyCost]:
         value = math.exp(log_value)
-        at = {
-            **privacy,
-            "gamma": value if mechanism == "laplace" else None,
-            "sigma": None if mechanism == "laplace" else value,
-        }
+        at = replace(
+            settings,
+            gamma=value if mechanism == "laplace" else None,
+            sigma=None if mechanism == "laplace" else value,
+        )
         return lambda vote_shift: price(at, vote_shift)
 
     less_noise = 1.0 if mechanism == "laplace" else -1.0  # direction of log value that spends more
@@ -446,7 +408,7 @@ def calibrate_noise(
 def calibrate_queries(
     budgets: Sequence[BudgetView],
     *,
-    privacy: Mapping,
+    privacy: PrivacySettings | Mapping,
     price: Price,
     max_queries: int = 10_000_000,
 ) -> int:
@@ -457,8 +419,10 @@ def calibrate_queries(
     Returns 0 when not even one query fits.
     """
 
+    settings = PrivacySettings.of(privacy, n_queries=0)
+
     def fits_with(n_queries: int) -> bool:
-        at = {**privacy, "n_queries": n_queries}
+        at = replace(settings, n_queries=n_queries)
         return _fits_all(budgets, lambda vote_shift: price(at, vote_shift))
 
     low, high = 0, max_queries  # fits_with(low) is true: zero queries cost nothing
@@ -468,17 +432,6 @@ def calibrate_queries(
         middle = (low + high) // 2
         low, high = (middle, high) if fits_with(middle) else (low, middle)
     return low
-
-
-#: Confident-GNMax's threshold T and check noise σ₁ of a job that names none, as shares of the most votes a query can
-#: hold (chosen on Adult's validation rows by ``python -m workers.reproduce.confident choose``,
-#: docs/results/private.md).
-DEFAULT_CONFIDENT_THRESHOLD_RATIO, DEFAULT_CONFIDENT_CHECK_NOISE_RATIO = 0.5, 0.6
-
-#: σ of a GNMax job that names none, as a share of the most votes a query can hold (issue 25; chosen on Adult's
-#: validation rows with the L1 default final model by ``python -m workers.reproduce.private choose-final``,
-#: docs/results/private.md).
-DEFAULT_GNMAX_NOISE_RATIO = 0.35
 
 
 def calibrate_gnmax(
@@ -508,18 +461,18 @@ def calibrate_gnmax(
         raise ValueError(
             "GNMax calibration needs total_votes ≥ 1, noise_ratio > 0 and min_queries ≥ 1."
         )
-    privacy = {
-        "mechanism": "gaussian" if confident is None else "confident_gnmax",
-        "gamma": None,
-        "sigma": float(noise_ratio * total_votes),
-        "delta": float(delta),
+    privacy = PrivacySettings(
+        mechanism="gaussian" if confident is None else "confident_gnmax",
+        sigma=float(noise_ratio * total_votes),
+        delta=float(delta),
+        n_queries=0,
         **{name: float(confident[name]) for name in CONFIDENT_KEYS if confident is not None},
-    }
+    )
     count = calibrate_queries(budgets, privacy=privacy, price=price, max_queries=max_queries)
     if min(min_queries, max_queries) <= count < max_queries:
-        return {**privacy, "n_queries": count}
+        return replace(privacy, n_queries=count).as_dict()
     count = max(count, min(min_queries, max_queries))
-    sigma = calibrate_noise(budgets, privacy={**privacy, "n_queries": count}, price=price)
+    sigma = calibrate_noise(budgets, privacy=replace(privacy, n_queries=count), price=price)
     if sigma is None:
         return None
-    return {**privacy, "sigma": float(sigma), "n_queries": count}
+    return replace(privacy, sigma=float(sigma), n_queries=count).as_dict()

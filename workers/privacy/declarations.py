@@ -20,11 +20,11 @@ from __future__ import annotations
 import numpy as np
 
 from workers.privacy.accounting import party_noise_privacy_bound
-from workers.privacy.costs import noise_mechanism
 from workers.privacy.dp_sgd import DpSgdParameters, dp_sgd_privacy_bound, dp_sgd_rdp
 from workers.privacy.mechanisms import GaussianNoise, LaplaceNoise
 from workers.privacy.rdp import RENYI_ORDERS
 from workers.privacy.reports import DP_SGD_MECHANISM, PrivacyReport
+from workers.privacy.settings import noise_mechanism
 
 FEDKT_PARAMETER_NAMES = ("delta", "partitions", "teachers", "queries")
 

@@ -27,7 +27,7 @@ import numpy as np
 
 import workers.algorithms  # noqa: F401  (registers the engines)
 from workers.algorithms.fedkt import FedKTConfig, fit_parties
-from workers.algorithms.fusions import DEFAULT_PRIVATE_FINAL_MODEL
+from workers.algorithms.fedkt_fusion import DEFAULT_PRIVATE_FINAL_MODEL
 from workers.algorithms.registry import Member, algorithm_get
 from workers.algorithms.transfer import QUERY_SELECTIONS
 from workers.features import ONE_HOT_VIEW, ORDINAL_VIEW
@@ -169,7 +169,7 @@ def run_l1(data: dict, *, seed: int, epsilon: float | None, setting: dict) -> di
     """One server step of the engine at ``epsilon`` (None: L0, every public row, no noise) with ``setting``
     (noise_ratio, query_selection, semi_supervised; Confident-GNMax with its threshold_ratio and
     check_noise_ratio, each × the votes a query can hold), scored on the data's scored rows."""
-    from workers.privacy.costs import mechanism_from_privacy
+    from workers.privacy.settings import PrivacySettings
 
     engine = algorithm_get("fedkt")
     n_parties, n_public = len(data["party_sizes"]), len(data["public_x"])
@@ -208,7 +208,7 @@ def run_l1(data: dict, *, seed: int, epsilon: float | None, setting: dict) -> di
                 "privacy": {"delta": DELTA},
             }
         )
-        noise = mechanism_from_privacy(privacy)
+        noise = PrivacySettings.of(privacy).noise()
     started = time.perf_counter()
     fusion = engine.fuse(
         data["votes"],
@@ -441,8 +441,8 @@ def choose_defaults(entries: list[dict]) -> tuple[float, str, str]:
 
 def product_setting() -> dict:
     """The product's L1 defaults: σ ratio, query selection, semi-supervised training and final model."""
-    from workers.algorithms.fusions import DEFAULT_QUERY_SELECTION, DEFAULT_SEMI_SUPERVISED
-    from workers.privacy.costs import DEFAULT_GNMAX_NOISE_RATIO
+    from workers.algorithms.fedkt_fusion import DEFAULT_QUERY_SELECTION, DEFAULT_SEMI_SUPERVISED
+    from workers.privacy.settings import DEFAULT_GNMAX_NOISE_RATIO
 
     (final,) = [
         name for name, model in FINAL_MODELS.items() if model == DEFAULT_PRIVATE_FINAL_MODEL

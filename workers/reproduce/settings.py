@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from workers.algorithms.fusions import DEFAULT_FINAL_MODEL
+from workers.algorithms.fedkt_fusion import DEFAULT_FINAL_MODEL
 from workers.learners import Learner
 from workers.silo.training import DEFAULT_STUDENT, DEFAULT_TEACHER
 

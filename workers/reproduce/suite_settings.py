@@ -44,7 +44,7 @@ CANDIDATES: dict[str, tuple[str, dict]] = {
     "distill": ("distill", {}),
     "stack": ("stack", {}),
 }
-#: What an L0 job launched with the market's defaults runs (``market.jobs.parameters.L0_DEFAULTS``: FedKT with
+#: What an L0 job launched with the market's defaults runs (``FedKTFusion.level_defaults``: FedKT with
 #: ``vote: auto`` where the evaluation split allows it, as it does on every data set here): the targets are judged on it.
 DEFAULT_CANDIDATE = "fedkt-auto"
 #: A silo's own model on all its rows (the silo baselines) and centralised training: the toolkit's own-model learner.

@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import numpy as np
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Coalesce
@@ -23,7 +24,7 @@ from market.submissions.models import OWN_MODEL_ROLE, ModelFile, Submission, Sub
 from workers.algorithms import algorithm_get
 from workers.jobs.chunks import ChunkSignals, chunk_signals_of, chunk_signals_to_npz
 from workers.metrics import member_metrics
-from workers.runner.leases import job_setting, lease_kept, lease_renew, lease_seconds, worker_id
+from workers.runner.leases import lease_kept, lease_renew, lease_seconds, worker_id
 from workers.runner.lifecycle import (
     JobInputError,
     failing_on_unexpected,
@@ -75,7 +76,7 @@ def _planned_chunks(job: Job) -> list[JobChunk]:
     except ValueError as error:
         raise JobInputError(f"The members could not be selected: {error}") from error
     ids = [submissions[index].id for index in selected]
-    size = max(1, int(job_setting("ONEFOLD_JOB_CHUNK_SIZE", 25)))
+    size = max(1, int(settings.ONEFOLD_JOB_CHUNK_SIZE))
     with transaction.atomic():
         # A claim re-queued while this one was still planning (its lease expired under load) plans the same chunks
         # from the same seed; whichever commits second keeps the first's rows.

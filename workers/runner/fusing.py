@@ -37,8 +37,8 @@ from workers.metrics import classification_metrics
 from workers.modelio.artifact import ExportedFile, bundle_exported_file
 from workers.modelio.base import ArtifactFormat
 from workers.modelio.bundle import BundleMember, bundle_write
-from workers.privacy.costs import mechanism_from_privacy
 from workers.privacy.mechanisms import ConfidentGaussianNoise, GaussianNoise, LaplaceNoise
+from workers.privacy.settings import PrivacySettings
 from workers.runner.lifecycle import JobInputError
 
 
@@ -91,17 +91,13 @@ class JobNoise:
     on_drawn: Callable[[np.ndarray], None] | None = None
 
 
-def noise_mechanism(privacy: Mapping) -> LaplaceNoise | GaussianNoise | ConfidentGaussianNoise:
-    """The mechanism of an L1 job's resolved ``parameters["privacy"]`` (market.jobs.parameters); its pre-flight
-    estimate (workers.runner.preflight) simulates the same one."""
-    return mechanism_from_privacy(privacy)
-
-
 def job_noise(job: Job) -> JobNoise:
     """The noise of ``job``'s fusion (no mechanism below L1)."""
     if job.privacy_level != PrivacyLevel.L1:
         return JobNoise()
-    mechanism = noise_mechanism(job.parameters["privacy"])
+    # The settings the job stored when it was created (workers.privacy.settings); its pre-flight estimate
+    # (workers.runner.preflight) simulates the same mechanism.
+    mechanism = PrivacySettings.of(job.parameters["privacy"]).noise()
     stored = (
         arrays_from_npz(job.noisy_answers_name)["noisy_counts"] if job.noisy_answers_name else None
     )

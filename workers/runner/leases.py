@@ -18,13 +18,12 @@ from django.utils import timezone
 
 from market.jobs.models import ChunkStatus, Job, JobChunk, JobStatus
 
-
-def job_setting(name: str, default: int | float):
-    return getattr(settings, name, default)
+# The job settings (leases, heartbeats, attempts, chunks) are read from market/settings.py, which writes each
+# default once (from its environment variable); no call site repeats a default of its own.
 
 
 def lease_seconds() -> float:
-    return job_setting("ONEFOLD_JOB_LEASE_SECONDS", 120)
+    return settings.ONEFOLD_JOB_LEASE_SECONDS
 
 
 @functools.cache
@@ -38,7 +37,7 @@ def worker_id() -> str:
 def code_version() -> str:
     """The code a global model was made with, for its lineage: ONEFOLD_CODE_VERSION where the deployment sets it
     (an image has no .git; docker/.env.example), else ``git describe`` of the checkout."""
-    if getattr(settings, "ONEFOLD_CODE_VERSION", ""):
+    if settings.ONEFOLD_CODE_VERSION:
         return settings.ONEFOLD_CODE_VERSION
     try:
         return (
@@ -63,7 +62,7 @@ def lease_kept(*, job_id: int, chunk_id: int | None = None):
 
     def beat():
         try:
-            while not stop.wait(job_setting("ONEFOLD_JOB_HEARTBEAT_SECONDS", 20)):
+            while not stop.wait(settings.ONEFOLD_JOB_HEARTBEAT_SECONDS):
                 lease_renew(job_id=job_id, chunk_id=chunk_id)
         finally:
             connection.close()  # Django opened this thread its own connection: close it, or each step leaks one

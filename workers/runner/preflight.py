@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 
 import numpy as np
+from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
 
@@ -32,9 +33,10 @@ from workers.algorithms.schema import fitted_feature_view
 from workers.jobs.interruptible import fuse_in_child
 from workers.jobs.preflight import draw_seeds, metric_spread, simulated_noise
 from workers.metrics import classification_metrics, headline
+from workers.privacy.settings import PrivacySettings
 from workers.runner.chunks import members_predicted
-from workers.runner.fusing import evaluation_report_rows, noise_mechanism
-from workers.runner.leases import job_setting, worker_id
+from workers.runner.fusing import evaluation_report_rows
+from workers.runner.leases import worker_id
 from workers.runner.lifecycle import JobInputError
 
 logger = logging.getLogger("workers.runner")
@@ -125,7 +127,7 @@ def _selected_ids(estimate: JobEstimate) -> list[int]:
 
 def _predicted(estimate: JobEstimate, ids: list[int]):
     """Every member's signal and evaluation probabilities, a chunk's worth at a time (the progress counts them)."""
-    size = max(1, int(job_setting("ONEFOLD_JOB_CHUNK_SIZE", 25)))
+    size = max(1, int(settings.ONEFOLD_JOB_CHUNK_SIZE))
     chunks = []
     for start in range(0, len(ids), size):
         chunks.append(members_predicted(submission_ids=ids[start : start + size], run=estimate))
@@ -160,7 +162,7 @@ def _estimate(estimate: JobEstimate) -> dict:
     mechanisms = (
         [None]
         + [
-            simulated_noise(noise_mechanism(estimate.parameters["privacy"]), seed=seed)
+            simulated_noise(PrivacySettings.of(estimate.parameters["privacy"]).noise(), seed=seed)
             for seed in draw_seeds(estimate.seed, estimate.n_draws)
         ]
         if private_l1

@@ -6,13 +6,13 @@ only one worker can claim the job row. Unpublished outbox rows are swept by thei
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from market.jobs.models import ChunkStatus, Job, JobChunk, JobStatus
 from market.jobs.services import job_enqueue, job_log
 from market.outbox import outbox_published_long_ago
-from workers.runner.leases import job_setting
 from workers.runner.lifecycle import job_end
 
 
@@ -23,7 +23,7 @@ def job_reap() -> dict:
     for job in Job.objects.filter(status=JobStatus.RUNNING, lease_expires_at__lt=now):
         if job.cancel_requested:
             counts["cancelled"] += job_end(job_id=job.id, status=JobStatus.CANCELLED)
-        elif job.attempts >= job_setting("ONEFOLD_JOB_MAX_ATTEMPTS", 3):
+        elif job.attempts >= settings.ONEFOLD_JOB_MAX_ATTEMPTS:
             counts["failed"] += job_end(
                 job_id=job.id,
                 status=JobStatus.FAILED,
@@ -41,7 +41,7 @@ def job_reap() -> dict:
 def _republish_stale() -> int:
     stale = outbox_published_long_ago(
         Job.objects.filter(status=JobStatus.QUEUED, cancel_requested=False),
-        older_than_seconds=job_setting("ONEFOLD_JOB_REPUBLISH_SECONDS", 600),
+        older_than_seconds=settings.ONEFOLD_JOB_REPUBLISH_SECONDS,
     )
     republished = 0
     for job in stale:

@@ -147,3 +147,54 @@ def test_the_payout_api_records_once_and_answers_bad_input_with_a_sentence(
     earnings = api_client_for(silo_user).get("/api/earnings/").json()
     assert earnings["payable_cents"] == 331
     assert [payout["reference"] for payout in earnings["payouts"]] == ["SEPA-6"]
+
+
+def test_the_money_api_reads_what_the_money_page_reads_for_operators_only(
+    sold, silo_user, buyer_user, operator
+):
+    from tests.conftest import api_client_for
+
+    api = api_client_for(operator)
+    silo = silo_user.organisation
+    api.post(
+        f"/api/organisations/{silo.id}/wallet/payouts/",
+        {"amount_cents": 500, "reference": "SEPA-9"},
+        format="json",
+    )
+    assert api.get("/api/money/fees/").json() == {
+        "total_fee_cents": 100,
+        "sales": 1,
+        "total_sold_cents": 1001,
+        "balance_cents": 100,
+    }
+    sales = api.get("/api/money/sales/").json()
+    assert sales["count"] == 1
+    assert (sales["results"][0]["price_cents"], sales["results"][0]["fee_cents"]) == (1001, 100)
+    assert sales["results"][0]["buyer_organisation_name"] == "Fabrikam Insurance"
+    northwind = api.get("/api/money/organisations/", {"search": "north"}).json()
+    assert northwind["count"] == 1 and northwind["results"][0] | {"id": 0} == {
+        "id": 0,
+        "name": "Northwind Hospital",
+        "balance_cents": 131,
+        "topped_up_cents": 0,
+        "spent_cents": 0,
+        "earned_cents": 631,
+        "paid_out_cents": -500,
+    }
+    ledger_url = f"/api/money/organisations/{silo.id}/ledger/"
+    payouts = api.get(ledger_url, {"kind": "payout"}).json()
+    assert [entry["reference"] for entry in payouts["results"]] == ["SEPA-9"]
+    assert api.get(ledger_url, {"search": "nothing-like-it"}).json()["count"] == 0
+    # Bad input is a sentence, an unknown organisation a 404, and nobody but operators reads any of it.
+    assert "kind" in api.get(ledger_url, {"kind": "gift"}).json()
+    assert api.get("/api/money/organisations/", {"search": "x" * 201}).status_code == 400
+    assert api.get("/api/money/organisations/999999/ledger/").status_code == 404
+    for user in (silo_user, buyer_user):
+        client = api_client_for(user)
+        for url in (
+            "/api/money/fees/",
+            "/api/money/sales/",
+            "/api/money/organisations/",
+            ledger_url,
+        ):
+            assert client.get(url).status_code == 403, url

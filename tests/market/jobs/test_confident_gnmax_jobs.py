@@ -161,12 +161,12 @@ def test_bad_confident_parameters_get_a_json_400_saying_what_to_fix(
 def test_a_confident_job_that_names_no_noise_gets_the_default_shares_and_a_sigma_that_fits(
     operator, fedkt_submissions
 ):
-    from market.jobs.parameters import (
-        CONFIDENT_CHECK_NOISE_RATIO,
-        CONFIDENT_THRESHOLD_RATIO,
-        job_parameters_validate,
-    )
+    from market.jobs.parameters import job_parameters_validate
     from workers.privacy.costs import fedkt_l1_cost_from_parameters
+    from workers.privacy.settings import (
+        DEFAULT_CONFIDENT_CHECK_NOISE_RATIO,
+        DEFAULT_CONFIDENT_THRESHOLD_RATIO,
+    )
 
     federation = fedkt_submissions[0].federation
     # Fifty silos of s = 2 (100 votes a query), as on Adult: T and σ₁ are the validation-chosen shares of the
@@ -180,8 +180,8 @@ def test_a_confident_job_that_names_no_noise_gets_the_default_shares_and_a_sigma
         n_submissions=50,
     )
     privacy = resolved["privacy"]
-    assert privacy["threshold"] == pytest.approx(CONFIDENT_THRESHOLD_RATIO * 100)
-    assert privacy["sigma_threshold"] == pytest.approx(CONFIDENT_CHECK_NOISE_RATIO * 100)
+    assert privacy["threshold"] == pytest.approx(DEFAULT_CONFIDENT_THRESHOLD_RATIO * 100)
+    assert privacy["sigma_threshold"] == pytest.approx(DEFAULT_CONFIDENT_CHECK_NOISE_RATIO * 100)
     spent = fedkt_l1_cost_from_parameters(privacy, partitions=2).report.epsilon
     assert privacy["n_queries"] >= 10 and spent <= 10 * 0.5 * (1 + 1e-9)
 

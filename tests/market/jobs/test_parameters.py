@@ -5,14 +5,14 @@ import pytest
 from market.budgets.pricing import job_privacy_cost
 from market.jobs.models import Job
 from market.jobs.parameters import (
-    GNMAX_NOISE_RATIO,
     L1_DEFAULT_SHARE_OF_LIMIT,
     job_parameter_defaults,
     job_parameters_validate,
 )
 from workers.algorithms import kind_choices
-from workers.algorithms.fusions import DEFAULT_QUERY_SELECTION, DEFAULT_SEMI_SUPERVISED
+from workers.algorithms.fedkt_fusion import DEFAULT_QUERY_SELECTION, DEFAULT_SEMI_SUPERVISED
 from workers.algorithms.schema import MIN_TRAINING_ROWS
+from workers.privacy.settings import DEFAULT_GNMAX_NOISE_RATIO
 
 DEMO_PUBLIC_ROWS = (
     3000  # the demo's public data, on which all rows at γ = 0.04 cost ε 46.6 per silo
@@ -43,7 +43,10 @@ def test_the_server_default_l1_job_is_gnmax_fitting_half_of_a_new_members_defaul
     assert privacy["mechanism"] == "gaussian" and privacy["gamma"] is None
     assert defaults["query_count"] == privacy["n_queries"] and "query_fraction" not in defaults
     # σ = 0.3 × 2 votes would leave fewer than the 10 rows a model needs: 10 rows, with the least σ that fits.
-    assert privacy["n_queries"] == MIN_TRAINING_ROWS and privacy["sigma"] > GNMAX_NOISE_RATIO * 2
+    assert (
+        privacy["n_queries"] == MIN_TRAINING_ROWS
+        and privacy["sigma"] > DEFAULT_GNMAX_NOISE_RATIO * 2
+    )
     assert (
         _price(defaults)
         <= 10.0 * L1_DEFAULT_SHARE_OF_LIMIT
@@ -65,7 +68,7 @@ def test_a_larger_federation_gets_noise_in_proportion_to_its_votes_and_the_most_
         kind="fedkt", federation=plain_federation, n_public=DEMO_PUBLIC_ROWS, privacy_level="L1"
     )
     privacy = defaults["privacy"]
-    assert privacy["sigma"] == pytest.approx(GNMAX_NOISE_RATIO * 50 * 2)
+    assert privacy["sigma"] == pytest.approx(DEFAULT_GNMAX_NOISE_RATIO * 50 * 2)
     at_most = _price(defaults)
     assert (
         at_most
@@ -198,7 +201,7 @@ def test_a_stack_runs_at_l0_and_on_l2_submissions_and_is_refused_at_l1(federatio
 def test_an_l1_job_that_names_no_final_model_fits_the_private_default_and_l0_keeps_the_forest(
     plain_federation,
 ):
-    from workers.algorithms.fusions import DEFAULT_FINAL_MODEL, DEFAULT_PRIVATE_FINAL_MODEL
+    from workers.algorithms.fedkt_fusion import DEFAULT_FINAL_MODEL, DEFAULT_PRIVATE_FINAL_MODEL
 
     def final_model(privacy_level: str, parameters=None) -> dict:
         return job_parameters_validate(

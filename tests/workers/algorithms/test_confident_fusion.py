@@ -89,7 +89,7 @@ def test_the_default_threshold_and_check_noise_are_what_the_validation_rule_chos
     runs (docs/results/private.md), never from the test split."""
     import json
 
-    from workers.privacy.costs import (
+    from workers.privacy.settings import (
         DEFAULT_CONFIDENT_CHECK_NOISE_RATIO,
         DEFAULT_CONFIDENT_THRESHOLD_RATIO,
     )

@@ -7,7 +7,7 @@ from sklearn.model_selection import train_test_split
 
 import workers.algorithms  # noqa: F401  (registers the kinds)
 from workers.algorithms.fedkt import predict_classes, server_fit
-from workers.algorithms.fusions import DEFAULT_QUERY_SELECTION, DEFAULT_SEMI_SUPERVISED
+from workers.algorithms.fedkt_fusion import DEFAULT_QUERY_SELECTION, DEFAULT_SEMI_SUPERVISED
 from workers.algorithms.registry import ALGORITHMS, Member, agreement_counts, algorithm_get
 from workers.learners import fit_aligned
 from workers.partition import dirichlet_label_partition

@@ -9,7 +9,7 @@ from sklearn.datasets import load_breast_cancer, make_blobs
 
 import workers.algorithms  # noqa: F401  (registers the kinds)
 from workers.algorithms.fedkt import server_step
-from workers.algorithms.fusions import DEFAULT_QUERY_SELECTION, DEFAULT_SEMI_SUPERVISED
+from workers.algorithms.fedkt_fusion import DEFAULT_QUERY_SELECTION, DEFAULT_SEMI_SUPERVISED
 from workers.algorithms.registry import Member, algorithm_get
 from workers.algorithms.transfer import select_medoids, spread_labels
 from workers.privacy.costs import BudgetView, calibrate_gnmax, fedkt_l1_cost, fedkt_price
@@ -198,8 +198,8 @@ def test_the_defaults_are_the_ones_the_validation_experiments_chose():
     those, the L1 final model and σ / votes: the same rule, validation rows only."""
     import json
 
-    from workers.algorithms.fusions import DEFAULT_PRIVATE_FINAL_MODEL
-    from workers.privacy.costs import DEFAULT_GNMAX_NOISE_RATIO
+    from workers.algorithms.fedkt_fusion import DEFAULT_PRIVATE_FINAL_MODEL
+    from workers.privacy.settings import DEFAULT_GNMAX_NOISE_RATIO
     from workers.reproduce.private import FINAL_MODELS, FINAL_RESULTS, RESULTS, choose_defaults
 
     first, second = json.loads(RESULTS.read_text()), json.loads(FINAL_RESULTS.read_text())

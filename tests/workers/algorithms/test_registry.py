@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from workers.algorithms import algorithm_get, kind_choices
-from workers.algorithms.registry import ALGORITHMS, FusionAlgorithm
+from workers.algorithms.registry import ALGORITHMS, PRIVACY_LEVELS, FusionAlgorithm
 from workers.privacy.costs import fedkt_l1_cost
 
 
@@ -79,3 +79,42 @@ def test_a_members_probabilities_split_into_its_students_and_its_best_by_one_rul
     assert split.best == pytest.approx(np.array([[1.7 / 3, 1.3 / 3]]))
     with pytest.raises(ValueError, match="submission #1's 2 model"):
         member_probabilities_split(probabilities, member=Member("1", "1", 10, 0.5, n_models=2))
+
+
+def test_fedkt_defaults_an_l0_job_to_auto_where_the_evaluation_split_allows_it_and_an_l1_job_to_its_private_model():
+    from workers.algorithms.fedkt_fusion import DEFAULT_PRIVATE_FINAL_MODEL
+
+    fedkt = algorithm_get("fedkt")
+    # two classes with two rows each: both halves hold both classes
+    assert fedkt.level_defaults({}, privacy_level="L0", evaluation_class_counts=[2, 2]) == {
+        "vote": "auto"
+    }
+    assert fedkt.level_defaults({}, privacy_level="L0", evaluation_class_counts=[5, 1]) == {}
+    assert fedkt.level_defaults(
+        {"vote": "soft"}, privacy_level="L0", evaluation_class_counts=[9, 9]
+    ) == {"vote": "soft"}
+    assert fedkt.level_defaults({}, privacy_level="L1", evaluation_class_counts=[]) == {
+        "final_model": DEFAULT_PRIVATE_FINAL_MODEL
+    }
+    # "final" is the old name of "final_model": a job naming it chose its model
+    assert fedkt.level_defaults(
+        {"final": "xgboost"}, privacy_level="L1", evaluation_class_counts=[]
+    ) == {"final": "xgboost"}
+    assert fedkt.level_defaults({}, privacy_level="L2", evaluation_class_counts=[9, 9]) == {}
+
+
+def test_every_other_kind_has_the_same_defaults_at_every_privacy_level():
+    for algorithm in ALGORITHMS.values():
+        if algorithm.name == "fedkt":
+            continue
+        for level in PRIVACY_LEVELS:
+            assert algorithm.level_defaults(
+                {"k": 1}, privacy_level=level, evaluation_class_counts=[9, 9]
+            ) == {"k": 1}, (algorithm.name, level)
+
+
+def test_fedkts_vote_weight_shorthand_is_a_class_weighted_vote_of_that_largest_weight():
+    fedkt = algorithm_get("fedkt")
+    settings = fedkt.validate(fedkt.vote_weight_parameters(3))
+    assert (settings["vote"], settings["vote_weight_max"]) == ("class_weighted", 3)
+    assert fedkt.votes_per_submission({**settings, "partitions": 2}) == 6

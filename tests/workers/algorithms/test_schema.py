@@ -4,7 +4,17 @@ import pytest
 
 import workers.algorithms  # noqa: F401  (registers the kinds)
 from workers.algorithms.registry import algorithm_get
-from workers.algorithms.schema import learner_work, query_rows, query_setting
+from workers.algorithms.schema import (
+    learner_work,
+    names_query,
+    query_defaults,
+    query_of,
+    query_rows,
+    query_setting,
+    query_within,
+    too_few_training_rows,
+    with_query_count,
+)
 
 
 @pytest.mark.parametrize(
@@ -131,3 +141,34 @@ def test_the_fitted_feature_view_follows_the_learner_the_job_fits_on_public_rows
     assert fitted_feature_view({"student": {"family": "mlp"}}) == "one_hot"
     assert fitted_feature_view({"student": "xgboost"}) == "ordinal"
     assert fitted_feature_view({}) == "one_hot"  # an ensemble fits nothing
+
+
+def test_a_query_is_written_by_its_meaning_a_float_a_fraction_and_an_int_a_count():
+    assert query_of(0.01) == {"query_fraction": 0.01}
+    assert query_of(500) == {"query_count": 500}
+    with pytest.raises(ValueError, match="'query_fraction' must be a number in"):
+        query_of(1.5)
+
+
+def test_query_keys_are_found_replaced_and_taken_from_the_federations_defaults_by_the_schema():
+    assert names_query({"proxy": 0.5}) and not names_query({"partitions": 2})
+    assert with_query_count({"partitions": 2, "query": 0.5, "vote": "soft"}, 40) == {
+        "partitions": 2,
+        "vote": "soft",
+        "query_count": 40,
+    }
+    defaults = {"gamma": 0.04, "query_fraction": 0.01, "delta": 1e-5}
+    assert query_defaults(defaults, keys=algorithm_get("fedkt").keys) == {"query_fraction": 0.01}
+    assert query_defaults(defaults, keys=algorithm_get("ensemble").keys) == {}
+
+
+def test_a_query_beyond_the_public_rows_or_too_small_to_train_on_is_refused_with_a_sentence():
+    query_within({"query_count": 100}, n_public=100)
+    with pytest.raises(ValueError, match=r"query 1 to 100 public examples .* not 101\."):
+        query_within({"query_count": 101}, n_public=100)
+    assert too_few_training_rows(None, n_classes=3) is None
+    assert too_few_training_rows(10, n_classes=3) is None
+    assert too_few_training_rows(12, n_classes=14) == (
+        "These settings query 12 public row(s), too few to train a model on 14 classes; query at least 14 "
+        '(e.g. "query_count": 14, or "query_fraction": 1 for every row).'
+    )

@@ -7,7 +7,7 @@ import pytest
 
 import workers.algorithms  # noqa: F401  (registers the kinds)
 from workers.algorithms.auto_fusion import EvaluationRows, evaluation_halves, fitted_on_evaluation
-from workers.algorithms.fusions import EnsembleFusion
+from workers.algorithms.ensemble_fusion import EnsembleFusion
 from workers.algorithms.registry import Member, algorithm_get
 from workers.algorithms.stack_fusion import STACK_REFUSED_AT_L1, StackedFusion
 from workers.algorithms.stacking import (

@@ -13,10 +13,9 @@ from workers.privacy.costs import (
     calibrate_gnmax,
     fedkt_l1_cost,
     fedkt_price,
-    mechanism_from_privacy,
-    noise_mechanism,
 )
 from workers.privacy.mechanisms import WITHHELD, ConfidentGaussianNoise, GaussianNoise
+from workers.privacy.settings import PrivacySettings, noise_mechanism
 
 DELTA = 1e-5
 
@@ -142,7 +141,7 @@ def test_no_data_dependent_epsilon_is_released():
 )
 def test_bad_parameters_are_refused_with_a_sentence(privacy, message):
     with pytest.raises(ValueError, match=message):
-        mechanism_from_privacy(privacy)
+        PrivacySettings.of(privacy, delta=1e-5, n_queries=1).noise()
 
 
 def test_noise_mechanism_builds_confident_gnmax():

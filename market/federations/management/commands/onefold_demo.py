@@ -18,6 +18,7 @@ from market.federations.services import (
     federation_create,
     public_dataset_upload,
 )
+from workers.algorithms.schema import query_of
 
 DEMO_DATA = Path(__file__).resolve().parents[2] / "demo_data"
 OPERATOR = ("operator", "onefold-operator")
@@ -46,7 +47,8 @@ class Command(BaseCommand):
                 label_column="income",
                 allowed_privacy_levels=["L0", "L1", "L2"],
                 default_privacy_level="L1",
-                default_parameters={"gamma": 0.04, "query_fraction": 0.01, "delta": 1e-5},
+                # L1 jobs query 1 % of the public rows by default (the engine writes the query's key)
+                default_parameters={"gamma": 0.04, **query_of(0.01), "delta": 1e-5},
                 created_by=operator,
             )
             public_dataset_upload(

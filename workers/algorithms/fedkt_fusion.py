@@ -1,10 +1,8 @@
-"""The job kinds behind :mod:`workers.algorithms.registry`: "fedkt", "ensemble", "distill".
-
-Importing this module (``import workers.algorithms`` does) registers them. Each validates its
-``params`` with ``validate(params) -> dict`` (defaults filled in, every key typed and bounded by
-:mod:`workers.algorithms.schema`, a ValueError whose sentence names the key otherwise; what it
-returns is what a job stores); ``select``, ``member_signal`` and ``fuse`` call it themselves, and
-``estimate`` states the rows a fit uses and the work it implies before anything runs.
+"""The "fedkt" job kind behind :mod:`workers.algorithms.registry` (importing it, as ``import workers.algorithms``
+does, registers it). Its ``validate(params) -> dict`` fills in the defaults and types and bounds every key with the
+checks of :mod:`workers.algorithms.schema` (a ValueError whose sentence names the key otherwise; what it returns is
+what a job stores); ``select``, ``member_signal`` and ``fuse`` call it themselves, and ``estimate`` states the rows a
+fit uses and the work it implies before anything runs.
 
 **fedkt** — Li, He, Song, *Practical One-Shot Federated Learning for Cross-Silo Setting*,
 Algorithm 1 lines 10-14 (the server side; the silos ran lines 1-9 and uploaded s students each):
@@ -40,8 +38,9 @@ Algorithm 1 lines 10-14 (the server side; the silos ran lines 1-9 and uploaded s
   from the same uploads, chooses on one half of the federation's evaluation split and reports on the other
   (:mod:`workers.algorithms.auto_fusion`, with the stacked fusion as a candidate; its ``vote_weight_max`` is the
   class-weighted candidate's W); it is
-  refused at L1. ``validate`` does not write its default (``consistent_hard``) into the stored parameters; the
-  market makes ``auto`` the default of L0 jobs and stores it (:data:`market.jobs.parameters.L0_DEFAULTS`).
+  refused at L1. ``validate`` does not write its default (``consistent_hard``) into the stored parameters:
+  ``validate`` does not know the privacy level, and :meth:`FedKTFusion.level_defaults` makes ``auto`` the default of
+  L0 jobs whose evaluation split allows it (the market stores it with the job); L1 and L2 keep the paper's vote.
 - L1 price (:meth:`FedKTFusion.l1_cost`): :func:`workers.privacy.costs.fedkt_l1_cost` at s, t and the votes
   a silo's submissions move (:meth:`FedKTFusion.votes_per_submission`); the budgets reserve and charge it.
 - signal: the member's consistent votes (s_i on the class all its s_i students predict, else 0); a silo's own
@@ -51,33 +50,8 @@ Algorithm 1 lines 10-14 (the server side; the silos ran lines 1-9 and uploaded s
   arg-max and fits ``final_model`` on the non-abstaining rows. With noise, ``Fusion.privacy`` is the
   :func:`workers.privacy.accounting.server_noise_privacy` analysis of the noiseless counts.
 
-**ensemble** — Guha, Talwalkar, Smith, *One-Shot Federated Learning*, section 3:
-
-- ``strategy`` ("all" | "cross_validation" | "data" | "random", default "all"), ``k`` (int ≥ 1
-  or null, default null = no cut), ``threshold`` (number or null, default null; validation score
-  for cross_validation, local examples for data): :mod:`workers.algorithms.selection`.
-- signal: the member's best probabilities: its silo's own model's when its submission carries one, else its
-  students' average (:func:`workers.algorithms.registry.member_probabilities_split`); ``fuse`` returns
-  ``model=None`` (the global model is the bundle of selected members, equal weights) and the
-  arg-max of the averaged probabilities.
-
-**distill** — Guha section 3 "Distillation" (eq. 3) / Hinton et al.: the ensemble above is the
-teacher, the student is fitted on the public rows (:mod:`workers.algorithms.distillation`):
-
-- the selection keys of ``ensemble``;
-- ``student`` (default ``{"family": "kernel"}``): ``{"family": "kernel", "gamma": float|"scale",
-  "ridge": float (1e-6), "solver": "auto"|"cholesky"|"cg"}`` | a learner mapping
-  (random_forest, xgboost, logistic_regression, mlp, cnn);
-- ``target`` ("soft" | "argmax", default "soft"): labels of scikit-learn students;
-- ``temperature`` (float in (0, 100], default 2.0), ``hard_label_weight`` (float in [0, 1], default 0.0):
-  torch students;
-- ``query_fraction`` / ``query_count`` (default all rows): public rows used as proxy points (seeded draw).
-- ``Fusion.details["fidelity"]``: agreement of the student with the teacher on the proxy rows.
-
-Aliases read on input: ``final`` for ``final_model`` (fedkt), ``final_model`` for ``student``
-(distill), ``query`` and ``proxy`` for a query where unambiguous, the selection keys nested as
-``selection: {"strategy", "k", "threshold"}``, and the strategy names ``validation_score`` for
-``cross_validation`` and ``data_size`` for ``data``.
+Aliases read on input: ``final`` for ``final_model`` and ``query`` for a query where unambiguous
+(:func:`workers.algorithms.schema.query_setting`).
 """
 
 from __future__ import annotations
@@ -98,19 +72,13 @@ from workers.algorithms.schema import (
     query_argument,
     query_rows,
     query_setting,
-    real_number,
     unknown_keys_refused,
     whole_number,
 )
-from workers.algorithms.selection import select_members, selection_parameters
-from workers.algorithms.transfer import (
-    QUERY_SELECTIONS,
-    SEMI_SUPERVISED,
-    child_seeds,
-    queried_rows,
-)
+from workers.algorithms.transfer import QUERY_SELECTIONS, SEMI_SUPERVISED
 from workers.modelio.families import ModelFamily
 from workers.privacy.costs import PrivacyCost, fedkt_l1_cost_from_parameters
+from workers.privacy.settings import PrivacySettings
 
 #: FedKT's vote rules (module docstring); the first is the paper's and the default. ``auto`` chooses among the
 #: others and Guha's ensemble with selection on half of the evaluation split (:mod:`workers.algorithms.auto_fusion`).
@@ -120,7 +88,6 @@ MAX_VOTE_WEIGHT = 16
 #: How a FedKT job chooses the rows it queries and trains its global model when it does not say (chosen on
 #: validation rows: docs/results/private.md).
 DEFAULT_QUERY_SELECTION, DEFAULT_SEMI_SUPERVISED = "random", "none"
-STRATEGY_ALIASES = {"validation_score": "cross_validation", "data_size": "data"}
 #: What a FedKT job fits its global model with when the job does not say (the API's and the launcher's default).
 DEFAULT_FINAL_MODEL = {"family": "random_forest", "n_estimators": 100, "max_depth": 8}
 #: What an L1 FedKT job fits its global model with when the job does not say (the market fills it in: ``validate``
@@ -133,35 +100,6 @@ FINAL_MODEL_FAMILIES = (
     ModelFamily.XGBOOST,
     ModelFamily.MLP,
 )
-STUDENT_FAMILIES = (ModelFamily.KERNEL, *FINAL_MODEL_FAMILIES, ModelFamily.CNN)
-SELECTION_KEYS = ("selection", "strategy", "k", "threshold")
-SELECTION_HELP = (
-    'Ensemble and distillation: which members to use: {"strategy": all | cross_validation | data | '
-    'random, "k": top k or null, "threshold": minimum validation score or examples, or null}.'
-)
-
-
-def _normalised(params: Mapping) -> dict:
-    """``params`` with the aliases of the module docstring resolved (selection keys at the top)."""
-    params = dict(params or {})
-    selection = params.pop("selection", None)
-    if selection is not None:
-        if not isinstance(selection, Mapping):
-            raise ValueError(
-                f"selection must be a mapping with strategy, k and threshold, not {selection!r}."
-            )
-        params.update(
-            {
-                key: value
-                for key, value in selection.items()
-                if key in ("strategy", "k", "threshold")
-            }
-        )
-    strategy = params.get("strategy", "all")
-    params["strategy"] = (
-        STRATEGY_ALIASES.get(strategy, strategy) if isinstance(strategy, str) else strategy
-    )
-    return params
 
 
 class FedKTFusion:
@@ -264,6 +202,30 @@ class FedKTFusion:
         return {**settings, "privacy": dict(privacy)} if privacy else settings
 
     @staticmethod
+    def level_defaults(
+        params: Mapping, *, privacy_level: str, evaluation_class_counts: Sequence[int]
+    ) -> dict:
+        """An L0 job that names no vote gets ``auto`` where the evaluation split allows it
+        (:func:`~workers.algorithms.auto_fusion.evaluation_allows_auto`): the paper's vote is one of its candidates,
+        chosen only where it scores best. An L1 job that names no final model gets
+        :data:`DEFAULT_PRIVATE_FINAL_MODEL` (a few dozen noisy labels fit a regularised logistic regression better
+        than the forest). L2 keeps ``validate``'s defaults: the silos' noise is already in their students."""
+        from workers.algorithms.auto_fusion import evaluation_allows_auto
+
+        params = dict(params or {})
+        if privacy_level == "L0" and evaluation_allows_auto(evaluation_class_counts):
+            return {"vote": "auto", **params}
+        # "final" is the old name of "final_model": a job naming either chose its model.
+        if privacy_level == "L1" and not params.keys() & {"final_model", "final"}:
+            return {"final_model": dict(DEFAULT_PRIVATE_FINAL_MODEL), **params}
+        return params
+
+    @staticmethod
+    def vote_weight_parameters(weight: int) -> dict:
+        """``class_weighted`` votes of largest weight W = ``weight``: each submission then moves s × W votes."""
+        return {"vote": "class_weighted", "vote_weight_max": weight}
+
+    @staticmethod
     def _vote_settings(params: Mapping) -> dict:
         vote = one_of(params.get("vote", VOTE_RULES[0]), name="vote", choices=VOTE_RULES)
         if vote not in ("class_weighted", "auto"):
@@ -300,13 +262,17 @@ class FedKTFusion:
         return (settings.get("partitions") or 1) * self.vote_weight(settings)
 
     def l1_cost(
-        self, settings: Mapping, *, privacy: Mapping, vote_shift: int | None = None
+        self,
+        settings: Mapping,
+        *,
+        privacy: PrivacySettings | Mapping,
+        vote_shift: int | None = None,
     ) -> PrivacyCost:
         """The data-independent cost of an L1 FedKT job (:func:`workers.privacy.costs.fedkt_l1_cost`: Theorem 3's
         bound over ``n_queries`` noisy consistent-vote counts) to a silo moving ``vote_shift`` votes per query,
         default one submission's (:meth:`votes_per_submission`)."""
         return fedkt_l1_cost_from_parameters(
-            dict(privacy),
+            privacy,
             partitions=settings.get("partitions") or 1,
             teachers=settings.get("teachers") or 1,
             vote_shift=vote_shift or self.votes_per_submission(settings),
@@ -340,6 +306,8 @@ class FedKTFusion:
         )
 
     def select(self, members: Sequence[Member], params: Mapping, *, seed: int) -> list[int]:
+        # Every submission takes part (FedKT has no selection); the rule is that none holds more students than
+        # the s its L1 price was computed for, since each student can move one vote per query.
         settings = self.validate(params)
         partitions = settings["partitions"]
         for member in members:
@@ -404,6 +372,8 @@ class FedKTFusion:
         evaluation=None,
     ) -> Fusion:
         settings = self.validate(params)
+        # The market refuses these settings at L1 before a job exists; refusing here too keeps a caller of the core
+        # (a simulation, a test) from adding noise the accountant could not charge.
         if noise is not None and self.noise_refusal(settings):
             raise ValueError(self.noise_refusal(settings))
         if settings.get("vote") == "auto":
@@ -419,6 +389,8 @@ class FedKTFusion:
                 evaluation=evaluation,
                 seed=seed,
             )
+        # Votes are integer counts (the noise mechanisms add integer noise to them and the accountant's sensitivity
+        # is a number of votes); only the soft vote, which takes no noise, sums real-valued probabilities.
         soft = settings.get("vote") == "soft"
         counts = np.asarray(signal_sum, dtype=np.float64 if soft else np.int64)
         public_features = np.asarray(public_features)
@@ -433,6 +405,8 @@ class FedKTFusion:
             query_selection=settings["query_selection"],
             semi_supervised=settings["semi_supervised"],
         )
+        # The server step sees only the queried rows; the Fusion speaks of every public row, -1 where nobody
+        # labelled it (not queried, or the vote abstained), so that contributions and reports index one array.
         queried, trained = server.queried_indices, server.trained
         all_labels, all_trained = (
             np.full(len(public_features), -1, dtype=np.int64),
@@ -502,185 +476,4 @@ def silo_designs(members: Sequence[Member]) -> dict[str, dict]:
     }
 
 
-class EnsembleFusion:
-    """Guha's selected ensemble, kept as a bundle of its members (module docstring: params)."""
-
-    name = "ensemble"
-    label = "Ensemble of local models"
-    accepts_noise = False
-    keys: tuple[str, ...] = SELECTION_KEYS
-    help = {"selection": SELECTION_HELP}
-
-    def validate(self, params: Mapping) -> dict:
-        unknown_keys_refused(dict(params or {}), known=self.keys, what=f"an {self.name} job")
-        return selection_parameters(_normalised(params))
-
-    @staticmethod
-    def noise_refusal(settings: Mapping) -> str | None:
-        """None: an ensemble takes no server noise at all (``accepts_noise`` refuses L1 first)."""
-        return None
-
-    @staticmethod
-    def reads_evaluation(settings: Mapping) -> bool:
-        """False: an ensemble fuses from the public rows only."""
-        return False
-
-    def estimate(self, settings: Mapping, *, n_public: int, n_member_models: int) -> WorkEstimate:
-        return WorkEstimate(
-            None, prediction_work(n_public=n_public, n_member_models=n_member_models)
-        )
-
-    def select(self, members: Sequence[Member], params: Mapping, *, seed: int) -> list[int]:
-        return select_members(members, **selection_parameters(_normalised(params)), seed=seed)
-
-    def member_signal(
-        self, probabilities, *, member: Member, n_classes: int, params: Mapping
-    ) -> np.ndarray:
-        """The member's best probabilities (:func:`~workers.algorithms.registry.member_probabilities_split`): its
-        silo's own model's when the submission carries one, else its students' average."""
-        probabilities = np.asarray(probabilities, dtype=np.float64)
-        if probabilities.ndim != 3 or probabilities.shape[2] != n_classes:
-            raise ValueError(
-                f"Expected probabilities of shape (n_models, n_public, {n_classes}), "
-                f"got {probabilities.shape}."
-            )
-        return member_probabilities_split(probabilities, member=member).best
-
-    def teacher(self, signal_sum, members: Sequence[Member]) -> np.ndarray:
-        if not members:
-            raise ValueError("An ensemble needs at least one member.")
-        return np.asarray(signal_sum, dtype=np.float64) / len(members)
-
-    def fuse(
-        self,
-        signal_sum,
-        public_features,
-        *,
-        members: Sequence[Member],
-        n_classes: int,
-        params: Mapping,
-        noise=None,
-        seed: int,
-    ) -> Fusion:
-        if noise is not None:
-            raise ValueError("Ensembles add no noise; run them at L0 or on L2 submissions.")
-        averaged = self.teacher(signal_sum, members)
-        details = {
-            "n_members": len(members),
-            **self.validate(params),
-            "mean_confidence": float(averaged.max(axis=1).mean()) if len(averaged) else 0.0,
-        }
-        return Fusion(
-            None, averaged.argmax(axis=1), np.zeros(len(averaged), dtype=bool), None, details
-        )
-
-
-class DistillFusion(EnsembleFusion):
-    """The selected ensemble distilled into one student on the public rows (module docstring)."""
-
-    name = "distill"
-    label = "Ensemble distilled into one model"
-    keys: tuple[str, ...] = (
-        *SELECTION_KEYS,
-        "student",
-        "target",
-        "temperature",
-        "hard_label_weight",
-        "query_fraction",
-        "query_count",
-    )
-    help = {
-        "selection": SELECTION_HELP,
-        "student": 'Distillation: "kernel" (Guha eq. 3) or {"family": one of '
-        + ", ".join(STUDENT_FAMILIES[1:])
-        + ', ...}; with "target" soft | argmax, "temperature" (0, 100] and "hard_label_weight" [0, 1].',
-        "query_fraction": QUERY_HELP,
-        "query_count": QUERY_HELP,
-    }
-
-    def validate(self, params: Mapping) -> dict:
-        params = _normalised(params)
-        unknown_keys_refused(
-            params,
-            known=self.keys,
-            what="a distill job",
-            old_names=("final_model", "query", "proxy"),
-        )
-        if "student" in params and "final_model" in params:
-            raise ValueError("Give 'student' only ('final_model' is its other name).")
-        return {
-            **selection_parameters(params),
-            "student": learner(
-                params.get("student", params.get("final_model", "kernel")),
-                name="student",
-                families=STUDENT_FAMILIES,
-            ),
-            "target": one_of(
-                params.get("target", "soft"), name="target", choices=("soft", "argmax")
-            ),
-            "temperature": real_number(
-                params.get("temperature", 2.0),
-                name="temperature",
-                minimum=0.0,
-                maximum=100.0,
-                above_minimum=True,
-            ),
-            "hard_label_weight": real_number(
-                params.get("hard_label_weight", 0.0),
-                name="hard_label_weight",
-                minimum=0.0,
-                maximum=1.0,
-            ),
-            **query_setting(params, legacy=("query", "proxy")),
-        }
-
-    def estimate(self, settings: Mapping, *, n_public: int, n_member_models: int) -> WorkEstimate:
-        rows = min(query_rows(settings, n_public=n_public), n_public)
-        return WorkEstimate(
-            rows,
-            prediction_work(n_public=n_public, n_member_models=n_member_models)
-            + learner_work(settings["student"], n_rows=rows),
-        )
-
-    def fuse(
-        self,
-        signal_sum,
-        public_features,
-        *,
-        members: Sequence[Member],
-        n_classes: int,
-        params: Mapping,
-        noise=None,
-        seed: int,
-    ) -> Fusion:
-        from workers.algorithms.distillation import distil, fidelity, student_family
-
-        if noise is not None:
-            raise ValueError("Distillation adds no noise; run it at L0 or on L2 submissions.")
-        settings = self.validate(params)
-        teacher, public_features = self.teacher(signal_sum, members), np.asarray(public_features)
-        proxy_seed, student_seed = child_seeds(seed, 2)
-        proxy = queried_rows(len(public_features), settings, seed=proxy_seed)
-        student = distil(
-            settings["student"],
-            public_features[proxy],
-            teacher[proxy],
-            seed=student_seed,
-            target=settings["target"],
-            temperature=settings["temperature"],
-            hard_label_weight=settings["hard_label_weight"],
-        )
-        trained = np.zeros(len(public_features), dtype=bool)
-        trained[proxy] = True
-        details = {
-            "n_members": len(members),
-            "n_proxy": int(len(proxy)),
-            "student": student_family(settings["student"]),
-            "fidelity": fidelity(student, public_features[proxy], teacher[proxy]),
-        }
-        return Fusion(student, teacher.argmax(axis=1), trained, None, details)
-
-
 FEDKT = register(FedKTFusion())
-ENSEMBLE = register(EnsembleFusion())
-DISTILL = register(DistillFusion())

@@ -1,0 +1,65 @@
+"""The market names no engine parameter (issue 26): a job kind's parameters belong to its engine
+(:mod:`workers.algorithms.registry`), which validates them, fills in their defaults (also by privacy level) and says
+which of them name the queried rows; a market module that wrote one of their names would be a second owner of it.
+
+The names are read from the engines themselves (every registered kind's ``keys`` and the query keys of
+:mod:`workers.algorithms.schema`), so a parameter added to a kind is covered the day it is added. Two sets of words
+are shared with other owners and stay allowed: ``privacy`` (the key of a job's :class:`workers.privacy.settings.
+PrivacySettings`, the documented contract between jobs and budgets) and the fields of a labelled privacy report
+(:class:`workers.privacy.reports.PrivacyReport`: FedKT's s and t, Confident-GNMax's T), which cards, ledgers and
+price quotes show. Migrations are history and keep the names they were written with.
+"""
+
+import ast
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+MARKET = Path(__file__).resolve().parents[2] / "market"
+
+
+def engine_parameter_names() -> set[str]:
+    import workers.algorithms  # noqa: F401  (registers every job kind)
+    from workers.algorithms.registry import ALGORITHMS
+    from workers.algorithms.schema import QUERY_KEYS
+    from workers.privacy.reports import PrivacyReport
+
+    names = {name for algorithm in ALGORITHMS.values() for name in algorithm.keys}
+    shared = {"privacy"} | {field.name for field in fields(PrivacyReport)}
+    return (names | set(QUERY_KEYS)) - shared
+
+
+def named_parameters(source: str, names: set[str]) -> list[tuple[int, str]]:
+    """``(line, name)`` of every string literal in ``source`` that is exactly one of ``names``."""
+    return sorted(
+        (node.lineno, node.value)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names
+    )
+
+
+MARKET_MODULES = sorted(
+    path for path in MARKET.rglob("*.py") if "migrations" not in path.relative_to(MARKET).parts
+)
+
+
+def test_the_engine_parameter_names_are_read_from_the_engines():
+    names = engine_parameter_names()
+    # FedKT's, the distillation's and the stack's own parameters, and the query both kinds read
+    assert {"vote", "vote_weight_max", "final_model", "student", "aggregator"} <= names
+    assert {"query_fraction", "query_count", "query", "proxy"} <= names
+    assert not names & {"privacy", "partitions", "teachers", "threshold"}
+
+
+def test_a_module_that_names_an_engine_parameter_is_found():
+    source = 'defaults = {"fedkt": {"vote": "auto"}}\nquery = params.get("query_count", 0)\n'
+    assert named_parameters(source, engine_parameter_names()) == [
+        (1, "vote"),
+        (2, "query_count"),
+    ]
+
+
+@pytest.mark.parametrize("path", MARKET_MODULES, ids=lambda path: str(path.relative_to(MARKET)))
+def test_no_market_module_names_an_engine_parameter(path):
+    assert named_parameters(path.read_text(), engine_parameter_names()) == []
