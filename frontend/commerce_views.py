@@ -19,6 +19,7 @@ from market.commerce.delivery import download_link_create
 from market.commerce.models import ListingStatus
 from market.commerce.money import payouts_of
 from market.commerce.payouts import payable_cents
+from market.commerce.purchases import purchase_create
 from market.commerce.quality import catalog_accuracy_flag
 from market.commerce.selectors import (
     catalog_filters_from,
@@ -31,12 +32,7 @@ from market.commerce.selectors import (
     purchase_list,
     wallet_for,
 )
-from market.commerce.services import (
-    PublishGateRefused,
-    listing_publish,
-    listing_retire,
-    purchase_create,
-)
+from market.commerce.services import PublishGateRefused, listing_publish, listing_retire
 from market.errors import InvalidInput
 from market.federations.models import Federation, PrivacyLevel
 from market.jobs.models import GlobalModel

@@ -2,8 +2,9 @@
 preview of the inferred feature specification), list a succeeded job's model in the market, top wallets up
 and decide buyers' credit requests; and the buyer's side of the last one ("add credits").
 
-Each page calls the service the API calls (market.federations.services, market.commerce.services), which
-checks the operator role and writes the audit event; a refusal is shown on the form with the API's sentence.
+Each page calls the service the API calls (market.federations.services, market.commerce.services and
+market.commerce.wallets), which checks the operator role and writes the audit event; a refusal is shown on the form
+with the API's sentence.
 """
 
 from decimal import Decimal, InvalidOperation
@@ -17,13 +18,12 @@ from frontend.sent_once import sent_once
 from market.accounts.models import Organisation
 from market.commerce.models import CreditRequest, CreditRequestStatus
 from market.commerce.selectors import global_model_get
-from market.commerce.services import (
+from market.commerce.services import listing_create, require_operator
+from market.commerce.wallets import (
     credit_request_approve,
     credit_request_create,
     credit_request_decline,
     credit_request_require_wallet,
-    listing_create,
-    require_operator,
     wallet_top_up,
 )
 from market.errors import DomainError, InvalidInput, NotFound

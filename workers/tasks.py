@@ -34,7 +34,7 @@ def outbox_sweep_task() -> int:
 
 @app.task(name="onefold.submission_validate", **RETRY)
 def submission_validate_task(submission_id: int) -> None:
-    from market.submissions.services import submission_validate, submission_validation_release
+    from market.submissions.validation import submission_validate, submission_validation_release
 
     try:
         submission_validate(submission_id=submission_id)
@@ -45,7 +45,7 @@ def submission_validate_task(submission_id: int) -> None:
 
 @app.task(name="onefold.submission_reap", acks_late=True)
 def submission_reap_task() -> int:
-    from market.submissions.services import submission_reap
+    from market.submissions.validation import submission_reap
 
     return submission_reap()
 

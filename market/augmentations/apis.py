@@ -21,7 +21,7 @@ from market.augmentations.services import (
 from market.errors import InvalidInput
 from market.federations.selectors import federation_get
 from market.json_input import CheckedJSONField
-from workers.algorithms.faug import device_server_leakage
+from workers.algorithms.faug.leakage import device_server_leakage
 
 
 class SeedSummaryOutput(serializers.Serializer):

@@ -7,7 +7,7 @@ from market.augmentations.models import Augmentation, AugmentationStatus
 from market.errors import Conflict, NotFound
 from market.federations.models import Membership
 from market.storage import artifact_read
-from workers.algorithms.faug import device_server_leakage, inter_device_leakage
+from workers.algorithms.faug.leakage import device_server_leakage, inter_device_leakage
 
 
 @dataclass(frozen=True)

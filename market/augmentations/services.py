@@ -36,7 +36,8 @@ from market.federations.selectors import federation_is_member, public_dataset_cu
 from market.outbox import outbox_add
 from market.storage import arrays_from_npz
 from market.transient import retried_on_lock_conflict
-from workers.algorithms.faug import MAX_PUBLIC_ROWS, GeneratorPrivacy, generator_training_work
+from workers.algorithms.faug.training import MAX_PUBLIC_ROWS, GeneratorPrivacy
+from workers.algorithms.faug.work import generator_training_work
 from workers.features import ORDINAL_VIEW, view_width
 from workers.privacy.costs import PrivacyCost
 from workers.privacy.dp_sgd import DpSgdParameters, dp_sgd_privacy_bound
@@ -63,7 +64,7 @@ def augmentation_create(
 ) -> Augmentation:
     """An operator opens an augmentation in ``federation``. Its discriminator is DP when σ or a target ε is given,
     and must be when the federation does not allow L0 (no noise). A CTGAN (``generator="ctgan"``) is never DP: its
-    gradient penalty defeats per-example clipping (:mod:`workers.algorithms.faug_tabular`). With
+    gradient penalty defeats per-example clipping (:mod:`workers.algorithms.faug.tabular`). With
     ``use_public_data`` the MLP GAN first pretrains on the federation's current public data, unlabelled and at
     no ε (:func:`augmentation_public_features`)."""
     if not actor.is_operator:

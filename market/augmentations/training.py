@@ -25,16 +25,16 @@ from market.budgets.services import budget_charge_for_augmentation, budget_relea
 from market.outbox import outbox_add, outbox_published_long_ago
 from market.storage import artifact_save, artifacts_removed_on_error
 from market.transient import TRANSIENT_ERRORS
-from workers.algorithms.faug import (
+from workers.algorithms.faug.copies import NEAR_COPY_TOLERANCE, SeedCopiesError, drop_seed_copies
+from workers.algorithms.faug.generator import save_generator
+from workers.algorithms.faug.samples import samples_save
+from workers.algorithms.faug.tabular import TabularSetting, tabular_samples
+from workers.algorithms.faug.training import (
     GanSetting,
     GeneratorPrivacy,
     TrainingCancelled,
-    save_generator,
     train_generator,
 )
-from workers.algorithms.faug_copies import NEAR_COPY_TOLERANCE, SeedCopiesError, drop_seed_copies
-from workers.algorithms.faug_samples import samples_save
-from workers.algorithms.faug_tabular import TabularSetting, tabular_samples
 from workers.privacy.dp_sgd import DpSgdParameters
 
 logger = logging.getLogger(__name__)
@@ -153,7 +153,7 @@ def _tabular_samples(
     augmentation: Augmentation, stop_requested: Callable[[], bool]
 ) -> tuple[bytes, dict]:
     """A CTGAN trained on the pooled seeds and the samples it generates of each seeded label (never the model),
-    less the rows that copy a seed row (workers.algorithms.faug_copies; too many refuse publication)."""
+    less the rows that copy a seed row (workers.algorithms.faug.copies; too many refuse publication)."""
     features, labels = augmentation_seeds(augmentation)
     rows_per_label = settings.ONEFOLD_FAUG_TABULAR_ROWS_PER_LABEL
     generated, generated_labels = tabular_samples(

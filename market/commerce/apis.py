@@ -31,6 +31,7 @@ from market.commerce.models import ListingStatus, WalletEntryKind
 from market.commerce.money import payouts_of
 from market.commerce.packages import download_content
 from market.commerce.payouts import payable_cents, payout_record
+from market.commerce.purchases import listing_for_purchase, purchase_create
 from market.commerce.selectors import (
     catalog_filters_from,
     catalog_page,
@@ -43,13 +44,11 @@ from market.commerce.selectors import (
 )
 from market.commerce.services import (
     listing_create,
-    listing_for_purchase,
     listing_publish,
     listing_retire,
-    purchase_create,
     require_operator,
-    wallet_top_up,
 )
+from market.commerce.wallets import wallet_top_up
 from market.errors import NotFound
 from market.federations.models import PrivacyLevel
 from market.jobs.visibility import own_contribution_values

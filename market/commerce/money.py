@@ -1,6 +1,6 @@
 """The market's money as the operator reads it: the fees the market kept, and every organisation's wallet with its
 ledger (top-ups, purchases, revenue shares, payouts), searchable. Reads only; the writes are in
-market.commerce.services and market.commerce.payouts."""
+market.commerce.wallets, market.commerce.purchases and market.commerce.payouts."""
 
 from dataclasses import dataclass
 

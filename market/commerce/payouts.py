@@ -12,7 +12,8 @@ from django.db.models import Sum
 from market.accounts.models import Organisation, User
 from market.audit.services import audit_record
 from market.commerce.models import Wallet, WalletEntry, WalletEntryKind
-from market.commerce.services import MAX_PRICE_CENTS, require_operator, wallet_ensure
+from market.commerce.services import MAX_PRICE_CENTS, require_operator
+from market.commerce.wallets import wallet_ensure, wallet_entry_append, wallets_locked
 from market.errors import Conflict, InvalidInput
 
 
@@ -58,7 +59,7 @@ def payout_record(
     wallet_id = wallet_ensure(organisation=organisation).id
     try:
         with transaction.atomic():
-            wallet = Wallet.objects.select_for_update().get(pk=wallet_id)
+            wallet = wallets_locked({wallet_id})[wallet_id]
             existing = WalletEntry.objects.filter(reference=reference).first()
             if existing is not None:
                 return _payout_replay(existing, wallet=wallet, amount_cents=amount_cents), False
@@ -95,16 +96,13 @@ def _payout_append(
             f"{organisation.name} can be paid at most {owed / 100:.2f} credits (its earnings not yet paid "
             f"out, within its balance), not {amount_cents / 100:.2f}."
         )
-    wallet.balance_cents -= amount_cents
-    wallet.save(update_fields=["balance_cents", "updated_at"])
-    entry = WalletEntry.objects.create(
+    entry = wallet_entry_append(
         wallet=wallet,
         kind=WalletEntryKind.PAYOUT,
         amount_cents=-amount_cents,
-        balance_after_cents=wallet.balance_cents,
         reference=reference,
         note=note,
-        created_by=actor,
+        actor=actor,
     )
     audit_record(
         action="wallet.payout_recorded",

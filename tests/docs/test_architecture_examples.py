@@ -1,12 +1,15 @@
 """docs/architecture.md's examples are code: each block it shows is a module under docs/examples/, and that module
 runs here (the minimal job kind as a job, the page behind its URL, the model-format checklist against the files it
-names), so that a newcomer who copies an example copies code that works today."""
+names), so that a newcomer who copies an example copies code that works today. Its two inventories are read from
+the project too: the market's apps from the settings, the import contracts from .importlinter."""
 
+import configparser
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+from django.conf import settings
 
 from docs.examples.job_kind import MeanVote
 from docs.examples.model_format import MODEL_FORMAT_CHECKLIST
@@ -121,3 +124,33 @@ def test_the_example_page_shows_a_federation_to_its_member_and_sends_strangers_t
     assert response.status_code == 200
     assert "<li>&lt;=50K</li><li>&gt;50K</li>" in response.content.decode()
     assert client.get("/examples/federations/no-such-federation/classes/").status_code == 404
+
+
+def _table(header: str) -> list[list[str]]:
+    """The cells of the document's table that starts with the row ``header``, row by row."""
+    rows = ARCHITECTURE.split(header + "\n", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+    return [[cell.strip() for cell in row.strip("|").split(" | ")] for row in rows]
+
+
+def test_the_document_lists_every_app_of_the_market_and_no_other():
+    listed = [app.strip("`") for app, _ in _table("| app | owns |")]
+    installed = [
+        app.removeprefix("market.") for app in settings.INSTALLED_APPS if app.startswith("market.")
+    ]
+    assert sorted(listed) == sorted(installed)
+
+
+def test_the_document_explains_every_import_contract_and_no_other():
+    contracts = configparser.ConfigParser()
+    contracts.read(ROOT / ".importlinter")
+    kept = {
+        section.removeprefix("importlinter:contract:")
+        for section in contracts.sections()
+        if section.startswith("importlinter:contract:")
+    }
+    explained = {
+        name
+        for *_, cell in _table("| never | contract |")
+        for name in re.findall(r"`([a-z-]+)`", cell)
+    }
+    assert explained == kept

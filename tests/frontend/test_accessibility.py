@@ -11,7 +11,7 @@ import pytest
 
 from market.accounts.services import organisation_create, user_create
 from market.commerce.payouts import payout_record
-from market.commerce.services import purchase_create
+from market.commerce.purchases import purchase_create
 from market.federations.models import JoinRequest
 from market.invitations.services import invitation_create
 from market.notifications.models import Notification

@@ -33,7 +33,7 @@ def test_who_names_the_actor_with_their_own_organisation_objects_by_name_and_amo
     from decimal import Decimal
 
     from market.budgets.models import PrivacyBudget
-    from market.commerce.services import wallet_top_up
+    from market.commerce.wallets import wallet_top_up
 
     budget = PrivacyBudget.objects.create(
         federation=federation,

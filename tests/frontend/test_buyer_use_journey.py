@@ -17,7 +17,7 @@ import pytest
 from market.accounts.services import user_token
 from market.audit.models import AuditEvent
 from market.commerce.models import CreditRequest, CreditRequestStatus, Wallet
-from market.commerce.services import credit_request_approve
+from market.commerce.wallets import credit_request_approve
 from tests.conftest import api_client_for
 from tests.frontend.journey_helpers import DESKTOP, screenshots, sign_in
 from tests.market.commerce.conftest import *  # noqa: F401,F403 (global-model, listing, buyer and top-up fixtures)

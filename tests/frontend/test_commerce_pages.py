@@ -3,7 +3,7 @@
 import re
 
 from market.commerce.models import Purchase, Wallet
-from market.commerce.services import purchase_create
+from market.commerce.purchases import purchase_create
 from market.storage import artifact_read
 from tests.market.commerce.conftest import *  # noqa: F401,F403 (global-model, listing, buyer and top-up fixtures)
 

@@ -214,7 +214,7 @@ def test_requesting_and_approving_credits_twice_with_the_same_keys_acts_once(
 def test_recording_a_payout_twice_with_the_same_key_pays_once(
     client, operator, silo_user, buyer_user, published_listing, top_up
 ):
-    from market.commerce.services import purchase_create
+    from market.commerce.purchases import purchase_create
 
     top_up(buyer_user.organisation, 5000)
     purchase_create(listing=published_listing(price_cents=2000), user=buyer_user)

@@ -1,7 +1,7 @@
 """The operator's money page and an organisation's ledger with the payout form (frontend.money_views)."""
 
 from market.commerce.models import Wallet, WalletEntry
-from market.commerce.services import purchase_create
+from market.commerce.purchases import purchase_create
 from tests.frontend.test_form_resubmission import form_key
 from tests.market.commerce.conftest import *  # noqa: F401,F403 (global-model, listing, buyer and top-up fixtures)
 

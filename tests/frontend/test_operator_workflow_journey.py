@@ -10,7 +10,7 @@ import pytest
 
 from market.audit.models import AuditEvent, AuditOutcome
 from market.commerce.models import Listing, ListingStatus, Wallet
-from market.commerce.services import credit_request_create
+from market.commerce.wallets import credit_request_create
 from market.federations.models import Federation
 from market.jobs.models import Job, JobStatus
 from tests.conftest import api_client_for, scaled_milliseconds
@@ -36,7 +36,7 @@ def live_server():
 def silos_submit(federation, users, student_files) -> None:
     """The silos' part, as the toolkit does it over the API: join, upload two students each, validated."""
     from market.federations.membership import federation_join
-    from market.submissions.services import submission_validate
+    from market.submissions.validation import submission_validate
 
     for user, files in zip(users, student_files):
         federation_join(federation=federation, user=user)

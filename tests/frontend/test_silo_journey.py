@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from market.commerce.services import purchase_create
+from market.commerce.purchases import purchase_create
 from market.submissions.models import Submission, SubmissionStatus
 from tests.conftest import scaled_milliseconds
 from tests.market.commerce.conftest import *  # noqa: F401,F403 (global-model, listing, buyer and top-up fixtures)

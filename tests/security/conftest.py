@@ -45,7 +45,9 @@ def world(
     ``targets`` names each kind of object by its owner, with the path parameters that reach it."""
     from market.augmentations.services import augmentation_create
     from market.budgets.selectors import budget_list
-    from market.commerce.services import credit_request_create, listing_create, purchase_create
+    from market.commerce.purchases import purchase_create
+    from market.commerce.services import listing_create
+    from market.commerce.wallets import credit_request_create
     from market.exchanges.services import exchange_create, logits_upload
     from market.federations.membership import federation_join
     from market.federations.models import JoinRequest

@@ -24,7 +24,7 @@ import torch
 from torch.nn import functional
 
 from workers.algorithms.cohort import cohort_teacher_logits, distil_cohorts
-from workers.algorithms.stacked_mlp import StackedMLP, client_batches
+from workers.reproduce.stacked_mlp import StackedMLP, client_batches
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ Protocol: the FedKT split of :mod:`workers.datasets` (MNIST 10k; train / test / 
 The training split goes IID to 10 devices; on each, 3 target labels drawn at random keep only 5 samples (the
 FD paper's Table 1 non-IID setting, :func:`workers.reproduce.fd_simulation.starved_partition`). Each device
 uploads its 15 target samples as seeds and 15 redundant samples of other labels (device–server leakage 0.5);
-the server trains one conditional GAN (:func:`workers.algorithms.faug.train_generator`) on the 300 pooled
+the server trains one conditional GAN (:func:`workers.algorithms.faug.training.train_generator`) on the 300 pooled
 seeds. Each device then appends generated samples of its target labels, as many per label as its mean count
 of the other labels, and trains the zoo MLP (784-100-10, Adam 1e-3, batch 64, 10 epochs). Reported: test
 accuracy of each device's model, mean over devices, on the whole test split and on the test rows of that
@@ -19,7 +19,7 @@ to ``docs/results/faug.json``, a sample grid per generator to ``docs/results/fau
 ``docs/results/faug.md`` discusses them.
 
 ``--public-data`` pretrains every generator on the public split's 1,250 unlabelled rows first
-(``GanSetting.public_epochs`` unconditional epochs, no ε: :func:`workers.algorithms.faug.train_generator`) and
+(``GanSetting.public_epochs`` unconditional epochs, no ε: :func:`workers.algorithms.faug.training.train_generator`) and
 writes its generator rows, named ``faug_public`` and ``faug_public_dp_eps…``, to ``docs/results/faug_public.json``
 and its samples to ``docs/results/faug_public_samples.png`` (the ``local`` row is the same as without, so it is
 not rerun).
@@ -175,12 +175,8 @@ def run(
     and without the sample grid."""
     import torch
 
-    from workers.algorithms.faug import (
-        GanSetting,
-        GeneratorPrivacy,
-        device_server_leakage,
-        train_generator,
-    )
+    from workers.algorithms.faug.leakage import device_server_leakage
+    from workers.algorithms.faug.training import GanSetting, GeneratorPrivacy, train_generator
     from workers.reproduce.fd_simulation import starved_partition
 
     torch.set_num_threads(1)
@@ -381,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     results = PUBLIC_RESULTS if arguments.public_data else RESULTS
     if arguments.public_data:
-        from workers.algorithms.faug import GanSetting
+        from workers.algorithms.faug.training import GanSetting
 
         setting["public_epochs"] = (
             GanSetting().public_epochs

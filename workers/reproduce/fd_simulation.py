@@ -1,7 +1,7 @@
 """A simulator of federated distillation (FD, Jeong et al. 2018, Algorithm 1) and of FedAvg, the
 paper's benchmark, on the same devices, with the bits each protocol moves.
 
-Devices train zoo-style MLPs side by side (:class:`~workers.algorithms.stacked_mlp.StackedMLP`).
+Devices train zoo-style MLPs side by side (:class:`~workers.reproduce.stacked_mlp.StackedMLP`).
 One round is ``local_steps`` SGD steps on each device's own mini-batches, then the exchange:
 
 - FD: each device's per-label average logits, accumulated over the round's steps, go to the
@@ -22,7 +22,7 @@ import torch
 from torch.nn import functional
 
 from workers.algorithms.fd import fd_round_bits, fd_server_aggregate, fedavg_round_bits
-from workers.algorithms.stacked_mlp import StackedMLP, client_batches
+from workers.reproduce.stacked_mlp import StackedMLP, client_batches
 
 
 @dataclass(frozen=True)

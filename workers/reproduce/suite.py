@@ -68,7 +68,8 @@ from workers.reproduce.suite_settings import (
     SUITE,
 )
 from workers.silo.errors import DataError
-from workers.silo.training import TrainingSettings, encode_silo_table, silo_train
+from workers.silo.table import encode_silo_table
+from workers.silo.training import TrainingSettings, silo_train
 
 
 def suite_table(name: str) -> tuple[pd.DataFrame, pd.Series]:

@@ -40,6 +40,9 @@ def job_start(*, job_id: int) -> list[int] | None:
     every chunk is done and the fusion is due), or None when this worker has nothing to dispatch (another one
     claimed the job, or the job failed)."""
     now = timezone.now()
+    # The UPDATE is the claim: a duplicate or redelivered start message finds the row no longer queued and
+    # changes nothing. attempts counts claims (the reaper fails the job after ONEFOLD_JOB_MAX_ATTEMPTS), and a
+    # re-queued job keeps the moment it first started.
     claimed = Job.objects.filter(id=job_id, status=JobStatus.QUEUED, cancel_requested=False).update(
         status=JobStatus.RUNNING,
         phase=JobPhase.PREDICTING,
@@ -64,7 +67,7 @@ def job_start(*, job_id: int) -> list[int] | None:
 
 def _planned_chunks(job: Job) -> list[JobChunk]:
     existing = list(job.chunks.all())
-    if existing:
+    if existing:  # a re-claimed job keeps its plan, so the chunks a dead worker finished are not predicted again
         return existing
     submissions = list(job.submissions.order_by("id"))
     members = job_members(submissions=submissions, privacy_level=job.privacy_level)
@@ -190,6 +193,7 @@ def _predict_chunk(
         submission.id: model_files_feature_view(submission.model_files.all())
         for submission in submissions
     }
+    # One sandbox child per feature view, not per model file: each child is a fresh, resource-limited interpreter.
     outcomes = [None] * len(flat)
     for view in sorted(set(views.values())):
         positions = [
@@ -236,6 +240,8 @@ def job_chunk_run(*, chunk_id: int) -> int | None:
         "job__public_dataset", "job__evaluation_split", "job__federation"
     ).get(id=chunk_id)
     job = chunk.job
+    # A chunk that waited in the queue may find the job's lease close to expiry: renew it before the work, so the
+    # reaper does not re-queue a job whose chunks are running.
     lease_renew(job_id=job.id, chunk_id=None)
     if job_stop_if_cancelled(job_id=job.id):
         return None
@@ -245,7 +251,9 @@ def job_chunk_run(*, chunk_id: int) -> int | None:
     except JobInputError as error:
         job_end(job_id=job.id, status=JobStatus.FAILED, reason=str(error))
         return None
-    if job_stop_if_cancelled(job_id=job.id):
+    if job_stop_if_cancelled(
+        job_id=job.id
+    ):  # cancelled while predicting: nothing of this chunk is recorded
         return None
     done = JobChunk.objects.filter(
         id=chunk_id, worker=worker_id(), status=ChunkStatus.RUNNING
@@ -264,6 +272,7 @@ def job_chunk_run(*, chunk_id: int) -> int | None:
         .annotate(total=Sum("members_done"))
         .values("total")
     )
+    # Recounted from the done chunks, not incremented: a chunk run twice (its lease expired) counts once.
     Job.objects.filter(id=job.id).update(progress_done=Subquery(chunk_sums))
     job_log(
         job_id=job.id,
@@ -285,6 +294,7 @@ def members_predicted(*, submission_ids: list[int], run) -> ChunkSignals:
             "The federation's public data or evaluation split is missing from storage."
         ) from error
     submissions = _chunk_submissions(submission_ids)
+    # The public rows and the evaluation split are predicted together: one sandbox child per view, not two.
     return chunk_signals_of(
         _predict_chunk(
             submissions, np.vstack([public, evaluation["features"]]), run.federation.n_classes, run
@@ -321,6 +331,8 @@ def _chunk_artifact(chunk: JobChunk, job: Job) -> tuple[str, dict]:
 
 
 def _finalize_due(job_id: int) -> bool:
+    """Whether every chunk is done while the job still predicts. Two chunks finishing together may both see it and
+    both dispatch the fusion; its claim (:func:`workers.runner.finalize.job_finalize`) lets one of them run."""
     unfinished = JobChunk.objects.filter(job_id=OuterRef("pk")).exclude(status=ChunkStatus.DONE)
     return (
         Job.objects.filter(id=job_id, status=JobStatus.RUNNING, phase=JobPhase.PREDICTING)

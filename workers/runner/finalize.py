@@ -264,6 +264,8 @@ def _save(job: Job, fused: FusedJob, evaluated: EvaluatedModel) -> None:
         "contribution_values": job_contribution_values(job, fused, report),
     }
     with artifacts_removed_on_error() as stored_names, transaction.atomic():
+        # Re-read under the row lock: a cancel, or the reaper handing the job to another worker while this one
+        # fused, drops this result (JobSuperseded) instead of saving a second global model or charging twice.
         locked = Job.objects.select_for_update().get(id=job.id)
         if (
             locked.status != JobStatus.RUNNING
@@ -303,7 +305,9 @@ def _save(job: Job, fused: FusedJob, evaluated: EvaluatedModel) -> None:
         if job.privacy_level == PrivacyLevel.L1:
             budget_charge_for_job(job=locked, privacy_report=privacy_report)
         job_log(job_id=job.id, message=f"Succeeded: global model #{global_model.id} saved.")
-    job_artifacts_delete(job=job)
+    job_artifacts_delete(
+        job=job
+    )  # after the commit, as in job_end: a rollback keeps what a retry reads
 
 
 def job_finalize_safely(*, job_id: int) -> None:

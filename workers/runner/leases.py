@@ -28,11 +28,15 @@ def lease_seconds() -> float:
 
 @functools.cache
 def worker_id() -> str:
+    """host:pid, the owner written on the rows a worker process claims: a release or a finish only touches rows
+    that still name this process, so a worker that lost its lease cannot undo its successor's claim."""
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
 @functools.cache
 def code_version() -> str:
+    """The code a global model was made with, for its lineage: ONEFOLD_CODE_VERSION where the deployment sets it
+    (an image has no .git; docker/.env.example), else ``git describe`` of the checkout."""
     if settings.ONEFOLD_CODE_VERSION:
         return settings.ONEFOLD_CODE_VERSION
     try:
@@ -61,7 +65,7 @@ def lease_kept(*, job_id: int, chunk_id: int | None = None):
             while not stop.wait(settings.ONEFOLD_JOB_HEARTBEAT_SECONDS):
                 lease_renew(job_id=job_id, chunk_id=chunk_id)
         finally:
-            connection.close()
+            connection.close()  # Django opened this thread its own connection: close it, or each step leaks one
 
     thread = threading.Thread(target=beat, name=f"job-{job_id}-heartbeat", daemon=True)
     thread.start()

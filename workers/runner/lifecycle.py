@@ -42,6 +42,8 @@ def failing_on_unexpected(step: str):
                     **({"job_id": job_id} if chunk_id is None else {"chunk_id": chunk_id})
                 )
             except TRANSIENT_ERRORS + (JobSuperseded,):
+                # transient: the task retries the step; superseded: another worker owns the job now, and failing
+                # it here would end that worker's run
                 raise
             except Exception as error:
                 logger.exception("Job step %s failed", step)
@@ -78,6 +80,7 @@ def job_artifacts_delete(*, job: Job) -> None:
 def job_end(*, job_id: int, status: str, reason: str = "") -> bool:
     """Move a running (or queued) job to failed or cancelled, settling its budget; False if it had already ended."""
     with transaction.atomic():
+        # The row lock orders this against a concurrent end or save of the same job: the budget is settled once.
         job = (
             Job.objects.select_for_update()
             .filter(id=job_id, status__in=[JobStatus.RUNNING, JobStatus.QUEUED])
@@ -105,7 +108,9 @@ def job_end(*, job_id: int, status: str, reason: str = "") -> bool:
             if status == JobStatus.FAILED
             else "Cancelled; no global model was made.",
         )
-    job_artifacts_delete(job=job)
+    job_artifacts_delete(
+        job=job
+    )  # after the commit: a rolled-back end leaves the chunks' files a retry reads
     return True
 
 

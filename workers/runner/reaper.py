@@ -62,6 +62,8 @@ def _when(moment) -> str:
 
 def _requeue(job: Job) -> bool:
     with transaction.atomic():
+        # Only while the lease is the expired one read above: a worker whose heartbeat renewed it meanwhile keeps
+        # the job.
         requeued = Job.objects.filter(
             id=job.id, status=JobStatus.RUNNING, lease_expires_at=job.lease_expires_at
         ).update(
@@ -73,6 +75,7 @@ def _requeue(job: Job) -> bool:
         )
         if not requeued:
             return False
+        # The dead worker's running chunks go back; done chunks stay done, so the next claim predicts the rest.
         JobChunk.objects.filter(job=job, status=ChunkStatus.RUNNING).update(
             status=ChunkStatus.PENDING, worker="", lease_expires_at=None
         )

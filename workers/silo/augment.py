@@ -31,11 +31,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from workers.algorithms.faug_samples import samples_load
+from workers.algorithms.faug.samples import samples_load
 from workers.silo.client import OnefoldClient
 from workers.silo.errors import DataError
 from workers.silo.folders import pulled_folder
-from workers.silo.training import load_table
+from workers.silo.table import load_table
 from workers.silo.training_command import read_pulled
 
 MAX_GENERATOR_BYTES = 200_000_000
@@ -147,7 +147,7 @@ def _generator_of(data: bytes, source: str, *, n_classes: int) -> _Generator:
                 generate=partial(_published_rows, features, labels),
                 published_rows=True,
             )
-        from workers.algorithms.faug import load_generator  # torch: the [train] extra
+        from workers.algorithms.faug.generator import load_generator  # torch: the [train] extra
 
         loaded = load_generator(data, max_bytes=MAX_GENERATOR_BYTES)
     except ValueError as error:

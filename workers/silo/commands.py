@@ -387,7 +387,7 @@ def download(args):
 
 
 def predict(args):
-    from workers.silo.training import load_table
+    from workers.silo.table import load_table
 
     frame = load_table(args.data).head(args.limit)
     rows = json.loads(frame.to_json(orient="records"))

@@ -19,7 +19,7 @@ from workers.features import ONE_HOT_VIEW, view_width
 from workers.modelio.export import export_torch_safetensors
 from workers.silo.errors import DataError
 from workers.silo.folders import METADATA_FILE
-from workers.silo.training import encode_silo_table, load_table, validation_split
+from workers.silo.table import encode_silo_table, load_table, validation_split
 from workers.silo.training_command import read_pulled
 
 ROUND_DONE = ("aggregated", "missed_quorum")

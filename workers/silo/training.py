@@ -1,6 +1,6 @@
-"""A silo's side of training, on its own machine: read its table, encode it with the federation's
-feature specification, run FedKT's party side (or train one local model), score it on held-out
-local rows, and describe the result for the market.
+"""A silo's side of training, on its own machine: on its table read and encoded (:mod:`workers.silo.table`), run
+FedKT's party side (or train one local model), score it on held-out local rows, and describe the result for the
+market.
 
 FedKT: Li, He, Song, *Practical One-Shot Federated Learning for Cross-Silo Setting*, Algorithm 1
 lines 1-9 (:func:`workers.algorithms.fedkt.party_fit`); at L2 the party adds noise to its teachers'
@@ -13,18 +13,12 @@ Everything here raises :class:`workers.silo.errors.DataError` with a sentence fo
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from workers.features import (
-    ONE_HOT_VIEW,
-    TableError,
-    encode_features,
-    encode_labels,
     features_in_view,
-    read_table,
 )
 from workers.modelio.families import NETWORK_FAMILIES, feature_view_for
 from workers.silo.defaults import (
@@ -37,15 +31,7 @@ from workers.silo.defaults import (
     MIN_TRAINING_ROWS,
 )
 from workers.silo.errors import DataError
-
-
-@dataclass(frozen=True)
-class EncodedData:
-    """A silo's rows in the federation's encoding; ``report`` says what encoding had to paper over."""
-
-    features: np.ndarray
-    labels: np.ndarray
-    report: dict
+from workers.silo.table import EncodedData, encode_silo_table, validation_split
 
 
 @dataclass(frozen=True)
@@ -92,98 +78,6 @@ class TrainingResult:
 
     models: tuple
     metadata: dict
-
-
-def load_table(path: Path) -> pd.DataFrame:
-    """The silo's CSV, Parquet or NPZ table (recognised by content)."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as error:
-        raise DataError(f"Cannot read {path}: {error.strerror}.") from error
-    try:
-        return read_table(data)
-    except TableError as error:
-        raise DataError(f"{path}: {error}") from error
-
-
-def encode_silo_table(
-    frame: pd.DataFrame,
-    spec: dict,
-    *,
-    label_column: str,
-    class_labels: list[str],
-    view: str = ONE_HOT_VIEW,
-) -> EncodedData:
-    """Encode features with the federation's specification, in ``view``, and map labels to its classes.
-
-    Missing feature values encode as the public mean (numeric) or all zeros (categorical);
-    categories the public data lacks encode as all zeros. Rows without a label are dropped.
-    Columns the specification does not name are ignored. All of it is counted in ``report``.
-    """
-    if label_column not in frame.columns:
-        raise DataError(
-            f"The table has no '{label_column}' column, the federation's label column; name the column "
-            f"holding your labels '{label_column}' (or pass --label-column)."
-        )
-    expected = [column["name"] for column in spec["columns"]]
-    missing = [name for name in expected if name not in frame.columns]
-    if missing:
-        raise DataError(
-            f"The table lacks the column(s) {', '.join(missing)} that the federation's feature "
-            f"specification names; it expects {', '.join(expected)} plus '{label_column}'."
-        )
-    labelled = frame[frame[label_column].notna()].reset_index(drop=True)
-    labels = _encode_silo_labels(labelled[label_column], class_labels)
-    try:
-        features = encode_features(labelled, spec, view=view)
-    except TableError as error:
-        raise DataError(str(error)) from error
-    report = {
-        "rows": int(len(frame)),
-        "rows_without_label": int(len(frame) - len(labelled)),
-        "ignored_columns": [
-            name for name in frame.columns if name not in expected and name != label_column
-        ],
-        "missing_values": _missing_values(labelled, spec),
-        "unknown_categories": _unknown_categories(labelled, spec),
-    }
-    return EncodedData(features, labels, report)
-
-
-def _encode_silo_labels(values: pd.Series, class_labels: list[str]) -> np.ndarray:
-    if pd.api.types.is_float_dtype(values) and np.all(np.mod(values, 1) == 0):
-        values = values.astype(np.int64)  # 1.0 read from a CSV is the class "1"
-    text = values.astype(str).str.strip()
-    known = set(class_labels)
-    # Adult's test file writes ">50K." for ">50K": accept a trailing full stop the classes lack
-    text = text.map(
-        lambda value: (
-            value[:-1]
-            if value not in known and value[:-1] in known and value.endswith(".")
-            else value
-        )
-    )
-    try:
-        return encode_labels(text, class_labels)
-    except TableError as error:
-        raise DataError(str(error)) from error
-
-
-def _missing_values(frame: pd.DataFrame, spec: dict) -> dict[str, int]:
-    counts = {column["name"]: int(frame[column["name"]].isna().sum()) for column in spec["columns"]}
-    return {name: count for name, count in counts.items() if count}
-
-
-def _unknown_categories(frame: pd.DataFrame, spec: dict) -> dict[str, dict[str, int]]:
-    unknown = {}
-    for column in spec["columns"]:
-        if column["type"] != "categorical":
-            continue
-        values = frame[column["name"]].dropna().astype(str)
-        outside = values[~values.isin(column["categories"])].value_counts()
-        if len(outside):
-            unknown[column["name"]] = {str(value): int(count) for value, count in outside.items()}
-    return unknown
 
 
 def check_enough_rows(
@@ -239,29 +133,6 @@ def fedkt_design(n_rows: int, settings: TrainingSettings) -> tuple[int, int]:
         min_rows_per_teacher=settings.min_rows_per_teacher,
     )
     return partitions, teachers
-
-
-def validation_split(
-    labels: np.ndarray, fraction: float, seed: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Indices of training and held-out rows (stratified when every class has two rows or more)."""
-    from sklearn.model_selection import train_test_split
-
-    if not 0 < fraction < 1:
-        raise DataError(f"The validation fraction must lie between 0 and 1, not {fraction}.")
-    indices = np.arange(len(labels))
-    stratify = (
-        labels
-        if np.bincount(labels).min(initial=len(labels)) >= 2 and len(np.unique(labels)) > 1
-        else None
-    )
-    try:
-        train, held_out = train_test_split(
-            indices, test_size=fraction, random_state=seed, stratify=stratify
-        )
-    except ValueError:
-        train, held_out = train_test_split(indices, test_size=fraction, random_state=seed)
-    return np.sort(train), np.sort(held_out)
 
 
 def party_noise(settings: TrainingSettings):
@@ -577,22 +448,18 @@ __all__ = [
     "DEFAULT_TEACHER",
     "DEFAULT_TEACHERS",
     "MIN_TRAINING_ROWS",
-    "EncodedData",
     "MIN_ROWS_PER_TEACHER",
     "TrainingResult",
     "TrainingSettings",
     "accuracy",
     "check_enough_rows",
-    "encode_silo_table",
     "fedkt_design",
     "fedkt_party_train",
     "own_model_train",
-    "load_table",
     "local_train",
     "per_label_logits",
     "privacy_declaration",
     "dp_sgd_learner",
     "resolved_queries",
     "silo_train",
-    "validation_split",
 ]

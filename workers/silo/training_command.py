@@ -18,13 +18,12 @@ from workers.learners.registry import make_learner
 from workers.silo.errors import DataError
 from workers.silo.folders import METADATA_FILE, pulled_folder
 from workers.silo.students import export_student
+from workers.silo.table import encode_silo_table, load_table
 from workers.silo.training import (
     DEFAULT_OWN_MODEL,
     DEFAULT_STUDENT,
     DEFAULT_TEACHER,
     TrainingSettings,
-    encode_silo_table,
-    load_table,
     local_train,
     per_label_logits,
     silo_train,

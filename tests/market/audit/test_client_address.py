@@ -4,7 +4,7 @@ services that are not handed the request; behind trusted proxies the address is 
 import pytest
 
 from market.audit.models import AuditEvent
-from market.submissions.services import submission_validate
+from market.submissions.validation import submission_validate
 from tests.market.audit.test_events import upload
 from tests.market.submissions.helpers import submit
 

@@ -7,7 +7,8 @@ from market.audit.models import AuditEvent
 from market.audit.selectors import audit_chain_verify
 from market.errors import PermissionDenied, RefusedFormat
 from market.federations.membership import federation_join
-from market.submissions.services import UploadedModel, submission_create, submission_validate
+from market.submissions.services import UploadedModel, submission_create
+from market.submissions.validation import submission_validate
 
 
 def upload(federation, user, files: dict[str, bytes]):

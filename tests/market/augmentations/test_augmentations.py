@@ -13,7 +13,7 @@ from market.augmentations.models import Augmentation, AugmentationOutbox, SeedUp
 from market.augmentations.training import augmentation_reap, augmentation_train
 from market.budgets.models import BudgetEntry, PrivacyBudget
 from tests.conftest import api_client_for, scaled_timeout, wait_until
-from workers.algorithms.faug import load_generator
+from workers.algorithms.faug.generator import load_generator
 
 N_FEATURES = 3
 AUGMENTATION = {

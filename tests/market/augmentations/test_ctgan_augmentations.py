@@ -9,8 +9,8 @@ from market.augmentations.training import augmentation_train
 from market.budgets.models import BudgetEntry
 from tests.conftest import api_client_for
 from tests.market.augmentations.test_augmentations import AUGMENTATION, open_augmentation, upload
-from workers.algorithms.faug_copies import seed_copies
-from workers.algorithms.faug_samples import samples_load
+from workers.algorithms.faug.copies import seed_copies
+from workers.algorithms.faug.samples import samples_load
 
 CTGAN = {**AUGMENTATION, "generator": "ctgan", "batch_size": 10}
 

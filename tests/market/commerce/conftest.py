@@ -273,7 +273,7 @@ def published_listing(make_global_model, operator, silo_user, other_silo_user):
 
 @pytest.fixture
 def top_up(operator):
-    from market.commerce.services import wallet_top_up
+    from market.commerce.wallets import wallet_top_up
 
     numbers = itertools.count(1)
 

@@ -1,5 +1,6 @@
 from market.commerce.models import Listing, Purchase, Wallet, WalletEntry
-from market.commerce.services import listing_create, purchase_create
+from market.commerce.purchases import purchase_create
+from market.commerce.services import listing_create
 
 
 def names(response) -> list[str]:

@@ -5,7 +5,7 @@ import pytest
 
 from market.audit.models import AuditEvent, AuditOutcome
 from market.commerce.models import CreditRequest, CreditRequestStatus, Wallet, WalletEntry
-from market.commerce.services import (
+from market.commerce.wallets import (
     credit_request_approve,
     credit_request_create,
     credit_request_decline,

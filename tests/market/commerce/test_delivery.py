@@ -11,7 +11,7 @@ import pytest
 from django.core import signing
 
 from market.audit.models import AuditEvent
-from market.commerce.services import purchase_create
+from market.commerce.purchases import purchase_create
 from market.storage import sha256_of
 from tests.conftest import api_client_for, csv_bytes, scaled_timeout
 

@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from market.commerce.services import listing_create, listing_publish, purchase_create
+from market.commerce.purchases import purchase_create
+from market.commerce.services import listing_create, listing_publish
 from tests.conftest import api_client_for, csv_bytes
 from tests.market.commerce.test_delivery import download
 from tests.market.jobs.conftest import third_silo_user  # noqa: F401
@@ -235,7 +236,7 @@ def ensemble_of(uploads, federation, operator, django_capture_on_commit_callback
     uploaded and validated as the user's submission."""
     from market.federations.membership import federation_join
     from market.submissions.models import Submission, SubmissionStatus
-    from market.submissions.services import submission_validate
+    from market.submissions.validation import submission_validate
 
     for user, filename, data, family, view in uploads:
         federation_join(federation=federation, user=user)

@@ -13,7 +13,7 @@ from market.commerce.money import (
     payouts_of,
 )
 from market.commerce.payouts import payable_cents, payout_record
-from market.commerce.services import purchase_create
+from market.commerce.purchases import purchase_create
 from market.errors import Conflict, InvalidInput, PermissionDenied
 
 

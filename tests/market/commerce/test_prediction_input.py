@@ -5,7 +5,7 @@ import json
 import pytest
 
 from market.audit.models import AuditEvent
-from market.commerce.services import purchase_create
+from market.commerce.purchases import purchase_create
 from tests.conftest import csv_bytes
 
 

@@ -6,8 +6,8 @@ import pytest
 from market.accounts.services import organisation_create, user_create
 from market.audit.models import AuditEvent
 from market.commerce.models import WalletEntry, WalletEntryKind
+from market.commerce.purchases import purchase_create
 from market.commerce.revenue import revenue_shares, split_basis
-from market.commerce.services import purchase_create
 from market.errors import InvalidInput
 from market.federations.services import federation_create
 from tests.conftest import api_client_for

@@ -10,15 +10,14 @@ from market.commerce.models import (
     Wallet,
     WalletEntry,
 )
+from market.commerce.purchases import purchase_create
 from market.commerce.services import (
-    IdempotencyKeyReused,
     listing_create,
     listing_publish,
     listing_retire,
-    purchase_create,
-    wallet_top_up,
 )
-from market.errors import Conflict, InvalidInput, PermissionDenied
+from market.commerce.wallets import wallet_top_up
+from market.errors import Conflict, IdempotencyKeyReused, InvalidInput, PermissionDenied
 
 
 def balances() -> dict:

@@ -8,7 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from market.commerce.models import Purchase, Wallet, WalletEntry
-from market.commerce.services import purchase_create, wallet_top_up
+from market.commerce.purchases import purchase_create
+from market.commerce.wallets import wallet_top_up
 from market.errors import Conflict
 
 OPERATIONS = st.lists(

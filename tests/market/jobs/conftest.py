@@ -44,7 +44,7 @@ def fedkt_submissions(
     """Three valid FedKT submissions (L1, s = 2), one per silo, validated by the real validation service."""
     from market.federations.membership import federation_join
     from market.submissions.models import Submission, SubmissionStatus
-    from market.submissions.services import submission_validate
+    from market.submissions.validation import submission_validate
     from tests.conftest import api_client_for
 
     ids = []

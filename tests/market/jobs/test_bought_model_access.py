@@ -39,7 +39,8 @@ def outsider(db):
 
 
 def buy(global_model, user, operator, top_up):  # noqa: F811
-    from market.commerce.services import listing_create, listing_publish, purchase_create
+    from market.commerce.purchases import purchase_create
+    from market.commerce.services import listing_create, listing_publish
 
     listing = listing_publish(
         listing=listing_create(

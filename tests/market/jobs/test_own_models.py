@@ -51,7 +51,7 @@ def own_model_submissions(
 ):
     """Three valid L0 submissions of two students and the silo's own model each."""
     from market.federations.membership import federation_join
-    from market.submissions.services import submission_validate
+    from market.submissions.validation import submission_validate
 
     ids = []
     users = (silo_user, other_silo_user, third_silo_user)

@@ -5,7 +5,8 @@ import numpy as np
 from market.sandbox import stored_models_predict
 from market.storage import arrays_from_npz, artifact_read
 from market.submissions.models import Submission, SubmissionStatus
-from market.submissions.services import UploadedModel, submission_create, submission_validate
+from market.submissions.services import UploadedModel, submission_create
+from market.submissions.validation import submission_validate
 from tests.conftest import native_probabilities
 
 

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from market.outbox import outbox_sweep
 from market.submissions.models import Submission, SubmissionOutbox, SubmissionStatus
-from market.submissions.services import submission_reap
+from market.submissions.validation import submission_reap
 from tests.market.submissions.helpers import submit
 
 
@@ -68,7 +68,7 @@ def test_a_database_hiccup_during_validation_hands_the_row_back_for_the_retry(
     def hiccup(submission):
         raise OperationalError("server closed the connection unexpectedly")
 
-    monkeypatch.setattr("market.submissions.services._validation_failure", hiccup)
+    monkeypatch.setattr("market.submissions.validation._validation_failure", hiccup)
     with pytest.raises(
         OperationalError
     ):  # called directly, Celery's autoretry re-raises instead of scheduling

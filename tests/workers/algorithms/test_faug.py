@@ -1,24 +1,26 @@
-"""Federated augmentation's conditional generator (workers.algorithms.faug)."""
+"""Federated augmentation's conditional generator (the workers.algorithms.faug package)."""
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
-from workers.algorithms.faug import (
-    STEP_WORK,
-    GanSetting,
-    GeneratorPrivacy,
-    TrainingCancelled,
-    device_server_leakage,
+from workers.algorithms.faug.generator import (
     fill_missing_labels,
-    generator_training_work,
-    inter_device_leakage,
     load_generator,
     save_generator,
     target_labels_of,
+)
+from workers.algorithms.faug.leakage import device_server_leakage, inter_device_leakage
+from workers.algorithms.faug.training import (
+    GanSetting,
+    GeneratorPrivacy,
+    TrainingCancelled,
     train_generator,
 )
+from workers.algorithms.faug.work import STEP_WORK, generator_training_work
 from workers.privacy.dp_sgd import DpSgdParameters, dp_sgd_privacy_bound
 
 TINY = GanSetting(
@@ -254,3 +256,19 @@ def test_a_training_never_told_to_stop_asks_once_a_step(seeds):
         *seeds, n_classes=3, setting=TINY, seed=1, stop_requested=lambda: asked.append(1) or False
     )
     assert len(asked) == 2 * 5  # 2 epochs of ceil(36 / 8) steps
+
+
+def test_the_leakages_work_estimate_and_samples_file_load_no_torch():
+    """The market shows leakages and prices a training in its web processes: they must not pay for torch."""
+    imported = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, workers.algorithms.faug.leakage, workers.algorithms.faug.work, "
+            "workers.algorithms.faug.samples; print('torch' in sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert imported.stdout.strip() == "False"

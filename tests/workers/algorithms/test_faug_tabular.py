@@ -4,10 +4,10 @@ written and read back without pickle."""
 import numpy as np
 import pytest
 
-from workers.algorithms.faug import TrainingCancelled
-from workers.algorithms.faug_copies import SeedCopiesError, drop_seed_copies, seed_copies
-from workers.algorithms.faug_samples import samples_load, samples_save
-from workers.algorithms.faug_tabular import TabularSetting, discrete_columns, tabular_samples
+from workers.algorithms.faug.copies import SeedCopiesError, drop_seed_copies, seed_copies
+from workers.algorithms.faug.samples import samples_load, samples_save
+from workers.algorithms.faug.tabular import TabularSetting, discrete_columns, tabular_samples
+from workers.algorithms.faug.training import TrainingCancelled
 
 NUMERIC = ["age", "educational-num", "capital-gain", "hours-per-week"]
 TINY = TabularSetting(epochs=2, batch_size=20, embedding_dim=8, hidden_sizes=(16,))

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from tests.conftest import scaled_timeout
-from workers.algorithms.faug import GanSetting, GeneratorPrivacy, save_generator, train_generator
+from workers.algorithms.faug.generator import save_generator
+from workers.algorithms.faug.training import GanSetting, GeneratorPrivacy, train_generator
 
 PIXELS = [f"pixel{index}" for index in range(6)]
 CLASSES = ["zero", "one", "two"]
@@ -184,7 +185,7 @@ def test_augment_refuses_a_pickle_or_a_mismatched_generator(run_cli, image_feder
 @pytest.fixture
 def ctgan_samples(tmp_path):
     """A CTGAN augmentation's published rows (.npz): 4 rows of 'one' and 4 of 'two', raw pixel values."""
-    from workers.algorithms.faug_samples import samples_save
+    from workers.algorithms.faug.samples import samples_save
 
     features = np.arange(48, dtype=np.float32).reshape(8, 6) * 5
     path = tmp_path / "samples.npz"

@@ -39,7 +39,7 @@ def test_a_buyer_downloads_the_raw_column_package_of_a_bought_model(
     buyer_user,  # noqa: F811
     tmp_path,
 ):
-    from market.commerce.services import purchase_create
+    from market.commerce.purchases import purchase_create
 
     listing = published_listing(price_cents=0)
     purchase_create(listing=listing, user=buyer_user)

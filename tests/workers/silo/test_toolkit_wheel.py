@@ -1,13 +1,15 @@
 """The market builds the toolkit's wheel from the package layout and serves it to anyone at /toolkit/.
 
-The wheel holds exactly the toolkit's import closure (``workers.silo`` and every ``workers`` module it imports,
-with their packages), so nothing research-only, server-side or job-side can ride along, and nothing the toolkit
-needs is missing.
+The wheel holds the packages and modules at the top of the toolkit's import closure (``workers.silo`` and every
+``workers`` module it imports), whole: nothing the toolkit needs is missing, what ships imports only what ships, no
+server-side or job-side package rides along, and no module that research alone imports is in it (found from the
+imports, so a research helper written in a shipped package is caught the day it lands).
 """
 
 import ast
 import hashlib
 import io
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -67,6 +69,40 @@ def import_closure(roots: list[str]) -> set[str]:
     return files
 
 
+def modules_under(folder: str) -> list[str]:
+    """The dotted names of the Python files under ``folder`` (migrations aside)."""
+    return [
+        path.relative_to(ROOT)
+        .with_suffix("")
+        .as_posix()
+        .replace("/", ".")
+        .removesuffix(".__init__")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if "migrations" not in path.parts
+    ]
+
+
+def research_only_files() -> set[str]:
+    """The ``workers`` files that research imports and nothing that runs the market or a silo does: computed from
+    the imports, so a core module that only a reproduction uses is found the day it is written."""
+    research = [
+        *modules_under("workers/reproduce"),
+        "workers.datasets",
+        *modules_under("benchmarks"),
+    ]
+    shipping = [
+        *modules_under("market"),
+        *modules_under("frontend"),
+        *modules_under("workers/silo"),
+        *modules_under("workers/runner"),
+        "workers.tasks",
+        "workers.celery_app",
+        "workers.apps",
+        "workers.simulation",
+    ]
+    return import_closure(research) - import_closure(shipping)
+
+
 @pytest.fixture(scope="module")
 def shipped_python_files() -> set[str]:
     with zipfile.ZipFile(io.BytesIO(wheel_build().data)) as archive:
@@ -86,6 +122,25 @@ def test_the_wheel_holds_the_toolkits_import_closure_and_nothing_research_or_ser
     assert import_closure(
         [name.removesuffix(".py").removesuffix("/__init__").replace("/", ".") for name in shipped_python_files]
     ) == shipped_python_files  # fmt: skip
+
+
+def test_the_wheel_names_exactly_the_packages_and_modules_the_toolkit_imports():
+    """``only-include`` is a list, but not a free one: it is the top level of the toolkit's import closure, so a
+    package the toolkit stops importing leaves the wheel (this fails until it is struck from the list)."""
+    toolkit = [f"workers.silo.{path.stem}" for path in (ROOT / "workers" / "silo").glob("*.py")]
+    imported = {Path(name).relative_to("workers").parts[0] for name in import_closure(toolkit)}
+    build = tomllib.loads((ROOT / "workers" / "pyproject.toml").read_text())["tool"]["hatch"][
+        "build"
+    ]
+    assert sorted(build["targets"]["wheel"]["only-include"]) == sorted(imported)
+
+
+def test_no_module_in_the_wheel_is_used_by_research_alone(shipped_python_files):
+    research_only = research_only_files()
+    assert (
+        "workers/reproduce/stacked_mlp.py" in research_only
+    )  # the check sees a research-only module
+    assert not research_only & shipped_python_files, sorted(research_only & shipped_python_files)
 
 
 def test_the_wheel_is_reproducible_and_declares_the_command_and_both_extras():

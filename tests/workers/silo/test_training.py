@@ -312,7 +312,7 @@ def test_a_student_missing_a_class_exports_in_the_federations_class_indices(fami
 def test_labels_written_with_a_trailing_full_stop_map_to_the_federations_classes(
     pulled, adult_frame
 ):
-    from workers.silo.training import encode_silo_table
+    from workers.silo.table import encode_silo_table
 
     rows = adult_frame.iloc[2500:2510].copy()
     rows["income"] = rows["income"].astype(str) + "."
@@ -325,7 +325,7 @@ def test_labels_written_with_a_trailing_full_stop_map_to_the_federations_classes
 
 
 def test_numeric_labels_read_as_floats_match_text_classes(pulled, adult_frame):
-    from workers.silo.training import encode_silo_table
+    from workers.silo.table import encode_silo_table
 
     rows = adult_frame.iloc[2500:2504].copy()
     rows["income"] = pd.Series([1.0, 0.0, 1.0, np.nan], index=rows.index)
@@ -348,7 +348,8 @@ def test_train_reads_parquet_as_well_as_csv(run_cli, pulled, tmp_path, adult_fra
 def test_silo_train_in_process_trains_exactly_what_the_train_command_does(
     run_cli, pulled, silo_csv
 ):
-    from workers.silo.training import load_table, silo_train
+    from workers.silo.table import load_table
+    from workers.silo.training import silo_train
 
     code, out, err = run_cli(
         "train", "adult-income", "--data", silo_csv, "--pulled", pulled, "--json"

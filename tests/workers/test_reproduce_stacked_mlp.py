@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from workers.algorithms.stacked_mlp import StackedMLP, client_batches
+from workers.reproduce.stacked_mlp import StackedMLP, client_batches
 from workers.zoo import build_module
 
 

@@ -2,7 +2,7 @@
 (float32, n × n_features) and ``labels`` (int64, n), written without pickle and read with
 ``allow_pickle=False``, shapes and values checked before use.
 
-A CTGAN (:mod:`workers.algorithms.faug_tabular`) is published as rows it generated, not as the model (its column
+A CTGAN (:mod:`workers.algorithms.faug.tabular`) is published as rows it generated, not as the model (its column
 encoders, Gaussian mixtures and category lists, are not tensors, and rows keep the seed-copy check in one place).
 Only numpy is needed to read them: the silo toolkit never imports the generator.
 """

@@ -13,7 +13,7 @@ whose Business Source License excludes a synthetic-data service such as this mar
 
 The market publishes the rows it generates, never the model (the published artefact stays the samples file, read
 without pickle), so :func:`tabular_samples` returns ``rows_per_label`` rows of every label, written by
-:func:`workers.algorithms.faug_samples.samples_save`.
+:func:`workers.algorithms.faug.samples.samples_save`.
 
 Which columns are discrete: seeds arrive as numbers only, so a feature column is treated as discrete when its seed
 values are all integers and take at most :data:`DISCRETE_MAX_VALUES` distinct values (a label-encoded category, a
@@ -22,7 +22,7 @@ clipped to the seeds' range per column.
 
 No DP: the discriminator is trained with a WGAN gradient penalty (a gradient of the discriminator with respect to
 interpolated rows, mixed across a pac of rows), which per-example DP-SGD (Opacus) cannot clip per seed; a private
-generator is the MLP GAN of :mod:`workers.algorithms.faug`.
+generator is the MLP GAN of :mod:`workers.algorithms.faug.training`.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from sklearn.mixture import BayesianGaussianMixture
 from torch import nn
 from torch.nn import functional
 
-from workers.algorithms.faug import TrainingCancelled
+from workers.algorithms.faug.training import TrainingCancelled
 
 DISCRETE_MAX_VALUES = 10
 MAX_PAC = 10
@@ -369,7 +369,7 @@ def tabular_samples(
         leaves torch's global random state as it found it.
     stop_requested : callable returning bool
         Asked after every optimiser step of the fit (the discriminator's, then the generator's); when it returns
-        True the fit stops with :class:`workers.algorithms.faug.TrainingCancelled`.
+        True the fit stops with :class:`workers.algorithms.faug.training.TrainingCancelled`.
 
     Returns
     -------
