@@ -17,7 +17,8 @@ does; the database is read only to check what the pages said.
    ``tests/workers/silo/test_toolkit_install.py`` installs from a package index instead.
 4. The operator launches a job on the launcher (the worker runs it), lists the model and publishes it.
 5. The buyer asks for credits, the operator approves them with the payment's reference, the buyer buys the model,
-   downloads the raw-column ONNX package and runs the page's snippet exactly as shown: the platform's predictions.
+   downloads the raw-column ONNX package and runs the page's snippet exactly as shown, and the page's curl line
+   with a token made on the tokens page: the same predictions.
 6. The money page shows the market's fee; the operator records the silo's payout on its ledger.
 7. The audit log page has every step, named by actor and organisation, and the download's SHA-256 is that of the
    bytes the browser received.
@@ -28,7 +29,9 @@ wider than the phone) as it goes.
 
 import hashlib
 import io
+import json
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -37,13 +40,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from django.contrib.auth import get_user_model
 
 from market.audit.models import AuditEvent
 from market.commerce.models import Listing, WalletEntry
 from market.jobs.models import Job, JobStatus
 from market.submissions.models import Submission
-from tests.conftest import api_client_for, csv_bytes, scaled_milliseconds, scaled_timeout
+from tests.conftest import csv_bytes, scaled_milliseconds, scaled_timeout
 from tests.frontend.journey_helpers import DESKTOP, PHONE, sign_in
 from tests.frontend.test_accessibility import page_problems
 from tests.frontend.test_jobs_journey import live_server  # noqa: F401 (fixture)
@@ -292,19 +294,27 @@ def test_a_consortium_runs_from_an_empty_market_in_the_browser_alone(
         package.extractall(buyer_folder)
     rows = "\n".join(adult_evaluation_csv.decode().splitlines()[:21]) + "\n"
     (buyer_folder / "rows.csv").write_text(rows)
+    snippet, curl_line = (
+        buyer.locator(f"#{name}").inner_text() for name in ("use-snippet", "curl-line")
+    )
     monkeypatch.chdir(buyer_folder)
     namespace: dict = {}
-    exec(buyer.locator("#use-snippet").inner_text(), namespace)  # noqa: S102 (the page's snippet, as shown)
-    buyer_account = get_user_model().objects.get(username="bob")
-    platform = (
-        api_client_for(buyer_account)
-        .post(
-            f"/api/global-models/{listing.global_model_id}/predict/",
-            data=rows.encode(),
-            content_type="text/csv",
-        )
-        .json()
+    exec(snippet, namespace)  # noqa: S102 (the page's snippet, as shown)
+    # ... and the prediction API's curl line, as shown, with a token made on the page it links to.
+    buyer.get_by_role("link", name="API tokens page").click()
+    buyer.get_by_label("Name").fill("laptop")
+    buyer.get_by_role("button", name="Create token").click()
+    token = buyer.locator("#new-token-key").inner_text()
+    scan(buyer, "buyer token made")
+    answered = subprocess.run(
+        ["bash", "-c", curl_line],
+        cwd=buyer_folder,
+        env={"PATH": "/usr/bin:/bin", "ONEFOLD_TOKEN": token},
+        capture_output=True,
+        text=True,
+        timeout=scaled_timeout(120),
     )
+    platform = json.loads(answered.stdout)
     assert [str(label) for label in namespace["labels"]] == platform["classes"]
     np.testing.assert_allclose(namespace["probabilities"], platform["probabilities"], atol=2e-6)
 
@@ -340,12 +350,22 @@ def test_a_consortium_runs_from_an_empty_market_in_the_browser_alone(
         "wallet.credit_request_approved": "olivia-operator (market operator)\nfor Fabrikam Insurance",
         "purchase.created": "bob (Fabrikam Insurance)",
         "wallet.payout_recorded": "olivia-operator (market operator)\nfor Harbour Clinic",
+        "token.created": "bob (Fabrikam Insurance)",
+        "model.predicted": "bob (Fabrikam Insurance)",
     }
     missing = {
         action: who
         for action, who in expected.items()
         if not any(who in row for row in audit_rows(page, url, action))
     }
+    every_row = "\n".join(audit_rows(page, url, ""))
+    assert (
+        re.findall(
+            r"(?:Invitation|JoinRequest|Membership|PublicDataset|EvaluationSplit|ApiToken) #",
+            every_row,
+        )
+        == []
+    )
     assert missing == {}, (missing, [event.action for event in AuditEvent.objects.order_by("id")])
     assert scan.problems == []
     assert script_errors == []
