@@ -16,7 +16,8 @@ does; the database is read only to check what the pages said.
    count as installed and pip fetches the toolkit from the live server alone, in seconds and without PyPI.
    ``tests/workers/silo/test_toolkit_install.py`` installs from a package index instead.
 4. The operator launches a job on the launcher (the worker runs it), lists the model and publishes it.
-5. The buyer asks for credits, the operator approves them with the payment's reference, the buyer buys the model,
+5. The buyer asks for credits, the operator approves them with the payment's reference, the buyer buys the model
+   (Back and "Confirm purchase" again answer with the first purchase: one charge),
    downloads the raw-column ONNX package and runs the page's snippet exactly as shown, and the page's curl line
    with a token made on the tokens page: the same predictions.
 6. The money page shows the market's fee; the operator records the silo's payout on its ledger.
@@ -283,6 +284,18 @@ def test_a_consortium_runs_from_an_empty_market_in_the_browser_alone(
     buyer.get_by_role("link", name="Buy").click()
     scan(buyer, "purchase confirmation")
     buyer.get_by_role("button", name="Confirm purchase").click()
+    buyer.get_by_role("link", name="Use this model").wait_for()
+    purchases_page = buyer.url
+    # Back (the browser shows the confirmation as it kept it) and the button again: the first purchase's answer.
+    buyer.go_back()
+    buyer.get_by_role("button", name="Confirm purchase").click()
+    buyer.get_by_text(
+        "This form was already sent; here is its result. Nothing was done again."
+    ).wait_for()
+    assert listing.purchases.count() == 1
+    buyer.get_by_role("link", name="Wallet", exact=True).click()
+    assert buyer.locator("#wallet-balance").inner_text() == "30.00 credits"
+    buyer.goto(purchases_page)
     buyer.get_by_role("link", name="Use this model").click()
     scan(buyer, "use this model")
     with buyer.expect_download() as download_info:
@@ -327,11 +340,18 @@ def test_a_consortium_runs_from_an_empty_market_in_the_browser_alone(
     page.get_by_label("Amount (credits)").fill("18")
     page.get_by_label("Payment reference").fill("SEPA-2026-7")
     page.get_by_role("button", name="Record payout").click()
-    page.locator("#ledger-payable").filter(has_text="0.00 credits").wait_for()
+    paid_out = page.locator("#ledger-payable").filter(has_text=re.compile(r"^0\.00 credits$"))
+    paid_out.wait_for()
     scan(page, "silo ledger paid out")
-    assert WalletEntry.objects.filter(kind="payout", amount_cents=-1800).count() == 1
+    # (sending the payout form twice is tested in test_form_resubmission.py)
+    assert WalletEntry.objects.filter(kind="payout").count() == 1
+    silo.get_by_role("link", name="Earnings", exact=True).click()
+    assert silo.locator("#earnings-payable").inner_text() == "0.00 credits"
+    assert "SEPA-2026-7" in silo.locator("#earnings-payouts").inner_text()
+    scan(silo, "silo earnings paid out")
 
     # 7. The audit log page: every step, named, and the digest of the bytes the buyer received.
+    page.goto(f"{url}/security/audit/")
     scan(page, "audit log")
     downloads = audit_rows(page, url, "model.downloaded")
     assert len(downloads) == 1 and hashlib.sha256(delivered).hexdigest() in downloads[0]
