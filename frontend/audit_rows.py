@@ -7,13 +7,22 @@ import json
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from django.urls import reverse
 
+from market.accounts.models import ApiToken
 from market.augmentations.models import Augmentation
 from market.budgets.models import PrivacyBudget
 from market.commerce.models import CreditRequest, Listing, Purchase, WalletEntry
-from market.federations.models import Federation
+from market.federations.models import (
+    EvaluationSplit,
+    Federation,
+    JoinRequest,
+    Membership,
+    PublicDataset,
+)
+from market.invitations.models import Invitation
 from market.jobs.models import GlobalModel, Job
 from market.numbers import credits_text
 from market.submissions.models import Submission
@@ -80,7 +89,7 @@ OBJECT_KINDS = {
         model=WalletEntry,
         related=("wallet__organisation",),
         name=lambda entry: (
-            f"{entry.get_kind_display()} of {credits_text(entry.amount_cents)} credits, "
+            f"{entry.get_kind_display()} of {credits_text(abs(entry.amount_cents))} credits, "
             + (
                 f"wallet of {entry.wallet.organisation.name}"
                 if entry.wallet.organisation
@@ -115,6 +124,58 @@ OBJECT_KINDS = {
             f"Augmentation #{augmentation.id} in {augmentation.federation.name}"
         ),
         url=lambda augmentation: reverse("augmentation-detail", args=[augmentation.id]),
+    ),
+}
+
+
+def _members_tab(federation) -> str:
+    return reverse("federation-detail", args=[federation.slug]) + "?tab=members"
+
+
+# Membership, people and data: named by whom and what they are about, linked to the page that shows them.
+OBJECT_KINDS |= {
+    "Invitation": ObjectKind(
+        model=Invitation,
+        related=("organisation", "federation"),
+        name=lambda invitation: (
+            f"Invitation of {invitation.organisation_label}"
+            + (f" into {invitation.federation.name}" if invitation.federation_id else "")
+        ),
+        url=lambda invitation: reverse("invitation-list"),
+    ),
+    "JoinRequest": ObjectKind(
+        model=JoinRequest,
+        related=("organisation", "federation"),
+        name=lambda join_request: (
+            f"Join request of {join_request.organisation.name} to {join_request.federation.name}"
+        ),
+        url=lambda join_request: _members_tab(join_request.federation),
+    ),
+    "Membership": ObjectKind(
+        model=Membership,
+        related=("organisation", "federation"),
+        name=lambda membership: (
+            f"Membership of {membership.organisation.name} in {membership.federation.name}"
+        ),
+        url=lambda membership: _members_tab(membership.federation),
+    ),
+    "PublicDataset": ObjectKind(
+        model=PublicDataset,
+        related=("federation",),
+        name=lambda dataset: f"Public data of {dataset.federation.name} ({dataset.n_rows} rows)",
+        url=lambda dataset: reverse("federation-data", args=[dataset.federation.slug]),
+    ),
+    "EvaluationSplit": ObjectKind(
+        model=EvaluationSplit,
+        related=("federation",),
+        name=lambda split: f"Evaluation split of {split.federation.name} ({split.n_rows} rows)",
+        url=lambda split: reverse("federation-data", args=[split.federation.slug]),
+    ),
+    "ApiToken": ObjectKind(
+        model=ApiToken,
+        related=("user",),
+        name=lambda token: f"API token “{token.name}” of {token.user.username}",
+        url=lambda token: "",  # the tokens page shows only the reader's own
     ),
 }
 
@@ -170,10 +231,23 @@ def readable_value(value) -> str:
     return str(value)
 
 
+def _moment(text: str) -> str:
+    """An ISO 8601 time as the log's own column shows times (UTC, to the minute); other text as it is."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return text
+    if moment.tzinfo is None:
+        return text
+    return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+
+
 def readable_detail(key: str, value) -> tuple[str, str]:
-    """A detail as a label and a value; ``*_cents`` amounts are shown in credits."""
+    """A detail as a label and a value; ``*_cents`` amounts are shown in credits, ``*_at`` times as UTC."""
     if key.endswith("_cents") and isinstance(value, int) and not isinstance(value, bool):
         return key.removesuffix("_cents").replace("_", " "), f"{credits_text(value)} credits"
+    if key.endswith("_at") and isinstance(value, str):
+        return key.replace("_", " "), _moment(value)
     return key.replace("_", " "), readable_value(value)
 
 
@@ -192,6 +266,7 @@ def audit_rows(events) -> list[dict]:
                 "details": [
                     readable_detail(key, value)
                     for key, value in sorted((event.details or {}).items())
+                    if value != ""  # an empty note or reason says nothing
                 ],
             }
         )

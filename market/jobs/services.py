@@ -8,6 +8,7 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -312,9 +313,11 @@ def _earlier_job(*, requested_by: User, idempotency_key: str, request_sha256: st
         .first()
     )
     if earlier is not None and earlier.request_sha256 != request_sha256:
+        job = earlier.job
         raise IdempotencyKeyReused(
             f"The Idempotency-Key {idempotency_key!r} was already used for another request "
-            f"(job #{earlier.job_id}); send a new key for a new job."
+            f"(job #{job.id}, {job.get_kind_display()} at {job.privacy_level} in {job.federation.name}, "
+            f"launched {job.created_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC); send a new key for a new job."
         )
     return earlier.job if earlier is not None else None
 

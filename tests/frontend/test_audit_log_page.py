@@ -1,5 +1,7 @@
 """The audit log page: 50 entries a page, objects linked to their pages, details as labelled values."""
 
+import re
+
 from django.test import Client
 
 from market.audit.services import audit_record
@@ -71,3 +73,42 @@ def test_who_names_the_actor_with_their_own_organisation_objects_by_name_and_amo
         "wallet of Northwind Hospital</a>"
     ) in page
     assert "<dt>amount</dt><dd>1,234.56 credits</dd>" in page and "123456" not in page
+
+
+def test_membership_invitation_data_and_token_events_name_their_objects_and_link_them(
+    operator, silo_user, federation, adult_public_csv, client
+):
+    from market.accounts.services import user_token
+    from market.federations.membership import federation_join, join_request_admit
+    from market.federations.models import JoinRequest
+    from market.federations.services import public_dataset_upload
+    from market.invitations.services import invitation_create
+
+    federation.membership_policy = "request"
+    federation.save(update_fields=["membership_policy"])
+    invitation_create(
+        user=operator, kind="organisation", organisation_name="Harbour Clinic", is_silo=True
+    )
+    federation_join(federation=federation, user=silo_user)
+    join_request_admit(join_request_id=JoinRequest.objects.get().id, user=operator)
+    public_dataset_upload(federation=federation, data=adult_public_csv, uploaded_by=operator)
+    user_token(user=silo_user)
+    client.force_login(operator)
+    page = client.get("/security/audit/").content.decode()
+
+    members = f"/federations/{federation.slug}/?tab=members"
+    assert '<a href="/people/">Invitation of Harbour Clinic</a>' in page
+    assert f'<a href="{members}">Join request of Northwind Hospital to Adult income</a>' in page
+    assert f'<a href="{members}">Membership of Northwind Hospital in Adult income</a>' in page
+    assert (
+        f'<a href="/federations/{federation.slug}/data/">Public data of Adult income (2000 rows)</a>'
+        in page
+    )
+    assert "API token “default” of sam-silo" in page
+    assert not any(
+        f"{kind} #" in page
+        for kind in ("Invitation", "JoinRequest", "Membership", "PublicDataset", "ApiToken")
+    )
+    # times as the log shows them, and no empty detail
+    assert re.search(r"<dt>expires at</dt><dd>\d{4}-\d\d-\d\d \d\d:\d\d UTC</dd>", page)
+    assert "<dd></dd>" not in page

@@ -1,6 +1,8 @@
 """Every state-changing page form is safe to send twice (frontend.sent_once): the one-time key its page rendered
 makes a second send — Back and the button again, a double click — answer with the first send's result and act
-no second time: one job and one reservation, one purchase and one charge, one top-up, one token, one request."""
+no second time: one job and one reservation, one purchase and one charge, one top-up, one token, one request,
+one payout, one invitation (and one account from its link), one join request and one admission, one federation
+edit; the upload page's files stored once."""
 
 import json
 import re
@@ -14,6 +16,7 @@ from market.augmentations.models import Augmentation
 from market.budgets.models import BudgetEntry, PrivacyBudget
 from market.commerce.models import CreditRequest, Purchase, Wallet, WalletEntry
 from market.jobs.models import Job
+from tests.conftest import api_client_for
 from tests.frontend.test_augmentation_pages import FORM as AUGMENTATION_FORM
 from tests.frontend.test_augmentation_pages import open_augmentation, seeds_file
 from tests.frontend.test_jobs_journey import live_server  # noqa: F401 (fixture)
@@ -344,3 +347,99 @@ def test_back_and_launch_again_in_a_browser_queues_one_l1_job_and_reserves_once(
     )
     assert len(reserved) == 3 and all(value > 0 for value in reserved.values())
     assert BudgetEntry.objects.filter(kind="reserve").count() == 3
+
+
+def test_making_an_invitation_twice_with_the_same_key_makes_one_link(client, operator):
+    from market.invitations.models import Invitation
+
+    client.force_login(operator)
+    key = form_key(client.get("/people/").content.decode(), 'id="invitation-form"')
+    form = {
+        "kind": "organisation",
+        "organisation_name": "Harbour Clinic",
+        "is_silo": "on",
+        "idempotency_key": key,
+    }
+    first, resent = sent_twice(client, "/people/", form)
+    assert first.status_code == 200 and "Invitation link" in first.content.decode()
+    assert resent.status_code == 409
+    assert "This form was already sent; nothing was done again." in resent.content.decode()
+    assert Invitation.objects.count() == 1
+
+
+def test_accepting_an_invitation_twice_makes_one_account(client, operator):
+    from market.accounts.models import User
+    from market.invitations.services import invitation_create
+
+    _, token = invitation_create(
+        user=operator, kind="organisation", organisation_name="Harbour Clinic", is_silo=True
+    )
+    form = {"username": "ada", "password": "harbour-clinic-2026"}
+    first, resent = sent_twice(client, f"/invitations/{token}/", form)
+    assert first.status_code == 302 and resent.status_code == 410
+    assert User.objects.filter(organisation__name="Harbour Clinic").count() == 1
+
+
+def test_asking_to_join_and_admitting_twice_with_the_same_keys_acts_once(
+    client, operator, federation_with_data, other_silo_user
+):
+    from market.audit.models import AuditEvent
+    from market.federations.models import JoinRequest, Membership
+
+    federation_with_data.membership_policy = "request"
+    federation_with_data.save(update_fields=["membership_policy"])
+    client.force_login(other_silo_user)
+    join = "/federations/adult-income/join/"
+    key = form_key(client.get("/federations/adult-income/").content.decode(), join)
+    first, resent = sent_twice(client, join, {"idempotency_key": key})
+    assert first.status_code == resent.status_code == 302
+    assert JoinRequest.objects.count() == 1
+
+    client.force_login(operator)
+    admit = f"/join-requests/{JoinRequest.objects.get().id}/admit/"
+    key = form_key(client.get("/federations/adult-income/?tab=members").content.decode(), admit)
+    first, resent = sent_twice(client, admit, {"idempotency_key": key})
+    assert first.status_code == resent.status_code == 302
+    assert first["Location"] == resent["Location"]
+    assert Membership.objects.filter(organisation=other_silo_user.organisation).count() == 1
+    assert AuditEvent.objects.filter(action="membership.admitted").count() == 1
+
+
+def test_editing_a_federation_twice_with_the_same_key_saves_and_audits_once(
+    client, operator, federation
+):
+    from market.audit.models import AuditEvent
+
+    client.force_login(operator)
+    edit = "/federations/adult-income/edit/"
+    key = form_key(client.get(edit).content.decode(), 'id="federation-edit-form"')
+    form = {
+        "name": "Adult income",
+        "description": "Households above 50K.",
+        "membership_policy": "request",
+        "revenue_split": "equal",
+        "idempotency_key": key,
+    }
+    first, resent = sent_twice(client, edit, form)
+    assert first.status_code == resent.status_code == 302
+    assert AuditEvent.objects.filter(action="federation.updated").count() == 1
+    federation.refresh_from_db()
+    assert (federation.revenue_split, federation.membership_policy) == ("equal", "request")
+
+
+def test_the_upload_pages_form_sent_again_stores_one_submission(
+    silo_user, federation_with_data, model_files
+):
+    """The upload page posts to the API with its Idempotency-Key (upload.js): the same key answers the first
+    submission; a reload's new key with the same files is refused as a duplicate. One submission either way."""
+    from market.submissions.models import Submission
+    from tests.market.submissions.helpers import submit
+
+    page_client = api_client_for(silo_user)
+    files = {"forest.onnx": model_files["forest.onnx"]}
+    first = submit(page_client, files, idempotency_key="page-1")
+    replayed = submit(page_client, files, idempotency_key="page-1")
+    reloaded = submit(page_client, files, idempotency_key="page-2")
+    assert (first.status_code, replayed.status_code, reloaded.status_code) == (202, 200, 409)
+    assert replayed.json()["id"] == first.json()["id"]
+    assert Submission.objects.count() == 1

@@ -117,7 +117,7 @@ def test_the_launching_buyers_job_page_shows_no_data_dependent_epsilon_and_no_si
 ):
     page = job_page(client, buyer_user, launched_model.job_id)
     assert "Data-independent: ε = 2.5," in page  # the bound, to 3 significant figures
-    assert "ε = 0.8.</p>" not in page and 'id="job-data-dependent"' not in page
+    assert "ε = 0.8, δ = " not in page and 'id="job-data-dependent"' not in page
     assert not any(text in page for text in ("Northwind Hospital", "Contoso Bank", "54.2 %"))
     # silo_a's 61.7 % appears nowhere: two silos are too few to show the best single silo's score (issue 32)
     assert "61.7 %" not in page
@@ -139,14 +139,14 @@ def test_a_silos_job_page_shows_its_own_share_only_and_at_l1_not_even_that(
     assert contributions_on(at_l1).strip() == "" and "0.700" not in at_l1
     assert "Northwind Hospital" in page and "61.7 %" in page
     assert contributions_on(page) == "<li>Northwind Hospital: 0.700</li>"
-    assert not any(text in page for text in ("Contoso Bank", "54.2 %", "ε = 0.8.</p>"))
+    assert not any(text in page for text in ("Contoso Bank", "54.2 %", "ε = 0.8, δ = "))
 
 
 def test_the_operators_job_page_shows_everything(client, operator, launched_model):
     page = job_page(client, operator, launched_model.job_id)
     assert all(
         text in page
-        for text in ("Northwind Hospital", "Contoso Bank", "61.7 %", "54.2 %", "ε = 0.8.</p>")
+        for text in ("Northwind Hospital", "Contoso Bank", "61.7 %", "54.2 %", "ε = 0.8, δ = ")
     )
     assert (
         contributions_on(page) == "<li>Northwind Hospital: 0.700</li><li>Contoso Bank: 0.300</li>"
@@ -162,7 +162,7 @@ def test_the_job_page_shows_what_the_federation_publishes(
     page = job_page(client, buyer_user, launched_model.job_id)
     assert all(
         text in page
-        for text in ("Northwind Hospital", "Contoso Bank", "61.7 %", "54.2 %", "ε = 0.8.</p>")
+        for text in ("Northwind Hospital", "Contoso Bank", "61.7 %", "54.2 %", "ε = 0.8, δ = ")
     )
     assert 'id="job-contributions-private"' not in page
 
@@ -255,3 +255,19 @@ def test_the_comparison_is_a_strip_plot_png_with_one_dot_per_submission(
     assert Image.open(io.BytesIO(phone.content)).size == (390, 390)
     assert Image.open(io.BytesIO(response.content)).size == (750, 360)
     assert 'media="(max-width: 40rem)" srcset="' in page and "comparison.png?size=phone" in page
+
+
+def test_the_price_shows_each_epsilon_rounded_with_its_delta_and_says_what_needs_means(
+    client, operator, fedkt_submissions
+):
+    from market.numbers import epsilon_text
+
+    response = price_page(client, operator)
+    quote, page = response.context["quote"], response.content.decode()
+    assert f"ε = {epsilon_text(quote['cost']['epsilon'])}, δ = 0.00001 (" in page
+    assert '<caption class="meta">ε at δ = 0.00001</caption>' in page
+    assert "can be less than the job's ε alone" in page
+    for silo in quote["silos"]:
+        assert f'<td data-label="Needs ε">{epsilon_text(silo["needed"])}</td>' in page
+        assert f'<td data-label="This job alone ε">{epsilon_text(silo["epsilon"])}</td>' in page
+    assert not re.search(r">\d+\.\d{4,}<", page)  # no unrounded decimal string

@@ -1,6 +1,8 @@
 """Job creation with an Idempotency-Key: a client retrying a request that timed out gets the first job back, and
 no silo's privacy budget is reserved twice."""
 
+from datetime import UTC
+
 import pytest
 
 from market.budgets.models import BudgetEntry, PrivacyBudget
@@ -57,8 +59,9 @@ def test_a_key_reused_for_another_request_is_refused_and_changes_nothing(
     other = post_job(client, federation, {**L1_JOB, "seed": 8}, "launch-7f3a")
     assert (other.status_code, other.json()["detail"]) == (
         422,
-        f"The Idempotency-Key 'launch-7f3a' was already used for another request (job #{first_id}); send a "
-        "new key for a new job.",
+        f"The Idempotency-Key 'launch-7f3a' was already used for another request (job #{first_id}, FedKT at "
+        f"L1 in Adult income, launched {Job.objects.get().created_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC); "
+        "send a new key for a new job.",
     )
     assert (
         Job.objects.count() == 1
