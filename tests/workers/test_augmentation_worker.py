@@ -40,8 +40,23 @@ def digits(operator, silo_user):
 
 
 @pytest.mark.worker
-def test_a_silo_uploads_seeds_a_real_worker_trains_a_dp_generator_and_augment_fetches_it(
+def test_one_real_worker_trains_a_dp_generator_and_a_ctgan_for_augment_and_stops_a_cancelled_training(
     live_server, celery_worker, digits, operator, silo_user, tmp_path
+):
+    """One worker (its start costs more than these small trainings) serves the three augmentations in turn."""
+    for folder in ("dp", "ctgan"):
+        (tmp_path / folder).mkdir()
+    a_silo_uploads_seeds_a_real_worker_trains_a_dp_generator_and_augment_fetches_it(
+        live_server, digits, operator, silo_user, tmp_path / "dp"
+    )
+    a_real_worker_trains_a_ctgan_and_augment_appends_its_published_rows(
+        live_server, digits, operator, silo_user, tmp_path / "ctgan"
+    )
+    a_real_worker_stops_a_long_ctgan_training_that_an_operator_cancels(digits, operator, silo_user)
+
+
+def a_silo_uploads_seeds_a_real_worker_trains_a_dp_generator_and_augment_fetches_it(
+    live_server, digits, operator, silo_user, tmp_path
 ):
     from market.accounts.services import user_token
     from market.augmentations.models import SeedUpload
@@ -114,9 +129,8 @@ def test_a_silo_uploads_seeds_a_real_worker_trains_a_dp_generator_and_augment_fe
     assert generated.min() >= 0 and generated.max() <= 255  # back in the table's scale
 
 
-@pytest.mark.worker
-def test_a_real_worker_trains_a_ctgan_and_augment_appends_its_published_rows(
-    live_server, celery_worker, digits, operator, silo_user, tmp_path
+def a_real_worker_trains_a_ctgan_and_augment_appends_its_published_rows(
+    live_server, digits, operator, silo_user, tmp_path
 ):
     """A CTGAN augmentation: raw seeds through `seeds`, the worker trains and publishes generated rows (nothing
     charged), and `augment --augmentation` appends rows of the target label."""
@@ -209,10 +223,7 @@ def test_a_real_worker_trains_a_ctgan_and_augment_appends_its_published_rows(
     assert (generated >= seeded.min(axis=0)).all() and (generated <= seeded.max(axis=0)).all()
 
 
-@pytest.mark.worker
-def test_a_real_worker_stops_a_long_ctgan_training_that_an_operator_cancels(
-    celery_worker, digits, operator, silo_user
-):
+def a_real_worker_stops_a_long_ctgan_training_that_an_operator_cancels(digits, operator, silo_user):
     """1,000 CTGAN epochs in batches of 2 (within the work limit, minutes of training): the cancel API asks, the
     worker stops at its next optimiser step and ends the augmentation itself (no reaper runs here)."""
     from market.augmentations.models import Augmentation

@@ -56,21 +56,54 @@ def launch(operator, submissions, **changes) -> int:
     return response.json()["id"]
 
 
-def test_a_worker_runs_a_fedkt_job_from_the_api_to_one_global_model(
+def test_one_worker_runs_a_job_to_one_global_model_fails_jobs_naming_the_bad_submission_and_cancels(
     fast_jobs, media_root, tmp_path, operator, fedkt_submissions
 ):
+    """Four jobs in turn under one worker (a worker's start is most of a small job's cost): one that succeeds, one
+    whose model file is corrupt, one whose model fails at predict time, and one cancelled while it runs."""
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
+    from market.storage import sha256_of
+    from workers.modelio.export import export_sklearn_onnx
+
     with job_worker(fast_jobs, media_root, tmp_path / "worker.log"):
+        # The happy path: from the API to one global model.
         job = wait_for_job(launch(operator, fedkt_submissions))
-    assert_ran_once(job)
-    detail = api_client_for(operator).get(f"/api/jobs/{job.id}/").json()
-    assert detail["progress"]["percent"] == 100
-    assert [line["message"] for line in detail["log"]][-1].startswith("Succeeded: global model")
+        assert_ran_once(job)
+        detail = api_client_for(operator).get(f"/api/jobs/{job.id}/").json()
+        assert detail["progress"]["percent"] == 100
+        assert [line["message"] for line in detail["log"]][-1].startswith("Succeeded: global model")
 
+        # A corrupt model file fails the job, naming its submission.
+        corrupt = fedkt_submissions[1]
+        corrupt_file = ModelFile.objects.filter(submission=corrupt).first()
+        corrupt_path = media_root / corrupt_file.stored_name
+        intact = corrupt_path.read_bytes()
+        corrupt_path.write_bytes(b"not a model any more")
+        job = wait_for_job(launch(operator, fedkt_submissions))
+        assert job.status == JobStatus.FAILED
+        assert job.failure_reason.startswith(
+            f"Submission #{corrupt.id}: its model file '{corrupt_file.original_name}' is corrupt"
+        )
+        assert not GlobalModel.objects.filter(job=job).exists()
+        corrupt_path.write_bytes(intact)
 
-def test_a_worker_killed_mid_job_is_replaced_and_the_job_finishes_once(
-    fast_jobs, media_root, tmp_path, operator, fedkt_submissions
-):
-    with job_worker(fast_jobs, media_root, tmp_path / "first.log") as worker:
+        # A model that fails at predict time (it expects 3 features) fails the job, naming its submission.
+        broken = fedkt_submissions[2]
+        broken_file = ModelFile.objects.filter(submission=broken).first()
+        three_features = export_sklearn_onnx(LogisticRegression().fit(np.eye(3), [0, 1, 1]), 3)
+        (media_root / broken_file.stored_name).write_bytes(three_features)
+        ModelFile.objects.filter(id=broken_file.id).update(sha256=sha256_of(three_features))
+        job = wait_for_job(launch(operator, fedkt_submissions))
+        assert job.status == JobStatus.FAILED
+        assert job.failure_reason.startswith(
+            f"Submission #{broken.id}: model file '{broken_file.original_name}' failed at predict time"
+        )
+        assert not GlobalModel.objects.filter(job=job).exists()
+        assert GlobalModel.objects.count() == 1  # the first job's only
+
+        # Cancelling a running job stops it without a global model.
         job_id = launch(operator, fedkt_submissions)
         wait_until(
             lambda: Job.objects.filter(id=job_id, status=JobStatus.RUNNING).exists(),
@@ -78,55 +111,53 @@ def test_a_worker_killed_mid_job_is_replaced_and_the_job_finishes_once(
             interval=0.05,
             message="the job did not start",
         )
+        response = api_client_for(operator).post(f"/api/jobs/{job_id}/cancel/")
+        assert response.status_code == 200, response.json()
+        job = wait_for_job(job_id, timeout=30)
+    assert job.status == JobStatus.CANCELLED
+    assert not GlobalModel.objects.filter(job_id=job_id).exists()
+
+
+def test_a_worker_killed_mid_job_is_replaced_and_its_l0_and_l1_jobs_finish_once_charged_once(
+    fast_jobs, media_root, tmp_path, operator, fedkt_submissions
+):
+    """An L0 and an L1 job running when their worker is killed (one kill, one replacement for both)."""
+    from decimal import Decimal
+
+    from market.budgets.models import PrivacyBudget
+
+    l1_parameters = {**FAST_FEDKT, "query": 20, "privacy": {"gamma": 0.02}}
+    with job_worker(fast_jobs, media_root, tmp_path / "first.log") as worker:
+        job_ids = [
+            launch(operator, fedkt_submissions),
+            launch(operator, fedkt_submissions, privacy_level="L1", parameters=l1_parameters),
+        ]
+        wait_until(
+            lambda: Job.objects.filter(id__in=job_ids, status=JobStatus.RUNNING).count() == 2,
+            timeout=60,
+            interval=0.05,
+            message="the jobs did not start",
+        )
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait()
-    killed = Job.objects.get(id=job_id)
-    assert killed.status == JobStatus.RUNNING
+    killed = Job.objects.filter(id__in=job_ids)
+    assert [job.status for job in killed] == [JobStatus.RUNNING] * 2
     with job_worker(fast_jobs, media_root, tmp_path / "second.log"):
-        job = wait_for_job(job_id, timeout=120)
+        l0_job, l1_job = (wait_for_job(job_id, timeout=120) for job_id in job_ids)
     # The second worker finishes what the killed one held, one of two ways depending on where the kill landed:
     # the reaper re-queues the job when its lease expires (attempts 2), or the broker redelivers the killed
     # worker's unacknowledged chunk or fusion messages and the job's lease never lapses (attempts 1). Either way
     # it ran once: every claim after the first followed a re-queue, and there is one global model.
-    assert_ran_once(job)
-
-
-def test_a_corrupt_model_file_fails_the_job_naming_the_submission(
-    fast_jobs, media_root, tmp_path, operator, fedkt_submissions
-):
-    corrupt = fedkt_submissions[1]
-    model_file = ModelFile.objects.filter(submission=corrupt).first()
-    (media_root / model_file.stored_name).write_bytes(b"not a model any more")
-    with job_worker(fast_jobs, media_root, tmp_path / "worker.log"):
-        job = wait_for_job(launch(operator, fedkt_submissions))
-    assert job.status == JobStatus.FAILED
-    assert job.failure_reason.startswith(
-        f"Submission #{corrupt.id}: its model file '{model_file.original_name}' is corrupt"
+    assert_ran_once(l0_job)
+    assert_ran_once(l1_job)
+    # The L1 job is charged once, its reservation released; the L0 job charges nothing.
+    charged = Decimal(
+        str(round(l1_job.global_model.privacy_report["data_independent"]["epsilon"], 6))
     )
-    assert not GlobalModel.objects.exists()
-
-
-def test_a_model_that_fails_at_predict_time_fails_the_job_naming_the_submission(
-    fast_jobs, media_root, tmp_path, operator, fedkt_submissions
-):
-    import numpy as np
-    from sklearn.linear_model import LogisticRegression
-
-    from market.storage import sha256_of
-    from workers.modelio.export import export_sklearn_onnx
-
-    broken = fedkt_submissions[2]
-    model_file = ModelFile.objects.filter(submission=broken).first()
-    three_features = export_sklearn_onnx(LogisticRegression().fit(np.eye(3), [0, 1, 1]), 3)
-    (media_root / model_file.stored_name).write_bytes(three_features)
-    ModelFile.objects.filter(id=model_file.id).update(sha256=sha256_of(three_features))
-    with job_worker(fast_jobs, media_root, tmp_path / "worker.log"):
-        job = wait_for_job(launch(operator, fedkt_submissions))
-    assert job.status == JobStatus.FAILED
-    assert job.failure_reason.startswith(
-        f"Submission #{broken.id}: model file '{model_file.original_name}' failed at predict time"
-    )
-    assert not GlobalModel.objects.exists()
+    for budget in PrivacyBudget.objects.all():
+        assert budget.reserved == 0
+        assert abs(budget.spent - charged) < Decimal("0.00001")
+    assert l1_job.noise_drawn_at is not None
 
 
 def test_the_same_start_delivered_three_times_runs_the_job_once(
@@ -143,24 +174,6 @@ def test_the_same_start_delivered_three_times_runs_the_job_once(
     assert_ran_once(Job.objects.get(id=job_id))  # the two duplicates claimed nothing
 
 
-def test_cancelling_a_running_job_stops_it_without_a_global_model(
-    fast_jobs, media_root, tmp_path, operator, fedkt_submissions
-):
-    with job_worker(fast_jobs, media_root, tmp_path / "worker.log"):
-        job_id = launch(operator, fedkt_submissions)
-        wait_until(
-            lambda: Job.objects.filter(id=job_id, status=JobStatus.RUNNING).exists(),
-            timeout=60,
-            interval=0.05,
-            message="the job did not start",
-        )
-        response = api_client_for(operator).post(f"/api/jobs/{job_id}/cancel/")
-        assert response.status_code == 200, response.json()
-        job = wait_for_job(job_id, timeout=30)
-    assert job.status == JobStatus.CANCELLED
-    assert not GlobalModel.objects.filter(job_id=job_id).exists()
-
-
 def test_a_job_created_while_the_broker_is_down_runs_once_when_it_is_back(
     fast_jobs, media_root, tmp_path, operator, fedkt_submissions, private_broker
 ):
@@ -173,31 +186,3 @@ def test_a_job_created_while_the_broker_is_down_runs_once_when_it_is_back(
         job = wait_for_job(job_id, timeout=120)
     assert_ran_once(job)
     assert JobOutbox.objects.filter(job_id=job_id).first().published_at is not None
-
-
-def test_an_l1_job_whose_worker_was_killed_is_charged_once_when_it_finishes(
-    fast_jobs, media_root, tmp_path, operator, fedkt_submissions
-):
-    from decimal import Decimal
-
-    from market.budgets.models import PrivacyBudget
-
-    parameters = {**FAST_FEDKT, "query": 20, "privacy": {"gamma": 0.02}}
-    with job_worker(fast_jobs, media_root, tmp_path / "first.log") as worker:
-        job_id = launch(operator, fedkt_submissions, privacy_level="L1", parameters=parameters)
-        wait_until(
-            lambda: Job.objects.filter(id=job_id, status=JobStatus.RUNNING).exists(),
-            timeout=60,
-            interval=0.05,
-            message="the job did not start",
-        )
-        os.killpg(worker.pid, signal.SIGKILL)
-        worker.wait()
-    with job_worker(fast_jobs, media_root, tmp_path / "second.log"):
-        job = wait_for_job(job_id, timeout=120)
-    assert_ran_once(job)
-    charged = Decimal(str(round(job.global_model.privacy_report["data_independent"]["epsilon"], 6)))
-    for budget in PrivacyBudget.objects.all():
-        assert budget.reserved == 0
-        assert abs(budget.spent - charged) < Decimal("0.00001")
-    assert job.noise_drawn_at is not None

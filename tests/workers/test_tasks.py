@@ -37,9 +37,11 @@ def wait_for_validation(
     return Submission.objects.in_bulk(submission_ids)
 
 
-def test_worker_validates_real_models_and_the_safe_path_matches_native_predictions(
-    celery_worker, silo_api, federation_with_data, model_files, adult_models
+def test_worker_validates_real_models_matching_native_predictions_and_never_runs_forged_pickles(
+    celery_worker, silo_api, federation_with_data, model_files, adult_models, media_root, tmp_path
 ):
+    """One worker: real models validated through the safe path; then rows forged past the web layer's refusal,
+    so that the worker and its child meet pickles, which are refused and never run."""
     names = ["forest.onnx", "boosted.json", "network.safetensors"]
     ids = [
         submit(silo_api, {name: model_files[name]}, model_family=family).json()["id"]
@@ -59,16 +61,10 @@ def test_worker_validates_real_models_and_the_safe_path_matches_native_predictio
     for name, outcome in zip(names, stored_models_predict(stored, features, n_classes=2)):
         assert np.max(np.abs(outcome.probabilities - native[name])) <= 1e-5, name
 
-
-def test_worker_refuses_pickles_that_bypassed_the_web_checks_and_never_runs_them(
-    celery_worker, silo_api, federation_with_data, model_files, media_root, tmp_path
-):
-    """Rows are forged past the web layer's refusal, so that the worker and its child meet the pickles."""
     marker = tmp_path / "pwned"
-    template_id = submit(silo_api, {"forest.onnx": model_files["forest.onnx"]}).json()["id"]
-    wait_for_validation([template_id])
+    template_id = ids[0]  # the forest, validated above
     template_file = ModelFile.objects.get(submission_id=template_id)
-    ids = []
+    forged_ids = []
     for index, payload in enumerate(hostile_payloads(marker).values()):
         submission = Submission.objects.get(id=template_id)
         submission.pk, submission.status, submission.content_sha256 = (
@@ -89,9 +85,9 @@ def test_worker_refuses_pickles_that_bypassed_the_web_checks_and_never_runs_them
             size_bytes=len(payload),
         )
         submission_validate_task.delay(submission.id)
-        ids.append(submission.id)
-    submissions = wait_for_validation(ids)
-    assert all(submissions[id].status == SubmissionStatus.REJECTED for id in ids)
+        forged_ids.append(submission.id)
+    forged = wait_for_validation(forged_ids)
+    assert all(forged[id].status == SubmissionStatus.REJECTED for id in forged_ids)
     assert not marker.exists()
 
 

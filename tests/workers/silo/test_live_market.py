@@ -143,10 +143,25 @@ def test_join_asks_a_federation_by_request_and_says_so_until_the_operator_admits
 
 
 @pytest.mark.worker
-def test_pull_train_upload_gives_a_submission_the_worker_validates(
-    login_as, run_cli, live_server, celery_worker, federation_with_data, silo_csv, tmp_path
+def test_pull_train_upload_gives_a_submission_the_worker_validates_and_one_it_rejects_exits_7(
+    login_as,
+    run_cli,
+    live_server,
+    celery_worker,
+    federation_with_data,
+    silo_csv,
+    adult_training,
+    tmp_path,
 ):
+    """One worker validates what `pull`, `train` and `upload` produce; then an upload it rejects: a logistic
+    regression whose ONNX graph emits raw scores (post_transform NONE) passes the static checks but predicts no
+    probability distribution, and `upload` prints the market's reason and exits 7."""
+    from onnx import ModelProto
+    from sklearn.linear_model import LogisticRegression
+
     from market.submissions.models import Submission
+    from workers.modelio.export import export_sklearn_onnx
+    from workers.silo.errors import EXIT_REJECTED
 
     login_as("sam-silo", "silo-password")
     pulled = tmp_path / "pulled"
@@ -199,6 +214,41 @@ def test_pull_train_upload_gives_a_submission_the_worker_validates(
         code == EXIT_REFUSED
     )  # the same files under a new key: the market's 409 sentence, no second row
     assert Submission.objects.count() == 1
+
+    features, labels = adult_training
+    model = ModelProto.FromString(
+        export_sklearn_onnx(
+            LogisticRegression(max_iter=200).fit(features, labels), features.shape[1]
+        )
+    )
+    for attribute in model.graph.node[0].attribute:
+        if attribute.name == "post_transform":
+            attribute.s = b"NONE"
+    folder = tmp_path / "trained"
+    folder.mkdir()
+    (folder / "scores.onnx").write_bytes(model.SerializeToString())
+    (folder / "metadata.json").write_text(
+        json.dumps(
+            {
+                "federation": "adult-income",
+                "files": ["scores.onnx"],
+                "model_family": "logistic_regression",
+                "n_local_examples": 2000,
+                "local_validation_score": 0.8,
+                "privacy_level": "L0",
+            }
+        )
+    )
+    code, out, err = run_cli("upload", folder)
+    submission = Submission.objects.exclude(id=answer["id"]).get()
+    assert (code, out, submission.status) == (EXIT_REJECTED, "", "rejected")
+    assert (
+        err == f"Error: Submission #{submission.id} was rejected: {submission.rejection_reason}\n"
+    )
+    assert submission.rejection_reason == (
+        "Model file 'scores.onnx' failed validation: its predicted probabilities "
+        "are not a distribution over the federation's classes."
+    )
 
 
 @pytest.mark.worker
@@ -451,53 +501,3 @@ def test_a_job_over_toolkit_uploads_is_bought_downloaded_and_called_with_the_too
     )
     assert np.allclose(answer["probabilities"], local, atol=1e-5)
     assert answer["class_labels"] == ["<=50K", ">50K"]
-
-
-@pytest.mark.worker
-def test_an_upload_the_worker_rejects_prints_the_markets_reason_and_exits_7(
-    login_as, run_cli, celery_worker, federation_with_data, adult_training, tmp_path
-):
-    """A logistic regression whose ONNX graph emits raw scores (post_transform NONE) passes the static checks
-    but predicts no probability distribution, so the worker rejects it."""
-    from onnx import ModelProto
-    from sklearn.linear_model import LogisticRegression
-
-    from market.submissions.models import Submission
-    from workers.modelio.export import export_sklearn_onnx
-    from workers.silo.errors import EXIT_REJECTED
-
-    features, labels = adult_training
-    model = ModelProto.FromString(
-        export_sklearn_onnx(
-            LogisticRegression(max_iter=200).fit(features, labels), features.shape[1]
-        )
-    )
-    for attribute in model.graph.node[0].attribute:
-        if attribute.name == "post_transform":
-            attribute.s = b"NONE"
-    folder = tmp_path / "trained"
-    folder.mkdir()
-    (folder / "scores.onnx").write_bytes(model.SerializeToString())
-    (folder / "metadata.json").write_text(
-        json.dumps(
-            {
-                "federation": "adult-income",
-                "files": ["scores.onnx"],
-                "model_family": "logistic_regression",
-                "n_local_examples": 2000,
-                "local_validation_score": 0.8,
-                "privacy_level": "L0",
-            }
-        )
-    )
-    login_as("sam-silo", "silo-password")
-    code, out, err = run_cli("upload", folder)
-    submission = Submission.objects.get()
-    assert (code, out, submission.status) == (EXIT_REJECTED, "", "rejected")
-    assert (
-        err == f"Error: Submission #{submission.id} was rejected: {submission.rejection_reason}\n"
-    )
-    assert submission.rejection_reason == (
-        "Model file 'scores.onnx' failed validation: its predicted probabilities "
-        "are not a distribution over the federation's classes."
-    )
