@@ -68,13 +68,16 @@ def _locked_with_state(spender: Spender, organisation_ids):
 def _write_or_refuse(budget: PrivacyBudget, amounts: BudgetAmounts, *, refusal, **line) -> None:
     """Write the line in a savepoint: the CHECK constraint has the last word on overspending, and when it alone
     catches one the answer is the budget's sentence (``refusal(shortfall)``), never a database error."""
+    shortfall = budget_shortfall_line(
+        budget, amounts
+    )  # before the write sets the row's new amounts
     try:
         with transaction.atomic():
             budget_entry_write(budget, amounts, **line)
     except IntegrityError as error:
         if violated_constraint(error) != "budget_never_overspent":
             raise
-        refusal(budget_shortfall_line(budget, amounts))
+        refusal(shortfall)
 
 
 def budget_reserve(
