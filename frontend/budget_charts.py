@@ -2,15 +2,14 @@
 
 Silos are ranked by the share of their limit they have used (spent + reserved), the strip chart draws one thin
 bar per silo in percent of its own limit (a silo at 80 % of a small limit looks as full as it is), and the
-timeline has one point per job or L2 submission instead of one series per silo.
+timeline has one point per spender (a job, an L2 submission, an FAug generator, ...) instead of one series per silo.
 """
 
 from statistics import median
 
-from django.urls import reverse
-
 from market.budgets.models import EntryKind
 from market.budgets.selectors import WARNING_FRACTION
+from market.budgets.spending import spender_named
 
 
 def _percent(part, limit) -> float:
@@ -62,7 +61,8 @@ def job_timeline(entries) -> list[dict]:
     for entry in entries:
         if entry.kind == EntryKind.ADJUST:
             continue
-        key = _cause(entry)
+        key = (entry.spender_kind, entry.spender_id)
+        label, url = spender_named(*key)
         point = points.setdefault(
             key,
             {
@@ -70,33 +70,11 @@ def job_timeline(entries) -> list[dict]:
                 "state": entry.kind,
                 "epsilon": 0.0,
                 "silos": set(),
-                "label": _label(*key),
-                "url": _url(*key),
+                "label": label,
+                "url": url,
             },
         )
         point["state"] = entry.kind
         point["epsilon"] = max(point["epsilon"], float(entry.epsilon))
         point["silos"].add(entry.budget_id)
     return [{**point, "silos": len(point["silos"])} for point in points.values()]
-
-
-def _cause(entry) -> tuple[str, int]:
-    if entry.job_id is not None:
-        return ("job", entry.job_id)
-    if entry.augmentation_id is not None:
-        return ("augmentation", entry.augmentation_id)
-    return ("submission", entry.submission_id)
-
-
-def _label(kind: str, object_id) -> str:
-    return {"job": "Job", "augmentation": "Augmentation", "submission": "Submission"}[
-        kind
-    ] + f" #{object_id}"
-
-
-def _url(kind: str, object_id) -> str:
-    if kind == "job":
-        return reverse("job-detail", args=[object_id])
-    if kind == "augmentation":
-        return reverse("augmentation-detail", args=[object_id])
-    return ""

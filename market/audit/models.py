@@ -1,8 +1,6 @@
 from django.conf import settings
 from django.db import models
 
-from market.accounts.models import Organisation
-
 
 class AuditOutcome(models.TextChoices):
     SUCCESS = "success", "Succeeded"
@@ -19,7 +17,12 @@ class AuditEvent(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     organisation = models.ForeignKey(
-        Organisation, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        # By name, not by import: accounts records audit events, so the audit trail imports no accounts code.
+        "accounts.Organisation",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
     )
     action = models.CharField(
         max_length=100, help_text="Dotted name, e.g. 'budget.limit_changed', 'purchase.created'."

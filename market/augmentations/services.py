@@ -23,12 +23,8 @@ from market.augmentations.models import (
     GeneratorKind,
     SeedUpload,
 )
-from market.budgets.services import (
-    BudgetExceeded,
-    budget_refusal_record,
-    budget_release_for_augmentation,
-    budget_reserve_for_augmentation,
-)
+from market.augmentations.spending import augmentation_budget_release, augmentation_budget_reserve
+from market.budgets.services import BudgetExceeded, budget_refusal_record
 from market.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from market.feature_views import stored_features_in_view
 from market.federations.models import Federation, PrivacyLevel, PublicDataset
@@ -39,7 +35,6 @@ from market.transient import retried_on_lock_conflict
 from workers.algorithms.faug.training import MAX_PUBLIC_ROWS, GeneratorPrivacy
 from workers.algorithms.faug.work import generator_training_work
 from workers.features import ORDINAL_VIEW, view_width
-from workers.privacy.costs import PrivacyCost
 from workers.privacy.dp_sgd import DpSgdParameters, dp_sgd_privacy_bound
 
 logger = logging.getLogger(__name__)
@@ -414,7 +409,7 @@ def augmentation_cancel(*, augmentation: Augmentation, actor: User, request=None
             locked.status, locked.finished_at = AugmentationStatus.CANCELLED, timezone.now()
             locked.status_reason = f"Cancelled by {actor.username} before training."
             locked.save(update_fields=["status", "finished_at", "status_reason"])
-            budget_release_for_augmentation(augmentation=locked)
+            augmentation_budget_release(augmentation=locked)
         audit_record(
             action="augmentation.cancelled",
             actor=actor,
@@ -431,12 +426,7 @@ def _reserve(augmentation: Augmentation, uploads: list, actor: User) -> None:
         parameters = augmentation_privacy(augmentation, n_examples=n_examples)
     except ValueError as error:
         raise InvalidInput(f"The DP discriminator cannot run as configured: {error}") from error
-    report, curve = dp_sgd_privacy_bound(parameters)
+    report, _ = dp_sgd_privacy_bound(parameters)
     augmentation.privacy_parameters = {**parameters.as_declaration(), "n_examples": n_examples}
     augmentation.privacy_report = report.as_dict()
-    budget_reserve_for_augmentation(
-        augmentation=augmentation,
-        organisation_ids=[organisation_id for organisation_id, _ in uploads],
-        cost=PrivacyCost(report=report, rdp=tuple(float(value) for value in curve)),
-        actor=actor,
-    )
+    augmentation_budget_reserve(augmentation=augmentation, actor=actor)

@@ -21,7 +21,7 @@ from market.augmentations.models import (
     GeneratorKind,
 )
 from market.augmentations.services import augmentation_public_features
-from market.budgets.services import budget_charge_for_augmentation, budget_release_for_augmentation
+from market.augmentations.spending import augmentation_budget_charge, augmentation_budget_release
 from market.outbox import outbox_add, outbox_published_long_ago
 from market.storage import artifact_save, artifacts_removed_on_error
 from market.transient import TRANSIENT_ERRORS
@@ -100,7 +100,7 @@ def augmentation_train(*, augmentation_id: int) -> None:
                 "finished_at",
             ]
         )
-        budget_charge_for_augmentation(augmentation=augmentation)
+        augmentation_budget_charge(augmentation=augmentation)
         audit_record(
             action="augmentation.published",
             target=augmentation,
@@ -232,7 +232,7 @@ def _end(augmentation: Augmentation, status: str, reason: str) -> bool:
         ).update(status=status, status_reason=reason, finished_at=timezone.now())
         if not ended:
             return False
-        budget_release_for_augmentation(augmentation=augmentation)
+        augmentation_budget_release(augmentation=augmentation)
         audit_record(
             action=f"augmentation.{status}",
             target=augmentation,

@@ -23,5 +23,14 @@ class PrivacyBudgetAdmin(ReadOnlyAdmin):
 class BudgetEntryAdmin(ReadOnlyAdmin):
     """The append-only ledger, for reading."""
 
-    list_display = ["created_at", "budget", "kind", "epsilon", "unit", "job", "submission", "actor"]
+    list_display = [
+        "created_at",
+        "budget",
+        "kind",
+        "epsilon",
+        "unit",
+        "spender_kind",
+        "spender_id",
+        "actor",
+    ]
     list_filter = ["kind", "budget__federation"]

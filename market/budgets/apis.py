@@ -80,10 +80,20 @@ class EntryOutput(serializers.Serializer):
     delta = serializers.CharField(allow_null=True)
     mechanism = serializers.CharField()
     parameters = serializers.DictField()
-    job_id = serializers.IntegerField(allow_null=True)
-    submission_id = serializers.IntegerField(allow_null=True)
+    spender_kind = serializers.CharField(
+        help_text='What reserved, charged or released the line ("job", "submission", "augmentation", ...); '
+        "empty for a limit change."
+    )
+    spender_id = serializers.IntegerField(allow_null=True, help_text="Its id, within its kind.")
+    spender = serializers.CharField(allow_null=True, help_text='Its name, e.g. "Job #3".')
+    spender_url = serializers.CharField(allow_null=True, help_text="Its page, where it has one.")
+    job_id = serializers.IntegerField(allow_null=True, help_text="spender_id when it is a job.")
+    submission_id = serializers.IntegerField(
+        allow_null=True, help_text="spender_id when it is an L2 submission."
+    )
     augmentation_id = serializers.IntegerField(
-        allow_null=True, help_text="The FAug generator whose DP discriminator the line is for."
+        allow_null=True,
+        help_text="spender_id when it is an FAug generator (its DP discriminator's spend).",
     )
     actor = serializers.CharField(allow_null=True)
     reason = serializers.CharField()

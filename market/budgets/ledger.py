@@ -9,13 +9,10 @@ in id order, so two requests touching the same silos cannot deadlock.
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
 
-from django.db.models import Model
-
 from market.accounts.models import Organisation, User
 from market.budgets.models import EPSILON_QUANTUM, BudgetEntry, EntryKind, PrivacyBudget
 from market.errors import Conflict, InvalidInput
 from market.federations.models import Federation, Membership
-from market.notifications.services import budget_entry_notify
 from workers.privacy.costs import PrivacyCost, compose_costs
 
 
@@ -68,6 +65,19 @@ def budgets_ensure(*, federation: Federation, organisation_ids=None) -> None:
     )
 
 
+def budget_delta(*, federation: Federation, organisation_id: int) -> Decimal:
+    """The δ of a silo's budget (created if missing), for a spender whose cost is computed at it."""
+    budgets_ensure(federation=federation, organisation_ids=[organisation_id])
+    delta = (
+        PrivacyBudget.objects.filter(federation=federation, organisation_id=organisation_id)
+        .values_list("delta", flat=True)
+        .first()
+    )
+    if delta is None:
+        raise InvalidInput(f"Only members of '{federation.slug}' spend privacy there.")
+    return delta
+
+
 def budgets_locked(*, federation: Federation, organisation_ids) -> list[PrivacyBudget]:
     """The budgets of these silos, created if missing, locked FOR UPDATE in id order (no deadlocks)."""
     organisation_ids = sorted(set(organisation_ids))
@@ -89,71 +99,55 @@ def budgets_locked(*, federation: Federation, organisation_ids) -> list[PrivacyB
     return budgets
 
 
+def budgets_reserved_by(*, spender_kind: str, spender_id: int) -> list[PrivacyBudget]:
+    """The budgets on which the spender ever reserved, locked FOR UPDATE in id order (what a release may free)."""
+    reserved_in = BudgetEntry.objects.filter(
+        spender_kind=spender_kind, spender_id=spender_id, kind=EntryKind.RESERVE
+    ).values("budget_id")
+    return list(
+        PrivacyBudget.objects.select_for_update(of=("self",))
+        .select_related("organisation")
+        .filter(id__in=reserved_in)
+        .order_by("id")
+    )
+
+
 # --- the ledger, replayed ------------------------------------------------------------------------------------------
+
+
+#: A spender as the ledger names it (:mod:`market.budgets.spending`): its kind and id.
+SpenderKey = tuple[str, int]
 
 
 @dataclass
 class LedgerState:
-    """A budget's costs, replayed from its ledger: what is charged, and reservations still open per job (keyed
-    by the job's id) or per FAug generator (keyed by :func:`augmentation_key`)."""
+    """A budget's costs, replayed from its ledger: what is charged, and the reservations still open per spender."""
 
     charged: list[PrivacyCost]
-    open_reservations: dict[int | tuple[str, int], tuple[PrivacyCost, BudgetEntry]]
-    charged_jobs: set[int]
-    charged_submissions: set[int]
-    charged_augmentations: set[int]
-    #: ``(spender_kind, spender_id)`` of every charged line (:mod:`market.budgets.spending`).
-    charged_spenders: set[tuple[str, int]]
+    open_reservations: dict[SpenderKey, tuple[PrivacyCost, BudgetEntry]]
+    #: Every spender with a charged line.
+    charged_spenders: set[SpenderKey]
 
     def committed(self) -> list[PrivacyCost]:
         return self.charged + [cost for cost, _ in self.open_reservations.values()]
 
 
-def augmentation_key(augmentation_id: int) -> tuple[str, int]:
-    """The key of an FAug generator's reservation in :attr:`LedgerState.open_reservations` (apart from jobs' ids)."""
-    return ("augmentation", augmentation_id)
-
-
-def spender_key(spender_kind: str, spender_id: int) -> tuple[str, int]:
-    """The key of a spender's reservation in :attr:`LedgerState.open_reservations` (:mod:`market.budgets.spending`)."""
+def spender_key(spender_kind: str, spender_id: int) -> SpenderKey:
+    """The key of a spender's lines in :class:`LedgerState` (:mod:`market.budgets.spending`)."""
     return (spender_kind, spender_id)
 
 
-def _reservation_key(entry: BudgetEntry) -> int | tuple[str, int]:
-    if entry.augmentation_id is not None:
-        return augmentation_key(entry.augmentation_id)
-    if entry.job_id is None and entry.spender_kind:
-        return spender_key(entry.spender_kind, entry.spender_id)
-    return entry.job_id
-
-
 def ledger_state(budget: PrivacyBudget) -> LedgerState:
-    state = LedgerState(
-        charged=[],
-        open_reservations={},
-        charged_jobs=set(),
-        charged_submissions=set(),
-        charged_augmentations=set(),
-        charged_spenders=set(),
-    )
+    state = LedgerState(charged=[], open_reservations={}, charged_spenders=set())
     for entry in budget.entries.order_by("id"):
+        key = spender_key(entry.spender_kind, entry.spender_id)
         if entry.kind == EntryKind.RESERVE:
-            state.open_reservations[_reservation_key(entry)] = (
-                PrivacyCost.from_dict(entry.cost),
-                entry,
-            )
+            state.open_reservations[key] = (PrivacyCost.from_dict(entry.cost), entry)
         elif entry.kind in (EntryKind.CHARGE, EntryKind.RELEASE):
-            state.open_reservations.pop(_reservation_key(entry), None)
+            state.open_reservations.pop(key, None)
         if entry.kind == EntryKind.CHARGE:
             state.charged.append(PrivacyCost.from_dict(entry.cost))
-            if entry.job_id is not None:
-                state.charged_jobs.add(entry.job_id)
-            if entry.submission_id is not None:
-                state.charged_submissions.add(entry.submission_id)
-            if entry.augmentation_id is not None:
-                state.charged_augmentations.add(entry.augmentation_id)
-            if entry.spender_kind:
-                state.charged_spenders.add(spender_key(entry.spender_kind, entry.spender_id))
+            state.charged_spenders.add(key)
     return state
 
 
@@ -246,20 +240,14 @@ def budget_entry_write(
     kind: str,
     epsilon: Decimal,
     cost: PrivacyCost | None,
-    job: Model | None = None,
-    submission: Model | None = None,
-    augmentation: Model | None = None,
-    spender: tuple[str, int] | None = None,
+    spender: SpenderKey | None = None,
     actor: User | None = None,
     reason: str = "",
     parameters: dict | None = None,
 ) -> BudgetEntry:
-    """Apply ``amounts`` to the budget row and append the line. ``spender``: what spent, as ``(kind, id)``; a job,
-    submission or augmentation given by its row is that spender too."""
-    linked = (("job", job), ("submission", submission), ("augmentation", augmentation))
-    spender_kind, spender_id = spender or next(
-        ((kind, row.id) for kind, row in linked if row is not None), ("", None)
-    )
+    """Apply ``amounts`` to the budget row and append the line. ``spender``: what spent, as ``(kind, id)`` (none for
+    a limit change). Whoever reacts to a line (notices, webhooks) listens to its ``post_save``."""
+    spender_kind, spender_id = spender or ("", None)
     budget.spent, budget.reserved, budget.composition_rule = (
         amounts.spent,
         amounts.reserved,
@@ -269,7 +257,7 @@ def budget_entry_write(
         update_fields=["spent", "reserved", "composition_rule", "epsilon_limit", "updated_at"]
     )
     report = cost.report if cost else None
-    entry = BudgetEntry.objects.create(
+    return BudgetEntry.objects.create(
         budget=budget,
         kind=kind,
         epsilon=epsilon,
@@ -278,9 +266,6 @@ def budget_entry_write(
         mechanism=report.mechanism if report else "",
         parameters=parameters or {},
         cost=cost.as_dict() if cost else None,
-        job=job,
-        submission=submission,
-        augmentation=augmentation,
         spender_kind=spender_kind,
         spender_id=spender_id,
         actor=actor if actor is not None and actor.is_authenticated else None,
@@ -290,5 +275,3 @@ def budget_entry_write(
         reserved_after=amounts.reserved,
         epsilon_limit_after=budget.epsilon_limit,
     )
-    budget_entry_notify(entry)  # the silo's notice and e-mail (market.notifications)
-    return entry

@@ -14,8 +14,6 @@ from django.db.models import F, Q
 
 from market.accounts.models import Organisation
 from market.federations.models import Federation
-from market.jobs.models import Job
-from market.submissions.models import Submission
 
 EPSILON_DIGITS = {"max_digits": 12, "decimal_places": 6}
 DELTA_DIGITS = {"max_digits": 20, "decimal_places": 18}
@@ -110,22 +108,9 @@ class BudgetEntry(models.Model):
         blank=True,
         help_text="The PrivacyCost: its report and Rényi curve with orders (null for adjustments).",
     )
-    job = models.ForeignKey(
-        Job, null=True, blank=True, on_delete=models.PROTECT, related_name="budget_entries"
-    )
-    submission = models.ForeignKey(
-        Submission, null=True, blank=True, on_delete=models.PROTECT, related_name="budget_entries"
-    )
-    augmentation = models.ForeignKey(
-        "augmentations.Augmentation",
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="budget_entries",
-        help_text="The FAug generator whose DP discriminator the line reserves or charges.",
-    )
-    # What spent or reserved the line, for any spender (market.budgets.spending.Spender): its kind and id. The
-    # foreign keys above are the first three kinds' links, kept for their pages and filters.
+    # What reserved, charged or released the line (market.budgets.spending.Spender): its kind and id, one generic
+    # reference for every way to spend privacy (a job, an L2 submission, an FAug generator, ...); empty for a limit
+    # change. The app that owns a kind registers how it is named and linked (market.budgets.spending.SpenderKind).
     spender_kind = models.CharField(max_length=40, blank=True)
     spender_id = models.PositiveBigIntegerField(null=True, blank=True)
     actor = models.ForeignKey(
@@ -142,7 +127,6 @@ class BudgetEntry(models.Model):
         ordering = ["-created_at", "-id"]
         indexes = [
             models.Index(fields=["budget", "kind"]),
-            models.Index(fields=["job"]),
             models.Index(fields=["spender_kind", "spender_id"], name="budgetentry_spender"),
         ]
         constraints = [
@@ -153,3 +137,7 @@ class BudgetEntry(models.Model):
 
     def __str__(self):
         return f"{self.kind} ε {self.epsilon} on budget #{self.budget_id}"
+
+    def spender_id_of(self, spender_kind: str) -> int | None:
+        """The spender's id if it is of ``spender_kind`` (for answers that keep one field per kind), else None."""
+        return self.spender_id if self.spender_kind == spender_kind else None

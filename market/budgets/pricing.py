@@ -1,73 +1,23 @@
-"""Pricing and calibration of L1 jobs against silos' budgets: reads only, nothing is reserved.
+"""Silos' budgets as a price or a calibration sees them: reads only, nothing is reserved.
 
-The job's kind prices it (:class:`workers.algorithms.registry.ServerNoisePrice`): each silo is priced for the
-votes its data can move, the kind's ``votes_per_submission`` × its submissions in the job
-(:func:`workers.privacy.accounting.party_vote_shifts`), at the kind's ``l1_cost``, exactly as the job will
-reserve and charge it.
+What a spend costs each silo is its spender's business (an L1 job's: :mod:`market.jobs.privacy_costs`); this module
+puts those costs against the silos' budgets, composed exactly as a reservation would compose them.
 """
 
-import math
 from collections.abc import Mapping
-
-import numpy as np
 
 from market.budgets.ledger import LedgerState, budget_amounts, budgets_ensure, ledger_state
 from market.budgets.models import PrivacyBudget
 from market.errors import InvalidInput
 from market.federations.models import Federation
-from market.jobs.parameters import job_kind_get
-from market.submissions.models import Submission
-from workers.privacy.accounting import party_vote_shifts
-from workers.privacy.costs import BudgetView, PrivacyCost, calibrate_noise, calibrate_queries
+from workers.privacy.costs import BudgetView, PrivacyCost
 
 
-def _priced_kind(kind: str):
-    """The engine of ``kind`` if it adds server noise (it then has an L1 price); InvalidInput otherwise."""
-    algorithm = job_kind_get(kind)
-    if not algorithm.accepts_noise:
-        raise InvalidInput(
-            f"Jobs of kind {kind!r} add no server noise: they run at L0 or on L2 submissions and cost no L1 budget."
-        )
-    return algorithm
-
-
-def job_votes_per_submission(*, kind: str, parameters: Mapping | None) -> int:
-    """The votes one submission moves per query of an L1 job of ``kind`` with these stored parameters."""
-    try:
-        return _priced_kind(kind).votes_per_submission(parameters or {})
-    except (TypeError, ValueError) as error:
-        raise InvalidInput(f"The job's parameters are not valid: {error}") from error
-
-
-def job_privacy_cost(
-    *,
-    kind: str,
-    parameters: Mapping | None,
-    privacy: Mapping | None = None,
-    vote_shift: int | None = None,
-) -> PrivacyCost:
-    """The data-independent cost of an L1 job of ``kind`` to a silo whose data moves ``vote_shift`` votes per
-    query (default one submission's), as the kind prices it; ``privacy``: the job's privacy parameters (default
-    ``parameters["privacy"]``) or its report (the same keys). InvalidInput naming what is wrong."""
-    parameters = parameters or {}
-    try:
-        with np.errstate(over="ignore"):
-            cost = _priced_kind(kind).l1_cost(
-                parameters,
-                privacy=parameters.get("privacy") or {} if privacy is None else privacy,
-                vote_shift=vote_shift,
-            )
-    except (TypeError, ValueError, KeyError) as error:
-        raise InvalidInput(f"The job's privacy parameters are not valid: {error}") from error
-    if not math.isfinite(cost.report.epsilon) or not all(map(math.isfinite, cost.rdp or ())):
-        raise InvalidInput(
-            "With so little noise and so many queries these parameters give no privacy at all "
-            "(ε is unbounded); add noise or query fewer public rows."
-        )
-    return cost
-
-
-def _views(*, federation: Federation, organisation_ids) -> list[tuple[PrivacyBudget, LedgerState]]:
+def budget_views(
+    *, federation: Federation, organisation_ids
+) -> list[tuple[PrivacyBudget, LedgerState]]:
+    """Each listed silo's budget (created if missing) and its replayed ledger, in budget id order; InvalidInput
+    when one is not a member."""
     budgets_ensure(federation=federation, organisation_ids=organisation_ids)
     budgets = (
         PrivacyBudget.objects.select_related("organisation")
@@ -80,80 +30,30 @@ def _views(*, federation: Federation, organisation_ids) -> list[tuple[PrivacyBud
     return found
 
 
-def submission_silos(
-    *, federation: Federation, submission_ids, organisation_id: int | None = None
-) -> list[int]:
-    """The organisation id of each listed submission of the federation (one entry per submission), to price a job
-    that would use them; InvalidInput naming a submission that is not the federation's. With ``organisation_id``
-    (a non-operator asking) only that organisation's submissions count: another's is "not the federation's" too,
-    so that the answer does not tell which submission ids exist."""
-    submissions = Submission.objects.filter(federation=federation, id__in=list(submission_ids))
-    if organisation_id is not None:
-        submissions = submissions.filter(organisation_id=organisation_id)
-    found = dict(submissions.values_list("id", "organisation_id"))
-    missing = [str(submission_id) for submission_id in submission_ids if submission_id not in found]
-    if missing:
-        raise InvalidInput(
-            f"Submission(s) #{', #'.join(missing)} do not belong to '{federation.slug}'."
+def budget_calibration_views(
+    *, federation: Federation, vote_shifts: Mapping[int, int]
+) -> list[BudgetView]:
+    """What a calibration fits into (:class:`workers.privacy.costs.BudgetView`): each silo's limit, δ, committed
+    costs and the votes its data moves (``vote_shifts``: organisation id → votes)."""
+    return [
+        BudgetView(
+            epsilon_limit=float(budget.epsilon_limit),
+            delta=float(budget.delta),
+            committed=tuple(state.committed()),
+            vote_shift=vote_shifts[budget.organisation_id],
         )
-    return [found[submission_id] for submission_id in dict.fromkeys(submission_ids)]
-
-
-def silo_vote_shifts(*, organisations, votes_per_submission: int) -> dict[int, int]:
-    """Votes each silo moves per query: ``organisations`` names the silo (row or id) of each submission the job
-    uses, so a silo listed k times moves k × ``votes_per_submission`` votes."""
-    try:
-        return party_vote_shifts(
-            [getattr(organisation, "id", organisation) for organisation in organisations],
-            votes_per_submission=votes_per_submission,
+        for budget, state in budget_views(
+            federation=federation, organisation_ids=sorted(vote_shifts)
         )
-    except ValueError as error:
-        raise InvalidInput(f"The job's parameters are not valid: {error}") from error
+    ]
 
 
-def member_budget_views(*, federation: Federation, organisations):
-    """What an L1 job is calibrated to (:data:`market.jobs.parameters.MemberBudgets`): given the votes one
-    submission moves, each listed silo's limit, δ, committed costs and the votes its submissions move
-    (``organisations``: the silo of each submission the job uses, as for :func:`budget_price_job`)."""
-
-    def views(votes_per_submission: int) -> list[BudgetView]:
-        shifts = silo_vote_shifts(
-            organisations=organisations, votes_per_submission=votes_per_submission
-        )
-        return [
-            BudgetView(
-                epsilon_limit=float(budget.epsilon_limit),
-                delta=float(budget.delta),
-                committed=tuple(state.committed()),
-                vote_shift=shifts[budget.organisation_id],
-            )
-            for budget, state in _views(federation=federation, organisation_ids=sorted(shifts))
-        ]
-
-    return views
-
-
-def budget_price_job(
-    *, federation: Federation, organisations, kind: str, parameters: Mapping
-) -> dict:
-    """A quote for an L1 job of ``kind`` with these parameters (``parameters["privacy"]``: its noise): per silo,
-    the ε it would need on top of its budget and whether it fits. Reserves nothing.
-
-    ``organisations``: the Organisation (row or id) of each submission the job would use; a silo listed k times
-    is priced for moving k times the votes of one submission (:func:`job_votes_per_submission`).
-    Returns ``{"cost": the report for a silo with one submission (not the most
-    exposed silo's: that would tell anyone who sees the quote how many submissions some silo holds), "fits": bool, "silos": [{organisation_id, organisation, budget_id, submissions, vote_shift, epsilon (its
-    own cost on its own), epsilon_limit, spent, reserved, remaining, needed, remaining_after, fits,
-    composition_rule}]}``, amounts as decimal strings.
-    """
-    per_submission = job_votes_per_submission(kind=kind, parameters=parameters)
-    shifts = silo_vote_shifts(organisations=organisations, votes_per_submission=per_submission)
-    costs = {
-        organisation_id: job_privacy_cost(kind=kind, parameters=parameters, vote_shift=shift)
-        for organisation_id, shift in shifts.items()
-    }
+def budget_quote(*, federation: Federation, costs: Mapping[int, PrivacyCost]) -> list[dict]:
+    """Per silo (organisation id → its cost), what the spend would need on top of its budget and whether it fits:
+    ``[{organisation_id, organisation, budget_id, vote_shift, epsilon (its own cost on its own), epsilon_limit,
+    spent, reserved, remaining, needed, remaining_after, fits, composition_rule}]``, amounts as decimal strings."""
     silos = []
-    for budget, state in _views(federation=federation, organisation_ids=sorted(shifts)):
+    for budget, state in budget_views(federation=federation, organisation_ids=sorted(costs)):
         cost = costs[budget.organisation_id]
         amounts = budget_amounts(
             budget=budget,
@@ -166,7 +66,6 @@ def budget_price_job(
                 "organisation_id": budget.organisation_id,
                 "organisation": budget.organisation.name,
                 "budget_id": budget.id,
-                "submissions": shifts[budget.organisation_id] // per_submission,
                 "vote_shift": cost.report.vote_shift,
                 "epsilon": cost.report.epsilon,
                 "epsilon_limit": str(budget.epsilon_limit),
@@ -179,68 +78,4 @@ def budget_price_job(
                 "composition_rule": amounts.rule,
             }
         )
-    one_submission = job_privacy_cost(kind=kind, parameters=parameters)
-    return {
-        "cost": one_submission.report.as_dict(),
-        "fits": all(silo["fits"] for silo in silos),
-        "silos": silos,
-    }
-
-
-def budget_calibrate(
-    *, federation: Federation, organisations, kind: str, parameters: Mapping, solve_for: str
-) -> dict:
-    """What fits every listed silo's remaining budget in an L1 job of ``kind`` (``organisations`` and
-    ``parameters`` as for :func:`budget_price_job`): the least noise (``solve_for="noise"``: largest γ or
-    smallest σ at the given n_queries) or the most queries (``solve_for="queries"`` at the given γ or σ)."""
-    algorithm = _priced_kind(kind)
-    shifts = silo_vote_shifts(
-        organisations=organisations,
-        votes_per_submission=job_votes_per_submission(kind=kind, parameters=parameters),
-    )
-    views = [
-        BudgetView(
-            epsilon_limit=float(budget.epsilon_limit),
-            delta=float(budget.delta),
-            committed=tuple(state.committed()),
-            vote_shift=shifts[budget.organisation_id],
-        )
-        for budget, state in _views(federation=federation, organisation_ids=sorted(shifts))
-    ]
-    privacy = dict(parameters.get("privacy") or {})
-    mechanism = privacy.get("mechanism")
-
-    def price(at: Mapping, vote_shift: int | None) -> PrivacyCost:
-        return algorithm.l1_cost(parameters, privacy=at, vote_shift=vote_shift)
-
-    try:
-        if solve_for == "noise":
-            value = calibrate_noise(views, privacy=privacy, price=price)
-            parameter = "gamma" if mechanism == "laplace" else "sigma"
-            solved = {**privacy, "gamma": None, "sigma": None, parameter: value} if value else None
-        elif solve_for == "queries":
-            value = calibrate_queries(views, privacy=privacy, price=price)
-            parameter, solved = "n_queries", {**privacy, "n_queries": value}
-        else:
-            raise InvalidInput(
-                "Calibrate for 'noise' (the least noise that fits) or 'queries' (the most queries)."
-            )
-    except (TypeError, ValueError, KeyError) as error:
-        raise InvalidInput(f"The privacy parameters are not valid: {error}") from error
-    price = (
-        budget_price_job(
-            federation=federation,
-            organisations=organisations,
-            kind=kind,
-            parameters={**parameters, "privacy": solved},
-        )
-        if solved
-        else None
-    )
-    return {
-        "solve_for": solve_for,
-        "parameter": parameter,
-        "value": value if value is None or math.isfinite(value) else None,
-        "privacy": solved,
-        "price": price,
-    }
+    return silos

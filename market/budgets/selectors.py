@@ -23,10 +23,11 @@ from market.budgets.ledger import (
     ledger_state,
 )
 from market.budgets.models import BudgetEntry, EntryKind, PrivacyBudget
+from market.budgets.spending import spender_named
 from market.errors import InvalidInput, NotFound
 from market.federations.models import Federation
 from market.federations.selectors import federation_require_member
-from market.jobs.visibility import visibility_for
+from market.federations.visibility import visibility_for
 from workers.privacy.costs import Composition, compose_costs, rule_description
 from workers.privacy.reports import EXAMPLE_LEVEL, PARTY_LEVEL
 
@@ -135,7 +136,7 @@ def budget_ledger(
     if silo not in (None, ""):
         entries = entries.filter(budget__organisation_id=_integer(silo, "silo"))
     if job not in (None, ""):
-        entries = entries.filter(job_id=_integer(job, "job"))
+        entries = entries.filter(spender_kind="job", spender_id=_integer(job, "job"))
     if kind not in (None, ""):
         if kind not in EntryKind.values:
             raise InvalidInput(
@@ -194,7 +195,15 @@ def entry_parameters_for(entry: BudgetEntry, *, user: User, federation: Federati
     return parameters
 
 
+#: The spender kinds that had a column of their own before the generic reference: their "<kind>_id" stays in every
+#: answer for the clients that read it. A new kind of spender is named by ``spender_kind`` and ``spender_id`` only.
+LEGACY_SPENDER_FIELDS = ("job", "submission", "augmentation")
+
+
 def entry_summary(entry: BudgetEntry, *, user: User, federation: Federation) -> dict:
+    spender, spender_url = (
+        spender_named(entry.spender_kind, entry.spender_id) if entry.spender_kind else ("", "")
+    )
     return {
         "id": entry.id,
         "budget_id": entry.budget_id,
@@ -206,9 +215,11 @@ def entry_summary(entry: BudgetEntry, *, user: User, federation: Federation) -> 
         "delta": format(entry.delta.normalize(), "f") if entry.delta is not None else None,
         "mechanism": entry.mechanism,
         "parameters": entry_parameters_for(entry, user=user, federation=federation),
-        "job_id": entry.job_id,
-        "submission_id": entry.submission_id,
-        "augmentation_id": entry.augmentation_id,
+        "spender_kind": entry.spender_kind,
+        "spender_id": entry.spender_id,
+        "spender": spender or None,
+        "spender_url": spender_url or None,
+        **{f"{kind}_id": entry.spender_id_of(kind) for kind in LEGACY_SPENDER_FIELDS},
         "actor": entry.actor.username if entry.actor else None,
         "reason": entry.reason,
         "composition_rule": entry.composition_rule,
@@ -228,6 +239,7 @@ CSV_COLUMNS = [
     "unit",
     "delta",
     "mechanism",
+    "spender",
     "job_id",
     "submission_id",
     "augmentation_id",

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from market.commerce.models import Listing
+from market.federations.visibility import visibility_for
 from market.jobs.baselines import baselines_visible, global_model_baselines
 from market.jobs.models import GlobalModel
-from market.jobs.visibility import visibility_for
 
 PUBLISH_MARGIN = 0.05  # balanced accuracy, 0..1: five percentage points
 SILO_BASELINES = (

@@ -10,6 +10,7 @@ from market.feature_views import global_model_feature_view
 from market.federations.apis import attachment
 from market.federations.models import PrivacyLevel
 from market.federations.selectors import federation_get
+from market.federations.visibility import visibility_for
 from market.jobs.baselines import baselines_visible
 from market.jobs.models import JobStatus
 from market.jobs.parameters import job_kind_choices, job_kind_refusal
@@ -21,7 +22,7 @@ from market.jobs.preflight import (
 )
 from market.jobs.selectors import global_model_get, job_get, job_list, job_log_lines, job_progress
 from market.jobs.services import job_cancel, job_create_once
-from market.jobs.visibility import global_model_view, visibility_for
+from market.jobs.visibility import global_model_view
 from market.json_input import CheckedJSONField
 
 

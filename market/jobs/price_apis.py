@@ -8,11 +8,11 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from market.budgets.pricing import submission_silos
 from market.budgets.selectors import price_quote_visible
 from market.federations.selectors import federation_get, federation_require_member
 from market.jobs.parameters import job_kind_get
 from market.jobs.pricing import job_price_calibration, job_price_quote
+from market.jobs.privacy_costs import submission_silos
 
 
 def _federation(request, slug):

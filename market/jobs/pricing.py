@@ -9,11 +9,11 @@ validates its form with the same function before it prices.
 
 from collections.abc import Mapping
 
-from market.budgets.pricing import budget_calibrate, budget_price_job, member_budget_views
 from market.errors import InvalidInput
 from market.federations.models import Federation, PrivacyLevel
 from market.federations.selectors import public_dataset_current
 from market.jobs.parameters import job_parameters_validate
+from market.jobs.privacy_costs import budget_calibrate, budget_price_job, member_budget_views
 from workers.algorithms.schema import names_query, with_query_count
 
 
@@ -59,7 +59,7 @@ def job_price_quote(
     privacy: Mapping | None,
     organisations,
 ) -> dict:
-    """What an L1 job of ``kind`` would cost each silo (:func:`market.budgets.pricing.budget_price_job`), its
+    """What an L1 job of ``kind`` would cost each silo (:func:`market.jobs.privacy_costs.budget_price_job`), its
     parameters completed as the job's would be (:func:`job_parameters_priced`). Reserves nothing."""
     organisations = list(organisations)
     return budget_price_job(
@@ -85,7 +85,7 @@ def job_price_calibration(
     organisations,
     solve_for: str,
 ) -> dict:
-    """The least noise or the most queries that fit every listed silo (:func:`market.budgets.pricing.
+    """The least noise or the most queries that fit every listed silo (:func:`market.jobs.privacy_costs.
     budget_calibrate`) for an L1 job of ``kind`` whose other parameters are completed as the job's would be."""
     organisations = list(organisations)
     priced = job_parameters_priced(

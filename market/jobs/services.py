@@ -16,15 +16,8 @@ from django.utils import timezone
 from market.accounts.models import User
 from market.audit.models import AuditOutcome
 from market.audit.services import audit_record
-from market.budgets.pricing import member_budget_views
 from market.budgets.selectors import budget_refusal_visible
-from market.budgets.services import (
-    BudgetExceeded,
-    budget_charge_for_job,
-    budget_refusal_record,
-    budget_release_for_job,
-    budget_reserve_for_job,
-)
+from market.budgets.services import BudgetExceeded, budget_refusal_record
 from market.errors import (
     Conflict,
     DomainError,
@@ -36,7 +29,9 @@ from market.federations.models import EvaluationSplit, Federation, PrivacyLevel,
 from market.federations.selectors import public_dataset_current
 from market.jobs.models import Job, JobIdempotencyKey, JobLogEntry, JobOutbox, JobStatus
 from market.jobs.parameters import job_parameters_validate, job_workload_check
+from market.jobs.privacy_costs import member_budget_views
 from market.jobs.selectors import job_launch_require_permission, job_members
+from market.jobs.spending import job_budget_charge, job_budget_release, job_budget_reserve
 from market.outbox import outbox_add
 from market.submissions.models import Submission, SubmissionStatus
 from market.transient import retried_on_lock_conflict
@@ -254,7 +249,7 @@ def job_create(
             chosen = checked.submissions
             job.submissions.set(chosen)
             if privacy_level == PrivacyLevel.L1:
-                budget_reserve_for_job(job=job, actor=requested_by)
+                job_budget_reserve(job=job, actor=requested_by)
             job_log(
                 job_id=job.id,
                 message=f"Created by {requested_by.username} with {len(chosen)} submission(s).",
@@ -384,10 +379,10 @@ def job_settle_budget(*, job: Job) -> None:
     if job.privacy_level != PrivacyLevel.L1:
         return
     if job.noise_drawn_at is None:
-        budget_release_for_job(job=job)
+        job_budget_release(job=job)
     else:
         bound = PrivacyReport(**job.privacy_bound) if job.privacy_bound else None
-        budget_charge_for_job(
+        job_budget_charge(
             job=job, privacy_report=JobPrivacyReport(level=PrivacyLevel.L1, data_independent=bound)
         )
 

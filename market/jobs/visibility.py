@@ -1,5 +1,6 @@
 """What a viewer may see of a global model's results: the one rule behind the global-model API, the job page,
-its comparison chart, the model card and the budget ledger's data-dependent ε.
+its comparison chart, the model card and the budget ledger's data-dependent ε (the federation's part of it, what it
+publishes to whom, is :func:`market.federations.visibility.visibility_for`, which the budgets read too).
 
 The operator (the privacy officer) sees everything. Anyone else (the buyer who launched the job, an organisation
 that bought the model, a silo that took part, a model card's reader) sees the global model's own metrics, its
@@ -36,7 +37,8 @@ operators, never its numbers.
 from dataclasses import dataclass
 
 from market.accounts.models import Organisation, User
-from market.federations.models import Federation, PrivacyLevel
+from market.federations.models import PrivacyLevel
+from market.federations.visibility import Visibility, visibility_for
 from market.jobs.baselines import baselines_visible
 from market.jobs.models import GlobalModel
 from market.submissions.models import Submission
@@ -58,29 +60,6 @@ PUBLIC_LINEAGE_KEYS = frozenset(
         "public_data_sha256",
     }
 )
-
-
-@dataclass(frozen=True)
-class Visibility:
-    """What one viewer may see of a federation's job results. ``organisation_id``: the viewer's own share."""
-
-    data_dependent_epsilon: bool
-    every_silo: bool
-    organisation_id: int | None
-    operator: bool = False
-
-
-def visibility_for(*, user: User | None, federation: Federation) -> Visibility:
-    """``user=None`` is the public: a model card's reader, whoever that is."""
-    if user is not None and user.is_operator:
-        return Visibility(
-            data_dependent_epsilon=True, every_silo=True, organisation_id=None, operator=True
-        )
-    return Visibility(
-        data_dependent_epsilon=federation.publish_data_dependent_epsilon,
-        every_silo=federation.publish_contributions,
-        organisation_id=getattr(user, "organisation_id", None),
-    )
 
 
 def estimate_visible(*, user: User | None) -> bool:

@@ -1,7 +1,8 @@
 """Telling a silo what happened to it: a notice on its pages and an e-mail to its members (Django's e-mail
 backend, sent once the transaction that caused it commits, so a rolled-back charge tells nobody).
 
-The privacy ledger calls :func:`budget_entry_notify` for every entry it writes; only charges notify: the charge
+Every privacy-ledger line reaches :func:`budget_entry_notify` through its ``post_save`` (market.notifications.
+receivers; the ledger knows nothing of notices); only charges of a kind of spender that notifies do: the charge
 itself, and a budget passing 80 % or 100 % of its limit with that charge."""
 
 from decimal import Decimal
@@ -12,6 +13,7 @@ from django.db import transaction
 from django.urls import reverse
 
 from market.accounts.models import Organisation
+from market.budgets.spending import spender_kind_get, spender_named
 from market.notifications.models import Notification, NotificationKind
 from market.numbers import epsilon_text
 
@@ -53,11 +55,11 @@ def _notification_mail(notification: Notification) -> None:
 
 def budget_entry_notify(entry) -> list[Notification]:
     """Notices for one privacy-ledger entry (market.budgets): a charge, and each threshold it passed."""
-    if entry.kind != "charge" or entry.job_id is None and entry.augmentation_id is None:
+    if entry.kind != "charge" or not spender_kind_get(entry.spender_kind).notifies:
         return []
     budget = entry.budget
     federation = budget.federation
-    cause = f"Job #{entry.job_id}" if entry.job_id else f"Augmentation #{entry.augmentation_id}"
+    cause, _ = spender_named(entry.spender_kind, entry.spender_id)
     spent, limit = entry.spent_after, entry.epsilon_limit_after
     link = reverse("budget-dashboard", args=[federation.slug])
     delta = f", δ = {epsilon_text(entry.delta)}" if entry.delta is not None else ""

@@ -11,11 +11,7 @@ from django.db import IntegrityError, transaction
 
 from market.accounts.models import User
 from market.audit.services import audit_record, audit_refusals
-from market.budgets.services import (
-    BudgetExceeded,
-    budget_charge_for_submission,
-    budget_refusal_record,
-)
+from market.budgets.services import BudgetExceeded, budget_refusal_record
 from market.constraints import violated_constraint
 from market.errors import (
     Conflict,
@@ -40,6 +36,7 @@ from market.submissions.models import (
     Submission,
     SubmissionOutbox,
 )
+from market.submissions.spending import submission_budget_charge
 from workers.features import ONE_HOT_VIEW, view_width
 from workers.modelio import RefusedModelError, identify_format, inspect_model
 from workers.modelio.families import NETWORK_FAMILIES
@@ -350,9 +347,8 @@ def submission_create(
                 content_sha256=content_sha256,
                 idempotency_key=idempotency_key,
             )
-            budget_charge_for_submission(
-                submission=submission, actor=user
-            )  # L2: the declared ε, or BudgetExceeded
+            # L2: the declared ε, or BudgetExceeded
+            submission_budget_charge(submission=submission, actor=user)
             for position, (model, inspection, file_hash) in enumerate(
                 zip(models, inspections, file_hashes)
             ):

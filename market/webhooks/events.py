@@ -247,8 +247,8 @@ def events_from_budget_entry(entry: BudgetEntry) -> list[WebhookEvent]:
     charge = {
         "epsilon": str(entry.epsilon),
         "unit": entry.unit,
-        "job": entry.job_id,
-        "submission": entry.submission_id,
+        "job": entry.spender_id_of("job"),
+        "submission": entry.spender_id_of("submission"),
     }
     events = [WebhookEvent(Type.BUDGET_CHARGED, {"budget": budget, "charge": charge}, visible)]
     crossed = budget_thresholds_crossed(

@@ -11,12 +11,8 @@ from pathlib import Path
 import pytest
 
 from market.budgets.models import PrivacyBudget
-from market.budgets.services import (
-    BudgetExceeded,
-    budget_charge_for_job,
-    budget_refusal_record,
-    budget_reserve_for_job,
-)
+from market.budgets.services import BudgetExceeded, budget_refusal_record
+from market.jobs.spending import job_budget_charge, job_budget_reserve
 from tests.market.budgets.conftest import LAPLACE, job_row, submission_row
 from workers.privacy.costs import fedkt_l1_cost
 from workers.privacy.reports import JobPrivacyReport
@@ -65,7 +61,7 @@ def open_pricing(page):
 def reserve_and_charge(federation, submission, operator, privacy):
     """What job_create and the job runner do for an L1 FedKT job: reserve, then charge after noise."""
     job = job_row(federation, [submission], operator, privacy=privacy)
-    budget_reserve_for_job(job=job, actor=operator)
+    job_budget_reserve(job=job, actor=operator)
     return job
 
 
@@ -117,7 +113,7 @@ def test_operator_sets_a_budget_prices_a_job_watches_the_remainder_fall_and_an_o
     one_job = fedkt_l1_cost(
         mechanism="laplace", gamma=0.04, sigma=None, delta=1e-5, n_queries=100, partitions=2
     )
-    budget_charge_for_job(
+    job_budget_charge(
         job=job,
         privacy_report=JobPrivacyReport(level="L1", data_independent=one_job.report),
     )
@@ -136,7 +132,7 @@ def test_operator_sets_a_budget_prices_a_job_watches_the_remainder_fall_and_an_o
     page.get_by_text("This job would be refused.").wait_for()
     second = job_row(federation_with_data, [submission], operator)
     with pytest.raises(BudgetExceeded) as refused:
-        budget_reserve_for_job(job=second, actor=operator)
+        job_budget_reserve(job=second, actor=operator)
     budget_refusal_record(error=refused.value, actor=operator, target=second)
     page.goto(f"{live_server.url}/federations/adult-income/budgets/")
     page.locator(".refusal-message").filter(

@@ -11,12 +11,11 @@ from market.audit.models import AuditEvent
 from market.budgets.models import PrivacyBudget
 from market.budgets.services import (
     BudgetExceeded,
-    budget_charge_for_job,
     budget_limit_set,
     budget_refusal_record,
-    budget_reserve_for_job,
     budgets_ensure,
 )
+from market.jobs.spending import job_budget_charge, job_budget_reserve
 from tests.market.budgets.conftest import job_row, submission_row
 from workers.privacy.costs import fedkt_l1_cost
 from workers.privacy.reports import JobPrivacyReport
@@ -43,9 +42,9 @@ def two_silos(federation_with_data, silo_user, other_silo_user):
 @pytest.fixture
 def spent(two_silos, federation_with_data, operator):
     job = job_row(federation_with_data, two_silos, operator)
-    budget_reserve_for_job(job=job, actor=operator)
+    job_budget_reserve(job=job, actor=operator)
     dependent = replace(ONE_JOB.report, epsilon=1.25, data_dependent=True)
-    budget_charge_for_job(
+    job_budget_charge(
         job=job,
         privacy_report=JobPrivacyReport(
             level="L1", data_independent=ONE_JOB.report, data_dependent=dependent
@@ -158,9 +157,9 @@ def test_refusals_are_listed_with_their_message(
         },
     )
     with pytest.raises(BudgetExceeded):
-        budget_reserve_for_job(job=job, actor=operator)
+        job_budget_reserve(job=job, actor=operator)
     try:
-        budget_reserve_for_job(job=job, actor=operator)
+        job_budget_reserve(job=job, actor=operator)
     except BudgetExceeded as error:
         budget_refusal_record(error=error, actor=operator, target=job)
     client.force_login(operator)

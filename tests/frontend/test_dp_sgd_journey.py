@@ -132,7 +132,7 @@ def test_silo_uploads_a_dp_sgd_model_sees_its_epsilon_and_the_charge_on_its_budg
     screenshots(page, "silo-dp-sgd-validated")
 
     [charge] = BudgetEntry.objects.all()
-    assert (charge.kind, charge.submission_id) == ("charge", submission.id)
+    assert (charge.kind, charge.spender_id_of("submission")) == ("charge", submission.id)
     page.get_by_role("link", name="Budget", exact=True).click()
     page.get_by_role("link", name="Adult income").click()
     silo_row = page.locator(".budget-table tbody tr").filter(has_text="Northwind Hospital")

@@ -135,7 +135,10 @@ def test_launching_twice_with_the_same_key_queues_one_job_and_reserves_once(
         PrivacyBudget.objects.filter(federation=job.federation).values_list("reserved", flat=True)
     )
     assert len(reserved) == 3 and reserved[0] > 0 and len(set(reserved)) == 1
-    assert BudgetEntry.objects.filter(kind="reserve", job=job).count() == 3
+    assert (
+        BudgetEntry.objects.filter(kind="reserve", spender_kind="job", spender_id=job.id).count()
+        == 3
+    )
     assert BudgetEntry.objects.count() == 3
     shown = client.get(resent["Location"]).content.decode()
     assert "This form was already sent; here is its result. Nothing was done again." in shown
@@ -271,7 +274,10 @@ def test_opening_uploading_and_starting_an_augmentation_twice_acts_once(
     key = form_key(client.get(f"/augmentations/{augmentation_id}/").content.decode(), start)
     first, resent = sent_twice(client, start, {"idempotency_key": key})
     assert first.status_code == resent.status_code == 302
-    assert BudgetEntry.objects.filter(augmentation_id=augmentation_id).count() == 1
+    assert (
+        BudgetEntry.objects.filter(spender_kind="augmentation", spender_id=augmentation_id).count()
+        == 1
+    )
 
 
 def test_a_key_still_being_processed_acts_not_and_each_address_of_a_page_acts_once(

@@ -109,7 +109,7 @@ def a_silo_uploads_seeds_a_real_worker_trains_a_dp_generator_and_augment_fetches
     assert (published.status, published.status_reason) == ("published", "")
     assert [(seed["n_seeds"], seed["target_labels"]) for seed in published.seeds] == [(12, [2])]
     assert list(
-        BudgetEntry.objects.filter(augmentation_id=opened.id)
+        BudgetEntry.objects.filter(spender_kind="augmentation", spender_id=opened.id)
         .order_by("id")
         .values_list("kind", flat=True)
     ) == ["reserve", "charge"]
@@ -192,7 +192,9 @@ def a_real_worker_trains_a_ctgan_and_augment_appends_its_published_rows(
         3 * spec["rows_per_label"]
         - spec["seed_copies_dropped"],  # copies of a seed row are not published
     )
-    assert not BudgetEntry.objects.filter(augmentation_id=opened.id).exists()
+    assert not BudgetEntry.objects.filter(
+        spender_kind="augmentation", spender_id=opened.id
+    ).exists()
 
     local[local["digit"] != "two"].to_csv(table, index=False)
     result, sentence = augment(
@@ -274,4 +276,6 @@ def a_real_worker_stops_a_long_ctgan_training_that_an_operator_cancels(digits, o
         "Cancelled during training; nothing was published and nothing was charged.",
         "",
     )
-    assert not BudgetEntry.objects.filter(augmentation_id=augmentation_id).exists()
+    assert not BudgetEntry.objects.filter(
+        spender_kind="augmentation", spender_id=augmentation_id
+    ).exists()

@@ -11,7 +11,6 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from market.budgets.services import budget_charge_for_job
 from market.federations.models import PrivacyLevel
 from market.jobs.baselines import baselines_measure
 from market.jobs.models import (
@@ -25,6 +24,7 @@ from market.jobs.models import (
 )
 from market.jobs.selectors import job_members
 from market.jobs.services import job_log
+from market.jobs.spending import job_budget_charge
 from market.storage import (
     arrays_from_npz_cached,
     artifact_save,
@@ -303,7 +303,7 @@ def _save(job: Job, fused: FusedJob, evaluated: EvaluatedModel) -> None:
             ]
         )
         if job.privacy_level == PrivacyLevel.L1:
-            budget_charge_for_job(job=locked, privacy_report=privacy_report)
+            job_budget_charge(job=locked, privacy_report=privacy_report)
         job_log(job_id=job.id, message=f"Succeeded: global model #{global_model.id} saved.")
     job_artifacts_delete(
         job=job

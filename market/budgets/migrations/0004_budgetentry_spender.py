@@ -12,20 +12,25 @@ SPENDERS_FILLED = (
 )
 
 
-def spenders_filled(apps, schema_editor):
-    """Each existing line names its spender by kind and id. The ledger is append-only (a trigger refuses UPDATE),
-    so the trigger is set aside for these statements and set back in the same transaction."""
+def statements_run(schema_editor, statements) -> None:
+    """Run UPDATEs on the ledger. It is append-only (a trigger refuses UPDATE), so the trigger is set aside for these
+    statements and set back in the same transaction."""
     postgresql = schema_editor.connection.vendor == "postgresql"
     if postgresql:
         schema_editor.execute(
             "ALTER TABLE budgets_budgetentry DISABLE TRIGGER budgets_budgetentry_append_only"
         )
-    for statement in SPENDERS_FILLED:
+    for statement in statements:
         schema_editor.execute(statement)
     if postgresql:
         schema_editor.execute(
             "ALTER TABLE budgets_budgetentry ENABLE TRIGGER budgets_budgetentry_append_only"
         )
+
+
+def spenders_filled(apps, schema_editor):
+    """Each existing line names its spender by kind and id."""
+    statements_run(schema_editor, SPENDERS_FILLED)
 
 
 class Migration(migrations.Migration):

@@ -194,7 +194,9 @@ def test_a_dp_generator_is_reserved_at_start_then_charged_to_every_contributing_
     assert started.status_code == 202, started.json()
     epsilon = started.json()["epsilon"]
     assert started.json()["status"] == "queued" and epsilon > 0
-    reserved = BudgetEntry.objects.filter(kind="reserve", augmentation_id=augmentation["id"])
+    reserved = BudgetEntry.objects.filter(
+        kind="reserve", spender_kind="augmentation", spender_id=augmentation["id"]
+    )
     assert sorted(reserved.values_list("budget__organisation__name", flat=True)) == [
         "Northwind Hospital",
         "Silo 1",
@@ -202,7 +204,9 @@ def test_a_dp_generator_is_reserved_at_start_then_charged_to_every_contributing_
     augmentation_train(augmentation_id=augmentation["id"])  # the worker's step
     published = operator_api.get(f"/api/augmentations/{augmentation['id']}/").json()
     assert (published["status"], published["epsilon"]) == ("published", epsilon)
-    charged = BudgetEntry.objects.filter(kind="charge", augmentation_id=augmentation["id"])
+    charged = BudgetEntry.objects.filter(
+        kind="charge", spender_kind="augmentation", spender_id=augmentation["id"]
+    )
     assert charged.count() == 2 and PrivacyBudget.objects.filter(reserved__gt=0).count() == 0
     assert {budget.spent for budget in PrivacyBudget.objects.filter(spent__gt=0)} == {
         reserved.first().epsilon
@@ -230,7 +234,12 @@ def test_a_start_that_would_overspend_a_silo_is_refused_and_nothing_is_written(
         f"of augmentation #{augmentation['id']} needs ε = "
     )
     assert Augmentation.objects.get(id=augmentation["id"]).status == "collecting"
-    assert BudgetEntry.objects.filter(augmentation_id=augmentation["id"]).count() == 0
+    assert (
+        BudgetEntry.objects.filter(
+            spender_kind="augmentation", spender_id=augmentation["id"]
+        ).count()
+        == 0
+    )
     assert AuditEvent.objects.filter(action="budget.refused").count() == 1
 
 
@@ -245,7 +254,7 @@ def test_a_failed_training_releases_the_reservation_and_charges_nothing(operator
         "Training the generator failed"
     )
     assert list(
-        BudgetEntry.objects.filter(augmentation=failed)
+        BudgetEntry.objects.filter(spender_kind="augmentation", spender_id=failed.id)
         .order_by("id")
         .values_list("kind", flat=True)
     ) == ["reserve", "release"]
@@ -274,7 +283,9 @@ def test_the_reaper_republishes_a_lost_start_and_fails_a_training_whose_worker_d
     died = Augmentation.objects.get(id=second["id"])
     assert died.status == "failed" and "nothing was charged" in died.status_reason
     assert list(
-        BudgetEntry.objects.filter(augmentation=died).order_by("id").values_list("kind", flat=True)
+        BudgetEntry.objects.filter(spender_kind="augmentation", spender_id=died.id)
+        .order_by("id")
+        .values_list("kind", flat=True)
     ) == ["reserve", "release"]
 
 
@@ -399,7 +410,7 @@ def test_cancelling_before_training_ends_the_augmentation_at_once_and_releases_i
             "Cancelled by olivia-operator before training.",
         )
     assert list(
-        BudgetEntry.objects.filter(augmentation_id=queued["id"])
+        BudgetEntry.objects.filter(spender_kind="augmentation", spender_id=queued["id"])
         .order_by("id")
         .values_list("kind", flat=True)
     ) == ["reserve", "release"]
@@ -477,7 +488,7 @@ def test_a_cancel_through_the_api_stops_a_training_between_two_steps_and_release
     )
     assert (
         list(
-            BudgetEntry.objects.filter(augmentation=ended)
+            BudgetEntry.objects.filter(spender_kind="augmentation", spender_id=ended.id)
             .order_by("id")
             .values_list("kind", flat=True)
         )
@@ -515,5 +526,7 @@ def test_the_reaper_cancels_a_training_whose_worker_stopped_checking(
     ended = Augmentation.objects.get(id=augmentation["id"])
     assert ended.status == "cancelled" and "no longer answered" in ended.status_reason
     assert list(
-        BudgetEntry.objects.filter(augmentation=ended).order_by("id").values_list("kind", flat=True)
+        BudgetEntry.objects.filter(spender_kind="augmentation", spender_id=ended.id)
+        .order_by("id")
+        .values_list("kind", flat=True)
     ) == ["reserve", "release"]

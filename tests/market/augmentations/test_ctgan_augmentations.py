@@ -49,7 +49,9 @@ def test_a_ctgan_augmentation_publishes_generated_rows_to_members_and_charges_no
         "seed_copies_dropped": 0,
         "near_copy_tolerance": 0.01,
     }
-    assert not BudgetEntry.objects.filter(augmentation_id=augmentation["id"]).exists()
+    assert not BudgetEntry.objects.filter(
+        spender_kind="augmentation", spender_id=augmentation["id"]
+    ).exists()
     download = api_client_for(three_silos[2]).get(
         f"/api/augmentations/{augmentation['id']}/generator/"
     )
@@ -97,7 +99,9 @@ def test_a_ctgan_that_would_publish_its_seed_rows_publishes_nothing_and_says_why
         None,
         None,
     )
-    assert not BudgetEntry.objects.filter(augmentation_id=augmentation["id"]).exists()
+    assert not BudgetEntry.objects.filter(
+        spender_kind="augmentation", spender_id=augmentation["id"]
+    ).exists()
     download = api_client_for(three_silos[2]).get(
         f"/api/augmentations/{augmentation['id']}/generator/"
     )

@@ -26,6 +26,8 @@ def test_the_largest_noise_multiplier_starts_and_reserves_a_positive_epsilon(
         )
     )
     assert started.json()["epsilon"] == expected.epsilon > 0
-    reserved = BudgetEntry.objects.filter(kind="reserve", augmentation_id=augmentation["id"])
+    reserved = BudgetEntry.objects.filter(
+        kind="reserve", spender_kind="augmentation", spender_id=augmentation["id"]
+    )
     assert {entry.epsilon for entry in reserved} == {epsilon_decimal(expected.epsilon)}
     assert reserved.count() == 2

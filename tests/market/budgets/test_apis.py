@@ -7,7 +7,8 @@ import pytest
 
 from market.audit.models import AuditEvent
 from market.budgets.models import BudgetEntry, PrivacyBudget
-from market.budgets.services import budget_charge_for_job, budget_reserve_for_job, epsilon_decimal
+from market.budgets.services import epsilon_decimal
+from market.jobs.spending import job_budget_charge, job_budget_reserve
 from tests.market.budgets.conftest import LAPLACE
 from workers.privacy.costs import fedkt_l1_cost
 from workers.privacy.reports import JobPrivacyReport
@@ -22,9 +23,9 @@ ONE = str(epsilon_decimal(ONE_JOB.report.epsilon))
 def charged_job(make_job, operator):
     """One L1 job reserved and charged for both silos, with a data-dependent ε on its charge lines."""
     job = make_job()
-    budget_reserve_for_job(job=job, actor=operator)
+    job_budget_reserve(job=job, actor=operator)
     dependent = replace(ONE_JOB.report, epsilon=1.25, data_dependent=True)
-    budget_charge_for_job(
+    job_budget_charge(
         job=job,
         privacy_report=JobPrivacyReport(
             level="L1", data_independent=ONE_JOB.report, data_dependent=dependent
@@ -251,7 +252,7 @@ def test_refusals_are_listed_for_the_operator_and_for_the_silo_they_named(
     job = make_job(privacy={**LAPLACE, "n_queries": 1000})
     try:
         with transaction.atomic():
-            budget_reserve_for_job(job=job, actor=operator)
+            job_budget_reserve(job=job, actor=operator)
     except BudgetExceeded as error:
         budget_refusal_record(error=error, actor=operator, target=job)
     url = "/api/federations/adult-income/budget-refusals/"

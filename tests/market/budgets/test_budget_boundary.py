@@ -7,15 +7,10 @@ from decimal import Decimal
 import pytest
 
 from market.augmentations.services import augmentation_create, augmentation_start, seeds_upload
+from market.augmentations.spending import augmentation_budget_release
 from market.budgets.models import BudgetEntry, PrivacyBudget
-from market.budgets.services import (
-    BudgetExceeded,
-    budget_limit_set,
-    budget_release_for_augmentation,
-    budget_release_for_job,
-    budget_reserve_for_job,
-    budgets_ensure,
-)
+from market.budgets.services import BudgetExceeded, budget_limit_set, budgets_ensure
+from market.jobs.spending import job_budget_release, job_budget_reserve
 
 MILLIONTH = Decimal("0.000001")
 
@@ -36,9 +31,9 @@ def test_a_job_fits_exactly_what_is_left_and_not_a_millionth_less(
 ):
     budgets_ensure(federation=federation_with_data)
     probe = make_job()
-    budget_reserve_for_job(job=probe, actor=operator)
+    job_budget_reserve(job=probe, actor=operator)
     needed = {budget.id: budget.reserved for budget in budgets(federation_with_data)}
-    budget_release_for_job(job=probe)
+    job_budget_release(job=probe)
     assert all(value > 0 for value in needed.values()) and len(needed) == 2
 
     limits_set(
@@ -46,20 +41,23 @@ def test_a_job_fits_exactly_what_is_left_and_not_a_millionth_less(
     )
     job = make_job()
     with pytest.raises(BudgetExceeded) as refusal:
-        budget_reserve_for_job(job=job, actor=operator)
+        job_budget_reserve(job=job, actor=operator)
     first = min(needed)
     assert str(refusal.value).startswith(
         f"Northwind Hospital's privacy budget in 'adult-income' has ε = {needed[first] - MILLIONTH} "
         f"left, but a {job.get_kind_display()} job at L1 needs ε = {needed[first]} more (party-level) "
         "(1 other silo(s) too)."
     )
-    assert not BudgetEntry.objects.filter(job=job).exists()
+    assert not BudgetEntry.objects.filter(spender_kind="job", spender_id=job.id).exists()
     assert [budget.reserved for budget in budgets(federation_with_data)] == [0, 0]
 
     limits_set(federation_with_data, needed, operator)
-    budget_reserve_for_job(job=job, actor=operator)
+    job_budget_reserve(job=job, actor=operator)
     assert [budget.remaining for budget in budgets(federation_with_data)] == [0, 0]
-    assert BudgetEntry.objects.filter(job=job, kind="reserve").count() == 2
+    assert (
+        BudgetEntry.objects.filter(spender_kind="job", spender_id=job.id, kind="reserve").count()
+        == 2
+    )
 
 
 def augmentation_with_seeds(federation, operator, silos, name: str):
@@ -90,7 +88,7 @@ def test_an_augmentation_fits_exactly_what_is_left_and_not_a_millionth_less(
     probe = augmentation_with_seeds(federation_with_data, operator, members, "probe")
     augmentation_start(augmentation=probe, actor=operator)
     needed = {budget.id: budget.reserved for budget in budgets(federation_with_data)}
-    budget_release_for_augmentation(augmentation=probe)
+    augmentation_budget_release(augmentation=probe)
     assert all(value > 0 for value in needed.values()) and len(needed) == 2
 
     limits_set(
@@ -107,10 +105,17 @@ def test_an_augmentation_fits_exactly_what_is_left_and_not_a_millionth_less(
     )
     augmentation.refresh_from_db()
     assert augmentation.status == "collecting"
-    assert not BudgetEntry.objects.filter(augmentation=augmentation).exists()
+    assert not BudgetEntry.objects.filter(
+        spender_kind="augmentation", spender_id=augmentation.id
+    ).exists()
     assert [budget.reserved for budget in budgets(federation_with_data)] == [0, 0]
 
     limits_set(federation_with_data, needed, operator)
     augmentation_start(augmentation=augmentation, actor=operator)
     assert [budget.remaining for budget in budgets(federation_with_data)] == [0, 0]
-    assert BudgetEntry.objects.filter(augmentation=augmentation, kind="reserve").count() == 2
+    assert (
+        BudgetEntry.objects.filter(
+            spender_kind="augmentation", spender_id=augmentation.id, kind="reserve"
+        ).count()
+        == 2
+    )

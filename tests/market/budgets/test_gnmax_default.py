@@ -5,9 +5,10 @@ import pytest
 from django.db import transaction
 
 from market.budgets.models import PrivacyBudget
-from market.budgets.pricing import job_privacy_cost, member_budget_views
-from market.budgets.services import BudgetExceeded, budget_limit_set, budget_reserve_for_job
+from market.budgets.services import BudgetExceeded, budget_limit_set
 from market.jobs.parameters import job_parameters_validate
+from market.jobs.privacy_costs import job_privacy_cost, member_budget_views
+from market.jobs.spending import job_budget_reserve
 from tests.market.budgets.conftest import job_row
 from workers.privacy.costs import compose_costs
 
@@ -38,7 +39,7 @@ def test_a_default_job_is_calibrated_down_to_what_the_silos_have_left(
     federation_with_data.save()
     fresh = _default_l1(federation_with_data, submissions)
     assert fresh["privacy"]["mechanism"] == "gaussian"
-    budget_reserve_for_job(job=make_job(), actor=operator)  # an earlier Laplace job: ε ≈ 5.3 each
+    job_budget_reserve(job=make_job(), actor=operator)  # an earlier Laplace job: ε ≈ 5.3 each
     for (
         budget
     ) in PrivacyBudget.objects.all():  # of a limit of 7: less than a fresh default job's 5 is left
@@ -55,14 +56,14 @@ def test_a_default_job_is_calibrated_down_to_what_the_silos_have_left(
             <= view.epsilon_limit
         )
     job = job_row(federation_with_data, submissions, operator, privacy=tired["privacy"])
-    budget_reserve_for_job(job=job, actor=operator)  # fits: reserved, no refusal
+    job_budget_reserve(job=job, actor=operator)  # fits: reserved, no refusal
     assert all(budget.reserved > 0 for budget in PrivacyBudget.objects.all())
 
 
 def test_a_default_job_for_silos_with_nothing_left_is_refused_by_the_reservation(
     federation_with_data, submissions, make_job, operator
 ):
-    budget_reserve_for_job(job=make_job(), actor=operator)
+    job_budget_reserve(job=make_job(), actor=operator)
     for budget in PrivacyBudget.objects.all():
         budget_limit_set(
             budget_id=budget.id, epsilon_limit=str(budget.reserved), reason="full", actor=operator
@@ -70,4 +71,4 @@ def test_a_default_job_for_silos_with_nothing_left_is_refused_by_the_reservation
     parameters = _default_l1(federation_with_data, submissions)
     job = job_row(federation_with_data, submissions, operator, privacy=parameters["privacy"])
     with pytest.raises(BudgetExceeded), transaction.atomic():
-        budget_reserve_for_job(job=job, actor=operator)
+        job_budget_reserve(job=job, actor=operator)

@@ -1,7 +1,7 @@
 import pytest
 
-from market.budgets.pricing import job_privacy_cost
 from market.errors import InvalidInput
+from market.jobs.privacy_costs import job_privacy_cost
 
 PRIVACY = {"mechanism": "laplace", "gamma": 0.04, "sigma": None, "delta": 1e-5, "n_queries": 100}
 

@@ -12,17 +12,15 @@ from market.budgets.models import BudgetEntry, PrivacyBudget
 from market.budgets.services import (
     BudgetExceeded,
     budget_amounts,
-    budget_charge_for_job,
-    budget_charge_for_submission,
     budget_limit_set,
     budget_refusal_record,
-    budget_release_for_job,
-    budget_reserve_for_job,
     budgets_ensure,
     epsilon_decimal,
     ledger_state,
 )
 from market.errors import Conflict
+from market.jobs.spending import job_budget_charge, job_budget_release, job_budget_reserve
+from market.submissions.spending import submission_budget_charge
 from tests.conftest import run_at_once
 from tests.market.budgets.conftest import LAPLACE, submission_row
 from workers.privacy.costs import compose_costs, fedkt_l1_cost
@@ -63,7 +61,7 @@ def assert_budget_matches_its_ledger(budget: PrivacyBudget) -> None:
 def reserve_or_refuse(job, actor) -> str:
     try:
         with transaction.atomic():
-            budget_reserve_for_job(job=job, actor=actor)
+            job_budget_reserve(job=job, actor=actor)
     except BudgetExceeded as error:
         budget_refusal_record(error=error, actor=actor, target=job)
         return "refused"
@@ -88,7 +86,8 @@ def test_fifty_concurrent_jobs_against_budgets_that_admit_five(
     admitted = {job.id for job, outcome in zip(jobs, outcomes) if outcome == "admitted"}
     for budget in PrivacyBudget.objects.filter(federation=federation_with_data):
         assert (
-            set(budget.entries.filter(kind="reserve").values_list("job_id", flat=True)) == admitted
+            set(budget.entries.filter(kind="reserve").values_list("spender_id", flat=True))
+            == admitted
         )
         assert budget.entries.filter(kind="reserve").count() == 5
         assert (budget.spent, budget.reserved) == (0, limit)
@@ -112,16 +111,16 @@ def test_settling_concurrently_keeps_the_ledger_whole(make_job, operator, federa
     )
     jobs = [make_job(privacy={**LAPLACE, "n_queries": 20}) for _ in range(6)]
     for job in jobs:
-        budget_reserve_for_job(job=job, actor=operator)
+        job_budget_reserve(job=job, actor=operator)
     report = JobPrivacyReport(level="L1", data_independent=small.report)
 
     def settle(job):
         # Half fail before any noise (release), half after (charge); each twice, as a retried task would.
         for _ in range(2):
             if job.id % 2:
-                budget_release_for_job(job=job)
+                job_budget_release(job=job)
             else:
-                budget_charge_for_job(job=job, privacy_report=report)
+                job_budget_charge(job=job, privacy_report=report)
 
     run_at_once(settle, jobs)
     charged = sum(1 for job in jobs if job.id % 2 == 0)
@@ -142,7 +141,7 @@ def test_a_job_transaction_that_fails_after_reserving_leaves_nothing(
 ):
     job = make_job()
     with pytest.raises(RuntimeError), transaction.atomic():
-        budget_reserve_for_job(job=job, actor=operator)
+        job_budget_reserve(job=job, actor=operator)
         raise RuntimeError("the broker is down")
     assert BudgetEntry.objects.count() == 0
     assert all(
@@ -191,7 +190,7 @@ def apply(step, job_pool, operator, budget) -> None:
     if kind == "reserve":
         try:
             with transaction.atomic():
-                budget_reserve_for_job(job=job_pool[arguments[0]], actor=operator)
+                job_budget_reserve(job=job_pool[arguments[0]], actor=operator)
         except BudgetExceeded:
             pass
     elif kind == "charge":  # the job answered a fraction of the queries it reserved
@@ -207,7 +206,7 @@ def apply(step, job_pool, operator, budget) -> None:
         )
         try:
             with transaction.atomic():
-                budget_charge_for_job(
+                job_budget_charge(
                     job=job,
                     privacy_report=JobPrivacyReport(level="L1", data_independent=actual.report),
                 )
@@ -218,7 +217,7 @@ def apply(step, job_pool, operator, budget) -> None:
                 job.id in ledger_state(b).open_reservations for b in PrivacyBudget.objects.all()
             )
     elif kind == "release":
-        budget_release_for_job(job=job_pool[arguments[0]])
+        job_budget_release(job=job_pool[arguments[0]])
     else:
         budget.refresh_from_db()
         committed = budget.spent + budget.reserved
@@ -262,7 +261,7 @@ def test_concurrent_l2_charges_admit_exactly_what_the_limit_allows(
     def charge(submission) -> str:
         try:
             with transaction.atomic():
-                budget_charge_for_submission(submission=submission, actor=silo_user)
+                submission_budget_charge(submission=submission, actor=silo_user)
         except BudgetExceeded:
             return "refused"
         return "charged"
@@ -331,7 +330,7 @@ def test_augmentations_starting_while_jobs_are_charged_lock_the_same_silos_witho
         budget_limit_set(budget_id=budget.id, epsilon_limit=1000, reason="room", actor=operator)
     jobs = [make_job() for _ in range(rounds)]
     for job in jobs:
-        budget_reserve_for_job(job=job, actor=operator)
+        job_budget_reserve(job=job, actor=operator)
     augmentations = []
     for index in range(rounds):
         augmentation = augmentation_create(
@@ -361,7 +360,7 @@ def test_augmentations_starting_while_jobs_are_charged_lock_the_same_silos_witho
         else:
             with transaction.atomic():
                 locked = Job.objects.select_for_update().get(id=target.id)
-                budget_charge_for_job(job=locked, privacy_report=report)
+                job_budget_charge(job=locked, privacy_report=report)
         return kind
 
     tasks = [("augmentation", item) for item in augmentations] + [("job", job) for job in jobs]

@@ -8,17 +8,14 @@ from market.audit.models import AuditEvent
 from market.budgets.models import BudgetEntry, PrivacyBudget
 from market.budgets.services import (
     BudgetExceeded,
-    budget_calibrate,
-    budget_charge_for_job,
     budget_limit_set,
-    budget_price_job,
     budget_refusal_record,
-    budget_release_for_job,
-    budget_reserve_for_job,
     budgets_ensure,
     epsilon_decimal,
 )
 from market.errors import Conflict, PermissionDenied
+from market.jobs.privacy_costs import budget_calibrate, budget_price_job
+from market.jobs.spending import job_budget_charge, job_budget_release, job_budget_reserve
 from tests.market.budgets.conftest import LAPLACE
 from workers.privacy.costs import compose_costs, fedkt_l1_cost
 from workers.privacy.reports import JobPrivacyReport
@@ -58,12 +55,18 @@ def test_reserving_an_l1_job_reserves_its_bound_for_every_silo_and_sets_the_job_
     make_job, operator, federation_with_data
 ):
     job = make_job()
-    budget_reserve_for_job(job=job, actor=operator)
+    job_budget_reserve(job=job, actor=operator)
     expected = epsilon_decimal(ONE_JOB.report.epsilon)
     for budget in budgets_of(federation_with_data):
         assert (budget.spent, budget.reserved, budget.composition_rule) == (0, expected, "rdp")
         [entry] = budget.entries.all()
-        assert (entry.kind, entry.epsilon, entry.unit, entry.job_id, entry.actor_id) == (
+        assert (
+            entry.kind,
+            entry.epsilon,
+            entry.unit,
+            entry.spender_id_of("job"),
+            entry.actor_id,
+        ) == (
             "reserve",
             expected,
             "party-level",
@@ -80,13 +83,13 @@ def test_reserving_an_l1_job_reserves_its_bound_for_every_silo_and_sets_the_job_
         job.privacy_bound["epsilon"] == ONE_JOB.report.epsilon
         and job.privacy_bound["unit"] == "party-level"
     )
-    budget_reserve_for_job(job=job, actor=operator)  # again: nothing changes
+    job_budget_reserve(job=job, actor=operator)  # again: nothing changes
     assert BudgetEntry.objects.count() == 2
 
 
 def test_two_reservations_compose_better_than_additively(make_job, operator, federation_with_data):
-    budget_reserve_for_job(job=make_job(), actor=operator)
-    budget_reserve_for_job(job=make_job(), actor=operator)
+    job_budget_reserve(job=make_job(), actor=operator)
+    job_budget_reserve(job=make_job(), actor=operator)
     budget = budgets_of(federation_with_data)[0]
     assert budget.reserved == epsilon_decimal(compose_costs([ONE_JOB, ONE_JOB], delta=1e-5).epsilon)
     assert budget.reserved < 2 * epsilon_decimal(ONE_JOB.report.epsilon)
@@ -99,7 +102,7 @@ def test_a_job_that_would_overspend_is_refused_and_nothing_is_written(
     entries_before = BudgetEntry.objects.count()
     job = make_job()
     with pytest.raises(BudgetExceeded) as refused, transaction.atomic():
-        budget_reserve_for_job(job=job, actor=operator)
+        job_budget_reserve(job=job, actor=operator)
     budget_refusal_record(error=refused.value, actor=operator, target=job)
     assert (
         f"Northwind Hospital's privacy budget in 'adult-income' has ε = 5.000000 left, but a FedKT job at L1 needs ε = "
@@ -125,9 +128,9 @@ def test_a_job_that_would_overspend_is_refused_and_nothing_is_written(
 
 def test_release_before_noise_frees_the_reservation(make_job, operator, federation_with_data):
     job = make_job()
-    budget_reserve_for_job(job=job, actor=operator)
-    budget_release_for_job(job=job)
-    budget_release_for_job(job=job)  # idempotent
+    job_budget_reserve(job=job, actor=operator)
+    job_budget_release(job=job)
+    job_budget_release(job=job)  # idempotent
     for budget in budgets_of(federation_with_data):
         assert (budget.spent, budget.reserved) == (0, 0)
         assert [entry.kind for entry in budget.entries.order_by("id")] == ["reserve", "release"]
@@ -138,12 +141,12 @@ def test_charge_after_noise_moves_the_reservation_into_the_spend(
     make_job, operator, federation_with_data
 ):
     job = make_job()
-    budget_reserve_for_job(job=job, actor=operator)
+    job_budget_reserve(job=job, actor=operator)
     dependent = replace(ONE_JOB.report, epsilon=1.25, data_dependent=True)
     report = JobPrivacyReport(level="L1", data_independent=ONE_JOB.report, data_dependent=dependent)
-    budget_charge_for_job(job=job, privacy_report=report)
-    budget_charge_for_job(job=job, privacy_report=report)  # idempotent
-    budget_release_for_job(job=job)  # nothing left to release
+    job_budget_charge(job=job, privacy_report=report)
+    job_budget_charge(job=job, privacy_report=report)  # idempotent
+    job_budget_release(job=job)  # nothing left to release
     for budget in budgets_of(federation_with_data):
         assert (budget.spent, budget.reserved) == (epsilon_decimal(ONE_JOB.report.epsilon), 0)
         assert [entry.kind for entry in budget.entries.order_by("id")] == ["reserve", "charge"]
@@ -158,11 +161,11 @@ def test_a_job_that_queried_fewer_rows_is_charged_what_it_queried(
     make_job, operator, federation_with_data
 ):
     job = make_job()
-    budget_reserve_for_job(job=job, actor=operator)
+    job_budget_reserve(job=job, actor=operator)
     fewer = fedkt_l1_cost(
         mechanism="laplace", gamma=0.04, sigma=None, delta=1e-5, n_queries=40, partitions=2
     )
-    budget_charge_for_job(
+    job_budget_charge(
         job=job,
         privacy_report=JobPrivacyReport(level="L1", data_independent=fewer.report),
     )
@@ -175,15 +178,15 @@ def test_a_job_that_queried_fewer_rows_is_charged_what_it_queried(
 def test_l0_and_l2_jobs_touch_no_budget(make_job, operator):
     for level in ("L0", "L2"):
         job = make_job(privacy_level=level)
-        budget_reserve_for_job(job=job, actor=operator)
-        budget_charge_for_job(job=job, privacy_report=JobPrivacyReport(level=level))
+        job_budget_reserve(job=job, actor=operator)
+        job_budget_charge(job=job, privacy_report=JobPrivacyReport(level=level))
     assert BudgetEntry.objects.count() == 0
 
 
 def test_lowering_a_limit_below_the_spend_is_refused_audited_and_changes_nothing(
     make_job, operator, federation_with_data
 ):
-    budget_reserve_for_job(job=make_job(), actor=operator)
+    job_budget_reserve(job=make_job(), actor=operator)
     budget = budgets_of(federation_with_data)[0]
     with pytest.raises(
         Conflict,
@@ -243,7 +246,7 @@ def test_the_database_refuses_an_overspent_budget_row(federation_with_data, memb
 
 def test_the_database_refuses_to_change_or_delete_a_ledger_entry(make_job, operator):
     assert connection.vendor == "postgresql"
-    budget_reserve_for_job(job=make_job(), actor=operator)
+    job_budget_reserve(job=make_job(), actor=operator)
     with pytest.raises(Exception, match="append-only"), transaction.atomic():
         BudgetEntry.objects.update(epsilon=0)
     with pytest.raises(Exception, match="append-only"), transaction.atomic():
@@ -254,7 +257,7 @@ def test_the_database_refuses_to_change_or_delete_a_ledger_entry(make_job, opera
 def test_pricing_quotes_each_silo_without_reserving(
     federation_with_data, members, operator, make_job
 ):
-    budget_reserve_for_job(job=make_job(), actor=operator)
+    job_budget_reserve(job=make_job(), actor=operator)
     quote = budget_price_job(
         federation=federation_with_data,
         organisations=[user.organisation for user in members],

@@ -10,13 +10,9 @@ from decimal import Decimal
 import pytest
 
 from market.budgets.models import BudgetEntry, EntryKind, PrivacyBudget
-from market.budgets.services import (
-    budget_calibrate,
-    budget_charge_for_job,
-    budget_price_job,
-    budget_reserve_for_job,
-    epsilon_decimal,
-)
+from market.budgets.services import epsilon_decimal
+from market.jobs.privacy_costs import budget_calibrate, budget_price_job
+from market.jobs.spending import job_budget_charge, job_budget_reserve
 from market.submissions.models import SubmissionStatus
 from tests.market.budgets.conftest import job_row, submission_row
 from workers.privacy.costs import fedkt_l1_cost
@@ -87,7 +83,7 @@ def test_each_silo_is_reserved_and_charged_for_the_votes_all_its_submissions_mov
     job = job_row(
         federation_with_data, submissions, operator, privacy=GAUSSIAN, partitions=PARTITIONS
     )
-    budget_reserve_for_job(job=job, actor=operator)
+    job_budget_reserve(job=job, actor=operator)
     expected = {
         name: one_submission_epsilon(sigma=SIGMA / count) for name, count in EXPECTED.items()
     }
@@ -101,7 +97,7 @@ def test_each_silo_is_reserved_and_charged_for_the_votes_all_its_submissions_mov
         expected["Fabrikam Clinic"],
     )  # the job's bound is its most exposed silo's
 
-    budget_charge_for_job(
+    job_budget_charge(
         job=job,
         privacy_report=JobPrivacyReport(
             level="L1", data_independent=PrivacyReport(**job.privacy_bound)
@@ -138,7 +134,7 @@ def test_a_silo_whose_submissions_would_overspend_it_refuses_the_job_with_nothin
         partitions=PARTITIONS,
     )
     with pytest.raises(BudgetExceeded, match="Fabrikam Clinic's privacy budget"):
-        budget_reserve_for_job(job=job, actor=operator)
+        job_budget_reserve(job=job, actor=operator)
     assert BudgetEntry.objects.count() == 0
 
 
@@ -165,7 +161,7 @@ def test_the_price_dry_run_and_the_api_agree_with_the_reservation(
     job = job_row(
         federation_with_data, submissions, operator, privacy=GAUSSIAN, partitions=PARTITIONS
     )
-    budget_reserve_for_job(job=job, actor=operator)
+    job_budget_reserve(job=job, actor=operator)
     reserved = entries(EntryKind.RESERVE)
     assert priced == {name: (EXPECTED[name], str(reserved[name])) for name in EXPECTED}
     # Listing a silo once per submission prices the same; an unknown submission is a 400 with a sentence.
@@ -245,7 +241,7 @@ def test_the_launchers_price_charges_each_silo_for_all_its_submissions(
         privacy=validated["privacy"],
         partitions=PARTITIONS,
     )
-    budget_reserve_for_job(job=job, actor=operator)
+    job_budget_reserve(job=job, actor=operator)
     html = page.content.decode()
     for name, epsilon in entries(EntryKind.RESERVE).items():
         assert (

@@ -40,7 +40,13 @@ def test_an_l2_submission_charges_its_declared_epsilon(
         "additive",
     )
     [entry] = budget.entries.all()
-    assert (entry.kind, entry.epsilon, entry.unit, entry.submission_id, entry.actor_id) == (
+    assert (
+        entry.kind,
+        entry.epsilon,
+        entry.unit,
+        entry.spender_id_of("submission"),
+        entry.actor_id,
+    ) == (
         "charge",
         Decimal("2.5"),
         "example-level",

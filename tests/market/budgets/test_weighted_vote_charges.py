@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from market.budgets.models import BudgetEntry, EntryKind, PrivacyBudget
-from market.budgets.services import budget_charge_for_job, budget_reserve_for_job, epsilon_decimal
+from market.budgets.services import epsilon_decimal
 from market.errors import InvalidInput
+from market.jobs.spending import job_budget_charge, job_budget_reserve
 from market.submissions.models import Submission, SubmissionStatus
 from tests.market.budgets.conftest import job_row, submission_row
 from workers.privacy.rdp import RENYI_ORDERS
@@ -67,12 +68,12 @@ def test_a_class_weighted_job_reserves_and_charges_s_times_the_largest_weight(
         "Northwind Hospital": (epsilon_decimal(hand_epsilon(12)), 12),
         "Contoso Bank": (epsilon_decimal(hand_epsilon(6)), 6),
     }
-    budget_reserve_for_job(job=weighted_job, actor=operator)
+    job_budget_reserve(job=weighted_job, actor=operator)
     assert ledger(EntryKind.RESERVE) == expected
     weighted_job.refresh_from_db()
     assert weighted_job.privacy_bound["vote_shift"] == 12
     assert weighted_job.privacy_bound["epsilon"] == pytest.approx(hand_epsilon(12), rel=1e-9)
-    budget_charge_for_job(
+    job_budget_charge(
         job=weighted_job,
         privacy_report=JobPrivacyReport(
             level="L1", data_independent=PrivacyReport(**weighted_job.privacy_bound)
@@ -101,7 +102,7 @@ def test_the_launchers_price_of_a_class_weighted_job_is_what_the_job_reserves(
         },
     )
     assert page.status_code == 200
-    budget_reserve_for_job(job=weighted_job, actor=operator)
+    job_budget_reserve(job=weighted_job, actor=operator)
     html = page.content.decode()
     held = {"Northwind Hospital": 2, "Contoso Bank": 1}
     for name, (epsilon, _) in ledger(EntryKind.RESERVE).items():
@@ -148,7 +149,7 @@ def test_the_price_api_with_the_vote_weight_quotes_what_the_job_reserves(
     quote = operator_api.post(
         "/api/federations/adult-income/budget-price/", body, format="json"
     ).json()
-    budget_reserve_for_job(job=weighted_job, actor=operator)
+    job_budget_reserve(job=weighted_job, actor=operator)
     reserved = ledger(EntryKind.RESERVE)
     quoted = {
         silo["organisation"]: (silo["needed"], silo["vote_shift"], silo["submissions"])

@@ -84,7 +84,9 @@ def test_a_confident_gnmax_job_charges_every_candidate_and_records_what_it_answe
     )
     assert 0 < confident["n_answered"] <= N_QUERIES
     assert model.lineage["fusion"]["n_trained"] <= confident["n_answered"]
-    charges = BudgetEntry.objects.filter(kind=EntryKind.CHARGE, job=job)
+    charges = BudgetEntry.objects.filter(
+        kind=EntryKind.CHARGE, spender_kind="job", spender_id=job.id
+    )
     assert (
         sorted(entry.epsilon for entry in charges)
         == [epsilon_decimal(hand_epsilon(sigma_threshold=SIGMA_THRESHOLD))] * 3

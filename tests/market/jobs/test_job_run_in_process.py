@@ -323,4 +323,4 @@ def test_l2_job_reports_each_submissions_own_guarantee_and_charges_no_budget(
         "data_dependent": None,
         "submissions": reports,
     }
-    assert not BudgetEntry.objects.filter(job=job).exists()
+    assert not BudgetEntry.objects.filter(spender_kind="job", spender_id=job.id).exists()

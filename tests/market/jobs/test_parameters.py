@@ -2,13 +2,13 @@
 
 import pytest
 
-from market.budgets.pricing import job_privacy_cost
 from market.jobs.models import Job
 from market.jobs.parameters import (
     L1_DEFAULT_SHARE_OF_LIMIT,
     job_parameter_defaults,
     job_parameters_validate,
 )
+from market.jobs.privacy_costs import job_privacy_cost
 from workers.algorithms import kind_choices
 from workers.algorithms.fedkt_fusion import DEFAULT_QUERY_SELECTION, DEFAULT_SEMI_SUPERVISED
 from workers.algorithms.schema import MIN_TRAINING_ROWS

@@ -73,9 +73,9 @@ def test_the_dry_run_price_of_a_job_is_what_the_same_job_reserves(
     job = Job.objects.get(id=launched.json()["id"])
     reserved = {
         entry.budget.organisation_id: entry.epsilon
-        for entry in BudgetEntry.objects.filter(job=job, kind=EntryKind.RESERVE).select_related(
-            "budget"
-        )
+        for entry in BudgetEntry.objects.filter(
+            spender_kind="job", spender_id=job.id, kind=EntryKind.RESERVE
+        ).select_related("budget")
     }
     quoted = {silo["organisation_id"]: Decimal(silo["needed"]) for silo in quote.json()["silos"]}
     assert reserved == quoted and len(reserved) == 3

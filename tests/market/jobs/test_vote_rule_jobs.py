@@ -61,7 +61,9 @@ def test_an_l1_class_weighted_job_charges_every_silo_s_times_w_votes(
         N_QUERIES,
     )  # s = 2, W = 4, one submission each
     assert report["epsilon"] == pytest.approx(hand_epsilon(2 * WEIGHT), rel=1e-9)
-    charges = BudgetEntry.objects.filter(kind=EntryKind.CHARGE, job=job)
+    charges = BudgetEntry.objects.filter(
+        kind=EntryKind.CHARGE, spender_kind="job", spender_id=job.id
+    )
     assert (
         sorted((entry.epsilon, entry.parameters["vote_shift"]) for entry in charges)
         == [(epsilon_decimal(hand_epsilon(2 * WEIGHT)), 2 * WEIGHT)] * 3

@@ -9,7 +9,7 @@ from django.core import mail
 
 from market.budgets.ledger import epsilon_decimal
 from market.budgets.models import PrivacyBudget
-from market.budgets.services import budget_charge_for_job, budget_reserve_for_job
+from market.jobs.spending import job_budget_charge, job_budget_reserve
 from market.notifications.models import Notification
 from tests.market.budgets.conftest import *  # noqa: F401,F403 (members, submissions, make_job)
 from tests.market.budgets.test_services import ONE_JOB, limit_all
@@ -17,9 +17,9 @@ from workers.privacy.reports import JobPrivacyReport
 
 
 def charge(job, operator):
-    budget_reserve_for_job(job=job, actor=operator)
+    job_budget_reserve(job=job, actor=operator)
     report = JobPrivacyReport(level="L1", data_independent=replace(ONE_JOB.report))
-    budget_charge_for_job(job=job, privacy_report=report)
+    job_budget_charge(job=job, privacy_report=report)
 
 
 def test_a_charge_notifies_each_charged_silo_and_mails_its_members_on_commit(

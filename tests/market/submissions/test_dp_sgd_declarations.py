@@ -9,8 +9,8 @@ import pytest
 
 from market.budgets.ledger import epsilon_decimal
 from market.budgets.models import BudgetEntry, PrivacyBudget
-from market.budgets.services import budget_charge_for_submission
 from market.submissions.models import Submission
+from market.submissions.spending import submission_budget_charge
 from tests.market.submissions.helpers import stored_files, submit
 from workers.privacy.dp_sgd import DpSgdParameters, dp_sgd_rdp
 from workers.privacy.rdp import RENYI_ORDERS, epsilon_from_rdp
@@ -71,7 +71,7 @@ def test_a_dp_sgd_declaration_of_its_exact_epsilon_is_accepted_and_charged_once(
         federation=federation_with_data, organisation=silo_user.organisation
     )
     [entry] = budget.entries.all()
-    assert (entry.kind, entry.submission_id, entry.epsilon) == (
+    assert (entry.kind, entry.spender_id_of("submission"), entry.epsilon) == (
         "charge",
         response.json()["id"],
         epsilon_decimal(epsilon),
@@ -80,7 +80,7 @@ def test_a_dp_sgd_declaration_of_its_exact_epsilon_is_accepted_and_charged_once(
         epsilon_decimal(epsilon),
         "rdp",
     )  # its curve composes
-    budget_charge_for_submission(
+    submission_budget_charge(
         submission=Submission.objects.get(id=response.json()["id"]), actor=silo_user
     )
     assert (

@@ -8,8 +8,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from market.budgets.models import PrivacyBudget
-from market.budgets.services import budget_reserve_for_job
 from market.jobs.models import JobStatus
+from market.jobs.spending import job_budget_reserve
 from market.webhooks.events import budget_thresholds_crossed
 from market.webhooks.models import WebhookDelivery, WebhookEndpoint, WebhookEventType
 from tests.market.budgets.conftest import make_job, members, submissions  # noqa: F401
@@ -63,7 +63,7 @@ def test_a_failed_job_after_noise_charges_each_silo_and_tells_each_only_of_its_o
     from workers.runner.lifecycle import job_end
 
     job = make_job()
-    budget_reserve_for_job(job=job, actor=operator)
+    job_budget_reserve(job=job, actor=operator)
     reserved = PrivacyBudget.objects.get(organisation=members[0].organisation).reserved
     # The first silo's limit leaves room for the charge only: it passes 80 % (not 100 %).
     PrivacyBudget.objects.filter(organisation=members[0].organisation).update(

@@ -329,7 +329,7 @@ def test_a_dp_sgd_local_network_is_trained_declared_validated_and_charged_once_a
     )
     assert submission.validated_by.split(":")[1] == str(celery_worker.pid)
     assert submission.privacy_report == trained["privacy_report"]
-    [charge] = BudgetEntry.objects.filter(submission=submission)
+    [charge] = BudgetEntry.objects.filter(spender_kind="submission", spender_id=submission.id)
     assert (charge.kind, charge.epsilon, BudgetEntry.objects.count()) == (
         "charge",
         epsilon_decimal(recomputed.epsilon),

@@ -15,8 +15,8 @@ from django.db import OperationalError
 from market.accounts.models import Organisation, User
 from market.accounts.services import organisation_create, user_create
 from market.federations.management.commands.onefold_demo import DEMO_DATA
-from market.jobs.parameters import job_kind_choices
 from market.transient import RETRY_AFTER_SECONDS, database_is_busy
+from workers.algorithms import kind_choices
 from workers.silo.errors import OnefoldError
 from workers.simulation import (
     BUYER,
@@ -102,7 +102,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--algorithm",
-            choices=[kind for kind, _label in job_kind_choices()],
+            choices=[kind for kind, _label in kind_choices()],
             default="fedkt",
             help="the job kind, one the engine registry runs (default fedkt)",
         )

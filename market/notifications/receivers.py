@@ -1,0 +1,13 @@
+"""Hand each new privacy-ledger line to market.notifications.services, in the transaction that writes it."""
+
+from django.db.models.signals import post_save
+from django.dispatch import receiver
+
+from market.budgets.models import BudgetEntry
+from market.notifications.services import budget_entry_notify
+
+
+@receiver(post_save, sender=BudgetEntry, dispatch_uid="notifications-from-budget")
+def budget_entry_saved(sender, instance: BudgetEntry, created: bool, **kwargs) -> None:
+    if created:
+        budget_entry_notify(instance)
