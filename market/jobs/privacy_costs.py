@@ -9,6 +9,7 @@ reserve and charge it (:mod:`market.jobs.spending`). The budgets put those costs
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 
 import numpy as np
 
@@ -19,6 +20,7 @@ from market.jobs.parameters import job_kind_get
 from market.submissions.models import Submission
 from workers.privacy.accounting import party_vote_shifts
 from workers.privacy.costs import BudgetView, PrivacyCost, calibrate_noise, calibrate_queries
+from workers.privacy.settings import PrivacySettings
 
 
 def _priced_kind(kind: str):
@@ -159,20 +161,24 @@ def budget_calibrate(
         votes_per_submission=job_votes_per_submission(kind=kind, parameters=parameters),
     )
     views = budget_calibration_views(federation=federation, vote_shifts=shifts)
-    privacy = dict(parameters.get("privacy") or {})
-    mechanism = privacy.get("mechanism")
 
-    def price(at: Mapping, vote_shift: int | None) -> PrivacyCost:
+    def price(at: PrivacySettings, vote_shift: int | None) -> PrivacyCost:
         return algorithm.l1_cost(parameters, privacy=at, vote_shift=vote_shift)
 
     try:
+        privacy = PrivacySettings.of(parameters.get("privacy") or {})
         if solve_for == "noise":
             value = calibrate_noise(views, privacy=privacy, price=price)
-            parameter = "gamma" if mechanism == "laplace" else "sigma"
-            solved = {**privacy, "gamma": None, "sigma": None, parameter: value} if value else None
+            # the solved noise replaces the other mechanism's parameter too (one of γ and σ is None)
+            parameter = "gamma" if privacy.mechanism == "laplace" else "sigma"
+            solved = (
+                replace(privacy, **{"gamma": None, "sigma": None, parameter: value}).as_dict()
+                if value
+                else None
+            )
         elif solve_for == "queries":
             value = calibrate_queries(views, privacy=privacy, price=price)
-            parameter, solved = "n_queries", {**privacy, "n_queries": value}
+            parameter, solved = "n_queries", replace(privacy, n_queries=value).as_dict()
         else:
             raise InvalidInput(
                 "Calibrate for 'noise' (the least noise that fits) or 'queries' (the most queries)."

@@ -13,6 +13,7 @@ from market.budgets.models import BudgetEntry, EntryKind, PrivacyBudget
 from market.budgets.services import epsilon_decimal
 from market.jobs.privacy_costs import budget_calibrate, budget_price_job
 from market.jobs.spending import job_budget_charge, job_budget_reserve
+from market.numbers import epsilon_text
 from market.submissions.models import SubmissionStatus
 from tests.market.budgets.conftest import job_row, submission_row
 from workers.privacy.costs import fedkt_l1_cost
@@ -244,10 +245,11 @@ def test_the_launchers_price_charges_each_silo_for_all_its_submissions(
     job_budget_reserve(job=job, actor=operator)
     html = page.content.decode()
     for name, epsilon in entries(EntryKind.RESERVE).items():
+        limit = PrivacyBudget.objects.get(organisation__name=name).epsilon_limit
         assert (
-            f"<td>{name}</td><td>{EXPECTED[name]}</td>"
-            f"<td>{PrivacyBudget.objects.get(organisation__name=name).epsilon_limit}</td><td>{epsilon}</td>"
-            in html
+            f'<td data-label="Silo">{name}</td><td data-label="Submissions">{EXPECTED[name]}</td>'
+            f'<td data-label="Remaining ε">{epsilon_text(limit)}</td>'
+            f'<td data-label="This job alone ε">{epsilon_text(epsilon)}</td>' in html
         )
 
 

@@ -12,6 +12,7 @@ from market.budgets.models import BudgetEntry, EntryKind, PrivacyBudget
 from market.budgets.services import epsilon_decimal
 from market.errors import InvalidInput
 from market.jobs.spending import job_budget_charge, job_budget_reserve
+from market.numbers import epsilon_text
 from market.submissions.models import Submission, SubmissionStatus
 from tests.market.budgets.conftest import job_row, submission_row
 from workers.privacy.rdp import RENYI_ORDERS
@@ -107,9 +108,14 @@ def test_the_launchers_price_of_a_class_weighted_job_is_what_the_job_reserves(
     held = {"Northwind Hospital": 2, "Contoso Bank": 1}
     for name, (epsilon, _) in ledger(EntryKind.RESERVE).items():
         limit = PrivacyBudget.objects.get(organisation__name=name).epsilon_limit
-        assert f"<td>{name}</td><td>{held[name]}</td><td>{limit}</td><td>{epsilon}</td>" in html
+        assert (
+            f'<td data-label="Silo">{name}</td><td data-label="Submissions">{held[name]}</td>'
+            f'<td data-label="Remaining ε">{epsilon_text(limit)}</td>'
+            f'<td data-label="This job alone ε">{epsilon_text(epsilon)}</td>' in html
+        )
     assert (
-        f"<td>{epsilon_decimal(hand_epsilon(PARTITIONS))}</td>" not in html
+        f'<td data-label="This job alone ε">{epsilon_text(hand_epsilon(PARTITIONS))}</td>'
+        not in html
     )  # not priced as an unweighted vote
 
 
