@@ -20,7 +20,6 @@ from market.commerce.models import ListingStatus
 from market.commerce.money import payouts_of
 from market.commerce.payouts import payable_cents
 from market.commerce.purchases import purchase_create
-from market.commerce.quality import catalog_accuracy_flag
 from market.commerce.selectors import (
     catalog_filters_from,
     credit_requests_of,
@@ -36,6 +35,7 @@ from market.commerce.services import PublishGateRefused, listing_publish, listin
 from market.errors import InvalidInput
 from market.federations.models import Federation, PrivacyLevel
 from market.jobs.models import GlobalModel
+from market.jobs.quality import catalog_accuracy_flag
 from market.jobs.visibility import (
     global_model_view,
     named_contribution_values,

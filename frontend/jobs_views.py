@@ -18,7 +18,6 @@ from frontend.decorators import page
 from frontend.sent_once import sent_once
 from frontend.value_plot import contribution_value_bars
 from market.budgets.selectors import price_quote_visible
-from market.commerce.quality import launcher_statements, quality_verdict
 from market.errors import DomainError, InvalidInput
 from market.federations.selectors import federation_get, public_dataset_current
 from market.jobs.models import EstimateStatus, JobStatus
@@ -35,6 +34,7 @@ from market.jobs.preflight import (
     job_estimate_progress,
 )
 from market.jobs.pricing import job_price_quote
+from market.jobs.quality import launcher_statements, quality_verdict
 from market.jobs.selectors import (
     job_get,
     job_launch_require_permission,
@@ -110,7 +110,7 @@ def _estimate_context(estimate) -> dict:
 
 def _previous_job(request, federation, values: dict) -> dict | None:
     """The newest succeeded job of the chosen kind and level here that the viewer may see, with what the quality
-    rule says of its model under the viewer's baselines (market.commerce.quality), when it says anything."""
+    rule says of its model under the viewer's baselines (market.jobs.quality), when it says anything."""
     job = (
         job_list(user=request.user, federation_slug=federation.slug)
         .filter(kind=values["kind"], privacy_level=values["privacy_level"])

@@ -6,8 +6,8 @@ which silo contributed what unless the federation publishes contributions.
 """
 
 from market.commerce.models import Listing
-from market.commerce.quality import public_baselines, quality_section
 from market.jobs.models import GlobalModel
+from market.jobs.quality import PUBLISH_MARGIN, public_baselines, quality_verdict
 from market.jobs.visibility import GlobalModelView, global_model_view, named_contributions
 
 HEADLINE_METRICS = ("accuracy", "balanced_accuracy", "macro_f1", "roc_auc")
@@ -38,7 +38,7 @@ def _headline(metrics: dict | None) -> dict:
 
 
 def metrics_comparison(global_model: GlobalModel, baselines: dict) -> dict:
-    """The global model against its baselines on the same evaluation split (market.commerce.quality.
+    """The global model against its baselines on the same evaluation split (market.jobs.quality.
     public_baselines): the majority-class guess, the best single silo and the average silo, naming no silo."""
     return {
         "global": _headline(global_model.metrics),
@@ -147,3 +147,34 @@ def model_card(listing: Listing) -> dict:
             for line in named_contributions(public)
         ]
     return card
+
+
+def quality_section(listing: Listing, *, baselines: dict) -> dict:
+    """The card's quality statement: the publish gate's numbers, the operator's override and plain warnings for
+    buyers (``warnings``, sentences): the gate's failure with its numbers, in balanced accuracy and accuracy (an
+    overridden model, or one listed before the gate existed), and every baseline silo that did better than the model
+    in either."""
+    verdict = quality_verdict(listing.global_model, baselines=baselines)
+    failure = verdict.gate_failure()
+    warnings = []
+    if failure and listing.publish_override_reason:
+        warnings.append(
+            f"Published by an operator's override of the publish gate. {failure} "
+            f"The operator's reason: {listing.publish_override_reason}"
+        )
+    elif failure:
+        warnings.append(failure)
+    return {
+        "gate": {
+            "passes": verdict.passes_gate,
+            "required_margin": PUBLISH_MARGIN,
+            "margin_over_majority_class": verdict.margin_over_majority,
+            "accuracy_over_majority_class": None
+            if verdict.accuracy is None or verdict.majority_accuracy is None
+            else verdict.accuracy - verdict.majority_accuracy,
+            "beats_majority_accuracy": verdict.beats_majority_accuracy,
+            "failure": failure,
+        },
+        "override_reason": listing.publish_override_reason or None,
+        "warnings": warnings + verdict.silo_warnings(),
+    }

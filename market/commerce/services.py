@@ -14,9 +14,9 @@ from market.audit.services import audit_record
 from market.commerce.catalog_cache import catalog_changed
 from market.commerce.models import Listing, ListingStatus
 from market.commerce.packages import raw_column_members
-from market.commerce.quality import QualityVerdict, quality_verdict
 from market.errors import Conflict, InvalidInput, PermissionDenied
 from market.jobs.models import GlobalModel
+from market.jobs.quality import QualityVerdict, quality_verdict
 
 #: The largest price, top-up, credit request or payout, in cents: far above any real sale, far below the
 #: BIGINT columns' limit, so that no sum of a few of them can overflow a balance.
@@ -106,7 +106,7 @@ def listing_publish(
 ) -> Listing:
     """Draft → published; a published previous version is retired at the same moment.
 
-    The publish gate (market.commerce.quality) refuses a model that does not beat the majority-class guess by
+    The publish gate (market.jobs.quality) refuses a model that does not beat the majority-class guess by
     five points of balanced accuracy, unless ``override_reason`` says why it is sold anyway: the reason is kept
     on the listing, shown on its card, and audited. A reason given for a model that passes is not recorded.
     """

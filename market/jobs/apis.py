@@ -20,6 +20,7 @@ from market.jobs.preflight import (
     job_estimate_get,
     job_estimate_progress,
 )
+from market.jobs.quality import launcher_statements
 from market.jobs.selectors import global_model_get, job_get, job_list, job_log_lines, job_progress
 from market.jobs.services import job_cancel, job_create_once
 from market.jobs.visibility import global_model_view
@@ -130,7 +131,7 @@ class JobEstimateOutput(serializers.Serializer):
     )
     statements = serializers.SerializerMethodField(
         help_text='Once succeeded: "passes_gate", "gate" (the sentence when the model would fail the publish gate) '
-        'and "silos" (each silo baseline it is expected to be below); market.commerce.quality.'
+        'and "silos" (each silo baseline it is expected to be below); market.jobs.quality.'
     )
     created_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
@@ -139,8 +140,6 @@ class JobEstimateOutput(serializers.Serializer):
         return job_estimate_progress(estimate)
 
     def get_statements(self, estimate) -> dict | None:
-        from market.commerce.quality import launcher_statements
-
         if estimate.result is None:
             return None
         return launcher_statements(

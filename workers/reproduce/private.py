@@ -633,7 +633,7 @@ def plot() -> None:
 LAUNCH_RESULTS = RESULTS.with_name("private_adult_launch.json")
 #: A new member's ε limit in a federation made with the server's defaults, and the share a default job may use.
 NEW_MEMBER_LIMIT, DEFAULT_SHARE = 10.0, 0.5
-#: The publish gate (market.commerce.quality.PUBLISH_MARGIN): balanced accuracy at least the majority guess's
+#: The publish gate (market.jobs.quality.PUBLISH_MARGIN): balanced accuracy at least the majority guess's
 #: (0.5) plus five points, and accuracy above the majority guess's.
 GATE_BALANCED_ACCURACY = 0.55
 

@@ -1,4 +1,4 @@
-"""The publish gate (market.commerce.quality): a model must beat the majority-class guess by 5 points of balanced
+"""The publish gate (market.jobs.quality): a model must beat the majority-class guess by 5 points of balanced
 accuracy, or an operator publishes it with a written, audited reason that buyers see on the card."""
 
 import numpy as np

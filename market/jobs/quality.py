@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from market.commerce.models import Listing
 from market.federations.visibility import visibility_for
 from market.jobs.baselines import baselines_visible, global_model_baselines
 from market.jobs.models import GlobalModel
@@ -297,35 +296,4 @@ def public_baselines(global_model: GlobalModel) -> dict:
         "majority_class": None
         if majority is None
         else {**majority, "label": _label(labels, majority["class"])},
-    }
-
-
-def quality_section(listing: Listing, *, baselines: dict) -> dict:
-    """The card's quality statement: the publish gate's numbers, the operator's override and plain warnings for
-    buyers (``warnings``, sentences): the gate's failure with its numbers, in balanced accuracy and accuracy (an
-    overridden model, or one listed before the gate existed), and every baseline silo that did better than the model
-    in either."""
-    verdict = quality_verdict(listing.global_model, baselines=baselines)
-    failure = verdict.gate_failure()
-    warnings = []
-    if failure and listing.publish_override_reason:
-        warnings.append(
-            f"Published by an operator's override of the publish gate. {failure} "
-            f"The operator's reason: {listing.publish_override_reason}"
-        )
-    elif failure:
-        warnings.append(failure)
-    return {
-        "gate": {
-            "passes": verdict.passes_gate,
-            "required_margin": PUBLISH_MARGIN,
-            "margin_over_majority_class": verdict.margin_over_majority,
-            "accuracy_over_majority_class": None
-            if verdict.accuracy is None or verdict.majority_accuracy is None
-            else verdict.accuracy - verdict.majority_accuracy,
-            "beats_majority_accuracy": verdict.beats_majority_accuracy,
-            "failure": failure,
-        },
-        "override_reason": listing.publish_override_reason or None,
-        "warnings": warnings + verdict.silo_warnings(),
     }
