@@ -6,14 +6,13 @@ wallet holds (credits it spent on purchases are no longer there to pay). Recordi
 again returns the first entry and changes nothing, so a resubmitted form or a retried API call never pays twice.
 """
 
-from django.db import IntegrityError, transaction
 from django.db.models import Sum
 
 from market.accounts.models import Organisation, User
 from market.audit.services import audit_record
 from market.commerce.models import Wallet, WalletEntry, WalletEntryKind
 from market.commerce.services import MAX_PRICE_CENTS, require_operator
-from market.commerce.wallets import wallet_ensure, wallet_entry_append, wallets_locked
+from market.commerce.wallets import wallet_entry_append, wallet_entry_once
 from market.errors import Conflict, InvalidInput
 
 
@@ -56,28 +55,22 @@ def payout_record(
             f"A payout must be between 0.01 and {MAX_PRICE_CENTS // 100} credits, "
             f"not {amount_cents / 100:.2f}."
         )
-    wallet_id = wallet_ensure(organisation=organisation).id
-    try:
-        with transaction.atomic():
-            wallet = wallets_locked({wallet_id})[wallet_id]
-            existing = WalletEntry.objects.filter(reference=reference).first()
-            if existing is not None:
-                return _payout_replay(existing, wallet=wallet, amount_cents=amount_cents), False
-            return _payout_append(
-                wallet=wallet,
-                organisation=organisation,
-                amount_cents=amount_cents,
-                reference=reference,
-                note=note.strip()[:500],
-                actor=actor,
-                request=request,
-            ), True
-    except IntegrityError:  # the same reference recorded at the same moment elsewhere
-        existing = WalletEntry.objects.filter(reference=reference).first()
-        if existing is None:
-            raise
-        wallet = Wallet.objects.get(pk=wallet_id)
-        return _payout_replay(existing, wallet=wallet, amount_cents=amount_cents), False
+    return wallet_entry_once(
+        organisation=organisation,
+        kind=WalletEntryKind.PAYOUT,
+        amount_cents=-amount_cents,
+        reference=reference,
+        append=lambda wallet: _payout_append(
+            wallet=wallet,
+            organisation=organisation,
+            amount_cents=amount_cents,
+            reference=reference,
+            note=note.strip()[:500],
+            actor=actor,
+            request=request,
+        ),
+        used_for="another ledger entry",
+    )
 
 
 def _payout_append(
@@ -113,16 +106,3 @@ def _payout_append(
         details={"amount_cents": amount_cents, "reference": reference},
     )
     return entry
-
-
-def _payout_replay(existing: WalletEntry, *, wallet: Wallet, amount_cents: int) -> WalletEntry:
-    if (
-        existing.kind != WalletEntryKind.PAYOUT
-        or existing.wallet_id != wallet.id
-        or existing.amount_cents != -amount_cents
-    ):
-        raise Conflict(
-            f"The payment reference {existing.reference!r} was already used for another ledger entry; "
-            "each payment has its own reference."
-        )
-    return existing

@@ -6,6 +6,8 @@ purchases never deadlock), with its ledger entry in the same transaction. A top-
 reference, unique over the ledger, so a payment is credited once however often it is posted.
 """
 
+from collections.abc import Callable
+
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -88,50 +90,76 @@ def wallet_top_up(
         raise InvalidInput(
             f"A top-up must be between 1 and {MAX_PRICE_CENTS} cents, not {amount_cents}."
         )
+
+    def credit(wallet: Wallet) -> WalletEntry:
+        entry = wallet_entry_append(
+            wallet=wallet,
+            kind=WalletEntryKind.TOP_UP,
+            amount_cents=amount_cents,
+            reference=reference,
+            note=note,
+            actor=actor,
+        )
+        audit_record(
+            action="wallet.topped_up",
+            actor=actor,
+            organisation=organisation,
+            target=entry,
+            request=request,
+            details={"amount_cents": amount_cents, "reference": reference},
+        )
+        return entry
+
+    return wallet_entry_once(
+        organisation=organisation,
+        kind=WalletEntryKind.TOP_UP,
+        amount_cents=amount_cents,
+        reference=reference,
+        append=credit,
+        used_for="another top-up",
+    )
+
+
+def wallet_entry_once(
+    *,
+    organisation: Organisation,
+    kind: str,
+    amount_cents: int,
+    reference: str,
+    append: Callable[[Wallet], WalletEntry],
+    used_for: str,
+) -> tuple[WalletEntry, bool]:
+    """The one ledger entry of a payment ``reference``: ``append(locked wallet)`` writes it the first time (and
+    ``True``); posting the same entry again (kind, wallet and signed ``amount_cents``), also at the same moment as a
+    first post, returns the first and ``False``; a reference that belongs to another entry is a 409 naming
+    ``used_for``."""
     wallet_id = wallet_ensure(organisation=organisation).id
+
+    def replay(existing: WalletEntry) -> WalletEntry:
+        if (existing.kind, existing.wallet_id, existing.amount_cents) != (
+            kind,
+            wallet_id,
+            amount_cents,
+        ):
+            raise Conflict(
+                f"The payment reference {existing.reference!r} was already used for {used_for}; "
+                "each payment has its own reference."
+            )
+        return existing
+
     try:
         with transaction.atomic():
             wallet = wallets_locked({wallet_id})[wallet_id]
             existing = WalletEntry.objects.filter(reference=reference).first()
             if existing is not None:
-                return _top_up_replay(existing, wallet=wallet, amount_cents=amount_cents), False
-            entry = wallet_entry_append(
-                wallet=wallet,
-                kind=WalletEntryKind.TOP_UP,
-                amount_cents=amount_cents,
-                reference=reference,
-                note=note,
-                actor=actor,
-            )
-            audit_record(
-                action="wallet.topped_up",
-                actor=actor,
-                organisation=organisation,
-                target=entry,
-                request=request,
-                details={"amount_cents": amount_cents, "reference": reference},
-            )
-            return entry, True
-    except IntegrityError:  # the same reference posted at the same moment to another wallet
+                return replay(existing), False
+            return append(wallet), True
+    # The same reference posted at the same moment (to this wallet or another): the unique index refused ours.
+    except IntegrityError:
         existing = WalletEntry.objects.filter(reference=reference).first()
         if existing is None:
             raise
-        return _top_up_replay(
-            existing, wallet=Wallet.objects.get(pk=wallet_id), amount_cents=amount_cents
-        ), False
-
-
-def _top_up_replay(existing: WalletEntry, *, wallet: Wallet, amount_cents: int) -> WalletEntry:
-    if (
-        existing.kind != WalletEntryKind.TOP_UP
-        or existing.wallet_id != wallet.id
-        or existing.amount_cents != amount_cents
-    ):
-        raise Conflict(
-            f"The payment reference {existing.reference!r} was already used for another top-up; "
-            "each payment has its own reference."
-        )
-    return existing
+        return replay(existing), False
 
 
 # --- credit requests (a buyer's "add credits"; an operator approves once paid) ---
