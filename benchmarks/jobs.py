@@ -55,6 +55,19 @@ def recreate_database(database_url: str) -> None:
     subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, check=True)
 
 
+def django_on_a_fresh_database(media_folder: str) -> None:
+    """Set Django up for a benchmark on the market's settings: the database of DATABASE_URL dropped, made and
+    migrated again, its files under var/<media_folder>, quiet logs."""
+    os.environ.setdefault("ONEFOLD_DEBUG", "true")
+    os.environ.setdefault("ONEFOLD_LOG_LEVEL", "WARNING")
+    os.environ.setdefault("ONEFOLD_MEDIA_ROOT", str(ROOT / "var" / media_folder))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "market.settings")
+    recreate_database(os.environ["DATABASE_URL"])
+    import django
+
+    django.setup()
+
+
 def student_pairs(features, labels) -> list[dict[str, bytes]]:
     import numpy as np
     from sklearn.linear_model import LogisticRegression
@@ -371,14 +384,7 @@ def main() -> None:
         help=f"rounds at {TARGET_SIZE} submissions (one at other sizes)",
     )
     arguments = parser.parse_args()
-    os.environ.setdefault("ONEFOLD_DEBUG", "true")
-    os.environ.setdefault("ONEFOLD_LOG_LEVEL", "WARNING")
-    os.environ.setdefault("ONEFOLD_MEDIA_ROOT", str(ROOT / "var" / "bench-jobs-media"))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "market.settings")
-    recreate_database(os.environ["DATABASE_URL"])
-    import django
-
-    django.setup()
+    django_on_a_fresh_database("bench-jobs-media")
 
     began = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     operator, federation, pairs = setup_federation()

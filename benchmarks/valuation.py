@@ -44,9 +44,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from jobs import (  # noqa: E402 (benchmarks/jobs.py, importable by the path above)
     celery_worker_start,
+    django_on_a_fresh_database,
     job_phases,
     load_average,
-    recreate_database,
 )
 
 DEMO_DATA = ROOT / "market" / "federations" / "demo_data"
@@ -212,14 +212,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--votes", nargs="+", default=["default", "consistent_hard"])
     arguments = parser.parse_args()
-    os.environ.setdefault("ONEFOLD_DEBUG", "true")
-    os.environ.setdefault("ONEFOLD_LOG_LEVEL", "WARNING")
-    os.environ.setdefault("ONEFOLD_MEDIA_ROOT", str(ROOT / "var" / "bench-valuation-media"))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "market.settings")
-    recreate_database(os.environ["DATABASE_URL"])
-    import django
-
-    django.setup()
+    django_on_a_fresh_database("bench-valuation-media")
     from workers.celery_app import app
 
     began = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
