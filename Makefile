@@ -23,11 +23,19 @@ lock: $(BIN)/.installed
 	$(BIN)/pip-compile --quiet --strip-extras --no-emit-index-url --no-emit-find-links \
 		--output-file requirements-lock.txt requirements-dev.txt
 
+# Two workers (docs/scaling.md): one for jobs, validations and augmentations, one for webhook deliveries, e-mail and
+# beat's sweeps, so that a slow webhook receiver never holds a job and a long job never delays a delivery.
+WORK_QUEUES = celery,validations,jobs,augmentations
+MESSAGE_QUEUES = messages,maintenance
+
 run: $(BIN)/.installed
 	ONEFOLD_DEBUG=true $(BIN)/python manage.py migrate --noinput
 	ONEFOLD_DEBUG=true $(BIN)/python manage.py onefold_demo
-	ONEFOLD_DEBUG=true $(BIN)/celery -A workers.celery_app worker --beat --concurrency 1 --loglevel INFO & \
-	worker=$$!; trap "kill $$worker" EXIT INT TERM; \
+	ONEFOLD_DEBUG=true $(BIN)/celery -A workers.celery_app worker -Q $(WORK_QUEUES) --beat --concurrency 1 \
+		-n work@%h --loglevel INFO & worker=$$!; \
+	ONEFOLD_DEBUG=true $(BIN)/celery -A workers.celery_app worker -Q $(MESSAGE_QUEUES) --concurrency 2 \
+		-n messages@%h --loglevel INFO & messages=$$!; \
+	trap "kill $$worker $$messages" EXIT INT TERM; \
 	ONEFOLD_DEBUG=true $(BIN)/python manage.py runserver 127.0.0.1:8000
 
 # The demo: the market on embedded defaults plus a simulated 20-silo federation driven through its HTTP API
@@ -52,12 +60,14 @@ demo: $(BIN)/.installed-runtime
 	@mkdir -p $(DEMO_LOGS)
 	@echo "Preparing the database (SQLite under var/)..."
 	@$(DEMO_ENV) $(BIN)/python manage.py migrate --noinput >$(DEMO_LOGS)/demo-migrate.log
-	@echo "Starting the market on $(DEMO_URL)/ and one worker (logs in $(DEMO_LOGS)/demo-*.log)..."
-	@$(DEMO_ENV) $(BIN)/celery -A workers.celery_app worker --beat --concurrency 1 --loglevel WARNING \
-		>$(DEMO_LOGS)/demo-worker.log 2>&1 & worker=$$!; \
+	@echo "Starting the market on $(DEMO_URL)/ and two workers (logs in $(DEMO_LOGS)/demo-*.log)..."
+	@$(DEMO_ENV) $(BIN)/celery -A workers.celery_app worker -Q $(WORK_QUEUES) --beat --concurrency 1 \
+		-n work@%h --loglevel WARNING >$(DEMO_LOGS)/demo-worker.log 2>&1 & worker=$$!; \
+	$(DEMO_ENV) $(BIN)/celery -A workers.celery_app worker -Q $(MESSAGE_QUEUES) --concurrency 1 \
+		-n messages@%h --loglevel WARNING >$(DEMO_LOGS)/demo-messages.log 2>&1 & messages=$$!; \
 	$(DEMO_ENV) $(BIN)/python manage.py runserver 127.0.0.1:$(DEMO_PORT) --noreload \
 		>$(DEMO_LOGS)/demo-web.log 2>&1 & web=$$!; \
-	trap "kill $$worker $$web 2>/dev/null" EXIT INT TERM; \
+	trap "kill $$worker $$messages $$web 2>/dev/null" EXIT INT TERM; \
 	echo "Simulating 20 silos that train at home, upload, get fused and sold (a few minutes on 2 cores)..."; \
 	$(DEMO_ENV) $(BIN)/python manage.py onefold_simulate --market-url $(DEMO_URL) \
 		--wait-for-market 120 $(DEMO_ARGS) && \

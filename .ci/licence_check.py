@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Fail when an installed distribution's licence is outside the allow-list of ``.ci/licences.toml``.
 
+Onefold is released under the Apache License 2.0 (``LICENSE``), so the allow-list holds only licences compatible
+with it: code an Apache-2.0 project may run, depend on and ship with unmodified.
+
 Run by ``make check`` (``.ci/security``) with the project's interpreter, so it reads every distribution installed in
 the environment the market runs and is tested in (requirements.txt and requirements-dev.txt, resolved).
 

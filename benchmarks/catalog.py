@@ -7,7 +7,8 @@ Needs ``wrk`` (Debian: ``apt-get install wrk``). The database named in DATABASE_
 migrated, and filled with 10,000 published listings (each with its job and global-model row); the Redis database in
 ONEFOLD_CACHE_URL is the servers' cache (throttles and, where enabled, catalog pages) and is flushed before each
 configuration. Gunicorn serves the real settings with DEBUG off and ``ONEFOLD_SERVER_TIMING=true``, once per
-configuration (connections per request, kept or pooled, catalog cache off or on). For each one:
+configuration (connections per request, kept or pooled, catalog cache off or on), ready once it answers one
+catalog page (one probe at a time, each waited for, so none pile up on a loaded machine). For each one:
 
 - *server time*: one client sends the query mix in turn (``PASSES`` rounds after one warm-up round) and reads each
   response's ``Server-Timing`` header: the time from the first middleware to the response, of which the database's;
@@ -42,6 +43,8 @@ WARM_UP_SECONDS = 3
 DURATION = int(os.environ.get("ONEFOLD_BENCH_SECONDS", "20"))
 PASSES = 30
 PORT = 8931
+# Readiness: a cheap catalog page, the start-up it may take on a loaded machine, the longest pause between probes.
+READY_PATH, READY_SECONDS, READY_MAX_PAUSE_SECONDS = "/api/listings/?limit=1", 300, 5.0
 QUERIES = [
     "/api/listings/",
     "/api/listings/?search=income",
@@ -226,7 +229,7 @@ def seed() -> str:
     return user_token(user=buyer)
 
 
-def start_server(environment: dict[str, str]) -> subprocess.Popen:
+def start_server(environment: dict[str, str], token: str) -> subprocess.Popen:
     server = subprocess.Popen(
         [
             str(ROOT / ".venv/bin/gunicorn"),
@@ -243,19 +246,37 @@ def start_server(environment: dict[str, str]) -> subprocess.Popen:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    # a loaded machine: the first schema request imports and builds a lot
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            break
+    try:
+        wait_until_ready(server, token)
+    except RuntimeError:
+        server.kill()
+        raise
+    return server
+
+
+def wait_until_ready(server: subprocess.Popen, token: str) -> None:
+    """Until one catalog page is answered 200: one probe at a time, each waited for as long as the start-up may
+    still take, pausing longer after each refusal. On a loaded machine a worker's first request imports most of
+    the code; a probe given up early would leave that request running in the worker and the next one queued
+    behind it (what asking for the schema every 0.5 s with a 2 s timeout did)."""
+    deadline, pause, last = time.monotonic() + READY_SECONDS, 0.25, "no answer"
+    while server.poll() is None and (remaining := deadline - time.monotonic()) > 0:
+        connection = http.client.HTTPConnection("127.0.0.1", PORT, timeout=remaining)
         try:
-            connection = http.client.HTTPConnection("127.0.0.1", PORT, timeout=2)
-            connection.request("GET", "/api/schema/")
-            connection.getresponse().read()
-            return server
-        except OSError:
-            time.sleep(0.5)
-    server.kill()
+            connection.request("GET", READY_PATH, headers={"Authorization": f"Token {token}"})
+            response = connection.getresponse()
+            response.read()
+            if response.status == 200:
+                return
+            last = f"{READY_PATH} answered {response.status}"
+        except OSError as error:  # not listening yet (refused), or the deadline passed (timeout)
+            last = f"{READY_PATH}: {error}"
+        finally:
+            connection.close()
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(2 * pause, READY_MAX_PAUSE_SECONDS)
+    if server.poll() is None:
+        raise RuntimeError(f"gunicorn was not ready after {READY_SECONDS} s ({last}).")
     raise RuntimeError("gunicorn did not start: " + server.stderr.read().decode()[-2000:])
 
 
@@ -394,7 +415,7 @@ def run_wrk(token: str, script: Path, clients: int, seconds: int) -> dict:
 
 def measure(token: str, script: Path, environment: dict[str, str]) -> dict:
     flush_cache()
-    server = start_server(environment)
+    server = start_server(environment, token)
     try:
         timings = server_times(token)
         run_wrk(token, script, CLIENTS, WARM_UP_SECONDS)
@@ -553,8 +574,9 @@ READING = """
   statement written once per process, `market/accounts/selectors.py`); DRF's throttle read and wrote the time of
   every request of the period, pickled (0.04 ms more than one number per client, `SteadyRateThrottle`); rendering
   the page and building its links (0.20 ms; now cached rendered). What is left, about 0.76 ms in-process: Django's
-  and DRF's request handling, the middleware, the connection health check, and Redis round trips for the throttle
-  (two) and the page (one).
+  and DRF's request handling, the middleware, the connection health check, and two Redis round trips: the
+  throttle (one script takes the user's and the token's rates; before issue 42 the default cache's proxy sent it
+  down the in-memory path, a read and a write per rate, four round trips) and the page (one).
 - **The web server's layout** (`docker/gunicorn.conf.py`, used here and by the Dockerfile and compose file):
   synchronous workers, one more than the cores. With the same code, threaded workers (2 processes × 2 or 4
   threads, keep-alive) gave 1,120–1,370 requests/s with a p95 of 46–94 ms when the 50 connections happened to split

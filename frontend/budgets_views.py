@@ -29,6 +29,7 @@ from market.budgets.selectors import (
 from market.budgets.services import budget_limit_set
 from market.errors import DomainError, InvalidInput, PermissionDenied
 from market.federations.selectors import federation_get, federation_list, federation_require_member
+from market.jobs.parameters import job_kind_priced_default
 from market.jobs.pricing import job_price_calibration, job_price_quote
 
 LEDGER_PER_PAGE = 50
@@ -160,7 +161,7 @@ def budget_price_action(request, slug):
             extra["calibration"] = job_price_calibration(
                 federation=federation,
                 organisations=organisations,
-                kind="fedkt",
+                kind=job_kind_priced_default(),
                 parameters={"partitions": partitions},
                 privacy=privacy,
                 solve_for=solve_for,
@@ -170,7 +171,7 @@ def budget_price_action(request, slug):
             extra["quote"] = job_price_quote(
                 federation=federation,
                 organisations=organisations,
-                kind="fedkt",
+                kind=job_kind_priced_default(),
                 parameters={"partitions": partitions},
                 privacy=privacy,
             )

@@ -35,7 +35,7 @@ from market.commerce.services import PublishGateRefused, listing_publish, listin
 from market.errors import InvalidInput
 from market.federations.models import Federation, PrivacyLevel
 from market.jobs.models import GlobalModel
-from market.jobs.quality import catalog_accuracy_flag
+from market.jobs.quality import catalog_flags
 from market.jobs.visibility import (
     global_model_view,
     named_contribution_values,
@@ -96,10 +96,9 @@ def catalog_page(request):
         listing_list(user=request.user, filters=filters).select_related("global_model__federation"),
         PAGE_SIZE,
     ).get_page(request.GET.get("page"))
-    for (
-        listing
-    ) in listings:  # a model no more accurate than the majority guess is flagged in the list too
-        listing.accuracy_flag = catalog_accuracy_flag(listing.global_model)
+    # a model below a free baseline or the best silo is flagged in the list too
+    for listing in listings:
+        listing.quality_flags = catalog_flags(listing.global_model)
     query = request.GET.copy()
     query.pop("page", None)
     return render(
@@ -109,7 +108,7 @@ def catalog_page(request):
             "section": "market",
             "listings": listings,
             "filters": filters,
-            "query": query.urlencode(),
+            "filter_query": query.urlencode(),
             "federations": Federation.objects.order_by("name").values_list("slug", "name"),
             "model_families": GlobalModel.objects.order_by()
             .values_list("model_family", flat=True)

@@ -4,15 +4,24 @@ An operator sees the market's state; a silo its memberships, budgets and earning
 purchases. An organisation that is both a silo and a buyer sees both halves on one page.
 """
 
+from django.contrib.auth.views import LoginView
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from frontend.decorators import page
 from frontend.navigation import roles_of
+from market.accounts.forms import SignInForm
+from market.accounts.selectors import operator_exists
 from market.audit.selectors import audit_event_list
 from market.budgets.selectors import budget_list, budget_summary
-from market.commerce.selectors import earnings_for, listing_list, purchase_list, wallet_for
-from market.federations.selectors import federation_list
+from market.commerce.selectors import (
+    credit_requests_waiting_count,
+    earnings_for,
+    listing_list,
+    purchase_list,
+    wallet_for,
+)
+from market.federations.selectors import federation_list, join_requests_waiting
 from market.jobs.models import JobStatus
 from market.jobs.selectors import job_list
 from market.submissions.selectors import submission_list
@@ -26,6 +35,8 @@ def _operator_context(user) -> dict:
         "federation_count": federation_list(user=user).count(),
         "running_count": jobs.filter(status__in=[JobStatus.QUEUED, JobStatus.RUNNING]).count(),
         "failed_count": jobs.filter(status=JobStatus.FAILED).count(),
+        "join_requests_waiting": join_requests_waiting(user=user),
+        "credit_requests_waiting": credit_requests_waiting_count(user=user),
         "recent_jobs": jobs.order_by("-created_at", "-id")[:RECENT],
         "recent_events": audit_event_list(limit=RECENT),
     }
@@ -66,3 +77,14 @@ def home(request):
     if "buyer" in roles:
         context.update(_buyer_context(request.user))
     return render(request, "frontend/home/home.html", context)
+
+
+class SignInView(LoginView):
+    """The sign-in page; on a market with no operator yet it says how to create the first one."""
+
+    template_name = "frontend/login.html"
+    redirect_authenticated_user = True
+    authentication_form = SignInForm
+
+    def get_context_data(self, **kwargs):
+        return {**super().get_context_data(**kwargs), "first_run": not operator_exists()}

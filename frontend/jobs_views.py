@@ -18,11 +18,18 @@ from frontend.decorators import page
 from frontend.sent_once import sent_once
 from frontend.value_plot import contribution_value_bars
 from market.budgets.selectors import price_quote_visible
-from market.errors import DomainError, InvalidInput
-from market.federations.selectors import federation_get, public_dataset_current
+from market.errors import DomainError, InvalidInput, RateLimited
+from market.federations.selectors import (
+    evaluation_split_current,
+    federation_get,
+    public_dataset_current,
+)
 from market.jobs.models import EstimateStatus, JobStatus
 from market.jobs.parameters import (
     job_kind_choices,
+    job_kind_default,
+    job_kind_priced_default,
+    job_learns_from_evaluation,
     job_parameter_defaults,
     job_parameter_help,
 )
@@ -42,7 +49,14 @@ from market.jobs.selectors import (
     job_log_lines,
     job_progress,
 )
-from market.jobs.services import SUBMISSION_LEVELS_FOR, job_cancel, job_create
+from market.jobs.services import (
+    SUBMISSION_LEVELS_FOR,
+    EstimateGateRefusal,
+    EstimateOverride,
+    FailedEstimateRefusal,
+    job_cancel,
+    job_create,
+)
 from market.jobs.visibility import (
     estimate_visible,
     global_model_view,
@@ -75,7 +89,7 @@ def _defaults_by_kind(federation) -> dict:
 
 
 def _form_values(request, federation) -> dict:
-    kind = request.POST.get("kind") or request.GET.get("kind") or "fedkt"
+    kind = request.POST.get("kind") or request.GET.get("kind") or job_kind_default()
     level = (
         request.POST.get("privacy_level")
         or request.GET.get("privacy_level")
@@ -87,6 +101,9 @@ def _form_values(request, federation) -> dict:
         "parameters": request.POST.get("parameters", ""),
         "seed": request.POST.get("seed", ""),
         "submissions": request.POST.getlist("submissions"),
+        "acknowledge_failed_estimate": request.POST.get("acknowledge_failed_estimate", ""),
+        "launch_despite_estimate": request.POST.get("launch_despite_estimate", ""),
+        "launch_reason": request.POST.get("launch_reason", ""),
     }
 
 
@@ -95,15 +112,22 @@ def _estimate_context(estimate) -> dict:
     if estimate is None:
         return {"estimate": None}
     succeeded = estimate.status == EstimateStatus.SUCCEEDED
+    statements = (
+        launcher_statements(
+            result=estimate.result, class_labels=estimate.federation.class_labels or []
+        )
+        if succeeded
+        else None
+    )
     return {
         "estimate": estimate,
         "estimate_progress": job_estimate_progress(estimate),
         "estimate_final": estimate.status in (EstimateStatus.SUCCEEDED, EstimateStatus.FAILED)
         or job_estimate_lost(estimate),
-        "estimate_statements": launcher_statements(
-            result=estimate.result, class_labels=estimate.federation.class_labels or []
-        )
-        if succeeded
+        "estimate_statements": statements,
+        # Launch waits for a ticked box and a reason while the form holds what this estimate says fails the gate.
+        "confirm_estimate_id": estimate.id
+        if statements and not statements["passes_gate"]
         else None,
     }
 
@@ -195,7 +219,7 @@ def job_launch_page(request, slug):
             _launcher_context(request, federation, values, estimate=estimate),
         )
     try:
-        request_fields = _request_fields(values)
+        request_fields = _launch_fields(values)
     except ValueError as error:
         return render(
             request,
@@ -208,12 +232,18 @@ def job_launch_page(request, slug):
             federation=federation, requested_by=request.user, request=request, **request_fields
         )
     except DomainError as error:
-        return render(
-            request,
-            "frontend/jobs/launch.html",
-            _launcher_context(request, federation, values, str(error)),
-            status=error.status_code,
-        )
+        context = _launcher_context(request, federation, values, str(error))
+        # the refusal names the estimate: the launcher may tick that it has read why (and, where the estimate
+        # expects a model that fails the gate, write why) and launch anyway
+        if isinstance(error, FailedEstimateRefusal):
+            context["failed_estimate_id"] = error.estimate_id
+        if isinstance(error, EstimateGateRefusal) or values["launch_despite_estimate"]:
+            context["confirm_estimate_id"] = (
+                error.estimate_id
+                if isinstance(error, EstimateGateRefusal)
+                else int(values["launch_despite_estimate"])
+            )
+        return render(request, "frontend/jobs/launch.html", context, status=error.status_code)
     messages.success(request, f"Job #{job.id} queued.")
     return redirect("job-detail", job_id=job.id)
 
@@ -227,6 +257,22 @@ def _request_fields(values: dict) -> dict:
         "parameters": json_text_parse(values["parameters"] or "{}"),
         "seed": int(values["seed"]) if values["seed"].strip() else None,
         "submissions": submission_ids or "all",
+    }
+
+
+def _launch_fields(values: dict) -> dict:
+    """:func:`_request_fields` and, where the launcher ticked them, the failed estimate it has read and the
+    estimate it launches despite, with the reason written beside it."""
+    acknowledged = values["acknowledge_failed_estimate"]
+    despite = values["launch_despite_estimate"]
+    return {
+        **_request_fields(values),
+        "acknowledge_failed_estimate": int(acknowledged) if acknowledged.strip() else None,
+        "launch_despite_estimate": EstimateOverride(
+            estimate_id=int(despite), reason=values["launch_reason"]
+        )
+        if despite.strip()
+        else None,
     }
 
 
@@ -267,12 +313,15 @@ def job_estimate_action(request, slug):
             federation=federation, requested_by=request.user, **request_fields
         )
     except DomainError as error:
-        return render(
+        response = render(
             request,
             "frontend/jobs/launch.html",
             _launcher_context(request, federation, values, str(error)),
             status=error.status_code,
         )
+        if isinstance(error, RateLimited):
+            response["Retry-After"] = str(error.retry_after)
+        return response
     if created.replayed:
         messages.info(request, "This estimate was already asked for; here it is.")
     return redirect(
@@ -305,7 +354,7 @@ def job_price_partial(request, slug):
         )
     else:
         try:
-            kind = request.GET.get("kind", "fedkt")
+            kind = request.GET.get("kind") or job_kind_priced_default()
             ids = [int(id) for id in request.GET.getlist("submissions")]
             # One entry per submission: a silo with k submissions in the job is priced for moving k·s votes.
             organisations = list(
@@ -316,14 +365,21 @@ def job_price_partial(request, slug):
                     **({"id__in": ids} if ids else {}),
                 ).values_list("organisation_id", flat=True)
             )
+            parameters = json_text_parse(request.GET.get("parameters") or "{}")
             quote = job_price_quote(
                 federation=federation,
                 organisations=organisations,
                 kind=kind,
-                parameters=json_text_parse(request.GET.get("parameters") or "{}"),
+                parameters=parameters,
                 privacy=None,
             )
             context["quote"] = price_quote_visible(quote=quote, user=request.user)
+            context["n_public"] = public_dataset_current(federation=federation).n_rows
+            if request.user.is_operator and job_learns_from_evaluation(
+                kind=kind, federation=federation, privacy_level="L1", parameters=parameters
+            ):  # issue 40: semi-private students learn from the operator's fit-half rows too
+                split = evaluation_split_current(federation=federation, user=request.user)
+                context["operator_rows"] = split.n_rows // 2
         except (ValueError, DomainError) as error:
             context["message"] = f"No price yet: {error}"
     return render(request, "frontend/jobs/partials/price.html", context)
@@ -343,6 +399,17 @@ def job_list_page(request):
     )
 
 
+def _quality_context(global_model, view) -> dict:
+    """The job page's plain statements about its model and its comparisons with the free baselines."""
+    if view is None:
+        return {"quality_statements": [], "comparison_statements": []}
+    verdict = quality_verdict(global_model, baselines=view.baselines)
+    return {
+        "quality_statements": verdict.statements(),
+        "comparison_statements": verdict.comparison_statements(),
+    }
+
+
 def _job_context(request, job_id: int) -> dict:
     job = job_get(job_id=job_id, user=request.user)
     global_model = getattr(job, "global_model", None) if job.status == JobStatus.SUCCEEDED else None
@@ -355,9 +422,7 @@ def _job_context(request, job_id: int) -> dict:
     return {
         "section": "jobs",
         "job": job,
-        "quality_statements": quality_verdict(global_model, baselines=view.baselines).statements()
-        if view
-        else [],
+        **_quality_context(global_model, view),
         "progress": job_progress(job),
         "log": job_log_lines(job),
         "is_final": job.status in FINAL,
@@ -410,7 +475,8 @@ def job_cancel_action(request, job_id):
 @require_GET
 @page
 def job_comparison_png(request, job_id):
-    """A strip plot: per metric, one dot per participating submission (sorted) and a line for the global model."""
+    """A strip plot: per metric, one dot per participating submission (sorted), a line for the global model and a
+    dashed one for the operator's rows alone (the free model it must beat)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -453,6 +519,18 @@ def job_comparison_png(request, job_id):
             zorder=3,
             label="global model" if position == 0 else None,
         )
+        operator_only = (context["view"].baselines.get("operator_only") or {}).get(key)
+        if operator_only is not None:  # what the operator has without the silos (issue 39)
+            axes.hlines(
+                operator_only,
+                position - 0.4,
+                position + 0.4,
+                color="#b35900",
+                linewidth=2,
+                linestyles="dashed",
+                zorder=3,
+                label="operator's rows alone" if position == 0 else None,
+            )
     axes.set_xticks(range(len(metrics)), [name for _, name in metrics])
     axes.set_xlim(-0.5, len(metrics) - 0.5)
     axes.set_ylim(0, 1)

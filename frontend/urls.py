@@ -18,19 +18,10 @@ from frontend import (
     views,
     webhooks_views,
 )
-from market.accounts.forms import SignInForm
 
 urlpatterns = [
     path("", home_views.home, name="home"),
-    path(
-        "sign-in/",
-        auth_views.LoginView.as_view(
-            template_name="frontend/login.html",
-            redirect_authenticated_user=True,
-            authentication_form=SignInForm,
-        ),
-        name="login",
-    ),
+    path("sign-in/", home_views.SignInView.as_view(), name="login"),
     path("sign-out/", auth_views.LogoutView.as_view(), name="logout"),
     path("federations/", views.federation_list_page, name="federation-list"),
     path("federations/new/", operator_views.federation_create_page, name="federation-create"),

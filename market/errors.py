@@ -62,6 +62,17 @@ class TryAgain(DomainError):
     status_code = 503
 
 
+class RateLimited(DomainError):
+    """Too many requests of one kind in a while; ``retry_after``: whole seconds until one more would be allowed
+    (the API answers it as Retry-After)."""
+
+    status_code = 429
+
+    def __init__(self, message: str, *, retry_after: int):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class IdempotencyKeyReused(DomainError):
     """The same Idempotency-Key was sent before with a different request."""
 
@@ -106,7 +117,14 @@ def request_refusal(exception: Exception) -> tuple[int, str] | None:
 def api_exception_handler(exception, context):
     domain_error = domain_error_from(exception)
     if domain_error is not None:
-        return Response({"detail": str(domain_error)}, status=domain_error.status_code)
+        headers = (
+            {"Retry-After": str(domain_error.retry_after)}
+            if isinstance(domain_error, RateLimited)
+            else None
+        )
+        return Response(
+            {"detail": str(domain_error)}, status=domain_error.status_code, headers=headers
+        )
     refusal = request_refusal(exception)
     if refusal is not None:
         return Response({"detail": refusal[1]}, status=refusal[0])

@@ -13,17 +13,21 @@ import math
 import threading
 from dataclasses import dataclass
 
+from django.core.cache import DEFAULT_CACHE_ALIAS, caches
+from django.core.cache import cache as default_cache
 from django.core.cache.backends.base import BaseCache
 from django.core.cache.backends.redis import RedisCache
 
 
 @dataclass(frozen=True)
 class Rate:
-    """``count`` requests per ``period_seconds``, counted under one cache key."""
+    """``count`` requests per ``period_seconds``, counted under one cache key; a request of ``weight`` uses
+    ``weight`` of them (an estimate of five draws uses five of a federation's draws per hour)."""
 
     key: str
     count: int
     period_seconds: float
+    weight: int = 1
 
     @property
     def period_microseconds(self) -> int:
@@ -32,7 +36,7 @@ class Rate:
     @property
     def interval_microseconds(self) -> int:
         # Rounded down, so that ``count`` intervals fit in the period: exactly ``count`` requests at once.
-        return self.period_microseconds // self.count
+        return self.period_microseconds // self.count * self.weight
 
 
 # Whole microseconds, so that moving an allowance forward by many intervals adds up exactly (seconds as floats
@@ -67,6 +71,11 @@ def rates_take(*, cache: BaseCache, rates: list[Rate], now: float) -> float:
     Returns 0 when the request is allowed, else the seconds until every rate would allow it.
     """
     now_microseconds = round(now * 1_000_000)
+    if cache is default_cache:
+        # ``django.core.cache.cache`` (what DRF's throttles and our callers hold) is a proxy to the default
+        # backend, not a RedisCache: without this the Redis cache took the in-memory path, four round trips per
+        # request and atomic only within one process.
+        cache = caches[DEFAULT_CACHE_ALIAS]
     if isinstance(cache, RedisCache):
         wait = _rates_take_in_redis(cache=cache, rates=rates, now=now_microseconds)
     else:

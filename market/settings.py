@@ -367,6 +367,11 @@ CELERY_TASK_SOFT_TIME_LIMIT = env_int("ONEFOLD_TASK_SOFT_TIME_LIMIT", 30 * 60)
 CELERY_TASK_TIME_LIMIT = env_int("ONEFOLD_TASK_TIME_LIMIT", 35 * 60)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# Celery's Django fix-up closes every database connection around every task unless this is set (issue 42: 15 % of a
+# webhook delivery was opening a PostgreSQL connection), so ONEFOLD_DB_CONN_MAX_AGE would mean nothing in workers.
+# With it, a worker keeps its connection; workers.celery_app closes it around a task only where Django would close a
+# request's (past CONN_MAX_AGE, or unusable after an error), and the fix-up recycles it every this many tasks.
+CELERY_DB_REUSE_MAX = env_int("ONEFOLD_WORKER_DB_REUSE_MAX", 1000, minimum=0)
 # Queues per workload (docs/scaling.md). A worker started without -Q consumes every queue (one machine, the demo,
 # the tests); a deployment starts workers per queue, so that long jobs never starve validations.
 CELERY_TASK_DEFAULT_QUEUE = "celery"
@@ -403,16 +408,28 @@ ONEFOLD_JOB_MAX_ATTEMPTS = env_int("ONEFOLD_JOB_MAX_ATTEMPTS", 3)
 ONEFOLD_JOB_CHUNK_SIZE = env_int("ONEFOLD_JOB_CHUNK_SIZE", 25)
 ONEFOLD_JOB_OUTBOX_GRACE_SECONDS = env_int("ONEFOLD_JOB_OUTBOX_GRACE_SECONDS", 10)
 ONEFOLD_JOB_REPUBLISH_SECONDS = env_int("ONEFOLD_JOB_REPUBLISH_SECONDS", 600)
+# Pre-flight estimates (market.jobs.preflight, issue 38 item 9): new estimates one operator may ask per hour in one
+# federation, and simulated draws (fusions) all of a federation's estimates may take per hour (at least one
+# estimate's most, 10).
+ONEFOLD_ESTIMATES_PER_HOUR = env_int("ONEFOLD_ESTIMATES_PER_HOUR", 6)
+ONEFOLD_ESTIMATE_DRAWS_PER_HOUR = env_int("ONEFOLD_ESTIMATE_DRAWS_PER_HOUR", 30, minimum=10)
 # Webhooks (market.webhooks, docs/automation.md): outbound safety, retries, automatic disabling.
 ONEFOLD_WEBHOOK_ALLOW_PRIVATE = env_bool("ONEFOLD_WEBHOOK_ALLOW_PRIVATE", False)
 ONEFOLD_WEBHOOK_ALLOW_HTTP = env_bool("ONEFOLD_WEBHOOK_ALLOW_HTTP", False)
+# Seconds to connect and for each read; the whole attempt (resolution, connection, request, answer) has its own
+# deadline, however the receiver trickles its answer (issue 38 item 7).
 ONEFOLD_WEBHOOK_TIMEOUT_SECONDS = env_int("ONEFOLD_WEBHOOK_TIMEOUT_SECONDS", 10)
+ONEFOLD_WEBHOOK_DELIVERY_SECONDS = env_int("ONEFOLD_WEBHOOK_DELIVERY_SECONDS", 15)
 ONEFOLD_WEBHOOK_RESPONSE_BYTES = env_int("ONEFOLD_WEBHOOK_RESPONSE_BYTES", 64 * 1024)
 ONEFOLD_WEBHOOK_MAX_ATTEMPTS = env_int("ONEFOLD_WEBHOOK_MAX_ATTEMPTS", 10)
 ONEFOLD_WEBHOOK_RETRY_BASE_SECONDS = env_int("ONEFOLD_WEBHOOK_RETRY_BASE_SECONDS", 10)
 ONEFOLD_WEBHOOK_DISABLE_AFTER_FAILURES = env_int("ONEFOLD_WEBHOOK_DISABLE_AFTER_FAILURES", 50)
 ONEFOLD_WEBHOOK_ROTATION_GRACE_SECONDS = env_int(
     "ONEFOLD_WEBHOOK_ROTATION_GRACE_SECONDS", 24 * 3600
+)
+# Active webhook endpoints one organisation may have (issue 38 item 8): each multiplies every event's deliveries.
+ONEFOLD_WEBHOOK_ENDPOINTS_PER_ORGANISATION = env_int(
+    "ONEFOLD_WEBHOOK_ENDPOINTS_PER_ORGANISATION", 10
 )
 # Jobs whose estimated work (row-passes: member models × public rows + the fit, e.g. trees × depth × rows) exceeds
 # this are refused at creation; 10⁹ is several minutes of one worker core.

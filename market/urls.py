@@ -1,8 +1,9 @@
 from csp.decorators import csp_update
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from drf_spectacular.views import SpectacularSwaggerSplitView
 
+from market.api_schema import CachedSpectacularAPIView
 from market.toolkit.urls import api_urlpatterns as toolkit_api_patterns
 
 # Swagger UI is served from our own static files (drf-spectacular-sidecar, pinned); it sets inline styles.
@@ -21,7 +22,7 @@ api_patterns = [
     path("", include("market.invitations.urls")),
     path("", include("market.webhooks.urls")),
     path("", include(toolkit_api_patterns)),
-    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("schema/", CachedSpectacularAPIView.as_view(), name="api-schema"),
     # The split view serves its start-up script as a file (no inline script); Swagger UI comes from the sidecar.
     path(
         "docs/",

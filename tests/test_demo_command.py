@@ -64,6 +64,9 @@ def test_make_demo_simulates_a_federation_on_embedded_defaults_and_leaves_the_ma
         text = log.read_text()
         assert "fedkt global model (job #1)" in text
         assert "SOLO (mean of 3 silos)" in text and "centralised (all silo data pooled)" in text
+        # issue 39: the terminal says whether the model beats what the market has for free, with the interval
+        assert "the operator's rows alone (no silo)" in text
+        assert "Against the operator's rows alone: accuracy " in text
         assert "buyer:    buyer / onefold-buyer (Demo Buyer)" in text
         assert f"  Buyer     http://127.0.0.1:{port}/sign-in/?next=/market/purchases/" in text
         assert (

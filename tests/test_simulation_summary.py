@@ -24,6 +24,18 @@ def test_every_row_shows_accuracy_balanced_accuracy_macro_f1_and_roc_auc():
             "baselines": {
                 "majority_class": scores(0.76, 0.5, 0.43, 0.5),
                 "average_silo": scores(0.7, 0.64, 0.6, 0.7),
+                "operator_only": {
+                    **scores(0.78, 0.74, 0.7, 0.8),
+                    "comparison": {
+                        "accuracy": {
+                            "difference": 0.01,
+                            "low": -0.004,
+                            "high": 0.025,
+                            "verdict": "level",
+                        },
+                        "balanced_accuracy": {"verdict": "below"},
+                    },
+                },
             }
         },
     )
@@ -40,11 +52,18 @@ def test_every_row_shows_accuracy_balanced_accuracy_macro_f1_and_roc_auc():
     assert lines[0].split() == ["model", "accuracy", "balanced", "macro-F1", "ROC", "AUC"]
     assert lines[1].split()[-4:] == ["0.7900", "0.7390", "0.7000", "0.8500"]
     assert "best single silo" in lines[3] and lines[3].split()[-4:] == ["—"] * 4
+    assert lines[5].startswith("the operator's rows alone (no silo)")
+    assert lines[5].split()[-4:] == ["0.7800", "0.7400", "0.7000", "0.8000"]
     assert (
-        lines[5].startswith("SOLO (mean of 3 silos)") and "0.6300    0.6000         —" in lines[5]
+        lines[6].startswith("SOLO (mean of 3 silos)") and "0.6300    0.6000         —" in lines[6]
     )
-    assert lines[6].startswith("centralised (all silo data pooled)")
-    assert lines[6].split()[-4:] == ["0.8650", "0.7580", "0.7800", "0.9100"]
+    assert lines[7].startswith("centralised (all silo data pooled)")
+    assert lines[7].split()[-4:] == ["0.8650", "0.7580", "0.7800", "0.9100"]
+    # the job record's comparison, said in the terminal (issue 39: the demo says whether it beats what is free)
+    assert lines[8:] == [
+        "Against the operator's rows alone: accuracy level (+1.0 points, 95 % interval -0.4 to +2.5); "
+        "balanced below."
+    ]
 
 
 def test_an_l1_simulation_takes_the_markets_l1_final_model_and_an_l0_one_names_the_forest():

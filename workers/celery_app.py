@@ -3,7 +3,7 @@
 import os
 from pathlib import Path
 
-from celery import Celery
+from celery import Celery, signals
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "market.settings")
 
@@ -42,4 +42,18 @@ app.conf.beat_schedule = {
         ("webhook-reaper", "onefold.webhook_reap"),
     )
 }
+
+
+@signals.task_prerun.connect
+@signals.task_postrun.connect
+def _connections_checked(sender=None, **_) -> None:
+    """Around every task a worker runs, what Django does around every request: close the connections past
+    CONN_MAX_AGE or left unusable by an error, keep the others (Celery's fix-up no longer closes them all:
+    CELERY_DB_REUSE_MAX). Not around a task run eagerly, in its caller's transaction."""
+    from django.db import close_old_connections
+
+    if not getattr(getattr(sender, "request", None), "is_eager", False):
+        close_old_connections()
+
+
 app.autodiscover_tasks(["workers"])

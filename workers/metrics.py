@@ -9,6 +9,7 @@ reliability diagram of the top-class confidence in equal-width bins.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy.stats import rankdata
@@ -145,6 +146,128 @@ def majority_class_metrics(class_counts: Sequence[int] | np.ndarray) -> dict | N
     }
 
 
+@dataclass(frozen=True)
+class MajorityComparison:
+    """A model's held-out scores next to always answering the training rows' most frequent class.
+
+    ``margin`` is two standard errors of the paired difference in accuracy (per held-out row: model right minus
+    guess right) on ``n_rows`` rows (about a 95 % interval): a model beats the guess only by more than it, in accuracy and in balanced
+    accuracy (a constant guess has balanced accuracy ``1 / classes present``), so that a few lucky rows are not
+    called a win.
+    """
+
+    accuracy: float
+    balanced_accuracy: float
+    majority_class: int
+    majority_accuracy: float
+    majority_balanced_accuracy: float
+    n_rows: int
+    margin: float
+
+    @property
+    def beats_majority(self) -> bool:
+        return (
+            self.accuracy - self.majority_accuracy > self.margin
+            and self.balanced_accuracy - self.majority_balanced_accuracy > self.margin
+        )
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "beats_majority": self.beats_majority}
+
+
+def majority_comparison(
+    predicted, labels, training_labels, *, n_classes: int
+) -> MajorityComparison | None:
+    """:class:`MajorityComparison` of predicted classes on held-out rows (None when there are none).
+
+    Parameters
+    ----------
+    predicted, labels : int arrays (n_rows,)
+        The model's classes and the true classes of the held-out rows, in ``0 .. n_classes-1``.
+    training_labels : int array
+        The classes of the rows the model was fitted on: the guess is their most frequent class, which is what
+        the silo could answer without any model.
+    """
+    labels = np.asarray(labels, dtype=np.int64)
+    if len(labels) == 0:
+        return None
+    one_hot = np.eye(n_classes)
+    model = classification_metrics(
+        one_hot[np.asarray(predicted, dtype=np.int64)], labels, n_classes=n_classes
+    )
+    guess = int(
+        np.bincount(np.asarray(training_labels, dtype=np.int64), minlength=n_classes).argmax()
+    )
+    constant = classification_metrics(
+        one_hot[np.full(len(labels), guess)], labels, n_classes=n_classes
+    )
+    differences = (np.asarray(predicted) == labels).astype(float) - (labels == guess)
+    return MajorityComparison(
+        accuracy=model["accuracy"],
+        balanced_accuracy=model["balanced_accuracy"],
+        majority_class=guess,
+        majority_accuracy=constant["accuracy"],
+        majority_balanced_accuracy=constant["balanced_accuracy"],
+        n_rows=int(len(labels)),
+        margin=float(2 * differences.std() / np.sqrt(len(labels))),
+    )
+
+
+#: The paired bootstrap of :func:`paired_difference`: resamples of the rows and the interval's coverage.
+BOOTSTRAP_RESAMPLES = 1000
+BOOTSTRAP_LEVEL = 0.95
+#: What a comparison's ``verdict`` says of the difference (model minus baseline) and its interval.
+BEATS, LEVEL, BELOW = "beats", "level", "below"
+
+
+def _accuracies(correct: np.ndarray, labels: np.ndarray, n_classes: int) -> tuple:
+    """Accuracy and balanced accuracy of each row of ``correct`` ``(r, n)`` (rows of one resample each), the
+    balanced one over the classes present in that resample (as :func:`classification_metrics`)."""
+    accuracy = correct.mean(axis=1)
+    recalls = []
+    for label in range(n_classes):
+        of_class = labels == label
+        support = of_class.sum(axis=1)
+        recalls.append(
+            np.where(support > 0, (correct & of_class).sum(axis=1) / np.maximum(support, 1), np.nan)
+        )
+    return accuracy, np.nanmean(np.stack(recalls), axis=0)
+
+
+def paired_difference(predicted, baseline_predicted, labels, *, n_classes: int, seed: int) -> dict:
+    """How much better predicted classes are than a baseline's on the same rows, with an uncertainty: for
+    ``accuracy`` and ``balanced_accuracy``, the ``difference`` (model minus baseline, 0..1 scale), the
+    :data:`BOOTSTRAP_LEVEL` percentile interval ``low``..``high`` of a paired bootstrap
+    (:data:`BOOTSTRAP_RESAMPLES` resamples of the rows, each scoring both on the same rows, seeded) and a
+    ``verdict``: :data:`BEATS` only when the whole interval is above 0, :data:`BELOW` when it is below, else
+    :data:`LEVEL` (a difference inside the interval is no win)."""
+    labels = np.asarray(labels, dtype=np.int64)
+    rows = np.random.default_rng(seed).integers(0, len(labels), (BOOTSTRAP_RESAMPLES, len(labels)))
+    resampled = labels[rows]
+    tail = 100 * (1 - BOOTSTRAP_LEVEL) / 2
+    names = ("accuracy", "balanced_accuracy")
+    scores = {}
+    for side, classes in (("model", predicted), ("baseline", baseline_predicted)):
+        classes = np.asarray(classes, dtype=np.int64)
+        whole = _accuracies((classes == labels)[None], labels[None], n_classes)
+        spread = _accuracies(classes[rows] == resampled, resampled, n_classes)
+        scores[side] = {name: (whole[i][0], spread[i]) for i, name in enumerate(names)}
+    comparison = {}
+    for name in names:
+        difference = scores["model"][name][0] - scores["baseline"][name][0]
+        low, high = np.percentile(
+            scores["model"][name][1] - scores["baseline"][name][1], [tail, 100 - tail]
+        )
+        verdict = BEATS if round(low, 9) > 0 else BELOW if round(high, 9) < 0 else LEVEL
+        comparison[name] = {
+            "difference": float(difference),
+            "low": float(low),
+            "high": float(high),
+            "verdict": verdict,
+        }
+    return comparison
+
+
 #: What a submission's metrics (and so a silo baseline) were measured with: the silo's own model on all its rows
 #: where its submission carries one and the job uses it, else its FedKT students' average (issue 31).
 MEASURED_WITH_OWN_MODEL = "own_model"
@@ -158,6 +281,11 @@ def member_metrics(probabilities, labels, *, n_classes: int, own_model: bool) ->
         **classification_metrics(probabilities, labels, n_classes=n_classes),
         "measured_with": MEASURED_WITH_OWN_MODEL if own_model else MEASURED_WITH_STUDENTS,
     }
+
+
+def silo_order(metrics: dict) -> tuple[float, float]:
+    """How submissions and silos are ranked for the silo baselines: balanced accuracy, then accuracy."""
+    return (metrics.get("balanced_accuracy") or 0.0, metrics.get("accuracy") or 0.0)
 
 
 def silo_baselines(metrics_per_silo: dict[str, list[dict]]) -> dict:
@@ -181,17 +309,14 @@ def silo_baselines(metrics_per_silo: dict[str, list[dict]]) -> dict:
     "n_silos": number of silos measured}
     """
 
-    def order(metrics):
-        return (metrics.get("balanced_accuracy") or 0.0, metrics.get("accuracy") or 0.0)
-
     representatives = {
-        silo: max(measured, key=order)
+        silo: max(measured, key=silo_order)
         for silo, measured in sorted(metrics_per_silo.items())
         if measured
     }
     if not representatives:
         return {"best_single_silo": None, "average_silo": None, "n_silos": 0}
-    best_silo = max(representatives, key=lambda silo: order(representatives[silo]))
+    best_silo = max(representatives, key=lambda silo: silo_order(representatives[silo]))
 
     def average(name):
         values = [

@@ -149,3 +149,8 @@ def _token_with_user(key_hash: str) -> ApiToken | None:
     user.organisation = organisation
     token.user = user
     return token
+
+
+def operator_exists() -> bool:
+    """Whether the market has an operator yet (the sign-in page points a new market to its first-run command)."""
+    return User.objects.filter(is_staff=True).exists()

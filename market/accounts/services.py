@@ -8,7 +8,9 @@ from typing import NoReturn
 
 from django.conf import settings
 from django.contrib.auth import authenticate
+from django.contrib.auth.password_validation import validate_password
 from django.core.cache import cache
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
@@ -45,6 +47,33 @@ def user_create(
         is_staff=is_operator,
         is_superuser=is_operator,
     )
+
+
+@transaction.atomic
+def operator_first_create(*, username: str, password: str, organisation_name: str) -> User:
+    """The market's first operator, in an organisation of its own (neither silo nor buyer), on an empty market.
+
+    Refused once any operator exists: further operators come from an operator, not from a shell. The password
+    must pass the project's password validators."""
+    existing = User.objects.filter(is_staff=True).order_by("id").first()
+    if existing is not None:
+        raise Conflict(
+            f"This market already has an operator ({existing.username}); sign in as an operator to invite "
+            "more people on the People page."
+        )
+    username = username.strip()
+    if not username:
+        raise InvalidInput("Give the operator a username, e.g. --username operator.")
+    try:
+        validate_password(password, User(username=username))
+    except ValidationError as error:
+        raise InvalidInput(f"Choose another password: {' '.join(error.messages)}") from None
+    organisation = organisation_create(name=organisation_name, is_silo=False, is_buyer=False)
+    operator = user_create(
+        username=username, password=password, organisation=organisation, is_operator=True
+    )
+    audit_record(action="operator.first_created", actor=operator, target=operator)
+    return operator
 
 
 # --- API tokens ---

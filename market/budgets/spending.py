@@ -136,12 +136,14 @@ def budget_charge(
     actor: User | None = None,
     parameters: LineParameters = None,
     described_as: str | None = None,
+    reason: str = "",
 ) -> None:
     """Charge what the spender spent (``costs``, default :meth:`Spender.privacy_costs`) on every silo it names,
     closing its reservation there (a spender may also be charged without one, as an upload is); BudgetExceeded,
     without writing, where the actual spend no longer fits. Charging a spender twice changes nothing.
 
-    ``described_as``: how a refusal names it (default "<kind> #<id>'s actual spend")."""
+    ``described_as``: how a refusal names it (default "<kind> #<id>'s actual spend"); ``reason``: why it is
+    charged, as the silo reads it on its ledger line."""
     key = spender_key(spender.spender_kind, spender.id)
     costs = dict(costs if costs is not None else spender.privacy_costs())
     what = described_as or f"{spender.spender_kind} #{spender.id}'s actual spend"
@@ -173,12 +175,13 @@ def budget_charge(
                 spender=key,
                 actor=actor,
                 parameters=_line_parameters(parameters, cost),
+                reason=reason,
             )
 
 
-def budget_release(*, spender: Spender) -> None:
+def budget_release(*, spender: Spender, reason: str = "") -> None:
     """Free the spender's open reservations (it ended without spending), found from its own ledger lines (its costs
-    are not asked again); nothing to release changes nothing."""
+    are not asked again); nothing to release changes nothing. ``reason``: why, as the silo reads it."""
     key = spender_key(spender.spender_kind, spender.id)
     with transaction.atomic():
         for budget in budgets_reserved_by(spender_kind=spender.spender_kind, spender_id=spender.id):
@@ -199,6 +202,7 @@ def budget_release(*, spender: Spender) -> None:
                 cost=cost,
                 spender=key,
                 parameters=entry.parameters,
+                reason=reason,
             )
 
 

@@ -7,7 +7,7 @@ which silo contributed what unless the federation publishes contributions.
 
 from market.commerce.models import Listing
 from market.jobs.models import GlobalModel
-from market.jobs.quality import PUBLISH_MARGIN, public_baselines, quality_verdict
+from market.jobs.quality import GATE_RULE, PUBLISH_MARGIN, public_baselines, quality_verdict
 from market.jobs.visibility import GlobalModelView, global_model_view, named_contributions
 
 HEADLINE_METRICS = ("accuracy", "balanced_accuracy", "macro_f1", "roc_auc")
@@ -39,12 +39,14 @@ def _headline(metrics: dict | None) -> dict:
 
 def metrics_comparison(global_model: GlobalModel, baselines: dict) -> dict:
     """The global model against its baselines on the same evaluation split (market.jobs.quality.
-    public_baselines): the majority-class guess, the best single silo and the average silo, naming no silo."""
+    public_baselines): the majority-class guess, the best single silo and the average silo, naming no silo, and
+    what the operator has without the silos (``operator_only``; None for a model saved before it was measured)."""
     return {
         "global": _headline(global_model.metrics),
         "majority_class": baselines["majority_class"],
         "best_single_silo": baselines["best_single_silo"],
         "average_silo": baselines["average_silo"],
+        "operator_only": baselines.get("operator_only"),
         "n_silos": baselines["n_silos"],
     }
 
@@ -89,6 +91,8 @@ def reproducibility_record(view: GlobalModelView) -> dict:
         "kind": job.kind,
         "seed": job.seed,
         "parameters": job.parameters,
+        # Issue 38: how many pre-flight estimates the operator read before choosing this job's parameters.
+        "estimates_before_launch": job.estimates_before_launch,
         "public_data_sha256": job.public_dataset.content_sha256,
         "lineage": view.lineage,
         "files_sha256": {
@@ -150,10 +154,10 @@ def model_card(listing: Listing) -> dict:
 
 
 def quality_section(listing: Listing, *, baselines: dict) -> dict:
-    """The card's quality statement: the publish gate's numbers, the operator's override and plain warnings for
-    buyers (``warnings``, sentences): the gate's failure with its numbers, in balanced accuracy and accuracy (an
-    overridden model, or one listed before the gate existed), and every baseline silo that did better than the model
-    in either."""
+    """The card's quality statement: the publish gate's numbers and rule, the operator's override, plain warnings
+    for buyers (``warnings``, sentences): the gate's failure with its numbers, in balanced accuracy and accuracy
+    (an overridden model, or one listed before the gate existed), and every baseline that did better than the
+    model in either; and ``comparisons``: whether the model beats each baseline, by how much, with the interval."""
     verdict = quality_verdict(listing.global_model, baselines=baselines)
     failure = verdict.gate_failure()
     warnings = []
@@ -173,8 +177,11 @@ def quality_section(listing: Listing, *, baselines: dict) -> dict:
             if verdict.accuracy is None or verdict.majority_accuracy is None
             else verdict.accuracy - verdict.majority_accuracy,
             "beats_majority_accuracy": verdict.beats_majority_accuracy,
+            "below_operator_only": list(verdict.below_operator_only),
             "failure": failure,
+            "rule": GATE_RULE,
         },
         "override_reason": listing.publish_override_reason or None,
         "warnings": warnings + verdict.silo_warnings(),
+        "comparisons": verdict.comparison_statements(),
     }

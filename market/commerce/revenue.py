@@ -22,6 +22,9 @@ The policies (``Federation.revenue_split``):
 - ``agreement`` likewise applies only where a silo may see its own contribution weight (``shares_released``: not at
   L1 unless the federation publishes contributions); elsewhere the sale is split ``equal`` and the entries say why;
 - ``equal``: every silo that took part (every organisation in the contribution weights) the same.
+
+Under every policy, a model whose contribution weights are all 0 used no silo's upload (``vote: auto`` chose the
+model fitted on the operator's rows alone, issue 39): no silo is paid and the market keeps the price.
 """
 
 from dataclasses import dataclass
@@ -30,6 +33,8 @@ from fractions import Fraction
 from math import floor
 
 AGREEMENT, VALUE, EQUAL = "agreement", "value", "equal"
+#: Why no silo is paid for a model whose every contribution weight is 0 (it used no silo's upload).
+NO_SILO_USED = "the global model used no silo's upload: every contribution weight is 0"
 VALUE_MEASURE = "balanced_accuracy"
 
 
@@ -60,6 +65,9 @@ def split_basis(
     (market.jobs.visibility's ``silo_value_visible`` / ``silo_share_visible``)."""
     reason = ""
     applied = policy
+    if contribution_weights and not any(weight > 0 for weight in contribution_weights.values()):
+        # every weight 0: the global model used no silo's upload (vote auto chose the operator's rows alone)
+        return SplitBasis(policy=policy, applied=policy, reason=NO_SILO_USED, weights={}, notes={})
     if policy == VALUE:
         silos = (contribution_values or {}).get("silos") or {}
         values = {

@@ -10,6 +10,7 @@ from market.accounts.models import Organisation, User
 from market.commerce.catalog_cache import catalog_cached
 from market.commerce.models import (
     CreditRequest,
+    CreditRequestStatus,
     Entitlement,
     Listing,
     ListingStatus,
@@ -279,3 +280,10 @@ def earnings_organisation(*, user: User, organisation_id: int | None = None) -> 
 def credit_requests_of(*, organisation: Organisation) -> QuerySet[CreditRequest]:
     """An organisation's requests for credits, newest first."""
     return CreditRequest.objects.filter(organisation=organisation).order_by("-created_at", "-id")
+
+
+def credit_requests_waiting_count(*, user: User) -> int:
+    """Operators: how many buyers' credit requests wait for approval (the overview lists what waits for them)."""
+    if not user.is_operator:
+        raise PermissionDenied("Only market operators can see the credit requests waiting.")
+    return CreditRequest.objects.filter(status=CreditRequestStatus.PENDING).count()

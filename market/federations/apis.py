@@ -10,6 +10,7 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from market.errors import InvalidInput
 from market.federations.membership import (
     federation_join,
     join_request_admit,
@@ -30,6 +31,7 @@ from market.federations.selectors import (
     join_request_list,
     member_list,
     public_dataset_current,
+    require_operator,
 )
 from market.federations.services import (
     evaluation_split_upload,
@@ -181,8 +183,15 @@ class FederationDetailApi(APIView):
         """Operators: change the name, description, membership policy or revenue split policy (later sales); the
         slug stays."""
         federation = federation_get(slug=slug, user=request.user)
+        require_operator(request.user, "edit federations")
         given = FederationEditInput(data=request.data)
         given.is_valid(raise_exception=True)
+        fixed = sorted(set(request.data) - set(FederationEditInput().fields))
+        if fixed:  # never a silent 200 for a change that was not made
+            raise InvalidInput(
+                f"{', '.join(repr(name) for name in fixed)} cannot be changed once a federation exists; a PATCH "
+                f"may change only {', '.join(FederationEditInput().fields)}."
+            )
         federation_update(
             federation=federation, user=request.user, request=request, **given.validated_data
         )

@@ -1,4 +1,4 @@
-from django.db.models import Case, Exists, OuterRef, QuerySet, When
+from django.db.models import Case, Count, Exists, OuterRef, QuerySet, When
 
 from market.accounts.models import User
 from market.errors import NotFound, PermissionDenied
@@ -64,6 +64,22 @@ def join_request_list(*, federation: Federation, user: User) -> QuerySet[JoinReq
     return federation.join_requests.select_related(
         "organisation", "requested_by", "federation"
     ).order_by(waiting_first, "-created_at", "-id")
+
+
+def join_requests_waiting(*, user: User) -> list[dict]:
+    """Operators: the federations with join requests waiting for a decision, ``{"federation", "count"}`` each, the
+    most waiting first (the overview lists what waits for the operator)."""
+    require_operator(user, "see join requests")
+    waiting = (
+        JoinRequest.objects.filter(status=JoinRequestStatus.PENDING)
+        .values("federation__slug", "federation__name")
+        .annotate(count=Count("id"))
+        .order_by("-count", "federation__name")
+    )
+    return [
+        {"slug": row["federation__slug"], "name": row["federation__name"], "count": row["count"]}
+        for row in waiting
+    ]
 
 
 def join_request_latest_refusal(*, federation: Federation, user: User) -> JoinRequest | None:

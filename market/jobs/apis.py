@@ -22,7 +22,7 @@ from market.jobs.preflight import (
 )
 from market.jobs.quality import launcher_statements
 from market.jobs.selectors import global_model_get, job_get, job_list, job_log_lines, job_progress
-from market.jobs.services import job_cancel, job_create_once
+from market.jobs.services import MAX_LAUNCH_REASON, EstimateOverride, job_cancel, job_create_once
 from market.jobs.visibility import global_model_view
 from market.json_input import CheckedJSONField
 
@@ -39,6 +39,22 @@ class JobKindField(serializers.ChoiceField):
         return super().to_internal_value(data)
 
 
+class EstimateOverrideInput(serializers.Serializer):
+    """``launch_despite_estimate``: the operator's answer to a pre-flight estimate that expects the model to fail the
+    publish gate (market.jobs.services.EstimateOverride)."""
+
+    estimate = serializers.IntegerField(
+        min_value=1, help_text="The id of this request's latest pre-flight estimate."
+    )
+    reason = serializers.CharField(
+        max_length=MAX_LAUNCH_REASON,
+        help_text="Why the job is launched anyway, in words: kept on the job, shown on its page and audited.",
+    )
+
+    def validate(self, attrs) -> EstimateOverride:
+        return EstimateOverride(estimate_id=attrs["estimate"], reason=attrs["reason"])
+
+
 class JobInput(serializers.Serializer):
     kind = JobKindField()
     privacy_level = serializers.ChoiceField(PrivacyLevel.choices)
@@ -53,6 +69,23 @@ class JobInput(serializers.Serializer):
         default="all", help_text='"all" valid submissions, or a list of ids.'
     )
     seed = serializers.IntegerField(required=False, allow_null=True, default=None)
+    acknowledge_failed_estimate = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=1,
+        help_text="The id of this request's failed pre-flight estimate, once you have read why it failed: without "
+        "it such a launch is refused (400) with the estimate's reason.",
+    )
+    launch_despite_estimate = EstimateOverrideInput(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text='{"estimate": <id>, "reason": "<why>"}: where this request\'s latest pre-flight estimate expects '
+        "its model to fail the publish gate, the launch is refused (400) with the gate's sentence and what to "
+        "change until it names that estimate and says why it is launched anyway; the reason is kept on the job "
+        "(launched_despite_estimate), shown on its page and written to the audit log.",
+    )
 
 
 class JobOutput(serializers.Serializer):
@@ -69,6 +102,13 @@ class JobOutput(serializers.Serializer):
     failure_reason = serializers.CharField()
     cancel_requested = serializers.BooleanField()
     privacy_bound = serializers.DictField(allow_null=True)
+    estimates_before_launch = serializers.IntegerField(
+        help_text="Pre-flight estimates asked in the federation since its previous job, before this one was launched."
+    )
+    launched_despite_estimate = serializers.SerializerMethodField(
+        help_text='{"estimate": <id>, "reason": "..."} when the operator launched this job although its pre-flight '
+        "estimate expected the model to fail the publish gate; else null."
+    )
     attempts = serializers.IntegerField()
     requested_by = serializers.CharField(source="requested_by.username")
     created_at = serializers.DateTimeField()
@@ -89,6 +129,11 @@ class JobOutput(serializers.Serializer):
     def get_log(self, job) -> list[dict]:
         return [{**line, "at": line["at"].isoformat()} for line in job_log_lines(job)]
 
+    def get_launched_despite_estimate(self, job) -> dict | None:
+        if not job.launch_reason:
+            return None
+        return {"estimate": job.launched_despite_estimate_id, "reason": job.launch_reason}
+
     def get_global_model(self, job) -> int | None:
         return getattr(getattr(job, "global_model", None), "id", None)
 
@@ -103,6 +148,8 @@ class JobOutput(serializers.Serializer):
 
 
 class JobEstimateInput(JobInput):
+    acknowledge_failed_estimate = None  # a launch's fields: an estimate launches nothing
+    launch_despite_estimate = None
     draws = serializers.IntegerField(
         required=False,
         allow_null=True,
@@ -127,7 +174,7 @@ class JobEstimateOutput(serializers.Serializer):
         allow_null=True,
         help_text='Once succeeded: "private" (mean, sd, min, max of accuracy and balanced_accuracy over the '
         'simulated draws), "draws", "reference" (the same fusion without noise; null at L2), "baselines" '
-        '(majority_class, best_single_silo, average_silo, n_silos), "n_members", "report_rows".',
+        '(majority_class, best_single_silo, average_silo, operator_only, n_silos), "n_members", "report_rows".',
     )
     statements = serializers.SerializerMethodField(
         help_text='Once succeeded: "passes_gate", "gate" (the sentence when the model would fail the publish gate) '
@@ -215,19 +262,23 @@ class GlobalModelOutput(serializers.Serializer):
     )
     contribution_rule = serializers.CharField()
     baselines = serializers.DictField(
-        help_text="majority_class, best_single_silo, average_silo (accuracy, "
-        "balanced_accuracy, macro_f1, roc_auc) and n_silos on the same "
+        help_text="majority_class, best_single_silo, average_silo, operator_only (what the operator has without "
+        "the silos: family, fit_rows, report_rows; null for models made before it) (accuracy, "
+        "balanced_accuracy, macro_f1, roc_auc) and n_silos, all on the report half of the "
         "evaluation split. The silo baselines follow the contributions rule: "
         "exact to operators (and to all where contributions are published), "
-        "else rounded to 0.01 from 4 silos on and below that null with "
-        "model_is_better (docs/market.md)."
+        "else null with model_is_better and the comparison's verdict only (docs/market.md). majority_class, best_single_silo and operator_only carry "
+        "'comparison': per metric the model's difference from it with a paired bootstrap's 95 % interval "
+        "(difference, low, high) and a verdict (beats, level, below); comparison_method says how."
     )
     fusion_choice = serializers.DictField(
         allow_null=True,
         help_text=(
             'FedKT "vote": "auto" only (else null): the fusion chosen ("chosen"), by which "criterion", on how many '
             'evaluation rows ("selection_rows"; the metrics are on the other "report_rows"), and every candidate\'s '
-            'selection-half scores ("candidates"; the stacked fusion\'s cross-fitted within that half).'
+            "selection-half scores (\"candidates\"; the stacked fusion's and the operator-only model's cross-fitted "
+            'within that half); "silos_added_nothing": when auto chose "operator_only" (the final model fitted on '
+            "the operator's evaluation rows alone), the sentence saying the silos added nothing, else null."
         ),
     )
     contribution_values = serializers.DictField(
@@ -253,7 +304,9 @@ class FederationJobListApi(APIView):
     )
     def post(self, request, slug):
         """Launch a job; a repeated Idempotency-Key with the same body returns the first job and reserves nothing
-        again (header Idempotent-Replayed)."""
+        again (header Idempotent-Replayed). Where the request's latest pre-flight estimate failed, or expects its
+        model to fail the publish gate, the launch is refused (400, the sentence naming the field to set) until it
+        answers that estimate: ``acknowledge_failed_estimate``, or ``launch_despite_estimate`` with a reason."""
         given = JobInput(data=request.data)
         given.is_valid(raise_exception=True)
         federation = federation_get(slug=slug, user=request.user)

@@ -18,13 +18,32 @@ def metrics_per_silo(
     (deleted) counts as a silo of its own."""
     grouped: dict[str, list[dict]] = {}
     for submission_id, metrics in (submission_metrics or {}).items():
-        if not metrics:
-            continue
-        key = organisation_of.get(int(submission_id))
-        grouped.setdefault(
-            str(key) if key is not None else f"submission-{submission_id}", []
-        ).append(metrics)
+        if metrics:
+            grouped.setdefault(silo_key(submission_id, organisation_of), []).append(metrics)
     return grouped
+
+
+def silo_key(submission_id, organisation_of: dict[int, int]) -> str:
+    """The silo a submission's metrics count for (:func:`metrics_per_silo`)."""
+    key = organisation_of.get(int(submission_id))
+    return str(key) if key is not None else f"submission-{submission_id}"
+
+
+def best_silo_submission(
+    best_silo: str, submission_metrics: dict, *, organisation_of: dict[int, int]
+) -> str:
+    """The submission whose metrics are the best single silo's (``best_silo``: its key): the silo's best one by
+    the order of workers.metrics.silo_baselines, the first of equals."""
+    from workers.metrics import silo_order
+
+    return max(
+        (
+            submission_id
+            for submission_id, metrics in submission_metrics.items()
+            if metrics and silo_key(submission_id, organisation_of) == best_silo
+        ),
+        key=lambda submission_id: silo_order(submission_metrics[submission_id]),
+    )
 
 
 def baselines_measure(
@@ -56,43 +75,44 @@ def global_model_baselines(global_model: GlobalModel) -> dict:
     )
 
 
-#: Fewest measured silos for which a viewer who may not see every silo is shown the best and average silo's scores
-#: (rounded): with three, a silo knows its own score and solves the average for the third one's exactly.
-SILO_SCORES_MIN_SILOS = 4
-#: Decimals of those scores (0..1): whole percentage points, so that the silos' scores cannot be solved for exactly.
-SILO_SCORE_DECIMALS = 2
 SILO_BASELINES = ("best_single_silo", "average_silo")
+#: Why a viewer who may not see every silo sees no silo baseline's score (issue 38 item 4).
+SILO_SCORES_WITHHELD = (
+    "Single silos' scores, and the best and average of them, are shown only to the federation's operators (and "
+    "to everyone where the federation publishes contributions): jobs over different sets of silos would let a "
+    "reader work out one silo's score from them, rounded or not. Only whether the model beats this baseline is "
+    "shown."
+)
 
 
-def _silo_baseline_restricted(baseline: dict, *, model_metrics: dict, n_silos: int) -> dict:
-    """A silo baseline as a viewer who may not see every silo sees it: rounded scores from
-    :data:`SILO_SCORES_MIN_SILOS` silos on; below, no score at all, only whether the model beats it."""
+def _silo_baseline_restricted(baseline: dict, *, model_metrics: dict) -> dict:
+    """A silo baseline as a viewer who may not see every silo sees it: no score, only whether the model beats it
+    (``model_is_better``, per metric, and the verdict of its paired comparison) and how it was measured."""
     scores = {
-        name: value for name, value in baseline.items() if name not in ("silo", "measured_with")
+        name: value
+        for name, value in baseline.items()
+        if name not in ("silo", "measured_with", "comparison")
     }
-    measured_with = (
-        {"measured_with": baseline["measured_with"]} if "measured_with" in baseline else {}
-    )
-    if n_silos >= SILO_SCORES_MIN_SILOS:
-        return {
-            **{
-                name: None if value is None else round(value, SILO_SCORE_DECIMALS)
-                for name, value in scores.items()
-            },
-            "rounded_to": 10**-SILO_SCORE_DECIMALS,
-            **measured_with,
-        }
+    comparison = baseline.get("comparison")
     return {
         **dict.fromkeys(scores),
+        **(
+            {
+                "comparison": {
+                    metric: {"verdict": measured["verdict"]}
+                    for metric, measured in comparison.items()
+                }
+            }
+            if comparison
+            else {}
+        ),
         "model_is_better": {
             name: model_metrics[name] > value
             for name, value in scores.items()
             if value is not None and model_metrics.get(name) is not None
         },
-        **measured_with,
-        "withheld": f"Single silos' scores are shown only where at least {SILO_SCORES_MIN_SILOS} silos are "
-        f"measured ({n_silos} here: each could work out the others' scores); only whether the model beats "
-        "this baseline is shown.",
+        **({"measured_with": baseline["measured_with"]} if "measured_with" in baseline else {}),
+        "withheld": SILO_SCORES_WITHHELD,
     }
 
 
@@ -100,10 +120,9 @@ def baselines_visible(
     global_model: GlobalModel, *, every_silo: bool, organisation_id: int | None
 ) -> dict:
     """The baselines as one viewer may see them (the rule of market.jobs.visibility). A viewer who may see every
-    silo sees them all, with the best silo's organisation. Anyone else sees the majority-class guess, and the best
-    single and average silo's scores rounded to :data:`SILO_SCORE_DECIMALS` decimals where at least
-    :data:`SILO_SCORES_MIN_SILOS` silos were measured, else only whether the model beats them; the best silo's
-    organisation only when it is the viewer's own."""
+    silo sees them all, with the best silo's organisation. Anyone else sees the majority-class guess and the
+    operator-only model, and of the best single and average silo only whether the model beats them
+    (:data:`SILO_SCORES_WITHHELD`); the best silo's organisation only when it is the viewer's own."""
     from market.accounts.models import Organisation
 
     baselines = global_model_baselines(global_model)
@@ -111,12 +130,11 @@ def baselines_visible(
     key = (best or {}).get("silo")
     own = organisation_id is not None and key == str(organisation_id)
     if not every_silo:
-        n_silos = baselines.get("n_silos") or 0
         baselines = {
             **baselines,
             **{
                 name: _silo_baseline_restricted(
-                    baselines[name], model_metrics=global_model.metrics or {}, n_silos=n_silos
+                    baselines[name], model_metrics=global_model.metrics or {}
                 )
                 for name in SILO_BASELINES
                 if baselines.get(name) is not None

@@ -59,6 +59,25 @@ class Job(models.Model):
         blank=True,
         help_text="L1: the data-independent bound reserved for every participating silo.",
     )
+    estimates_before_launch = models.PositiveIntegerField(
+        default=0,
+        help_text="Pre-flight estimates asked in the federation since its previous job was launched, up to this "
+        "one's launch (issue 38): how many estimates the choice of this job's parameters could have read.",
+    )
+    launched_despite_estimate = models.ForeignKey(
+        "JobEstimate",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The pre-flight estimate of this request that expected its model to fail the publish gate, "
+        "which the operator launched it despite (issue 43); null for every other job.",
+    )
+    launch_reason = models.TextField(
+        blank=True,
+        help_text="Why the operator launched despite that estimate, as written at launch (audited as "
+        "job.launched_despite_estimate).",
+    )
     worker = models.CharField(
         max_length=200, blank=True, help_text="Host and process id of the worker holding the lease."
     )
@@ -77,6 +96,12 @@ class Job(models.Model):
         help_text="L1: storage name of the noisy vote counts, once drawn (reused on retry).",
     )
     noise_drawn_at = models.DateTimeField(null=True, blank=True)
+    released_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="The release step (issue 45): when something derived from the votes first left the worker (the "
+        "fusion's report lines, then the global model). An L1 job that ends before it is charged nothing.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -12,7 +12,9 @@ What is stored on the job is the validated dictionary with every default filled 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import math
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from django.conf import settings
@@ -54,6 +56,16 @@ def job_kind_choices() -> list[tuple[str, str]]:
     from workers.algorithms import kind_choices  # on use, as in _algorithms
 
     return kind_choices()
+
+
+def job_kind_default() -> str:
+    """The kind a page or a form that names none starts from: the first registered one (the launcher's first)."""
+    return job_kind_choices()[0][0]
+
+
+def job_kind_priced_default() -> str:
+    """The kind a privacy price that names none is for: the first registered kind that adds server noise at L1."""
+    return next(name for name, _ in job_kind_choices() if job_kind_get(name).accepts_noise)
 
 
 def job_kind_refusal(kind: object) -> str:
@@ -123,23 +135,26 @@ def _privacy(
         raise _invalid(error) from error
 
 
-#: The budgets an L1 job is calibrated to: given the votes one submission moves, each chosen silo's
-#: :class:`workers.privacy.costs.BudgetView` (its limit, δ, committed costs and the votes its data moves).
-MemberBudgets = Callable[[int], Sequence["BudgetView"]]
+#: The most noise a calibrated GNMax job may add, in proportion to the most votes a query holds: at σ = 5 × the
+#: votes even a unanimous two-class query is answered wrongly with probability Φ(−1/(5√2)) ≈ 0.44, a label little
+#: better than a coin, so a job that would need more is refused rather than spending budget on a model of noise.
+MAX_GNMAX_NOISE_RATIO = 5.0
 
 
-def _budget_views(
-    *, federation: Federation, vote_shift: int, member_budgets: MemberBudgets | None
-) -> list:
-    """A new member's share of the default limit, and every chosen silo's remaining budget when known."""
+def _budget_views(*, federation: Federation, vote_shift: int) -> list[BudgetView]:
+    """What an L1 job is calibrated to: a new member's share of the federation's default limit, which every member
+    may read. Never the chosen silos' remaining budgets: a σ or a query count fitted to them would tell every
+    reader of the job (its API, its card) another silo's remainder; the reservation refuses a job a silo cannot
+    afford, naming to a non-operator only its own silo."""
     from workers.privacy.costs import BudgetView
 
-    new_member = BudgetView(
-        epsilon_limit=float(federation.default_epsilon_limit) * L1_DEFAULT_SHARE_OF_LIMIT,
-        delta=float(federation.default_delta),
-        vote_shift=vote_shift,
-    )
-    return [new_member, *(member_budgets(vote_shift) if member_budgets else ())]
+    return [
+        BudgetView(
+            epsilon_limit=float(federation.default_epsilon_limit) * L1_DEFAULT_SHARE_OF_LIMIT,
+            delta=float(federation.default_delta),
+            vote_shift=vote_shift,
+        )
+    ]
 
 
 def _l1_default_query(
@@ -150,12 +165,10 @@ def _l1_default_query(
     federation: Federation,
     n_public: int,
     most_votes: int,
-    member_budgets: MemberBudgets | None = None,
 ) -> dict:
-    """The most rows (at most all of them) whose data-independent ε fits the share of a new member's limit and,
-    where ``member_budgets`` gives them and they leave room for the fewest rows a model trains on, every chosen
-    silo's remaining budget: ``validated`` querying them (:func:`workers.algorithms.schema.with_query_count`)."""
-    from workers.algorithms.schema import MIN_TRAINING_ROWS, with_query_count
+    """The most rows (at most all of them) whose data-independent ε fits the share of a new member's limit:
+    ``validated`` querying them (:func:`workers.algorithms.schema.with_query_count`)."""
+    from workers.algorithms.schema import with_query_count
     from workers.privacy.costs import calibrate_queries
 
     privacy = _privacy(given_privacy, federation=federation, n_queries=0, most_votes=most_votes)
@@ -163,19 +176,12 @@ def _l1_default_query(
     # A weighted vote moves s × W votes per submission: the default query must fit at that cost (never under-charge).
     vote_shift = algorithm.votes_per_submission(validated)
 
-    def most_rows(budgets) -> int:
-        return calibrate_queries(
-            _budget_views(federation=federation, vote_shift=vote_shift, member_budgets=budgets),
-            privacy=privacy,
-            price=lambda at, shift: algorithm.l1_cost(validated, privacy=at, vote_shift=shift),
-            max_queries=n_public,
-        )
-
-    count = most_rows(member_budgets)
-    if member_budgets is not None and count < MIN_TRAINING_ROWS:
-        # Too little left to train a model: the new member's share stands, and the reservation refuses the job
-        # naming the silos short of budget (rather than a query too small to train on).
-        count = most_rows(None)
+    count = calibrate_queries(
+        _budget_views(federation=federation, vote_shift=vote_shift),
+        privacy=privacy,
+        price=lambda at, shift: algorithm.l1_cost(validated, privacy=at, vote_shift=shift),
+        max_queries=n_public,
+    )
     return with_query_count(validated, max(1, count))
 
 
@@ -194,6 +200,12 @@ def _most_votes(
     return voters * job_kind_get(kind).votes_per_submission(validated)
 
 
+def _rounded_up(value: float) -> float:
+    """``value`` rounded up to three significant digits, so that a number a refusal names is itself accepted."""
+    scale = 10.0 ** (math.floor(math.log10(value)) - 2)
+    return math.ceil(value / scale - 1e-9) * scale
+
+
 def _gnmax_default(
     *,
     kind: str,
@@ -202,26 +214,23 @@ def _gnmax_default(
     most_queries: int,
     n_queries: int | None,
     most_votes: int,
-    member_budgets: MemberBudgets | None,
     confident: Mapping | None = None,
 ) -> tuple[float, int]:
     """σ and the number of queries of a Gaussian L1 job that names no σ: :func:`workers.privacy.costs.calibrate_gnmax`
     (σ in proportion to the most votes a query holds, then the most queries that fit) when it names no query,
     else the least σ that fits its ``n_queries``; at most ``most_queries`` rows (the federation's default query,
-    else every public row). Fits a new member's share of the default limit and every
-    chosen silo's remaining budget; where nothing fits, the noise of the ratio at the fewest rows (the budgets
-    then refuse the job, naming the silos short of budget). ``confident``: a Confident-GNMax job's resolved threshold
-    and sigma_threshold (held fixed; σ is its answers' σ₂)."""
+    else every public row). Fits a new member's share of the default limit (:func:`_budget_views`). Where nothing
+    fits at σ ≤ :data:`MAX_GNMAX_NOISE_RATIO` × the votes (a model of pure noise), InvalidInput saying what would
+    fit: never the ratio's σ anyway. ``confident``: a Confident-GNMax job's resolved threshold and sigma_threshold
+    (held fixed; σ is its answers' σ₂)."""
     from workers.algorithms.schema import MIN_TRAINING_ROWS
     from workers.privacy.costs import calibrate_gnmax, calibrate_noise
 
     algorithm = job_kind_get(kind)
     per_submission = algorithm.votes_per_submission(validated)
-    views = _budget_views(
-        federation=federation, vote_shift=per_submission, member_budgets=member_budgets
-    )
+    views = _budget_views(federation=federation, vote_shift=per_submission)
     delta = float(federation.default_delta)
-    sigma = DEFAULT_GNMAX_NOISE_RATIO * most_votes
+    most_sigma = MAX_GNMAX_NOISE_RATIO * most_votes
 
     def price(at, shift):
         return algorithm.l1_cost(validated, privacy=at, vote_shift=shift)
@@ -234,7 +243,14 @@ def _gnmax_default(
             **(confident or {}),
         )
         calibrated = calibrate_noise(views, privacy=privacy, price=price)
-        return (calibrated if calibrated is not None else max(sigma, 1e6)), n_queries
+        if calibrated is None or calibrated > most_sigma:
+            raise _nothing_fits(
+                views,
+                privacy=replace(privacy, sigma=most_sigma),
+                price=price,
+                most_votes=most_votes,
+            )
+        return calibrated, n_queries
     solved = calibrate_gnmax(
         views,
         total_votes=most_votes,
@@ -245,9 +261,43 @@ def _gnmax_default(
         max_queries=most_queries,
         confident=confident,
     )
-    if solved is None:
-        return sigma, min(MIN_TRAINING_ROWS, most_queries)
+    if solved is None or solved["sigma"] > most_sigma:
+        fewest = PrivacySettings(
+            mechanism="gaussian" if confident is None else "confident_gnmax",
+            sigma=most_sigma,
+            delta=delta,
+            n_queries=min(MIN_TRAINING_ROWS, most_queries),
+            **(confident or {}),
+        )
+        raise _nothing_fits(views, privacy=fewest, price=price, most_votes=most_votes)
     return solved["sigma"], solved["n_queries"]
+
+
+def _nothing_fits(views, *, privacy: PrivacySettings, price, most_votes: int) -> InvalidInput:
+    """The refusal of a calibrated GNMax job that does not fit a new member's share even at the most noise a model
+    can learn from (``privacy.sigma``): a Confident-GNMax job whose checks are what does not fit is told the
+    ``sigma_threshold`` that would fit; any other, the share and the fewest rows a model trains on."""
+    from workers.privacy.costs import calibrate_check_noise
+
+    share = views[0].epsilon_limit
+    where = (
+        f"a new member's share of this federation's default limit (ε {share:g}, party-level, δ = "
+        f"{views[0].delta:g}) does not cover {privacy.n_queries} queried public rows even at σ = "
+        f"{privacy.sigma:g} votes ({MAX_GNMAX_NOISE_RATIO:g} × the {most_votes} votes a query holds; more noise "
+        "would leave a model of pure noise)"
+    )
+    if privacy.mechanism == "confident_gnmax":
+        check = calibrate_check_noise(views, privacy=privacy, price=price)
+        if check is not None:
+            return InvalidInput(
+                f"This Confident-GNMax job names no σ and its checks do not fit: {where}. Name a "
+                f'"sigma_threshold" of at least {_rounded_up(check):g} votes (or a σ and a query yourself), '
+                "or ask an operator for a larger default limit."
+            )
+    return InvalidInput(
+        f"This L1 job names no σ and no calibrated noise fits: {where}. Name a σ and a query yourself, or ask an "
+        "operator for a larger default limit."
+    )
 
 
 def _confident(given_privacy: Mapping, *, mechanism: str, most_votes: int) -> dict | None:
@@ -268,12 +318,11 @@ def job_parameters_validate(
     federation: Federation,
     n_public: int,
     n_submissions: int | None = None,
-    member_budgets: MemberBudgets | None = None,
 ) -> dict:
     """The job's parameters with defaults filled in, or InvalidInput naming the first problem.
 
     An L1 job that names no mechanism (or names "gaussian" without σ) gets GNMax calibrated to fit a new member's
-    share of the default limit and, where ``member_budgets`` gives them, the chosen silos' remaining budgets;
+    share of the default limit (never the chosen silos' remaining budgets: see :func:`_budget_views`);
     ``n_submissions`` (default: the federation's members) sets the most votes a query holds, which σ follows."""
     if parameters is not None and not isinstance(parameters, Mapping):
         raise InvalidInput(
@@ -346,7 +395,6 @@ def job_parameters_validate(
             most_queries=query_rows(validated, n_public=n_public),
             n_queries=query_rows(validated, n_public=n_public) if query_given else None,
             most_votes=most_votes,
-            member_budgets=member_budgets,
             confident=_confident(given_privacy, mechanism=mechanism, most_votes=most_votes),
         )
         if not query_given and count < query_rows(validated, n_public=n_public):
@@ -359,7 +407,6 @@ def job_parameters_validate(
             federation=federation,
             n_public=n_public,
             most_votes=most_votes,
-            member_budgets=member_budgets,
         )
         if query_rows(validated, n_public=n_public) > query_rows(fitting, n_public=n_public):
             validated = fitting
@@ -412,3 +459,23 @@ def job_parameter_defaults(
         federation=federation,
         n_public=n_public,
     )
+
+
+def job_learns_from_evaluation(
+    *, kind: str, federation: Federation, privacy_level: str, parameters: Mapping | None
+) -> bool:
+    """Whether a job of ``kind`` with these (unvalidated) ``parameters`` at ``privacy_level`` may learn from the
+    fit half of the federation's evaluation split, the operator's own rows (the kind's ``reads_evaluation`` of the
+    settings it would store; False where they do not validate)."""
+    algorithm = job_kind_get(kind)
+    try:
+        settings = algorithm.validate(
+            algorithm.level_defaults(
+                dict(parameters or {}),
+                privacy_level=privacy_level,
+                evaluation_class_counts=_evaluation_class_counts(federation),
+            )
+        )
+    except ValueError:
+        return False
+    return algorithm.reads_evaluation(settings)

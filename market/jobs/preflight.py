@@ -7,26 +7,36 @@ worker (:mod:`workers.runner.preflight`). The same request again, while its esti
 it succeeded, reads that estimate instead of starting another (a reloaded form, a script that retries). Only
 operators may ask for or read an estimate (:func:`market.jobs.visibility.estimate_visible`); anyone else is told
 so, and nothing of it reaches silos or buyers.
+
+Estimates are work for the workers (each draw is a fusion): a new estimate takes one of the operator's
+``ONEFOLD_ESTIMATES_PER_HOUR`` in the federation and its draws from the federation's
+``ONEFOLD_ESTIMATE_DRAWS_PER_HOUR``, both or neither (market.rate_limit); past either it is refused with
+429, Retry-After and a sentence, and nothing is stored. Reading an estimate again (the same request) takes nothing.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.conf import settings
+from django.core.cache import cache
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from market.accounts.models import User
-from market.errors import InvalidInput, NotFound, PermissionDenied
+from market.errors import InvalidInput, NotFound, PermissionDenied, RateLimited
 from market.federations.models import Federation, PrivacyLevel
 from market.jobs.models import EstimateStatus, JobEstimate, JobEstimateOutbox
 from market.jobs.services import job_request_check
 from market.jobs.visibility import estimate_visible
 from market.outbox import outbox_add
+from market.rate_limit import Rate, rates_take
 
 #: Simulated draws of an L1 job's noise when the request does not say, and the most it may ask for.
 DEFAULT_DRAWS, MAX_DRAWS = 5, 10
@@ -115,6 +125,7 @@ def job_estimate_create(
         earlier = _reusable(federation=federation, request_sha256=request_sha256)
         if earlier is not None:
             return EstimateCreation(estimate=earlier, replayed=True)
+        _estimate_rates_take(federation=federation, requested_by=requested_by, n_draws=n_draws)
         estimate = JobEstimate.objects.create(
             federation=federation,
             kind=kind,
@@ -131,6 +142,35 @@ def job_estimate_create(
         )
         outbox_add(JobEstimateOutbox(estimate=estimate))
     return EstimateCreation(estimate=estimate, replayed=False)
+
+
+def _estimate_rates_take(*, federation: Federation, requested_by: User, n_draws: int) -> None:
+    """Take one of the operator's estimates in the federation and ``n_draws`` of the federation's draws this hour,
+    or raise RateLimited saying when to ask again (nothing taken)."""
+    per_hour = settings.ONEFOLD_ESTIMATES_PER_HOUR
+    draws_per_hour = settings.ONEFOLD_ESTIMATE_DRAWS_PER_HOUR
+    rates = [
+        Rate(
+            key=f"job-estimates:federation-{federation.id}:user-{requested_by.id}",
+            count=per_hour,
+            period_seconds=3600,
+        ),
+        Rate(
+            key=f"job-estimate-draws:federation-{federation.id}",
+            count=draws_per_hour,
+            period_seconds=3600,
+            weight=n_draws,
+        ),
+    ]
+    wait = rates_take(cache=cache, rates=rates, now=time.time())
+    if wait > 0:
+        seconds = math.ceil(wait)
+        raise RateLimited(
+            f"Too many pre-flight estimates: at most {per_hour} an hour per operator in a federation, and "
+            f"{draws_per_hour} simulated draws an hour for all of the federation's estimates. Ask again in "
+            f"{seconds} s, or with fewer draws.",
+            retry_after=seconds,
+        )
 
 
 def _reusable(*, federation: Federation, request_sha256: str) -> JobEstimate | None:

@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 
 from market.budgets.selectors import price_quote_visible
 from market.federations.selectors import federation_get, federation_require_member
-from market.jobs.parameters import job_kind_get
+from market.jobs.parameters import job_kind_get, job_kind_priced_default
 from market.jobs.pricing import job_price_calibration, job_price_quote
 from market.jobs.privacy_costs import submission_silos
 
@@ -50,7 +50,8 @@ class PriceInput(serializers.Serializer):
         "votes); every member once when both lists are left out.",
     )
     kind = serializers.CharField(
-        default="fedkt", help_text="The job kind priced: one that adds server noise at L1."
+        default=job_kind_priced_default,
+        help_text="The job kind priced: one that adds server noise at L1 (default: the first such kind).",
     )
     parameters = serializers.DictField(
         required=False,

@@ -13,7 +13,7 @@ from market.errors import InvalidInput
 from market.federations.models import Federation, PrivacyLevel
 from market.federations.selectors import public_dataset_current
 from market.jobs.parameters import job_parameters_validate
-from market.jobs.privacy_costs import budget_calibrate, budget_price_job, member_budget_views
+from market.jobs.privacy_costs import budget_calibrate, budget_price_job
 from workers.algorithms.schema import names_query, with_query_count
 
 
@@ -47,7 +47,6 @@ def job_parameters_priced(
         federation=federation,
         n_public=public_dataset_current(federation=federation).n_rows,
         n_submissions=len(organisations) or None,
-        member_budgets=member_budget_views(federation=federation, organisations=organisations),
     )
 
 

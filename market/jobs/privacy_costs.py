@@ -19,7 +19,7 @@ from market.federations.models import Federation
 from market.jobs.parameters import job_kind_get
 from market.submissions.models import Submission
 from workers.privacy.accounting import party_vote_shifts
-from workers.privacy.costs import BudgetView, PrivacyCost, calibrate_noise, calibrate_queries
+from workers.privacy.costs import PrivacyCost, calibrate_noise, calibrate_queries
 from workers.privacy.settings import PrivacySettings
 
 
@@ -98,20 +98,6 @@ def silo_vote_shifts(*, organisations, votes_per_submission: int) -> dict[int, i
         )
     except ValueError as error:
         raise InvalidInput(f"The job's parameters are not valid: {error}") from error
-
-
-def member_budget_views(*, federation: Federation, organisations):
-    """What an L1 job is calibrated to (:data:`market.jobs.parameters.MemberBudgets`): given the votes one
-    submission moves, each listed silo's limit, δ, committed costs and the votes its submissions move
-    (``organisations``: the silo of each submission the job uses, as for :func:`budget_price_job`)."""
-
-    def views(votes_per_submission: int) -> list[BudgetView]:
-        shifts = silo_vote_shifts(
-            organisations=organisations, votes_per_submission=votes_per_submission
-        )
-        return budget_calibration_views(federation=federation, vote_shifts=shifts)
-
-    return views
 
 
 def budget_price_job(

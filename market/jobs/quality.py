@@ -1,11 +1,14 @@
 """The publish gate and the card's plain warnings: a global model against its baselines (market.jobs.baselines).
 
 A model is published only if its balanced accuracy beats the majority-class guess by at least
-``PUBLISH_MARGIN`` (in points of balanced accuracy) and its accuracy is above the guess's, unless an operator
-overrides with a written reason; a model no more accurate than the guess is flagged in the catalog too. Being
-below the best single silo or the average silo (in accuracy or balanced accuracy) does not stop publishing; the
-launcher (from a pre-flight estimate or a previous job), the job page and the card say so first. This module owns
-every such sentence, for global models and for pre-flight estimates (market.jobs.preflight) alike.
+``PUBLISH_MARGIN`` (in points of balanced accuracy), its accuracy is above the guess's, and it is above the
+operator-only model (what the operator has without the silos, issue 39) in accuracy and in balanced accuracy,
+unless an operator overrides with a written reason; a model no more accurate than the guess, or below the best
+single silo, is flagged in the catalog too. Being below the best single silo or the average silo does not stop
+publishing; the launcher (from a pre-flight estimate or a previous job), the job page and the card say so first.
+The card also says which baselines the model beats and by how much, with the paired bootstrap's interval
+(workers.metrics.paired_difference): a difference inside it is called level, not a win. This module owns every
+such sentence, for global models and for pre-flight estimates (market.jobs.preflight) alike.
 """
 
 from __future__ import annotations
@@ -17,9 +20,21 @@ from market.jobs.baselines import baselines_visible, global_model_baselines
 from market.jobs.models import GlobalModel
 
 PUBLISH_MARGIN = 0.05  # balanced accuracy, 0..1: five percentage points
+#: The publish gate in one sentence, as the card and the publish form state it.
+GATE_RULE = (
+    f"To be published without an operator's override, a model must beat the majority-class guess by "
+    f"{100 * PUBLISH_MARGIN:.0f} points of balanced accuracy, be more accurate than it, and be above the "
+    "operator's own rows alone (the model the market fits on the evaluation split's other half, which costs no "
+    "silo anything) in accuracy and in balanced accuracy."
+)
 SILO_BASELINES = (
     ("best_single_silo", "the best single silo"),
     ("average_silo", "the average silo"),
+)
+#: Every baseline a model is warned about being below: the silos', and what the operator has without them (issue 39).
+COMPARED_BASELINES = (
+    *SILO_BASELINES,
+    ("operator_only", "the operator's own rows alone (a model of no silo's data)"),
 )
 METRIC_NAMES = {"accuracy": "accuracy", "balanced_accuracy": "balanced accuracy"}
 
@@ -42,8 +57,10 @@ class QualityVerdict:
 
     ``subject`` names the model in the sentences ("Global model #7", or an estimate's "The expected private
     model"); ``majority_class``, ``best_single_silo`` and ``average_silo`` are balanced accuracies and the
-    ``*_accuracy`` fields accuracies. ``below_withheld``: ``(baseline, metric)`` pairs of silo baselines shown
-    without scores that beat the model in that metric."""
+    ``*_accuracy`` fields accuracies; ``operator_only_rows`` the rows the operator-only model was fitted on.
+    ``below_withheld``: ``(baseline, metric)`` pairs of silo baselines shown without scores that beat the model in
+    that metric; ``comparisons``: ``(baseline, comparison)`` pairs, each baseline's paired comparison with the
+    model as the viewer may see it (workers.metrics.paired_difference)."""
 
     subject: str
     balanced_accuracy: float | None
@@ -55,7 +72,11 @@ class QualityVerdict:
     majority_accuracy: float | None = None
     best_single_silo_accuracy: float | None = None
     average_silo_accuracy: float | None = None
+    operator_only: float | None = None
+    operator_only_accuracy: float | None = None
+    operator_only_rows: int | None = None
     below_withheld: tuple[tuple[str, str], ...] = ()
+    comparisons: tuple[tuple[str, dict], ...] = ()
 
     @property
     def margin_over_majority(self) -> float | None:
@@ -72,12 +93,26 @@ class QualityVerdict:
         return round(self.accuracy - self.majority_accuracy, 9) > 0
 
     @property
+    def below_operator_only(self) -> tuple[str, ...]:
+        """The metrics in which the model is not above the operator-only model (none where that is unknown)."""
+        model = {"accuracy": self.accuracy, "balanced_accuracy": self.balanced_accuracy}
+        free = {"accuracy": self.operator_only_accuracy, "balanced_accuracy": self.operator_only}
+        return tuple(
+            metric
+            for metric in ("accuracy", "balanced_accuracy")
+            if model[metric] is not None
+            and free[metric] is not None
+            and round(model[metric] - free[metric], 9) <= 0
+        )
+
+    @property
     def passes_gate(self) -> bool:
         margin = self.margin_over_majority
         return (
             margin is not None
             and round(margin, 9) >= PUBLISH_MARGIN  # rounded: 0.55 - 0.50 is 0.0499…9
             and self.beats_majority_accuracy
+            and not self.below_operator_only
         )
 
     def _balanced_failure(self) -> str | None:
@@ -113,13 +148,37 @@ class QualityVerdict:
             f"{_percent(self.majority_accuracy)}, {standing}."
         )
 
+    def operator_only_failure(self) -> str | None:
+        """The plain sentence for a model not above the operator-only model (``None`` otherwise)."""
+        below = self.below_operator_only
+        if not below:
+            return None
+        model = {"accuracy": self.accuracy, "balanced_accuracy": self.balanced_accuracy}
+        free = {"accuracy": self.operator_only_accuracy, "balanced_accuracy": self.operator_only}
+        scores = " and ".join(
+            f"its {METRIC_NAMES[metric]} is {_percent(model[metric])} against {_percent(free[metric])}"
+            for metric in below
+        )
+        rows = f" on {self.operator_only_rows} rows" if self.operator_only_rows else ""
+        return (
+            f"{self.subject} does not beat what the operator has without the silos, a model fitted on the "
+            f"operator's own labelled rows alone{rows}: {scores}, on the same evaluation rows."
+        )
+
     def gate_failure(self) -> str | None:
         """Why the model may not be published without an override (``None`` when it passes): it must beat the
-        majority-class guess by :data:`PUBLISH_MARGIN` of balanced accuracy and be more accurate than it."""
+        majority-class guess by :data:`PUBLISH_MARGIN` of balanced accuracy, be more accurate than it, and be
+        above the operator-only model in accuracy and balanced accuracy."""
         if self.passes_gate:
             return None
         return " ".join(
-            sentence for sentence in (self._balanced_failure(), self.accuracy_failure()) if sentence
+            sentence
+            for sentence in (
+                self._balanced_failure(),
+                self.accuracy_failure(),
+                self.operator_only_failure(),
+            )
+            if sentence
         )
 
     def refusal(self) -> str | None:
@@ -133,19 +192,20 @@ class QualityVerdict:
             )
         )
 
-    def _silo_scores(self, name: str) -> dict[str, float | None]:
+    def baseline_scores(self, name: str) -> dict[str, float | None]:
         return {
             "accuracy": getattr(self, f"{name}_accuracy"),
             "balanced_accuracy": getattr(self, name),
         }
 
     def silo_warnings(self) -> list[str]:
-        """Plain sentences where a single silo alone did better than the model, in accuracy or balanced accuracy:
-        the model is still publishable, but the launcher, the job page and the card say so first."""
+        """Plain sentences where a single silo alone, or the operator's rows alone, did better than the model, in
+        accuracy or balanced accuracy: the model is still publishable, but the launcher, the job page and the card
+        say so first."""
         model = {"accuracy": self.accuracy, "balanced_accuracy": self.balanced_accuracy}
         warnings = []
-        for name, words in SILO_BASELINES:
-            scores = self._silo_scores(name)
+        for name, words in COMPARED_BASELINES:
+            scores = self.baseline_scores(name)
             lower = [
                 metric
                 for metric in ("balanced_accuracy", "accuracy")
@@ -176,7 +236,7 @@ class QualityVerdict:
             if metrics:
                 warnings.append(
                     f"This model is below {words} in {' and '.join(metrics)} on the same evaluation rows "
-                    "(single silos' scores are not shown in a federation this small)."
+                    "(single silos' scores are shown to the federation's operators only)."
                 )
         return warnings
 
@@ -185,6 +245,46 @@ class QualityVerdict:
         baseline that did better."""
         failure = self.gate_failure()
         return ([failure] if failure else []) + self.silo_warnings()
+
+    def comparison_statements(self) -> list[str]:
+        """For each baseline with a paired comparison: whether the model beats it, is level with it or is below
+        it, in accuracy and in balanced accuracy, by how much and with the interval (what a buyer reads first on
+        the card: only a difference whose whole interval is above zero is called a win)."""
+        return [
+            f"Against {COMPARISON_WORDS.get(name, name)}: "
+            + "; ".join(
+                _comparison_phrase(METRIC_NAMES[metric], comparison[metric])
+                for metric in ("accuracy", "balanced_accuracy")
+                if metric in comparison
+            )
+            + "."
+            for name, comparison in self.comparisons
+        ]
+
+
+#: How the card names each baseline it compares the model with.
+COMPARISON_WORDS = {
+    "majority_class": "the majority-class guess",
+    "best_single_silo": "the best single silo",
+    "operator_only": "the operator's own rows alone (what the operator has without the silos)",
+}
+VERDICT_WORDS = {"beats": "beats it", "level": "level with it", "below": "below it"}
+
+
+def _signed_points(value: float) -> str:
+    return f"{100 * value:+.1f}"
+
+
+def _comparison_phrase(metric: str, measured: dict) -> str:
+    """``"accuracy +3.2 points (95 % interval +1.0 to +5.4): beats it"``; the verdict alone where the viewer
+    may not see the numbers."""
+    verdict = VERDICT_WORDS[measured["verdict"]]
+    if measured.get("difference") is None:
+        return f"{metric} {verdict}"
+    return (
+        f"{metric} {_signed_points(measured['difference'])} points (95 % interval "
+        f"{_signed_points(measured['low'])} to {_signed_points(measured['high'])}): {verdict}"
+    )
 
 
 def _label(labels: list, class_index: int | None) -> str:
@@ -215,6 +315,14 @@ def verdict_of(
         best_single_silo_accuracy=score("best_single_silo", "accuracy"),
         average_silo=score("average_silo", "balanced_accuracy"),
         average_silo_accuracy=score("average_silo", "accuracy"),
+        operator_only=score("operator_only", "balanced_accuracy"),
+        operator_only_accuracy=score("operator_only", "accuracy"),
+        operator_only_rows=score("operator_only", "fit_rows"),
+        comparisons=tuple(
+            (name, baselines[name]["comparison"])
+            for name in COMPARISON_WORDS
+            if (baselines.get(name) or {}).get("comparison")
+        ),
         below_withheld=tuple(
             (name, metric)
             for name, _ in SILO_BASELINES
@@ -267,16 +375,32 @@ def launcher_statements(*, result: dict, class_labels: list) -> dict:
     }
 
 
-def catalog_accuracy_flag(global_model: GlobalModel) -> str | None:
-    """The catalog's short flag for a model no more accurate than the majority-class guess (else None): buyers see
-    it in the list, not only on the card."""
+def catalog_flags(global_model: GlobalModel) -> list[str]:
+    """The catalog's short flags for a model no more accurate than the majority-class guess, below the best single
+    silo, or not above the operator's own rows alone (an overridden model): buyers see them in the list, not only
+    on the card."""
     verdict = quality_verdict(global_model, baselines=public_baselines_of(global_model))
-    if verdict.beats_majority_accuracy:
-        return None
-    return (
-        f"Accuracy {_percent(verdict.accuracy)}: not above always guessing "
-        f"'{verdict.majority_label}' ({_percent(verdict.majority_accuracy)})"
-    )
+    flags = []
+    if not verdict.beats_majority_accuracy:
+        flags.append(
+            f"Accuracy {_percent(verdict.accuracy)}: not above always guessing "
+            f"'{verdict.majority_label}' ({_percent(verdict.majority_accuracy)})"
+        )
+    model = {"accuracy": verdict.accuracy, "balanced_accuracy": verdict.balanced_accuracy}
+    below_best = [
+        METRIC_NAMES[metric]
+        for metric in ("accuracy", "balanced_accuracy")
+        if _below(model[metric], verdict.baseline_scores("best_single_silo")[metric])
+        or ("best_single_silo", metric) in verdict.below_withheld
+    ]
+    if below_best:
+        flags.append(f"Below the best single silo in {' and '.join(below_best)}")
+    if verdict.below_operator_only:
+        flags.append(
+            "Not above the operator's own rows alone in "
+            + " and ".join(METRIC_NAMES[metric] for metric in verdict.below_operator_only)
+        )
+    return flags
 
 
 def public_baselines_of(global_model: GlobalModel) -> dict:

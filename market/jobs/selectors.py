@@ -5,7 +5,7 @@ from django.db.models import Count, Q, QuerySet
 from market.accounts.models import User
 from market.errors import NotFound, PermissionDenied
 from market.federations.models import Federation, PrivacyLevel
-from market.jobs.models import GlobalModel, Job, JobStatus
+from market.jobs.models import GlobalModel, Job, JobEstimate, JobStatus
 from market.submissions.models import OWN_MODEL_ROLE, ModelFile, Submission
 
 STAGE_PERCENT = {"fusing": 85, "evaluating": 92, "saving": 97, "done": 100}
@@ -169,3 +169,42 @@ def job_best_model_files(*, submission: Submission, privacy_level: str) -> list[
     used = job_model_files(submission=submission, privacy_level=privacy_level)
     member = _member(submission, len(files), n_own, privacy_level=privacy_level)
     return [used[position] for position in member_model_positions(member).best]
+
+
+def job_estimate_latest_for(
+    *,
+    federation: Federation,
+    kind: str,
+    privacy_level: str,
+    parameters: dict,
+    submission_ids: list[int],
+    public_dataset_id: int,
+    evaluation_split_id: int,
+) -> JobEstimate | None:
+    """The latest pre-flight estimate of this job request (any seed or number of draws), or None: a launch after
+    one that failed (issue 45) or that expects the model to fail the publish gate (issue 43) is refused until the
+    operator has answered it (market.jobs.services.job_create)."""
+    return (
+        JobEstimate.objects.filter(
+            federation=federation,
+            kind=kind,
+            privacy_level=privacy_level,
+            parameters=parameters,
+            submission_ids=submission_ids,
+            public_dataset_id=public_dataset_id,
+            evaluation_split_id=evaluation_split_id,
+        )
+        .order_by("-created_at", "-id")
+        .first()
+    )
+
+
+def job_estimates_before_launch(*, federation: Federation) -> int:
+    """Pre-flight estimates asked in ``federation`` since its latest job was launched (all of them when it has
+    none): what a job launched now records as the estimates that preceded it. A replayed estimate (the same request
+    read again) is one estimate."""
+    estimates = JobEstimate.objects.filter(federation=federation)
+    latest_job = Job.objects.filter(federation=federation).order_by("-created_at", "-id").first()
+    if latest_job is not None:
+        estimates = estimates.filter(created_at__gt=latest_job.created_at)
+    return estimates.count()

@@ -6,8 +6,8 @@ The worker side (claim, chunks, fusion, reaper) is in :mod:`workers.runner`.
 import hashlib
 import json
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, is_dataclass
 from datetime import UTC
 
 from django.db import IntegrityError, transaction
@@ -27,10 +27,23 @@ from market.errors import (
 )
 from market.federations.models import EvaluationSplit, Federation, PrivacyLevel, PublicDataset
 from market.federations.selectors import public_dataset_current
-from market.jobs.models import Job, JobIdempotencyKey, JobLogEntry, JobOutbox, JobStatus
+from market.jobs.models import (
+    EstimateStatus,
+    Job,
+    JobEstimate,
+    JobIdempotencyKey,
+    JobLogEntry,
+    JobOutbox,
+    JobStatus,
+)
 from market.jobs.parameters import job_parameters_validate, job_workload_check
-from market.jobs.privacy_costs import member_budget_views
-from market.jobs.selectors import job_launch_require_permission, job_members
+from market.jobs.quality import estimate_verdict
+from market.jobs.selectors import (
+    job_estimate_latest_for,
+    job_estimates_before_launch,
+    job_launch_require_permission,
+    job_members,
+)
 from market.jobs.spending import job_budget_charge, job_budget_release, job_budget_reserve
 from market.outbox import outbox_add
 from market.submissions.models import Submission, SubmissionStatus
@@ -184,10 +197,6 @@ def job_request_check(
         federation=federation,
         n_public=public_dataset.n_rows,
         n_submissions=len(chosen),
-        member_budgets=member_budget_views(
-            federation=federation,
-            organisations=[submission.organisation_id for submission in chosen],
-        ),
     )
     _check_selectable(
         kind=kind,
@@ -207,6 +216,137 @@ def job_request_check(
     )
 
 
+class FailedEstimateRefusal(InvalidInput):
+    """A launch whose pre-flight estimate failed, refused until the launcher names that estimate (issue 45)."""
+
+    def __init__(self, estimate: JobEstimate):
+        super().__init__(
+            f"Pre-flight estimate #{estimate.id} of this job failed: {estimate.failure_reason} A job launched "
+            "the same way would most likely fail too, after its budget was reserved. Fix what it names, or launch "
+            f'anyway with "acknowledge_failed_estimate": {estimate.id}.',
+            field="acknowledge_failed_estimate",
+        )
+        self.estimate_id = estimate.id
+
+
+#: The most characters of the reason an operator gives for launching despite an estimate (as a publish override's).
+MAX_LAUNCH_REASON = 2000
+
+
+@dataclass(frozen=True)
+class EstimateOverride:
+    """An operator's written decision to launch although the request's latest pre-flight estimate expects its model
+    to fail the publish gate (issue 43): the API's ``"launch_despite_estimate": {"estimate": id, "reason": ...}``."""
+
+    estimate_id: int
+    reason: str
+
+
+def _launch_despite_example(estimate_id: int) -> str:
+    return f'"launch_despite_estimate": {{"estimate": {estimate_id}, "reason": "<why you launch it anyway>"}}'
+
+
+class EstimateGateRefusal(InvalidInput):
+    """A launch whose latest pre-flight estimate expects the model to fail the publish gate, refused until the
+    launcher names that estimate with a written reason (issue 43, issue 40 item 4)."""
+
+    def __init__(self, estimate: JobEstimate, failure: str):
+        spend = (
+            "spend the silos' privacy budget on"
+            if estimate.privacy_level == "L1"
+            else "run a job for"
+        )
+        super().__init__(
+            f"Pre-flight estimate #{estimate.id} of this job expects its model to fail the publish gate: {failure} "
+            f"Launching it would {spend} a model the market will not publish without an operator's "
+            "written override. Change the job and estimate it again (more queried rows or less noise where the "
+            "budgets allow, another kind, or an L0 job), or launch anyway with "
+            f"{_launch_despite_example(estimate.id)}; the reason is kept on the job and in the audit log.",
+            field="launch_despite_estimate",
+        )
+        self.estimate_id = estimate.id
+
+
+def _failed_estimate_check(*, latest: JobEstimate, acknowledged: int | None) -> None:
+    if latest.status == EstimateStatus.FAILED and latest.id != acknowledged:
+        raise FailedEstimateRefusal(latest)
+
+
+def _launch_reason(*, estimate_id: int, override: EstimateOverride) -> str:
+    reason = override.reason.strip()
+    if not reason:
+        raise InvalidInput(
+            f"Write why you launch despite pre-flight estimate #{estimate_id}: "
+            f"{_launch_despite_example(estimate_id)}. The reason is kept on the job and in the audit log.",
+            field="launch_despite_estimate",
+        )
+    if len(reason) > MAX_LAUNCH_REASON:
+        raise InvalidInput(
+            f"The reason for launching despite the estimate must be at most {MAX_LAUNCH_REASON} characters, "
+            f"not {len(reason)}.",
+            field="launch_despite_estimate",
+        )
+    return reason
+
+
+@dataclass(frozen=True)
+class AnsweredEstimate:
+    """A gate-failing estimate that a launch went ahead despite: the operator's ``reason`` and the publish gate's
+    sentence (``gate``) as the estimate said it then, both recorded with the job."""
+
+    estimate: JobEstimate
+    reason: str
+    gate: str
+
+
+def _gate_estimate_check(
+    *, latest: JobEstimate, override: EstimateOverride | None, class_labels: list
+) -> AnsweredEstimate | None:
+    """Refuse a launch after ``latest`` expects a model that fails the publish gate (the gate's own rule,
+    market.jobs.quality) unless ``override`` names it with a reason; None when the estimate says nothing against."""
+    if latest.status != EstimateStatus.SUCCEEDED:
+        return None
+    verdict = estimate_verdict(result=latest.result, class_labels=class_labels)
+    if verdict.passes_gate:
+        return None
+    gate = verdict.gate_failure() or ""
+    if override is None or override.estimate_id != latest.id:
+        raise EstimateGateRefusal(latest, gate)
+    reason = _launch_reason(estimate_id=latest.id, override=override)
+    return AnsweredEstimate(estimate=latest, reason=reason, gate=gate)
+
+
+def _latest_estimate_check(
+    *,
+    federation: Federation,
+    kind: str,
+    privacy_level: str,
+    checked: CheckedJobRequest,
+    acknowledge_failed_estimate: int | None,
+    launch_despite_estimate: EstimateOverride | None,
+) -> AnsweredEstimate | None:
+    """Refuse a launch that the latest pre-flight estimate of the same request speaks against and the request does
+    not answer (:class:`FailedEstimateRefusal`, :class:`EstimateGateRefusal`); what ``launch_despite_estimate``
+    answered, if anything."""
+    latest = job_estimate_latest_for(
+        federation=federation,
+        kind=kind,
+        privacy_level=privacy_level,
+        parameters=checked.parameters,
+        submission_ids=[submission.id for submission in checked.submissions],
+        public_dataset_id=checked.public_dataset.id,
+        evaluation_split_id=checked.evaluation_split.id,
+    )
+    if latest is None:
+        return None
+    _failed_estimate_check(latest=latest, acknowledged=acknowledge_failed_estimate)
+    return _gate_estimate_check(
+        latest=latest,
+        override=launch_despite_estimate,
+        class_labels=federation.class_labels or [],
+    )
+
+
 @retried_on_lock_conflict
 def job_create(
     *,
@@ -219,10 +359,16 @@ def job_create(
     requested_by: User,
     request=None,
     stored_with_job: Callable[[Job], object] | None = None,
+    acknowledge_failed_estimate: int | None = None,
+    launch_despite_estimate: EstimateOverride | None = None,
 ) -> Job:
     """Validate and store a job, reserve its L1 privacy budget, and queue it when the transaction commits.
-    ``stored_with_job`` writes what must commit or roll back with the job (its idempotency key). Run again when
-    the database broke a deadlock with another transaction on the same budgets."""
+    ``stored_with_job`` writes what must commit or roll back with the job (its idempotency key);
+    ``acknowledge_failed_estimate``: the id of this request's failed pre-flight estimate, which the launcher has
+    seen (without it such a launch is refused: :class:`FailedEstimateRefusal`); ``launch_despite_estimate``: the
+    operator's answer to this request's latest estimate when it expects the model to fail the publish gate
+    (without it: :class:`EstimateGateRefusal`), kept on the job and audited. Run again when the database broke a
+    deadlock with another transaction on the same budgets."""
     try:
         job_launch_require_permission(federation=federation, user=requested_by)
         checked = job_request_check(
@@ -232,6 +378,14 @@ def job_create(
             parameters=parameters,
             submissions=submissions,
             seed=seed,
+        )
+        answered = _latest_estimate_check(
+            federation=federation,
+            kind=kind,
+            privacy_level=privacy_level,
+            checked=checked,
+            acknowledge_failed_estimate=acknowledge_failed_estimate,
+            launch_despite_estimate=launch_despite_estimate,
         )
         with transaction.atomic():
             job = Job.objects.create(
@@ -245,6 +399,9 @@ def job_create(
                 requested_by=requested_by,
                 requesting_organisation=requested_by.organisation,
                 progress_total=len(checked.submissions),
+                estimates_before_launch=job_estimates_before_launch(federation=federation),
+                launched_despite_estimate=answered.estimate if answered else None,
+                launch_reason=answered.reason if answered else "",
             )
             chosen = checked.submissions
             job.submissions.set(chosen)
@@ -266,6 +423,10 @@ def job_create(
                     "submissions": [s.id for s in chosen],
                 },
             )
+            if answered is not None:
+                _audit_launch_despite(
+                    job=job, answered=answered, actor=requested_by, request=request
+                )
             if stored_with_job is not None:
                 stored_with_job(job)
             job_enqueue(job=job)
@@ -295,6 +456,21 @@ def job_create(
     return job
 
 
+def _audit_launch_despite(*, job: Job, answered: AnsweredEstimate, actor: User, request) -> None:
+    audit_record(
+        action="job.launched_despite_estimate",
+        actor=actor,
+        organisation=actor.organisation,
+        target=job,
+        request=request,
+        details={
+            "estimate": answered.estimate.id,
+            "reason": answered.reason,
+            "gate": answered.gate,
+        },
+    )
+
+
 @dataclass(frozen=True)
 class JobCreation:
     job: Job
@@ -315,6 +491,11 @@ def _earlier_job(*, requested_by: User, idempotency_key: str, request_sha256: st
             f"launched {job.created_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC); send a new key for a new job."
         )
     return earlier.job if earlier is not None else None
+
+
+def _json_value(value) -> object:
+    """A request field JSON does not write itself, as the request's hash reads it: a dataclass by its fields."""
+    return asdict(value) if is_dataclass(value) and not isinstance(value, type) else str(value)
 
 
 def job_create_once(
@@ -338,7 +519,7 @@ def job_create_once(
         raise InvalidInput("The Idempotency-Key header must be 1 to 200 characters long.")
     request_sha256 = hashlib.sha256(
         json.dumps(
-            {"federation": federation.slug, **job_fields}, sort_keys=True, default=str
+            {"federation": federation.slug, **job_fields}, sort_keys=True, default=_json_value
         ).encode()
     ).hexdigest()
     earlier = dict(
@@ -373,17 +554,48 @@ def job_enqueue(*, job: Job) -> None:
     outbox_add(JobOutbox(job=job))
 
 
+#: What each silo reads on its ledger line when an L1 job is settled (issue 45).
+REFUNDED = (
+    "Refunded: the job ended ({status}) before anything derived from its votes left the worker, so nothing "
+    "was released and nothing is charged."
+)
+CHARGED_AFTER_RELEASE = (
+    "Charged: the job failed after its release step (its report lines were published), so what it released is "
+    "spent."
+)
+CHARGED_FOR_MODEL = "Charged: the job released global model #{global_model}."
+
+
+def job_release(*, job: Job, lines: Sequence[str] = ()) -> None:
+    """The release step of a job (issue 45): from here on something derived from its (noisy) votes leaves the
+    worker, so a failure after it charges an L1 job. Marks the job released and writes ``lines`` (the report
+    lines the worker held back: trained rows, classes, chosen fusion, accuracy) to its log, together; a retry
+    that releases again writes nothing twice. Everything before it (fusion, export, evaluation) is held in the
+    worker, and a job that fails or is cancelled there is refunded (:func:`job_settle_budget`)."""
+    with transaction.atomic():
+        if Job.objects.filter(id=job.id, released_at__isnull=True).update(
+            released_at=timezone.now()
+        ):
+            for line in lines:
+                job_log(job_id=job.id, message=line)
+    job.released_at = Job.objects.values_list("released_at", flat=True).get(id=job.id)
+
+
 def job_settle_budget(*, job: Job) -> None:
-    """After a failure or cancellation: release the reservation if no noise was drawn, else charge the drawn
-    noise (noisy answers are spent) at the bound reserved for it. Call inside the transaction that ends the job."""
+    """After a failure or cancellation: release the reservation if the job ended before its release step
+    (:func:`job_release`; noise may have been drawn, but nothing derived from it left the worker), else charge the
+    bound reserved for it. Each silo's ledger line says which and why. Call inside the transaction that ends the
+    job."""
     if job.privacy_level != PrivacyLevel.L1:
         return
-    if job.noise_drawn_at is None:
-        job_budget_release(job=job)
+    if job.released_at is None:
+        job_budget_release(job=job, reason=REFUNDED.format(status=job.status))
     else:
         bound = PrivacyReport(**job.privacy_bound) if job.privacy_bound else None
         job_budget_charge(
-            job=job, privacy_report=JobPrivacyReport(level=PrivacyLevel.L1, data_independent=bound)
+            job=job,
+            privacy_report=JobPrivacyReport(level=PrivacyLevel.L1, data_independent=bound),
+            reason=CHARGED_AFTER_RELEASE,
         )
 
 

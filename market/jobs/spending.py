@@ -1,5 +1,6 @@
 """An L1 job as a spender of privacy (:class:`market.budgets.spending.Spender`): reserved before it is queued, charged
-with its success (or once its noise was drawn), released when it ends before any noise.
+with its success (or when it fails after its release step), released when it ends before anything derived from its
+noisy votes left the worker (:func:`market.jobs.services.job_settle_budget`, issue 45).
 
 A silo is reserved and charged for the votes its own data moves: the kind's votes per submission × its submissions
 in the job (k submissions of one silo can all switch class together), at the kind's price
@@ -126,27 +127,29 @@ def job_budget_reserve(*, job: Job, actor: User | None) -> None:
     job.save(update_fields=["privacy_bound"])
 
 
-def job_budget_charge(*, job: Job, privacy_report: JobPrivacyReport) -> None:
+def job_budget_charge(*, job: Job, privacy_report: JobPrivacyReport, reason: str = "") -> None:
     """Charge each participating silo the data-independent ε of what the job actually queried, for the votes its
     own submissions move; idempotent.
 
-    Call in the transaction that marks the job succeeded (or, after noise was drawn, failed). The
+    Call in the transaction that marks the job succeeded (or, after its release step, failed). The
     data-dependent ε (of the silo that moves the most votes) is recorded on the ledger line, never charged: it is
     itself private information and charging it would publish it through the remainder. A report without a
-    data-independent bound releases.
+    data-independent bound releases. ``reason``: why, on each silo's ledger line.
     """
     if job.privacy_level != PrivacyLevel.L1:
         return
     independent = privacy_report.data_independent
     if independent is None:
-        job_budget_release(job=job)
+        job_budget_release(job=job, reason=reason)
         return
     budget_charge(
         spender=JobSpender(job, privacy=_noise_used(independent)),
         parameters=_ledger_parameters(job, privacy_report.data_dependent),
+        reason=reason,
     )
 
 
-def job_budget_release(*, job: Job) -> None:
-    """Release a job's open reservations (failure or cancellation before any noise was drawn); idempotent."""
-    budget_release(spender=JobSpender(job))
+def job_budget_release(*, job: Job, reason: str = "") -> None:
+    """Release a job's open reservations (it ended before its release step); idempotent. ``reason``: why, on
+    each silo's ledger line."""
+    budget_release(spender=JobSpender(job), reason=reason)

@@ -16,9 +16,8 @@ feature specification and the data-independent ε bound, and:
   margins that the noise hides (the same reason the data-dependent ε is not published). The revenue split reads
   the same two rules (market.commerce.revenue: a payout must not tell a silo what it may not see);
 - the majority-class baseline, and the best single silo's and the average silo's scores only under the same rule
-  as contributions: otherwise rounded to whole percentage points where at least four silos were measured, and
-  below that only whether the model beats them (with three silos, each could solve for the others' exact
-  scores); which organisation the best single silo is only under the contributions rule (or to that silo
+  as contributions: otherwise only whether the model beats them (jobs over different sets of silos would let a
+  reader solve their best and average scores for one silo's, rounded or not: issue 38); which organisation the best single silo is only under the contributions rule (or to that silo
   itself) (market.jobs.baselines.baselines_visible);
 - each silo's contribution value (``GlobalModel.contribution_values``, issue 28) never, whatever the federation
   publishes: a silo's value is a function of every other silo's model. At L0 a silo sees its own value, its
@@ -42,6 +41,7 @@ from market.federations.visibility import Visibility, visibility_for
 from market.jobs.baselines import baselines_visible
 from market.jobs.models import GlobalModel
 from market.submissions.models import Submission
+from workers.algorithms.operator_only import SILOS_ADDED_NOTHING, silos_added_nothing
 
 # Lineage fields that say nothing about which silo contributed what (workers.runner writes the lineage).
 PUBLIC_LINEAGE_KEYS = frozenset(
@@ -205,9 +205,18 @@ def model_privacy_level(global_model: GlobalModel) -> str:
 
 def _fusion_choice(lineage: dict) -> dict | None:
     """What ``vote: auto`` chose (workers.algorithms.auto_fusion): the rule, the criterion, the rows of each half,
-    every candidate's selection-half scores and the ensemble's size; the member weights stay in the lineage."""
+    every candidate's selection-half scores and the ensemble's size; the member weights stay in the lineage. With
+    ``silos_added_nothing``: the sentence a job that chose the operator's rows alone says instead of selling its
+    model as federated, else None."""
     chosen = (lineage.get("fusion") or {}).get("auto")
-    return dict(chosen) if isinstance(chosen, dict) else None
+    if not isinstance(chosen, dict):
+        return None
+    return {
+        **chosen,
+        "silos_added_nothing": SILOS_ADDED_NOTHING
+        if silos_added_nothing({"auto": chosen})
+        else None,
+    }
 
 
 def named_contributions(view: GlobalModelView) -> list[dict]:

@@ -5,8 +5,6 @@ Every privacy-ledger line reaches :func:`budget_entry_notify` through its ``post
 receivers; the ledger knows nothing of notices); only charges of a kind of spender that notifies do: the charge
 itself, and a budget passing 80 % or 100 % of its limit with that charge."""
 
-from decimal import Decimal
-
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
@@ -14,11 +12,9 @@ from django.urls import reverse
 
 from market.accounts.models import Organisation
 from market.budgets.spending import spender_kind_get, spender_named
+from market.budgets.thresholds import entry_spent_unit, entry_thresholds_crossed
 from market.notifications.models import Notification, NotificationKind
 from market.numbers import epsilon_text
-
-#: The shares of a budget's limit whose passing is told once each.
-BUDGET_THRESHOLDS = (Decimal("0.8"), Decimal("1"))
 
 
 def notification_create(
@@ -63,38 +59,27 @@ def budget_entry_notify(entry) -> list[Notification]:
     spent, limit = entry.spent_after, entry.epsilon_limit_after
     link = reverse("budget-dashboard", args=[federation.slug])
     delta = f", δ = {epsilon_text(entry.delta)}" if entry.delta is not None else ""
+    spent_unit = entry_spent_unit(entry)
     notices = [
         notification_create(
             organisation=budget.organisation,
             kind=NotificationKind.BUDGET_CHARGED,
             subject=f"{cause} charged your privacy budget in {federation.name}",
-            message=f"{cause} in {federation.name} charged ε = {epsilon_text(entry.epsilon)}{delta} to your "
-            f"privacy budget. Spent now: ε {epsilon_text(spent)} of {epsilon_text(limit)}.",
+            message=f"{cause} in {federation.name} charged ε = {epsilon_text(entry.epsilon)}{delta} "
+            f"({entry.unit}) to your privacy budget. Spent now: ε {epsilon_text(spent)} of "
+            f"{epsilon_text(limit)} ({spent_unit}).",
             link=link,
         )
     ]
-    before = _spent_before(entry)
-    for threshold in BUDGET_THRESHOLDS:
-        if limit > 0 and before < threshold * limit <= spent:
-            notices.append(
-                notification_create(
-                    organisation=budget.organisation,
-                    kind=NotificationKind.BUDGET_THRESHOLD,
-                    subject=f"Your privacy budget in {federation.name} passed {threshold:.0%}",
-                    message=f"With {cause}, your privacy budget in {federation.name} passed "
-                    f"{threshold:.0%} of its limit: ε {epsilon_text(spent)} of {epsilon_text(limit)} spent.",
-                    link=link,
-                )
-            )
+    notices += [
+        notification_create(
+            organisation=budget.organisation,
+            kind=NotificationKind.BUDGET_THRESHOLD,
+            subject=f"Your privacy budget in {federation.name} passed {threshold:.0%}",
+            message=f"With {cause}, your privacy budget in {federation.name} passed {threshold:.0%} of its "
+            f"limit: ε {epsilon_text(spent)} of {epsilon_text(limit)} spent ({spent_unit}).",
+            link=link,
+        )
+        for threshold in entry_thresholds_crossed(entry)
+    ]
     return notices
-
-
-def _spent_before(entry) -> Decimal:
-    previous = (
-        type(entry)
-        .objects.filter(budget_id=entry.budget_id, id__lt=entry.id)
-        .order_by("-id")
-        .values_list("spent_after", flat=True)
-        .first()
-    )
-    return previous if previous is not None else Decimal(0)

@@ -11,7 +11,7 @@ from django.db import IntegrityError, transaction
 
 from market.accounts.models import User
 from market.audit.services import audit_record, audit_refusals
-from market.budgets.services import BudgetExceeded, budget_refusal_record
+from market.budgets.services import BudgetExceeded, budget_refusal_record, epsilon_decimal
 from market.constraints import violated_constraint
 from market.errors import (
     Conflict,
@@ -92,8 +92,9 @@ def _check_privacy_declaration(
             else "data-independent"
         )
         raise InvalidInput(
-            f"You declared ε = {declared_epsilon:g}, but these parameters spend ε = {bound.epsilon:.4g} "
-            f"(example-level, {how}, δ = {bound.delta:g}); declare at least that."
+            f"You declared ε = {declared_epsilon:g}, but these parameters spend ε = "
+            f"{epsilon_decimal(bound.epsilon).normalize():f} (example-level, {how}, δ = {bound.delta:g}, rounded "
+            "up to the millionth); declare at least that."
         )
     return bound.as_dict()
 

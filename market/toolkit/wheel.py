@@ -2,9 +2,9 @@
 
 The market serves the toolkit so that a silo needs no checkout: ``pip install <market>/toolkit/<wheel>``. The
 project file is the one owner of what ships (its ``only-include`` packages), of the name, version, dependencies,
-extras and the ``onefold`` command; this module only writes them in the wheel format, so the server needs no build
-backend. The archive is reproducible (fixed timestamps, sorted entries): the same sources give the same bytes and
-the same SHA-256, built once per process.
+extras, the ``onefold`` command and the licence (``license`` and ``license-files``, PEP 639); this module only
+writes them in the wheel format, so the server needs no build backend. The archive is reproducible (fixed
+timestamps, sorted entries): the same sources give the same bytes and the same SHA-256, built once per process.
 """
 
 from __future__ import annotations
@@ -58,12 +58,19 @@ def _shipped_files(folder: Path, only_include: list[str], excluded: list[str]) -
     return sorted(files)
 
 
-def _metadata(project: dict) -> str:
+def _licence_files(folder: Path, project: dict) -> list[Path]:
+    """The project's licence files (PEP 639 ``license-files``: glob patterns relative to ``folder``)."""
+    return sorted({path for pattern in project["license-files"] for path in folder.glob(pattern)})
+
+
+def _metadata(project: dict, licence_files: list[Path], folder: Path) -> str:
     lines = [
-        "Metadata-Version: 2.1",
+        "Metadata-Version: 2.4",
         f"Name: {project['name']}",
         f"Version: {project['version']}",
         f"Summary: {project['description']}",
+        f"License-Expression: {project['license']}",
+        *(f"License-File: {path.relative_to(folder).as_posix()}" for path in licence_files),
         f"Requires-Python: {project['requires-python']}",
     ]
     lines += [f"Requires-Dist: {requirement}" for requirement in project["dependencies"]]
@@ -89,9 +96,14 @@ def wheel_build(folder: Path = PACKAGE_FOLDER) -> ToolkitWheel:
             folder, wheel_settings["only-include"], wheel_settings.get("exclude", [])
         )
     ]
+    licence_files = _licence_files(folder, project)
+    entries += [
+        (f"{dist_info}/licenses/{path.relative_to(folder).as_posix()}", path.read_bytes())
+        for path in licence_files
+    ]
     scripts = "".join(f"{name} = {target}\n" for name, target in project["scripts"].items())
     entries += [
-        (f"{dist_info}/METADATA", _metadata(project).encode()),
+        (f"{dist_info}/METADATA", _metadata(project, licence_files, folder).encode()),
         (
             f"{dist_info}/WHEEL",
             f"Wheel-Version: 1.0\nGenerator: onefold-market\nRoot-Is-Purelib: true\nTag: {WHEEL_TAG}\n".encode(),

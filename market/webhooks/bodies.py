@@ -50,6 +50,7 @@ class BudgetData(serializers.Serializer):
 
 class ChargeData(serializers.Serializer):
     epsilon = serializers.CharField(help_text="ε charged, a decimal string")
+    delta = serializers.CharField(allow_null=True, help_text="δ of the charge, a decimal string")
     unit = serializers.CharField(help_text="example-level or party-level")
     job = serializers.IntegerField(allow_null=True)
     submission = serializers.IntegerField(allow_null=True)

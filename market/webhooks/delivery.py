@@ -75,6 +75,9 @@ def retry_delay_seconds(attempt: int) -> int:
 
 def _claim(delivery_id: int) -> tuple[WebhookDelivery, str] | None:
     now, claim = timezone.now(), f"{uuid.uuid4()}"
+    lease = timedelta(
+        seconds=settings.ONEFOLD_WEBHOOK_DELIVERY_SECONDS + 10
+    )  # outlasts the attempt's deadline
     claimed = WebhookDelivery.objects.filter(
         id=delivery_id,
         status=DeliveryStatus.PENDING,
@@ -83,7 +86,7 @@ def _claim(delivery_id: int) -> tuple[WebhookDelivery, str] | None:
     ).update(
         status=DeliveryStatus.DELIVERING,
         claimed_by=claim,
-        claim_expires_at=now + timedelta(seconds=2 * settings.ONEFOLD_WEBHOOK_TIMEOUT_SECONDS + 5),
+        claim_expires_at=now + lease,
         attempts=F("attempts") + 1,
     )
     if not claimed:

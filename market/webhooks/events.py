@@ -12,12 +12,12 @@ object exactly when its members could open that object. Bodies carry only fields
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import Decimal
 
 from market.accounts.models import Organisation, User
 from market.audit.models import AuditEvent, AuditOutcome
 from market.budgets.models import BudgetEntry, EntryKind
 from market.budgets.selectors import budget_get
+from market.budgets.thresholds import entry_thresholds_crossed
 from market.commerce.models import Listing, Purchase
 from market.commerce.selectors import listing_get, purchase_list, wallet_for
 from market.errors import NotFound
@@ -26,9 +26,6 @@ from market.jobs.selectors import job_list
 from market.submissions.models import Submission
 from market.submissions.selectors import submission_list
 from market.webhooks.models import WebhookEventType as Type
-
-#: Fractions of a privacy budget's limit whose crossing by a charge sends budget.threshold_reached.
-BUDGET_THRESHOLDS = (Decimal("0.8"), Decimal("1"))
 
 JOB_EVENTS = {
     JobStatus.SUCCEEDED: Type.JOB_SUCCEEDED,
@@ -226,19 +223,6 @@ def _budget_fields(entry: BudgetEntry) -> dict:
     }
 
 
-def budget_thresholds_crossed(
-    *, spent_before: Decimal, spent_after: Decimal, limit: Decimal
-) -> list:
-    """The thresholds of :data:`BUDGET_THRESHOLDS` that the spend passed from below, as fractions."""
-    if limit <= 0:
-        return []
-    return [
-        threshold
-        for threshold in BUDGET_THRESHOLDS
-        if spent_before < threshold * limit <= spent_after
-    ]
-
-
 def events_from_budget_entry(entry: BudgetEntry) -> list[WebhookEvent]:
     if entry.kind != EntryKind.CHARGE:
         return []
@@ -246,22 +230,18 @@ def events_from_budget_entry(entry: BudgetEntry) -> list[WebhookEvent]:
     visible = _visible(lambda viewer: budget_get(budget_id=entry.budget_id, user=viewer))
     charge = {
         "epsilon": str(entry.epsilon),
+        "delta": format(entry.delta.normalize(), "f") if entry.delta is not None else None,
         "unit": entry.unit,
         "job": entry.spender_id_of("job"),
         "submission": entry.spender_id_of("submission"),
     }
     events = [WebhookEvent(Type.BUDGET_CHARGED, {"budget": budget, "charge": charge}, visible)]
-    crossed = budget_thresholds_crossed(
-        spent_before=entry.spent_after - entry.epsilon,
-        spent_after=entry.spent_after,
-        limit=entry.epsilon_limit_after,
-    )
     events += [
         WebhookEvent(
             Type.BUDGET_THRESHOLD_REACHED,
             {"budget": budget, "threshold": float(threshold)},
             visible,
         )
-        for threshold in crossed
+        for threshold in entry_thresholds_crossed(entry)
     ]
     return events

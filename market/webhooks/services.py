@@ -7,9 +7,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from market.accounts.models import User
+from market.accounts.models import Organisation, User
 from market.audit.services import audit_record
-from market.errors import InvalidInput, PermissionDenied
+from market.errors import Conflict, InvalidInput, PermissionDenied
 from market.outbox import outbox_add
 from market.webhooks.events import WebhookEvent
 from market.webhooks.models import (
@@ -47,6 +47,21 @@ def _organisation_of(user: User):
     return user.organisation
 
 
+def _active_endpoint_slot_check(organisation: Organisation) -> None:
+    """Refuse one more active endpoint beyond the organisation's cap, so one organisation cannot multiply every
+    event's deliveries (and its calls out of the market) without bound. Locks the organisation's row, so two
+    registrations at once cannot both take the last slot; call it inside a transaction."""
+    Organisation.objects.select_for_update().get(pk=organisation.pk)
+    cap = settings.ONEFOLD_WEBHOOK_ENDPOINTS_PER_ORGANISATION
+    if WebhookEndpoint.objects.filter(organisation=organisation, is_active=True).count() >= cap:
+        raise Conflict(
+            f"Your organisation already has {cap} active webhook endpoint{'' if cap == 1 else 's'}, "
+            "the most it may have. "
+            "Disable one you no longer need (on its page, or POST /api/webhook-endpoints/<id>/disable/) "
+            "to free a slot."
+        )
+
+
 def webhook_endpoint_create(
     *, user: User, url: str, events: list[str], description: str = "", request=None
 ) -> tuple[WebhookEndpoint, str]:
@@ -58,6 +73,7 @@ def webhook_endpoint_create(
     webhook_target(url)  # refuses a non-HTTPS URL or one that resolves to a private address
     secret = webhook_secret_new()
     with transaction.atomic():
+        _active_endpoint_slot_check(organisation)
         endpoint = WebhookEndpoint.objects.create(
             organisation=organisation,
             url=url,
@@ -100,6 +116,7 @@ def webhook_endpoint_set_active(
         endpoint = webhook_endpoint_get(user=user, endpoint_id=endpoint_id, lock=True)
         if active and not endpoint.is_active:
             webhook_target(endpoint.url)
+            _active_endpoint_slot_check(endpoint.organisation)
             endpoint.consecutive_failures, endpoint.disabled_reason, endpoint.disabled_at = (
                 0,
                 "",

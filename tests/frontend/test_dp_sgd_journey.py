@@ -10,6 +10,7 @@ import json
 import pytest
 
 from frontend.templatetags.number_tags import epsilon as epsilon_text
+from market.budgets.ledger import epsilon_decimal
 from market.budgets.models import BudgetEntry
 from market.submissions.models import Submission, SubmissionStatus
 from tests.frontend.journey_helpers import ARTIFACTS, DESKTOP, screenshots, sign_in
@@ -100,9 +101,9 @@ def test_silo_uploads_a_dp_sgd_model_sees_its_epsilon_and_the_charge_on_its_budg
     page.get_by_role("button", name="Upload").click()
     page.locator("#form-error").filter(has_text="You declared ε = 2.5").wait_for()
     assert page.locator("#form-error").inner_text() == (
-        f"You declared ε = 2.5, but these parameters spend ε = {recomputed.epsilon:.4g} (example-level, "
+        f"You declared ε = 2.5, but these parameters spend ε = {epsilon_decimal(recomputed.epsilon).normalize():f} (example-level, "
         f"{recomputed.n_queries} DP-SGD steps at sample rate {recomputed.sample_rate:.4g}, the market's RDP accountant, "
-        "δ = 1e-05); declare at least that."
+        "δ = 1e-05, rounded up to the millionth); declare at least that."
     )
     assert (Submission.objects.count(), BudgetEntry.objects.count()) == (0, 0)
 

@@ -72,3 +72,38 @@ def test_flash_messages_keep_their_list_semantics(silo_user, federation):
     # role="status" on the <ul> itself would strip its list role and orphan the <li> (axe: listitem)
     assert '<ul class="messages">' in response.text
     assert 'role="status"' not in re.search(r'<ul class="messages"[^>]*>', response.text).group(0)
+
+
+def test_an_operators_overview_lists_what_waits_for_them_with_links(operator, federation):
+    from market.commerce.wallets import credit_request_create
+    from market.federations.membership import federation_join
+    from market.federations.models import MembershipPolicy
+
+    federation.membership_policy = MembershipPolicy.REQUEST
+    federation.save()
+    for name in ("Contoso Clinic", "Northwind Lab"):
+        silo = user_create(
+            username=name.split()[0].lower(),
+            password="silo-password",
+            organisation=organisation_create(name=name),
+        )
+        federation_join(federation=federation, user=silo)
+    shop = organisation_create(name="Fabrikam Insurance", is_silo=False, is_buyer=True)
+    buyer = user_create(username="fabrikam", password="buyer-password", organisation=shop)
+    credit_request_create(user=buyer, amount_cents=5000, note="PO 17")
+
+    text = client_for(operator).get("/").text
+
+    assert "Waiting for you" in text
+    assert (
+        f'<a href="/federations/{federation.slug}/?tab=members">2 join requests in {federation.name}</a>'
+        in text
+    )
+    assert (
+        '<a href="/market/wallets/">1 credit request</a> to approve once paid, or decline' in text
+    )
+
+
+def test_an_operators_overview_says_when_nothing_waits(operator, federation):
+    text = client_for(operator).get("/").text
+    assert "Nothing waits for you: no join request, credit request or failed job." in text

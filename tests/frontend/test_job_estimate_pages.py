@@ -30,7 +30,12 @@ from workers.metrics import classification_metrics
 LAUNCHER = "/federations/adult-income/jobs/new/"
 ESTIMATE = "/federations/adult-income/jobs/estimate/"
 #: So much Gaussian noise that the votes say nothing: the model this job makes cannot pass the publish gate.
-DROWNED = {**FAST_FEDKT, "privacy": {"mechanism": "gaussian", "sigma": 10_000.0}}
+# Votes drowned in noise, and no operator's rows to fall back on (semi-private students off): a model that fails.
+DROWNED = {
+    **FAST_FEDKT,
+    "privacy": {"mechanism": "gaussian", "sigma": 10_000.0},
+    "semi_private": "off",
+}
 # 380 '<=50K' and 120 '>50K' evaluation rows, the contract's shape (tests/market/commerce/test_publish_gate.py).
 LABELS = np.repeat([0, 1], [380, 120])
 
@@ -251,3 +256,27 @@ def test_a_model_no_more_accurate_than_the_majority_guess_is_refused_and_once_ov
     ) in catalog
     assert "is not more accurate than the majority-class guess" in card
     assert Listing.objects.get(pk=listing.pk).status == "published"
+
+
+def test_the_launcher_refuses_an_estimate_past_the_hourly_rate_with_429_and_the_sentence_beside_the_form(
+    client, operator, fedkt_submissions, django_capture_on_commit_callbacks, settings
+):
+    """Issue 38 item 9, on the page: no worker here, so the first estimate stays queued and only the rate decides."""
+    settings.ONEFOLD_ESTIMATES_PER_HOUR = 1
+    client.force_login(operator)
+    first = client.post(
+        ESTIMATE, estimate_form(client.get(LAUNCHER).content.decode(), fedkt_submissions)
+    )
+    second_form = {
+        **estimate_form(client.get(LAUNCHER).content.decode(), fedkt_submissions),
+        "seed": "8",
+    }
+
+    refused = client.post(ESTIMATE, second_form)
+
+    assert (first.status_code, refused.status_code) == (302, 429)
+    assert 1 <= int(refused["Retry-After"]) <= 3600
+    assert "Too many pre-flight estimates: at most 1 an hour per operator in a federation" in (
+        refused.content.decode()
+    )
+    assert JobEstimate.objects.count() == 1

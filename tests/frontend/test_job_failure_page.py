@@ -30,3 +30,24 @@ def test_a_failed_job_page_shows_the_failure_plainly_and_clears_the_queued_flash
     assert (
         "hx-swap-oob" not in page
     )  # a full page keeps its messages; only the live update clears them
+
+
+def test_a_failed_l1_job_page_says_whether_the_silos_were_refunded_or_charged(
+    operator, federation_with_data
+):
+    """Issue 45: the job's page says what its budget settlement was, as each silo's ledger line does."""
+    from django.utils import timezone
+
+    job = job_row(federation_with_data, [], operator)
+    job.privacy_level, job.status = "L1", JobStatus.FAILED
+    job.save()
+    client = Client()
+    client.force_login(operator)
+
+    refunded = client.get(f"/jobs/{job.id}/").content.decode()
+    job.released_at = timezone.now()
+    job.save()
+    charged = client.get(f"/jobs/{job.id}/").content.decode()
+
+    assert "No silo was charged" in refunded and "every reservation was refunded" in refunded
+    assert "Every participating silo was charged" in charged

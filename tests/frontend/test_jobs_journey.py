@@ -100,9 +100,11 @@ def test_operator_launches_a_fedkt_job_and_watches_it_finish(
     job = Job.objects.get()
     assert job.status == JobStatus.SUCCEEDED
     assert page.locator("#job-progress-bar").get_attribute("value") == "100"
-    # The global model, the three baselines (majority-class guess, best and average silo) and the three submissions.
-    assert page.locator("#job-metrics tbody tr").count() == 7
+    # The global model, the four baselines (majority-class guess, best and average silo, the operator's rows alone)
+    # and the three submissions.
+    assert page.locator("#job-metrics tbody tr").count() == 8
     assert page.locator("#job-baseline-majority-class").count() == 1
+    assert page.locator("#job-baseline-operator-only").count() == 1
     page.locator("#job-comparison").wait_for()
     assert page.evaluate("document.getElementById('job-comparison').naturalWidth") == 750
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,7 @@
 """The job launcher in a real Chromium: switching the privacy level back and forth re-fills the parameters box
-from the defaults, and what is launched still means what the defaults meant (every public row stays every row)."""
+from the defaults, and what is launched still means what the defaults meant (every public row stays every row);
+after an estimate that failed, or that expects a model below the publish gate, Launch waits for the operator's
+answer (issue 45, issue 43)."""
 
 import json
 
@@ -7,7 +9,12 @@ import pytest
 
 from market.jobs.models import Job
 from tests.frontend.test_jobs_journey import live_server  # noqa: F401 (fixture)
-from tests.market.jobs.conftest import fedkt_student_files, fedkt_submissions, third_silo_user  # noqa: F401
+from tests.market.jobs.conftest import (  # noqa: F401
+    FAST_FEDKT,
+    fedkt_student_files,
+    fedkt_submissions,
+    third_silo_user,
+)
 from workers.algorithms.fedkt_fusion import DEFAULT_QUERY_SELECTION, DEFAULT_SEMI_SUPERVISED
 
 
@@ -64,4 +71,192 @@ def test_switching_the_privacy_level_does_not_change_what_the_query_means(
         "query_selection": DEFAULT_QUERY_SELECTION,
         "semi_supervised": DEFAULT_SEMI_SUPERVISED,
     }
+    assert script_errors == []
+
+
+def test_a_launch_whose_estimate_failed_shows_why_and_a_box_to_launch_anyway(
+    operator, fedkt_submissions
+):
+    """Issue 45: the launcher refuses, with the estimate's reason, until the operator ticks that it has read it."""
+    from django.test import Client
+
+    from market.jobs.models import EstimateStatus, JobEstimate
+    from market.jobs.services import job_request_check
+
+    federation = fedkt_submissions[0].federation
+    parameters = {**FAST_FEDKT, "query": 20, "privacy": {"mechanism": "gaussian", "sigma": 20.0}}
+
+    checked = job_request_check(
+        federation=federation,
+        kind="fedkt",
+        privacy_level="L1",
+        parameters=parameters,
+        submissions="all",
+        seed=None,
+    )
+    estimate = JobEstimate.objects.create(
+        federation=federation,
+        kind="fedkt",
+        privacy_level="L1",
+        parameters=checked.parameters,
+        seed=1,
+        submission_ids=[submission.id for submission in checked.submissions],
+        n_draws=1,
+        public_dataset=checked.public_dataset,
+        evaluation_split=checked.evaluation_split,
+        requested_by=operator,
+        request_sha256="0" * 64,
+        status=EstimateStatus.FAILED,
+        failure_reason="The fusion failed: the votes could not be combined.",
+    )
+    client = Client()
+    client.force_login(operator)
+    form = {
+        "kind": "fedkt",
+        "privacy_level": "L1",
+        "parameters": json.dumps(parameters),
+        "seed": "",
+    }
+    url = f"/federations/{federation.slug}/jobs/new/"
+
+    refused = client.post(url, {**form, "idempotency_key": "first-send"})
+    page = refused.content.decode()
+    assert refused.status_code == 400
+    assert "the votes could not be combined" in page
+    assert f'name="acknowledge_failed_estimate" value="{estimate.id}"' in page
+    assert not Job.objects.exists()
+    launched = client.post(
+        url,
+        {**form, "idempotency_key": "second-send", "acknowledge_failed_estimate": str(estimate.id)},
+    )
+    assert launched.status_code == 302 and Job.objects.count() == 1
+
+
+#: The request the launcher's gate-failing estimate is of, and the form that sends it.
+QUICK_L1 = {
+    "kind": "fedkt",
+    "privacy_level": "L1",
+    "parameters": {**FAST_FEDKT, "query": 20, "privacy": {"mechanism": "gaussian", "sigma": 20.0}},
+}
+REASON = "The consortium measures the noisy labels once before changing the budgets."
+
+
+def test_a_launch_whose_estimate_expects_a_model_below_the_gate_waits_for_a_ticked_box_and_a_reason(
+    client, operator, fedkt_submissions
+):
+    """Issue 43 item 1 on the page (no JavaScript here: the server decides): the estimate shown, the launcher holds
+    the box and the reason beside Launch; without them the launch is refused with the estimate's sentence and what
+    was typed kept; with them it launches once, the form sent again answering with the same job."""
+    from tests.frontend.test_form_resubmission import form_key
+    from tests.market.jobs.helpers import BELOW_THE_GATE, succeeded_estimate
+
+    federation = fedkt_submissions[0].federation
+    estimate = succeeded_estimate(
+        federation=federation, requested_by=operator, request=QUICK_L1, expected=BELOW_THE_GATE
+    )
+    client.force_login(operator)
+    url = f"/federations/{federation.slug}/jobs/new/"
+    shown = client.get(f"{url}?estimate={estimate.id}").content.decode()
+    assert 'id="estimate-gate"' in shown and 'id="launch-despite-estimate"' in shown
+    assert f'name="launch_despite_estimate" value="{estimate.id}">' in shown
+    assert shown.index('id="launch-despite-estimate"') < shown.index('id="launch-button"')
+    form = {
+        "kind": "fedkt",
+        "privacy_level": "L1",
+        "parameters": json.dumps(QUICK_L1["parameters"]),
+        "seed": "",
+        "idempotency_key": form_key(shown, 'id="job-form"'),
+    }
+
+    unticked = client.post(url, {**form, "launch_reason": REASON})
+    reasonless = client.post(url, {**form, "launch_despite_estimate": str(estimate.id)})
+
+    assert unticked.status_code == 400
+    page = unticked.content.decode()
+    assert (
+        f"Pre-flight estimate #{estimate.id} of this job expects its model to fail the publish gate"
+        in page
+    )
+    assert 'id="launch-despite-estimate"' in page and REASON in page  # the reason typed is kept
+    assert reasonless.status_code == 400
+    page = reasonless.content.decode()
+    assert f"Write why you launch despite pre-flight estimate #{estimate.id}" in page
+    assert f'value="{estimate.id}" checked>' in page
+    assert not Job.objects.exists()
+
+    answered = {**form, "launch_despite_estimate": str(estimate.id), "launch_reason": REASON}
+    launched = client.post(url, answered)
+    again = client.post(url, answered)  # Back, and Launch again
+
+    job = Job.objects.get()
+    assert launched.status_code == 302 and launched["Location"] == f"/jobs/{job.id}/"
+    assert again.status_code == 302 and again["Location"] == f"/jobs/{job.id}/"
+    assert (job.launched_despite_estimate_id, job.launch_reason) == (estimate.id, REASON)
+    assert REASON in client.get(f"/jobs/{job.id}/").content.decode()
+
+
+@pytest.mark.browser
+def test_the_launcher_disables_launch_until_the_box_is_ticked_and_a_reason_written_at_both_widths(
+    live_server,
+    transactional_db,  # noqa: F811
+    fedkt_submissions,
+    operator,
+    page,
+):
+    from tests.frontend.journey_helpers import ARTIFACTS, DESKTOP, PHONE, sign_in
+    from tests.frontend.test_accessibility import page_problems
+    from tests.market.jobs.helpers import BELOW_THE_GATE, succeeded_estimate
+
+    federation = fedkt_submissions[0].federation
+    estimate = succeeded_estimate(
+        federation=federation, requested_by=operator, request=QUICK_L1, expected=BELOW_THE_GATE
+    )
+    script_errors = []
+    page.on("pageerror", lambda error: script_errors.append(str(error)))
+    sign_in(page, live_server.url, "olivia-operator", "operator-password")
+    launcher = f"{live_server.url}/federations/{federation.slug}/jobs/new/?estimate={estimate.id}"
+    launch = page.get_by_role("button", name="Launch job")
+    box = page.get_by_label(f"I have read estimate #{estimate.id} and launch this job anyway")
+    reason = page.get_by_label("Why launch it anyway")
+    problems = []
+    for width, size in (("1280", DESKTOP), ("390", PHONE)):
+        page.set_viewport_size(size)
+        page.goto(launcher)
+        assert launch.is_disabled()
+        assert page.locator("#launch-despite-needed").is_visible()
+        problems += page_problems(page, f"launcher, gate-failing estimate @{width}px")
+        box.check()
+        assert launch.is_disabled()  # a reason too
+        reason.fill("   ")
+        assert launch.is_disabled()
+        reason.fill(REASON)
+        assert launch.is_enabled() and not page.locator("#launch-despite-needed").is_visible()
+        problems += page_problems(page, f"launcher, confirmed @{width}px")
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.locator("#launch-despite-estimate").screenshot(
+            path=ARTIFACTS / f"launch-despite-estimate-{width}.png"
+        )
+        # another request (fewer submissions) is not what the estimate speaks of: the confirmation steps aside,
+        # and comes back with the estimated request
+        first = page.locator('input[name="submissions"]').first
+        first.uncheck()
+        assert launch.is_enabled() and not page.locator("#launch-despite-estimate").is_visible()
+        first.check()
+        assert page.locator("#launch-despite-estimate").is_visible() and launch.is_enabled()
+    assert problems == []
+
+    launch.click()
+    page.locator("#job-launched-despite-estimate").wait_for()
+    assert REASON in page.locator("#job-launched-despite-estimate").inner_text()
+    assert page_problems(page, "job page with the reason @390px") == []
+    page.go_back()  # and Launch again: the first send's job, no second one
+    if (
+        launch.is_disabled()
+    ):  # the browser fetched the page anew instead of restoring what was typed
+        box.check()
+        reason.fill(REASON)
+    launch.click()
+    page.locator("#job-launched-despite-estimate").wait_for()
+    job = Job.objects.get()
+    assert (job.launched_despite_estimate_id, job.launch_reason) == (estimate.id, REASON)
     assert script_errors == []

@@ -271,3 +271,56 @@ def test_the_price_shows_each_epsilon_rounded_with_its_delta_and_says_what_needs
         assert f'<td data-label="Needs ε">{epsilon_text(silo["needed"])}</td>' in page
         assert f'<td data-label="This job alone ε">{epsilon_text(silo["epsilon"])}</td>' in page
     assert not re.search(r">\d+\.\d{4,}<", page)  # no unrounded decimal string
+
+
+def test_the_price_says_in_words_how_many_labelled_rows_the_default_l1_model_learns_from(
+    client, operator, fedkt_submissions
+):
+    """Issue 43 item 1: at L1 the calibrated default queries a handful of public rows; the launcher says what that
+    means for the model, from the same quote that prices the job."""
+    from market.federations.selectors import public_dataset_current
+    from market.jobs.parameters import job_parameter_defaults
+
+    federation = fedkt_submissions[0].federation
+    federation.default_parameters = {}  # the server's calibrated default
+    federation.save()
+    n_public = public_dataset_current(federation=federation).n_rows
+    default = job_parameter_defaults(
+        kind="fedkt", federation=federation, n_public=n_public, privacy_level="L1"
+    )
+    client.force_login(operator)
+
+    page = client.get(
+        "/federations/adult-income/jobs/price/",
+        {"kind": "fedkt", "privacy_level": "L1", "parameters": json.dumps(default)},
+    ).content.decode()
+    one_row = client.get(
+        "/federations/adult-income/jobs/price/",
+        {
+            "kind": "fedkt",
+            "privacy_level": "L1",
+            "parameters": json.dumps({**default, "query_count": 1}),
+        },
+    ).content.decode()
+
+    assert f"{default['query_count']} queries)" in page  # the count it explains, beside it
+    assert (
+        f"In words: the model will learn from {default['query_count']} labelled rows, the public rows "
+        f"(of {n_public}) that the silos' noisy vote labels. More queried rows teach it more and cost more ε."
+    ) in page
+    assert "the model will learn from 1 labelled row, the public rows" in one_row
+    # issue 40: the semi-private default also learns from the operator's own fit-half rows, at no silo's cost
+    split = federation.evaluation_splits.first()
+    assert (
+        f"it also learns from about {split.n_rows // 2} of your evaluation split's labelled rows (its fit "
+        "half), which cost no silo any ε."
+    ) in page
+    without = client.get(
+        "/federations/adult-income/jobs/price/",
+        {
+            "kind": "fedkt",
+            "privacy_level": "L1",
+            "parameters": json.dumps({**default, "semi_private": "off"}),
+        },
+    ).content.decode()
+    assert "evaluation split's labelled rows" not in without

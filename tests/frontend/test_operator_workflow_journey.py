@@ -14,7 +14,7 @@ from market.commerce.wallets import credit_request_create
 from market.federations.models import Federation
 from market.jobs.models import Job, JobStatus
 from tests.conftest import api_client_for, scaled_milliseconds
-from tests.frontend.journey_helpers import DESKTOP, screenshots, sign_in
+from tests.frontend.journey_helpers import DESKTOP, publish_from_card, screenshots, sign_in
 from tests.market.commerce.conftest import buyer_user  # noqa: F401 (fixture)
 from tests.market.jobs.conftest import fedkt_student_files, third_silo_user  # noqa: F401 (fixtures)
 from tests.market.jobs.helpers import FAST_JOB_SETTINGS, job_worker
@@ -171,7 +171,7 @@ def test_operator_creates_a_federation_launches_a_job_lists_its_model_and_tops_u
     page.get_by_label("Price (credits)").fill("12.50")
     screenshots(page, "operator-listing-new")
     page.get_by_role("button", name="Create draft listing").click()
-    page.get_by_role("button", name="Publish", exact=True).click()
+    publish_from_card(page)  # answering the gate with a reason where it refuses
     listing = Listing.objects.get()
     assert (listing.status, listing.price_cents, listing.global_model_id) == (
         ListingStatus.PUBLISHED,

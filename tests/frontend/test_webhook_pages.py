@@ -94,3 +94,21 @@ def test_a_nul_character_in_the_page_form_is_refused_with_a_sentence(silo_user, 
     )
     assert response.status_code == 400
     assert not WebhookEndpoint.objects.exists()
+
+
+def test_registering_beyond_the_cap_on_the_page_shows_the_apis_sentence(silo_user, settings):
+    settings.ONEFOLD_WEBHOOK_ALLOW_PRIVATE = settings.ONEFOLD_WEBHOOK_ALLOW_HTTP = True
+    settings.ONEFOLD_WEBHOOK_ENDPOINTS_PER_ORGANISATION = 1
+    browser = Client(raise_request_exception=False)
+    browser.force_login(silo_user)
+    form = {"url": "http://127.0.0.1:9/hook", "events": ["job.succeeded"]}
+    assert browser.post("/security/webhooks/new/", form).status_code == 200
+
+    response = browser.post("/security/webhooks/new/", form)
+
+    assert response.status_code == 409
+    assert (
+        "Your organisation already has 1 active webhook endpoint, the most it may have."
+        in response.content.decode()
+    )
+    assert WebhookEndpoint.objects.count() == 1

@@ -2,11 +2,14 @@
 
 import threading
 import uuid
+from unittest import mock
 
 import pytest
 from django.conf import settings
+from django.core.cache import cache as default_cache
 from django.core.cache.backends.locmem import LocMemCache
 
+from market import rate_limit
 from market.rate_limit import Rate, rates_take
 from market.redis_cache import ReusedClientRedisCache
 
@@ -14,13 +17,23 @@ CLIENTS = 16
 REQUESTS_PER_CLIENT = 40
 
 
-@pytest.fixture(params=["redis", "local memory"])
+@pytest.fixture(params=["redis", "local memory", "redis as django.core.cache.cache"])
 def cache(request):
     if request.param == "local memory":
         return LocMemCache(f"rate-limit-{uuid.uuid4()}", {})
     if not settings.CELERY_BROKER_URL.startswith("redis://"):
         pytest.skip("needs the Redis that `make test` starts (CELERY_BROKER_URL=redis://...)")
-    return ReusedClientRedisCache(settings.CELERY_BROKER_URL, {"KEY_PREFIX": "test-rate-limit"})
+    if request.param == "redis":
+        return ReusedClientRedisCache(settings.CELERY_BROKER_URL, {"KEY_PREFIX": "test-rate-limit"})
+    # What the throttles and services hold: a proxy to the default backend, here the deployment's Redis.
+    request.getfixturevalue("settings").CACHES = {
+        "default": {
+            "BACKEND": "market.redis_cache.ReusedClientRedisCache",
+            "LOCATION": settings.CELERY_BROKER_URL,
+            "KEY_PREFIX": "test-rate-limit",
+        }
+    }
+    return default_cache
 
 
 def allowed_under_concurrency(cache, rates: list[Rate], now: float) -> int:
@@ -85,5 +98,21 @@ def test_a_quiet_client_gets_the_burst_again_not_the_credit_of_its_idle_time(cac
         ]
         assert rates_take(cache=cache, rates=[rate], now=4619.0) == 1.0
         assert rates_take(cache=cache, rates=[rate], now=4620.0) == 0
+    finally:
+        cache.delete(rate.key)
+
+
+def test_the_default_cache_proxy_takes_rates_in_one_redis_script(cache):
+    """``django.core.cache.cache`` is a proxy, not a RedisCache: it once fell back to the in-memory path (four
+    round trips, atomic only within one process)."""
+    if cache is not default_cache:
+        pytest.skip("about the default cache proxy")
+    rate = Rate(key=f"token-{uuid.uuid4()}", count=3, period_seconds=60)
+    try:
+        with mock.patch.object(
+            rate_limit, "_rates_take_in_redis", wraps=rate_limit._rates_take_in_redis
+        ) as in_redis:
+            assert rates_take(cache=cache, rates=[rate], now=1000.0) == 0
+        assert in_redis.call_count == 1
     finally:
         cache.delete(rate.key)

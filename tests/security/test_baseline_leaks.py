@@ -58,7 +58,7 @@ def _answers(world, principal: str) -> list[str]:
     return answers
 
 
-@pytest.mark.parametrize("n_silos", [3, 4])
+@pytest.mark.parametrize("n_silos", [3, 4, 20])
 def test_only_the_operator_reads_the_silo_baselines_exactly(world, n_silos):
     global_model_id = world.targets["global_model"][None]["global_model_id"]
     silo_key = str(world.people["silo_a"].organisation_id)
@@ -95,7 +95,5 @@ def test_only_the_operator_reads_the_silo_baselines_exactly(world, n_silos):
         f"/api/listings/{world.targets['listing']['published']['listing_id']}/"
     )
     best = card.json()["card"]["metrics"]["best_single_silo"]
-    if n_silos == 3:  # no score at all: the silos cannot solve for one another
-        assert [best[name] for name in BEST] == [None] * 4 and "withheld" in best
-    else:  # whole points
-        assert [best[name] for name in BEST] == [0.81, 0.79, 0.77, 0.86]
+    # no score at all, whatever the number of silos: jobs over different sets of them could be differenced
+    assert [best[name] for name in BEST] == [None] * 4 and "withheld" in best

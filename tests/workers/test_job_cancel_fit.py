@@ -14,7 +14,7 @@ from tests.market.jobs.helpers import FAST_JOB_SETTINGS, job_worker, wait_for_jo
 
 pytestmark = pytest.mark.worker
 # Within the work limit, yet hours of training on the test machine: only a cancel ends it.
-# The paper's vote: the L0 default, auto, fits seven final models (beyond the work limit at this size).
+# The paper's vote: the L0 default, auto, fits eleven final models (beyond the work limit at this size).
 SLOW_FIT = {
     "partitions": 2,
     "vote": "consistent_hard",

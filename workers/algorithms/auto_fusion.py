@@ -14,7 +14,12 @@ Candidates (:data:`AUTO_CANDIDATES`, in this order; a tie on the criterion goes 
 - ``stacked``: the stacked fusion (:mod:`workers.algorithms.stacking`, the "stack" job kind with its default
   aggregator and the job's final model and query), fitted on the selection half. It needs each member's own
   signal (:attr:`EvaluationRows.member_signals`: the fourth block of an ``auto`` member signal is the ensemble
-  kind's member signal); without them (or in signals stored before that block) it is not a candidate.
+  kind's member signal); without them (or in signals stored before that block) it is not a candidate;
+- ``operator_only``: no silo at all (issue 39): the job's final model fitted on the selection half of the
+  evaluation split alone, the operator's own labelled rows, which cost no silo anything. It is listed last, so a
+  tie goes to a federated candidate; when it is chosen the silos added nothing the operator did not have, and the
+  job says so (:func:`auto_choice_sentence`) and credits no silo (``workers.runner.valuing``). Its fit lives in
+  :mod:`workers.algorithms.operator_only`.
 
 The ``soft`` candidate is the ensemble of every member distilled into the final model (its labels are the arg-max
 of the members' summed probabilities), so distillation of the ensemble needs no candidate of its own.
@@ -26,7 +31,9 @@ the selection half (:func:`evaluation_halves`: a stratified half of the evaluati
 seed); the other half is the report half. The stacked candidate is itself fitted on evaluation rows, so its
 selection-half score is cross-fitted (:data:`STACKED_FOLDS` stratified folds of the selection half: each fold is
 scored by a stack fitted on the others, :func:`stacked_candidate_probabilities`); when it is chosen it is refitted
-on the whole selection half, and its metrics, like every candidate's, come from the report half only.
+on the whole selection half, and its metrics, like every candidate's, come from the report half only. The
+``operator_only`` candidate is fitted on evaluation rows too and is cross-fitted and refitted the same way
+(:func:`~workers.algorithms.operator_only.operator_only_cross_fitted`, the same folds).
 
 Privacy: ``auto`` runs at L0 (and on L2 submissions, whose noise the silos added) only. At L1 every FedKT
 candidate would need its own noisy answers from the silos' votes, and choosing among them by their scores
@@ -43,18 +50,45 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from workers.algorithms.operator_only import (
+    OPERATOR_ONLY,
+    SILOS_ADDED_NOTHING,
+    operator_only_cross_fitted,
+    operator_only_fusion,
+)
 from workers.algorithms.registry import Fusion, Member
 from workers.metrics import classification_metrics
 
-AUTO_CANDIDATES = ("consistent_hard", "class_weighted", "soft", "ensemble_selected", "stacked")
+AUTO_CANDIDATES = (
+    "consistent_hard",
+    "class_weighted",
+    "soft",
+    "ensemble_selected",
+    "stacked",
+    OPERATOR_ONLY,
+)
 #: The FedKT vote rules among the candidates, in the order of their blocks in an ``auto`` member signal.
 AUTO_VOTE_RULES = ("consistent_hard", "class_weighted", "soft")
 #: The block of an ``auto`` member signal after the vote rules': the ensemble kind's member signal (the stack's).
 ENSEMBLE_BLOCK = len(AUTO_VOTE_RULES)
 STACKED_FOLDS = 3
-#: The final models an ``auto`` job fits at most: one per vote rule, one per fold of the stacked candidate's
-#: cross-fitting and its refit (what FedKT's ``estimate`` counts against the market's work limit).
-AUTO_FINAL_MODEL_FITS = len(AUTO_VOTE_RULES) + STACKED_FOLDS + 1
+#: The final models an ``auto`` job fits at most: one per vote rule, and for each of the stacked and the
+#: operator-only candidate one per fold of its cross-fitting and its refit (what FedKT's ``estimate`` counts
+#: against the market's work limit; the operator-only fits read fewer rows, the selection half, so this is an
+#: upper bound).
+AUTO_FINAL_MODEL_FITS = len(AUTO_VOTE_RULES) + 2 * (STACKED_FOLDS + 1)
+
+
+def auto_aggregator_fits() -> int:
+    """The stacked candidate's aggregator fits at most: a whole stacked fit (its aggregator cross-fitted and refitted,
+    :func:`workers.algorithms.stacking.aggregator_fits`) per fold of the candidate's cross-fitting and for its
+    refit when it is chosen. Issue 42 profiled them at 45 % of an ``auto`` job, paid even when another candidate
+    wins."""
+    from workers.algorithms.stacking import DEFAULT_AGGREGATOR, aggregator_fits
+
+    return (STACKED_FOLDS + 1) * aggregator_fits(DEFAULT_AGGREGATOR)
+
+
 SELECTION_CRITERION = "accuracy"
 AUTO_REFUSED_AT_L1 = (
     '"vote": "auto" cannot run at L1: it would fuse every candidate from its own noisy '
@@ -122,8 +156,8 @@ def evaluation_halves(labels, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 def fitted_on_evaluation(details: Mapping) -> bool:
     """Whether a fusion with these ``Fusion.details`` read the first of :func:`evaluation_halves` (``auto``'s choice,
-    a stacked fusion's fit): its job then reports every metric on the other half only."""
-    return "auto" in details or "stack" in details
+    a stacked fusion's fit, a semi-private model's fit): its job then reports every metric on the other half only."""
+    return "auto" in details or "stack" in details or "semi_private" in details
 
 
 def auto_member_signal(
@@ -252,6 +286,15 @@ def auto_fuse(
             n_classes=n_classes,
             seed=seed,
         )
+    features = np.asarray(evaluation.features)
+    probabilities[OPERATOR_ONLY] = operator_only_cross_fitted(
+        features[selection],
+        labels[selection],
+        final_model=settings["final_model"],
+        n_classes=n_classes,
+        folds=STACKED_FOLDS,
+        seed=seed,
+    )
     candidates = [name for name in AUTO_CANDIDATES if name in probabilities]
     scores = {
         name: _scores(probabilities[name], labels[selection], n_classes) for name in candidates
@@ -268,6 +311,16 @@ def auto_fuse(
         "candidates": scores,
         "ensemble_members": int(len(chosen_members)),
     }
+    if chosen == OPERATOR_ONLY:
+        return operator_only_fusion(
+            features[selection],
+            labels[selection],
+            final_model=settings["final_model"],
+            n_public=len(public_features),
+            n_classes=n_classes,
+            seed=seed,
+            details=details,
+        )
     if chosen == "stacked":
         stacked = _stacked_fit(
             evaluation,
@@ -362,3 +415,14 @@ def stacked_candidate_probabilities(
         folds=STACKED_FOLDS,
         seed=seed,
     )
+
+
+def auto_choice_sentence(choice: Mapping) -> str:
+    """The job log's sentence on what ``auto`` chose (``choice``: ``Fusion.details["auto"]``), with
+    :data:`SILOS_ADDED_NOTHING` after it when the choice was :data:`OPERATOR_ONLY`."""
+    sentence = (
+        f"Fusion chosen by auto: {choice['chosen']} (best {choice['criterion']} on "
+        f"{choice['selection_rows']} evaluation rows); metrics below are on the other "
+        f"{choice['report_rows']}."
+    )
+    return f"{sentence} {SILOS_ADDED_NOTHING}" if choice["chosen"] == OPERATOR_ONLY else sentence

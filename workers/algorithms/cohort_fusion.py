@@ -30,8 +30,8 @@ from workers.algorithms.logits import PROBABILITY_FLOOR
 from workers.algorithms.registry import (
     Fusion,
     Member,
+    NoiselessFusion,
     member_probabilities_split,
-    no_level_defaults,
     register,
 )
 from workers.algorithms.schema import (
@@ -53,12 +53,11 @@ DEFAULT_STUDENT = {"family": "mlp", "hidden_sizes": [100], "epochs": 20}
 SHIFT = -np.log(PROBABILITY_FLOOR)  # makes log-probabilities non-negative
 
 
-class CohortFusion:
+class CohortFusion(NoiselessFusion):
     """CPFL's one-shot distillation of cohort models into one student (module docstring)."""
 
     name = "cpfl"
     label = "Cohort-parallel distillation"
-    accepts_noise = False
     keys: tuple[str, ...] = ("student", "loss", "temperature", "query_fraction", "query_count")
     help = {
         "student": 'Cohort distillation: a torch network {"family": "mlp" | "cnn", ...}.',
@@ -92,21 +91,9 @@ class CohortFusion:
         }
 
     @staticmethod
-    def level_defaults(
-        params: Mapping, *, privacy_level: str, evaluation_class_counts: Sequence[int]
-    ) -> dict:
-        """``params`` as given: cohort distillation's defaults are the same at every level."""
-        return no_level_defaults(params)
-
-    @staticmethod
-    def noise_refusal(settings: Mapping) -> str | None:
-        """None: cohort distillation takes no server noise at all (``accepts_noise`` refuses L1 first)."""
-        return None
-
-    @staticmethod
-    def reads_evaluation(settings: Mapping) -> bool:
-        """False: the student is fitted on the public rows only."""
-        return False
+    def valuation_rule(settings: Mapping, details: Mapping) -> str:
+        """``cohort``: log-probabilities averaged per class, weighted by each cohort's declared class counts."""
+        return "cohort"
 
     def estimate(self, settings: Mapping, *, n_public: int, n_member_models: int) -> WorkEstimate:
         rows = min(query_rows(settings, n_public=n_public), n_public)
@@ -150,10 +137,7 @@ class CohortFusion:
     ) -> Fusion:
         from workers.algorithms.neural_distillation import distil_torch
 
-        if noise is not None:
-            raise ValueError(
-                "Cohort distillation adds no noise; run it at L0 or on L2 submissions."
-            )
+        self.noise_refused(noise)
         settings = self.validate(params)
         totals = np.sum([self._counts(m, n_classes) for m in members], axis=0)
         teacher = np.full(np.shape(signal_sum), np.log(PROBABILITY_FLOOR))

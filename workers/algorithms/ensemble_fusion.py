@@ -41,8 +41,8 @@ from workers.algorithms.fedkt_fusion import FINAL_MODEL_FAMILIES
 from workers.algorithms.registry import (
     Fusion,
     Member,
+    NoiselessFusion,
     member_probabilities_split,
-    no_level_defaults,
     register,
 )
 from workers.algorithms.schema import (
@@ -93,12 +93,11 @@ def _normalised(params: Mapping) -> dict:
     return params
 
 
-class EnsembleFusion:
+class EnsembleFusion(NoiselessFusion):
     """Guha's selected ensemble, kept as a bundle of its members (module docstring: params)."""
 
     name = "ensemble"
     label = "Ensemble of local models"
-    accepts_noise = False
     keys: tuple[str, ...] = SELECTION_KEYS
     help = {"selection": SELECTION_HELP}
 
@@ -107,21 +106,9 @@ class EnsembleFusion:
         return selection_parameters(_normalised(params))
 
     @staticmethod
-    def level_defaults(
-        params: Mapping, *, privacy_level: str, evaluation_class_counts: Sequence[int]
-    ) -> dict:
-        """``params`` as given: an ensemble's defaults are the same at every level."""
-        return no_level_defaults(params)
-
-    @staticmethod
-    def noise_refusal(settings: Mapping) -> str | None:
-        """None: an ensemble takes no server noise at all (``accepts_noise`` refuses L1 first)."""
-        return None
-
-    @staticmethod
-    def reads_evaluation(settings: Mapping) -> bool:
-        """False: an ensemble fuses from the public rows only."""
-        return False
+    def valuation_rule(settings: Mapping, details: Mapping) -> str:
+        """``average``: the members' probabilities are averaged (so too in distillation and the stack)."""
+        return "average"
 
     def estimate(self, settings: Mapping, *, n_public: int, n_member_models: int) -> WorkEstimate:
         return WorkEstimate(
@@ -161,8 +148,7 @@ class EnsembleFusion:
         noise=None,
         seed: int,
     ) -> Fusion:
-        if noise is not None:
-            raise ValueError("Ensembles add no noise; run them at L0 or on L2 submissions.")
+        self.noise_refused(noise)
         averaged = self.teacher(signal_sum, members)
         details = {
             "n_members": len(members),
@@ -254,8 +240,7 @@ class DistillFusion(EnsembleFusion):
     ) -> Fusion:
         from workers.algorithms.distillation import distil, fidelity, student_family
 
-        if noise is not None:
-            raise ValueError("Distillation adds no noise; run it at L0 or on L2 submissions.")
+        self.noise_refused(noise)
         settings = self.validate(params)
         teacher, public_features = self.teacher(signal_sum, members), np.asarray(public_features)
         # Two independent streams from the job's seed: changing the student's learner must not change which proxy

@@ -338,7 +338,8 @@ def server_step(
     semi_supervised: str = "none",
 ) -> ServerResult:
     """FedKT's server step (Algorithm 1 lines 11-14) from the parties' summed votes: query public examples,
-    add ``noise`` (L1) to their counts, label by arg-max and fit the final model on the non-abstaining ones.
+    add ``noise`` (L1) to their counts, label by arg-max and fit the final model on the non-abstaining ones
+    (anchored on every class, :func:`workers.algorithms.transfer.with_every_class`, so that it always exports).
     The one server step of FedKT: :func:`server_fit` (the simulations) and the market's "fedkt" job kind
     (:class:`workers.algorithms.fedkt_fusion.FedKTFusion`, whose members' signals sum to these counts) call it.
 
@@ -370,6 +371,7 @@ def server_step(
             seed=model_seed,
             noise=noise,
             n_jobs=n_jobs,
+            every_class=True,
         )
         if semi_supervised != "none" and len(queried) < len(public_features):
             model = fit_semi_supervised(
@@ -381,6 +383,7 @@ def server_step(
                 n_classes=n_classes,
                 seed=model_seed,
                 n_jobs=n_jobs,
+                every_class=True,
             )
     abstained = np.logical_not(counts.any(axis=1))
     return ServerResult(

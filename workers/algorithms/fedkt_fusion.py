@@ -41,6 +41,12 @@ Algorithm 1 lines 10-14 (the server side; the silos ran lines 1-9 and uploaded s
   refused at L1. ``validate`` does not write its default (``consistent_hard``) into the stored parameters:
   ``validate`` does not know the privacy level, and :meth:`FedKTFusion.level_defaults` makes ``auto`` the default of
   L0 jobs whose evaluation split allows it (the market stores it with the job); L1 and L2 keep the paper's vote.
+- ``semi_private`` (:data:`workers.algorithms.semi_private.SEMI_PRIVATE_SETTINGS`, default ``off``; an L1 or L2 job
+  that names none gets :data:`DEFAULT_SEMI_PRIVATE` from :meth:`FedKTFusion.level_defaults`): ``cross_fitted`` fits
+  the global model on the released noisy labels together with the operator's labelled fit half of the evaluation
+  split, the mix chosen by cross-fitting inside that half (:mod:`workers.algorithms.semi_private`; the report half
+  is never read). Post-processing of what was released plus rows no silo owns: no silo pays any extra ε, the
+  price and the charge do not change. ``Fusion.details["semi_private"]`` records the choice.
 - L1 price (:meth:`FedKTFusion.l1_cost`): :func:`workers.privacy.costs.fedkt_l1_cost` at s, t and the votes
   a silo's submissions move (:meth:`FedKTFusion.votes_per_submission`); the budgets reserve and charge it.
 - signal: the member's consistent votes (s_i on the class all its s_i students predict, else 0); a silo's own
@@ -75,6 +81,12 @@ from workers.algorithms.schema import (
     unknown_keys_refused,
     whole_number,
 )
+from workers.algorithms.semi_private import (
+    SEMI_PRIVATE_PRIVACY_NOTE,
+    SEMI_PRIVATE_SETTINGS,
+    semi_private_fit,
+    semi_private_refusal,
+)
 from workers.algorithms.transfer import QUERY_SELECTIONS, SEMI_SUPERVISED
 from workers.modelio.families import ModelFamily
 from workers.privacy.costs import PrivacyCost, fedkt_l1_cost_from_parameters
@@ -94,12 +106,19 @@ DEFAULT_FINAL_MODEL = {"family": "random_forest", "n_estimators": 100, "max_dept
 #: does not know the privacy level). Fitted on a few dozen noisy labels, a regularised logistic regression on the
 #: one-hot view beats the forest by 1-4 points on validation rows (issue 25, docs/results/private.md).
 DEFAULT_PRIVATE_FINAL_MODEL = {"family": "logistic_regression", "C": 0.1}
+#: What an L1 or L2 FedKT job's global model is fitted on when the job does not say (the market fills it in): the
+#: noisy labels and the operator's fit-half rows, mixed as cross-fitting inside that half chooses (issue 40).
+DEFAULT_SEMI_PRIVATE = "cross_fitted"
 FINAL_MODEL_FAMILIES = (
     ModelFamily.LOGISTIC_REGRESSION,
     ModelFamily.RANDOM_FOREST,
     ModelFamily.XGBOOST,
     ModelFamily.MLP,
 )
+
+
+#: FedKT vote rules (and ``auto`` choices) that average the members' probabilities rather than count votes.
+AVERAGING_VOTES = frozenset({"soft", "ensemble_selected", "stacked"})
 
 
 class FedKTFusion:
@@ -120,6 +139,7 @@ class FedKTFusion:
         "vote_weight_max",
         "query_selection",
         "semi_supervised",
+        "semi_private",
     )
     help = {
         "partitions": "s: students per submission (each FedKT submission holds one student per partition), 1 to 64.",
@@ -154,6 +174,13 @@ class FedKTFusion:
             "How the global model uses the public rows that were not queried: "
             + " | ".join(SEMI_SUPERVISED)
             + f" (default {DEFAULT_SEMI_SUPERVISED}; post-processing of the released labels, no privacy cost)."
+        ),
+        "semi_private": (
+            "Whether the global model also learns from the operator's labelled rows (the fit half of the "
+            "evaluation split): "
+            + " | ".join(SEMI_PRIVATE_SETTINGS)
+            + f" (default {DEFAULT_SEMI_PRIVATE} at L1 and L2, off at L0; cross_fitted chooses among the noisy "
+            "labels, the operator's rows and both by cross-fitting inside the fit half; no silo pays any extra ε)."
         ),
     }
 
@@ -198,8 +225,32 @@ class FedKTFusion:
                 name="semi_supervised",
                 choices=SEMI_SUPERVISED,
             ),
+            **self._semi_private_setting(params),
         }
         return {**settings, "privacy": dict(privacy)} if privacy else settings
+
+    @staticmethod
+    def _semi_private_setting(params: Mapping) -> dict:
+        """``{"semi_private": "cross_fitted"}`` when the job asks for it, else ``{}`` (``off``, the default, is not
+        stored, so that a job stored before the setting existed validates as it did)."""
+        semi_private = one_of(
+            params.get("semi_private", SEMI_PRIVATE_SETTINGS[0]),
+            name="semi_private",
+            choices=SEMI_PRIVATE_SETTINGS,
+        )
+        if semi_private == SEMI_PRIVATE_SETTINGS[0]:
+            return {}
+        if params.get("vote") == "auto":
+            raise ValueError(
+                '\'semi_private\' cannot be combined with "vote": "auto", which already chooses on the '
+                "evaluation split; remove one of them."
+            )
+        if params.get("semi_supervised", DEFAULT_SEMI_SUPERVISED) != "none":
+            raise ValueError(
+                "'semi_private' fits the global model on the labelled queried rows and the operator's rows; it "
+                "cannot be combined with 'semi_supervised' (set one of them to its default)."
+            )
+        return {"semi_private": semi_private}
 
     @staticmethod
     def level_defaults(
@@ -209,16 +260,26 @@ class FedKTFusion:
         (:func:`~workers.algorithms.auto_fusion.evaluation_allows_auto`): the paper's vote is one of its candidates,
         chosen only where it scores best. An L1 job that names no final model gets
         :data:`DEFAULT_PRIVATE_FINAL_MODEL` (a few dozen noisy labels fit a regularised logistic regression better
-        than the forest). L2 keeps ``validate``'s defaults: the silos' noise is already in their students."""
+        than the forest); L2 keeps ``validate``'s final model (the silos' noise is already in their students). An L1
+        or L2 job that names neither ``semi_private`` nor another ``semi_supervised`` or ``vote: auto`` gets
+        :data:`DEFAULT_SEMI_PRIVATE`."""
         from workers.algorithms.auto_fusion import evaluation_allows_auto
 
         params = dict(params or {})
         if privacy_level == "L0" and evaluation_allows_auto(evaluation_class_counts):
             return {"vote": "auto", **params}
+        defaults: dict = {}
         # "final" is the old name of "final_model": a job naming either chose its model.
         if privacy_level == "L1" and not params.keys() & {"final_model", "final"}:
-            return {"final_model": dict(DEFAULT_PRIVATE_FINAL_MODEL), **params}
-        return params
+            defaults["final_model"] = dict(DEFAULT_PRIVATE_FINAL_MODEL)
+        if (
+            privacy_level in ("L1", "L2")
+            and "semi_private" not in params
+            and params.get("vote") != "auto"
+            and params.get("semi_supervised", DEFAULT_SEMI_SUPERVISED) == "none"
+        ):
+            defaults["semi_private"] = DEFAULT_SEMI_PRIVATE
+        return {**defaults, **params}
 
     @staticmethod
     def vote_weight_parameters(weight: int) -> dict:
@@ -295,14 +356,20 @@ class FedKTFusion:
         return None
 
     def estimate(self, settings: Mapping, *, n_public: int, n_member_models: int) -> WorkEstimate:
-        from workers.algorithms.auto_fusion import AUTO_FINAL_MODEL_FITS
+        from workers.algorithms.auto_fusion import AUTO_FINAL_MODEL_FITS, auto_aggregator_fits
+        from workers.algorithms.stacking import FOLDS
 
         rows = min(query_rows(settings, n_public=n_public), n_public)
-        fits = AUTO_FINAL_MODEL_FITS if settings.get("vote") == "auto" else 1
+        auto = settings.get("vote") == "auto"
+        fits = AUTO_FINAL_MODEL_FITS if auto else 1
+        # a semi-private model: four candidates fitted per fold and the refit (the operator's rows aside)
+        if settings.get("semi_private"):
+            fits += 4 * FOLDS + 1
         return WorkEstimate(
             rows,
             prediction_work(n_public=n_public, n_member_models=n_member_models)
             + fits * learner_work(settings["final_model"], n_rows=rows),
+            aggregator_fits=auto_aggregator_fits() if auto else 0,
         )
 
     def select(self, members: Sequence[Member], params: Mapping, *, seed: int) -> list[int]:
@@ -355,9 +422,42 @@ class FedKTFusion:
         return consistent_vote_counts(predictions, n_classes, len(probabilities))
 
     @staticmethod
+    def report_sentence(details: Mapping, *, report_rows: int) -> str | None:
+        """What ``auto`` chose, or what a semi-private model was fitted on; None for a vote that read no
+        evaluation row."""
+        from workers.algorithms.auto_fusion import auto_choice_sentence
+        from workers.algorithms.semi_private import semi_private_line
+
+        if "auto" in details:
+            return auto_choice_sentence(details["auto"])
+        if "semi_private" in details:
+            return semi_private_line(details["semi_private"], report_rows=report_rows)
+        return None
+
+    @staticmethod
+    def privacy_notes(details: Mapping) -> tuple[str, ...]:
+        """A semi-private model's note that the operator's rows cost no ε."""
+        note = (details.get("semi_private") or {}).get("privacy")
+        return (note,) if note else ()
+
+    @staticmethod
+    def valuation_rule(settings: Mapping, details: Mapping) -> str | None:
+        """``vote`` for the hard votes (one vote per member), ``average`` for the soft vote and for ``auto``'s
+        choice of the soft vote, the ensemble or the stack; None where ``auto`` chose the operator's rows alone."""
+        from workers.algorithms.operator_only import silos_added_nothing
+
+        if silos_added_nothing(details):
+            return None
+        vote = (settings or {}).get("vote", "consistent_hard")
+        if vote == "auto":
+            vote = (details.get("auto") or {}).get("chosen", "consistent_hard")
+        return "average" if vote in AVERAGING_VOTES else "vote"
+
+    @staticmethod
     def reads_evaluation(settings: Mapping) -> bool:
-        """Whether ``fuse`` needs the federation's evaluation split (``evaluation=``): ``auto`` chooses on it."""
-        return settings.get("vote") == "auto"
+        """Whether ``fuse`` needs the federation's evaluation split (``evaluation=``): ``auto`` chooses on it, a
+        semi-private model is fitted on its fit half."""
+        return settings.get("vote") == "auto" or "semi_private" in settings
 
     def fuse(
         self,
@@ -435,12 +535,27 @@ class FedKTFusion:
             "n_queried": int(len(queried)),
             "n_abstained": int(len(queried) - trained.sum()),
             "n_trained": int(trained.sum()),
+            # classes no released label names: the final model is anchored on them (transfer.with_every_class)
+            "unlabelled_classes": sorted(
+                set(range(n_classes)) - {int(label) for label in server.labels[trained]}
+            ),
             "silo_designs": silo_designs(members),
             "query_selection": settings["query_selection"],
             "semi_supervised": settings["semi_supervised"],
             **confident_details(noise, server.noisy_counts),
         }
-        return Fusion(server.final_model, all_labels, all_trained, privacy, details)
+        model = server.final_model
+        if "semi_private" in settings:
+            model, details["semi_private"] = semi_private_model(
+                server.final_model,
+                public_features[queried[trained]],
+                server.labels[trained],
+                settings=settings,
+                evaluation=evaluation,
+                n_classes=n_classes,
+                seed=seed,
+            )
+        return Fusion(model, all_labels, all_trained, privacy, details)
 
     @staticmethod
     def teachers_recorded(settings: Mapping, members: Sequence[Member]) -> int:
@@ -448,6 +563,50 @@ class FedKTFusion:
         one, else the most any of its submissions declared, else 1."""
         declared = [member.teachers for member in members if member.teachers]
         return int(settings.get("teachers") or max(declared, default=1))
+
+
+def semi_private_model(
+    noisy_model,
+    public_features,
+    public_labels,
+    *,
+    settings: Mapping,
+    evaluation,
+    n_classes: int,
+    seed: int,
+) -> tuple[object, dict]:
+    """The semi-private global model and its ``Fusion.details["semi_private"]``
+    (:func:`workers.algorithms.semi_private.semi_private_fit` on the fit half of ``evaluation``, the
+    :class:`~workers.algorithms.auto_fusion.EvaluationRows` of the job; the report half is not passed on). A fit
+    half too small to cross-fit keeps ``noisy_model`` and says why; no evaluation split is a ValueError."""
+    from workers.algorithms.auto_fusion import evaluation_halves
+
+    if evaluation is None:
+        raise ValueError(
+            "A semi-private FedKT model is fitted on the federation's evaluation split, which was not given; "
+            'set "semi_private": "off" or give the split.'
+        )
+    labels = np.asarray(evaluation.labels, dtype=np.int64)
+    fit_rows = evaluation_halves(labels, seed=seed)[0] if len(labels) >= 2 else labels[:0]
+    refusal = semi_private_refusal(labels[fit_rows], n_classes=n_classes)
+    if refusal:
+        return noisy_model, {
+            "chosen": "noisy_labels",
+            "operator_rows": int(len(fit_rows)),
+            "skipped": refusal,
+        }
+    fitted = semi_private_fit(
+        noisy_model=noisy_model,
+        public_features=public_features,
+        public_labels=public_labels,
+        operator_features=np.asarray(evaluation.features)[fit_rows],
+        operator_labels=labels[fit_rows],
+        learner=settings["final_model"],
+        operator_learner=DEFAULT_FINAL_MODEL,  # the operator-only model's (operator_baseline.OPERATOR_ONLY_LEARNER)
+        n_classes=n_classes,
+        seed=seed,
+    )
+    return fitted.model, {**fitted.details(), "privacy": SEMI_PRIVATE_PRIVACY_NOTE}
 
 
 def confident_details(noise, noisy_counts) -> dict:

@@ -34,6 +34,10 @@ if TYPE_CHECKING:
 #: added before uploading (example-level DP). A job is run at one; its kind may default its parameters by it
 #: (:meth:`FusionAlgorithm.level_defaults`).
 PRIVACY_LEVELS = ("L0", "L1", "L2")
+#: How a kind's global model combines the members, as contribution values re-count it for a coalition
+#: (workers.valuation): their hard votes, their averaged probabilities, or cohort distillation's class-weighted
+#: log-probabilities.
+VALUATION_RULES = ("vote", "average", "cohort")
 
 
 @dataclass(frozen=True)
@@ -172,6 +176,20 @@ class FusionAlgorithm(Protocol):
     def reads_evaluation(self, settings: Mapping) -> bool:
         """Whether ``fuse`` needs the federation's evaluation split (its ``evaluation=`` argument)."""
 
+    def report_sentence(self, details: Mapping, *, report_rows: int) -> str | None:
+        """The job log's sentence on how ``fuse`` read the evaluation split (what it chose or fitted on its first
+        half), from the fusion's ``details``; None where it read none (the runner then says the metrics are on the
+        ``report_rows`` rows of the report half)."""
+
+    def privacy_notes(self, details: Mapping) -> tuple[str, ...]:
+        """Plain sentences the job's privacy report carries about the fusion (e.g. rows it learnt from that cost
+        no silo any ε), from its ``details``."""
+
+    def valuation_rule(self, settings: Mapping, details: Mapping) -> str | None:
+        """How a coalition of silos is re-combined to value each silo's contribution (workers.valuation): one of
+        :data:`VALUATION_RULES`, from the job's stored ``settings`` and its fusion's ``details``; None where the
+        global model combines no silo's output."""
+
     def estimate(self, settings: Mapping, *, n_public: int, n_member_models: int):
         """A :class:`workers.algorithms.schema.WorkEstimate` of validated ``settings``."""
 
@@ -227,10 +245,50 @@ class ServerNoisePrice(Protocol):
 ALGORITHMS: dict[str, FusionAlgorithm] = {}
 
 
-def no_level_defaults(params: Mapping) -> dict:
-    """``params`` as given: the :meth:`FusionAlgorithm.level_defaults` of a kind whose defaults are the same at
-    every privacy level (``validate`` fills them in)."""
-    return dict(params or {})
+class NoiselessFusion:
+    """The protocol's defaults for a kind that takes no server noise (it runs at L0 and on L2 submissions, whose
+    noise the silos added): a kind subclasses it and overrides only what differs, as Flower's ``FedProx(FedAvg)``
+    does. Its defaults are the same at every level, it needs no evaluation split and its ``fuse`` refuses noise
+    (:meth:`noise_refused`)."""
+
+    accepts_noise = False
+    label: str
+
+    @staticmethod
+    def level_defaults(
+        params: Mapping, *, privacy_level: str, evaluation_class_counts: Sequence[int]
+    ) -> dict:
+        """``params`` as given: the kind's defaults are the same at every level (``validate`` fills them in)."""
+        return dict(params or {})
+
+    @staticmethod
+    def noise_refusal(settings: Mapping) -> str | None:
+        """None: the kind takes no server noise at all (``accepts_noise`` refuses L1 first)."""
+        return None
+
+    @staticmethod
+    def reads_evaluation(settings: Mapping) -> bool:
+        """False: the kind fuses from the public rows only."""
+        return False
+
+    @staticmethod
+    def report_sentence(details: Mapping, *, report_rows: int) -> str | None:
+        """None: the kind reads no evaluation split."""
+        return None
+
+    @staticmethod
+    def privacy_notes(details: Mapping) -> tuple[str, ...]:
+        """None: the kind takes no noise and learns from the public rows only."""
+        return ()
+
+    def noise_refused(self, noise) -> None:
+        """The guard at the top of ``fuse``: a caller of the core (a simulation, a test) that passes noise gets a
+        ValueError, since no accountant would charge it."""
+        if noise is not None:
+            raise ValueError(
+                self.noise_refusal({})
+                or f"{self.label} adds no noise; run it at L0 or on L2 submissions."
+            )
 
 
 def register(algorithm: FusionAlgorithm) -> FusionAlgorithm:

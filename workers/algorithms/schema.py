@@ -372,10 +372,15 @@ class WorkEstimate:
         Public rows the global model is fitted on, at most (``None``: nothing is fitted, an ensemble).
     work : float
         Row-passes: each member model predicts every public row once, plus :func:`learner_work` of the fit.
+    aggregator_fits : int
+        Fits of a stacked aggregator (:mod:`workers.algorithms.stacking`: a logistic regression or the members'
+        weights, on the members' probabilities of evaluation rows) at most, on a line of their own and not in
+        ``work``: their rows are the evaluation split's, which the estimate is not given.
     """
 
     training_rows: int | None
     work: float
+    aggregator_fits: int = 0
 
 
 def learner_work(setting: Mapping, *, n_rows: int) -> float:

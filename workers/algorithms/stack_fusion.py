@@ -44,7 +44,12 @@ from workers.algorithms.schema import (
     query_setting,
     unknown_keys_refused,
 )
-from workers.algorithms.stacking import AGGREGATOR_CHOICES, DEFAULT_AGGREGATOR, stacked_fit
+from workers.algorithms.stacking import (
+    AGGREGATOR_CHOICES,
+    DEFAULT_AGGREGATOR,
+    aggregator_fits,
+    stacked_fit,
+)
 
 STACK_REFUSED_AT_L1 = (
     "A stacked fusion cannot run at L1: its aggregator is fitted on the members' predictions without noise, "
@@ -58,7 +63,6 @@ class StackedFusion(EnsembleFusion):
 
     name = "stack"
     label = "Stacked fusion"
-    accepts_noise = False
     keys: tuple[str, ...] = ("aggregator", "final_model", "query_fraction", "query_count")
     help = {
         "aggregator": (
@@ -102,12 +106,21 @@ class StackedFusion(EnsembleFusion):
         """True: the aggregator is fitted on half of the evaluation split."""
         return True
 
+    @staticmethod
+    def report_sentence(details: Mapping, *, report_rows: int) -> str:
+        stack = details["stack"]
+        return (
+            f"Stacked by {stack['aggregator']}, fitted on {stack['fit_rows']} evaluation rows; metrics "
+            f"below are on the other {stack['report_rows']}."
+        )
+
     def estimate(self, settings: Mapping, *, n_public: int, n_member_models: int) -> WorkEstimate:
         rows = min(query_rows(settings, n_public=n_public), n_public)
         return WorkEstimate(
             rows,
             prediction_work(n_public=n_public, n_member_models=n_member_models)
             + learner_work(settings["final_model"], n_rows=rows),
+            aggregator_fits=aggregator_fits(settings["aggregator"]),
         )
 
     def select(self, members: Sequence[Member], params: Mapping, *, seed: int) -> list[int]:
@@ -127,8 +140,7 @@ class StackedFusion(EnsembleFusion):
         evaluation: EvaluationRows | None = None,
     ) -> Fusion:
         settings = self.validate(params)
-        if noise is not None:
-            raise ValueError(STACK_REFUSED_AT_L1)
+        self.noise_refused(noise)
         if evaluation is None:
             raise ValueError(
                 "A stacked fusion is fitted on the federation's evaluation split, which was not given."

@@ -47,6 +47,14 @@ LOGISTIC_C = 1.0
 PROBABILITY_FLOOR = 1e-4
 
 
+def aggregator_fits(aggregator: str) -> int:
+    """The aggregator fits of one :func:`stacked_fit` with the ``aggregator`` setting: each kind it weighs once per
+    fold of its cross-fitting (:data:`FOLDS`; ``auto`` weighs both :data:`AGGREGATORS`), then the chosen one's refit
+    on every fit row. An upper bound: a fold whose training part holds one class fits nothing."""
+    kinds = len(AGGREGATORS) if aggregator == "auto" else 1
+    return kinds * FOLDS + 1
+
+
 @dataclass(frozen=True)
 class Aggregator:
     """A fitted aggregator (module docstring): ``kind`` is one of :data:`AGGREGATORS`; ``weights`` the members'

@@ -134,13 +134,42 @@ def predict_classes(models: Sequence[Any], features) -> np.ndarray:
     )
 
 
+def with_every_class(features, labels, *, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
+    """``features`` and ``labels`` with one anchoring row for each class no label names: a copy of the first row,
+    labelled with that class. A global model fitted on them has an output for every class, so it exports and
+    serves (it gives such a class a small probability) instead of failing the job after its noise was drawn
+    (issue 45: 10 queried rows of a 6-class federation left classes unlabelled). Post-processing of the released
+    labels: no privacy cost."""
+    features, labels = np.asarray(features), np.asarray(labels, dtype=np.int64)
+    missing = np.setdiff1d(np.arange(n_classes), labels)
+    if not len(missing) or not len(labels):
+        return features, labels
+    anchors = np.repeat(features[:1], len(missing), axis=0)
+    return np.concatenate([features, anchors]), np.concatenate([labels, missing])
+
+
+def _fit(learner, features, labels, *, n_classes, seed, n_jobs, every_class):
+    if every_class:
+        features, labels = with_every_class(features, labels, n_classes=n_classes)
+    return fit_aligned(learner, features, labels, n_classes=n_classes, seed=seed, n_jobs=n_jobs)
+
+
 def fit_on_votes(
-    counts, features, *, learner: Learner, n_classes: int, seed: int, noise=None, n_jobs: int = 1
+    counts,
+    features,
+    *,
+    learner: Learner,
+    n_classes: int,
+    seed: int,
+    noise=None,
+    n_jobs: int = 1,
+    every_class: bool = False,
 ):
     """Label examples by (noisy) vote and fit a model on the non-abstaining ones.
 
     Returns ``(model, noisy_counts or None, labels, trained_mask)``; ``n_jobs``: threads of the fit
-    (:func:`workers.learners.fit_aligned`).
+    (:func:`workers.learners.fit_aligned`); ``every_class``: a global model, anchored on every class
+    (:func:`with_every_class`).
     """
     noisy = None if noise is None else np.asarray(noise.noisy_counts(counts))
     (tie_seed,) = child_seeds(seed, 1)  # the model keeps ``seed`` itself, as before ties were drawn
@@ -151,8 +180,14 @@ def fit_on_votes(
             "Every queried example abstained (no votes above zero) or was withheld by Confident-GNMax's "
             "consensus check; query more public examples, use less noise or a lower threshold."
         )
-    model = fit_aligned(
-        learner, features[trained], labels[trained], n_classes=n_classes, seed=seed, n_jobs=n_jobs
+    model = _fit(
+        learner,
+        features[trained],
+        labels[trained],
+        n_classes=n_classes,
+        seed=seed,
+        n_jobs=n_jobs,
+        every_class=every_class,
     )
     return model, noisy, labels, trained
 
@@ -186,13 +221,15 @@ def fit_semi_supervised(
     n_classes: int,
     seed: int,
     n_jobs: int = 1,
+    every_class: bool = False,
 ):
     """A model of ``learner`` fitted on every public row from the ``labels`` of the rows ``labelled`` (indices).
 
     ``"label_spreading"``: labels spread over the neighbour graph (:func:`spread_labels`), then one fit on all
     rows. ``"self_training"``: a fit on the labelled rows, which labels the other rows it predicts with
     probability ≥ :data:`SELF_TRAINING_THRESHOLD`, then one fit on the labelled and those rows. Both read the
-    public features and released labels only (post-processing, no privacy cost).
+    public features and released labels only (post-processing, no privacy cost). ``every_class``: as for
+    :func:`fit_on_votes`.
     """
     all_features = np.asarray(all_features)
     labelled = np.asarray(labelled, dtype=np.int64)
@@ -200,8 +237,14 @@ def fit_semi_supervised(
     if method == "label_spreading":
         targets, rows = spread_labels(all_features, labelled, labels, n_classes=n_classes), None
     elif method == "self_training":
-        first = fit_aligned(
-            learner, all_features[labelled], labels, n_classes=n_classes, seed=seed, n_jobs=n_jobs
+        first = _fit(
+            learner,
+            all_features[labelled],
+            labels,
+            n_classes=n_classes,
+            seed=seed,
+            n_jobs=n_jobs,
+            every_class=every_class,
         )
         probabilities = np.asarray(first.predict_proba(all_features))
         targets = probabilities.argmax(axis=1).astype(np.int64)
@@ -214,6 +257,12 @@ def fit_semi_supervised(
             f"Semi-supervised training must be one of {SEMI_SUPERVISED[1:]}, not {method!r}."
         )
     rows = np.arange(len(all_features)) if rows is None else rows
-    return fit_aligned(
-        learner, all_features[rows], targets[rows], n_classes=n_classes, seed=seed, n_jobs=n_jobs
+    return _fit(
+        learner,
+        all_features[rows],
+        targets[rows],
+        n_classes=n_classes,
+        seed=seed,
+        n_jobs=n_jobs,
+        every_class=every_class,
     )

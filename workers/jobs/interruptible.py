@@ -10,6 +10,13 @@ features, the fitted global model) and nothing is stored or read from outside.
 
 L1 noise is drawn in the child through :func:`workers.jobs.noise.replayable_noise`; the fresh draw is sent to
 the parent, which stores it (``on_noise_drawn``) and answers before the child uses it, as in one process.
+
+The child runs its BLAS and OpenMP pools single-threaded (:data:`FUSION_NATIVE_THREADS`, through threadpoolctl):
+an ``auto`` job fits dozens of small logistic regressions (the stacked candidate's aggregators), whose matrices
+are too small for threads to pay for their start and synchronisation (one such fit ran 4.0–5.7× faster on one
+thread, issue 42), and each worker already runs one fusion per job beside the others. The limit reaches the
+libraries loaded when the fusion starts (numpy's and scipy's OpenBLAS, scikit-learn's OpenMP); torch keeps its
+own thread setting.
 """
 
 from __future__ import annotations
@@ -23,7 +30,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
+#: The threads of each BLAS and OpenMP pool in a fusion child (module docstring).
+FUSION_NATIVE_THREADS = 1
 _CONTEXT = multiprocessing.get_context("forkserver")
 _CONTEXT.set_forkserver_preload(["workers.algorithms"])
 
@@ -163,16 +173,17 @@ def _child_main(
         evaluated = (
             {} if evaluation is None else {"evaluation": evaluation}
         )  # only the engines that read it
-        fusion = algorithm_get(kind).fuse(
-            signal_sum,
-            public_features,
-            members=members,
-            n_classes=n_classes,
-            params=params,
-            noise=mechanism,
-            seed=seed,
-            **evaluated,
-        )
+        with threadpool_limits(limits=FUSION_NATIVE_THREADS):
+            fusion = algorithm_get(kind).fuse(
+                signal_sum,
+                public_features,
+                members=members,
+                n_classes=n_classes,
+                params=params,
+                noise=mechanism,
+                seed=seed,
+                **evaluated,
+            )
     except ValueError as error:
         connection.send(("invalid", str(error)))
     except Exception as error:  # noqa: BLE001 - reported to the parent, which fails the job with it

@@ -28,7 +28,9 @@ Choices, and the reference code's defects we do not reproduce:
 * Conversion to (ε, δ): Canonne–Kamath–Steinke 2020 Prop. 12 (see :mod:`workers.privacy.rdp`),
   tighter than the paper's ε = min_λ (Σα(λ) + ln(1/δ))/λ. ``order`` in a report is the
   Rényi order α at which ε was attained (moment order λ = α − 1).
-* Vote gaps are in votes; at L1 the consistent-vote counts must be multiples of s.
+* Vote gaps are in votes. The counts need not be multiples of s: a submission with s_i ≤ s students (a small
+  silo's toolkit picks s_i = 1) adds s_i votes when consistent, and the sensitivity stays the job's s (times the
+  silo's submissions): what it moves is at most that, so mixed designs are charged for s, never under-charged.
 * The sensitivity is per party, not per submission. A silo with k submissions in one L1 job
   moves k·s consistent votes (all k can switch to the same other class), so its curve is the
   one for a vote shift of k·s (:func:`party_vote_shifts`); a job's report is that of its
@@ -272,7 +274,7 @@ def server_noise_privacy(
     mechanism : LaplaceNoise, GaussianNoise or ConfidentGaussianNoise
         Noise the server added.
     vote_counts : numpy.ndarray of int, shape (n_queries, n_classes)
-        The noiseless consistent-vote counts of the queried public examples (multiples of s).
+        The noiseless consistent-vote counts of the queried public examples (sums of the submissions' s_i ≤ s).
     partitions, teachers : int
         s and t.
     delta : float
@@ -298,10 +300,6 @@ def server_noise_privacy(
     counts = validate_vote_counts(vote_counts)
     if np.any(counts < 0):
         raise ValueError("Consistent-vote counts cannot be negative; pass the noiseless counts.")
-    if np.any(counts % partitions):
-        raise ValueError(
-            f"Consistent-vote counts must be multiples of s = {partitions} (a consistent party adds s votes)."
-        )
     independent = server_noise_privacy_bound(
         mechanism=mechanism,
         n_queries=len(counts),

@@ -405,6 +405,33 @@ def calibrate_noise(
     return math.exp(safe)
 
 
+def calibrate_check_noise(
+    budgets: Sequence[BudgetView],
+    *,
+    privacy: PrivacySettings | Mapping,
+    price: Price,
+    iterations: int = 60,
+) -> float | None:
+    """The least check noise σ₁ (``sigma_threshold``) for which a Confident-GNMax job fits every silo's remaining
+    budget, its σ₂, T and n_queries held fixed: bisection on log σ₁ from the job's own σ₁ to 1e6 (ε falls with
+    σ₁). Rounded towards more noise; None when not even σ₁ = 1e6 fits (its answers alone do not)."""
+    settings = PrivacySettings.of(privacy)
+
+    def fits_at(log_value: float) -> bool:
+        at = replace(settings, sigma_threshold=math.exp(log_value))
+        return _fits_all(budgets, lambda vote_shift: price(at, vote_shift))
+
+    safe, risky = math.log(1e6), math.log(float(settings.sigma_threshold or 1e-6))
+    if not fits_at(safe):
+        return None
+    if fits_at(risky):
+        return math.exp(risky)
+    for _ in range(iterations):
+        middle = (safe + risky) / 2
+        safe, risky = (middle, risky) if fits_at(middle) else (safe, middle)
+    return math.exp(safe)
+
+
 def calibrate_queries(
     budgets: Sequence[BudgetView],
     *,

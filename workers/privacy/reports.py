@@ -101,15 +101,21 @@ class JobPrivacyReport:
         margins (itself private, recorded, never charged).
     submissions : mapping or None
         L2 only: submission id (as text) → the report that submission declared (stored as it was uploaded).
+    notes : tuple of str
+        Plain sentences on what the global model used that no ε covers because none is spent on it (the
+        operator's own rows of a semi-private model, :mod:`workers.algorithms.semi_private`); stored only when
+        there is one.
     """
 
     level: str
     data_independent: PrivacyReport | None = None
     data_dependent: PrivacyReport | None = None
     submissions: Mapping[str, dict | None] | None = None
+    notes: tuple[str, ...] = ()
 
     def as_dict(self) -> dict:
-        """The stored shape: ``level`` and both bounds (``None`` unless L1), and ``submissions`` at L2 only."""
+        """The stored shape: ``level`` and both bounds (``None`` unless L1), ``submissions`` at L2 only and ``notes``
+        where there are any."""
         report: dict = {
             "level": self.level,
             "data_independent": _dict_or_none(self.data_independent),
@@ -117,6 +123,8 @@ class JobPrivacyReport:
         }
         if self.submissions is not None:
             report["submissions"] = dict(self.submissions)
+        if self.notes:
+            report["notes"] = list(self.notes)
         return report
 
 

@@ -21,7 +21,11 @@ then runs through the market's engine as a job does (``workers/runner/fusing.py`
 
 Baselines: the majority class of the pooled silo rows; the average silo and the best silo (their own models;
 the best is the one with the best accuracy on the evaluation split); centralised training, a random forest on
-all silo rows pooled (MAGIC also XGBoost, the FedKT paper's reference). Accuracy and balanced accuracy.
+all silo rows pooled (MAGIC also XGBoost, the FedKT paper's reference); and what the operator has without the
+silos (issue 39, :mod:`workers.reproduce.suite_operator`): the operator-only model every job records (the market's
+default forest on the fit half of the evaluation split), its learning curve over 100 / 250 / 500 / 1,000
+operator rows, and the L0 default (:data:`DEFAULT_CANDIDATE`) minus the operator-only model and the best silo on
+the scored rows with a paired-bootstrap 95 % interval (``default_versus``). Accuracy and balanced accuracy.
 
 Which rows are scored: with ``--test`` the test split, which nothing else reads. Without it (choosing defaults)
 the test split is never read: a stratified sixth of the silo rows (10 % of the data set, the test split's
@@ -57,9 +61,15 @@ from workers.datasets import data_dir
 from workers.features import ONE_HOT_VIEW, encode_features, infer_feature_spec
 from workers.learners import fit_aligned
 from workers.partition import dirichlet_label_partition
+from workers.reproduce.suite_operator import (
+    default_comparisons,
+    operator_learning_curve,
+    operator_only_predictions,
+)
 from workers.reproduce.suite_settings import (
     CANDIDATES,
     CENTRAL_XGBOOST,
+    DEFAULT_CANDIDATE,
     LABEL,
     OWN_MODEL,
     RESULTS,
@@ -306,9 +316,9 @@ def member_best(probabilities: np.ndarray, member: Member) -> np.ndarray:
 
 def candidate_run(
     name: str, uploads: Sequence[Upload], views: Views, *, n_classes: int, seed: int
-) -> dict:
+) -> tuple[dict, np.ndarray]:
     """One job of candidate ``name`` over the uploads, as ``workers/runner/fusing.py`` runs it, scored on the
-    scored rows and (as the job reports) on the evaluation split."""
+    scored rows and (as the job reports) on the evaluation split; and its predicted classes of the scored rows."""
     kind, params = CANDIDATES[name]
     engine = algorithm_get(kind)
     settings = engine.validate(params)
@@ -348,23 +358,26 @@ def candidate_run(
     evaluated = _global_probabilities(fusion, chosen, views, "evaluation", view, n_classes)
     report = job_report_rows(fusion, views.labels("evaluation"), seed=seed)
     scored = _global_probabilities(fusion, chosen, views, "scored", view, n_classes)
-    return {
-        **scores(scored.argmax(axis=1), views.labels("scored")),
-        "job_evaluation": {
-            **scores(evaluated[report].argmax(axis=1), views.labels("evaluation")[report]),
-            "rows": int(len(report)),
+    return (
+        {
+            **scores(scored.argmax(axis=1), views.labels("scored")),
+            "job_evaluation": {
+                **scores(evaluated[report].argmax(axis=1), views.labels("evaluation")[report]),
+                "rows": int(len(report)),
+            },
+            "kind": kind,
+            "parameters": params,
+            "members": len(members),
+            "chosen": fusion.details.get("auto", {}).get("chosen"),
+            "details": {  # the fusion's own plain facts (queried rows, abstentions, fidelity, an aggregator...)
+                key: value
+                for key, value in fusion.details.items()
+                if isinstance(value, int | float | str) and not isinstance(value, bool)
+            },
+            "fusion_seconds": seconds,
         },
-        "kind": kind,
-        "parameters": params,
-        "members": len(members),
-        "chosen": fusion.details.get("auto", {}).get("chosen"),
-        "details": {  # the fusion's own plain facts (queried rows, abstentions, fidelity, an aggregator...)
-            key: value
-            for key, value in fusion.details.items()
-            if isinstance(value, int | float | str) and not isinstance(value, bool)
-        },
-        "fusion_seconds": seconds,
-    }
+        scored.argmax(axis=1),
+    )
 
 
 def _global_probabilities(
@@ -424,6 +437,38 @@ def baselines(
     return results
 
 
+@dataclass(frozen=True)
+class OperatorOnly:
+    """The operator-only baseline of one setting (:mod:`workers.reproduce.suite_operator`): its scores as a
+    baseline entry, its predicted classes of the scored rows and its learning curve's points."""
+
+    scores: dict
+    predicted: np.ndarray
+    learning_curve: list[dict]
+
+
+def operator_only_measure(views: Views, *, n_classes: int, seed: int) -> OperatorOnly:
+    """The operator-only baseline and its learning curve, scored as every model of the suite is."""
+    scored, report, facts = operator_only_predictions(views, n_classes=n_classes, seed=seed)
+    report_rows = facts.pop("report_rows")
+    truth = views.labels("scored")
+    return OperatorOnly(
+        scores={
+            **scores(scored, truth),
+            "job_evaluation": {
+                **scores(report, views.labels("evaluation")[report_rows]),
+                "rows": int(len(report_rows)),
+            },
+            **facts,
+        },
+        predicted=scored,
+        learning_curve=[
+            {**point, **scores(curve, truth)}
+            for point, curve in operator_learning_curve(views, n_classes=n_classes, seed=seed)
+        ],
+    )
+
+
 def setting_run(name: str, n_silos: int, seed: int, *, test: bool, log=print) -> dict:
     """One data set, silo count and seed: every baseline and candidate; one JSON-ready entry."""
     started = time.perf_counter()
@@ -433,15 +478,21 @@ def setting_run(name: str, n_silos: int, seed: int, *, test: bool, log=print) ->
     silos = silos_train(federation, n_silos, seed=seed)
     silo_seconds = time.perf_counter() - started
     uploads = uploads_predict(silos, views, federation.n_classes)
-    candidates = {}
+    candidates, predicted = {}, {}
     for candidate in CANDIDATES:
-        candidates[candidate] = candidate_run(
+        candidates[candidate], predicted[candidate] = candidate_run(
             candidate, uploads, views, n_classes=federation.n_classes, seed=seed
         )
         log(
             f"  [{name} {n_silos} silos seed {seed}] {candidate}: {candidates[candidate]['accuracy']:.4f}"
         )
     sizes = [len(silo.rows) for silo in silos]
+    measured = baselines(silos, views, federation, name=name, seed=seed)
+    free = operator_only_measure(views, n_classes=federation.n_classes, seed=seed)
+    measured["operator_only"] = free.scores
+    best_silo = silos[measured["best_silo"]["silo"]].own_model.predict(
+        views.rows("scored", TrainingSettings().feature_view())
+    )
     return {
         "dataset": name,
         "silos": n_silos,
@@ -458,8 +509,17 @@ def setting_run(name: str, n_silos: int, seed: int, *, test: bool, log=print) ->
         "silos_uploaded": len(uploads),
         "silo_refusals": sorted({silo.refusal.split(":")[0] for silo in silos if silo.refusal}),
         "silos_uploading_own_model": sum(silo.uploaded_own_model for silo in silos),
-        "baselines": baselines(silos, views, federation, name=name, seed=seed),
+        "baselines": measured,
         "candidates": candidates,
+        "operator_learning_curve": free.learning_curve,
+        # the L0 default minus each free alternative on the scored rows, with its paired-bootstrap interval
+        "default_versus": default_comparisons(
+            views.labels("scored"),
+            predicted[DEFAULT_CANDIDATE],
+            {"operator_only": free.predicted, "best_silo": best_silo},
+            n_classes=federation.n_classes,
+            seed=seed,
+        ),
         "silo_seconds": silo_seconds,
         "wall_seconds": time.perf_counter() - started,
     }

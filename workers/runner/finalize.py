@@ -4,6 +4,7 @@ one transaction with the budget charge."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 import numpy as np
@@ -12,7 +13,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from market.federations.models import PrivacyLevel
-from market.jobs.baselines import baselines_measure
+from market.jobs.baselines import baselines_measure, best_silo_submission
 from market.jobs.models import (
     ChunkStatus,
     GlobalModel,
@@ -23,7 +24,7 @@ from market.jobs.models import (
     JobStatus,
 )
 from market.jobs.selectors import job_members
-from market.jobs.services import job_log
+from market.jobs.services import CHARGED_FOR_MODEL, job_log, job_release
 from market.jobs.spending import job_budget_charge
 from market.storage import (
     arrays_from_npz_cached,
@@ -31,9 +32,16 @@ from market.storage import (
     artifacts_removed_on_error,
     sha256_of,
 )
+from workers.algorithms import algorithm_get
 from workers.algorithms.registry import agreement_counts
+from workers.algorithms.transfer import child_seeds
 from workers.features import view_width
-from workers.metrics import member_metrics
+from workers.metrics import (
+    BOOTSTRAP_LEVEL,
+    BOOTSTRAP_RESAMPLES,
+    member_metrics,
+    paired_difference,
+)
 from workers.privacy.reports import JobPrivacyReport
 from workers.runner.fusing import (
     EvaluatedModel,
@@ -42,6 +50,7 @@ from workers.runner.fusing import (
     job_chunk_signals,
     job_evaluate,
     job_fuse,
+    job_operator_only_baseline,
 )
 from workers.runner.leases import code_version, lease_kept, lease_seconds, worker_id
 from workers.runner.lifecycle import (
@@ -54,7 +63,11 @@ from workers.runner.lifecycle import (
     job_stop_if_cancelled,
     logger,
 )
-from workers.runner.valuing import job_contribution_values
+from workers.runner.valuing import (
+    NO_SILO_VALUED,
+    contribution_weights_unused,
+    job_contribution_values,
+)
 
 CONTRIBUTION_RULE = (
     "Each silo's weight is the number of public examples the global model was trained on where its "
@@ -109,9 +122,10 @@ def job_finalize(*, job_id: int) -> None:
             if job_stop_if_cancelled(job_id=job_id):
                 return
             job_stage_set(job_id=job_id, stage="saving")
+            job_release(job=job, lines=evaluated.report_lines)
             _save(job, fused, evaluated)
     except JobInputError as error:
-        job_end(job_id=job_id, status=JobStatus.FAILED, reason=str(error))
+        job_end(job_id=job_id, status=JobStatus.FAILED, reason=str(error), step_error=True)
 
 
 def _contributions(job: Job, fused: FusedJob) -> dict:
@@ -134,6 +148,14 @@ def _contributions(job: Job, fused: FusedJob) -> dict:
 
 
 def _privacy_report(job: Job, fused: FusedJob) -> JobPrivacyReport:
+    report = _level_privacy_report(job, fused)
+    notes = algorithm_get(job.kind).privacy_notes(
+        fused.fusion.details
+    )  # e.g. the operator's rows cost no ε
+    return replace(report, notes=notes) if notes else report
+
+
+def _level_privacy_report(job: Job, fused: FusedJob) -> JobPrivacyReport:
     if job.privacy_level == PrivacyLevel.L1:
         analysis = fused.fusion.privacy
         if analysis is None:
@@ -193,31 +215,96 @@ def _json_ready(value):
 
 
 def _baselines(
-    job: Job, fused: FusedJob, evaluated: EvaluatedModel, submission_metrics: dict
+    job: Job,
+    fused: FusedJob,
+    evaluated: EvaluatedModel,
+    member_report: MemberReport,
 ) -> dict:
-    """The majority-class guess and the best and average silo on the same evaluation split (market.jobs.baselines)."""
+    """The majority-class guess, the best and average silo (market.jobs.baselines) and the operator-only model
+    (:func:`workers.runner.fusing.job_operator_only_baseline`), all on the rows the global model reports on; the
+    guess, the best silo and the operator-only model each with the global model's paired comparison to it
+    (``comparison``: :func:`workers.metrics.paired_difference`, issue 39)."""
     confusion = evaluated.metrics["confusion_matrix"]
+    organisation_of = {
+        submission_id: submission.organisation_id
+        for submission_id, submission in fused.submissions.items()
+    }
     measured = baselines_measure(
         class_counts=[sum(row) for row in confusion],
-        submission_metrics=submission_metrics,
-        organisation_of={
-            submission_id: submission.organisation_id
-            for submission_id, submission in fused.submissions.items()
-        },
+        submission_metrics=member_report.metrics,
+        organisation_of=organisation_of,
     )
+    operator_only = job_operator_only_baseline(job)
+    measured["operator_only"] = operator_only[0] if operator_only else None
+    baseline_predictions = {
+        "operator_only": operator_only[1] if operator_only else None,
+        "majority_class": np.full(len(member_report.labels), measured["majority_class"]["class"])
+        if measured["majority_class"]
+        else None,
+        "best_single_silo": member_report.predictions[
+            best_silo_submission(
+                measured["best_single_silo"]["silo"],
+                member_report.metrics,
+                organisation_of=organisation_of,
+            )
+        ]
+        if measured["best_single_silo"]
+        else None,
+    }
+    comparison_seed = child_seeds(job.seed, 2)[1]
+    for name, predictions in baseline_predictions.items():
+        if predictions is not None:
+            measured[name] = {
+                **measured[name],
+                "comparison": paired_difference(
+                    evaluated.report_predictions,
+                    predictions,
+                    member_report.labels,
+                    n_classes=job.federation.n_classes,
+                    seed=comparison_seed,
+                ),
+            }
+    measured["comparison_method"] = COMPARISON_METHOD
     # The log is read by every participant: it names no silo's own score (the job page decides who sees those).
-    majority = measured["majority_class"]
+    majority, operator_only_scores = measured["majority_class"], measured["operator_only"]
     job_log(
         job_id=job.id,
-        message=f"Baselines measured over {measured['n_silos']} silo(s); the majority-class guess "
-        f"scores {majority['balanced_accuracy']:.4f} balanced accuracy."
-        if majority
-        else f"Baselines measured over {measured['n_silos']} silo(s).",
+        message=f"Baselines measured over {measured['n_silos']} silo(s)"
+        + (
+            f"; the majority-class guess scores {majority['balanced_accuracy']:.4f} balanced accuracy"
+            if majority
+            else ""
+        )
+        + (
+            f"; the operator's rows alone ({operator_only_scores['family']} on "
+            f"{operator_only_scores['fit_rows']} rows) {operator_only_scores['balanced_accuracy']:.4f}"
+            if operator_only_scores
+            else ""
+        )
+        + ".",
     )
     return measured
 
 
-def _member_metrics_on(job: Job, fused: FusedJob, rows: np.ndarray) -> dict:
+#: How the global model's comparisons with its baselines are made (stored beside them).
+COMPARISON_METHOD = {
+    "method": "paired bootstrap over the report rows (model minus baseline, both scored on each resample)",
+    "resamples": BOOTSTRAP_RESAMPLES,
+    "level": BOOTSTRAP_LEVEL,
+}
+
+
+@dataclass(frozen=True)
+class MemberReport:
+    """Every member's ``metrics`` and predicted classes (``predictions``) of the report rows, by submission id
+    (a string), and those rows' true ``labels``."""
+
+    metrics: dict[str, dict]
+    predictions: dict[str, np.ndarray]
+    labels: np.ndarray
+
+
+def _member_report(job: Job, fused: FusedJob, rows: np.ndarray) -> MemberReport:
     labels = arrays_from_npz_cached(job.evaluation_split.data_file)["labels"][rows]
     own_model = {
         int(member.key): member.own_model
@@ -225,29 +312,30 @@ def _member_metrics_on(job: Job, fused: FusedJob, rows: np.ndarray) -> dict:
             submissions=list(fused.submissions.values()), privacy_level=job.privacy_level
         )
     }
-    return {
-        str(int(member_id)): member_metrics(
-            probabilities[rows],
-            labels,
-            n_classes=job.federation.n_classes,
-            own_model=own_model.get(int(member_id), False),
-        )
-        for chunk in job_chunk_signals(job)
-        for member_id, probabilities in zip(chunk.member_ids, chunk.evaluation_probabilities)
-    }
+    metrics, predictions = {}, {}
+    for chunk in job_chunk_signals(job):
+        for member_id, probabilities in zip(chunk.member_ids, chunk.evaluation_probabilities):
+            key = str(int(member_id))
+            metrics[key] = member_metrics(
+                probabilities[rows],
+                labels,
+                n_classes=job.federation.n_classes,
+                own_model=own_model.get(int(member_id), False),
+            )
+            predictions[key] = probabilities[rows].argmax(axis=1)
+    return MemberReport(metrics=metrics, predictions=predictions, labels=labels)
 
 
 def _save(job: Job, fused: FusedJob, evaluated: EvaluatedModel) -> None:
-    submission_metrics = {}
-    for chunk in job.chunks.all():
-        submission_metrics.update(chunk.member_metrics)
     report = evaluation_report_rows(
-        job, fused.fusion, arrays_from_npz_cached(job.evaluation_split.data_file)["labels"]
+        job, arrays_from_npz_cached(job.evaluation_split.data_file)["labels"]
     )
-    if report is not None:  # the baselines are measured on the rows the global model is reported on
-        submission_metrics = _member_metrics_on(job, fused, report)
+    # the baselines are measured on the rows the global model is reported on
+    member_report = _member_report(job, fused, report)
     privacy_report = _privacy_report(job, fused)
-    baselines = _baselines(job, fused, evaluated, submission_metrics)
+    baselines = _baselines(job, fused, evaluated, member_report)
+    # a model auto fitted on the operator's rows alone credits no silo (workers.runner.valuing)
+    unused = contribution_weights_unused(fused)
     fields = {
         "federation": job.federation,
         "baselines": baselines,
@@ -255,11 +343,11 @@ def _save(job: Job, fused: FusedJob, evaluated: EvaluatedModel) -> None:
         "n_features": view_width(job.public_dataset.feature_spec, fused.feature_view),
         "n_classes": job.federation.n_classes,
         "metrics": evaluated.metrics,
-        "submission_metrics": submission_metrics,
+        "submission_metrics": member_report.metrics,
         "privacy_report": privacy_report.as_dict(),
         "lineage": _lineage(job, fused, evaluated),
-        "contribution_weights": _contributions(job, fused),
-        "contribution_rule": CONTRIBUTION_RULE,
+        "contribution_weights": _contributions(job, fused) if unused is None else unused,
+        "contribution_rule": CONTRIBUTION_RULE if unused is None else NO_SILO_VALUED,
         # issue 28: each silo's value of the job's own vote or average, on the same report rows
         "contribution_values": job_contribution_values(job, fused, report),
     }
@@ -303,7 +391,11 @@ def _save(job: Job, fused: FusedJob, evaluated: EvaluatedModel) -> None:
             ]
         )
         if job.privacy_level == PrivacyLevel.L1:
-            job_budget_charge(job=locked, privacy_report=privacy_report)
+            job_budget_charge(
+                job=locked,
+                privacy_report=privacy_report,
+                reason=CHARGED_FOR_MODEL.format(global_model=global_model.id),
+            )
         job_log(job_id=job.id, message=f"Succeeded: global model #{global_model.id} saved.")
     job_artifacts_delete(
         job=job

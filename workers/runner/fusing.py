@@ -1,6 +1,10 @@
 """The chord's callback, first half: sum the chunks' signals, add L1 noise once (stored, replayed on retry), fuse
 through the registry (:class:`FusedJob`), then export the global model and evaluate the exported portable
-file in the sandbox (:class:`EvaluatedModel`). Nothing here writes the global model: :mod:`.finalize` does."""
+file in the sandbox (:class:`EvaluatedModel`). Nothing here writes the global model: :mod:`.finalize` does.
+
+Nothing derived from the votes leaves the worker here either: the lines that report on the fusion (rows trained
+on, classes nobody labelled, the fusion auto chose, the accuracy) are held in ``report_lines`` and written by the
+release step (:func:`market.jobs.services.job_release`), so that a job failing before it is refunded (issue 45)."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from django.utils import timezone
 
 from market.feature_views import stored_features_in_view
 from market.federations.models import PrivacyLevel
-from market.jobs.models import Job
+from market.jobs.models import Job, JobEstimate
 from market.jobs.selectors import job_best_model_files, job_members
 from market.jobs.services import job_log
 from market.sandbox import stored_models_convert, stored_models_predict
@@ -25,8 +29,9 @@ from market.storage import (
 )
 from market.submissions.models import Submission
 from workers.algorithms import algorithm_get
-from workers.algorithms.auto_fusion import EvaluationRows, evaluation_halves, fitted_on_evaluation
+from workers.algorithms.auto_fusion import EvaluationRows, evaluation_halves
 from workers.algorithms.ensemble import average_probabilities
+from workers.algorithms.operator_baseline import OPERATOR_ONLY_VIEW, operator_only_baseline
 from workers.algorithms.registry import Fusion
 from workers.algorithms.schema import fitted_feature_view
 from workers.features import ONE_HOT_VIEW
@@ -54,20 +59,24 @@ class FusedJob:
     submission_ids: tuple[int, ...]
     submissions: Mapping[int, Submission]
     feature_view: str
+    report_lines: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class EvaluatedModel:
     """The global model's files as a buyer downloads them, and how it scored on the evaluation split.
 
-    ``metrics`` are :func:`workers.metrics.classification_metrics` of the rows the job reports on; ``family`` is
+    ``metrics`` are :func:`workers.metrics.classification_metrics` of the rows the job reports on and
+    ``report_predictions`` its classes of those rows (compared row by row with each baseline's); ``family`` is
     the model family ("ensemble" for a bundle); ``verification`` compares the portable file with the fitted model
-    (empty for a bundle)."""
+    (empty for a bundle); ``report_lines`` what the release step writes to the job's log."""
 
     files: tuple[ExportedFile, ...]
     metrics: dict
     family: str
     verification: dict
+    report_predictions: np.ndarray
+    report_lines: tuple[str, ...] = ()
 
 
 def job_chunk_signals(job: Job) -> Iterator[ChunkSignals]:
@@ -175,17 +184,22 @@ def job_fuse(job: Job) -> FusedJob | None:
         raise JobInputError(f"The fusion failed: {error}") from error
     if fusion is None:  # cancelled while fitting; the child is gone and job_finalize ends the job
         return None
-    job_log(
-        job_id=job.id,
-        message=f"Fused {len(members)} member(s); the global model was trained on "
-        f"{int(np.count_nonzero(fusion.trained))} public example(s).",
-    )
+    report = [
+        f"Fused {len(members)} member(s); the global model was trained on "
+        f"{int(np.count_nonzero(fusion.trained))} public example(s)."
+    ]
+    if unlabelled := fusion.details.get("unlabelled_classes"):
+        report.append(
+            f"No released label names class(es) {', '.join(map(str, unlabelled))}: the global model gives them "
+            "a small probability only (query more public rows, or use less noise, to learn them)."
+        )
     # an ensemble (also one that vote: auto chose) fits nothing: its bundle reads the one-hot view, each member its own
     return FusedJob(
         fusion=fusion,
         submission_ids=tuple(ids),
         submissions=submissions,
         feature_view=view if fusion.model is not None else ONE_HOT_VIEW,
+        report_lines=tuple(report),
     )
 
 
@@ -203,12 +217,37 @@ def _evaluation_rows(job: Job, view: str) -> EvaluationRows:
     )
 
 
-def evaluation_report_rows(job: Job, fusion: Fusion, labels: np.ndarray) -> np.ndarray | None:
-    """The evaluation rows a job reports on: the half its fusion did not read (``auto``'s choice, a stack's fit:
-    :func:`~workers.algorithms.auto_fusion.fitted_on_evaluation`), else None (all rows)."""
-    if not fitted_on_evaluation(fusion.details):
-        return None
+def evaluation_report_rows(job: Job | JobEstimate, labels: np.ndarray) -> np.ndarray:
+    """The evaluation rows every job reports on, whatever its kind (issue 39: two jobs of one federation are
+    compared on the same rows): the report half of :func:`~workers.algorithms.auto_fusion.evaluation_halves` of
+    the job's seed, which no fit or choice reads (``auto``'s choice, a stack's fit and the operator-only baseline
+    read the other half); every row of a split too small to halve."""
+    if len(labels) < 2:
+        return np.arange(len(labels))
     return evaluation_halves(labels, seed=job.seed)[1]
+
+
+def job_operator_only_baseline(job: Job | JobEstimate) -> tuple[dict, np.ndarray] | None:
+    """What the operator has without the silos, for a job or its pre-flight estimate: the operator-only model
+    (:func:`workers.algorithms.operator_baseline.operator_only_baseline`) fitted on the half of the job's
+    evaluation split that :func:`evaluation_report_rows` leaves out and scored on the report half (its scores and
+    its classes of the report rows); None for a split too small to halve."""
+    evaluation = arrays_from_npz_cached(job.evaluation_split.data_file)
+    labels = evaluation["labels"]
+    if len(labels) < 2:
+        return None
+    fit_rows, report_rows = evaluation_halves(labels, seed=job.seed)
+    features = stored_features_in_view(
+        evaluation["features"], job.public_dataset, OPERATOR_ONLY_VIEW
+    )
+    return operator_only_baseline(
+        features,
+        labels,
+        fit_rows=fit_rows,
+        report_rows=report_rows,
+        n_classes=job.federation.n_classes,
+        seed=job.seed,
+    )
 
 
 def job_evaluate(job: Job, fused: FusedJob) -> EvaluatedModel:
@@ -226,30 +265,24 @@ def job_evaluate(job: Job, fused: FusedJob) -> EvaluatedModel:
     else:
         files, probabilities = _bundled(job, fused, one_hot_features=features)
         verification, family = {}, "ensemble"
-    report = evaluation_report_rows(job, fusion, labels)
-    rows = slice(None) if report is None else report
-    metrics = classification_metrics(probabilities[rows], labels[rows], n_classes=n_classes)
-    if report is not None and "auto" in fusion.details:
-        chosen = fusion.details["auto"]
-        job_log(
-            job_id=job.id,
-            message=f"Fusion chosen by auto: {chosen['chosen']} (best {chosen['criterion']} on "
-            f"{chosen['selection_rows']} evaluation rows); metrics below are on the other "
-            f"{chosen['report_rows']}.",
+    report = evaluation_report_rows(job, labels)
+    metrics = classification_metrics(probabilities[report], labels[report], n_classes=n_classes)
+    # the kind says how its fusion read the evaluation split (chose, fitted, mixed), else the runner's sentence
+    lines = [
+        algorithm_get(job.kind).report_sentence(fusion.details, report_rows=len(report))
+        or (
+            f"Metrics below are on the report half of the evaluation split ({len(report)} rows, the rows every "
+            "job of the federation reports on)."
         )
-    elif report is not None:
-        stack = fusion.details["stack"]
-        job_log(
-            job_id=job.id,
-            message=f"Stacked by {stack['aggregator']}, fitted on {stack['fit_rows']} evaluation rows; metrics "
-            f"below are on the other {stack['report_rows']}.",
-        )
-    job_log(
-        job_id=job.id,
-        message=f"Global model accuracy on the evaluation split: {metrics['accuracy']:.4f}.",
-    )
+    ]
+    lines.append(f"Global model accuracy on the evaluation split: {metrics['accuracy']:.4f}.")
     return EvaluatedModel(
-        files=tuple(files), metrics=metrics, family=family, verification=verification
+        files=tuple(files),
+        metrics=metrics,
+        family=family,
+        verification=verification,
+        report_predictions=probabilities[report].argmax(axis=1),
+        report_lines=(*fused.report_lines, *lines),
     )
 
 

@@ -1,5 +1,9 @@
 """How a job's steps stop: bad input fails the job at once, an unexpected error fails it with a readable reason,
-a cancel ends it between steps, and ending it settles its budget and deletes its partial artifacts."""
+a cancel ends it between steps, and ending it settles its budget and deletes its partial artifacts.
+
+A job that ends before its release step (:func:`market.jobs.services.job_release`) has released nothing derived
+from its votes: its reservation is refunded, its stored noisy answers are deleted, and a step's error that came
+after its noise was drawn is not shown (it may carry what the noisy votes made: :data:`WITHHELD_REASON`)."""
 
 from __future__ import annotations
 
@@ -15,6 +19,13 @@ from market.jobs.services import job_log, job_settle_budget
 from market.transient import TRANSIENT_ERRORS
 
 logger = logging.getLogger("workers.runner")
+
+#: The failure reason of a step that failed after the job's noise was drawn and before its release step.
+WITHHELD_REASON = (
+    "The job failed after its noise was drawn and before its release step. Its error may depend on the noisy "
+    "votes, so it is kept in the worker's log for the platform's administrators; nothing derived from the votes "
+    "was released, and no silo is charged."
+)
 
 
 class JobInputError(Exception):
@@ -59,6 +70,7 @@ def failing_on_unexpected(step: str):
                         job_id=owner,
                         status=JobStatus.FAILED,
                         reason=f"Internal error while {step}: {type(error).__name__}: {error}",
+                        step_error=True,
                     )
                 return None
 
@@ -77,8 +89,9 @@ def job_artifacts_delete(*, job: Job) -> None:
         default_storage.delete(name)
 
 
-def job_end(*, job_id: int, status: str, reason: str = "") -> bool:
-    """Move a running (or queued) job to failed or cancelled, settling its budget; False if it had already ended."""
+def job_end(*, job_id: int, status: str, reason: str = "", step_error: bool = False) -> bool:
+    """Move a running (or queued) job to failed or cancelled, settling its budget; False if it had already ended.
+    ``step_error``: ``reason`` is a step's own error, withheld if it came after the noise and before the release."""
     with transaction.atomic():
         # The row lock orders this against a concurrent end or save of the same job: the budget is settled once.
         job = (
@@ -88,8 +101,13 @@ def job_end(*, job_id: int, status: str, reason: str = "") -> bool:
         )
         if job is None:
             return False
+        unreleased_answers = job.noisy_answers_name if job.released_at is None else ""
+        if step_error and job.noise_drawn_at is not None and job.released_at is None:
+            logger.warning("Job %s failed before its release step: %s", job_id, reason)
+            reason = WITHHELD_REASON
         job.status, job.failure_reason, job.finished_at = status, reason, timezone.now()
         job.worker, job.lease_expires_at, job.phase = "", None, ""
+        job.noisy_answers_name = "" if unreleased_answers else job.noisy_answers_name
         job.save(
             update_fields=[
                 "status",
@@ -98,6 +116,7 @@ def job_end(*, job_id: int, status: str, reason: str = "") -> bool:
                 "worker",
                 "lease_expires_at",
                 "phase",
+                "noisy_answers_name",
             ]
         )
         job_settle_budget(job=job)
@@ -108,9 +127,11 @@ def job_end(*, job_id: int, status: str, reason: str = "") -> bool:
             if status == JobStatus.FAILED
             else "Cancelled; no global model was made.",
         )
-    job_artifacts_delete(
-        job=job
-    )  # after the commit: a rolled-back end leaves the chunks' files a retry reads
+    # after the commit: a rolled-back end leaves the chunks' files (and the noisy answers) a retry reads
+    job_artifacts_delete(job=job)
+    # never released, never reused: nothing derived from the noisy answers may outlive the job
+    if unreleased_answers:
+        default_storage.delete(unreleased_answers)
     return True
 
 

@@ -35,7 +35,7 @@ from workers.jobs.preflight import draw_seeds, metric_spread, simulated_noise
 from workers.metrics import classification_metrics, headline
 from workers.privacy.settings import PrivacySettings
 from workers.runner.chunks import members_predicted
-from workers.runner.fusing import evaluation_report_rows
+from workers.runner.fusing import evaluation_report_rows, job_operator_only_baseline
 from workers.runner.leases import worker_id
 from workers.runner.lifecycle import JobInputError
 
@@ -193,7 +193,7 @@ def _estimate(estimate: JobEstimate) -> dict:
         "reference": headline(reference["metrics"]) if reference else None,
         "baselines": _baselines(estimate, submissions, ids, rows, report, draws[0]["metrics"]),
         "n_members": len(ids),
-        "report_rows": int(len(rows.labels) if report is None else len(report)),
+        "report_rows": int(len(report)),
     }
 
 
@@ -212,10 +212,9 @@ def _scored(estimate: JobEstimate, fusion, rows: EvaluationRows, ids: list[int])
         probabilities = average_probabilities(
             rows.member_probabilities, weights=[weights.get(str(id), 0.0) for id in ids]
         )
-    report = evaluation_report_rows(estimate, fusion, rows.labels)
-    chosen = slice(None) if report is None else report
+    report = evaluation_report_rows(estimate, rows.labels)
     metrics = classification_metrics(
-        probabilities[chosen], rows.labels[chosen], n_classes=estimate.federation.n_classes
+        probabilities[report], rows.labels[report], n_classes=estimate.federation.n_classes
     )
     return {"metrics": metrics, "rows": report}
 
@@ -237,18 +236,19 @@ def _baselines(
     report,
     model_metrics: dict,
 ) -> dict:
-    """The majority-class guess and the best and average silo on the rows the model is scored on, measured as a
-    job's are (market.jobs.baselines)."""
-    chosen = slice(None) if report is None else report
+    """The majority-class guess, the best and average silo and the operator-only model on the rows the model is
+    scored on, measured as a job's are (market.jobs.baselines, workers.runner.fusing.job_operator_only_baseline)."""
     n_classes = estimate.federation.n_classes
     submission_metrics = {
         str(id): classification_metrics(
-            probabilities[chosen], rows.labels[chosen], n_classes=n_classes
+            probabilities[report], rows.labels[report], n_classes=n_classes
         )
         for id, probabilities in zip(ids, rows.member_probabilities, strict=True)
     }
-    return baselines_measure(
+    measured = baselines_measure(
         class_counts=[sum(row) for row in model_metrics["confusion_matrix"]],
         submission_metrics=submission_metrics,
         organisation_of={id: submission.organisation_id for id, submission in submissions.items()},
     )
+    operator_only = job_operator_only_baseline(estimate)
+    return {**measured, "operator_only": operator_only[0] if operator_only else None}

@@ -1,11 +1,11 @@
 """A global model's contribution values (issue 28), computed by the job's finalize: each silo's Shapley value of
 the job's own vote or average on the evaluation rows the global model is reported on (:mod:`workers.valuation`).
 
-Which combination a coalition is re-counted with follows the job: FedKT's hard votes (``consistent_hard``,
-``class_weighted``) are counted as one vote per member; FedKT's ``soft`` vote, ``auto``'s choice of ``soft``, the
-ensemble or the stack, and the ensemble, distillation and stack kinds average the members' probabilities; cohort
-distillation (``cpfl``) averages their log-probabilities per class, weighted by each cohort's declared class
-counts (the ``cohort`` rule). The silos are organisations: every submission of one
+Which combination a coalition is re-counted with is the job kind's own ``valuation_rule``
+(workers.algorithms.registry.VALUATION_RULES): FedKT's hard votes are counted as one vote per member, its soft vote
+and the ensemble, distillation and stack kinds average the members' probabilities, cohort distillation averages
+their log-probabilities per class (``cohort``); ``auto``'s choice of ``operator_only`` used no silo, so no silo is
+valued or weighted (:data:`NO_SILO_VALUED`). The silos are organisations: every submission of one
 organisation is a member of the same player.
 """
 
@@ -18,34 +18,27 @@ import numpy as np
 from market.jobs.models import Job
 from market.jobs.services import job_log
 from market.storage import arrays_from_npz_cached
+from workers.algorithms import algorithm_get
 from workers.algorithms.cohort import label_counts_of
+from workers.algorithms.operator_only import silos_added_nothing
 from workers.runner.fusing import FusedJob, job_chunk_signals
 from workers.valuation import contribution_values
 
-#: Kinds whose fusion is an average of the members' probabilities.
-AVERAGING_KINDS = frozenset({"ensemble", "distill", "stack"})
-#: FedKT vote rules (and ``auto`` choices) that average the members' probabilities rather than count votes.
-AVERAGING_VOTES = frozenset({"soft", "ensemble_selected", "stacked"})
-
 
 def valuation_rule(job: Job, fusion_details: dict) -> str | None:
-    """``"vote"``, ``"average"``, ``"cohort"`` or None (no vote or average to value)."""
-    if job.kind in AVERAGING_KINDS:
-        return "average"
-    if job.kind == "cpfl":
-        return "cohort"
-    if job.kind != "fedkt":
-        return None
-    vote = (job.parameters or {}).get("vote", "consistent_hard")
-    if vote == "auto":
-        vote = ((fusion_details or {}).get("auto") or {}).get("chosen", "consistent_hard")
-    return "average" if vote in AVERAGING_VOTES else "vote"
+    """``"vote"``, ``"average"``, ``"cohort"`` or None, as the job's kind says (its protocol's ``valuation_rule``:
+    the registry is the one place that knows a kind)."""
+    return algorithm_get(job.kind).valuation_rule(job.parameters or {}, fusion_details or {})
 
 
 def job_contribution_values(job: Job, fused: FusedJob, rows: np.ndarray | None) -> dict:
     """The values stored on the global model (``{}`` when the kind has no vote or average); ``rows``: the report
     rows of the evaluation split (None: all of them). The job's log says how long the valuation took (the
-    valuation benchmark, docs/results/valuation.md, reads it beside the job's own wall time)."""
+    valuation benchmark, docs/results/valuation.md, reads it beside the job's own wall time). A model that used no
+    silo values none: ``{"silos": {}, "reason": NO_SILO_VALUED}``, and the log says why."""
+    if silos_added_nothing(fused.fusion.details):
+        job_log(job_id=job.id, message=NO_SILO_VALUED)
+        return {"silos": {}, "reason": NO_SILO_VALUED}
     rule = valuation_rule(job, fused.fusion.details)
     if rule is None:
         return {}
@@ -75,6 +68,21 @@ def job_contribution_values(job: Job, fused: FusedJob, rows: np.ndarray | None) 
     )
     job_log(job_id=job.id, message=valuation_logged(values, time.perf_counter() - started))
     return values
+
+
+#: Why a model chosen ``operator_only`` by ``vote: auto`` has no contribution value and credits no silo.
+NO_SILO_VALUED = (
+    "No silo has a contribution value: vote auto chose the model fitted on the operator's evaluation rows alone, "
+    "which used no silo's upload, so every silo's contribution weight is 0."
+)
+
+
+def contribution_weights_unused(fused: FusedJob) -> dict[str, float] | None:
+    """Every taking-part organisation's contribution weight, 0, when the global model used no silo (the job's
+    ``contribution_rule`` is then :data:`NO_SILO_VALUED`); else None (weigh by agreement)."""
+    if not silos_added_nothing(fused.fusion.details):
+        return None
+    return {str(submission.organisation_id): 0.0 for submission in fused.submissions.values()}
 
 
 #: The start of the job log's line on the valuation (:func:`valuation_logged`).

@@ -13,6 +13,7 @@ import argparse
 import getpass
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -223,6 +224,12 @@ def _training_options(parser: argparse.ArgumentParser) -> None:
         "--local",
         action="store_true",
         help="train one local model (for ensembles) instead of FedKT students",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse (exit 3, nothing written) when a model does not beat always answering the majority class "
+        "on the held-out rows, in accuracy and balanced accuracy",
     )
     parser.add_argument(
         "--fd-logits",
@@ -553,7 +560,13 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m workers.silo")
             f"federation page shows, followed by [{extra}]).",
             EXIT_ERROR,
         )
-    print(json.dumps(result, indent=2, default=str) if args.json else text)
+    try:
+        print(json.dumps(result, indent=2, default=str) if args.json else text, flush=True)
+    except (
+        BrokenPipeError
+    ):  # `onefold card 1 | head`: the reader has gone; stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     return 0
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
 from workers.silo.errors import AuthenticationFailed, OnefoldError, Rejected
@@ -449,9 +450,11 @@ class OnefoldClient(MarketSession):
     def global_model_download(
         self, global_model_id: int, *, file_format: str, package: bool = False
     ) -> tuple[bytes, DownloadLink]:
-        """The file bytes and the link it came from."""
+        """The file bytes and the link it came from, with the file name the market gave it (``link.filename``:
+        the web's name for it, which the buyer's snippet opens)."""
         link = self.download_link(global_model_id, file_format=file_format, package=package)
-        return self.download(link.url), link
+        data, filename = self.download_named(link.url)
+        return data, replace(link, filename=filename)
 
     def global_model_feature_spec(self, global_model_id: int) -> dict:
         """The feature specification a bought (or own) global model reads."""

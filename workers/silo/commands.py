@@ -377,7 +377,9 @@ def download(args):
         args.global_model_id, file_format=args.format, package=args.package
     )
     suffix = f"{args.format}.zip" if args.package else args.format
-    output = args.output or Path(f"global-model-{args.global_model_id}.{suffix}")
+    output = args.output or Path(
+        link.filename or f"onefold-global-model-{args.global_model_id}.{suffix}"
+    )
     output.write_bytes(data)
     return {
         "file": str(output),

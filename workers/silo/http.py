@@ -11,6 +11,7 @@ Other 4xx answers never are (the request itself is wrong, and repeating it chang
 
 from __future__ import annotations
 
+import email.message
 import io
 import json
 import time
@@ -18,6 +19,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
+from pathlib import PurePosixPath
 from typing import Any, TypeVar
 from urllib.parse import urljoin, urlsplit
 
@@ -253,7 +255,13 @@ class MarketSession:
 
     def download(self, path: str) -> bytes:
         """Raw bytes of a file endpoint (or of a signed URL the market returned)."""
-        return self.request("GET", path, headers={"Accept": "*/*"}).content
+        return self.download_named(path)[0]
+
+    def download_named(self, path: str) -> tuple[bytes, str | None]:
+        """Raw bytes of a file endpoint and the file name its ``Content-Disposition`` gives (None without one), so
+        that the toolkit writes the file under the name the web's download and snippets use."""
+        response = self.request("GET", path, headers={"Accept": "*/*"})
+        return response.content, attachment_filename(response.headers.get("Content-Disposition"))
 
 
 def _never_sent(error: Exception) -> bool:
@@ -263,6 +271,17 @@ def _never_sent(error: Exception) -> bool:
         return True
     reason = getattr(error.args[0], "reason", None) if error.args else None
     return isinstance(reason, NewConnectionError)
+
+
+def attachment_filename(content_disposition: str | None) -> str | None:
+    """The bare file name of a ``Content-Disposition: attachment; filename=...`` header (no folders: a name the
+    market sends never writes outside the current folder), or None."""
+    if not content_disposition:
+        return None
+    message = email.message.Message()
+    message["Content-Disposition"] = content_disposition
+    name = PurePosixPath(message.get_filename() or "").name
+    return None if name in ("", ".", "..") else name
 
 
 def retry_after_seconds(value: str | None) -> float | None:

@@ -211,6 +211,8 @@ class DownloadLink:
     url: str
     expires_at: str | None
     data: dict = field(repr=False, compare=False)
+    #: The name the market gave the file once downloaded (its ``Content-Disposition``), else None.
+    filename: str | None = None
 
     @classmethod
     def from_json(cls, payload: dict) -> DownloadLink:

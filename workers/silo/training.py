@@ -20,6 +20,7 @@ import pandas as pd
 from workers.features import (
     features_in_view,
 )
+from workers.metrics import majority_comparison
 from workers.modelio.families import NETWORK_FAMILIES, feature_view_for
 from workers.silo.defaults import (
     DEFAULT_OWN_MODEL,
@@ -197,6 +198,20 @@ def accuracy(model, features: np.ndarray, labels: np.ndarray) -> float:
     return float(np.mean(np.asarray(model.predict(features)) == labels)) if len(labels) else 0.0
 
 
+def held_out_comparison(
+    model, data: EncodedData, train: np.ndarray, held_out: np.ndarray, *, n_classes: int
+) -> dict | None:
+    """The model's accuracy and balanced accuracy on the held-out rows next to always answering the training
+    rows' most frequent class (:func:`workers.metrics.majority_comparison`), as a dict; None with no held-out row."""
+    comparison = majority_comparison(
+        np.asarray(model.predict(data.features[held_out])) if len(held_out) else [],
+        data.labels[held_out],
+        data.labels[train],
+        n_classes=n_classes,
+    )
+    return comparison.as_dict() if comparison else None
+
+
 def fedkt_party_train(
     data: EncodedData, public_features: np.ndarray, *, n_classes: int, settings: TrainingSettings
 ) -> TrainingResult:
@@ -238,10 +253,11 @@ def fedkt_party_train(
         )
     except ValueError as error:
         raise DataError(f"FedKT's party side failed: {error}") from error
-    scores = [
-        accuracy(student, data.features[held_out], data.labels[held_out])
+    comparisons = [
+        held_out_comparison(student, data, train, held_out, n_classes=n_classes)
         for student in result.students
     ]
+    scores = [comparison["accuracy"] if comparison else 0.0 for comparison in comparisons]
     own = (
         own_model_train(data, train, held_out, n_classes=n_classes, settings=settings)
         if settings.own_model
@@ -254,6 +270,7 @@ def fedkt_party_train(
             "design_chosen_for_rows": chosen,
             "own_model": own[1] if own else None,
             "student_validation_scores": scores,
+            "student_majority_comparisons": comparisons,
             "feature_view": settings.feature_view(),
             "queried_public_rows": int(len(result.queried_indices)),
             "privacy_parameters": parameters,
@@ -312,8 +329,12 @@ def own_model_train(
         )
     except ValueError as error:
         raise DataError(f"Training your own model failed: {error}") from error
-    score = accuracy(model, data.features[held_out], data.labels[held_out])
-    return model, {"learner": dict(settings.own_model), "validation_score": score}
+    comparison = held_out_comparison(model, data, train, held_out, n_classes=n_classes)
+    return model, {
+        "learner": dict(settings.own_model),
+        "validation_score": comparison["accuracy"] if comparison else 0.0,
+        "majority_comparison": comparison,
+    }
 
 
 def local_train(data: EncodedData, *, n_classes: int, settings: TrainingSettings) -> TrainingResult:
@@ -340,16 +361,14 @@ def local_train(data: EncodedData, *, n_classes: int, settings: TrainingSettings
         )
     except ValueError as error:
         raise DataError(f"Training the local model failed: {error}") from error
+    comparison = held_out_comparison(model, data, train, held_out, n_classes=n_classes)
     metadata = _metadata(
-        data,
-        train,
-        n_classes,
-        settings,
-        score=accuracy(model, data.features[held_out], data.labels[held_out]),
+        data, train, n_classes, settings, score=comparison["accuracy"] if comparison else 0.0
     )
     metadata.update(
         {
             "algorithm": "local",
+            "majority_comparison": comparison,
             "feature_view": settings.feature_view(local=True),
             "privacy_parameters": {},
             "declared_epsilon": None,
@@ -454,6 +473,7 @@ __all__ = [
     "accuracy",
     "check_enough_rows",
     "fedkt_design",
+    "held_out_comparison",
     "fedkt_party_train",
     "own_model_train",
     "local_train",

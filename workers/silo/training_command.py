@@ -9,6 +9,7 @@ OpenDP: the tree families), and ``[neural]`` (torch, Opacus) for networks and DP
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -130,8 +131,14 @@ def train(args):
         )
     n_classes = len(federation["class_labels"])
     view = settings.feature_view(local=args.local)
+    say(args, f"Reading {args.data}...")
     frame = load_table(args.data)
     label_column = args.label_column or federation["label_column"]
+    say(
+        args,
+        f"Training {'one local model' if args.local else 'FedKT teachers and students'} on {len(frame)} rows"
+        f"{'' if args.local or settings.own_model is None else ', then your own model'}...",
+    )
     if args.local:
         data = encode_silo_table(
             frame,
@@ -150,9 +157,17 @@ def train(args):
             class_labels=federation["class_labels"],
             settings=settings,
         )
+    below = models_below_majority(result.metadata)
+    if args.strict and below:
+        raise DataError(
+            f"--strict: {', '.join(below)} did not beat always answering the majority class on your held-out "
+            "rows (accuracy and balanced accuracy); nothing was written. Run without --strict to see the "
+            "scores, then try more rows or a stronger learner."
+        )
     output = args.output or pulled_folder(args) / ("local-model" if args.local else "students")
     output.mkdir(parents=True, exist_ok=True)
     names = model_file_stems(result, local=args.local)
+    say(args, f"Writing {len(names)} model file(s) to {output}...")
     files, families = [], []
     for stem, model in zip(names, result.models, strict=True):
         exported = export_student(model, n_features=view_width(spec, view), n_classes=n_classes)
@@ -178,7 +193,61 @@ def train(args):
         )
         metadata["fd_logits_file"] = "fd-logits.json"
     (output / METADATA_FILE).write_text(json.dumps(metadata, indent=2))
-    return {**metadata, "output": str(output)}, training_summary(metadata, output)
+    return {**metadata, "output": str(output)}, training_summary(
+        metadata, output, federation["class_labels"]
+    )
+
+
+def say(args, message: str) -> None:
+    """A progress line on standard error while ``train`` works (not with --json, whose output a script reads)."""
+    if not args.json:
+        print(message, file=sys.stderr, flush=True)
+
+
+def scored_models(metadata: dict) -> list[tuple[str, dict]]:
+    """``(name, majority comparison)`` of every model ``train`` wrote that was scored on held-out rows."""
+    if metadata["algorithm"] == "fedkt":
+        students = metadata.get("student_majority_comparisons") or []
+        own = (metadata.get("own_model") or {}).get("majority_comparison")
+        named = [(f"student {index}", item) for index, item in enumerate(students, start=1)]
+        return [(name, item) for name, item in [*named, ("your own model", own)] if item]
+    comparison = metadata.get("majority_comparison")
+    return [("your local model", comparison)] if comparison else []
+
+
+def models_below_majority(metadata: dict) -> list[str]:
+    """Names of the models that do not beat always answering the majority class (held-out rows)."""
+    return [name for name, item in scored_models(metadata) if not item["beats_majority"]]
+
+
+def majority_lines(metadata: dict, class_labels: list[str]) -> list[str]:
+    """Balanced accuracy and the majority-class guess beside the scores, and a warning with what to try for every
+    model no better than the guess by more than the held-out rows' uncertainty."""
+    scored = scored_models(metadata)
+    if not scored:
+        return []
+    first = scored[0][1]
+    lines = [
+        f"Always answering '{class_labels[first['majority_class']]}' (your most frequent class) scores accuracy "
+        f"{first['majority_accuracy']:.4f}, balanced accuracy {first['majority_balanced_accuracy']:.4f} on the "
+        f"{first['n_rows']} held-out rows.",
+        *(
+            f"{name[0].upper()}{name[1:]}: accuracy {item['accuracy']:.4f}, balanced accuracy "
+            f"{item['balanced_accuracy']:.4f} (±{item['margin']:.4f})."
+            for name, item in scored
+        ),
+    ]
+    below = models_below_majority(metadata)
+    if below:
+        lines.append(
+            f"Warning: {', '.join(below)} {'does' if len(below) == 1 else 'do'} not beat always answering the "
+            "majority class by more than the held-out rows' uncertainty, in accuracy and balanced accuracy: "
+            "such a model adds nothing to the federation. Try: more rows; a stronger learner (--student, "
+            "--own-model, e.g. xgboost); fewer teachers (--teachers) so each sees more rows; rows of the rare "
+            "classes, if one class is most of your rows (class balance); or check that --label-column is the "
+            "label. `train --strict` refuses to write such models."
+        )
+    return lines
 
 
 def own_model_setting(args, federation: dict, privacy_level: str) -> dict | None:
@@ -200,7 +269,7 @@ def model_file_stems(result, *, local: bool) -> list[str]:
     return [f"student-{index}" for index in range(1, n_students + 1)] + own
 
 
-def training_summary(metadata: dict, output: Path) -> str:
+def training_summary(metadata: dict, output: Path, class_labels: list[str]) -> str:
     encoding = metadata["encoding"]
     lines = [
         f"Trained on {metadata['n_local_examples']} rows ({metadata['n_validation_rows']} held out); "
@@ -229,6 +298,7 @@ def training_summary(metadata: dict, output: Path) -> str:
     lines.append(
         f"Local validation score (accuracy on held-out rows): {metadata['local_validation_score']:.4f}."
     )
+    lines.extend(majority_lines(metadata, class_labels))
     if metadata.get("own_model"):
         lines.append(
             f"Your own model ({metadata['own_model']['learner']['family']} on all your training rows, uploaded "

@@ -9,7 +9,7 @@ from market.augmentations.training import augmentation_train
 from market.budgets.models import BudgetEntry
 from tests.conftest import api_client_for
 from tests.market.augmentations.test_augmentations import AUGMENTATION, open_augmentation, upload
-from workers.algorithms.faug.copies import seed_copies
+from workers.algorithms.faug.copies import MAX_COPY_FRACTION, seed_copies
 from workers.algorithms.faug.samples import samples_load
 
 CTGAN = {**AUGMENTATION, "generator": "ctgan", "batch_size": 10}
@@ -40,15 +40,18 @@ def test_a_ctgan_augmentation_publishes_generated_rows_to_members_and_charges_no
     augmentation_train(augmentation_id=augmentation["id"])  # the worker's step
     published = operator_api.get(f"/api/augmentations/{augmentation['id']}/").json()
     assert (published["status"], published["status_reason"]) == ("published", "")
-    assert published["generator_spec"] == {
+    spec = published["generator_spec"]
+    # How many of the 2 × 6 generated rows copy a seed row depends on the draw (its seed is the augmentation's
+    # id); what is guaranteed is that the copies are dropped, counted, and at most half of them.
+    rows, dropped = spec.pop("rows"), spec.pop("seed_copies_dropped")
+    assert spec == {
         "architecture": "ctgan_samples",
         "n_features": 3,
         "n_classes": 2,
         "rows_per_label": 6,
-        "rows": 12,
-        "seed_copies_dropped": 0,
         "near_copy_tolerance": 0.01,
     }
+    assert rows + dropped == 12 and 0 <= dropped <= MAX_COPY_FRACTION * 12
     assert not BudgetEntry.objects.filter(
         spender_kind="augmentation", spender_id=augmentation["id"]
     ).exists()
@@ -61,7 +64,8 @@ def test_a_ctgan_augmentation_publishes_generated_rows_to_members_and_charges_no
     )
     assert len(download.content) == published["generator_bytes"]
     features, labels = samples_load(download.content, n_classes=2)
-    assert features.shape == (12, 3) and labels.tolist() == [0] * 6 + [1] * 6
+    assert features.shape == (rows, 3) and labels.tolist() == sorted(labels.tolist())
+    assert all(count <= 6 for count in np.bincount(labels, minlength=2))
     seeded = np.array(raw_seeds(0)["features"] + raw_seeds(1)["features"])
     assert (features >= seeded.min(axis=0)).all() and (features <= seeded.max(axis=0)).all()
     assert not seed_copies(features, seeded).any()  # no published row is a seed row, exact or near

@@ -4,6 +4,8 @@ The jobs helper's services create jobs for real; here a Job row is saved as job_
 services are tested on their own.
 """
 
+from decimal import Decimal
+
 import pytest
 
 from market.federations.selectors import public_dataset_current
@@ -74,3 +76,41 @@ def make_job(federation_with_data, submissions, operator):
         )
 
     return make
+
+
+def job_charged(job, operator, *, queries: int):
+    """Reserve and charge an L1 job through the real services, as if it answered ``queries`` Laplace queries."""
+    from market.jobs.spending import job_budget_charge, job_budget_reserve
+    from workers.privacy.costs import fedkt_l1_cost
+    from workers.privacy.reports import JobPrivacyReport
+
+    job_budget_reserve(job=job, actor=operator)
+    cost = fedkt_l1_cost(**{**LAPLACE, "n_queries": queries}, partitions=2)
+    job_budget_charge(
+        job=job, privacy_report=JobPrivacyReport(level="L1", data_independent=cost.report)
+    )
+
+
+@pytest.fixture
+def composed_charges(federation_with_data, make_job, operator):
+    """Two charges on each silo's budget, composed by RDP: 100 queries take the spend to exactly 80 % of the limit,
+    then 10 queries take it to 84.6 % (passing no new threshold), although the spend before, taken as the spend
+    after minus the second charge's ε, would be 64.5 %. Returns the two jobs."""
+    from market.budgets.ledger import epsilon_decimal
+    from market.budgets.models import PrivacyBudget
+    from market.budgets.services import budget_limit_set, budgets_ensure
+    from workers.privacy.costs import fedkt_l1_cost
+
+    first_epsilon = epsilon_decimal(fedkt_l1_cost(**LAPLACE, partitions=2).report.epsilon)
+    budgets_ensure(federation=federation_with_data)
+    for budget in PrivacyBudget.objects.filter(federation=federation_with_data):
+        budget_limit_set(
+            budget_id=budget.id,
+            epsilon_limit=first_epsilon / Decimal("0.8"),
+            reason="test",
+            actor=operator,
+        )
+    jobs = [make_job(), make_job(privacy={**LAPLACE, "n_queries": 10})]
+    job_charged(jobs[0], operator, queries=100)
+    job_charged(jobs[1], operator, queries=10)
+    return jobs

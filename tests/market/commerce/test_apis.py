@@ -121,6 +121,23 @@ def test_model_card_shows_what_the_federation_publishes(
     assert card["reproducibility"]["lineage"]["fusion"] == {"weights": {"11": 0.7, "12": 0.3}}
 
 
+def test_model_card_says_how_many_pre_flight_estimates_preceded_the_jobs_launch(
+    published_listing, buyer_api, buyer_user, client
+):
+    """Issue 38 item 3: the buyer reads how many estimates the operator saw before choosing the job."""
+    from market.jobs.models import Job
+
+    listing = published_listing()
+    Job.objects.filter(id=listing.global_model.job_id).update(estimates_before_launch=3)
+
+    card = buyer_api.get(f"/api/listings/{listing.id}/").json()["card"]
+    client.force_login(buyer_user)
+    page = client.get(f"/market/listings/{listing.id}/").content.decode()
+
+    assert card["reproducibility"]["estimates_before_launch"] == 3
+    assert "<dt>Pre-flight estimates before launch</dt><dd>3</dd>" in page
+
+
 def test_drafts_are_invisible_to_buyers_and_only_operators_publish(
     make_global_model, operator_api, buyer_api
 ):

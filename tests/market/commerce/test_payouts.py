@@ -198,3 +198,81 @@ def test_the_money_api_reads_what_the_money_page_reads_for_operators_only(
             ledger_url,
         ):
             assert client.get(url).status_code == 403, url
+
+
+@pytest.fixture
+def spent(sold, published_listing, silo_user, other_silo_user):
+    """Northwind Hospital spends 3.00 of its 6.31 earnings on a model Contoso Bank alone trained: it has earned
+    6.31 and not been paid, but its wallet holds 3.31."""
+    contosos_own = published_listing(
+        price_cents=300,
+        name="Contoso's own",
+        weights={str(other_silo_user.organisation_id): 1.0},
+        privacy_level="L0",
+    )
+    purchase_create(listing=contosos_own, user=silo_user)
+    assert balance_of(silo_user.organisation) == 331
+    return sold
+
+
+def test_a_payout_above_the_balance_but_within_the_earnings_is_a_409_that_writes_nothing(
+    spent, silo_user, operator
+):
+    """Issue 38 item 10: the planted defect paid out up to the earnings, whatever the wallet still held."""
+    from tests.conftest import api_client_for
+
+    silo = silo_user.organisation
+    response = api_client_for(operator).post(
+        f"/api/organisations/{silo.id}/wallet/payouts/",
+        {"amount_cents": 332, "reference": "SEPA-10"},
+        format="json",
+    )
+
+    assert response.status_code == 409
+    assert payable_cents(organisation=silo) == 331
+    assert "Northwind Hospital can be paid at most 3.31 credits" in response.json()["detail"]
+    assert "not 3.32" in response.json()["detail"]
+    assert balance_of(silo) == 331 and not WalletEntry.objects.filter(kind="payout").exists()
+    assert not AuditEvent.objects.filter(action="wallet.payout_recorded").exists()
+
+
+def test_a_payout_of_exactly_the_balance_is_recorded_and_leaves_nothing_payable(
+    spent, silo_user, operator
+):
+    from tests.conftest import api_client_for
+
+    silo = silo_user.organisation
+    response = api_client_for(operator).post(
+        f"/api/organisations/{silo.id}/wallet/payouts/",
+        {"amount_cents": 331, "reference": "SEPA-11"},
+        format="json",
+    )
+
+    assert response.status_code == 201 and response.json()["amount_cents"] == -331
+    assert balance_of(silo) == 0 and payable_cents(organisation=silo) == 0
+    with pytest.raises(Conflict, match="at most 0.00 credits"):
+        payout_record(organisation=silo, amount_cents=1, reference="SEPA-12", actor=operator)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_payouts_cannot_take_more_than_the_balance(spent, silo_user, operator):
+    """Two payouts of 2.00 at the same moment against a balance of 3.31 (earnings 6.31): one is recorded, the
+    other refused, and the wallet never goes below zero."""
+    from tests.conftest import api_client_for, run_at_once
+
+    silo = silo_user.organisation
+
+    def pay(reference: str) -> int:
+        return (
+            api_client_for(operator)
+            .post(
+                f"/api/organisations/{silo.id}/wallet/payouts/",
+                {"amount_cents": 200, "reference": reference},
+                format="json",
+            )
+            .status_code
+        )
+
+    assert sorted(run_at_once(pay, ["SEPA-13", "SEPA-14"])) == [201, 409]
+    assert balance_of(silo) == 131 and payable_cents(organisation=silo) == 131
+    assert WalletEntry.objects.filter(kind="payout").count() == 1

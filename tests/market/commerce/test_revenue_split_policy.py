@@ -7,7 +7,7 @@ from market.accounts.services import organisation_create, user_create
 from market.audit.models import AuditEvent
 from market.commerce.models import WalletEntry, WalletEntryKind
 from market.commerce.purchases import purchase_create
-from market.commerce.revenue import revenue_shares, split_basis
+from market.commerce.revenue import NO_SILO_USED, revenue_shares, split_basis
 from market.errors import InvalidInput
 from market.federations.services import federation_create
 from tests.conftest import api_client_for
@@ -85,6 +85,21 @@ def test_the_value_split_falls_back_to_agreement_and_says_why(level, values, rea
     assert basis.notes["3"] == (
         f"Revenue split by agreement: contribution weight 0.700000 (policy value not applied: {reason})"
     )
+
+
+@pytest.mark.parametrize("policy", ["agreement", "value", "equal"])
+def test_a_model_that_used_no_silo_pays_no_silo_under_any_policy(policy):
+    """Every contribution weight 0: vote auto chose the operator's rows alone (issue 39), so no silo is paid."""
+    basis = split_basis(
+        policy=policy,
+        contribution_weights={"3": 0.0, "5": 0.0},
+        contribution_values={"silos": {}, "reason": "no silo used"},
+        privacy_level="L0",
+        values_released=True,
+        shares_released=True,
+    )
+    assert (basis.weights, basis.reason) == ({}, NO_SILO_USED)
+    assert revenue_shares(amount_cents=1000, weights=basis.weights) == {}  # the market keeps it
 
 
 def _credits(purchase) -> dict:

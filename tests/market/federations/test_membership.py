@@ -242,6 +242,14 @@ def test_the_api_edits_and_removes_and_a_silo_is_refused_both(by_request, silo_u
     bad = operator_api.patch(
         "/api/federations/clinics/", {"membership_policy": "all"}, format="json"
     )
+    fixed = operator_api.patch(
+        "/api/federations/clinics/",
+        {"allowed_privacy_levels": ["L0"], "name": "Renamed"},
+        format="json",
+    )
+    silo_fixed = silo.patch(
+        "/api/federations/clinics/", {"allowed_privacy_levels": ["L0"]}, format="json"
+    )
     removed = operator_api.post(
         f"/api/federations/clinics/members/{silo_user.organisation_id}/remove/"
     )
@@ -250,6 +258,12 @@ def test_the_api_edits_and_removes_and_a_silo_is_refused_both(by_request, silo_u
     assert refused_edit.status_code == 403
     assert edited.status_code == 200 and edited.json()["membership_policy"] == "invitation"
     assert bad.status_code == 400 and "membership_policy" in bad.json()
+    # Issue 38 item 6: a field a PATCH cannot change is refused by name, and nothing else in the request is applied.
+    assert fixed.status_code == 400
+    assert "'allowed_privacy_levels' cannot be changed" in fixed.json()["detail"]
+    by_request.refresh_from_db()
+    assert by_request.name != "Renamed" and by_request.allowed_privacy_levels != ["L0"]
+    assert silo_fixed.status_code == 403
     assert removed.status_code == 204
     assert joined.status_code == 403 and "by invitation only" in joined.json()["detail"]
     assert not Membership.objects.exists()

@@ -187,11 +187,12 @@ def test_a_confident_job_that_names_no_noise_gets_the_default_shares_and_a_sigma
     spent = fedkt_l1_cost_from_parameters(privacy, partitions=2).report.epsilon
     assert privacy["n_queries"] >= 10 and spent <= 10 * 0.5 * (1 + 1e-9)
 
-    # Three silos of s = 2 (6 votes): a check of σ₁ = 0.6 × 6 cannot fit at party level; the reservation refuses
-    # the job with a sentence rather than under-charging it.
+    # Three silos of s = 2 (6 votes): a check of σ₁ = 0.6 × 6 cannot fit at party level; calibration refuses the
+    # job (400) naming a sigma_threshold that fits, rather than running it at the ratio's σ (issue 38 item 2).
+    unqueried = {name: value for name, value in FAST_FEDKT.items() if name != "query"}
     response = post_job(
-        operator, federation, {**FAST_FEDKT, "privacy": {"mechanism": "confident_gnmax"}}
+        operator, federation, {**unqueried, "privacy": {"mechanism": "confident_gnmax"}}
     )
-    assert response.status_code == 409
-    assert "Add more noise" in response.json()["detail"]
+    assert response.status_code == 400
+    assert '"sigma_threshold" of at least' in response.json()["detail"]
     assert not Job.objects.exists()

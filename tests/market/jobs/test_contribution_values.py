@@ -78,6 +78,8 @@ def test_a_job_stores_each_silos_exact_shapley_value_of_its_own_combination(
         ("fedkt", {"vote": "auto"}, {"auto": {"chosen": "soft"}}, "average"),
         ("fedkt", {"vote": "auto"}, {"auto": {"chosen": "ensemble_selected"}}, "average"),
         ("fedkt", {"vote": "auto"}, {"auto": {"chosen": "stacked"}}, "average"),
+        # the operator's rows alone used no silo: nothing to value (issue 39)
+        ("fedkt", {"vote": "auto"}, {"auto": {"chosen": "operator_only"}}, None),
         ("ensemble", {}, {}, "average"),
         ("distill", {}, {}, "average"),
         ("stack", {}, {}, "average"),

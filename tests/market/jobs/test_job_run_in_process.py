@@ -10,12 +10,18 @@ import zipfile
 import numpy as np
 import onnxruntime
 import pytest
+from sklearn.ensemble import RandomForestClassifier
 
+from market.feature_views import stored_features_in_view
 from market.jobs.models import GlobalModel, Job, JobChunk
 from market.storage import arrays_from_npz, artifact_read
 from tests.conftest import api_client_for
 from tests.market.jobs.conftest import FAST_FEDKT
 from tests.market.jobs.helpers import launch, succeeded
+from workers.algorithms.auto_fusion import evaluation_halves
+from workers.algorithms.semi_private import SEMI_PRIVATE_PRIVACY_NOTE
+from workers.algorithms.transfer import child_seeds
+from workers.views import ORDINAL_VIEW
 
 
 def test_fedkt_l0_job_runs_to_a_global_model_with_metrics_lineage_and_files(
@@ -43,7 +49,35 @@ def test_fedkt_l0_job_runs_to_a_global_model_with_metrics_lineage_and_files(
         "confusion_matrix",
         "reliability",
     }
-    assert sum(map(sum, model.metrics["confusion_matrix"])) == 500
+    # every kind reports on the report half of the evaluation split, as do all its baselines (issue 39)
+    split = arrays_from_npz(job.evaluation_split.data_file)
+    fit_rows, report_rows = evaluation_halves(split["labels"], seed=7)
+    assert sum(map(sum, model.metrics["confusion_matrix"])) == len(report_rows) == 250
+    operator_only = model.baselines["operator_only"]
+    assert (operator_only["fit_rows"], operator_only["report_rows"]) == (250, 250)
+    # independently: the market's default forest on the fit half (the trees' ordinal view), scored on the report half
+    ordinal = stored_features_in_view(split["features"], job.public_dataset, ORDINAL_VIEW)
+    forest = RandomForestClassifier(
+        n_estimators=100, max_depth=8, random_state=child_seeds(7, 1)[0]
+    ).fit(ordinal[fit_rows], split["labels"][fit_rows])
+    predicted = forest.predict(ordinal[report_rows])
+    assert operator_only["accuracy"] == pytest.approx(
+        float(np.mean(predicted == split["labels"][report_rows]))
+    )
+    # issue 39 item 2: each free baseline's paired comparison with the model, on the same report rows
+    for name in ("operator_only", "majority_class", "best_single_silo"):
+        comparison = model.baselines[name]["comparison"]
+        for metric in ("accuracy", "balanced_accuracy"):
+            measured = comparison[metric]
+            assert measured["difference"] == pytest.approx(
+                model.metrics[metric] - model.baselines[name][metric]
+            ), (name, metric)
+            assert measured["low"] <= measured["difference"] + 1e-9
+            assert measured["high"] >= measured["difference"] - 1e-9
+            assert measured["verdict"] == (
+                "beats" if measured["low"] > 0 else "below" if measured["high"] < 0 else "level"
+            )
+    assert model.baselines["comparison_method"]["resamples"] == 1000
     assert set(model.submission_metrics) == {str(s.id) for s in fedkt_submissions}
     assert model.privacy_report == {"level": "L0", "data_independent": None, "data_dependent": None}
     assert abs(sum(model.contribution_weights.values()) - 1) < 1e-9
@@ -54,12 +88,11 @@ def test_fedkt_l0_job_runs_to_a_global_model_with_metrics_lineage_and_files(
     files = {file.format: file for file in model.files.all()}
     assert set(files) == {"skops", "onnx"}
     session = onnxruntime.InferenceSession(artifact_read(files["onnx"].stored_name))
-    split = arrays_from_npz(job.evaluation_split.data_file)
     probabilities = session.run(None, {"features": split["features"].astype(np.float32)})[1]
     assert probabilities.shape == (500, 2)
+    predicted = probabilities[report_rows].argmax(axis=1)
     assert (
-        abs((probabilities.argmax(axis=1) == split["labels"]).mean() - model.metrics["accuracy"])
-        < 1e-9
+        abs((predicted == split["labels"][report_rows]).mean() - model.metrics["accuracy"]) < 1e-9
     )
 
     detail = api_client_for(operator).get(f"/api/jobs/{job.id}/").json()
@@ -317,10 +350,12 @@ def test_l2_job_reports_each_submissions_own_guarantee_and_charges_no_budget(
         seed=5,
     )
     job = succeeded(body)
+    # an L2 job fits semi-private students by default (issue 40): its report says why they cost no ε
     assert job.global_model.privacy_report == {
         "level": "L2",
         "data_independent": None,
         "data_dependent": None,
         "submissions": reports,
+        "notes": [SEMI_PRIVATE_PRIVACY_NOTE],
     }
     assert not BudgetEntry.objects.filter(spender_kind="job", spender_id=job.id).exists()

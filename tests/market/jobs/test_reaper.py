@@ -1,9 +1,11 @@
 """The reaper: jobs whose worker vanished are re-queued, or failed after their last attempt, with the budget
-settled by the rule (released before any noise was drawn, charged after)."""
+settled by the rule (refunded before the release step, charged after: issue 45)."""
 
 from datetime import timedelta
 from decimal import Decimal
 
+import numpy as np
+import pytest
 from django.utils import timezone
 
 from market.jobs.models import Job, JobChunk, JobOutbox, JobStatus
@@ -87,10 +89,16 @@ def test_after_the_last_attempt_the_job_fails_and_its_reservation_is_released(
     )
 
 
-def test_once_noise_was_drawn_a_failed_job_is_charged_not_released(
-    operator, fedkt_submissions, settings
+@pytest.mark.parametrize("released", [False, True], ids=["before-release", "after-release"])
+def test_a_job_the_reaper_fails_after_its_noise_is_charged_only_once_it_released_something(
+    operator, fedkt_submissions, settings, media_root, released
 ):
-    from market.budgets.models import PrivacyBudget
+    """Issue 45: noise drawn but nothing released (the worker died while fusing) refunds every silo, deletes the
+    noisy answers and says so on each ledger line; past the release step the charge stands."""
+    from django.core.files.storage import default_storage
+
+    from market.budgets.models import BudgetEntry, EntryKind, PrivacyBudget
+    from market.storage import arrays_to_npz, artifact_save
 
     settings.ONEFOLD_JOB_MAX_ATTEMPTS = 1
     job = running_job(
@@ -100,14 +108,28 @@ def test_once_noise_was_drawn_a_failed_job_is_charged_not_released(
         privacy_level="L1",
         parameters=L1_SMALL,
     )
+    noisy = artifact_save(
+        name=f"jobs/{job.id}/noisy-answers.npz",
+        data=arrays_to_npz(noisy_counts=np.zeros((2, 2))),
+        stored_names=[],
+    )
     Job.objects.filter(id=job.id).update(
-        noise_drawn_at=timezone.now(), noisy_answers_name="jobs/x/noisy.npz"
+        noise_drawn_at=timezone.now(),
+        noisy_answers_name=noisy,
+        released_at=timezone.now() if released else None,
     )
     assert job_reap()["failed"] == 1
     bound = Decimal(str(round(job.privacy_bound["epsilon"], 6)))
     budgets = list(PrivacyBudget.objects.all())
     assert all(budget.reserved == 0 for budget in budgets)
-    assert all(abs(budget.spent - bound) < Decimal("0.00001") for budget in budgets)
+    expected = bound if released else Decimal(0)
+    assert all(abs(budget.spent - expected) < Decimal("0.00001") for budget in budgets)
+    closing = BudgetEntry.objects.filter(spender_kind="job", spender_id=job.id).exclude(
+        kind=EntryKind.RESERVE
+    )
+    assert {line.kind for line in closing} == {EntryKind.CHARGE if released else EntryKind.RELEASE}
+    assert all(line.reason.startswith("Charged" if released else "Refunded") for line in closing)
+    assert default_storage.exists(noisy) == released
 
 
 def test_a_running_job_whose_cancellation_was_requested_is_cancelled_when_its_worker_vanished(

@@ -129,14 +129,14 @@ def test_an_auto_vote_job_names_its_choice_and_reports_on_the_half_it_did_not_re
         assert sum(map(sum, metrics["confusion_matrix"])) == chosen["report_rows"]
     assert any("Fusion chosen by auto" in line.message for line in job.log_entries.all())
     api = api_client_for(operator).get(f"/api/global-models/{model.id}/").json()
-    assert api["fusion_choice"] == chosen
+    assert api["fusion_choice"] == {**chosen, "silos_added_nothing": None}  # a federated choice
     from django.test import Client
 
     browser = Client()
     browser.force_login(operator)
     page = browser.get(f"/jobs/{job.id}/").content.decode()
     assert (
-        f"Fusion chosen by <code>auto</code>: <strong>{chosen['chosen']}</strong>, the best accuracy of 5 "
+        f"Fusion chosen by <code>auto</code>: <strong>{chosen['chosen']}</strong>, the best accuracy of 6 "
         f"candidates on {chosen['selection_rows']} evaluation rows"
     ) in page
 
@@ -158,3 +158,87 @@ def test_an_auto_vote_job_is_refused_at_l1_with_a_sentence(operator, fedkt_submi
     assert refused.status_code == 400
     assert refused.json()["detail"] == AUTO_REFUSED_AT_L1
     assert not Job.objects.exists()
+
+
+@pytest.fixture
+def noise_submissions(
+    federation_with_data, silo_user, other_silo_user, third_silo_user, adult_training
+):
+    """Three valid submissions whose students learnt nothing: each fitted on Adult rows with shuffled labels."""
+    from sklearn.linear_model import LogisticRegression
+
+    from market.federations.membership import federation_join
+    from market.submissions.models import Submission
+    from market.submissions.validation import submission_validate
+    from tests.market.submissions.helpers import submit
+    from workers.modelio.export import export_sklearn_onnx
+
+    features, labels = adult_training
+    generator = np.random.default_rng(0)
+    ids = []
+    for user in (silo_user, other_silo_user, third_silo_user):
+        federation_join(federation=federation_with_data, user=user)
+        files = {}
+        for partition in range(2):
+            rows = generator.choice(len(labels), size=300, replace=False)
+            model = LogisticRegression(max_iter=300).fit(
+                features[rows], generator.permutation(labels[rows])
+            )
+            files[f"student-{partition}.onnx"] = export_sklearn_onnx(model, features.shape[1])
+        response = submit(
+            api_client_for(user),
+            files,
+            model_family="logistic_regression",
+            n_local_examples=600,
+            privacy_level="L0",
+        )
+        assert response.status_code == 202, response.json()
+        ids.append(response.json()["id"])
+    for submission_id in ids:
+        submission_validate(submission_id=submission_id)
+    return list(Submission.objects.filter(id__in=ids).order_by("id"))
+
+
+def test_an_auto_job_whose_silos_learnt_nothing_chooses_the_operators_rows_says_so_and_credits_no_silo(
+    eager_celery, operator, noise_submissions, django_capture_on_commit_callbacks
+):
+    from django.test import Client
+
+    from workers.algorithms.operator_only import SILOS_ADDED_NOTHING
+    from workers.runner.valuing import NO_SILO_VALUED
+
+    federation = noise_submissions[0].federation
+    body = launch(
+        operator,
+        federation,
+        django_capture_on_commit_callbacks,
+        kind="fedkt",
+        privacy_level="L0",
+        parameters={**FAST_FEDKT, "vote": "auto"},
+        seed=8,
+    )
+    job = succeeded(body)
+    model = job.global_model
+    chosen = model.lineage["fusion"]["auto"]
+    assert chosen["chosen"] == "operator_only", chosen["candidates"]
+    logged = [line.message for line in job.log_entries.all()]
+    assert any(
+        line.startswith("Fusion chosen by auto: operator_only")
+        and line.endswith(SILOS_ADDED_NOTHING)
+        for line in logged
+    )
+    assert NO_SILO_VALUED in logged
+    # no silo is credited: every weight 0, with the reason as the rule, and no contribution value
+    organisations = {str(submission.organisation_id) for submission in noise_submissions}
+    assert model.contribution_weights == dict.fromkeys(organisations, 0.0)
+    assert model.contribution_rule == NO_SILO_VALUED
+    assert model.contribution_values == {"silos": {}, "reason": NO_SILO_VALUED}
+    api = api_client_for(operator).get(f"/api/global-models/{model.id}/").json()
+    assert api["fusion_choice"]["silos_added_nothing"] == SILOS_ADDED_NOTHING
+    browser = Client()
+    browser.force_login(operator)
+    page = browser.get(f"/jobs/{job.id}/").content.decode()
+    assert (
+        f'<p class="message" id="job-silos-added-nothing" role="note"><strong>{SILOS_ADDED_NOTHING}</strong></p>'
+        in page.replace("&#x27;", "'")
+    )

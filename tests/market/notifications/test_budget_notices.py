@@ -47,6 +47,7 @@ def test_a_charge_notifies_each_charged_silo_and_mails_its_members_on_commit(
     )
     assert f"charged ε = {float(ONE_JOB.report.epsilon):.3g}" in notice.message
     assert "δ = 0.00001" in notice.message
+    assert "(party-level)" in notice.message
     assert notice.link == f"/federations/{federation_with_data.slug}/budgets/"
     assert Notification.objects.filter(organisation=other_silo_user.organisation).count() == 1
     # Only the member with an address gets mail; the other silo's member has none.
@@ -75,6 +76,12 @@ def test_passing_80_and_100_percent_is_told_once_each(
         .order_by("id")
         .values_list("subject", flat=True)
     ) == [f"Your privacy budget in {name} passed 80%", f"Your privacy budget in {name} passed 100%"]
+    assert all(
+        "spent (party-level)" in message
+        for message in Notification.objects.filter(kind="budget_threshold").values_list(
+            "message", flat=True
+        )
+    )
     budget = PrivacyBudget.objects.get(
         organisation=silo_user.organisation, federation=federation_with_data
     )
@@ -97,3 +104,13 @@ def test_the_notices_page_lists_them_and_the_navigation_counts_the_unread(
         .exists()
     )
     assert 'id="unread-notices"' not in client.get("/").content.decode()
+
+
+def test_a_composed_charge_past_no_new_threshold_tells_no_second_threshold(
+    composed_charges, silo_user
+):
+    assert list(
+        Notification.objects.filter(organisation=silo_user.organisation)
+        .order_by("id")
+        .values_list("kind", flat=True)
+    ) == ["budget_charged", "budget_threshold", "budget_charged"]

@@ -99,14 +99,31 @@ def test_a_dp_sgd_under_claim_is_refused_with_a_sentence_and_nothing_stored(
     response = submit_dp_sgd(silo_api, model_files, epsilon=declared)
     assert response.status_code == 400
     assert response.json()["detail"] == (
-        f"You declared ε = {declared:g}, but these parameters spend ε = {epsilon:.4g} (example-level, "
-        "80 DP-SGD steps at sample rate 0.05, the market's RDP accountant, δ = 1e-05); declare at least that."
+        f"You declared ε = {declared:g}, but these parameters spend ε = {epsilon_decimal(epsilon).normalize():f} "
+        "(example-level, 80 DP-SGD steps at sample rate 0.05, the market's RDP accountant, δ = 1e-05, rounded "
+        "up to the millionth); declare at least that."
     )
     assert (Submission.objects.count(), BudgetEntry.objects.count(), stored_files(media_root)) == (
         0,
         0,
         [],
     )
+
+
+@pytest.mark.parametrize("epochs", [3, 4, 7])
+def test_the_bound_a_refusal_prints_is_rounded_up_and_itself_accepted(
+    silo_api, federation_with_data, model_files, epochs
+):
+    """Issue 38 item 6: a refusal that printed the bound rounded to the nearest (4.487 for 4.487206) named a number
+    that is itself refused; the printed bound is at least the true one, and declaring it is accepted."""
+    declaration = {**DP_SGD, "epochs": epochs}
+    epsilon = market_epsilon(declaration)
+    refused = submit_dp_sgd(silo_api, model_files, epsilon=epsilon / 2, declaration=declaration)
+    assert refused.status_code == 400
+    printed = float(refused.json()["detail"].split("these parameters spend ε = ")[1].split(" ")[0])
+    assert epsilon <= printed <= epsilon + 1e-6
+    accepted = submit_dp_sgd(silo_api, model_files, epsilon=printed, declaration=declaration)
+    assert accepted.status_code == 202, accepted.json()
 
 
 @pytest.mark.parametrize(

@@ -69,6 +69,7 @@ WEBHOOK_TEST_SETTINGS = {
     "ONEFOLD_WEBHOOK_ALLOW_PRIVATE": True,
     "ONEFOLD_WEBHOOK_ALLOW_HTTP": True,
     "ONEFOLD_WEBHOOK_TIMEOUT_SECONDS": 3,
+    "ONEFOLD_WEBHOOK_DELIVERY_SECONDS": 6,  # a held receiver's claim expires 16 s later, as the reaper test waits
     "ONEFOLD_WEBHOOK_RETRY_BASE_SECONDS": 1,
 }
 

@@ -10,31 +10,10 @@ from django.utils import timezone
 from market.budgets.models import PrivacyBudget
 from market.jobs.models import JobStatus
 from market.jobs.spending import job_budget_reserve
-from market.webhooks.events import budget_thresholds_crossed
 from market.webhooks.models import WebhookDelivery, WebhookEndpoint, WebhookEventType
-from tests.market.budgets.conftest import make_job, members, submissions  # noqa: F401
+from tests.market.budgets.conftest import composed_charges, make_job, members, submissions  # noqa: F401
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.mark.parametrize(
-    ("before", "after", "crossed"),
-    [
-        ("0", "7.9", []),
-        ("0", "8", [Decimal("0.8")]),
-        ("7.9", "10", [Decimal("0.8"), Decimal("1")]),
-        ("8", "9.9", []),
-        ("9", "10", [Decimal("1")]),
-        ("10", "10", []),
-    ],
-)
-def test_a_charge_crosses_the_thresholds_it_passes_from_below(before, after, crossed):
-    assert (
-        budget_thresholds_crossed(
-            spent_before=Decimal(before), spent_after=Decimal(after), limit=Decimal(10)
-        )
-        == crossed
-    )
 
 
 @pytest.fixture
@@ -54,7 +33,7 @@ def _received(endpoint) -> list[str]:
     return sorted(endpoint.deliveries.values_list("event_type", flat=True))
 
 
-def test_a_failed_job_after_noise_charges_each_silo_and_tells_each_only_of_its_own_budget(
+def test_a_failed_job_after_its_release_charges_each_silo_and_tells_each_only_of_its_own_budget(
     make_job,  # noqa: F811
     operator,
     endpoints,
@@ -69,8 +48,8 @@ def test_a_failed_job_after_noise_charges_each_silo_and_tells_each_only_of_its_o
     PrivacyBudget.objects.filter(organisation=members[0].organisation).update(
         epsilon_limit=reserved * Decimal("1.1")
     )
-    job.noise_drawn_at = timezone.now()
-    job.save(update_fields=["noise_drawn_at"])
+    job.noise_drawn_at = job.released_at = timezone.now()
+    job.save(update_fields=["noise_drawn_at", "released_at"])
 
     assert job_end(job_id=job.id, status=JobStatus.FAILED, reason="The worker ran out of memory.")
 
@@ -82,6 +61,7 @@ def test_a_failed_job_after_noise_charges_each_silo_and_tells_each_only_of_its_o
         assert charged["budget"]["id"] == user.organisation.privacy_budgets.get().id
         assert charged["charge"] == {
             "epsilon": str(reserved),
+            "delta": "0.00001",
             "unit": "party-level",
             "job": job.id,
             "submission": None,
@@ -94,6 +74,26 @@ def test_a_failed_job_after_noise_charges_each_silo_and_tells_each_only_of_its_o
         "failed",
         "The worker ran out of memory.",
     )
+
+
+def test_a_composed_charge_past_no_new_threshold_sends_no_second_threshold_reached(
+    endpoints,
+    composed_charges,  # noqa: F811
+    members,  # noqa: F811
+):
+    # made in the fixture's order: the first charge passes 80 %, the second (composed by RDP) passes nothing new
+    for user in members:
+        deliveries = endpoints[user.username].deliveries.order_by("id")
+        assert [delivery.event_type for delivery in deliveries] == [
+            "budget.charged",
+            "budget.threshold_reached",
+            "budget.charged",
+        ]
+        assert deliveries.get(event_type="budget.threshold_reached").payload["threshold"] == 0.8
+        assert [
+            delivery.payload["charge"]["job"]
+            for delivery in deliveries.filter(event_type="budget.charged")
+        ] == [job.id for job in composed_charges]
 
 
 def test_cancelling_a_queued_job_sends_one_job_cancelled(make_job, operator, endpoints):  # noqa: F811

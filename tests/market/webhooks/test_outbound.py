@@ -2,6 +2,7 @@
 the delivery connects to the address it checked; no redirect is followed."""
 
 import socket
+import threading
 
 import pytest
 from rest_framework.test import APIClient
@@ -9,7 +10,7 @@ from rest_framework.test import APIClient
 from market.webhooks.delivery import webhook_deliver
 from market.webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 from market.webhooks.outbound import address_refusal
-from tests.conftest import api_client_for
+from tests.conftest import api_client_for, scaled_timeout
 
 pytestmark = pytest.mark.django_db
 
@@ -47,6 +48,60 @@ def test_addresses_inside_networks_are_refused(address, kind):
 
 def test_a_public_address_is_allowed():
     assert address_refusal(PUBLIC) == ""
+
+
+# IPv6 forms that map or tunnel to a refused IPv4 range, or that Python's ipaddress does not call private (issue
+# 38 item 8): each with the words the refusal must hold.
+IPV6_FORMS_INTO_NETWORKS = [
+    ("2002:7f00:1::", "6to4 form of 127.0.0.1) is a loopback address"),
+    ("2002:a00:1::1", "6to4 form of 10.0.0.1) is a private address"),
+    ("2002:a9fe:a9fe::", "6to4 form of 169.254.169.254) is a link-local address"),
+    ("fec0::1", "is a site-local address"),
+    ("::ffff:10.0.0.1", "IPv4-mapped form of 10.0.0.1) is a private address"),
+    ("::127.0.0.1", "IPv4-compatible form of 127.0.0.1) is a loopback address"),
+    ("::ffff:0:7f00:1", "IPv4-translated form of 127.0.0.1) is a loopback address"),
+    ("64:ff9b::7f00:1", "NAT64 form of 127.0.0.1) is a loopback address"),
+    ("64:ff9b::a9fe:a9fe", "NAT64 form of 169.254.169.254) is a link-local address"),
+    ("64:ff9b:1::a00:1", "is a local-use NAT64 address"),
+    ("2001:0:4136:e378:8000:63bf:80ff:fffe", "is a Teredo address"),
+    ("2001:0:4136:e378:8000:63bf:a2a0:a1a1", "is a Teredo address"),
+]
+
+
+@pytest.mark.parametrize(("address", "words"), IPV6_FORMS_INTO_NETWORKS)
+def test_ipv6_forms_that_map_or_tunnel_into_a_network_are_refused(address, words):
+    assert words in address_refusal(address)
+
+
+@pytest.mark.parametrize(
+    "address", [PUBLIC, "2606:4700:4700::1111", "::ffff:93.184.215.14", "2002:5db8:d70e::1"]
+)
+def test_public_addresses_and_their_ipv6_forms_are_allowed(address):
+    assert address_refusal(address) == ""
+
+
+@pytest.mark.parametrize(("address", "words"), IPV6_FORMS_INTO_NETWORKS)
+def test_registering_an_ipv6_form_into_a_network_is_a_400_that_names_it_and_creates_nothing(
+    silo_user, address, words
+):
+    response = api_client_for(silo_user).post(
+        "/api/webhook-endpoints/",
+        {"url": f"https://[{address}]/hook", "events": ["job.succeeded"]},
+        format="json",
+    )
+    assert response.status_code == 400
+    assert address in response.json()["detail"] and words in response.json()["detail"]
+    assert not WebhookEndpoint.objects.exists()
+
+
+def test_registering_a_public_ipv6_address_is_accepted(silo_user):
+    response = api_client_for(silo_user).post(
+        "/api/webhook-endpoints/",
+        {"url": "https://[2606:4700:4700::1111]/hook", "events": ["job.succeeded"]},
+        format="json",
+    )
+    assert response.status_code == 201
+    assert WebhookEndpoint.objects.get().url == "https://[2606:4700:4700::1111]/hook"
 
 
 def test_registering_a_private_address_is_a_400_that_says_why_and_creates_nothing(silo_user):
@@ -104,8 +159,16 @@ def test_the_secret_is_shown_at_creation_and_rotation_only(silo_user, monkeypatc
     assert (endpoint.secret, endpoint.previous_secret) == (rotated["secret"], created["secret"])
 
 
+@pytest.mark.parametrize(
+    "rebound, refusal",
+    [
+        ("10.0.0.5", "10.0.0.5 is a private address"),
+        ("2002:7f00:1::", "2002:7f00:1:: (the 6to4 form of 127.0.0.1) is a loopback address"),
+    ],
+    ids=["private", "6to4-of-loopback"],
+)
 def test_a_host_whose_dns_turns_private_after_registration_is_refused_at_delivery(
-    silo_user, monkeypatch
+    silo_user, monkeypatch, rebound, refusal
 ):
     from market.webhooks.services import webhook_endpoint_ping
 
@@ -117,14 +180,14 @@ def test_a_host_whose_dns_turns_private_after_registration_is_refused_at_deliver
     )
     assert created.status_code == 201
     delivery = webhook_endpoint_ping(user=silo_user, endpoint_id=created.json()["id"])
-    resolving_to(monkeypatch, "10.0.0.5")  # DNS rebinding: the name now points inside
+    resolving_to(monkeypatch, rebound)  # DNS rebinding: the name now points inside
 
     assert webhook_deliver(delivery_id=delivery.id) is False
 
     attempt = WebhookAttempt.objects.get()
     assert attempt.response_status is None
     assert attempt.error.startswith("Refused before connecting:")
-    assert "10.0.0.5 is a private address" in attempt.error
+    assert refusal in attempt.error
     assert WebhookDelivery.objects.get().status == "pending"
 
 
@@ -201,3 +264,118 @@ def test_an_unreadable_url_is_a_400_that_says_so(silo_user, url):
     )
     assert response.status_code == 400
     assert not WebhookEndpoint.objects.exists()
+
+
+@pytest.fixture
+def trickling_receiver():
+    """A receiver on 127.0.0.1 that reads the request, then sends its status line and headers one byte a second
+    (issue 38 item 7): each read gets a byte well inside any per-read timeout, and the whole answer would take
+    about 30 quiet-machine seconds."""
+    server = socket.create_server(("127.0.0.1", 0))
+    stop, finished = threading.Event(), threading.Event()
+    answer = b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * int(scaled_timeout(30)) + b"\r\n"
+    answer += b"Content-Length: 2\r\n\r\nok"
+
+    def serve():
+        connection, _ = server.accept()
+        with connection:
+            connection.recv(65536)  # the request: headers and the small body arrive together
+            for byte in answer:
+                if stop.wait(1):
+                    return
+                try:
+                    connection.sendall(bytes([byte]))
+                except OSError:  # the market hung up
+                    return
+            finished.set()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}/onefold", finished
+    stop.set()
+    thread.join(timeout=5)
+    server.close()
+
+
+def test_a_receiver_that_trickles_its_headers_is_cut_at_the_delivery_deadline_and_retried(
+    silo_user, settings, webhooks_reach_localhost, trickling_receiver
+):
+    from market.webhooks.services import webhook_endpoint_ping
+
+    url, finished = trickling_receiver
+    settings.ONEFOLD_WEBHOOK_DELIVERY_SECONDS = 2
+    endpoint = WebhookEndpoint.objects.create(
+        organisation=silo_user.organisation, url=url, events=["job.succeeded"], secret="whsec_test"
+    )
+    delivery = webhook_endpoint_ping(user=silo_user, endpoint_id=endpoint.id)
+
+    assert webhook_deliver(delivery_id=delivery.id) is False
+    assert (
+        not finished.is_set()
+    )  # the market stopped waiting while the receiver was still sending headers
+    attempt = WebhookAttempt.objects.get()
+    assert attempt.response_status is None and attempt.succeeded is False
+    assert attempt.error == (
+        "The receiver did not answer within 2 s (connection, request and response together); "
+        "the market stopped waiting."
+    )
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts) == ("pending", 1)
+    assert delivery.next_attempt_at > attempt.started_at  # retried after the backoff
+
+
+class RebindingWorld:
+    """DNS and the network, the world outside the machine, for one rebinding attack (issue 38 item 10): the name
+    first resolves to a public address, which refuses connections, and from then on to 127.0.0.1, where the
+    test's receiver listens. Every name looked up and every address connected to is recorded."""
+
+    def __init__(self, monkeypatch, name: str) -> None:
+        self.name, self.looked_up, self.connected = name, [], []
+        real_connect = socket.socket.connect
+
+        def getaddrinfo(host, port, *arguments, **keywords):
+            if host == name:
+                self.looked_up.append(host)
+                host = PUBLIC if len(self.looked_up) == 1 else "127.0.0.1"
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (host, port))]
+
+        def connect(sock, address):
+            self.connected.append(address[0])
+            if address[0] == PUBLIC:
+                raise ConnectionRefusedError("the public address refused the connection")
+            return real_connect(sock, address)
+
+        monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+        monkeypatch.setattr(socket.socket, "connect", connect)
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_a_name_that_rebinds_to_loopback_after_the_check_is_never_connected_to(
+    silo_user, receiver, webhooks_reach_localhost, monkeypatch, scheme
+):
+    """The check resolves the name to a public address; a delivery that resolved it again to connect (plain HTTP
+    by host name was the planted defect) would reach the receiver on 127.0.0.1. It connects to the checked
+    address only, and the receiver gets nothing."""
+    from market.webhooks.services import webhook_endpoint_ping
+
+    webhooks_reach_localhost.ONEFOLD_WEBHOOK_ALLOW_PRIVATE = (
+        False  # loopback is refused when checked
+    )
+    port = receiver.url.split(":")[2].split("/")[0]
+    endpoint = WebhookEndpoint.objects.create(
+        organisation=silo_user.organisation,
+        url=f"{scheme}://hooks.example.org:{port}/onefold",
+        events=["job.succeeded"],
+        secret="whsec_test",
+    )
+    delivery = webhook_endpoint_ping(user=silo_user, endpoint_id=endpoint.id)
+    world = RebindingWorld(monkeypatch, "hooks.example.org")
+
+    assert webhook_deliver(delivery_id=delivery.id) is False
+
+    assert world.connected == [PUBLIC]
+    assert world.looked_up == ["hooks.example.org"]  # once, by the check; never again to connect
+    assert receiver.received == [] and not receiver.arrived.is_set()
+    attempt = WebhookAttempt.objects.get()
+    assert attempt.response_status is None
+    assert "the public address refused the connection" in attempt.error

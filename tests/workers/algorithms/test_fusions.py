@@ -115,6 +115,7 @@ def test_fedkt_fuse_equals_the_engines_server_side(digits_federation):
         "n_queried": 180,
         "n_abstained": 180 - len(queried),
         "n_trained": len(queried),
+        "unlabelled_classes": [],
         "silo_designs": {member.key: {"students": 2, "teachers": None} for member in members},
         "query_selection": "random",
         "semi_supervised": "none",

@@ -82,7 +82,7 @@ def test_a_members_probabilities_split_into_its_students_and_its_best_by_one_rul
 
 
 def test_fedkt_defaults_an_l0_job_to_auto_where_the_evaluation_split_allows_it_and_an_l1_job_to_its_private_model():
-    from workers.algorithms.fedkt_fusion import DEFAULT_PRIVATE_FINAL_MODEL
+    from workers.algorithms.fedkt_fusion import DEFAULT_PRIVATE_FINAL_MODEL, DEFAULT_SEMI_PRIVATE
 
     fedkt = algorithm_get("fedkt")
     # two classes with two rows each: both halves hold both classes
@@ -94,13 +94,17 @@ def test_fedkt_defaults_an_l0_job_to_auto_where_the_evaluation_split_allows_it_a
         {"vote": "soft"}, privacy_level="L0", evaluation_class_counts=[9, 9]
     ) == {"vote": "soft"}
     assert fedkt.level_defaults({}, privacy_level="L1", evaluation_class_counts=[]) == {
-        "final_model": DEFAULT_PRIVATE_FINAL_MODEL
+        "final_model": DEFAULT_PRIVATE_FINAL_MODEL,
+        "semi_private": DEFAULT_SEMI_PRIVATE,
     }
     # "final" is the old name of "final_model": a job naming it chose its model
     assert fedkt.level_defaults(
         {"final": "xgboost"}, privacy_level="L1", evaluation_class_counts=[]
-    ) == {"final": "xgboost"}
-    assert fedkt.level_defaults({}, privacy_level="L2", evaluation_class_counts=[9, 9]) == {}
+    ) == {"final": "xgboost", "semi_private": DEFAULT_SEMI_PRIVATE}
+    # L2 keeps its final model; both private levels fit semi-private students (issue 40)
+    assert fedkt.level_defaults({}, privacy_level="L2", evaluation_class_counts=[9, 9]) == {
+        "semi_private": DEFAULT_SEMI_PRIVATE
+    }
 
 
 def test_every_other_kind_has_the_same_defaults_at_every_privacy_level():

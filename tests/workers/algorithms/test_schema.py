@@ -88,11 +88,21 @@ def test_every_kind_estimates_the_rows_it_trains_on_and_its_work():
     assert (estimate.training_rows, estimate.work) == (30, 3000 * 4 + 100 * 8 * 30)
     auto = fedkt.estimate(
         fedkt.validate({"query_count": 30, "vote": "auto"}), n_public=3000, n_member_models=4
-    )  # three vote rules, three folds of the stacked candidate and its refit: seven final models
-    assert auto.work == 3000 * 4 + 7 * 100 * 8 * 30
+    )  # three vote rules, three folds and a refit each of the stacked and the operator-only candidate: eleven
+    assert auto.work == 3000 * 4 + 11 * 100 * 8 * 30
+    # the stacked candidate's aggregators: a whole stacked fit per fold of its cross-fitting and for its refit,
+    # each fitting both aggregators on 5 folds and refitting the chosen one, 4 × (2 × 5 + 1)
+    assert (estimate.aggregator_fits, auto.aggregator_fits) == (0, 44)
     stack = algorithm_get("stack")
     estimate = stack.estimate(stack.validate({"query_count": 40}), n_public=100, n_member_models=3)
     assert (estimate.training_rows, estimate.work) == (40, 300 + 100 * 8 * 40)
+    assert (
+        estimate.aggregator_fits == 11
+    )  # both aggregators on each of 5 folds, then the chosen one's refit
+    weights = stack.estimate(
+        stack.validate({"aggregator": "weights"}), n_public=100, n_member_models=3
+    )
+    assert weights.aggregator_fits == 6
     ensemble = algorithm_get("ensemble")
     estimate = ensemble.estimate(ensemble.validate({}), n_public=100, n_member_models=3)
     assert (estimate.training_rows, estimate.work) == (None, 300)

@@ -10,13 +10,23 @@ import workers.algorithms  # noqa: F401  (registers the kinds)
 from workers.algorithms.auto_fusion import (
     AUTO_CANDIDATES,
     AUTO_REFUSED_AT_L1,
+    STACKED_FOLDS,
     EvaluationRows,
+    auto_choice_sentence,
     auto_member_signal,
     ensemble_block,
     evaluation_halves,
     signal_block,
+    stacked_settings,
+)
+from workers.algorithms.operator_only import (
+    OPERATOR_ONLY,
+    SILOS_ADDED_NOTHING,
+    operator_only_cross_fitted,
+    silos_added_nothing,
 )
 from workers.algorithms.registry import Member, algorithm_get
+from workers.algorithms.stacking import stacked_fit
 from workers.privacy.mechanisms import GaussianNoise
 
 FEDKT = algorithm_get("fedkt")
@@ -253,3 +263,194 @@ def test_signals_stored_before_the_ensemble_block_leave_the_stacked_candidate_ou
         signal, public, members=members, n_classes=2, params=settings, seed=4, evaluation=older
     )
     assert set(fusion.details["auto"]["candidates"]) == set(AUTO_CANDIDATES) - {"stacked"}
+
+
+def test_operator_only_is_the_last_candidate_so_a_tie_goes_to_a_federated_one():
+    assert AUTO_CANDIDATES[-1] == OPERATOR_ONLY
+
+
+def _useless_federation(seed: int = 0):
+    """Three members whose every probability is noise (they learnt nothing) on a problem the evaluation rows
+    teach a linear model: the class is x0 > 0."""
+    generator = np.random.default_rng(seed)
+    public, features = generator.normal(size=(200, 2)), generator.normal(size=(240, 2))
+    members = [
+        Member(
+            key=str(index), organisation=str(index), n_examples=50, validation_score=0.9, n_models=2
+        )
+        for index in range(3)
+    ]
+
+    def noise(rows):
+        positive = generator.uniform(size=rows)
+        return np.stack([1 - positive, positive], axis=1)
+
+    probabilities = [np.stack([noise(len(public)), noise(len(public))]) for _ in members]
+    evaluated = np.stack([noise(len(features)) for _ in members])
+    labels = (features[:, 0] > 0).astype(int)
+    return members, probabilities, public, EvaluationRows(features, labels, evaluated)
+
+
+def _fused(members, probabilities, public, evaluation, *, seed=4):
+    settings = FEDKT.validate({"vote": "auto", "final_model": {"family": "logistic_regression"}})
+    signal, evaluation = _signals(settings, members, probabilities, evaluation)
+    fusion = FEDKT.fuse(
+        signal,
+        public,
+        members=members,
+        n_classes=2,
+        params=settings,
+        seed=seed,
+        evaluation=evaluation,
+    )
+    return fusion, evaluation, signal, settings
+
+
+def _report_accuracy(probabilities, labels) -> float:
+    return float(np.mean(np.asarray(probabilities).argmax(axis=1) == labels))
+
+
+def test_where_the_members_are_noise_auto_chooses_the_operators_rows_alone_and_it_scores_best_on_the_report_half():
+    members, probabilities, public, evaluation = _useless_federation()
+    fusion, evaluation, signal, settings = _fused(members, probabilities, public, evaluation)
+    chosen = fusion.details["auto"]
+    assert chosen["chosen"] == OPERATOR_ONLY, chosen["candidates"]
+    assert silos_added_nothing(fusion.details)
+    selection, report = evaluation_halves(evaluation.labels, seed=4)
+    # refitted on the whole selection half; no public row was labelled or trained on (no silo's vote is used)
+    assert fusion.details["operator_only"] == {"fit_rows": len(selection)}
+    assert not fusion.trained.any() and (fusion.labels == -1).all()
+    features, labels = evaluation.features[report], evaluation.labels[report]
+    mine = _report_accuracy(fusion.model.predict_proba(features), labels)
+    # every other candidate on the same report half: each FedKT vote rule's own job, the ensembles, the stack
+    others = {
+        rule: _report_accuracy(
+            FEDKT.fuse(
+                signal_block(signal, rule, 2),
+                public,
+                members=members,
+                n_classes=2,
+                params={
+                    **{key: value for key, value in settings.items() if key != "vote_weight_max"},
+                    "vote": rule,
+                    **({"vote_weight_max": 4} if rule == "class_weighted" else {}),
+                },
+                seed=4,
+            ).model.predict_proba(features),
+            labels,
+        )
+        for rule in ("consistent_hard", "class_weighted", "soft")
+    }
+    others["ensemble"] = _report_accuracy(
+        evaluation.member_probabilities[:, report].mean(axis=0), labels
+    )
+    others |= {
+        f"member {index}": _report_accuracy(member[report], labels)
+        for index, member in enumerate(evaluation.member_probabilities)
+    }
+    stacked = stacked_fit(
+        ensemble_block(evaluation.member_signals, 2),
+        public,
+        member_evaluation=evaluation.member_probabilities,
+        evaluation_features=evaluation.features,
+        evaluation_labels=evaluation.labels,
+        fit_rows=selection,
+        settings=stacked_settings(settings),
+        n_classes=2,
+        seed=4,
+        refuse=False,
+    )
+    others["stacked"] = _report_accuracy(stacked.model.predict_proba(features), labels)
+    assert mine > 0.9
+    assert all(mine >= other for other in others.values()), (mine, others)
+
+
+def test_where_the_members_are_right_and_the_operators_rows_cannot_teach_the_model_a_federated_candidate_wins():
+    """The class is x0 · x1 > 0, which a linear model fitted on evaluation rows cannot learn; the members know it."""
+    generator = np.random.default_rng(3)
+    public, features = generator.normal(size=(200, 2)), generator.normal(size=(200, 2))
+    truth = lambda x: (x[:, 0] * x[:, 1] > 0).astype(int)  # noqa: E731
+    members = [
+        Member(
+            key=str(index), organisation=str(index), n_examples=50, validation_score=0.9, n_models=2
+        )
+        for index in range(3)
+    ]
+    probabilities = [np.stack([np.eye(2)[truth(public)]] * 2) for _ in members]
+    evaluation = EvaluationRows(
+        features, truth(features), np.stack([np.eye(2)[truth(features)]] * 3)
+    )
+    fusion, *_ = _fused(members, probabilities, public, evaluation)
+    chosen = fusion.details["auto"]
+    assert chosen["chosen"] != OPERATOR_ONLY and not silos_added_nothing(fusion.details)
+    assert (
+        chosen["candidates"][OPERATOR_ONLY]["accuracy"] < 0.75
+    )  # scored, cross-fitted, and beaten
+    assert chosen["candidates"]["ensemble_selected"]["accuracy"] == 1.0
+
+
+def test_the_operator_only_candidate_reads_no_feature_or_member_probability_of_the_report_half():
+    """Poisoned report-half features and member probabilities leave the choice, every candidate's selection score
+    and the fitted model unchanged."""
+    members, probabilities, public, evaluation = _useless_federation(seed=1)
+    _, report = evaluation_halves(evaluation.labels, seed=4)
+    features, member_probabilities = (
+        evaluation.features.copy(),
+        evaluation.member_probabilities.copy(),
+    )
+    features[report] = 100.0
+    member_probabilities[:, report] = member_probabilities[:, report, ::-1]
+    poisoned = replace(evaluation, features=features, member_probabilities=member_probabilities)
+    clean, *_ = _fused(members, probabilities, public, evaluation)
+    dirty, *_ = _fused(members, probabilities, public, poisoned)
+    assert clean.details["auto"]["chosen"] == OPERATOR_ONLY
+    assert dirty.details == clean.details
+    np.testing.assert_allclose(dirty.model.predict_proba(public), clean.model.predict_proba(public))
+    # and the fit half does move it: the test can fail
+    selection = np.setdiff1d(np.arange(len(evaluation.labels)), report)
+    features[selection] = -features[selection]
+    moved, *_ = _fused(members, probabilities, public, replace(poisoned, features=features))
+    assert not np.allclose(moved.model.predict_proba(public), clean.model.predict_proba(public))
+
+
+def test_the_operator_only_candidate_reads_no_label_of_the_report_half():
+    """Labels: the halves held fixed (the stratified draw reads every label to deal the rows), the report half's
+    labels flipped; the cross-fitted probabilities are unchanged, and flipping the selection half's moves them."""
+    _, _, _, evaluation = _useless_federation(seed=2)
+    selection, report = evaluation_halves(evaluation.labels, seed=4)
+
+    def cross_fitted(labels):
+        return operator_only_cross_fitted(
+            evaluation.features[selection],
+            labels[selection],
+            final_model={"family": "logistic_regression"},
+            n_classes=2,
+            folds=STACKED_FOLDS,
+            seed=4,
+        )
+
+    flipped = evaluation.labels.copy()
+    flipped[report] = 1 - flipped[report]
+    np.testing.assert_array_equal(cross_fitted(flipped), cross_fitted(evaluation.labels))
+    flipped[selection] = 1 - flipped[selection]
+    assert not np.allclose(cross_fitted(flipped), cross_fitted(evaluation.labels))
+
+
+def test_a_job_that_chose_the_operators_rows_says_the_silos_added_nothing():
+    choice = {
+        "chosen": OPERATOR_ONLY,
+        "criterion": "accuracy",
+        "selection_rows": 120,
+        "report_rows": 121,
+    }
+    assert auto_choice_sentence(choice) == (
+        "Fusion chosen by auto: operator_only (best accuracy on 120 evaluation rows); metrics below are on the "
+        "other 121. The silos added nothing: a model fitted on the operator's own evaluation rows alone, with no "
+        "silo's data, scored better than every federated fusion on the selection rows, so the global model is "
+        "that model: it uses no silo's upload and credits no silo."
+    )
+    federated = {**choice, "chosen": "stacked"}
+    assert auto_choice_sentence(federated) == (
+        "Fusion chosen by auto: stacked (best accuracy on 120 evaluation rows); metrics below are on the other 121."
+    )
+    assert SILOS_ADDED_NOTHING not in auto_choice_sentence(federated)

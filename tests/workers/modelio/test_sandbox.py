@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.conftest import scaled_timeout
 from tests.workers.modelio import payloads
 from tests.workers.modelio.conftest import N_FEATURES
 from workers.modelio import ModelLimits, SandboxLimits, predict_in_sandbox
@@ -17,7 +18,8 @@ from workers.modelio.export import (
 )
 from workers.modelio.sandbox import child_environment
 
-LIMITS = SandboxLimits(wall_seconds=60)
+# a loaded machine is slow, not a hung model
+LIMITS = SandboxLimits(wall_seconds=scaled_timeout(60))
 TAMPER = {
     "xgboost-json": payloads.tamper_xgboost_json,
     "xgboost-ubjson": payloads.tamper_xgboost_ubjson,
@@ -62,7 +64,8 @@ def test_tampered_trees_crash_only_the_child_and_the_next_good_model_is_validate
         [*tampered, good],
         features,
         n_classes=2,
-        limits=SandboxLimits(wall_seconds=20),
+        # scaled: under load 20 s was reached
+        limits=SandboxLimits(wall_seconds=scaled_timeout(20)),
         skip_structural_checks=True,
     )
     for (name, kind), outcome in zip(cases, outcomes):

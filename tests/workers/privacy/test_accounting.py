@@ -169,15 +169,23 @@ def test_landslide_votes_cost_far_less_than_the_bound():
     assert analysis.data_dependent.epsilon < 0.02 * analysis.data_independent.epsilon
 
 
-def test_server_noise_privacy_refuses_counts_that_are_not_multiples_of_s():
-    with pytest.raises(ValueError, match="multiples of s = 2"):
-        server_noise_privacy(
-            mechanism=LaplaceNoise(gamma=0.1),
-            vote_counts=np.array([[3, 0]]),
-            partitions=2,
-            teachers=5,
-            delta=DELTA,
-        )
+def test_mixed_designs_are_accounted_at_the_jobs_s_never_under_charged():
+    """A submission with s_i = 1 in a job with s = 2 adds one consistent vote (issue 45: the L1 vote failed on
+    counts that were not multiples of s); the analysis takes them and charges every party for s."""
+    mixed = np.array([[3, 0], [1, 2], [5, 0]])  # two silos of s = 2 and one of s = 1
+    analysis = server_noise_privacy(
+        mechanism=LaplaceNoise(gamma=0.1), vote_counts=mixed, partitions=2, teachers=5, delta=DELTA
+    )
+    even = server_noise_privacy(
+        mechanism=LaplaceNoise(gamma=0.1),
+        vote_counts=np.array([[4, 0], [2, 2], [6, 0]]),
+        partitions=2,
+        teachers=5,
+        delta=DELTA,
+    )
+    assert analysis.data_independent.vote_shift == 2
+    assert analysis.data_independent.epsilon == even.data_independent.epsilon
+    assert analysis.data_dependent.epsilon <= analysis.data_independent.epsilon
 
 
 @pytest.mark.parametrize(

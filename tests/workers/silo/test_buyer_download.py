@@ -78,3 +78,41 @@ def test_a_buyer_downloads_the_raw_column_package_of_a_bought_model(
         )
         spec = json.loads(package.read("feature-spec.json"))
     assert spec == listing.global_model.job.public_dataset.feature_spec
+
+
+def test_download_without_output_writes_the_name_the_web_gives_the_file(
+    run_cli,
+    live_server,
+    published_listing,  # noqa: F811
+    buyer_user,  # noqa: F811
+    tmp_path,
+    monkeypatch,
+):
+    """The web's snippet opens ``onefold-global-model-N.raw.onnx``: the toolkit writes the same file names (the
+    market's Content-Disposition), so one snippet runs after either download."""
+    from market.commerce.purchases import purchase_create
+
+    listing = published_listing(price_cents=0)
+    purchase_create(listing=listing, user=buyer_user)
+    code, _, err = run_cli(
+        "login",
+        "--market",
+        live_server.url,
+        "--username",
+        buyer_user.username,
+        "--password",
+        BUYER_PASSWORD,
+    )
+    assert code == 0, err
+    monkeypatch.chdir(tmp_path)
+    model_id = listing.global_model_id
+
+    for arguments, expected in [
+        (("--format", "raw_onnx"), f"onefold-global-model-{model_id}.raw.onnx"),
+        (("--format", "raw_onnx", "--package"), f"onefold-global-model-{model_id}.raw.onnx.zip"),
+        (("--format", "onnx"), f"onefold-global-model-{model_id}.onnx"),
+    ]:
+        code, out, err = run_cli("download", model_id, *arguments, "--json")
+        assert code == 0, err
+        assert json.loads(out)["file"] == expected
+        assert (tmp_path / expected).stat().st_size > 0

@@ -310,9 +310,9 @@ def test_a_dp_sgd_local_network_is_trained_declared_validated_and_charged_once_a
     code, out, err = run_cli("upload", pulled / "local-model")
     assert (code, out) == (EXIT_REFUSED, "")
     assert err == (
-        f"Error: You declared ε = 2.5, but these parameters spend ε = {recomputed.epsilon:.4g} (example-level, "
+        f"Error: You declared ε = 2.5, but these parameters spend ε = {epsilon_decimal(recomputed.epsilon).normalize():f} (example-level, "
         f"{recomputed.n_queries} DP-SGD steps at sample rate {recomputed.sample_rate:.4g}, the market's RDP accountant, "
-        "δ = 1e-05); declare at least that.\n"
+        "δ = 1e-05, rounded up to the millionth); declare at least that.\n"
     )
     assert (Submission.objects.count(), BudgetEntry.objects.count()) == (0, 0)  # nothing charged
 

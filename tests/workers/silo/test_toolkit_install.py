@@ -149,6 +149,16 @@ def test_the_installed_package_holds_no_server_package_and_no_code_that_imports_
     ] == []
 
 
+def test_pip_install_of_the_toolkit_ships_the_apache_licence_as_the_markets_wheel_does(
+    installed_toolkit,
+):
+    site_packages = next(installed_toolkit.glob("lib/python*/site-packages"))
+    dist_info = next(site_packages.glob("onefold_toolkit-*.dist-info"))
+    metadata = (dist_info / "METADATA").read_text().splitlines()
+    assert "License-Expression: Apache-2.0" in metadata and "License-File: LICENSE" in metadata
+    assert (dist_info / "licenses" / "LICENSE").read_bytes() == (ROOT / "LICENSE").read_bytes()
+
+
 def test_the_installed_onefold_command_logs_in_and_asks_for_the_training_extras(
     installed_toolkit, tmp_path
 ):

@@ -166,3 +166,14 @@ def test_anyone_gets_the_wheel_from_the_address_the_api_gives(client):
     assert downloaded.status_code == 200 and downloaded["Content-Type"] == "application/zip"
     assert hashlib.sha256(downloaded.content).hexdigest() == answer["sha256"]
     assert client.get("/toolkit/onefold_toolkit-9.9.9-py3-none-any.whl").status_code == 404
+
+
+def test_the_wheel_ships_the_apache_licence_and_declares_it_in_its_metadata():
+    with zipfile.ZipFile(io.BytesIO(wheel_build().data)) as archive:
+        metadata = archive.read("onefold_toolkit-0.1.0.dist-info/METADATA").decode().splitlines()
+        licence = archive.read("onefold_toolkit-0.1.0.dist-info/licenses/LICENSE")
+        record = archive.read("onefold_toolkit-0.1.0.dist-info/RECORD").decode()
+    assert metadata[0] == "Metadata-Version: 2.4"
+    assert "License-Expression: Apache-2.0" in metadata and "License-File: LICENSE" in metadata
+    assert licence == (ROOT / "LICENSE").read_bytes()
+    assert "onefold_toolkit-0.1.0.dist-info/licenses/LICENSE,sha256=" in record
