@@ -3,7 +3,6 @@
 import re
 from pathlib import Path
 
-import pytest
 from django.test import Client
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,24 +29,49 @@ def test_the_sign_in_page_also_carries_the_policy(db):
     assert "script-src 'self'" in Client().get("/sign-in/")["Content-Security-Policy"]
 
 
-@pytest.mark.parametrize("template", TEMPLATES, ids=lambda path: str(path.relative_to(ROOT)))
-def test_no_template_has_inline_script_or_event_handler_attributes(template):
-    text = template.read_text()
+def inline_script_and_handlers(text: str) -> list[str]:
+    """The inline ``<script>`` tags and event-handler attributes of a template's text."""
     inline_scripts = [
         tag
         for tag in re.findall(r"<script\b[^>]*>", text, re.IGNORECASE)
         if "src=" not in tag and 'type="application/json"' not in tag
     ]
-    handlers = re.findall(r"\s(on[a-z]+|hx-on[:\w-]*)\s*=", text, re.IGNORECASE)
-    assert (inline_scripts, handlers) == ([], [])
+    return inline_scripts + re.findall(r"\s(on[a-z]+|hx-on[:\w-]*)\s*=", text, re.IGNORECASE)
 
 
-@pytest.mark.parametrize("template", TEMPLATES, ids=lambda path: str(path.relative_to(ROOT)))
-def test_every_post_form_carries_a_csrf_token(template):
-    text = template.read_text()
-    for form in re.findall(r"<form\b[^>]*>.*?</form>", text, re.IGNORECASE | re.DOTALL):
-        if re.search(r'method="post"', form, re.IGNORECASE):
-            assert "{% csrf_token %}" in form, form[:200]
+def post_forms_without_token(text: str) -> list[str]:
+    """The opening of every POST form of a template's text that carries no CSRF token."""
+    return [
+        form[:200]
+        for form in re.findall(r"<form\b[^>]*>.*?</form>", text, re.IGNORECASE | re.DOTALL)
+        if re.search(r'method="post"', form, re.IGNORECASE) and "{% csrf_token %}" not in form
+    ]
+
+
+def offenders(rule) -> dict[str, list[str]]:
+    """Every template that breaks ``rule`` (a function of its text), with what breaks it."""
+    found = {str(path.relative_to(ROOT)): rule(path.read_text()) for path in TEMPLATES}
+    return {path: findings for path, findings in found.items() if findings}
+
+
+def test_no_template_has_inline_script_or_event_handler_attributes():
+    assert len(TEMPLATES) > 50
+    assert offenders(inline_script_and_handlers) == {}
+
+
+def test_every_post_form_carries_a_csrf_token():
+    assert offenders(post_forms_without_token) == {}
+
+
+def test_the_template_rules_find_what_they_forbid():
+    assert inline_script_and_handlers('<script>alert(1)</script><a onclick="x()">') == [
+        "<script>",
+        "onclick",
+    ]
+    assert post_forms_without_token('<form method="post"><input></form>') == [
+        '<form method="post"><input></form>'
+    ]
+    assert post_forms_without_token('<form method="post">{% csrf_token %}</form>') == []
 
 
 def test_uploaded_artifacts_are_not_served_from_any_url(settings, silo_user, media_root):
