@@ -324,3 +324,36 @@ def test_the_price_says_in_words_how_many_labelled_rows_the_default_l1_model_lea
         },
     ).content.decode()
     assert "evaluation split's labelled rows" not in without
+
+
+def test_the_price_of_a_confident_gnmax_job_says_why_its_check_only_costs_budget(
+    client, operator, fedkt_submissions
+):
+    """Issue 40 item 5: no data-dependent ε is released, so the launcher says the check costs more, never less."""
+    client.force_login(operator)
+    parameters = {
+        "query_count": 10,
+        "privacy": {
+            "mechanism": "confident_gnmax",
+            "sigma": 40.0,
+            "threshold": 4.0,
+            "sigma_threshold": 30.0,
+            "delta": 1e-5,
+        },
+    }
+    price = "/federations/adult-income/jobs/price/"
+    confident = client.get(
+        price, {"kind": "fedkt", "privacy_level": "L1", "parameters": json.dumps(parameters)}
+    ).content.decode()
+    plain = client.get(
+        price,
+        {
+            "kind": "fedkt",
+            "privacy_level": "L1",
+            "parameters": json.dumps({**parameters, "privacy": {"sigma": 40.0, "delta": 1e-5}}),
+        },
+    ).content.decode()
+    assert 'id="price-confident-cost">Here the consensus check only costs budget' in confident
+    assert "costs more ε than plain GNMax over the same rows, never less" in confident
+    assert "PATE-2018's smaller, data-dependent ε is not used" in confident
+    assert "price-confident-cost" not in plain
