@@ -43,14 +43,15 @@ from market.jobs.preflight import (
 from market.jobs.pricing import job_price_quote
 from market.jobs.quality import launcher_statements, quality_verdict
 from market.jobs.selectors import (
+    SUBMISSION_LEVELS_FOR,
     job_get,
     job_launch_require_permission,
+    job_levels_available,
     job_list,
     job_log_lines,
     job_progress,
 )
 from market.jobs.services import (
-    SUBMISSION_LEVELS_FOR,
     EstimateGateRefusal,
     EstimateOverride,
     FailedEstimateRefusal,
@@ -90,11 +91,16 @@ def _defaults_by_kind(federation) -> dict:
 
 def _form_values(request, federation) -> dict:
     kind = request.POST.get("kind") or request.GET.get("kind") or job_kind_default()
-    level = (
-        request.POST.get("privacy_level")
-        or request.GET.get("privacy_level")
-        or federation.default_privacy_level
+    # the federation's default level, or the first that can run where it cannot
+    runnable = [
+        level for level, why_not in job_levels_available(federation=federation) if not why_not
+    ]
+    default_level = (
+        federation.default_privacy_level
+        if federation.default_privacy_level in runnable or not runnable
+        else runnable[0]
     )
+    level = request.POST.get("privacy_level") or request.GET.get("privacy_level") or default_level
     return {
         "kind": kind,
         "privacy_level": level,
@@ -173,6 +179,7 @@ def _values_of(estimate) -> dict:
 
 def _launcher_context(request, federation, values: dict, error: str = "", estimate=None) -> dict:
     defaults = _defaults_by_kind(federation)
+    levels = job_levels_available(federation=federation)
     if not values["parameters"]:
         values["parameters"] = json.dumps(
             without_float_noise(defaults.get(f"{values['kind']}-{values['privacy_level']}", {})),
@@ -188,7 +195,8 @@ def _launcher_context(request, federation, values: dict, error: str = "", estima
         "section": "jobs",
         "federation": federation,
         "kinds": job_kind_choices(),
-        "levels": federation.allowed_privacy_levels,
+        "levels": levels,
+        "levels_unavailable": [(level, why_not) for level, why_not in levels if why_not],
         "values": values,
         "help": job_parameter_help(),
         "error": error,

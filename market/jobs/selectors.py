@@ -6,10 +6,43 @@ from market.accounts.models import User
 from market.errors import NotFound, PermissionDenied
 from market.federations.models import Federation, PrivacyLevel
 from market.jobs.models import GlobalModel, Job, JobEstimate, JobStatus
-from market.submissions.models import OWN_MODEL_ROLE, ModelFile, Submission
+from market.submissions.models import OWN_MODEL_ROLE, ModelFile, Submission, SubmissionStatus
 
 STAGE_PERCENT = {"fusing": 85, "evaluating": 92, "saving": 97, "done": 100}
 PREDICTING_SHARE = 80  # percent of a job's progress bar the members' predictions fill
+
+
+#: Which submission levels a job of each level may use: a silo that asked for server noise (L1) is never fused
+#: without it, and L2 students are only used by L2 jobs (their ε was charged at upload).
+SUBMISSION_LEVELS_FOR = {
+    PrivacyLevel.L0: {PrivacyLevel.L0},
+    PrivacyLevel.L1: {PrivacyLevel.L0, PrivacyLevel.L1},
+    PrivacyLevel.L2: {PrivacyLevel.L2},
+}
+
+
+def job_levels_available(*, federation: Federation) -> list[tuple[str, str]]:
+    """Each level the federation allows, with why a job there cannot run now ("" where it can): it has no valid
+    member submission at a level such a job may use. The launcher greys such a level out with the sentence."""
+    uploaded = set(
+        Submission.objects.filter(
+            federation=federation,
+            organisation__federations=federation,
+            status=SubmissionStatus.VALID,
+        )
+        .values_list("privacy_level", flat=True)
+        .distinct()
+    )
+    return [
+        (
+            level,
+            ""
+            if uploaded & SUBMISSION_LEVELS_FOR[level]
+            else f"no valid {' or '.join(sorted(SUBMISSION_LEVELS_FOR[level]))} submissions yet"
+            + (f" (the silos uploaded at {', '.join(sorted(uploaded))})" if uploaded else ""),
+        )
+        for level in federation.allowed_privacy_levels
+    ]
 
 
 def job_list(*, user: User, federation_slug: str | None = None) -> QuerySet[Job]:

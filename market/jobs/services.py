@@ -39,6 +39,7 @@ from market.jobs.models import (
 from market.jobs.parameters import job_parameters_validate, job_workload_check
 from market.jobs.quality import estimate_verdict
 from market.jobs.selectors import (
+    SUBMISSION_LEVELS_FOR,
     job_estimate_latest_for,
     job_estimates_before_launch,
     job_launch_require_permission,
@@ -49,14 +50,6 @@ from market.outbox import outbox_add
 from market.submissions.models import Submission, SubmissionStatus
 from market.transient import retried_on_lock_conflict
 from workers.privacy.reports import JobPrivacyReport, PrivacyReport
-
-# Which submission levels a job of each level may use: a silo that asked for server noise (L1) is never fused
-# without it, and L2 students are only used by L2 jobs (their ε was charged at upload).
-SUBMISSION_LEVELS_FOR = {
-    PrivacyLevel.L0: {PrivacyLevel.L0},
-    PrivacyLevel.L1: {PrivacyLevel.L0, PrivacyLevel.L1},
-    PrivacyLevel.L2: {PrivacyLevel.L2},
-}
 
 
 def job_log(*, job_id: int, message: str, level: str = "info") -> None:

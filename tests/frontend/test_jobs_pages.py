@@ -357,3 +357,33 @@ def test_the_price_of_a_confident_gnmax_job_says_why_its_check_only_costs_budget
     assert "costs more ε than plain GNMax over the same rows, never less" in confident
     assert "PATE-2018's smaller, data-dependent ε is not used" in confident
     assert "price-confident-cost" not in plain
+
+
+def test_the_launcher_greys_out_levels_that_cannot_run_with_the_reason(
+    client, operator, fedkt_submissions
+):
+    """Issue 43 item 2: a level no valid submission can serve is not offered as if it could run."""
+    from market.submissions.models import Submission
+
+    client.force_login(operator)
+    launcher = "/federations/adult-income/jobs/new/"
+    page = client.get(launcher).content.decode()  # L0 submissions: L0 and L1 jobs can use them
+    assert '<option value="L2" disabled>L2 — cannot run now</option>' in page
+    assert (
+        "<li>L2 cannot run now: no valid L2 submissions yet (the silos uploaded at L0).</li>"
+        in page
+    )
+    assert '<option value="L1" selected>L1</option>' in page  # the federation's default
+
+    Submission.objects.filter(id__in=[s.id for s in fedkt_submissions]).update(privacy_level="L1")
+    federation = fedkt_submissions[0].federation
+    federation.default_privacy_level = "L0"
+    federation.save()
+    page = client.get(launcher).content.decode()
+    assert '<option value="L0" disabled>L0 — cannot run now</option>' in page
+    assert (
+        "<li>L0 cannot run now: no valid L0 submissions yet (the silos uploaded at L1).</li>"
+        in page
+    )
+    # the default cannot run: the first level that can is chosen instead
+    assert '<option value="L1" selected>L1</option>' in page
