@@ -30,6 +30,7 @@ from market.jobs.parameters import (
     job_kind_default,
     job_kind_priced_default,
     job_learns_from_evaluation,
+    job_parameter_choices,
     job_parameter_defaults,
     job_parameter_help,
 )
@@ -199,6 +200,7 @@ def _launcher_context(request, federation, values: dict, error: str = "", estima
         "levels_unavailable": [(level, why_not) for level, why_not in levels if why_not],
         "values": values,
         "help": job_parameter_help(),
+        "choices": job_parameter_choices(),
         "error": error,
         "submissions": submissions,
         "defaults": defaults,

@@ -23,6 +23,7 @@ from market.errors import InvalidInput
 from market.federations.models import Federation, PrivacyLevel
 from workers.privacy.settings import (
     DEFAULT_GNMAX_NOISE_RATIO,
+    L1_MECHANISMS,
     PRIVACY_HELP,
     PRIVACY_KEY_HELP,
     PrivacySettings,
@@ -106,6 +107,18 @@ def job_parameter_help() -> dict[str, str]:
         | {"privacy": PRIVACY_HELP}
         | PRIVACY_KEY_HELP
     )
+
+
+def job_parameter_choices() -> dict[str, dict[str, list]]:
+    """Per runnable kind, the values each short-list setting may take, by its path ("vote", "final_model.family",
+    "privacy.mechanism" where the kind takes server noise), as the engines declare them: the launcher offers them
+    as choices instead of free text."""
+    algorithms = _algorithms()
+    return {
+        kind: {path: list(values) for path, values in algorithms[kind].choices.items()}
+        | ({"privacy.mechanism": list(L1_MECHANISMS)} if algorithms[kind].accepts_noise else {})
+        for kind, _ in job_kind_choices()
+    }
 
 
 def _invalid(error: ValueError) -> InvalidInput:

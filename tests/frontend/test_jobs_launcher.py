@@ -260,3 +260,49 @@ def test_the_launcher_disables_launch_until_the_box_is_ticked_and_a_reason_writt
     job = Job.objects.get()
     assert (job.launched_despite_estimate_id, job.launch_reason) == (estimate.id, REASON)
     assert script_errors == []
+
+
+@pytest.mark.browser
+def test_the_launcher_offers_the_engines_short_lists_as_choices_and_rounds_numbers(
+    live_server,
+    transactional_db,  # noqa: F811
+    fedkt_submissions,
+    operator,
+    page,
+):
+    """Issue 43 item 2: family, mechanism and vote are selects of what the engine accepts (its schema stays the
+    one source), numbers read rounded, and what is sent is still the box's exact value."""
+    federation = fedkt_submissions[0].federation
+    federation.default_parameters = {}
+    federation.save()
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(f"{live_server.url}/sign-in/")
+    page.get_by_label("Username").fill("olivia-operator")
+    page.get_by_label("Password").fill("operator-password")
+    page.get_by_role("button", name="Sign in").click()
+    page.goto(f"{live_server.url}/federations/{federation.slug}/jobs/new/")
+    parameters = page.get_by_label("Parameters (JSON; defaults filled in)")
+    page.get_by_label("Kind").select_option("fedkt")
+    page.get_by_label("Privacy level").select_option("L1")
+
+    mechanism = page.locator("#param-privacy-mechanism")
+    assert mechanism.evaluate("element => element.tagName") == "SELECT"
+    assert mechanism.locator("option").all_inner_texts() == [
+        "laplace",
+        "gaussian",
+        "confident gnmax",
+    ]
+    sigma = json.loads(parameters.input_value())["privacy"]["sigma"]
+    shown = page.locator("#param-privacy-sigma").input_value()
+    assert (
+        len(shown.replace(".", "").lstrip("0")) <= 4 and abs(float(shown) - sigma) <= 1e-3 * sigma
+    )
+    family = page.locator("#param-final_model-family")
+    assert family.evaluate("element => element.tagName") == "SELECT"
+    assert "random forest" in family.locator("option").all_inner_texts()
+
+    mechanism.select_option("laplace")
+    assert json.loads(parameters.input_value())["privacy"]["mechanism"] == "laplace"
+    assert json.loads(parameters.input_value())["privacy"]["sigma"] == sigma  # untouched: exact
+    assert errors == []

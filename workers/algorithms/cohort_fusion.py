@@ -53,12 +53,17 @@ DEFAULT_STUDENT = {"family": "mlp", "hidden_sizes": [100], "epochs": 20}
 SHIFT = -np.log(PROBABILITY_FLOOR)  # makes log-probabilities non-negative
 
 
+#: The distillation losses: L1 between logits (the paper's) or KL.
+LOSSES = ("l1", "kl")
+
+
 class CohortFusion(NoiselessFusion):
     """CPFL's one-shot distillation of cohort models into one student (module docstring)."""
 
     name = "cpfl"
     label = "Cohort-parallel distillation"
     keys: tuple[str, ...] = ("student", "loss", "temperature", "query_fraction", "query_count")
+    choices = {"loss": LOSSES}
     help = {
         "student": 'Cohort distillation: a torch network {"family": "mlp" | "cnn", ...}.',
         "loss": '"l1" between logits (the paper) or "kl"; "temperature" (0, 100] for kl.',
@@ -79,7 +84,7 @@ class CohortFusion(NoiselessFusion):
                 name="student",
                 families=NETWORK_FAMILIES,
             ),
-            "loss": one_of(params.get("loss", "l1"), name="loss", choices=("l1", "kl")),
+            "loss": one_of(params.get("loss", "l1"), name="loss", choices=LOSSES),
             "temperature": real_number(
                 params.get("temperature", 1.0),
                 name="temperature",

@@ -63,6 +63,8 @@ from workers.modelio.families import ModelFamily
 
 STRATEGY_ALIASES = {"validation_score": "cross_validation", "data_size": "data"}
 STUDENT_FAMILIES = (ModelFamily.KERNEL, *FINAL_MODEL_FAMILIES, ModelFamily.CNN)
+#: What the distilled student learns: the teacher's soft probabilities or its argmax labels.
+DISTILL_TARGETS = ("soft", "argmax")
 SELECTION_KEYS = ("selection", "strategy", "k", "threshold")
 SELECTION_HELP = (
     'Ensemble and distillation: which members to use: {"strategy": all | cross_validation | data | '
@@ -174,6 +176,7 @@ class DistillFusion(EnsembleFusion):
         "query_fraction",
         "query_count",
     )
+    choices = {"target": DISTILL_TARGETS}
     help = {
         "selection": SELECTION_HELP,
         "student": 'Distillation: "kernel" (Guha eq. 3) or {"family": one of '
@@ -200,9 +203,7 @@ class DistillFusion(EnsembleFusion):
                 name="student",
                 families=STUDENT_FAMILIES,
             ),
-            "target": one_of(
-                params.get("target", "soft"), name="target", choices=("soft", "argmax")
-            ),
+            "target": one_of(params.get("target", "soft"), name="target", choices=DISTILL_TARGETS),
             "temperature": real_number(
                 params.get("temperature", 2.0),
                 name="temperature",

@@ -141,6 +141,13 @@ class FedKTFusion:
         "semi_supervised",
         "semi_private",
     )
+    choices = {
+        "vote": VOTE_RULES,
+        "query_selection": QUERY_SELECTIONS,
+        "semi_supervised": SEMI_SUPERVISED,
+        "semi_private": SEMI_PRIVATE_SETTINGS,
+        "final_model.family": tuple(str(family) for family in FINAL_MODEL_FAMILIES),
+    }
     help = {
         "partitions": "s: students per submission (each FedKT submission holds one student per partition), 1 to 64.",
         "teachers": "t: teachers per partition the silos trained, 1 to 64, recorded in the privacy report (by default "

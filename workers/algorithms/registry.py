@@ -158,6 +158,9 @@ class FusionAlgorithm(Protocol):
     label: str
     keys: tuple[str, ...]
     help: dict[str, str]
+    #: The values a setting may take where they are a short list, by its path in the settings ("vote",
+    #: "final_model.family"): the launcher offers them as choices (the conformance test validates every one).
+    choices: dict[str, tuple]
     accepts_noise: bool
 
     def validate(self, params: Mapping) -> dict:
@@ -253,6 +256,7 @@ class NoiselessFusion:
 
     accepts_noise = False
     label: str
+    choices: dict[str, tuple] = {}
 
     @staticmethod
     def level_defaults(

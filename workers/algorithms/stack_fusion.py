@@ -64,6 +64,7 @@ class StackedFusion(EnsembleFusion):
     name = "stack"
     label = "Stacked fusion"
     keys: tuple[str, ...] = ("aggregator", "final_model", "query_fraction", "query_count")
+    choices = {"aggregator": AGGREGATOR_CHOICES}
     help = {
         "aggregator": (
             "How the members' probabilities are combined, learnt on half of the evaluation split (the metrics are "

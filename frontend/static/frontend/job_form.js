@@ -8,6 +8,9 @@
   const box = document.getElementById("field-parameters");
   const container = document.getElementById("typed-parameters");
   const helpTexts = JSON.parse(document.getElementById("job-parameter-help").textContent);
+  // The engine's short lists, per kind and setting path ("vote", "final_model.family"): offered as selects.
+  const choicesByKind = JSON.parse(document.getElementById("job-parameter-choices").textContent);
+  const kindField = document.getElementById("field-kind");
   if (!box || !container) return;
   let values = {};
 
@@ -29,8 +32,29 @@
     write();
   }
 
+  function choicesFor(path) {
+    const kindChoices = (kindField && choicesByKind[kindField.value]) || {};
+    return kindChoices[path.join(".")] || null;
+  }
+
+  function selectFor(path, value, choices) {
+    const select = document.createElement("select");
+    const options = choices.includes(value) ? choices : [value, ...choices];
+    options.forEach((choice) => {
+      const option = document.createElement("option");
+      option.value = choice === null ? "" : String(choice);
+      option.textContent = choice === null ? "none" : String(choice).replaceAll("_", " ");
+      option.selected = choice === value;
+      select.appendChild(option);
+    });
+    select.addEventListener("change", () => setAt(path, select.value === "" ? null : select.value));
+    return select;
+  }
+
   function inputFor(path, value) {
     const id = "param-" + path.join("-");
+    const choices = typeof value === "string" || value === null ? choicesFor(path) : null;
+    if (choices) return Object.assign(selectFor(path, value, choices), { id: id });
     const input = document.createElement("input");
     input.id = id;
     if (typeof value === "boolean") {
@@ -40,7 +64,9 @@
     } else if (typeof value === "number") {
       input.type = "number";
       input.step = "any";
-      input.value = String(value);
+      // shown to four significant digits (σ 8.52110077606 reads 8.521); the box keeps the exact value until edited
+      input.value = Number.isInteger(value) ? String(value) : String(Number(value.toPrecision(4)));
+      if (input.value !== String(value)) input.title = "exactly " + String(value);
       input.addEventListener("change", () => setAt(path, input.value === "" ? null : Number(input.value)));
     } else if (Array.isArray(value)) {
       input.type = "text";
