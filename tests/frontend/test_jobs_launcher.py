@@ -8,6 +8,7 @@ import json
 import pytest
 
 from market.jobs.models import Job
+from tests.frontend.journey_helpers import sign_in
 from tests.frontend.test_jobs_journey import live_server  # noqa: F401 (fixture)
 from tests.market.jobs.conftest import (  # noqa: F401
     FAST_FEDKT,
@@ -31,10 +32,7 @@ def test_switching_the_privacy_level_does_not_change_what_the_query_means(
     federation.save()
     script_errors = []
     page.on("pageerror", lambda error: script_errors.append(str(error)))
-    page.goto(f"{live_server.url}/sign-in/")
-    page.get_by_label("Username").fill("olivia-operator")
-    page.get_by_label("Password").fill("operator-password")
-    page.get_by_role("button", name="Sign in").click()
+    sign_in(page, live_server.url, "olivia-operator", "operator-password")
     page.goto(f"{live_server.url}/federations/{federation.slug}/jobs/new/")
     parameters = page.get_by_label("Parameters (JSON; defaults filled in)")
 
@@ -203,7 +201,7 @@ def test_the_launcher_disables_launch_until_the_box_is_ticked_and_a_reason_writt
     operator,
     page,
 ):
-    from tests.frontend.journey_helpers import ARTIFACTS, DESKTOP, PHONE, sign_in
+    from tests.frontend.journey_helpers import ARTIFACTS, DESKTOP, PHONE
     from tests.frontend.test_accessibility import page_problems
     from tests.market.jobs.helpers import BELOW_THE_GATE, succeeded_estimate
 
@@ -277,10 +275,7 @@ def test_the_launcher_offers_the_engines_short_lists_as_choices_and_rounds_numbe
     federation.save()
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(f"{live_server.url}/sign-in/")
-    page.get_by_label("Username").fill("olivia-operator")
-    page.get_by_label("Password").fill("operator-password")
-    page.get_by_role("button", name="Sign in").click()
+    sign_in(page, live_server.url, "olivia-operator", "operator-password")
     page.goto(f"{live_server.url}/federations/{federation.slug}/jobs/new/")
     parameters = page.get_by_label("Parameters (JSON; defaults filled in)")
     page.get_by_label("Kind").select_option("fedkt")

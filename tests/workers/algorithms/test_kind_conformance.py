@@ -152,3 +152,20 @@ def test_a_kind_either_prices_server_noise_or_refuses_it_in_fuse(name, toy):
             noise=LaplaceNoise(gamma=0.1),
             seed=3,
         )
+
+
+@pytest.mark.parametrize("name", KINDS)
+def test_every_choice_a_kind_declares_validates_and_is_kept(name):
+    """The launcher offers a kind's ``choices`` as selects: each must be a value its validation accepts and keeps."""
+    algorithm = ALGORITHMS[name]
+    for path, values in algorithm.choices.items():
+        keys = path.split(".")
+        for value in values:
+            params = value
+            for key in reversed(keys):
+                params = {key: params}
+            settings = algorithm.validate(params)
+            for key in keys:
+                settings = settings.get(key, {}) if isinstance(settings, dict) else settings
+            # a default the kind does not store (semi_private "off") reads back as nothing, never as another value
+            assert settings in (value, {}), (path, value, settings)
