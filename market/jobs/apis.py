@@ -174,7 +174,9 @@ class JobEstimateOutput(serializers.Serializer):
         allow_null=True,
         help_text='Once succeeded: "private" (mean, sd, min, max of accuracy and balanced_accuracy over the '
         'simulated draws), "draws", "reference" (the same fusion without noise; null at L2), "baselines" '
-        '(majority_class, best_single_silo, average_silo, operator_only, n_silos), "n_members", "report_rows".',
+        '(majority_class, best_single_silo, average_silo, operator_only, n_silos; no silo at L1), "votes" '
+        '("simulated" at L1: the silos\' votes are never read before the job spends; "members" at L2), '
+        '"n_members", "report_rows".',
     )
     statements = serializers.SerializerMethodField(
         help_text='Once succeeded: "passes_gate", "gate" (the sentence when the model would fail the publish gate) '

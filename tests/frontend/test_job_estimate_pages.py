@@ -69,9 +69,10 @@ def test_the_launcher_estimates_an_l1_job_and_says_beside_launch_that_it_would_f
         "estimate-private",
         "estimate-reference",
         "estimate-majority",
-        "estimate-best-silo",
+        "estimate-simulated-votes",
     ):
         assert f'id="{row}"' in page
+    assert 'id="estimate-best-silo"' not in page  # the silos' votes were not read (issue 38 item 3)
     gate = re.search(r'<p class="form-error" id="estimate-gate" role="alert">([^<]+)</p>', page)
     assert gate.group(1).startswith(
         "Launching is not advised: this job&#x27;s model would fail the publish gate. The expected "

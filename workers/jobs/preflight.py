@@ -1,9 +1,12 @@
 """A pre-flight estimate of a private job: what its model would score, simulated before anything is spent.
 
-Under L1's trust model the server already sees every member's predictions, so the market may fuse them as the job
-would, several times, with *simulated* draws of the job's server noise, and score each fused model on the evaluation
-split. The simulated answers are post-processing of nothing private beyond what the server holds, are never stored
-or published, and charge no budget: they only say what the real job's one draw is likely to give.
+An L1 estimate never reads the silos' votes (issue 38 item 3): an operator who asked several estimates and launched
+the best would otherwise choose on un-noised private scores that no ε covers (Papernot & Steinke 2022). It fuses
+*simulated* votes instead — each member voting as a model fitted on the operator's own evaluation rows (the fit
+half, never the report half) — with simulated draws of the job's server noise, and scores each fused model on the
+evaluation split: it says what the job's noise and query count leave of a model whose voters are about as good as
+the operator's rows, never how good the silos are. Nothing is stored or published and no budget is charged. (At L2
+the members already carry the silos' own noise: an estimate fuses them, which is post-processing.)
 
 Simulated noise has the distribution of the job's mechanism (:mod:`workers.privacy.mechanisms`) but is drawn from a
 seeded numpy generator, so an estimate can be repeated exactly. It must never stand in for real DP noise: the
@@ -13,6 +16,7 @@ semantics"). The simulated classes subclass the real ones, so the engine and its
 - :func:`simulated_noise`: the job's mechanism with a seeded draw.
 - :func:`draw_seeds`: independent seeds of the simulated draws, from the estimate's seed.
 - :func:`metric_spread`: mean, standard deviation and range of each headline metric over the draws.
+- :func:`simulated_member_predictions`: the members' votes an L1 estimate fuses instead of the silos' own.
 """
 
 from __future__ import annotations
@@ -144,3 +148,22 @@ def metric_spread(draws: Sequence[dict]) -> dict:
             "max": float(values.max()),
         }
     return spread
+
+
+def simulated_member_predictions(
+    probabilities: np.ndarray, *, n_models: Sequence[int], seed: int
+) -> list[np.ndarray]:
+    """What an L1 estimate fuses instead of the silos' votes (issue 38 item 3): for each member, one class per row
+    drawn from ``probabilities`` ``(n_rows, K)`` (a model fitted on the operator's own rows), given by all of that
+    member's ``n_models[i]`` models alike (a silo's students agree with each other more than with another silo's).
+    Each member's predictions are one-hot ``(n_models[i], n_rows, K)``, as a job's sandbox would return them."""
+    probabilities = np.asarray(probabilities, dtype=np.float64)
+    cumulative = np.cumsum(probabilities / probabilities.sum(axis=1, keepdims=True), axis=1)
+    cumulative[:, -1] = 1.0
+    rng = np.random.default_rng(seed)
+    identity = np.eye(probabilities.shape[1])
+    predictions = []
+    for count in n_models:
+        classes = (rng.random(len(probabilities))[:, None] < cumulative).argmax(axis=1)
+        predictions.append(np.repeat(identity[classes][None], count, axis=0))
+    return predictions

@@ -1,8 +1,10 @@
-"""The worker side of a pre-flight estimate (market.jobs.preflight): claim it, predict the members as a job's chunks
-do (:func:`workers.runner.chunks.members_predicted`), fuse them through the engine as the job would
-(:func:`workers.jobs.interruptible.fuse_in_child`) — at L1 once without noise (the reference) and once per
-simulated draw of the job's noise (:mod:`workers.jobs.preflight`), at L2 once, since its members carry the silos'
-noise — and score every fused model on the evaluation split against the baselines (market.jobs.baselines).
+"""The worker side of a pre-flight estimate (market.jobs.preflight): claim it, take the members' signals, fuse them
+through the engine as the job would (:func:`workers.jobs.interruptible.fuse_in_child`) and score every fused model
+on the evaluation split against the baselines (market.jobs.baselines). At L2 the signals are the members' own,
+predicted as a job's chunks do (:func:`workers.runner.chunks.members_predicted`; they carry the silos' noise), fused
+once. At L1 they are simulated votes (:func:`workers.jobs.preflight.simulated_member_predictions`) of a model
+fitted on the operator's own rows, never the silos' votes, which no ε covers before the job (issue 38 item 3), fused once without
+noise (the reference) and once per simulated draw of the job's noise; no silo baseline is measured.
 
 Nothing here draws real DP noise, stores a noisy answer, charges a budget or writes a job or global model: the
 estimate's row holds the scores and nothing else. The Celery task module (workers.tasks) calls
@@ -27,11 +29,19 @@ from market.storage import arrays_from_npz_cached
 from market.submissions.models import Submission
 from market.transient import TRANSIENT_ERRORS
 from workers.algorithms import algorithm_get
-from workers.algorithms.auto_fusion import EvaluationRows
+from workers.algorithms.auto_fusion import EvaluationRows, evaluation_halves
 from workers.algorithms.ensemble import average_probabilities
+from workers.algorithms.operator_baseline import OPERATOR_ONLY_LEARNER, OPERATOR_ONLY_VIEW
+from workers.algorithms.operator_only import operator_only_fit
 from workers.algorithms.schema import fitted_feature_view
+from workers.jobs.chunks import ChunkSignals, chunk_signals_of
 from workers.jobs.interruptible import fuse_in_child
-from workers.jobs.preflight import draw_seeds, metric_spread, simulated_noise
+from workers.jobs.preflight import (
+    draw_seeds,
+    metric_spread,
+    simulated_member_predictions,
+    simulated_noise,
+)
 from workers.metrics import classification_metrics, headline
 from workers.privacy.settings import PrivacySettings
 from workers.runner.chunks import members_predicted
@@ -135,9 +145,55 @@ def _predicted(estimate: JobEstimate, ids: list[int]):
     return chunks
 
 
+def _simulated_votes(estimate: JobEstimate, ids: list[int], members) -> ChunkSignals:
+    """The signals an L1 estimate fuses: each member's votes drawn from a model fitted on the fit half of the
+    evaluation split (:data:`OPERATOR_ONLY_LEARNER`, the operator-only baseline's; the report half stays unread),
+    one draw per member and row, passed through the kind's own ``member_signal`` as the silos' votes would be."""
+    public = arrays_from_npz_cached(estimate.public_dataset.features_file)["features"]
+    evaluation = arrays_from_npz_cached(estimate.evaluation_split.data_file)
+    labels, n_classes = evaluation["labels"], estimate.federation.n_classes
+    if len(labels) < 2:
+        raise JobInputError(
+            "An L1 estimate needs at least two evaluation rows: it simulates the members' votes with a model "
+            "fitted on half of them."
+        )
+    fit_rows = evaluation_halves(labels, seed=estimate.seed)[0]
+    features = stored_features_in_view(
+        np.vstack([public, evaluation["features"]]), estimate.public_dataset, OPERATOR_ONLY_VIEW
+    )
+    voter = operator_only_fit(
+        OPERATOR_ONLY_LEARNER,
+        features[len(public) :][fit_rows],
+        labels[fit_rows],
+        n_classes=n_classes,
+        seed=estimate.seed,
+    )
+    probabilities = _widened(
+        np.asarray(voter.predict_proba(features)),
+        getattr(voter, "classes_", None),
+        n_classes=n_classes,
+    )
+    _progress(estimate, stage="predicting", done=len(ids), total=len(ids))
+    return chunk_signals_of(
+        simulated_member_predictions(
+            probabilities, n_models=[member.n_models for member in members], seed=estimate.seed
+        ),
+        member_ids=ids,
+        members=members,
+        algorithm=algorithm_get(estimate.kind),
+        n_public=len(public),
+        params=estimate.parameters,
+    )
+
+
 def _estimate(estimate: JobEstimate) -> dict:
     ids = _selected_ids(estimate)
-    chunks = _predicted(estimate, ids)
+    submissions = Submission.objects.in_bulk(ids)
+    members = job_members(
+        submissions=[submissions[id] for id in ids], privacy_level=estimate.privacy_level
+    )
+    private_l1 = estimate.privacy_level == PrivacyLevel.L1
+    chunks = [_simulated_votes(estimate, ids, members)] if private_l1 else _predicted(estimate, ids)
     signal_sum = sum(chunk.signal_sum for chunk in chunks)
     member_probabilities = np.concatenate([chunk.evaluation_probabilities for chunk in chunks])
     settings = algorithm_get(estimate.kind).validate(estimate.parameters)
@@ -154,11 +210,6 @@ def _estimate(estimate: JobEstimate) -> dict:
         member_probabilities,
         member_signals=np.concatenate([chunk.member_signals for chunk in chunks]),
     )
-    submissions = Submission.objects.in_bulk(ids)
-    members = job_members(
-        submissions=[submissions[id] for id in ids], privacy_level=estimate.privacy_level
-    )
-    private_l1 = estimate.privacy_level == PrivacyLevel.L1
     mechanisms = (
         [None]
         + [
@@ -191,7 +242,16 @@ def _estimate(estimate: JobEstimate) -> dict:
         "private": metric_spread([draw["metrics"] for draw in draws]),
         "draws": [headline(draw["metrics"]) for draw in draws],
         "reference": headline(reference["metrics"]) if reference else None,
-        "baselines": _baselines(estimate, submissions, ids, rows, report, draws[0]["metrics"]),
+        "baselines": _baselines(
+            estimate,
+            submissions,
+            ids,
+            rows,
+            report,
+            draws[0]["metrics"],
+            measure_silos=not private_l1,
+        ),
+        "votes": "simulated" if private_l1 else "members",
         "n_members": len(ids),
         "report_rows": int(len(report)),
     }
@@ -235,16 +295,23 @@ def _baselines(
     rows: EvaluationRows,
     report,
     model_metrics: dict,
+    *,
+    measure_silos: bool,
 ) -> dict:
-    """The majority-class guess, the best and average silo and the operator-only model on the rows the model is
-    scored on, measured as a job's are (market.jobs.baselines, workers.runner.fusing.job_operator_only_baseline)."""
+    """The majority-class guess, the best and average silo (unless not ``measure_silos``: an L1 estimate's members
+    are simulated) and the operator-only model on the rows the model is scored on, measured as a job's are
+    (market.jobs.baselines, workers.runner.fusing.job_operator_only_baseline)."""
     n_classes = estimate.federation.n_classes
-    submission_metrics = {
-        str(id): classification_metrics(
-            probabilities[report], rows.labels[report], n_classes=n_classes
-        )
-        for id, probabilities in zip(ids, rows.member_probabilities, strict=True)
-    }
+    submission_metrics = (
+        {
+            str(id): classification_metrics(
+                probabilities[report], rows.labels[report], n_classes=n_classes
+            )
+            for id, probabilities in zip(ids, rows.member_probabilities, strict=True)
+        }
+        if measure_silos
+        else {}
+    )
     measured = baselines_measure(
         class_counts=[sum(row) for row in model_metrics["confusion_matrix"]],
         submission_metrics=submission_metrics,

@@ -12,6 +12,7 @@ from workers.jobs.preflight import (
     SimulatedLaplaceNoise,
     draw_seeds,
     metric_spread,
+    simulated_member_predictions,
     simulated_noise,
 )
 from workers.privacy.mechanisms import GaussianNoise, LaplaceNoise
@@ -116,3 +117,20 @@ def test_metric_spread_gives_mean_sample_sd_and_range():
 def test_a_mechanism_without_a_simulation_is_refused():
     with pytest.raises(ValueError, match="No simulation of the object mechanism"):
         simulated_noise(object(), seed=1)
+
+
+def test_simulated_votes_follow_the_voters_probabilities_and_each_members_models_agree():
+    """An L1 estimate's members (issue 38 item 3): one class per member and row drawn from the operator's model,
+    given by every model of that member alike, one-hot as a sandbox returns predictions."""
+    probabilities = np.tile([[0.7, 0.2, 0.1]], (4000, 1))
+    predictions = simulated_member_predictions(probabilities, n_models=[3, 1, 2], seed=5)
+
+    assert [member.shape for member in predictions] == [(3, 4000, 3), (1, 4000, 3), (2, 4000, 3)]
+    for member in predictions:
+        assert (member == member[0]).all()  # its models agree
+        assert set(np.unique(member)) == {0.0, 1.0} and (member.sum(axis=2) == 1).all()
+    shares = np.concatenate([member[0] for member in predictions]).mean(axis=0)
+    assert shares == pytest.approx([0.7, 0.2, 0.1], abs=0.02)
+    assert not (predictions[0][0] == predictions[1][0]).all()  # members draw independently
+    again = simulated_member_predictions(probabilities, n_models=[3, 1, 2], seed=5)
+    assert all((a == b).all() for a, b in zip(predictions, again, strict=True))
