@@ -6,6 +6,8 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from tests.conftest import scaled_timeout
+
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 
@@ -14,10 +16,21 @@ def market_url(live_server, celery_worker):
     return live_server.url
 
 
+#: How long the live server's first answer may take on a quiet machine (its first page imports and compiles
+#: templates; under load it took more than the simulator's 5 s per try): scaled like every wait of the suite.
+MARKET_ANSWER_SECONDS = 60
+
+
 def simulate(market_url, tmp_path) -> str:
     out = StringIO()
     call_command(
-        "onefold_simulate", market_url=market_url, silos=3, beta=0.5, work_dir=tmp_path, stdout=out
+        "onefold_simulate",
+        market_url=market_url,
+        silos=3,
+        beta=0.5,
+        work_dir=tmp_path,
+        wait_for_market=scaled_timeout(MARKET_ANSWER_SECONDS),
+        stdout=out,
     )
     return out.getvalue()
 

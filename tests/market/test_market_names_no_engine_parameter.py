@@ -2,8 +2,10 @@
 (:mod:`workers.algorithms.registry`), which validates them, fills in their defaults (also by privacy level) and says
 which of them name the queried rows; a market module that wrote one of their names would be a second owner of it.
 
-The names are read from the engines themselves (every registered kind's ``keys`` and the query keys of
-:mod:`workers.algorithms.schema`), so a parameter added to a kind is covered the day it is added. Two sets of words
+The names are read from the engines themselves (every registered kind's name and ``keys`` and the query keys of
+:mod:`workers.algorithms.schema`), so a parameter or a kind added to the registry is covered the day it is added: a
+market module that wrote ``"fedkt"`` would decide something by a kind's name, which the kind's protocol should say
+(issue 41). Two sets of words
 are shared with other owners and stay allowed: ``privacy`` (the key of a job's :class:`workers.privacy.settings.
 PrivacySettings`, the documented contract between jobs and budgets) and the fields of a labelled privacy report
 (:class:`workers.privacy.reports.PrivacyReport`: FedKT's s and t, Confident-GNMax's T), which cards, ledgers and
@@ -25,7 +27,7 @@ def engine_parameter_names() -> set[str]:
 
     names = {name for algorithm in ALGORITHMS.values() for name in algorithm.keys}
     shared = {"privacy"} | {field.name for field in fields(PrivacyReport)}
-    return (names | set(QUERY_KEYS)) - shared
+    return (names | set(ALGORITHMS) | set(QUERY_KEYS)) - shared
 
 
 def named_parameters(source: str, names: set[str]) -> list[tuple[int, str]]:
@@ -54,12 +56,14 @@ def test_the_engine_parameter_names_are_read_from_the_engines():
     # FedKT's, the distillation's and the stack's own parameters, and the query both kinds read
     assert {"vote", "vote_weight_max", "final_model", "student", "aggregator"} <= names
     assert {"query_fraction", "query_count", "query", "proxy"} <= names
+    assert {"fedkt", "ensemble", "distill", "stack", "cpfl"} <= names  # the kinds' names
     assert not names & {"privacy", "partitions", "teachers", "threshold"}
 
 
 def test_a_module_that_names_an_engine_parameter_is_found():
     source = 'defaults = {"fedkt": {"vote": "auto"}}\nquery = params.get("query_count", 0)\n'
     assert named_parameters(source, engine_parameter_names()) == [
+        (1, "fedkt"),
         (1, "vote"),
         (2, "query_count"),
     ]

@@ -25,6 +25,8 @@ from workers.features import ONE_HOT_VIEW, features_in_view
 from workers.modelio.bundle import bundle_read
 from workers.modelio.sandbox import SandboxConfiguration, SandboxOutcome
 
+#: The family a global model that is a bundle of its members is recorded with (``GlobalModel.family``).
+BUNDLE_FAMILY = "ensemble"
 #: Runs model files on rows in the sandbox: ``predict(files, features, n_classes=...)``, as
 #: :meth:`workers.modelio.SandboxConfiguration.predict` (the market's is configured from its settings).
 SandboxPredict = Callable[..., list[SandboxOutcome]]

@@ -30,6 +30,7 @@ from market.storage import (
 from market.submissions.models import Submission
 from workers.algorithms import algorithm_get
 from workers.algorithms.auto_fusion import EvaluationRows, evaluation_halves
+from workers.algorithms.bundle import BUNDLE_FAMILY
 from workers.algorithms.ensemble import average_probabilities
 from workers.algorithms.operator_baseline import OPERATOR_ONLY_VIEW, operator_only_baseline
 from workers.algorithms.registry import Fusion
@@ -68,7 +69,7 @@ class EvaluatedModel:
 
     ``metrics`` are :func:`workers.metrics.classification_metrics` of the rows the job reports on and
     ``report_predictions`` its classes of those rows (compared row by row with each baseline's); ``family`` is
-    the model family ("ensemble" for a bundle); ``verification`` compares the portable file with the fitted model
+    the model family (:data:`~workers.algorithms.bundle.BUNDLE_FAMILY` for a bundle); ``verification`` compares the portable file with the fitted model
     (empty for a bundle); ``report_lines`` what the release step writes to the job's log."""
 
     files: tuple[ExportedFile, ...]
@@ -264,7 +265,7 @@ def job_evaluate(job: Job, fused: FusedJob) -> EvaluatedModel:
         family = model_family_of(fusion.model)
     else:
         files, probabilities = _bundled(job, fused, one_hot_features=features)
-        verification, family = {}, "ensemble"
+        verification, family = {}, BUNDLE_FAMILY
     report = evaluation_report_rows(job, labels)
     metrics = classification_metrics(probabilities[report], labels[report], n_classes=n_classes)
     # the kind says how its fusion read the evaluation split (chose, fitted, mixed), else the runner's sentence

@@ -103,8 +103,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--algorithm",
             choices=[kind for kind, _label in kind_choices()],
-            default="fedkt",
-            help="the job kind, one the engine registry runs (default fedkt)",
+            default=kind_choices()[0][0],
+            help=f"the job kind, one the engine registry runs (default {kind_choices()[0][0]}, its first)",
         )
         parser.add_argument("--privacy-level", choices=["L0", "L1", "L2"], default="L0")
         parser.add_argument(
