@@ -152,3 +152,17 @@ def _naive_bayes(statistics: ClassStatistics, counts: np.ndarray, head: Statisti
         raise ValueError("A feature has no variance in a class; give naive Bayes a variance floor.")
     intercept = np.log(counts / n) - 0.5 * np.log(2 * np.pi * variances).sum(axis=1)
     return means, intercept, variances
+
+
+def noise_scaled_regularization(*, moment_sigmas, factor: float) -> float:
+    """λ for heads fitted on noisy statistics: ``factor`` times the standard deviation of one entry of the summed
+    second moment's noise, (Σ_i σ_i²)^½ over the silos' declared σ (public: their declarations state them).
+
+    The noise matrix's eigenvalues grow with that deviation (its spectral norm is about 2σ√d), so a λ in its units
+    keeps the regularised scatter invertible whatever the number of silos."""
+    sigmas = np.asarray(list(moment_sigmas), dtype=np.float64)
+    if not len(sigmas) or np.any(sigmas <= 0) or not factor > 0:
+        raise ValueError(
+            "Give every silo's positive noise σ on the second moment and a positive factor."
+        )
+    return float(factor * np.sqrt(np.sum(sigmas**2)))
