@@ -1,6 +1,8 @@
 """`onefold statistics`: a silo's sufficient statistics, offline, run as a user types it (issue 40)."""
 
 import json
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -8,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.conftest import csv_bytes
 from workers.algorithms.sufficient_statistics import class_statistics, statistics_from_document
 from workers.features import encode_features
 from workers.privacy.statistics_noise import statistics_noise_calibrated
@@ -109,3 +112,34 @@ def test_statistics_refuses_l2_without_an_epsilon_and_a_clip_norm_other_than_the
         in err
     )
     assert not (pulled / "statistics.json").exists()
+
+
+def documented_statistics_commands() -> list[list[str]]:
+    """The `python -m workers.silo statistics ...` lines of docs/toolkit.md's sh blocks, split as a shell would."""
+    text = (REPOSITORY / "docs" / "toolkit.md").read_text()
+    blocks = re.findall(r"```sh\n(.*?)```", text, re.DOTALL)
+    return [
+        shlex.split(line.strip(), comments=True)
+        for block in blocks
+        for line in block.replace("\\\n", " ").splitlines()
+        if line.strip().startswith("python -m workers.silo statistics ")
+    ]
+
+
+def test_the_documented_statistics_command_runs_as_shown(pulled, adult_frame):
+    commands = documented_statistics_commands()
+    assert len(commands) == 1
+    (pulled.parent / "my-patients.csv").write_bytes(csv_bytes(adult_frame.iloc[2500:2650]))
+    done = subprocess.run(
+        [sys.executable, *commands[0][1:]],
+        cwd=pulled.parent,  # where `pull adult-income` wrote ./onefold-adult-income
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(REPOSITORY), "PATH": "/usr/bin:/bin"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads((pulled / "statistics.json").read_text())["privacy"][
+        "epsilon"
+    ] == pytest.approx(1.0)
+    assert "L2: your Gaussian noise costs ε = 1.0000" in done.stdout
