@@ -17,6 +17,7 @@ Uploads are JSON (:func:`statistics_from_document`), their sizes checked against
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -155,6 +156,34 @@ def statistics_document(statistics: ClassStatistics, *, noise: StatisticsNoise |
         "squares": None if statistics.squares is None else statistics.squares.tolist(),
         "privacy": None if noise is None else noise.as_dict(),
     }
+
+
+#: Characters a statistics document may take per number it holds, and for its keys and declaration: a float's
+#: ``repr`` takes at most 24, with ", " and brackets.
+CHARACTERS_PER_NUMBER, DOCUMENT_OVERHEAD = 32, 4096
+
+
+def statistics_document_size_limit(*, n_classes: int, n_features: int) -> int:
+    """The most bytes a statistics upload for K classes and d features may hold (counts, sums, second moment and
+    squares at :data:`CHARACTERS_PER_NUMBER` each): checked before the upload is parsed."""
+    numbers = n_classes + 2 * n_classes * n_features + n_features * n_features
+    return CHARACTERS_PER_NUMBER * numbers + DOCUMENT_OVERHEAD
+
+
+def statistics_from_bytes(data: bytes, *, n_classes: int, n_features: int) -> ClassStatistics:
+    """Read an uploaded statistics file: its size checked before it is parsed, then
+    :func:`statistics_from_document`. A ValueError says what to fix."""
+    limit = statistics_document_size_limit(n_classes=n_classes, n_features=n_features)
+    if len(data) > limit:
+        raise ValueError(
+            f"A statistics file for {n_classes} classes and {n_features} features holds at most {limit:,} bytes; "
+            f"this one holds {len(data):,}."
+        )
+    try:
+        document = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"A statistics file is JSON; this one is not ({error}).") from None
+    return statistics_from_document(document, n_classes=n_classes, n_features=n_features)
 
 
 def statistics_from_document(document, *, n_classes: int, n_features: int) -> ClassStatistics:

@@ -25,7 +25,12 @@ from pathlib import Path
 import numpy as np
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 
-from workers.algorithms.statistics_heads import StatisticsHead, noise_scaled_regularization
+from workers.algorithms.statistics_heads import (
+    EXACT_REGULARIZATION,
+    NOISE_REGULARIZATION_FACTOR,
+    StatisticsHead,
+    noise_scaled_regularization,
+)
 from workers.algorithms.sufficient_statistics import (
     class_statistics,
     clipped_scaled,
@@ -38,9 +43,7 @@ from workers.privacy.statistics_noise import statistics_noise_calibrated
 from workers.reproduce.defaults import adult_protocol_test, adult_without_test
 
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results" / "statistics.json"
-CLIP_NORM, DELTA, L0_REGULARIZATION = 2.0, 1e-5, 1.0
-#: κ of the L2 heads' λ = κ · σ_total (chosen on validation rows, docs/results/statistics.md).
-DEFAULT_KAPPA = 10.0
+CLIP_NORM, DELTA = 2.0, 1e-5
 HEADS = ("lda", "ridge")
 
 
@@ -74,7 +77,7 @@ def run_setting(data: dict, *, n_silos: int, seed: int, epsilon: float, kappas) 
     )
     rows = []
     for head in HEADS:
-        l0 = StatisticsHead(head, regularization=L0_REGULARIZATION).fit_statistics(exact)
+        l0 = StatisticsHead(head, regularization=EXACT_REGULARIZATION).fit_statistics(exact)
         accuracy_l0 = float(np.mean(l0.predict(scored_x) == scored_y))
         for kappa in kappas:
             regularization = noise_scaled_regularization(
@@ -130,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--silos", type=int, nargs="+", default=[1, 4, 10])
     parser.add_argument("--epsilon", type=float, default=1.0)
-    parser.add_argument("--kappas", type=float, nargs="+", default=[DEFAULT_KAPPA])
+    parser.add_argument("--kappas", type=float, nargs="+", default=[NOISE_REGULARIZATION_FACTOR])
     parser.add_argument(
         "--validation", action="store_true", help="score on validation rows (the test split unread)"
     )

@@ -6,7 +6,12 @@ from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 from sklearn.linear_model import Ridge
 from sklearn.naive_bayes import GaussianNB
 
-from workers.algorithms.statistics_heads import StatisticsHead
+from workers.algorithms.statistics_heads import (
+    EXACT_REGULARIZATION,
+    NOISE_REGULARIZATION_FACTOR,
+    StatisticsHead,
+    statistics_head_fitted,
+)
 from workers.algorithms.sufficient_statistics import (
     class_statistics,
     clipped_scaled,
@@ -102,3 +107,23 @@ def test_a_head_fitted_on_one_silo_differs_from_the_central_fit_under_skew():
 def test_an_unknown_head_is_refused_with_the_known_ones():
     with pytest.raises(ValueError, match="known: lda, ridge, naive_bayes"):
         StatisticsHead("svm").fit_statistics(pooled_statistics(skewed_silos()))
+
+
+def test_a_job_fits_exact_statistics_at_the_exact_lambda_and_noisy_ones_at_kappa_times_the_summed_noise():
+    statistics = pooled_statistics(skewed_silos())
+    exact = statistics_head_fitted(statistics, head="ridge")
+    assert (exact.regularization, exact.positive) == (EXACT_REGULARIZATION, False)
+    noisy = statistics_head_fitted(statistics, head="lda", moment_sigmas=[3.0, 4.0])
+    assert noisy.regularization == pytest.approx(NOISE_REGULARIZATION_FACTOR * 5.0)
+    assert noisy.positive
+
+
+def test_the_positive_projection_changes_nothing_on_exact_statistics():
+    silos = skewed_silos(seed=5)
+    features = np.vstack([x for x, _ in silos])
+    statistics = pooled_statistics(silos)
+    plain = StatisticsHead("lda", regularization=0.5).fit_statistics(statistics)
+    projected = StatisticsHead("lda", regularization=0.5, positive=True).fit_statistics(statistics)
+    np.testing.assert_allclose(
+        projected.predict_proba(features), plain.predict_proba(features), atol=1e-9
+    )

@@ -1,11 +1,15 @@
 """A statistics upload read back: shapes checked against the federation before any array is built (issue 40)."""
 
+import json
+
 import numpy as np
 import pytest
 
 from workers.algorithms.sufficient_statistics import (
     class_statistics,
     statistics_document,
+    statistics_document_size_limit,
+    statistics_from_bytes,
     statistics_from_document,
     statistics_sum,
 )
@@ -55,3 +59,16 @@ def test_statistics_of_another_clip_norm_do_not_add_up():
     other = class_statistics(np.ones((2, 2)), [0, 1], n_classes=2, clip_norm=2.0)
     with pytest.raises(ValueError, match="clip norm 2 to statistics of 2, 2, 1"):
         statistics_sum([one, other])
+
+
+def test_a_file_over_the_size_its_shapes_allow_is_refused_before_it_is_parsed():
+    limit = statistics_document_size_limit(n_classes=2, n_features=2)
+    assert limit == 32 * (2 + 8 + 4) + 4096
+    with pytest.raises(
+        ValueError, match=f"holds at most {limit:,} bytes; this one holds {limit + 1:,}"
+    ):
+        statistics_from_bytes(b" " * (limit + 1), n_classes=2, n_features=2)
+    with pytest.raises(ValueError, match="A statistics file is JSON; this one is not"):
+        statistics_from_bytes(b"\x80\x04pickle", n_classes=2, n_features=2)
+    read = statistics_from_bytes(json.dumps(document()).encode(), n_classes=2, n_features=2)
+    np.testing.assert_array_equal(read.counts, [1, 2])
