@@ -238,6 +238,43 @@ def _training_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _statistics_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("federation", help="federation slug (as in `federations`)")
+    parser.add_argument(
+        "--data", required=True, type=Path, help="your labelled table: CSV, Parquet or NPZ"
+    )
+    parser.add_argument(
+        "--pulled", type=Path, help="folder written by `pull` (default: ./onefold-<federation>)"
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        help="JSON file to write (default: ./onefold-<federation>/statistics.json)",
+    )
+    parser.add_argument(
+        "--label-column", help="column with your labels (default: the federation's)"
+    )
+    parser.add_argument(
+        "--privacy-level",
+        choices=["L0", "L2"],
+        help="L0 (exact statistics) or L2 (your own Gaussian noise; default: the federation's level)",
+    )
+    parser.add_argument(
+        "--epsilon", type=float, help="L2: the example-level ε your noise may cost (e.g. 1)"
+    )
+    parser.add_argument("--delta", type=float, default=1e-5, help="L2: δ (default 1e-5)")
+    parser.add_argument(
+        "--clip-norm",
+        type=float,
+        help="clip each encoded row to this norm where the federation sets none (default 2)",
+    )
+    parser.add_argument(
+        "--naive-bayes",
+        action="store_true",
+        help="also release per-class squares (naive Bayes reads them; at L2 they take a share of the noise)",
+    )
+
+
 def build_parser(
     prog: str = "python -m workers.silo", *, json_errors: bool = False
 ) -> argparse.ArgumentParser:
@@ -279,6 +316,13 @@ def build_parser(
         "train", "Train FedKT students (or one local model) on your data, offline.", commands.train
     )
     _training_options(train)
+    statistics = command(
+        "statistics",
+        "Compute your rows' class counts, sums and second moment for a statistics job, offline (at L2 with "
+        "your own noise).",
+        commands.statistics,
+    )
+    _statistics_options(statistics)
     fd = command(
         "fd",
         "Run your silo's rounds of a federated distillation exchange, then write the network.",

@@ -168,6 +168,15 @@ def train(args):
     return train_students(args)
 
 
+def statistics(args):
+    """``statistics``: a silo's sufficient statistics (:mod:`workers.silo.statistics_command`), loaded when it runs."""
+    from workers.silo.statistics_command import (
+        statistics as silo_statistics,  # numpy: [train] extra
+    )
+
+    return silo_statistics(args)
+
+
 def seeds(args):
     """``seeds``: pick and upload a silo's FAug seeds (:mod:`workers.silo.augment`)."""
     from workers.silo.augment import seeds as seeds_upload  # pandas: loaded only when it runs
