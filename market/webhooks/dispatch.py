@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Subquery
 from django.utils import timezone
 
 from market.outbox import task_send_later
@@ -60,6 +60,7 @@ def _lease() -> timedelta:
 
 
 def _batch_claim(dispatch_id: int) -> Batch | None:
+    """Claim up to ``BATCH_SIZE`` due deliveries of the dispatch with one UPDATE, and read them back."""
     now, claim = timezone.now(), f"{uuid.uuid4()}"
     due = WebhookDelivery.objects.filter(
         dispatch_id=dispatch_id,
@@ -67,17 +68,19 @@ def _batch_claim(dispatch_id: int) -> Batch | None:
         next_attempt_at__lte=now,
         endpoint__is_active=True,
     )
-    ids = list(due.order_by("id").values_list("id", flat=True)[:BATCH_SIZE])
-    if not ids:
-        return None
-    due.filter(id__in=ids).update(
+    claimed = WebhookDelivery.objects.filter(
+        id__in=Subquery(due.order_by("id").values("id")[:BATCH_SIZE]),
+        status=DeliveryStatus.PENDING,  # checked again by the UPDATE itself: a racing worker claims none twice
+    ).update(
         status=DeliveryStatus.DELIVERING,
         claimed_by=claim,
         claim_expires_at=now + _lease(),
         attempts=F("attempts") + 1,
     )
+    if not claimed:
+        return None
     deliveries = list(
-        WebhookDelivery.objects.filter(id__in=ids, claimed_by=claim)
+        WebhookDelivery.objects.filter(dispatch_id=dispatch_id, claimed_by=claim)
         .select_related("endpoint")
         .order_by("id")
     )
@@ -195,4 +198,6 @@ def webhook_dispatch(*, dispatch_id: int) -> int:
     with KeptAliveConnections() as connections:
         while (batch := _batch_claim(dispatch_id)) is not None:
             succeeded += _batch_deliver(dispatch_id, batch, connections)
+            if len(batch.deliveries) < BATCH_SIZE:  # that was all that was due
+                break
     return succeeded
