@@ -175,6 +175,9 @@ def _batch_deliver(dispatch_id: int, batch: Batch, connections: KeptAliveConnect
         deadline = timezone.now() + timedelta(seconds=settings.ONEFOLD_WEBHOOK_DELIVERY_SECONDS + 1)
         if deadline >= batch.lease_ends:
             held = _lease_renew(batch, [delivery.id] + [item.id for item in remaining])
+            remaining = [
+                item for item in remaining if item.id in held
+            ]  # the reaper took the others
             if delivery.id not in held:
                 continue
         sent = _send(delivery, connections)

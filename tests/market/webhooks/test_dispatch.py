@@ -174,3 +174,60 @@ def test_a_receiver_that_closes_each_connection_gets_a_new_one_for_every_post(
     assert webhook_dispatch(dispatch_id=WebhookDispatch.objects.get().id) == 3
 
     assert receiver.connections == 3 and len(receiver.received) == 3
+
+
+def _lease_shorter_than_an_attempt(monkeypatch, settings):
+    """A lease that a POST's deadline always outlasts: the run renews it before every POST."""
+    from datetime import timedelta
+
+    from market.webhooks import dispatch
+
+    monkeypatch.setattr(
+        dispatch,
+        "_lease",
+        lambda: timedelta(seconds=settings.ONEFOLD_WEBHOOK_DELIVERY_SECONDS + 0.5),
+    )
+
+
+def test_a_lease_a_post_might_outlast_is_renewed_before_it(
+    silo_user, keep_alive_receiver, webhooks_reach_localhost, monkeypatch
+):
+    _lease_shorter_than_an_attempt(monkeypatch, webhooks_reach_localhost)
+    _endpoint(keep_alive_receiver.url, silo_user.organisation)
+    webhook_events_emit(_events(3))
+
+    assert webhook_dispatch(dispatch_id=WebhookDispatch.objects.get().id) == 3
+
+    assert WebhookAttempt.objects.filter(succeeded=True).count() == 3
+    assert len(keep_alive_receiver.received) == 3
+
+
+def test_deliveries_the_reaper_took_back_mid_run_are_not_posted_by_the_run(
+    silo_user, keep_alive_receiver, webhooks_reach_localhost, monkeypatch
+):
+    """After the first POST the others' claims are handed back, as the reaper does with expired ones: the run's
+    renewal finds them gone and sends only what it still holds."""
+    from market.webhooks import dispatch
+
+    _lease_shorter_than_an_attempt(monkeypatch, webhooks_reach_localhost)
+    _endpoint(keep_alive_receiver.url, silo_user.organisation)
+    webhook_events_emit(_events(3))
+    real_send = dispatch._send
+
+    def send_then_reap(delivery, connections):
+        sent = real_send(delivery, connections)
+        WebhookDelivery.objects.exclude(id=delivery.id).update(
+            status=DeliveryStatus.PENDING, claimed_by="", claim_expires_at=None
+        )
+        return sent
+
+    monkeypatch.setattr(dispatch, "_send", send_then_reap)
+
+    assert webhook_dispatch(dispatch_id=WebhookDispatch.objects.get().id) == 1
+
+    assert len(keep_alive_receiver.received) == 1
+    assert list(WebhookDelivery.objects.order_by("id").values_list("status", flat=True)) == [
+        DeliveryStatus.SUCCEEDED,
+        DeliveryStatus.PENDING,
+        DeliveryStatus.PENDING,
+    ]
