@@ -57,6 +57,13 @@ def webhook_deliver_task(delivery_id: int) -> bool | None:
     return webhook_deliver(delivery_id=delivery_id)
 
 
+@app.task(name="onefold.webhook_dispatch", **RETRY)
+def webhook_dispatch_task(dispatch_id: int) -> int:
+    from market.webhooks.dispatch import webhook_dispatch
+
+    return webhook_dispatch(dispatch_id=dispatch_id)
+
+
 @app.task(name="onefold.webhook_reap", acks_late=True)
 def webhook_reap_task() -> int:
     from django.conf import settings

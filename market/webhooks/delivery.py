@@ -27,6 +27,8 @@ from market.webhooks.models import (
     DeliveryStatus,
     WebhookAttempt,
     WebhookDelivery,
+    WebhookDispatch,
+    WebhookDispatchOutbox,
     WebhookEndpoint,
     WebhookOutbox,
 )
@@ -107,10 +109,13 @@ def webhook_deliver(*, delivery_id: int) -> bool | None:
         body=body,
         headers=webhook_headers(delivery.endpoint, delivery, body),
     )
-    return _record(delivery, claim, answer, started_at)
+    return webhook_attempt_record(delivery, claim, answer, started_at)
 
 
-def _record(delivery: WebhookDelivery, claim: str, answer: Answer, started_at) -> bool | None:
+def webhook_attempt_record(
+    delivery: WebhookDelivery, claim: str, answer: Answer, started_at
+) -> bool | None:
+    """Record one attempt's outcome while ``claim`` still holds the delivery; schedule its retry on a failure."""
     succeeded = answer.status is not None and 200 <= answer.status < 300
     gives_up = not succeeded and delivery.attempts >= settings.ONEFOLD_WEBHOOK_MAX_ATTEMPTS
     delay = retry_delay_seconds(delivery.attempts)
@@ -220,4 +225,20 @@ def webhook_reap(*, older_than_seconds: float) -> int:
         with transaction.atomic():
             outbox_add(WebhookOutbox(delivery_id=delivery_id))
         requeued += 1
+    return requeued + _dispatches_requeue(waiting, older_than_seconds=older_than_seconds)
+
+
+def _dispatches_requeue(waiting, *, older_than_seconds: float) -> int:
+    """Queue again the dispatches of waiting deliveries that never had a message of their own (their first
+    attempt was the dispatch's, and its retry message, if any, was lost), once every dispatch message is as old."""
+    alone = waiting.filter(dispatch__isnull=False, outbox__isnull=True)
+    dispatches = outbox_published_long_ago(
+        WebhookDispatch.objects.filter(id__in=alone.values("dispatch_id")),
+        older_than_seconds=older_than_seconds,
+    )
+    requeued = 0
+    for dispatch_id in dispatches.values_list("id", flat=True):
+        with transaction.atomic():
+            outbox_add(WebhookDispatchOutbox(dispatch_id=dispatch_id))
+        requeued += alone.filter(dispatch_id=dispatch_id).count()
     return requeued

@@ -63,12 +63,33 @@ class DeliveryStatus(models.TextChoices):
     FAILED = "failed", "Gave up after every attempt"
 
 
+class WebhookDispatch(models.Model):
+    """The deliveries one committed change made (its events × the endpoints that receive them), sent by one task:
+    one outbox row and one broker message per change instead of one per delivery; the worker fans them out."""
+
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self):
+        return f"webhook dispatch #{self.id}"
+
+
 class WebhookDelivery(models.Model):
     """One event for one endpoint. A worker claims it (pending → delivering, with a lease) before each attempt,
     and only the claim's holder may record the outcome, so a delivery succeeds at most once."""
 
     endpoint = models.ForeignKey(
         WebhookEndpoint, on_delete=models.CASCADE, related_name="deliveries"
+    )
+    dispatch = models.ForeignKey(
+        WebhookDispatch,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="deliveries",
+        help_text="The change's dispatch that sends its first attempt (none: queued alone).",
     )
     uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     event_type = models.CharField(max_length=40, choices=WebhookEventType.choices)
@@ -121,3 +142,10 @@ class WebhookOutbox(OutboxEntry):
     target_field = "delivery_id"
 
     delivery = models.ForeignKey(WebhookDelivery, on_delete=models.CASCADE, related_name="outbox")
+
+
+class WebhookDispatchOutbox(OutboxEntry):
+    task_name = "onefold.webhook_dispatch"
+    target_field = "dispatch_id"
+
+    dispatch = models.ForeignKey(WebhookDispatch, on_delete=models.CASCADE, related_name="outbox")

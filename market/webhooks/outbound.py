@@ -9,6 +9,12 @@ reaches nothing. Redirects are not followed and the response is read up to a cap
 (``ONEFOLD_WEBHOOK_TIMEOUT_SECONDS``) and the whole exchange a deadline (``ONEFOLD_WEBHOOK_DELIVERY_SECONDS``):
 a receiver that trickles its answer a byte at a time is cut there, and the attempt counts as a failure.
 
+Deliveries sent one after another by one worker (a dispatch) keep their connections open between POSTs
+(:class:`KeptAliveConnections`): a connection is kept per checked address, port, scheme and host name, and taken
+again only by a POST whose own check, made afresh, resolved to that same address; a name that resolves elsewhere
+gets a new connection to its new, checked address (or a refusal). A connection is kept only when its answer was
+read to its end, the receiver did not ask to close it, and the exchange finished before its deadline.
+
 ``ONEFOLD_WEBHOOK_ALLOW_PRIVATE`` lets tests (and closed deployments) reach private addresses, and
 ``ONEFOLD_WEBHOOK_ALLOW_HTTP`` plain HTTP.
 """
@@ -155,15 +161,65 @@ def _connection(target: Target, timeout: float) -> urllib3.connection.HTTPConnec
     )
 
 
+class KeptAliveConnections:
+    """Open connections between the POSTs of one worker's run of deliveries, keyed by the checked target; close
+    them with :meth:`close` (or use it as a context manager)."""
+
+    def __init__(self):
+        self._open: dict[tuple, urllib3.connection.HTTPConnection] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(target: Target) -> tuple:
+        return (target.scheme, target.address, target.port, target.host)
+
+    def take(self, target: Target, timeout: float) -> urllib3.connection.HTTPConnection:
+        """A kept connection to the very address ``target`` was checked against, or a new one to it."""
+        with self._lock:
+            connection = self._open.pop(self._key(target), None)
+        if connection is not None and connection.is_connected:
+            connection.timeout = timeout
+            return connection
+        if connection is not None:  # the receiver closed it while it was kept
+            connection.close()
+        return _connection(target, timeout)
+
+    def keep(self, target: Target, connection: urllib3.connection.HTTPConnection) -> None:
+        with self._lock:
+            previous = self._open.pop(self._key(target), None)
+            self._open[self._key(target)] = connection
+        if previous is not None:
+            previous.close()
+
+    def close(self) -> None:
+        with self._lock:
+            connections, self._open = list(self._open.values()), {}
+        for connection in connections:
+            connection.close()
+
+    def __enter__(self) -> "KeptAliveConnections":
+        return self
+
+    def __exit__(self, *exception) -> None:
+        self.close()
+
+
 class _Exchange:
     """One POST on a thread of its own, so that :func:`webhook_post` stops waiting at the deadline in whatever
     phase the exchange is (resolution, connection, TLS, sending, headers, body): a socket timeout bounds each read,
     and a receiver that sends a byte before each one ends would otherwise hold the worker for as long as it likes."""
 
     def __init__(
-        self, *, url: str, body: bytes, headers: dict, timeout: float, response_bytes: int
+        self,
+        *,
+        url: str,
+        body: bytes,
+        headers: dict,
+        timeout: float,
+        response_bytes: int,
+        connections: KeptAliveConnections | None = None,
     ):
-        self.url, self.body, self.headers = url, body, headers
+        self.url, self.body, self.headers, self.connections = url, body, headers, connections
         self.timeout, self.response_bytes = timeout, response_bytes
         self.status: int | None = None
         self.error = ""
@@ -177,12 +233,16 @@ class _Exchange:
         except InvalidInput as refusal:
             self.error = f"Refused before connecting: {refusal}"
             return
-        connection = _connection(target, self.timeout)
+        if self.connections is not None:
+            connection = self.connections.take(target, self.timeout)
+        else:
+            connection = _connection(target, self.timeout)
         with self._lock:
             if self._cut:
                 return
             self._connection = connection
         host_header = target.host if target.port in (80, 443) else f"{target.host}:{target.port}"
+        reusable = False
         try:
             connection.request(
                 "POST",
@@ -194,10 +254,18 @@ class _Exchange:
             response = connection.getresponse()  # no redirect is followed: a 3xx is the answer
             response.read(self.response_bytes)  # the rest is never read
             self.status = response.status
+            # Kept only when the answer was read to its end (a longer one leaves bytes on the connection) and the
+            # receiver did not ask to close (http.client then drops the socket: ``sock`` is None).
+            reusable = response.closed and connection.sock is not None
         except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as error:
             self.error = f"{type(error).__name__}: {error}"
         finally:
-            connection.close()
+            with self._lock:
+                keep = reusable and not self._cut and self.connections is not None
+            if keep and self.connections is not None:
+                self.connections.keep(target, connection)
+            else:
+                connection.close()
 
     def cut(self) -> None:
         """Shut the connection's socket, so that a read blocked on the receiver ends now and the thread with it."""
@@ -211,9 +279,12 @@ class _Exchange:
                 socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
-def webhook_post(*, url: str, body: bytes, headers: dict) -> Answer:
+def webhook_post(
+    *, url: str, body: bytes, headers: dict, connections: KeptAliveConnections | None = None
+) -> Answer:
     """POST ``body`` to ``url`` once, checked as above, within ``ONEFOLD_WEBHOOK_DELIVERY_SECONDS`` in all; never
-    raises for the receiver's failures."""
+    raises for the receiver's failures. With ``connections``, a connection to the checked address is taken from
+    and kept in them; without, each POST opens and closes its own."""
     started = time.monotonic()
     seconds = settings.ONEFOLD_WEBHOOK_DELIVERY_SECONDS
     exchange = _Exchange(
@@ -222,6 +293,7 @@ def webhook_post(*, url: str, body: bytes, headers: dict) -> Answer:
         headers=headers,
         timeout=min(settings.ONEFOLD_WEBHOOK_TIMEOUT_SECONDS, seconds),
         response_bytes=settings.ONEFOLD_WEBHOOK_RESPONSE_BYTES,
+        connections=connections,
     )
     thread = threading.Thread(target=exchange.run, name="webhook-delivery", daemon=True)
     thread.start()

@@ -15,6 +15,8 @@ from market.webhooks.events import WebhookEvent
 from market.webhooks.models import (
     DeliveryStatus,
     WebhookDelivery,
+    WebhookDispatch,
+    WebhookDispatchOutbox,
     WebhookEndpoint,
     WebhookEventType,
     WebhookOutbox,
@@ -179,15 +181,26 @@ def _delivery_add(*, endpoint: WebhookEndpoint, event_type: str, payload: dict) 
 
 def webhook_events_emit(events: list[WebhookEvent]) -> int:
     """Queue one delivery per event for each active endpoint that chose its type and whose organisation may see
-    its object, in the caller's transaction; sent once it commits. The number queued."""
-    queued = 0
+    its object, in the caller's transaction: one INSERT of the deliveries and one dispatch, whose single outbox
+    message the worker fans out once the transaction commits (market.webhooks.dispatch). The number queued."""
     if not events:
         return 0
     # The chosen events are filtered here, not by a JSON lookup, which SQLite (the embedded demo) lacks.
     active = list(WebhookEndpoint.objects.filter(is_active=True).select_related("organisation"))
-    for event in events:
-        for endpoint in active:
-            if event.type in endpoint.events and event.may_see(endpoint.organisation):
-                _delivery_add(endpoint=endpoint, event_type=event.type, payload=event.data)
-                queued += 1
-    return queued
+    now = timezone.now()
+    deliveries = [
+        WebhookDelivery(
+            endpoint=endpoint, event_type=event.type, payload=event.data, next_attempt_at=now
+        )
+        for event in events
+        for endpoint in active
+        if event.type in endpoint.events and event.may_see(endpoint.organisation)
+    ]
+    if not deliveries:
+        return 0
+    dispatch = WebhookDispatch.objects.create()
+    for delivery in deliveries:
+        delivery.dispatch = dispatch
+    WebhookDelivery.objects.bulk_create(deliveries)
+    outbox_add(WebhookDispatchOutbox(dispatch=dispatch))
+    return len(deliveries)

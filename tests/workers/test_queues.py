@@ -33,7 +33,7 @@ def test_every_task_has_a_named_queue_and_long_work_is_acknowledged_late_one_at_
     assert queue_of["onefold.job_chunk"] == queue_of["onefold.job_finalize"] == "jobs"
     assert queue_of["onefold.augmentation_train"] == "augmentations"
     assert queue_of["onefold.job_reap"] == queue_of["onefold.outbox_sweep"] == "maintenance"
-    assert queue_of["onefold.webhook_deliver"] == "messages"
+    assert queue_of["onefold.webhook_deliver"] == queue_of["onefold.webhook_dispatch"] == "messages"
     assert queue_of["onefold.webhook_reap"] == "maintenance"
     assert app.conf.worker_prefetch_multiplier == 1 and app.conf.task_acks_late is True
 

@@ -23,6 +23,7 @@ class Receiver:
     received: list = field(default_factory=list)
     hold: threading.Event | None = None
     arrived: threading.Event = field(default_factory=threading.Event)
+    connections: int = 0  # TCP connections accepted
 
     def successes_per_delivery(self) -> dict:
         counts: dict = {}
@@ -33,11 +34,14 @@ class Receiver:
         return counts
 
 
-@pytest.fixture
-def receiver():
+def _serve(protocol_version: str):
     state: dict = {}
 
     class Handler(BaseHTTPRequestHandler):
+        def handle(self):
+            state["receiver"].connections += 1
+            super().handle()
+
         def do_POST(self):
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             the_receiver = state["receiver"]
@@ -54,6 +58,7 @@ def receiver():
         def log_message(self, *arguments):
             pass
 
+    Handler.protocol_version = protocol_version
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     state["receiver"] = Receiver(url=f"http://127.0.0.1:{server.server_port}/onefold")
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -63,6 +68,18 @@ def receiver():
         state["receiver"].hold.set()
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture
+def receiver():
+    """A receiver that closes each connection after its answer (HTTP/1.0)."""
+    yield from _serve("HTTP/1.0")
+
+
+@pytest.fixture
+def keep_alive_receiver():
+    """A receiver that keeps connections open between requests (HTTP/1.1), counting the connections it accepts."""
+    yield from _serve("HTTP/1.1")
 
 
 WEBHOOK_TEST_SETTINGS = {

@@ -153,3 +153,46 @@ def test_a_worker_killed_mid_delivery_loses_no_event_and_records_one_success(
     assert {request.headers["Onefold-Delivery"] for request in receiver.received} == {
         str(delivery.uuid)
     }
+
+
+def test_a_worker_killed_mid_batch_loses_none_of_the_dispatch_and_records_one_success_each(
+    webhooks_reach_localhost, media_root, tmp_path, receiver, silo_user
+):
+    """Five events of one change, one dispatch: the worker claims the batch and dies on its first POST. Every
+    delivery's claim expires, the reaper queues the dispatch again, and a second worker delivers all five with one
+    recorded success each."""
+    import threading
+
+    from market.webhooks.delivery import webhook_reap
+    from workers.celery_app import app
+
+    app.control.purge()
+    _endpoint(receiver, silo_user.organisation)
+    receiver.hold = threading.Event()
+    environment = webhook_worker_environment(webhooks_reach_localhost, media_root)
+    with running_celery_worker(environment, tmp_path / "first.log") as first:
+        _emit(5)
+        assert receiver.arrived.wait(scaled_timeout(60)), "the first worker never called"
+        first.kill()  # mid-batch: one POST in flight, four claimed and not sent
+        first.wait()
+    receiver.hold.set()
+    assert set(WebhookDelivery.objects.values_list("status", flat=True)) == {
+        DeliveryStatus.DELIVERING
+    }
+
+    wait_until(
+        lambda: webhook_reap(older_than_seconds=0) == 5,
+        timeout=scaled_timeout(60),
+        message="the dead worker's claims never expired",
+    )
+    with running_celery_worker(environment, tmp_path / "second.log"):
+        wait_until(
+            lambda: _all_succeeded(5),
+            timeout=scaled_timeout(60),
+            message="the dispatch's deliveries were lost with the killed worker",
+        )
+    assert WebhookAttempt.objects.filter(succeeded=True).count() == 5
+    assert not WebhookAttempt.objects.filter(succeeded=False).exists()
+    assert set(receiver.successes_per_delivery()) == {
+        str(uuid) for uuid in WebhookDelivery.objects.values_list("uuid", flat=True)
+    }
