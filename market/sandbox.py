@@ -71,6 +71,10 @@ def prediction_session_pool() -> SessionPool:
     with _session_pools_lock:
         key = (configuration, pool_limits)
         if key not in _session_pools:
+            # settings changed (tests do): the old configuration's sessions are not kept beside the new ones
+            for stale in _session_pools.values():
+                stale.close()
+            _session_pools.clear()
             _session_pools[key] = SessionPool(configuration=configuration, pool_limits=pool_limits)
         return _session_pools[key]
 

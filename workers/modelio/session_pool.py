@@ -195,6 +195,7 @@ class SessionPool:
     _idle: dict[tuple, list[Session]] = field(default_factory=dict, init=False)
     _alive: int = field(default=0, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _closed: bool = field(default=False, init=False)
 
     def predict(
         self, models: list[bytes], features: np.ndarray, *, n_classes: int
@@ -237,7 +238,7 @@ class SessionPool:
 
     def _release(self, key: tuple, session: Session) -> None:
         with self._lock:
-            if session.usable and session.calls < self.pool_limits.max_calls:
+            if not self._closed and session.usable and session.calls < self.pool_limits.max_calls:
                 self._idle.setdefault(key, []).append(session)
             else:
                 self._close(session)
@@ -286,8 +287,10 @@ class SessionPool:
             return [session.process.pid for session in sorted(idle, key=lambda s: s.last_used)]
 
     def close(self) -> None:
-        """Close every idle session (busy ones close when they are released)."""
+        """Close every idle session; busy ones close when they are released, and so does any session a later call
+        opens (the pool keeps none)."""
         with self._lock:
+            self._closed = True
             for sessions in self._idle.values():
                 while sessions:
                     self._close(sessions.pop())
