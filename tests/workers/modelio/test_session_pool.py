@@ -125,3 +125,22 @@ def test_a_session_that_died_is_replaced_and_the_call_still_answers(pools):
     outcome = pool.predict([data], FEATURES, n_classes=2)[0]
     assert np.abs(outcome.probabilities - forest.predict_proba(FEATURES)).max() < 1e-6
     assert pool.idle_child_ids() not in ([], [child]) and pool.sessions_alive() == 1
+
+
+def test_a_session_that_stops_answering_is_killed_at_the_wall_clock_limit_and_replaced():
+    data, forest = forest_file(0)
+    limits = SandboxLimits(memory_bytes=3 * 2**30, cpu_seconds=60, wall_seconds=2)
+    pool = SessionPool(configuration=SandboxConfiguration(limits=limits))
+    try:
+        pool.predict([data], FEATURES, n_classes=2)
+        (child,) = pool.idle_child_ids()
+        os.kill(child, signal.SIGSTOP)  # a hung model: the child never answers
+        outcome = pool.predict([data], FEATURES, n_classes=2)[0]
+        assert outcome.probabilities is None
+        assert outcome.error == "The model did not finish predicting within 2 seconds."
+        assert pool.sessions_alive() == 0
+        again = pool.predict([data], FEATURES, n_classes=2)[0]
+        assert np.abs(again.probabilities - forest.predict_proba(FEATURES)).max() < 1e-6
+        assert pool.idle_child_ids() not in ([], [child])
+    finally:
+        pool.close()
