@@ -5,9 +5,11 @@ The engines wrap the final model in :class:`workers.learners.AlignedClassifier`;
 inner estimator, which reads the federation's classes ``0 .. K-1`` directly when the final model saw every class.
 
 A job needs only the portable file before it finishes (the evaluation runs it in the sandbox, as a buyer would);
-the native file is for buyers. :func:`export_global_model_while` writes the native file in a thread while the
-caller evaluates the portable one: the sandbox child does the evaluation's work, so the thread mostly has a core
-to itself, and the job waits for whichever of the two is slower instead of for both.
+the native file is for buyers. :func:`export_global_model_while` evaluates the portable file from a thread while
+it writes the native one: the sandbox child does the evaluation's work (the thread only waits for it), and the job
+waits for whichever of the two is slower instead of for both. The native writer stays on the calling thread
+because it imports libraries: imports that compile code in two threads at once trip a CPython 3.11 bug ("AST
+constructor recursion depth mismatch") under pytest's assertion rewriting.
 """
 
 from __future__ import annotations
@@ -53,15 +55,14 @@ def export_global_model_while(
     n_classes: int,
     evaluate: Callable[[ExportedFile], Evaluation],
 ) -> tuple[list[ExportedFile], Evaluation]:
-    """The files of :func:`export_global_model` (native first) and ``evaluate(portable file)``, which runs while
-    the native file is written in a thread; ValueError if the model cannot be exported faithfully. An error of
-    ``evaluate`` or of the native writer is raised once both have ended."""
+    """The files of :func:`export_global_model` (native first) and ``evaluate(portable file)``, which runs in
+    another thread (so it must not use this thread's database connection) while the native file is written;
+    ValueError if the model cannot be exported faithfully. An error of ``evaluate`` or of the native writer is
+    raised once both have ended."""
     inner = estimator_on_every_class(model, n_classes=n_classes, refusal=FINAL_MODEL_REFUSAL)
     formats = export_formats(inner)
     portable = exported_file(inner, formats.portable, n_features=n_features, role=PORTABLE)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="native-export") as writer:
-        native = writer.submit(
-            exported_file, inner, formats.native, n_features=n_features, role=NATIVE
-        )
-        evaluation = evaluate(portable)
-        return [native.result(), portable], evaluation
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="portable-evaluation") as evaluator:
+        evaluation = evaluator.submit(evaluate, portable)
+        native = exported_file(inner, formats.native, n_features=n_features, role=NATIVE)
+        return [native, portable], evaluation.result()

@@ -1,5 +1,5 @@
-"""A global model's export as a job runs it: the portable file is evaluated while the native one is written in
-another thread, and the files are those :func:`export_global_model` writes."""
+"""A global model's export as a job runs it: the portable file is evaluated in another thread while the native one
+is written, and the files are those :func:`export_global_model` writes."""
 
 import threading
 
@@ -21,7 +21,7 @@ def final_model():
     return AlignedClassifier(forest, n_classes=3).fit(FEATURES, LABELS)
 
 
-def test_the_portable_file_is_evaluated_while_the_native_file_is_written_in_another_thread(
+def test_the_portable_file_is_evaluated_in_another_thread_while_the_native_file_is_written(
     monkeypatch,
 ):
     from workers.modelio import artifact
@@ -36,7 +36,7 @@ def test_the_portable_file_is_evaluated_while_the_native_file_is_written_in_anot
     monkeypatch.setitem(artifact._NATIVE_WRITERS, "skops", recording_writer)
 
     def evaluate(portable):
-        evaluated.append(portable.format)
+        evaluated.append((portable.format, threading.current_thread().name))
         return predict_probabilities(portable.data, ModelFormat.ONNX, FEATURES, n_classes=3)
 
     model = final_model()
@@ -47,20 +47,21 @@ def test_the_portable_file_is_evaluated_while_the_native_file_is_written_in_anot
         ("native", "skops", "model.skops"),
         ("portable", "onnx", "model.onnx"),
     ]
-    assert evaluated == ["onnx"]
-    assert native_threads and native_threads[0].startswith("native-export")
+    assert len(evaluated) == 1 and evaluated[0][0] == "onnx"
+    assert evaluated[0][1].startswith("portable-evaluation")
+    assert native_threads == [threading.current_thread().name]
     assert np.abs(probabilities - model.predict_proba(FEATURES)).max() < 1e-6
     assert files[1].data == export_global_model(model, n_features=3, n_classes=3)[1].data
 
 
-def test_an_evaluation_that_fails_is_raised_once_the_native_writer_has_ended():
+def test_an_evaluation_that_fails_is_raised_once_the_native_file_is_written():
     def failing(portable):
         raise RuntimeError("the sandbox could not run it")
 
     with pytest.raises(RuntimeError, match="the sandbox could not run it"):
         export_global_model_while(final_model(), n_features=3, n_classes=3, evaluate=failing)
     assert not [
-        thread for thread in threading.enumerate() if thread.name.startswith("native-export")
+        thread for thread in threading.enumerate() if thread.name.startswith("portable-evaluation")
     ]
 
 
