@@ -6,11 +6,14 @@ the same caps on a model's size and structure, and the same (tests-only) switch.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 from django.conf import settings
 
 from workers.features import features_in_view
 from workers.modelio import ModelLimits, SandboxConfiguration, SandboxLimits, SandboxOutcome
+from workers.modelio.session_pool import SessionPool, SessionPoolLimits
 
 
 def model_limits() -> ModelLimits:
@@ -49,6 +52,40 @@ def stored_models_predict(
     """Class probabilities ``(n_rows, n_classes)`` of each model on ``features``, or its error sentence, computed
     in sandbox children under this deployment's configuration (:func:`sandbox_configuration`)."""
     return sandbox_configuration().predict(models, features, n_classes=n_classes)
+
+
+_session_pools: dict[tuple, SessionPool] = {}
+_session_pools_lock = threading.Lock()
+
+
+def prediction_session_pool() -> SessionPool:
+    """This process's pool of warm sandbox sessions under this deployment's configuration and
+    ``ONEFOLD_PREDICT_SESSION*`` settings (one per distinct configuration, so that a test's changed settings get
+    their own)."""
+    configuration = sandbox_configuration()
+    pool_limits = SessionPoolLimits(
+        max_sessions=settings.ONEFOLD_PREDICT_SESSIONS,
+        max_calls=settings.ONEFOLD_PREDICT_SESSION_CALLS,
+        idle_seconds=settings.ONEFOLD_PREDICT_SESSION_IDLE_SECONDS,
+    )
+    with _session_pools_lock:
+        key = (configuration, pool_limits)
+        if key not in _session_pools:
+            # settings changed (tests do): the old configuration's sessions are not kept beside the new ones
+            for stale in _session_pools.values():
+                stale.close()
+            _session_pools.clear()
+            _session_pools[key] = SessionPool(configuration=configuration, pool_limits=pool_limits)
+        return _session_pools[key]
+
+
+def warm_models_predict(
+    models: list[bytes], features: np.ndarray, *, n_classes: int
+) -> list[SandboxOutcome]:
+    """:func:`stored_models_predict` through warm sandbox sessions (:func:`prediction_session_pool`): the same
+    limits, checks and outcomes, without starting a child per call. For buyers' predictions, where the same models
+    are asked again and again."""
+    return prediction_session_pool().predict(models, features, n_classes=n_classes)
 
 
 def stored_models_convert(

@@ -276,6 +276,11 @@ if not re.fullmatch(r"[1-9][0-9]*/(second|minute|hour|day)", ONEFOLD_PREDICT_RAT
         f"ONEFOLD_PREDICT_RATE must look like 60/minute, not {ONEFOLD_PREDICT_RATE!r}."
     )
 ONEFOLD_PREDICT_MAX_ROWS = env_int("ONEFOLD_PREDICT_MAX_ROWS", 10_000)
+# Warm sandbox sessions that serve predictions, per web process: how many at once (over every model; 0 runs each
+# call in a fresh sandbox child), and the calls and idle seconds after which one is closed.
+ONEFOLD_PREDICT_SESSIONS = env_int("ONEFOLD_PREDICT_SESSIONS", 4, minimum=0)
+ONEFOLD_PREDICT_SESSION_CALLS = env_int("ONEFOLD_PREDICT_SESSION_CALLS", 1000)
+ONEFOLD_PREDICT_SESSION_IDLE_SECONDS = env_int("ONEFOLD_PREDICT_SESSION_IDLE_SECONDS", 300)
 
 # Federated distillation exchanges: most rounds, longest round, largest |logit| a silo may upload.
 ONEFOLD_FD_MAX_ROUNDS = env_int("ONEFOLD_FD_MAX_ROUNDS", 100)

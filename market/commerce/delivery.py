@@ -4,15 +4,14 @@ A download link is a ``TimestampSigner`` token naming the file and the user it w
 token: it serves only that user, signed in (session or API token), and only while their organisation still holds
 the entitlement; every use, and every refused one, is audited with who tried. Files are never served from a
 public media URL.
-Predictions run the model's ONNX file (or an ensemble bundle's members) in the sandboxed child process.
+Predictions run the model's ONNX file (or an ensemble bundle's members) in warm sandboxed sessions
+(``market.sandbox.warm_models_predict``).
 """
 
-import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
-import pandas as pd
 from django.conf import settings
 from django.core import signing
 from django.core.files.storage import default_storage
@@ -21,14 +20,15 @@ from django.utils import timezone
 from market.accounts.models import User
 from market.audit.models import AuditOutcome
 from market.audit.services import audit_record
+from market.commerce.prediction_rows import prediction_frame
 from market.commerce.selectors import global_model_require_access
 from market.errors import DomainError, InvalidInput, PermissionDenied
 from market.feature_views import global_model_feature_view
 from market.jobs.models import GlobalModel, GlobalModelFile
-from market.sandbox import stored_models_predict
+from market.sandbox import warm_models_predict
 from market.storage import artifact_read
 from workers.algorithms.bundle import MembersFailed, stored_ensemble_probabilities
-from workers.features import TableError, TableLimits, encode_features, read_table
+from workers.features import encode_features
 from workers.modelio.base import FILE_EXTENSIONS, ArtifactFormat, artifact_format_named
 from workers.modelio.bundle import bundle_read
 
@@ -208,95 +208,6 @@ def download_delivered(
 # --- predictions ---
 
 
-def _check_value(value, *, column: dict, row_number: int) -> None:
-    if column["type"] != "numeric" or value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise InvalidInput(
-            f"Row {row_number}, column '{column['name']}': expected a number, got {value!r}."
-        )
-    if isinstance(value, str) and not value.strip():
-        return
-    try:
-        number = float(value)
-    except ValueError:
-        raise InvalidInput(
-            f"Row {row_number}, column '{column['name']}': expected a number, got {value!r}."
-        ) from None
-    if not math.isfinite(number):
-        raise InvalidInput(
-            f"Row {row_number}, column '{column['name']}': expected a finite number, got {value!r}."
-        )
-
-
-def _check_rows(records: list, *, spec: dict, ignored: set[str]) -> None:
-    known = {column["name"] for column in spec["columns"]} | ignored
-    for row_number, record in enumerate(records, start=1):
-        if not isinstance(record, dict):
-            raise InvalidInput(
-                f"Row {row_number} must be an object of column → value, not {type(record).__name__}."
-            )
-        unknown = sorted(set(record) - known)
-        if unknown:
-            raise InvalidInput(
-                f"Row {row_number}, column '{unknown[0]}': the federation's features have no such "
-                "column."
-            )
-        for column in spec["columns"]:
-            if column["name"] not in record:
-                raise InvalidInput(
-                    f"Row {row_number}, column '{column['name']}': missing; every row needs every "
-                    "feature column (null for a missing value)."
-                )
-            value = record[column["name"]]
-            if value is not None and not isinstance(value, (int, float, str, bool)):
-                raise InvalidInput(
-                    f"Row {row_number}, column '{column['name']}': expected a plain value, got "
-                    f"{type(value).__name__}."
-                )
-            _check_value(value, column=column, row_number=row_number)
-
-
-def prediction_frame(
-    *, rows: list | None, csv_data: bytes | None, spec: dict, label_column: str
-) -> pd.DataFrame:
-    """The request's rows as a table in the federation's raw schema; a malformed row is a 400 naming row and
-    column (rows count from 1; in CSV, the first line after the header is row 1)."""
-    if csv_data is not None:
-        try:
-            frame = read_table(
-                csv_data,
-                limits=TableLimits(
-                    max_rows=settings.ONEFOLD_PREDICT_MAX_ROWS,
-                    max_memory_bytes=settings.ONEFOLD_TABLE_MAX_MEMORY_BYTES,
-                ),
-            )
-        except TableError as error:
-            raise InvalidInput(str(error)) from None
-        records = frame.astype(object).where(frame.notna(), None).to_dict(orient="records")
-    else:
-        if not isinstance(rows, list) or not rows:
-            raise InvalidInput(
-                'Send {"rows": [{column: value, ...}, ...]} with at least one row, or a CSV body.'
-            )
-        records = rows
-    if len(records) > settings.ONEFOLD_PREDICT_MAX_ROWS:
-        raise InvalidInput(
-            f"Send at most {settings.ONEFOLD_PREDICT_MAX_ROWS} rows per request, not {len(records)}."
-        )
-    _check_rows(records, spec=spec, ignored={label_column})
-    blank_as_missing = [
-        {
-            name: None if isinstance(value, str) and not value.strip() else value
-            for name, value in record.items()
-        }
-        for record in records
-    ]
-    return pd.DataFrame.from_records(
-        blank_as_missing, columns=[column["name"] for column in spec["columns"]]
-    )
-
-
 def _bundle_members(data: bytes, *, onnx_twins: bool) -> tuple[list[bytes], list[float], list[str]]:
     try:
         _, members = bundle_read(
@@ -346,7 +257,7 @@ def global_model_probabilities(
             features=one_hot_features,
             n_classes=global_model.n_classes,
             feature_spec=global_model.job.public_dataset.feature_spec,
-            predict=stored_models_predict,
+            predict=warm_models_predict,
         )
     except MembersFailed as failure:
         raise ModelUnavailable(

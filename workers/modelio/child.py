@@ -58,10 +58,8 @@ def main(exchange: Path) -> None:
             error = None
         except RefusedModelError as refusal:
             error = str(refusal)
-        except MemoryError:
-            error = f"The model needed more than {_memory_limit_mb()} MB of memory."
         except Exception as failure:  # noqa: BLE001 - any native failure rejects the model, not the child
-            error = _describe(failure)
+            error = describe_failure(failure)
         (exchange / f"result_{index}.json").write_text(json.dumps({"error": error}))
         gc.collect()
 
@@ -100,7 +98,10 @@ def _convert_one(data: bytes, features, request: dict, limits):
     return converted, twin
 
 
-def _describe(failure: Exception) -> str:
+def describe_failure(failure: Exception) -> str:
+    """The sentence of a model's load or prediction that raised (not a refusal: that one says it itself)."""
+    if isinstance(failure, MemoryError):
+        return f"The model needed more than {_memory_limit_mb()} MB of memory."
     message = str(failure)
     if any(words in message.lower() for words in ("allocat", "failed to map", "out of memory")):
         return f"The model needed more than {_memory_limit_mb()} MB of memory."

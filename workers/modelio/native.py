@@ -10,6 +10,7 @@ with onnxruntime alone), loaded as its predictor loads it.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import numpy as np
 
@@ -24,27 +25,40 @@ def predict_probabilities(
     data: bytes, model_format: ModelFormat, features: np.ndarray, *, n_classes: int
 ) -> np.ndarray:
     """Probabilities of every federation class for every row of ``features`` (float32)."""
-    predictors = {
-        ModelFormat.ONNX: _predict_onnx,
-        ModelFormat.XGBOOST_JSON: _predict_xgboost,
-        ModelFormat.XGBOOST_UBJSON: _predict_xgboost,
-        ModelFormat.SAFETENSORS: _predict_safetensors,
+    return probability_predictor(data, model_format, n_classes=n_classes)(features)
+
+
+def probability_predictor(
+    data: bytes, model_format: ModelFormat, *, n_classes: int
+) -> Callable[[np.ndarray], np.ndarray]:
+    """The model loaded once, as a function of float32 ``features`` giving :func:`predict_probabilities`' result
+    (a warm sandbox session, ``workers.modelio.session_child``, keeps one between calls)."""
+    loaders = {
+        ModelFormat.ONNX: _load_onnx,
+        ModelFormat.XGBOOST_JSON: _load_xgboost,
+        ModelFormat.XGBOOST_UBJSON: _load_xgboost,
+        ModelFormat.SAFETENSORS: _load_safetensors,
     }
-    classes, probabilities = predictors[model_format](data, features, n_classes)
-    probabilities = np.asarray(probabilities, dtype=np.float64)
-    if probabilities.shape != (len(features), len(classes)):
-        raise refuse(
-            f"The model returned outputs of shape {probabilities.shape}; expected "
-            f"{(len(features), len(classes))}."
+    predict = loaders[model_format](data, n_classes)
+
+    def probabilities_of(features: np.ndarray) -> np.ndarray:
+        classes, probabilities = predict(features)
+        probabilities = np.asarray(probabilities, dtype=np.float64)
+        if probabilities.shape != (len(features), len(classes)):
+            raise refuse(
+                f"The model returned outputs of shape {probabilities.shape}; expected "
+                f"{(len(features), len(classes))}."
+            )
+        if not np.all(np.isfinite(probabilities)):
+            raise refuse("The model predicted NaN or infinite probabilities.")
+        return widened_probabilities(
+            probabilities, classes=check_classes(list(classes), n_classes), n_classes=n_classes
         )
-    if not np.all(np.isfinite(probabilities)):
-        raise refuse("The model predicted NaN or infinite probabilities.")
-    return widened_probabilities(
-        probabilities, classes=check_classes(list(classes), n_classes), n_classes=n_classes
-    )
+
+    return probabilities_of
 
 
-def _predict_onnx(data: bytes, features: np.ndarray, n_classes: int):
+def _load_onnx(data: bytes, n_classes: int):
     import onnxruntime
 
     from workers.modelio.onnx_checks import (
@@ -65,10 +79,19 @@ def _predict_onnx(data: bytes, features: np.ndarray, n_classes: int):
     input_name = session.get_inputs()[0].name
     if classifiers:
         classes = classifier_labels(classifiers)
-        (probabilities,) = session.run([probability_output_name(model)], {input_name: features})
-        return classes, probabilities
-    (logits,) = session.run(None, {input_name: features})
-    return list(range(n_classes)), _softmax(np.asarray(logits, dtype=np.float64))
+        output = probability_output_name(model)
+
+        def classifier(features):
+            (probabilities,) = session.run([output], {input_name: features})
+            return classes, probabilities
+
+        return classifier
+
+    def network(features):
+        (logits,) = session.run(None, {input_name: features})
+        return list(range(n_classes)), _softmax(np.asarray(logits, dtype=np.float64))
+
+    return network
 
 
 def onnx_conversion(data: bytes, model_format: ModelFormat, *, n_features: int) -> bytes:
@@ -99,22 +122,26 @@ def _booster(data: bytes):
     return booster, json.loads(booster.save_config())["learner"]["objective"]["name"]
 
 
-def _predict_xgboost(data: bytes, features: np.ndarray, n_classes: int):
+def _load_xgboost(data: bytes, n_classes: int):
     import xgboost
 
     booster, objective = _booster(data)
     config = json.loads(booster.save_config())["learner"]
-    matrix = xgboost.DMatrix(features, nthread=1)
-    if objective in ("binary:logistic", "reg:logistic"):
-        positive = booster.predict(matrix).astype(np.float64).reshape(-1)
-        return [0, 1], np.column_stack([1.0 - positive, positive])
-    num_class = int(config["learner_model_param"]["num_class"])
-    if objective == "multi:softprob":
-        return list(range(num_class)), booster.predict(matrix).reshape(len(features), num_class)
-    if objective == "multi:softmax":
+    if objective not in ("binary:logistic", "reg:logistic", "multi:softprob", "multi:softmax"):
+        raise refuse(f"The XGBoost objective {objective!r} is not accepted.")
+    num_class = int(config["learner_model_param"].get("num_class", 0) or 0)
+
+    def predict(features):
+        matrix = xgboost.DMatrix(features, nthread=1)
+        if objective in ("binary:logistic", "reg:logistic"):
+            positive = booster.predict(matrix).astype(np.float64).reshape(-1)
+            return [0, 1], np.column_stack([1.0 - positive, positive])
+        if objective == "multi:softprob":
+            return list(range(num_class)), booster.predict(matrix).reshape(len(features), num_class)
         margins = booster.predict(matrix, output_margin=True).reshape(len(features), num_class)
         return list(range(num_class)), _softmax(margins.astype(np.float64))
-    raise refuse(f"The XGBoost objective {objective!r} is not accepted.")
+
+    return predict
 
 
 def _network(data: bytes):
@@ -137,13 +164,17 @@ def _network(data: bytes):
     return module, spec
 
 
-def _predict_safetensors(data: bytes, features: np.ndarray, n_classes: int):
+def _load_safetensors(data: bytes, n_classes: int):
     import torch
 
     module, spec = _network(data)
-    with torch.no_grad():
-        logits = module(torch.from_numpy(features)).double().numpy()
-    return list(range(spec["n_classes"])), _softmax(logits)
+
+    def predict(features):
+        with torch.no_grad():
+            logits = module(torch.from_numpy(features)).double().numpy()
+        return list(range(spec["n_classes"])), _softmax(logits)
+
+    return predict
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:

@@ -186,7 +186,7 @@ def _run_child(models, indices, features, request, limits: SandboxLimits, outcom
             )
             if outcome is not None:
                 outcomes[index] = outcome
-        return _death_reason(returncode, timed_out, limits, exchange)
+        return death_reason(returncode, timed_out, limits, exchange)
     finally:
         shutil.rmtree(exchange, ignore_errors=True)
 
@@ -253,7 +253,7 @@ def _read_result(
     return SandboxOutcome(probabilities, None, onnx)
 
 
-def _death_reason(returncode: int, timed_out: bool, limits: SandboxLimits, exchange: Path) -> str:
+def death_reason(returncode: int, timed_out: bool, limits: SandboxLimits, exchange: Path) -> str:
     if timed_out:
         return f"The model did not finish predicting within {limits.wall_seconds:g} seconds."
     if returncode == -signal.SIGXCPU:

@@ -37,7 +37,7 @@ from workers.algorithms.registry import Fusion
 from workers.algorithms.schema import fitted_feature_view
 from workers.features import ONE_HOT_VIEW
 from workers.jobs.chunks import ChunkSignals, chunk_signals_from_npz
-from workers.jobs.export import export_global_model, model_family_of
+from workers.jobs.export import export_global_model_while, model_family_of
 from workers.jobs.interruptible import fuse_in_child
 from workers.metrics import classification_metrics
 from workers.modelio.artifact import ExportedFile, bundle_exported_file
@@ -291,13 +291,18 @@ def _exported(
     model, features: np.ndarray, *, n_classes: int
 ) -> tuple[list[ExportedFile], np.ndarray, dict]:
     """A fitted global model's files, the portable file's probabilities of ``features`` (run in the sandbox, as a
-    buyer's would be) and how far they are from the fitted model's own."""
+    buyer's would be, while the native file is written: :func:`~workers.jobs.export.export_global_model_while`) and
+    how far they are from the fitted model's own."""
+
+    def sandbox_run(portable: ExportedFile):
+        return stored_models_predict([portable.data], features, n_classes=n_classes)[0]
+
     try:
-        files = export_global_model(model, n_features=features.shape[1], n_classes=n_classes)
+        files, outcome = export_global_model_while(
+            model, n_features=features.shape[1], n_classes=n_classes, evaluate=sandbox_run
+        )
     except ValueError as error:
         raise JobInputError(str(error)) from error
-    portable = next(file for file in files if file.format == ArtifactFormat.ONNX)
-    outcome = stored_models_predict([portable.data], features, n_classes=n_classes)[0]
     if outcome.error:
         raise JobInputError(f"The exported global model could not be run: {outcome.error}")
     native = np.asarray(model.predict_proba(features))
