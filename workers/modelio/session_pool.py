@@ -34,6 +34,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
@@ -100,16 +101,14 @@ class Session:
         name = f"features_{self.calls}.npy"
         np.save(self.exchange / name, np.ascontiguousarray(features, dtype=np.float32))
         try:
-            assert self.process.stdin is not None
-            self.process.stdin.write(name.encode() + b"\n")
-            self.process.stdin.flush()
+            self._pipe(self.process.stdin).write(name.encode() + b"\n")
+            self._pipe(self.process.stdin).flush()
         except OSError:
             return SandboxOutcome(None, self._death(timed_out=False))
         answer, failure = self._answer()
         (self.exchange / name).unlink(missing_ok=True)
-        if failure:
-            return SandboxOutcome(None, failure)
-        assert answer is not None
+        if failure or answer is None:
+            return SandboxOutcome(None, failure or "The predictor gave no answer.")
         if answer.get("error"):
             return SandboxOutcome(None, str(answer["error"])[:1000])
         return self._probabilities(len(features))
@@ -129,15 +128,15 @@ class Session:
 
     def _answer(self) -> tuple[dict | None, str | None]:
         """The child's next JSON line, or ``None`` and the sentence of why it died or was killed."""
-        assert self.process.stdout is not None
+        stdout = self._pipe(self.process.stdout)
         deadline = time.monotonic() + self.configuration.limits.wall_seconds
         line = b""
         while not line.endswith(b"\n"):
             remaining = deadline - time.monotonic()
-            ready, _, _ = select.select([self.process.stdout], [], [], max(remaining, 0))
+            ready, _, _ = select.select([stdout], [], [], max(remaining, 0))
             if not ready:
                 return None, self._death(timed_out=True)
-            chunk = os.read(self.process.stdout.fileno(), 65536)
+            chunk = os.read(stdout.fileno(), 65536)
             if not chunk:
                 return None, self._death(timed_out=False)
             line += chunk
@@ -147,6 +146,13 @@ class Session:
             return None, self._death(timed_out=False)
         self.cpu_seconds = float(answer.get("cpu_seconds", 0.0))
         return answer, None
+
+    @staticmethod
+    def _pipe(pipe: IO[bytes] | None) -> IO[bytes]:
+        """A pipe the session opened (``Popen`` types its pipes as optional)."""
+        if pipe is None:
+            raise OSError("The predictor session has no pipe to its child.")
+        return pipe
 
     def _death(self, *, timed_out: bool) -> str:
         if timed_out:
