@@ -61,12 +61,14 @@ def _catalog_params(query) -> dict:
             credits = Decimal(text)
         except InvalidOperation:
             raise InvalidInput(
-                f"The price filter must be an amount of credits such as 12.50, not '{text[:40]}'."
+                f"The price filter must be an amount of credits such as 12.50, not '{text[:40]}'.",
+                field=credits_name,
             ) from None
         if not credits.is_finite() or credits < 0 or credits != credits.quantize(Decimal("0.01")):
             raise InvalidInput(
                 f"The price filter must be a non-negative amount of credits with at most two decimals "
-                f"(cents), not '{text[:40]}'."
+                f"(cents), not '{text[:40]}'.",
+                field=credits_name,
             )
         params[cents_name] = str(int(credits * 100))
     params.pop(
@@ -78,11 +80,13 @@ def _catalog_params(query) -> dict:
             fraction = Decimal(percent) / 100
         except InvalidOperation:
             raise InvalidInput(
-                f"The accuracy filter must be a percentage such as 75, not '{percent[:40]}'."
+                f"The accuracy filter must be a percentage such as 75, not '{percent[:40]}'.",
+                field="min_accuracy_percent",
             ) from None
         if not fraction.is_finite() or not 0 <= fraction <= 1:
             raise InvalidInput(
-                f"The accuracy filter must be a percentage from 0 to 100, not '{percent[:40]}'."
+                f"The accuracy filter must be a percentage from 0 to 100, not '{percent[:40]}'.",
+                field="min_accuracy_percent",
             )
         params["min_accuracy"] = str(fraction)
     return params
