@@ -105,3 +105,16 @@ def refused_form_page(request, error: DomainError):
         return None  # the sending page is not one that can be shown again (a redirect, an error of its own)
     response.status_code = error.status_code
     return response
+
+
+def form_refused(request, error: Exception) -> int:
+    """For a view that renders its own form again (it keeps state the sending page cannot rebuild): the page
+    carries the refusal like any other (the sentence beside the field); returns the status to answer with."""
+    request.form_refusal = FormRefusal(
+        action=request.path,
+        method=request.method.lower(),
+        message=str(error),
+        field=getattr(error, "field", None) or "",
+        values=_kept_values(request.POST if request.method == "POST" else request.GET),
+    )
+    return getattr(error, "status_code", 400)

@@ -61,8 +61,6 @@
   function showBeside(form, refusal, message) {
     var field = refusal.field ? form.elements.namedItem(refusal.field) : null;
     if (field && field.length !== undefined && !field.tagName) { field = field[0]; }
-    message.removeAttribute("id");
-    message.id = "form-refusal-message";
     if (field && field.type !== "hidden") {
       message.className = "field-error form-refusal";
       field.setAttribute("aria-invalid", "true");
@@ -78,7 +76,7 @@
 
   function start() {
     var data = document.getElementById("form-refusal");
-    var message = document.getElementById("form-refusal-message");
+    var message = document.getElementById("form-error");
     if (!data || !message) { return; }
     var refusal = JSON.parse(data.textContent);
     var form = refusedForm(refusal);
