@@ -15,9 +15,10 @@ from frontend.decorators import page
 from frontend.sent_once import FORM_KEY_FIELD, sent_once
 from frontend.value_plot import contribution_value_bars
 from market.commerce.cards import model_card
-from market.commerce.delivery import download_link_create
+from market.commerce.delivery import RAW_ONNX, download_link_create
 from market.commerce.models import ListingStatus
 from market.commerce.money import payouts_of
+from market.commerce.packages import download_choices, usage_snippet
 from market.commerce.payouts import payable_cents
 from market.commerce.purchases import purchase_create
 from market.commerce.selectors import (
@@ -139,6 +140,17 @@ def _operator_values(request, listing) -> tuple[list[dict], list[list[str]]]:
     return named_contribution_values(view), named_value_copies(view)
 
 
+def _before_purchase(global_model) -> dict:
+    """What a buyer reads before paying: every format it could download (size, SHA-256) and, where the model
+    has a raw-column ONNX, the snippet that runs it, as the model's page after purchase shows it."""
+    downloads = download_choices(global_model)
+    has_raw_onnx = any(choice.format == RAW_ONNX for choice in downloads)
+    return {
+        "downloads": downloads,
+        "snippet": usage_snippet(global_model) if has_raw_onnx else "",
+    }
+
+
 def _listing_page(request, listing, *, refusal: str = "", status: int = 200):
     values, copies = _operator_values(request, listing)
     return render(
@@ -148,6 +160,7 @@ def _listing_page(request, listing, *, refusal: str = "", status: int = 200):
             "section": "market",
             "listing": listing,
             "card": model_card(listing),
+            **_before_purchase(listing.global_model),
             "refusal": refusal,
             "owned": entitlement_exists(user=request.user, global_model=listing.global_model),
             "contribution_values": values,
