@@ -155,7 +155,7 @@ def federation_create_page(request):
 def _uploaded(request) -> bytes:
     upload = request.FILES.get("file")
     if upload is None:
-        raise InvalidInput("Choose a CSV, Parquet or NPZ file first.")
+        raise InvalidInput("Choose a CSV, Parquet or NPZ file first.", field="file")
     return upload.read()
 
 
@@ -189,7 +189,6 @@ def federation_data_page(request, slug):
     context = {
         "section": "federations",
         "federation": federation,
-        "error": "",
         "preview": None,
         "public_dataset": federation.public_datasets.first(),
         "split": federation.evaluation_splits.first(),
@@ -200,8 +199,7 @@ def federation_data_page(request, slug):
         try:
             message, context["preview"] = _data_action(request, federation, action)
         except (DomainError, TableError) as error:
-            context["error"], context["error_action"] = str(error), action
-            status = getattr(error, "status_code", 400)
+            status = form_refused(request, error)
         else:
             if message:
                 messages.success(request, message)

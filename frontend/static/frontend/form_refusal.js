@@ -24,6 +24,13 @@
       var method = (forms[index].getAttribute("method") || "get").toLowerCase();
       if (method === refusal.method && pathOf(forms[index]) === refusal.action) { candidates.push(forms[index]); }
     }
+    for (var sent = 0; sent < candidates.length; sent += 1) {  // the form whose button was the one pressed
+      var buttons = candidates[sent].querySelectorAll("button[name][value]");
+      for (var button = 0; button < buttons.length; button += 1) {
+        var pressed = refusal.values[buttons[button].name];
+        if (pressed && pressed.indexOf(buttons[button].value) !== -1) { return candidates[sent]; }
+      }
+    }
     for (var position = 0; position < candidates.length; position += 1) {
       if (hiddenValuesMatch(candidates[position], refusal.values)) { return candidates[position]; }
     }
