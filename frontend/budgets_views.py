@@ -8,12 +8,14 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.paginator import Paginator
+from django.http import QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from frontend.budget_charts import budget_overview, budget_strip, budgets_ranked, job_timeline
 from frontend.decorators import page
+from frontend.form_refusals import form_refused
 from frontend.sent_once import sent_once
 from frontend.templatetags.number_tags import epsilon
 from market.budgets.models import EntryKind
@@ -117,11 +119,19 @@ def budget_limit_action(request, slug, budget_id):
     except PermissionDenied:
         raise  # answered 403 like the API, not shown as a form error after a redirect
     except DomainError as error:
-        messages.error(request, str(error))
-    else:
-        messages.success(
-            request, f"{budget.organisation.name}'s ε limit is now {epsilon(budget.epsilon_limit)}."
+        status = form_refused(request, error)
+        request.GET = QueryDict(
+            urlencode({"edit": budget.id})
+        )  # the dialog open on this budget again
+        return render(
+            request,
+            "frontend/budgets/dashboard.html",
+            _dashboard_context(request, federation),
+            status=status,
         )
+    messages.success(
+        request, f"{budget.organisation.name}'s ε limit is now {epsilon(budget.epsilon_limit)}."
+    )
     return redirect("budget-dashboard", slug=federation.slug)
 
 

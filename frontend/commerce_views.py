@@ -15,9 +15,10 @@ from frontend.decorators import page
 from frontend.sent_once import FORM_KEY_FIELD, sent_once
 from frontend.value_plot import contribution_value_bars
 from market.commerce.cards import model_card
-from market.commerce.delivery import download_link_create
+from market.commerce.delivery import RAW_ONNX, download_link_create
 from market.commerce.models import ListingStatus
 from market.commerce.money import payouts_of
+from market.commerce.packages import download_choices, usage_snippet
 from market.commerce.payouts import payable_cents
 from market.commerce.purchases import purchase_create
 from market.commerce.selectors import (
@@ -61,12 +62,14 @@ def _catalog_params(query) -> dict:
             credits = Decimal(text)
         except InvalidOperation:
             raise InvalidInput(
-                f"The price filter must be an amount of credits such as 12.50, not '{text[:40]}'."
+                f"The price filter must be an amount of credits such as 12.50, not '{text[:40]}'.",
+                field=credits_name,
             ) from None
         if not credits.is_finite() or credits < 0 or credits != credits.quantize(Decimal("0.01")):
             raise InvalidInput(
                 f"The price filter must be a non-negative amount of credits with at most two decimals "
-                f"(cents), not '{text[:40]}'."
+                f"(cents), not '{text[:40]}'.",
+                field=credits_name,
             )
         params[cents_name] = str(int(credits * 100))
     params.pop(
@@ -78,11 +81,13 @@ def _catalog_params(query) -> dict:
             fraction = Decimal(percent) / 100
         except InvalidOperation:
             raise InvalidInput(
-                f"The accuracy filter must be a percentage such as 75, not '{percent[:40]}'."
+                f"The accuracy filter must be a percentage such as 75, not '{percent[:40]}'.",
+                field="min_accuracy_percent",
             ) from None
         if not fraction.is_finite() or not 0 <= fraction <= 1:
             raise InvalidInput(
-                f"The accuracy filter must be a percentage from 0 to 100, not '{percent[:40]}'."
+                f"The accuracy filter must be a percentage from 0 to 100, not '{percent[:40]}'.",
+                field="min_accuracy_percent",
             )
         params["min_accuracy"] = str(fraction)
     return params
@@ -135,6 +140,17 @@ def _operator_values(request, listing) -> tuple[list[dict], list[list[str]]]:
     return named_contribution_values(view), named_value_copies(view)
 
 
+def _before_purchase(global_model) -> dict:
+    """What a buyer reads before paying: every format it could download (size, SHA-256) and, where the model
+    has a raw-column ONNX, the snippet that runs it, as the model's page after purchase shows it."""
+    downloads = download_choices(global_model)
+    has_raw_onnx = any(choice.format == RAW_ONNX for choice in downloads)
+    return {
+        "downloads": downloads,
+        "snippet": usage_snippet(global_model) if has_raw_onnx else "",
+    }
+
+
 def _listing_page(request, listing, *, refusal: str = "", status: int = 200):
     values, copies = _operator_values(request, listing)
     return render(
@@ -144,6 +160,7 @@ def _listing_page(request, listing, *, refusal: str = "", status: int = 200):
             "section": "market",
             "listing": listing,
             "card": model_card(listing),
+            **_before_purchase(listing.global_model),
             "refusal": refusal,
             "owned": entitlement_exists(user=request.user, global_model=listing.global_model),
             "contribution_values": values,

@@ -7,6 +7,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import HttpResponse
 from django.shortcuts import render
 
+from frontend.form_refusals import refused_form_page
 from market.errors import domain_error_from
 
 
@@ -29,7 +30,8 @@ def signed_in_required(view):
 
 
 def renders_domain_errors(view):
-    """A domain error from a service or selector becomes an error page with the API's sentence and status."""
+    """A domain error from a service or selector shows the refused form again with the API's sentence
+    (frontend.form_refusals), or where there is no form to correct, an error page with that sentence and status."""
 
     @wraps(view)
     def view_with_error_page(request, *args, **kwargs):
@@ -39,6 +41,9 @@ def renders_domain_errors(view):
             domain_error = domain_error_from(error)
             if domain_error is None:
                 raise
+            form_page = refused_form_page(request, domain_error)
+            if form_page is not None:
+                return form_page
             return render(
                 request,
                 "frontend/error.html",

@@ -12,6 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from frontend.decorators import page, renders_domain_errors
+from frontend.form_refusals import form_refused
 from frontend.sent_once import sent_once
 from market.accounts.models import Organisation
 from market.errors import DomainError
@@ -43,7 +44,6 @@ def _people_context(request, **extra) -> dict:
             for invitation in invitations
         ],
         "form": request.POST if request.method == "POST" else request.GET,
-        "error": "",
         **extra,
     }
 
@@ -75,8 +75,12 @@ def invitation_list_page(request):
             request=request,
         )
     except DomainError as error:
-        context = _people_context(request, error=str(error))
-        return render(request, "frontend/operator/people.html", context, status=error.status_code)
+        return render(
+            request,
+            "frontend/operator/people.html",
+            _people_context(request),
+            status=form_refused(request, error),
+        )
     # The link is shown on this response only; it is not stored and a reload does not show it again.
     context = _people_context(
         request, new_invitation=invitation, new_link=invitation_link(request, token)
@@ -117,8 +121,8 @@ def invitation_accept_page(request, token):
         if getattr(error, "field", None) is None and error.status_code in (404, 410, 429):
             raise  # the link itself does not work: the error page says why
         invitation = invitation_for_token(token=token, request=request)
-        context = {"invitation": invitation, "form": request.POST, "error": str(error)}
-        return _accept_page(request, context, status=error.status_code)
+        context = {"invitation": invitation, "form": request.POST}
+        return _accept_page(request, context, status=form_refused(request, error))
     login(request, person, backend="django.contrib.auth.backends.ModelBackend")
     messages.success(
         request, f"Welcome, {person.username}: you are signed in to {person.organisation.name}."

@@ -82,12 +82,34 @@ def _defaults_by_kind(federation) -> dict:
     for kind, _ in job_kind_choices():
         for level in federation.allowed_privacy_levels:
             try:
-                defaults[f"{kind}-{level}"] = job_parameter_defaults(
-                    kind=kind, federation=federation, n_public=n_public, privacy_level=level
+                defaults[f"{kind}-{level}"] = form_parameters(
+                    job_parameter_defaults(
+                        kind=kind, federation=federation, n_public=n_public, privacy_level=level
+                    )
                 )
             except (InvalidInput, ValueError):
                 continue
     return defaults
+
+
+def form_parameters(parameters: dict, *, order: dict | None = None) -> dict:
+    """Parameters as the launcher's form shows them, one control per concept: the privacy settings a request
+    gives (``n_queries`` follows from the query: PrivacySettings.given), keys in ``order``'s order where given
+    (a stored estimate's parameters come back from PostgreSQL in its own key order), floats without noise."""
+    shown = {key: value for key, value in parameters.items() if key != "privacy"}
+    if "privacy" in parameters:
+        shown["privacy"] = PrivacySettings.of(parameters["privacy"]).given()
+    return without_float_noise(_in_order(shown, order or {}))
+
+
+def _in_order(values: dict, order: dict) -> dict:
+    ranked = sorted(values, key=lambda key: list(order).index(key) if key in order else len(order))
+    return {
+        key: _in_order(values[key], order[key])
+        if isinstance(values[key], dict) and isinstance(order.get(key), dict)
+        else values[key]
+        for key in ranked
+    }
 
 
 def _form_values(request, federation) -> dict:
@@ -162,14 +184,11 @@ def _values_of(estimate) -> dict:
         "kind": estimate.kind,
         "privacy_level": estimate.privacy_level,
         "parameters": json.dumps(
-            without_float_noise(
-                {key: value for key, value in estimate.parameters.items() if key != "privacy"}
-                | (
-                    # n_queries is derived from the query, not given (PrivacySettings.given)
-                    {"privacy": PrivacySettings.of(estimate.parameters["privacy"]).given()}
-                    if "privacy" in estimate.parameters
-                    else {}
-                )
+            form_parameters(
+                estimate.parameters,
+                order=_defaults_by_kind(estimate.federation).get(
+                    f"{estimate.kind}-{estimate.privacy_level}"
+                ),
             ),
             indent=2,
         ),
@@ -183,8 +202,7 @@ def _launcher_context(request, federation, values: dict, error: str = "", estima
     levels = job_levels_available(federation=federation)
     if not values["parameters"]:
         values["parameters"] = json.dumps(
-            without_float_noise(defaults.get(f"{values['kind']}-{values['privacy_level']}", {})),
-            indent=2,
+            defaults.get(f"{values['kind']}-{values['privacy_level']}", {}), indent=2
         )
     # As the API lists them: operators every submission, anyone else their own organisation's.
     submissions = (

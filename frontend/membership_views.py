@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from frontend.decorators import page
+from frontend.form_refusals import form_refused
 from frontend.sent_once import sent_once
 from market.errors import DomainError
 from market.federations.membership import (
@@ -93,7 +94,6 @@ def federation_edit_page(request, slug):
             "membership_policy": federation.membership_policy,
             "revenue_split": federation.revenue_split,
         },
-        "error": "",
     }
     if request.method == "GET":
         return render(request, "frontend/operator/federation_edit.html", context)
@@ -108,9 +108,11 @@ def federation_edit_page(request, slug):
             request=request,
         )
     except DomainError as error:
-        context["error"] = str(error)
         return render(
-            request, "frontend/operator/federation_edit.html", context, status=error.status_code
+            request,
+            "frontend/operator/federation_edit.html",
+            context,
+            status=form_refused(request, error),
         )
     messages.success(request, "Federation saved.")
     return redirect("federation-detail", slug=federation.slug)

@@ -9,6 +9,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
 from frontend.decorators import page
+from frontend.form_refusals import form_refused
 from frontend.operator_views import credits_to_cents
 from frontend.sent_once import sent_once
 from market.accounts.models import Organisation
@@ -53,7 +54,7 @@ def _organisation(organisation_id: int) -> Organisation:
     return organisation
 
 
-def _ledger_context(request, organisation: Organisation, error: str = "") -> dict:
+def _ledger_context(request, organisation: Organisation) -> dict:
     kind, search = request.GET.get("kind", ""), request.GET.get("search", "")[:200]
     entries = ledger_entries(user=request.user, organisation=organisation, kind=kind, search=search)
     return {
@@ -65,7 +66,6 @@ def _ledger_context(request, organisation: Organisation, error: str = "") -> dic
         "kinds": WalletEntryKind.choices,
         "kind": kind,
         "search": search,
-        "error": error,
         "form": request.POST,
     }
 
@@ -96,8 +96,8 @@ def organisation_ledger_page(request, organisation_id):
         return render(
             request,
             "frontend/operator/ledger.html",
-            _ledger_context(request, organisation, str(error)),
-            status=error.status_code,
+            _ledger_context(request, organisation),
+            status=form_refused(request, error),
         )
     messages.success(
         request,

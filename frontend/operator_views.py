@@ -14,6 +14,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from frontend.decorators import page
+from frontend.form_refusals import form_refused
 from frontend.sent_once import sent_once
 from market.accounts.models import Organisation
 from market.commerce.models import CreditRequest, CreditRequestStatus
@@ -44,17 +45,19 @@ DEFAULT_LICENCE = (
 )
 
 
-def credits_to_cents(text: str, *, field: str) -> int:
-    """ "12.50" credits → 1250 cents; a sentence naming the field otherwise."""
+def credits_to_cents(text: str, *, field: str, name: str = "amount") -> int:
+    """ "12.50" credits → 1250 cents; a sentence naming the field otherwise (``field`` its label, ``name`` the
+    form's name for it, beside which the sentence is shown)."""
     try:
         amount = Decimal(text.strip())
     except (InvalidOperation, AttributeError):
         raise InvalidInput(
-            f"{field} must be an amount of credits such as 25 or 12.50, not {text!r}."
+            f"{field} must be an amount of credits such as 25 or 12.50, not {text!r}.", field=name
         ) from None
     if not amount.is_finite() or amount != amount.quantize(Decimal("0.01")):
         raise InvalidInput(
-            f"{field} must be an amount of credits with at most two decimals, not {text!r}."
+            f"{field} must be an amount of credits with at most two decimals, not {text!r}.",
+            field=name,
         )
     return int(amount * 100)
 
@@ -116,7 +119,6 @@ def federation_create_page(request):
         if posted
         else MembershipPolicy.REQUEST,
         "revenue_splits": RevenueSplit.choices,
-        "error": "",
         "form": request.POST,
         # L0 (no noise) only where members trust each other: not offered unless the operator ticks it.
         "chosen_levels": request.POST.getlist("allowed_privacy_levels") if posted else ["L1", "L2"],
@@ -138,12 +140,11 @@ def federation_create_page(request):
             request=request,
         )
     except (DomainError, ValueError) as error:
-        context["error"] = str(error)
         return render(
             request,
             "frontend/operator/federation_new.html",
             context,
-            status=getattr(error, "status_code", 400),
+            status=form_refused(request, error),
         )
     messages.success(
         request, f"{federation.name} created. Upload its public data and evaluation split next."
@@ -154,7 +155,7 @@ def federation_create_page(request):
 def _uploaded(request) -> bytes:
     upload = request.FILES.get("file")
     if upload is None:
-        raise InvalidInput("Choose a CSV, Parquet or NPZ file first.")
+        raise InvalidInput("Choose a CSV, Parquet or NPZ file first.", field="file")
     return upload.read()
 
 
@@ -188,7 +189,6 @@ def federation_data_page(request, slug):
     context = {
         "section": "federations",
         "federation": federation,
-        "error": "",
         "preview": None,
         "public_dataset": federation.public_datasets.first(),
         "split": federation.evaluation_splits.first(),
@@ -199,8 +199,7 @@ def federation_data_page(request, slug):
         try:
             message, context["preview"] = _data_action(request, federation, action)
         except (DomainError, TableError) as error:
-            context["error"], context["error_action"] = str(error), action
-            status = getattr(error, "status_code", 400)
+            status = form_refused(request, error)
         else:
             if message:
                 messages.success(request, message)
@@ -237,7 +236,6 @@ def listing_create_page(request, global_model_id):
         "global_model": global_model,
         "job": job,
         "form": form,
-        "error": "",
     }
     if request.method == "GET":
         return render(request, "frontend/operator/listing_new.html", context)
@@ -247,14 +245,16 @@ def listing_create_page(request, global_model_id):
             name=form.get("name", ""),
             description=form.get("description", ""),
             licence_text=form.get("licence_text", ""),
-            price_cents=credits_to_cents(form.get("price", ""), field="The price"),
+            price_cents=credits_to_cents(form.get("price", ""), field="The price", name="price"),
             actor=request.user,
             request=request,
         )
     except DomainError as error:
-        context["error"] = str(error)
         return render(
-            request, "frontend/operator/listing_new.html", context, status=error.status_code
+            request,
+            "frontend/operator/listing_new.html",
+            context,
+            status=form_refused(request, error),
         )
     messages.success(
         request, f"Draft listing #{listing.id} created; publish it when the card reads right."
@@ -265,10 +265,9 @@ def listing_create_page(request, global_model_id):
 # --- wallets: operator top-ups and credit requests ---
 
 
-def _wallets_context(request, error: str = "") -> dict:
+def _wallets_context(request) -> dict:
     return {
         "section": "wallets",
-        "error": error,
         "form": request.POST,
         "organisations": Organisation.objects.order_by("name"),
         "pending": CreditRequest.objects.filter(status=CreditRequestStatus.PENDING)
@@ -308,8 +307,8 @@ def wallet_operations_page(request):
         return render(
             request,
             "frontend/operator/wallets.html",
-            _wallets_context(request, str(error)),
-            status=getattr(error, "status_code", 400),
+            _wallets_context(request),
+            status=form_refused(request, error),
         )
     messages.success(
         request,

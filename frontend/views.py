@@ -39,12 +39,32 @@ def federation_list_page(request):
     )
 
 
+def membership_terms(*, federation: Federation) -> dict:
+    """What a silo commits to by joining, shown before it joins: the ε limit and δ each member gets, how a sale's
+    revenue is split, and the columns its rows must have (names and types only: the encoding's statistics are
+    the members')."""
+    public_dataset = federation.public_datasets.first()
+    return {
+        "epsilon_limit": federation.default_epsilon_limit,
+        "delta": federation.default_delta,
+        "revenue_split": federation.get_revenue_split_display(),
+        "columns": [
+            {"name": column["name"], "type": column["type"]}
+            for column in (public_dataset.feature_spec["columns"] if public_dataset else [])
+        ],
+    }
+
+
 def public_data_for(*, federation: Federation, user) -> dict:
     """Members and operators see the public data (or that there is none yet); anyone else gets a join prompt."""
     try:
         federation_require_member(federation=federation, user=user)
     except PermissionDenied:
-        return {"may_use_public_data": False, "public_dataset": None}
+        return {
+            "may_use_public_data": False,
+            "public_dataset": None,
+            "membership_terms": membership_terms(federation=federation),
+        }
     try:
         return {
             "may_use_public_data": True,

@@ -5,6 +5,7 @@ import re
 from django import template
 
 from market.numbers import credits_text, epsilon_text, percent_text, plain_number
+from workers.privacy.protection import protection_words
 
 register = template.Library()
 
@@ -13,6 +14,12 @@ register = template.Library()
 def epsilon(value) -> str:
     """ε (or any privacy figure) to three significant figures (market.numbers.epsilon_text)."""
     return epsilon_text(value)
+
+
+@register.filter
+def protection(value) -> str:
+    """ε in words: "moderate protection" (workers.privacy.protection; the scale is docs/budgets.md's)."""
+    return protection_words(float(value))
 
 
 @register.filter

@@ -117,6 +117,11 @@ def model_card(listing: Listing) -> dict:
             "classes": federation.class_labels,
             "n_classes": global_model.n_classes,
             "n_features": global_model.n_features,
+            # the raw columns a buyer's rows need (the raw-column ONNX reads them; names and types only)
+            "input_columns": [
+                {"name": column["name"], "type": column["type"]}
+                for column in job.public_dataset.feature_spec["columns"]
+            ],
         },
         "algorithm": {
             "kind": job.kind,

@@ -29,7 +29,7 @@ from market.commerce.models import Listing
 from market.errors import DomainError, InvalidInput
 from market.jobs.models import GlobalModel
 from market.sandbox import stored_models_convert
-from market.storage import arrays_from_npz_cached, artifact_read
+from market.storage import arrays_from_npz_cached, artifact_read, sha256_of
 from workers.modelio.base import ArtifactFormat
 from workers.modelio.raw_columns import RawColumnMember, input_schema, raw_column_onnx
 
@@ -74,6 +74,7 @@ class DownloadChoice:
     title: str
     purpose: str
     size_bytes: int
+    sha256: str
 
 
 #: How many of the public dataset's rows a member's ONNX twin must predict as the member does.
@@ -138,29 +139,36 @@ def raw_column_model(global_model: GlobalModel) -> bytes:
         ) from error
 
 
-def _raw_size(global_model: GlobalModel) -> int | None:
-    key = f"onefold:raw-onnx-size:{global_model.id}"
-    size = cache.get(key)
-    if size is None:
+def _raw_facts(global_model: GlobalModel) -> tuple[int, str] | None:
+    """The raw-column ONNX's size in bytes and SHA-256, or None where the model has none."""
+    key = f"onefold:raw-onnx-facts:{global_model.id}"
+    facts = cache.get(key)
+    if facts is None:
         try:
-            size = len(raw_column_model(global_model))
+            data = raw_column_model(global_model)
+            facts = (len(data), sha256_of(data))
         except InvalidInput:
-            size = -1
-        cache.set(key, size, 24 * 3600)  # a global model never changes
-    return size if size >= 0 else None
+            facts = ()
+        cache.set(key, facts, 24 * 3600)  # a global model never changes
+    return tuple(facts) if facts else None
 
 
 def download_choices(global_model: GlobalModel) -> list[DownloadChoice]:
-    """The raw-column ONNX first (where it exists), then every stored file, each with its size and purpose."""
+    """The raw-column ONNX first (where it exists), then every stored file, each with its size, SHA-256 and
+    purpose: the formats a buyer can download."""
     choices = []
-    raw_size = _raw_size(global_model)
-    if raw_size is not None:
-        choices.append(DownloadChoice(RAW_ONNX, *PURPOSES[RAW_ONNX], raw_size))
+    raw_facts = _raw_facts(global_model)
+    if raw_facts is not None:
+        choices.append(DownloadChoice(RAW_ONNX, *PURPOSES[RAW_ONNX], *raw_facts))
     for model_file in global_model.files.all():
         title, purpose = PURPOSES.get(
             model_file.format, (model_file.format, "A stored file of the model.")
         )
-        choices.append(DownloadChoice(model_file.format, title, purpose, model_file.size_bytes))
+        choices.append(
+            DownloadChoice(
+                model_file.format, title, purpose, model_file.size_bytes, model_file.sha256
+            )
+        )
     return choices
 
 

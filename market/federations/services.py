@@ -41,9 +41,11 @@ def table_limits() -> TableLimits:
 def _clean_class_labels(class_labels: list) -> list[str]:
     labels = [str(label).strip() for label in class_labels]
     if len(labels) < 2 or any(not label for label in labels):
-        raise InvalidInput("A federation needs at least two non-empty class labels.")
+        raise InvalidInput(
+            "A federation needs at least two non-empty class labels.", field="class_labels"
+        )
     if len(set(labels)) != len(labels):
-        raise InvalidInput("The class labels must be distinct.")
+        raise InvalidInput("The class labels must be distinct.", field="class_labels")
     return labels
 
 

@@ -1,10 +1,13 @@
 """Market pages with Django's test client: they show what the commerce services and selectors return."""
 
+import html
 import re
 
+from market.commerce.delivery import RAW_ONNX
 from market.commerce.models import Purchase, Wallet
+from market.commerce.packages import download_choices, raw_column_model, usage_snippet
 from market.commerce.purchases import purchase_create
-from market.storage import artifact_read
+from market.storage import artifact_read, sha256_of
 from tests.market.commerce.conftest import *  # noqa: F401,F403 (global-model, listing, buyer and top-up fixtures)
 
 
@@ -29,11 +32,44 @@ def test_listing_page_shows_the_generated_card_and_plots(client, buyer_user, pub
     page = signed_in(client, buyer_user).get(f"/market/listings/{listing.id}/").content.decode()
     assert f'src="/api/listings/{listing.id}/confusion-matrix.png"' in page
     assert f'src="/api/listings/{listing.id}/reliability.png"' in page
-    assert re.search(r'id="public-epsilon">2.5 \(data-independent upper bound\)', page)
+    assert re.search(
+        r'id="public-epsilon">2.5: <strong id="epsilon-protection">moderate protection</strong> '
+        r"\(data-independent upper bound;",
+        page,
+    )
     assert "Best single silo" in page and "Contributions" not in page
     assert (
         client.get(f"/api/listings/{listing.id}/reliability.png").status_code == 200
     )  # session works for images
+
+
+def test_the_card_shows_the_terms_before_purchase(
+    client, buyer_user, published_listing, adult_training
+):
+    """Before paying: the raw input columns (not the encoding's width), every format the buyer could download with
+    its size and SHA-256 (those of the very bytes a download gives), and the snippet the model's page shows."""
+    listing = published_listing(price_cents=1250)
+    global_model = listing.global_model
+    page = signed_in(client, buyer_user).get(f"/market/listings/{listing.id}/").content.decode()
+
+    columns = [column["name"] for column in global_model.job.public_dataset.feature_spec["columns"]]
+    listed = re.search(r'id="input-columns">(.*?)</dd>', page).group(1)
+    assert re.findall(r"<code>([^<]+)</code>", listed) == columns
+    assert f"{len(columns)} raw columns" in listed and "encoding" not in listed
+    downloads = re.search(r'id="downloads-table"[^>]*>(.*?)</table>', page, re.S).group(1)
+    offered = [choice.format for choice in download_choices(global_model)]
+    assert re.findall(
+        r"</span></td><td>[^<]+</td><td class=\"hash\"><code>([0-9a-f]{64})</code>", downloads
+    )
+    assert re.findall(r"<code>([a-z_]+)</code><br>", downloads) == offered
+    assert offered[0] == RAW_ONNX and set(offered[1:]) == {
+        model_file.format for model_file in global_model.files.all()
+    }
+    raw = raw_column_model(global_model)
+    assert f"<code>{sha256_of(raw)}</code>" in downloads  # the SHA-256 of what a download gives
+    snippet = re.search(r'id="usage-snippet" tabindex="0"><code>(.*?)</code>', page, re.S).group(1)
+    assert html.unescape(snippet) == usage_snippet(global_model)
+    assert Purchase.objects.count() == 0
 
 
 def test_buying_from_the_confirmation_shows_balances_and_charges_once(

@@ -301,3 +301,68 @@ def test_the_launcher_offers_the_engines_short_lists_as_choices_and_rounds_numbe
     assert json.loads(parameters.input_value())["privacy"]["mechanism"] == "laplace"
     assert json.loads(parameters.input_value())["privacy"]["sigma"] == sigma  # untouched: exact
     assert errors == []
+
+
+def _shown_parameters(page: str) -> dict:
+    import html
+    import re
+
+    box = re.search(r'<textarea id="field-parameters"[^>]*>(.*?)</textarea>', page, re.S).group(1)
+    return json.loads(html.unescape(box))
+
+
+def _key_paths(parameters: dict, prefix: str = "") -> list[str]:
+    return [
+        path
+        for key, value in parameters.items()
+        for path in [prefix + key]
+        + (_key_paths(value, prefix + key + ".") if isinstance(value, dict) else [])
+    ]
+
+
+def test_the_launcher_shows_one_control_per_concept_in_the_same_layout_before_and_after_an_estimate(
+    operator, fedkt_submissions
+):
+    """The query's rows are one control (the query), not also privacy.n_queries beside it; and the estimate's
+    parameters, back from PostgreSQL in its own key order, are shown in the defaults' order."""
+    from django.test import Client
+
+    from market.jobs.models import EstimateStatus, JobEstimate
+    from market.jobs.services import job_request_check
+
+    federation = fedkt_submissions[0].federation
+    client = Client()
+    client.force_login(operator)
+    url = f"/federations/{federation.slug}/jobs/new/?kind=fedkt&privacy_level=L1"
+    before = _shown_parameters(client.get(url).content.decode())
+    assert "query_fraction" in before and "n_queries" not in before["privacy"]
+
+    checked = job_request_check(
+        federation=federation,
+        kind="fedkt",
+        privacy_level="L1",
+        parameters=before,
+        submissions="all",
+        seed=None,
+    )
+    assert checked.parameters["privacy"]["n_queries"] >= 1  # derived from the query, not shown
+    estimate = JobEstimate.objects.create(
+        federation=federation,
+        kind="fedkt",
+        privacy_level="L1",
+        parameters=checked.parameters,
+        seed=1,
+        submission_ids=[submission.id for submission in checked.submissions],
+        n_draws=1,
+        public_dataset=checked.public_dataset,
+        evaluation_split=checked.evaluation_split,
+        requested_by=operator,
+        request_sha256="0" * 64,
+        status=EstimateStatus.FAILED,
+        failure_reason="A reason.",
+    )
+    stored = JobEstimate.objects.get(id=estimate.id).parameters
+    assert _key_paths(stored) != _key_paths(before)  # PostgreSQL's own order (and n_queries)
+    after = _shown_parameters(client.get(f"{url}&estimate={estimate.id}").content.decode())
+    assert _key_paths(after) == _key_paths(before)
+    assert after == before

@@ -48,6 +48,30 @@ def test_a_silo_asks_to_join_and_the_operator_admits_it_on_the_members_tab(
     assert "Upload models" in silo.get("/federations/adult-income/").content.decode()
 
 
+def test_a_prospective_member_reads_the_terms_before_it_asks_to_join(
+    client, by_request, other_silo_user
+):
+    """ε limit and δ, the revenue split and the columns its rows need; not the encoding's statistics nor the
+    members' downloads."""
+    page = unescape(
+        client_for(client, other_silo_user).get(f"/federations/{by_request.slug}/").content.decode()
+    )
+    terms = re.search(r'id="membership-terms"[^>]*>(.*?)</dl>', page, re.S).group(1)
+    assert re.search(
+        r'id="terms-budget">ε limit 10 \(weak protection at most: docs/budgets.md, "ε in words"\), '
+        r"δ 0.00001</dd>",
+        terms,
+    )
+    assert "<dd>By share of agreeing labels</dd>" in terms
+    spec = by_request.public_datasets.first().feature_spec
+    required = re.search(r'id="required-columns">(.*?)</dd>', terms).group(1)
+    assert re.findall(r"<code>([^<]+)</code> \((\w+)\)", required) == [
+        (column["name"], column["type"]) for column in spec["columns"]
+    ]
+    assert "mean" not in page and "features.npz" not in page
+    assert "Ask to join" in page
+
+
 def test_a_refusal_reason_reaches_the_silo_and_it_may_ask_again(
     by_request, other_silo_user, operator
 ):
