@@ -24,8 +24,8 @@ from market.federations.models import (
 )
 from market.invitations.models import Invitation
 from market.jobs.models import GlobalModel, Job
-from market.numbers import credits_text
 from market.submissions.models import Submission
+from workers.numbers import credits_text
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from market.accounts.models import Organisation
 from market.budgets.spending import spender_kind_get, spender_named
 from market.budgets.thresholds import entry_spent_unit, entry_thresholds_crossed
 from market.notifications.models import Notification, NotificationKind
-from market.numbers import epsilon_text
+from workers.numbers import epsilon_text
 
 
 def notification_create(
