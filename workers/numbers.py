@@ -41,6 +41,13 @@ def credits_text(amount_cents) -> str:
     return f"{sign}{abs(amount) // 100:,}.{abs(amount) % 100:02d}"
 
 
+def credits_magnitude_text(amount_cents) -> str:
+    """Integer cents as credits without a sign, for a figure whose label says which way the money went
+    ("Spent", "Paid to you"): a payout is money the silo received, so its own earnings never show it negative.
+    -2700 → "27.00"; None → "—"."""
+    return "—" if amount_cents is None else credits_text(abs(int(amount_cents)))
+
+
 def percent_text(fraction) -> str:
     """A metric in [0, 1] as a percentage with one decimal: 0.7675000000000001 → "76.8 %"; None → "—"."""
     return "—" if fraction is None else f"{100 * float(fraction):.1f} %"

@@ -4,7 +4,13 @@ import re
 
 from django import template
 
-from workers.numbers import credits_text, epsilon_text, percent_text, plain_number
+from workers.numbers import (
+    credits_magnitude_text,
+    credits_text,
+    epsilon_text,
+    percent_text,
+    plain_number,
+)
 
 register = template.Library()
 
@@ -19,6 +25,13 @@ def epsilon(value) -> str:
 def cents(amount) -> str:
     """Integer cents as credits with two decimals and a sign for negatives (workers.numbers.credits_text)."""
     return credits_text(amount)
+
+
+@register.filter
+def cents_unsigned(amount) -> str:
+    """Integer cents as credits without a sign, where the label says the direction
+    (workers.numbers.credits_magnitude_text): a payout in the receiver's earnings is "27.00", not "−27.00"."""
+    return credits_magnitude_text(amount)
 
 
 @register.filter
