@@ -32,6 +32,18 @@ def epsilon_text(value) -> str:
     return text.replace("-", "−")
 
 
+def rounded_floats(value, *, figures: int = SIGNIFICANT_FIGURES):
+    """A JSON-ready value with every float rounded to ``figures`` significant figures, for people reading raw
+    details (the audit log): {"score": 0.5291175259945953} → {"score": 0.529}. Integers and text stay."""
+    if isinstance(value, float):
+        return float(f"{value:.{figures}g}")
+    if isinstance(value, dict):
+        return {key: rounded_floats(item, figures=figures) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [rounded_floats(item, figures=figures) for item in value]
+    return value
+
+
 def credits_text(amount_cents) -> str:
     """Integer cents as credits with two decimals and a sign for negatives: -1234 → "−12.34"; None → "—"."""
     if amount_cents is None:
