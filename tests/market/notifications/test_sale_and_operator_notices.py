@@ -94,8 +94,14 @@ def test_a_sale_tells_each_credited_silo_its_positive_share_by_notice_and_webhoo
 
 
 def test_a_join_request_and_a_credit_request_notify_the_operators_only(
-    federation, operator, silo_user, other_silo_user, buyer_user, django_capture_on_commit_callbacks
-):  # noqa: F811
+    federation,
+    operator,
+    silo_user,
+    other_silo_user,
+    buyer_user,  # noqa: F811
+    django_capture_on_commit_callbacks,
+    client,
+):
     from market.commerce.wallets import credit_request_create
     from market.federations.membership import federation_join
 
@@ -123,6 +129,10 @@ def test_a_join_request_and_a_credit_request_notify_the_operators_only(
         ),
     ]
     assert unread_count(user=operator) == 2
+    client.force_login(operator)
+    overview = client.get("/").content.decode()
+    assert 'id="operator-notices"' in overview  # the overview leads to them
+    assert 'id="unread-notices">2<' in overview  # and the menu shows Notices while some are unread
     assert [message.to for message in mail.outbox] == [["olivia@market.example"]] * 2
     # the operators' notices are no organisation's
     for user in (silo_user, other_silo_user, buyer_user):
