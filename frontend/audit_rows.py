@@ -1,7 +1,8 @@
 """The audit log as people read it: who acted (the actor and the actor's own organisation, and apart from it the
 organisation the event concerns), each event's object by its name and as a link where the app has a page for
-it, and its details as labelled values: amounts in credits (the log stores cents), JSON for nested values,
-never a Python repr."""
+it, its action by a readable name (the code stays beside it, for the filter), and its details as labelled
+values: amounts in credits (the log stores cents), numbers rounded as every page rounds them (workers.numbers),
+JSON for nested values, never a Python repr."""
 
 import json
 from collections import defaultdict
@@ -24,8 +25,8 @@ from market.federations.models import (
 )
 from market.invitations.models import Invitation
 from market.jobs.models import GlobalModel, Job
-from market.numbers import credits_text
 from market.submissions.models import Submission
+from workers.numbers import credits_text, epsilon_text, rounded_floats
 
 
 @dataclass(frozen=True)
@@ -223,11 +224,47 @@ def who_acted(event) -> dict:
     return {"actor": actor_name, "actor_of": actor_of, "concerns": concerns}
 
 
+# Actions whose code does not read as words by the rule of :func:`action_name`.
+ACTION_NAMES = {
+    "account.role_changed": "Role changed",
+    "audit.exported": "Audit log exported",
+    "auth.sign_in": "Signed in",
+    "auth.sign_in_locked": "Sign-in locked after failures",
+    "budget.ledger_exported": "Budget ledger exported",
+    "budget.refused": "Budget refused a spend",
+    "job.launched_despite_estimate": "Job launched despite its estimate",
+    "listing.publish_gate_overridden": "Publish gate overridden",
+    "model.download_link_created": "Download link made",
+    "model.predicted": "Predictions made",
+    "operator.first_created": "First operator created",
+    "public_dataset.uploaded": "Public data uploaded",
+    "purchase.created": "Model bought",
+    "token.created": "API token created",
+    "token.revoked": "API token revoked",
+    "wallet.credit_request_approved": "Credit request approved",
+    "wallet.credit_request_declined": "Credit request declined",
+    "wallet.credit_requested": "Credits requested",
+    "wallet.payout_recorded": "Payout recorded",
+    "wallet.topped_up": "Wallet topped up",
+}
+
+
+def action_name(action: str) -> str:
+    """An audit action as words: "membership.requested" → "Membership requested", "webhook.secret_rotated" →
+    "Webhook secret rotated"; the few that do not read so have their own name (ACTION_NAMES)."""
+    if action in ACTION_NAMES:
+        return ACTION_NAMES[action]
+    words = action.replace(".", " ").replace("_", " ").strip()
+    return words[:1].upper() + words[1:]
+
+
 def readable_value(value) -> str:
     if isinstance(value, (dict, list)):
-        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+        return json.dumps(rounded_floats(value), ensure_ascii=False, sort_keys=True)
     if isinstance(value, bool) or value is None:
         return {True: "yes", False: "no", None: "—"}[value]
+    if isinstance(value, float):
+        return epsilon_text(value)  # three significant figures, as every page rounds
     return str(value)
 
 
@@ -263,6 +300,7 @@ def audit_rows(events) -> list[dict]:
                 "who": who_acted(event),
                 "object_url": url,
                 "object_label": label,
+                "action_name": action_name(event.action),
                 "details": [
                     readable_detail(key, value)
                     for key, value in sorted((event.details or {}).items())

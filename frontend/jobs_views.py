@@ -68,9 +68,9 @@ from market.jobs.visibility import (
     named_value_copies,
 )
 from market.json_input import json_text_parse
-from market.numbers import without_float_noise
 from market.submissions.models import Submission, SubmissionStatus
 from market.submissions.selectors import submission_list
+from workers.numbers import without_float_noise
 from workers.privacy.settings import PrivacySettings
 
 FINAL = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)

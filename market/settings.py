@@ -340,6 +340,7 @@ SPECTACULAR_SETTINGS = {
         "PrivacyLevelEnum": "market.federations.models.PrivacyLevel",
         "JobKindEnum": "market.jobs.parameters.job_kind_choices",
         "WalletEntryKindEnum": "market.commerce.models.WalletEntryKind",
+        "ListingStatusEnum": "market.commerce.models.ListingStatus",
         "ExchangeStatusEnum": "market.exchanges.models.ExchangeStatus",
         "RoundStatusEnum": "market.exchanges.models.RoundStatus",
         "AugmentationStatusEnum": "market.augmentations.models.AugmentationStatus",

@@ -58,10 +58,12 @@ def test_the_simulator_runs_a_federation_end_to_end_and_a_second_run_reuses_ever
     assert (job.kind, job.privacy_level, job.status) == ("fedkt", "L0", "succeeded")
     assert job.submissions.count() == 3
     accuracy = GlobalModel.objects.get(job=job).metrics["accuracy"]
-    assert re.search(rf"fedkt global model \(job #{job.id}\)\s+{accuracy:.4f}", output)
+    # percentages with one decimal, the unit in the header, as the pages write them (workers.numbers)
+    assert re.search(r"model\s+accuracy \(%\)\s+balanced \(%\)", output)
+    assert re.search(rf"fedkt global model \(job #{job.id}\)\s+{100 * accuracy:.1f}\b", output)
     solo, centralised = (
-        float(re.search(rf"{name}.*?(\d\.\d{{4}})", output).group(1))
-        for name in ("SOLO \\(mean of 3 silos\\)", "centralised")
+        float(re.search(rf"{name}\s+(\d+\.\d)\b", output).group(1)) / 100
+        for name in ("SOLO \\(mean of 3 silos\\)", "centralised \\(all silo data pooled\\)")
     )
     assert 0.5 < solo <= centralised <= 1
     purchase = Purchase.objects.get()
@@ -113,5 +115,7 @@ def test_the_simulator_fuses_local_models_into_an_ensemble(market_url, tmp_path)
         1,
     ]  # one local model a silo
     accuracy = GlobalModel.objects.get(job=job).metrics["accuracy"]
-    assert re.search(rf"ensemble global model \(job #{job.id}\)\s+{accuracy:.4f}", out.getvalue())
-    assert "KiB of bundle)" in out.getvalue()
+    assert re.search(
+        rf"ensemble global model \(job #{job.id}\)\s+{100 * accuracy:.1f}\b", out.getvalue()
+    )
+    assert re.search(r"\d\.\d [KM]iB of bundle\)", out.getvalue())

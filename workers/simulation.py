@@ -42,6 +42,7 @@ from workers.features import encode_features, encode_labels, read_table
 from workers.learners import fit_aligned
 from workers.metrics import HEADLINE_METRICS, classification_metrics
 from workers.modelio.families import feature_view_for
+from workers.numbers import percent_number, percent_text
 from workers.partition import dirichlet_label_partition
 from workers.silo import cli
 from workers.silo.client import OnefoldClient
@@ -118,20 +119,44 @@ class SimulationReport:
 # --- HTTP -----------------------------------------------------------------------------------------
 
 
-def market_wait(market_url: str, *, timeout_seconds: float) -> None:
-    """Return once the market answers HTTP at all; :class:`SimulationError` after ``timeout_seconds``."""
-    deadline = time.monotonic() + timeout_seconds
+MARKET_WAIT_REPORT_SECONDS = (
+    10  # while the market starts, say so this often: no silence of 25 s or more
+)
+
+
+def market_wait(
+    market_url: str,
+    *,
+    timeout_seconds: float,
+    say: Callable[[str], None] | None = None,
+    report_every_seconds: float = MARKET_WAIT_REPORT_SECONDS,
+) -> None:
+    """Return once the market answers HTTP at all; :class:`SimulationError` after ``timeout_seconds``. ``say``
+    hears, every ``report_every_seconds`` of waiting, that the market is still starting, then that it
+    answered."""
+    started = time.monotonic()
+    deadline, next_report = started + timeout_seconds, started + report_every_seconds
+    waited = False
     while True:
         try:
             requests.get(market_url, timeout=5)
+            if say and waited:
+                say(f"The market answered after {time.monotonic() - started:.0f} s.")
             return
         except requests.RequestException as error:
+            waited = True
+            if say and time.monotonic() >= next_report:
+                say(
+                    f"Waiting for the market at {market_url} to start "
+                    f"({time.monotonic() - started:.0f} s of at most {timeout_seconds:g} s)..."
+                )
+                next_report += report_every_seconds
             if time.monotonic() >= deadline:
                 raise SimulationError(
                     f"The market at {market_url} did not answer within {timeout_seconds:g} s "
                     f"({type(error).__name__}); is it running?"
                 ) from error
-            time.sleep(1)
+            time.sleep(min(1, report_every_seconds))
 
 
 def signed_in(market_url: str, username: str, password: str) -> OnefoldClient:
@@ -520,13 +545,13 @@ def summary_table(report: SimulationReport, settings: SimulationSettings) -> str
 
     def row(name: str, scores: dict | None, note: str = "") -> str:
         shown = [
-            f"{value:>9.4f}" if isinstance(value, (int, float)) else f"{'—':>9}"
+            f"{percent_number(value if isinstance(value, (int, float)) else None):>12}"
             for value in ((scores or {}).get(metric) for metric in HEADLINE_METRICS)
         ]
         return f"{name:<38} " + " ".join(shown) + note
 
     lines = [
-        f"{'model':<38} {'accuracy':>9} {'balanced':>9} {'macro-F1':>9} {'ROC AUC':>9}",
+        f"{'model':<38} {'accuracy (%)':>12} {'balanced (%)':>12} {'macro-F1 (%)':>12} {'ROC AUC (%)':>12}",
         row(f"{settings.algorithm} global model (job #{report.job['id']})", accuracy["global"]),
         row("majority-class guess", baselines.get("majority_class")),
         row(
@@ -538,7 +563,7 @@ def summary_table(report: SimulationReport, settings: SimulationSettings) -> str
         row(
             f"SOLO (mean of {settings.silos} silos)",
             accuracy["solo"],
-            f"   (silos' accuracy {accuracy['solo_min']:.4f}–{accuracy['solo_max']:.4f})",
+            f"   (silos' accuracy {percent_number(accuracy['solo_min'])}–{percent_text(accuracy['solo_max'])})",
         ),
         row("centralised (all silo data pooled)", accuracy["centralised"]),
         *comparison_lines(baselines),

@@ -1,10 +1,16 @@
-"""Numbers written for people, one filter per kind for every page; the rules are market.numbers'."""
+"""Numbers written for people, one filter per kind for every page; the rules are workers.numbers'."""
 
 import re
 
 from django import template
 
-from market.numbers import credits_text, epsilon_text, percent_text, plain_number
+from workers.numbers import (
+    credits_magnitude_text,
+    credits_text,
+    epsilon_text,
+    percent_text,
+    plain_number,
+)
 from workers.privacy.protection import protection_words
 
 register = template.Library()
@@ -12,7 +18,7 @@ register = template.Library()
 
 @register.filter
 def epsilon(value) -> str:
-    """ε (or any privacy figure) to three significant figures (market.numbers.epsilon_text)."""
+    """ε (or any privacy figure) to three significant figures (workers.numbers.epsilon_text)."""
     return epsilon_text(value)
 
 
@@ -24,8 +30,15 @@ def protection(value) -> str:
 
 @register.filter
 def cents(amount) -> str:
-    """Integer cents as credits with two decimals and a sign for negatives (market.numbers.credits_text)."""
+    """Integer cents as credits with two decimals and a sign for negatives (workers.numbers.credits_text)."""
     return credits_text(amount)
+
+
+@register.filter
+def cents_unsigned(amount) -> str:
+    """Integer cents as credits without a sign, where the label says the direction
+    (workers.numbers.credits_magnitude_text): a payout in the receiver's earnings is "27.00", not "−27.00"."""
+    return credits_magnitude_text(amount)
 
 
 @register.filter
@@ -37,13 +50,13 @@ def cents_plain(amount) -> str:
 
 @register.filter
 def number_plain(value) -> str:
-    """A number as a form's prefilled value (market.numbers.plain_number): 10.000000 → "10"."""
+    """A number as a form's prefilled value (workers.numbers.plain_number): 10.000000 → "10"."""
     return plain_number(value)
 
 
 @register.filter
 def percent(value) -> str:
-    """A metric in [0, 1] as a percentage (market.numbers.percent_text)."""
+    """A metric in [0, 1] as a percentage (workers.numbers.percent_text)."""
     return percent_text(value)
 
 

@@ -34,6 +34,7 @@ from market.commerce.payouts import payable_cents, payout_record
 from market.commerce.purchases import listing_for_purchase, purchase_create
 from market.commerce.selectors import (
     catalog_filters_from,
+    catalog_flags_of,
     catalog_page,
     earnings_for,
     earnings_organisation,
@@ -79,6 +80,14 @@ class ListingOutput(serializers.Serializer):
     created_at = serializers.DateTimeField()
     published_at = serializers.DateTimeField(allow_null=True)
     retired_at = serializers.DateTimeField(allow_null=True)
+
+
+class CatalogListingOutput(ListingOutput):
+    quality_flags = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="The catalog's warning badges, as the web's catalog shows them (market.jobs.quality.catalog_flags): "
+        "e.g. a model not above always guessing the majority class.",
+    )
 
 
 class ListingInput(serializers.Serializer):
@@ -148,7 +157,7 @@ class ListingListApi(APIView):
         CatalogPagination  # read by the schema generator, which then documents the page envelope
     )
 
-    @extend_schema(parameters=CATALOG_PARAMETERS, responses=ListingOutput(many=True))
+    @extend_schema(parameters=CATALOG_PARAMETERS, responses=CatalogListingOutput(many=True))
     def get(self, request):
         """The catalog: published listings, searched, filtered, ordered and paginated."""
         paginator = self.pagination_class()
@@ -159,8 +168,12 @@ class ListingListApi(APIView):
         rendered = isinstance(renderer, JSONRenderer)
 
         def present(count: int, rows: list[dict]) -> bytes | dict:
+            results = listing_output_rows(rows)
+            flags = catalog_flags_of(global_model_ids=[row["global_model"] for row in results])
+            for result in results:
+                result["quality_flags"] = flags[result["global_model"]]
             data = paginator.page_response(
-                request, count=count, limit=limit, offset=offset, results=listing_output_rows(rows)
+                request, count=count, limit=limit, offset=offset, results=results
             ).data
             if not rendered:
                 return data

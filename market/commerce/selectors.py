@@ -21,6 +21,7 @@ from market.commerce.models import (
 )
 from market.errors import InvalidInput, NotFound, PermissionDenied
 from market.jobs.models import GlobalModel
+from market.jobs.quality import catalog_flags
 
 Presented = TypeVar("Presented")
 
@@ -146,6 +147,13 @@ def catalog_page(
         return present(count, rows)
 
     return catalog_cached((audience, filters, fields, limit, offset, presentation), read)
+
+
+def catalog_flags_of(*, global_model_ids: list[int]) -> dict[int, list[str]]:
+    """The catalog's warning badges (market.jobs.quality.catalog_flags) of each global model, by id: the web's
+    catalog and the API's (which the toolkit's ``catalog`` prints) carry the same ones."""
+    global_models = GlobalModel.objects.select_related("federation").filter(pk__in=global_model_ids)
+    return {global_model.id: catalog_flags(global_model) for global_model in global_models}
 
 
 def listing_get(*, listing_id: int, user: User) -> Listing:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from market.federations.visibility import visibility_for
 from market.jobs.baselines import baselines_visible, global_model_baselines
 from market.jobs.models import GlobalModel
+from workers.numbers import percent_text
 
 PUBLISH_MARGIN = 0.05  # balanced accuracy, 0..1: five percentage points
 #: The publish gate in one sentence, as the card and the publish form state it.
@@ -37,10 +38,6 @@ COMPARED_BASELINES = (
     ("operator_only", "the operator's own rows alone (a model of no silo's data)"),
 )
 METRIC_NAMES = {"accuracy": "accuracy", "balanced_accuracy": "balanced accuracy"}
-
-
-def _percent(value: float) -> str:
-    return f"{100 * value:.1f} %"
 
 
 def _points(value: float) -> str:
@@ -132,8 +129,8 @@ class QualityVerdict:
         )
         return (
             f"{self.subject} does not beat the majority-class guess (always "
-            f"'{self.majority_label}') by {needed}: it scores {_percent(self.balanced_accuracy)} and the guess "
-            f"{_percent(self.majority_class)}, {standing}."
+            f"'{self.majority_label}') by {needed}: it scores {percent_text(self.balanced_accuracy)} and the guess "
+            f"{percent_text(self.majority_class)}, {standing}."
         )
 
     def accuracy_failure(self) -> str | None:
@@ -144,8 +141,8 @@ class QualityVerdict:
         standing = f"{_points(gap)} below it" if round(gap, 9) < 0 else "level with it"
         return (
             f"{self.subject} is not more accurate than the majority-class guess (always "
-            f"'{self.majority_label}'): its accuracy is {_percent(self.accuracy)} and the guess's "
-            f"{_percent(self.majority_accuracy)}, {standing}."
+            f"'{self.majority_label}'): its accuracy is {percent_text(self.accuracy)} and the guess's "
+            f"{percent_text(self.majority_accuracy)}, {standing}."
         )
 
     def operator_only_failure(self) -> str | None:
@@ -156,7 +153,7 @@ class QualityVerdict:
         model = {"accuracy": self.accuracy, "balanced_accuracy": self.balanced_accuracy}
         free = {"accuracy": self.operator_only_accuracy, "balanced_accuracy": self.operator_only}
         scores = " and ".join(
-            f"its {METRIC_NAMES[metric]} is {_percent(model[metric])} against {_percent(free[metric])}"
+            f"its {METRIC_NAMES[metric]} is {percent_text(model[metric])} against {percent_text(free[metric])}"
             for metric in below
         )
         rows = f" on {self.operator_only_rows} rows" if self.operator_only_rows else ""
@@ -214,16 +211,16 @@ class QualityVerdict:
             if len(lower) == 1:
                 metric = lower[0]
                 warnings.append(
-                    f"This model is below {words}: its {METRIC_NAMES[metric]} is {_percent(model[metric])} "
-                    f"against {_percent(scores[metric])} for {words} on the same evaluation rows "
+                    f"This model is below {words}: its {METRIC_NAMES[metric]} is {percent_text(model[metric])} "
+                    f"against {percent_text(scores[metric])} for {words} on the same evaluation rows "
                     f"({_points(scores[metric] - model[metric])} lower)."
                 )
             elif lower:
                 warnings.append(
-                    f"This model is below {words}: its accuracy is {_percent(model['accuracy'])} against "
-                    f"{_percent(scores['accuracy'])} ({_points(scores['accuracy'] - model['accuracy'])} lower) "
-                    f"and its balanced accuracy {_percent(model['balanced_accuracy'])} against "
-                    f"{_percent(scores['balanced_accuracy'])} "
+                    f"This model is below {words}: its accuracy is {percent_text(model['accuracy'])} against "
+                    f"{percent_text(scores['accuracy'])} ({_points(scores['accuracy'] - model['accuracy'])} lower) "
+                    f"and its balanced accuracy {percent_text(model['balanced_accuracy'])} against "
+                    f"{percent_text(scores['balanced_accuracy'])} "
                     f"({_points(scores['balanced_accuracy'] - model['balanced_accuracy'])} lower), for {words} "
                     "on the same evaluation rows."
                 )
@@ -383,8 +380,8 @@ def catalog_flags(global_model: GlobalModel) -> list[str]:
     flags = []
     if not verdict.beats_majority_accuracy:
         flags.append(
-            f"Accuracy {_percent(verdict.accuracy)}: not above always guessing "
-            f"'{verdict.majority_label}' ({_percent(verdict.majority_accuracy)})"
+            f"Accuracy {percent_text(verdict.accuracy)}: not above always guessing "
+            f"'{verdict.majority_label}' ({percent_text(verdict.majority_accuracy)})"
         )
     model = {"accuracy": verdict.accuracy, "balanced_accuracy": verdict.balanced_accuracy}
     below_best = [

@@ -1,4 +1,4 @@
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from market.accounts.models import User
@@ -6,12 +6,18 @@ from market.notifications.models import Notification
 
 
 def notifications_of(*, user: User) -> QuerySet[Notification]:
-    """The notices of the user's organisation, newest first (none for a user without one)."""
-    return Notification.objects.filter(organisation_id=user.organisation_id).order_by("-id")
+    """The notices of the user's organisation, and for an operator the operators' notices (those without an
+    organisation), newest first; none for anyone else."""
+    mine = Q(pk__in=[])
+    if user.organisation_id is not None:
+        mine |= Q(organisation_id=user.organisation_id)
+    if user.is_operator:
+        mine |= Q(organisation__isnull=True)
+    return Notification.objects.filter(mine).order_by("-id")
 
 
 def unread_count(*, user: User) -> int:
-    if not user.is_authenticated or user.organisation_id is None:
+    if not user.is_authenticated or (user.organisation_id is None and not user.is_operator):
         return 0
     return notifications_of(user=user).filter(read_at__isnull=True).count()
 

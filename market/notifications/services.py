@@ -1,26 +1,33 @@
-"""Telling a silo what happened to it: a notice on its pages and an e-mail to its members (Django's e-mail
-backend, sent once the transaction that caused it commits, so a rolled-back charge tells nobody).
+"""Telling a silo what happened to it, and the operators what waits for them: a notice on their pages and an
+e-mail to the organisation's members (or to the operators), with Django's e-mail backend, sent once the
+transaction that caused it commits, so a rolled-back charge tells nobody.
 
 Every privacy-ledger line reaches :func:`budget_entry_notify` through its ``post_save`` (market.notifications.
 receivers; the ledger knows nothing of notices); only charges of a kind of spender that notifies do: the charge
-itself, and a budget passing 80 % or 100 % of its limit with that charge."""
+itself, and a budget passing 80 % or 100 % of its limit with that charge. Audit entries reach
+:func:`audit_event_notify` the same way: a sale tells each silo it credited its share; a join request and a credit
+request tell the operators. A job that ends failed tells the operators (:func:`job_failed_notify`)."""
 
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
 from django.urls import reverse
 
-from market.accounts.models import Organisation
+from market.accounts.models import Organisation, User
+from market.audit.models import AuditEvent, AuditOutcome
 from market.budgets.spending import spender_kind_get, spender_named
 from market.budgets.thresholds import entry_spent_unit, entry_thresholds_crossed
+from market.commerce.models import Purchase, WalletEntry, WalletEntryKind
+from market.federations.models import JoinRequest
 from market.notifications.models import Notification, NotificationKind
-from market.numbers import epsilon_text
+from workers.numbers import credits_text, epsilon_text
 
 
 def notification_create(
-    *, organisation: Organisation, kind: str, subject: str, message: str, link: str = ""
+    *, organisation: Organisation | None, kind: str, subject: str, message: str, link: str = ""
 ) -> Notification:
-    """Store a notice for the organisation and e-mail it, on commit, to its active members with an address."""
+    """Store a notice for the organisation (None: for the market's operators) and e-mail it, on commit, to its
+    active members (the active operators) with an address."""
     notification = Notification.objects.create(
         organisation=organisation, kind=kind, subject=subject, message=message, link=link
     )
@@ -29,10 +36,13 @@ def notification_create(
 
 
 def _notification_mail(notification: Notification) -> None:
+    readers = (
+        notification.organisation.members
+        if notification.organisation is not None
+        else User.objects.filter(is_staff=True)
+    )
     recipients = list(
-        notification.organisation.members.filter(is_active=True)
-        .exclude(email="")
-        .values_list("email", flat=True)
+        readers.filter(is_active=True).exclude(email="").values_list("email", flat=True)
     )
     if not recipients:
         return
@@ -83,3 +93,88 @@ def budget_entry_notify(entry) -> list[Notification]:
         for threshold in entry_thresholds_crossed(entry)
     ]
     return notices
+
+
+def sale_credited_notify(purchase: Purchase) -> list[Notification]:
+    """A notice to each silo whose revenue share a sale credited: which model sold, and its share (positive)."""
+    credits = WalletEntry.objects.filter(
+        purchase=purchase, kind=WalletEntryKind.REVENUE_CREDIT
+    ).select_related("wallet__organisation", "purchase__listing")
+    return [
+        notification_create(
+            organisation=entry.wallet.organisation,
+            kind=NotificationKind.SALE_CREDITED,
+            subject=f"A sale of '{purchase.listing.name}' credited you {credits_text(entry.amount_cents)} credits",
+            message=f"'{purchase.listing.name}' (global model #{purchase.global_model_id}) was sold for "
+            f"{credits_text(purchase.price_cents)} credits; your share of {credits_text(entry.amount_cents)} "
+            "credits is in your earnings.",
+            link=reverse("commerce-earnings"),
+        )
+        for entry in credits
+    ]
+
+
+def _join_request_notify(audit: AuditEvent) -> list[Notification]:
+    join_request = JoinRequest.objects.select_related("federation", "organisation").get(
+        id=audit.object_id
+    )
+    federation = join_request.federation
+    return [
+        notification_create(
+            organisation=None,
+            kind=NotificationKind.JOIN_REQUEST,
+            subject=f"{join_request.organisation.name} asks to join {federation.name}",
+            message=f"{join_request.organisation.name} asks to join {federation.name}: admit or refuse it on "
+            "the federation's Members tab.",
+            link=f"{reverse('federation-detail', args=[federation.slug])}?tab=members",
+        )
+    ]
+
+
+def _credit_request_notify(audit: AuditEvent) -> list[Notification]:
+    amount = audit.details.get("amount_cents")
+    asked = f" for {credits_text(amount)} credits" if isinstance(amount, int) else ""
+    who = audit.organisation.name if audit.organisation is not None else "A buyer"
+    return [
+        notification_create(
+            organisation=None,
+            kind=NotificationKind.CREDIT_REQUEST,
+            subject=f"{who} asks{asked}",
+            message=f"{who} asks{asked}: approve it once paid, or decline it, on the wallets page.",
+            link=reverse("wallet-operations"),
+        )
+    ]
+
+
+def _sale_notify(audit: AuditEvent) -> list[Notification]:
+    return sale_credited_notify(Purchase.objects.select_related("listing").get(id=audit.object_id))
+
+
+AUDIT_NOTICES = {
+    "purchase.created": _sale_notify,
+    "membership.requested": _join_request_notify,
+    "wallet.credit_requested": _credit_request_notify,
+}
+
+
+def audit_event_notify(audit: AuditEvent) -> list[Notification]:
+    """Notices for one successful audit entry (a sale, a join request, a credit request); none otherwise."""
+    notify = AUDIT_NOTICES.get(audit.action)
+    if notify is None or audit.outcome != AuditOutcome.SUCCESS:
+        return []
+    return notify(audit)
+
+
+def job_failed_notify(job) -> list[Notification]:
+    """A notice to the operators that a job failed, with the first words of why."""
+    reason = (job.failure_reason or "no reason recorded").strip()
+    return [
+        notification_create(
+            organisation=None,
+            kind=NotificationKind.JOB_FAILED,
+            subject=f"Job #{job.id} ({job.kind}) failed in {job.federation.name}",
+            message=f"Job #{job.id} ({job.kind}, {job.privacy_level}) in {job.federation.name} failed: "
+            f"{reason[:300]}",
+            link=reverse("job-detail", args=[job.id]),
+        )
+    ]

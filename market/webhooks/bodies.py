@@ -39,6 +39,14 @@ class PurchaseData(serializers.Serializer):
     price_cents = serializers.IntegerField()
 
 
+class SaleData(serializers.Serializer):
+    purchase = serializers.IntegerField()
+    listing = serializers.IntegerField()
+    global_model = serializers.IntegerField()
+    organisation = serializers.IntegerField(help_text="The credited organisation (the receiver)")
+    amount_cents = serializers.IntegerField(help_text="The share credited, in cents, positive")
+
+
 class BudgetData(serializers.Serializer):
     id = serializers.IntegerField()
     federation = serializers.SlugField()
@@ -88,6 +96,7 @@ EVENT_BODIES = {
     Type.MODEL_PUBLISHED: _body("ModelPublished", {"listing": ListingData()}),
     Type.MODEL_RETIRED: _body("ModelRetired", {"listing": ListingData()}),
     Type.PURCHASE_COMPLETED: _body("PurchaseCompleted", {"purchase": PurchaseData()}),
+    Type.SALE_CREDITED: _body("SaleCredited", {"sale": SaleData()}),
     Type.BUDGET_CHARGED: _body("BudgetCharged", {"budget": BudgetData(), "charge": ChargeData()}),
     Type.BUDGET_THRESHOLD_REACHED: _body(
         "BudgetThresholdReached",

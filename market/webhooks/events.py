@@ -18,7 +18,7 @@ from market.audit.models import AuditEvent, AuditOutcome
 from market.budgets.models import BudgetEntry, EntryKind
 from market.budgets.selectors import budget_get
 from market.budgets.thresholds import entry_thresholds_crossed
-from market.commerce.models import Listing, Purchase
+from market.commerce.models import Listing, Purchase, WalletEntry, WalletEntryKind
 from market.commerce.selectors import listing_get, purchase_list, wallet_for
 from market.errors import NotFound
 from market.jobs.models import Job, JobStatus
@@ -125,7 +125,31 @@ def _purchase_event(audit: AuditEvent) -> list[WebhookEvent]:
         }
     }
     visible = _visible(lambda viewer: purchase_list(user=viewer).filter(id=purchase.id).exists())
-    return [WebhookEvent(Type.PURCHASE_COMPLETED, data, visible)]
+    return [WebhookEvent(Type.PURCHASE_COMPLETED, data, visible), *_sale_credited_events(purchase)]
+
+
+def _sale_credited_events(purchase: Purchase) -> list[WebhookEvent]:
+    """One ``sale.credited`` per silo whose revenue share this sale credited, to that silo alone: its own
+    wallet's entry (the buyer and the other silos never see another's share)."""
+    credits = WalletEntry.objects.filter(
+        purchase=purchase, kind=WalletEntryKind.REVENUE_CREDIT
+    ).select_related("wallet")
+    return [
+        WebhookEvent(
+            Type.SALE_CREDITED,
+            {
+                "sale": {
+                    "purchase": purchase.id,
+                    "listing": purchase.listing_id,
+                    "global_model": purchase.global_model_id,
+                    "organisation": entry.wallet.organisation_id,
+                    "amount_cents": entry.amount_cents,
+                }
+            },
+            _own(entry.wallet.organisation_id),
+        )
+        for entry in credits
+    ]
 
 
 def _payout_event(audit: AuditEvent) -> list[WebhookEvent]:

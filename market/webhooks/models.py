@@ -16,6 +16,7 @@ class WebhookEventType(models.TextChoices):
     MODEL_PUBLISHED = "model.published", "A model was published in the catalog"
     MODEL_RETIRED = "model.retired", "A model was retired from the catalog"
     PURCHASE_COMPLETED = "purchase.completed", "A purchase completed"
+    SALE_CREDITED = "sale.credited", "A sale credited the organisation's revenue share"
     BUDGET_CHARGED = "budget.charged", "A privacy budget was charged"
     BUDGET_THRESHOLD_REACHED = "budget.threshold_reached", "A privacy budget reached 80 % or 100 %"
     PAYOUT_RECORDED = "payout.recorded", "A payout was recorded"

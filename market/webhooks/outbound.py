@@ -23,6 +23,7 @@ import contextlib
 import http.client
 import ipaddress
 import socket
+import ssl
 import threading
 import time
 from dataclasses import dataclass
@@ -204,6 +205,48 @@ class KeptAliveConnections:
         self.close()
 
 
+def _root_cause(error: BaseException) -> BaseException:
+    """The error under urllib3's wrappers (NewConnectionError, ProtocolError, ...): what actually happened."""
+    seen = error
+    while True:
+        inner = seen.__cause__ or (seen.args[1] if len(seen.args) > 1 else None)
+        if not isinstance(inner, BaseException) or inner is seen:
+            return seen
+        seen = inner
+
+
+def delivery_error_sentence(error: BaseException, *, target: Target, timeout: float) -> str:
+    """A failed delivery in plain words for the endpoint's owner, not Python's ("NewConnectionError:
+    HTTPConnection(...) [Errno 111]"): what the receiver did, and what to check."""
+    where = f"{target.host}:{target.port}"
+    cause = _root_cause(error)
+    if isinstance(cause, ConnectionRefusedError):
+        return (
+            f"The receiver at {where} refused the connection: nothing listens on that port. Check that your "
+            "server is running and that the address is right."
+        )
+    if isinstance(cause, (TimeoutError, socket.timeout)) or isinstance(
+        error, urllib3.exceptions.TimeoutError
+    ):
+        return f"The receiver at {where} did not answer within {timeout:g} s."
+    if isinstance(cause, ssl.SSLCertVerificationError):
+        return (
+            f"The receiver at {where} presented a TLS certificate that could not be verified "
+            f"({cause.verify_message or 'untrusted'}); use a certificate from a public authority for this name."
+        )
+    if isinstance(cause, ssl.SSLError):
+        return f"The TLS handshake with the receiver at {where} failed ({cause.reason or 'no reason given'})."
+    if isinstance(
+        cause, (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected)
+    ) or isinstance(error, urllib3.exceptions.ProtocolError):
+        return f"The receiver at {where} closed the connection before it answered."
+    if isinstance(cause, http.client.HTTPException) or isinstance(error, http.client.HTTPException):
+        return f"The receiver at {where} answered with something that is not HTTP."
+    if isinstance(cause, OSError) and cause.strerror:
+        return f"The connection to the receiver at {where} failed: {cause.strerror.lower()}."
+    return f"The delivery to the receiver at {where} failed before any answer."
+
+
 class _Exchange:
     """One POST on a thread of its own, so that :func:`webhook_post` stops waiting at the deadline in whatever
     phase the exchange is (resolution, connection, TLS, sending, headers, body): a socket timeout bounds each read,
@@ -258,7 +301,7 @@ class _Exchange:
             # receiver did not ask to close (http.client then drops the socket: ``sock`` is None).
             reusable = response.closed and connection.sock is not None
         except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as error:
-            self.error = f"{type(error).__name__}: {error}"
+            self.error = delivery_error_sentence(error, target=target, timeout=self.timeout)
         finally:
             with self._lock:
                 keep = reusable and not self._cut and self.connections is not None

@@ -2,6 +2,7 @@
 
 import re
 
+import pytest
 from django.test import Client
 
 from market.audit.services import audit_record
@@ -112,3 +113,59 @@ def test_membership_invitation_data_and_token_events_name_their_objects_and_link
     # times as the log shows them, and no empty detail
     assert re.search(r"<dt>expires at</dt><dd>\d{4}-\d\d-\d\d \d\d:\d\d UTC</dd>", page)
     assert "<dd></dd>" not in page
+
+
+def test_actions_read_as_words_and_details_are_rounded_as_the_pages_round(operator, client):
+    """Issue 43 item 6: raw action codes and "0.5291175259945953" were the log's words."""
+    audit_record(
+        action="job.launched_despite_estimate",
+        actor=operator,
+        details={"balanced_accuracy": 0.5291175259945953, "scores": {"accuracy": 0.78812345}},
+    )
+    audit_record(action="webhook.secret_rotated", actor=operator)
+    client.force_login(operator)
+    page = client.get("/security/audit/").content.decode()
+
+    assert (
+        '<a href="?action=job.launched_despite_estimate">Job launched despite its estimate</a><br>'
+        '<code class="meta">job.launched_despite_estimate</code>'
+    ) in page
+    assert '<a href="?action=webhook.secret_rotated">Webhook secret rotated</a>' in page
+    assert "<dt>balanced accuracy</dt><dd>0.529</dd>" in page
+    assert "<dt>scores</dt><dd>{&quot;accuracy&quot;: 0.788}</dd>" in page
+    assert "0.5291175" not in page and "0.788123" not in page
+
+
+@pytest.mark.browser
+def test_the_audit_details_wrap_in_words_not_one_letter_a_line_at_1280_px(
+    live_server, transactional_db, page, operator
+):
+    from tests.frontend.journey_helpers import sign_in
+
+    for number in range(12):
+        audit_record(
+            action="listing.publish_gate_overridden",
+            actor=operator,
+            details={
+                "reason": "A buyer asked for this model's recall on the rare class, whatever its accuracy.",
+                "balanced_accuracy": 0.5291175259945953,
+                "listing": number,
+                "sha256": "9f2c" * 16,
+                # a long key once took the whole row and left the values no width: one letter a line
+                "override_reason_as_the_operator_wrote_it_on_the_publish_form": "The buyer agreed to it.",
+                "parameters": {f"setting_{index}": index / 7 for index in range(12)},
+            },
+        )
+    sign_in(page, live_server.url, operator.username, "operator-password")
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"{live_server.url}/security/audit/")
+    cells = page.locator("table.audit-events .audit-details-cell")
+    assert cells.count() >= 12  # and the sign-in
+    values = page.locator(".audit-details dd").all()
+    widths = [value.bounding_box()["width"] for value in values]
+    assert min(widths) >= 150, widths  # every value reads in words (it was 0 px wide)
+    reason = page.locator(".audit-details dd", has_text="A buyer asked").first
+    line = reason.evaluate("element => parseFloat(getComputedStyle(element).lineHeight)")
+    assert reason.bounding_box()["height"] <= 5 * line  # an 80-character sentence: a few lines
+    # twelve such entries fit in a few screens (the long key made the page about 40,000 px tall)
+    assert page.locator("table.audit-events").bounding_box()["height"] < 12 * 800

@@ -43,3 +43,46 @@ def test_a_silo_reads_its_earnings_and_its_own_value_on_a_phone(
     assert problems == []
     screenshots(page, "silo-earnings-values")
     assert script_errors == []
+
+
+@pytest.mark.browser
+def test_a_payout_reads_as_money_received_in_the_silos_earnings_and_spending_unsigned_for_the_operator(
+    live_server,
+    transactional_db,
+    buyer_user,
+    silo_user,
+    operator,
+    published_listing,
+    top_up,
+    page,  # noqa: F811
+):
+    """Issue 43 item 6: a silo's payout was "−27.00" in its own earnings; money received is never negative in
+    the receiver's view, and the operator's "Spent" and "Paid out" columns carry the unit and no sign."""
+    from market.commerce.payouts import payout_record
+
+    top_up(buyer_user.organisation, 5000)
+    purchase_create(listing=published_listing(price_cents=1000), user=buyer_user)
+    payout_record(
+        organisation=silo_user.organisation, amount_cents=300, reference="SEPA-27", actor=operator
+    )
+
+    sign_in(page, live_server.url, silo_user.username, "silo-password")
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(f"{live_server.url}/market/earnings/")
+        payouts = page.locator("#earnings-payouts")
+        assert "Paid to you (credits)" in payouts.inner_text()
+        cell = payouts.locator("tbody td.money")
+        assert cell.inner_text() == "3.00"
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+    page.context.clear_cookies()
+    sign_in(page, live_server.url, operator.username, "operator-password")
+    page.goto(f"{live_server.url}/market/money/?search=fabrikam")
+    row = page.locator("#money-organisations tbody tr").first
+    assert row.locator('td[data-label="Spent"]').inner_text() == "10.00"
+    assert "Spent (credits)" in page.locator("#money-organisations thead").inner_text()
+    page.goto(f"{live_server.url}/market/money/?search=northwind")
+    row = page.locator("#money-organisations tbody tr").first
+    assert row.locator('td[data-label="Paid out"]').inner_text() == "3.00"
+    assert "−" not in page.locator("#money-organisations").inner_text()

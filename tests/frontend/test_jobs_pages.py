@@ -260,7 +260,7 @@ def test_the_comparison_is_a_strip_plot_png_with_one_dot_per_submission(
 def test_the_price_shows_each_epsilon_rounded_with_its_delta_and_says_what_needs_means(
     client, operator, fedkt_submissions
 ):
-    from market.numbers import epsilon_text
+    from workers.numbers import epsilon_text
 
     response = price_page(client, operator)
     quote, page = response.context["quote"], response.content.decode()

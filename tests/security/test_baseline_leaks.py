@@ -28,7 +28,7 @@ AVERAGE = {
 
 
 def _spellings(value: float) -> list[str]:
-    """How an exact score can be printed: JSON, 4 decimals, the pages' percent with 1 decimal (market.numbers)."""
+    """How an exact score can be printed: JSON, 4 decimals, the pages' percent with 1 decimal (workers.numbers)."""
     return [repr(value)[:8], f"{value:.4f}", f"{100 * value:.1f} %"]
 
 

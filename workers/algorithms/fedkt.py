@@ -31,7 +31,7 @@ computed them (the silo for party counts, the server for consistent counts): nev
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -228,6 +228,7 @@ def party_fit(
     query: Query = 1.0,
     noise=None,
     seed: int,
+    progress: Callable[[str], None] | None = None,
 ) -> PartyResult:
     """The party side of FedKT (Algorithm 1 lines 1-9) on one party's labelled data.
 
@@ -245,7 +246,11 @@ def party_fit(
         L2: noise added to each partition's teacher counts before the arg-max.
     seed : int
         Seeds the shuffles, the teachers, the query sample and the students.
+    progress : callable or None
+        Called with a sentence after each step (teachers, votes, students), for a command that reports as it
+        works; it changes nothing computed.
     """
+    report = progress or (lambda message: None)
     features, labels = np.asarray(features), np.asarray(labels).astype(np.int64)
     public_features = np.asarray(public_features)
     teacher_seed, query_seed, student_seed = child_seeds(seed, 3)
@@ -260,12 +265,14 @@ def party_fit(
             teachers=teachers,
             seed=teacher_seed,
         )
+    report(f"Trained {partitions} × {teachers} teachers on {len(labels)} rows.")
     queried = select_queries(len(public_features), query, seed=query_seed)
     queried_features = public_features[queried]
     with clock.stage("party_votes"):
         predictions = np.stack(
             [predict_classes(models, queried_features) for models in teacher_models]
         )
+    report(f"The teachers voted on {len(queried)} public rows; training {partitions} student(s)...")
     students, counts, stages = party_students(
         predictions,
         queried_features,

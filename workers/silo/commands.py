@@ -15,6 +15,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+from workers.numbers import credits_text, percent_number, percent_text, size_text
 from workers.silo.client import ModelUpload, OnefoldClient
 from workers.silo.config import Login, login_load, login_save
 from workers.silo.errors import DataError, OnefoldError
@@ -259,7 +260,7 @@ def upload(args):
         "pending": "pending: a worker will validate it",
     }.get(submission.status, submission.status)
     return {**submission.data, "idempotency_key": key}, (
-        f"Uploaded {len(uploads)} file(s) ({total / 1024:.0f} KiB) as submission #{submission.id} "
+        f"Uploaded {len(uploads)} file(s) ({size_text(total)}) as submission #{submission.id} "
         f"to '{metadata['federation']}'; status {verdict}."
     )
 
@@ -332,18 +333,17 @@ def catalog(args):
         limit=args.limit,
         offset=args.offset,
     )
-    lines = [f"{'id':>5} {'price':>10} {'accuracy':>8}  {'model':>5}  name"] + [
-        f"{item.id:>5} {item.price_cents / 100:>10.2f} {_score(item.accuracy):>8}  "
-        f"{item.global_model:>5}  {item.name}"
-        for item in page.results
-    ]
+    lines = [f"{'id':>5} {'price (credits)':>15} {'accuracy (%)':>12}  {'model':>5}  name"]
+    for item in page.results:
+        lines.append(
+            f"{item.id:>5} {credits_text(item.price_cents):>15} {percent_number(item.accuracy):>12}  "
+            f"{item.global_model:>5}  {item.name}"
+        )
+        # the web catalog's badges, under the row they qualify
+        lines.extend(f"{'':>5} Warning: {flag}" for flag in item.quality_flags or [])
     return {"listings": [item.data for item in page.results], "count": page.count}, (
         "\n".join(lines) if page.results else "No models for sale match."
     )
-
-
-def _score(value) -> str:
-    return "-" if value is None else f"{value:.4f}"
 
 
 def card(args):
@@ -351,15 +351,14 @@ def card(args):
     details = found.card or {}
     task, algorithm = details.get("task") or {}, details.get("algorithm") or {}
     formats = ", ".join(
-        f"{item['format']} ({item['size_bytes'] / 1024:.0f} KiB)"
-        for item in details.get("formats", [])
+        f"{item['format']} ({size_text(item['size_bytes'])})" for item in details.get("formats", [])
     )
     lines = [
-        f"#{found.id} {found.name} [{found.status}] — {found.price_cents / 100:.2f}",
+        f"#{found.id} {found.name} [{found.status}] — {credits_text(found.price_cents)} credits",
         f"Federation: {found.federation} ({', '.join(task.get('classes', []))}); global model "
         f"#{found.global_model}, {found.model_family}, {algorithm.get('name', '')}, {found.privacy_level}",
-        f"Accuracy {_score(found.accuracy)}, balanced accuracy {_score(found.balanced_accuracy)}, "
-        f"macro F1 {_score(found.macro_f1)}, ROC AUC {_score(found.roc_auc)}"
+        f"Accuracy {percent_text(found.accuracy)}, balanced accuracy {percent_text(found.balanced_accuracy)}, "
+        f"macro F1 {percent_text(found.macro_f1)}, ROC AUC {percent_text(found.roc_auc)}"
         f" on {details.get('evaluation_rows', '?')} evaluation rows",
         f"Contributing silos: {details.get('contributing_silos', '?')}; formats: {formats or '-'}",
         f"Licence: {found.licence_text}",
@@ -376,7 +375,7 @@ def buy(args):
     purchase = client_for(args).purchase(args.listing_id, idempotency_key=args.idempotency_key)
     return purchase.data, (
         f"Bought listing #{args.listing_id} ({purchase.listing_name}) for "
-        f"{purchase.price_cents / 100:.2f}: purchase #{purchase.id}; download it with "
+        f"{credits_text(purchase.price_cents)} credits: purchase #{purchase.id}; download it with "
         f"`python -m workers.silo download {purchase.global_model}`."
     )
 
@@ -394,7 +393,7 @@ def download(args):
         "file": str(output),
         "size_bytes": len(data),
         "expires_at": link.expires_at,
-    }, f"Wrote {output} ({len(data) / 1024:.0f} KiB)."
+    }, f"Wrote {output} ({size_text(len(data))})."
 
 
 def predict(args):

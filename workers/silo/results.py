@@ -147,7 +147,8 @@ class GlobalModel:
 
 @dataclass(frozen=True)
 class Listing:
-    """A catalog entry; ``card`` (the model card) is filled in by ``listing(id)``, not in catalog pages."""
+    """A catalog entry; ``card`` (the model card) is filled in by ``listing(id)``, not in catalog pages;
+    ``quality_flags`` (the web's warning badges) in catalog pages only."""
 
     id: int
     name: str
@@ -164,6 +165,7 @@ class Listing:
     macro_f1: float | None
     roc_auc: float | None
     card: dict | None
+    quality_flags: list[str] | None  # the catalog's warning badges, as the web's catalog shows them
     data: dict = field(repr=False, compare=False)
 
     @classmethod

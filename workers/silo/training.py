@@ -12,6 +12,7 @@ Everything here raises :class:`workers.silo.errors.DataError` with a sentence fo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -213,12 +214,18 @@ def held_out_comparison(
 
 
 def fedkt_party_train(
-    data: EncodedData, public_features: np.ndarray, *, n_classes: int, settings: TrainingSettings
+    data: EncodedData,
+    public_features: np.ndarray,
+    *,
+    n_classes: int,
+    settings: TrainingSettings,
+    progress: Callable[[str], None] | None = None,
 ) -> TrainingResult:
     """What ``onefold train`` does on a silo's rows, in process: FedKT's party side on its training rows with the
     design its row count allows (:func:`fedkt_design`), the students scored on the held-out rows, and, unless
     ``settings.own_model`` is None, the silo's own model on the same training rows, scored on the same held-out
-    rows. ``models`` are the students, then the own model (``metadata["own_model"]`` describes it)."""
+    rows. ``models`` are the students, then the own model (``metadata["own_model"]`` describes it). ``progress``
+    is told each step as it ends (the command prints it)."""
     from workers.algorithms.fedkt import party_fit
 
     train, held_out = validation_split(data.labels, settings.validation_fraction, settings.seed)
@@ -250,9 +257,12 @@ def fedkt_party_train(
             query=query,
             noise=party_noise(settings),
             seed=settings.seed,
+            progress=progress,
         )
     except ValueError as error:
         raise DataError(f"FedKT's party side failed: {error}") from error
+    if progress and settings.own_model:
+        progress(f"Training your own model ({settings.own_model.get('family', 'default')})...")
     comparisons = [
         held_out_comparison(student, data, train, held_out, n_classes=n_classes)
         for student in result.students
@@ -289,6 +299,7 @@ def silo_train(
     label_column: str,
     class_labels: list[str],
     settings: TrainingSettings = TrainingSettings(),  # noqa: B008 (frozen: the toolkit's defaults)
+    progress: Callable[[str], None] | None = None,
 ) -> tuple[TrainingResult, EncodedData]:
     """``onefold train`` (FedKT) in process, from a silo's table: its rows encoded with the federation's ``spec``
     in the view its models read, the one-hot ``public_features`` (what ``pull`` downloads) in the same view, then
@@ -303,6 +314,7 @@ def silo_train(
         features_in_view(public_features, spec, view),
         n_classes=len(class_labels),
         settings=settings,
+        progress=progress,
     )
     return result, data
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from workers.features import view_width
 from workers.learners.registry import make_learner
+from workers.numbers import epsilon_text, percent_number, percent_text
 from workers.silo.errors import DataError
 from workers.silo.folders import METADATA_FILE, pulled_folder
 from workers.silo.students import export_student
@@ -156,6 +157,7 @@ def train(args):
             label_column=label_column,
             class_labels=federation["class_labels"],
             settings=settings,
+            progress=lambda message: say(args, message),
         )
     below = models_below_majority(result.metadata)
     if args.strict and below:
@@ -229,11 +231,12 @@ def majority_lines(metadata: dict, class_labels: list[str]) -> list[str]:
     first = scored[0][1]
     lines = [
         f"Always answering '{class_labels[first['majority_class']]}' (your most frequent class) scores accuracy "
-        f"{first['majority_accuracy']:.4f}, balanced accuracy {first['majority_balanced_accuracy']:.4f} on the "
+        f"{percent_text(first['majority_accuracy'])}, balanced accuracy "
+        f"{percent_text(first['majority_balanced_accuracy'])} on the "
         f"{first['n_rows']} held-out rows.",
         *(
-            f"{name[0].upper()}{name[1:]}: accuracy {item['accuracy']:.4f}, balanced accuracy "
-            f"{item['balanced_accuracy']:.4f} (±{item['margin']:.4f})."
+            f"{name[0].upper()}{name[1:]}: accuracy {percent_text(item['accuracy'])}, balanced accuracy "
+            f"{percent_text(item['balanced_accuracy'])} (± {percent_number(item['margin'])} points)."
             for name, item in scored
         ),
     ]
@@ -296,14 +299,14 @@ def training_summary(metadata: dict, output: Path, class_labels: list[str]) -> s
             f"FedKT: s = {metadata['partitions']} partition(s) × t = {metadata['teachers']} teacher(s) ({how})."
         )
     lines.append(
-        f"Local validation score (accuracy on held-out rows): {metadata['local_validation_score']:.4f}."
+        f"Local validation score (accuracy on held-out rows): {percent_text(metadata['local_validation_score'])}."
     )
     lines.extend(majority_lines(metadata, class_labels))
     if metadata.get("own_model"):
         lines.append(
             f"Your own model ({metadata['own_model']['learner']['family']} on all your training rows, uploaded "
-            f"beside the students; it never votes in FedKT): {metadata['own_model']['validation_score']:.4f} "
-            "on the held-out rows."
+            f"beside the students; it never votes in FedKT): accuracy "
+            f"{percent_text(metadata['own_model']['validation_score'])} on the held-out rows."
         )
     if metadata["declared_epsilon"] is not None:
         report = metadata["privacy_report"]
@@ -313,7 +316,7 @@ def training_summary(metadata: dict, output: Path, class_labels: list[str]) -> s
             else f"{report['n_queries']} noisy queries"
         )
         lines.append(
-            f"L2: uploading charges ε = {metadata['declared_epsilon']:.4f} (example-level, data-independent, "
+            f"L2: uploading charges ε = {epsilon_text(metadata['declared_epsilon'])} (example-level, data-independent, "
             f"δ = {report['delta']:g}, {how}) to your privacy budget."
         )
     lines.append(f"Wrote {', '.join(metadata['files'])} and {METADATA_FILE} to {output}.")

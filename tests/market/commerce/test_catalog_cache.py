@@ -10,6 +10,7 @@ from market.commerce.apis import ListingOutput, listing_output_rows
 from market.commerce.models import Listing
 from market.commerce.selectors import CatalogFilters, catalog_page
 from market.commerce.services import listing_create, listing_publish, listing_retire
+from market.jobs.quality import catalog_flags
 from tests.conftest import api_client_for
 
 
@@ -55,7 +56,11 @@ def test_catalog_rows_give_the_same_json_as_the_listing_serializer(
     assert page == expected
     assert [row["status"] for row in expected] == ["retired", "published"]
     assert expected[0]["roc_auc"] is None and expected[1]["previous_version"] == first.id
-    assert buyer_api.get("/api/listings/?ordering=oldest").json()["results"] == [expected[1]]
+    # the API's page adds the web catalog's badges (market.jobs.quality.catalog_flags) to each row
+    second = Listing.objects.get(pk=draft.pk)
+    assert buyer_api.get("/api/listings/?ordering=oldest").json()["results"] == [
+        {**expected[1], "quality_flags": catalog_flags(second.global_model)}
+    ]
 
 
 def test_catalog_pages_come_from_the_cache_until_a_listing_changes(

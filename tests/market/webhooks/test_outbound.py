@@ -378,4 +378,64 @@ def test_a_name_that_rebinds_to_loopback_after_the_check_is_never_connected_to(
     assert receiver.received == [] and not receiver.arrived.is_set()
     attempt = WebhookAttempt.objects.get()
     assert attempt.response_status is None
-    assert "the public address refused the connection" in attempt.error
+    # in plain words, not Python's ("NewConnectionError: HTTPConnection(...) [Errno 111] ...")
+    assert attempt.error == (
+        f"The receiver at hooks.example.org:{port} refused the connection: nothing listens on that port. "
+        "Check that your server is running and that the address is right."
+    )
+
+
+def _closed_port() -> int:
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        return unused.getsockname()[1]
+
+
+@pytest.fixture
+def hanging_up_receiver():
+    """A receiver that accepts the connection and closes it without a word."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    stop = threading.Event()
+
+    def serve():
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                connection, _ = server.accept()
+            except OSError:
+                continue
+            connection.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}/onefold"
+    stop.set()
+    thread.join(timeout=5)
+    server.close()
+
+
+def test_delivery_errors_read_as_plain_sentences_not_python_exceptions(
+    silo_user, webhooks_reach_localhost, hanging_up_receiver
+):
+    """Issue 43 item 7: the endpoint's owner reads what the receiver did, never
+    "NewConnectionError: HTTPConnection(...) [Errno 111] Connection refused"."""
+    from market.webhooks.services import webhook_endpoint_ping
+
+    port = _closed_port()
+    errors = []
+    for url in (f"http://127.0.0.1:{port}/onefold", hanging_up_receiver):
+        endpoint = WebhookEndpoint.objects.create(
+            organisation=silo_user.organisation, url=url, events=["job.succeeded"], secret="whsec_x"
+        )
+        delivery = webhook_endpoint_ping(user=silo_user, endpoint_id=endpoint.id)
+        assert webhook_deliver(delivery_id=delivery.id) is False
+        errors.append(WebhookAttempt.objects.get(delivery=delivery).error)
+
+    hung_up_port = hanging_up_receiver.split(":")[2].split("/")[0]
+    assert errors == [
+        f"The receiver at 127.0.0.1:{port} refused the connection: nothing listens on that port. Check that "
+        "your server is running and that the address is right.",
+        f"The receiver at 127.0.0.1:{hung_up_port} closed the connection before it answered.",
+    ]

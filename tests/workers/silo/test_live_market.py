@@ -470,7 +470,7 @@ def test_a_job_over_toolkit_uploads_is_bought_downloaded_and_called_with_the_too
         else ""
     )
     assert out.startswith(
-        f"#{listing.id} Adult income FedKT [published] — 15.00\n{warning_lines}Federation: adult-income "
+        f"#{listing.id} Adult income FedKT [published] — 15.00 credits\n{warning_lines}Federation: adult-income "
         f"(<=50K, >50K); global model #{global_model.id}, random_forest, FedKT, L0\n"
     )
     first = run_cli("buy", listing.id, "--idempotency-key", "order-77", "--json")

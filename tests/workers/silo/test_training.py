@@ -11,6 +11,7 @@ from tests.workers.silo.conftest import SMALL_FORESTS
 from workers.features import encode_features
 from workers.modelio import ModelLimits, inspect_model
 from workers.modelio.native import predict_probabilities
+from workers.numbers import epsilon_text
 from workers.privacy.accounting import party_noise_privacy_bound
 from workers.privacy.mechanisms import LaplaceNoise
 
@@ -230,7 +231,7 @@ def test_train_at_l2_declares_the_accountants_epsilon_and_prints_it(run_cli, pul
         "200",
     )
     assert (
-        f"L2: uploading charges ε = {bound.epsilon:.4f} (example-level, data-independent, δ = 1e-05, "
+        f"L2: uploading charges ε = {epsilon_text(bound.epsilon)} (example-level, data-independent, δ = 1e-05, "
         "400 noisy queries) to your privacy budget." in text
     )
 

@@ -125,3 +125,38 @@ def test_a_reader_that_closes_the_pipe_early_ends_the_command_quietly(pulled, si
     _, err = process.communicate(timeout=scaled_timeout(120))
     assert process.returncode == 141
     assert b"Traceback" not in err and b"BrokenPipeError" not in err
+
+
+def test_train_says_each_step_as_it_works_and_scores_in_the_pages_percentages(
+    run_cli, pulled, tmp_path, adult_frame
+):
+    """Issue 43 item 7: `onefold train` printed nothing for ~25 s; each step now says what it did (on stderr, so
+    that stdout stays the summary), and the summary writes scores as the pages do (workers.numbers)."""
+    import re
+
+    data = shuffled_silo(tmp_path, adult_frame)
+    code, out, err = run_cli(
+        "train", "adult-income", "--data", data, "--pulled", pulled, *SMALL_FORESTS
+    )
+    assert code == 0, err
+    steps = [line for line in err.splitlines() if line]
+    patterns = [
+        rf"Reading {re.escape(str(data))}\.\.\.",
+        r"Training FedKT teachers and students on 600 rows, then your own model\.\.\.",
+        r"Trained \d+ × \d+ teachers on \d+ rows\.",
+        r"The teachers voted on \d+ public rows; training \d+ student\(s\)\.\.\.",
+        r"Training your own model \(\w+\)\.\.\.",
+        r"Writing \d+ model file\(s\) to .+\.\.\.",
+    ]
+    assert len(steps) == len(patterns), steps
+    assert all(re.fullmatch(pattern, step) for pattern, step in zip(patterns, steps)), steps
+    assert re.search(r"Local validation score \(accuracy on held-out rows\): \d+\.\d %\.", out)
+    assert re.search(
+        r"Student 1: accuracy \d+\.\d %, balanced accuracy \d+\.\d % \(± \d+\.\d points\)", out
+    )
+    assert not re.search(r"0\.\d{4}", out)  # no four-decimal fractions left
+
+    _, quiet, quiet_err = run_cli(
+        "train", "adult-income", "--data", data, "--pulled", pulled, *SMALL_FORESTS, "--json"
+    )
+    assert quiet_err == "" and json.loads(quiet)["files"]  # --json: no progress, one JSON object

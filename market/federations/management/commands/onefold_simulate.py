@@ -17,6 +17,7 @@ from market.accounts.services import organisation_create, user_create
 from market.federations.management.commands.onefold_demo import DEMO_DATA
 from market.transient import RETRY_AFTER_SECONDS, database_is_busy
 from workers.algorithms import kind_choices
+from workers.numbers import size_text
 from workers.silo.errors import OnefoldError
 from workers.simulation import (
     BUYER,
@@ -169,7 +170,11 @@ class Command(BaseCommand):
             say=self.stdout.write,
         )
         try:
-            market_wait(settings.market_url, timeout_seconds=options["wait_for_market"])
+            market_wait(
+                settings.market_url,
+                timeout_seconds=options["wait_for_market"],
+                say=self.stdout.write,
+            )
             report = simulation_run(
                 settings, accounts=accounts_ensure_retrying(settings.silos, say=self.stderr.write)
             )
@@ -183,7 +188,7 @@ class Command(BaseCommand):
             self.style.SUCCESS(
                 f"Market: {market}/  (federation {market}/federations/{report.federation}/, job #{report.job['id']}, "
                 f"global model #{report.global_model['id']}, listing #{report.listing['id']}, purchase "
-                f"#{report.purchase['id']}, downloaded {report.download_bytes / 1024:.0f} KiB of {report.download_format})\n"
+                f"#{report.purchase['id']}, downloaded {size_text(report.download_bytes)} of {report.download_format})\n"
                 f"  operator: {OPERATOR[0]} / {OPERATOR[1]}\n"
                 f"  buyer:    {BUYER[0]} / {BUYER[1]} ({BUYER[2]})\n"
                 f"  silos:    silo-01 … silo-{settings.silos:02d} / {SILO_PASSWORD}"

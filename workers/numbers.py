@@ -1,6 +1,9 @@
-"""One rule for numbers people read, used by every page (frontend.templatetags.number_tags), e-mail and notice:
-ε and δ to three significant figures, credits from integer cents with two decimals (never cents), metrics as
-percentages with one decimal."""
+"""One rule for numbers people read, used by every page (frontend.templatetags.number_tags), e-mail, notice and
+audit entry, by the silo toolkit's command line (workers.silo) and by the demo's output (onefold_simulate): ε and δ
+to three significant figures, credits from integer cents with two decimals (never cents), metrics as percentages
+with one decimal. A table puts the unit in its header ("accuracy (%)", "price (credits)") and the bare number in
+its cells (:func:`percent_number`). It lives in the pure core so that the toolkit, which never imports the market,
+writes numbers as the pages do."""
 
 from decimal import Decimal, InvalidOperation
 
@@ -29,6 +32,18 @@ def epsilon_text(value) -> str:
     return text.replace("-", "−")
 
 
+def rounded_floats(value, *, figures: int = SIGNIFICANT_FIGURES):
+    """A JSON-ready value with every float rounded to ``figures`` significant figures, for people reading raw
+    details (the audit log): {"score": 0.5291175259945953} → {"score": 0.529}. Integers and text stay."""
+    if isinstance(value, float):
+        return float(f"{value:.{figures}g}")
+    if isinstance(value, dict):
+        return {key: rounded_floats(item, figures=figures) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [rounded_floats(item, figures=figures) for item in value]
+    return value
+
+
 def credits_text(amount_cents) -> str:
     """Integer cents as credits with two decimals and a sign for negatives: -1234 → "−12.34"; None → "—"."""
     if amount_cents is None:
@@ -38,9 +53,29 @@ def credits_text(amount_cents) -> str:
     return f"{sign}{abs(amount) // 100:,}.{abs(amount) % 100:02d}"
 
 
+def credits_magnitude_text(amount_cents) -> str:
+    """Integer cents as credits without a sign, for a figure whose label says which way the money went
+    ("Spent", "Paid to you"): a payout is money the silo received, so its own earnings never show it negative.
+    -2700 → "27.00"; None → "—"."""
+    return "—" if amount_cents is None else credits_text(abs(int(amount_cents)))
+
+
 def percent_text(fraction) -> str:
     """A metric in [0, 1] as a percentage with one decimal: 0.7675000000000001 → "76.8 %"; None → "—"."""
     return "—" if fraction is None else f"{100 * float(fraction):.1f} %"
+
+
+def percent_number(fraction) -> str:
+    """A metric in [0, 1] as a table cell under a header that names the unit: 0.7675 → "76.8"; None → "—"."""
+    return "—" if fraction is None else f"{100 * float(fraction):.1f}"
+
+
+def size_text(size_bytes) -> str:
+    """A file size in KiB or MiB with one decimal: 2048 → "2.0 KiB", 3145728 → "3.0 MiB"; None → "—"."""
+    if size_bytes is None:
+        return "—"
+    kibibytes = int(size_bytes) / 1024
+    return f"{kibibytes:,.1f} KiB" if kibibytes < 1024 else f"{kibibytes / 1024:,.1f} MiB"
 
 
 def plain_number(value) -> str:

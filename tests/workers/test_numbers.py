@@ -1,8 +1,8 @@
-"""One rule for numbers people read (market.numbers), the same on pages, notices and e-mails."""
+"""One rule for numbers people read (workers.numbers), the same on pages, notices and e-mails."""
 
 from decimal import Decimal
 
-from market.numbers import (
+from workers.numbers import (
     credits_text,
     epsilon_text,
     percent_text,
