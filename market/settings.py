@@ -335,6 +335,8 @@ SPECTACULAR_SETTINGS = {
         "PrivacyLevelEnum": "market.federations.models.PrivacyLevel",
         "JobKindEnum": "market.jobs.parameters.job_kind_choices",
         "WalletEntryKindEnum": "market.commerce.models.WalletEntryKind",
+        "PlanKindEnum": "market.commerce.plan_models.PlanKind",
+        "ListingAccessEnum": "market.commerce.models.ListingAccess",
         "ExchangeStatusEnum": "market.exchanges.models.ExchangeStatus",
         "RoundStatusEnum": "market.exchanges.models.RoundStatus",
         "AugmentationStatusEnum": "market.augmentations.models.AugmentationStatus",

@@ -13,6 +13,7 @@ from market.commerce.models import (
     CreditRequestStatus,
     Entitlement,
     Listing,
+    ListingAccess,
     ListingStatus,
     Purchase,
     Wallet,
@@ -177,6 +178,21 @@ def entitlement_exists(*, user: User, global_model: GlobalModel) -> bool:
         and Entitlement.objects.filter(
             organisation_id=user.organisation_id, global_model=global_model
         ).exists()
+    )
+
+
+def predictions_entitlement(*, user: User, global_model_id: int) -> Entitlement | None:
+    """The organisation's predictions-only entitlement to the model, if that is what it bought."""
+    if user.organisation_id is None:
+        return None
+    return (
+        Entitlement.objects.filter(
+            organisation_id=user.organisation_id,
+            global_model_id=global_model_id,
+            access=ListingAccess.PREDICTIONS,
+        )
+        .select_related("purchase__listing__global_model__federation", "purchase__plan")
+        .first()
     )
 
 
