@@ -15,6 +15,7 @@ from frontend import (
     notifications_views,
     operator_views,
     security_views,
+    usage_views,
     views,
     webhooks_views,
 )
@@ -158,6 +159,7 @@ urlpatterns = [
         name="commerce-listing-retire",
     ),
     path("market/purchases/", commerce_views.purchases_page, name="commerce-purchases"),
+    path("market/usage/", usage_views.usage_page, name="usage"),
     path(
         "market/models/<int:global_model_id>/download/",
         commerce_views.download_action,

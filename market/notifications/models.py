@@ -9,6 +9,8 @@ from market.accounts.models import Organisation
 class NotificationKind(models.TextChoices):
     BUDGET_CHARGED = "budget_charged", "Budget charged"
     BUDGET_THRESHOLD = "budget_threshold", "Budget threshold passed"
+    USAGE_CHARGED = "usage_charged", "Metered use charged"
+    USAGE_CAP_REACHED = "usage_cap_reached", "Monthly cap reached"
 
 
 class Notification(models.Model):

@@ -18,6 +18,7 @@ from market.commerce.models import (
 )
 from market.commerce.plans import plan_create
 from market.commerce.services import PredictionLimits
+from market.notifications.models import Notification
 from tests.conftest import api_client_for, run_at_once
 from tests.market.commerce.test_races import assert_ledgers_balance
 
@@ -78,7 +79,7 @@ def buy(buyer_api, listing, plan) -> dict:
 
 @pytest.mark.django_db
 def test_a_buyer_predicts_in_the_trial_then_pays_per_use_up_to_the_cap_and_is_refused_past_it(
-    usage_listing, buyer_user, buyer_api, top_up, adult_evaluation
+    usage_listing, buyer_user, buyer_api, top_up, adult_evaluation, silo_user, operator
 ):
     listing, plan = usage_listing()
     top_up(buyer_user.organisation, 1000)
@@ -133,6 +134,21 @@ def test_a_buyer_predicts_in_the_trial_then_pays_per_use_up_to_the_cap_and_is_re
         "month_calls": 3,
     }
     assert (usage[0]["remaining_cap_rows"], usage[0]["trial_rows_left"]) == (0, 0)
+    earnings = api_client_for(silo_user).get("/api/earnings/").json()
+    assert (earnings["total_cents"], earnings["usage_total_cents"]) == (315 + 25, 25)
+    assert (earnings["per_listing"][0]["usage_calls"], earnings["per_listing"][0]["sales"]) == (
+        2,
+        1,
+    )
+    fees = api_client_for(operator).get("/api/money/fees/").json()
+    assert (fees["usage_calls"], fees["usage_revenue_cents"], fees["usage_fee_cents"]) == (3, 40, 4)
+    assert fees["total_fee_cents"] == 50 + 4 == fees["balance_cents"]
+    notices = Notification.objects.filter(organisation=buyer_user.organisation).order_by("id")
+    assert [notice.kind for notice in notices] == ["usage_charged", "usage_cap_reached"]
+    assert notices[1].message == (
+        f"Your organisation predicted 30 rows of listing #{listing.id} this month, its plan's cap: "
+        "further calls are refused until next month."
+    )
 
 
 @pytest.mark.django_db
