@@ -161,6 +161,11 @@ urlpatterns = [
     path("market/purchases/", commerce_views.purchases_page, name="commerce-purchases"),
     path("market/usage/", usage_views.usage_page, name="usage"),
     path(
+        "market/listings/<int:listing_id>/plans/",
+        usage_views.plan_create_action,
+        name="commerce-plan-create",
+    ),
+    path(
         "market/models/<int:global_model_id>/download/",
         commerce_views.download_action,
         name="commerce-download",

@@ -289,3 +289,47 @@ def test_a_months_usage_charges_add_up_to_its_rows_price_rounded_up_once(calls, 
         billed += rows
     assert charged == expected
     assert sum(charged) == -(-billed * price // 1000)
+
+
+@pytest.mark.django_db
+def test_usage_webhooks_reach_only_the_buying_organisation(
+    usage_listing, buyer_user, buyer_api, top_up, adult_evaluation, silo_user
+):
+    from market.webhooks.models import WebhookEndpoint, WebhookEventType
+
+    endpoints = {
+        user.username: WebhookEndpoint.objects.create(
+            organisation=user.organisation,
+            url=f"https://hooks.example.org/{user.username}",
+            events=WebhookEventType.values,
+            secret="whsec_x",
+        )
+        for user in (buyer_user, silo_user)
+    }
+    listing, plan = usage_listing(monthly_cap_rows=12, trial_rows=0)
+    top_up(buyer_user.organisation, 1000)
+    predictor = token_client(buy(buyer_api, listing, plan)["api_token"])
+    raw, _, _ = adult_evaluation
+    response = predictor.post(
+        f"/api/global-models/{listing.global_model_id}/predict/",
+        {"rows": raw_rows(raw.iloc[:12])},
+        format="json",
+    )
+    assert response.status_code == 200
+    received = endpoints["fay-fabrikam"].deliveries.order_by("id")
+    assert [delivery.event_type for delivery in received] == [
+        "purchase.completed",
+        "usage.charged",
+        "usage.cap_reached",
+    ]
+    assert received[1].payload["data"]["usage"] | {"charge": 0} == {
+        "charge": 0,
+        "listing": listing.id,
+        "global_model": listing.global_model_id,
+        "rows": 12,
+        "free_rows": 0,
+        "amount_cents": 24,
+        "month_rows": 12,
+        "remaining_cap_rows": 0,
+    }
+    assert not endpoints["sam-silo"].deliveries.filter(event_type__startswith="usage.").exists()
