@@ -316,13 +316,10 @@ def test_usage_webhooks_reach_only_the_buying_organisation(
         format="json",
     )
     assert response.status_code == 200
-    received = endpoints["fay-fabrikam"].deliveries.order_by("id")
-    assert [delivery.event_type for delivery in received] == [
-        "purchase.completed",
-        "usage.charged",
-        "usage.cap_reached",
-    ]
-    assert received[1].payload["data"]["usage"] | {"charge": 0} == {
+    received = endpoints["fay-fabrikam"].deliveries.filter(event_type__startswith="usage.")
+    received = received.order_by("id")
+    assert [delivery.event_type for delivery in received] == ["usage.charged", "usage.cap_reached"]
+    assert received[0].payload["usage"] | {"charge": 0} == {
         "charge": 0,
         "listing": listing.id,
         "global_model": listing.global_model_id,
