@@ -65,8 +65,8 @@ def request_body(frame, rows: int) -> bytes:
 
 
 def platform_call(body: bytes, *, onnx: bytes, spec: dict, classes, predict) -> bytes:
-    """The predict API's work on one request body, as :func:`market.commerce.delivery.model_predict` does it."""
-    from market.commerce.delivery import prediction_frame
+    """The predict API's work on one request body, as :func:`market.commerce.predictions.model_predict` does it."""
+    from market.commerce.prediction_rows import prediction_frame
     from workers.algorithms.bundle import stored_ensemble_probabilities
     from workers.features import ORDINAL_VIEW, encode_features
 

@@ -20,6 +20,7 @@ from market.commerce.models import ListingStatus
 from market.commerce.money import payouts_of
 from market.commerce.packages import download_choices, usage_snippet
 from market.commerce.payouts import payable_cents
+from market.commerce.plans import plan_upfront_cents, plans_visible
 from market.commerce.purchases import purchase_create
 from market.commerce.selectors import (
     catalog_filters_from,
@@ -161,6 +162,7 @@ def _listing_page(request, listing, *, refusal: str = "", status: int = 200):
             "listing": listing,
             "card": model_card(listing),
             **_before_purchase(listing.global_model),
+            "plans": plans_visible(listing=listing, user=request.user),
             "refusal": refusal,
             "owned": entitlement_exists(user=request.user, global_model=listing.global_model),
             "contribution_values": values,
@@ -182,14 +184,18 @@ def listing_page(request, listing_id):
 def purchase_confirm_page(request, listing_id):
     listing = listing_get(listing_id=listing_id, user=request.user)
     balance = _balance_cents(request)
+    plans = list(plans_visible(listing=listing, user=request.user))
+    upfront = min((plan_upfront_cents(plan) for plan in plans), default=listing.price_cents)
     return render(
         request,
         "frontend/commerce/confirm.html",
         {
             "section": "market",
             "listing": listing,
+            "plans": plans,
+            "price_cents": upfront,
             "balance_cents": balance,
-            "balance_after_cents": None if balance is None else balance - listing.price_cents,
+            "balance_after_cents": None if balance is None else balance - upfront,
             "owned": entitlement_exists(user=request.user, global_model=listing.global_model),
         },
     )
@@ -200,12 +206,20 @@ def purchase_confirm_page(request, listing_id):
 @sent_once
 def purchase_action(request, listing_id):
     listing = listing_get(listing_id=listing_id, user=request.user)
+    plan_id = request.POST.get("plan", "")
     result = purchase_create(
         listing=listing,
         user=request.user,
         idempotency_key=request.POST.get(FORM_KEY_FIELD) or None,  # the API's replay too
+        plan_id=int(plan_id) if plan_id.isdigit() else None,
         request=request,
     )
+    if result.api_token_key is not None:  # shown once, on this page, never stored
+        return render(
+            request,
+            "frontend/commerce/prediction_token.html",
+            {"section": "purchases", "listing": listing, "token": result.api_token_key},
+        )
     if not result.replayed:
         messages.success(request, f"You bought {listing.name}. Download it below.")
     return redirect(f"{reverse('commerce-purchases')}#purchase-{result.purchase.id}")

@@ -13,8 +13,9 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from frontend.decorators import page
-from market.commerce.delivery import download_link_create, model_predict
+from market.commerce.delivery import download_link_create
 from market.commerce.packages import download_choices, prediction_curl, usage_snippet
+from market.commerce.predictions import model_predict
 from market.commerce.selectors import global_model_require_access
 from market.errors import DomainError
 from workers.modelio.raw_columns import input_schema

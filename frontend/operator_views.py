@@ -17,9 +17,9 @@ from frontend.decorators import page
 from frontend.form_refusals import form_refused
 from frontend.sent_once import sent_once
 from market.accounts.models import Organisation
-from market.commerce.models import CreditRequest, CreditRequestStatus
+from market.commerce.models import CreditRequest, CreditRequestStatus, ListingAccess
 from market.commerce.selectors import global_model_get
-from market.commerce.services import listing_create, require_operator
+from market.commerce.services import PredictionLimits, listing_create, require_operator
 from market.commerce.wallets import (
     credit_request_approve,
     credit_request_create,
@@ -214,6 +214,19 @@ def federation_data_page(request, slug):
 # --- listings ---
 
 
+def _prediction_limits(form) -> PredictionLimits:
+    """The listing form's limits on predictions: a whole number each, an empty field no limit."""
+    values = {}
+    for name in ("max_rows_per_call", "max_rows_per_day", "max_calls_per_minute"):
+        text = (form.get(name) or "").strip()
+        if text and not text.isdigit():
+            raise InvalidInput(
+                f"{name.replace('_', ' ').capitalize()} must be a whole number, not {text!r}."
+            )
+        values[name] = int(text) if text else None
+    return PredictionLimits(**values)
+
+
 @require_http_methods(["GET", "POST"])
 @page
 @sent_once
@@ -247,6 +260,8 @@ def listing_create_page(request, global_model_id):
             licence_text=form.get("licence_text", ""),
             price_cents=credits_to_cents(form.get("price", ""), field="The price", name="price"),
             actor=request.user,
+            access=form.get("access", "") or ListingAccess.DOWNLOAD,
+            limits=_prediction_limits(form),
             request=request,
         )
     except DomainError as error:

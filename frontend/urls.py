@@ -15,6 +15,7 @@ from frontend import (
     notifications_views,
     operator_views,
     security_views,
+    usage_views,
     views,
     webhooks_views,
 )
@@ -158,6 +159,12 @@ urlpatterns = [
         name="commerce-listing-retire",
     ),
     path("market/purchases/", commerce_views.purchases_page, name="commerce-purchases"),
+    path("market/usage/", usage_views.usage_page, name="usage"),
+    path(
+        "market/listings/<int:listing_id>/plans/",
+        usage_views.plan_create_action,
+        name="commerce-plan-create",
+    ),
     path(
         "market/models/<int:global_model_id>/download/",
         commerce_views.download_action,

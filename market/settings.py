@@ -341,6 +341,8 @@ SPECTACULAR_SETTINGS = {
         "JobKindEnum": "market.jobs.parameters.job_kind_choices",
         "WalletEntryKindEnum": "market.commerce.models.WalletEntryKind",
         "ListingStatusEnum": "market.commerce.models.ListingStatus",
+        "PlanKindEnum": "market.commerce.plan_models.PlanKind",
+        "ListingAccessEnum": "market.commerce.models.ListingAccess",
         "ExchangeStatusEnum": "market.exchanges.models.ExchangeStatus",
         "RoundStatusEnum": "market.exchanges.models.RoundStatus",
         "AugmentationStatusEnum": "market.augmentations.models.AugmentationStatus",

@@ -6,6 +6,7 @@ address for anonymous clients; DRF answers ``429`` with ``Retry-After``.
 """
 
 from rest_framework.authentication import TokenAuthentication
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.throttling import SimpleRateThrottle
 
 from market.accounts.models import ApiToken
@@ -24,6 +25,30 @@ class ApiTokenAuthentication(TokenAuthentication):
         token = api_token_for_key(key=key)
         api_token_mark_used(token=token)
         return token.user, token
+
+    def authenticate(self, request):
+        found = super().authenticate(request)
+        if found is not None and found[1].predict_global_model_id is not None:
+            _require_predict_scope(request, found[1])
+        return found
+
+
+#: The URL name of the one endpoint a predictions-only token may call (market.commerce.urls).
+PREDICT_URL_NAME = "api-model-predict"
+
+
+def _require_predict_scope(request, token: ApiToken) -> None:
+    """A predictions-only token calls its model's predict endpoint and nothing else."""
+    match = getattr(request._request, "resolver_match", None)
+    if (
+        match is None
+        or match.url_name != PREDICT_URL_NAME
+        or match.kwargs.get("global_model_id") != token.predict_global_model_id
+    ):
+        raise PermissionDenied(
+            f"This token is scoped to predictions of global model #{token.predict_global_model_id}: "
+            f"it can only call POST /api/global-models/{token.predict_global_model_id}/predict/."
+        )
 
 
 class SteadyRateThrottle(SimpleRateThrottle):

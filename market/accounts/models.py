@@ -43,6 +43,14 @@ class ApiToken(models.Model):
     expires_at = models.DateTimeField()
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    predict_global_model_id = models.BigIntegerField(
+        null=True,
+        blank=True,
+        help_text=(
+            "Set on the token a predictions-only purchase gives: it calls only this global model's predict "
+            "endpoint and nothing else (market.accounts.authentication)."
+        ),
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -89,9 +89,16 @@ def _token_expiry(expires_in_days: int | None) -> timezone.datetime:
 
 
 def api_token_create(
-    *, user: User, name: str, expires_in_days: int | None = None, request=None
+    *,
+    user: User,
+    name: str,
+    expires_in_days: int | None = None,
+    predict_global_model_id: int | None = None,
+    request=None,
 ) -> tuple[ApiToken, str]:
-    """Create a named token; returns the row and the key, which is never stored and cannot be shown again."""
+    """Create a named token; returns the row and the key, which is never stored and cannot be shown again.
+    ``predict_global_model_id``: a token that calls only that model's predict endpoint (predictions-only purchases).
+    """
     name = name.strip()
     if not name:
         raise InvalidInput(
@@ -105,6 +112,7 @@ def api_token_create(
             key_hash=api_token_hash(key),
             key_prefix=key[:8],
             expires_at=_token_expiry(expires_in_days),
+            predict_global_model_id=predict_global_model_id,
         )
         audit_record(
             action="token.created",

@@ -24,13 +24,13 @@ from market.commerce.delivery import (
     download_filename,
     download_link_create,
     download_resolve,
-    model_predict,
     presigned_download_url,
 )
-from market.commerce.models import ListingStatus, WalletEntryKind
+from market.commerce.models import ListingAccess, ListingStatus, WalletEntryKind
 from market.commerce.money import payouts_of
 from market.commerce.packages import download_content
 from market.commerce.payouts import payable_cents, payout_record
+from market.commerce.predictions import model_predict
 from market.commerce.purchases import listing_for_purchase, purchase_create
 from market.commerce.selectors import (
     catalog_filters_from,
@@ -44,6 +44,7 @@ from market.commerce.selectors import (
     wallet_for,
 )
 from market.commerce.services import (
+    PredictionLimits,
     listing_create,
     listing_publish,
     listing_retire,
@@ -74,6 +75,13 @@ class ListingOutput(serializers.Serializer):
     balanced_accuracy = serializers.FloatField(allow_null=True)
     macro_f1 = serializers.FloatField(allow_null=True)
     roc_auc = serializers.FloatField(allow_null=True)
+    access = serializers.ChoiceField(
+        ListingAccess.choices,
+        help_text="download: the buyer gets the files; predictions: only an API token for the predict endpoint.",
+    )
+    max_rows_per_call = serializers.IntegerField(allow_null=True)
+    max_rows_per_day = serializers.IntegerField(allow_null=True)
+    max_calls_per_minute = serializers.IntegerField(allow_null=True)
     publish_override_reason = serializers.CharField(
         help_text="Non-empty when an operator published a model that fails the publish gate."
     )
@@ -97,6 +105,16 @@ class ListingInput(serializers.Serializer):
     licence_text = serializers.CharField()
     price_cents = serializers.IntegerField(min_value=0)
     previous_version = serializers.IntegerField(required=False, allow_null=True, default=None)
+    access = serializers.ChoiceField(ListingAccess.choices, default=ListingAccess.DOWNLOAD)
+    max_rows_per_call = serializers.IntegerField(
+        required=False, allow_null=True, default=None, min_value=1, max_value=10**9
+    )
+    max_rows_per_day = serializers.IntegerField(
+        required=False, allow_null=True, default=None, min_value=1, max_value=10**9
+    )
+    max_calls_per_minute = serializers.IntegerField(
+        required=False, allow_null=True, default=None, min_value=1, max_value=10**9
+    )
 
 
 # ListingOutput's fields with the database columns they read (``federation.slug`` → ``federation__slug``).
@@ -202,7 +220,9 @@ class ListingListApi(APIView):
         given.is_valid(raise_exception=True)
         fields = dict(given.validated_data)
         previous_id = fields.pop("previous_version")
+        limits = PredictionLimits(**{name: fields.pop(name) for name in vars(PredictionLimits())})
         listing = listing_create(
+            limits=limits,
             global_model=global_model_get(global_model_id=fields.pop("global_model")),
             actor=request.user,
             previous_version=listing_get(listing_id=previous_id, user=request.user)
@@ -296,27 +316,54 @@ class PurchaseOutput(serializers.Serializer):
     listing_name = serializers.CharField(source="listing.name")
     global_model = serializers.IntegerField(source="global_model_id")
     buyer_organisation = serializers.CharField(source="buyer_organisation.name")
+    plan = serializers.IntegerField(source="plan_id", allow_null=True)
     price_cents = serializers.IntegerField()
     fee_cents = serializers.IntegerField()
     created_at = serializers.DateTimeField()
 
 
+class PurchaseInput(serializers.Serializer):
+    plan = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=1,
+        max_value=2**63 - 1,
+        help_text="The pricing plan to buy; required where the listing has plans you can see.",
+    )
+
+
+class PurchaseCreatedOutput(PurchaseOutput):
+    api_token = serializers.CharField(
+        allow_null=True,
+        help_text="Predictions-only listings: the key of an API token that calls only this model's predict "
+        "endpoint, shown once (null on a replay and for downloads).",
+    )
+
+
 class ListingPurchaseApi(APIView):
     @extend_schema(
-        request=None,
+        request=PurchaseInput,
         parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
-        responses={201: PurchaseOutput},
+        responses={201: PurchaseCreatedOutput},
     )
     def post(self, request, listing_id):
-        """Buy a listing; a repeated Idempotency-Key returns the first purchase (header Idempotent-Replayed)."""
+        """Buy a listing (with one of its plans, where it has some); a repeated Idempotency-Key returns the first
+        purchase (header Idempotent-Replayed)."""
         listing_get(listing_id=listing_id, user=request.user)
+        given = PurchaseInput(data=request.data)
+        given.is_valid(raise_exception=True)
         result = purchase_create(
             listing=listing_for_purchase(listing_id=listing_id),
             user=request.user,
             idempotency_key=request.headers.get("Idempotency-Key"),
+            plan_id=given.validated_data["plan"],
             request=request,
         )
-        response = Response(PurchaseOutput(result.purchase).data, status=status.HTTP_201_CREATED)
+        result.purchase.api_token = result.api_token_key
+        response = Response(
+            PurchaseCreatedOutput(result.purchase).data, status=status.HTTP_201_CREATED
+        )
         response["Idempotent-Replayed"] = "true" if result.replayed else "false"
         return response
 
@@ -563,6 +610,33 @@ class PredictThrottle(SteadyRateThrottle):
         return self.cache_format % {"scope": self.scope, "ident": request.user.pk}
 
 
+class UsageOfCallOutput(serializers.Serializer):
+    charge = serializers.IntegerField()
+    replayed = serializers.BooleanField(
+        help_text="An earlier call with this Idempotency-Key was charged."
+    )
+    rows = serializers.IntegerField()
+    free_rows = serializers.IntegerField(help_text="Rows the trial covered.")
+    amount_cents = serializers.IntegerField()
+    month_rows = serializers.IntegerField(
+        help_text="Rows predicted this month, this call included."
+    )
+    remaining_cap_rows = serializers.IntegerField(
+        allow_null=True, help_text="Rows left under the plan's monthly cap; null without a cap."
+    )
+
+
+class PredictionOutput(serializers.Serializer):
+    classes = serializers.ListField(child=serializers.CharField())
+    probabilities = serializers.ListField(
+        child=serializers.ListField(child=serializers.FloatField())
+    )
+    class_labels = serializers.ListField(child=serializers.CharField())
+    usage = UsageOfCallOutput(
+        allow_null=True, help_text="Predictions-only purchases: this call's metering."
+    )
+
+
 class PredictApi(APIView):
     parser_classes = [CheckedJSONParser, CsvParser]
     throttle_classes = [
@@ -572,22 +646,29 @@ class PredictApi(APIView):
 
     @extend_schema(
         request={"application/json": OpenApiTypes.OBJECT, "text/csv": OpenApiTypes.STR},
-        responses=OpenApiTypes.OBJECT,
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                str,
+                OpenApiParameter.HEADER,
+                description="Predictions-only purchases: a call repeated with the same key is charged once.",
+            )
+        ],
+        responses=PredictionOutput,
     )
     def post(self, request, global_model_id):
-        """Classes and probabilities for rows in the federation's raw feature schema (JSON {"rows": [...]} or CSV)."""
-        if isinstance(request.data, bytes):
-            result = model_predict(
-                user=request.user,
-                global_model_id=global_model_id,
-                csv_data=request.data,
-                request=request,
-            )
-        else:
-            result = model_predict(
-                user=request.user,
-                global_model_id=global_model_id,
-                rows=request.data.get("rows") if hasattr(request.data, "get") else None,
-                request=request,
-            )
+        """Classes and probabilities for rows in the federation's raw feature schema (JSON {"rows": [...]} or CSV).
+        A predictions-only purchase's call is limited, metered and charged (``usage``)."""
+        given = (
+            {"csv_data": request.data}
+            if isinstance(request.data, bytes)
+            else {"rows": request.data.get("rows") if hasattr(request.data, "get") else None}
+        )
+        result = model_predict(
+            user=request.user,
+            global_model_id=global_model_id,
+            idempotency_key=request.headers.get("Idempotency-Key"),
+            request=request,
+            **given,
+        )
         return Response(result)

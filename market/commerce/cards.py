@@ -5,7 +5,7 @@ see: the data-independent ε bound (data-dependent ε only where the federation 
 which silo contributed what unless the federation publishes contributions.
 """
 
-from market.commerce.models import Listing
+from market.commerce.models import Listing, ListingAccess
 from market.jobs.models import GlobalModel
 from market.jobs.quality import GATE_RULE, PUBLISH_MARGIN, public_baselines, quality_verdict
 from market.jobs.visibility import GlobalModelView, global_model_view, named_contributions
@@ -102,6 +102,31 @@ def reproducibility_record(view: GlobalModelView) -> dict:
     }
 
 
+def access_section(listing: Listing) -> dict:
+    """What a purchase gives, in the sentences the card shows: the files, or predictions only with their limits."""
+    if listing.access != ListingAccess.PREDICTIONS:
+        return {
+            "access": listing.access,
+            "statement": "Download: buyers get the model's files and may also call the prediction API.",
+            "limits": [],
+        }
+    limits = [
+        f"at most {value} {unit}"
+        for value, unit in (
+            (listing.max_rows_per_call, "rows per call"),
+            (listing.max_rows_per_day, "rows per day"),
+            (listing.max_calls_per_minute, "calls per minute"),
+        )
+        if value is not None
+    ]
+    return {
+        "access": listing.access,
+        "statement": "Predictions only: buyers get an API token for this model's predict endpoint and never "
+        "the model's files; every call is metered and audited.",
+        "limits": limits,
+    }
+
+
 def model_card(listing: Listing) -> dict:
     """Everything a buyer may know about a listed model before buying it."""
     global_model, federation = listing.global_model, listing.federation
@@ -110,6 +135,7 @@ def model_card(listing: Listing) -> dict:
     job = global_model.job
     files = list(global_model.files.all())
     card = {
+        "access": access_section(listing),
         "task": {
             "federation": federation.slug,
             "federation_name": federation.name,

@@ -20,15 +20,13 @@ from django.utils import timezone
 from market.accounts.models import User
 from market.audit.models import AuditOutcome
 from market.audit.services import audit_record
-from market.commerce.prediction_rows import prediction_frame
-from market.commerce.selectors import global_model_require_access
+from market.commerce.selectors import global_model_require_access, predictions_entitlement
 from market.errors import DomainError, InvalidInput, PermissionDenied
 from market.feature_views import global_model_feature_view
 from market.jobs.models import GlobalModel, GlobalModelFile
 from market.sandbox import warm_models_predict
 from market.storage import artifact_read
 from workers.algorithms.bundle import MembersFailed, stored_ensemble_probabilities
-from workers.features import encode_features
 from workers.modelio.base import FILE_EXTENSIONS, ArtifactFormat, artifact_format_named
 from workers.modelio.bundle import bundle_read
 
@@ -105,6 +103,7 @@ def download_link_create(
     """A link to one file of a model the user's organisation bought (operators: any), valid for the TTL;
     ``raw_onnx`` names the raw-column model; ``package`` zips it with the model card and feature specification."""
     global_model = global_model_require_access(user=user, global_model_id=global_model_id)
+    _require_download_access(user=user, global_model=global_model)
     file_format = artifact_format_named(file_format)
     model_file = _file_for(global_model, file_format)
     expires_at = timezone.now() + timedelta(seconds=settings.ONEFOLD_DOWNLOAD_LINK_TTL_SECONDS)
@@ -125,6 +124,18 @@ def download_link_create(
         details={"format": file_format, "package": bool(package)},
     )
     return DownloadLink(token=token, expires_at=expires_at)
+
+
+def _require_download_access(*, user: User, global_model: GlobalModel) -> None:
+    """A predictions-only purchase never downloads the model (operators may)."""
+    if user.is_operator:
+        return
+    if predictions_entitlement(user=user, global_model_id=global_model.id) is not None:
+        raise PermissionDenied(
+            f"Your organisation bought predictions only for global model #{global_model.id}: it cannot be "
+            "downloaded. Call POST /api/global-models/"
+            f"{global_model.id}/predict/ with the token your purchase gave."
+        )
 
 
 def _linked_file(*, token: str, user: User) -> ResolvedDownload:
@@ -154,9 +165,10 @@ def _linked_file(*, token: str, user: User) -> ResolvedDownload:
         raise PermissionDenied(
             "This download link is no longer valid; ask for a new one from your purchases."
         )
-    global_model_require_access(
+    global_model = global_model_require_access(
         user=user, global_model_id=model_file.global_model_id
     )  # entitled now, not then
+    _require_download_access(user=user, global_model=global_model)
     return ResolvedDownload(
         model_file=model_file,
         variant=payload.get("variant", "file"),
@@ -263,33 +275,3 @@ def global_model_probabilities(
         raise ModelUnavailable(
             f"The model could not predict right now ({failure.errors[0][1]}); try again later."
         ) from failure
-
-
-def model_predict(
-    *,
-    user: User,
-    global_model_id: int,
-    rows: list | None = None,
-    csv_data: bytes | None = None,
-    request=None,
-) -> dict:
-    """Classes and probabilities of a bought model for rows in the federation's raw feature schema."""
-    global_model = global_model_require_access(user=user, global_model_id=global_model_id)
-    spec = global_model.job.public_dataset.feature_spec
-    frame = prediction_frame(
-        rows=rows, csv_data=csv_data, spec=spec, label_column=global_model.federation.label_column
-    )
-    probabilities = global_model_probabilities(global_model, encode_features(frame, spec))
-    labels = list(global_model.federation.class_labels)
-    audit_record(
-        action="model.predicted",
-        actor=user,
-        target=global_model,
-        request=request,
-        details={"rows": len(frame)},
-    )
-    return {
-        "classes": [labels[index] for index in probabilities.argmax(axis=1)],
-        "probabilities": probabilities.round(6).tolist(),
-        "class_labels": labels,
-    }

@@ -20,6 +20,11 @@ class ListingStatus(models.TextChoices):
     RETIRED = "retired", "Retired"
 
 
+class ListingAccess(models.TextChoices):
+    DOWNLOAD = "download", "Download"
+    PREDICTIONS = "predictions", "Predictions only"
+
+
 class Listing(models.Model):
     """A global model offered for sale. Once published, what it sells (model, price, licence) never changes;
     a new version is a new listing that names this one as ``previous_version``.
@@ -48,6 +53,25 @@ class Listing(models.Model):
     roc_auc = models.FloatField(null=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    access = models.CharField(
+        max_length=20,
+        choices=ListingAccess.choices,
+        default=ListingAccess.DOWNLOAD,
+        help_text="Download: the buyer gets the files. Predictions only: an API token for the predict endpoint.",
+    )
+    max_rows_per_call = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Predictions only: the most rows one call may send."
+    )
+    max_rows_per_day = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Predictions only: the most rows a buyer may predict per UTC day.",
+    )
+    max_calls_per_minute = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Predictions only: the most calls a buyer may make per minute.",
     )
     publish_override_reason = models.TextField(
         blank=True,
@@ -116,6 +140,7 @@ class WalletEntryKind(models.TextChoices):
     REVENUE_CREDIT = "revenue_credit", "Revenue share"
     MARKET_FEE = "market_fee", "Market fee"
     PAYOUT = "payout", "Payout"
+    USAGE_DEBIT = "usage_debit", "Usage"
 
 
 class Purchase(models.Model):
@@ -129,6 +154,14 @@ class Purchase(models.Model):
         Organisation, on_delete=models.PROTECT, related_name="purchases"
     )
     buyer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    plan = models.ForeignKey(
+        "commerce.PricingPlan",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="purchases",
+        help_text="The pricing plan bought; none for a listing's flat price (before plans).",
+    )
     price_cents = models.BigIntegerField()
     fee_cents = models.BigIntegerField()
     fee_percent = models.PositiveSmallIntegerField()
@@ -167,6 +200,14 @@ class WalletEntry(models.Model):
     purchase = models.ForeignKey(
         Purchase, null=True, blank=True, on_delete=models.PROTECT, related_name="entries"
     )
+    usage_charge = models.ForeignKey(
+        "commerce.UsageCharge",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="entries",
+        help_text="Set on the entries of a metered prediction call (its debit, fee and revenue shares).",
+    )
     note = models.CharField(max_length=500, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
@@ -193,6 +234,12 @@ class WalletEntry(models.Model):
                         purchase__isnull=False,
                     )
                     | Q(kind="payout", amount_cents__lt=0, purchase__isnull=True)
+                    | Q(
+                        kind="usage_debit",
+                        amount_cents__lt=0,
+                        purchase__isnull=False,
+                        usage_charge__isnull=False,
+                    )
                 ),
                 name="entry_sign_matches_kind",
             ),
@@ -212,6 +259,9 @@ class Entitlement(models.Model):
         GlobalModel, on_delete=models.PROTECT, related_name="entitlements"
     )
     purchase = models.OneToOneField(Purchase, on_delete=models.PROTECT, related_name="entitlement")
+    access = models.CharField(
+        max_length=20, choices=ListingAccess.choices, default=ListingAccess.DOWNLOAD
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -291,3 +341,7 @@ class CreditRequest(models.Model):
 
     def __str__(self):
         return f"Credit request #{self.id}: {self.amount_cents} cents for {self.organisation}"
+
+
+# Pricing plans and metered use live in their own module; imported here so that Django registers them.
+from market.commerce.plan_models import PlanKind, PricingPlan, UsageCharge  # noqa: E402, F401

@@ -8,18 +8,22 @@ from django.db.models import Count, Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce
 
 from market.accounts.models import Organisation, User
-from market.commerce.models import Purchase, Wallet, WalletEntry, WalletEntryKind
+from market.commerce.models import Purchase, UsageCharge, Wallet, WalletEntry, WalletEntryKind
 from market.commerce.services import require_operator
 
 
 @dataclass(frozen=True)
 class MarketFees:
-    """The market wallet's fees: the total kept, from how many sales, out of how much sold (all in cents)."""
+    """The market wallet's fees: the total kept (from sales and from metered use), from how many sales, out of how
+    much sold; and the metered use of predictions-only purchases: calls, what they charged, the fees kept (cents)."""
 
     total_fee_cents: int
     sales: int
     total_sold_cents: int
     balance_cents: int
+    usage_calls: int = 0
+    usage_revenue_cents: int = 0
+    usage_fee_cents: int = 0
 
 
 def market_fees(*, user: User) -> MarketFees:
@@ -29,12 +33,20 @@ def market_fees(*, user: User) -> MarketFees:
         sold=Coalesce(Sum("price_cents"), Value(0)),
         fees=Coalesce(Sum("fee_cents"), Value(0)),
     )
+    used = UsageCharge.objects.aggregate(
+        calls=Count("id"),
+        charged=Coalesce(Sum("amount_cents"), Value(0)),
+        fees=Coalesce(Sum("fee_cents"), Value(0)),
+    )
     market_wallet = Wallet.objects.filter(is_market=True).first()
     return MarketFees(
-        total_fee_cents=sold["fees"],
+        total_fee_cents=sold["fees"] + used["fees"],
         sales=sold["sales"],
         total_sold_cents=sold["sold"],
         balance_cents=market_wallet.balance_cents if market_wallet else 0,
+        usage_calls=used["calls"],
+        usage_revenue_cents=used["charged"],
+        usage_fee_cents=used["fees"],
     )
 
 
@@ -54,7 +66,8 @@ def _kind_total(kind: str):
 
 def organisations_with_money(*, user: User, search: str = "") -> QuerySet[Organisation]:
     """Organisations by name (those whose name contains ``search``), each annotated with its balance and the
-    totals of its ledger in cents: ``topped_up``, ``spent`` (negative), ``earned`` and ``paid_out`` (negative)."""
+    totals of its ledger in cents: ``topped_up``, ``spent`` (negative), ``spent_on_use`` (negative: metered
+    predictions), ``earned`` and ``paid_out`` (negative)."""
     require_operator(user, "read the market's money")
     organisations = Organisation.objects.all()
     if search.strip():
@@ -63,6 +76,7 @@ def organisations_with_money(*, user: User, search: str = "") -> QuerySet[Organi
         balance=Coalesce("wallet__balance_cents", Value(0)),
         topped_up=_kind_total(WalletEntryKind.TOP_UP),
         spent=_kind_total(WalletEntryKind.PURCHASE_DEBIT),
+        spent_on_use=_kind_total(WalletEntryKind.USAGE_DEBIT),
         earned=_kind_total(WalletEntryKind.REVENUE_CREDIT),
         paid_out=_kind_total(WalletEntryKind.PAYOUT),
     ).order_by("name", "id")

@@ -21,10 +21,13 @@ from market.errors import NotFound
 
 
 class MarketFeesOutput(serializers.Serializer):
-    total_fee_cents = serializers.IntegerField()
+    total_fee_cents = serializers.IntegerField(help_text="Fees of sales and of metered use.")
     sales = serializers.IntegerField()
     total_sold_cents = serializers.IntegerField()
     balance_cents = serializers.IntegerField(help_text="The market wallet's balance.")
+    usage_calls = serializers.IntegerField(help_text="Metered prediction calls charged.")
+    usage_revenue_cents = serializers.IntegerField(help_text="What metered use charged buyers.")
+    usage_fee_cents = serializers.IntegerField(help_text="The market's fees of metered use.")
 
 
 class SaleOutput(serializers.Serializer):
@@ -44,6 +47,9 @@ class OrganisationMoneyOutput(serializers.Serializer):
     balance_cents = serializers.IntegerField(source="balance")
     topped_up_cents = serializers.IntegerField(source="topped_up")
     spent_cents = serializers.IntegerField(source="spent", help_text="Negative: purchases.")
+    spent_on_use_cents = serializers.IntegerField(
+        source="spent_on_use", help_text="Negative: metered predictions."
+    )
     earned_cents = serializers.IntegerField(source="earned")
     paid_out_cents = serializers.IntegerField(source="paid_out", help_text="Negative: payouts.")
 

@@ -9,16 +9,20 @@ from django.conf import settings
 from django.db import transaction
 
 from market.accounts.models import Organisation, User
+from market.accounts.services import api_token_create
 from market.audit.models import AuditOutcome
 from market.audit.services import audit_record
 from market.commerce.models import (
     Entitlement,
     IdempotencyKey,
     Listing,
+    ListingAccess,
     ListingStatus,
+    PricingPlan,
     Purchase,
     WalletEntryKind,
 )
+from market.commerce.plans import plan_for_purchase, plan_upfront_cents
 from market.commerce.revenue import SplitBasis, market_fee_cents, revenue_shares, split_basis
 from market.commerce.wallets import wallet_ensure, wallet_entry_append, wallets_locked
 from market.errors import (
@@ -36,10 +40,26 @@ from market.jobs.visibility import model_privacy_level, silo_share_visible, silo
 class PurchaseResult:
     purchase: Purchase
     replayed: bool  # True when an earlier request with the same Idempotency-Key made this purchase
+    #: A predictions-only purchase's API token key, shown once (None on a replay and for downloads).
+    api_token_key: str | None = None
+
+
+@dataclass(frozen=True)
+class Split:
+    """An amount split to the cent: the market's fee and each silo's share ({"<organisation id>": cents})."""
+
+    fee_cents: int
+    shares: dict[str, int]
+    basis: SplitBasis
 
 
 def purchase_create(
-    *, listing: Listing, user: User, idempotency_key: str | None = None, request=None
+    *,
+    listing: Listing,
+    user: User,
+    idempotency_key: str | None = None,
+    plan_id: int | None = None,
+    request=None,
 ) -> PurchaseResult:
     """Buy a published listing for the user's organisation, in one transaction: debit the buyer, keep the market
     fee, credit each contributing silo its share (docs/market.md), grant the entitlement, audit.
@@ -54,7 +74,11 @@ def purchase_create(
         raise InvalidInput("The Idempotency-Key header must be 1 to 200 characters long.")
     try:
         result = _purchase_in_transaction(
-            listing=listing, user=user, idempotency_key=idempotency_key, request=request
+            listing=listing,
+            user=user,
+            idempotency_key=idempotency_key,
+            plan_id=plan_id,
+            request=request,
         )
     except DomainError as refusal:
         # The transaction rolled back; the refusal is recorded on its own.
@@ -83,6 +107,49 @@ def _split_basis(listing: Listing) -> SplitBasis:
     )
 
 
+def sale_split(*, listing: Listing, amount_cents: int) -> Split:
+    """``amount_cents`` of a sale or a use of the listing split by the federation's policy (docs/market.md)."""
+    basis = _split_basis(listing)
+    shares = revenue_shares(
+        amount_cents=amount_cents
+        - market_fee_cents(
+            price_cents=amount_cents, fee_percent=settings.ONEFOLD_MARKET_FEE_PERCENT
+        ),
+        weights=basis.weights,
+    )
+    # with no contributor the market keeps everything
+    return Split(fee_cents=amount_cents - sum(shares.values()), shares=shares, basis=basis)
+
+
+def split_entries_append(
+    *, split: Split, wallets: dict, wallet_ids: dict, purchase: Purchase, usage_charge=None
+) -> None:
+    """The market's fee and the silos' shares of a split, as ledger entries into the locked wallets."""
+    if split.fee_cents > 0:
+        wallet_entry_append(
+            wallet=wallets[wallet_ids["market"]],
+            kind=WalletEntryKind.MARKET_FEE,
+            amount_cents=split.fee_cents,
+            purchase=purchase,
+            usage_charge=usage_charge,
+        )
+    for key, share in sorted(split.shares.items()):
+        if share > 0:
+            wallet_entry_append(
+                wallet=wallets[wallet_ids["silos"][key]],
+                kind=WalletEntryKind.REVENUE_CREDIT,
+                amount_cents=share,
+                purchase=purchase,
+                usage_charge=usage_charge,
+                note=split.basis.notes[key][:500],
+            )
+
+
+def sale_wallet_ids(*, listing: Listing, buyer: Organisation) -> dict:
+    """The ids of every wallet a sale or use of the listing touches: the buyer's, the market's, each silo's."""
+    return _involved_wallet_ids(listing=listing, buyer=buyer)
+
+
 def _involved_wallet_ids(*, listing: Listing, buyer: Organisation) -> dict:
     contributors = {
         key: weight for key, weight in _split_basis(listing).weights.items() if weight > 0
@@ -99,7 +166,7 @@ def _involved_wallet_ids(*, listing: Listing, buyer: Organisation) -> dict:
 
 @transaction.atomic
 def _purchase_in_transaction(
-    *, listing: Listing, user: User, idempotency_key: str | None, request
+    *, listing: Listing, user: User, idempotency_key: str | None, plan_id: int | None, request
 ) -> PurchaseResult:
     buyer = user.organisation
     listing = Listing.objects.select_related("global_model__federation").get(pk=listing.pk)
@@ -122,13 +189,33 @@ def _purchase_in_transaction(
                     f"#{earlier.listing_id}; send a new key for a new purchase."
                 )
             return PurchaseResult(purchase=earlier.purchase, replayed=True)
+    plan = plan_for_purchase(listing=listing, buyer=buyer, plan_id=plan_id)
+    price_cents = plan_upfront_cents(plan) if plan is not None else listing.price_cents
     _check_purchasable(
-        listing=listing, buyer=buyer, balance_cents=wallets[wallet_ids["buyer"]].balance_cents
+        listing=listing,
+        buyer=buyer,
+        price_cents=price_cents,
+        balance_cents=wallets[wallet_ids["buyer"]].balance_cents,
     )
-    purchase = _purchase_record(listing=listing, user=user, wallets=wallets, wallet_ids=wallet_ids)
+    purchase = _purchase_record(
+        listing=listing,
+        user=user,
+        plan=plan,
+        price_cents=price_cents,
+        wallets=wallets,
+        wallet_ids=wallet_ids,
+    )
     if idempotency_key is not None:
         IdempotencyKey.objects.create(
             organisation=buyer, key=idempotency_key, listing=listing, purchase=purchase
+        )
+    api_token_key = None
+    if listing.access == ListingAccess.PREDICTIONS:
+        _, api_token_key = api_token_create(
+            user=user,
+            name=f"Predictions of {listing.name}"[:100],
+            predict_global_model_id=listing.global_model_id,
+            request=request,
         )
     audit_record(
         action="purchase.created",
@@ -140,12 +227,16 @@ def _purchase_in_transaction(
             "global_model": listing.global_model_id,
             "price_cents": purchase.price_cents,
             "fee_cents": purchase.fee_cents,
+            "plan": purchase.plan_id,
+            "access": listing.access,
         },
     )
-    return PurchaseResult(purchase=purchase, replayed=False)
+    return PurchaseResult(purchase=purchase, replayed=False, api_token_key=api_token_key)
 
 
-def _check_purchasable(*, listing: Listing, buyer: Organisation, balance_cents: int) -> None:
+def _check_purchasable(
+    *, listing: Listing, buyer: Organisation, price_cents: int, balance_cents: int
+) -> None:
     if listing.status != ListingStatus.PUBLISHED:
         raise Conflict(
             f"Listing #{listing.id} is {listing.get_status_display().lower()}, not for sale."
@@ -158,59 +249,47 @@ def _check_purchasable(*, listing: Listing, buyer: Organisation, balance_cents: 
             f"Your organisation already owns this model (purchase #{owned.purchase_id}); "
             "download it from your purchases."
         )
-    if balance_cents < listing.price_cents:
+    if balance_cents < price_cents:
         raise Conflict(
-            f"The price is {listing.price_cents} cents but your wallet holds {balance_cents}; "
-            f"top up at least {listing.price_cents - balance_cents} cents."
+            f"The price is {price_cents} cents but your wallet holds {balance_cents}; "
+            f"top up at least {price_cents - balance_cents} cents."
         )
 
 
-def _purchase_record(*, listing: Listing, user: User, wallets: dict, wallet_ids: dict) -> Purchase:
-    fee_percent = settings.ONEFOLD_MARKET_FEE_PERCENT
-    basis = _split_basis(listing)
-    shares = revenue_shares(
-        amount_cents=listing.price_cents
-        - market_fee_cents(price_cents=listing.price_cents, fee_percent=fee_percent),
-        weights=basis.weights,
-    )
-    fee_cents = listing.price_cents - sum(
-        shares.values()
-    )  # with no contributor the market keeps everything
+def _purchase_record(
+    *,
+    listing: Listing,
+    user: User,
+    plan: PricingPlan | None,
+    price_cents: int,
+    wallets: dict,
+    wallet_ids: dict,
+) -> Purchase:
+    split = sale_split(listing=listing, amount_cents=price_cents)
     purchase = Purchase.objects.create(
         listing=listing,
         global_model_id=listing.global_model_id,
         buyer_organisation=user.organisation,
         buyer=user,
-        price_cents=listing.price_cents,
-        fee_cents=fee_cents,
-        fee_percent=fee_percent,
+        plan=plan,
+        price_cents=price_cents,
+        fee_cents=split.fee_cents,
+        fee_percent=settings.ONEFOLD_MARKET_FEE_PERCENT,
     )
-    if listing.price_cents > 0:
+    if price_cents > 0:
         wallet_entry_append(
             wallet=wallets[wallet_ids["buyer"]],
             kind=WalletEntryKind.PURCHASE_DEBIT,
-            amount_cents=-listing.price_cents,
+            amount_cents=-price_cents,
             purchase=purchase,
             actor=user,
         )
-    if fee_cents > 0:
-        wallet_entry_append(
-            wallet=wallets[wallet_ids["market"]],
-            kind=WalletEntryKind.MARKET_FEE,
-            amount_cents=fee_cents,
-            purchase=purchase,
-        )
-    for key, share in sorted(shares.items()):
-        if share > 0:
-            wallet_entry_append(
-                wallet=wallets[wallet_ids["silos"][key]],
-                kind=WalletEntryKind.REVENUE_CREDIT,
-                amount_cents=share,
-                purchase=purchase,
-                note=basis.notes[key][:500],
-            )
+    split_entries_append(split=split, wallets=wallets, wallet_ids=wallet_ids, purchase=purchase)
     Entitlement.objects.create(
-        organisation=user.organisation, global_model_id=listing.global_model_id, purchase=purchase
+        organisation=user.organisation,
+        global_model_id=listing.global_model_id,
+        purchase=purchase,
+        access=listing.access,
     )
     return purchase
 

@@ -4,7 +4,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Count, Q, QuerySet, Sum, Value
+from django.db.models.functions import Coalesce
 
 from market.accounts.models import Organisation, User
 from market.commerce.catalog_cache import catalog_cached
@@ -13,6 +14,7 @@ from market.commerce.models import (
     CreditRequestStatus,
     Entitlement,
     Listing,
+    ListingAccess,
     ListingStatus,
     Purchase,
     Wallet,
@@ -188,6 +190,21 @@ def entitlement_exists(*, user: User, global_model: GlobalModel) -> bool:
     )
 
 
+def predictions_entitlement(*, user: User, global_model_id: int) -> Entitlement | None:
+    """The organisation's predictions-only entitlement to the model, if that is what it bought."""
+    if user.organisation_id is None:
+        return None
+    return (
+        Entitlement.objects.filter(
+            organisation_id=user.organisation_id,
+            global_model_id=global_model_id,
+            access=ListingAccess.PREDICTIONS,
+        )
+        .select_related("purchase__listing__global_model__federation", "purchase__plan")
+        .first()
+    )
+
+
 def global_model_require_access(*, user: User, global_model_id: int) -> GlobalModel:
     """The global model, if the user's organisation bought it (operators: always). Anyone else gets the same
     404 as for a model that does not exist, so ids cannot be probed."""
@@ -238,24 +255,35 @@ def purchase_list(*, user: User) -> QuerySet[Purchase]:
 
 
 def earnings_for(*, organisation: Organisation) -> dict:
-    """A silo's revenue shares: the total, per listing, and per purchase (newest first)."""
-    credits = WalletEntry.objects.filter(
+    """A silo's revenue shares: the total, per listing (sales and, for predictions-only listings, metered use), and
+    per purchase (newest first)."""
+    all_credits = WalletEntry.objects.filter(
         wallet__organisation=organisation, kind=WalletEntryKind.REVENUE_CREDIT
     )
+    from_use = Q(usage_charge__isnull=False)
     per_listing = list(
-        credits.values("purchase__listing_id", "purchase__listing__name")
-        .annotate(earned_cents=Sum("amount_cents"), sales=Count("id"))
+        all_credits.values("purchase__listing_id", "purchase__listing__name")
+        .annotate(
+            earned_cents=Sum("amount_cents"),
+            sales=Count("id", filter=~from_use),
+            usage_earned_cents=Coalesce(Sum("amount_cents", filter=from_use), Value(0)),
+            usage_calls=Count("id", filter=from_use),
+        )
         .order_by("-earned_cents", "purchase__listing_id")
     )
+    credits = all_credits.filter(usage_charge__isnull=True)
     per_purchase = list(credits.select_related("purchase__listing").order_by("-id"))
     return {
         "total_cents": sum(row["earned_cents"] for row in per_listing),
+        "usage_total_cents": sum(row["usage_earned_cents"] for row in per_listing),
         "per_listing": [
             {
                 "listing_id": row["purchase__listing_id"],
                 "listing_name": row["purchase__listing__name"],
                 "earned_cents": row["earned_cents"],
                 "sales": row["sales"],
+                "usage_earned_cents": row["usage_earned_cents"],
+                "usage_calls": row["usage_calls"],
             }
             for row in per_listing
         ],

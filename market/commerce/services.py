@@ -5,6 +5,8 @@ The money moves in the modules beside it: credits into wallets (market.commerce.
 revenue shares (market.commerce.purchases), payouts (market.commerce.payouts).
 """
 
+from dataclasses import dataclass
+
 from django.db import transaction
 from django.utils import timezone
 
@@ -12,7 +14,7 @@ from market.accounts.models import User
 from market.audit.models import AuditOutcome
 from market.audit.services import audit_record
 from market.commerce.catalog_cache import catalog_changed
-from market.commerce.models import Listing, ListingStatus
+from market.commerce.models import Listing, ListingAccess, ListingStatus
 from market.commerce.packages import raw_column_members
 from market.errors import Conflict, InvalidInput, PermissionDenied
 from market.jobs.models import GlobalModel
@@ -42,6 +44,29 @@ def _check_listing_terms(*, name: str, licence_text: str, price_cents: int) -> N
         )
 
 
+@dataclass(frozen=True)
+class PredictionLimits:
+    """What a predictions-only listing allows one buyer (None: no limit beyond the platform's own)."""
+
+    max_rows_per_call: int | None = None
+    max_rows_per_day: int | None = None
+    max_calls_per_minute: int | None = None
+
+
+def _check_access(*, access: str, limits: PredictionLimits) -> None:
+    if access not in ListingAccess.values:
+        raise InvalidInput(
+            f"A listing's access is one of {', '.join(ListingAccess.values)}, not {access!r}."
+        )
+    values = [value for value in vars(limits).values() if value is not None]
+    if values and access != ListingAccess.PREDICTIONS:
+        raise InvalidInput(
+            "Limits on rows and calls apply to predictions-only listings; set access to predictions."
+        )
+    if any(not 1 <= value <= 10**9 for value in values):
+        raise InvalidInput("Each limit must be between 1 and 1000000000.")
+
+
 @transaction.atomic
 def listing_create(
     *,
@@ -52,11 +77,17 @@ def listing_create(
     price_cents: int,
     actor: User,
     previous_version: Listing | None = None,
+    access: str = ListingAccess.DOWNLOAD,
+    limits: PredictionLimits | None = None,
     request=None,
 ) -> Listing:
-    """A draft listing of ``global_model``; its model family, privacy level and metrics are copied from it."""
+    """A draft listing of ``global_model``; its model family, privacy level and metrics are copied from it.
+    ``access``: download (the files) or predictions only (an API token for the predict endpoint), with ``limits``
+    on rows per call, rows per day and calls per minute."""
     require_operator(actor, "create listings")
     _check_listing_terms(name=name, licence_text=licence_text, price_cents=price_cents)
+    limits = limits or PredictionLimits()
+    _check_access(access=access, limits=limits)
     if not global_model.files.exists():
         raise InvalidInput(f"Global model #{global_model.id} has no files to sell yet.")
     if (
@@ -75,6 +106,10 @@ def listing_create(
         licence_text=licence_text,
         price_cents=price_cents,
         previous_version=previous_version,
+        access=access,
+        max_rows_per_call=limits.max_rows_per_call,
+        max_rows_per_day=limits.max_rows_per_day,
+        max_calls_per_minute=limits.max_calls_per_minute,
         model_family=global_model.model_family,
         privacy_level=global_model.job.privacy_level,
         created_by=actor,
@@ -89,7 +124,7 @@ def listing_create(
         actor=actor,
         target=listing,
         request=request,
-        details={"global_model": global_model.id, "price_cents": price_cents},
+        details={"global_model": global_model.id, "price_cents": price_cents, "access": access},
     )
     return listing
 

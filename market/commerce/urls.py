@@ -1,6 +1,6 @@
 from django.urls import path
 
-from market.commerce import apis, money_apis
+from market.commerce import apis, money_apis, plan_apis
 
 urlpatterns = [
     path("listings/", apis.ListingListApi.as_view(), name="api-listing-list"),
@@ -30,7 +30,13 @@ urlpatterns = [
         apis.ListingReliabilityApi.as_view(),
         name="api-listing-reliability",
     ),
+    path(
+        "listings/<int:listing_id>/plans/",
+        plan_apis.PlanListApi.as_view(),
+        name="api-listing-plans",
+    ),
     path("purchases/", apis.PurchaseListApi.as_view(), name="api-purchase-list"),
+    path("usage/", plan_apis.UsageApi.as_view(), name="api-usage"),
     path("wallet/", apis.WalletApi.as_view(), name="api-wallet"),
     path(
         "organisations/<int:organisation_id>/wallet/",

@@ -15,6 +15,8 @@ class NotificationKind(models.TextChoices):
     JOIN_REQUEST = "join_request", "Join request waiting"
     CREDIT_REQUEST = "credit_request", "Credit request waiting"
     JOB_FAILED = "job_failed", "Job failed"
+    USAGE_CHARGED = "usage_charged", "Metered use charged"
+    USAGE_CAP_REACHED = "usage_cap_reached", "Monthly cap reached"
 
 
 class Notification(models.Model):

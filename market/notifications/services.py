@@ -12,12 +12,13 @@ from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
 from django.urls import reverse
+from django.utils import timezone
 
 from market.accounts.models import Organisation, User
 from market.audit.models import AuditEvent, AuditOutcome
 from market.budgets.spending import spender_kind_get, spender_named
 from market.budgets.thresholds import entry_spent_unit, entry_thresholds_crossed
-from market.commerce.models import Purchase, WalletEntry, WalletEntryKind
+from market.commerce.models import Purchase, UsageCharge, WalletEntry, WalletEntryKind
 from market.federations.models import JoinRequest
 from market.notifications.models import Notification, NotificationKind
 from workers.numbers import credits_text, epsilon_text
@@ -150,15 +151,66 @@ def _sale_notify(audit: AuditEvent) -> list[Notification]:
     return sale_credited_notify(Purchase.objects.select_related("listing").get(id=audit.object_id))
 
 
+def usage_audit_notify(audit) -> Notification | None:
+    """A buyer's notice from a metered call's audit entry (market.commerce.usage): the month's first charged call
+    of a purchase (its trial is over or the month began), and the call that reached the plan's monthly cap."""
+    details = audit.details or {}
+    if audit.organisation_id is None:
+        return None
+    listing = f"listing #{details.get('listing')}"
+    if audit.action == "usage.cap_reached":
+        return notification_create(
+            organisation=audit.organisation,
+            kind=NotificationKind.USAGE_CAP_REACHED,
+            subject=f"The monthly cap of {listing} is reached",
+            message=(
+                f"Your organisation predicted {details.get('month_rows')} rows of {listing} this month, its "
+                "plan's cap: further calls are refused until next month."
+            ),
+            link=reverse("usage"),
+        )
+    first_charged_this_month = (
+        audit.action == "usage.charged"
+        and bool(details.get("amount_cents"))
+        and UsageCharge.objects.filter(
+            purchase_id=details.get("purchase"),
+            period__gte=timezone.now().date().replace(day=1),
+            amount_cents__gt=0,
+        ).count()
+        == 1
+    )
+    if first_charged_this_month:
+        return notification_create(
+            organisation=audit.organisation,
+            kind=NotificationKind.USAGE_CHARGED,
+            subject=f"Predictions of {listing} are now charged",
+            message=(
+                f"A call of {details.get('rows')} rows of {listing} was charged "
+                f"{details.get('amount_cents')} cents, the first this month; each further call is charged "
+                "from your wallet as it happens."
+            ),
+            link=reverse("usage"),
+        )
+    return None
+
+
+def _usage_notify(audit: AuditEvent) -> list[Notification]:
+    notice = usage_audit_notify(audit)
+    return [notice] if notice is not None else []
+
+
 AUDIT_NOTICES = {
     "purchase.created": _sale_notify,
     "membership.requested": _join_request_notify,
     "wallet.credit_requested": _credit_request_notify,
+    "usage.charged": _usage_notify,
+    "usage.cap_reached": _usage_notify,
 }
 
 
 def audit_event_notify(audit: AuditEvent) -> list[Notification]:
-    """Notices for one successful audit entry (a sale, a join request, a credit request); none otherwise."""
+    """Notices for one successful audit entry (a sale, a join request, a credit request, a metered call); none
+    otherwise."""
     notify = AUDIT_NOTICES.get(audit.action)
     if notify is None or audit.outcome != AuditOutcome.SUCCESS:
         return []

@@ -70,6 +70,17 @@ class PayoutData(serializers.Serializer):
     amount_cents = serializers.IntegerField(allow_null=True)
 
 
+class UsageData(serializers.Serializer):
+    charge = serializers.IntegerField()
+    listing = serializers.IntegerField()
+    global_model = serializers.IntegerField()
+    rows = serializers.IntegerField()
+    free_rows = serializers.IntegerField()
+    amount_cents = serializers.IntegerField()
+    month_rows = serializers.IntegerField()
+    remaining_cap_rows = serializers.IntegerField(allow_null=True)
+
+
 class MembershipData(serializers.Serializer):
     federation = serializers.SlugField()
     organisation = serializers.IntegerField()
@@ -103,6 +114,8 @@ EVENT_BODIES = {
         {"budget": BudgetData(), "threshold": serializers.FloatField(help_text="0.8 or 1.0")},
     ),
     Type.PAYOUT_RECORDED: _body("PayoutRecorded", {"payout": PayoutData()}),
+    Type.USAGE_CHARGED: _body("UsageCharged", {"usage": UsageData()}),
+    Type.USAGE_CAP_REACHED: _body("UsageCapReached", {"usage": UsageData()}),
     Type.MEMBERSHIP_REQUESTED: _body("MembershipRequested", {"membership": MembershipData()}),
     Type.MEMBERSHIP_CHANGED: _body("MembershipChanged", {"membership": MembershipData()}),
     Type.WEBHOOK_PING: _body("WebhookPing", {"endpoint": serializers.IntegerField()}),

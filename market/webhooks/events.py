@@ -167,6 +167,24 @@ def _payout_event(audit: AuditEvent) -> list[WebhookEvent]:
     return [WebhookEvent(Type.PAYOUT_RECORDED, data, visible)]
 
 
+USAGE_FIELDS = ("listing", "global_model", "rows", "free_rows", "amount_cents", "month_rows")
+
+
+def _usage_event(audit: AuditEvent) -> list[WebhookEvent]:
+    """A metered call of a predictions-only purchase: the buying organisation's own use (its usage page)."""
+    data = {
+        "usage": {
+            "charge": int(audit.object_id),
+            **{name: audit.details.get(name) for name in USAGE_FIELDS},
+            "remaining_cap_rows": audit.details.get("remaining_cap_rows"),
+        }
+    }
+    event_type = (
+        Type.USAGE_CAP_REACHED if audit.action == "usage.cap_reached" else Type.USAGE_CHARGED
+    )
+    return [WebhookEvent(event_type, data, _own(audit.organisation_id))]
+
+
 def _membership_event(audit: AuditEvent) -> list[WebhookEvent]:
     data = {
         "membership": {
@@ -189,6 +207,8 @@ AUDIT_ACTIONS = {
     "listing.retired": _listing_event,
     "purchase.created": _purchase_event,
     "wallet.payout_recorded": _payout_event,  # market.commerce.payouts
+    "usage.charged": _usage_event,  # market.commerce.usage
+    "usage.cap_reached": _usage_event,
     "membership.requested": _membership_event,
     **dict.fromkeys(MEMBERSHIP_CHANGES, _membership_event),
 }

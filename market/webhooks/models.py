@@ -20,6 +20,8 @@ class WebhookEventType(models.TextChoices):
     BUDGET_CHARGED = "budget.charged", "A privacy budget was charged"
     BUDGET_THRESHOLD_REACHED = "budget.threshold_reached", "A privacy budget reached 80 % or 100 %"
     PAYOUT_RECORDED = "payout.recorded", "A payout was recorded"
+    USAGE_CHARGED = "usage.charged", "A metered prediction call was charged"
+    USAGE_CAP_REACHED = "usage.cap_reached", "A plan's monthly cap of rows was reached"
     MEMBERSHIP_REQUESTED = "membership.requested", "A request to join a federation was made"
     MEMBERSHIP_CHANGED = "membership.changed", "A membership was granted, refused or removed"
     WEBHOOK_PING = "webhook.ping", "A test delivery a member asked for"

@@ -302,7 +302,10 @@ POLICY = {
     ("POST", "/api/listings/{listing_id}/publish/"): Rule("listing", listing_manager),
     ("POST", "/api/listings/{listing_id}/retire/"): Rule("listing", listing_manager),
     ("POST", "/api/listings/{listing_id}/purchase/"): Rule("listing", purchaser),
+    ("GET", "/api/listings/{listing_id}/plans/"): Rule("listing", listing_reader),
+    ("POST", "/api/listings/{listing_id}/plans/"): Rule("listing", listing_manager),
     ("GET", "/api/purchases/"): Rule("none", signed_in),
+    ("GET", "/api/usage/"): Rule("none", signed_in),
     ("GET", "/api/wallet/"): Rule("none", own_wallet),
     ("GET", "/api/earnings/"): Rule("none", own_earnings),
     ("GET", "/api/organisations/{organisation_id}/wallet/"): Rule(

@@ -128,6 +128,8 @@ PAGE_POLICY = {
     ("POST", "market/listings/<int:listing_id>/publish/"): Rule("listing", listing_manager),
     ("POST", "market/listings/<int:listing_id>/retire/"): Rule("listing", listing_manager),
     ("GET", "market/purchases/"): Rule("none", signed_in),
+    ("GET", "market/usage/"): Rule("none", signed_in),
+    ("POST", "market/listings/<int:listing_id>/plans/"): Rule("listing", listing_manager),
     ("POST", "market/models/<int:global_model_id>/download/"): Rule(
         "global_model", entitled_to_the_model
     ),

@@ -250,6 +250,7 @@ def published_listing(make_global_model, operator, silo_user, other_silo_user):
         weights: dict | None = None,
         name: str | None = None,
         description: str = "Income above 50K from census features.",
+        listing_terms: dict | None = None,
         **model,
     ):
         weights = (
@@ -265,6 +266,7 @@ def published_listing(make_global_model, operator, silo_user, other_silo_user):
             licence_text="Use for any lawful purpose.",
             price_cents=price_cents,
             actor=operator,
+            **(listing_terms or {}),
         )
         return listing_publish(listing=listing, actor=operator)
 

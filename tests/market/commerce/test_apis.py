@@ -237,6 +237,9 @@ def test_wallets_are_private_and_top_ups_are_for_operators(
     assert WalletEntry.objects.count() == 1
 
 
+NO_USE = {"usage_earned_cents": 0, "usage_calls": 0}  # no metered use of these download listings
+
+
 def test_silos_see_their_earnings_per_listing_and_per_purchase(
     published_listing, buyer_user, silo_user, silo_api, other_silo_user, top_up, buyer_api
 ):
@@ -253,8 +256,20 @@ def test_silos_see_their_earnings_per_listing_and_per_purchase(
     # 10 % fee; Northwind holds weight 0.7: 900 → 630, 1800 → 1260.
     assert earnings["total_cents"] == 1890
     assert earnings["per_listing"] == [
-        {"listing_id": second.id, "listing_name": second.name, "earned_cents": 1260, "sales": 1},
-        {"listing_id": first.id, "listing_name": first.name, "earned_cents": 630, "sales": 1},
+        {
+            "listing_id": second.id,
+            "listing_name": second.name,
+            "earned_cents": 1260,
+            "sales": 1,
+            **NO_USE,
+        },
+        {
+            "listing_id": first.id,
+            "listing_name": first.name,
+            "earned_cents": 630,
+            "sales": 1,
+            **NO_USE,
+        },
     ]
     assert [(row["purchase_id"], row["earned_cents"]) for row in earnings["per_purchase"]] == [
         (bought[1].id, 1260),

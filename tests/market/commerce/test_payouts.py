@@ -166,6 +166,9 @@ def test_the_money_api_reads_what_the_money_page_reads_for_operators_only(
         "sales": 1,
         "total_sold_cents": 1001,
         "balance_cents": 100,
+        "usage_calls": 0,
+        "usage_revenue_cents": 0,
+        "usage_fee_cents": 0,
     }
     sales = api.get("/api/money/sales/").json()
     assert sales["count"] == 1
@@ -178,6 +181,7 @@ def test_the_money_api_reads_what_the_money_page_reads_for_operators_only(
         "balance_cents": 131,
         "topped_up_cents": 0,
         "spent_cents": 0,
+        "spent_on_use_cents": 0,
         "earned_cents": 631,
         "paid_out_cents": -500,
     }

@@ -87,7 +87,7 @@ def mixed_submissions(fedkt_submissions, third_silo_user, ordinal_students):
 
 
 def predicted_by_api(operator, model, rows) -> np.ndarray:
-    from market.commerce.delivery import model_predict
+    from market.commerce.predictions import model_predict
 
     records = json.loads(rows.to_json(orient="records"))
     return np.asarray(
