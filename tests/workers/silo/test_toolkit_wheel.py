@@ -99,6 +99,9 @@ def research_only_files() -> set[str]:
         "workers.celery_app",
         "workers.apps",
         "workers.simulation",
+        # the child processes the market starts with ``python -m`` (the sandbox's and the warm sessions')
+        "workers.modelio.child",
+        "workers.modelio.session_child",
     ]
     return import_closure(research) - import_closure(shipping)
 
