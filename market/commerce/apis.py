@@ -618,6 +618,10 @@ class UsageOfCallOutput(serializers.Serializer):
     rows = serializers.IntegerField()
     free_rows = serializers.IntegerField(help_text="Rows the trial covered.")
     amount_cents = serializers.IntegerField()
+    monthly_fee_cents = serializers.IntegerField(
+        help_text="Of amount_cents, the plan's monthly fee: charged with the first call of each month after the "
+        "month of purchase."
+    )
     month_rows = serializers.IntegerField(
         help_text="Rows predicted this month, this call included."
     )

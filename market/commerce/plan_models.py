@@ -93,6 +93,11 @@ class UsageCharge(models.Model):
     free_rows = models.PositiveBigIntegerField(help_text="Rows of this call inside the trial.")
     amount_cents = models.BigIntegerField()
     fee_cents = models.BigIntegerField()
+    monthly_fee_cents = models.BigIntegerField(
+        default=0,
+        help_text="Of amount_cents, the plan's monthly fee for the call's month: charged with the first call of "
+        "each month after the month of purchase (whose fee the purchase paid).",
+    )
     period = models.DateField(help_text="The first day of the calendar month (UTC) of the call.")
     idempotency_key = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -109,6 +114,8 @@ class UsageCharge(models.Model):
                 condition=Q(amount_cents__gte=0)
                 & Q(fee_cents__gte=0)
                 & Q(fee_cents__lte=models.F("amount_cents"))
+                & Q(monthly_fee_cents__gte=0)
+                & Q(monthly_fee_cents__lte=models.F("amount_cents"))
                 & Q(free_rows__lte=models.F("rows")),
                 name="usage_charge_amounts_consistent",
             ),

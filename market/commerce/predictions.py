@@ -68,6 +68,7 @@ def usage_output(usage: UsageOutcome) -> dict:
         "rows": charge.rows,
         "free_rows": charge.free_rows,
         "amount_cents": charge.amount_cents,
+        "monthly_fee_cents": charge.monthly_fee_cents,
         "month_rows": usage.month_rows,
         "remaining_cap_rows": usage.remaining_cap_rows,
     }

@@ -1,7 +1,8 @@
 """Metered predictions of predictions-only purchases: the limits checked before a call, and its charge.
 
 A call's rows first use the plan's trial (free rows once, or every row during the free days after the purchase);
-the rest are billed at the plan's price per 1,000 rows. So that a month's calls add up to the cent, a call is
+the rest are billed at the plan's price per 1,000 rows. The purchase pays the plan's monthly fee for its own month;
+the first call of each later month pays that month's fee with its rows (:func:`monthly_fee_due`). So that a month's calls add up to the cent, a call is
 charged ``ceil(billed × price / 1000) − ceil(billed_before × price / 1000)`` cents, where ``billed_before`` is what
 the month had billed before it: the month's total is the exact price of its rows, rounded up once.
 
@@ -18,7 +19,7 @@ from datetime import date, datetime, timedelta
 
 from django.core.cache import cache
 from django.db import transaction
-from django.db.models import F, Sum
+from django.db.models import Count, F, Sum
 from django.utils import timezone
 
 from market.accounts.models import User
@@ -90,7 +91,9 @@ def _month_start(now: datetime) -> date:
 def _totals(entitlement: Entitlement, now: datetime) -> dict:
     charges = UsageCharge.objects.filter(entitlement=entitlement)
     month = charges.filter(period=_month_start(now)).aggregate(
-        month_rows=Sum("rows"), month_billed=Sum(F("rows") - F("free_rows"))
+        month_rows=Sum("rows"),
+        month_billed=Sum(F("rows") - F("free_rows")),
+        month_calls=Count("id"),
     )
     day_start = now.replace(hour=0, minute=0, second=0, microsecond=0)
     day = charges.filter(created_at__gte=day_start).aggregate(day_rows=Sum("rows"))
@@ -133,6 +136,16 @@ def free_rows_of(
     return min(rows, max(plan.trial_rows - free_rows_used, 0))
 
 
+def monthly_fee_due(
+    *, plan: PricingPlan | None, bought_at: datetime, now: datetime, month_calls: int
+) -> int:
+    """The plan's monthly fee when this call is the first of a month after the month of purchase (the purchase
+    paid its own month's), else 0."""
+    if plan is None or plan.kind != PlanKind.USAGE or month_calls:
+        return 0
+    return plan.monthly_fee_cents if _month_start(now) > _month_start(bought_at) else 0
+
+
 def usage_cents(*, billed_before: int, billed: int, price_per_thousand_rows_cents: int) -> int:
     """Cents for ``billed`` more rows of a month that had billed ``billed_before`` (module docstring)."""
 
@@ -171,15 +184,23 @@ def usage_charge(
             free_rows_used=totals["free_rows_used"],
             rows=rows,
         )
-        amount_cents = usage_cents(
+        monthly_fee_cents = monthly_fee_due(
+            plan=plan, bought_at=purchase.created_at, now=now, month_calls=totals["month_calls"]
+        )
+        amount_cents = monthly_fee_cents + usage_cents(
             billed_before=totals["month_billed"],
             billed=rows - free_rows,
             price_per_thousand_rows_cents=plan.price_per_thousand_rows_cents if plan else 0,
         )
         balance_cents = wallets[wallet_ids["buyer"]].balance_cents
         if amount_cents > balance_cents:
+            with_fee = (
+                f" (with this month's fee of {monthly_fee_cents} cents)"
+                if monthly_fee_cents
+                else ""
+            )
             raise Conflict(
-                f"This call of {rows} rows costs {amount_cents} cents but your wallet holds "
+                f"This call of {rows} rows costs {amount_cents} cents{with_fee} but your wallet holds "
                 f"{balance_cents}; top up at least {amount_cents - balance_cents} cents. Nothing was charged."
             )
         split = sale_split(listing=listing, amount_cents=amount_cents)
@@ -192,6 +213,7 @@ def usage_charge(
             free_rows=free_rows,
             amount_cents=amount_cents,
             fee_cents=split.fee_cents,
+            monthly_fee_cents=monthly_fee_cents,
             period=_month_start(now),
             idempotency_key=idempotency_key or "",
         )
@@ -239,6 +261,7 @@ def _usage_audit(*, outcome: UsageOutcome, user: User, listing_id: int, request)
         "rows": charge.rows,
         "free_rows": charge.free_rows,
         "amount_cents": charge.amount_cents,
+        "monthly_fee_cents": charge.monthly_fee_cents,
         "fee_cents": charge.fee_cents,
         "month_rows": outcome.month_rows,
         "remaining_cap_rows": outcome.remaining_cap_rows,

@@ -97,6 +97,7 @@ def test_a_buyer_predicts_in_the_trial_then_pays_per_use_up_to_the_cap_and_is_re
         "rows": 10,
         "free_rows": 10,
         "amount_cents": 0,
+        "monthly_fee_cents": 0,
         "month_rows": 10,
         "remaining_cap_rows": 20,
     }
@@ -149,6 +150,51 @@ def test_a_buyer_predicts_in_the_trial_then_pays_per_use_up_to_the_cap_and_is_re
         f"Your organisation predicted 30 rows of listing #{listing.id} this month, its plan's cap: "
         "further calls are refused until next month."
     )
+
+
+@pytest.mark.django_db
+def test_the_first_call_of_each_later_month_pays_that_months_fee_split_like_a_sale(
+    usage_listing, buyer_user, buyer_api, top_up, adult_evaluation
+):
+    """The purchase paid its own month's fee; a month later the month's first call pays the 5.00 fee with its rows,
+    the next call of that month does not, and the fee is split to the market and the silos like any charge."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    listing, plan = usage_listing(trial_rows=0, monthly_cap_rows=None)
+    top_up(buyer_user.organisation, 2000)
+    bought = buy(buyer_api, listing, plan)
+    predictor = token_client(bought["api_token"])
+    raw, _, _ = adult_evaluation
+    url = f"/api/global-models/{listing.global_model_id}/predict/"
+    same_month = predictor.post(url, {"rows": raw_rows(raw.iloc[:5])}, format="json").json()[
+        "usage"
+    ]
+    assert (same_month["amount_cents"], same_month["monthly_fee_cents"]) == (10, 0)
+
+    # a month later: the purchase and its first call belong to the previous month
+    earlier = timezone.now() - timedelta(days=32)
+    Purchase.objects.filter(id=bought["id"]).update(created_at=earlier)
+    UsageCharge.objects.update(period=earlier.date().replace(day=1))
+    before = balances()
+    first = predictor.post(url, {"rows": raw_rows(raw.iloc[:5])}, format="json").json()["usage"]
+    second = predictor.post(url, {"rows": raw_rows(raw.iloc[:5])}, format="json").json()["usage"]
+
+    assert (first["amount_cents"], first["monthly_fee_cents"]) == (500 + 10, 500)
+    assert (second["amount_cents"], second["monthly_fee_cents"]) == (10, 0)
+    after = balances()
+    assert before["Fabrikam Insurance"] - after["Fabrikam Insurance"] == 520
+    # 510 cents: 51 to the market, 459 split 70 / 30; then 10 cents: 1 and 9
+    assert after["market"] - before["market"] == 51 + 1
+    assert sum(after.values()) == sum(before.values())
+    assert (
+        AuditEvent.objects.filter(action="usage.charged")
+        .order_by("-id")[1]
+        .details["monthly_fee_cents"]
+        == 500
+    )
+    assert_ledgers_balance()
 
 
 @pytest.mark.django_db
