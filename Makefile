@@ -49,7 +49,7 @@ DEMO_ENV = ONEFOLD_DEBUG=true PYTHONUNBUFFERED=1
 
 $(BIN)/.installed-runtime: requirements.txt requirements-lock.txt
 	@if [ -f $(BIN)/.installed ]; then touch $@; else \
-		echo "Installing the market's runtime packages into $(VENV) (first run only: about 2 minutes, 1.5 GB)..."; \
+		echo "Installing the market's runtime packages into $(VENV) (first run only: a few minutes, about 2.1 GB)..."; \
 		$(PYTHON) -m venv $(VENV) && \
 		$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip==25.3 2>/dev/null && \
 		$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt -c requirements-lock.txt \

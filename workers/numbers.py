@@ -70,6 +70,12 @@ def percent_number(fraction) -> str:
     return "—" if fraction is None else f"{100 * float(fraction):.1f}"
 
 
+def points_number(difference) -> str:
+    """A difference of two metrics in [0, 1] in percentage points, signed, with one decimal, as a table cell under a
+    header that names the unit: 0.0612 → "+6.1", -0.0137 → "-1.4"; None → "—"."""
+    return "—" if difference is None else f"{100 * float(difference):+.1f}"
+
+
 def size_text(size_bytes) -> str:
     """A file size in KiB or MiB with one decimal: 2048 → "2.0 KiB", 3145728 → "3.0 MiB"; None → "—"."""
     if size_bytes is None:

@@ -10,6 +10,7 @@ from workers.numbers import (
     epsilon_text,
     percent_text,
     plain_number,
+    points_number,
 )
 from workers.privacy.protection import protection_words
 
@@ -68,3 +69,9 @@ def without_python_reprs(text) -> str:
     """A worker's sentence as people read it: numpy 2 writes scalars as ``np.int64(3)`` inside lists and tuples
     (``[np.int64(0), np.int64(1)]``); the page shows ``3`` and ``[0, 1]``."""
     return NUMPY_SCALAR_REPR.sub(r"\1", str(text or ""))
+
+
+@register.filter
+def points(value) -> str:
+    """A difference of metrics in percentage points, signed (workers.numbers.points_number): "+6.1"."""
+    return points_number(value)

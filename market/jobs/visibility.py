@@ -249,7 +249,7 @@ def named_submission_metrics(view: GlobalModelView) -> list[dict]:
 
 def _error_text(silo: dict) -> str:
     error = (silo.get("standard_error") or {}).get("balanced_accuracy")
-    return "exact" if error is None else f"± {error:.4f} (standard error)"
+    return "exact" if error is None else f"± {100 * error:.1f} (standard error)"
 
 
 def named_contribution_values(view: GlobalModelView) -> list[dict]:

@@ -54,7 +54,7 @@ def test_the_operator_reads_every_value_with_error_bars_on_the_job_page_and_the_
     card = read(client, operator, f"/market/listings/{valued_listing.id}/")
     for page, plot in ((job_page, "job-value-plot"), (card, "card-value-plot")):
         assert "Northwind Hospital" in page and "Contoso Bank" in page
-        assert "0.0612" in page and "-0.0137" in page and "± 0.0045 (standard error)" in page
+        assert ">+6.1<" in page and ">-1.4<" in page and "± 0.4 (standard error)" in page
         svg = re.search(rf'<svg id="{plot}".*?</svg>', page, re.DOTALL).group(0)
         assert svg.count("<rect") == 2 and svg.count('class="whisker"') == 2
         # the bank's negative bar is red and ends at zero; its whisker spans ± two standard errors
@@ -73,11 +73,11 @@ def test_a_silo_reads_its_own_value_and_band_only_and_buyers_read_none(
     buyer_card = read(client, buyer_user, f"/market/listings/{valued_listing.id}/")
     api = api_client_for(silo_user).get("/api/earnings/").json()["contribution_values"]
 
-    assert "0.0612" in earnings and "top quarter" in earnings and "-0.0137" not in earnings
+    assert ">+6.1<" in earnings and "top quarter" in earnings and ">-1.4<" not in earnings
     assert [(row["shapley"]["balanced_accuracy"], row["rank_band"]) for row in api] == [
         (HOSPITAL_VALUE, "top quarter")
     ]
     assert "Copies:" not in earnings
     for card in (silo_card, buyer_card):
         assert "Copies:" not in card
-        assert "card-private-values" not in card and "0.0612" not in card and "-0.0137" not in card
+        assert "card-private-values" not in card and ">+6.1<" not in card and ">-1.4<" not in card

@@ -7,6 +7,7 @@ from workers.numbers import (
     epsilon_text,
     percent_text,
     plain_number,
+    points_number,
     without_float_noise,
 )
 
@@ -32,6 +33,16 @@ def test_metrics_are_percentages_with_one_decimal():
         "76.8 %",
         "55.9 %",
         "100.0 %",
+        "—",
+    ]
+
+
+def test_differences_of_metrics_are_signed_percentage_points_with_one_decimal():
+    """Contribution values (issue 43: they read "0.0150 ± 0.0016" where every other score is a percentage)."""
+    assert [points_number(value) for value in (0.0612, -0.0137, 0.0, None)] == [
+        "+6.1",
+        "-1.4",
+        "+0.0",
         "—",
     ]
 
