@@ -372,6 +372,7 @@ def test_usage_webhooks_reach_only_the_buying_organisation(
         "rows": 12,
         "free_rows": 0,
         "amount_cents": 24,
+        "monthly_fee_cents": 0,
         "month_rows": 12,
         "remaining_cap_rows": 0,
     }
