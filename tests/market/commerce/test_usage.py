@@ -20,7 +20,7 @@ from market.commerce.plans import plan_create
 from market.commerce.services import PredictionLimits
 from market.notifications.models import Notification
 from tests.conftest import api_client_for, run_at_once
-from tests.market.commerce.test_races import assert_ledgers_balance
+from tests.fixtures.commerce import assert_ledgers_balance
 
 PREDICTIONS = {
     "access": ListingAccess.PREDICTIONS,
