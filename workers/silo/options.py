@@ -50,7 +50,7 @@ class Command:
 
 def option_add(parser: argparse.ArgumentParser | argparse._ArgumentGroup, entry: Option) -> None:
     """Add one option; a list default is copied, so that no two parsers (nor the table) share one list."""
-    settings = {
+    settings: dict[str, Any] = {
         name: list(value) if isinstance(value, list) else value
         for name, value in entry.settings.items()
     }
