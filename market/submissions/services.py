@@ -4,6 +4,7 @@ outbox row in one transaction. Validating the stored models in the sandbox is ma
 """
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -229,180 +230,263 @@ def _check_design(
             )
 
 
+@dataclass(frozen=True)
+class SubmissionUpload:
+    """A silo's upload as the API or a page read it from validated input: its model files and what it declares.
+
+    ``feature_view`` is the view of the federation's features the models read (market.feature_views); their input
+    width must match it. ``exchange``: the FD exchange the network was trained through, if any (it must then be
+    L0). ``own_model_file``: the name of the uploaded file that is the silo's own model on all its rows, with its
+    held-out ``own_model_validation_score`` (stored last, its ``ModelFile.info["role"]`` :data:`OWN_MODEL_ROLE`);
+    ``partitions`` and ``teachers``: the FedKT design the silo trained its students with. ``idempotency_key``: the
+    uploader's ``Idempotency-Key``."""
+
+    models: Sequence[UploadedModel]
+    model_family: str
+    n_local_examples: int
+    local_validation_score: float
+    label_distribution: list | None
+    privacy_level: str
+    privacy_parameters: dict
+    declared_epsilon: float | None
+    feature_view: str = ONE_HOT_VIEW
+    exchange: int | None = None
+    own_model_file: str | None = None
+    own_model_validation_score: float | None = None
+    partitions: int | None = None
+    teachers: int | None = None
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True)
+class _CheckedUpload:
+    """An upload that passed every check before storage: its models in stored order (the own model last), their
+    inspections and hashes, and the privacy report its L2 declaration implies."""
+
+    upload: SubmissionUpload
+    models: list[UploadedModel]
+    inspections: list[dict]
+    file_hashes: list[str]
+    content_sha256: str
+    privacy_report: dict | None
+    has_own_model: bool
+
+
 @audit_refusals("submission.uploaded", target_argument="federation")
 def submission_create(
-    *,
-    federation: Federation,
-    user: User,
-    models: list[UploadedModel],
-    model_family: str,
-    n_local_examples: int,
-    local_validation_score: float,
-    label_distribution: list | None,
-    privacy_level: str,
-    privacy_parameters: dict,
-    declared_epsilon: float | None,
-    feature_view: str = ONE_HOT_VIEW,
-    exchange: int | None = None,
-    own_model_file: str | None = None,
-    own_model_validation_score: float | None = None,
-    partitions: int | None = None,
-    teachers: int | None = None,
-    idempotency_key: str | None = None,
+    *, federation: Federation, user: User, upload: SubmissionUpload
 ) -> Submission:
-    """Check and store a silo's upload, then queue its validation by a worker. ``feature_view`` is the view of
-    the federation's features the models read (market.feature_views); their input width must match it.
-    ``exchange``: the FD exchange the network was trained through, if any (it must then be L0).
-    ``own_model_file``: the name of the uploaded file that is the silo's own model on all its rows, with its
-    held-out ``own_model_validation_score`` (stored last, its ``ModelFile.info["role"]`` :data:`OWN_MODEL_ROLE`);
-    ``partitions`` and ``teachers``: the FedKT design the silo trained its students with.
-    ``idempotency_key``: the uploader's ``Idempotency-Key``; the same key with the same federation and files returns
-    the first submission (``replayed`` True on it, nothing stored or charged again), with others it is refused (422).
-    """
-    if idempotency_key is not None and not 1 <= len(idempotency_key) <= 200:
+    """Check and store a silo's upload, then queue its validation by a worker. The same ``idempotency_key`` with
+    the same federation and files returns the first submission (``replayed`` True on it, nothing stored or charged
+    again); with others it is refused (422)."""
+    key = upload.idempotency_key
+    if key is not None and not 1 <= len(key) <= 200:
         raise InvalidInput("The Idempotency-Key header must be 1 to 200 characters long.")
     if user.organisation is None or not federation_is_member(federation=federation, user=user):
         raise PermissionDenied(
             f"Your organisation is not a member of '{federation.slug}'; join it first."
         )
-    if not models:
+    if not upload.models:
         raise InvalidInput("Attach at least one model file.")
     public_dataset = public_dataset_current(federation=federation)
-    privacy_report = _check_privacy_declaration(
-        federation=federation,
-        privacy_level=privacy_level,
-        privacy_parameters=privacy_parameters,
-        declared_epsilon=declared_epsilon,
-        model_family=model_family,
-        n_local_examples=n_local_examples,
-    )
-    _check_exchange_declaration(
-        federation=federation, user=user, privacy_level=privacy_level, exchange_id=exchange
-    )
-    _check_label_distribution(
-        label_distribution, n_classes=federation.n_classes, n_local_examples=n_local_examples
-    )
-    own_position = _own_model_checked(
-        federation=federation,
-        models=models,
-        privacy_level=privacy_level,
-        own_model_file=own_model_file,
-        own_model_validation_score=own_model_validation_score,
-    )
-    _check_design(
-        partitions=partitions,
-        teachers=teachers,
-        n_students=len(models) - (own_position is not None),
-        privacy_parameters=privacy_parameters,
-    )
-    if (
-        own_position is not None
-    ):  # the own model is stored last (workers.algorithms.registry.member_model_positions)
-        models = [model for index, model in enumerate(models) if index != own_position] + [
-            models[own_position]
-        ]
-    n_features = view_width(public_dataset.feature_spec, feature_view)
-    inspections = [
-        _inspect_upload(model, n_features=n_features, n_classes=federation.n_classes)
-        for model in models
-    ]
-    for inspection in inspections:
-        inspection["info"]["feature_view"] = feature_view
-    if own_position is not None:
-        inspections[-1]["info"]["role"] = OWN_MODEL_ROLE
-    file_hashes = [sha256_of(model.data) for model in models]
-    content_sha256 = sha256_of("".join(file_hashes).encode())
-    duplicate = Conflict(
-        "Your organisation already submitted exactly these model files to this federation."
+    checked = _upload_checked(
+        federation=federation, user=user, upload=upload, public_dataset=public_dataset
     )
     replayed = _earlier_submission(
-        user=user,
-        idempotency_key=idempotency_key,
-        federation=federation,
-        content_sha256=content_sha256,
+        user=user, idempotency_key=key, federation=federation, content_sha256=checked.content_sha256
     )
     if replayed is not None:
         return replayed
     if Submission.objects.filter(
-        federation=federation, organisation=user.organisation, content_sha256=content_sha256
+        federation=federation, organisation=user.organisation, content_sha256=checked.content_sha256
     ).exists():
-        raise duplicate
+        raise _duplicate()
     try:
-        with artifacts_removed_on_error() as stored_names, transaction.atomic():
-            submission = Submission.objects.create(
-                federation=federation,
-                organisation=user.organisation,
-                submitted_by=user,
-                public_dataset=public_dataset,
-                model_family=model_family,
-                n_local_examples=n_local_examples,
-                local_validation_score=local_validation_score,
-                label_distribution=label_distribution,
-                privacy_level=privacy_level,
-                privacy_parameters=privacy_parameters,
-                declared_epsilon=declared_epsilon,
-                privacy_report=privacy_report,
-                own_model_validation_score=own_model_validation_score,
-                partitions=partitions,
-                teachers=teachers,
-                content_sha256=content_sha256,
-                idempotency_key=idempotency_key,
-            )
-            # L2: the declared ε, or BudgetExceeded
-            submission_budget_charge(submission=submission, actor=user)
-            for position, (model, inspection, file_hash) in enumerate(
-                zip(models, inspections, file_hashes)
-            ):
-                stored_name = artifact_save(
-                    name=f"federations/{federation.slug}/submissions/{submission.id}/{file_hash}",
-                    data=model.data,
-                    stored_names=stored_names,
-                )
-                ModelFile.objects.create(
-                    submission=submission,
-                    position=position,
-                    original_name=model.name[:255],
-                    stored_name=stored_name,
-                    sha256=file_hash,
-                    size_bytes=len(model.data),
-                    **inspection,
-                )
-            audit_record(
-                action="submission.uploaded",
-                actor=user,
-                target=submission,
-                details={
-                    "federation": federation.slug,
-                    "files": len(models),
-                    "privacy_level": privacy_level,
-                    **({"exchange": exchange} if exchange is not None else {}),
-                    **({"own_model": True} if own_position is not None else {}),
-                },
-            )
-            outbox_add(SubmissionOutbox(submission=submission))  # validated once the broker has it
-    except IntegrityError as error:
-        replayed = _earlier_submission(
-            user=user,
-            idempotency_key=idempotency_key,
-            federation=federation,
-            content_sha256=content_sha256,
+        submission = _submission_store(
+            federation=federation, user=user, checked=checked, public_dataset=public_dataset
         )
-        if (
-            replayed is not None
-        ):  # the same key arrived twice at once: the first one's submission stands
-            return replayed
-        if violated_constraint(error) != "no_duplicate_submission":
-            raise  # not a duplicate: never answered as one (the budget's own constraint is the budgets' to answer)
-        raise duplicate from error  # the same files arrived twice at once; the constraint let only one through
+    except IntegrityError as error:
+        return _submission_raced(federation=federation, user=user, checked=checked, error=error)
     except (
         BudgetExceeded
     ) as error:  # nothing was stored; the refusal is audited outside the rolled-back block
         budget_refusal_record(
-            error=error, actor=user, target=federation, details={"privacy_level": privacy_level}
+            error=error,
+            actor=user,
+            target=federation,
+            details={"privacy_level": upload.privacy_level},
         )
         raise
     submission.replayed = False
     return submission
+
+
+def _duplicate() -> Conflict:
+    return Conflict(
+        "Your organisation already submitted exactly these model files to this federation."
+    )
+
+
+def _upload_checked(
+    *, federation: Federation, user: User, upload: SubmissionUpload, public_dataset
+) -> _CheckedUpload:
+    """Every check before storage, declarations first, then the files' bytes (nothing native is loaded)."""
+    privacy_report = _check_privacy_declaration(
+        federation=federation,
+        privacy_level=upload.privacy_level,
+        privacy_parameters=upload.privacy_parameters,
+        declared_epsilon=upload.declared_epsilon,
+        model_family=upload.model_family,
+        n_local_examples=upload.n_local_examples,
+    )
+    _check_exchange_declaration(
+        federation=federation,
+        user=user,
+        privacy_level=upload.privacy_level,
+        exchange_id=upload.exchange,
+    )
+    _check_label_distribution(
+        upload.label_distribution,
+        n_classes=federation.n_classes,
+        n_local_examples=upload.n_local_examples,
+    )
+    models = list(upload.models)
+    own_position = _own_model_checked(
+        federation=federation,
+        models=models,
+        privacy_level=upload.privacy_level,
+        own_model_file=upload.own_model_file,
+        own_model_validation_score=upload.own_model_validation_score,
+    )
+    _check_design(
+        partitions=upload.partitions,
+        teachers=upload.teachers,
+        n_students=len(models) - (own_position is not None),
+        privacy_parameters=upload.privacy_parameters,
+    )
+    if own_position is not None:  # stored last (workers.algorithms.registry.member_model_positions)
+        models = [model for index, model in enumerate(models) if index != own_position] + [
+            models[own_position]
+        ]
+    inspections = _inspections(
+        models,
+        n_features=view_width(public_dataset.feature_spec, upload.feature_view),
+        n_classes=federation.n_classes,
+        feature_view=upload.feature_view,
+        has_own_model=own_position is not None,
+    )
+    file_hashes = [sha256_of(model.data) for model in models]
+    return _CheckedUpload(
+        upload=upload,
+        models=models,
+        inspections=inspections,
+        file_hashes=file_hashes,
+        content_sha256=sha256_of("".join(file_hashes).encode()),
+        privacy_report=privacy_report,
+        has_own_model=own_position is not None,
+    )
+
+
+def _inspections(
+    models: list[UploadedModel],
+    *,
+    n_features: int,
+    n_classes: int,
+    feature_view: str,
+    has_own_model: bool,
+) -> list[dict]:
+    """Each file's static inspection, labelled with the feature view it reads (and the own model's role)."""
+    inspections = [
+        _inspect_upload(model, n_features=n_features, n_classes=n_classes) for model in models
+    ]
+    for inspection in inspections:
+        inspection["info"]["feature_view"] = feature_view
+    if has_own_model:
+        inspections[-1]["info"]["role"] = OWN_MODEL_ROLE
+    return inspections
+
+
+def _submission_store(
+    *, federation: Federation, user: User, checked: _CheckedUpload, public_dataset
+) -> Submission:
+    """The submission, its L2 charge, its files, its audit entry and its outbox row, in one transaction."""
+    upload = checked.upload
+    with artifacts_removed_on_error() as stored_names, transaction.atomic():
+        submission = Submission.objects.create(
+            federation=federation,
+            organisation=user.organisation,
+            submitted_by=user,
+            public_dataset=public_dataset,
+            model_family=upload.model_family,
+            n_local_examples=upload.n_local_examples,
+            local_validation_score=upload.local_validation_score,
+            label_distribution=upload.label_distribution,
+            privacy_level=upload.privacy_level,
+            privacy_parameters=upload.privacy_parameters,
+            declared_epsilon=upload.declared_epsilon,
+            privacy_report=checked.privacy_report,
+            own_model_validation_score=upload.own_model_validation_score,
+            partitions=upload.partitions,
+            teachers=upload.teachers,
+            content_sha256=checked.content_sha256,
+            idempotency_key=upload.idempotency_key,
+        )
+        # L2: the declared ε, or BudgetExceeded
+        submission_budget_charge(submission=submission, actor=user)
+        _model_files_store(submission, checked=checked, stored_names=stored_names)
+        audit_record(
+            action="submission.uploaded",
+            actor=user,
+            target=submission,
+            details={
+                "federation": federation.slug,
+                "files": len(checked.models),
+                "privacy_level": upload.privacy_level,
+                **({"exchange": upload.exchange} if upload.exchange is not None else {}),
+                **({"own_model": True} if checked.has_own_model else {}),
+            },
+        )
+        outbox_add(SubmissionOutbox(submission=submission))  # validated once the broker has it
+    return submission
+
+
+def _model_files_store(submission: Submission, *, checked: _CheckedUpload, stored_names) -> None:
+    for position, (model, inspection, file_hash) in enumerate(
+        zip(checked.models, checked.inspections, checked.file_hashes)
+    ):
+        stored_name = artifact_save(
+            name=f"federations/{submission.federation.slug}/submissions/{submission.id}/{file_hash}",
+            data=model.data,
+            stored_names=stored_names,
+        )
+        ModelFile.objects.create(
+            submission=submission,
+            position=position,
+            original_name=model.name[:255],
+            stored_name=stored_name,
+            sha256=file_hash,
+            size_bytes=len(model.data),
+            **inspection,
+        )
+
+
+def _submission_raced(
+    *, federation: Federation, user: User, checked: _CheckedUpload, error: IntegrityError
+) -> Submission:
+    """The answer when a constraint stopped the store: the first submission of a key that arrived twice at once,
+    or a duplicate's refusal; any other violation is raised (the budget's own constraint is the budgets' to
+    answer)."""
+    replayed = _earlier_submission(
+        user=user,
+        idempotency_key=checked.upload.idempotency_key,
+        federation=federation,
+        content_sha256=checked.content_sha256,
+    )
+    if replayed is not None:
+        return replayed
+    if violated_constraint(error) != "no_duplicate_submission":
+        raise error
+    raise _duplicate() from error  # the same files arrived twice at once; the constraint let only one through
 
 
 def _earlier_submission(

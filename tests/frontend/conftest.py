@@ -57,24 +57,26 @@ def student_model_files(adult_training) -> list[bytes]:
 @pytest.fixture
 def submit(federation_with_data, student_model_files):
     """Create a submission through the service, as the API would; its validation is queued on commit only."""
-    from market.submissions.services import UploadedModel, submission_create
+    from market.submissions.services import SubmissionUpload, UploadedModel, submission_create
 
     def submit_as(user, *, model_index: int = 0):
         return submission_create(
             federation=federation_with_data,
             user=user,
-            models=[
-                UploadedModel(
-                    name=f"student-{model_index}.json", data=student_model_files[model_index]
-                )
-            ],
-            model_family="xgboost",
-            n_local_examples=1000,
-            local_validation_score=0.84,
-            label_distribution=None,
-            privacy_level="L1",
-            privacy_parameters={},
-            declared_epsilon=None,
+            upload=SubmissionUpload(
+                models=[
+                    UploadedModel(
+                        name=f"student-{model_index}.json", data=student_model_files[model_index]
+                    )
+                ],
+                model_family="xgboost",
+                n_local_examples=1000,
+                local_validation_score=0.84,
+                label_distribution=None,
+                privacy_level="L1",
+                privacy_parameters={},
+                declared_epsilon=None,
+            ),
         )
 
     return submit_as

@@ -52,7 +52,7 @@ def world(
     from market.federations.membership import federation_join
     from market.federations.models import JoinRequest
     from market.invitations.services import invitation_create
-    from market.submissions.services import UploadedModel, submission_create
+    from market.submissions.services import SubmissionUpload, UploadedModel, submission_create
 
     federation = federation_with_data
     federation_join(federation=federation, user=other_silo_user)
@@ -67,14 +67,16 @@ def world(
         name: submission_create(
             federation=federation,
             user=people[name],
-            models=[UploadedModel(f"{name}.onnx", data)],
-            model_family="random_forest",
-            n_local_examples=1000,
-            local_validation_score=0.8,
-            label_distribution=None,
-            privacy_level="L1",
-            privacy_parameters={},
-            declared_epsilon=None,
+            upload=SubmissionUpload(
+                models=[UploadedModel(f"{name}.onnx", data)],
+                model_family="random_forest",
+                n_local_examples=1000,
+                local_validation_score=0.8,
+                label_distribution=None,
+                privacy_level="L1",
+                privacy_parameters={},
+                declared_epsilon=None,
+            ),
         )
         for name, data in (
             ("silo_a", model_files["forest.onnx"]),

@@ -10,10 +10,11 @@ from django.utils import timezone
 
 from market.audit.models import AuditEvent
 from market.augmentations.models import Augmentation, AugmentationOutbox, SeedUpload
-from market.augmentations.training import augmentation_reap, augmentation_train
+from market.augmentations.training import augmentation_reap
 from market.budgets.models import BudgetEntry, PrivacyBudget
 from tests.conftest import api_client_for, scaled_timeout, wait_until
 from workers.algorithms.faug.generator import load_generator
+from workers.augmentation_training import augmentation_train
 
 N_FEATURES = 3
 AUGMENTATION = {

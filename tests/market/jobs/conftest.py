@@ -44,8 +44,8 @@ def fedkt_submissions(
     """Three valid FedKT submissions (L1, s = 2), one per silo, validated by the real validation service."""
     from market.federations.membership import federation_join
     from market.submissions.models import Submission, SubmissionStatus
-    from market.submissions.validation import submission_validate
     from tests.conftest import api_client_for
+    from workers.submission_validation import submission_validate
 
     ids = []
     for user, files in zip((silo_user, other_silo_user, third_silo_user), fedkt_student_files):

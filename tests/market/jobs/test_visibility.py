@@ -28,21 +28,23 @@ def launched_model(
 ):
     """The buyer's job over silo_a's and silo_b's submissions, and its global model; ``.submissions`` by silo."""
     from market.federations.membership import federation_join
-    from market.submissions.services import UploadedModel, submission_create
+    from market.submissions.services import SubmissionUpload, UploadedModel, submission_create
 
     federation_join(federation=federation_with_data, user=other_silo_user)
     submissions = {
         name: submission_create(
             federation=federation_with_data,
             user=user,
-            models=[UploadedModel(f"{name}.onnx", model_files["forest.onnx"])],
-            model_family="random_forest",
-            n_local_examples=1000,
-            local_validation_score=0.8,
-            label_distribution=None,
-            privacy_level="L1",
-            privacy_parameters={},
-            declared_epsilon=None,
+            upload=SubmissionUpload(
+                models=[UploadedModel(f"{name}.onnx", model_files["forest.onnx"])],
+                model_family="random_forest",
+                n_local_examples=1000,
+                local_validation_score=0.8,
+                label_distribution=None,
+                privacy_level="L1",
+                privacy_parameters={},
+                declared_epsilon=None,
+            ),
         )
         for name, user in (("silo_a", silo_user), ("silo_b", other_silo_user))
     }
