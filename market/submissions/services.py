@@ -1,6 +1,7 @@
 """Writes of submissions: a silo's upload (its model files, privacy declaration and design), checked before
 anything is stored (format, static inspection, declared privacy, the budget its L2 noise spends), stored with its
-outbox row in one transaction. Validating the stored models in the sandbox is market.submissions.validation's.
+outbox row in one transaction. Validating the stored models in the sandbox is a worker's
+(workers.submission_validation), recording its verdict through market.submissions.validation.
 """
 
 import math
