@@ -99,7 +99,7 @@ def augmentation_stop_requested(
 def _tabular_samples(augmentation, stop_requested: Callable[[], bool]) -> tuple[bytes, dict]:
     """A CTGAN trained on the pooled seeds and the samples it generates of each seeded label (never the model),
     less the rows that copy a seed row (workers.algorithms.faug.copies; too many refuse publication)."""
-    features, labels = augmentation_seeds(augmentation)
+    features, labels = augmentation_seeds(augmentation=augmentation)
     rows_per_label = settings.ONEFOLD_FAUG_TABULAR_ROWS_PER_LABEL
     generated, generated_labels = tabular_samples(
         features,
@@ -147,7 +147,7 @@ def _generator_privacy(augmentation, *, n_seeds: int) -> GeneratorPrivacy | None
 
 
 def _trained_generator(augmentation, stop_requested: Callable[[], bool]) -> tuple[bytes, dict]:
-    features, labels = augmentation_seeds(augmentation)
+    features, labels = augmentation_seeds(augmentation=augmentation)
     privacy = _generator_privacy(augmentation, n_seeds=len(labels))
     public_features = None
     if augmentation.public_dataset is not None:

@@ -93,7 +93,7 @@ def augmentation_still_training(*, augmentation_id: int) -> bool:
     ).exists()
 
 
-def augmentation_seeds(augmentation: Augmentation) -> tuple[np.ndarray, np.ndarray]:
+def augmentation_seeds(*, augmentation: Augmentation) -> tuple[np.ndarray, np.ndarray]:
     """The pooled seeds: features (n, n_features) float32 and labels (n,) int64, in upload order."""
     uploads = list(augmentation.seeds.order_by("id"))
     features = [
