@@ -110,7 +110,8 @@ def setup_federation(n_silos: int):
 def upload_silos(federation, users, tables) -> list:
     """Each silo trains with the toolkit's defaults (no own model) and uploads its students."""
     from market.storage import arrays_from_npz
-    from market.submissions.services import SubmissionUpload, UploadedModel, submission_create
+    from market.submissions.services import submission_create
+    from market.submissions.uploads import SubmissionUpload, UploadedModel
     from workers.features import view_width
     from workers.silo.students import export_student
     from workers.silo.training import TrainingSettings, silo_train

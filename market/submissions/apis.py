@@ -10,7 +10,8 @@ from market.federations.selectors import federation_get
 from market.json_input import CheckedJSONField
 from market.submissions.models import ModelFamily, SubmissionStatus
 from market.submissions.selectors import submission_get, submission_list
-from market.submissions.services import SubmissionUpload, UploadedModel, submission_create
+from market.submissions.services import submission_create
+from market.submissions.uploads import SubmissionUpload, UploadedModel
 from workers.features import FEATURE_VIEWS, ONE_HOT_VIEW
 
 

@@ -57,7 +57,8 @@ def student_model_files(adult_training) -> list[bytes]:
 @pytest.fixture
 def submit(federation_with_data, student_model_files):
     """Create a submission through the service, as the API would; its validation is queued on commit only."""
-    from market.submissions.services import SubmissionUpload, UploadedModel, submission_create
+    from market.submissions.services import submission_create
+    from market.submissions.uploads import SubmissionUpload, UploadedModel
 
     def submit_as(user, *, model_index: int = 0):
         return submission_create(

@@ -282,7 +282,8 @@ DP_SGD = {
 def test_the_explained_status_of_a_dp_sgd_submission_shows_its_declaration_to_its_own_silo(
     silo_client, other_silo_client, silo_user, federation_with_data, model_files
 ):
-    from market.submissions.services import SubmissionUpload, UploadedModel, submission_create
+    from market.submissions.services import submission_create
+    from market.submissions.uploads import SubmissionUpload, UploadedModel
     from workers.privacy.declarations import party_side_bound
 
     epsilon = party_side_bound(DP_SGD, n_local_examples=2000)[0].epsilon

@@ -52,7 +52,8 @@ def world(
     from market.federations.membership import federation_join
     from market.federations.models import JoinRequest
     from market.invitations.services import invitation_create
-    from market.submissions.services import SubmissionUpload, UploadedModel, submission_create
+    from market.submissions.services import submission_create
+    from market.submissions.uploads import SubmissionUpload, UploadedModel
 
     federation = federation_with_data
     federation_join(federation=federation, user=other_silo_user)

@@ -7,7 +7,8 @@ from market.audit.models import AuditEvent
 from market.audit.selectors import audit_chain_verify
 from market.errors import PermissionDenied, RefusedFormat
 from market.federations.membership import federation_join
-from market.submissions.services import SubmissionUpload, UploadedModel, submission_create
+from market.submissions.services import submission_create
+from market.submissions.uploads import SubmissionUpload, UploadedModel
 from workers.submission_validation import submission_validate
 
 

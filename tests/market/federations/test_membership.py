@@ -114,7 +114,8 @@ def test_removing_a_member_keeps_its_submissions_and_budget_and_keeps_it_out_of_
     from market.budgets.selectors import budget_list
     from market.jobs.services import _chosen_submissions
     from market.submissions.models import Submission
-    from market.submissions.services import SubmissionUpload, UploadedModel, submission_create
+    from market.submissions.services import submission_create
+    from market.submissions.uploads import SubmissionUpload, UploadedModel
 
     federation_join(federation=federation_with_data, user=other_silo_user)
     budget_list(federation=federation_with_data, user=operator)  # the members' budgets exist

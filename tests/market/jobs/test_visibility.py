@@ -28,7 +28,8 @@ def launched_model(
 ):
     """The buyer's job over silo_a's and silo_b's submissions, and its global model; ``.submissions`` by silo."""
     from market.federations.membership import federation_join
-    from market.submissions.services import SubmissionUpload, UploadedModel, submission_create
+    from market.submissions.services import submission_create
+    from market.submissions.uploads import SubmissionUpload, UploadedModel
 
     federation_join(federation=federation_with_data, user=other_silo_user)
     submissions = {

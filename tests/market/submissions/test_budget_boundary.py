@@ -12,7 +12,8 @@ from market.budgets.ledger import BudgetAmounts
 from market.budgets.models import BudgetEntry, PrivacyBudget
 from market.constraints import violated_constraint
 from market.submissions.models import Submission
-from market.submissions.services import SubmissionUpload, UploadedModel, submission_create
+from market.submissions.services import submission_create
+from market.submissions.uploads import SubmissionUpload, UploadedModel
 from tests.market.submissions.helpers import stored_files, submit
 from workers.privacy.accounting import party_noise_privacy_bound
 from workers.privacy.mechanisms import LaplaceNoise

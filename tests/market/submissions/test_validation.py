@@ -5,7 +5,8 @@ import numpy as np
 from market.sandbox import stored_models_predict
 from market.storage import arrays_from_npz, artifact_read
 from market.submissions.models import Submission, SubmissionStatus
-from market.submissions.services import SubmissionUpload, UploadedModel, submission_create
+from market.submissions.services import submission_create
+from market.submissions.uploads import SubmissionUpload, UploadedModel
 from tests.conftest import native_probabilities
 from workers.submission_validation import submission_validate
 

@@ -51,7 +51,8 @@ def test_a_real_worker_delivers_a_signed_event_and_retries_until_the_receiver_re
 ):
     """One worker: a validated submission's event, delivered signed; then three events to a receiver whose
     first four answers fail, each delivered with exactly one success."""
-    from market.submissions.services import SubmissionUpload, UploadedModel, submission_create
+    from market.submissions.services import submission_create
+    from market.submissions.uploads import SubmissionUpload, UploadedModel
 
     endpoint = _endpoint(receiver, silo_user.organisation, ["submission.validated"])
     submission = submission_create(
