@@ -110,7 +110,8 @@ def setup_federation(n_silos: int):
 def upload_silos(federation, users, tables) -> list:
     """Each silo trains with the toolkit's defaults (no own model) and uploads its students."""
     from market.storage import arrays_from_npz
-    from market.submissions.services import UploadedModel, submission_create
+    from market.submissions.services import submission_create
+    from market.submissions.uploads import SubmissionUpload, UploadedModel
     from workers.features import view_width
     from workers.silo.students import export_student
     from workers.silo.training import TrainingSettings, silo_train
@@ -139,20 +140,22 @@ def upload_silos(federation, users, tables) -> list:
             submission_create(
                 federation=federation,
                 user=user,
-                models=[
-                    UploadedModel(f"student-{position + 1}{model.suffix}", model.data)
-                    for position, model in enumerate(exported)
-                ],
-                model_family=exported[0].model_family,
-                n_local_examples=metadata["n_local_examples"],
-                local_validation_score=metadata["local_validation_score"],
-                label_distribution=metadata["label_distribution"],
-                privacy_level="L0",
-                privacy_parameters={},
-                declared_epsilon=None,
-                feature_view=settings.feature_view(),
-                partitions=metadata["partitions"],
-                teachers=metadata["teachers"],
+                upload=SubmissionUpload(
+                    models=[
+                        UploadedModel(f"student-{position + 1}{model.suffix}", model.data)
+                        for position, model in enumerate(exported)
+                    ],
+                    model_family=exported[0].model_family,
+                    n_local_examples=metadata["n_local_examples"],
+                    local_validation_score=metadata["local_validation_score"],
+                    label_distribution=metadata["label_distribution"],
+                    privacy_level="L0",
+                    privacy_parameters={},
+                    declared_epsilon=None,
+                    feature_view=settings.feature_view(),
+                    partitions=metadata["partitions"],
+                    teachers=metadata["teachers"],
+                ),
             )
         )
     return submissions

@@ -34,7 +34,8 @@ def outbox_sweep_task() -> int:
 
 @app.task(name="onefold.submission_validate", **RETRY)
 def submission_validate_task(submission_id: int) -> None:
-    from market.submissions.validation import submission_validate, submission_validation_release
+    from market.submissions.validation import submission_validation_release
+    from workers.submission_validation import submission_validate
 
     try:
         submission_validate(submission_id=submission_id)
@@ -131,12 +132,12 @@ def job_estimate_task(estimate_id: int) -> None:
         raise
 
 
-# --- federated distillation exchanges (market.exchanges) ---
+# --- federated distillation exchanges (workers.exchange_aggregation computes, market.exchanges records) ---
 
 
 @app.task(name="onefold.exchange_round_aggregate", **RETRY)
 def exchange_round_aggregate_task(exchange_round_id: int) -> None:
-    from market.exchanges.services import exchange_round_aggregate
+    from workers.exchange_aggregation import exchange_round_aggregate
 
     exchange_round_aggregate(exchange_round_id=exchange_round_id)
 
@@ -148,12 +149,12 @@ def exchange_reap_task() -> int:
     return exchange_reap()
 
 
-# --- federated augmentation (market.augmentations) ---
+# --- federated augmentation (workers.augmentation_training trains, market.augmentations records) ---
 
 
 @app.task(name="onefold.augmentation_train", **RETRY)
 def augmentation_train_task(augmentation_id: int) -> None:
-    from market.augmentations.training import augmentation_train
+    from workers.augmentation_training import augmentation_train
 
     augmentation_train(augmentation_id=augmentation_id)
 

@@ -98,9 +98,14 @@ class Augmentation(models.Model):
         return f"Augmentation #{self.id} '{self.name}' in {self.federation}"
 
     @property
+    def publishes_samples(self) -> bool:
+        """Whether it publishes generated samples (a CTGAN) rather than the generator (the MLP GAN)."""
+        return self.generator == GeneratorKind.CTGAN
+
+    @property
     def published_extension(self) -> str:
         """The published file's: a CTGAN's generated samples (npz) or the MLP GAN's generator (safetensors)."""
-        return "npz" if self.generator == GeneratorKind.CTGAN else "safetensors"
+        return "npz" if self.publishes_samples else "safetensors"
 
 
 class SeedUpload(models.Model):

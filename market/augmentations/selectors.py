@@ -1,5 +1,6 @@
 from dataclasses import dataclass
 
+import numpy as np
 from django.db.models import F, QuerySet, Sum
 
 from market.accounts.models import User
@@ -76,3 +77,28 @@ def generator_download(*, augmentation: Augmentation, user: User) -> bytes:
             f"({augmentation.get_status_display()})."
         )
     return artifact_read(augmentation.generator_file)
+
+
+def augmentation_for_training(*, augmentation_id: int) -> Augmentation:
+    """The claimed augmentation with its federation, for the worker that trains it."""
+    return Augmentation.objects.select_related("federation").get(id=augmentation_id)
+
+
+def augmentation_still_training(*, augmentation_id: int) -> bool:
+    """Whether the row still trains with no cancel asked (the reaper may have ended it)."""
+    return Augmentation.objects.filter(
+        id=augmentation_id,
+        status=AugmentationStatus.TRAINING,
+        cancel_requested_at__isnull=True,
+    ).exists()
+
+
+def augmentation_seeds(*, augmentation: Augmentation) -> tuple[np.ndarray, np.ndarray]:
+    """The pooled seeds: features (n, n_features) float32 and labels (n,) int64, in upload order."""
+    uploads = list(augmentation.seeds.order_by("id"))
+    features = [
+        np.frombuffer(bytes(upload.features), dtype=np.float32).reshape(-1, augmentation.n_features)
+        for upload in uploads
+    ]
+    labels = [np.asarray(upload.labels, dtype=np.int64) for upload in uploads]
+    return np.concatenate(features), np.concatenate(labels)

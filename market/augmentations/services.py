@@ -2,9 +2,9 @@
 
 Starting refuses a training whose estimated work exceeds ``ONEFOLD_FAUG_MAX_WORK``, then reserves the DP
 discriminator's example-level ε for every silo that contributed seeds (refused before any work when one would
-overspend) and queues ``onefold.augmentation_train`` through the outbox; the worker's side
-(:mod:`market.augmentations.training`) charges the reservation when it publishes the generator and releases it when
-training fails or is cancelled (nothing was published, nothing is charged).
+overspend) and queues ``onefold.augmentation_train`` through the outbox; the worker (workers.augmentation_training)
+trains, and the training's services (:mod:`market.augmentations.training`) charge the reservation when it publishes
+the generator and release it when training fails or is cancelled (nothing was published, nothing is charged).
 """
 
 import logging

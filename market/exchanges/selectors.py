@@ -1,3 +1,5 @@
+from dataclasses import dataclass
+
 from django.db.models import Count, Q, QuerySet
 
 from market.accounts.models import User
@@ -60,3 +62,39 @@ def logits_download(*, exchange_round: ExchangeRound, user: User) -> LogitUpload
     if exchange_round.status == RoundStatus.MISSED_QUORUM:
         raise Conflict(exchange_round.status_reason)
     return upload
+
+
+@dataclass(frozen=True)
+class ClosingRound:
+    """A closed round waiting for its global logits, as the worker computes them: every upload's per-label logits
+    and which labels it holds (in upload order), the federation's classes and the fewest contributors a published
+    average needs, and whether the round met its quorum."""
+
+    exchange_round_id: int
+    local_logits: list[list[list[float]]]
+    present: list[list[bool]]
+    n_classes: int
+    min_contributors: int
+    quorum_met: bool
+
+
+def exchange_round_closing(*, exchange_round_id: int) -> ClosingRound | None:
+    """The round if it waits for its global logits (closing), else None (another delivery ended it)."""
+    exchange_round = (
+        ExchangeRound.objects.select_related("exchange__federation")
+        .filter(id=exchange_round_id, status=RoundStatus.CLOSING)
+        .first()
+    )
+    if exchange_round is None:
+        return None
+    exchange = exchange_round.exchange
+    n_classes = exchange.federation.n_classes
+    uploads = list(exchange_round.uploads.order_by("id"))
+    return ClosingRound(
+        exchange_round_id=exchange_round.id,
+        local_logits=[upload.logits for upload in uploads],
+        present=[[label in upload.labels for label in range(n_classes)] for upload in uploads],
+        n_classes=n_classes,
+        min_contributors=exchange.federation.fd_min_contributors,
+        quorum_met=len(uploads) >= exchange.min_silos,
+    )

@@ -1,8 +1,8 @@
-"""The FD exchange's writes: create an exchange, upload a round's logits, close a round, compute its global logits.
+"""The FD exchange's writes: create an exchange, upload a round's logits, close a round, end it with its global logits.
 
 A round is open until its deadline or until every member has uploaded; it then closes (a conditional UPDATE, so
 only one closer wins) and a worker computes the global logits (``onefold.exchange_round_aggregate`` through the
-outbox). A round with fewer uploads than the exchange's quorum ends ``missed_quorum``: no global logits, nothing
+outbox; workers.exchange_aggregation), which :func:`exchange_round_end` records. A round with fewer uploads than the exchange's quorum ends ``missed_quorum``: no global logits, nothing
 charged (FD's logits cost no privacy budget here: they are not a DP release, and the exchange page says so). The
 next round opens when one ends, until the schedule's last.
 
@@ -31,7 +31,7 @@ from market.exchanges.models import (
 from market.federations.models import Federation, Membership, PrivacyLevel
 from market.federations.selectors import federation_is_member
 from market.outbox import outbox_add
-from workers.algorithms.fd import BITS_PER_NUMBER, fd_server_aggregate, validate_label_logits
+from workers.algorithms.fd import BITS_PER_NUMBER, validate_label_logits
 
 
 def exchange_create(
@@ -173,8 +173,13 @@ def exchange_reap() -> int:
     return closed
 
 
-def exchange_round_aggregate(*, exchange_round_id: int) -> None:
-    """The worker's step: global logits for every participant (or ``missed_quorum``), then the next round."""
+def exchange_round_end(
+    *, exchange_round_id: int, global_logits: list[tuple[list, list]] | None
+) -> bool:
+    """End a closing round (the worker's step records it here): ``aggregated`` with each upload's global logits and
+    availability (``global_logits``, one pair per upload in upload order, as workers.exchange_aggregation computed
+    them), or ``missed_quorum`` when fewer silos than the quorum uploaded; then open the next round, or finish the
+    exchange. A round another delivery ended is left alone; whether this call ended it."""
     with transaction.atomic():
         exchange_round = (
             ExchangeRound.objects.select_for_update()
@@ -183,7 +188,7 @@ def exchange_round_aggregate(*, exchange_round_id: int) -> None:
             .first()
         )
         if exchange_round is None:
-            return  # already done by another delivery
+            return False  # already done by another delivery
         exchange = exchange_round.exchange
         uploads = list(exchange_round.uploads.order_by("id"))
         if len(uploads) < exchange.min_silos:
@@ -193,13 +198,10 @@ def exchange_round_aggregate(*, exchange_round_id: int) -> None:
                 f"quorum needs; no global logits were computed and nothing was charged."
             )
         else:
-            _aggregate(exchange, uploads)
+            _global_logits_store(uploads, global_logits)
             exchange_round.status = RoundStatus.AGGREGATED
         exchange_round.save(update_fields=["status", "status_reason"])
-        if exchange_round.number < exchange.rounds:
-            _round_open(exchange, number=exchange_round.number + 1)
-        else:
-            Exchange.objects.filter(id=exchange.id).update(status=ExchangeStatus.FINISHED)
+        _next_round_open(exchange, after=exchange_round.number)
         audit_record(
             action="exchange.round_closed",
             target=exchange,
@@ -210,16 +212,25 @@ def exchange_round_aggregate(*, exchange_round_id: int) -> None:
                 "participants": len(uploads),
             },
         )
+    return True
 
 
-def _aggregate(exchange: Exchange, uploads: list[LogitUpload]) -> None:
-    n_classes = exchange.federation.n_classes
-    local = [upload.logits for upload in uploads]
-    present = [[label in upload.labels for label in range(n_classes)] for upload in uploads]
-    global_logits, available = fd_server_aggregate(
-        local, present, min_contributors=exchange.federation.fd_min_contributors
-    )
-    for upload, row_logits, row_available in zip(uploads, global_logits, available):
-        upload.global_logits = row_logits.tolist()
-        upload.available = row_available.tolist()
+def _next_round_open(exchange: Exchange, *, after: int) -> None:
+    if after < exchange.rounds:
+        _round_open(exchange, number=after + 1)
+    else:
+        Exchange.objects.filter(id=exchange.id).update(status=ExchangeStatus.FINISHED)
+
+
+def _global_logits_store(
+    uploads: list[LogitUpload], global_logits: list[tuple[list, list]] | None
+) -> None:
+    if global_logits is None or len(global_logits) != len(uploads):
+        raise ValueError(
+            f"A round with {len(uploads)} uploads needs as many global logits, not "
+            f"{'none' if global_logits is None else len(global_logits)}."
+        )
+    for upload, (row_logits, row_available) in zip(uploads, global_logits):
+        upload.global_logits = row_logits
+        upload.available = row_available
         upload.save(update_fields=["global_logits", "available"])

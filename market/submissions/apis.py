@@ -10,7 +10,8 @@ from market.federations.selectors import federation_get
 from market.json_input import CheckedJSONField
 from market.submissions.models import ModelFamily, SubmissionStatus
 from market.submissions.selectors import submission_get, submission_list
-from market.submissions.services import UploadedModel, submission_create
+from market.submissions.services import submission_create
+from market.submissions.uploads import SubmissionUpload, UploadedModel
 from workers.features import FEATURE_VIEWS, ONE_HOT_VIEW
 
 
@@ -199,13 +200,10 @@ class SubmissionListApi(APIView):
         models = [
             UploadedModel(name=upload.name, data=upload.read()) for upload in fields.pop("files")
         ]
-        created = submission_create(
-            federation=federation,
-            user=request.user,
-            models=models,
-            idempotency_key=request.headers.get("Idempotency-Key"),
-            **fields,
+        upload = SubmissionUpload(
+            models=tuple(models), idempotency_key=request.headers.get("Idempotency-Key"), **fields
         )
+        created = submission_create(federation=federation, user=request.user, upload=upload)
         submission = submission_get(submission_id=created.id, user=request.user)
         response = Response(
             SubmissionOutput(submission).data,

@@ -15,9 +15,9 @@ def test_a_silo_sees_an_exchanges_rounds_participation_and_a_missed_quorum(
     from market.exchanges.services import (
         exchange_create,
         exchange_reap,
-        exchange_round_aggregate,
         logits_upload,
     )
+    from workers.exchange_aggregation import exchange_round_aggregate
 
     exchange = exchange_create(
         federation=federation_with_data,

@@ -21,7 +21,7 @@ from tests.market.submissions.helpers import submit
 def silos_submit(federation, users, student_files) -> None:
     """The silos' part, as the toolkit does it over the API: join, upload two students each, validated."""
     from market.federations.membership import federation_join
-    from market.submissions.validation import submission_validate
+    from workers.submission_validation import submission_validate
 
     for user, files in zip(users, student_files):
         federation_join(federation=federation, user=user)

@@ -282,23 +282,28 @@ DP_SGD = {
 def test_the_explained_status_of_a_dp_sgd_submission_shows_its_declaration_to_its_own_silo(
     silo_client, other_silo_client, silo_user, federation_with_data, model_files
 ):
-    from market.submissions.services import UploadedModel, submission_create
+    from market.submissions.services import submission_create
+    from market.submissions.uploads import SubmissionUpload, UploadedModel
     from workers.privacy.declarations import party_side_bound
 
     epsilon = party_side_bound(DP_SGD, n_local_examples=2000)[0].epsilon
     submission = submission_create(
         federation=federation_with_data,
         user=silo_user,
-        models=[
-            UploadedModel(name="local-model.safetensors", data=model_files["network.safetensors"])
-        ],
-        model_family="mlp",
-        n_local_examples=2000,
-        local_validation_score=0.8,
-        label_distribution=None,
-        privacy_level="L2",
-        privacy_parameters=DP_SGD,
-        declared_epsilon=epsilon,
+        upload=SubmissionUpload(
+            models=[
+                UploadedModel(
+                    name="local-model.safetensors", data=model_files["network.safetensors"]
+                )
+            ],
+            model_family="mlp",
+            n_local_examples=2000,
+            local_validation_score=0.8,
+            label_distribution=None,
+            privacy_level="L2",
+            privacy_parameters=DP_SGD,
+            declared_epsilon=epsilon,
+        ),
     )
     url = f"/submissions/{submission.id}/status/"
 

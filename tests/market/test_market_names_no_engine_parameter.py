@@ -44,7 +44,15 @@ def named_parameters(source: str, names: set[str]) -> list[tuple[int, str]]:
 ROOT = MARKET.parent
 #: Where an engine parameter must not be named: the market, the pages, and the worker side that runs jobs for the
 #: market (issue 41: the rule read market/ only, so the runner and the pages could know a kind's parameters).
-CHECKED = [MARKET, ROOT / "frontend", ROOT / "workers" / "runner", ROOT / "workers" / "tasks.py"]
+CHECKED = [
+    MARKET,
+    ROOT / "frontend",
+    ROOT / "workers" / "runner",
+    ROOT / "workers" / "tasks.py",
+    ROOT / "workers" / "submission_validation.py",
+    ROOT / "workers" / "augmentation_training.py",
+    ROOT / "workers" / "exchange_aggregation.py",
+]
 MARKET_MODULES = sorted(
     path
     for folder in CHECKED

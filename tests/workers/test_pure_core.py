@@ -1,11 +1,17 @@
 """The pure core (everything in workers/ but the worker entry point — the Celery app, its tasks and the Django app
-that loads them — and the runner they call) never imports the market."""
+that loads them — and the runner and worker sides they call) never imports the market."""
 
 import ast
 from pathlib import Path
 
 WORKERS = Path(__file__).resolve().parents[2] / "workers"
 ENTRY_POINTS = {WORKERS / "apps.py", WORKERS / "celery_app.py", WORKERS / "tasks.py"}
+# the worker sides of the other background work, beside the runner: they call market services too
+WORKER_SIDES = {
+    WORKERS / "submission_validation.py",
+    WORKERS / "augmentation_training.py",
+    WORKERS / "exchange_aggregation.py",
+}
 RUNNER = (
     WORKERS / "runner"
 )  # the worker side's orchestration: it calls market services (docs/architecture.md)
@@ -25,7 +31,7 @@ def imported_top_level_names(path: Path) -> set[str]:
 CORE_MODULES = sorted(
     path
     for path in WORKERS.rglob("*.py")
-    if path not in ENTRY_POINTS and RUNNER not in path.parents
+    if path not in ENTRY_POINTS | WORKER_SIDES and RUNNER not in path.parents
 )
 
 

@@ -4,9 +4,9 @@ services that are not handed the request; behind trusted proxies the address is 
 import pytest
 
 from market.audit.models import AuditEvent
-from market.submissions.validation import submission_validate
 from tests.market.audit.helpers import upload
 from tests.market.submissions.helpers import submit
+from workers.submission_validation import submission_validate
 
 
 def addresses(action: str) -> list:

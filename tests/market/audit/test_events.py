@@ -7,8 +7,8 @@ from market.audit.models import AuditEvent
 from market.audit.selectors import audit_chain_verify
 from market.errors import PermissionDenied, RefusedFormat
 from market.federations.membership import federation_join
-from market.submissions.validation import submission_validate
 from tests.market.audit.helpers import upload
+from workers.submission_validation import submission_validate
 
 
 def events(action: str) -> list[tuple]:

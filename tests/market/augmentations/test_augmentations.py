@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from market.audit.models import AuditEvent
 from market.augmentations.models import Augmentation, AugmentationOutbox, SeedUpload
-from market.augmentations.training import augmentation_reap, augmentation_train
+from market.augmentations.training import augmentation_reap
 from market.budgets.models import BudgetEntry, PrivacyBudget
 from tests.conftest import api_client_for, scaled_timeout, wait_until
 from tests.market.augmentations.helpers import (
@@ -21,6 +21,7 @@ from tests.market.augmentations.helpers import (
     upload,
 )
 from workers.algorithms.faug.generator import load_generator
+from workers.augmentation_training import augmentation_train
 
 
 def test_each_silo_sees_its_own_seeds_and_leakage_and_the_operator_sees_every_count(

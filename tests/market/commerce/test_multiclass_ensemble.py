@@ -235,7 +235,7 @@ def ensemble_of(uploads, federation, operator, django_capture_on_commit_callback
     uploaded and validated as the user's submission."""
     from market.federations.membership import federation_join
     from market.submissions.models import Submission, SubmissionStatus
-    from market.submissions.validation import submission_validate
+    from workers.submission_validation import submission_validate
 
     for user, filename, data, family, view in uploads:
         federation_join(federation=federation, user=user)

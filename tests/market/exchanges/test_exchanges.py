@@ -7,8 +7,9 @@ import pytest
 from django.utils import timezone
 
 from market.exchanges.models import ExchangeRound, LogitUpload
-from market.exchanges.services import exchange_reap, exchange_round_aggregate
+from market.exchanges.services import exchange_reap
 from tests.conftest import api_client_for
+from workers.exchange_aggregation import exchange_round_aggregate
 
 EXCHANGE = {
     "federation": "adult-income",

@@ -114,7 +114,8 @@ def test_removing_a_member_keeps_its_submissions_and_budget_and_keeps_it_out_of_
     from market.budgets.selectors import budget_list
     from market.jobs.services import _chosen_submissions
     from market.submissions.models import Submission
-    from market.submissions.services import UploadedModel, submission_create
+    from market.submissions.services import submission_create
+    from market.submissions.uploads import SubmissionUpload, UploadedModel
 
     federation_join(federation=federation_with_data, user=other_silo_user)
     budget_list(federation=federation_with_data, user=operator)  # the members' budgets exist
@@ -122,14 +123,16 @@ def test_removing_a_member_keeps_its_submissions_and_budget_and_keeps_it_out_of_
         submission_create(
             federation=federation_with_data,
             user=user,
-            models=[UploadedModel("forest.onnx", model_files["forest.onnx"])],
-            model_family="random_forest",
-            n_local_examples=100,
-            local_validation_score=0.8,
-            label_distribution=None,
-            privacy_level="L1",
-            privacy_parameters={},
-            declared_epsilon=None,
+            upload=SubmissionUpload(
+                models=[UploadedModel("forest.onnx", model_files["forest.onnx"])],
+                model_family="random_forest",
+                n_local_examples=100,
+                local_validation_score=0.8,
+                label_distribution=None,
+                privacy_level="L1",
+                privacy_parameters={},
+                declared_epsilon=None,
+            ),
         )
         for user in (silo_user, other_silo_user)
     ]
@@ -157,14 +160,16 @@ def test_removing_a_member_keeps_its_submissions_and_budget_and_keeps_it_out_of_
         submission_create(
             federation=federation_with_data,
             user=other_silo_user,
-            models=[UploadedModel("forest.onnx", model_files["forest.onnx"])],
-            model_family="random_forest",
-            n_local_examples=100,
-            local_validation_score=0.8,
-            label_distribution=None,
-            privacy_level="L1",
-            privacy_parameters={},
-            declared_epsilon=None,
+            upload=SubmissionUpload(
+                models=[UploadedModel("forest.onnx", model_files["forest.onnx"])],
+                model_family="random_forest",
+                n_local_examples=100,
+                local_validation_score=0.8,
+                label_distribution=None,
+                privacy_level="L1",
+                privacy_parameters={},
+                declared_epsilon=None,
+            ),
         )
     removed = AuditEvent.objects.get(action="membership.removed")
     assert removed.details["organisation"] == "Contoso Bank"

@@ -44,7 +44,7 @@ def test_an_ordinal_upload_declared_one_hot_is_refused_and_declared_ordinal_is_v
 ):
     from market.federations.membership import federation_join
     from market.submissions.models import Submission, SubmissionStatus
-    from market.submissions.validation import submission_validate
+    from workers.submission_validation import submission_validate
 
     federation_join(federation=federation_with_data, user=third_silo_user)
     api = api_client_for(third_silo_user)
@@ -71,7 +71,7 @@ def test_an_ordinal_upload_declared_one_hot_is_refused_and_declared_ordinal_is_v
 def mixed_submissions(fedkt_submissions, third_silo_user, ordinal_students):
     """Two old one-hot submissions (no declared view) and one ordinal submission."""
     from market.submissions.models import Submission
-    from market.submissions.validation import submission_validate
+    from workers.submission_validation import submission_validate
 
     one_hot = fedkt_submissions[:2]
     response = submit(

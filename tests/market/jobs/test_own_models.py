@@ -52,7 +52,7 @@ def own_model_submissions(
 ):
     """Three valid L0 submissions of two students and the silo's own model each."""
     from market.federations.membership import federation_join
-    from market.submissions.validation import submission_validate
+    from workers.submission_validation import submission_validate
 
     ids = []
     users = (silo_user, other_silo_user, third_silo_user)

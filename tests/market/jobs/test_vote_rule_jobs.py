@@ -169,9 +169,9 @@ def noise_submissions(
 
     from market.federations.membership import federation_join
     from market.submissions.models import Submission
-    from market.submissions.validation import submission_validate
     from tests.market.submissions.helpers import submit
     from workers.modelio.export import export_sklearn_onnx
+    from workers.submission_validation import submission_validate
 
     features, labels = adult_training
     generator = np.random.default_rng(0)

@@ -12,7 +12,8 @@ from market.budgets.ledger import BudgetAmounts
 from market.budgets.models import BudgetEntry, PrivacyBudget
 from market.constraints import violated_constraint
 from market.submissions.models import Submission
-from market.submissions.services import UploadedModel, submission_create
+from market.submissions.services import submission_create
+from market.submissions.uploads import SubmissionUpload, UploadedModel
 from tests.market.submissions.helpers import BOUND, L2_PARAMETERS, stored_files, submit
 
 
@@ -20,14 +21,16 @@ def upload_l2(user, federation, model_files, *, name: str, epsilon: float) -> Su
     return submission_create(
         federation=federation,
         user=user,
-        models=[UploadedModel(name, model_files[name])],
-        model_family="random_forest",
-        n_local_examples=2000,
-        local_validation_score=0.81,
-        label_distribution=None,
-        privacy_level="L2",
-        privacy_parameters=L2_PARAMETERS,
-        declared_epsilon=epsilon,
+        upload=SubmissionUpload(
+            models=[UploadedModel(name, model_files[name])],
+            model_family="random_forest",
+            n_local_examples=2000,
+            local_validation_score=0.81,
+            label_distribution=None,
+            privacy_level="L2",
+            privacy_parameters=L2_PARAMETERS,
+            declared_epsilon=epsilon,
+        ),
     )
 
 

@@ -5,23 +5,26 @@ import numpy as np
 from market.sandbox import stored_models_predict
 from market.storage import arrays_from_npz, artifact_read
 from market.submissions.models import Submission, SubmissionStatus
-from market.submissions.services import UploadedModel, submission_create
-from market.submissions.validation import submission_validate
+from market.submissions.services import submission_create
+from market.submissions.uploads import SubmissionUpload, UploadedModel
 from tests.conftest import native_probabilities
+from workers.submission_validation import submission_validate
 
 
 def create(federation, user, files: dict[str, bytes]) -> Submission:
     return submission_create(
         federation=federation,
         user=user,
-        models=[UploadedModel(name, data) for name, data in files.items()],
-        model_family="random_forest",
-        n_local_examples=2000,
-        local_validation_score=0.8,
-        label_distribution=None,
-        privacy_level="L1",
-        privacy_parameters={},
-        declared_epsilon=None,
+        upload=SubmissionUpload(
+            models=[UploadedModel(name, data) for name, data in files.items()],
+            model_family="random_forest",
+            n_local_examples=2000,
+            local_validation_score=0.8,
+            label_distribution=None,
+            privacy_level="L1",
+            privacy_parameters={},
+            declared_epsilon=None,
+        ),
     )
 
 

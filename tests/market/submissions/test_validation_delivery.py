@@ -68,7 +68,7 @@ def test_a_database_hiccup_during_validation_hands_the_row_back_for_the_retry(
     def hiccup(submission):
         raise OperationalError("server closed the connection unexpectedly")
 
-    monkeypatch.setattr("market.submissions.validation._validation_failure", hiccup)
+    monkeypatch.setattr("workers.submission_validation._validation_failure", hiccup)
     with pytest.raises(
         OperationalError
     ):  # called directly, Celery's autoretry re-raises instead of scheduling

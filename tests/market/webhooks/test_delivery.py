@@ -51,20 +51,23 @@ def test_a_real_worker_delivers_a_signed_event_and_retries_until_the_receiver_re
 ):
     """One worker: a validated submission's event, delivered signed; then three events to a receiver whose
     first four answers fail, each delivered with exactly one success."""
-    from market.submissions.services import UploadedModel, submission_create
+    from market.submissions.services import submission_create
+    from market.submissions.uploads import SubmissionUpload, UploadedModel
 
     endpoint = _endpoint(receiver, silo_user.organisation, ["submission.validated"])
     submission = submission_create(
         federation=federation_with_data,
         user=silo_user,
-        models=[UploadedModel("forest.onnx", model_files["forest.onnx"])],
-        model_family="random_forest",
-        n_local_examples=1000,
-        local_validation_score=0.8,
-        label_distribution=None,
-        privacy_level="L0",
-        privacy_parameters={},
-        declared_epsilon=None,
+        upload=SubmissionUpload(
+            models=[UploadedModel("forest.onnx", model_files["forest.onnx"])],
+            model_family="random_forest",
+            n_local_examples=1000,
+            local_validation_score=0.8,
+            label_distribution=None,
+            privacy_level="L0",
+            privacy_parameters={},
+            declared_epsilon=None,
+        ),
     )
 
     wait_until(
