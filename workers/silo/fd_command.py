@@ -17,10 +17,10 @@ import numpy as np
 from workers.algorithms.fd_local import FDLocalModel, FDLocalSetting
 from workers.features import ONE_HOT_VIEW, view_width
 from workers.modelio.export import export_torch_safetensors
+from workers.numbers import percent_text
 from workers.silo.errors import DataError
 from workers.silo.folders import METADATA_FILE
 from workers.silo.table import encode_silo_table, load_table, validation_split
-from workers.numbers import percent_text
 from workers.silo.training_command import read_pulled, say
 
 ROUND_DONE = ("aggregated", "missed_quorum")
