@@ -194,17 +194,18 @@ def augmentation_seeds_action(request, augmentation_id):
     augmentation = augmentation_get(augmentation_id=augmentation_id, user=request.user)
     upload = request.FILES.get("seeds")
     if upload is None:
-        raise InvalidInput("Choose a JSON file of seeds to upload.")
+        raise InvalidInput("Choose a JSON file of seeds to upload.", field="seeds")
     if upload.size > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:  # the API's limit on a JSON body
         raise InvalidInput(
-            f"A seeds file is at most {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes, not {upload.size}."
+            f"A seeds file is at most {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes, not {upload.size}.",
+            field="seeds",
         )
     try:
         body = json_text_parse(upload.read())
     except ValueError as error:
-        raise InvalidInput(f"The seeds file cannot be used: {error}") from None
+        raise InvalidInput(f"The seeds file cannot be used: {error}", field="seeds") from None
     if not isinstance(body, dict):
-        raise InvalidInput("The seeds file must hold one JSON object.")
+        raise InvalidInput("The seeds file must hold one JSON object.", field="seeds")
     seeds_upload(
         augmentation=augmentation,
         user=request.user,

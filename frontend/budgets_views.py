@@ -135,22 +135,38 @@ def budget_limit_action(request, slug, budget_id):
     return redirect("budget-dashboard", slug=federation.slug)
 
 
-def _privacy_from(form: dict) -> tuple[dict, int]:
-    """The price form's fields as the services' privacy parameters and s."""
+#: The price form's numbers: name → (what it is called in a sentence, its type).
+PRICE_NUMBERS = {
+    "noise": ("The noise (γ or σ)", float),
+    "delta": ("δ", float),
+    "n_queries": ("The number of public rows queried", int),
+    "partitions": ("The number of partitions s", int),
+}
+
+
+def _price_number(form: dict, name: str):
+    called, kind = PRICE_NUMBERS[name]
     try:
-        noise = float(form["noise"])
-        privacy = {
-            "mechanism": form["mechanism"],
-            "gamma": noise if form["mechanism"] == "laplace" else None,
-            "sigma": noise if form["mechanism"] == "gaussian" else None,
-            "delta": float(form["delta"]),
-            "n_queries": int(form["n_queries"]),
-        }
-        return privacy, int(form["partitions"])
-    except (KeyError, ValueError) as error:
+        return kind(form[name])
+    except ValueError:
+        example = "3 or 12" if kind is int else "0.04 or 1e-5"
         raise InvalidInput(
-            "Fill in the noise, δ, number of queries and partitions with numbers."
-        ) from error
+            f"{called} must be a {'whole ' if kind is int else ''}number such as {example}, not {form[name]!r}.",
+            field=name,
+        ) from None
+
+
+def _privacy_from(form: dict) -> tuple[dict, int]:
+    """The price form's fields as the services' privacy parameters and s; a sentence beside the field otherwise."""
+    noise = _price_number(form, "noise")
+    privacy = {
+        "mechanism": form["mechanism"],
+        "gamma": noise if form["mechanism"] == "laplace" else None,
+        "sigma": noise if form["mechanism"] == "gaussian" else None,
+        "delta": _price_number(form, "delta"),
+        "n_queries": _price_number(form, "n_queries"),
+    }
+    return privacy, _price_number(form, "partitions")
 
 
 @require_POST
@@ -186,7 +202,12 @@ def budget_price_action(request, slug):
                 privacy=privacy,
             )
     except DomainError as error:
-        extra["price_error"] = str(error)
+        return render(
+            request,
+            "frontend/budgets/dashboard.html",
+            _dashboard_context(request, federation, **extra, price_refused=True),
+            status=form_refused(request, error),
+        )
     return render(
         request, "frontend/budgets/dashboard.html", _dashboard_context(request, federation, **extra)
     )

@@ -29,10 +29,14 @@ from market.commerce.wallets import (
 )
 from market.errors import DomainError, InvalidInput, NotFound
 from market.federations.models import MembershipPolicy, PrivacyLevel, RevenueSplit
+from market.federations.previews import (
+    previewed_public_data_discard,
+    previewed_public_data_read,
+    public_data_preview,
+)
 from market.federations.selectors import federation_get
 from market.federations.services import (
     evaluation_split_upload,
-    feature_spec_preview,
     federation_create,
     public_dataset_upload,
 )
@@ -159,22 +163,42 @@ def _uploaded(request) -> bytes:
     return upload.read()
 
 
+def _public_data(request, federation) -> bytes:
+    """The file chosen, else the one this operator's preview kept (the browser cannot put it back in the form)."""
+    key = request.POST.get("previewed_file", "")
+    if "file" in request.FILES or not key:
+        return _uploaded(request)
+    return previewed_public_data_read(federation=federation, user=request.user, key=key)
+
+
 def _data_action(request, federation, action: str):
-    """Run one upload action; returns (message, preview spec)."""
-    data = _uploaded(request)
+    """Run one upload action; returns (message, preview: a PublicDataPreview or None)."""
     if action == "preview":
-        return "", feature_spec_preview(federation=federation, data=data, user=request.user)
+        upload = request.FILES.get("file")
+        return "", public_data_preview(
+            federation=federation,
+            data=_uploaded(request),
+            file_name=upload.name,
+            user=request.user,
+        )
     if action == "public":
         dataset = public_dataset_upload(
-            federation=federation, data=data, uploaded_by=request.user, request=request
+            federation=federation,
+            data=_public_data(request, federation),
+            uploaded_by=request.user,
+            request=request,
         )
+        previewed_public_data_discard(federation=federation, user=request.user)
         return (
             f"Public data uploaded: {dataset.n_rows} rows, {len(dataset.feature_spec['columns'])} columns, "
             f"{dataset.n_features} encoded features."
         ), None
     if action == "evaluation":
         split = evaluation_split_upload(
-            federation=federation, data=data, uploaded_by=request.user, request=request
+            federation=federation,
+            data=_uploaded(request),
+            uploaded_by=request.user,
+            request=request,
         )
         return f"Evaluation split uploaded: {split.n_rows} labelled rows.", None
     raise InvalidInput(f"Unknown action {action!r}.")
@@ -205,8 +229,10 @@ def federation_data_page(request, slug):
                 messages.success(request, message)
                 return redirect("federation-data", slug=federation.slug)
     public_dataset = context["public_dataset"]
-    context["spec"] = context["preview"] or (
-        public_dataset.feature_spec if public_dataset else None
+    context["spec"] = (
+        context["preview"].spec
+        if context["preview"]
+        else (public_dataset.feature_spec if public_dataset else None)
     )
     return render(request, "frontend/operator/federation_data.html", context, status=status)
 

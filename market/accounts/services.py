@@ -83,7 +83,8 @@ def _token_expiry(expires_in_days: int | None) -> timezone.datetime:
     days = settings.ONEFOLD_TOKEN_DEFAULT_DAYS if expires_in_days is None else expires_in_days
     if not 1 <= days <= settings.ONEFOLD_TOKEN_MAX_DAYS:
         raise InvalidInput(
-            f"A token lives between 1 and {settings.ONEFOLD_TOKEN_MAX_DAYS} days, not {days}."
+            f"A token lives between 1 and {settings.ONEFOLD_TOKEN_MAX_DAYS} days, not {days}.",
+            field="expires_in_days",
         )
     return timezone.now() + timedelta(days=days)
 
@@ -102,7 +103,8 @@ def api_token_create(
     name = name.strip()
     if not name:
         raise InvalidInput(
-            "Give the token a name that says where it is used, e.g. 'hospital training server'."
+            "Give the token a name that says where it is used, e.g. 'hospital training server'.",
+            field="name",
         )
     key = secrets.token_hex(20)
     with transaction.atomic():

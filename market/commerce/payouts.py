@@ -48,12 +48,14 @@ def payout_record(
     reference = reference.strip()
     if not reference:
         raise InvalidInput(
-            "Give the payment's reference (the bank transfer's), so that a payout is never recorded twice."
+            "Give the payment's reference (the bank transfer's), so that a payout is never recorded twice.",
+            field="reference",
         )
     if not 0 < amount_cents <= MAX_PRICE_CENTS:
         raise InvalidInput(
             f"A payout must be between 0.01 and {MAX_PRICE_CENTS // 100} credits, "
-            f"not {amount_cents / 100:.2f}."
+            f"not {amount_cents / 100:.2f}.",
+            field="amount",
         )
     return wallet_entry_once(
         organisation=organisation,

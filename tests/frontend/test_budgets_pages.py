@@ -137,7 +137,9 @@ def test_pricing_from_the_page_shows_the_quote_and_reserves_nothing(client, oper
     assert calibrated.context["calibration"]["parameter"] == "n_queries"
     assert "public rows fit." in text(calibrated)
     bad = client.post("/federations/adult-income/budgets/price/", {**form, "noise": "lots"})
-    assert "Fill in the noise" in text(bad)
+    assert bad.status_code == 400
+    assert bad.wsgi_request.form_refusal.field == "noise"
+    assert "The noise (γ or σ) must be a number such as 0.04 or 1e-5, not 'lots'." in text(bad)
     assert not PrivacyBudget.objects.filter(reserved__gt=0).exists()
 
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from market.accounts.models import User
+from market.accounts.models import ApiToken, User
+from market.augmentations.models import SeedUpload
 from market.commerce.models import CreditRequest, Listing, WalletEntry
 from market.federations.models import Federation
 from market.invitations.models import Invitation
@@ -35,6 +36,7 @@ class Refusal:
     kept: dict = field(default_factory=dict)
     unchecked_by_browser: bool = False
     unchanged: tuple = ()
+    opened: str = ""  # a disclosure to open before typing (its summary's text)
 
 
 CASES = {
@@ -124,6 +126,48 @@ CASES = {
         kept={"username": "ada", "password": ""},
         unchanged=(User,),
     ),
+    "payout": Refusal(
+        role="operator",
+        path="/market/money/organisations/{silo_organisation_id}/",
+        typed={"Amount (credits)": "3.005", "Payment reference": "SEPA-7"},
+        button="Record payout",
+        sentence="The amount must be an amount of credits with at most two decimals, not '3.005'.",
+        field="amount",
+        kept={"amount": "3.005", "reference": "SEPA-7"},
+        unchecked_by_browser=True,
+        unchanged=(WalletEntry,),
+    ),
+    "API token": Refusal(
+        role="silo",
+        path="/security/tokens/",
+        typed={"Name": "CI server", "Expires after (days)": "0"},
+        button="Create token",
+        sentence="A token lives between 1 and",
+        field="expires_in_days",
+        kept={"name": "CI server", "expires_in_days": "0"},
+        unchecked_by_browser=True,
+        unchanged=(ApiToken,),
+    ),
+    "budget price": Refusal(
+        role="silo",
+        path="/federations/{federation_slug}/budgets/",
+        typed={"Public rows queried": "2.5", "δ": "0.00001"},
+        button="Price job",
+        sentence="The number of public rows queried must be a whole number such as 3 or 12, not '2.5'.",
+        field="n_queries",
+        kept={"n_queries": "2.5", "delta": "0.00001"},
+        unchecked_by_browser=True,
+        opened="Price a FedKT L1 job",
+    ),
+    "seeds": Refusal(
+        role="silo",
+        path="/augmentations/{augmentation_id}/",
+        typed={("file", "seeds"): "not JSON at all"},
+        button="Upload seeds",
+        sentence="The seeds file cannot be used",
+        field="seeds",
+        unchanged=(SeedUpload,),
+    ),
 }
 
 
@@ -134,6 +178,14 @@ def _fill(page, typed: dict) -> None:
             kind, name = label
             if kind == "select":
                 form_area.locator(f"select[name={name}]").select_option(label=text)
+            elif kind == "file":
+                form_area.locator(f"input[name={name}]").set_input_files(
+                    {
+                        "name": f"{name}.json",
+                        "mimeType": "application/json",
+                        "buffer": text.encode(),
+                    }
+                )
             else:
                 form_area.locator(f"input[name={name}][value={text}]").check()
         else:
@@ -150,6 +202,27 @@ def _address(case: Refusal, request) -> str:
             user=operator, kind="organisation", organisation_name="Lovelace Clinic", is_silo=True
         )
         return case.path.format(token=token)
+    if "{silo_organisation_id}" in case.path:  # a sale gives the silo earnings to pay out
+        from market.commerce.purchases import purchase_create
+
+        buyer = request.getfixturevalue("buyer_user")
+        request.getfixturevalue("top_up")(buyer.organisation, 5000)
+        purchase_create(
+            listing=request.getfixturevalue("published_listing")(price_cents=1000), user=buyer
+        )
+        return case.path.format(
+            silo_organisation_id=request.getfixturevalue("silo_user").organisation_id
+        )
+    if "{federation_slug}" in case.path:
+        federation = request.getfixturevalue("federation_with_data")
+        return case.path.format(federation_slug=federation.slug)
+    if "{augmentation_id}" in case.path:
+        from tests.frontend.augmentation_helpers import open_augmentation
+
+        request.getfixturevalue("federation_with_data")
+        return case.path.format(
+            augmentation_id=open_augmentation(request.getfixturevalue("operator"))
+        )
     return case.path
 
 
@@ -183,6 +256,8 @@ def test_a_refused_form_comes_back_with_what_was_typed_and_the_sentence_beside_i
     address = _address(case, request)
     counts = {model: model.objects.count() for model in case.unchanged}
     page.goto(f"{live_server.url}{address}")
+    if case.opened:
+        page.locator("summary", has_text=case.opened).click()
     if case.button:
         if case.unchecked_by_browser:
             page.evaluate(

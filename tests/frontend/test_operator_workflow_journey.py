@@ -87,7 +87,7 @@ def test_operator_creates_a_federation_launches_a_job_lists_its_model_and_tops_u
     )
     assert federation.membership_policy == "open"
 
-    # Public data: a preview of the inferred specification first (nothing stored), then the upload.
+    # Public data: a preview of the inferred specification first (not uploaded yet), then the upload.
     upload(
         page,
         "public-form",
@@ -95,7 +95,7 @@ def test_operator_creates_a_federation_launches_a_job_lists_its_model_and_tops_u
         adult_public_csv,
         "Preview the feature specification",
     )
-    page.get_by_text("Preview: the feature specification this file would give").wait_for()
+    page.get_by_text("Preview: the feature specification adult-public.csv would give").wait_for()
     assert page.locator("#spec-table tbody tr").count() == 14
     assert not federation.public_datasets.exists()
     upload(page, "public-form", "adult-public.csv", adult_public_csv, "Upload public data")

@@ -17,10 +17,11 @@ import numpy as np
 from workers.algorithms.fd_local import FDLocalModel, FDLocalSetting
 from workers.features import ONE_HOT_VIEW, view_width
 from workers.modelio.export import export_torch_safetensors
+from workers.numbers import percent_text
 from workers.silo.errors import DataError
 from workers.silo.folders import METADATA_FILE
 from workers.silo.table import encode_silo_table, load_table, validation_split
-from workers.silo.training_command import read_pulled
+from workers.silo.training_command import read_pulled, say
 
 ROUND_DONE = ("aggregated", "missed_quorum")
 
@@ -36,6 +37,7 @@ def fd(args, client):
             f"submitted at L0 only; '{slug}' allows {', '.join(federation['allowed_privacy_levels'])}, and "
             f"{args.privacy_level} was asked."
         )
+    say(args, f"Reading {args.data}...")
     data = encode_silo_table(
         load_table(args.data),
         spec,
@@ -59,11 +61,18 @@ def fd(args, client):
     )
     history, global_logits, available = [], None, None
     for number in range(1, exchange["rounds"] + 1):
+        step = f"Round {number} of {exchange['rounds']}"
+        say(args, f"{step}: waiting for it to open...")
         client.exchange_round_wait(
             args.exchange_id,
             number,
             statuses=("open", *ROUND_DONE),
             timeout_seconds=args.wait_timeout,
+        )
+        say(
+            args,
+            f"{step}: training the network on {len(train)} rows"
+            f"{' toward the last global logits' if global_logits is not None else ''}...",
         )
         model.train_round(
             data.features[train],
@@ -78,6 +87,7 @@ def fd(args, client):
             labels=np.flatnonzero(present).tolist(),
             logits=logits.tolist(),
         )
+        say(args, f"{step}: logits uploaded; waiting for the round to close (its other silos)...")
         closed = client.exchange_round_wait(
             args.exchange_id, number, statuses=ROUND_DONE, timeout_seconds=args.wait_timeout
         )
@@ -89,6 +99,11 @@ def fd(args, client):
                 np.asarray(download["available"]),
             )
         score = float(np.mean(model.predict(data.features[held_out]) == data.labels[held_out]))
+        say(
+            args,
+            f"{step}: {closed['status'].replace('_', ' ')} ({closed['participants']} silos); local validation "
+            f"score {percent_text(score)}.",
+        )
         history.append(
             {
                 "round": number,
@@ -138,7 +153,7 @@ def _write(
     (output / METADATA_FILE).write_text(json.dumps(metadata, indent=2))
     lines = [
         f"Round {item['round']}: {item['status']} ({item['participants']} silos); local validation score "
-        f"{item['local_validation_score']:.4f}."
+        f"{percent_text(item['local_validation_score'])}."
         for item in history
     ]
     lines.append(

@@ -21,6 +21,7 @@ from workers.algorithms.sufficient_statistics import (
     statistics_noised,
 )
 from workers.features import ONE_HOT_VIEW
+from workers.numbers import epsilon_text, percent_text
 from workers.privacy.statistics_noise import (
     DEFAULT_SHARES,
     SHARES_WITH_SQUARES,
@@ -125,15 +126,15 @@ def statistics_summary(result: dict, class_labels: list[str]) -> str:
         local = result["local_lda"]
         lines.append(
             f"Your rows alone: LDA from the statistics of {local['fitted_rows']} of them scores "
-            f"{100 * local['accuracy']:.1f} % on the other {local['held_out_rows']} (always the majority class: "
-            f"{100 * local['majority_accuracy']:.1f} %); the federation's sum is what a job fits."
+            f"{percent_text(local['accuracy'])} on the other {local['held_out_rows']} (always the majority class: "
+            f"{percent_text(local['majority_accuracy'])}); the federation's sum is what a job fits."
         )
     privacy = result["privacy"]
     if privacy is None:
         lines.append("L0: no noise; the market sees your exact counts, sums and second moment.")
     else:
         lines.append(
-            f"L2: your Gaussian noise costs ε = {privacy['epsilon']:.4f} (example-level, data-independent, "
+            f"L2: your Gaussian noise costs ε = {epsilon_text(privacy['epsilon'])} (example-level, data-independent, "
             f"δ = {privacy['delta']:g}, one release)."
         )
     return "\n".join(lines)

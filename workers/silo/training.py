@@ -349,10 +349,18 @@ def own_model_train(
     }
 
 
-def local_train(data: EncodedData, *, n_classes: int, settings: TrainingSettings) -> TrainingResult:
-    """One model on the silo's training rows (for ensembles); scored on the held-out rows."""
+def local_train(
+    data: EncodedData,
+    *,
+    n_classes: int,
+    settings: TrainingSettings,
+    progress: Callable[[str], None] | None = None,
+) -> TrainingResult:
+    """One model on the silo's training rows (for ensembles); scored on the held-out rows. ``progress`` is told
+    each step as it begins (the command prints it)."""
     from workers.learners import fit_aligned
 
+    report = progress or (lambda message: None)
     train, held_out = validation_split(data.labels, settings.validation_fraction, settings.seed)
     check_enough_rows(
         len(train), partitions=1, teachers=1, min_rows_per_teacher=settings.min_rows_per_teacher
@@ -363,6 +371,10 @@ def local_train(data: EncodedData, *, n_classes: int, settings: TrainingSettings
             "DP-SGD needs rows of at least two classes: a model of one class would tell which class "
             "all your rows have."
         )
+    report(
+        f"Fitting {'a DP-SGD network' if settings.privacy_level == 'L2' else settings.student.get('family', 'the model')}"
+        f" on {len(train)} rows ({len(held_out)} held out to score it)..."
+    )
     try:
         model = fit_aligned(
             learner,
@@ -373,6 +385,7 @@ def local_train(data: EncodedData, *, n_classes: int, settings: TrainingSettings
         )
     except ValueError as error:
         raise DataError(f"Training the local model failed: {error}") from error
+    report(f"Scoring the model on the {len(held_out)} held-out rows...")
     comparison = held_out_comparison(model, data, train, held_out, n_classes=n_classes)
     metadata = _metadata(
         data, train, n_classes, settings, score=comparison["accuracy"] if comparison else 0.0

@@ -148,7 +148,12 @@ def train(args):
             class_labels=federation["class_labels"],
             view=view,
         )
-        result = local_train(data, n_classes=n_classes, settings=settings)
+        result = local_train(
+            data,
+            n_classes=n_classes,
+            settings=settings,
+            progress=lambda message: say(args, message),
+        )
     else:
         result, data = silo_train(
             frame,

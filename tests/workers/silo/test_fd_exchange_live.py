@@ -132,3 +132,98 @@ def _upload(path):
     from workers.silo.client import ModelUpload
 
     return ModelUpload(path.name, path.read_bytes())
+
+
+@pytest.fixture
+def three_members(federation_with_data, silo_user):
+    """The fewest members an FD round takes (each silo's average is made of at least two other silos')."""
+    from market.accounts.services import organisation_create, user_create
+    from market.federations.membership import federation_join
+
+    users = [silo_user]
+    for index in (1, 2):
+        user = user_create(
+            username=f"silo-{index}",
+            password=f"silo-{index}-password",
+            organisation=organisation_create(name=f"Silo {index}"),
+        )
+        federation_join(federation=federation_with_data, user=user)
+        users.append(user)
+    return users
+
+
+@pytest.mark.worker
+def test_fd_as_typed_says_each_round_step_while_it_waits_and_trains(
+    run_cli, live_server, celery_worker, three_members, operator, adult_frame, tmp_path
+):
+    """Issue 43 item 7: `onefold fd` printed nothing while it waited for rounds and trained; each step now says
+    what it does on stderr (stdout keeps the summary), and scores read as the pages' percentages."""
+    import re
+    import threading
+
+    from market.accounts.services import user_token
+    from workers.silo.cli import build_parser
+    from workers.silo.client import OnefoldClient
+    from workers.silo.fd_command import fd
+
+    operator_client = OnefoldClient(live_server.url, user_token(user=operator))
+    exchange = operator_client.exchange_create(
+        federation="adult-income", name="FD said aloud", rounds=2, round_seconds=3600, min_silos=3
+    )
+    silo_client = OnefoldClient(live_server.url, user_token(user=three_members[0]))
+    pulled = tmp_path / "onefold-adult-income"
+    pulled.mkdir()
+    (pulled / "federation.json").write_text(json.dumps(silo_client.federation("adult-income").data))
+    (pulled / "feature-spec.json").write_text(json.dumps(silo_client.feature_spec("adult-income")))
+    (pulled / "features.npz").write_bytes(silo_client.public_features("adult-income"))
+    tables = []
+    for index in range(3):
+        table = tmp_path / f"silo-{index}.csv"
+        table.write_bytes(csv_bytes(adult_frame.iloc[2000 + 200 * index : 2200 + 200 * index]))
+        tables.append(table)
+    common = ["--pulled", pulled, "--hidden-sizes", "16", "--wait-timeout"]
+    common.append(round(scaled_timeout(120)))
+    other_silos = []
+    for index in (1, 2):  # quiet (--json): their lines are not the ones read here
+        arguments = [
+            "fd",
+            exchange["id"],
+            "--data",
+            tables[index],
+            "--output",
+            tmp_path / f"o{index}",
+        ]
+        other_args = build_parser().parse_args(
+            [str(item) for item in [*arguments, *common, "--json"]]
+        )
+        other_client = OnefoldClient(
+            live_server.url,
+            user_token(user=three_members[index]),
+            timeout_seconds=scaled_timeout(120),
+        )
+        other_silos.append(threading.Thread(target=fd, args=(other_args, other_client)))
+        other_silos[-1].start()
+    code, _, err = run_cli(
+        "login", "--market", live_server.url, "--username", three_members[0].username,
+        "--password", "silo-password",
+    )  # fmt: skip
+    assert code == 0, err
+
+    code, out, err = run_cli("fd", exchange["id"], "--data", tables[0], *common)
+    for other_silo in other_silos:
+        other_silo.join(timeout=scaled_timeout(120))
+
+    assert code == 0, err
+    steps = [line for line in err.splitlines() if line]
+    patterns = [rf"Reading {re.escape(str(tables[0]))}\.\.\."]
+    for number, toward in ((1, ""), (2, " toward the last global logits")):
+        patterns += [
+            rf"Round {number} of 2: waiting for it to open\.\.\.",
+            rf"Round {number} of 2: training the network on \d+ rows{toward}\.\.\.",
+            rf"Round {number} of 2: logits uploaded; waiting for the round to close \(its other silos\)\.\.\.",
+            rf"Round {number} of 2: aggregated \(3 silos\); local validation score \d+\.\d %\.",
+        ]
+    assert len(steps) == len(patterns), steps
+    assert all(re.fullmatch(pattern, step) for pattern, step in zip(patterns, steps)), steps
+    assert re.search(r"Round 2: aggregated \(3 silos\); local validation score \d+\.\d %\.", out)
+    assert (pulled / "fd-model" / "local-model.safetensors").exists()

@@ -160,3 +160,25 @@ def test_train_says_each_step_as_it_works_and_scores_in_the_pages_percentages(
         "train", "adult-income", "--data", data, "--pulled", pulled, *SMALL_FORESTS, "--json"
     )
     assert quiet_err == "" and json.loads(quiet)["files"]  # --json: no progress, one JSON object
+
+
+def test_train_local_says_each_step_as_it_works(run_cli, pulled, silo_csv):
+    """Issue 43 item 7: `onefold train --local` printed nothing between "Training one local model" and the
+    summary; the fit and the scoring now say what they do."""
+    import re
+
+    code, out, err = run_cli(
+        "train", "adult-income", "--data", silo_csv, "--pulled", pulled, "--local", *SMALL_FORESTS
+    )
+    assert code == 0, err
+    steps = [line for line in err.splitlines() if line]
+    patterns = [
+        rf"Reading {re.escape(str(silo_csv))}\.\.\.",
+        r"Training one local model on 500 rows\.\.\.",
+        r"Fitting \w+ on 400 rows \(100 held out to score it\)\.\.\.",
+        r"Scoring the model on the 100 held-out rows\.\.\.",
+        r"Writing 1 model file\(s\) to .+\.\.\.",
+    ]
+    assert len(steps) == len(patterns), steps
+    assert all(re.fullmatch(pattern, step) for pattern, step in zip(patterns, steps)), steps
+    assert re.search(r"Local validation score \(accuracy on held-out rows\): \d+\.\d %\.", out)
