@@ -40,6 +40,7 @@ from market.federations.services import (
     public_dataset_upload,
 )
 from market.storage import artifact_read
+from workers.privacy.settings import PRIVACY_UNITS
 from workers.silo.folders import pulled_files, pulled_folder_name
 
 
@@ -61,6 +62,11 @@ class FederationOutput(serializers.Serializer):
     revenue_split = serializers.ChoiceField(
         RevenueSplit.choices,
         help_text="How a sale's revenue is split among the model's silos: agreement, value (L0 models) or equal.",
+    )
+    privacy_units = serializers.ListField(
+        child=serializers.ChoiceField(PRIVACY_UNITS),
+        help_text="What L1 jobs may protect, as the members accept: party (one silo's whole data), record (one "
+        "record, example-level).",
     )
     is_member = serializers.BooleanField()
     join_requested = serializers.BooleanField(
@@ -121,6 +127,13 @@ class FederationInput(serializers.Serializer):
         default=MembershipPolicy.REQUEST,
         help_text="Whether a silo may join by itself, asks to be admitted, or must be invited.",
     )
+    privacy_units = serializers.ListField(
+        child=serializers.ChoiceField(PRIVACY_UNITS),
+        min_length=1,
+        required=False,
+        help_text="What L1 jobs may protect (default party only): party (one silo's whole data) and/or record "
+        "(one record, example-level, resting on the silos' declared disjoint partitions).",
+    )
 
 
 class UploadInput(serializers.Serializer):
@@ -163,6 +176,8 @@ class FederationListApi(APIView):
         given.is_valid(raise_exception=True)
         fields = dict(given.validated_data)
         policies = {"membership_policy": fields.pop("membership_policy")}
+        if "privacy_units" in fields:
+            policies["privacy_units"] = fields.pop("privacy_units")
         federation = federation_create(
             **fields,
             policies=policies,

@@ -27,6 +27,7 @@ from workers.features import (
     read_table,
     table_format,
 )
+from workers.privacy.settings import PRIVACY_UNITS
 
 
 def table_limits() -> TableLimits:
@@ -62,6 +63,21 @@ def _clean_privacy_levels(allowed: list[str], default: str) -> list[str]:
     return [level for level in PrivacyLevel.values if level in allowed]
 
 
+def _clean_privacy_units(value) -> list[str]:
+    """The units a federation's L1 jobs may protect, in :data:`PRIVACY_UNITS` order; InvalidInput otherwise."""
+    if (
+        not isinstance(value, list)
+        or not value
+        or any(not isinstance(unit, str) or unit not in PRIVACY_UNITS for unit in value)
+    ):
+        raise InvalidInput(
+            f"'privacy_units' must be a non-empty list of {', '.join(map(repr, PRIVACY_UNITS))} (what L1 jobs may "
+            f"protect: one silo's whole data, one record), not {value!r}.",
+            field="privacy_units",
+        )
+    return [unit for unit in PRIVACY_UNITS if unit in value]
+
+
 def _clean_policies(policies: dict) -> dict:
     unknown = sorted(set(policies) - set(FEDERATION_POLICIES))
     if unknown:
@@ -92,6 +108,8 @@ def _clean_policies(policies: dict) -> dict:
                     f"silo is that silo's upload), not {value!r}."
                 )
             cleaned[name] = value
+        elif name == "privacy_units":
+            cleaned[name] = _clean_privacy_units(value)
         elif name == "revenue_split":
             if value not in RevenueSplit.values:
                 raise InvalidInput(
@@ -116,6 +134,7 @@ FEDERATION_POLICIES = (
     "fd_min_contributors",
     "membership_policy",
     "revenue_split",
+    "privacy_units",
 )
 
 

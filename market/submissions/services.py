@@ -248,6 +248,7 @@ def submission_create(
     own_model_validation_score: float | None = None,
     partitions: int | None = None,
     teachers: int | None = None,
+    disjoint_partitions: bool = False,
     idempotency_key: str | None = None,
 ) -> Submission:
     """Check and store a silo's upload, then queue its validation by a worker. ``feature_view`` is the view of
@@ -255,7 +256,8 @@ def submission_create(
     ``exchange``: the FD exchange the network was trained through, if any (it must then be L0).
     ``own_model_file``: the name of the uploaded file that is the silo's own model on all its rows, with its
     held-out ``own_model_validation_score`` (stored last, its ``ModelFile.info["role"]`` :data:`OWN_MODEL_ROLE`);
-    ``partitions`` and ``teachers``: the FedKT design the silo trained its students with.
+    ``partitions`` and ``teachers``: the FedKT design the silo trained its students with; ``disjoint_partitions``: the
+    silo's declaration that each student was fitted on its own disjoint partition of its rows (record-level L1).
     ``idempotency_key``: the uploader's ``Idempotency-Key``; the same key with the same federation and files returns
     the first submission (``replayed`` True on it, nothing stored or charged again), with others it is refused (422).
     """
@@ -345,6 +347,7 @@ def submission_create(
                 own_model_validation_score=own_model_validation_score,
                 partitions=partitions,
                 teachers=teachers,
+                disjoint_partitions=disjoint_partitions,
                 content_sha256=content_sha256,
                 idempotency_key=idempotency_key,
             )
