@@ -68,6 +68,41 @@ def fedkt_submissions(
     return submissions
 
 
+@pytest.fixture
+def record_submissions(
+    federation_with_data, silo_user, other_silo_user, third_silo_user, fedkt_student_files
+):
+    """Three valid submissions of s = 2 students, each fitted on its own half of its silo's rows (the fixtures'
+    students are), declared with ``disjoint_partitions``, in a federation whose members accept both units."""
+    from market.federations.membership import federation_join
+    from market.federations.models import Federation
+    from market.submissions.models import Submission, SubmissionStatus
+    from market.submissions.validation import submission_validate
+    from tests.conftest import api_client_for
+
+    Federation.objects.filter(id=federation_with_data.id).update(privacy_units=["party", "record"])
+    ids = []
+    for user, files in zip((silo_user, other_silo_user, third_silo_user), fedkt_student_files):
+        federation_join(federation=federation_with_data, user=user)
+        response = submit(
+            api_client_for(user),
+            files,
+            model_family="logistic_regression",
+            n_local_examples=666,
+            privacy_level="L0",
+            partitions=2,
+            disjoint_partitions="true",
+        )
+        assert response.status_code == 202, response.json()
+        assert response.json()["disjoint_partitions"] is True
+        ids.append(response.json()["id"])
+    for submission_id in ids:
+        submission_validate(submission_id=submission_id)
+    submissions = list(Submission.objects.filter(id__in=ids).order_by("id"))
+    assert [s.status for s in submissions] == [SubmissionStatus.VALID] * 3
+    return submissions
+
+
 #: A quick FedKT job with the paper's vote named (an L0 job that names none chooses with ``auto``; a job that is
 #: not about the vote names one, which validate does not store: the stored parameters stay these three).
 FAST_FEDKT = {
