@@ -39,7 +39,7 @@ from workers.privacy.rdp import (
     validate_delta,
 )
 from workers.privacy.reports import EXAMPLE_LEVEL, PARTY_LEVEL, PrivacyReport
-from workers.privacy.settings import CONFIDENT_KEYS, PrivacySettings, noise_mechanism
+from workers.privacy.settings import PrivacySettings, noise_mechanism
 
 RULE_RDP = "rdp"
 RULE_ADDITIVE = "additive"
@@ -503,7 +503,8 @@ def calibrate_gnmax(
         sigma=float(noise_ratio * total_votes),
         delta=float(delta),
         n_queries=0,
-        **{name: float(confident[name]) for name in CONFIDENT_KEYS if confident is not None},
+        threshold=None if confident is None else float(confident["threshold"]),
+        sigma_threshold=None if confident is None else float(confident["sigma_threshold"]),
     )
     count = calibrate_queries(budgets, privacy=privacy, price=price, max_queries=max_queries)
     if min(min_queries, max_queries) <= count < max_queries:

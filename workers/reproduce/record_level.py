@@ -1,7 +1,7 @@
 """Record-level L1 on Adult (issue 40, item 2): GNMax over every student of every silo, semi-private final model.
 
-``python -m workers.reproduce.record_level choose [--seeds 3] [--draws 2]``  (validation rows; the test split is
-not read) and ``python -m workers.reproduce.record_level test [--seeds 3] [--draws 3]`` (the chosen setting on the
+``python -m workers.reproduce.record_level choose [--seeds 3] [--draws 2]``, ``... choose-final`` and
+``... choose-students`` (validation rows, three rounds; the test split is not read) and ``python -m workers.reproduce.record_level test [--seeds 3] [--draws 3]`` (the chosen setting on the
 test split, read once); ``python -m workers.reproduce.record_level summary`` prints the tables of
 ``docs/results/private.md``.
 
@@ -36,21 +36,41 @@ from sklearn.model_selection import train_test_split
 import workers.algorithms  # noqa: F401  (registers the engines)
 from workers.algorithms.auto_fusion import EvaluationRows, evaluation_halves
 from workers.algorithms.fedkt import disjoint_partition_students
-from workers.algorithms.fedkt_fusion import DEFAULT_PRIVATE_FINAL_MODEL, DEFAULT_SEMI_PRIVATE
+from workers.algorithms.fedkt_fusion import (
+    DEFAULT_FINAL_MODEL,
+    DEFAULT_PRIVATE_FINAL_MODEL,
+    DEFAULT_SEMI_PRIVATE,
+)
 from workers.algorithms.operator_baseline import operator_only_baseline
 from workers.algorithms.registry import Member, algorithm_get
 from workers.algorithms.schema import MIN_TRAINING_ROWS
 from workers.features import ONE_HOT_VIEW, ORDINAL_VIEW
+from workers.jobs.noise import replayable_noise
+from workers.modelio.families import feature_view_for
 from workers.partition import dirichlet_label_partition
 from workers.privacy.costs import BudgetView, calibrate_gnmax
 from workers.privacy.settings import PrivacySettings
-from workers.reproduce.defaults import N_PARTIES, TREE, adult_protocol_test, adult_without_test
+from workers.reproduce.defaults import (
+    N_PARTIES,
+    PRODUCT_DEFAULTS,
+    TREE,
+    adult_protocol_test,
+    adult_without_test,
+)
 
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results" / "record_level_adult.json"
 EPSILON, DELTA = 2.56, 1e-5
 OPERATOR_ROWS = 2000
 PARTITIONS = (4, 8)
 NOISE_RATIOS = (0.1, 0.2, 0.35)
+#: The final models tried: the L1 default (logistic, one-hot view; the first round's only one) and the product's
+#: forest (ordinal view; the second round, at the first round's best σ ratio, 0.35).
+FINAL_MODELS = {"logistic": DEFAULT_PRIVATE_FINAL_MODEL, "forest": DEFAULT_FINAL_MODEL}
+#: What each silo's students are: the product's tree teacher (the first two rounds) or its 25-tree student forest
+#: (the third round, at the second round's best final model, the forest).
+STUDENTS = {"tree": TREE, "forest": PRODUCT_DEFAULTS[2]}
+SECOND_ROUND = [(s, 0.35, final, "tree") for s in PARTITIONS for final in FINAL_MODELS]
+THIRD_ROUND = [(s, 0.35, "forest", "forest") for s in PARTITIONS]
 
 
 def adult_rows(seed: int, *, test: bool) -> dict:
@@ -67,18 +87,23 @@ def adult_rows(seed: int, *, test: bool) -> dict:
     return {
         "pool_x": ordinal["pool_x"][pool],
         "pool_y": ordinal["pool_y"][pool],
-        "operator_x": one_hot["pool_x"][operator],
-        "operator_x_ordinal": ordinal["pool_x"][operator],
         "operator_y": ordinal["pool_y"][operator],
-        "public_x": ordinal["public_x"],
-        "public_x_one_hot": one_hot["public_x"],
-        "scored_x": one_hot["validation_x"],
-        "scored_x_ordinal": ordinal["validation_x"],
         "scored_y": ordinal["validation_y"],
+        "public_x": ordinal["public_x"],
+        **{
+            view: {
+                "operator_x": rows["pool_x"][operator],
+                "public_x": rows["public_x"],
+                "scored_x": rows["validation_x"],
+            }
+            for view, rows in ((ORDINAL_VIEW, ordinal), (ONE_HOT_VIEW, one_hot))
+        },
     }
 
 
-def record_votes(data: dict, *, partitions: int, seed: int) -> tuple[np.ndarray, list[Member]]:
+def record_votes(
+    data: dict, *, partitions: int, student: str, seed: int
+) -> tuple[np.ndarray, list[Member]]:
     """The silos' summed record-level votes on the public rows (each student's own vote) and their members."""
     engine = algorithm_get("fedkt")
     params = engine.validate({"partitions": partitions, "privacy": {"unit": "record"}})
@@ -91,7 +116,7 @@ def record_votes(data: dict, *, partitions: int, seed: int) -> tuple[np.ndarray,
             data["pool_x"][part],
             data["pool_y"][part],
             n_classes=2,
-            learner=TREE,
+            learner=STUDENTS[student],
             partitions=partitions,
             seed=seed * 1000 + index,
         )
@@ -136,48 +161,64 @@ def scores(predicted: np.ndarray, labels: np.ndarray) -> dict:
     }
 
 
-def one_draw(data: dict, votes, members, *, partitions: int, noise_ratio: float, seed: int) -> dict:
-    """One noise draw of the record-level semi-private job, scored on the scored rows."""
+def one_draw(
+    data: dict, votes, members, *, partitions: int, noise_ratio: float, final: str, seed: int
+) -> dict:
+    """One noise draw of the record-level job: its noisy labels alone and, on the same draw (replayed), the
+    semi-private model, each scored on the scored rows."""
     engine = algorithm_get("fedkt")
     privacy = record_privacy(
         partitions=partitions, noise_ratio=noise_ratio, n_public=len(data["public_x"])
     )
-    params = engine.validate(
-        {
-            "partitions": partitions,
-            "final_model": DEFAULT_PRIVATE_FINAL_MODEL,
-            "query_count": privacy["n_queries"],
-            "semi_private": DEFAULT_SEMI_PRIVATE,
-            "privacy": {"delta": DELTA, "unit": "record"},
-        }
-    )
-    fusion = engine.fuse(
-        votes,
-        data["public_x_one_hot"],
-        members=members,
-        n_classes=2,
-        params=params,
-        noise=PrivacySettings.of(privacy).noise(),
-        seed=seed,
-        evaluation=EvaluationRows(data["operator_x"], data["operator_y"], np.zeros((0, 0, 2))),
-    )
-    report = fusion.privacy.data_independent
-    return {
-        **scores(fusion.model.predict(data["scored_x"]), data["scored_y"]),
-        "epsilon": report.epsilon,
-        "unit": report.unit,
-        "delta": report.delta,
-        "sigma": privacy["sigma"],
-        "n_queries": int(fusion.details["n_queried"]),
-        "chosen": fusion.details["semi_private"]["chosen"],
+    rows = data[feature_view_for(FINAL_MODELS[final]["family"])]
+    base = {
+        "partitions": partitions,
+        "final_model": FINAL_MODELS[final],
+        "query_count": privacy["n_queries"],
+        "privacy": {"delta": DELTA, "unit": "record"},
     }
+    drawn: list[np.ndarray] = []
+    result: dict = {"sigma": privacy["sigma"]}
+    for name, params in (
+        ("noisy_labels", base),
+        ("semi_private", {**base, "semi_private": DEFAULT_SEMI_PRIVATE}),
+    ):
+        fusion = engine.fuse(
+            votes,
+            rows["public_x"],
+            members=members,
+            n_classes=2,
+            params=engine.validate(params),
+            noise=replayable_noise(
+                PrivacySettings.of(privacy).noise(),
+                stored=drawn[0] if drawn else None,
+                on_draw=drawn.append,
+            ),
+            seed=seed,
+            evaluation=EvaluationRows(rows["operator_x"], data["operator_y"], np.zeros((0, 0, 2))),
+        )
+        scored = scores(fusion.model.predict(rows["scored_x"]), data["scored_y"])
+        if name == "noisy_labels":
+            result["noisy_labels"] = scored
+            continue
+        report = fusion.privacy.data_independent
+        result |= {
+            **scored,
+            "epsilon": report.epsilon,
+            "unit": report.unit,
+            "delta": report.delta,
+            "n_queries": int(fusion.details["n_queried"]),
+            "chosen": fusion.details["semi_private"]["chosen"],
+        }
+    return result
 
 
 def operator_only(data: dict, *, seed: int) -> dict:
     """The operator-only forest on the fit half of the operator's rows, scored on the scored rows."""
     labels = data["operator_y"]
     fit_rows = evaluation_halves(labels, seed=seed)[0]
-    features = np.concatenate([data["operator_x_ordinal"], data["scored_x_ordinal"]])
+    rows = data[ORDINAL_VIEW]
+    features = np.concatenate([rows["operator_x"], rows["scored_x"]])
     result, _ = operator_only_baseline(
         features,
         np.concatenate([labels, data["scored_y"]]),
@@ -190,13 +231,15 @@ def operator_only(data: dict, *, seed: int) -> dict:
 
 
 def seed_run(seed: int, *, test: bool, draws: int, settings) -> list[dict]:
-    """Every (s, σ ratio) setting of one seed: ``draws`` draws each, and the operator-only model."""
+    """Every (s, σ ratio, final model) setting of one seed: ``draws`` draws each, and the operator-only model."""
     data = adult_rows(seed, test=test)
     baseline = operator_only(data, seed=seed)
     entries = []
-    for partitions in sorted({partitions for partitions, _ in settings}):
-        votes, members = record_votes(data, partitions=partitions, seed=seed)
-        for noise_ratio in [ratio for s, ratio in settings if s == partitions]:
+    for partitions, student in sorted({(setting[0], setting[3]) for setting in settings}):
+        votes, members = record_votes(data, partitions=partitions, student=student, seed=seed)
+        for _, noise_ratio, final, _ in [
+            setting for setting in settings if (setting[0], setting[3]) == (partitions, student)
+        ]:
             started = time.perf_counter()
             runs = [
                 one_draw(
@@ -205,6 +248,7 @@ def seed_run(seed: int, *, test: bool, draws: int, settings) -> list[dict]:
                     members,
                     partitions=partitions,
                     noise_ratio=noise_ratio,
+                    final=final,
                     seed=seed,
                 )
                 for _ in range(draws)
@@ -214,12 +258,19 @@ def seed_run(seed: int, *, test: bool, draws: int, settings) -> list[dict]:
                 "seed": seed,
                 "partitions": partitions,
                 "noise_ratio": noise_ratio,
+                "final": final,
+                "student": student,
                 "draws": runs,
                 "operator_only": baseline,
                 "seconds": time.perf_counter() - started,
             }
             print(
-                json.dumps({key: entry[key] for key in ("seed", "partitions", "noise_ratio")})
+                json.dumps(
+                    {
+                        key: entry[key]
+                        for key in ("seed", "partitions", "noise_ratio", "final", "student")
+                    }
+                )
                 + f" acc {np.mean([run['accuracy'] for run in runs]):.4f}"
                 + f" bal {np.mean([run['balanced_accuracy'] for run in runs]):.3f}"
                 + f" eps {runs[0]['epsilon']:.3f} q {runs[0]['n_queries']}"
@@ -230,17 +281,32 @@ def seed_run(seed: int, *, test: bool, draws: int, settings) -> list[dict]:
     return entries
 
 
+def setting_of(entry: dict) -> tuple:
+    """(s, σ ratio, final model, students) of an entry; the first round's entries name no final model (logistic)
+    and the first two no students (trees)."""
+    return (
+        entry["partitions"],
+        entry["noise_ratio"],
+        entry.get("final", "logistic"),
+        entry.get("student", "tree"),
+    )
+
+
 def setting_means(entries: list[dict], key: str) -> dict[tuple, list[float]]:
-    """Per (s, σ ratio), each seed's mean over its draws of ``key``."""
+    """Per setting, each seed's mean over its draws of ``key`` (a path "noisy_labels.accuracy" reads one level
+    down)."""
     means: dict[tuple, list[float]] = {}
     for entry in entries:
-        means.setdefault((entry["partitions"], entry["noise_ratio"]), []).append(
-            float(np.mean([run[key] for run in entry["draws"]]))
-        )
+        values = [run for run in entry["draws"]]
+        for part in key.split("."):
+            values = [value.get(part, {}) if isinstance(value, dict) else value for value in values]
+        if not all(isinstance(value, float) for value in values):
+            continue  # the first round did not score the noisy labels alone
+        means.setdefault(setting_of(entry), []).append(float(np.mean(values)))
     return means
 
 
-def chosen_setting(entries: list[dict]) -> tuple[int, float]:
+def chosen_setting(entries: list[dict]) -> tuple:
     """Best mean validation accuracy; settings within one standard error tie, the best balanced accuracy wins."""
     accuracy, balanced = (
         setting_means(entries, "accuracy"),
@@ -253,29 +319,35 @@ def chosen_setting(entries: list[dict]) -> tuple[int, float]:
     return max(tied, key=lambda setting: np.mean(balanced[setting]))
 
 
+def _mean_sd(values) -> str:
+    return f"{100 * np.mean(values):.2f} ± {100 * np.std(values):.2f}" if len(values) else "—"
+
+
 def summary(entries: list[dict]) -> str:
+    """The markdown table of ``docs/results/private.md``: per split and setting, the semi-private model, the
+    noisy labels alone and the operator-only model."""
     lines = [
-        "| split | s | σ / votes | queries | ε (example-level, δ 1e-5) | seeds × draws | record-level semi-private "
-        "accuracy | balanced | operator-only accuracy | balanced | margin (points) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| split | s | σ / votes | final model | students | queries | ε (example-level, δ 1e-5) | seeds × draws | "
+        "semi-private | balanced | noisy labels alone | operator-only | balanced | margin over operator-only "
+        "(points) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for split in ("validation", "test"):
         chosen = [entry for entry in entries if entry["split"] == split]
-        accuracy, balanced = (
-            setting_means(chosen, "accuracy"),
-            setting_means(chosen, "balanced_accuracy"),
-        )
+        accuracy = setting_means(chosen, "accuracy")
+        balanced = setting_means(chosen, "balanced_accuracy")
+        noisy = setting_means(chosen, "noisy_labels.accuracy")
         for setting in sorted(accuracy):
-            rows = [e for e in chosen if (e["partitions"], e["noise_ratio"]) == setting]
-            operator = [e["operator_only"]["accuracy"] for e in rows]
-            operator_balanced = [e["operator_only"]["balanced_accuracy"] for e in rows]
+            rows = [entry for entry in chosen if setting_of(entry) == setting]
+            operator = [entry["operator_only"]["accuracy"] for entry in rows]
+            operator_balanced = [entry["operator_only"]["balanced_accuracy"] for entry in rows]
             margin = 100 * (np.asarray(accuracy[setting]) - np.asarray(operator))
+            epsilon = max(run["epsilon"] for entry in rows for run in entry["draws"])
             lines.append(
-                f"| {split} | {setting[0]} | {setting[1]} | {rows[0]['draws'][0]['n_queries']} | "
-                f"{max(run['epsilon'] for e in rows for run in e['draws']):.2f} | {len(rows)} × "
-                f"{len(rows[0]['draws'])} | {100 * np.mean(accuracy[setting]):.2f} ± "
-                f"{100 * np.std(accuracy[setting]):.2f} | {np.mean(balanced[setting]):.3f} | "
-                f"{100 * np.mean(operator):.2f} ± {100 * np.std(operator):.2f} | "
+                f"| {split} | {setting[0]} | {setting[1]} | {setting[2]} | {setting[3]} | "
+                f"{rows[0]['draws'][0]['n_queries']} | {epsilon:.2f} | {len(rows)} × {len(rows[0]['draws'])} | "
+                f"{_mean_sd(accuracy[setting])} | {np.mean(balanced[setting]):.3f} | "
+                f"{_mean_sd(noisy.get(setting, []))} | {_mean_sd(operator)} | "
                 f"{np.mean(operator_balanced):.3f} | {margin.mean():+.2f} ± {margin.std():.2f} |"
             )
     return "\n".join(lines)
@@ -283,7 +355,9 @@ def summary(entries: list[dict]) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workers.reproduce.record_level")
-    parser.add_argument("command", choices=("choose", "test", "summary"))
+    parser.add_argument(
+        "command", choices=("choose", "choose-final", "choose-students", "test", "summary")
+    )
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--draws", type=int, default=2)
     arguments = parser.parse_args(argv)
@@ -295,15 +369,24 @@ def main(argv=None) -> int:
     if test:
         validation = [entry for entry in stored if entry["split"] == "validation"]
         settings = [chosen_setting(validation)]
+    elif arguments.command == "choose-final":
+        settings = SECOND_ROUND
+    elif arguments.command == "choose-students":
+        settings = THIRD_ROUND
     else:
-        settings = [(s, ratio) for s in PARTITIONS for ratio in NOISE_RATIOS]
+        settings = [(s, ratio, "logistic", "tree") for s in PARTITIONS for ratio in NOISE_RATIOS]
     entries = [
         entry
         for seed in range(arguments.seeds)
         for entry in seed_run(seed, test=test, draws=arguments.draws, settings=settings)
     ]
     split = "test" if test else "validation"
-    kept = [entry for entry in stored if entry["split"] != split]
+    replaced = {(entry["seed"], *setting_of(entry)) for entry in entries}
+    kept = [
+        entry
+        for entry in stored
+        if entry["split"] != split or (entry["seed"], *setting_of(entry)) not in replaced
+    ]
     RESULTS.write_text(json.dumps(kept + entries, indent=1) + "\n")
     print(summary(kept + entries))
     return 0

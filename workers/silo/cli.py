@@ -125,6 +125,12 @@ def _training_options(parser: argparse.ArgumentParser) -> None:
         f"{MIN_ROWS_PER_TEACHER} rows each, at most {DEFAULT_TEACHERS}, at least 1)",
     )
     parser.add_argument(
+        "--disjoint-partitions",
+        action="store_true",
+        help="fit each of the s students directly on its own disjoint part of your rows (no teachers) and "
+        "declare it, for record-level L1 jobs (one record then moves one student's vote); L0 and L1 only",
+    )
+    parser.add_argument(
         "--teacher",
         help=f"teacher family ({', '.join(LEARNER_FAMILY_NAMES)}; default: {learner_described(DEFAULT_TEACHER)})",
     )
