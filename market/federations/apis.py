@@ -84,6 +84,12 @@ class FederationEditInput(serializers.Serializer):
         required=False,
         help_text="How later sales are split among the silos (sales already made stay as paid).",
     )
+    privacy_units = serializers.ListField(
+        child=serializers.ChoiceField(PRIVACY_UNITS),
+        min_length=1,
+        required=False,
+        help_text="What later L1 jobs may protect: party and/or record (jobs already charged stay as charged).",
+    )
 
 
 class JoinRequestOutput(serializers.Serializer):

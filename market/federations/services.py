@@ -204,10 +204,11 @@ def federation_update(
     description: str | None = None,
     membership_policy: str | None = None,
     revenue_split: str | None = None,
+    privacy_units: list[str] | None = None,
     request=None,
 ) -> Federation:
-    """Change a federation's name, description, membership policy or revenue split policy (audited with each change,
-    from and to); its slug, and so every link to it, stays. A membership policy applies to later joins only
+    """Change a federation's name, description, membership policy, revenue split policy or the privacy units its
+    L1 jobs may protect (audited with each change, from and to); its slug, and so every link to it, stays. A membership policy applies to later joins only
     (members stay members); a revenue split policy to later sales only (the ledger's entries stay as paid)."""
     require_operator(user, "edit federations")
     federation = Federation.objects.select_for_update().get(id=federation.id)
@@ -225,6 +226,12 @@ def federation_update(
         changes.update(_clean_policies({"membership_policy": membership_policy}))
     if revenue_split is not None and revenue_split != federation.revenue_split:
         changes.update(_clean_policies({"revenue_split": revenue_split}))
+    if (
+        privacy_units is not None
+    ):  # applies to later L1 jobs only: jobs already charged stay as charged
+        cleaned = _clean_privacy_units(privacy_units)
+        if cleaned != federation.privacy_units:
+            changes["privacy_units"] = cleaned
     if changes:
         before = {field: getattr(federation, field) for field in changes}
         for field, value in changes.items():
