@@ -10,12 +10,7 @@ from dp_accounting.rdp import RdpAccountant
 from market.budgets.models import BudgetEntry, EntryKind
 from market.jobs.models import GlobalModel, JobStatus
 from tests.conftest import api_client_for
-from tests.market.jobs.conftest import (  # noqa: F401 (fixtures)
-    FAST_FEDKT,
-    fedkt_student_files,
-    record_submissions,
-    third_silo_user,
-)
+from tests.fixtures.jobs import FAST_FEDKT
 from tests.market.jobs.helpers import FAST_JOB_SETTINGS, job_worker, wait_for_job
 
 pytestmark = pytest.mark.worker

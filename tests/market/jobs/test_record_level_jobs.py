@@ -12,7 +12,7 @@ from market.budgets.models import BudgetEntry, EntryKind, PrivacyBudget
 from market.federations.models import Federation
 from market.jobs.models import GlobalModel, Job
 from tests.conftest import api_client_for
-from tests.market.jobs.conftest import FAST_FEDKT
+from tests.fixtures.jobs import FAST_FEDKT
 from tests.market.jobs.helpers import launch, succeeded
 
 SIGMA, N_QUERIES, DELTA = 6.0, 20, 1e-5
