@@ -44,14 +44,14 @@ class BudgetOutput(serializers.Serializer):
     unit = serializers.ChoiceField(
         [PARTY_LEVEL, EXAMPLE_LEVEL],
         help_text="Unit of spent, reserved, remaining and the limit: party-level only while every spend is; "
-        "example-level once an L2 submission or a FAug generator is charged (party-level spends then count at "
+        "example-level once an L2 submission, a FAug generator or a record-level L1 job is charged (party-level spends then count at "
         "their own ε, which they also guarantee per example).",
     )
     unit_note = serializers.CharField(help_text="A sentence saying what the unit means here.")
     by_unit = BudgetUnitOutput(
         many=True,
         help_text="Each unit's spends composed alone (the same rules, the budget's δ): the party-level "
-        "line covers L1 jobs only.",
+        "line covers party-level L1 jobs only.",
     )
     used_fraction = serializers.FloatField()
     warning = serializers.BooleanField(

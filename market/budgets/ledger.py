@@ -188,8 +188,8 @@ def budget_amounts(
 
 
 def budget_amounts_by_unit(budget: PrivacyBudget) -> dict[str, BudgetAmounts]:
-    """Spent and reserved ε of each unit's costs alone ("party-level": L1 jobs; "example-level": L2 submissions and
-    FAug generators), composed like the total. The total is example-level as soon as one cost is: a party-level
+    """Spent and reserved ε of each unit's costs alone ("party-level": party-level L1 jobs; "example-level": L2
+    submissions, FAug generators and record-level L1 jobs), composed like the total. The total is example-level as soon as one cost is: a party-level
     guarantee implies the same ε at example level (one example lies in one silo's data), never the reverse."""
     state = ledger_state(budget)
     reserved = [cost for cost, _ in state.open_reservations.values()]

@@ -67,11 +67,11 @@ def budget_composition(budget: PrivacyBudget) -> Composition:
 
 #: What the unit of a budget's total means, by unit (the API's ``unit_note``, the dashboard's footnote).
 UNIT_NOTES = {
-    PARTY_LEVEL: "Party-level ε: every spend so far protects the silo's whole data (L1 jobs).",
+    PARTY_LEVEL: "Party-level ε: every spend so far protects the silo's whole data (party-level L1 jobs).",
     EXAMPLE_LEVEL: "Example-level ε: it protects any one record of the silo's data. Party-level spends (L1 jobs) "
     "count at their own ε, since a party-level guarantee implies the same ε at example level; example-level "
-    "spends (L2 submissions, FAug generators) give no party-level guarantee, so no party-level total "
-    "covers them.",
+    "spends (L2 submissions, FAug generators, record-level L1 jobs) give no party-level guarantee, so no "
+    "party-level total covers them.",
 }
 
 

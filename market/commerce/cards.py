@@ -9,6 +9,7 @@ from market.commerce.models import Listing, ListingAccess
 from market.jobs.models import GlobalModel
 from market.jobs.quality import GATE_RULE, PUBLISH_MARGIN, public_baselines, quality_verdict
 from market.jobs.visibility import GlobalModelView, global_model_view, named_contributions
+from workers.privacy.reports import EXAMPLE_LEVEL
 
 HEADLINE_METRICS = ("accuracy", "balanced_accuracy", "macro_f1", "roc_auc")
 PRIVACY_FIELDS = (
@@ -31,6 +32,12 @@ LEVEL_STATEMENTS = {
     "L2": "Example-level differential privacy: each silo added noise before uploading, so the model reveals little "
     "about any one record of a silo's data.",
 }
+#: The statement of an L1 model whose noise protects one record (``privacy.unit`` "record"), not a whole silo.
+L1_RECORD_LEVEL_STATEMENT = (
+    "Example-level (record-level) differential privacy: the server added noise to the votes of every silo's "
+    "students, each fitted on its own disjoint part of its silo's rows (as the silo declared), so the model reveals "
+    "little about any one record of a silo's data, but does not hide whether a silo took part."
+)
 
 
 def _headline(metrics: dict | None) -> dict:
@@ -73,6 +80,8 @@ def privacy_section(report: dict) -> dict:
     if level == "L1" and report.get("data_independent"):
         bound = _labelled_bound(report["data_independent"])
         section.update(bound, bound="data-independent upper bound", details=bound)
+        if bound.get("unit") == EXAMPLE_LEVEL:
+            section["statement"] = L1_RECORD_LEVEL_STATEMENT
         if report.get("data_dependent"):
             section["data_dependent"] = _labelled_bound(report["data_dependent"])
     elif level == "L2" and report.get("weakest_silo_guarantee"):

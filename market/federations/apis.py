@@ -40,6 +40,7 @@ from market.federations.services import (
     public_dataset_upload,
 )
 from market.storage import artifact_read
+from workers.privacy.settings import PRIVACY_UNITS
 from workers.silo.folders import pulled_files, pulled_folder_name
 
 
@@ -62,6 +63,11 @@ class FederationOutput(serializers.Serializer):
         RevenueSplit.choices,
         help_text="How a sale's revenue is split among the model's silos: agreement, value (L0 models) or equal.",
     )
+    privacy_units = serializers.ListField(
+        child=serializers.ChoiceField(PRIVACY_UNITS),
+        help_text="What L1 jobs may protect, as the members accept: party (one silo's whole data), record (one "
+        "record, example-level).",
+    )
     is_member = serializers.BooleanField()
     join_requested = serializers.BooleanField(
         help_text="Whether your organisation's request to join waits for an operator."
@@ -77,6 +83,12 @@ class FederationEditInput(serializers.Serializer):
         RevenueSplit.choices,
         required=False,
         help_text="How later sales are split among the silos (sales already made stay as paid).",
+    )
+    privacy_units = serializers.ListField(
+        child=serializers.ChoiceField(PRIVACY_UNITS),
+        min_length=1,
+        required=False,
+        help_text="What later L1 jobs may protect: party and/or record (jobs already charged stay as charged).",
     )
 
 
@@ -121,6 +133,13 @@ class FederationInput(serializers.Serializer):
         default=MembershipPolicy.REQUEST,
         help_text="Whether a silo may join by itself, asks to be admitted, or must be invited.",
     )
+    privacy_units = serializers.ListField(
+        child=serializers.ChoiceField(PRIVACY_UNITS),
+        min_length=1,
+        required=False,
+        help_text="What L1 jobs may protect (default party only): party (one silo's whole data) and/or record "
+        "(one record, example-level, resting on the silos' declared disjoint partitions).",
+    )
 
 
 class UploadInput(serializers.Serializer):
@@ -163,6 +182,8 @@ class FederationListApi(APIView):
         given.is_valid(raise_exception=True)
         fields = dict(given.validated_data)
         policies = {"membership_policy": fields.pop("membership_policy")}
+        if "privacy_units" in fields:
+            policies["privacy_units"] = fields.pop("privacy_units")
         federation = federation_create(
             **fields,
             policies=policies,

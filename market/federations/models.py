@@ -26,6 +26,13 @@ class RevenueSplit(models.TextChoices):
     EQUAL = "equal", "Equally among the silos that took part"
 
 
+def privacy_units_default() -> list[str]:
+    """A federation's members accept party-level L1 only until an operator says otherwise: a record-level ε is a
+    weaker promise (one row, not the silo's whole data) that rests on the silos' declaration that their students
+    were fitted on disjoint partitions, so members who joined under the party-level promise must opt in."""
+    return ["party"]
+
+
 class Federation(models.Model):
     """One learning task: public data, feature specification, classes, privacy rules, members."""
 
@@ -50,6 +57,11 @@ class Federation(models.Model):
         decimal_places=18,
         default="0.00001",
         help_text="δ of a new member's privacy budget.",
+    )
+    privacy_units = models.JSONField(
+        default=privacy_units_default,
+        help_text="What L1 jobs may protect, as the members accept: 'party' (one silo's whole data) and/or "
+        "'record' (one record of one silo, example-level, resting on the silos' declared disjoint partitions).",
     )
     publish_data_dependent_epsilon = models.BooleanField(
         default=False,

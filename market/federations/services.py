@@ -27,6 +27,7 @@ from workers.features import (
     read_table,
     table_format,
 )
+from workers.privacy.settings import PRIVACY_UNITS
 
 
 def table_limits() -> TableLimits:
@@ -62,6 +63,21 @@ def _clean_privacy_levels(allowed: list[str], default: str) -> list[str]:
     return [level for level in PrivacyLevel.values if level in allowed]
 
 
+def _clean_privacy_units(value) -> list[str]:
+    """The units a federation's L1 jobs may protect, in :data:`PRIVACY_UNITS` order; InvalidInput otherwise."""
+    if (
+        not isinstance(value, list)
+        or not value
+        or any(not isinstance(unit, str) or unit not in PRIVACY_UNITS for unit in value)
+    ):
+        raise InvalidInput(
+            f"'privacy_units' must be a non-empty list of {', '.join(map(repr, PRIVACY_UNITS))} (what L1 jobs may "
+            f"protect: one silo's whole data, one record), not {value!r}.",
+            field="privacy_units",
+        )
+    return [unit for unit in PRIVACY_UNITS if unit in value]
+
+
 def _clean_policies(policies: dict) -> dict:
     unknown = sorted(set(policies) - set(FEDERATION_POLICIES))
     if unknown:
@@ -92,6 +108,8 @@ def _clean_policies(policies: dict) -> dict:
                     f"silo is that silo's upload), not {value!r}."
                 )
             cleaned[name] = value
+        elif name == "privacy_units":
+            cleaned[name] = _clean_privacy_units(value)
         elif name == "revenue_split":
             if value not in RevenueSplit.values:
                 raise InvalidInput(
@@ -116,6 +134,7 @@ FEDERATION_POLICIES = (
     "fd_min_contributors",
     "membership_policy",
     "revenue_split",
+    "privacy_units",
 )
 
 
@@ -185,10 +204,11 @@ def federation_update(
     description: str | None = None,
     membership_policy: str | None = None,
     revenue_split: str | None = None,
+    privacy_units: list[str] | None = None,
     request=None,
 ) -> Federation:
-    """Change a federation's name, description, membership policy or revenue split policy (audited with each change,
-    from and to); its slug, and so every link to it, stays. A membership policy applies to later joins only
+    """Change a federation's name, description, membership policy, revenue split policy or the privacy units its
+    L1 jobs may protect (audited with each change, from and to); its slug, and so every link to it, stays. A membership policy applies to later joins only
     (members stay members); a revenue split policy to later sales only (the ledger's entries stay as paid)."""
     require_operator(user, "edit federations")
     federation = Federation.objects.select_for_update().get(id=federation.id)
@@ -206,6 +226,12 @@ def federation_update(
         changes.update(_clean_policies({"membership_policy": membership_policy}))
     if revenue_split is not None and revenue_split != federation.revenue_split:
         changes.update(_clean_policies({"revenue_split": revenue_split}))
+    if (
+        privacy_units is not None
+    ):  # applies to later L1 jobs only: jobs already charged stay as charged
+        cleaned = _clean_privacy_units(privacy_units)
+        if cleaned != federation.privacy_units:
+            changes["privacy_units"] = cleaned
     if changes:
         before = {field: getattr(federation, field) for field in changes}
         for field, value in changes.items():

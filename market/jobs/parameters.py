@@ -26,11 +26,13 @@ from workers.privacy.settings import (
     L1_MECHANISMS,
     PRIVACY_HELP,
     PRIVACY_KEY_HELP,
+    UNIT_LABELS,
     PrivacySettings,
     confident_resolved,
     mechanism_named,
     names_sigma,
     privacy_given,
+    privacy_unit,
 )
 
 if TYPE_CHECKING:
@@ -116,7 +118,14 @@ def job_parameter_choices() -> dict[str, dict[str, list]]:
     algorithms = _algorithms()
     return {
         kind: {path: list(values) for path, values in algorithms[kind].choices.items()}
-        | ({"privacy.mechanism": list(L1_MECHANISMS)} if algorithms[kind].accepts_noise else {})
+        | (
+            {
+                "privacy.mechanism": list(L1_MECHANISMS),
+                "privacy.unit": list(algorithms[kind].privacy_units),
+            }
+            if algorithms[kind].accepts_noise
+            else {}
+        )
         for kind, _ in job_kind_choices()
     }
 
@@ -210,7 +219,7 @@ def _most_votes(
     """The most votes one query of the job can hold: its submissions (default: the federation's members) × the votes
     one submission casts."""
     voters = n_submissions or max(1, federation.members.count())
-    return voters * job_kind_get(kind).votes_per_submission(validated)
+    return voters * job_kind_get(kind).votes_cast_per_submission(validated)
 
 
 def _rounded_up(value: float) -> float:
@@ -253,6 +262,7 @@ def _gnmax_default(
             mechanism="gaussian" if confident is None else "confident_gnmax",
             delta=delta,
             n_queries=n_queries,
+            unit=privacy_unit(validated.get("privacy")),
             **(confident or {}),
         )
         calibrated = calibrate_noise(views, privacy=privacy, price=price)
@@ -280,6 +290,7 @@ def _gnmax_default(
             sigma=most_sigma,
             delta=delta,
             n_queries=min(MIN_TRAINING_ROWS, most_queries),
+            unit=privacy_unit(validated.get("privacy")),
             **(confident or {}),
         )
         raise _nothing_fits(views, privacy=fewest, price=price, most_votes=most_votes)
@@ -294,7 +305,7 @@ def _nothing_fits(views, *, privacy: PrivacySettings, price, most_votes: int) ->
 
     share = views[0].epsilon_limit
     where = (
-        f"a new member's share of this federation's default limit (ε {share:g}, party-level, δ = "
+        f"a new member's share of this federation's default limit (ε {share:g}, {privacy.unit_label}, δ = "
         f"{views[0].delta:g}) does not cover {privacy.n_queries} queried public rows even at σ = "
         f"{privacy.sigma:g} votes ({MAX_GNMAX_NOISE_RATIO:g} × the {most_votes} votes a query holds; more noise "
         "would leave a model of pure noise)"
@@ -321,6 +332,29 @@ def _confident(given_privacy: Mapping, *, mechanism: str, most_votes: int) -> di
         return confident_resolved(given_privacy, most_votes=most_votes)
     except ValueError as error:
         raise _invalid(error) from error
+
+
+def _unit_accepted(given_privacy: Mapping, *, federation: Federation, algorithm, kind: str) -> str:
+    """The unit an L1 job protects (``privacy.unit``), or InvalidInput where the kind cannot run it or the
+    federation's members do not accept it (``Federation.privacy_units``)."""
+    try:
+        unit = privacy_unit(given_privacy)
+    except ValueError as error:
+        raise _invalid(error) from error
+    if unit not in algorithm.privacy_units:
+        raise InvalidInput(
+            f"Jobs of kind {kind!r} cannot protect the {unit} ({UNIT_LABELS[unit]}); choose 'privacy.unit' "
+            f"{' or '.join(map(repr, algorithm.privacy_units))}."
+        )
+    accepted = list(federation.privacy_units or [])
+    if unit not in accepted:
+        raise InvalidInput(
+            f"The members of '{federation.slug}' accept L1 jobs that protect "
+            f"{' or '.join(f'the {name} ({UNIT_LABELS[name]})' for name in accepted) or 'no unit'} only, not the "
+            f"{unit} ({UNIT_LABELS[unit]}); choose 'privacy.unit' {' or '.join(map(repr, accepted))}, or ask an "
+            "operator to accept the unit for this federation."
+        )
+    return unit
 
 
 def job_parameters_validate(
@@ -386,6 +420,8 @@ def job_parameters_validate(
         given_privacy = privacy_given(given.get("privacy"))
     except ValueError as error:
         raise _invalid(error) from error
+    if privacy_level == PrivacyLevel.L1:
+        _unit_accepted(given_privacy, federation=federation, algorithm=algorithm, kind=kind)
     calibrated_sigma = None
     most_votes, mechanism = 1, None
     if (

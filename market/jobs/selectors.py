@@ -188,6 +188,7 @@ def _member(submission: Submission, n_models: int, n_own: int, *, privacy_level:
         else None,
         own_model=used and n_own > 0,
         teachers=submission.teachers,
+        disjoint_partitions=submission.disjoint_partitions,
     )
 
 

@@ -22,8 +22,9 @@ from market.budgets.spending import (
 from market.federations.models import Federation, PrivacyLevel
 from market.jobs.models import Job
 from market.jobs.privacy_costs import job_privacy_cost, job_votes_per_submission, silo_vote_shifts
-from workers.privacy.costs import CONFIDENT_KEYS, PrivacyCost
-from workers.privacy.reports import PARTY_LEVEL, JobPrivacyReport, PrivacyReport
+from workers.privacy.costs import PrivacyCost
+from workers.privacy.reports import EXAMPLE_LEVEL, PARTY_LEVEL, JobPrivacyReport, PrivacyReport
+from workers.privacy.settings import CONFIDENT_KEYS
 
 JOB_SPENDER = SpenderKind(spender_kind="job", label="Job", page="job-detail")
 
@@ -35,7 +36,13 @@ class JobSpender:
     job: Job
     privacy: Mapping = field(default_factory=dict)
     spender_kind = JOB_SPENDER.spender_kind
-    privacy_unit = PARTY_LEVEL
+
+    @property
+    def privacy_unit(self) -> str:
+        """The unit the job's ε is counted in, as its kind prices it: party-level, or example-level for a job that
+        protects one record (``privacy.unit`` "record")."""
+        units = {cost.report.unit for cost in self.costs.values()}
+        return EXAMPLE_LEVEL if EXAMPLE_LEVEL in units else PARTY_LEVEL
 
     @property
     def id(self) -> int:

@@ -38,6 +38,7 @@ class SubmissionOutput(serializers.Serializer):
     own_model_validation_score = serializers.FloatField(allow_null=True)
     partitions = serializers.IntegerField(allow_null=True)
     teachers = serializers.IntegerField(allow_null=True)
+    disjoint_partitions = serializers.BooleanField()
     status = serializers.ChoiceField(SubmissionStatus.choices)
     status_display = serializers.CharField(source="get_status_display")
     rejection_reason = serializers.CharField()
@@ -138,6 +139,13 @@ class SubmissionInput(serializers.Serializer):
         min_value=1,
         max_value=64,
         help_text="FedKT's t you trained with: teachers per partition.",
+    )
+    disjoint_partitions = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Whether each student was fitted on its own partition of your rows, the partitions disjoint "
+        "(the toolkit's --disjoint-partitions): a record-level L1 job counts each student's vote and charges "
+        "your budget for one record moving one of them, so declare it only when it is true.",
     )
 
     def validate_label_distribution(self, value):

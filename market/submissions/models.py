@@ -60,6 +60,11 @@ class Submission(models.Model):
     teachers = models.PositiveSmallIntegerField(
         null=True, blank=True, help_text="FedKT's t the silo trained with, as it declared it."
     )
+    disjoint_partitions = models.BooleanField(
+        default=False,
+        help_text="Whether the silo declared that each student was fitted on its own partition of its rows, the "
+        "partitions disjoint (the toolkit's construction; a record-level L1 job's sensitivity rests on it).",
+    )
     content_sha256 = models.CharField(
         max_length=64, help_text="SHA-256 over the model files' hashes, in upload order."
     )

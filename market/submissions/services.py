@@ -102,6 +102,7 @@ def _submission_store(
             own_model_validation_score=upload.own_model_validation_score,
             partitions=upload.partitions,
             teachers=upload.teachers,
+            disjoint_partitions=upload.disjoint_partitions,
             content_sha256=checked.content_sha256,
             idempotency_key=upload.idempotency_key,
         )

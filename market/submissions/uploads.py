@@ -218,8 +218,9 @@ class SubmissionUpload:
     width must match it. ``exchange``: the FD exchange the network was trained through, if any (it must then be
     L0). ``own_model_file``: the name of the uploaded file that is the silo's own model on all its rows, with its
     held-out ``own_model_validation_score`` (stored last, its ``ModelFile.info["role"]`` :data:`OWN_MODEL_ROLE`);
-    ``partitions`` and ``teachers``: the FedKT design the silo trained its students with. ``idempotency_key``: the
-    uploader's ``Idempotency-Key``."""
+    ``partitions`` and ``teachers``: the FedKT design the silo trained its students with; ``disjoint_partitions``:
+    the silo's declaration that each student was fitted on its own disjoint partition of its rows (record-level L1).
+    ``idempotency_key``: the uploader's ``Idempotency-Key``."""
 
     models: Sequence[UploadedModel]
     model_family: str
@@ -235,6 +236,7 @@ class SubmissionUpload:
     own_model_validation_score: float | None = None
     partitions: int | None = None
     teachers: int | None = None
+    disjoint_partitions: bool = False
     idempotency_key: str | None = None
 
 

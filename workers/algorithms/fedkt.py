@@ -59,6 +59,7 @@ __all__ = [
     "PartyResult",
     "ServerResult",
     "child_seeds",
+    "disjoint_partition_students",
     "fedkt_fit",
     "fit_on_votes",
     "fit_parties",
@@ -170,6 +171,45 @@ def train_teachers(
             )
         )
     return tuple(result)
+
+
+def disjoint_partition_students(
+    features, labels, *, n_classes: int, learner: Learner, partitions: int, seed: int
+) -> tuple[Any, ...]:
+    """A party's students for a record-level L1 job (issue 40): shuffle its rows once, split them into
+    ``partitions`` disjoint parts and fit one student directly on each part's own labelled rows.
+
+    Unlike FedKT's party side (:func:`train_teachers`, where every partition reshuffles *all* rows, so one record
+    reaches every student), a record here lies in exactly one part and so can change one student only: the
+    sensitivity that :mod:`workers.privacy.accounting` charges a record-level job for (one vote per submission).
+
+    Parameters
+    ----------
+    features : array (n_examples, n_features)
+    labels : int array (n_examples,)
+    n_classes : int
+    learner : Learner
+        What each student is.
+    partitions : int
+        s: the students, one per disjoint part (each needs at least one row).
+    seed : int
+        Seeds the shuffle and the students.
+
+    Returns
+    -------
+    tuple of fitted :class:`~workers.learners.AlignedClassifier`, one per part.
+    """
+    n_examples = len(labels)
+    if not 1 <= partitions <= n_examples:
+        raise ValueError(
+            f"A party with {n_examples} examples cannot fit {partitions} students on disjoint partitions."
+        )
+    shuffle_seed, *student_seeds = child_seeds(seed, partitions + 1)
+    parts = np.array_split(np.random.default_rng(shuffle_seed).permutation(n_examples), partitions)
+    return tuple(
+        fit_aligned(learner, features[part], labels[part], n_classes=n_classes, seed=student_seed)
+        for part, student_seed in zip(parts, student_seeds)
+    )
 
 
 def party_students(

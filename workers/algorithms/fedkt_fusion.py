@@ -47,6 +47,13 @@ Algorithm 1 lines 10-14 (the server side; the silos ran lines 1-9 and uploaded s
   split, the mix chosen by cross-fitting inside that half (:mod:`workers.algorithms.semi_private`; the report half
   is never read). Post-processing of what was released plus rows no silo owns: no silo pays any extra ε, the
   price and the charge do not change. ``Fusion.details["semi_private"]`` records the choice.
+- ``privacy.unit`` (:data:`workers.privacy.settings.PRIVACY_UNITS`, default ``party``; L1 only): what the noise
+  protects. ``party`` is the paper's L1 (consistent votes, party-level). ``record`` (issue 40) is example-level
+  GNMax over every student of every silo: each submission adds one vote per student (not its consistent vote), and
+  must declare that its students were fitted on disjoint partitions of its rows (``Member.disjoint_partitions``;
+  :meth:`FedKTFusion.select` refuses one that does not), so one record moves one vote per submission
+  (:meth:`FedKTFusion.votes_per_submission` 1, the √2 sensitivity of :mod:`workers.privacy.accounting`); it takes
+  the paper's vote only (``class_weighted`` and ``soft`` are refused with it).
 - L1 price (:meth:`FedKTFusion.l1_cost`): :func:`workers.privacy.costs.fedkt_l1_cost` at s, t and the votes
   a silo's submissions move (:meth:`FedKTFusion.votes_per_submission`); the budgets reserve and charge it.
 - signal: the member's consistent votes (s_i on the class all its s_i students predict, else 0); a silo's own
@@ -90,7 +97,8 @@ from workers.algorithms.semi_private import (
 from workers.algorithms.transfer import QUERY_SELECTIONS, SEMI_SUPERVISED
 from workers.modelio.families import ModelFamily
 from workers.privacy.costs import PrivacyCost, fedkt_l1_cost_from_parameters
-from workers.privacy.settings import PrivacySettings
+from workers.privacy.reports import EXAMPLE_LEVEL, PARTY_LEVEL
+from workers.privacy.settings import PRIVACY_UNITS, PrivacySettings, privacy_unit
 
 #: FedKT's vote rules (module docstring); the first is the paper's and the default. ``auto`` chooses among the
 #: others and Guha's ensemble with selection on half of the evaluation split (:mod:`workers.algorithms.auto_fusion`).
@@ -128,6 +136,7 @@ class FedKTFusion:
     label = "FedKT"
 
     accepts_noise = True
+    privacy_units = PRIVACY_UNITS
     keys: tuple[str, ...] = (
         "partitions",
         "teachers",
@@ -199,6 +208,11 @@ class FedKTFusion:
         privacy = params.get("privacy") or {}
         if not isinstance(privacy, Mapping):
             raise ValueError("'privacy' must be a mapping of the L1 noise settings.")
+        if privacy_unit(privacy) == "record" and params.get("vote", VOTE_RULES[0]) != VOTE_RULES[0]:
+            raise ValueError(
+                f"'privacy.unit' \"record\" counts every student's own vote, so it takes the paper's vote only: "
+                f'remove "vote" or set it to "{VOTE_RULES[0]}", or protect the party ("unit": "party").'
+            )
         if "final" in params and "final_model" in params:
             raise ValueError("Give 'final_model' only ('final' is its old name).")
         settings = {
@@ -324,9 +338,22 @@ class FedKTFusion:
             return int(settings.get("vote_weight_max", DEFAULT_VOTE_WEIGHT_MAX))
         return 1
 
+    @staticmethod
+    def record_level(settings: Mapping) -> bool:
+        """Whether a job with these settings protects one record (``privacy.unit`` "record")."""
+        return privacy_unit(settings.get("privacy")) == "record"
+
     def votes_per_submission(self, settings: Mapping) -> int:
-        """Votes one submission's data can move per query: s × its largest vote weight (the
-        ``votes_per_submission`` of :func:`workers.privacy.accounting.party_vote_shifts`)."""
+        """Votes one submission's data can move per query (the ``votes_per_submission`` of
+        :func:`workers.privacy.accounting.party_vote_shifts`): s × its largest vote weight when the party is
+        protected; 1 when one record is (it lies in one student's disjoint partition, so it moves one vote)."""
+        if self.record_level(settings):
+            return 1
+        return self.votes_cast_per_submission(settings)
+
+    def votes_cast_per_submission(self, settings: Mapping) -> int:
+        """Votes one submission casts per query: s × its largest vote weight (each student's own vote, or s
+        consistent votes)."""
         return (settings.get("partitions") or 1) * self.vote_weight(settings)
 
     def l1_cost(
@@ -338,9 +365,11 @@ class FedKTFusion:
     ) -> PrivacyCost:
         """The data-independent cost of an L1 FedKT job (:func:`workers.privacy.costs.fedkt_l1_cost`: Theorem 3's
         bound over ``n_queries`` noisy consistent-vote counts) to a silo moving ``vote_shift`` votes per query,
-        default one submission's (:meth:`votes_per_submission`)."""
+        default one submission's (:meth:`votes_per_submission`), in the job's unit (``settings["privacy"]``, whatever
+        ``privacy`` says: a calibration passes noise alone)."""
+        unit = "record" if self.record_level(settings) else "party"
         return fedkt_l1_cost_from_parameters(
-            privacy,
+            PrivacySettings.of(privacy, unit=unit),
             partitions=settings.get("partitions") or 1,
             teachers=settings.get("teachers") or 1,
             vote_shift=vote_shift or self.votes_per_submission(settings),
@@ -384,6 +413,13 @@ class FedKTFusion:
         # the s its L1 price was computed for, since each student can move one vote per query.
         settings = self.validate(params)
         partitions = settings["partitions"]
+        undeclared = [f"#{member.key}" for member in members if not member.disjoint_partitions]
+        if self.record_level(settings) and undeclared:
+            raise ValueError(
+                f"A record-level FedKT job needs students fitted on disjoint partitions of each silo's rows, and "
+                f"submission(s) {', '.join(undeclared)} do not declare it (a record could then move several votes); "
+                'choose submissions trained with disjoint partitions or protect the party ("unit": "party").'
+            )
         for member in members:
             if not 1 <= member.n_students <= partitions:
                 raise ValueError(
@@ -401,6 +437,7 @@ class FedKTFusion:
             class_vote_weights,
             consistent_vote_counts,
             soft_vote_scores,
+            vote_counts,
             weighted_consistent_vote_counts,
         )
 
@@ -418,6 +455,8 @@ class FedKTFusion:
                 weight_max=settings["vote_weight_max"],
             )
         probabilities = member_probabilities_split(probabilities, member=member).students
+        if self.record_level(settings):  # every student's own vote (the record-level unit)
+            return vote_counts(probabilities.argmax(axis=2), n_classes)
         if vote == "soft":
             return soft_vote_scores(probabilities[None])
         predictions = probabilities.argmax(axis=2)[None]  # (1 party, s, n_public)
@@ -537,6 +576,7 @@ class FedKTFusion:
                 teachers=self.teachers_recorded(settings, members),
                 delta=float(settings.get("privacy", {}).get("delta", 1e-5)),
                 vote_shift=max(shifts.values(), default=self.votes_per_submission(settings)),
+                unit=EXAMPLE_LEVEL if self.record_level(settings) else PARTY_LEVEL,
             )
         details = {
             "n_queried": int(len(queried)),

@@ -48,7 +48,9 @@ class Member:
     number of model files the job gives the engine for it: its FedKT students and, when ``own_model``,
     last, the silo's own model trained on all its rows (issue 31: its best model, which never votes in
     FedKT; :func:`member_model_positions`); ``label_distribution`` is a count or share per class, or
-    ``None`` if not declared; ``teachers`` the FedKT t the silo declared it trained with, if any.
+    ``None`` if not declared; ``teachers`` the FedKT t the silo declared it trained with, if any;
+    ``disjoint_partitions`` whether the silo declared that each of its students was fitted on its own partition of
+    its rows, the partitions disjoint (what a record-level L1 job's sensitivity rests on).
     """
 
     key: str
@@ -59,6 +61,7 @@ class Member:
     label_distribution: tuple[float, ...] | None = None
     own_model: bool = False
     teachers: int | None = None
+    disjoint_partitions: bool = False
 
     @property
     def n_students(self) -> int:
@@ -223,11 +226,19 @@ class ServerNoisePrice(Protocol):
 
     ``votes_per_submission`` is the sensitivity (the votes one submission's data can move per noisy query; a silo
     with k submissions in a job moves k times as many, :func:`workers.privacy.accounting.party_vote_shifts`) and
-    ``l1_cost`` the data-independent cost of a job to one silo, known before the job runs.
+    ``l1_cost`` the data-independent cost of a job to one silo, known before the job runs, in the unit the job
+    protects (``privacy_units``: the units of :data:`workers.privacy.settings.PRIVACY_UNITS` the kind can run;
+    ``votes_cast_per_submission``: the votes one submission casts per query, which is what the noise is scaled
+    to — the sensitivity is less where a record moves one student's vote only).
     """
 
+    privacy_units: tuple[str, ...]
+
     def votes_per_submission(self, settings: Mapping) -> int:
-        """Votes one submission moves per query of a job with validated ``settings``."""
+        """Votes one submission's data moves per query of a job with validated ``settings`` (its unit's)."""
+
+    def votes_cast_per_submission(self, settings: Mapping) -> int:
+        """Votes one submission casts per query of a job with validated ``settings``."""
 
     def l1_cost(
         self,
@@ -236,7 +247,7 @@ class ServerNoisePrice(Protocol):
         privacy: PrivacySettings | Mapping,
         vote_shift: int | None = None,
     ) -> PrivacyCost:
-        """The party-level cost to a silo whose data moves ``vote_shift`` votes per query (default one
+        """The cost, in the job's unit, to a silo whose data moves ``vote_shift`` votes per query (default one
         submission's); ``privacy``: the job's :class:`~workers.privacy.settings.PrivacySettings`, their stored
         shape or a stored report of the noise (the same keys). A ValueError names what is wrong."""
 

@@ -36,6 +36,19 @@ Choices, and the reference code's defects we do not reproduce:
   one for a vote shift of k·s (:func:`party_vote_shifts`); a job's report is that of its
   worst-placed party, the largest shift. A fusion that weights votes passes s × the largest
   weight as ``vote_shift`` (weights must keep the counts integers: the noise is integer).
+* **Record-level L1** (issue 40, ``unit`` "example-level" in :func:`server_noise_privacy_bound` and
+  :func:`server_noise_privacy`): the server runs GNMax (or the Laplace / Confident variants) over the votes of every
+  student of every silo, where the silo fitted each of its s students on its own partition of its rows, the
+  partitions disjoint. Neighbouring datasets differ in one record of one silo. That record lies in exactly one
+  partition, so it can change the vote of one student only: that student's vote leaves class a and goes to class b,
+  the histogram changes by −1 in coordinate a and +1 in b, and every other count is unchanged. The L1 sensitivity is
+  2 and the L2 sensitivity ‖(−1, +1)‖₂ = √2 per query — a vote shift of 1 in :mod:`workers.privacy.rdp`, whose
+  vector curves are twice one coordinate's (GNMax: 2·α·1²/(2σ²) = α/σ², Papernot et al. 2018, Prop. 8). A silo
+  with k submissions in the job may hold the record in one student of each, so it moves k votes
+  (:func:`party_vote_shifts` with ``votes_per_submission`` 1). The trust assumption: the partitions are disjoint by
+  the toolkit's construction and the submission declares it (``disjoint_partitions``); the server cannot check it,
+  and a silo that declares it falsely is charged for fewer votes than its data moves. The guarantee is example-level
+  only: a silo's whole data moves all its votes, so a record-level ε says nothing about the silo as a whole.
 * Every noisy query is charged, abstentions (all-zero counts) included: they cost the full
   data-independent amount, since q ≥ ½ there. Dropping them from the accounting after looking
   at the noiseless counts would be a data-dependent selection no theorem here covers.
@@ -137,6 +150,13 @@ def _validate_count(name: str, value, minimum: int) -> None:
         )
 
 
+def _validate_unit(unit: str) -> None:
+    if unit not in (PARTY_LEVEL, EXAMPLE_LEVEL):
+        raise ValueError(
+            f"The unit of an L1 guarantee is {PARTY_LEVEL!r} or {EXAMPLE_LEVEL!r}, got {unit!r}."
+        )
+
+
 def _validate_design(
     *,
     mechanism,
@@ -169,8 +189,9 @@ def server_noise_privacy_bound(
     teachers: int,
     delta: float,
     vote_shift: int | None = None,
+    unit: str = PARTY_LEVEL,
 ) -> PrivacyReport:
-    """Data-independent party-level (ε, δ) of FedKT-L1, computable before the job runs.
+    """Data-independent party-level (or record-level) (ε, δ) of FedKT-L1, computable before the job runs.
 
     Parameters
     ----------
@@ -185,14 +206,19 @@ def server_noise_privacy_bound(
     vote_shift : int, optional
         Votes one party can move from one class to another per query, the party-level
         sensitivity: s × its submissions in the job (:func:`party_vote_shifts`), or s × its
-        largest vote weight. Default s (one submission per party).
+        largest vote weight. Default s (one submission per party). Record-level: the party's submissions
+        (one record moves one student's vote in each, the module docstring).
+    unit : {"party-level", "example-level"}
+        What the neighbours differ in: one silo's data (FedKT's consistent votes) or one record (every student
+        votes, each fitted on a disjoint partition; the module docstring derives the √2 sensitivity).
 
     Returns
     -------
     PrivacyReport
-        Unit "party-level", ``data_dependent=False``.
+        Unit ``unit``, ``data_dependent=False``.
     """
     vote_shift = partitions if vote_shift is None else vote_shift
+    _validate_unit(unit)
     _validate_design(
         mechanism=mechanism,
         partitions=partitions,
@@ -206,7 +232,7 @@ def server_noise_privacy_bound(
         mechanism,
         composed,
         delta=delta,
-        unit=PARTY_LEVEL,
+        unit=unit,
         n_queries=n_queries,
         partitions=partitions,
         teachers=teachers,
@@ -266,8 +292,9 @@ def server_noise_privacy(
     teachers: int,
     delta: float,
     vote_shift: int | None = None,
+    unit: str = PARTY_LEVEL,
 ) -> PrivacyAnalysis:
-    """Data-independent and data-dependent party-level (ε, δ) of one FedKT-L1 run.
+    """Data-independent and data-dependent party-level (or record-level) (ε, δ) of one FedKT-L1 run.
 
     Parameters
     ----------
@@ -282,11 +309,13 @@ def server_noise_privacy(
     vote_shift : int, optional
         Votes the worst-placed party can move per query (see :func:`server_noise_privacy_bound`);
         default s.
+    unit : {"party-level", "example-level"}
+        As for :func:`server_noise_privacy_bound`; record-level counts are every student's votes.
 
     Returns
     -------
     PrivacyAnalysis
-        Both reports, unit "party-level", for a party that moves ``vote_shift`` votes; for Confident-GNMax the
+        Both reports, unit ``unit``, for a party that moves ``vote_shift`` votes; for Confident-GNMax the
         data-independent one only (``data_dependent`` None: no smooth-sensitivity release is implemented).
     """
     vote_shift = partitions if vote_shift is None else vote_shift
@@ -307,6 +336,7 @@ def server_noise_privacy(
         teachers=teachers,
         delta=delta,
         vote_shift=vote_shift,
+        unit=unit,
     )
     if isinstance(mechanism, ConfidentGaussianNoise):
         # Its data-dependent bound would be released only through smooth sensitivity (PATE-2018, sec. 4), which
@@ -317,7 +347,7 @@ def server_noise_privacy(
         mechanism,
         composed,
         delta=delta,
-        unit=PARTY_LEVEL,
+        unit=unit,
         n_queries=len(counts),
         partitions=partitions,
         teachers=teachers,

@@ -17,6 +17,10 @@ A budget holds a list of :class:`PrivacyCost` (charged or reserved). Its spend i
 Units: a party-level guarantee (L1: neighbours differ in one silo's whole data) implies the
 same example-level guarantee, so party-level and example-level costs of one silo compose
 into an example-level bound; the composition says "party-level" only when every cost is.
+An example-level cost (an L2 submission, a record-level L1 job) never composes into a
+party-level claim: it bounds what one record's change shows, not what the silo's whole data
+shows (a silo's data moves all of its students' votes), so the ledger's composed ε is then
+example-level only, and no party-level remainder is claimed for it.
 
 Pure core: numpy and :mod:`workers.privacy` only.
 """
@@ -35,7 +39,7 @@ from workers.privacy.rdp import (
     validate_delta,
 )
 from workers.privacy.reports import EXAMPLE_LEVEL, PARTY_LEVEL, PrivacyReport
-from workers.privacy.settings import CONFIDENT_KEYS, PrivacySettings, noise_mechanism
+from workers.privacy.settings import PrivacySettings, noise_mechanism
 
 RULE_RDP = "rdp"
 RULE_ADDITIVE = "additive"
@@ -124,8 +128,9 @@ def fedkt_l1_cost(
     vote_shift: int | None = None,
     threshold: float | None = None,
     sigma_threshold: float | None = None,
+    unit: str = PARTY_LEVEL,
 ) -> PrivacyCost:
-    """The data-independent party-level cost of one FedKT-L1 job to one participating silo.
+    """The data-independent party-level (or record-level) cost of one FedKT-L1 job to one participating silo.
 
     Parameters
     ----------
@@ -145,7 +150,10 @@ def fedkt_l1_cost(
     vote_shift : int, optional
         Votes this silo's data can move per query, its sensitivity: s × its submissions in the
         job (:func:`~workers.privacy.accounting.party_vote_shifts`), or s × its largest vote
-        weight in a weighted vote. Default s. Charging s to a silo that moves more under-charges it.
+        weight in a weighted vote. Default s. Charging s to a silo that moves more under-charges it. Record-level:
+        the silo's submissions in the job (one record moves one student's vote in each).
+    unit : {"party-level", "example-level"}
+        What the cost protects (:func:`~workers.privacy.accounting.server_noise_privacy_bound`).
 
     Returns
     -------
@@ -167,6 +175,7 @@ def fedkt_l1_cost(
         teachers=teachers,
         delta=delta,
         vote_shift=vote_shift,
+        unit=unit,
     )
     curve = n_queries * noise.query_rdp(RENYI_ORDERS, vote_shift=report.vote_shift)
     return PrivacyCost(report=report, rdp=tuple(float(value) for value in curve))
@@ -180,7 +189,7 @@ def fedkt_l1_cost_from_parameters(
     vote_shift: int | None = None,
 ) -> PrivacyCost:
     """:func:`fedkt_l1_cost` of a job's :class:`~workers.privacy.settings.PrivacySettings`, or of their stored
-    shape (``parameters["privacy"]``, or a stored report of the noise: the same keys)."""
+    shape (``parameters["privacy"]``, or a stored report of the noise: the same keys), in their unit."""
     settings = PrivacySettings.of(privacy)
     return fedkt_l1_cost(
         mechanism=settings.mechanism,
@@ -193,6 +202,7 @@ def fedkt_l1_cost_from_parameters(
         vote_shift=vote_shift,
         threshold=settings.threshold,
         sigma_threshold=settings.sigma_threshold,
+        unit=settings.unit_label,
     )
 
 
@@ -493,7 +503,8 @@ def calibrate_gnmax(
         sigma=float(noise_ratio * total_votes),
         delta=float(delta),
         n_queries=0,
-        **{name: float(confident[name]) for name in CONFIDENT_KEYS if confident is not None},
+        threshold=None if confident is None else float(confident["threshold"]),
+        sigma_threshold=None if confident is None else float(confident["sigma_threshold"]),
     )
     count = calibrate_queries(budgets, privacy=privacy, price=price, max_queries=max_queries)
     if min(min_queries, max_queries) <= count < max_queries:

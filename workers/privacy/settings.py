@@ -16,6 +16,13 @@ Confident-GNMax; FedKT, Li, He, Song, section 4.2 for the Laplace noise of its v
 - ``confident_gnmax``: a query is answered (with GNMax of σ, the answers' σ₂) only where its largest count plus
   Gaussian noise of σ₁ (``sigma_threshold``) reaches the threshold T (``threshold``), both in votes.
 
+The protected unit (``"unit"``, issue 40): ``party`` (the default: neighbours differ in one silo's whole data, FedKT's
+consistent votes) or ``record`` (neighbours differ in one record of one silo: GNMax over every student of every silo,
+each student fitted on a disjoint partition of its silo's rows; :func:`workers.privacy.accounting.
+server_noise_privacy_bound`). It is stored only when it is ``record``, so that a party-level job keeps the JSON shape
+it always had; a report of the noise carries its unit as ``party-level`` or ``example-level``, which :meth:`of` reads
+back.
+
 Pure core: no Django, no market.
 """
 
@@ -28,9 +35,15 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from workers.privacy.mechanisms import ConfidentGaussianNoise, GaussianNoise, LaplaceNoise
+from workers.privacy.reports import EXAMPLE_LEVEL, PARTY_LEVEL
 
 #: The L1 mechanisms by name: discrete Laplace, GNMax and Confident-GNMax (:mod:`workers.privacy.mechanisms`).
 L1_MECHANISMS = ("laplace", "gaussian", "confident_gnmax")
+#: The units an L1 job may protect: one silo's whole data (FedKT's consistent votes) or one record (GNMax over every
+#: student of every silo, each fitted on a disjoint partition of its silo's rows). The first is the default.
+PRIVACY_UNITS = ("party", "record")
+#: The label of each unit in a :class:`~workers.privacy.reports.PrivacyReport` (and so on every ledger line and card).
+UNIT_LABELS = {"party": PARTY_LEVEL, "record": EXAMPLE_LEVEL}
 #: Confident-GNMax's own parameters, beside its answers' σ: the threshold T and the check's σ₁ (votes).
 CONFIDENT_KEYS = ("threshold", "sigma_threshold")
 #: γ of a Laplace job that names none, and its federation neither (FedKT's experiments use 0.04).
@@ -47,7 +60,8 @@ DEFAULT_GNMAX_NOISE_RATIO = 0.35
 #: What a job's ``privacy`` may say; the launcher shows it once for every kind that adds server noise.
 PRIVACY_HELP = (
     'L1 only: {"mechanism": "gaussian" with "sigma" (the default, GNMax) | "laplace" with "gamma" | '
-    '"confident_gnmax" with "sigma", "threshold" and "sigma_threshold", "delta"}; a Gaussian or Confident-GNMax '
+    '"confident_gnmax" with "sigma", "threshold" and "sigma_threshold", "delta", "unit": "party" (the default) | '
+    '"record"}; a Gaussian or Confident-GNMax '
     "job that names no sigma gets the σ and queries that fit its members' budgets."
 )
 #: One sentence per key of ``privacy`` that the launcher shows as its own input.
@@ -55,13 +69,16 @@ PRIVACY_KEY_HELP = {
     "mechanism": "L1 noise: gaussian (GNMax, the default) | laplace | confident_gnmax (Confident-GNMax: only the "
     "queries whose noisy largest vote count reaches the threshold are answered, with GNMax; every candidate "
     "query is charged its check and its answer).",
+    "unit": "What the L1 noise protects: party (the default: one silo's whole data, FedKT's consistent votes) | "
+    "record (one record of one silo, example-level: every student of every silo votes, each fitted on a disjoint "
+    "partition of its silo's rows as its submission declares; the federation must accept the unit).",
     "threshold": "confident_gnmax only: T, in votes, that a query's largest vote count plus noise must reach to be "
     f"answered (default {DEFAULT_CONFIDENT_THRESHOLD_RATIO} × the most votes a query can hold).",
     "sigma_threshold": "confident_gnmax only: σ₁, in votes, the noise of the consensus check (default "
     f"{DEFAULT_CONFIDENT_CHECK_NOISE_RATIO} × the most votes a query can hold).",
 }
 #: The keys a request may give in ``privacy`` (``n_queries`` is derived from the job's query, never given).
-GIVEN_KEYS = ("mechanism", "gamma", "sigma", "delta", *CONFIDENT_KEYS)
+GIVEN_KEYS = ("mechanism", "gamma", "sigma", "delta", "unit", *CONFIDENT_KEYS)
 _STORED_REQUIRED = ("mechanism", "delta", "n_queries")
 
 
@@ -122,6 +139,8 @@ class PrivacySettings:
         (Confident-GNMax: its answers' σ₂).
     threshold, sigma_threshold : float or None
         Confident-GNMax only: T and σ₁, in votes.
+    unit : {"party", "record"}
+        What the noise protects (:data:`PRIVACY_UNITS`; the module docstring).
     """
 
     mechanism: str
@@ -131,6 +150,7 @@ class PrivacySettings:
     sigma: float | None = None
     threshold: float | None = None
     sigma_threshold: float | None = None
+    unit: str = PRIVACY_UNITS[0]
 
     def as_dict(self) -> dict:
         """The stored shape (``parameters["privacy"]``): the threshold keys only for Confident-GNMax, so that the
@@ -144,7 +164,14 @@ class PrivacySettings:
         }
         if self.mechanism == "confident_gnmax":
             stored |= {"threshold": self.threshold, "sigma_threshold": self.sigma_threshold}
+        if self.unit != PRIVACY_UNITS[0]:
+            stored["unit"] = self.unit
         return stored
+
+    @property
+    def unit_label(self) -> str:
+        """The report's label of the unit: "party-level" or "example-level"."""
+        return UNIT_LABELS[self.unit]
 
     def given(self) -> dict:
         """What a request would give to get these settings back: the given keys that hold a value
@@ -174,7 +201,10 @@ class PrivacySettings:
         if missing:
             raise ValueError(f"The privacy parameters lack {', '.join(missing)}.")
         names = {field.name for field in fields(cls)}
-        return cls(**{name: value for name, value in given.items() if name in names})
+        known = {name: value for name, value in given.items() if name in names}
+        if "unit" in known:  # a report says "party-level" or "example-level"
+            known["unit"] = privacy_unit({"unit": known["unit"]})
+        return cls(**known)
 
     @classmethod
     def resolved(
@@ -221,6 +251,7 @@ class PrivacySettings:
             else {}
         )
         return cls(
+            unit=privacy_unit(given),
             mechanism=mechanism,
             delta=float(delta),
             n_queries=n_queries,
@@ -228,6 +259,21 @@ class PrivacySettings:
             sigma=None if mechanism == "laplace" else float(noise),
             **confident,
         )
+
+
+def privacy_unit(privacy: Mapping | None) -> str:
+    """The unit a job's ``privacy`` names ("party" where it names none; a report's "party-level" or
+    "example-level" read as "party" or "record"); a ValueError with a sentence for any other value."""
+    unit = (privacy or {}).get("unit", PRIVACY_UNITS[0])
+    by_label = {label: name for name, label in UNIT_LABELS.items()}
+    if isinstance(unit, str) and unit in by_label:
+        return by_label[unit]
+    if unit not in PRIVACY_UNITS:
+        raise ValueError(
+            f"'privacy.unit' must be one of {', '.join(map(repr, PRIVACY_UNITS))} (what the noise protects: one "
+            f"silo's whole data or one record), not {unit!r}."
+        )
+    return unit
 
 
 def privacy_given(value) -> dict:

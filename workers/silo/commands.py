@@ -35,6 +35,7 @@ UPLOADED_METADATA = (
     "exchange",
     "partitions",
     "teachers",
+    "disjoint_partitions",
 )
 
 

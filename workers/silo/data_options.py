@@ -59,6 +59,12 @@ TRAINING_OPTIONS = (
         f"{MIN_ROWS_PER_TEACHER} rows each, at most {DEFAULT_TEACHERS}, at least 1)",
     ),
     option(
+        "--disjoint-partitions",
+        action="store_true",
+        help="fit each of the s students directly on its own disjoint part of your rows (no teachers) and "
+        "declare it, for record-level L1 jobs (one record then moves one student's vote); L0 and L1 only",
+    ),
+    option(
         "--teacher",
         help=f"teacher family ({', '.join(LEARNER_FAMILY_NAMES)}; default: {learner_described(DEFAULT_TEACHER)})",
     ),

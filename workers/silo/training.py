@@ -44,7 +44,10 @@ class TrainingSettings:
     ``max_grad_norm``, ``delta``; the batch size and epochs are the student's hyperparameters).
     ``partitions`` and ``teachers`` left ``None`` are chosen for the silo's rows (:func:`fedkt_design`);
     ``own_model`` is the learner of the silo's own model trained beside the FedKT students, ``None`` for none
-    (the federation does not accept own models, or the level is not L0: the own model has no noise)."""
+    (the federation does not accept own models, or the level is not L0: the own model has no noise).
+    ``disjoint_partitions``: fit each of the s students directly on its own disjoint part of the training rows
+    (:func:`workers.algorithms.fedkt.disjoint_partition_students`, the ``student`` learner, no teachers) and
+    declare it, for a record-level L1 job (one record then moves one student's vote); L0 and L1 only."""
 
     partitions: int | None = None
     teachers: int | None = None
@@ -62,6 +65,7 @@ class TrainingSettings:
     noise_multiplier: float | None = None
     target_epsilon: float | None = None
     max_grad_norm: float = 1.0
+    disjoint_partitions: bool = False
 
     def feature_view(self, *, local: bool = False) -> str:
         """The view of the federation's features the models read: ordinal when every model trained (the
@@ -244,28 +248,36 @@ def fedkt_party_train(
         if isinstance(settings.queries, float)
         else resolved_queries(settings.queries, len(public_features)),
     )
-    try:
-        result = party_fit(
-            data.features[train],
-            data.labels[train],
-            public_features,
-            n_classes=n_classes,
-            teacher=settings.teacher,
-            student=settings.student,
-            partitions=settings.partitions,
-            teachers=settings.teachers,
-            query=query,
-            noise=party_noise(settings),
-            seed=settings.seed,
-            progress=progress,
+    if settings.disjoint_partitions:
+        students, queried = (
+            disjoint_students(data, train, n_classes=n_classes, settings=settings),
+            0,
         )
-    except ValueError as error:
-        raise DataError(f"FedKT's party side failed: {error}") from error
+        settings = replace(settings, teachers=None)
+    else:
+        try:
+            result = party_fit(
+                data.features[train],
+                data.labels[train],
+                public_features,
+                n_classes=n_classes,
+                teacher=settings.teacher,
+                student=settings.student,
+                partitions=settings.partitions,
+                teachers=settings.teachers,
+                query=query,
+                noise=party_noise(settings),
+                seed=settings.seed,
+                progress=progress,
+            )
+        except ValueError as error:
+            raise DataError(f"FedKT's party side failed: {error}") from error
+        students, queried = result.students, len(result.queried_indices)
     if progress and settings.own_model:
         progress(f"Training your own model ({settings.own_model.get('family', 'default')})...")
     comparisons = [
         held_out_comparison(student, data, train, held_out, n_classes=n_classes)
-        for student in result.students
+        for student in students
     ]
     scores = [comparison["accuracy"] if comparison else 0.0 for comparison in comparisons]
     own = (
@@ -282,13 +294,42 @@ def fedkt_party_train(
             "student_validation_scores": scores,
             "student_majority_comparisons": comparisons,
             "feature_view": settings.feature_view(),
-            "queried_public_rows": int(len(result.queried_indices)),
+            "queried_public_rows": int(queried),
+            "disjoint_partitions": settings.disjoint_partitions,
             "privacy_parameters": parameters,
             "declared_epsilon": epsilon,
             "privacy_report": report,
         }
     )
-    return TrainingResult((*result.students, *((own[0],) if own else ())), metadata)
+    return TrainingResult((*students, *((own[0],) if own else ())), metadata)
+
+
+def disjoint_students(
+    data: EncodedData, train: np.ndarray, *, n_classes: int, settings: TrainingSettings
+) -> tuple:
+    """The s students of ``--disjoint-partitions``, each on its own disjoint part of the training rows (at least
+    ``min_rows_per_teacher`` rows each); a DataError at L2, whose noise is on the teachers' votes."""
+    from workers.algorithms.fedkt import disjoint_partition_students
+
+    if settings.privacy_level == "L2":
+        raise DataError(
+            "--disjoint-partitions fits students directly on your rows, with no teachers' votes to add L2 noise "
+            "to; use it at L0 or L1 (a record-level L1 job adds the noise at the server)."
+        )
+    check_enough_rows(
+        len(train),
+        partitions=1,
+        teachers=settings.partitions or 1,
+        min_rows_per_teacher=settings.min_rows_per_teacher,
+    )
+    return disjoint_partition_students(
+        data.features[train],
+        data.labels[train],
+        n_classes=n_classes,
+        learner=settings.student,
+        partitions=settings.partitions or 1,
+        seed=settings.seed,
+    )
 
 
 def silo_train(

@@ -112,6 +112,7 @@ def train(args):
         own_model=own_model_setting(args, federation, privacy_level),
         partitions=args.partitions,
         teachers=args.teachers,
+        disjoint_partitions=args.disjoint_partitions,
         teacher=learner_setting(args.teacher, args.teacher_param, DEFAULT_TEACHER),
         student=learner_setting(args.student, args.student_param, DEFAULT_STUDENT),
         privacy_level=privacy_level,
@@ -301,7 +302,10 @@ def training_summary(metadata: dict, output: Path, class_labels: list[str]) -> s
     if metadata["algorithm"] == "fedkt":
         how = "chosen for your rows" if metadata.get("design_chosen_for_rows") else "as you asked"
         lines.append(
-            f"FedKT: s = {metadata['partitions']} partition(s) × t = {metadata['teachers']} teacher(s) ({how})."
+            f"FedKT: s = {metadata['partitions']} student(s), each on its own disjoint part of your rows, no "
+            "teachers (--disjoint-partitions: record-level L1 jobs may use them)."
+            if metadata.get("disjoint_partitions")
+            else f"FedKT: s = {metadata['partitions']} partition(s) × t = {metadata['teachers']} teacher(s) ({how})."
         )
     lines.append(
         f"Local validation score (accuracy on held-out rows): {percent_text(metadata['local_validation_score'])}."

@@ -14,9 +14,12 @@ from workers.privacy.costs import compose_costs
 EXAMPLE_NOTE = (
     "Example-level ε: it protects any one record of the silo's data. Party-level spends (L1 jobs) count at their "
     "own ε, since a party-level guarantee implies the same ε at example level; example-level spends (L2 "
-    "submissions, FAug generators) give no party-level guarantee, so no party-level total covers them."
+    "submissions, FAug generators, record-level L1 jobs) give no party-level guarantee, so no party-level total "
+    "covers them."
 )
-PARTY_NOTE = "Party-level ε: every spend so far protects the silo's whole data (L1 jobs)."
+PARTY_NOTE = (
+    "Party-level ε: every spend so far protects the silo's whole data (party-level L1 jobs)."
+)
 L2_PARAMETERS = {"gamma": 0.04, "delta": 1e-5, "partitions": 2, "teachers": 5, "queries": 30}
 
 

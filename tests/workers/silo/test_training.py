@@ -418,3 +418,48 @@ def test_a_small_silo_at_l2_declares_the_epsilon_of_the_s_and_t_it_trained_with(
     assert result["declared_epsilon"] == one.epsilon < two.epsilon
     # by hand: one example moves one vote (L1 distance 2) in one partition per query, Laplace of scale 1/γ
     assert result["declared_epsilon"] <= 50 * 2 * 0.05
+
+
+def test_train_with_disjoint_partitions_fits_each_student_on_its_own_rows_and_declares_it(
+    run_cli, pulled, silo_csv
+):
+    code, out, err = run_cli(
+        "train",
+        "adult-income",
+        "--data",
+        silo_csv,
+        "--pulled",
+        pulled,
+        *SMALL_FORESTS,
+        "--partitions",
+        "3",
+        "--disjoint-partitions",
+        "--no-own-model",
+        "--json",
+    )
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["files"] == ["student-1.onnx", "student-2.onnx", "student-3.onnx"]
+    assert (result["partitions"], result["teachers"], result["disjoint_partitions"]) == (
+        3,
+        None,
+        True,
+    )
+    assert (
+        result["queried_public_rows"] == 0
+    )  # no teachers' votes: the students learn from the rows
+    code, out, err = run_cli(
+        "train",
+        "adult-income",
+        "--data",
+        silo_csv,
+        "--pulled",
+        pulled,
+        "--disjoint-partitions",
+        "--privacy-level",
+        "L2",
+        "--gamma",
+        "0.1",
+        "--no-own-model",
+    )
+    assert code != 0 and "use it at L0 or L1" in err
