@@ -222,3 +222,75 @@ def _nothing_fits(
         f"This L1 job names no σ and no calibrated noise fits: {where}. Name a σ and a query yourself, or ask an "
         "operator for a larger default limit."
     )
+
+
+#: The advisor's grid (issue 40 item 4): the units, mechanisms and query counts (in proportion to the job's own)
+#: whose noise it calibrates to every member's remaining budget and whose models the pre-flight estimate scores.
+#: A unit is one more dimension: only party-level L1 exists today.
+ADVISED_UNITS = ("party-level",)
+ADVISED_MECHANISMS = ("gaussian", "laplace")
+ADVISED_QUERY_SCALES = (1 / 3, 1.0, 3.0)
+
+
+@dataclass(frozen=True)
+class AdvisedCandidate:
+    """One setting the advisor prices: its protected ``unit``, ``mechanism`` and ``n_queries``, the noise that fits
+    every budget (``privacy``, with ``n_queries``) and its data-independent ``cost`` for a silo with one submission."""
+
+    unit: str
+    privacy: PrivacySettings
+    cost: PrivacyCost
+
+    def as_dict(self) -> dict:
+        return {
+            "unit": self.unit,
+            "mechanism": self.privacy.mechanism,
+            "n_queries": self.privacy.n_queries,
+            "privacy": self.privacy.as_dict(),
+            "epsilon": self.cost.report.epsilon,
+            "delta": self.cost.report.delta,
+        }
+
+
+def advised_query_counts(*, n_queries: int, n_public: int, min_queries: int) -> list[int]:
+    """The query counts the advisor tries: :data:`ADVISED_QUERY_SCALES` × the job's ``n_queries``, each at least
+    ``min_queries`` and at most ``n_public``, without repeats, smallest first."""
+    counts = {
+        min(n_public, max(min_queries, round(n_queries * scale))) for scale in ADVISED_QUERY_SCALES
+    }
+    return sorted(counts)
+
+
+def advised_candidates(
+    *,
+    kind: PricedKind,
+    settings: Mapping,
+    budgets: Sequence[BudgetView],
+    delta: float,
+    query_counts: Sequence[int],
+    most_votes: int,
+) -> list[AdvisedCandidate]:
+    """Every candidate of the grid (:data:`ADVISED_UNITS` × :data:`ADVISED_MECHANISMS` × ``query_counts``) whose
+    least noise fits every one of ``budgets`` (each silo's remaining budget, with its vote shift) and leaves a
+    model that can learn: σ (or the Laplace scale 1/γ) at most :data:`MAX_GNMAX_NOISE_RATIO` × the ``most_votes``
+    a query holds. Party-level ε, accounted by the kind's price at ``delta``."""
+
+    def price(at: PrivacySettings, shift: int | None) -> PrivacyCost:
+        return kind.l1_cost(settings, privacy=at, vote_shift=shift)
+
+    most_noise = MAX_GNMAX_NOISE_RATIO * most_votes
+    candidates = []
+    for unit in ADVISED_UNITS:
+        for mechanism in ADVISED_MECHANISMS:
+            for count in query_counts:
+                privacy = PrivacySettings(mechanism=mechanism, delta=delta, n_queries=count)
+                noise = calibrate_noise(budgets, privacy=privacy, price=price)
+                scale = None if not noise else (1 / noise if mechanism == "laplace" else noise)
+                if scale is None or not math.isfinite(scale) or scale > most_noise:
+                    continue
+                parameter = "gamma" if mechanism == "laplace" else "sigma"
+                fitted = replace(privacy, **{parameter: noise})
+                candidates.append(
+                    AdvisedCandidate(unit=unit, privacy=fitted, cost=price(fitted, None))
+                )
+    return candidates

@@ -14,16 +14,22 @@ estimate's row holds the scores and nothing else. The Celery task module (worker
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 import numpy as np
 from django.conf import settings
-from django.db.models import F
-from django.utils import timezone
 
 from market.feature_views import stored_features_in_view
 from market.federations.models import PrivacyLevel
 from market.jobs.baselines import baselines_measure
 from market.jobs.models import EstimateStatus, JobEstimate
+from market.jobs.preflight import (
+    job_estimate_claim,
+    job_estimate_end,
+    job_estimate_progress_record,
+)
+from market.jobs.preflight import job_estimate_release as estimate_release
+from market.jobs.privacy_costs import member_budget_views
 from market.jobs.selectors import job_members
 from market.storage import arrays_from_npz_cached
 from market.submissions.models import Submission
@@ -33,7 +39,7 @@ from workers.algorithms.auto_fusion import EvaluationRows, evaluation_halves
 from workers.algorithms.ensemble import average_probabilities
 from workers.algorithms.operator_baseline import OPERATOR_ONLY_LEARNER, OPERATOR_ONLY_VIEW
 from workers.algorithms.operator_only import operator_only_fit
-from workers.algorithms.schema import fitted_feature_view
+from workers.algorithms.schema import MIN_TRAINING_ROWS, fitted_feature_view, with_query_count
 from workers.jobs.chunks import ChunkSignals, chunk_signals_of
 from workers.jobs.interruptible import fuse_in_child
 from workers.jobs.preflight import (
@@ -43,6 +49,7 @@ from workers.jobs.preflight import (
     simulated_noise,
 )
 from workers.metrics import classification_metrics, headline
+from workers.privacy.plans import advised_candidates, advised_query_counts
 from workers.privacy.settings import PrivacySettings
 from workers.runner.chunks import members_predicted
 from workers.runner.fusing import evaluation_report_rows, job_operator_only_baseline
@@ -52,42 +59,16 @@ from workers.runner.lifecycle import JobInputError
 logger = logging.getLogger("workers.runner")
 
 
-def job_estimate_claim(*, estimate_id: int) -> bool:
-    """queued → running, by one worker only (a conditional UPDATE)."""
-    return (
-        JobEstimate.objects.filter(id=estimate_id, status=EstimateStatus.QUEUED).update(
-            status=EstimateStatus.RUNNING,
-            worker=worker_id(),
-            attempts=F("attempts") + 1,
-            started_at=timezone.now(),
-            progress_stage="predicting",
-            progress_done=0,
-        )
-        == 1
-    )
-
-
 def job_estimate_release(*, estimate_id: int) -> None:
-    """Hand a running estimate back after a transient error: the retried task claims it again from the start."""
-    JobEstimate.objects.filter(
-        id=estimate_id, status=EstimateStatus.RUNNING, worker=worker_id()
-    ).update(status=EstimateStatus.QUEUED, worker="", progress_stage="")
-
-
-def _end(estimate_id: int, *, status: str, result: dict | None = None, reason: str = "") -> None:
-    JobEstimate.objects.filter(id=estimate_id, status=EstimateStatus.RUNNING).update(
-        status=status,
-        result=result,
-        failure_reason=reason,
-        finished_at=timezone.now(),
-        progress_stage="done" if status == EstimateStatus.SUCCEEDED else "",
-    )
+    """Hand this worker's running estimate back after a transient error (:func:`market.jobs.preflight.
+    job_estimate_release`)."""
+    estimate_release(estimate_id=estimate_id, worker=worker_id())
 
 
 def job_estimate_run(*, estimate_id: int) -> None:
     """Claim the estimate and compute it; bad input or an unexpected error fails it with a readable reason, a
     transient error propagates (the task retries)."""
-    if not job_estimate_claim(estimate_id=estimate_id):
+    if not job_estimate_claim(estimate_id=estimate_id, worker=worker_id()):
         return
     estimate = JobEstimate.objects.select_related(
         "federation", "public_dataset", "evaluation_split"
@@ -97,24 +78,22 @@ def job_estimate_run(*, estimate_id: int) -> None:
     except TRANSIENT_ERRORS:
         raise
     except JobInputError as error:
-        _end(estimate_id, status=EstimateStatus.FAILED, reason=str(error))
+        job_estimate_end(estimate_id=estimate_id, status=EstimateStatus.FAILED, reason=str(error))
     except (
         Exception
     ) as error:  # a bug or a crashed fusion: the operator reads why instead of a stuck estimate
         logger.exception("Pre-flight estimate #%s failed", estimate_id)
-        _end(
-            estimate_id,
+        job_estimate_end(
+            estimate_id=estimate_id,
             status=EstimateStatus.FAILED,
             reason=f"Internal error while estimating: {type(error).__name__}: {error}",
         )
     else:
-        _end(estimate_id, status=EstimateStatus.SUCCEEDED, result=result)
+        job_estimate_end(estimate_id=estimate_id, status=EstimateStatus.SUCCEEDED, result=result)
 
 
 def _progress(estimate: JobEstimate, *, stage: str, done: int, total: int) -> None:
-    JobEstimate.objects.filter(id=estimate.id).update(
-        progress_stage=stage, progress_done=done, progress_total=total
-    )
+    job_estimate_progress_record(estimate_id=estimate.id, stage=stage, done=done, total=total)
 
 
 def _selected_ids(estimate: JobEstimate) -> list[int]:
@@ -219,26 +198,30 @@ def _estimate(estimate: JobEstimate) -> dict:
         if private_l1
         else [None]
     )
+    fuse = partial(
+        fuse_in_child,
+        kind=estimate.kind,
+        signal_sum=signal_sum,
+        public_features=public,
+        members=members,
+        n_classes=estimate.federation.n_classes,
+        seed=estimate.seed,
+        evaluation=rows if algorithm_get(estimate.kind).reads_evaluation(settings) else None,
+        cancelled=lambda: False,
+    )
     scored = []
     for step, mechanism in enumerate(mechanisms):
         _progress(estimate, stage="fusing", done=step, total=len(mechanisms))
-        fusion = fuse_in_child(
-            kind=estimate.kind,
-            signal_sum=signal_sum,
-            public_features=public,
-            members=members,
-            n_classes=estimate.federation.n_classes,
-            params=estimate.parameters,
-            seed=estimate.seed,
-            evaluation=rows if algorithm_get(estimate.kind).reads_evaluation(settings) else None,
-            noise=mechanism,
-            cancelled=lambda: False,
-        )
+        fusion = fuse(params=estimate.parameters, noise=mechanism)
         scored.append(_scored(estimate, fusion, rows, ids))
     _progress(estimate, stage="fusing", done=len(mechanisms), total=len(mechanisms))
     reference, draws = (scored[0], scored[1:]) if private_l1 else (None, scored)
     report = draws[0]["rows"]
+    candidates = (
+        _candidates_scored(estimate, submissions, ids, fuse=fuse, rows=rows) if private_l1 else []
+    )
     return {
+        "candidates": candidates,
         "private": metric_spread([draw["metrics"] for draw in draws]),
         "draws": [headline(draw["metrics"]) for draw in draws],
         "reference": headline(reference["metrics"]) if reference else None,
@@ -255,6 +238,51 @@ def _estimate(estimate: JobEstimate) -> dict:
         "n_members": len(ids),
         "report_rows": int(len(report)),
     }
+
+
+def _candidates_scored(
+    estimate: JobEstimate, submissions: dict, ids: list[int], *, fuse, rows: EvaluationRows
+) -> list[dict]:
+    """The advisor's candidates (issue 40 item 4, :func:`workers.privacy.plans.advised_candidates`): each setting
+    whose noise fits every member's remaining budget, fused once from the same simulated votes with one simulated
+    draw of its noise and scored like the estimate's own draws. The market proposes from them
+    (:mod:`market.jobs.advice`)."""
+    algorithm = algorithm_get(estimate.kind)
+    n_public = estimate.public_dataset.n_rows
+    organisations = [submissions[id].organisation_id for id in ids]
+    budgets = member_budget_views(
+        federation=estimate.federation,
+        organisations=organisations,
+        kind=estimate.kind,
+        parameters=estimate.parameters,
+    )
+    privacy = PrivacySettings.of(estimate.parameters["privacy"])
+    candidates = advised_candidates(
+        kind=algorithm,
+        settings=estimate.parameters,
+        budgets=budgets,
+        delta=privacy.delta,
+        query_counts=advised_query_counts(
+            n_queries=privacy.n_queries, n_public=n_public, min_queries=MIN_TRAINING_ROWS
+        ),
+        most_votes=len(ids) * algorithm.votes_per_submission(estimate.parameters),
+    )
+    seed = draw_seeds(estimate.seed, 1)[0]
+    scored = []
+    for step, candidate in enumerate(candidates):
+        _progress(estimate, stage="fusing candidates", done=step, total=len(candidates))
+        parameters = {
+            **with_query_count(estimate.parameters, candidate.privacy.n_queries),
+            "privacy": candidate.privacy.as_dict(),
+        }
+        fusion = fuse(
+            params=parameters, noise=simulated_noise(candidate.privacy.noise(), seed=seed)
+        )
+        metrics = _scored(estimate, fusion, rows, ids)["metrics"]
+        scored.append(
+            {**candidate.as_dict(), "parameters": parameters, "metrics": headline(metrics)}
+        )
+    return scored
 
 
 def _scored(estimate: JobEstimate, fusion, rows: EvaluationRows, ids: list[int]) -> dict:
