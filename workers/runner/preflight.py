@@ -189,15 +189,10 @@ def _estimate(estimate: JobEstimate) -> dict:
         member_probabilities,
         member_signals=np.concatenate([chunk.member_signals for chunk in chunks]),
     )
-    mechanisms = (
-        [None]
-        + [
-            simulated_noise(PrivacySettings.of(estimate.parameters["privacy"]).noise(), seed=seed)
-            for seed in draw_seeds(estimate.seed, estimate.n_draws)
-        ]
-        if private_l1
-        else [None]
-    )
+    candidates = _advised(estimate, submissions, ids) if private_l1 else []
+    fusions = _fusions(estimate, private_l1=private_l1) + [
+        _candidate_fusion(estimate, candidate) for candidate in candidates
+    ]
     fuse = partial(
         fuse_in_child,
         kind=estimate.kind,
@@ -210,18 +205,22 @@ def _estimate(estimate: JobEstimate) -> dict:
         cancelled=lambda: False,
     )
     scored = []
-    for step, mechanism in enumerate(mechanisms):
-        _progress(estimate, stage="fusing", done=step, total=len(mechanisms))
-        fusion = fuse(params=estimate.parameters, noise=mechanism)
-        scored.append(_scored(estimate, fusion, rows, ids))
-    _progress(estimate, stage="fusing", done=len(mechanisms), total=len(mechanisms))
+    for step, (parameters, mechanism) in enumerate(fusions):
+        _progress(estimate, stage="fusing", done=step, total=len(fusions))
+        scored.append(_scored(estimate, fuse(params=parameters, noise=mechanism), rows, ids))
+    _progress(estimate, stage="fusing", done=len(fusions), total=len(fusions))
+    first_candidate = len(fusions) - len(candidates)
+    candidates_scored = [
+        {**candidate.as_dict(), "parameters": parameters, "metrics": headline(score["metrics"])}
+        for candidate, (parameters, _), score in zip(
+            candidates, fusions[first_candidate:], scored[first_candidate:], strict=True
+        )
+    ]
+    scored = scored[:first_candidate]
     reference, draws = (scored[0], scored[1:]) if private_l1 else (None, scored)
     report = draws[0]["rows"]
-    candidates = (
-        _candidates_scored(estimate, submissions, ids, fuse=fuse, rows=rows) if private_l1 else []
-    )
     return {
-        "candidates": candidates,
+        "candidates": candidates_scored,
         "private": metric_spread([draw["metrics"] for draw in draws]),
         "draws": [headline(draw["metrics"]) for draw in draws],
         "reference": headline(reference["metrics"]) if reference else None,
@@ -240,49 +239,52 @@ def _estimate(estimate: JobEstimate) -> dict:
     }
 
 
-def _candidates_scored(
-    estimate: JobEstimate, submissions: dict, ids: list[int], *, fuse, rows: EvaluationRows
-) -> list[dict]:
-    """The advisor's candidates (issue 40 item 4, :func:`workers.privacy.plans.advised_candidates`): each setting
-    whose noise fits every member's remaining budget, fused once from the same simulated votes with one simulated
-    draw of its noise and scored like the estimate's own draws. The market proposes from them
-    (:mod:`market.jobs.advice`)."""
+def _advised(estimate: JobEstimate, submissions: dict, ids: list[int]) -> list:
+    """The advisor's candidates of an L1 estimate (issue 40 item 4, :func:`workers.privacy.plans.
+    advised_candidates`): each setting whose noise fits every member's remaining budget. The market proposes from
+    their scores (:mod:`market.jobs.advice`)."""
     algorithm = algorithm_get(estimate.kind)
-    n_public = estimate.public_dataset.n_rows
-    organisations = [submissions[id].organisation_id for id in ids]
-    budgets = member_budget_views(
-        federation=estimate.federation,
-        organisations=organisations,
-        kind=estimate.kind,
-        parameters=estimate.parameters,
-    )
     privacy = PrivacySettings.of(estimate.parameters["privacy"])
-    candidates = advised_candidates(
+    return advised_candidates(
         kind=algorithm,
         settings=estimate.parameters,
-        budgets=budgets,
+        budgets=member_budget_views(
+            federation=estimate.federation,
+            organisations=[submissions[id].organisation_id for id in ids],
+            kind=estimate.kind,
+            parameters=estimate.parameters,
+        ),
         delta=privacy.delta,
         query_counts=advised_query_counts(
-            n_queries=privacy.n_queries, n_public=n_public, min_queries=MIN_TRAINING_ROWS
+            n_queries=privacy.n_queries,
+            n_public=estimate.public_dataset.n_rows,
+            min_queries=MIN_TRAINING_ROWS,
         ),
         most_votes=len(ids) * algorithm.votes_per_submission(estimate.parameters),
     )
-    seed = draw_seeds(estimate.seed, 1)[0]
-    scored = []
-    for step, candidate in enumerate(candidates):
-        _progress(estimate, stage="fusing candidates", done=step, total=len(candidates))
-        parameters = {
-            **with_query_count(estimate.parameters, candidate.privacy.n_queries),
-            "privacy": candidate.privacy.as_dict(),
-        }
-        fusion = fuse(
-            params=parameters, noise=simulated_noise(candidate.privacy.noise(), seed=seed)
-        )
-        metrics = _scored(estimate, fusion, rows, ids)["metrics"]
-        scored.append(
-            {**candidate.as_dict(), "parameters": parameters, "metrics": headline(metrics)}
-        )
-    return scored
+
+
+def _fusions(estimate: JobEstimate, *, private_l1: bool) -> list[tuple[dict, object]]:
+    """The estimate's own fusions, (parameters, simulated noise): at L1 the noise-free reference, then one per
+    simulated draw of the job's noise; at L2 one, without noise."""
+    if not private_l1:
+        return [(estimate.parameters, None)]
+    noise = PrivacySettings.of(estimate.parameters["privacy"]).noise()
+    return [(estimate.parameters, None)] + [
+        (estimate.parameters, simulated_noise(noise, seed=seed))
+        for seed in draw_seeds(estimate.seed, estimate.n_draws)
+    ]
+
+
+def _candidate_fusion(estimate: JobEstimate, candidate) -> tuple[dict, object]:
+    """A candidate's job parameters and one simulated draw of its noise (the same seed for every candidate)."""
+    parameters = {
+        **with_query_count(estimate.parameters, candidate.privacy.n_queries),
+        "privacy": candidate.privacy.as_dict(),
+    }
+    return parameters, simulated_noise(
+        candidate.privacy.noise(), seed=draw_seeds(estimate.seed, 1)[0]
+    )
 
 
 def _scored(estimate: JobEstimate, fusion, rows: EvaluationRows, ids: list[int]) -> dict:
