@@ -288,8 +288,11 @@ def advised_candidates(
                 scale = None if not noise else (1 / noise if mechanism == "laplace" else noise)
                 if scale is None or not math.isfinite(scale) or scale > most_noise:
                     continue
-                parameter = "gamma" if mechanism == "laplace" else "sigma"
-                fitted = replace(privacy, **{parameter: noise})
+                fitted = (
+                    replace(privacy, gamma=noise)
+                    if mechanism == "laplace"
+                    else replace(privacy, sigma=noise)
+                )
                 candidates.append(
                     AdvisedCandidate(unit=unit, privacy=fitted, cost=price(fitted, None))
                 )
