@@ -26,6 +26,7 @@ from workers.privacy.costs import (
     calibrate_gnmax,
     calibrate_noise,
     calibrate_queries,
+    compose_costs,
 )
 from workers.privacy.settings import (
     DEFAULT_GNMAX_NOISE_RATIO,
@@ -250,6 +251,18 @@ class AdvisedCandidate:
             "epsilon": self.cost.report.epsilon,
             "delta": self.cost.report.delta,
         }
+
+
+def budgets_within_share(budgets: Sequence[BudgetView], *, share: float) -> list[BudgetView]:
+    """``budgets`` whose limits leave the rest for later jobs: each silo's ε already spent (its committed costs
+    composed at its δ) plus ``share`` (0 < share ≤ 1) of what it has left, so that an advised setting never spends
+    a member's whole remainder."""
+    limited = []
+    for view in budgets:
+        spent = compose_costs(view.committed, delta=view.delta).epsilon if view.committed else 0.0
+        remaining = max(0.0, view.epsilon_limit - spent)
+        limited.append(replace(view, epsilon_limit=spent + share * remaining))
+    return limited
 
 
 def advised_query_counts(*, n_queries: int, n_public: int, min_queries: int) -> list[int]:

@@ -23,6 +23,7 @@ from market.feature_views import stored_features_in_view
 from market.federations.models import PrivacyLevel
 from market.jobs.baselines import baselines_measure
 from market.jobs.models import EstimateStatus, JobEstimate
+from market.jobs.parameters import L1_DEFAULT_SHARE_OF_LIMIT
 from market.jobs.preflight import (
     job_estimate_claim,
     job_estimate_end,
@@ -49,7 +50,7 @@ from workers.jobs.preflight import (
     simulated_noise,
 )
 from workers.metrics import classification_metrics, headline
-from workers.privacy.plans import advised_candidates, advised_query_counts
+from workers.privacy.plans import advised_candidates, advised_query_counts, budgets_within_share
 from workers.privacy.settings import PrivacySettings
 from workers.runner.chunks import members_predicted
 from workers.runner.fusing import evaluation_report_rows, job_operator_only_baseline
@@ -241,18 +242,22 @@ def _estimate(estimate: JobEstimate) -> dict:
 
 def _advised(estimate: JobEstimate, submissions: dict, ids: list[int]) -> list:
     """The advisor's candidates of an L1 estimate (issue 40 item 4, :func:`workers.privacy.plans.
-    advised_candidates`): each setting whose noise fits every member's remaining budget. The market proposes from
-    their scores (:mod:`market.jobs.advice`)."""
+    advised_candidates`): each setting whose noise fits every member's remaining budget, spending at most
+    :data:`market.jobs.parameters.L1_DEFAULT_SHARE_OF_LIMIT` of what each has left (as a default job does of a new
+    member's limit). The market proposes from their scores (:mod:`market.jobs.advice`)."""
     algorithm = algorithm_get(estimate.kind)
     privacy = PrivacySettings.of(estimate.parameters["privacy"])
     return advised_candidates(
         kind=algorithm,
         settings=estimate.parameters,
-        budgets=member_budget_views(
-            federation=estimate.federation,
-            organisations=[submissions[id].organisation_id for id in ids],
-            kind=estimate.kind,
-            parameters=estimate.parameters,
+        budgets=budgets_within_share(
+            member_budget_views(
+                federation=estimate.federation,
+                organisations=[submissions[id].organisation_id for id in ids],
+                kind=estimate.kind,
+                parameters=estimate.parameters,
+            ),
+            share=L1_DEFAULT_SHARE_OF_LIMIT,
         ),
         delta=privacy.delta,
         query_counts=advised_query_counts(

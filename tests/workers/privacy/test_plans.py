@@ -15,6 +15,7 @@ from workers.privacy.plans import (
     PlanRequest,
     advised_candidates,
     advised_query_counts,
+    budgets_within_share,
     l1_plan,
 )
 
@@ -113,3 +114,20 @@ def test_a_laplace_plan_keeps_its_gamma_and_queries_at_most_what_fits():
         SETTINGS, privacy={**plan.privacy.as_dict(), "n_queries": plan.n_queries + 1}, vote_shift=1
     )
     assert more.report.epsilon > 1.0
+
+
+def test_an_advised_share_leaves_each_member_the_rest_of_what_it_has_left():
+    spent = FEDKT.l1_cost(
+        SETTINGS,
+        privacy={"mechanism": "gaussian", "sigma": 10.0, "delta": 1e-5, "n_queries": 30},
+        vote_shift=1,
+    )
+    fresh = BudgetView(epsilon_limit=10.0, delta=1e-5, vote_shift=1)
+    used = BudgetView(epsilon_limit=10.0, delta=1e-5, committed=(spent,), vote_shift=1)
+    halves = budgets_within_share([fresh, used], share=0.5)
+    assert halves[0].epsilon_limit == 5.0
+    already = spent.report.epsilon
+    assert 0 < already < 10 and math.isclose(
+        halves[1].epsilon_limit, already + 0.5 * (10 - already)
+    )
+    assert halves[1].committed == (spent,) and halves[1].vote_shift == 1
