@@ -102,12 +102,14 @@ def recreate_database(database_url: str) -> None:
     )
 
 
-def start_worker(pool: list[str], log: Path) -> subprocess.Popen:
+def start_worker(pool: list[str], log: Path, settings: dict | None = None) -> subprocess.Popen:
+    """A Celery worker with ``pool``'s options and the benchmark's ``settings`` (this script's by default), once it is
+    ready; its output goes to ``log``."""
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", *pool]
         + ["--without-gossip", "--without-mingle", "--loglevel", "INFO"],
         cwd=ROOT,
-        env={**os.environ, **SETTINGS},
+        env={**os.environ, **(SETTINGS if settings is None else settings)},
         stdout=open(log, "wb"),  # noqa: SIM115 (the worker writes it until it is stopped)
         stderr=subprocess.STDOUT,
     )

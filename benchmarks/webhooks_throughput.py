@@ -31,7 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from webhooks import percentile, recreate_database  # noqa: E402 (benchmarks/webhooks.py, beside this script)
+from webhooks import percentile, recreate_database, start_worker, stop  # noqa: E402 (benchmarks/webhooks.py, beside this script)
 
 CHANGES = int(os.environ.get("ONEFOLD_BENCH_CHANGES", "50"))
 ENDPOINTS = int(os.environ.get("ONEFOLD_BENCH_ENDPOINTS", "20"))
@@ -95,27 +95,6 @@ def plain_client_loop(receiver: Receiver, count: int) -> float:
     return count / (time.perf_counter() - started)
 
 
-def start_worker(log: Path) -> subprocess.Popen:
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", *WORKER]
-        + ["--without-gossip", "--without-mingle", "--loglevel", "INFO"],
-        cwd=ROOT,
-        env={**os.environ, **SETTINGS},
-        stdout=open(log, "wb"),  # noqa: SIM115 (the worker writes it until it is stopped)
-        stderr=subprocess.STDOUT,
-    )
-    while b" ready." not in log.read_bytes():
-        if worker.poll() is not None:
-            sys.exit(log.read_text())
-        time.sleep(0.2)
-    return worker
-
-
-def stop(process: subprocess.Popen) -> None:
-    process.terminate()
-    process.wait(timeout=60)
-
-
 def emit_one(number: int) -> None:
     from django.db import transaction
 
@@ -171,7 +150,7 @@ def backlog_phase(organisation, receiver: Receiver, folder: Path) -> dict:
     for number in range(CHANGES):
         emit_one(number)
     committed = time.perf_counter() - started
-    worker = start_worker(folder / "backlog-worker.log")
+    worker = start_worker(WORKER, folder / "backlog-worker.log", SETTINGS)
     try:
         succeeded = _wait_all_succeeded(endpoints)
     finally:
@@ -193,7 +172,7 @@ def backlog_phase(organisation, receiver: Receiver, folder: Path) -> dict:
 def live_phase(organisation, receiver: Receiver, folder: Path) -> dict:
     """The worker up while this process commits the changes: from the first commit to the last success."""
     endpoints = endpoints_at(organisation, [receiver.url(f"live/{n}") for n in range(ENDPOINTS)])
-    worker = start_worker(folder / "live-worker.log")
+    worker = start_worker(WORKER, folder / "live-worker.log", SETTINGS)
     try:
         started = time.perf_counter()
         for number in range(CHANGES):
@@ -214,7 +193,7 @@ def latency_phase(organisation, receiver: Receiver, folder: Path) -> dict:
     spinners = [
         subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)
     ]  # the two CPU-bound processes beside the worker
-    worker = start_worker(folder / "latency-worker.log")
+    worker = start_worker(WORKER, folder / "latency-worker.log", SETTINGS)
     committed: dict[str, float] = {}
     try:
         for number in range(LATENCY_EVENTS):

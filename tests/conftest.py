@@ -16,6 +16,18 @@ import pytest
 from workers.data_files import data_dir, data_files_missing
 from workers.features import encode_features, encode_labels, infer_feature_spec, read_table
 
+# The shared fixtures, each defined once (tests/fixtures/__init__.py says why no test imports a conftest).
+pytest_plugins = [
+    "tests.fixtures.browser",
+    "tests.fixtures.budgets",
+    "tests.fixtures.commerce",
+    "tests.fixtures.jobs",
+    "tests.fixtures.modelio",
+    "tests.fixtures.security",
+    "tests.fixtures.silo",
+    "tests.fixtures.webhooks",
+]
+
 # Playwright's sync API runs an event loop; the ORM refuses to run inside one unless told (tests only).
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 

@@ -76,7 +76,12 @@ class UsageData(serializers.Serializer):
     global_model = serializers.IntegerField()
     rows = serializers.IntegerField()
     free_rows = serializers.IntegerField()
-    amount_cents = serializers.IntegerField()
+    amount_cents = serializers.IntegerField(
+        help_text="The call's whole charge, its rows and any month's fee"
+    )
+    monthly_fee_cents = serializers.IntegerField(
+        help_text="The plan's monthly fee paid by this call (the first call of a later month), else 0"
+    )
     month_rows = serializers.IntegerField()
     remaining_cap_rows = serializers.IntegerField(allow_null=True)
 

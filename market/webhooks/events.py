@@ -167,7 +167,15 @@ def _payout_event(audit: AuditEvent) -> list[WebhookEvent]:
     return [WebhookEvent(Type.PAYOUT_RECORDED, data, visible)]
 
 
-USAGE_FIELDS = ("listing", "global_model", "rows", "free_rows", "amount_cents", "month_rows")
+USAGE_FIELDS = (
+    "listing",
+    "global_model",
+    "rows",
+    "free_rows",
+    "amount_cents",
+    "monthly_fee_cents",
+    "month_rows",
+)
 
 
 def _usage_event(audit: AuditEvent) -> list[WebhookEvent]:

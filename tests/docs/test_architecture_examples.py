@@ -15,11 +15,6 @@ from docs.examples.job_kind import MeanVote
 from docs.examples.model_format import MODEL_FORMAT_CHECKLIST
 from market.jobs.models import Job, JobStatus
 from tests.conftest import api_client_for
-from tests.market.jobs.conftest import (  # noqa: F401  (fixtures a job needs)
-    fedkt_student_files,
-    fedkt_submissions,
-    third_silo_user,
-)
 from workers.algorithms.registry import ALGORITHMS, FusionAlgorithm, Member
 from workers.modelio.base import FILE_EXTENSIONS, ArtifactFormat, ModelFormat
 

@@ -1,6 +1,7 @@
 """What the role journeys share: signing in, and screenshots at desktop and phone width with no page that
 scrolls sideways on the phone."""
 
+import re
 from contextlib import suppress
 from pathlib import Path
 
@@ -15,13 +16,41 @@ PHONE = {"width": 390, "height": 844}
 # How long a page may take to lay itself out again at a new width: charts (Chart.js) resize their canvas on a
 # ResizeObserver callback, after the viewport has changed, so a desktop-wide canvas lingers for a frame or more.
 RELAYOUT_WAIT_MS = 30_000
+# axe-core 4.14.1, vendored beside this file (tests/frontend/vendor, MPL-2.0), evaluated through the DevTools
+# protocol so that the pages' Content Security Policy stays as strict as it is for users.
+AXE_SOURCE = (Path(__file__).resolve().parent / "vendor" / "axe-core-4.14.1.min.js").read_text()
+BLOCKING_IMPACTS = ("serious", "critical")
+WIDTHS = (1280, 390)
+RUN_AXE = """async () => {
+  const result = await axe.run(document, {resultTypes: ["violations"]});
+  return result.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
+                                      targets: v.nodes.slice(0, 3).map(n => n.target.join(" "))}));
+}"""
 
 
 def sign_in(page, url: str, username: str, password: str) -> None:
+    """Sign in at ``url`` (the live server's) in a new session (the previous user's cookies are dropped), and return
+    once the market has let the user in."""
+    page.context.clear_cookies()
     page.goto(f"{url}/sign-in/")
     page.get_by_label("Username").fill(username)
     page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(lambda address: "/sign-in/" not in address)
+
+
+def page_problems(page, state: str) -> list[str]:
+    """axe's serious and critical violations of the page as it is now, and horizontal overflow at phone width."""
+    page.evaluate(AXE_SOURCE)
+    problems = [
+        f"{state}: {violation['impact']} {violation['id']} ({violation['help']}) at {violation['targets']}"
+        for violation in page.evaluate(RUN_AXE)
+        if violation["impact"] in BLOCKING_IMPACTS
+    ]
+    width = page.evaluate("document.documentElement.scrollWidth")
+    if width > page.viewport_size["width"]:
+        problems.append(f"{state}: the page is {width} px wide at {page.viewport_size['width']} px")
+    return problems
 
 
 def page_width_overflow(page) -> int:
@@ -69,3 +98,19 @@ def publish_from_card(page) -> bool:
     page.get_by_role("button", name="Publish anyway").click()
     page.get_by_text("is now published.").first.wait_for()
     return True
+
+
+def budget_row(page, organisation):
+    return page.locator("tr", has=page.get_by_role("rowheader", name=organisation))
+
+
+def exact(row, figure: str) -> str:
+    """A budget figure to the ledger's precision (the page shows 3 significant figures, the cell keeps all)."""
+    return row.locator(f"[data-budget-{figure}]").get_attribute("data-value")
+
+
+def form_key(page: str, action: str) -> str:
+    """The one-time key of the form whose opening tag holds ``action``."""
+    form = re.search(rf"<form[^>]*{re.escape(action)}[^>]*>(.*?)</form>", page, re.S)
+    assert form is not None, f"no form with {action!r}"
+    return re.search(r'name="idempotency_key" value="([^"]+)"', form.group(1)).group(1)

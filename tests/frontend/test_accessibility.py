@@ -5,8 +5,6 @@ axe-core 4.14.1 is vendored beside this file (tests/frontend/vendor, MPL-2.0); i
 DevTools protocol, so the pages' Content Security Policy stays as strict as it is for users.
 """
 
-from pathlib import Path
-
 import pytest
 
 from market.accounts.services import organisation_create, user_create
@@ -15,61 +13,15 @@ from market.commerce.purchases import purchase_create
 from market.federations.models import JoinRequest
 from market.invitations.services import invitation_create
 from market.notifications.models import Notification
-from tests.market.commerce.conftest import *  # noqa: F401,F403 (global-model, listing, buyer and top-up fixtures)
-from tests.market.commerce.conftest import BUYER_PASSWORD
+from tests.fixtures.commerce import BUYER_PASSWORD
+from tests.frontend.journey_helpers import WIDTHS, page_problems, sign_in
 
-AXE_SOURCE = (Path(__file__).parent / "vendor" / "axe-core-4.14.1.min.js").read_text()
-BLOCKING_IMPACTS = ("serious", "critical")
-WIDTHS = (1280, 390)
 HUB_TABS = ("data", "submissions", "jobs", "budgets", "models", "exchanges", "members")
 # After the load event (page.goto waits for it), what htmx loads by itself (the launch page's price, with
 # hx-trigger "load") is scanned once it has arrived: htmx marks an element with htmx-request from the moment it
 # asks until the answer is swapped in and settled. (Waiting for the network to be idle instead costs half a
 # second of silence on each of the hundred or so page loads.)
 HTMX_SETTLED = "() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')"
-RUN_AXE = """async () => {
-  const result = await axe.run(document, {resultTypes: ["violations"]});
-  return result.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
-                                      targets: v.nodes.slice(0, 3).map(n => n.target.join(" "))}));
-}"""
-
-
-@pytest.fixture(scope="module")
-def live_server():
-    """pytest-django's live server, started while MEDIA_URL is a string (see test_budgets_journey.py)."""
-    from django.conf import settings
-    from pytest_django.live_server_helper import LiveServer
-
-    media_url, settings.MEDIA_URL = settings.MEDIA_URL, "/live-server-only-media/"
-    try:
-        server = LiveServer("localhost")
-    finally:
-        settings.MEDIA_URL = media_url
-    yield server
-    server.stop()
-
-
-def sign_in(page, live_server, username, password):
-    page.context.clear_cookies()
-    page.goto(f"{live_server.url}/sign-in/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(f"{live_server.url}/")
-
-
-def page_problems(page, state: str) -> list[str]:
-    """axe's serious and critical violations of the page as it is now, and horizontal overflow at phone width."""
-    page.evaluate(AXE_SOURCE)
-    problems = [
-        f"{state}: {violation['impact']} {violation['id']} ({violation['help']}) at {violation['targets']}"
-        for violation in page.evaluate(RUN_AXE)
-        if violation["impact"] in BLOCKING_IMPACTS
-    ]
-    width = page.evaluate("document.documentElement.scrollWidth")
-    if width > page.viewport_size["width"]:
-        problems.append(f"{state}: the page is {width} px wide at {page.viewport_size['width']} px")
-    return problems
 
 
 def scan(page, live_server, paths: list[str], role: str) -> list[str]:
@@ -131,7 +83,7 @@ def test_every_page_of_every_role_has_no_serious_accessibility_violation_and_fit
     )
     problems = []
 
-    sign_in(page, live_server, "olivia-operator", "operator-password")
+    sign_in(page, live_server.url, "olivia-operator", "operator-password")
     problems += scan(
         page,
         live_server,
@@ -168,7 +120,7 @@ def test_every_page_of_every_role_has_no_serious_accessibility_violation_and_fit
     page.get_by_role("link", name="Change limit of Northwind Hospital").click()
     problems += page_problems(page, "operator limit dialog open")
 
-    sign_in(page, live_server, "sam-silo", "silo-password")
+    sign_in(page, live_server.url, "sam-silo", "silo-password")
     problems += scan(
         page,
         live_server,
@@ -186,7 +138,7 @@ def test_every_page_of_every_role_has_no_serious_accessibility_violation_and_fit
         "silo",
     )
 
-    sign_in(page, live_server, buyer_user.username, BUYER_PASSWORD)
+    sign_in(page, live_server.url, buyer_user.username, BUYER_PASSWORD)
     problems += scan(
         page,
         live_server,

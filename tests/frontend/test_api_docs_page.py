@@ -4,7 +4,7 @@ import pytest
 from django.contrib.staticfiles import finders
 from django.test import Client
 
-from tests.frontend.test_accessibility import live_server, page_problems, sign_in  # noqa: F401
+from tests.frontend.journey_helpers import page_problems, sign_in
 
 
 def test_swagger_ui_is_served_from_local_static_files_not_a_cdn(silo_user):
@@ -30,7 +30,7 @@ def test_swagger_ui_is_served_from_local_static_files_not_a_cdn(silo_user):
 def test_the_api_docs_have_no_serious_accessibility_violation(
     live_server, transactional_db, page, silo_user
 ):
-    sign_in(page, live_server, "sam-silo", "silo-password")
+    sign_in(page, live_server.url, "sam-silo", "silo-password")
     problems = []
     for width in (1280, 390):
         page.set_viewport_size({"width": width, "height": 900})
@@ -48,7 +48,7 @@ def test_the_api_docs_have_no_serious_accessibility_violation(
 def test_the_api_docs_carry_the_apps_header_and_its_brand_leads_back_to_the_market(
     live_server, transactional_db, page, silo_user
 ):
-    sign_in(page, live_server, "sam-silo", "silo-password")
+    sign_in(page, live_server.url, "sam-silo", "silo-password")
     for width in (1280, 390):
         page.set_viewport_size({"width": width, "height": 900})
         page.goto(f"{live_server.url}/api/docs/")

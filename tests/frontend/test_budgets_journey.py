@@ -13,45 +13,13 @@ import pytest
 from market.budgets.models import PrivacyBudget
 from market.budgets.services import BudgetExceeded, budget_refusal_record
 from market.jobs.spending import job_budget_charge, job_budget_reserve
-from tests.market.budgets.conftest import LAPLACE, job_row, submission_row
+from tests.fixtures.budgets import LAPLACE, job_row, submission_row
+from tests.frontend.journey_helpers import budget_row, exact, sign_in
 from workers.privacy.costs import fedkt_l1_cost
 from workers.privacy.reports import JobPrivacyReport
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 L2_PARAMETERS = {"gamma": 0.04, "delta": 1e-5, "partitions": 2, "teachers": 5, "queries": 30}
-
-
-@pytest.fixture(scope="module")
-def live_server():
-    """pytest-django's live server, started while MEDIA_URL is a string (as in test_commerce_journey.py): Django's
-    live-server thread wraps a media handler that fails on every request when MEDIA_URL is None, as the settings
-    have it (artifacts are never served from a URL)."""
-    from django.conf import settings
-    from pytest_django.live_server_helper import LiveServer
-
-    media_url, settings.MEDIA_URL = settings.MEDIA_URL, "/live-server-only-media/"
-    try:
-        server = LiveServer("localhost")
-    finally:
-        settings.MEDIA_URL = media_url
-    yield server
-    server.stop()
-
-
-def sign_in(page, live_server, username, password):
-    page.goto(f"{live_server.url}/sign-in/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Sign in").click()
-
-
-def budget_row(page, organisation):
-    return page.locator("tr", has=page.get_by_role("rowheader", name=organisation))
-
-
-def exact(row, figure: str) -> str:
-    """A budget figure to the ledger's precision (the page shows 3 significant figures, the cell keeps all)."""
-    return row.locator(f"[data-budget-{figure}]").get_attribute("data-value")
 
 
 def open_pricing(page):
@@ -80,7 +48,7 @@ def test_operator_sets_a_budget_prices_a_job_watches_the_remainder_fall_and_an_o
     submission = submission_row(federation_with_data, silo_user)
 
     # The operator sets Northwind's budget to ε = 8.
-    sign_in(page, live_server, "olivia-operator", "operator-password")
+    sign_in(page, live_server.url, "olivia-operator", "operator-password")
     page.get_by_role("link", name="Budgets", exact=True).click()
     page.get_by_role("link", name="Adult income").first.click()
     page.wait_for_url(f"{live_server.url}/federations/adult-income/budgets/")
@@ -144,7 +112,7 @@ def test_operator_sets_a_budget_prices_a_job_watches_the_remainder_fall_and_an_o
 
     # The silo's L2 upload declaring ε = 3 (2.674332 left) is refused, with the sentence on its page.
     page.get_by_role("button", name="Sign out").click()
-    sign_in(page, live_server, "sam-silo", "silo-password")
+    sign_in(page, live_server.url, "sam-silo", "silo-password")
     page.goto(f"{live_server.url}/federations/adult-income/upload/")
     page.set_input_files(
         "#field-files",

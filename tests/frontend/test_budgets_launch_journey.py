@@ -12,8 +12,7 @@ import pytest
 from market.audit.models import AuditEvent
 from market.budgets.models import PrivacyBudget
 from market.jobs.models import Job
-from tests.frontend.test_budgets_journey import budget_row, exact, live_server, sign_in  # noqa: F401
-from tests.market.jobs.conftest import fedkt_student_files, fedkt_submissions, third_silo_user  # noqa: F401 (fixtures)
+from tests.frontend.journey_helpers import budget_row, exact, sign_in
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 L1_FEDKT = {
@@ -39,7 +38,7 @@ def test_operator_launches_an_l1_job_sees_the_remainder_fall_and_an_overspending
 ):
     script_errors = []
     page.on("pageerror", lambda error: script_errors.append(str(error)))
-    sign_in(page, live_server, "olivia-operator", "operator-password")
+    sign_in(page, live_server.url, "olivia-operator", "operator-password")
     page.goto(f"{live_server.url}/federations/adult-income/budgets/")
     page.get_by_role("link", name="Change limit of Northwind Hospital").click()
     page.get_by_role("dialog").get_by_label("New ε limit").fill("8")

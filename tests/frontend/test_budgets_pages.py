@@ -16,7 +16,7 @@ from market.budgets.services import (
     budgets_ensure,
 )
 from market.jobs.spending import job_budget_charge, job_budget_reserve
-from tests.market.budgets.conftest import job_row, submission_row
+from tests.fixtures.budgets import job_row, submission_row
 from workers.privacy.costs import fedkt_l1_cost
 from workers.privacy.reports import JobPrivacyReport
 

@@ -10,6 +10,7 @@ from frontend.budget_charts import budget_overview, budget_strip, budgets_ranked
 from market.accounts.models import Organisation
 from market.budgets.models import PrivacyBudget
 from market.federations.models import Membership
+from tests.frontend.journey_helpers import sign_in
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 SILOS = 200
@@ -62,20 +63,12 @@ def two_hundred_silos(federation, operator):
     return organisations
 
 
-def sign_in(page, live_server, username, password):
-    page.goto(f"{live_server.url}/sign-in/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(f"{live_server.url}/")
-
-
 @pytest.mark.browser
 def test_the_dashboard_of_200_silos_stays_within_two_screen_heights_and_edits_a_limit_in_a_dialog(
     live_server, transactional_db, page, federation, operator, two_hundred_silos
 ):
     page.set_viewport_size(VIEWPORT)
-    sign_in(page, live_server, "olivia-operator", "operator-password")
+    sign_in(page, live_server.url, "olivia-operator", "operator-password")
     page.goto(f"{live_server.url}/federations/{federation.slug}/budgets/")
     page.locator("html[data-budget-charts='ready']").wait_for()
 

@@ -19,9 +19,8 @@ from market.audit.models import AuditEvent
 from market.commerce.models import CreditRequest, CreditRequestStatus, Wallet
 from market.commerce.wallets import credit_request_approve
 from tests.conftest import api_client_for
+from tests.fixtures.commerce import BUYER_PASSWORD
 from tests.frontend.journey_helpers import DESKTOP, screenshots, sign_in
-from tests.market.commerce.conftest import *  # noqa: F401,F403 (global-model, listing, buyer and top-up fixtures)
-from tests.market.commerce.conftest import BUYER_PASSWORD
 
 
 def onnxruntime_on_csv(model_bytes: bytes, csv_text: str) -> tuple[np.ndarray, list[str]]:

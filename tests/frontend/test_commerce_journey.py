@@ -6,8 +6,7 @@ from pathlib import Path
 import pytest
 
 from market.commerce.models import Purchase, Wallet
-from tests.market.commerce.conftest import *  # noqa: F401,F403 (global-model, listing, buyer and top-up fixtures)
-from tests.market.commerce.conftest import BUYER_PASSWORD
+from tests.fixtures.commerce import BUYER_PASSWORD
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 

@@ -8,7 +8,6 @@ from market.commerce.models import Purchase, Wallet
 from market.commerce.packages import download_choices, raw_column_model, usage_snippet
 from market.commerce.purchases import purchase_create
 from market.storage import artifact_read, sha256_of
-from tests.market.commerce.conftest import *  # noqa: F401,F403 (global-model, listing, buyer and top-up fixtures)
 
 
 def signed_in(client, user):

@@ -5,13 +5,8 @@ the form it gives back."""
 import json
 
 from market.jobs.models import Job, JobEstimate
-from tests.frontend.test_job_estimate_pages import ESTIMATE, LAUNCHER, estimate_form
-from tests.market.jobs.conftest import (  # noqa: F401
-    FAST_FEDKT,
-    fedkt_student_files,
-    fedkt_submissions,
-    third_silo_user,
-)
+from tests.fixtures.jobs import FAST_FEDKT
+from tests.frontend.launcher_helpers import ESTIMATE, LAUNCHER, estimate_form
 
 CONFIDENT = {
     **FAST_FEDKT,

@@ -47,9 +47,7 @@ from market.commerce.models import Listing, WalletEntry
 from market.jobs.models import Job, JobStatus
 from market.submissions.models import Submission
 from tests.conftest import csv_bytes, scaled_milliseconds, scaled_timeout
-from tests.frontend.journey_helpers import DESKTOP, PHONE, publish_from_card, sign_in
-from tests.frontend.test_accessibility import page_problems
-from tests.frontend.test_jobs_journey import live_server  # noqa: F401 (fixture)
+from tests.frontend.journey_helpers import DESKTOP, PHONE, page_problems, publish_from_card, sign_in
 from tests.market.jobs.helpers import FAST_JOB_SETTINGS, job_worker
 
 SILO_PASSWORD = "harbour-clinic-2026"

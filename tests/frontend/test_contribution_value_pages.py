@@ -4,40 +4,8 @@ on its earnings page and through the API; buyers read nothing per silo."""
 
 import re
 
-import pytest
-
 from tests.conftest import api_client_for
-from tests.market.commerce.conftest import *  # noqa: F401,F403 (global-model, listing, buyer and top-up fixtures)
-
-HOSPITAL_VALUE, BANK_VALUE, BANK_ERROR = 0.0612, -0.0137, 0.0045
-
-
-@pytest.fixture
-def valued_listing(published_listing, silo_user, other_silo_user):
-    listing = published_listing(price_cents=1000, privacy_level="L0", name="Valued forest")
-    silo = lambda value, error, rank, band: {  # noqa: E731
-        "shapley": {"balanced_accuracy": value, "accuracy": value},
-        "standard_error": {"balanced_accuracy": error, "accuracy": error},
-        "leave_one_out": {"balanced_accuracy": value / 2, "accuracy": value / 2},
-        "rank": rank,
-        "rank_band": band,
-    }
-    listing.global_model.contribution_values = {
-        "rule": "vote",
-        "estimator": "permutation",
-        "permutations": 520,
-        "rows": 400,
-        "measures": ["balanced_accuracy", "accuracy"],
-        "grand_coalition": {"balanced_accuracy": 0.548, "accuracy": 0.6},
-        "empty_coalition": {"balanced_accuracy": 0.5, "accuracy": 0.5},
-        "duplicates": [[str(silo_user.organisation_id), str(other_silo_user.organisation_id)]],
-        "silos": {
-            str(silo_user.organisation_id): silo(HOSPITAL_VALUE, 0.0021, 1, "top quarter"),
-            str(other_silo_user.organisation_id): silo(BANK_VALUE, BANK_ERROR, 2, "third quarter"),
-        },
-    }
-    listing.global_model.save(update_fields=["contribution_values"])
-    return listing
+from tests.fixtures.commerce import HOSPITAL_VALUE
 
 
 def read(client, user, path: str) -> str:

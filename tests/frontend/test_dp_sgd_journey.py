@@ -14,7 +14,6 @@ from market.budgets.ledger import epsilon_decimal
 from market.budgets.models import BudgetEntry
 from market.submissions.models import Submission, SubmissionStatus
 from tests.frontend.journey_helpers import ARTIFACTS, DESKTOP, screenshots, sign_in
-from tests.workers.silo.conftest import pulled, silo_csv  # noqa: F401 (the toolkit's pulled folder and a silo's rows)
 from workers.privacy.declarations import party_side_bound
 from workers.silo.cli import main as toolkit
 

@@ -5,10 +5,7 @@ violation and nothing scrolls sideways at 390 px."""
 import pytest
 
 from market.commerce.purchases import purchase_create
-from tests.frontend.journey_helpers import screenshots, sign_in
-from tests.frontend.test_accessibility import page_problems
-from tests.frontend.test_contribution_value_pages import valued_listing  # noqa: F401 (fixture)
-from tests.market.commerce.conftest import *  # noqa: F401,F403 (global-model, listing, buyer and top-up fixtures)
+from tests.frontend.journey_helpers import page_problems, screenshots, sign_in
 
 
 @pytest.mark.browser

@@ -4,7 +4,7 @@ import re
 
 from django.test import Client
 
-from tests.market.budgets.conftest import job_row
+from tests.fixtures.budgets import job_row
 
 
 def signed_in(user) -> Client:

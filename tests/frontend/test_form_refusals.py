@@ -15,14 +15,8 @@ from market.federations.models import Federation
 from market.invitations.models import Invitation
 from market.invitations.services import invitation_create
 from market.webhooks.models import WebhookEndpoint
-from tests.frontend.test_accessibility import live_server, page_problems, sign_in  # noqa: F401
-from tests.market.commerce.conftest import (  # noqa: F401
-    BUYER_PASSWORD,
-    adult_evaluation,
-    buyer_user,
-    global_model_artifacts,
-    make_global_model,
-)
+from tests.fixtures.commerce import BUYER_PASSWORD
+from tests.frontend.journey_helpers import page_problems, sign_in
 
 WIDTHS = (1280, 390)
 
@@ -161,9 +155,13 @@ def _address(case: Refusal, request) -> str:
 
 def _sign_in_as(page, live_server, role: str, request) -> None:  # noqa: F811
     if role == "silo":
-        sign_in(page, live_server, request.getfixturevalue("silo_user").username, "silo-password")
+        sign_in(
+            page, live_server.url, request.getfixturevalue("silo_user").username, "silo-password"
+        )
     elif role == "buyer":
-        sign_in(page, live_server, request.getfixturevalue("buyer_user").username, BUYER_PASSWORD)
+        sign_in(
+            page, live_server.url, request.getfixturevalue("buyer_user").username, BUYER_PASSWORD
+        )
     elif role == "operator":
         request.getfixturevalue("silo_user")  # an organisation to top up
         sign_in(

@@ -17,19 +17,10 @@ from market.budgets.models import BudgetEntry, PrivacyBudget
 from market.commerce.models import CreditRequest, Purchase, Wallet, WalletEntry
 from market.jobs.models import Job
 from tests.conftest import api_client_for
-from tests.frontend.test_augmentation_pages import FORM as AUGMENTATION_FORM
-from tests.frontend.test_augmentation_pages import open_augmentation, seeds_file
-from tests.frontend.test_jobs_journey import live_server  # noqa: F401 (fixture)
-from tests.frontend.test_jobs_pages import L1_JOB
-from tests.market.commerce.conftest import (  # noqa: F401
-    adult_evaluation,
-    buyer_user,
-    global_model_artifacts,
-    make_global_model,
-    published_listing,
-    top_up,
-)
-from tests.market.jobs.conftest import fedkt_student_files, fedkt_submissions, third_silo_user  # noqa: F401
+from tests.fixtures.jobs import L1_JOB
+from tests.frontend.augmentation_helpers import FORM as AUGMENTATION_FORM
+from tests.frontend.augmentation_helpers import open_augmentation, seeds_file
+from tests.frontend.journey_helpers import form_key
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "frontend" / "templates"
 #: Forms that change nothing: signing in and out, the price calculator, a download link, a trial prediction.
@@ -48,13 +39,6 @@ OWN_PAGE = {
     "operator/people.html": "invitation-list",
     "operator/ledger.html": "money-ledger",
 }
-
-
-def form_key(page: str, action: str) -> str:
-    """The one-time key of the form whose opening tag holds ``action``."""
-    form = re.search(rf"<form[^>]*{re.escape(action)}[^>]*>(.*?)</form>", page, re.S)
-    assert form is not None, f"no form with {action!r}"
-    return re.search(r'name="idempotency_key" value="([^"]+)"', form.group(1)).group(1)
 
 
 def sent_twice(client, path: str, data: dict) -> tuple:

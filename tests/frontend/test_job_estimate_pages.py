@@ -2,7 +2,6 @@
 while it runs, its publish-gate sentence beside the Launch button), what a previous job showed, the job page's
 statements first, and the catalog's and the card's flag for a model no more accurate than the majority guess."""
 
-import json
 import re
 from datetime import timedelta
 
@@ -12,43 +11,12 @@ import pytest
 from market.commerce.models import Listing
 from market.commerce.services import listing_create, listing_publish
 from market.jobs.models import Job, JobEstimate
-from tests.frontend.test_form_resubmission import form_key
-from tests.market.commerce.conftest import (  # noqa: F401
-    adult_evaluation,
-    buyer_user,
-    global_model_artifacts,
-    make_global_model,
-)
-from tests.market.jobs.conftest import (  # noqa: F401
-    FAST_FEDKT,
-    fedkt_student_files,
-    fedkt_submissions,
-    third_silo_user,
-)
+from tests.frontend.journey_helpers import form_key
+from tests.frontend.launcher_helpers import ESTIMATE, LAUNCHER, estimate_form
 from workers.metrics import classification_metrics
 
-LAUNCHER = "/federations/adult-income/jobs/new/"
-ESTIMATE = "/federations/adult-income/jobs/estimate/"
-#: So much Gaussian noise that the votes say nothing: the model this job makes cannot pass the publish gate.
-# Votes drowned in noise, and no operator's rows to fall back on (semi-private students off): a model that fails.
-DROWNED = {
-    **FAST_FEDKT,
-    "privacy": {"mechanism": "gaussian", "sigma": 10_000.0},
-    "semi_private": "off",
-}
 # 380 '<=50K' and 120 '>50K' evaluation rows, the contract's shape (tests/market/commerce/test_publish_gate.py).
 LABELS = np.repeat([0, 1], [380, 120])
-
-
-def estimate_form(launcher: str, submissions, parameters=DROWNED) -> dict:
-    return {
-        "kind": "fedkt",
-        "privacy_level": "L1",
-        "parameters": json.dumps(parameters),
-        "seed": "7",
-        "submissions": [str(submission.id) for submission in submissions],
-        "idempotency_key": form_key(launcher, 'id="job-form"'),
-    }
 
 
 def test_the_launcher_estimates_an_l1_job_and_says_beside_launch_that_it_would_fail_the_gate(

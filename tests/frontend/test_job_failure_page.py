@@ -4,7 +4,7 @@ polling page learns that the job ended."""
 from django.test import Client
 
 from market.jobs.models import JobStatus
-from tests.market.budgets.conftest import job_row
+from tests.fixtures.budgets import job_row
 
 
 def test_a_failed_job_page_shows_the_failure_plainly_and_clears_the_queued_flash(

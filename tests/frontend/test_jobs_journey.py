@@ -2,37 +2,17 @@
 page and watches it finish, in a real Chromium against a live server, a real Celery worker and PostgreSQL."""
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from market.jobs.models import Job, JobEstimate, JobStatus
 from tests.conftest import scaled_milliseconds
-from tests.frontend.journey_helpers import ARTIFACTS, PHONE, screenshots
-from tests.frontend.test_accessibility import page_problems
-from tests.market.jobs.conftest import (  # noqa: F401 (fixtures)
-    FAST_FEDKT,
-    fedkt_student_files,
-    fedkt_submissions,
-    third_silo_user,
-)
+from tests.fixtures.jobs import FAST_FEDKT
+from tests.frontend.journey_helpers import ARTIFACTS, PHONE, page_problems, screenshots
 from tests.market.jobs.helpers import FAST_JOB_SETTINGS, job_worker
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
-
-
-@pytest.fixture(scope="module")
-def live_server():
-    """pytest-django's live server, started while MEDIA_URL is a path: Django's test server builds a media handler
-    at start-up and fails on every request when MEDIA_URL is None (the market serves artifacts through views)."""
-    from django.test.utils import override_settings
-    from pytest_django.live_server_helper import LiveServer
-
-    with override_settings(MEDIA_URL="/media-not-served/"):
-        server = LiveServer(os.getenv("DJANGO_LIVE_TEST_SERVER_ADDRESS") or "localhost")
-    yield server
-    server.stop()
 
 
 @pytest.mark.browser

@@ -8,14 +8,8 @@ import json
 import pytest
 
 from market.jobs.models import Job
+from tests.fixtures.jobs import FAST_FEDKT
 from tests.frontend.journey_helpers import sign_in
-from tests.frontend.test_jobs_journey import live_server  # noqa: F401 (fixture)
-from tests.market.jobs.conftest import (  # noqa: F401
-    FAST_FEDKT,
-    fedkt_student_files,
-    fedkt_submissions,
-    third_silo_user,
-)
 from workers.algorithms.fedkt_fusion import DEFAULT_QUERY_SELECTION, DEFAULT_SEMI_SUPERVISED
 
 
@@ -145,7 +139,7 @@ def test_a_launch_whose_estimate_expects_a_model_below_the_gate_waits_for_a_tick
     """Issue 43 item 1 on the page (no JavaScript here: the server decides): the estimate shown, the launcher holds
     the box and the reason beside Launch; without them the launch is refused with the estimate's sentence and what
     was typed kept; with them it launches once, the form sent again answering with the same job."""
-    from tests.frontend.test_form_resubmission import form_key
+    from tests.frontend.journey_helpers import form_key
     from tests.market.jobs.helpers import BELOW_THE_GATE, succeeded_estimate
 
     federation = fedkt_submissions[0].federation
@@ -201,8 +195,7 @@ def test_the_launcher_disables_launch_until_the_box_is_ticked_and_a_reason_writt
     operator,
     page,
 ):
-    from tests.frontend.journey_helpers import ARTIFACTS, DESKTOP, PHONE
-    from tests.frontend.test_accessibility import page_problems
+    from tests.frontend.journey_helpers import ARTIFACTS, DESKTOP, PHONE, page_problems
     from tests.market.jobs.helpers import BELOW_THE_GATE, succeeded_estimate
 
     federation = fedkt_submissions[0].federation

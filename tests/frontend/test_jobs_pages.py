@@ -9,14 +9,7 @@ import re
 import pytest
 
 from market.budgets.models import PrivacyBudget
-from tests.market.commerce.conftest import (  # noqa: F401
-    adult_evaluation,
-    buyer_user,
-    global_model_artifacts,
-    make_global_model,
-)
-from tests.market.jobs.conftest import fedkt_student_files, fedkt_submissions, third_silo_user  # noqa: F401
-from tests.market.jobs.test_visibility import launched_model  # noqa: F401
+from tests.fixtures.jobs import L1_JOB
 
 L1_FEDKT = {"partitions": 2, "privacy": {"mechanism": "laplace", "gamma": 0.04, "delta": 1e-5}}
 SILO_NAMES = ("Northwind Hospital", "Contoso Bank", "Fabrikam Clinic")
@@ -165,17 +158,6 @@ def test_the_job_page_shows_what_the_federation_publishes(
         for text in ("Northwind Hospital", "Contoso Bank", "61.7 %", "54.2 %", "ε = 0.8, δ = ")
     )
     assert 'id="job-contributions-private"' not in page
-
-
-L1_JOB = {
-    "kind": "fedkt",
-    "privacy_level": "L1",
-    "parameters": {
-        "partitions": 2,
-        "final_model": {"family": "logistic_regression"},
-        "privacy": {"mechanism": "laplace", "gamma": 0.04, "delta": 1e-5},
-    },
-}
 
 
 def test_a_refused_job_names_another_silos_remaining_budget_to_operators_only(

@@ -9,7 +9,6 @@ import pytest
 
 from market.federations.models import Membership
 from tests.frontend.journey_helpers import DESKTOP, screenshots, sign_in
-from tests.frontend.test_jobs_journey import live_server  # noqa: F401 (fixture)
 
 
 @pytest.mark.browser

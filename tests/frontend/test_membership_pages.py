@@ -213,7 +213,7 @@ def test_the_operator_withdraws_an_invitation_and_its_link_stops_working(operato
 def test_admitting_twice_with_the_same_form_key_admits_once(by_request, other_silo_user, operator):
     from django.test import Client
 
-    from tests.frontend.test_form_resubmission import form_key
+    from tests.frontend.journey_helpers import form_key
 
     client_for(Client(), other_silo_user).post("/federations/adult-income/join/")
     join_request = JoinRequest.objects.get()

@@ -2,8 +2,7 @@
 
 from market.commerce.models import Wallet, WalletEntry
 from market.commerce.purchases import purchase_create
-from tests.frontend.test_form_resubmission import form_key
-from tests.market.commerce.conftest import *  # noqa: F401,F403 (global-model, listing, buyer and top-up fixtures)
+from tests.frontend.journey_helpers import form_key
 
 
 def test_the_money_page_shows_fees_per_sale_and_pages_and_searches_wallets(

@@ -4,7 +4,6 @@ typed form, list its model in the market, top a buyer's wallet up and approve a 
 audited with the operator as actor."""
 
 import json
-import os
 
 import pytest
 
@@ -15,22 +14,8 @@ from market.federations.models import Federation
 from market.jobs.models import Job, JobStatus
 from tests.conftest import api_client_for, scaled_milliseconds
 from tests.frontend.journey_helpers import DESKTOP, publish_from_card, screenshots, sign_in
-from tests.market.commerce.conftest import buyer_user  # noqa: F401 (fixture)
-from tests.market.jobs.conftest import fedkt_student_files, third_silo_user  # noqa: F401 (fixtures)
 from tests.market.jobs.helpers import FAST_JOB_SETTINGS, job_worker
 from tests.market.submissions.helpers import submit
-
-
-@pytest.fixture(scope="module")
-def live_server():
-    """pytest-django's live server, started while MEDIA_URL is a path (see tests/frontend/test_jobs_journey.py)."""
-    from django.test.utils import override_settings
-    from pytest_django.live_server_helper import LiveServer
-
-    with override_settings(MEDIA_URL="/media-not-served/"):
-        server = LiveServer(os.getenv("DJANGO_LIVE_TEST_SERVER_ADDRESS") or "localhost")
-    yield server
-    server.stop()
 
 
 def silos_submit(federation, users, student_files) -> None:

@@ -10,10 +10,8 @@ from django.db.models import Sum
 
 from market.audit.models import AuditEvent
 from market.commerce.models import Listing, PricingPlan, UsageCharge, Wallet
-from tests.frontend.journey_helpers import publish_from_card
-from tests.frontend.test_accessibility import WIDTHS, page_problems, sign_in
-from tests.market.commerce.conftest import *  # noqa: F401,F403 (global-model, listing, buyer and top-up fixtures)
-from tests.market.commerce.conftest import BUYER_PASSWORD
+from tests.fixtures.commerce import BUYER_PASSWORD
+from tests.frontend.journey_helpers import WIDTHS, page_problems, publish_from_card, sign_in
 
 
 def raw_rows(frame) -> list[dict]:
@@ -53,7 +51,7 @@ def test_a_buyer_predicts_in_the_trial_then_pays_per_use_up_to_the_cap_in_the_br
     problems = []
 
     # The operator lists the model as predictions only, with limits, adds a usage plan with a trial, publishes.
-    sign_in(page, live_server, operator.username, "operator-password")
+    sign_in(page, live_server.url, operator.username, "operator-password")
     page.goto(f"{live_server.url}/market/models/{global_model.id}/list/")
     page.get_by_label("Name", exact=True).fill("Adult income predictions")
     page.get_by_label("Price (credits)").fill("0")
@@ -85,7 +83,7 @@ def test_a_buyer_predicts_in_the_trial_then_pays_per_use_up_to_the_cap_in_the_br
     )
     top_up(buyer_user.organisation, 1000)
 
-    sign_in(page, live_server, buyer_user.username, BUYER_PASSWORD)
+    sign_in(page, live_server.url, buyer_user.username, BUYER_PASSWORD)
     page.goto(f"{live_server.url}/market/listings/{listing.id}/")
     assert page.locator("#access-statement").inner_text().startswith("Predictions only:")
     assert page.locator("#access-limits").inner_text() == (
@@ -129,11 +127,11 @@ def test_a_buyer_predicts_in_the_trial_then_pays_per_use_up_to_the_cap_in_the_br
     assert "Predictions only: no download." in page.locator("main").inner_text()
     problems += scan_both_widths(page, "purchases")
 
-    sign_in(page, live_server, silo_user.username, "silo-password")
+    sign_in(page, live_server.url, silo_user.username, "silo-password")
     page.goto(f"{live_server.url}/market/earnings/")
     assert page.locator("#earnings-from-use").inner_text().endswith("0.25 credits.")
     problems += scan_both_widths(page, "earnings")
-    sign_in(page, live_server, operator.username, "operator-password")
+    sign_in(page, live_server.url, operator.username, "operator-password")
     page.goto(f"{live_server.url}/market/money/")
     assert page.locator("#usage-revenue").inner_text() == "0.40 credits"
     assert page.locator("#usage-fees").inner_text() == "0.04 credits"

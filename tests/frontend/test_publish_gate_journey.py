@@ -8,18 +8,10 @@ import pytest
 from market.audit.models import AuditEvent
 from market.commerce.models import Listing
 from market.commerce.services import listing_create
-from tests.market.commerce.conftest import *  # noqa: F401,F403 (global-model, listing, buyer and top-up fixtures)
-from tests.market.commerce.conftest import BUYER_PASSWORD
-from tests.market.commerce.test_publish_gate import metrics_finding
+from tests.fixtures.commerce import BUYER_PASSWORD, metrics_finding
+from tests.frontend.journey_helpers import sign_in
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
-
-
-def sign_in(page, url: str, username: str, password: str) -> None:
-    page.goto(f"{url}/sign-in/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Sign in").click()
 
 
 @pytest.mark.browser

@@ -10,7 +10,6 @@ import pytest
 from market.commerce.purchases import purchase_create
 from market.submissions.models import Submission, SubmissionStatus
 from tests.conftest import scaled_milliseconds
-from tests.market.commerce.conftest import *  # noqa: F401,F403 (global-model, listing, buyer and top-up fixtures)
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 WIDTHS = {"desktop": 1280, "phone": 390}

@@ -6,8 +6,7 @@ import pytest
 from django.test import Client
 
 from market.webhooks.models import WebhookDelivery, WebhookEndpoint
-from tests.frontend.test_accessibility import live_server, page_problems, sign_in  # noqa: F401
-from tests.market.webhooks.conftest import receiver, webhooks_reach_localhost  # noqa: F401
+from tests.frontend.journey_helpers import page_problems, sign_in
 
 WIDTHS = (1280, 390)
 
@@ -30,7 +29,7 @@ def test_a_silo_registers_pings_redelivers_and_disables_an_endpoint(
     receiver,
     webhooks_reach_localhost,
 ):
-    sign_in(page, live_server, silo_user.username, "silo-password")
+    sign_in(page, live_server.url, silo_user.username, "silo-password")
     page.goto(f"{live_server.url}/security/webhooks/")
     problems = problems_at_every_width(page, "empty list")
     page.get_by_label("HTTPS URL").fill(receiver.url)

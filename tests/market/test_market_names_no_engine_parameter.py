@@ -9,10 +9,12 @@ market module that wrote ``"fedkt"`` would decide something by a kind's name, wh
 are shared with other owners and stay allowed: ``privacy`` (the key of a job's :class:`workers.privacy.settings.
 PrivacySettings`, the documented contract between jobs and budgets) and the fields of a labelled privacy report
 (:class:`workers.privacy.reports.PrivacyReport`: FedKT's s and t, Confident-GNMax's T), which cards, ledgers and
-price quotes show. Migrations are history and keep the names they were written with.
+price quotes show. Migrations are history and keep the names they were written with. The pages' templates (their
+tags) and scripts are read too: a page that compared ``job.kind`` with a kind's name would be such an owner.
 """
 
 import ast
+import re
 from dataclasses import fields
 from pathlib import Path
 
@@ -51,6 +53,37 @@ MARKET_MODULES = sorted(
 )
 
 
+#: The pages' own code besides Python: templates (their tags, where a page could compare a kind or read a parameter)
+#: and the scripts the project writes (its vendored libraries are not its code).
+PAGE_TEMPLATES = sorted((ROOT / "frontend" / "templates").rglob("*.html"))
+PAGE_SCRIPTS = sorted(
+    path
+    for path in (ROOT / "frontend" / "static").rglob("*.js")
+    if "vendor" not in path.relative_to(ROOT).parts
+)
+TEMPLATE_TAG = re.compile(r"\{[{%](.*?)[%}]\}", re.DOTALL)
+SCRIPT_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+QUOTED = re.compile(r"(['\"])([\w.]+)\1")
+
+
+def named_in_page_code(source: str, names: set[str], *, template: bool) -> list[tuple[int, str]]:
+    """``(line, name)`` of every quoted literal that is exactly one of ``names``: inside a template's tags
+    (``{% if job.kind == "fedkt" %}``), or anywhere in a script's code (its comments are prose)."""
+    spans = (
+        [(match.start(1), match.group(1)) for match in TEMPLATE_TAG.finditer(source)]
+        if template
+        else [
+            (0, SCRIPT_COMMENT.sub(lambda comment: re.sub(r"[^\n]", " ", comment.group()), source))
+        ]
+    )
+    return sorted(
+        (source.count("\n", 0, start + literal.start()) + 1, literal.group(2))
+        for start, text in spans
+        for literal in QUOTED.finditer(text)
+        if literal.group(2) in names
+    )
+
+
 def test_the_engine_parameter_names_are_read_from_the_engines():
     names = engine_parameter_names()
     # FedKT's, the distillation's and the stack's own parameters, and the query both kinds read
@@ -69,10 +102,24 @@ def test_a_module_that_names_an_engine_parameter_is_found():
     ]
 
 
+def test_a_template_or_script_that_names_a_kind_or_parameter_is_found():
+    names = engine_parameter_names()
+    template = '<p class="vote">\n{% if job.kind == "fedkt" %}{{ job.parameters|get:\'vote\' }}{% endif %}</p>'
+    assert named_in_page_code(template, names, template=True) == [(2, "fedkt"), (2, "vote")]
+    script = '// "vote" in a comment is prose\nconst kind = "stack"; /* "cpfl" */ const rows = "query_count";'
+    assert named_in_page_code(script, names, template=False) == [(2, "query_count"), (2, "stack")]
+
+
 def test_no_market_module_names_an_engine_parameter():
     names = engine_parameter_names()
     found = {
         str(path.relative_to(ROOT)): named_parameters(path.read_text(), names)
         for path in MARKET_MODULES
+    }
+    found |= {
+        str(path.relative_to(ROOT)): named_in_page_code(
+            path.read_text(), names, template=path.suffix == ".html"
+        )
+        for path in [*PAGE_TEMPLATES, *PAGE_SCRIPTS]
     }
     assert {path: lines for path, lines in found.items() if lines} == {}

@@ -13,8 +13,8 @@ from django.core.cache import cache
 from django.db import transaction
 from django.test import Client
 
-from tests.security.conftest import MEMBERS, SILOS
-from tests.security.test_authorisation_matrix import (
+from tests.fixtures.security import MEMBERS, SILOS
+from tests.security.principals import (
     ALLOW,
     FORBIDDEN,
     HIDDEN,
@@ -69,7 +69,7 @@ def members_only(principal, owner):
     return ALLOW if principal in SILOS | {"operator"} else FORBIDDEN
 
 
-# (method, route of frontend.urls) → rule; ``targets`` names the world's objects (see tests/security/conftest.py).
+# (method, route of frontend.urls) → rule; ``targets`` names the world's objects (see tests/fixtures/security.py).
 PAGE_POLICY = {
     ("GET", ""): Rule("none", signed_in),
     ("GET", "sign-in/"): Rule("public", anyone),

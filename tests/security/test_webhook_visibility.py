@@ -1,5 +1,5 @@
 """Webhook events reach exactly the organisations that may open their object: for every event of the world
-(tests/security/conftest.py), each organisation's endpoint receives it if and only if that organisation's API
+(tests/fixtures/security.py), each organisation's endpoint receives it if and only if that organisation's API
 answers the object (the authorisation matrix's rule), and never with a field the API hides."""
 
 from decimal import Decimal
@@ -15,7 +15,7 @@ from market.submissions.models import Submission
 from market.webhooks.events import events_from_budget_entry, events_from_job
 from market.webhooks.models import WebhookDelivery, WebhookEndpoint, WebhookEventType
 from market.webhooks.services import webhook_events_emit
-from tests.security.conftest import MEMBERS
+from tests.fixtures.security import MEMBERS
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,6 @@ import pytest
 
 from market.jobs.models import GlobalModel, JobLogEntry, JobStatus
 from tests.conftest import api_client_for, wait_until
-from tests.market.jobs.conftest import fedkt_student_files, fedkt_submissions, third_silo_user  # noqa: F401 (fixtures)
 from tests.market.jobs.helpers import FAST_JOB_SETTINGS, job_worker, wait_for_job
 
 pytestmark = pytest.mark.worker

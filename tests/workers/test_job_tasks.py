@@ -10,12 +10,7 @@ import pytest
 from market.jobs.models import GlobalModel, Job, JobOutbox, JobStatus
 from market.submissions.models import ModelFile
 from tests.conftest import api_client_for, scaled_timeout, wait_until
-from tests.market.jobs.conftest import (  # noqa: F401 (fixtures)
-    FAST_FEDKT,
-    fedkt_student_files,
-    fedkt_submissions,
-    third_silo_user,
-)
+from tests.fixtures.jobs import FAST_FEDKT
 from tests.market.jobs.helpers import FAST_JOB_SETTINGS, job_worker, wait_for_job
 
 pytestmark = pytest.mark.worker

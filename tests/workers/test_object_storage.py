@@ -23,11 +23,7 @@ import requests
 from market.jobs.models import JobChunk
 from market.submissions.models import ModelFile, Submission, SubmissionStatus
 from tests.conftest import api_client_for, process_stopped, scaled_timeout, wait_until
-from tests.market.jobs.conftest import (  # noqa: F401 (fixtures)
-    FAST_FEDKT,
-    fedkt_student_files,
-    third_silo_user,
-)
+from tests.fixtures.jobs import FAST_FEDKT
 from tests.market.jobs.helpers import FAST_JOB_SETTINGS, job_worker, publish_model, wait_for_job
 from tests.market.submissions.helpers import submit
 

@@ -12,7 +12,7 @@ from django.conf import settings as django_settings
 from market.jobs.models import Job, JobStatus
 from market.submissions.models import Submission, SubmissionStatus
 from tests.conftest import api_client_for, wait_until
-from tests.market.jobs.conftest import FAST_FEDKT, fedkt_student_files  # noqa: F401 (fixtures)
+from tests.fixtures.jobs import FAST_FEDKT
 from tests.market.jobs.helpers import FAST_JOB_SETTINGS, job_worker, wait_for_job
 from tests.market.submissions.helpers import submit
 

@@ -6,12 +6,7 @@ import pytest
 from market.budgets.models import BudgetEntry, EntryKind
 from market.jobs.models import GlobalModel, JobStatus
 from tests.conftest import api_client_for
-from tests.market.jobs.conftest import (  # noqa: F401 (fixtures)
-    FAST_FEDKT,
-    fedkt_student_files,
-    fedkt_submissions,
-    third_silo_user,
-)
+from tests.fixtures.jobs import FAST_FEDKT
 from tests.market.jobs.helpers import FAST_JOB_SETTINGS, job_worker, wait_for_job
 from workers.algorithms.semi_private import SEMI_PRIVATE_PRIVACY_NOTE
 

@@ -5,7 +5,6 @@ import datetime
 import decimal
 import io
 import itertools
-import math
 import tracemalloc
 import zipfile
 
@@ -14,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as parquet
 import pytest
 
+from tests.workers.helpers import zeros_npz
 from workers.tables import TableError, TableLimits, csv_stream_read, read_table
 
 UNREAD_TYPE = (
@@ -167,26 +167,6 @@ def test_read_table_checks_the_npy_header_before_loading_the_data():
         TableError, match="^The table has 1000000 rows and 100 columns; the limits are"
     ):
         read_table(buffer.getvalue())
-
-
-def zeros_npz(shape: tuple[int, int]) -> bytes:
-    """An NPZ whose array 'X' of float64 zeros is written in chunks, never whole in memory: a few hundred kB that
-    unpack to ``8 * rows * columns`` bytes."""
-    header = io.BytesIO()
-    np.lib.format.write_array_header_1_0(
-        header, {"descr": "<f8", "fortran_order": False, "shape": shape}
-    )
-    buffer = io.BytesIO()
-    with (
-        zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive,
-        archive.open("X.npy", "w", force_zip64=True) as member,
-    ):
-        member.write(header.getvalue())
-        remaining, chunk = 8 * math.prod(shape), bytes(1024**2)
-        while remaining:
-            member.write(chunk[: min(remaining, len(chunk))])
-            remaining -= min(remaining, len(chunk))
-    return buffer.getvalue()
 
 
 def test_read_table_refuses_an_npz_past_the_memory_budget_from_its_headers_and_reads_one_at_it():

@@ -185,23 +185,29 @@ def job_fuse(job: Job) -> FusedJob | None:
         raise JobInputError(f"The fusion failed: {error}") from error
     if fusion is None:  # cancelled while fitting; the child is gone and job_finalize ends the job
         return None
-    report = [
-        f"Fused {len(members)} member(s); the global model was trained on "
-        f"{int(np.count_nonzero(fusion.trained))} public example(s)."
-    ]
-    if unlabelled := fusion.details.get("unlabelled_classes"):
-        report.append(
-            f"No released label names class(es) {', '.join(map(str, unlabelled))}: the global model gives them "
-            "a small probability only (query more public rows, or use less noise, to learn them)."
-        )
     # an ensemble (also one that vote: auto chose) fits nothing: its bundle reads the one-hot view, each member its own
     return FusedJob(
         fusion=fusion,
         submission_ids=tuple(ids),
         submissions=submissions,
         feature_view=view if fusion.model is not None else ONE_HOT_VIEW,
-        report_lines=tuple(report),
+        report_lines=fusion_logged(fusion, n_members=len(members)),
     )
+
+
+def fusion_logged(fusion: Fusion, *, n_members: int) -> tuple[str, ...]:
+    """The job log's lines on any kind's fusion: the members it fused, the public rows the model was trained on,
+    and the classes no released label names (the kind's ``details["unlabelled_classes"]``, where it has any)."""
+    lines = [
+        f"Fused {n_members} member(s); the global model was trained on "
+        f"{int(np.count_nonzero(fusion.trained))} public example(s)."
+    ]
+    if unlabelled := fusion.details.get("unlabelled_classes"):
+        lines.append(
+            f"No released label names class(es) {', '.join(map(str, unlabelled))}: the global model gives them "
+            "a small probability only (query more public rows, or use less noise, to learn them)."
+        )
+    return tuple(lines)
 
 
 def _evaluation_rows(job: Job, view: str) -> EvaluationRows:
@@ -268,14 +274,7 @@ def job_evaluate(job: Job, fused: FusedJob) -> EvaluatedModel:
         verification, family = {}, BUNDLE_FAMILY
     report = evaluation_report_rows(job, labels)
     metrics = classification_metrics(probabilities[report], labels[report], n_classes=n_classes)
-    # the kind says how its fusion read the evaluation split (chose, fitted, mixed), else the runner's sentence
-    lines = [
-        algorithm_get(job.kind).report_sentence(fusion.details, report_rows=len(report))
-        or (
-            f"Metrics below are on the report half of the evaluation split ({len(report)} rows, the rows every "
-            "job of the federation reports on)."
-        )
-    ]
+    lines = [evaluation_logged(job.kind, fusion.details, report_rows=len(report))]
     lines.append(f"Global model accuracy on the evaluation split: {metrics['accuracy']:.4f}.")
     return EvaluatedModel(
         files=tuple(files),
@@ -284,6 +283,15 @@ def job_evaluate(job: Job, fused: FusedJob) -> EvaluatedModel:
         verification=verification,
         report_predictions=probabilities[report].argmax(axis=1),
         report_lines=(*fused.report_lines, *lines),
+    )
+
+
+def evaluation_logged(kind: str, details: Mapping, *, report_rows: int) -> str:
+    """The job log's sentence on the rows the metrics are on: the kind's own (how its fusion read the evaluation
+    split: chose, fitted, mixed), else the runner's (the ``report_rows`` rows of the report half)."""
+    return algorithm_get(kind).report_sentence(details, report_rows=report_rows) or (
+        f"Metrics below are on the report half of the evaluation split ({report_rows} rows, the rows every "
+        "job of the federation reports on)."
     )
 
 

@@ -5,7 +5,7 @@ import pytest
 
 from market.audit.models import AuditEvent
 from market.submissions.validation import submission_validate
-from tests.market.audit.test_events import upload
+from tests.market.audit.helpers import upload
 from tests.market.submissions.helpers import submit
 
 

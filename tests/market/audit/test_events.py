@@ -7,23 +7,8 @@ from market.audit.models import AuditEvent
 from market.audit.selectors import audit_chain_verify
 from market.errors import PermissionDenied, RefusedFormat
 from market.federations.membership import federation_join
-from market.submissions.services import UploadedModel, submission_create
 from market.submissions.validation import submission_validate
-
-
-def upload(federation, user, files: dict[str, bytes]):
-    return submission_create(
-        federation=federation,
-        user=user,
-        models=[UploadedModel(name, data) for name, data in files.items()],
-        model_family="random_forest",
-        n_local_examples=2000,
-        local_validation_score=0.8,
-        label_distribution=None,
-        privacy_level="L1",
-        privacy_parameters={},
-        declared_epsilon=None,
-    )
+from tests.market.audit.helpers import upload
 
 
 def events(action: str) -> list[tuple]:

@@ -13,35 +13,14 @@ from market.augmentations.models import Augmentation, AugmentationOutbox, SeedUp
 from market.augmentations.training import augmentation_reap, augmentation_train
 from market.budgets.models import BudgetEntry, PrivacyBudget
 from tests.conftest import api_client_for, scaled_timeout, wait_until
+from tests.market.augmentations.helpers import (
+    AUGMENTATION,
+    N_FEATURES,
+    open_augmentation,
+    seeds,
+    upload,
+)
 from workers.algorithms.faug.generator import load_generator
-
-N_FEATURES = 3
-AUGMENTATION = {
-    "federation": "adult-income",
-    "name": "FAug on Adult",
-    "n_features": N_FEATURES,
-    "epochs": 2,
-    "batch_size": 4,
-}
-
-
-def seeds(index: int) -> dict:
-    """Silo ``index`` lacks label 1: two seeds of it and ``index`` redundant seeds of label 0."""
-    labels = [1, 1] + [0] * index
-    rows = np.random.default_rng(index).uniform(size=(len(labels), N_FEATURES)).round(3)
-    return {"target_labels": [1], "labels": labels, "features": rows.tolist()}
-
-
-def open_augmentation(operator_api, **changes) -> dict:
-    response = operator_api.post("/api/augmentations/", {**AUGMENTATION, **changes}, format="json")
-    assert response.status_code == 201, response.json()
-    return response.json()
-
-
-def upload(user, augmentation_id: int, body: dict):
-    return api_client_for(user).post(
-        f"/api/augmentations/{augmentation_id}/seeds/", body, format="json"
-    )
 
 
 def test_each_silo_sees_its_own_seeds_and_leakage_and_the_operator_sees_every_count(

@@ -8,7 +8,7 @@ from market.augmentations.models import Augmentation, SeedUpload
 from market.augmentations.training import augmentation_train
 from market.budgets.models import BudgetEntry
 from tests.conftest import api_client_for
-from tests.market.augmentations.test_augmentations import AUGMENTATION, open_augmentation, upload
+from tests.market.augmentations.helpers import AUGMENTATION, open_augmentation, upload
 from workers.algorithms.faug.copies import MAX_COPY_FRACTION, seed_copies
 from workers.algorithms.faug.samples import samples_load
 

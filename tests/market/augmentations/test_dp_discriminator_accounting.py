@@ -3,7 +3,7 @@ CHECK refused it: 500 on every attempt). Its DP discriminator now reserves the p
 
 from market.budgets.ledger import epsilon_decimal
 from market.budgets.models import BudgetEntry
-from tests.market.augmentations.test_augmentations import open_augmentation, seeds, upload
+from tests.market.augmentations.helpers import open_augmentation, seeds, upload
 from workers.privacy.dp_sgd import DpSgdParameters, dp_sgd_privacy_bound
 
 

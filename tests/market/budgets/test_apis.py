@@ -1,37 +1,18 @@
 import csv
 import io
-from dataclasses import replace
 from decimal import Decimal
 
 import pytest
 
 from market.audit.models import AuditEvent
 from market.budgets.models import BudgetEntry, PrivacyBudget
-from market.budgets.services import epsilon_decimal
-from market.jobs.spending import job_budget_charge, job_budget_reserve
-from tests.market.budgets.conftest import LAPLACE
+from market.jobs.spending import job_budget_reserve
+from tests.fixtures.budgets import LAPLACE, ONE
 from workers.privacy.costs import fedkt_l1_cost
-from workers.privacy.reports import JobPrivacyReport
 
 ONE_JOB = fedkt_l1_cost(
     mechanism="laplace", gamma=0.04, sigma=None, delta=1e-5, n_queries=100, partitions=2
 )
-ONE = str(epsilon_decimal(ONE_JOB.report.epsilon))
-
-
-@pytest.fixture
-def charged_job(make_job, operator):
-    """One L1 job reserved and charged for both silos, with a data-dependent ε on its charge lines."""
-    job = make_job()
-    job_budget_reserve(job=job, actor=operator)
-    dependent = replace(ONE_JOB.report, epsilon=1.25, data_dependent=True)
-    job_budget_charge(
-        job=job,
-        privacy_report=JobPrivacyReport(
-            level="L1", data_independent=ONE_JOB.report, data_dependent=dependent
-        ),
-    )
-    return job
 
 
 def test_operator_lists_every_silos_budget(operator_api, members):

@@ -9,7 +9,7 @@ from market.budgets.models import PrivacyBudget
 from market.budgets.services import BudgetExceeded, budget_limit_set
 from market.jobs.parameters import job_parameters_validate
 from market.jobs.spending import job_budget_reserve
-from tests.market.budgets.conftest import job_row
+from tests.fixtures.budgets import job_row
 
 N_PUBLIC = 2000
 

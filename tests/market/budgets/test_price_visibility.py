@@ -4,7 +4,7 @@ market.budgets.selectors.price_quote_visible)."""
 
 from market.budgets.ledger import budgets_ensure
 from market.budgets.models import PrivacyBudget
-from tests.market.budgets.conftest import LAPLACE
+from tests.fixtures.budgets import LAPLACE
 
 PRICE_URL = "/api/federations/adult-income/budget-price/"
 

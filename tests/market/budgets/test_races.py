@@ -22,7 +22,7 @@ from market.errors import Conflict
 from market.jobs.spending import job_budget_charge, job_budget_release, job_budget_reserve
 from market.submissions.spending import submission_budget_charge
 from tests.conftest import run_at_once
-from tests.market.budgets.conftest import LAPLACE, submission_row
+from tests.fixtures.budgets import LAPLACE, submission_row
 from workers.privacy.costs import compose_costs, fedkt_l1_cost
 from workers.privacy.reports import JobPrivacyReport
 

@@ -16,23 +16,9 @@ from market.budgets.services import (
 from market.errors import Conflict, PermissionDenied
 from market.jobs.privacy_costs import budget_calibrate, budget_price_job
 from market.jobs.spending import job_budget_charge, job_budget_release, job_budget_reserve
-from tests.market.budgets.conftest import LAPLACE
+from tests.fixtures.budgets import LAPLACE, ONE_JOB, budgets_of, limit_all
 from workers.privacy.costs import compose_costs, fedkt_l1_cost
 from workers.privacy.reports import JobPrivacyReport
-
-ONE_JOB = fedkt_l1_cost(
-    mechanism="laplace", gamma=0.04, sigma=None, delta=1e-5, n_queries=100, partitions=2
-)
-
-
-def budgets_of(federation):
-    return list(PrivacyBudget.objects.filter(federation=federation).order_by("organisation__name"))
-
-
-def limit_all(federation, limit, operator):
-    budgets_ensure(federation=federation)
-    for budget in budgets_of(federation):
-        budget_limit_set(budget_id=budget.id, epsilon_limit=limit, reason="test", actor=operator)
 
 
 def test_budgets_are_created_lazily_for_members_with_the_federations_defaults(

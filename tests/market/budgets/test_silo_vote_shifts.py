@@ -14,7 +14,7 @@ from market.budgets.services import epsilon_decimal
 from market.jobs.privacy_costs import budget_calibrate, budget_price_job
 from market.jobs.spending import job_budget_charge, job_budget_reserve
 from market.submissions.models import SubmissionStatus
-from tests.market.budgets.conftest import job_row, submission_row
+from tests.fixtures.budgets import job_row, submission_row
 from workers.numbers import epsilon_text
 from workers.privacy.costs import fedkt_l1_cost
 from workers.privacy.reports import JobPrivacyReport, PrivacyReport

@@ -11,7 +11,6 @@ from market.budgets.thresholds import (
     entry_spent_unit,
     entry_thresholds_crossed,
 )
-from tests.market.budgets.conftest import *  # noqa: F401,F403 (members, submissions, make_job, composed_charges)
 
 
 @pytest.mark.parametrize(

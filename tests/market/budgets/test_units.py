@@ -7,7 +7,7 @@ from frontend.templatetags.number_tags import epsilon as epsilon_text
 from market.budgets.ledger import ledger_state
 from market.budgets.models import PrivacyBudget
 from market.budgets.services import epsilon_decimal
-from tests.market.budgets.test_apis import ONE, charged_job  # noqa: F401 (a fixture)
+from tests.fixtures.budgets import ONE
 from tests.market.submissions.helpers import submit
 from workers.privacy.costs import compose_costs
 

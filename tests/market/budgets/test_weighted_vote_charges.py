@@ -13,7 +13,7 @@ from market.budgets.services import epsilon_decimal
 from market.errors import InvalidInput
 from market.jobs.spending import job_budget_charge, job_budget_reserve
 from market.submissions.models import Submission, SubmissionStatus
-from tests.market.budgets.conftest import job_row, submission_row
+from tests.fixtures.budgets import job_row, submission_row
 from workers.numbers import epsilon_text
 from workers.privacy.rdp import RENYI_ORDERS
 from workers.privacy.reports import JobPrivacyReport, PrivacyReport

@@ -1,7 +1,6 @@
 """Downloads through signed links, loaded by a buyer with public libraries only; predictions through the API."""
 
 import importlib
-import json
 import subprocess
 import sys
 import time
@@ -14,89 +13,7 @@ from market.audit.models import AuditEvent
 from market.commerce.purchases import purchase_create
 from market.storage import sha256_of
 from tests.conftest import api_client_for, csv_bytes, scaled_timeout
-
-# What a buyer runs, in a fresh interpreter with only public libraries (no Onefold code on the path).
-BUYER_LOADER = r"""
-import io, json, sys, zipfile
-import numpy as np
-
-def onnx_probabilities(data, features):
-    import onnxruntime
-    session = onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"])
-    outputs = session.run(None, {session.get_inputs()[0].name: features})
-    names = [output.name for output in session.get_outputs()]
-    if "logits" in names:
-        logits = outputs[names.index("logits")].astype(np.float64)
-        exp = np.exp(logits - logits.max(axis=1, keepdims=True))
-        return exp / exp.sum(axis=1, keepdims=True)
-    return next(o for o in outputs if getattr(o, "ndim", 0) == 2 and o.dtype.kind == "f").astype(np.float64)
-
-def xgboost_probabilities(data, features):
-    import xgboost
-    model = xgboost.XGBClassifier()
-    model.load_model(bytearray(data))
-    return model.predict_proba(features)
-
-def skops_probabilities(path, features):
-    import skops.io
-    return skops.io.load(path, trusted=skops.io.get_untrusted_types(file=path)).predict_proba(features)
-
-def safetensors_probabilities(path, features):
-    import torch
-    from safetensors import safe_open
-    from safetensors.torch import load_file
-    with safe_open(path, "pt") as handle:
-        spec = json.loads(handle.metadata()["spec"])
-    widths = [spec["n_features"], *spec["hidden_sizes"]]
-    layers = []
-    for width_in, width_out in zip(widths, widths[1:]):
-        layers += [torch.nn.Linear(width_in, width_out), torch.nn.ReLU()]
-    layers.append(torch.nn.Linear(widths[-1], spec["n_classes"]))
-    network = torch.nn.Sequential(*layers)
-    network.load_state_dict({name.removeprefix("layers."): tensor for name, tensor in load_file(path).items()})
-    with torch.no_grad():
-        return torch.softmax(network(torch.from_numpy(features)), dim=1).double().numpy()
-
-def bundle_probabilities(data, features):
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
-        manifest = json.loads(archive.read("manifest.json"))
-        total, weights = 0, 0.0
-        for member in manifest["members"]:
-            member_data = archive.read(member["file"])
-            loader = onnx_probabilities if member["format"] == "onnx" else xgboost_probabilities
-            total = total + member["weight"] * loader(member_data, features)
-            weights += member["weight"]
-        return total / weights
-
-model_format, model_path, features_path, output_path = sys.argv[1:]
-features = np.load(features_path).astype(np.float32)
-data = open(model_path, "rb").read()
-probabilities = {
-    "onnx": lambda: onnx_probabilities(data, features), "xgboost-json": lambda: xgboost_probabilities(data, features),
-    "skops": lambda: skops_probabilities(model_path, features),
-    "safetensors": lambda: safetensors_probabilities(model_path, features),
-    "bundle": lambda: bundle_probabilities(data, features),
-}[model_format]()
-np.save(output_path, probabilities)
-print(sorted(m for m in sys.modules if m.split(".")[0] in ("market", "workers", "django")))
-"""
-
-
-def raw_rows(frame) -> list[dict]:
-    return json.loads(frame.drop(columns=["income"]).to_json(orient="records"))
-
-
-def download(api, global_model_id: int, model_format: str) -> bytes:
-    link = api.post(
-        f"/api/global-models/{global_model_id}/download-links/",
-        {"format": model_format},
-        format="json",
-    )
-    assert link.status_code == 201, link.json()
-    response = api.get(link.json()["url"].replace("http://testserver", ""))
-    assert response.status_code == 200, response.content[:200]
-    assert response["Cache-Control"] == "no-store, private"
-    return b"".join(response.streaming_content)
+from tests.fixtures.commerce import BUYER_LOADER, download, raw_rows
 
 
 @pytest.mark.parametrize(

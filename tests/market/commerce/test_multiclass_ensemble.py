@@ -19,8 +19,7 @@ import pytest
 from market.commerce.purchases import purchase_create
 from market.commerce.services import listing_create, listing_publish
 from tests.conftest import api_client_for, csv_bytes
-from tests.market.commerce.test_delivery import download
-from tests.market.jobs.conftest import third_silo_user  # noqa: F401
+from tests.fixtures.commerce import download
 from tests.market.jobs.helpers import launch, succeeded
 from tests.market.submissions.helpers import submit
 from workers.features import ONE_HOT_VIEW, ORDINAL_VIEW, encode_features

@@ -12,22 +12,15 @@ from market.commerce.services import PublishGateRefused, listing_create, listing
 from market.errors import InvalidInput
 from market.jobs.baselines import SILO_SCORES_WITHHELD
 from market.jobs.quality import GATE_RULE, catalog_flags
+from tests.fixtures.commerce import LABELS, metrics_finding
 from workers.metrics import classification_metrics
 
-# 380 '<=50K' and 120 '>50K' evaluation rows; the weak model finds 6 of the 120: balanced accuracy 0.5 + 6/240.
-LABELS = np.repeat([0, 1], [380, 120])
 REFUSAL = (
     "Global model #{id} does not beat the majority-class guess (always '<=50K') by at least 5.0 points of "
     "balanced accuracy: it scores 52.5 % and the guess 50.0 %, only 2.5 points above it, 2.5 points short. "
     "Publishing is refused; an operator may publish it anyway with a written override reason, which buyers "
     "will see."
 )
-
-
-def metrics_finding(positives_found: int) -> dict:
-    predicted = np.zeros(len(LABELS), dtype=int)
-    predicted[380 : 380 + positives_found] = 1
-    return classification_metrics(np.eye(2)[predicted], LABELS, n_classes=2)
 
 
 @pytest.fixture

@@ -6,33 +6,14 @@ from threading import Barrier
 
 import pytest
 from django.db import connection
-from django.db.models import Sum
 
 from market.commerce.models import Entitlement, IdempotencyKey, Purchase, Wallet, WalletEntry
 from tests.conftest import api_client_for, run_at_once
+from tests.fixtures.commerce import assert_ledgers_balance
 
 # PostgreSQL allows 100 connections here and other processes hold some, so 100 requests go through 25
 # connections at a time: 25 threads released together, each sending 4 purchases back to back.
 THREADS = 25
-
-
-def assert_ledgers_balance() -> None:
-    """Every wallet's balance is the sum of its entries, every running balance stayed ≥ 0, and every purchase's
-    entries sum to zero (what the buyer paid is exactly what the market and the silos received)."""
-    for wallet in Wallet.objects.all():
-        entries = list(WalletEntry.objects.filter(wallet=wallet).order_by("id"))
-        running = 0
-        for entry in entries:
-            running += entry.amount_cents
-            assert entry.balance_after_cents == running >= 0
-        assert wallet.balance_cents == running >= 0
-    for purchase in Purchase.objects.all():
-        assert (
-            WalletEntry.objects.filter(purchase=purchase).aggregate(total=Sum("amount_cents"))[
-                "total"
-            ]
-            == 0
-        )
 
 
 @pytest.mark.django_db(transaction=True)

@@ -20,7 +20,7 @@ from market.commerce.plans import plan_create
 from market.commerce.services import PredictionLimits
 from market.notifications.models import Notification
 from tests.conftest import api_client_for, run_at_once
-from tests.market.commerce.test_races import assert_ledgers_balance
+from tests.fixtures.commerce import assert_ledgers_balance
 
 PREDICTIONS = {
     "access": ListingAccess.PREDICTIONS,
@@ -372,6 +372,7 @@ def test_usage_webhooks_reach_only_the_buying_organisation(
         "rows": 12,
         "free_rows": 0,
         "amount_cents": 24,
+        "monthly_fee_cents": 0,
         "month_rows": 12,
         "remaining_cap_rows": 0,
     }

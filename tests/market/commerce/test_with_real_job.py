@@ -11,9 +11,8 @@ import numpy as np
 from market.commerce.purchases import purchase_create
 from market.commerce.services import listing_create, listing_publish
 from tests.conftest import scaled_timeout
-from tests.market.commerce.test_delivery import BUYER_LOADER, download, raw_rows
-from tests.market.jobs.conftest import *  # noqa: F401,F403 (fedkt_submissions and its students)
-from tests.market.jobs.conftest import FAST_FEDKT
+from tests.fixtures.commerce import BUYER_LOADER, download, raw_rows
+from tests.fixtures.jobs import FAST_FEDKT
 from tests.market.jobs.helpers import launch, succeeded
 
 

@@ -8,7 +8,7 @@ import pytest
 from market.accounts.services import user_create
 from market.federations.models import EvaluationSplit, Federation, PublicDataset
 from tests.conftest import api_client_for, csv_bytes, run_at_once
-from tests.workers.test_tables import zeros_npz
+from tests.workers.helpers import zeros_npz
 
 FEDERATION = {
     "name": "Adult income",

@@ -207,3 +207,9 @@ def succeeded_estimate(*, federation, requested_by, request: dict, expected: dic
             "report_rows": 250,
         },
     )
+
+
+def post_job(user, federation, **payload):
+    return api_client_for(user).post(
+        f"/api/federations/{federation.slug}/jobs/", payload, format="json"
+    )

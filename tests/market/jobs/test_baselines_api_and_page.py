@@ -7,13 +7,7 @@ The world of test_visibility.py: silo_a (Northwind Hospital) scored 0.6173, silo
 
 from market.jobs.baselines import SILO_SCORES_WITHHELD as WITHHELD
 from tests.conftest import api_client_for
-from tests.market.commerce.conftest import (  # noqa: F401
-    adult_evaluation,
-    buyer_user,
-    global_model_artifacts,
-    make_global_model,
-)
-from tests.market.jobs.test_visibility import launched_model, read_as  # noqa: F401
+from tests.fixtures.jobs import read_as
 
 BEST = {"accuracy": 0.6173, "balanced_accuracy": 0.6173, "macro_f1": 0.6173, "roc_auc": 0.6173}
 AVERAGE = {

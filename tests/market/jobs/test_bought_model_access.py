@@ -12,14 +12,6 @@ import json
 import pytest
 
 from tests.conftest import api_client_for
-from tests.market.commerce.conftest import (  # noqa: F401
-    adult_evaluation,
-    buyer_user,
-    global_model_artifacts,
-    make_global_model,
-    top_up,
-)
-from tests.market.jobs.test_visibility import launched_model  # noqa: F401
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from market.budgets.models import BudgetEntry, EntryKind, PrivacyBudget
 from market.budgets.services import budget_limit_set, epsilon_decimal
 from market.jobs.models import Job
 from tests.conftest import api_client_for
-from tests.market.jobs.conftest import FAST_FEDKT
+from tests.fixtures.jobs import FAST_FEDKT
 from tests.market.jobs.helpers import launch, succeeded
 from workers.privacy.rdp import RENYI_ORDERS
 

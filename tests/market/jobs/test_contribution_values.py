@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from tests.market.jobs.conftest import FAST_FEDKT
+from tests.fixtures.jobs import FAST_FEDKT
 from tests.market.jobs.helpers import launch, succeeded
 
 

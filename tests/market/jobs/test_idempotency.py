@@ -8,7 +8,7 @@ import pytest
 from market.budgets.models import BudgetEntry, PrivacyBudget
 from market.jobs.models import Job, JobIdempotencyKey
 from tests.conftest import api_client_for, run_at_once
-from tests.market.jobs.conftest import FAST_FEDKT
+from tests.fixtures.jobs import FAST_FEDKT
 
 L1_JOB = {
     "kind": "fedkt",

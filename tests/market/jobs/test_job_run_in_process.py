@@ -16,7 +16,7 @@ from market.feature_views import stored_features_in_view
 from market.jobs.models import GlobalModel, Job, JobChunk
 from market.storage import arrays_from_npz, artifact_read
 from tests.conftest import api_client_for
-from tests.market.jobs.conftest import FAST_FEDKT
+from tests.fixtures.jobs import FAST_FEDKT
 from tests.market.jobs.helpers import launch, succeeded
 from workers.algorithms.auto_fusion import evaluation_halves
 from workers.algorithms.semi_private import SEMI_PRIVATE_PRIVACY_NOTE

@@ -10,7 +10,7 @@ from market.jobs.models import Job, JobLogEntry
 from market.storage import arrays_from_npz, artifact_read, sha256_of
 from market.submissions.models import ModelFile, Submission
 from tests.conftest import api_client_for
-from tests.market.jobs.conftest import FAST_FEDKT
+from tests.fixtures.jobs import FAST_FEDKT
 from tests.market.jobs.helpers import launch, succeeded
 from tests.market.submissions.helpers import stored_files, submit
 from workers.algorithms.auto_fusion import evaluation_halves

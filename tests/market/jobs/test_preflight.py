@@ -7,7 +7,7 @@ import pytest
 from market.budgets.models import BudgetEntry
 from market.jobs.models import Job, JobEstimate, JobEstimateOutbox
 from tests.conftest import api_client_for
-from tests.market.jobs.conftest import FAST_FEDKT
+from tests.fixtures.jobs import FAST_FEDKT
 from tests.market.jobs.helpers import launch
 
 L1_REQUEST = {

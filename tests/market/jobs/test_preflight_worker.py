@@ -6,12 +6,7 @@ import pytest
 from market.budgets.models import BudgetEntry
 from market.jobs.models import EstimateStatus, Job, JobEstimate
 from tests.conftest import api_client_for, wait_until
-from tests.market.jobs.conftest import (  # noqa: F401 (fixtures)
-    FAST_FEDKT,
-    fedkt_student_files,
-    fedkt_submissions,
-    third_silo_user,
-)
+from tests.fixtures.jobs import FAST_FEDKT
 
 pytestmark = pytest.mark.worker
 

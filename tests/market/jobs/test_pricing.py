@@ -11,7 +11,7 @@ from market.budgets.models import BudgetEntry, EntryKind, PrivacyBudget
 from market.jobs.models import Job
 from market.jobs.parameters import job_kind_choices
 from tests.conftest import api_client_for
-from tests.market.jobs.conftest import FAST_FEDKT
+from tests.fixtures.jobs import FAST_FEDKT
 
 KINDS = [name for name, _ in job_kind_choices()]
 

@@ -7,7 +7,7 @@ from django.test.utils import CaptureQueriesContext
 from market.jobs.models import ChunkStatus, JobChunk
 from market.jobs.selectors import job_members
 from market.jobs.services import job_create
-from tests.market.jobs.conftest import FAST_FEDKT
+from tests.fixtures.jobs import FAST_FEDKT
 from workers.runner import job_chunk_run, job_start
 
 

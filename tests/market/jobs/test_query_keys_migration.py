@@ -7,7 +7,7 @@ import pytest
 from django.apps import apps
 
 from market.jobs.models import Job, JobStatus
-from tests.market.jobs.test_services import post_job
+from tests.market.jobs.helpers import post_job
 
 migration = importlib.import_module("market.jobs.migrations.0005_query_keys_say_what_they_mean")
 

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from market.jobs.models import Job, JobChunk, JobOutbox, JobStatus
 from tests.conftest import api_client_for
-from tests.market.jobs.conftest import FAST_FEDKT
+from tests.fixtures.jobs import FAST_FEDKT
 from workers.runner import job_reap
 
 L1_SMALL = {**FAST_FEDKT, "query": 20, "privacy": {"gamma": 0.02}}

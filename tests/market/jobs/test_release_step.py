@@ -16,7 +16,7 @@ from market.budgets.models import BudgetEntry, EntryKind, PrivacyBudget
 from market.jobs.models import Job, JobLogEntry, JobStatus
 from market.storage import arrays_from_npz_cached
 from tests.conftest import api_client_for
-from tests.market.jobs.conftest import FAST_FEDKT
+from tests.fixtures.jobs import FAST_FEDKT
 from tests.market.jobs.helpers import launch
 from workers.runner.lifecycle import WITHHELD_REASON
 

@@ -7,13 +7,8 @@ import pytest
 from market.audit.models import AuditEvent
 from market.jobs.models import Job, JobOutbox, JobStatus
 from tests.conftest import api_client_for, run_at_once
-from tests.market.jobs.conftest import FAST_FEDKT
-
-
-def post_job(user, federation, **payload):
-    return api_client_for(user).post(
-        f"/api/federations/{federation.slug}/jobs/", payload, format="json"
-    )
+from tests.fixtures.jobs import FAST_FEDKT
+from tests.market.jobs.helpers import post_job
 
 
 def test_job_create_stores_parameters_with_defaults_and_an_unpublished_outbox_row(

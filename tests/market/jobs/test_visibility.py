@@ -6,72 +6,7 @@ The world: a buyer launched a job over two silos' submissions; its global model 
 
 import pytest
 
-from tests.market.commerce.conftest import (  # noqa: F401
-    adult_evaluation,
-    buyer_user,
-    global_model_artifacts,
-    make_global_model,
-    published_listing,
-)
-
-SILO_ACCURACY = {"silo_a": 0.6173, "silo_b": 0.5419}
-
-
-@pytest.fixture
-def launched_model(
-    federation_with_data,
-    silo_user,
-    other_silo_user,
-    buyer_user,
-    make_global_model,  # noqa: F811
-    model_files,
-):
-    """The buyer's job over silo_a's and silo_b's submissions, and its global model; ``.submissions`` by silo."""
-    from market.federations.membership import federation_join
-    from market.submissions.services import UploadedModel, submission_create
-
-    federation_join(federation=federation_with_data, user=other_silo_user)
-    submissions = {
-        name: submission_create(
-            federation=federation_with_data,
-            user=user,
-            models=[UploadedModel(f"{name}.onnx", model_files["forest.onnx"])],
-            model_family="random_forest",
-            n_local_examples=1000,
-            local_validation_score=0.8,
-            label_distribution=None,
-            privacy_level="L1",
-            privacy_parameters={},
-            declared_epsilon=None,
-        )
-        for name, user in (("silo_a", silo_user), ("silo_b", other_silo_user))
-    }
-    global_model = make_global_model(
-        weights={str(silo_user.organisation_id): 0.7, str(other_silo_user.organisation_id): 0.3},
-        submission_metrics={
-            str(submissions[name].id): {
-                "accuracy": accuracy,
-                "balanced_accuracy": accuracy,
-                "macro_f1": accuracy,
-                "roc_auc": accuracy,
-            }
-            for name, accuracy in SILO_ACCURACY.items()
-        },
-    )
-    job = global_model.job
-    job.requested_by, job.requesting_organisation = buyer_user, buyer_user.organisation
-    job.save(update_fields=["requested_by", "requesting_organisation"])
-    job.submissions.set(submissions.values())
-    global_model.submissions = submissions
-    return global_model
-
-
-def read_as(user, global_model) -> dict:
-    from tests.conftest import api_client_for
-
-    response = api_client_for(user).get(f"/api/global-models/{global_model.id}/")
-    assert response.status_code == 200, response.content
-    return response.json()
+from tests.fixtures.jobs import read_as
 
 
 def test_the_launching_buyer_sees_no_data_dependent_epsilon_no_contributions_and_no_silo_metrics(

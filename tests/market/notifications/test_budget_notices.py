@@ -11,8 +11,7 @@ from market.budgets.ledger import epsilon_decimal
 from market.budgets.models import PrivacyBudget
 from market.jobs.spending import job_budget_charge, job_budget_reserve
 from market.notifications.models import Notification
-from tests.market.budgets.conftest import *  # noqa: F401,F403 (members, submissions, make_job)
-from tests.market.budgets.test_services import ONE_JOB, limit_all
+from tests.fixtures.budgets import ONE_JOB, limit_all
 from workers.privacy.reports import JobPrivacyReport
 
 

@@ -8,15 +8,6 @@ from django.core import mail
 from market.notifications.models import Notification, NotificationKind
 from market.notifications.selectors import notifications_of, unread_count
 from market.webhooks.models import WebhookDelivery, WebhookEndpoint
-from tests.market.budgets.conftest import make_job, members, submissions  # noqa: F401
-from tests.market.commerce.conftest import (  # noqa: F401
-    adult_evaluation,
-    buyer_user,
-    global_model_artifacts,
-    make_global_model,
-    published_listing,
-    top_up,
-)
 
 pytestmark = pytest.mark.django_db
 

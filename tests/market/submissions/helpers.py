@@ -1,5 +1,8 @@
 import io
 
+from workers.privacy.accounting import party_noise_privacy_bound
+from workers.privacy.mechanisms import LaplaceNoise
+
 METADATA = {
     "federation": "adult-income",
     "model_family": "random_forest",
@@ -31,3 +34,12 @@ def stored_files(media_root, part: str = "submissions") -> list:
         if media_root.exists()
         else []
     )
+
+
+L2_PARAMETERS = {"gamma": 0.04, "delta": 1e-5, "partitions": 2, "teachers": 5, "queries": 30}
+
+
+#: What these parameters spend (example-level, δ = 1e-5): a silo declaring exactly this composes through RDP.
+BOUND = party_noise_privacy_bound(
+    mechanism=LaplaceNoise(gamma=0.04), n_queries=30, partitions=2, teachers=5, delta=1e-5
+).epsilon

@@ -13,15 +13,7 @@ from market.budgets.models import BudgetEntry, PrivacyBudget
 from market.constraints import violated_constraint
 from market.submissions.models import Submission
 from market.submissions.services import UploadedModel, submission_create
-from tests.market.submissions.helpers import stored_files, submit
-from workers.privacy.accounting import party_noise_privacy_bound
-from workers.privacy.mechanisms import LaplaceNoise
-
-L2_PARAMETERS = {"gamma": 0.04, "delta": 1e-5, "partitions": 2, "teachers": 5, "queries": 30}
-#: What these parameters spend (example-level, δ = 1e-5): a silo declaring exactly this composes through RDP.
-BOUND = party_noise_privacy_bound(
-    mechanism=LaplaceNoise(gamma=0.04), n_queries=30, partitions=2, teachers=5, delta=1e-5
-).epsilon
+from tests.market.submissions.helpers import BOUND, L2_PARAMETERS, stored_files, submit
 
 
 def upload_l2(user, federation, model_files, *, name: str, epsilon: float) -> Submission:

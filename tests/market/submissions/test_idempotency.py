@@ -34,7 +34,7 @@ def test_the_same_key_and_files_return_the_first_submission_and_other_files_unde
 def test_an_l2_upload_sent_twice_with_its_key_is_charged_once(
     silo_api, silo_user, federation_with_data, model_files
 ):
-    from tests.market.submissions.test_budget_boundary import BOUND, L2_PARAMETERS
+    from tests.market.submissions.helpers import BOUND, L2_PARAMETERS
 
     epsilon = BOUND
     sent = [

@@ -14,8 +14,7 @@ import pytest
 from market.accounts.services import api_token_create
 from market.webhooks.models import WebhookDelivery
 from tests.conftest import running_celery_worker, scaled_timeout, wait_until
-from tests.frontend.test_accessibility import live_server  # noqa: F401
-from tests.market.webhooks.conftest import webhook_worker_environment
+from tests.fixtures.webhooks import webhook_worker_environment
 
 pytestmark = pytest.mark.django_db(transaction=True)
 REPOSITORY = Path(__file__).resolve().parents[3]

@@ -10,7 +10,7 @@ from market.webhooks.events import WebhookEvent
 from market.webhooks.models import DeliveryStatus, WebhookAttempt, WebhookDelivery, WebhookEndpoint
 from market.webhooks.services import webhook_events_emit
 from tests.conftest import running_celery_worker, scaled_timeout, wait_until
-from tests.market.webhooks.conftest import webhook_worker_environment
+from tests.fixtures.webhooks import webhook_worker_environment
 from workers.silo.webhooks import webhook_signature_verify
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -11,7 +11,6 @@ from market.budgets.models import PrivacyBudget
 from market.jobs.models import JobStatus
 from market.jobs.spending import job_budget_reserve
 from market.webhooks.models import WebhookDelivery, WebhookEndpoint, WebhookEventType
-from tests.market.budgets.conftest import composed_charges, make_job, members, submissions  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 

@@ -11,19 +11,9 @@ from market.webhooks.delivery import webhook_deliver
 from market.webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 from market.webhooks.outbound import address_refusal
 from tests.conftest import api_client_for, scaled_timeout
+from tests.fixtures.webhooks import PUBLIC, resolving_to
 
 pytestmark = pytest.mark.django_db
-
-PUBLIC = "93.184.215.14"
-
-
-def resolving_to(monkeypatch, address: str) -> None:
-    """DNS, the world outside the machine: every name resolves to ``address``."""
-
-    def getaddrinfo(host, port, *arguments, **keywords):
-        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
-
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
 
 
 @pytest.mark.parametrize(

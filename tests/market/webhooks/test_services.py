@@ -4,7 +4,7 @@ import pytest
 
 from market.webhooks.models import WebhookEndpoint
 from tests.conftest import api_client_for
-from tests.market.webhooks.test_outbound import PUBLIC, resolving_to
+from tests.fixtures.webhooks import PUBLIC, resolving_to
 
 pytestmark = pytest.mark.django_db
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from tests.conftest import scaled_timeout
+from tests.fixtures.modelio import N_FEATURES
 from tests.workers.modelio import payloads
-from tests.workers.modelio.conftest import N_FEATURES
 from workers.modelio import ModelLimits, SandboxLimits, predict_in_sandbox
 from workers.modelio.export import (
     export_sklearn_onnx,

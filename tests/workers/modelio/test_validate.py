@@ -6,8 +6,8 @@ import struct
 import numpy as np
 import pytest
 
+from tests.fixtures.modelio import N_FEATURES
 from tests.workers.modelio import payloads
-from tests.workers.modelio.conftest import N_FEATURES
 from workers.modelio import ModelFormat, ModelLimits, RefusedModelError, inspect_model
 
 LIMITS = ModelLimits()

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.workers.modelio.conftest import N_FEATURES
+from tests.fixtures.modelio import N_FEATURES
 from workers.modelio import ModelLimits, RefusedModelError, inspect_model
 
 FUZZ_SETTINGS = settings(

@@ -7,14 +7,7 @@ import zipfile
 
 import pytest
 
-from tests.market.commerce.conftest import (  # noqa: F401
-    BUYER_PASSWORD,
-    adult_evaluation,
-    buyer_user,
-    global_model_artifacts,
-    make_global_model,
-    published_listing,
-)
+from tests.fixtures.commerce import BUYER_PASSWORD
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,13 +8,7 @@ import numpy as np
 import pytest
 
 from market.commerce.services import listing_create, listing_publish
-from tests.market.commerce.conftest import (  # noqa: F401
-    BUYER_PASSWORD,
-    adult_evaluation,
-    buyer_user,
-    global_model_artifacts,
-    make_global_model,
-)
+from tests.fixtures.commerce import BUYER_PASSWORD
 from workers.metrics import classification_metrics
 
 pytestmark = pytest.mark.django_db(transaction=True)

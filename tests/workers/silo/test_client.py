@@ -3,10 +3,6 @@
 (The real market is exercised in test_live_market.py; a live market cannot be made to answer 503 on demand.)
 """
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 
 from workers.silo.client import ModelUpload, OnefoldClient
@@ -21,71 +17,6 @@ from workers.silo.errors import (
     error_for_status,
 )
 from workers.silo.http import retry_after_seconds
-
-
-class ScriptedMarket:
-    """Answers each request with the next scripted ``(status, JSON body[, headers])`` (or ``"drop"``: no answer)
-    and records what it received."""
-
-    def __init__(self, answers):
-        self.answers = list(answers)
-        self.received = []
-        market = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def handle_any(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                market.received.append(
-                    {
-                        "method": self.command,
-                        "path": self.path,
-                        "headers": dict(self.headers),
-                        "body": self.rfile.read(length),
-                    }
-                )
-                answer = market.answers.pop(0)
-                if (
-                    answer == "drop"
-                ):  # the request arrived, then the connection broke before any answer
-                    self.close_connection = True
-                    return
-                status, body, *extra = answer
-                payload = json.dumps(body).encode()
-                self.send_response(status)
-                for name, value in (extra[0] if extra else {}).items():
-                    self.send_header(name, value)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            do_GET = do_POST = handle_any
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def scripted():
-    markets = []
-
-    def start(*answers):
-        markets.append(ScriptedMarket(answers))
-        return markets[-1], OnefoldClient(
-            markets[-1].url, "token-123", retries=3, backoff_seconds=0
-        )
-
-    yield start
-    for market in markets:
-        market.close()
 
 
 def test_5xx_answers_are_retried_until_one_succeeds(scripted):

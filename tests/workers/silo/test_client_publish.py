@@ -5,7 +5,6 @@ import json
 
 import pytest
 
-from tests.workers.silo.test_client import scripted  # noqa: F401 (fixture)
 from workers.silo.errors import Conflict
 
 SENTENCE = "Global model #3 does not beat the majority-class guess …"

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import scaled_timeout
-from tests.workers.silo.conftest import SMALL_FORESTS
+from tests.fixtures.silo import SMALL_FORESTS
 from workers.silo.errors import EXIT_AUTH, EXIT_REFUSED
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import scaled_timeout
-from tests.workers.silo.test_client import ScriptedMarket
+from tests.fixtures.silo import ScriptedMarket
 
 ROOT = Path(__file__).resolve().parents[3]
 TOOLKIT_PROJECT = ROOT / "workers" / "pyproject.toml"

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import csv_bytes
-from tests.workers.silo.conftest import SMALL_FORESTS
+from tests.fixtures.silo import SMALL_FORESTS
 from workers.features import encode_features
 from workers.modelio import ModelLimits, inspect_model
 from workers.modelio.native import predict_probabilities

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from tests.conftest import csv_bytes
-from tests.workers.silo.conftest import SMALL_FORESTS
+from tests.fixtures.silo import SMALL_FORESTS
 from workers.silo.errors import EXIT_DATA
 
 

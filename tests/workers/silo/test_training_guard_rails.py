@@ -6,7 +6,7 @@ import json
 import numpy as np
 
 from tests.conftest import csv_bytes, scaled_timeout
-from tests.workers.silo.conftest import SMALL_FORESTS
+from tests.fixtures.silo import SMALL_FORESTS
 from workers.metrics import majority_comparison
 
 
