@@ -10,14 +10,8 @@ import json
 import pytest
 
 from market.jobs.models import Job
+from tests.fixtures.jobs import FAST_FEDKT
 from tests.frontend.journey_helpers import DESKTOP, PHONE, sign_in
-from tests.frontend.test_jobs_journey import live_server  # noqa: F401 (fixture)
-from tests.market.jobs.conftest import (  # noqa: F401
-    FAST_FEDKT,
-    fedkt_student_files,
-    fedkt_submissions,
-    third_silo_user,
-)
 
 QUICK_L1 = {
     "kind": "fedkt",
@@ -80,12 +74,12 @@ def _estimate_with_candidates(*, federation, operator, passing: bool):
 @pytest.mark.browser
 def test_the_advisor_proposes_a_setting_whose_link_fills_the_form_and_launches_at_both_widths(
     live_server,
-    transactional_db,  # noqa: F811
+    transactional_db,
     fedkt_submissions,
     operator,
     page,
 ):
-    from tests.frontend.test_accessibility import page_problems
+    from tests.frontend.journey_helpers import page_problems
 
     federation = fedkt_submissions[0].federation
     estimate, scored = _estimate_with_candidates(
@@ -134,7 +128,7 @@ def test_where_nothing_passes_the_launcher_says_so_and_a_launch_is_refused_with_
     client, operator, fedkt_submissions
 ):
     from market.budgets.models import BudgetEntry
-    from tests.frontend.test_form_resubmission import form_key
+    from tests.frontend.journey_helpers import form_key
 
     federation = fedkt_submissions[0].federation
     estimate, _ = _estimate_with_candidates(federation=federation, operator=operator, passing=False)
