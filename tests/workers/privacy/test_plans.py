@@ -28,9 +28,9 @@ def _epsilon(candidate, view):
     return compose_costs([*view.committed, cost], delta=view.delta).epsilon
 
 
-def test_the_advisor_tries_a_third_of_the_query_the_query_and_three_times_it_within_the_public_rows():
-    assert advised_query_counts(n_queries=90, n_public=200, min_queries=10) == [30, 90, 200]
-    assert advised_query_counts(n_queries=12, n_public=3000, min_queries=10) == [10, 12, 36]
+def test_the_advisor_tries_a_tenth_a_third_and_all_of_the_query_at_least_the_fewest_rows_a_model_learns_from():
+    assert advised_query_counts(n_queries=500, n_public=2000, min_queries=10) == [50, 167, 500]
+    assert advised_query_counts(n_queries=12, n_public=3000, min_queries=10) == [10, 12]
 
 
 def test_every_advised_candidate_fits_every_members_remaining_budget_at_the_least_noise():
