@@ -7,6 +7,7 @@ They call the same services and selectors as ``/api/federations/<slug>/jobs/`` a
 
 import io
 import json
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.http import HttpResponse
@@ -24,6 +25,7 @@ from market.federations.selectors import (
     federation_get,
     public_dataset_current,
 )
+from market.jobs.advice import estimate_advice
 from market.jobs.models import EstimateStatus, JobStatus
 from market.jobs.parameters import (
     job_kind_choices,
@@ -127,9 +129,10 @@ def _form_values(request, federation) -> dict:
     return {
         "kind": kind,
         "privacy_level": level,
-        "parameters": request.POST.get("parameters", ""),
-        "seed": request.POST.get("seed", ""),
-        "submissions": request.POST.getlist("submissions"),
+        # a proposal's link (the budget advisor's, _advice_context) fills the form from its address
+        "parameters": request.POST.get("parameters") or request.GET.get("parameters", ""),
+        "seed": request.POST.get("seed") or request.GET.get("seed", ""),
+        "submissions": request.POST.getlist("submissions") or request.GET.getlist("submissions"),
         "acknowledge_failed_estimate": request.POST.get("acknowledge_failed_estimate", ""),
         "launch_despite_estimate": request.POST.get("launch_despite_estimate", ""),
         "launch_reason": request.POST.get("launch_reason", ""),
@@ -149,6 +152,7 @@ def _estimate_context(estimate) -> dict:
         else None
     )
     return {
+        **_advice_context(estimate),
         "estimate": estimate,
         "estimate_progress": job_estimate_progress(estimate),
         "estimate_final": estimate.status in (EstimateStatus.SUCCEEDED, EstimateStatus.FAILED)
@@ -158,6 +162,32 @@ def _estimate_context(estimate) -> dict:
         "confirm_estimate_id": estimate.id
         if statements and not statements["passes_gate"]
         else None,
+    }
+
+
+def _advice_context(estimate) -> dict:
+    """The budget advisor's candidates and proposal of a succeeded L1 estimate (market.jobs.advice), with the
+    launcher's address that fills the form with the proposal (its parameters, the estimate's seed and members)."""
+    advice = (
+        estimate_advice(result=estimate.result, class_labels=estimate.federation.class_labels or [])
+        if estimate.status == EstimateStatus.SUCCEEDED
+        else None
+    )
+    if advice is None or advice["proposal"] is None:
+        return {"advice": advice, "advice_url": None}
+    query = urlencode(
+        {
+            "kind": estimate.kind,
+            "privacy_level": estimate.privacy_level,
+            "parameters": json.dumps(form_parameters(advice["proposal"]["parameters"]), indent=2),
+            "seed": estimate.seed,
+            "submissions": estimate.submission_ids,
+        },
+        doseq=True,
+    )
+    return {
+        "advice": advice,
+        "advice_url": f"{reverse('job-launch', args=[estimate.federation.slug])}?{query}",
     }
 
 

@@ -11,6 +11,7 @@ from market.federations.apis import attachment
 from market.federations.models import PrivacyLevel
 from market.federations.selectors import federation_get
 from market.federations.visibility import visibility_for
+from market.jobs.advice import estimate_advice
 from market.jobs.baselines import baselines_visible
 from market.jobs.models import JobStatus
 from market.jobs.parameters import job_kind_choices, job_kind_refusal
@@ -173,7 +174,9 @@ class JobEstimateOutput(serializers.Serializer):
     result = serializers.DictField(
         allow_null=True,
         help_text='Once succeeded: "private" (mean, sd, min, max of accuracy and balanced_accuracy over the '
-        'simulated draws), "draws", "reference" (the same fusion without noise; null at L2), "baselines" '
+        'simulated draws), "draws", "reference" (the same fusion without noise: the L0 model; null at L2), '
+        "\"candidates\" (at L1, the advisor's settings whose noise fits every member's remaining budget, each "
+        'with its unit, mechanism, n_queries, privacy, epsilon, delta, parameters and metrics), "baselines" '
         '(majority_class, best_single_silo, average_silo, operator_only, n_silos; no silo at L1), "votes" '
         '("simulated" at L1: the silos\' votes are never read before the job spends; "members" at L2), '
         '"n_members", "report_rows".',
@@ -182,8 +185,19 @@ class JobEstimateOutput(serializers.Serializer):
         help_text='Once succeeded: "passes_gate", "gate" (the sentence when the model would fail the publish gate) '
         'and "silos" (each silo baseline it is expected to be below); market.jobs.quality.'
     )
+    advice = serializers.SerializerMethodField(
+        help_text='Once an L1 estimate succeeded (else null), the budget advisor (market.jobs.advice): "candidates" '
+        '(result.candidates, each with "passes_gate" and "words"), "proposal" (the best candidate that passes the '
+        'publish gate, or null: launch its "parameters"), "operator_only" and "l0" (the free models\' scores) '
+        'and "statement", one sentence saying what to launch or that nothing private can beat the free model.'
+    )
     created_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
+
+    def get_advice(self, estimate) -> dict | None:
+        return estimate_advice(
+            result=estimate.result, class_labels=estimate.federation.class_labels or []
+        )
 
     def get_progress(self, estimate) -> dict:
         return job_estimate_progress(estimate)

@@ -2,7 +2,8 @@
 :mod:`workers.algorithms.registry` and :mod:`workers.algorithms.schema`) and says what a job at each privacy level
 gets where it names nothing (``level_defaults``); its server noise is :class:`workers.privacy.settings.
 PrivacySettings`, resolved once here. This module adds only what the market knows: the federation's defaults,
-the size of its public data and its evaluation split, a default query for L1 jobs that fits a new member's budget,
+the size of its public data and its evaluation split, the budget an L1 job is calibrated to (the engine's plan,
+:func:`workers.privacy.plans.l1_plan`, chooses its noise and query count),
 and the refusal of settings that cannot train a model or would hold a worker for too long
 (``ONEFOLD_JOB_MAX_WORK``). It names no engine parameter: it asks the engine.
 
@@ -12,9 +13,7 @@ What is stored on the job is the validated dictionary with every default filled 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from django.conf import settings
@@ -22,21 +21,17 @@ from django.conf import settings
 from market.errors import InvalidInput
 from market.federations.models import Federation, PrivacyLevel
 from workers.privacy.settings import (
-    DEFAULT_GNMAX_NOISE_RATIO,
     L1_MECHANISMS,
     PRIVACY_HELP,
     PRIVACY_KEY_HELP,
     UNIT_LABELS,
-    PrivacySettings,
-    confident_resolved,
-    mechanism_named,
-    names_sigma,
     privacy_given,
     privacy_unit,
 )
 
 if TYPE_CHECKING:
     from workers.privacy.costs import BudgetView
+    from workers.privacy.plans import L1Plan
 
 #: An L1 job that does not say how many rows to query queries its default (the federation's, else all rows)
 #: but at most as many as fit in this share of a new member's ε limit, so that a silo can take part in two
@@ -135,35 +130,45 @@ def _invalid(error: ValueError) -> InvalidInput:
     return InvalidInput(str(error))
 
 
-def _privacy(
-    given,
+def _l1_plan(
     *,
+    kind: str,
+    validated: dict,
+    given_privacy: Mapping,
     federation: Federation,
     n_queries: int,
-    sigma: float | None = None,
-    most_votes: int = 1,
-) -> PrivacySettings:
-    """The resolved noise of an L1 job (:meth:`PrivacySettings.resolved` with the federation's defaults)."""
+    query_named: bool,
+    most_votes: int,
+) -> L1Plan:
+    """The engine's checked, priced plan of an L1 job (:func:`workers.privacy.plans.l1_plan`), calibrated to
+    :func:`_budget_views`; InvalidInput with the engine's sentence where nothing fits."""
+    from workers.algorithms.schema import MIN_TRAINING_ROWS, takes_query
+    from workers.privacy.plans import PlanRequest, l1_plan
+
+    algorithm = job_kind_get(kind)
+    request = PlanRequest(
+        settings=validated,
+        given_privacy=given_privacy,
+        defaults=federation.default_parameters or {},
+        delta=float(federation.default_delta),
+        n_queries=n_queries,
+        query_named=query_named,
+        takes_query=takes_query(algorithm.keys),
+        most_votes=most_votes,
+        min_queries=MIN_TRAINING_ROWS,
+    )
     try:
-        return PrivacySettings.resolved(
-            given,
-            defaults=federation.default_parameters or {},
-            default_delta=float(federation.default_delta),
-            n_queries=n_queries,
-            sigma=sigma,
-            most_votes=most_votes,
+        return l1_plan(
+            kind=algorithm,
+            request=request,
+            budgets=_budget_views(federation=federation),
+            budgets_named=BUDGET_VIEWS_NAMED,
         )
     except ValueError as error:
         raise _invalid(error) from error
 
 
-#: The most noise a calibrated GNMax job may add, in proportion to the most votes a query holds: at σ = 5 × the
-#: votes even a unanimous two-class query is answered wrongly with probability Φ(−1/(5√2)) ≈ 0.44, a label little
-#: better than a coin, so a job that would need more is refused rather than spending budget on a model of noise.
-MAX_GNMAX_NOISE_RATIO = 5.0
-
-
-def _budget_views(*, federation: Federation, vote_shift: int) -> list[BudgetView]:
+def _budget_views(*, federation: Federation) -> list[BudgetView]:
     """What an L1 job is calibrated to: a new member's share of the federation's default limit, which every member
     may read. Never the chosen silos' remaining budgets: a σ or a query count fitted to them would tell every
     reader of the job (its API, its card) another silo's remainder; the reservation refuses a job a silo cannot
@@ -174,37 +179,12 @@ def _budget_views(*, federation: Federation, vote_shift: int) -> list[BudgetView
         BudgetView(
             epsilon_limit=float(federation.default_epsilon_limit) * L1_DEFAULT_SHARE_OF_LIMIT,
             delta=float(federation.default_delta),
-            vote_shift=vote_shift,
         )
     ]
 
 
-def _l1_default_query(
-    *,
-    kind: str,
-    validated: dict,
-    given_privacy,
-    federation: Federation,
-    n_public: int,
-    most_votes: int,
-) -> dict:
-    """The most rows (at most all of them) whose data-independent ε fits the share of a new member's limit:
-    ``validated`` querying them (:func:`workers.algorithms.schema.with_query_count`)."""
-    from workers.algorithms.schema import with_query_count
-    from workers.privacy.costs import calibrate_queries
-
-    privacy = _privacy(given_privacy, federation=federation, n_queries=0, most_votes=most_votes)
-    algorithm = job_kind_get(kind)
-    # A weighted vote moves s × W votes per submission: the default query must fit at that cost (never under-charge).
-    vote_shift = algorithm.votes_per_submission(validated)
-
-    count = calibrate_queries(
-        _budget_views(federation=federation, vote_shift=vote_shift),
-        privacy=privacy,
-        price=lambda at, shift: algorithm.l1_cost(validated, privacy=at, vote_shift=shift),
-        max_queries=n_public,
-    )
-    return with_query_count(validated, max(1, count))
+#: How a refusal names the budget an L1 job is calibrated to (:func:`_budget_views`).
+BUDGET_VIEWS_NAMED = "a new member's share of this federation's default limit"
 
 
 def _evaluation_class_counts(federation: Federation) -> list[int]:
@@ -220,118 +200,6 @@ def _most_votes(
     one submission casts."""
     voters = n_submissions or max(1, federation.members.count())
     return voters * job_kind_get(kind).votes_cast_per_submission(validated)
-
-
-def _rounded_up(value: float) -> float:
-    """``value`` rounded up to three significant digits, so that a number a refusal names is itself accepted."""
-    scale = 10.0 ** (math.floor(math.log10(value)) - 2)
-    return math.ceil(value / scale - 1e-9) * scale
-
-
-def _gnmax_default(
-    *,
-    kind: str,
-    validated: dict,
-    federation: Federation,
-    most_queries: int,
-    n_queries: int | None,
-    most_votes: int,
-    confident: Mapping | None = None,
-) -> tuple[float, int]:
-    """σ and the number of queries of a Gaussian L1 job that names no σ: :func:`workers.privacy.costs.calibrate_gnmax`
-    (σ in proportion to the most votes a query holds, then the most queries that fit) when it names no query,
-    else the least σ that fits its ``n_queries``; at most ``most_queries`` rows (the federation's default query,
-    else every public row). Fits a new member's share of the default limit (:func:`_budget_views`). Where nothing
-    fits at σ ≤ :data:`MAX_GNMAX_NOISE_RATIO` × the votes (a model of pure noise), InvalidInput saying what would
-    fit: never the ratio's σ anyway. ``confident``: a Confident-GNMax job's resolved threshold and sigma_threshold
-    (held fixed; σ is its answers' σ₂)."""
-    from workers.algorithms.schema import MIN_TRAINING_ROWS
-    from workers.privacy.costs import calibrate_gnmax, calibrate_noise
-
-    algorithm = job_kind_get(kind)
-    per_submission = algorithm.votes_per_submission(validated)
-    views = _budget_views(federation=federation, vote_shift=per_submission)
-    delta = float(federation.default_delta)
-    most_sigma = MAX_GNMAX_NOISE_RATIO * most_votes
-
-    def price(at, shift):
-        return algorithm.l1_cost(validated, privacy=at, vote_shift=shift)
-
-    if n_queries is not None:
-        privacy = PrivacySettings(
-            mechanism="gaussian" if confident is None else "confident_gnmax",
-            delta=delta,
-            n_queries=n_queries,
-            unit=privacy_unit(validated.get("privacy")),
-            **(confident or {}),
-        )
-        calibrated = calibrate_noise(views, privacy=privacy, price=price)
-        if calibrated is None or calibrated > most_sigma:
-            raise _nothing_fits(
-                views,
-                privacy=replace(privacy, sigma=most_sigma),
-                price=price,
-                most_votes=most_votes,
-            )
-        return calibrated, n_queries
-    solved = calibrate_gnmax(
-        views,
-        total_votes=most_votes,
-        noise_ratio=DEFAULT_GNMAX_NOISE_RATIO,
-        delta=delta,
-        price=price,
-        min_queries=MIN_TRAINING_ROWS,
-        max_queries=most_queries,
-        confident=confident,
-    )
-    if solved is None or solved["sigma"] > most_sigma:
-        fewest = PrivacySettings(
-            mechanism="gaussian" if confident is None else "confident_gnmax",
-            sigma=most_sigma,
-            delta=delta,
-            n_queries=min(MIN_TRAINING_ROWS, most_queries),
-            unit=privacy_unit(validated.get("privacy")),
-            **(confident or {}),
-        )
-        raise _nothing_fits(views, privacy=fewest, price=price, most_votes=most_votes)
-    return solved["sigma"], solved["n_queries"]
-
-
-def _nothing_fits(views, *, privacy: PrivacySettings, price, most_votes: int) -> InvalidInput:
-    """The refusal of a calibrated GNMax job that does not fit a new member's share even at the most noise a model
-    can learn from (``privacy.sigma``): a Confident-GNMax job whose checks are what does not fit is told the
-    ``sigma_threshold`` that would fit; any other, the share and the fewest rows a model trains on."""
-    from workers.privacy.costs import calibrate_check_noise
-
-    share = views[0].epsilon_limit
-    where = (
-        f"a new member's share of this federation's default limit (ε {share:g}, {privacy.unit_label}, δ = "
-        f"{views[0].delta:g}) does not cover {privacy.n_queries} queried public rows even at σ = "
-        f"{privacy.sigma:g} votes ({MAX_GNMAX_NOISE_RATIO:g} × the {most_votes} votes a query holds; more noise "
-        "would leave a model of pure noise)"
-    )
-    if privacy.mechanism == "confident_gnmax":
-        check = calibrate_check_noise(views, privacy=privacy, price=price)
-        if check is not None:
-            return InvalidInput(
-                f"This Confident-GNMax job names no σ and its checks do not fit: {where}. Name a "
-                f'"sigma_threshold" of at least {_rounded_up(check):g} votes (or a σ and a query yourself), '
-                "or ask an operator for a larger default limit."
-            )
-    return InvalidInput(
-        f"This L1 job names no σ and no calibrated noise fits: {where}. Name a σ and a query yourself, or ask an "
-        "operator for a larger default limit."
-    )
-
-
-def _confident(given_privacy: Mapping, *, mechanism: str, most_votes: int) -> dict | None:
-    """A Confident-GNMax job's threshold and check noise, held fixed while its σ is calibrated; None otherwise."""
-    if mechanism != "confident_gnmax":
-        return None
-    try:
-        return confident_resolved(given_privacy, most_votes=most_votes)
-    except ValueError as error:
-        raise _invalid(error) from error
 
 
 def _unit_accepted(given_privacy: Mapping, *, federation: Federation, algorithm, kind: str) -> str:
@@ -402,7 +270,6 @@ def job_parameters_validate(
         query_defaults,
         query_rows,
         query_within,
-        takes_query,
         with_query_count,
     )
 
@@ -422,56 +289,30 @@ def job_parameters_validate(
         raise _invalid(error) from error
     if privacy_level == PrivacyLevel.L1:
         _unit_accepted(given_privacy, federation=federation, algorithm=algorithm, kind=kind)
-    calibrated_sigma = None
-    most_votes, mechanism = 1, None
+    plan = None
     if (
         privacy_level == PrivacyLevel.L1
     ):  # only kinds that accept noise get here (refused above otherwise)
-        most_votes = _most_votes(
-            kind=kind, validated=validated, federation=federation, n_submissions=n_submissions
-        )
-        try:
-            mechanism = mechanism_named(given_privacy, defaults=defaults)
-        except ValueError as error:
-            raise _invalid(error) from error
-    if mechanism in ("gaussian", "confident_gnmax") and not names_sigma(
-        given_privacy, defaults=defaults
-    ):
-        calibrated_sigma, count = _gnmax_default(
-            kind=kind,
-            validated=validated,
-            federation=federation,
-            most_queries=query_rows(validated, n_public=n_public),
-            n_queries=query_rows(validated, n_public=n_public) if query_given else None,
-            most_votes=most_votes,
-            confident=_confident(given_privacy, mechanism=mechanism, most_votes=most_votes),
-        )
-        if not query_given and count < query_rows(validated, n_public=n_public):
-            validated = with_query_count(validated, count)
-    elif takes_query(algorithm.keys) and not query_given and privacy_level == PrivacyLevel.L1:
-        fitting = _l1_default_query(
+        plan = _l1_plan(
             kind=kind,
             validated=validated,
             given_privacy=given_privacy,
             federation=federation,
-            n_public=n_public,
-            most_votes=most_votes,
+            n_queries=query_rows(validated, n_public=n_public),
+            query_named=query_given,
+            most_votes=_most_votes(
+                kind=kind, validated=validated, federation=federation, n_submissions=n_submissions
+            ),
         )
-        if query_rows(validated, n_public=n_public) > query_rows(fitting, n_public=n_public):
-            validated = fitting
+        if plan.n_queries < query_rows(validated, n_public=n_public):
+            validated = with_query_count(validated, plan.n_queries)
     try:
         query_within(validated, n_public=n_public)
     except ValueError as error:
         raise _invalid(error) from error
     validated.pop("privacy", None)
-    if privacy_level == PrivacyLevel.L1:
-        validated["privacy"] = _privacy(
-            given_privacy,
-            federation=federation,
-            n_queries=query_rows(validated, n_public=n_public),
-            sigma=calibrated_sigma,
-            most_votes=most_votes,
-        ).as_dict()
+    if plan is not None:
+        validated["privacy"] = plan.privacy.as_dict()
     return validated
 
 

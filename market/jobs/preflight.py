@@ -26,7 +26,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from market.accounts.models import User
@@ -230,3 +230,45 @@ def job_estimate_progress(estimate: JobEstimate) -> dict:
         "total": estimate.progress_total,
         "percent": percent,
     }
+
+
+def job_estimate_claim(*, estimate_id: int, worker: str) -> bool:
+    """queued → running, by one worker only (a conditional UPDATE); False where another worker won."""
+    return (
+        JobEstimate.objects.filter(id=estimate_id, status=EstimateStatus.QUEUED).update(
+            status=EstimateStatus.RUNNING,
+            worker=worker,
+            attempts=F("attempts") + 1,
+            started_at=timezone.now(),
+            progress_stage="predicting",
+            progress_done=0,
+        )
+        == 1
+    )
+
+
+def job_estimate_release(*, estimate_id: int, worker: str) -> None:
+    """Hand a running estimate back after a transient error: the retried task claims it again from the start."""
+    JobEstimate.objects.filter(id=estimate_id, status=EstimateStatus.RUNNING, worker=worker).update(
+        status=EstimateStatus.QUEUED, worker="", progress_stage=""
+    )
+
+
+def job_estimate_progress_record(*, estimate_id: int, stage: str, done: int, total: int) -> None:
+    """The running estimate's stage and how much of it is done (what the launcher's progress bar reads)."""
+    JobEstimate.objects.filter(id=estimate_id).update(
+        progress_stage=stage, progress_done=done, progress_total=total
+    )
+
+
+def job_estimate_end(
+    *, estimate_id: int, status: str, result: dict | None = None, reason: str = ""
+) -> None:
+    """running → succeeded (with its ``result``) or failed (with the ``reason`` the operator reads)."""
+    JobEstimate.objects.filter(id=estimate_id, status=EstimateStatus.RUNNING).update(
+        status=status,
+        result=result,
+        failure_reason=reason,
+        finished_at=timezone.now(),
+        progress_stage="done" if status == EstimateStatus.SUCCEEDED else "",
+    )

@@ -19,7 +19,7 @@ from market.federations.models import Federation
 from market.jobs.parameters import job_kind_get
 from market.submissions.models import Submission
 from workers.privacy.accounting import party_vote_shifts
-from workers.privacy.costs import PrivacyCost, calibrate_noise, calibrate_queries
+from workers.privacy.costs import BudgetView, PrivacyCost, calibrate_noise, calibrate_queries
 from workers.privacy.settings import PrivacySettings
 
 
@@ -135,6 +135,18 @@ def budget_price_job(
     }
 
 
+def member_budget_views(
+    *, federation: Federation, organisations, kind: str, parameters: Mapping
+) -> list[BudgetView]:
+    """Each listed silo's remaining budget as a calibration fits into it, with the votes its submissions move in an
+    L1 job of ``kind`` (``organisations`` as for :func:`budget_price_job`)."""
+    shifts = silo_vote_shifts(
+        organisations=organisations,
+        votes_per_submission=job_votes_per_submission(kind=kind, parameters=parameters),
+    )
+    return budget_calibration_views(federation=federation, vote_shifts=shifts)
+
+
 def budget_calibrate(
     *, federation: Federation, organisations, kind: str, parameters: Mapping, solve_for: str
 ) -> dict:
@@ -142,11 +154,9 @@ def budget_calibrate(
     ``parameters`` as for :func:`budget_price_job`): the least noise (``solve_for="noise"``: largest γ or
     smallest σ at the given n_queries) or the most queries (``solve_for="queries"`` at the given γ or σ)."""
     algorithm = _priced_kind(kind)
-    shifts = silo_vote_shifts(
-        organisations=organisations,
-        votes_per_submission=job_votes_per_submission(kind=kind, parameters=parameters),
+    views = member_budget_views(
+        federation=federation, organisations=organisations, kind=kind, parameters=parameters
     )
-    views = budget_calibration_views(federation=federation, vote_shifts=shifts)
 
     def price(at: PrivacySettings, vote_shift: int | None) -> PrivacyCost:
         return algorithm.l1_cost(parameters, privacy=at, vote_shift=vote_shift)

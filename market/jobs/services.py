@@ -27,6 +27,7 @@ from market.errors import (
 )
 from market.federations.models import EvaluationSplit, Federation, PrivacyLevel, PublicDataset
 from market.federations.selectors import public_dataset_current
+from market.jobs.advice import estimate_advice
 from market.jobs.models import (
     EstimateStatus,
     Job,
@@ -239,6 +240,14 @@ def _launch_despite_example(estimate_id: int) -> str:
     return f'"launch_despite_estimate": {{"estimate": {estimate_id}, "reason": "<why you launch it anyway>"}}'
 
 
+def _advised(estimate: JobEstimate) -> str:
+    """The budget advisor's sentence on ``estimate`` (market.jobs.advice) followed by a space; "" where it has none."""
+    advice = estimate_advice(
+        result=estimate.result, class_labels=estimate.federation.class_labels or []
+    )
+    return f"{advice['statement']} " if advice else ""
+
+
 class EstimateGateRefusal(InvalidInput):
     """A launch whose latest pre-flight estimate expects the model to fail the publish gate, refused until the
     launcher names that estimate with a written reason (issue 43, issue 40 item 4)."""
@@ -252,8 +261,8 @@ class EstimateGateRefusal(InvalidInput):
         super().__init__(
             f"Pre-flight estimate #{estimate.id} of this job expects its model to fail the publish gate: {failure} "
             f"Launching it would {spend} a model the market will not publish without an operator's "
-            "written override. Change the job and estimate it again (more queried rows or less noise where the "
-            "budgets allow, another kind, or an L0 job), or launch anyway with "
+            f"written override. {_advised(estimate)}Change the job and estimate it again (more queried rows or "
+            "less noise where the budgets allow, another kind, or an L0 job), or launch anyway with "
             f"{_launch_despite_example(estimate.id)}; the reason is kept on the job and in the audit log.",
             field="launch_despite_estimate",
         )

@@ -14,16 +14,23 @@ estimate's row holds the scores and nothing else. The Celery task module (worker
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 import numpy as np
 from django.conf import settings
-from django.db.models import F
-from django.utils import timezone
 
 from market.feature_views import stored_features_in_view
 from market.federations.models import PrivacyLevel
 from market.jobs.baselines import baselines_measure
 from market.jobs.models import EstimateStatus, JobEstimate
+from market.jobs.parameters import L1_DEFAULT_SHARE_OF_LIMIT
+from market.jobs.preflight import (
+    job_estimate_claim,
+    job_estimate_end,
+    job_estimate_progress_record,
+)
+from market.jobs.preflight import job_estimate_release as estimate_release
+from market.jobs.privacy_costs import member_budget_views
 from market.jobs.selectors import job_members
 from market.storage import arrays_from_npz_cached
 from market.submissions.models import Submission
@@ -33,7 +40,7 @@ from workers.algorithms.auto_fusion import EvaluationRows, evaluation_halves
 from workers.algorithms.ensemble import average_probabilities
 from workers.algorithms.operator_baseline import OPERATOR_ONLY_LEARNER, OPERATOR_ONLY_VIEW
 from workers.algorithms.operator_only import operator_only_fit
-from workers.algorithms.schema import fitted_feature_view
+from workers.algorithms.schema import MIN_TRAINING_ROWS, fitted_feature_view, with_query_count
 from workers.jobs.chunks import ChunkSignals, chunk_signals_of
 from workers.jobs.interruptible import fuse_in_child
 from workers.jobs.preflight import (
@@ -43,6 +50,7 @@ from workers.jobs.preflight import (
     simulated_noise,
 )
 from workers.metrics import classification_metrics, headline
+from workers.privacy.plans import advised_candidates, advised_query_counts, budgets_within_share
 from workers.privacy.settings import PrivacySettings
 from workers.runner.chunks import members_predicted
 from workers.runner.fusing import evaluation_report_rows, job_operator_only_baseline
@@ -52,42 +60,16 @@ from workers.runner.lifecycle import JobInputError
 logger = logging.getLogger("workers.runner")
 
 
-def job_estimate_claim(*, estimate_id: int) -> bool:
-    """queued → running, by one worker only (a conditional UPDATE)."""
-    return (
-        JobEstimate.objects.filter(id=estimate_id, status=EstimateStatus.QUEUED).update(
-            status=EstimateStatus.RUNNING,
-            worker=worker_id(),
-            attempts=F("attempts") + 1,
-            started_at=timezone.now(),
-            progress_stage="predicting",
-            progress_done=0,
-        )
-        == 1
-    )
-
-
 def job_estimate_release(*, estimate_id: int) -> None:
-    """Hand a running estimate back after a transient error: the retried task claims it again from the start."""
-    JobEstimate.objects.filter(
-        id=estimate_id, status=EstimateStatus.RUNNING, worker=worker_id()
-    ).update(status=EstimateStatus.QUEUED, worker="", progress_stage="")
-
-
-def _end(estimate_id: int, *, status: str, result: dict | None = None, reason: str = "") -> None:
-    JobEstimate.objects.filter(id=estimate_id, status=EstimateStatus.RUNNING).update(
-        status=status,
-        result=result,
-        failure_reason=reason,
-        finished_at=timezone.now(),
-        progress_stage="done" if status == EstimateStatus.SUCCEEDED else "",
-    )
+    """Hand this worker's running estimate back after a transient error (:func:`market.jobs.preflight.
+    job_estimate_release`)."""
+    estimate_release(estimate_id=estimate_id, worker=worker_id())
 
 
 def job_estimate_run(*, estimate_id: int) -> None:
     """Claim the estimate and compute it; bad input or an unexpected error fails it with a readable reason, a
     transient error propagates (the task retries)."""
-    if not job_estimate_claim(estimate_id=estimate_id):
+    if not job_estimate_claim(estimate_id=estimate_id, worker=worker_id()):
         return
     estimate = JobEstimate.objects.select_related(
         "federation", "public_dataset", "evaluation_split"
@@ -97,24 +79,22 @@ def job_estimate_run(*, estimate_id: int) -> None:
     except TRANSIENT_ERRORS:
         raise
     except JobInputError as error:
-        _end(estimate_id, status=EstimateStatus.FAILED, reason=str(error))
+        job_estimate_end(estimate_id=estimate_id, status=EstimateStatus.FAILED, reason=str(error))
     except (
         Exception
     ) as error:  # a bug or a crashed fusion: the operator reads why instead of a stuck estimate
         logger.exception("Pre-flight estimate #%s failed", estimate_id)
-        _end(
-            estimate_id,
+        job_estimate_end(
+            estimate_id=estimate_id,
             status=EstimateStatus.FAILED,
             reason=f"Internal error while estimating: {type(error).__name__}: {error}",
         )
     else:
-        _end(estimate_id, status=EstimateStatus.SUCCEEDED, result=result)
+        job_estimate_end(estimate_id=estimate_id, status=EstimateStatus.SUCCEEDED, result=result)
 
 
 def _progress(estimate: JobEstimate, *, stage: str, done: int, total: int) -> None:
-    JobEstimate.objects.filter(id=estimate.id).update(
-        progress_stage=stage, progress_done=done, progress_total=total
-    )
+    job_estimate_progress_record(estimate_id=estimate.id, stage=stage, done=done, total=total)
 
 
 def _selected_ids(estimate: JobEstimate) -> list[int]:
@@ -210,35 +190,38 @@ def _estimate(estimate: JobEstimate) -> dict:
         member_probabilities,
         member_signals=np.concatenate([chunk.member_signals for chunk in chunks]),
     )
-    mechanisms = (
-        [None]
-        + [
-            simulated_noise(PrivacySettings.of(estimate.parameters["privacy"]).noise(), seed=seed)
-            for seed in draw_seeds(estimate.seed, estimate.n_draws)
-        ]
-        if private_l1
-        else [None]
+    candidates = _advised(estimate, submissions, ids) if private_l1 else []
+    fusions = _fusions(estimate, private_l1=private_l1) + [
+        _candidate_fusion(estimate, candidate) for candidate in candidates
+    ]
+    fuse = partial(
+        fuse_in_child,
+        kind=estimate.kind,
+        signal_sum=signal_sum,
+        public_features=public,
+        members=members,
+        n_classes=estimate.federation.n_classes,
+        seed=estimate.seed,
+        evaluation=rows if algorithm_get(estimate.kind).reads_evaluation(settings) else None,
+        cancelled=lambda: False,
     )
     scored = []
-    for step, mechanism in enumerate(mechanisms):
-        _progress(estimate, stage="fusing", done=step, total=len(mechanisms))
-        fusion = fuse_in_child(
-            kind=estimate.kind,
-            signal_sum=signal_sum,
-            public_features=public,
-            members=members,
-            n_classes=estimate.federation.n_classes,
-            params=estimate.parameters,
-            seed=estimate.seed,
-            evaluation=rows if algorithm_get(estimate.kind).reads_evaluation(settings) else None,
-            noise=mechanism,
-            cancelled=lambda: False,
+    for step, (parameters, mechanism) in enumerate(fusions):
+        _progress(estimate, stage="fusing", done=step, total=len(fusions))
+        scored.append(_scored(estimate, fuse(params=parameters, noise=mechanism), rows, ids))
+    _progress(estimate, stage="fusing", done=len(fusions), total=len(fusions))
+    first_candidate = len(fusions) - len(candidates)
+    candidates_scored = [
+        {**candidate.as_dict(), "parameters": parameters, "metrics": headline(score["metrics"])}
+        for candidate, (parameters, _), score in zip(
+            candidates, fusions[first_candidate:], scored[first_candidate:], strict=True
         )
-        scored.append(_scored(estimate, fusion, rows, ids))
-    _progress(estimate, stage="fusing", done=len(mechanisms), total=len(mechanisms))
+    ]
+    scored = scored[:first_candidate]
     reference, draws = (scored[0], scored[1:]) if private_l1 else (None, scored)
     report = draws[0]["rows"]
     return {
+        "candidates": candidates_scored,
         "private": metric_spread([draw["metrics"] for draw in draws]),
         "draws": [headline(draw["metrics"]) for draw in draws],
         "reference": headline(reference["metrics"]) if reference else None,
@@ -255,6 +238,58 @@ def _estimate(estimate: JobEstimate) -> dict:
         "n_members": len(ids),
         "report_rows": int(len(report)),
     }
+
+
+def _advised(estimate: JobEstimate, submissions: dict, ids: list[int]) -> list:
+    """The advisor's candidates of an L1 estimate (issue 40 item 4, :func:`workers.privacy.plans.
+    advised_candidates`): each setting whose noise fits every member's remaining budget, spending at most
+    :data:`market.jobs.parameters.L1_DEFAULT_SHARE_OF_LIMIT` of what each has left (as a default job does of a new
+    member's limit). The market proposes from their scores (:mod:`market.jobs.advice`)."""
+    algorithm = algorithm_get(estimate.kind)
+    privacy = PrivacySettings.of(estimate.parameters["privacy"])
+    return advised_candidates(
+        kind=algorithm,
+        settings=estimate.parameters,
+        budgets=budgets_within_share(
+            member_budget_views(
+                federation=estimate.federation,
+                organisations=[submissions[id].organisation_id for id in ids],
+                kind=estimate.kind,
+                parameters=estimate.parameters,
+            ),
+            share=L1_DEFAULT_SHARE_OF_LIMIT,
+        ),
+        delta=privacy.delta,
+        query_counts=advised_query_counts(
+            n_queries=privacy.n_queries,
+            n_public=estimate.public_dataset.n_rows,
+            min_queries=MIN_TRAINING_ROWS,
+        ),
+        most_votes=len(ids) * algorithm.votes_per_submission(estimate.parameters),
+    )
+
+
+def _fusions(estimate: JobEstimate, *, private_l1: bool) -> list[tuple[dict, object]]:
+    """The estimate's own fusions, (parameters, simulated noise): at L1 the noise-free reference, then one per
+    simulated draw of the job's noise; at L2 one, without noise."""
+    if not private_l1:
+        return [(estimate.parameters, None)]
+    noise = PrivacySettings.of(estimate.parameters["privacy"]).noise()
+    return [(estimate.parameters, None)] + [
+        (estimate.parameters, simulated_noise(noise, seed=seed))
+        for seed in draw_seeds(estimate.seed, estimate.n_draws)
+    ]
+
+
+def _candidate_fusion(estimate: JobEstimate, candidate) -> tuple[dict, object]:
+    """A candidate's job parameters and one simulated draw of its noise (the same seed for every candidate)."""
+    parameters = {
+        **with_query_count(estimate.parameters, candidate.privacy.n_queries),
+        "privacy": candidate.privacy.as_dict(),
+    }
+    return parameters, simulated_noise(
+        candidate.privacy.noise(), seed=draw_seeds(estimate.seed, 1)[0]
+    )
 
 
 def _scored(estimate: JobEstimate, fusion, rows: EvaluationRows, ids: list[int]) -> dict:

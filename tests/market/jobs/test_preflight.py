@@ -37,7 +37,9 @@ def test_an_l1_estimate_scores_simulated_draws_against_the_reference_and_the_bas
     assert response["Idempotent-Replayed"] == "false"
     body = api_client_for(operator).get(f"/api/job-estimates/{response.json()['id']}/").json()
     assert (body["status"], body["failure_reason"], body["n_draws"]) == ("succeeded", "", 2)
-    assert body["progress"] == {"stage": "done", "done": 3, "total": 3, "percent": 100}
+    # the reference, two draws, then one fusion per candidate of the budget advisor (issue 40 item 4)
+    fusions = 3 + len(body["result"]["candidates"])
+    assert body["progress"] == {"stage": "done", "done": fusions, "total": fusions, "percent": 100}
     assert body["submissions"] == [submission.id for submission in fedkt_submissions]
     result = body["result"]
     assert len(result["draws"]) == 2 and result["n_members"] == 3
@@ -53,9 +55,38 @@ def test_an_l1_estimate_scores_simulated_draws_against_the_reference_and_the_bas
     assert result["baselines"]["n_silos"] == 0
     assert result["baselines"]["best_single_silo"] is None
     assert set(body["statements"]) == {"passes_gate", "gate", "silos"}
+    _assert_advice_fits_every_budget(body, federation)
     # nothing launched, no noisy answer stored, no budget reserved or charged
     assert not Job.objects.exists()
     assert not BudgetEntry.objects.exists()
+
+
+def _assert_advice_fits_every_budget(body, federation):
+    """The advisor's candidates: the grid's mechanisms × query counts whose least noise fits every member's
+    remaining budget (here half of every silo's default limit), each scored, with the proposal among them."""
+    from workers.privacy.plans import ADVISED_MECHANISMS
+
+    candidates = body["result"]["candidates"]
+    assert 1 <= len(candidates) <= 6
+    assert {candidate["mechanism"] for candidate in candidates} <= set(ADVISED_MECHANISMS)
+    for candidate in candidates:
+        assert candidate["unit"] == "party-level" and candidate["delta"] == 1e-5
+        # at most half of what each member has left (nothing spent yet: half its limit)
+        assert 0 < candidate["epsilon"] <= float(federation.default_epsilon_limit) / 2 + 1e-9
+        assert candidate["parameters"]["query_count"] == candidate["n_queries"]
+        assert candidate["metrics"]["accuracy"] is not None
+    advice = body["advice"]
+    assert advice["l0"] == body["result"]["reference"]
+    assert advice["operator_only"] == body["result"]["baselines"]["operator_only"]
+    assert [c["passes_gate"] for c in advice["candidates"]].count(True) == (
+        0
+        if advice["proposal"] is None
+        else len([c for c in advice["candidates"] if c["passes_gate"]])
+    )
+    if advice["proposal"] is not None:
+        assert advice["proposal"]["passes_gate"] and advice["statement"].startswith("Proposed: ")
+    else:
+        assert "nothing private can beat the free model with these budgets" in advice["statement"]
 
 
 def test_an_l1_estimate_never_predicts_the_silos_models_so_no_choice_reads_their_unnoised_votes(
@@ -479,6 +510,66 @@ def test_a_launch_whose_estimate_expects_a_model_below_the_gate_is_refused_until
         "the publish gate. olivia-operator gave this reason:"
     ) in page
     assert "The consortium wants the noisy labels measured once." in page
+
+
+def test_a_refused_launch_says_what_the_advisor_proposes_or_that_nothing_private_beats_the_free_model(
+    operator, fedkt_submissions
+):
+    """Issue 40 item 4: the refusal of a launch below the gate says what would pass (the advisor's proposal, with
+    its parameters under "advice" on the estimate) or that nothing private can beat the free model."""
+    from market.jobs.advice import estimate_advice
+    from tests.market.jobs.helpers import ABOVE_THE_GATE, BELOW_THE_GATE, succeeded_estimate
+
+    federation = fedkt_submissions[0].federation
+    estimate = succeeded_estimate(
+        federation=federation, requested_by=operator, request=QUICK_L1, expected=BELOW_THE_GATE
+    )
+    proposal = {
+        "unit": "party-level",
+        "mechanism": "gaussian",
+        "n_queries": 60,
+        "privacy": {"mechanism": "gaussian", "sigma": 6.5, "delta": 1e-5, "n_queries": 60},
+        "epsilon": 2.5,
+        "delta": 1e-5,
+        "parameters": {
+            **FAST_FEDKT,
+            "query_count": 60,
+            "privacy": {"mechanism": "gaussian", "sigma": 6.5},
+        },
+        "metrics": ABOVE_THE_GATE,
+    }
+    failing = {**proposal, "n_queries": 20, "metrics": BELOW_THE_GATE}
+    jobs_url = f"/api/federations/{federation.slug}/jobs/"
+    api = api_client_for(operator)
+    for candidates, said in (
+        (
+            [failing, proposal],
+            "Proposed: GNMax (Gaussian noise) on 60 queried public rows (σ 6.5 votes), ",
+        ),
+        ([failing], "nothing private can beat the free model with these budgets"),
+    ):
+        estimate.result = {
+            **estimate.result,
+            "candidates": candidates,
+            "reference": ABOVE_THE_GATE,
+        }
+        estimate.save(update_fields=["result"])
+        advice = estimate_advice(result=estimate.result, class_labels=federation.class_labels)
+
+        refused = api.post(jobs_url, QUICK_L1, format="json")
+
+        assert refused.status_code == 400
+        detail = refused.json()["detail"]
+        assert (
+            said in advice["statement"]
+            and f"written override. {advice['statement']} Change the job" in detail
+        )
+        shown = api.get(f"/api/job-estimates/{estimate.id}/").json()["advice"]
+        assert shown["statement"] == advice["statement"]
+        assert (shown["proposal"] or {}).get("parameters") == (
+            proposal["parameters"] if len(candidates) == 2 else None
+        )
+    assert not Job.objects.exists() and not BudgetEntry.objects.exists()
 
 
 def test_an_estimate_that_expects_a_model_above_the_gate_asks_for_nothing_and_a_reason_given_anyway_is_not_kept(
