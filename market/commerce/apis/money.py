@@ -8,7 +8,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from market.accounts.models import Organisation
-from market.commerce.apis import CatalogPagination, WalletEntryOutput
+from market.commerce.apis.pagination import CatalogPagination
+from market.commerce.apis.wallets import WalletEntryOutput
 from market.commerce.models import WalletEntryKind
 from market.commerce.money import (
     ledger_entries,
