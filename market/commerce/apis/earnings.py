@@ -6,18 +6,17 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from market.accounts.models import Organisation
 from market.commerce.apis.wallets import WalletEntryOutput
 from market.commerce.money import payouts_of
 from market.commerce.payouts import payable_cents, payout_record
 from market.commerce.selectors import (
     earnings_for,
     earnings_organisation,
+    organisation_get,
 )
 from market.commerce.services import (
     require_operator,
 )
-from market.errors import NotFound
 from market.jobs.visibility import own_contribution_values
 
 
@@ -38,9 +37,7 @@ class PayoutApi(APIView):
         require_operator(request.user, "record payouts")  # before the lookup: no probing ids
         given = PayoutInput(data=request.data)
         given.is_valid(raise_exception=True)
-        organisation = Organisation.objects.filter(pk=organisation_id).first()
-        if organisation is None:
-            raise NotFound(f"There is no organisation #{organisation_id}.")
+        organisation = organisation_get(organisation_id=organisation_id)
         entry, created = payout_record(
             organisation=organisation, actor=request.user, request=request, **given.validated_data
         )

@@ -6,17 +6,16 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from market.accounts.models import Organisation
 from market.commerce.apis.pagination import CatalogPagination
 from market.commerce.models import WalletEntryKind
 from market.commerce.selectors import (
+    organisation_get,
     wallet_for,
 )
 from market.commerce.services import (
     require_operator,
 )
 from market.commerce.wallets import wallet_top_up
-from market.errors import NotFound
 
 
 class WalletEntryOutput(serializers.Serializer):
@@ -78,9 +77,7 @@ class TopUpApi(APIView):
         )  # before the lookup: no probing organisation ids
         given = TopUpInput(data=request.data)
         given.is_valid(raise_exception=True)
-        organisation = Organisation.objects.filter(pk=organisation_id).first()
-        if organisation is None:
-            raise NotFound(f"There is no organisation #{organisation_id}.")
+        organisation = organisation_get(organisation_id=organisation_id)
         entry, created = wallet_top_up(
             organisation=organisation, actor=request.user, request=request, **given.validated_data
         )
