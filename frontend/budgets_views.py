@@ -30,7 +30,12 @@ from market.budgets.selectors import (
 )
 from market.budgets.services import budget_limit_set
 from market.errors import DomainError, InvalidInput, PermissionDenied
-from market.federations.selectors import federation_get, federation_list, federation_require_member
+from market.federations.selectors import (
+    federation_get,
+    federation_list,
+    federation_require_member,
+    federations_joined,
+)
 from market.jobs.parameters import job_kind_priced_default
 from market.jobs.pricing import job_price_calibration, job_price_quote
 
@@ -45,9 +50,11 @@ PRICE_FIELDS = ("mechanism", "noise", "delta", "n_queries", "partitions")
 @page
 def budget_index_page(request):
     """The federations whose budgets the user may see: all for operators, memberships for silos."""
-    federations = federation_list(user=request.user)
-    if not request.user.is_operator:
-        federations = federations.filter(is_member=True)
+    federations = (
+        federation_list(user=request.user)
+        if request.user.is_operator
+        else federations_joined(user=request.user)
+    )
     return render(
         request, "frontend/budgets/index.html", {"section": "budgets", "federations": federations}
     )

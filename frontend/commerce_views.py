@@ -24,20 +24,21 @@ from market.commerce.plans import plan_upfront_cents, plans_visible
 from market.commerce.purchases import purchase_create
 from market.commerce.selectors import (
     catalog_filters_from,
+    catalog_listings,
     credit_requests_of,
     earnings_for,
     earnings_organisation,
     entitlement_exists,
     listing_get,
-    listing_list,
-    purchase_list,
+    purchase_list_with_files,
     wallet_for,
 )
 from market.commerce.services import PublishGateRefused, listing_publish, listing_retire
 from market.errors import InvalidInput
-from market.federations.models import Federation, PrivacyLevel
-from market.jobs.models import GlobalModel
+from market.federations.models import PrivacyLevel
+from market.federations.selectors import federation_names
 from market.jobs.quality import catalog_flags
+from market.jobs.selectors import global_model_families
 from market.jobs.visibility import (
     global_model_view,
     named_contribution_values,
@@ -99,7 +100,7 @@ def _catalog_params(query) -> dict:
 def catalog_page(request):
     filters = catalog_filters_from(_catalog_params(request.GET))
     listings = Paginator(
-        listing_list(user=request.user, filters=filters).select_related("global_model__federation"),
+        catalog_listings(user=request.user, filters=filters),
         PAGE_SIZE,
     ).get_page(request.GET.get("page"))
     # a model below a free baseline or the best silo is flagged in the list too
@@ -115,10 +116,8 @@ def catalog_page(request):
             "listings": listings,
             "filters": filters,
             "filter_query": query.urlencode(),
-            "federations": Federation.objects.order_by("name").values_list("slug", "name"),
-            "model_families": GlobalModel.objects.order_by()
-            .values_list("model_family", flat=True)
-            .distinct(),
+            "federations": federation_names(),
+            "model_families": global_model_families(),
             "privacy_levels": PrivacyLevel.choices,
             "statuses": ListingStatus.choices,
         },
@@ -251,9 +250,9 @@ def listing_state_action(request, listing_id, action):
 @require_GET
 @page
 def purchases_page(request):
-    purchases = Paginator(
-        purchase_list(user=request.user).prefetch_related("global_model__files"), PAGE_SIZE
-    ).get_page(request.GET.get("page"))
+    purchases = Paginator(purchase_list_with_files(user=request.user), PAGE_SIZE).get_page(
+        request.GET.get("page")
+    )
     return render(
         request,
         "frontend/commerce/purchases.html",

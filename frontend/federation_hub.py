@@ -9,11 +9,10 @@ from market.budgets.selectors import budget_list
 from market.commerce.selectors import CatalogFilters, listing_list
 from market.errors import NotFound, PermissionDenied
 from market.exchanges.selectors import exchange_list
-from market.federations.models import JoinRequestStatus
 from market.federations.selectors import (
     evaluation_split_current,
     federation_require_member,
-    join_request_list,
+    join_requests_pending,
     member_list,
 )
 from market.jobs.selectors import job_list
@@ -85,16 +84,14 @@ def _models(request, federation) -> dict:
 def _exchanges(request, federation) -> dict:
     """The federation's FD exchanges and federated augmentations (a silo: those of its federations only)."""
     return {
-        "exchanges": exchange_list(user=request.user).filter(federation=federation),
-        "augmentations": augmentation_list(user=request.user).filter(federation=federation),
+        "exchanges": exchange_list(user=request.user, federation=federation),
+        "augmentations": augmentation_list(user=request.user, federation=federation),
     }
 
 
 def _members(request, federation) -> dict:
     """Operators: the requests waiting to be admitted or refused, and the members (each with a Remove form)."""
-    waiting = join_request_list(federation=federation, user=request.user).filter(
-        status=JoinRequestStatus.PENDING
-    )
+    waiting = join_requests_pending(federation=federation, user=request.user)
     members = member_list(federation=federation, user=request.user)
     return {"join_requests": waiting, "page_of_rows": _page(members, request)}
 

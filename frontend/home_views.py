@@ -21,9 +21,12 @@ from market.commerce.selectors import (
     purchase_list,
     wallet_for,
 )
-from market.federations.selectors import federation_list, join_requests_waiting
-from market.jobs.models import JobStatus
-from market.jobs.selectors import job_list
+from market.federations.selectors import (
+    federation_list,
+    federations_joined,
+    join_requests_waiting,
+)
+from market.jobs.selectors import job_counts, job_list
 from market.submissions.selectors import submission_list
 
 RECENT = 5
@@ -33,8 +36,7 @@ def _operator_context(user) -> dict:
     jobs = job_list(user=user)
     return {
         "federation_count": federation_list(user=user).count(),
-        "running_count": jobs.filter(status__in=[JobStatus.QUEUED, JobStatus.RUNNING]).count(),
-        "failed_count": jobs.filter(status=JobStatus.FAILED).count(),
+        **job_counts(user=user),
         "join_requests_waiting": join_requests_waiting(user=user),
         "credit_requests_waiting": credit_requests_waiting_count(user=user),
         "recent_jobs": jobs.order_by("-created_at", "-id")[:RECENT],
@@ -43,7 +45,7 @@ def _operator_context(user) -> dict:
 
 
 def _silo_context(user) -> dict:
-    memberships = list(federation_list(user=user).filter(is_member=True))
+    memberships = list(federations_joined(user=user))
     budgets = [
         {**budget_summary(budget), "federation_name": federation.name}
         for federation in memberships

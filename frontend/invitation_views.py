@@ -14,10 +14,9 @@ from django.views.decorators.http import require_http_methods, require_POST
 from frontend.decorators import page, renders_domain_errors
 from frontend.form_refusals import form_refused
 from frontend.sent_once import sent_once
-from market.accounts.models import Organisation
+from market.accounts.selectors import organisation_list
 from market.errors import DomainError
-from market.federations.models import Federation
-from market.federations.selectors import federation_get
+from market.federations.selectors import federation_get, federations_by_name
 from market.invitations.apis import invitation_link
 from market.invitations.models import InvitationKind
 from market.invitations.selectors import invitation_for_token, invitation_list, invitation_state
@@ -36,8 +35,8 @@ def _people_context(request, **extra) -> dict:
     return {
         "section": "people",
         "kinds": InvitationKind.choices,
-        "organisations": Organisation.objects.order_by("name"),
-        "federations": Federation.objects.order_by("name"),
+        "organisations": organisation_list(),
+        "federations": federations_by_name(),
         "max_days": INVITATION_MAX_DAYS,
         "rows": [
             {"invitation": invitation, "state": invitation_state(invitation)}

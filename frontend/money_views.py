@@ -21,8 +21,9 @@ from market.commerce.money import (
     sales_with_fees,
 )
 from market.commerce.payouts import payable_cents, payout_record
+from market.commerce.selectors import organisation_get
 from market.commerce.services import require_operator
-from market.errors import DomainError, NotFound
+from market.errors import DomainError
 
 ORGANISATIONS_PER_PAGE = 20
 SALES_PER_PAGE = 20
@@ -45,13 +46,6 @@ def money_page(request):
         "search": search,
     }
     return render(request, "frontend/operator/money.html", context)
-
-
-def _organisation(organisation_id: int) -> Organisation:
-    organisation = Organisation.objects.filter(pk=organisation_id).first()
-    if organisation is None:
-        raise NotFound(f"There is no organisation #{organisation_id}.")
-    return organisation
 
 
 def _ledger_context(request, organisation: Organisation) -> dict:
@@ -77,7 +71,7 @@ def organisation_ledger_page(request, organisation_id):
     """One organisation's ledger (filtered by kind, searched by reference, note or listing) and, for a silo with
     earnings not yet paid, the payout form."""
     require_operator(request.user, "read the market's money")
-    organisation = _organisation(organisation_id)
+    organisation = organisation_get(organisation_id=organisation_id)
     if request.method == "GET":
         return render(
             request, "frontend/operator/ledger.html", _ledger_context(request, organisation)

@@ -16,9 +16,14 @@ from django.views.decorators.http import require_http_methods, require_POST
 from frontend.decorators import page
 from frontend.form_refusals import form_refused
 from frontend.sent_once import sent_once
-from market.accounts.models import Organisation
-from market.commerce.models import CreditRequest, CreditRequestStatus, ListingAccess
-from market.commerce.selectors import global_model_get
+from market.accounts.selectors import organisation_find, organisation_list
+from market.commerce.models import ListingAccess
+from market.commerce.selectors import (
+    credit_request_get,
+    credit_requests_decided,
+    credit_requests_pending,
+    global_model_get,
+)
 from market.commerce.services import PredictionLimits, listing_create, require_operator
 from market.commerce.wallets import (
     credit_request_approve,
@@ -27,7 +32,7 @@ from market.commerce.wallets import (
     credit_request_require_wallet,
     wallet_top_up,
 )
-from market.errors import DomainError, InvalidInput, NotFound
+from market.errors import DomainError, InvalidInput
 from market.federations.models import MembershipPolicy, PrivacyLevel, RevenueSplit
 from market.federations.previews import (
     previewed_public_data_discard,
@@ -310,13 +315,9 @@ def _wallets_context(request) -> dict:
     return {
         "section": "wallets",
         "form": request.POST,
-        "organisations": Organisation.objects.order_by("name"),
-        "pending": CreditRequest.objects.filter(status=CreditRequestStatus.PENDING)
-        .select_related("organisation", "requested_by")
-        .order_by("id"),
-        "decided": CreditRequest.objects.exclude(status=CreditRequestStatus.PENDING).select_related(
-            "organisation", "decided_by"
-        )[:20],
+        "organisations": organisation_list(),
+        "pending": credit_requests_pending(),
+        "decided": credit_requests_decided(limit=20),
     }
 
 
@@ -330,9 +331,7 @@ def wallet_operations_page(request):
     if request.method == "GET":
         return render(request, "frontend/operator/wallets.html", _wallets_context(request))
     try:
-        organisation = Organisation.objects.filter(
-            pk=request.POST.get("organisation") or None
-        ).first()
+        organisation = organisation_find(organisation_id=request.POST.get("organisation") or None)
         if organisation is None:
             raise InvalidInput("Choose the organisation whose wallet to top up.")
         amount = credits_to_cents(request.POST.get("amount", ""), field="The amount")
@@ -360,20 +359,11 @@ def wallet_operations_page(request):
     return redirect("wallet-operations")
 
 
-def _credit_request(credit_request_id: int) -> CreditRequest:
-    credit_request = (
-        CreditRequest.objects.select_related("organisation").filter(pk=credit_request_id).first()
-    )
-    if credit_request is None:
-        raise NotFound(f"There is no credit request #{credit_request_id}.")
-    return credit_request
-
-
 @require_POST
 @page
 @sent_once
 def credit_request_decide_action(request, credit_request_id, decision):
-    credit_request = _credit_request(credit_request_id)
+    credit_request = credit_request_get(credit_request_id=credit_request_id)
     if decision == "approve":
         credit_request = credit_request_approve(
             credit_request=credit_request,

@@ -4,7 +4,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.db import connection
-from django.db.models import Model
+from django.db.models import Model, QuerySet
 from django.db.models.expressions import Col
 from django.utils import timezone
 from rest_framework.exceptions import AuthenticationFailed
@@ -154,3 +154,14 @@ def _token_with_user(key_hash: str) -> ApiToken | None:
 def operator_exists() -> bool:
     """Whether the market has an operator yet (the sign-in page points a new market to its first-run command)."""
     return User.objects.filter(is_staff=True).exists()
+
+
+def organisation_list() -> QuerySet[Organisation]:
+    """Every organisation, by name (the operator's forms choose one)."""
+    return Organisation.objects.order_by("name")
+
+
+def organisation_find(*, organisation_id: int | str | None) -> Organisation | None:
+    """The organisation with this id, or None when there is none (market.errors, which names the error of an id
+    that is not found, imports DRF, whose settings import this app's authentication: no import of it here)."""
+    return Organisation.objects.filter(pk=organisation_id).first()

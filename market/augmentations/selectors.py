@@ -6,7 +6,7 @@ from django.db.models import F, QuerySet, Sum
 from market.accounts.models import User
 from market.augmentations.models import Augmentation, AugmentationStatus
 from market.errors import Conflict, NotFound
-from market.federations.models import Membership
+from market.federations.models import Federation, Membership
 from market.storage import artifact_read
 from workers.algorithms.faug.leakage import device_server_leakage, inter_device_leakage
 
@@ -27,9 +27,11 @@ class SeedSummary:
     target_labels: list[int] | None
 
 
-def augmentation_list(*, user: User) -> QuerySet:
-    """Operators see every augmentation; a silo those of its federations."""
+def augmentation_list(*, user: User, federation: Federation | None = None) -> QuerySet:
+    """Operators see every augmentation; a silo those of its federations (only ``federation``'s, where given)."""
     augmentations = Augmentation.objects.select_related("federation")
+    if federation is not None:
+        augmentations = augmentations.filter(federation=federation)
     if user.is_operator:
         return augmentations
     federations = Membership.objects.filter(organisation_id=user.organisation_id).values(

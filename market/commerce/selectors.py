@@ -8,6 +8,7 @@ from django.db.models import Count, Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce
 
 from market.accounts.models import Organisation, User
+from market.accounts.selectors import organisation_find
 from market.commerce.catalog_cache import catalog_cached
 from market.commerce.models import (
     CreditRequest,
@@ -120,6 +121,12 @@ def listing_list(*, user: User, filters: CatalogFilters = CatalogFilters()) -> Q
     return listings.order_by(*CATALOG_ORDERINGS[filters.ordering])
 
 
+def catalog_listings(*, user: User, filters: CatalogFilters) -> QuerySet[Listing]:
+    """The catalog page's listings, each with its global model and the model's federation (the page reads each
+    model's quality flags)."""
+    return listing_list(user=user, filters=filters).select_related("global_model__federation")
+
+
 def catalog_page(
     *,
     user: User,
@@ -222,6 +229,15 @@ def global_model_require_access(*, user: User, global_model_id: int) -> GlobalMo
     return global_model
 
 
+def organisation_get(*, organisation_id: int) -> Organisation:
+    """The organisation with this id (its wallet, payouts or earnings are asked for); NotFound, naming the id,
+    when there is none."""
+    organisation = organisation_find(organisation_id=organisation_id)
+    if organisation is None:
+        raise NotFound(f"There is no organisation #{organisation_id}.")
+    return organisation
+
+
 def wallet_of(*, organisation: Organisation) -> Wallet | None:
     return Wallet.objects.filter(organisation=organisation).first()
 
@@ -235,9 +251,7 @@ def wallet_for(
         raise NotFound("You belong to no organisation, so you have no wallet.")
     if not user.is_operator and organisation_id != user.organisation_id:
         raise NotFound(f"There is no wallet of organisation #{organisation_id} that you can read.")
-    organisation = Organisation.objects.filter(pk=organisation_id).first()
-    if organisation is None:
-        raise NotFound(f"There is no organisation #{organisation_id}.")
+    organisation = organisation_get(organisation_id=organisation_id)
     wallet = wallet_of(organisation=organisation)
     entries = (
         WalletEntry.objects.filter(wallet=wallet).select_related("purchase__listing")
@@ -252,6 +266,11 @@ def purchase_list(*, user: User) -> QuerySet[Purchase]:
     if not user.is_operator:
         purchases = purchases.filter(buyer_organisation_id=user.organisation_id)
     return purchases.order_by("-created_at", "-id")
+
+
+def purchase_list_with_files(*, user: User) -> QuerySet[Purchase]:
+    """``purchase_list`` with each model's files (the purchases page offers each file for download)."""
+    return purchase_list(user=user).prefetch_related("global_model__files")
 
 
 def earnings_for(*, organisation: Organisation) -> dict:
@@ -307,9 +326,7 @@ def earnings_organisation(*, user: User, organisation_id: int | None = None) -> 
         not user.is_operator and organisation_id != user.organisation_id
     ):
         raise PermissionDenied("You can read your own organisation's earnings only.")
-    organisation = Organisation.objects.filter(pk=organisation_id).first()
-    if organisation is None:
-        raise NotFound(f"There is no organisation #{organisation_id}.")
+    organisation = organisation_get(organisation_id=organisation_id)
     return organisation
 
 
@@ -323,3 +340,29 @@ def credit_requests_waiting_count(*, user: User) -> int:
     if not user.is_operator:
         raise PermissionDenied("Only market operators can see the credit requests waiting.")
     return CreditRequest.objects.filter(status=CreditRequestStatus.PENDING).count()
+
+
+def credit_requests_pending() -> QuerySet[CreditRequest]:
+    """The buyers' credit requests waiting for an operator, oldest first."""
+    return (
+        CreditRequest.objects.filter(status=CreditRequestStatus.PENDING)
+        .select_related("organisation", "requested_by")
+        .order_by("id")
+    )
+
+
+def credit_requests_decided(*, limit: int) -> QuerySet[CreditRequest]:
+    """The latest ``limit`` credit requests an operator approved or declined."""
+    return CreditRequest.objects.exclude(status=CreditRequestStatus.PENDING).select_related(
+        "organisation", "decided_by"
+    )[:limit]
+
+
+def credit_request_get(*, credit_request_id: int) -> CreditRequest:
+    """The credit request with this id, with its organisation; NotFound, naming the id, when there is none."""
+    credit_request = (
+        CreditRequest.objects.select_related("organisation").filter(pk=credit_request_id).first()
+    )
+    if credit_request is None:
+        raise NotFound(f"There is no credit request #{credit_request_id}.")
+    return credit_request

@@ -5,12 +5,14 @@ from django.db.models import Count, Q, QuerySet
 from market.accounts.models import User
 from market.errors import Conflict, NotFound
 from market.exchanges.models import Exchange, ExchangeRound, LogitUpload, RoundStatus
-from market.federations.models import Membership
+from market.federations.models import Federation, Membership
 
 
-def exchange_list(*, user: User) -> QuerySet:
-    """Operators see every exchange; a silo those of its federations."""
+def exchange_list(*, user: User, federation: Federation | None = None) -> QuerySet:
+    """Operators see every exchange; a silo those of its federations (only ``federation``'s, where given)."""
     exchanges = Exchange.objects.select_related("federation")
+    if federation is not None:
+        exchanges = exchanges.filter(federation=federation)
     if user.is_operator:
         return exchanges
     federations = Membership.objects.filter(organisation_id=user.organisation_id).values(

@@ -28,6 +28,21 @@ def federation_list(*, user: User) -> QuerySet[Federation]:
     )
 
 
+def federations_joined(*, user: User) -> QuerySet[Federation]:
+    """The federations the user's organisation is a member of, marked as ``federation_list`` marks them."""
+    return federation_list(user=user).filter(is_member=True)
+
+
+def federation_names() -> QuerySet:
+    """Every federation's (slug, name), by name: the choices of a filter by federation."""
+    return Federation.objects.order_by("name").values_list("slug", "name")
+
+
+def federations_by_name() -> QuerySet[Federation]:
+    """Every federation, by name (the operator's forms choose one)."""
+    return Federation.objects.order_by("name")
+
+
 def federation_get(*, slug: str, user: User) -> Federation:
     federation = federation_list(user=user).filter(slug=slug).first()
     if federation is None:
@@ -64,6 +79,13 @@ def join_request_list(*, federation: Federation, user: User) -> QuerySet[JoinReq
     return federation.join_requests.select_related(
         "organisation", "requested_by", "federation"
     ).order_by(waiting_first, "-created_at", "-id")
+
+
+def join_requests_pending(*, federation: Federation, user: User) -> QuerySet[JoinRequest]:
+    """Operators: the federation's join requests that wait to be admitted or refused."""
+    return join_request_list(federation=federation, user=user).filter(
+        status=JoinRequestStatus.PENDING
+    )
 
 
 def join_requests_waiting(*, user: User) -> list[dict]:

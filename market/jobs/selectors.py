@@ -58,6 +58,20 @@ def job_list(*, user: User, federation_slug: str | None = None) -> QuerySet[Job]
     return jobs
 
 
+def job_counts(*, user: User) -> dict[str, int]:
+    """How many of the jobs the user may see are under way (queued or running) and how many failed."""
+    jobs = job_list(user=user)
+    return {
+        "running_count": jobs.filter(status__in=[JobStatus.QUEUED, JobStatus.RUNNING]).count(),
+        "failed_count": jobs.filter(status=JobStatus.FAILED).count(),
+    }
+
+
+def global_model_families() -> QuerySet:
+    """The model families of the global models built so far, once each: the choices of a filter by family."""
+    return GlobalModel.objects.order_by().values_list("model_family", flat=True).distinct()
+
+
 def job_launch_require_permission(*, federation: Federation, user: User) -> None:
     """Who may launch a job (the API, the launcher page and its price): operators, and buyer organisations
     where the federation lets buyers launch jobs."""

@@ -6,7 +6,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from market.commerce.apis import ListingOutput, listing_output_rows
+from market.commerce.apis.listings import ListingOutput, listing_output_rows
 from market.commerce.models import Listing
 from market.commerce.selectors import CatalogFilters, catalog_page
 from market.commerce.services import listing_create, listing_publish, listing_retire

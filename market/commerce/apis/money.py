@@ -7,8 +7,8 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from market.accounts.models import Organisation
-from market.commerce.apis import CatalogPagination, WalletEntryOutput
+from market.commerce.apis.pagination import CatalogPagination
+from market.commerce.apis.wallets import WalletEntryOutput
 from market.commerce.models import WalletEntryKind
 from market.commerce.money import (
     ledger_entries,
@@ -16,8 +16,8 @@ from market.commerce.money import (
     organisations_with_money,
     sales_with_fees,
 )
+from market.commerce.selectors import organisation_get
 from market.commerce.services import require_operator
-from market.errors import NotFound
 
 
 class MarketFeesOutput(serializers.Serializer):
@@ -117,8 +117,6 @@ class OrganisationLedgerApi(APIView):
         )  # before the lookup: no probing ids
         given = LedgerQuery(data=request.query_params)
         given.is_valid(raise_exception=True)
-        organisation = Organisation.objects.filter(pk=organisation_id).first()
-        if organisation is None:
-            raise NotFound(f"There is no organisation #{organisation_id}.")
+        organisation = organisation_get(organisation_id=organisation_id)
         rows = ledger_entries(user=request.user, organisation=organisation, **given.validated_data)
         return _page(request, rows, WalletEntryOutput)
