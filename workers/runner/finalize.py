@@ -225,6 +225,11 @@ def _baselines(
                 ),
             }
     measured["comparison_method"] = COMPARISON_METHOD
+    _baselines_logged(job, measured)
+    return measured
+
+
+def _baselines_logged(job: Job, measured: dict) -> None:
     # The log is read by every participant: it names no silo's own score (the job page decides who sees those).
     majority, operator_only_scores = measured["majority_class"], measured["operator_only"]
     job_log(
@@ -243,7 +248,6 @@ def _baselines(
         )
         + ".",
     )
-    return measured
 
 
 #: How the global model's comparisons with its baselines are made (stored beside them).

@@ -187,15 +187,7 @@ def job_fuse(job: Job) -> FusedJob | None:
         raise JobInputError(f"The fusion failed: {error}") from error
     if fusion is None:  # cancelled while fitting; the child is gone and job_finalize ends the job
         return None
-    report = [
-        f"Fused {len(members)} member(s); the global model was trained on "
-        f"{int(np.count_nonzero(fusion.trained))} public example(s)."
-    ]
-    if unlabelled := fusion.details.get("unlabelled_classes"):
-        report.append(
-            f"No released label names class(es) {', '.join(map(str, unlabelled))}: the global model gives them "
-            "a small probability only (query more public rows, or use less noise, to learn them)."
-        )
+    report = _fusion_report_lines(fusion, n_members=len(members))
     # an ensemble (also one that vote: auto chose) fits nothing: its bundle reads the one-hot view, each member its own
     return FusedJob(
         fusion=fusion,
@@ -204,6 +196,20 @@ def job_fuse(job: Job) -> FusedJob | None:
         feature_view=view if fusion.model is not None else ONE_HOT_VIEW,
         report_lines=tuple(report),
     )
+
+
+def _fusion_report_lines(fusion: Fusion, *, n_members: int) -> list[str]:
+    """What the release step writes of the fusion: the rows it trained on, the classes no released label names."""
+    report = [
+        f"Fused {n_members} member(s); the global model was trained on "
+        f"{int(np.count_nonzero(fusion.trained))} public example(s)."
+    ]
+    if unlabelled := fusion.details.get("unlabelled_classes"):
+        report.append(
+            f"No released label names class(es) {', '.join(map(str, unlabelled))}: the global model gives them "
+            "a small probability only (query more public rows, or use less noise, to learn them)."
+        )
+    return report
 
 
 def _evaluation_rows(job: Job, view: str) -> EvaluationRows:
