@@ -1,11 +1,22 @@
 """Reads on jobs and global models, with who may see what."""
 
-from django.db.models import Count, Q, QuerySet
+from datetime import datetime
+
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
 from market.accounts.models import User
 from market.errors import NotFound, PermissionDenied
 from market.federations.models import Federation, PrivacyLevel
-from market.jobs.models import GlobalModel, Job, JobEstimate, JobStatus
+from market.jobs.models import (
+    ChunkStatus,
+    GlobalModel,
+    Job,
+    JobChunk,
+    JobEstimate,
+    JobPhase,
+    JobStatus,
+)
+from market.outbox import outbox_published_long_ago
 from market.submissions.models import OWN_MODEL_ROLE, ModelFile, Submission, SubmissionStatus
 
 STAGE_PERCENT = {"fusing": 85, "evaluating": 92, "saving": 97, "done": 100}
@@ -155,6 +166,18 @@ def own_models_used(*, privacy_level: str) -> bool:
     return privacy_level == PrivacyLevel.L0
 
 
+def server_noise_used(*, privacy_level: str) -> bool:
+    """Whether a job of ``privacy_level`` adds the server's noise to the members' votes (L1): the one level whose
+    fusion draws noise, reports an analysed ε and charges the silos' budgets when it releases its model."""
+    return privacy_level == PrivacyLevel.L1
+
+
+def party_noise_used(*, privacy_level: str) -> bool:
+    """Whether a job of ``privacy_level`` fuses members that carry their silos' own noise (L2): its privacy report
+    is the submissions' own."""
+    return privacy_level == PrivacyLevel.L2
+
+
 def job_model_files(*, submission: Submission, privacy_level: str) -> list[ModelFile]:
     """The model files of ``submission`` a job of ``privacy_level`` uses, in the engine's order: its students by
     position, then its own model (stored last) where :func:`own_models_used`."""
@@ -256,3 +279,78 @@ def job_estimates_before_launch(*, federation: Federation) -> int:
     if latest_job is not None:
         estimates = estimates.filter(created_at__gt=latest_job.created_at)
     return estimates.count()
+
+
+# Reads of the worker side (workers.runner): the rows a running job's steps compute on.
+
+
+def job_for_run(*, job_id: int) -> Job:
+    """The job with what its fusion reads (federation, public data, evaluation split) in one query."""
+    return Job.objects.select_related("federation", "public_dataset", "evaluation_split").get(
+        id=job_id
+    )
+
+
+def job_chunk_for_run(*, chunk_id: int) -> JobChunk:
+    """The chunk with its job and what predicting it reads, in one query."""
+    return JobChunk.objects.select_related(
+        "job__public_dataset", "job__evaluation_split", "job__federation"
+    ).get(id=chunk_id)
+
+
+def job_chunk_job_id(*, chunk_id: int) -> int | None:
+    return JobChunk.objects.filter(id=chunk_id).values_list("job_id", flat=True).first()
+
+
+def job_chunks_in_order(*, job: Job) -> list[JobChunk]:
+    return list(job.chunks.order_by("index"))
+
+
+def job_submissions_in_order(*, job: Job) -> list[Submission]:
+    return list(job.submissions.order_by("id"))
+
+
+def submissions_with_model_files(*, submission_ids: list[int]) -> dict[int, Submission]:
+    """The submissions by id (those that still exist), their model files prefetched: two queries."""
+    return Submission.objects.prefetch_related("model_files").in_bulk(submission_ids)
+
+
+def own_model_files_count(*, submissions: list[Submission]) -> int:
+    """How many of ``submissions``' model files are their silos' own models."""
+    return ModelFile.objects.filter(submission__in=submissions, info__role=OWN_MODEL_ROLE).count()
+
+
+def submission_usable(*, submission: Submission) -> bool:
+    """Whether a job may still fuse ``submission``: it is valid (not withdrawn or invalidated since the launch)."""
+    return submission.status == SubmissionStatus.VALID
+
+
+def job_cancel_requested(*, job_id: int) -> bool:
+    return Job.objects.filter(id=job_id, cancel_requested=True).exists()
+
+
+def jobs_awaiting_fusion() -> QuerySet[Job]:
+    """Running jobs that still predict and whose every chunk is done: their fusion is due."""
+    unfinished = JobChunk.objects.filter(job_id=OuterRef("pk")).exclude(status=ChunkStatus.DONE)
+    return Job.objects.filter(
+        ~Exists(unfinished), status=JobStatus.RUNNING, phase=JobPhase.PREDICTING
+    )
+
+
+def job_fusion_due(*, job_id: int) -> bool:
+    """Whether every chunk is done while the job still predicts. Two chunks finishing together may both see it and
+    both dispatch the fusion; its claim (market.jobs.lifecycle.job_fusion_claim) lets one of them run."""
+    return jobs_awaiting_fusion().filter(id=job_id).exists()
+
+
+def jobs_lease_expired(*, now: datetime) -> QuerySet[Job]:
+    """Running jobs whose worker's lease expired before ``now`` (the reaper's)."""
+    return Job.objects.filter(status=JobStatus.RUNNING, lease_expires_at__lt=now)
+
+
+def jobs_start_lost(*, older_than_seconds: float) -> QuerySet[Job]:
+    """Queued jobs whose start message was published over ``older_than_seconds`` ago and that no worker took."""
+    return outbox_published_long_ago(
+        Job.objects.filter(status=JobStatus.QUEUED, cancel_requested=False),
+        older_than_seconds=older_than_seconds,
+    )

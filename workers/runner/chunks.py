@@ -5,33 +5,47 @@ the members' signals and evaluation probabilities go to storage as one NPZ artif
 
 from __future__ import annotations
 
-from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import numpy as np
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Exists, F, OuterRef, Q, Subquery, Sum
-from django.db.models.functions import Coalesce
-from django.utils import timezone
 
 from market.feature_views import model_files_feature_view, stored_features_in_view
-from market.jobs.models import ChunkStatus, Job, JobChunk, JobPhase, JobStatus
-from market.jobs.selectors import job_members, job_model_files, own_models_used
+from market.jobs import chunks as chunk_services
+from market.jobs.chunks import (
+    job_chunk_claim,
+    job_chunk_done,
+    job_chunk_ids_to_run,
+    job_chunks_plan,
+)
+from market.jobs.leases import job_lease_renew
+from market.jobs.lifecycle import job_claim, job_end_if_cancelled, job_fail, job_stage_set
+from market.jobs.selectors import (
+    job_chunk_for_run,
+    job_chunk_job_id,
+    job_chunks_in_order,
+    job_fusion_due,
+    job_members,
+    job_model_files,
+    job_submissions_in_order,
+    own_model_files_count,
+    own_models_used,
+    submission_usable,
+    submissions_with_model_files,
+)
 from market.jobs.services import job_log
 from market.sandbox import stored_models_predict
 from market.storage import arrays_from_npz_cached, artifact_read, artifact_save, sha256_of
-from market.submissions.models import OWN_MODEL_ROLE, ModelFile, Submission, SubmissionStatus
 from workers.algorithms import algorithm_get
 from workers.jobs.chunks import ChunkSignals, chunk_signals_of, chunk_signals_to_npz
 from workers.metrics import member_metrics
-from workers.runner.leases import lease_kept, lease_renew, lease_seconds, worker_id
-from workers.runner.lifecycle import (
-    JobInputError,
-    failing_on_unexpected,
-    job_end,
-    job_stage_set,
-    job_stop_if_cancelled,
-)
+from workers.runner.leases import lease_kept, worker_id
+from workers.runner.lifecycle import JobInputError, failing_on_unexpected
+
+# Row types for annotations only: rows reach the runner through market.jobs' selectors and services.
+if TYPE_CHECKING:
+    from market.jobs.models import Job, JobChunk
+    from market.submissions.models import Submission
 
 
 @failing_on_unexpected("starting")
@@ -39,56 +53,32 @@ def job_start(*, job_id: int) -> list[int] | None:
     """Claim a queued job and split its members into chunks (once): the ids of the chunks still to run (empty when
     every chunk is done and the fusion is due), or None when this worker has nothing to dispatch (another one
     claimed the job, or the job failed)."""
-    now = timezone.now()
-    # The UPDATE is the claim: a duplicate or redelivered start message finds the row no longer queued and
-    # changes nothing. attempts counts claims (the reaper fails the job after ONEFOLD_JOB_MAX_ATTEMPTS), and a
-    # re-queued job keeps the moment it first started.
-    claimed = Job.objects.filter(id=job_id, status=JobStatus.QUEUED, cancel_requested=False).update(
-        status=JobStatus.RUNNING,
-        phase=JobPhase.PREDICTING,
-        worker=worker_id(),
-        heartbeat_at=now,
-        lease_expires_at=now + timedelta(seconds=lease_seconds()),
-        attempts=F("attempts") + 1,
-        started_at=Coalesce("started_at", now),
-    )
-    if not claimed:
+    job = job_claim(job_id=job_id, worker=worker_id())
+    if job is None:
         return None
-    job = Job.objects.get(id=job_id)
-    job_log(job_id=job_id, message=f"Claimed by worker {worker_id()} (attempt {job.attempts}).")
     try:
         chunks = _planned_chunks(job)
     except JobInputError as error:
-        job_end(job_id=job_id, status=JobStatus.FAILED, reason=str(error))
+        job_fail(job_id=job_id, reason=str(error))
         return None
     job_stage_set(job_id=job_id, stage="predicting")
-    return [chunk.id for chunk in chunks if chunk.status != ChunkStatus.DONE]
+    return job_chunk_ids_to_run(chunks=chunks)
 
 
 def _planned_chunks(job: Job) -> list[JobChunk]:
-    existing = list(job.chunks.all())
+    existing = job_chunks_in_order(job=job)
     if existing:  # a re-claimed job keeps its plan, so the chunks a dead worker finished are not predicted again
         return existing
-    submissions = list(job.submissions.order_by("id"))
+    submissions = job_submissions_in_order(job=job)
     members = job_members(submissions=submissions, privacy_level=job.privacy_level)
     try:
         selected = algorithm_get(job.kind).select(members, job.parameters, seed=job.seed)
     except ValueError as error:
         raise JobInputError(f"The members could not be selected: {error}") from error
     ids = [submissions[index].id for index in selected]
-    size = max(1, int(settings.ONEFOLD_JOB_CHUNK_SIZE))
-    with transaction.atomic():
-        # A claim re-queued while this one was still planning (its lease expired under load) plans the same chunks
-        # from the same seed; whichever commits second keeps the first's rows.
-        JobChunk.objects.bulk_create(
-            [
-                JobChunk(job=job, index=index, submission_ids=ids[start : start + size])
-                for index, start in enumerate(range(0, len(ids), size))
-            ],
-            ignore_conflicts=True,
-        )
-        Job.objects.filter(id=job.id).update(progress_total=len(ids), progress_done=0)
-    chunks = list(job.chunks.all())
+    chunks = job_chunks_plan(
+        job=job, submission_ids=ids, size=max(1, int(settings.ONEFOLD_JOB_CHUNK_SIZE))
+    )
     job_log(
         job_id=job.id,
         message=f"{len(ids)} member(s) selected, predicted in {len(chunks)} chunk(s).",
@@ -104,9 +94,7 @@ def own_models_left_out(job: Job, submissions: list[Submission]) -> str | None:
     own_models_used), or None when it uses them or no submission carries one."""
     if own_models_used(privacy_level=job.privacy_level):
         return None
-    carrying = ModelFile.objects.filter(
-        submission__in=submissions, info__role=OWN_MODEL_ROLE
-    ).count()
+    carrying = own_model_files_count(submissions=submissions)
     if not carrying:
         return None
     return (
@@ -116,43 +104,20 @@ def own_models_left_out(job: Job, submissions: list[Submission]) -> str | None:
     )
 
 
-def job_chunk_claim(*, chunk_id: int) -> bool:
-    """The status conditions sit on the updated row itself, so PostgreSQL re-checks them after waiting for a
-    concurrent claim's lock (a condition inside a subquery would not be re-checked: two workers could win)."""
-    now = timezone.now()
-    live_jobs = Job.objects.filter(status=JobStatus.RUNNING, cancel_requested=False).values("id")
-    return (
-        JobChunk.objects.filter(
-            Q(status=ChunkStatus.PENDING) | Q(status=ChunkStatus.RUNNING, lease_expires_at__lt=now),
-            id=chunk_id,
-            job_id__in=live_jobs,
-        ).update(
-            status=ChunkStatus.RUNNING,
-            worker=worker_id(),
-            lease_expires_at=now + timedelta(seconds=lease_seconds()),
-            attempts=F("attempts") + 1,
-            members_done=0,
-        )
-        == 1
-    )
-
-
 def job_chunk_release(*, chunk_id: int) -> None:
-    """Hand a chunk back (a transient error: the retried task, on any worker, claims it again)."""
-    JobChunk.objects.filter(id=chunk_id, worker=worker_id(), status=ChunkStatus.RUNNING).update(
-        status=ChunkStatus.PENDING, worker="", lease_expires_at=None
-    )
+    """Hand a chunk this worker holds back (a transient error: the retried task, on any worker, claims it again)."""
+    chunk_services.job_chunk_release(chunk_id=chunk_id, worker=worker_id())
 
 
 def _chunk_submissions(submission_ids: list[int]) -> list[Submission]:
     """The chunk's submissions with their model files, in the chunk's order, read in two queries; still valid."""
-    found = Submission.objects.prefetch_related("model_files").in_bulk(submission_ids)
+    found = submissions_with_model_files(submission_ids=submission_ids)
     for submission_id in submission_ids:
         if submission_id not in found:
             raise JobInputError(
                 f"Submission #{submission_id} was deleted after the job was created."
             )
-        if found[submission_id].status != SubmissionStatus.VALID:
+        if not submission_usable(submission=found[submission_id]):
             raise JobInputError(
                 f"Submission #{submission_id} is no longer valid ({found[submission_id].status})."
             )
@@ -231,54 +196,37 @@ def _predict_chunk(
 def job_chunk_run(*, chunk_id: int) -> int | None:
     """Predict the public data and the evaluation split with every member of one chunk; store the partial sums.
     The job's id when this was its last chunk to finish (its fusion is now due), else None."""
-    if not job_chunk_claim(chunk_id=chunk_id):
-        job_id = JobChunk.objects.filter(id=chunk_id).values_list("job_id", flat=True).first()
+    if not job_chunk_claim(chunk_id=chunk_id, worker=worker_id()):
+        job_id = job_chunk_job_id(chunk_id=chunk_id)
         if job_id is not None:
-            job_stop_if_cancelled(job_id=job_id)
+            job_end_if_cancelled(job_id=job_id)
         return None
-    chunk = JobChunk.objects.select_related(
-        "job__public_dataset", "job__evaluation_split", "job__federation"
-    ).get(id=chunk_id)
+    chunk = job_chunk_for_run(chunk_id=chunk_id)
     job = chunk.job
     # A chunk that waited in the queue may find the job's lease close to expiry: renew it before the work, so the
     # reaper does not re-queue a job whose chunks are running.
-    lease_renew(job_id=job.id, chunk_id=None)
-    if job_stop_if_cancelled(job_id=job.id):
+    job_lease_renew(job_id=job.id, chunk_id=None, worker=worker_id())
+    if job_end_if_cancelled(job_id=job.id):
         return None
     try:
         with lease_kept(job_id=job.id, chunk_id=chunk_id):
             artifact, member_metrics = _chunk_artifact(chunk, job)
     except JobInputError as error:
-        job_end(job_id=job.id, status=JobStatus.FAILED, reason=str(error))
+        job_fail(job_id=job.id, reason=str(error))
         return None
-    if job_stop_if_cancelled(
+    if job_end_if_cancelled(
         job_id=job.id
     ):  # cancelled while predicting: nothing of this chunk is recorded
         return None
-    done = JobChunk.objects.filter(
-        id=chunk_id, worker=worker_id(), status=ChunkStatus.RUNNING
-    ).update(
-        status=ChunkStatus.DONE,
-        artifact_name=artifact,
-        member_metrics=member_metrics,
-        members_done=len(chunk.submission_ids),
-        finished_at=timezone.now(),
-    )
-    if not done:  # the reaper handed this chunk to another worker meanwhile; its result wins
+    if not job_chunk_done(
+        chunk=chunk, worker=worker_id(), artifact_name=artifact, member_metrics=member_metrics
+    ):  # the reaper handed this chunk to another worker meanwhile; its result wins
         return None
-    chunk_sums = (
-        JobChunk.objects.filter(job_id=job.id, status=ChunkStatus.DONE)
-        .values("job_id")
-        .annotate(total=Sum("members_done"))
-        .values("total")
-    )
-    # Recounted from the done chunks, not incremented: a chunk run twice (its lease expired) counts once.
-    Job.objects.filter(id=job.id).update(progress_done=Subquery(chunk_sums))
     job_log(
         job_id=job.id,
         message=f"Chunk {chunk.index + 1}: {len(chunk.submission_ids)} member(s) predicted.",
     )
-    return job.id if _finalize_due(job.id) else None
+    return job.id if job_fusion_due(job_id=job.id) else None
 
 
 def members_predicted(*, submission_ids: list[int], run) -> ChunkSignals:
@@ -328,14 +276,3 @@ def _chunk_artifact(chunk: JobChunk, job: Job) -> tuple[str, dict]:
         stored_names=[],
     )
     return name, metrics
-
-
-def _finalize_due(job_id: int) -> bool:
-    """Whether every chunk is done while the job still predicts. Two chunks finishing together may both see it and
-    both dispatch the fusion; its claim (:func:`workers.runner.finalize.job_finalize`) lets one of them run."""
-    unfinished = JobChunk.objects.filter(job_id=OuterRef("pk")).exclude(status=ChunkStatus.DONE)
-    return (
-        Job.objects.filter(id=job_id, status=JobStatus.RUNNING, phase=JobPhase.PREDICTING)
-        .filter(~Exists(unfinished))
-        .exists()
-    )

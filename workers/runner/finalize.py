@@ -5,33 +5,23 @@ one transaction with the budget charge."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import numpy as np
-from django.db import transaction
-from django.db.models import Exists, OuterRef
-from django.utils import timezone
 
-from market.federations.models import PrivacyLevel
 from market.jobs.baselines import baselines_measure, best_silo_submission
-from market.jobs.models import (
-    ChunkStatus,
-    GlobalModel,
-    GlobalModelFile,
-    Job,
-    JobChunk,
-    JobPhase,
-    JobStatus,
+from market.jobs.lifecycle import (
+    JobSuperseded,
+    job_end_if_cancelled,
+    job_fail,
+    job_fusion_claim,
+    job_fusion_release,
+    job_stage_set,
+    job_succeed,
 )
-from market.jobs.selectors import job_members
-from market.jobs.services import CHARGED_FOR_MODEL, job_log, job_release
-from market.jobs.spending import job_budget_charge
-from market.storage import (
-    arrays_from_npz_cached,
-    artifact_save,
-    artifacts_removed_on_error,
-    sha256_of,
-)
+from market.jobs.selectors import job_for_run, job_members, party_noise_used, server_noise_used
+from market.jobs.services import job_log, job_release
+from market.storage import arrays_from_npz_cached
 from workers.algorithms import algorithm_get
 from workers.algorithms.registry import agreement_counts
 from workers.algorithms.transfer import child_seeds
@@ -52,22 +42,17 @@ from workers.runner.fusing import (
     job_fuse,
     job_operator_only_baseline,
 )
-from workers.runner.leases import code_version, lease_kept, lease_seconds, worker_id
-from workers.runner.lifecycle import (
-    JobInputError,
-    JobSuperseded,
-    failing_on_unexpected,
-    job_artifacts_delete,
-    job_end,
-    job_stage_set,
-    job_stop_if_cancelled,
-    logger,
-)
+from workers.runner.leases import code_version, lease_kept, worker_id
+from workers.runner.lifecycle import JobInputError, failing_on_unexpected, logger
 from workers.runner.valuing import (
     NO_SILO_VALUED,
     contribution_weights_unused,
     job_contribution_values,
 )
+
+# Row types for annotations only: rows reach the runner through market.jobs' selectors and services.
+if TYPE_CHECKING:
+    from market.jobs.models import Job
 
 CONTRIBUTION_RULE = (
     "Each silo's weight is the number of public examples the global model was trained on where its "
@@ -76,56 +61,31 @@ CONTRIBUTION_RULE = (
 )
 
 
-def _claim_finalize(job_id: int) -> bool:
-    now = timezone.now()
-    # phase and status are conditions on the updated row: re-checked after a concurrent claim's lock is released
-    unfinished = JobChunk.objects.filter(job_id=OuterRef("pk")).exclude(status=ChunkStatus.DONE)
-    return (
-        Job.objects.filter(
-            ~Exists(unfinished),
-            id=job_id,
-            status=JobStatus.RUNNING,
-            phase=JobPhase.PREDICTING,
-            cancel_requested=False,
-        ).update(
-            phase=JobPhase.FUSING,
-            worker=worker_id(),
-            heartbeat_at=now,
-            lease_expires_at=now + timedelta(seconds=lease_seconds()),
-        )
-        == 1
-    )
-
-
 def job_finalize_release(*, job_id: int) -> None:
-    Job.objects.filter(
-        id=job_id, status=JobStatus.RUNNING, phase=JobPhase.FUSING, worker=worker_id()
-    ).update(phase=JobPhase.PREDICTING)
+    job_fusion_release(job_id=job_id, worker=worker_id())
 
 
 @failing_on_unexpected("fusing")
 def job_finalize(*, job_id: int) -> None:
     """Sum the chunks' signals, add L1 noise once, fuse, evaluate the exported model, save the global model."""
-    if not _claim_finalize(job_id):
+    if not job_fusion_claim(job_id=job_id, worker=worker_id()):
         return
-    job = Job.objects.select_related("federation", "public_dataset", "evaluation_split").get(
-        id=job_id
-    )
+    job = job_for_run(job_id=job_id)
     try:
         with lease_kept(job_id=job_id):
             job_stage_set(job_id=job_id, stage="fusing")
             fused = job_fuse(job)
-            if job_stop_if_cancelled(job_id=job_id) or fused is None:
+            if job_end_if_cancelled(job_id=job_id) or fused is None:
                 return
             job_stage_set(job_id=job_id, stage="evaluating")
             evaluated = job_evaluate(job, fused)
-            if job_stop_if_cancelled(job_id=job_id):
+            if job_end_if_cancelled(job_id=job_id):
                 return
             job_stage_set(job_id=job_id, stage="saving")
             job_release(job=job, lines=evaluated.report_lines)
             _save(job, fused, evaluated)
     except JobInputError as error:
-        job_end(job_id=job_id, status=JobStatus.FAILED, reason=str(error), step_error=True)
+        job_fail(job_id=job_id, reason=str(error), step_error=True)
 
 
 def _contributions(job: Job, fused: FusedJob) -> dict:
@@ -156,7 +116,7 @@ def _privacy_report(job: Job, fused: FusedJob) -> JobPrivacyReport:
 
 
 def _level_privacy_report(job: Job, fused: FusedJob) -> JobPrivacyReport:
-    if job.privacy_level == PrivacyLevel.L1:
+    if server_noise_used(privacy_level=job.privacy_level):
         analysis = fused.fusion.privacy
         if analysis is None:
             raise JobInputError(
@@ -167,7 +127,7 @@ def _level_privacy_report(job: Job, fused: FusedJob) -> JobPrivacyReport:
             data_independent=analysis.data_independent,
             data_dependent=analysis.data_dependent,
         )
-    if job.privacy_level == PrivacyLevel.L2:
+    if party_noise_used(privacy_level=job.privacy_level):
         return JobPrivacyReport(
             level=job.privacy_level,
             submissions={str(i): fused.submissions[i].privacy_report for i in fused.submission_ids},
@@ -194,7 +154,7 @@ def _lineage(job: Job, fused: FusedJob, evaluated: EvaluatedModel) -> dict:
         "seed": job.seed,
         "parameters": job.parameters,
         "dp_noise": "unseeded (OpenDP, cryptographically secure)"
-        if job.privacy_level == PrivacyLevel.L1
+        if server_noise_used(privacy_level=job.privacy_level)
         else None,
         "fusion": _json_ready(fused.fusion.details),
         "verification": evaluated.verification,
@@ -265,6 +225,11 @@ def _baselines(
                 ),
             }
     measured["comparison_method"] = COMPARISON_METHOD
+    _baselines_logged(job, measured)
+    return measured
+
+
+def _baselines_logged(job: Job, measured: dict) -> None:
     # The log is read by every participant: it names no silo's own score (the job page decides who sees those).
     majority, operator_only_scores = measured["majority_class"], measured["operator_only"]
     job_log(
@@ -283,7 +248,6 @@ def _baselines(
         )
         + ".",
     )
-    return measured
 
 
 #: How the global model's comparisons with its baselines are made (stored beside them).
@@ -351,61 +315,19 @@ def _save(job: Job, fused: FusedJob, evaluated: EvaluatedModel) -> None:
         # issue 28: each silo's value of the job's own vote or average, on the same report rows
         "contribution_values": job_contribution_values(job, fused, report),
     }
-    with artifacts_removed_on_error() as stored_names, transaction.atomic():
-        # Re-read under the row lock: a cancel, or the reaper handing the job to another worker while this one
-        # fused, drops this result (JobSuperseded) instead of saving a second global model or charging twice.
-        locked = Job.objects.select_for_update().get(id=job.id)
-        if (
-            locked.status != JobStatus.RUNNING
-            or locked.phase != JobPhase.FUSING
-            or locked.worker != worker_id()
-            or locked.cancel_requested
-        ):
-            raise JobSuperseded()
-        global_model = GlobalModel.objects.create(job=locked, **fields)
-        for file in evaluated.files:
-            stored_name = artifact_save(
-                name=f"federations/{job.federation.slug}/global-models/{global_model.id}/"
-                f"{file.filename}",
-                data=file.data,
-                stored_names=stored_names,
-            )
-            GlobalModelFile.objects.create(
-                global_model=global_model,
-                role=file.role,
-                format=file.format,
-                stored_name=stored_name,
-                sha256=sha256_of(file.data),
-                size_bytes=len(file.data),
-            )
-        locked.status, locked.finished_at, locked.phase = JobStatus.SUCCEEDED, timezone.now(), ""
-        locked.progress_stage, locked.worker, locked.lease_expires_at = "done", "", None
-        locked.save(
-            update_fields=[
-                "status",
-                "finished_at",
-                "phase",
-                "progress_stage",
-                "worker",
-                "lease_expires_at",
-            ]
-        )
-        if job.privacy_level == PrivacyLevel.L1:
-            job_budget_charge(
-                job=locked,
-                privacy_report=privacy_report,
-                reason=CHARGED_FOR_MODEL.format(global_model=global_model.id),
-            )
-        job_log(job_id=job.id, message=f"Succeeded: global model #{global_model.id} saved.")
-    job_artifacts_delete(
-        job=job
-    )  # after the commit, as in job_end: a rollback keeps what a retry reads
+    job_succeed(
+        job=job,
+        worker=worker_id(),
+        fields=fields,
+        files=evaluated.files,
+        privacy_report=privacy_report,
+    )
 
 
 def job_finalize_safely(*, job_id: int) -> None:
     try:
         job_finalize(job_id=job_id)
     except JobSuperseded:
-        if job_stop_if_cancelled(job_id=job_id):
+        if job_end_if_cancelled(job_id=job_id):
             return
         logger.info("Job %s was taken over by another worker; this result is dropped.", job_id)

@@ -10,14 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
-from django.utils import timezone
 
 from market.feature_views import stored_features_in_view
-from market.federations.models import PrivacyLevel
-from market.jobs.models import Job, JobEstimate
-from market.jobs.selectors import job_best_model_files, job_members
+from market.jobs.lifecycle import job_noise_stored
+from market.jobs.selectors import (
+    job_best_model_files,
+    job_cancel_requested,
+    job_chunks_in_order,
+    job_members,
+    server_noise_used,
+    submissions_with_model_files,
+)
 from market.jobs.services import job_log
 from market.sandbox import stored_models_convert, stored_models_predict
 from market.storage import (
@@ -27,7 +33,6 @@ from market.storage import (
     artifact_read,
     artifact_save,
 )
-from market.submissions.models import Submission
 from workers.algorithms import algorithm_get
 from workers.algorithms.auto_fusion import EvaluationRows, evaluation_halves
 from workers.algorithms.bundle import BUNDLE_FAMILY
@@ -46,6 +51,11 @@ from workers.modelio.bundle import BundleMember, bundle_write
 from workers.privacy.mechanisms import ConfidentGaussianNoise, GaussianNoise, LaplaceNoise
 from workers.privacy.settings import PrivacySettings
 from workers.runner.lifecycle import JobInputError
+
+# Row types for annotations only: rows reach the runner through market.jobs' selectors and services.
+if TYPE_CHECKING:
+    from market.jobs.models import Job, JobEstimate
+    from market.submissions.models import Submission
 
 
 @dataclass(frozen=True)
@@ -82,7 +92,7 @@ class EvaluatedModel:
 
 def job_chunk_signals(job: Job) -> Iterator[ChunkSignals]:
     """The stored signals of each chunk of ``job`` in order; JobInputError if one is missing or corrupt."""
-    for chunk in job.chunks.order_by("index"):
+    for chunk in job_chunks_in_order(job=job):
         try:
             yield chunk_signals_from_npz(artifact_read(chunk.artifact_name))
         except (FileNotFoundError, ValueError, OSError) as error:
@@ -103,7 +113,7 @@ class JobNoise:
 
 def job_noise(job: Job) -> JobNoise:
     """The noise of ``job``'s fusion (no mechanism below L1)."""
-    if job.privacy_level != PrivacyLevel.L1:
+    if not server_noise_used(privacy_level=job.privacy_level):
         return JobNoise()
     # The settings the job stored when it was created (workers.privacy.settings); its pre-flight estimate
     # (workers.runner.preflight) simulates the same mechanism.
@@ -120,19 +130,11 @@ def job_noise(job: Job) -> JobNoise:
             data=arrays_to_npz(noisy_counts=noisy),
             stored_names=[],
         )
-        Job.objects.filter(id=job.id).update(noisy_answers_name=name, noise_drawn_at=timezone.now())
-        job.noisy_answers_name, job.noise_drawn_at = name, timezone.now()
-        job_log(
-            job_id=job.id, message="Noise drawn and stored; a retry reuses these noisy answers."
-        )
+        job_noise_stored(job=job, name=name)
 
     if stored is not None:
         job_log(job_id=job.id, message="Reusing the noisy answers drawn by an earlier attempt.")
     return JobNoise(mechanism=mechanism, stored=stored, on_drawn=store)
-
-
-def _cancel_requested(job_id: int) -> bool:
-    return Job.objects.filter(id=job_id, cancel_requested=True).exists()
 
 
 def _fusion_started(job: Job, pid: int) -> None:
@@ -145,7 +147,7 @@ def job_fuse(job: Job) -> FusedJob | None:
     for chunk in job_chunk_signals(job):
         ids.extend(int(value) for value in chunk.member_ids)
         signal_sum = chunk.signal_sum if signal_sum is None else signal_sum + chunk.signal_sum
-    submissions = Submission.objects.prefetch_related("model_files").in_bulk(ids)
+    submissions = submissions_with_model_files(submission_ids=ids)
     missing = [submission_id for submission_id in ids if submission_id not in submissions]
     if missing:
         raise JobInputError(f"Submission #{missing[0]} was deleted after the job was created.")
@@ -178,7 +180,7 @@ def job_fuse(job: Job) -> FusedJob | None:
             noise=noise.mechanism,
             stored_noise=noise.stored,
             on_noise_drawn=noise.on_drawn,
-            cancelled=lambda: _cancel_requested(job.id),
+            cancelled=lambda: job_cancel_requested(job_id=job.id),
             on_start=lambda pid: _fusion_started(job, pid),
         )
     except ValueError as error:

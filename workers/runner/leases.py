@@ -1,5 +1,5 @@
-"""Who is working on a job and for how long: the worker's identity, the deployment's job settings, and the
-lease a heartbeat thread renews while a step runs (the reaper re-queues a job whose lease expired)."""
+"""Who is working on a job: the worker's identity, the code it runs, and the heartbeat thread that renews the job's
+lease while a step runs (market.jobs.leases writes the lease; the reaper re-queues a job whose lease expired)."""
 
 from __future__ import annotations
 
@@ -9,21 +9,12 @@ import socket
 import subprocess
 import threading
 from contextlib import contextmanager
-from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
 from django.db import connection
-from django.utils import timezone
 
-from market.jobs.models import ChunkStatus, Job, JobChunk, JobStatus
-
-# The job settings (leases, heartbeats, attempts, chunks) are read from market/settings.py, which writes each
-# default once (from its environment variable); no call site repeats a default of its own.
-
-
-def lease_seconds() -> float:
-    return settings.ONEFOLD_JOB_LEASE_SECONDS
+from market.jobs.leases import job_lease_renew
 
 
 @functools.cache
@@ -63,7 +54,7 @@ def lease_kept(*, job_id: int, chunk_id: int | None = None):
     def beat():
         try:
             while not stop.wait(settings.ONEFOLD_JOB_HEARTBEAT_SECONDS):
-                lease_renew(job_id=job_id, chunk_id=chunk_id)
+                job_lease_renew(job_id=job_id, chunk_id=chunk_id, worker=worker_id())
         finally:
             connection.close()  # Django opened this thread its own connection: close it, or each step leaks one
 
@@ -74,15 +65,3 @@ def lease_kept(*, job_id: int, chunk_id: int | None = None):
     finally:
         stop.set()
         thread.join()
-
-
-def lease_renew(*, job_id: int, chunk_id: int | None) -> None:
-    now = timezone.now()
-    expires = now + timedelta(seconds=lease_seconds())
-    Job.objects.filter(id=job_id, status=JobStatus.RUNNING).update(
-        heartbeat_at=now, lease_expires_at=expires
-    )
-    if chunk_id is not None:
-        JobChunk.objects.filter(id=chunk_id, worker=worker_id(), status=ChunkStatus.RUNNING).update(
-            lease_expires_at=expires
-        )

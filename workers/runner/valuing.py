@@ -12,10 +12,10 @@ organisation is a member of the same player.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from market.jobs.models import Job
 from market.jobs.services import job_log
 from market.storage import arrays_from_npz_cached
 from workers.algorithms import algorithm_get
@@ -23,6 +23,10 @@ from workers.algorithms.cohort import label_counts_of
 from workers.algorithms.operator_only import silos_added_nothing
 from workers.runner.fusing import FusedJob, job_chunk_signals
 from workers.valuation import contribution_values
+
+# Row types for annotations only: rows reach the runner through market.jobs' selectors and services.
+if TYPE_CHECKING:
+    from market.jobs.models import Job
 
 
 def valuation_rule(job: Job, fusion_details: dict) -> str | None:

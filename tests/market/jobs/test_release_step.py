@@ -13,12 +13,12 @@ from django.core.files.storage import default_storage
 from django.db.models.signals import post_save
 
 from market.budgets.models import BudgetEntry, EntryKind, PrivacyBudget
+from market.jobs.lifecycle import WITHHELD_REASON
 from market.jobs.models import Job, JobLogEntry, JobStatus
 from market.storage import arrays_from_npz_cached
 from tests.conftest import api_client_for
 from tests.fixtures.jobs import FAST_FEDKT
 from tests.market.jobs.helpers import launch
-from workers.runner.lifecycle import WITHHELD_REASON
 
 L1_PARAMETERS = {**FAST_FEDKT, "query": 20, "privacy": {"gamma": 0.02}}
 

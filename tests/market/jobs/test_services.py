@@ -259,8 +259,8 @@ def test_two_workers_racing_to_start_the_same_job_claim_it_once(
 
 @pytest.mark.django_db(transaction=True)
 def test_workers_racing_for_the_same_chunk_claim_it_once(operator, fedkt_submissions):
+    from market.jobs.chunks import job_chunk_claim
     from market.jobs.models import JobChunk
-    from workers.runner.chunks import job_chunk_claim
 
     job_id = post_job(
         operator, fedkt_submissions[0].federation, kind="fedkt", privacy_level="L0"
@@ -275,7 +275,9 @@ def test_workers_racing_for_the_same_chunk_claim_it_once(operator, fedkt_submiss
     chunk = JobChunk.objects.create(
         job_id=job_id, index=0, submission_ids=[fedkt_submissions[0].id]
     )
-    claims = run_at_once(lambda _: job_chunk_claim(chunk_id=chunk.id), [1, 2, 3, 4])
+    claims = run_at_once(
+        lambda racer: job_chunk_claim(chunk_id=chunk.id, worker=f"racer-{racer}"), [1, 2, 3, 4]
+    )
     assert sorted(claims) == [False, False, False, True]
     chunk.refresh_from_db()
     assert (chunk.status, chunk.attempts) == ("running", 1)

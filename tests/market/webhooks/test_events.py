@@ -38,7 +38,7 @@ def test_a_failed_job_after_its_release_charges_each_silo_and_tells_each_only_of
     endpoints,
     members,  # noqa: F811
 ):
-    from workers.runner.lifecycle import job_end
+    from market.jobs.lifecycle import job_end
 
     job = make_job()
     job_budget_reserve(job=job, actor=operator)
