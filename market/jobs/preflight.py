@@ -261,10 +261,9 @@ def job_estimate_progress_record(*, estimate_id: int, stage: str, done: int, tot
     )
 
 
-def job_estimate_end(
-    *, estimate_id: int, status: str, result: dict | None = None, reason: str = ""
-) -> None:
-    """running → succeeded (with its ``result``) or failed (with the ``reason`` the operator reads)."""
+def job_estimate_end(*, estimate_id: int, result: dict | None = None, reason: str = "") -> None:
+    """running → succeeded with its ``result``, or failed with the ``reason`` the operator reads (a reason given)."""
+    status = EstimateStatus.FAILED if reason else EstimateStatus.SUCCEEDED
     JobEstimate.objects.filter(id=estimate_id, status=EstimateStatus.RUNNING).update(
         status=status,
         result=result,
@@ -272,3 +271,10 @@ def job_estimate_end(
         finished_at=timezone.now(),
         progress_stage="done" if status == EstimateStatus.SUCCEEDED else "",
     )
+
+
+def job_estimate_for_run(*, estimate_id: int) -> JobEstimate:
+    """The estimate a worker computes, with its federation, public data and evaluation split."""
+    return JobEstimate.objects.select_related(
+        "federation", "public_dataset", "evaluation_split"
+    ).get(id=estimate_id)

@@ -15,25 +15,24 @@ from __future__ import annotations
 
 import logging
 from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 from django.conf import settings
 
 from market.feature_views import stored_features_in_view
-from market.federations.models import PrivacyLevel
 from market.jobs.baselines import baselines_measure
-from market.jobs.models import EstimateStatus, JobEstimate
 from market.jobs.parameters import L1_DEFAULT_SHARE_OF_LIMIT
 from market.jobs.preflight import (
     job_estimate_claim,
     job_estimate_end,
+    job_estimate_for_run,
     job_estimate_progress_record,
 )
 from market.jobs.preflight import job_estimate_release as estimate_release
 from market.jobs.privacy_costs import member_budget_views
-from market.jobs.selectors import job_members
+from market.jobs.selectors import job_members, server_noise_used, submissions_with_model_files
 from market.storage import arrays_from_npz_cached
-from market.submissions.models import Submission
 from market.transient import TRANSIENT_ERRORS
 from workers.algorithms import algorithm_get
 from workers.algorithms.auto_fusion import EvaluationRows, evaluation_halves
@@ -57,6 +56,9 @@ from workers.runner.fusing import evaluation_report_rows, job_operator_only_base
 from workers.runner.leases import worker_id
 from workers.runner.lifecycle import JobInputError
 
+if TYPE_CHECKING:
+    from market.jobs.models import JobEstimate
+
 logger = logging.getLogger("workers.runner")
 
 
@@ -71,26 +73,23 @@ def job_estimate_run(*, estimate_id: int) -> None:
     transient error propagates (the task retries)."""
     if not job_estimate_claim(estimate_id=estimate_id, worker=worker_id()):
         return
-    estimate = JobEstimate.objects.select_related(
-        "federation", "public_dataset", "evaluation_split"
-    ).get(id=estimate_id)
+    estimate = job_estimate_for_run(estimate_id=estimate_id)
     try:
         result = _estimate(estimate)
     except TRANSIENT_ERRORS:
         raise
     except JobInputError as error:
-        job_estimate_end(estimate_id=estimate_id, status=EstimateStatus.FAILED, reason=str(error))
+        job_estimate_end(estimate_id=estimate_id, reason=str(error))
     except (
         Exception
     ) as error:  # a bug or a crashed fusion: the operator reads why instead of a stuck estimate
         logger.exception("Pre-flight estimate #%s failed", estimate_id)
         job_estimate_end(
             estimate_id=estimate_id,
-            status=EstimateStatus.FAILED,
             reason=f"Internal error while estimating: {type(error).__name__}: {error}",
         )
     else:
-        job_estimate_end(estimate_id=estimate_id, status=EstimateStatus.SUCCEEDED, result=result)
+        job_estimate_end(estimate_id=estimate_id, result=result)
 
 
 def _progress(estimate: JobEstimate, *, stage: str, done: int, total: int) -> None:
@@ -99,7 +98,7 @@ def _progress(estimate: JobEstimate, *, stage: str, done: int, total: int) -> No
 
 def _selected_ids(estimate: JobEstimate) -> list[int]:
     """The members the job would use, chosen by its engine from their declared metadata, as a job plans them."""
-    found = Submission.objects.in_bulk(estimate.submission_ids)
+    found = submissions_with_model_files(submission_ids=estimate.submission_ids)
     missing = [id for id in estimate.submission_ids if id not in found]
     if missing:
         raise JobInputError(f"Submission #{missing[0]} was deleted after the estimate was asked.")
@@ -168,11 +167,11 @@ def _simulated_votes(estimate: JobEstimate, ids: list[int], members) -> ChunkSig
 
 def _estimate(estimate: JobEstimate) -> dict:
     ids = _selected_ids(estimate)
-    submissions = Submission.objects.in_bulk(ids)
+    submissions = submissions_with_model_files(submission_ids=ids)
     members = job_members(
         submissions=[submissions[id] for id in ids], privacy_level=estimate.privacy_level
     )
-    private_l1 = estimate.privacy_level == PrivacyLevel.L1
+    private_l1 = server_noise_used(privacy_level=estimate.privacy_level)
     chunks = [_simulated_votes(estimate, ids, members)] if private_l1 else _predicted(estimate, ids)
     signal_sum = sum(chunk.signal_sum for chunk in chunks)
     member_probabilities = np.concatenate([chunk.evaluation_probabilities for chunk in chunks])
