@@ -230,8 +230,10 @@ def _nothing_fits(
 
 #: The advisor's grid (issue 40 item 4): the units, mechanisms and query counts (in proportion to the job's own)
 #: whose noise it calibrates to every member's remaining budget and whose models the pre-flight estimate scores.
-#: A unit is one more dimension: only party-level L1 exists today. Query counts go down only: a job's default
-#: query is already the most that fits the same share of a budget, and fewer rows take less noise each.
+#: A unit is one more dimension; the advisor prices party-level settings only (a record-level candidate would need
+#: every member's disjoint-partition declaration, the federation's consent and simulated votes per student, which the
+#: estimate does not draw yet). Query counts go down only: a job's default query is already the most that fits the
+#: same share of a budget, and fewer rows take less noise each.
 ADVISED_UNITS = ("party-level",)
 ADVISED_MECHANISMS = ("gaussian", "laplace")
 ADVISED_QUERY_SCALES = (0.1, 1 / 3, 1.0)
