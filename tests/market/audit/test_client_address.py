@@ -4,8 +4,7 @@ services that are not handed the request; behind trusted proxies the address is 
 import pytest
 
 from market.audit.models import AuditEvent
-from tests.market.audit.helpers import upload
-from tests.market.submissions.helpers import submit
+from tests.market.submissions.helpers import created_through_service, submit
 from workers.submission_validation import submission_validate
 
 
@@ -29,7 +28,7 @@ def test_an_upload_accepted_and_one_refused_through_the_api_carry_the_clients_ad
 def test_events_recorded_outside_a_request_have_no_address(
     federation_with_data, silo_user, model_files
 ):
-    submission = upload(
+    submission = created_through_service(
         federation_with_data, silo_user, {"forest.onnx": model_files["forest.onnx"]}
     )
     submission_validate(submission_id=submission.id)

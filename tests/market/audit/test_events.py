@@ -7,7 +7,7 @@ from market.audit.models import AuditEvent
 from market.audit.selectors import audit_chain_verify
 from market.errors import PermissionDenied, RefusedFormat
 from market.federations.membership import federation_join
-from tests.market.audit.helpers import upload
+from tests.market.submissions.helpers import created_through_service
 from workers.submission_validation import submission_validate
 
 
@@ -49,7 +49,7 @@ def test_joining_is_audited_once_and_a_refused_join_with_its_reason(federation, 
 def test_an_accepted_upload_and_its_validation_are_audited(
     federation_with_data, silo_user, model_files
 ):
-    submission = upload(
+    submission = created_through_service(
         federation_with_data, silo_user, {"forest.onnx": model_files["forest.onnx"]}
     )
     submission_validate(submission_id=submission.id)
@@ -69,7 +69,7 @@ def test_an_accepted_upload_and_its_validation_are_audited(
 
 def test_a_refused_upload_is_audited_with_the_reason(federation_with_data, other_silo_user):
     with pytest.raises(PermissionDenied):
-        upload(federation_with_data, other_silo_user, {"model.onnx": b"x"})
+        created_through_service(federation_with_data, other_silo_user, {"model.onnx": b"x"})
     assert events("submission.uploaded") == [
         (
             "refused",
@@ -82,7 +82,9 @@ def test_a_refused_upload_is_audited_with_the_reason(federation_with_data, other
 
 def test_an_upload_in_a_refused_format_is_audited_with_the_reason(federation_with_data, silo_user):
     with pytest.raises(RefusedFormat):
-        upload(federation_with_data, silo_user, {"model.pkl": b"\x80\x04\x95pickle"})
+        created_through_service(
+            federation_with_data, silo_user, {"model.pkl": b"\x80\x04\x95pickle"}
+        )
     [(outcome, actor, _, details)] = events("submission.uploaded")
     assert (outcome, actor) == ("refused", "sam-silo")
     assert details["reason"].startswith("'model.pkl': ")

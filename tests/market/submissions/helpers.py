@@ -1,5 +1,7 @@
 import io
 
+from market.submissions.services import submission_create
+from market.submissions.uploads import SubmissionUpload, UploadedModel
 from workers.privacy.accounting import party_noise_privacy_bound
 from workers.privacy.mechanisms import LaplaceNoise
 
@@ -43,3 +45,21 @@ L2_PARAMETERS = {"gamma": 0.04, "delta": 1e-5, "partitions": 2, "teachers": 5, "
 BOUND = party_noise_privacy_bound(
     mechanism=LaplaceNoise(gamma=0.04), n_queries=30, partitions=2, teachers=5, delta=1e-5
 ).epsilon
+
+
+def created_through_service(federation, user, files: dict[str, bytes]):
+    """A silo's L1 upload of ``files`` made through the service itself (no API), as the API would make it."""
+    return submission_create(
+        federation=federation,
+        user=user,
+        upload=SubmissionUpload(
+            models=[UploadedModel(name, data) for name, data in files.items()],
+            model_family="random_forest",
+            n_local_examples=2000,
+            local_validation_score=0.8,
+            label_distribution=None,
+            privacy_level="L1",
+            privacy_parameters={},
+            declared_epsilon=None,
+        ),
+    )

@@ -5,31 +5,13 @@ import numpy as np
 from market.sandbox import stored_models_predict
 from market.storage import arrays_from_npz, artifact_read
 from market.submissions.models import Submission, SubmissionStatus
-from market.submissions.services import submission_create
-from market.submissions.uploads import SubmissionUpload, UploadedModel
 from tests.conftest import native_probabilities
+from tests.market.submissions.helpers import created_through_service
 from workers.submission_validation import submission_validate
 
 
-def create(federation, user, files: dict[str, bytes]) -> Submission:
-    return submission_create(
-        federation=federation,
-        user=user,
-        upload=SubmissionUpload(
-            models=[UploadedModel(name, data) for name, data in files.items()],
-            model_family="random_forest",
-            n_local_examples=2000,
-            local_validation_score=0.8,
-            label_distribution=None,
-            privacy_level="L1",
-            privacy_parameters={},
-            declared_epsilon=None,
-        ),
-    )
-
-
 def test_submission_validate_marks_real_models_valid(federation_with_data, silo_user, model_files):
-    submission = create(federation_with_data, silo_user, model_files)
+    submission = created_through_service(federation_with_data, silo_user, model_files)
     submission_validate(submission_id=submission.id)
     submission.refresh_from_db()
     assert (submission.status, submission.rejection_reason) == (SubmissionStatus.VALID, "")
@@ -37,7 +19,7 @@ def test_submission_validate_marks_real_models_valid(federation_with_data, silo_
 
 
 def test_submission_validate_runs_once_per_claim(federation_with_data, silo_user, model_files):
-    submission = create(
+    submission = created_through_service(
         federation_with_data, silo_user, {"forest.onnx": model_files["forest.onnx"]}
     )
     submission_validate(submission_id=submission.id)
@@ -50,7 +32,7 @@ def test_submission_validate_rejects_a_model_that_overruns_the_wall_clock_limit(
     federation_with_data, silo_user, model_files, settings
 ):
     settings.ONEFOLD_SANDBOX_WALL_SECONDS = 0.2
-    submission = create(
+    submission = created_through_service(
         federation_with_data, silo_user, {"network.safetensors": model_files["network.safetensors"]}
     )
     submission_validate(submission_id=submission.id)
@@ -65,7 +47,7 @@ def test_submission_validate_rejects_a_model_that_overruns_the_wall_clock_limit(
 def test_safe_path_predictions_equal_the_native_libraries(
     federation_with_data, silo_user, model_files, adult_models
 ):
-    submission = create(federation_with_data, silo_user, model_files)
+    submission = created_through_service(federation_with_data, silo_user, model_files)
     features = arrays_from_npz(submission.public_dataset.features_file)["features"]
     stored = [artifact_read(model_file.stored_name) for model_file in submission.model_files.all()]
     outcomes = stored_models_predict(stored, features, n_classes=2)

@@ -12,21 +12,26 @@ from tests.conftest import csv_bytes, scaled_timeout
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def five_members(federation_with_data, silo_user):
+def joined_silos(federation, silo_user, count: int) -> list:
+    """``silo_user`` and ``count - 1`` more silos (``silo-<n>`` / ``silo-<n>-password``), each joined."""
     from market.accounts.services import organisation_create, user_create
     from market.federations.membership import federation_join
 
     users = [silo_user]
-    for index in range(1, 5):
+    for index in range(1, count):
         user = user_create(
             username=f"silo-{index}",
             password=f"silo-{index}-password",
             organisation=organisation_create(name=f"Silo {index}"),
         )
-        federation_join(federation=federation_with_data, user=user)
+        federation_join(federation=federation, user=user)
         users.append(user)
     return users
+
+
+@pytest.fixture
+def five_members(federation_with_data, silo_user):
+    return joined_silos(federation_with_data, silo_user, 5)
 
 
 @pytest.mark.worker
@@ -137,19 +142,7 @@ def _upload(path):
 @pytest.fixture
 def three_members(federation_with_data, silo_user):
     """The fewest members an FD round takes (each silo's average is made of at least two other silos')."""
-    from market.accounts.services import organisation_create, user_create
-    from market.federations.membership import federation_join
-
-    users = [silo_user]
-    for index in (1, 2):
-        user = user_create(
-            username=f"silo-{index}",
-            password=f"silo-{index}-password",
-            organisation=organisation_create(name=f"Silo {index}"),
-        )
-        federation_join(federation=federation_with_data, user=user)
-        users.append(user)
-    return users
+    return joined_silos(federation_with_data, silo_user, 3)
 
 
 @pytest.mark.worker
